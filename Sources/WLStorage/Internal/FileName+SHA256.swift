@@ -1,0 +1,75 @@
+internal import CWLStorageOpenSSL
+
+/// How a key becomes a file name inside the storage directory.
+///
+/// A key that is 1 to 127 bytes of `[A-Za-z0-9._-]`, and not `.` or `..`, is its own file name. Any other key
+/// is stored under the lowercase hex SHA-256 of its UTF-8 bytes (64 characters). Neither form can contain a
+/// `/` or a `~`, so no key escapes the directory, and names with a `~` are free for temporary and moved-aside
+/// files.
+package enum FileName {
+    /// The longest key, in bytes, that is used as a file name as it is.
+    package static let maximumPlainLength = 127
+
+    /// The file name for `key`, or `nil` when the key needs hashing and libcrypto cannot hash it.
+    package static func forKey(_ key: String) -> String? {
+        isPlain(key) ? key : SHA256.hexDigest(of: key)
+    }
+
+    /// Whether `key` is used as its own file name.
+    package static func isPlain(_ key: String) -> Bool {
+        let utf8 = key.utf8
+        guard (1...maximumPlainLength).contains(utf8.count), key != ".", key != ".." else { return false }
+        return utf8.allSatisfy(isPlainByte)
+    }
+
+    @inline(__always)
+    static func isPlainByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+            return true
+        default:
+            return false
+        }
+    }
+}
+
+/// SHA-256 through OpenSSL libcrypto's EVP interface, with the algorithm fetched once per process.
+package enum SHA256 {
+    /// An `EVP_MD` fetched once; OpenSSL documents fetched algorithms as safe to share between threads.
+    private struct Algorithm: @unchecked Sendable {  // immutable after creation; OpenSSL owns its locking
+        let pointer: OpaquePointer?
+    }
+
+    private static let algorithm = Algorithm(pointer: EVP_MD_fetch(nil, "SHA256", nil))
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// The 32-byte SHA-256 digest of `bytes`, or `nil` when libcrypto cannot compute it (no SHA-256 provider).
+    /// The corresponding C function is `EVP_Digest`.
+    package static func digest(of bytes: UnsafeRawBufferPointer) -> [UInt8]? {
+        guard let md = algorithm.pointer else { return nil }
+        var length: UInt32 = 0
+        let output = [UInt8](unsafeUninitializedCapacity: 32) { out, count in
+            let ok = EVP_Digest(bytes.baseAddress, bytes.count, out.baseAddress, &length, md, nil)
+            count = ok == 1 && length == 32 ? 32 : 0
+        }
+        return output.count == 32 ? output : nil
+    }
+
+    /// The lowercase hex SHA-256 of the UTF-8 bytes of `string`, or `nil` when libcrypto cannot compute it.
+    package static func hexDigest(of string: String) -> String? {
+        var string = string
+        guard let digest = string.withUTF8({ digest(of: UnsafeRawBufferPointer($0)) }) else { return nil }
+        return String(unsafeUninitializedCapacity: 64) { buffer in
+            hexDigits.withUnsafeBufferPointer { hex in
+                for index in 0..<32 {
+                    let byte = digest[index]
+                    buffer[2 * index] = hex[Int(byte >> 4)]
+                    buffer[2 * index + 1] = hex[Int(byte & 0x0f)]
+                }
+            }
+            return 64
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import Dispatch
+
+/// Where the package gets the time and runs delayed work. Injected so that tests of the throttle need no sleep.
+package protocol WriteScheduler: Sendable {
+    /// Monotonic time in nanoseconds.
+    var now: UInt64 { get }
+
+    /// Runs `work` off the caller's thread, `delay` nanoseconds from now (as soon as possible for 0).
+    func schedule(after delay: UInt64, _ work: @escaping @Sendable () -> Void)
+}
+
+/// The scheduler used outside tests: the monotonic clock, and one labelled concurrent queue shared by every
+/// storage. Each storage's writes stay serial through its own disk lock, so no storage needs a queue of its own.
+package struct DispatchWriteScheduler: WriteScheduler {
+    package static let shared = DispatchWriteScheduler()
+
+    private let queue = DispatchQueue(label: "WLStorage.disk", qos: .utility, attributes: .concurrent)
+
+    package var now: UInt64 {
+        DispatchTime.now().uptimeNanoseconds
+    }
+
+    package func schedule(after delay: UInt64, _ work: @escaping @Sendable () -> Void) {
+        if delay == 0 {
+            queue.async(execute: work)
+        } else {
+            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay)), execute: work)
+        }
+    }
+}
+
+/// The throttle's state: when the last write started, and whether a tick is armed.
+///
+/// The first change after a quiet interval arms a tick with no delay (the leading edge). Changes while a tick is
+/// armed do nothing more: the tick writes the latest value. A change after a write arms a tick for one interval
+/// after that write started (the trailing edge). A flush disarms any armed tick; a stale tick finds its token
+/// out of date and does nothing.
+@usableFromInline
+struct WriteThrottle: Sendable {
+    /// The flush interval in nanoseconds, or `nil` for no automatic writes.
+    @usableFromInline let interval: UInt64?
+    private(set) var isArmed = false
+    private(set) var token: UInt64 = 0
+    private(set) var lastWriteStart: UInt64?
+
+    init(interval: UInt64?) {
+        self.interval = interval
+    }
+
+    /// Whether a change must arm a tick: automatic writes are on and none is armed.
+    @usableFromInline
+    var needsTick: Bool {
+        !isArmed && interval != nil
+    }
+
+    /// Arms a tick, unless one is armed or automatic writes are off, and returns its token and delay.
+    mutating func arm(now: UInt64) -> (token: UInt64, delay: UInt64)? {
+        guard let interval, !isArmed else { return nil }
+        isArmed = true
+        token &+= 1
+        guard let last = lastWriteStart else { return (token, 0) }
+        let due = last.addingReportingOverflow(interval)
+        guard !due.overflow, due.partialValue > now else { return (token, 0) }
+        return (token, due.partialValue - now)
+    }
+
+    /// Whether the tick with `token` is the armed one.
+    func isCurrent(_ token: UInt64) -> Bool {
+        isArmed && self.token == token
+    }
+
+    /// Notes that a write starts now, which disarms any tick.
+    mutating func writeStarts(now: UInt64) {
+        isArmed = false
+        token &+= 1
+        lastWriteStart = now
+    }
+}

@@ -1,0 +1,192 @@
+import Foundation
+
+/// A value that lives in memory, is safe to use from any thread, and persists itself as JSON in the background.
+///
+/// ```swift
+/// @WLStorage(key: "first_name", defaultValue: nil)
+/// var firstName: String?
+/// ```
+///
+/// - The initializer reads the value once from its backer. When nothing is stored, the default is used and
+///   saved.
+/// - Every get and set is serialized by a lock that is held for a few nanoseconds. A set is visible to every thread
+///   at once and never waits for the disk.
+/// - Writes are throttled: the first change after a quiet interval is written at once; later changes within
+///   `flushInterval` seconds collapse into one write of the latest value at the end of the interval. With a
+///   `flushInterval` of `nil` nothing is written until ``flush()``.
+/// - ``flush()`` writes the pending value and returns when it is on disk. `deinit` flushes, and so do normal exit
+///   and SIGTERM, SIGINT and SIGHUP (see ``WLStorage/flushAll()``).
+/// - Two storages of the same file in one process share one value and one throttle.
+/// - A failed write keeps the value pending and is retried; errors go to ``WLStorageError/handler`` and
+///   ``lastError``.
+@propertyWrapper
+public final class WLStorage<T: Codable & Sendable>: Sendable {
+    /// The storage key.
+    public let key: String
+
+    @usableFromInline
+    let cell: StorageCell<T>
+
+    /// Creates a storage of `key` in the default directory, with `defaultValue` when nothing is stored.
+    ///
+    /// - Parameters:
+    ///   - key: The key. Any string; see ``WLStorageDefaultBacker`` for how it names the file.
+    ///   - defaultValue: The value to use, and save, when nothing is stored.
+    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
+    public convenience init(key: String, defaultValue: T, flushInterval: Int? = 1) {
+        self.init(key: key, defaultValueClosure: { defaultValue }, flushInterval: flushInterval)
+    }
+
+    /// Creates a storage of `key` in the default directory, calling `defaultValueClosure` when nothing is stored.
+    ///
+    /// - Parameters:
+    ///   - key: The key. Any string; see ``WLStorageDefaultBacker`` for how it names the file.
+    ///   - defaultValueClosure: Makes the value to use, and save, when nothing is stored. Called at most once.
+    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
+    public convenience init(key: String, defaultValueClosure: () -> T, flushInterval: Int? = 1) {
+        self.init(
+            defaultValueClosure: defaultValueClosure, flushInterval: flushInterval,
+            backer: WLStorageDefaultBacker<T>(key: key))
+    }
+
+    /// Creates a storage kept by `backer`.
+    ///
+    /// - Parameters:
+    ///   - defaultValueClosure: Makes the value to use, and save, when the backer holds nothing. Called at most
+    ///     once.
+    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
+    ///   - backer: Where the value is read from and written to.
+    public convenience init(defaultValueClosure: () -> T, flushInterval: Int? = 1, backer: any WLStorageBacker<T>) {
+        self.init(
+            defaultValueClosure: defaultValueClosure,
+            flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
+            backer: backer,
+            scheduler: DispatchWriteScheduler.shared)
+    }
+
+    /// Creates a storage with an interval of any precision and the given scheduler (tests inject a manual clock).
+    package init(
+        defaultValueClosure: () -> T, flushInterval: Duration?, backer: any WLStorageBacker<T>,
+        scheduler: any WriteScheduler
+    ) {
+        self.key = backer.key
+        ShutdownHandling.storageCreated()
+        let fileKey = (backer as? any FileBacker)?.fileKey
+        if let fileKey {
+            switch StorageRegistry.shared.cell(forFile: fileKey, as: T.self) {
+            case .found(let cell):
+                self.cell = cell
+                return
+            case .mismatch(let other):
+                self.cell = Self.detachedCell(defaultValueClosure(), backer: backer, other: other, scheduler: scheduler)
+                return
+            case .none:
+                break
+            }
+        }
+
+        var usedDefault = false
+        var value: T
+        var readError: WLStorageError?
+        do {
+            value = try backer.read {
+                usedDefault = true
+                return defaultValueClosure()
+            }
+        } catch {
+            readError = WLStorageError(wrapping: error, key: backer.key)
+            usedDefault = false
+            value = defaultValueClosure()
+        }
+        let cell = StorageCell(
+            value: value, backer: backer, interval: flushInterval.map(Self.nanoseconds), scheduler: scheduler,
+            fileKey: fileKey)
+        switch StorageRegistry.shared.register(cell) {
+        case .found(let existing):
+            // Another thread opened the same file meanwhile; its cell wins and this one is dropped unwritten.
+            self.cell = existing
+            return
+        case .mismatch(let other):
+            self.cell = Self.detachedCell(value, backer: backer, other: other, scheduler: scheduler)
+            return
+        case .none:
+            self.cell = cell
+        }
+        if let readError { cell.record(readError) }
+        if usedDefault { cell.markPending() }
+    }
+
+    deinit {
+        cell.flush()
+    }
+
+    /// The value. Reading and writing it is safe from any thread; writing never waits for the disk.
+    @inlinable
+    public var wrappedValue: T {
+        get { cell.get() }
+        set { cell.set(newValue) }
+    }
+
+    /// The storage itself, so that `$name.flush()` works where the property wrapper is used.
+    public var projectedValue: WLStorage<T> { self }
+
+    /// Writes the pending value and returns when it is written.
+    ///
+    /// Does nothing when nothing is pending. When a write is in flight, waits for it, then writes whatever is
+    /// newer. Concurrent flushes take turns. When the write fails, the value stays pending, the error is reported
+    /// and kept in ``lastError``, and the write is retried by the next tick or flush.
+    public func flush() {
+        cell.flush()
+    }
+
+    /// Whether a change has not been written yet.
+    public var hasPendingChanges: Bool {
+        cell.hasPendingChanges
+    }
+
+    /// The error of the latest failed read or write; `nil` again once a write succeeds.
+    public var lastError: WLStorageError? {
+        cell.lastError
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return 0 }
+        let whole = UInt64(clamping: seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        guard !whole.overflow else { return .max }
+        return whole.partialValue &+ UInt64(max(0, attoseconds) / 1_000_000_000)
+    }
+
+    /// A cell that keeps the value in memory only, for a storage whose file is open with another value type.
+    private static func detachedCell(
+        _ value: T, backer: any WLStorageBacker<T>, other: String, scheduler: any WriteScheduler
+    ) -> StorageCell<T> {
+        let cell = StorageCell(
+            value: value, backer: DiscardingBacker<T>(key: backer.key), interval: nil, scheduler: scheduler,
+            fileKey: nil)
+        cell.record(
+            WLStorageError(
+                code: .typeMismatch,
+                message: "the file is already open in this process as \(other), not as a storage of \(T.self);"
+                    + " this storage keeps its value in memory only and never writes the file",
+                key: backer.key,
+                path: (backer as? any FileBacker)?.fileKey))
+        return cell
+    }
+}
+
+/// A backer that identifies a file, so that storages of the same file share one cell.
+protocol FileBacker {
+    var fileKey: String? { get }
+}
+
+extension WLStorageDefaultBacker: FileBacker {
+    var fileKey: String? { fileURL?.path }
+}
+
+/// The backer of a storage that must not write: it stores nothing.
+private struct DiscardingBacker<T: Codable & Sendable>: WLStorageBacker {
+    let key: String
+    func read(defaultValueClosure: () -> T) -> T { defaultValueClosure() }
+    func write(value: T) {}
+}

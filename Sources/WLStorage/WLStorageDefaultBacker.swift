@@ -1,0 +1,207 @@
+import Foundation
+import Synchronization
+
+/// The backer that keeps each value in its own JSON file in a directory.
+///
+/// The file is named by the key when the key is 1 to 127 bytes of `[A-Za-z0-9._-]` (and not `.` or `..`), and by
+/// the lowercase hex SHA-256 of the key's UTF-8 bytes otherwise, so no key can name a file outside the
+/// directory. The file holds exactly the `JSONEncoder` output of the value, as the reference library writes it.
+///
+/// Writes are atomic and durable: the bytes go to a temporary file created with mode 0600, which is synced and
+/// renamed over the file, and then the directory is synced. A reader sees the old content or the new, never a
+/// mix, even after a crash or a power loss.
+///
+/// Reading never follows a symlink. A file that does not decode is moved aside, to a name with `~corrupt-`
+/// in it, and kept; a symlink, directory or other non-regular file where the file should be is left alone and
+/// reported, and writes refuse to replace it.
+public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
+    /// The key the value is stored under.
+    public let key: String
+
+    /// The file that holds the value, or `nil` when no directory is available (the error is reported on the
+    /// first read or write).
+    public let fileURL: URL?
+
+    package let directory: StorageDirectory?
+    package let fileName: String?
+    private let setupError: WLStorageError?
+    /// The identity of the file this backer last wrote, so that its own writes can be told from other programs'.
+    private let lastWritten = Mutex<FileIdentity?>(nil)
+
+    /// Creates a backer for `key` in `directory`.
+    ///
+    /// The directory and its missing parents are created with mode 0700 on first use, and temporary files that
+    /// a crashed writer left in it are removed.
+    ///
+    /// - Parameters:
+    ///   - key: The key. Any string is accepted.
+    ///   - directory: The directory to keep the file in. Defaults to ``defaultDirectory``.
+    public init(key: String, directory: URL? = defaultDirectory) {
+        self.key = key
+        guard let directory else {
+            (self.fileURL, self.directory, self.fileName) = (nil, nil, nil)
+            self.setupError = WLStorageError(
+                code: .directoryUnavailable,
+                message: "no storage directory: set WLSTORAGE_DIRECTORY, XDG_DATA_HOME or HOME", key: key)
+            return
+        }
+        guard let fileName = FileName.forKey(key) else {
+            (self.fileURL, self.directory, self.fileName) = (nil, nil, nil)
+            self.setupError = WLStorageError(
+                code: .directoryUnavailable, message: "cannot hash the key: OpenSSL SHA-256 is unavailable", key: key)
+            return
+        }
+        let storageDirectory = StorageDirectory(path: directory.standardizedFileURL.path)
+        self.directory = storageDirectory
+        self.fileName = fileName
+        self.fileURL = URL(fileURLWithPath: storageDirectory.filePath(fileName), isDirectory: false)
+        self.setupError = nil
+    }
+
+    /// Reads the file. A missing or empty file gives `defaultValueClosure()`.
+    ///
+    /// - Throws: ``WLStorageError`` when the file exists but cannot be used: ``WLStorageError/Code/decodingFailed``
+    ///   (the file was moved aside and kept), ``WLStorageError/Code/notARegularFile``,
+    ///   ``WLStorageError/Code/readFailed`` or ``WLStorageError/Code/directoryUnavailable``.
+    public func read(defaultValueClosure: () -> T) throws -> T {
+        let (directory, fileName) = try location()
+        guard let data = try directory.read(fileName), !data.isEmpty else {
+            return defaultValueClosure()
+        }
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch let decodingError {
+            let aside: String
+            do {
+                aside = try directory.moveAside(fileName)
+            } catch var error {
+                error.message = "the file does not decode as \(T.self), and " + error.message
+                error.key = key
+                throw error
+            }
+            throw WLStorageError(
+                code: .decodingFailed,
+                message: "the file does not decode as \(T.self); it was moved aside to \(aside)",
+                key: key, path: directory.filePath(fileName), underlying: decodingError)
+        }
+    }
+
+    /// Writes `value` as JSON, atomically and durably, with mode 0600.
+    ///
+    /// - Throws: ``WLStorageError`` with ``WLStorageError/Code/encodingFailed``,
+    ///   ``WLStorageError/Code/writeFailed``, ``WLStorageError/Code/notARegularFile`` or
+    ///   ``WLStorageError/Code/directoryUnavailable``. The file is unchanged when it throws.
+    public func write(value: T) throws {
+        let (directory, fileName) = try location()
+        let data: Data
+        do {
+            data = try JSONEncoder().encode(value)
+        } catch {
+            throw WLStorageError(
+                code: .encodingFailed, message: "the value does not encode as JSON", key: key, underlying: error)
+        }
+        do {
+            let identity: FileIdentity
+            do {
+                identity = try directory.write(fileName, contents: data)
+            } catch let error where error.code == .directoryUnavailable && error.errno == ENOENT {
+                // The directory was removed after it was prepared: make it again, once.
+                PreparedDirectories.forget(directory)
+                try PreparedDirectories.prepare(directory)
+                identity = try directory.write(fileName, contents: data)
+            }
+            lastWritten.withLock { $0 = identity }
+        } catch var error {
+            error.key = key
+            throw error
+        }
+    }
+
+    /// The identity of the file this backer wrote last, if any.
+    package var lastWrittenIdentity: FileIdentity? {
+        lastWritten.withLock { $0 }
+    }
+
+    /// The directory and file name, with the directory prepared; throws the setup error when there are none.
+    private func location() throws(WLStorageError) -> (StorageDirectory, String) {
+        guard let directory, let fileName else {
+            throw setupError!
+        }
+        do {
+            try PreparedDirectories.prepare(directory)
+        } catch var error {
+            error.key = key
+            throw error
+        }
+        return (directory, fileName)
+    }
+}
+
+extension WLStorageDefaultBacker {
+    /// The directory that storages created with a key alone keep their files in.
+    ///
+    /// It is `$WLSTORAGE_DIRECTORY` when that variable is set. Otherwise it is a folder named after the program
+    /// in the user's data directory (`$XDG_DATA_HOME`, or `~/.local/share` when that is unset), with the reference
+    /// library's `.wlstorage` folder in it, or `.wlstorage_debug` in debug builds:
+    /// `~/.local/share/<program>/.wlstorage`. Linux has no per-application sandbox, so the program's name keeps
+    /// two programs' keys apart.
+    ///
+    /// `nil` when neither `XDG_DATA_HOME` nor a home directory is known.
+    public static var defaultDirectory: URL? {
+        StorageLocation.defaultDirectory(program: ProcessInfo.processInfo.processName, debug: StorageLocation.isDebug)
+    }
+}
+
+/// How the default directory is found. Shared by the library and the command-line tool.
+package enum StorageLocation {
+    /// The environment variable that overrides the default directory.
+    package static let environmentVariable = "WLSTORAGE_DIRECTORY"
+
+    /// Whether this build of the library is a debug build.
+    package static var isDebug: Bool {
+        #if DEBUG
+            return true
+        #else
+            return false
+        #endif
+    }
+
+    /// The default directory for `program`, in a debug or a release build.
+    package static func defaultDirectory(
+        program: String, debug: Bool, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> URL? {
+        if let override = environment[environmentVariable], !override.isEmpty {
+            return URL(fileURLWithPath: override, isDirectory: true)
+        }
+        let base: String
+        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
+            base = data
+        } else if let home = environment["HOME"], home.hasPrefix("/") {
+            base = home + "/.local/share"
+        } else {
+            return nil
+        }
+        let folder = FileName.isPlain(program) ? program : "program-" + (SHA256.hexDigest(of: program) ?? "unknown")
+        return URL(fileURLWithPath: base, isDirectory: true)
+            .appendingPathComponent(folder, isDirectory: true)
+            .appendingPathComponent(debug ? ".wlstorage_debug" : ".wlstorage", isDirectory: true)
+    }
+}
+
+/// The directories this process has created and cleaned up, so that each is prepared once.
+package enum PreparedDirectories {
+    private static let prepared = Mutex<Set<String>>([])
+
+    /// Creates `directory` when it is missing and removes abandoned temporary files, once per process.
+    package static func prepare(_ directory: StorageDirectory) throws(WLStorageError) {
+        if prepared.withLock({ $0.contains(directory.path) }) { return }
+        try directory.create()
+        try directory.removeAbandonedTemporaryFiles()
+        prepared.withLock { _ = $0.insert(directory.path) }
+    }
+
+    /// Makes the next ``prepare(_:)`` of `directory` create it and clean it up again.
+    package static func forget(_ directory: StorageDirectory) {
+        prepared.withLock { _ = $0.remove(directory.path) }
+    }
+}

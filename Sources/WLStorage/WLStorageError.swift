@@ -1,0 +1,114 @@
+import Synchronization
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The one error type of WLStorage: what went wrong, for which key and file, and the system's own reason.
+///
+/// Getters and setters of ``WLStorage`` cannot throw, so errors are not thrown at the caller. They are
+/// reported to ``WLStorageError/handler`` as they happen and kept in ``WLStorage/lastError`` for
+/// inspection. Nothing in the package crashes on an error, in a debug or a release build.
+///
+/// ```swift
+/// WLStorageError.handler = { error in
+///     logger.error("\(error)")
+/// }
+/// ```
+public struct WLStorageError: Error, CustomStringConvertible, Sendable {
+    /// A category of failure. New codes may be added; switch over them with a `default` case.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// A short, stable name for the code, such as `"writeFailed"`.
+        public let name: String
+
+        init(_ name: String) {
+            self.name = name
+        }
+
+        public var description: String { name }
+
+        /// No storage directory could be found or created.
+        public static let directoryUnavailable = Code("directoryUnavailable")
+        /// Reading the file failed for a reason other than its absence.
+        public static let readFailed = Code("readFailed")
+        /// The file holds bytes that do not decode as the value's type. The file was moved aside.
+        public static let decodingFailed = Code("decodingFailed")
+        /// The value could not be encoded as JSON. Nothing was written.
+        public static let encodingFailed = Code("encodingFailed")
+        /// Writing, syncing or renaming the file failed. The value stays pending and is retried.
+        public static let writeFailed = Code("writeFailed")
+        /// Something other than a regular file (a symlink, a directory, a device) stands where the file should
+        /// be. It is neither followed nor replaced.
+        public static let notARegularFile = Code("notARegularFile")
+        /// Two storages for the same file were opened with different value types.
+        public static let typeMismatch = Code("typeMismatch")
+        /// A custom backer threw from `read` or `write`.
+        public static let backerFailed = Code("backerFailed")
+        /// A file or value given to the package is not usable (for example invalid JSON given to the tool).
+        public static let invalidInput = Code("invalidInput")
+    }
+
+    /// The category of failure.
+    public var code: Code
+    /// A sentence that says what failed, for a log.
+    public var message: String
+    /// The storage key involved, if any.
+    public var key: String?
+    /// The file or directory involved, if any.
+    public var path: String?
+    /// The `errno` value reported by the system call that failed, if any.
+    public var errno: Int32?
+    /// The error that caused this one, such as a `DecodingError` or a custom backer's error.
+    public var underlying: (any Error)?
+
+    /// Creates an error.
+    public init(
+        code: Code,
+        message: String,
+        key: String? = nil,
+        path: String? = nil,
+        errno: Int32? = nil,
+        underlying: (any Error)? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.key = key
+        self.path = path
+        self.errno = errno
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        var text = "WLStorage \(code): \(message)"
+        if let key { text += " [key: \(key)]" }
+        if let path { text += " [path: \(path)]" }
+        if let errno { text += " [errno \(errno): \(String(cString: strerror(errno)))]" }
+        if let underlying { text += " [\(underlying)]" }
+        return text
+    }
+}
+
+extension WLStorageError {
+    private static let handlerBox = Mutex<(@Sendable (WLStorageError) -> Void)?>(nil)
+
+    /// Receives every error as it happens, on the thread where it happened.
+    ///
+    /// When `nil` (the default), errors are written to standard error, one line each. Set it once, early,
+    /// to route errors to your logger. The handler must not call back into the storage that failed.
+    public static var handler: (@Sendable (WLStorageError) -> Void)? {
+        get { handlerBox.withLock { $0 } }
+        set { handlerBox.withLock { $0 = newValue } }
+    }
+
+    static func report(_ error: WLStorageError) {
+        if let handler = handler {
+            handler(error)
+        } else {
+            let line = Array("\(error)\n".utf8)
+            _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        }
+    }
+}
