@@ -1,0 +1,272 @@
+import Foundation
+import Testing
+
+@testable import WLStorage
+
+struct Profile: Codable, Sendable, Equatable {
+    var name: String
+    var age: Int
+    var tags: [String]
+    var scores: [String: Double]
+    var nickname: String?
+}
+
+/// Stores `value`, drops the storage, opens a new one and returns what it reads, with the file's bytes.
+private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: T) throws -> (T, Data) {
+    try withTemporaryDirectory { directory in
+        do {
+            let storage = fileStorage("value", in: directory, default: defaultValue, flushInterval: nil)
+            storage.wrappedValue = value
+            storage.flush()
+        }
+        let bytes = try Data(contentsOf: directory.appendingPathComponent("value"))
+        let reopened = fileStorage("value", in: directory, default: defaultValue, flushInterval: nil)
+        return (reopened.wrappedValue, bytes)
+    }
+}
+
+@Suite struct RoundTripTests {
+    private func check<T: Codable & Sendable & Equatable>(_ value: T, default defaultValue: T) throws {
+        let (read, bytes) = try roundTrip(value, default: defaultValue)
+        #expect(read == value)
+        // The file holds exactly what JSONEncoder makes of the value, as the reference library writes it.
+        #expect(try JSONDecoder().decode(T.self, from: bytes) == value)
+        if !(value is Set<Int>) && !(value is [String: Int]) && !(value is Profile) {
+            #expect(bytes == (try JSONEncoder().encode(value)))
+        }
+    }
+
+    @Test func scalarsRoundTrip() throws {
+        try check(true, default: false)
+        try check(-42, default: 0)
+        try check(Int.max, default: 0)
+        try check(Float(3.25), default: 0)
+        try check(Double.pi, default: 0)
+        try check("héllo \"world\"\n", default: "")
+    }
+
+    @Test func optionalsRoundTripIncludingNil() throws {
+        try check(String?.some("x"), default: nil)
+        try check(String?.none, default: "not nil")
+        try check(Date?.some(Date(timeIntervalSinceReferenceDate: 123_456.5)), default: nil)
+        try check(Date?.none, default: Date(timeIntervalSinceReferenceDate: 1))
+    }
+
+    @Test func dataAndCollectionsRoundTrip() throws {
+        try check(Data([0, 1, 2, 255]), default: Data())
+        try check([1, 2, 3], default: [])
+        try check(Set([3, 1, 2]), default: [])
+        try check(["a": 1, "b": 2], default: [:])
+        try check([[String]](repeating: ["x", "y"], count: 3), default: [])
+    }
+
+    @Test func structsRoundTrip() throws {
+        try check(
+            Profile(name: "Ada", age: 36, tags: ["math"], scores: ["a": 1.5], nickname: nil),
+            default: Profile(name: "", age: 0, tags: [], scores: [:], nickname: "n"))
+    }
+}
+
+@Suite struct DefaultBackerFileTests {
+    @Test func aMissingFileGivesTheDefaultAndSavesIt() throws {
+        try withTemporaryDirectory { directory in
+            let storage = fileStorage("count", in: directory, default: 5)
+            #expect(storage.wrappedValue == 5)
+            storage.flush()
+            #expect(stored(Int.self, key: "count", in: directory) == 5)
+        }
+    }
+
+    @Test func anEmptyFileGivesTheDefault() throws {
+        try withTemporaryDirectory { directory in
+            try Data().write(to: directory.appendingPathComponent("count"))
+            let storage = fileStorage("count", in: directory, default: 5)
+            #expect(storage.wrappedValue == 5)
+            #expect(storage.lastError == nil)
+        }
+    }
+
+    @Test func filesAre0600AndCreatedDirectories0700WhateverTheUmask() throws {
+        try withTemporaryDirectory { directory in
+            let previous = umask(0)
+            defer { umask(previous) }
+            let nested = directory.appendingPathComponent("a/b/c", isDirectory: true)
+            let storage = fileStorage("k", in: nested, default: 1, flushInterval: nil)
+            storage.wrappedValue = 2
+            storage.flush()
+            #expect(mode(of: nested.appendingPathComponent("k")) == 0o600)
+            #expect(mode(of: nested) == 0o700)
+            #expect(mode(of: directory.appendingPathComponent("a")) == 0o700)
+            #expect(mode(of: directory.appendingPathComponent("a/b")) == 0o700)
+        }
+    }
+
+    @Test func manyWritesLeaveNoTemporaryFile() throws {
+        try withTemporaryDirectory { directory in
+            let storage = fileStorage("k", in: directory, default: 0, flushInterval: 0)
+            for value in 1...50 {
+                storage.wrappedValue = value
+                if value % 5 == 0 { storage.flush() }
+            }
+            storage.flush()
+            #expect(entries(of: directory) == ["k"])
+            #expect(stored(Int.self, key: "k", in: directory) == 50)
+        }
+    }
+
+    @Test func temporaryFilesLeftByACrashedWriterAreRemovedWhenTheDirectoryIsOpened() throws {
+        try withTemporaryDirectory { directory in
+            for name in ["k~0011223344556677.tmp", "other~8899aabbccddeeff.tmp"] {
+                try Data("{\"torn".utf8).write(to: directory.appendingPathComponent(name))
+            }
+            let storage = fileStorage("k", in: directory, default: 1, flushInterval: nil)
+            #expect(storage.wrappedValue == 1)
+            #expect(entries(of: directory) == [])
+        }
+    }
+
+    @Test func theTemporaryFileOfAWriterStillAtWorkIsNeverRemoved() throws {
+        try withTemporaryDirectory { directory in
+            let name = "k~aaaaaaaaaaaaaaaa.tmp"
+            let path = directory.appendingPathComponent(name).path
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            try #require(fd >= 0)
+            // A writer holds this lock from creating its temporary file until it has renamed it.
+            #expect(flock(fd, LOCK_EX) == 0)
+            let backerDirectory = StorageDirectory(path: directory.path)
+            try PreparedDirectories.prepare(backerDirectory)
+            #expect(entries(of: directory) == [name])
+            close(fd)
+            PreparedDirectories.forget(backerDirectory)
+            try PreparedDirectories.prepare(backerDirectory)
+            #expect(entries(of: directory) == [])
+        }
+    }
+
+    @Test(arguments: [
+        "", ".", "..", "../escape", "../../etc/passwd", "/etc/passwd", "a/b", "with space", "ключ",
+        String(repeating: "k", count: 300), "k~1.tmp",
+    ])
+    func anUnsafeKeyStaysInsideTheDirectoryUnderItsHash(key: String) throws {
+        try withTemporaryDirectory { outer in
+            let directory = outer.appendingPathComponent("store", isDirectory: true)
+            do {
+                let storage = fileStorage(key, in: directory, default: "", flushInterval: nil)
+                storage.wrappedValue = "v"
+                storage.flush()
+                #expect(storage.lastError == nil)
+            }
+            #expect(entries(of: outer) == ["store"])
+            #expect(entries(of: directory) == [SHA256.hexDigest(of: key)!])
+            #expect(fileStorage(key, in: directory, default: "", flushInterval: nil).wrappedValue == "v")
+        }
+    }
+
+    @Test(arguments: [
+        Data("not json".utf8), Data("{\"torn\": [1, 2".utf8), Data([0xff, 0xfe, 0x00, 0x01, 0x80]),
+        Data("\"a string, not an Int\"".utf8), Data("null".utf8),
+    ])
+    func aFileThatDoesNotDecodeIsMovedAsideAndKept(contents: Data) throws {
+        try withTemporaryDirectory { directory in
+            try contents.write(to: directory.appendingPathComponent("count"))
+            let storage = fileStorage("count", in: directory, default: 7, flushInterval: nil)
+            #expect(storage.wrappedValue == 7)
+            #expect(storage.lastError?.code == .decodingFailed)
+            let names = entries(of: directory)
+            #expect(names.count == 1)
+            let aside = try #require(names.first)
+            #expect(aside.hasPrefix("count~corrupt-"))
+            #expect(try Data(contentsOf: directory.appendingPathComponent(aside)) == contents)
+
+            storage.wrappedValue = 8
+            storage.flush()
+            #expect(stored(Int.self, key: "count", in: directory) == 8)
+            #expect(try Data(contentsOf: directory.appendingPathComponent(aside)) == contents)
+        }
+    }
+
+    @Test func aSymlinkIsNeitherFollowedNorReplaced() throws {
+        try withTemporaryDirectory { outer in
+            let directory = outer.appendingPathComponent("store", isDirectory: true)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let target = outer.appendingPathComponent("target")
+            try Data("1".utf8).write(to: target)
+            try FileManager.default.createSymbolicLink(
+                at: directory.appendingPathComponent("count"), withDestinationURL: target)
+
+            let storage = fileStorage("count", in: directory, default: 5, flushInterval: nil)
+            #expect(storage.wrappedValue == 5)
+            #expect(storage.lastError?.code == .notARegularFile)
+            storage.wrappedValue = 6
+            storage.flush()
+            #expect(storage.lastError?.code == .notARegularFile)
+            #expect(storage.hasPendingChanges)
+            #expect(
+                try FileManager.default.destinationOfSymbolicLink(atPath: directory.appendingPathComponent("count").path)
+                    == target.path)
+            #expect(try Data(contentsOf: target) == Data("1".utf8))
+            #expect(entries(of: directory) == ["count"])
+        }
+    }
+
+    @Test func aDirectoryWhereTheFileShouldBeIsLeftAlone() throws {
+        try withTemporaryDirectory { directory in
+            let inner = directory.appendingPathComponent("count", isDirectory: true)
+            try FileManager.default.createDirectory(at: inner, withIntermediateDirectories: false)
+            try Data("x".utf8).write(to: inner.appendingPathComponent("inside"))
+            let storage = fileStorage("count", in: directory, default: 5, flushInterval: nil)
+            #expect(storage.wrappedValue == 5)
+            #expect(storage.lastError?.code == .notARegularFile)
+            storage.wrappedValue = 6
+            storage.flush()
+            #expect(storage.lastError?.code == .notARegularFile)
+            #expect(entries(of: inner) == ["inside"])
+        }
+    }
+
+    @Test func aFIFOWhereTheFileShouldBeIsNotOpened() throws {
+        try withTemporaryDirectory { directory in
+            #expect(mkfifo(directory.appendingPathComponent("count").path, 0o600) == 0)
+            let storage = fileStorage("count", in: directory, default: 5, flushInterval: nil)
+            #expect(storage.wrappedValue == 5)
+            #expect(storage.lastError?.code == .notARegularFile)
+        }
+    }
+
+    @Test func errorsReachTheHandlerAsTheyHappen() throws {
+        try withTemporaryDirectory { directory in
+            try Data("garbage".utf8).write(to: directory.appendingPathComponent("reported"))
+            let seen = Mutex<[WLStorageError]>([])
+            WLStorageError.handler = { error in
+                if error.key == "reported" { seen.withLock { $0.append(error) } }
+            }
+            defer { WLStorageError.handler = nil }
+            _ = fileStorage("reported", in: directory, default: 0, flushInterval: nil)
+            let errors = seen.withLock { $0 }
+            #expect(errors.map(\.code) == [.decodingFailed])
+            #expect(errors.first?.path == directory.appendingPathComponent("reported").path)
+            #expect(errors.first?.underlying is DecodingError)
+        }
+    }
+
+    @Test func noDirectoryIsAnErrorNotACrash() {
+        let storage = WLStorage(
+            defaultValueClosure: { 3 }, flushInterval: nil, backer: WLStorageDefaultBacker<Int>(key: "k", directory: nil))
+        #expect(storage.wrappedValue == 3)
+        #expect(storage.lastError?.code == .directoryUnavailable)
+        storage.wrappedValue = 4
+        storage.flush()
+        #expect(storage.wrappedValue == 4)
+        #expect(storage.lastError?.code == .directoryUnavailable)
+    }
+
+    @Test func theFileURLNamesTheFileInTheDirectory() throws {
+        try withTemporaryDirectory { directory in
+            let backer = WLStorageDefaultBacker<Int>(key: "a/b", directory: directory)
+            #expect(backer.fileURL?.deletingLastPathComponent().path == directory.path)
+            #expect(backer.fileURL?.lastPathComponent == SHA256.hexDigest(of: "a/b"))
+        }
+    }
+}
+
+import Synchronization

@@ -1,0 +1,62 @@
+import Dispatch
+import Synchronization
+
+@testable import WLStorage
+
+struct BackerFailure: Error, Equatable {}
+
+/// A backer in memory that records every write, and can be told to fail or to block.
+final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
+    private struct State {
+        var stored: T?
+        var writes: [T] = []
+        var failuresLeft = 0
+        var readFailure = false
+    }
+
+    let key: String
+    private let state: Mutex<State>
+    /// When set, each write signals `started` and waits for `proceed` before it stores anything.
+    private let gate: (started: DispatchSemaphore, proceed: DispatchSemaphore)?
+
+    init(key: String = "recorded", stored: T? = nil, blocking: Bool = false) {
+        self.key = key
+        self.state = Mutex(State(stored: stored))
+        self.gate = blocking ? (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)) : nil
+    }
+
+    func read(defaultValueClosure: () -> T) throws -> T {
+        let (stored, fails) = state.withLock { ($0.stored, $0.readFailure) }
+        if fails { throw BackerFailure() }
+        return stored ?? defaultValueClosure()
+    }
+
+    func write(value: T) throws {
+        if let gate {
+            gate.started.signal()
+            gate.proceed.wait()
+        }
+        try state.withLock { state in
+            if state.failuresLeft > 0 {
+                state.failuresLeft -= 1
+                throw BackerFailure()
+            }
+            state.stored = value
+            state.writes.append(value)
+        }
+    }
+
+    var writes: [T] { state.withLock { $0.writes } }
+    var stored: T? { state.withLock { $0.stored } }
+
+    func failNextWrites(_ count: Int) { state.withLock { $0.failuresLeft = count } }
+    func failReads() { state.withLock { $0.readFailure = true } }
+
+    /// Waits until a blocked write has started. Returns `false` after `timeout` seconds.
+    func waitForWriteToStart(timeout: Double = 10) -> Bool {
+        gate!.started.wait(timeout: .now() + timeout) == .success
+    }
+
+    /// Lets one blocked write go on.
+    func releaseWrite() { gate!.proceed.signal() }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+
+@testable import WLStorage
+
+/// A fresh directory for one test, removed when `body` returns.
+func withTemporaryDirectory<R>(_ body: (URL) throws -> R) throws -> R {
+    let url = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: url) }
+    return try body(url)
+}
+
+/// A fresh directory for one test, removed when `body` returns.
+func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> R {
+    let url = try makeTemporaryDirectory()
+    defer { try? FileManager.default.removeItem(at: url) }
+    return try await body(url)
+}
+
+private func makeTemporaryDirectory() throws -> URL {
+    var template = Array((NSTemporaryDirectory() + "/wlstorage-tests-XXXXXX").utf8CString)
+    let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+    guard let made else { throw CocoaError(.fileWriteUnknown) }
+    return URL(fileURLWithPath: String(cString: made), isDirectory: true).standardizedFileURL
+}
+
+/// The names of the entries of `directory`, sorted.
+func entries(of directory: URL) -> [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).sorted()
+}
+
+/// The permission bits of the file or directory at `url`, without following a symlink.
+func mode(of url: URL) -> mode_t? {
+    var status = stat()
+    guard lstat(url.path, &status) == 0 else { return nil }
+    return status.st_mode & 0o7777
+}
+
+/// Polls `condition` every 10 ms until it holds or `timeout` seconds pass. Returns whether it held.
+func eventually(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(10_000)
+    }
+    return condition()
+}
+
+/// Polls `condition` every 10 ms until it holds or `timeout` seconds pass. Returns whether it held.
+func eventually(timeout: Double = 10, _ condition: () async -> Bool) async -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return await condition()
+}
+
+/// A storage of `key` in `directory` with the default backer.
+func fileStorage<T: Codable & Sendable>(
+    _ key: String, in directory: URL, default value: T, flushInterval: Int? = 1
+) -> WLStorage<T> {
+    WLStorage(
+        defaultValueClosure: { value }, flushInterval: flushInterval,
+        backer: WLStorageDefaultBacker<T>(key: key, directory: directory))
+}
+
+/// The decoded content of the file of `key` in `directory`.
+func stored<T: Decodable>(_ type: T.Type, key: String, in directory: URL) -> T? {
+    let url = directory.appendingPathComponent(FileName.forKey(key)!)
+    guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
+    return try? JSONDecoder().decode(T.self, from: data)
+}
