@@ -1,1 +1,119 @@
-print("child")
+// A small program that the tests start as a real child process, to check what happens to a storage when the
+// program is stopped by a signal, exits, or is killed.
+//
+// Usage: WLStorageTestChild MODE DIRECTORY KEY [VALUE]
+// It prints "ready" on a line of its own once the state the test needs is reached.
+import Dispatch
+import Foundation
+import WLStorage
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 4 else {
+    say("usage: WLStorageTestChild MODE DIRECTORY KEY [VALUE]", to: FileHandle.standardError)
+    exit(64)
+}
+if ProcessInfo.processInfo.environment["WLSTORAGE_TEST_BLOCK_SIGNALS"] == "1" {
+    // As if started from a thread that blocks these signals: every thread this program makes inherits the mask.
+    var blocked = sigset_t()
+    sigemptyset(&blocked)
+    for signal in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&blocked, signal) }
+    pthread_sigmask(SIG_BLOCK, &blocked, nil)
+}
+let mode = arguments[1]
+let directory = URL(fileURLWithPath: arguments[2], isDirectory: true)
+let key = arguments[3]
+let value = arguments.count > 4 ? arguments[4] : "value"
+
+func storage<T: Codable & Sendable>(_ defaultValue: T, flushInterval: Int? = 3_600) -> WLStorage<T> {
+    WLStorage(
+        defaultValueClosure: { defaultValue }, flushInterval: flushInterval,
+        backer: WLStorageDefaultBacker<T>(key: key, directory: directory))
+}
+
+func waitForever() -> Never {
+    while true { pause() }
+}
+
+switch mode {
+case "wait":
+    // A pending value that only a shutdown flush can write: the interval is an hour and the first write (of the
+    // default) has already happened.
+    let stored = storage("")
+    stored.flush()
+    stored.wrappedValue = value
+    say("ready")
+    waitForever()
+
+case "exit":
+    let stored = storage("")
+    stored.flush()
+    stored.wrappedValue = value
+    say("ready")
+    exit(0)
+
+case "global":
+    Globals.directory = directory
+    Globals.key = key
+    Globals.storage.flush()
+    Globals.storage.wrappedValue = value
+    say("ready")
+// Returns from main: a global storage is never deinitialised, so only the exit flush can write it.
+
+case "ignored":
+    // The program ignores SIGTERM before the first storage: the package must leave that alone.
+    signal(SIGTERM, SIG_IGN)
+    let stored = storage("")
+    stored.flush()
+    stored.wrappedValue = value
+    say("ready")
+    waitForever()
+
+case "opt-out":
+    // A program that owns its shutdown: it opts out and calls flushAll() itself, then exits with status 0.
+    WLStorage.flushesOnSignals = false
+    let stored = storage("")
+    stored.flush()
+    stored.wrappedValue = value
+    signal(SIGTERM, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: SIGTERM, queue: .main)
+    source.setEventHandler {
+        WLStorage.flushAll()
+        say("flushed by the program")
+        exit(0)
+    }
+    source.resume()
+    say("ready")
+    dispatchMain()
+
+case "slow":
+    // The flush takes a while, so that a second signal arrives while it runs.
+    let backer = SlowBacker(directory: directory, key: key)
+    let stored = WLStorage(defaultValueClosure: { "" }, flushInterval: 3_600, backer: backer)
+    stored.flush()
+    stored.wrappedValue = value
+    say("ready")
+    waitForever()
+
+case "rewrite":
+    // Rewrites a large value as fast as the disk allows, for the kill -9 test. The value is one number repeated
+    // 100,000 times, so a file that mixes two versions, or ends early, is detected.
+    let stored = storage("", flushInterval: 0)
+    var round = (Int(stored.wrappedValue.prefix { $0 != "-" }) ?? 0) + 1
+    stored.wrappedValue = String(repeating: "\(round)-", count: 100_000)
+    stored.flush()
+    say("ready")
+    while true {
+        round += 1
+        stored.wrappedValue = String(repeating: "\(round)-", count: 100_000)
+        usleep(200)
+    }
+
+case "open":
+    // Opens the storage and exits: opening removes abandoned temporary files.
+    let stored = storage("")
+    say("length \(stored.wrappedValue.utf8.count)")
+
+default:
+    say("unknown mode \(mode)", to: FileHandle.standardError)
+    exit(64)
+}

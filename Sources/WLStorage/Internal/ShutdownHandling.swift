@@ -1,13 +1,139 @@
-/// Flushing at shutdown. Filled in by the shutdown work; for now only the registry's flush.
+import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The one place in the process that flushes storages at shutdown: an `atexit` handler, and Dispatch signal sources
+/// for SIGTERM, SIGINT and SIGHUP on one labelled serial queue.
+///
+/// Both are installed once, when the first storage is created. A signal whose disposition the program had already
+/// changed (ignored, or a handler of its own) is left alone. On a signal the handler flushes every live storage,
+/// then ends the program by that signal's default action, so a shell reports 128 + the signal number. A second
+/// signal during the flush waits its turn on the queue: the flush completes and the program ends by the first.
 enum ShutdownHandling {
-    static func storageCreated() {}
+    static let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
+
+    private struct State {
+        var started = false
+        var signalHandlersWanted = true
+        /// The sources this process installed, by signal.
+        var sources: [Int32: any DispatchSourceSignal] = [:]
+    }
+
+    private static let state = Mutex(State())
+    private static let queue = DispatchQueue(label: "WLStorage.shutdown")
+
+    /// Called by every storage initializer; does its work once.
+    static func storageCreated() {
+        let firstTime = state.withLock { state in
+            defer { state.started = true }
+            return !state.started
+        }
+        guard firstTime else { return }
+        atexit {
+            ShutdownHandling.flushEverything()
+        }
+        if state.withLock({ $0.signalHandlersWanted }) {
+            installSignalHandlers()
+        }
+    }
+
+    static var signalHandlersWanted: Bool {
+        get { state.withLock { $0.signalHandlersWanted } }
+        set {
+            let started = state.withLock { state in
+                state.signalHandlersWanted = newValue
+                return state.started
+            }
+            guard started else { return }
+            if newValue { installSignalHandlers() } else { removeSignalHandlers() }
+        }
+    }
+
+    /// The signals this process currently flushes on.
+    static var installedSignals: [Int32] {
+        state.withLock { $0.sources.keys.sorted() }
+    }
+
+    static func flushEverything() {
+        for cell in StorageRegistry.shared.liveCells() {
+            cell.flush()
+        }
+    }
+
+    private static func installSignalHandlers() {
+        state.withLock { state in
+            for signal in signals where state.sources[signal] == nil && hasDefaultDisposition(signal) {
+                // The source receives the signal; ignoring it stops the default action from ending the program
+                // before the flush.
+                Glibc.signal(signal, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: signal, queue: queue)
+                source.setEventHandler {
+                    flushEverything()
+                    endProgram(by: signal)
+                }
+                source.resume()
+                state.sources[signal] = source
+            }
+        }
+    }
+
+    private static func removeSignalHandlers() {
+        state.withLock { state in
+            for (signal, source) in state.sources {
+                source.cancel()
+                Glibc.signal(signal, SIG_DFL)
+            }
+            state.sources = [:]
+        }
+    }
+
+    private static func hasDefaultDisposition(_ signal: Int32) -> Bool {
+        var current = sigaction()
+        guard sigaction(signal, nil, &current) == 0 else { return false }
+        let handler = unsafeBitCast(current.__sigaction_handler.sa_handler, to: Int.self)
+        return handler == unsafeBitCast(SIG_DFL, to: Int.self) && current.sa_flags & SA_SIGINFO == 0
+    }
+
+    /// Ends the program by `signal`'s default action. The signal source's thread blocks every signal, and the
+    /// program may have started with the signal blocked, so the signal is unblocked here before it is raised.
+    private static func endProgram(by signal: Int32) -> Never {
+        Glibc.signal(signal, SIG_DFL)
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, signal)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+        raise(signal)
+        // Not reached when the default action ends the program; exit with the status a shell would show.
+        _exit(128 + signal)
+    }
 }
 
 extension WLStorage where T == Never {
     /// Writes the pending value of every live storage in the process, and returns when all are written.
+    ///
+    /// Call it from your own shutdown path when your program owns its signals (see ``flushesOnSignals``). It is
+    /// also what the package runs at exit and on SIGTERM, SIGINT and SIGHUP.
     public static func flushAll() {
-        for cell in StorageRegistry.shared.liveCells() {
-            cell.flush()
-        }
+        ShutdownHandling.flushEverything()
+    }
+
+    /// Whether the package flushes every storage on SIGTERM, SIGINT and SIGHUP, then ends the program by that
+    /// signal. `true` by default.
+    ///
+    /// Set it to `false` before the first storage is created when your program owns its shutdown (for example
+    /// with a service lifecycle library), and call ``flushAll()`` from your shutdown path. A signal whose
+    /// disposition the program set before the first storage (ignored, or a handler) is left alone either way.
+    /// Storages are flushed at normal exit (`exit()`, a return from `main`) whatever this says.
+    ///
+    /// - Important: Setting it to `false` after the first storage removes the package's signal sources and restores
+    ///   the signals' default action.
+    public static var flushesOnSignals: Bool {
+        get { ShutdownHandling.signalHandlersWanted }
+        set { ShutdownHandling.signalHandlersWanted = newValue }
     }
 }
