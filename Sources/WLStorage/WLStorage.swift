@@ -111,6 +111,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             return
         case .none:
             self.cell = cell
+            if let directory = (backer as? WLStorageDefaultBacker<T>)?.directory {
+                FileMonitor.shared.watch(directory)
+            }
         }
         if let readError { cell.record(readError) }
         if usedDefault { cell.markPending() }

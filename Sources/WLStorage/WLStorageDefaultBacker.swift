@@ -25,8 +25,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     package let directory: StorageDirectory?
     package let fileName: String?
     private let setupError: WLStorageError?
-    /// The identity of the file this backer last wrote, so that its own writes can be told from other programs'.
-    private let lastWritten = Mutex<FileIdentity?>(nil)
+    /// The versions of the file this backer last wrote and last read, so that its own writes and versions it
+    /// already holds are told from other programs' changes.
+    private let known = Mutex<(written: FileIdentity?, read: FileIdentity?)>((nil, nil))
 
     /// Creates a backer for `key` in `directory`.
     ///
@@ -65,11 +66,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///   ``WLStorageError/Code/readFailed`` or ``WLStorageError/Code/directoryUnavailable``.
     public func read(defaultValueClosure: () -> T) throws -> T {
         let (directory, fileName) = try location()
-        guard let data = try directory.read(fileName), !data.isEmpty else {
+        guard let (data, identity) = try directory.readVersion(fileName), !data.isEmpty else {
             return defaultValueClosure()
         }
         do {
-            return try JSONDecoder().decode(T.self, from: data)
+            let value = try JSONDecoder().decode(T.self, from: data)
+            known.withLock { $0.read = identity }
+            return value
         } catch let decodingError {
             let aside: String
             do {
@@ -110,16 +113,34 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                 try PreparedDirectories.prepare(directory)
                 identity = try directory.write(fileName, contents: data)
             }
-            lastWritten.withLock { $0 = identity }
+            known.withLock { $0.written = identity }
         } catch var error {
             error.key = key
             throw error
         }
     }
 
-    /// The identity of the file this backer wrote last, if any.
-    package var lastWrittenIdentity: FileIdentity? {
-        lastWritten.withLock { $0 }
+    /// The value another program stored, when the file holds a version this backer neither wrote nor read.
+    ///
+    /// Returns `nil` when the file is missing, empty, not a regular file, or a version already known. Unlike
+    /// ``read(defaultValueClosure:)`` it never moves a file aside: a file that does not decode is reported and left
+    /// to the program that wrote it.
+    package func readExternalChange() throws(WLStorageError) -> T? {
+        guard let directory, let fileName else { return nil }
+        guard let status = directory.status(of: fileName), status.isRegularFile else { return nil }
+        let versions = known.withLock { $0 }
+        guard status.identity != versions.written, status.identity != versions.read else { return nil }
+        guard let (data, identity) = try directory.readVersion(fileName), !data.isEmpty else { return nil }
+        known.withLock { $0.read = identity }
+        do {
+            return try JSONDecoder().decode(T.self, from: data)
+        } catch {
+            throw WLStorageError(
+                code: .decodingFailed,
+                message: "another program stored a file that does not decode as \(T.self); the value in memory is"
+                    + " kept and the file is left as it is",
+                key: key, path: directory.filePath(fileName), underlying: error)
+        }
     }
 
     /// The directory and file name, with the directory prepared; throws the setup error when there are none.

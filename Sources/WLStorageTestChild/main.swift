@@ -108,6 +108,13 @@ case "rewrite":
         usleep(200)
     }
 
+case "set":
+    // Another program that stores a value under the same key, then exits.
+    let stored = storage("")
+    stored.wrappedValue = value
+    stored.flush()
+    say("ready")
+
 case "open":
     // Opens the storage and exits: opening removes abandoned temporary files.
     let stored = storage("")

@@ -13,6 +13,8 @@ struct CellState<T: Sendable>: Sendable {
     var listeners: [UInt64: @Sendable (T) -> Void] = [:]
     var nextListenerID: UInt64 = 0
     var lastError: WLStorageError?
+    /// How many times the file was checked for another program's change (for tests).
+    var externalChecks = 0
 
     init(value: T, throttle: WriteThrottle) {
         self.value = value
@@ -114,16 +116,21 @@ final class StorageCell<T: Codable & Sendable>: Observable, Sendable {
 
     // MARK: Listeners
 
-    /// Adds a listener, which is called with the current value at once and then with every change.
-    func addListener(_ listener: @escaping @Sendable (T) -> Void) -> UInt64 {
+    /// Adds a listener, which is called with every change, and with the current value at once when
+    /// `sendingCurrent` is set. Listeners run under the state lock, so they may only enqueue.
+    func addListener(sendingCurrent: Bool, _ listener: @escaping @Sendable (T) -> Void) -> UInt64 {
         state.withLock { state in
             let id = state.nextListenerID
             state.nextListenerID &+= 1
             state.listeners[id] = listener
             state.hasListeners = true
-            listener(state.value)
+            if sendingCurrent { listener(state.value) }
             return id
         }
+    }
+
+    var listenerCount: Int {
+        state.withLock { $0.listeners.count }
     }
 
     func removeListener(_ id: UInt64) {
@@ -196,7 +203,44 @@ final class StorageCell<T: Codable & Sendable>: Observable, Sendable {
     }
 }
 
-extension StorageCell: RegisteredCell {}
+extension StorageCell: RegisteredCell {
+    /// Reads the file if another program replaced it, and adopts the value unless a local change is pending.
+    ///
+    /// Runs under `diskLock`, so a write of this cell in flight has finished and recorded its file version first:
+    /// the cell's own writes are recognised and never come back as changes.
+    func checkForExternalChange() {
+        guard let fileBacker = backer as? WLStorageDefaultBacker<T> else { return }
+        let change = diskLock.withLock { _ in
+            Result { () throws(WLStorageError) in try fileBacker.readExternalChange() }
+        }
+        switch change {
+        case .failure(let error):
+            record(error)
+        case .success(let value?):
+            adoptExternal(value)
+        case .success(nil):
+            break
+        }
+        state.withLock { $0.externalChecks += 1 }
+    }
+
+    /// Takes another program's value. Last writer wins, by the time of the write: a local change still pending is
+    /// written after this one, so it is kept in memory and replaces the outside value on disk.
+    private func adoptExternal(_ value: T) {
+        guard !hasPendingChanges else { return }
+        registrar.withMutation(of: self, keyPath: valueKeyPath) {
+            state.withLock { state in
+                guard !state.isPending else { return }
+                state.value = value
+                if state.hasListeners { state.notifyListeners() }
+            }
+        }
+    }
+
+    var externalChecks: Int {
+        state.withLock { $0.externalChecks }
+    }
+}
 
 extension WLStorageError {
     /// `error` itself when it is a ``WLStorageError`` (with `key` filled in), else a

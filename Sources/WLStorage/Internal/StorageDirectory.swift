@@ -6,10 +6,33 @@ import Foundation
     import Musl
 #endif
 
-/// The identity of a file on disk: its device and inode numbers.
+/// One version of a file on disk: its device and inode numbers, size and modification time. An atomic replace
+/// makes a new inode; a write in place changes the size or the time.
 package struct FileIdentity: Hashable, Sendable {
     package var device: UInt64
     package var inode: UInt64
+    package var size: Int64
+    package var modified: timespec
+
+    init(_ status: stat) {
+        self.device = UInt64(status.st_dev)
+        self.inode = UInt64(status.st_ino)
+        self.size = Int64(status.st_size)
+        self.modified = status.st_mtim
+    }
+
+    package static func == (lhs: Self, rhs: Self) -> Bool {
+        (lhs.device, lhs.inode, lhs.size, lhs.modified.tv_sec, lhs.modified.tv_nsec)
+            == (rhs.device, rhs.inode, rhs.size, rhs.modified.tv_sec, rhs.modified.tv_nsec)
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        hasher.combine(device)
+        hasher.combine(inode)
+        hasher.combine(size)
+        hasher.combine(modified.tv_sec)
+        hasher.combine(modified.tv_nsec)
+    }
 }
 
 /// What `stat` says of one entry in a storage directory.
@@ -114,6 +137,13 @@ package struct StorageDirectory: Sendable, Hashable {
     /// - Throws: ``WLStorageError/Code/notARegularFile`` for a symlink, a directory or any other non-regular
     ///   file (none of which is followed or opened for reading); ``WLStorageError/Code/readFailed`` otherwise.
     package func read(_ name: String) throws(WLStorageError) -> Data? {
+        try readVersion(name)?.contents
+    }
+
+    /// The contents of `name` and the identity of the version read, or `nil` when there is no such file.
+    ///
+    /// - Throws: As ``read(_:)``.
+    package func readVersion(_ name: String) throws(WLStorageError) -> (contents: Data, identity: FileIdentity)? {
         let dir = try openDirectory()
         defer { close(dir) }
         var status = stat()
@@ -145,7 +175,7 @@ package struct StorageDirectory: Sendable, Hashable {
             if count < 0 {
                 throw error(.readFailed, "cannot read the file", name: name, errno: errno)
             }
-            if count == 0 { return data }
+            if count == 0 { return (data, FileIdentity(status)) }
             data.append(contentsOf: chunk[0..<count])
         }
     }
@@ -157,7 +187,7 @@ package struct StorageDirectory: Sendable, Hashable {
         var status = stat()
         guard fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
         return FileStatus(
-            identity: FileIdentity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino)),
+            identity: FileIdentity(status),
             isRegularFile: (status.st_mode & S_IFMT) == S_IFREG,
             size: Int64(status.st_size),
             modificationTime: Date(
@@ -259,7 +289,7 @@ package struct StorageDirectory: Sendable, Hashable {
         guard retryingEINTR({ fsync(dir) }) == 0 else {
             throw error(.writeFailed, "cannot sync the storage directory", errno: errno)
         }
-        return FileIdentity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
+        return FileIdentity(status)
     }
 
     /// Moves `name` aside to a name that says it did not decode, and returns the new name.

@@ -4,6 +4,8 @@ import Synchronization
 protocol RegisteredCell: AnyObject, Sendable {
     var fileKey: String? { get }
     func flush()
+    /// Reads the file when another program may have changed it, and adopts the new value.
+    func checkForExternalChange()
 }
 
 /// Every live cell in the process, held weakly: for ``WLStorage/flushAll()``, and so that storages of the same file
@@ -35,6 +37,11 @@ final class StorageRegistry: Sendable {
             guard let id = state.files[fileKey], let cell = state.cells[id]?.cell else { return .none }
             return Self.match(cell, as: type)
         }
+    }
+
+    /// The live cell of the file at `fileKey`, whatever its value type.
+    func cell(forFileKey fileKey: String) -> (any RegisteredCell)? {
+        state.withLock { state in state.files[fileKey].flatMap { state.cells[$0]?.cell } }
     }
 
     /// Registers `cell`. When a live cell of the same file was registered meanwhile, returns that one instead.

@@ -46,8 +46,9 @@ func eventually(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
     return condition()
 }
 
-/// Polls `condition` every 10 ms until it holds or `timeout` seconds pass. Returns whether it held.
-func eventually(timeout: Double = 10, _ condition: () async -> Bool) async -> Bool {
+/// Polls `condition` every 10 ms, sleeping without blocking a thread, until it holds or `timeout` seconds pass.
+/// Returns whether it held.
+func waitUntil(timeout: Double = 10, _ condition: () async -> Bool) async -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if await condition() { return true }
@@ -70,4 +71,9 @@ func stored<T: Decodable>(_ type: T.Type, key: String, in directory: URL) -> T? 
     let url = directory.appendingPathComponent(FileName.forKey(key)!)
     guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
     return try? JSONDecoder().decode(T.self, from: data)
+}
+
+/// Polls an async `condition` every 10 ms until it holds or `timeout` seconds pass. Returns whether it held.
+func eventually(timeout: Double = 10, _ condition: () async -> Bool) async -> Bool {
+    await waitUntil(timeout: timeout, condition)
 }

@@ -1,0 +1,270 @@
+import Dispatch
+import Foundation
+import Observation
+import Synchronization
+import Testing
+
+@testable import WLStorage
+
+private struct Settings {
+    @WLStorage var name: String
+
+    init(directory: URL) {
+        _name = fileStorage("name", in: directory, default: "anonymous", flushInterval: nil)
+    }
+}
+
+/// Counts the values a subscription delivered, and remembers the last.
+private final class Received<T: Sendable>: Sendable {
+    private let values = Mutex<[T]>([])
+    func append(_ value: T) { values.withLock { $0.append(value) } }
+    var all: [T] { values.withLock { $0 } }
+}
+
+@Suite struct ObservationTests {
+    @Test func observationTrackingFiresOnAChangeFromAnotherThread() {
+        let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: RecordingBacker<Int>(stored: 0))
+        let fired = Atomic<Bool>(false)
+        let seen = withObservationTracking {
+            storage.wrappedValue
+        } onChange: {
+            fired.store(true, ordering: .sequentiallyConsistent)
+        }
+        #expect(seen == 0)
+        Thread.detachNewThread { storage.wrappedValue = 1 }
+        let didFire = eventually { fired.load(ordering: .sequentiallyConsistent) }
+        #expect(didFire)
+    }
+
+    @Test func theProjectedValueIsTheStorage() throws {
+        try withTemporaryDirectory { directory in
+            let settings = Settings(directory: directory)
+            settings.name = "Ada"
+            #expect(stored(String.self, key: "name", in: directory) == nil)
+            settings.$name.flush()
+            #expect(stored(String.self, key: "name", in: directory) == "Ada")
+            #expect(settings.$name.key == "name")
+        }
+    }
+
+    @Test func valuesYieldsTheCurrentValueThenEveryChange() async throws {
+        let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: RecordingBacker<Int>(stored: 5))
+        var iterator = storage.values.makeAsyncIterator()
+        #expect(await iterator.next() == 5)
+        storage.wrappedValue = 6
+        #expect(await iterator.next() == 6)
+        storage.wrappedValue = 7
+        #expect(await iterator.next() == 7)
+    }
+
+    @Test func aSlowConsumerGetsTheLatestValueNotABacklog() async throws {
+        let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: RecordingBacker<Int>(stored: 0))
+        var iterator = storage.values.makeAsyncIterator()
+        #expect(await iterator.next() == 0)
+        for value in 1...1_000 { storage.wrappedValue = value }
+        #expect(await iterator.next() == 1_000)
+        storage.wrappedValue = 1_001
+        #expect(await iterator.next() == 1_001)
+    }
+
+    @Test func cancellingTheConsumerLeavesNothingBehind() async throws {
+        let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: RecordingBacker<Int>(stored: 0))
+        let started = Atomic<Bool>(false)
+        let consumer = Task {
+            var count = 0
+            for await _ in storage.values {
+                started.store(true, ordering: .sequentiallyConsistent)
+                count += 1
+            }
+            return count
+        }
+        let didStart = await waitUntil { started.load(ordering: .sequentiallyConsistent) }
+        #expect(didStart)
+        #expect(storage.cell.listenerCount == 1)
+        consumer.cancel()
+        #expect(await consumer.value >= 1)
+        let cleanedUp = await waitUntil { storage.cell.listenerCount == 0 }
+        #expect(cleanedUp)
+    }
+
+    @Test func onChangeDeliversEveryChangeInOrderOnTheChosenQueue() {
+        let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: RecordingBacker<Int>(stored: 0))
+        let queue = DispatchQueue(label: "test.delivery")
+        let marker = DispatchSpecificKey<Bool>()
+        queue.setSpecific(key: marker, value: true)
+        let received = Received<Int>()
+        let onQueue = Atomic<Bool>(true)
+        let subscription = storage.onChange(queue: queue) { value in
+            if DispatchQueue.getSpecific(key: marker) != true { onQueue.store(false, ordering: .sequentiallyConsistent) }
+            received.append(value)
+        }
+        for value in 1...100 { storage.wrappedValue = value }
+        let all = eventually { received.all.count == 100 }
+        #expect(all)
+        #expect(received.all == Array(1...100))
+        let alwaysOnQueue = onQueue.load(ordering: .sequentiallyConsistent)
+        #expect(alwaysOnQueue)
+
+        subscription.cancel()
+        storage.wrappedValue = 101
+        queue.sync {}
+        #expect(received.all.last == 100)
+        #expect(storage.cell.listenerCount == 0)
+    }
+
+    @Test func aDroppedSubscriptionStopsItsHandler() {
+        let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: RecordingBacker<Int>(stored: 0))
+        do {
+            let subscription = storage.onChange(queue: .global()) { _ in }
+            #expect(storage.cell.listenerCount == 1)
+            _ = subscription
+        }
+        #expect(storage.cell.listenerCount == 0)
+    }
+}
+
+@Suite struct SharedFileTests {
+    @Test func twoStoragesOfTheSameFileShareOneValueAndOneThrottle() throws {
+        try withTemporaryDirectory { directory in
+            let first = fileStorage("shared", in: directory, default: 0, flushInterval: nil)
+            let second = fileStorage("shared", in: directory, default: 0, flushInterval: nil)
+            #expect(first.cell === second.cell)
+            first.wrappedValue = 41
+            #expect(second.wrappedValue == 41)
+            second.wrappedValue = 42
+            first.flush()
+            #expect(stored(Int.self, key: "shared", in: directory) == 42)
+            #expect(!second.hasPendingChanges)
+        }
+    }
+
+    @Test func aChangeThroughOneNotifiesObserversOfTheOther() throws {
+        try withTemporaryDirectory { directory in
+            let first = fileStorage("shared", in: directory, default: "", flushInterval: nil)
+            let second = fileStorage("shared", in: directory, default: "", flushInterval: nil)
+            let fired = Atomic<Bool>(false)
+            _ = withObservationTracking { second.wrappedValue } onChange: {
+                fired.store(true, ordering: .sequentiallyConsistent)
+            }
+            first.wrappedValue = "changed"
+            let didFire = fired.load(ordering: .sequentiallyConsistent)
+            #expect(didFire)
+        }
+    }
+
+    @Test func anotherValueTypeForTheSameFileIsAClearErrorAndTheFileIsUntouched() throws {
+        try withTemporaryDirectory { directory in
+            let numbers = fileStorage("mixed", in: directory, default: 5, flushInterval: nil)
+            numbers.flush()
+            let text = fileStorage("mixed", in: directory, default: "text", flushInterval: nil)
+            #expect(text.lastError?.code == .typeMismatch)
+            #expect(text.wrappedValue == "text")
+            text.wrappedValue = "other"
+            text.flush()
+            #expect(stored(Int.self, key: "mixed", in: directory) == 5)
+            #expect(numbers.wrappedValue == 5)
+            #expect(numbers.lastError == nil)
+        }
+    }
+
+    @Test func whenTheLastStorageOfAFileIsGoneANewOneReadsTheFileAgain() throws {
+        try withTemporaryDirectory { directory in
+            do {
+                let storage = fileStorage("again", in: directory, default: 0, flushInterval: nil)
+                storage.wrappedValue = 3
+            }
+            try Data("9".utf8).write(to: directory.appendingPathComponent("again"))
+            #expect(fileStorage("again", in: directory, default: 0, flushInterval: nil).wrappedValue == 9)
+        }
+    }
+}
+
+@Suite struct ExternalChangeTests {
+    /// Runs the test child, which stores `value` under `key` in `directory` from its own process.
+    private func storeFromAnotherProcess(_ value: String, key: String, in directory: URL) throws {
+        let child = try ChildProcess("WLStorageTestChild", ["set", directory.path, key, value])
+        let end = try #require(child.waitForExit())
+        try #require(end.status == 0)
+    }
+
+    @Test func aValueWrittenByAnotherProgramIsPickedUpAndObserved() async throws {
+        try await withTemporaryDirectory { directory in
+            let storage = fileStorage("watched", in: directory, default: "start")
+            storage.flush()
+            var iterator = storage.values.makeAsyncIterator()
+            #expect(await iterator.next() == "start")
+            try storeFromAnotherProcess("from outside", key: "watched", in: directory)
+            #expect(await iterator.next() == "from outside")
+            #expect(storage.wrappedValue == "from outside")
+            #expect(!storage.hasPendingChanges)
+        }
+    }
+
+    @Test func aFileWrittenInPlaceByAnotherProgramIsPickedUpToo() throws {
+        try withTemporaryDirectory { directory in
+            let storage = fileStorage("inplace", in: directory, default: 1)
+            storage.flush()
+            let handle = try FileHandle(forWritingTo: directory.appendingPathComponent("inplace"))
+            try handle.truncate(atOffset: 0)
+            try handle.write(contentsOf: Data("22".utf8))
+            try handle.close()
+            let pickedUp = eventually { storage.wrappedValue == 22 }
+            #expect(pickedUp)
+        }
+    }
+
+    @Test func theStoragesOwnWritesDoNotComeBackAsChanges() throws {
+        try withTemporaryDirectory { directory in
+            let storage = fileStorage("own", in: directory, default: 0, flushInterval: nil)
+            let received = Received<Int>()
+            let queue = DispatchQueue(label: "test.own")
+            let subscription = storage.onChange(queue: queue) { received.append($0) }
+            defer { subscription.cancel() }
+            let checksBefore = storage.cell.externalChecks
+            storage.wrappedValue = 1
+            storage.flush()
+            // The rename of the write raises an inotify event; wait until the storage has looked at it, then let
+            // every delivery it may have queued run.
+            let looked = eventually { storage.cell.externalChecks > checksBefore }
+            #expect(looked)
+            queue.sync {}
+            #expect(received.all == [1])
+            #expect(storage.wrappedValue == 1)
+            #expect(!storage.hasPendingChanges)
+        }
+    }
+
+    @Test func aLocalChangeStillPendingWinsOverAnOutsideOneBecauseItIsWrittenLater() throws {
+        try withTemporaryDirectory { directory in
+            let storage = fileStorage("race", in: directory, default: "start", flushInterval: 3_600)
+            storage.flush()
+            storage.wrappedValue = "local"
+            let checksBefore = storage.cell.externalChecks
+            try storeFromAnotherProcess("outside", key: "race", in: directory)
+            let looked = eventually { storage.cell.externalChecks > checksBefore }
+            #expect(looked)
+            #expect(storage.wrappedValue == "local")
+            storage.flush()
+            #expect(stored(String.self, key: "race", in: directory) == "local")
+
+            // With nothing pending, the next outside write is the last writer and is taken.
+            try storeFromAnotherProcess("outside again", key: "race", in: directory)
+            let taken = eventually { storage.wrappedValue == "outside again" }
+            #expect(taken)
+        }
+    }
+
+    @Test func anUndecodableOutsideWriteIsReportedAndLeftAlone() throws {
+        try withTemporaryDirectory { directory in
+            let storage = fileStorage("bad", in: directory, default: 3, flushInterval: nil)
+            storage.flush()
+            let temporary = directory.appendingPathComponent("elsewhere")
+            try Data("not json".utf8).write(to: temporary)
+            #expect(rename(temporary.path, directory.appendingPathComponent("bad").path) == 0)
+            let reported = eventually { storage.lastError?.code == .decodingFailed }
+            #expect(reported)
+            #expect(storage.wrappedValue == 3)
+            #expect(entries(of: directory) == ["bad"])
+        }
+    }
+}
