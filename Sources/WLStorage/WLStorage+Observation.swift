@@ -57,10 +57,10 @@ extension WLStorage {
 /// A change handler registered with ``WLStorage/onChange(queue:_:)``. It stays registered until ``cancel()`` is
 /// called or the subscription is deinitialized.
 public final class WLStorageSubscription: Sendable {
-    private let cancellation: Mutex<(@Sendable () -> Void)?>
+    private let cancellation: Lock<(@Sendable () -> Void)?>
 
     init(_ cancellation: @escaping @Sendable () -> Void) {
-        self.cancellation = Mutex(cancellation)
+        self.cancellation = Lock(cancellation)
     }
 
     /// Stops the handler. Calls already queued may still run. Calling it again does nothing.

@@ -27,7 +27,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     private let setupError: WLStorageError?
     /// The versions of the file this backer last wrote and last read, so that its own writes and versions it
     /// already holds are told from other programs' changes.
-    private let known = Mutex<(written: FileIdentity?, read: FileIdentity?)>((nil, nil))
+    private let known = Lock<(written: FileIdentity?, read: FileIdentity?)>((nil, nil))
 
     /// Creates a backer for `key` in `directory`.
     ///
@@ -211,7 +211,7 @@ package enum StorageLocation {
 
 /// The directories this process has created and cleaned up, so that each is prepared once.
 package enum PreparedDirectories {
-    private static let prepared = Mutex<Set<String>>([])
+    private static let prepared = Lock<Set<String>>([])
 
     /// Creates `directory` when it is missing and removes abandoned temporary files, once per process.
     package static func prepare(_ directory: StorageDirectory) throws(WLStorageError) {

@@ -92,7 +92,7 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
 }
 
 extension WLStorageError {
-    private static let handlerBox = Mutex<(@Sendable (WLStorageError) -> Void)?>(nil)
+    private static let handlerBox = Lock<(@Sendable (WLStorageError) -> Void)?>(nil)
 
     /// Receives every error as it happens, on the thread where it happened.
     ///

@@ -236,7 +236,7 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
     @Test func errorsReachTheHandlerAsTheyHappen() throws {
         try withTemporaryDirectory { directory in
             try Data("garbage".utf8).write(to: directory.appendingPathComponent("reported"))
-            let seen = Mutex<[WLStorageError]>([])
+            let seen = Lock<[WLStorageError]>([])
             WLStorageError.handler = { error in
                 if error.key == "reported" { seen.withLock { $0.append(error) } }
             }

@@ -16,7 +16,7 @@ private struct Settings {
 
 /// Counts the values a subscription delivered, and remembers the last.
 private final class Received<T: Sendable>: Sendable {
-    private let values = Mutex<[T]>([])
+    private let values = Lock<[T]>([])
     func append(_ value: T) { values.withLock { $0.append(value) } }
     var all: [T] { values.withLock { $0 } }
 }

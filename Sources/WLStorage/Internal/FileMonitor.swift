@@ -12,10 +12,25 @@ import Synchronization
 /// One inotify descriptor for the process, read by a Dispatch source on one labelled serial queue, with one watch
 /// per storage directory for `IN_MOVED_TO` (an atomic replace arrives as a rename into the directory) and
 /// `IN_CLOSE_WRITE` (a program that writes the file in place). An event names a file; the registry finds the live
-/// cell of that file, which reads the file and adopts the value unless it is its own write. When inotify is not
-/// available (no descriptor, or no watch left), the directory is polled every half second instead.
-final class FileMonitor: Sendable {
-    static let shared = FileMonitor()
+/// cell of that file, which reads the file and adopts the value unless it is its own write, and explicit
+/// subscribers (the command-line tool's `watch`) are called. When inotify is not available (no descriptor, or no
+/// watch left), the directory is polled every half second instead.
+package final class FileMonitor: Sendable {
+    package static let shared = FileMonitor()
+
+    /// What a subscriber is told.
+    package enum Event: Sendable {
+        /// The file may have changed: it was replaced, written, removed, or events were lost.
+        case changed
+        /// The directory was removed or moved away; no more events will come for it.
+        case directoryGone
+    }
+
+    private struct Subscriber {
+        let directory: String
+        let fileName: String
+        let handler: @Sendable (Event) -> Void
+    }
 
     private struct State {
         var descriptor: Int32 = -1
@@ -25,10 +40,30 @@ final class FileMonitor: Sendable {
         var watchedPaths: Set<String> = []
         var polledPaths: Set<String> = []
         var pollTimer: (any DispatchSourceTimer)?
+        var subscribers: [UInt64: Subscriber] = [:]
+        var nextSubscriber: UInt64 = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let queue = DispatchQueue(label: "WLStorage.monitor")
+
+    /// Calls `handler` on the monitor's queue whenever the file `fileName` in `directory` may have changed, until
+    /// ``unsubscribe(_:)``. Watches the directory if it is not watched yet.
+    package func subscribe(
+        to fileName: String, in directory: StorageDirectory, _ handler: @escaping @Sendable (Event) -> Void
+    ) -> UInt64 {
+        watch(directory)
+        return state.withLock { state in
+            let id = state.nextSubscriber
+            state.nextSubscriber += 1
+            state.subscribers[id] = Subscriber(directory: directory.path, fileName: fileName, handler: handler)
+            return id
+        }
+    }
+
+    package func unsubscribe(_ id: UInt64) {
+        state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+    }
 
     /// Starts watching `directory`, once; later calls for the same directory do nothing.
     func watch(_ directory: StorageDirectory) {
@@ -37,7 +72,9 @@ final class FileMonitor: Sendable {
             guard !state.watchedPaths.contains(path), !state.polledPaths.contains(path) else { return }
             if state.descriptor < 0 && !state.inotifyFailed { start(&state) }
             if state.descriptor >= 0 {
-                let mask = UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_ONLYDIR)
+                let mask =
+                    UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE)
+                    | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_ONLYDIR)
                 let watch = inotify_add_watch(state.descriptor, path, mask)
                 if watch >= 0 {
                     state.watches[watch] = path
@@ -83,43 +120,61 @@ final class FileMonitor: Sendable {
             guard let fileKey = cell.fileKey, polled.contains(parentPath(of: fileKey)) else { continue }
             cell.checkForExternalChange()
         }
+        for subscriber in subscribers(where: { polled.contains($0.directory) }) {
+            subscriber.handler(.changed)
+        }
     }
 
-    /// Reads every queued inotify event and hands each change of a storage file to its cell.
+    /// Reads every queued inotify event and hands each change of a storage file to its cell and subscribers.
     private func readEvents(_ descriptor: Int32) {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        var changed: [String] = []
+        var changed: Set<String> = []
+        var gone: Set<String> = []
         var overflowed = false
         while true {
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
             guard count > 0 else { break }
             buffer.withUnsafeBytes { bytes in
                 var offset = 0
                 let header = MemoryLayout<inotify_event>.size
                 while offset + header <= count {
-                    let watch = bytes.loadUnaligned(fromByteOffset: offset, as: Int32.self)
-                    let mask = bytes.loadUnaligned(fromByteOffset: offset + 4, as: UInt32.self)
-                    let length = Int(bytes.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self))
-                    let nameBytes = bytes[(offset + header)..<min(count, offset + header + length)]
+                    let event = bytes.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
+                    let nameBytes = bytes[(offset + header)..<min(count, offset + header + Int(event.len))]
                     let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
-                    offset += header + length
-                    if mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
-                    if mask & UInt32(IN_IGNORED) != 0 { forget(watch) }
-                    guard !name.isEmpty, FileName.isPlain(name), let path = directoryPath(of: watch) else { continue }
-                    changed.append(StorageDirectory(path: path).filePath(name))
+                    offset += header + Int(event.len)
+                    if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
+                    guard let path = directoryPath(of: event.wd) else { continue }
+                    if event.mask & (UInt32(IN_IGNORED) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)) != 0 {
+                        forget(event.wd)
+                        gone.insert(path)
+                    } else if !name.isEmpty && FileName.isPlain(name) {
+                        changed.insert(StorageDirectory(path: path).filePath(name))
+                    }
                 }
             }
         }
+        let registry = StorageRegistry.shared
         if overflowed {
-            // Events were lost: every watched cell checks its file.
-            for cell in StorageRegistry.shared.liveCells() where cell.fileKey != nil {
-                cell.checkForExternalChange()
-            }
+            // Events were lost: every file-backed cell and every subscriber checks its file.
+            for cell in registry.liveCells() where cell.fileKey != nil { cell.checkForExternalChange() }
+            for subscriber in subscribers(where: { _ in true }) { subscriber.handler(.changed) }
             return
         }
-        for fileKey in Set(changed) {
-            StorageRegistry.shared.cell(forFileKey: fileKey)?.checkForExternalChange()
+        for fileKey in changed {
+            registry.cell(forFileKey: fileKey)?.checkForExternalChange()
         }
+        for subscriber in subscribers(where: { gone.contains($0.directory) }) {
+            subscriber.handler(.directoryGone)
+        }
+        let changedSubscribers = subscribers {
+            changed.contains(StorageDirectory(path: $0.directory).filePath($0.fileName))
+        }
+        for subscriber in changedSubscribers { subscriber.handler(.changed) }
+    }
+
+    private func subscribers(where included: (Subscriber) -> Bool) -> [Subscriber] {
+        state.withLock { state in state.subscribers.values.filter(included) }
     }
 
     private func directoryPath(of watch: Int32) -> String? {
@@ -128,7 +183,10 @@ final class FileMonitor: Sendable {
 
     private func forget(_ watch: Int32) {
         state.withLock { state in
-            if let path = state.watches.removeValue(forKey: watch) { state.watchedPaths.remove(path) }
+            if let path = state.watches.removeValue(forKey: watch) {
+                state.watchedPaths.remove(path)
+                _ = inotify_rm_watch(state.descriptor, watch)
+            }
         }
     }
 

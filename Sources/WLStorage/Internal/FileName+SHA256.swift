@@ -22,6 +22,15 @@ package enum FileName {
         return utf8.allSatisfy(isPlainByte)
     }
 
+    /// Whether `name` has the form of a hashed key's file name: 64 lowercase hex digits. (A plain key can have that
+    /// form too; the name alone cannot tell them apart.)
+    package static func isDigest(_ name: String) -> Bool {
+        name.utf8.count == 64
+            && name.utf8.allSatisfy { byte in
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+            }
+    }
+
     @inline(__always)
     static func isPlainByte(_ byte: UInt8) -> Bool {
         switch byte {

@@ -24,7 +24,7 @@ enum ShutdownHandling {
         var sources: [Int32: any DispatchSourceSignal] = [:]
     }
 
-    private static let state = Mutex(State())
+    private static let state = Lock(State())
     private static let queue = DispatchQueue(label: "WLStorage.shutdown")
 
     /// Called by every storage initializer; does its work once.

@@ -45,11 +45,11 @@ struct CellState<T: Sendable>: Sendable {
 /// observers are notified by the registrar outside `state`, and errors are reported outside `diskLock`.
 @usableFromInline
 final class StorageCell<T: Codable & Sendable>: Observable, Sendable {
-    @usableFromInline let state: Mutex<CellState<T>>
+    @usableFromInline let state: Lock<CellState<T>>
     @usableFromInline let registrar = ObservationRegistrar()
     /// Built once: a key path literal into a generic class costs microseconds to form.
     @usableFromInline nonisolated(unsafe) let valueKeyPath: KeyPath<StorageCell<T>, T>
-    private let diskLock = Mutex<Void>(())
+    private let diskLock = Lock<Void>(())
     let backer: any WLStorageBacker<T>
     let scheduler: any WriteScheduler
     /// The file this cell stands for, when its backer is a file: the key of the process-wide registry.
@@ -57,7 +57,7 @@ final class StorageCell<T: Codable & Sendable>: Observable, Sendable {
 
     init(value: T, backer: any WLStorageBacker<T>, interval: UInt64?, scheduler: any WriteScheduler, fileKey: String?)
     {
-        self.state = Mutex(CellState(value: value, throttle: WriteThrottle(interval: interval)))
+        self.state = Lock(CellState(value: value, throttle: WriteThrottle(interval: interval)))
         self.valueKeyPath = \StorageCell<T>.observedValue
         self.backer = backer
         self.scheduler = scheduler

@@ -35,10 +35,28 @@ package struct FileIdentity: Hashable, Sendable {
     }
 }
 
-/// What `stat` says of one entry in a storage directory.
+/// What kind of entry stands at a name.
+package enum EntryKind: String, Sendable {
+    case regularFile = "regular file"
+    case symlink
+    case directory
+    case special = "special file"
+
+    init(mode: mode_t) {
+        switch mode & S_IFMT {
+        case S_IFREG: self = .regularFile
+        case S_IFLNK: self = .symlink
+        case S_IFDIR: self = .directory
+        default: self = .special
+        }
+    }
+}
+
+/// What `lstat` says of one entry in a storage directory.
 package struct FileStatus: Sendable {
     package var identity: FileIdentity
-    package var isRegularFile: Bool
+    package var kind: EntryKind
+    package var isRegularFile: Bool { kind == .regularFile }
     package var size: Int64
     package var modificationTime: Date
 }
@@ -188,7 +206,7 @@ package struct StorageDirectory: Sendable, Hashable {
         guard fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
         return FileStatus(
             identity: FileIdentity(status),
-            isRegularFile: (status.st_mode & S_IFMT) == S_IFREG,
+            kind: EntryKind(mode: status.st_mode),
             size: Int64(status.st_size),
             modificationTime: Date(
                 timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec) + TimeInterval(status.st_mtim.tv_nsec)
@@ -355,13 +373,7 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 
     private func notRegular(_ name: String, _ status: stat?) -> WLStorageError {
-        let kind: String
-        switch status.map({ $0.st_mode & S_IFMT }) {
-        case S_IFLNK: kind = "a symlink"
-        case S_IFDIR: kind = "a directory"
-        case nil: kind = "not a regular file"
-        default: kind = "a special file"
-        }
+        let kind = status.map { "a " + EntryKind(mode: $0.st_mode).rawValue } ?? "not a regular file"
         return WLStorageError(
             code: .notARegularFile,
             message: "the file is \(kind); it is left as it is and not followed",

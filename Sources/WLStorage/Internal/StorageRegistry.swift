@@ -29,7 +29,7 @@ final class StorageRegistry: Sendable {
         case mismatch(String)
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// The live cell for `fileKey`, if any.
     func cell<T>(forFile fileKey: String, as type: T.Type) -> Lookup<T> {

@@ -15,13 +15,13 @@ final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
     }
 
     let key: String
-    private let state: Mutex<State>
+    private let state: Lock<State>
     /// When set, each write signals `started` and waits for `proceed` before it stores anything.
     private let gate: (started: DispatchSemaphore, proceed: DispatchSemaphore)?
 
     init(key: String = "recorded", stored: T? = nil, blocking: Bool = false) {
         self.key = key
-        self.state = Mutex(State(stored: stored))
+        self.state = Lock(State(stored: stored))
         self.gate = blocking ? (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)) : nil
     }
 

@@ -1,6 +1,8 @@
 import Foundation
 import Synchronization
 
+@testable import WLStorage
+
 /// The directory holding the package's built executables: the one the test bundle runs from.
 let builtProductsDirectory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
     .deletingLastPathComponent()
@@ -11,7 +13,7 @@ final class ChildProcess: Sendable {
     private let output = Output()
 
     private final class Output: Sendable {
-        let text = Mutex<String>("")
+        let text = Lock<String>("")
     }
 
     /// Starts `executable` from the build folder with `arguments`.

@@ -16,7 +16,7 @@ final class ManualScheduler: WriteScheduler {
         var jobs: [Job] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     var now: UInt64 {
         state.withLock { $0.now }

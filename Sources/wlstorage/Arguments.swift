@@ -1,0 +1,166 @@
+/// The options given before the command.
+struct GlobalOptions: Equatable {
+    /// The storage directory given with `--dir`.
+    var directory: String?
+    /// The program whose default directory to use, given with `--program`.
+    var program: String?
+    /// Whether `--debug` selects the debug build's folder, `.wlstorage_debug`.
+    var debug = false
+}
+
+/// The commands of the tool, by the name typed on the command line.
+enum CommandName: String, CaseIterable, Equatable {
+    case get, set, rm, path, hash, list, verify, watch, help
+}
+
+/// A command with its arguments.
+enum Command: Equatable {
+    /// Help for the tool, or for one command.
+    case help(CommandName?)
+    case get(key: String)
+    case set(key: String, json: String)
+    case remove(key: String)
+    case path(key: String)
+    case hash(key: String)
+    case list
+    case verify
+    /// Prints the value of `key` at each change; stops after `count` values when it is given.
+    case watch(key: String, count: Int?)
+}
+
+/// Everything the command line asks for.
+struct Invocation: Equatable {
+    var options: GlobalOptions
+    var command: Command
+}
+
+/// A command line the tool cannot run. The tool exits with status 64 (`EX_USAGE`).
+struct UsageError: Error, Equatable {
+    /// What is wrong, as one sentence.
+    var message: String
+    /// The command whose usage to point to, if the error is within one.
+    var command: CommandName?
+}
+
+/// Parses the arguments that follow the program's name.
+///
+/// The grammar is `[--dir DIR | --program NAME [--debug]] COMMAND [ARGUMENT...]`. Global options come before
+/// the command; `--name=value` and `--name value` are both accepted. Within a command, a token that starts with
+/// `--` is an option, `-h` asks for help and any other token (including a negative number such as `-1`) is an
+/// argument; after a lone `--` every token is an argument.
+///
+/// - Returns: The invocation, or the usage error that stops it. Nothing is checked against the file system or
+///   the environment here.
+func parseArguments(_ arguments: [String]) -> Result<Invocation, UsageError> {
+    var options = GlobalOptions()
+    var index = arguments.startIndex
+    while index < arguments.endIndex, arguments[index].hasPrefix("-") {
+        let token = arguments[index]
+        index += 1
+        if token == "--" { break }
+        let (name, inlineValue) = splitOption(token)
+        switch name {
+        case "--help", "-h":
+            return .success(Invocation(options: options, command: .help(nil)))
+        case "--debug":
+            guard inlineValue == nil else { return usage("option --debug takes no value") }
+            options.debug = true
+        case "--dir", "--program":
+            let value: String
+            if let inlineValue {
+                value = inlineValue
+            } else if index < arguments.endIndex {
+                value = arguments[index]
+                index += 1
+            } else {
+                return usage("option \(name) needs a value")
+            }
+            guard !value.isEmpty else { return usage("option \(name) needs a non-empty value") }
+            if name == "--dir" { options.directory = value } else { options.program = value }
+        default:
+            return usage("unknown option '\(name)'")
+        }
+    }
+    if options.directory != nil && options.program != nil {
+        return usage("give --dir or --program, not both")
+    }
+    guard index < arguments.endIndex else { return usage("missing command") }
+    guard let name = CommandName(rawValue: arguments[index]) else {
+        return usage("unknown command '\(arguments[index])'")
+    }
+    return parseCommand(name, Array(arguments[(index + 1)...])).map { Invocation(options: options, command: $0) }
+}
+
+/// Parses the arguments of the command `name`.
+private func parseCommand(_ name: CommandName, _ arguments: [String]) -> Result<Command, UsageError> {
+    var positional: [String] = []
+    var count: Int?
+    var index = 0
+    var onlyArguments = false
+    while index < arguments.count {
+        let token = arguments[index]
+        index += 1
+        if onlyArguments || !(token.hasPrefix("--") || token == "-h") {
+            positional.append(token)
+            continue
+        }
+        let (option, inlineValue) = splitOption(token)
+        switch option {
+        case "--":
+            onlyArguments = true
+        case "--help", "-h":
+            return .success(.help(name))
+        case "--count" where name == .watch:
+            guard let text = inlineValue ?? (index < arguments.count ? arguments[index] : nil) else {
+                return usage("option --count needs a value", name)
+            }
+            if inlineValue == nil { index += 1 }
+            guard let number = Int(text), number > 0 else {
+                return usage("option --count needs a positive whole number, not '\(text)'", name)
+            }
+            count = number
+        default:
+            return usage("unknown option '\(option)' for \(name.rawValue)", name)
+        }
+    }
+
+    let expected: [String]
+    switch name {
+    case .help:
+        guard positional.count <= 1 else { return usage("unexpected argument '\(positional[1])'", name) }
+        guard let topic = positional.first else { return .success(.help(nil)) }
+        guard let command = CommandName(rawValue: topic) else { return usage("unknown command '\(topic)'", name) }
+        return .success(.help(command))
+    case .list, .verify: expected = []
+    case .set: expected = ["KEY", "JSON"]
+    case .get, .rm, .path, .hash, .watch: expected = ["KEY"]
+    }
+    if positional.count < expected.count {
+        return usage("missing argument \(expected[positional.count])", name)
+    }
+    if positional.count > expected.count {
+        return usage("unexpected argument '\(positional[expected.count])'", name)
+    }
+
+    switch name {
+    case .get: return .success(.get(key: positional[0]))
+    case .set: return .success(.set(key: positional[0], json: positional[1]))
+    case .rm: return .success(.remove(key: positional[0]))
+    case .path: return .success(.path(key: positional[0]))
+    case .hash: return .success(.hash(key: positional[0]))
+    case .list: return .success(.list)
+    case .verify: return .success(.verify)
+    case .watch: return .success(.watch(key: positional[0], count: count))
+    case .help: return .success(.help(nil))  // handled above
+    }
+}
+
+/// Splits `--name=value` into its name and value; any other token is a name without a value.
+private func splitOption(_ token: String) -> (name: String, value: String?) {
+    guard token.hasPrefix("--"), let equals = token.firstIndex(of: "=") else { return (token, nil) }
+    return (String(token[..<equals]), String(token[token.index(after: equals)...]))
+}
+
+private func usage<T>(_ message: String, _ command: CommandName? = nil) -> Result<T, UsageError> {
+    .failure(UsageError(message: message, command: command))
+}

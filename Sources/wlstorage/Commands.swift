@@ -1,0 +1,211 @@
+import Foundation
+import WLStorage
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Runs `invocation`, writing its output, and returns the status to exit with.
+///
+/// - Throws: ``ToolFailure`` for a key not found, a file that does not verify or an operation that failed.
+func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFailure) -> ExitStatus {
+    let command = invocation.command
+    switch command {
+    case .help(let topic):
+        Console.out(topic.map(Help.text(for:)) ?? Help.tool)
+        return .success
+    case .hash(let key):
+        Console.out(try fileName(for: key) + "\n")
+        return .success
+    default:
+        break
+    }
+
+    let directory = try storageDirectory(for: invocation.options, environment: environment)
+    switch command {
+    case .help, .hash:
+        return .success
+    case .get(let key):
+        try get(key, in: directory)
+    case .set(let key, let json):
+        try set(key, json: json, in: directory)
+    case .remove(let key):
+        let name = try fileName(for: key)
+        guard try library({ () throws(WLStorageError) in try directory.remove(name) }) else {
+            throw ToolFailure("no value stored for '\(key)': \(directory.filePath(name))")
+        }
+    case .path(let key):
+        Console.out(directory.filePath(try fileName(for: key)) + "\n")
+    case .list:
+        try list(directory)
+    case .verify:
+        return try verify(directory)
+    case .watch(let key, let count):
+        try watch(key: key, fileName: try fileName(for: key), in: directory, count: count)
+    }
+    return .success
+}
+
+// MARK: Commands
+
+private func get(_ key: String, in directory: StorageDirectory) throws(ToolFailure) {
+    let name = try fileName(for: key)
+    let contents = try library { () throws(WLStorageError) in try directory.read(name) }
+    guard let contents else { throw ToolFailure("no value stored for '\(key)': \(directory.filePath(name))") }
+    guard !contents.isEmpty else {
+        throw ToolFailure("no value stored for '\(key)' (the file is empty): \(directory.filePath(name))")
+    }
+    if let problem = JSONText.problem(in: contents) {
+        throw ToolFailure("the file does not hold JSON (\(problem)): \(directory.filePath(name))")
+    }
+    Console.out(String(decoding: JSONText.pretty(contents), as: UTF8.self) + "\n")
+}
+
+private func set(_ key: String, json: String, in directory: StorageDirectory) throws(ToolFailure) {
+    let name = try fileName(for: key)
+    let data = Data(json.utf8)
+    if let problem = JSONText.problem(in: data) {
+        throw ToolFailure("the value is not valid JSON: \(problem)")
+    }
+    try library { () throws(WLStorageError) in
+        try directory.create()
+        try directory.write(name, contents: JSONText.compact(data))
+    }
+}
+
+/// What is in one entry of the directory, for `list` and `verify`.
+private enum EntryState {
+    case json, empty, invalid(String), unreadable(String), temporary, movedAside, notRegular(String)
+
+    var label: String {
+        switch self {
+        case .json: "json"
+        case .empty: "empty"
+        case .invalid: "invalid JSON"
+        case .unreadable: "unreadable"
+        case .temporary: "temporary"
+        case .movedAside: "moved aside"
+        case .notRegular(let kind): kind
+        }
+    }
+}
+
+private func state(of name: String, status: FileStatus, in directory: StorageDirectory) -> EntryState {
+    if StorageDirectory.isTemporary(name) { return .temporary }
+    if StorageDirectory.isMovedAside(name) { return .movedAside }
+    guard status.isRegularFile else { return .notRegular(status.kind.rawValue) }
+    let contents: Data?
+    do {
+        contents = try directory.read(name)
+    } catch {
+        return .unreadable(ToolFailure(error).message)
+    }
+    guard let contents else { return .unreadable("the file vanished while it was read") }
+    if contents.isEmpty { return .empty }
+    if let problem = JSONText.problem(in: contents) { return .invalid(problem) }
+    return .json
+}
+
+/// What the key column of `list` shows for `name`.
+private func keyColumn(for name: String) -> String {
+    // A temporary or moved-aside file is named after the file it belongs to, up to the first "~".
+    let base =
+        StorageDirectory.isTemporary(name) || StorageDirectory.isMovedAside(name)
+        ? String(name.prefix { $0 != "~" }) : name
+    if FileName.isDigest(base) { return "(hashed)" }
+    return FileName.isPlain(base) ? base : "-"
+}
+
+private func list(_ directory: StorageDirectory) throws(ToolFailure) {
+    let names = try entries(of: directory)
+    var rows = [["NAME", "KEY", "SIZE", "MODIFIED", "STATE"]]
+    for name in names {
+        guard let status = directory.status(of: name) else { continue }  // removed since it was listed
+        rows.append([
+            name, keyColumn(for: name), String(status.size), status.modificationTime.formatted(.iso8601),
+            state(of: name, status: status, in: directory).label,
+        ])
+    }
+    var widths = [Int](repeating: 0, count: rows[0].count)
+    for row in rows {
+        for (column, cell) in row.enumerated() { widths[column] = max(widths[column], cell.count) }
+    }
+    var text = ""
+    for row in rows {
+        let cells = row.enumerated().map { column, cell in
+            column == row.count - 1 ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+        }
+        text += cells.joined(separator: "  ") + "\n"
+    }
+    Console.out(text)
+}
+
+private func verify(_ directory: StorageDirectory) throws(ToolFailure) -> ExitStatus {
+    let names = try entries(of: directory)
+    var report = ""
+    var problems = 0
+    var checked = 0
+    for name in names {
+        guard let status = directory.status(of: name) else { continue }  // removed since it was listed
+        let state = state(of: name, status: status, in: directory)
+        let problem: String?
+        switch state {
+        case .json, .empty:
+            checked += 1
+            problem = nil
+        case .movedAside:
+            report += "note: \(name): moved aside by the library because it did not decode; not checked\n"
+            problem = nil
+        case .temporary:
+            problem = "temporary file left by a writer that crashed or is still at work"
+        case .invalid(let reason):
+            checked += 1
+            problem = "does not hold JSON: \(reason)"
+        case .unreadable(let reason):
+            checked += 1
+            problem = "cannot be read: \(reason)"
+        case .notRegular(let kind):
+            problem = "not a regular file (\(kind))"
+        }
+        if let problem {
+            problems += 1
+            report += "bad: \(name): \(problem)\n"
+        }
+    }
+    let summary = problems == 0 ? "no problems" : problems == 1 ? "1 problem" : "\(problems) problems"
+    report += "\(checked) key file\(checked == 1 ? "" : "s") checked in \(directory.path): \(summary)\n"
+    Console.out(report)
+    return problems == 0 ? .success : .failure
+}
+
+// MARK: Helpers
+
+/// The file name `key` maps to.
+func fileName(for key: String) throws(ToolFailure) -> String {
+    guard let name = FileName.forKey(key) else {
+        throw ToolFailure("cannot hash the key: SHA-256 is not available from OpenSSL")
+    }
+    return name
+}
+
+/// The entries of `directory`; a missing directory is a failure with a plain message.
+private func entries(of directory: StorageDirectory) throws(ToolFailure) -> [String] {
+    do {
+        return try directory.entries()
+    } catch {
+        if error.errno == ENOENT { throw ToolFailure("no storage directory at \(directory.path)") }
+        throw ToolFailure(error)
+    }
+}
+
+/// Runs a library call, turning its error into a ``ToolFailure``.
+func library<R>(_ body: () throws(WLStorageError) -> R) throws(ToolFailure) -> R {
+    do {
+        return try body()
+    } catch {
+        throw ToolFailure(error)
+    }
+}
+

@@ -1,0 +1,29 @@
+import Foundation
+import WLStorage
+
+/// The storage directory the options and the environment select.
+///
+/// `--dir` wins, made absolute against the current directory. Without it, the library's default directory is
+/// used, as a program built with the library would find it: `$WLSTORAGE_DIRECTORY` when set, otherwise
+/// `<$XDG_DATA_HOME or ~/.local/share>/<program>/.wlstorage` (`.wlstorage_debug` with `--debug`).
+///
+/// - Throws: ``ToolFailure`` with ``ExitStatus/usage`` when neither `--dir`, `--program` nor
+///   `$WLSTORAGE_DIRECTORY` says where to look, and with ``ExitStatus/failure`` when no data directory is known.
+func storageDirectory(
+    for options: GlobalOptions, environment: [String: String]
+) throws(ToolFailure) -> StorageDirectory {
+    if let directory = options.directory {
+        return StorageDirectory(path: URL(fileURLWithPath: directory, isDirectory: true).standardizedFileURL.path)
+    }
+    let override = environment[StorageLocation.environmentVariable].map { !$0.isEmpty } ?? false
+    guard let program = options.program ?? (override ? "wlstorage" : nil) else {
+        throw ToolFailure(
+            "no storage directory: give --dir DIR or --program NAME, or set \(StorageLocation.environmentVariable)",
+            status: .usage)
+    }
+    guard let url = StorageLocation.defaultDirectory(program: program, debug: options.debug, environment: environment)
+    else {
+        throw ToolFailure("no default directory for '\(program)': set XDG_DATA_HOME or HOME to an absolute path")
+    }
+    return StorageDirectory(path: url.standardizedFileURL.path)
+}

@@ -1,0 +1,139 @@
+/// The help texts of the tool and of each command.
+enum Help {
+    /// The synopsis shown after a usage error.
+    static func usageLine(for command: CommandName?) -> String {
+        guard let command else { return "Usage: wlstorage [--dir DIR | --program NAME [--debug]] COMMAND [ARGUMENTS]" }
+        return "Usage: wlstorage [GLOBAL OPTIONS] \(synopsis(of: command))"
+    }
+
+    /// The help of the tool.
+    static let tool = """
+        OVERVIEW: Inspect and edit the JSON files that WLStorage keeps, one file per key.
+
+        USAGE: wlstorage [--dir DIR | --program NAME [--debug]] COMMAND [ARGUMENTS]
+
+        A key is stored in a file named by the key when the key is 1 to 127 characters of [A-Za-z0-9._-]
+        (and not "." or ".."), and by the lowercase hex SHA-256 of its UTF-8 bytes otherwise.
+
+        GLOBAL OPTIONS (before the command):
+          --dir DIR         The storage directory.
+          --program NAME    Use the default directory of the program NAME (its executable's name), found
+                            as the library finds it:
+                              $WLSTORAGE_DIRECTORY when it is set; otherwise
+                              $XDG_DATA_HOME/NAME/.wlstorage, or ~/.local/share/NAME/.wlstorage when
+                              XDG_DATA_HOME is not set. A NAME that is not a plain file name is replaced
+                              by program-<SHA-256 of NAME>.
+          --debug           With --program, use the folder of debug builds, .wlstorage_debug, in place of
+                            .wlstorage.
+          -h, --help        Show this help.
+          Without --dir and --program, $WLSTORAGE_DIRECTORY names the directory; when it is not set either,
+          that is a usage error.
+
+        COMMANDS:
+          get KEY           Print the stored value as indented JSON.
+          set KEY JSON      Check JSON and store it, atomically and durably, with mode 0600.
+          rm KEY            Remove the key's file.
+          path KEY          Print the absolute path of the key's file.
+          hash KEY          Print the file name the key maps to.
+          list              List every file: name, key, size, modification time, state.
+          verify            Check that every key file holds JSON.
+          watch KEY         Print the value, then each new value as the file changes.
+          help [COMMAND]    Show this help, or a command's.
+
+          Run 'wlstorage COMMAND --help' for a command's details.
+
+        EXIT STATUS:
+          0   Success.
+          1   The key was not found, a file did not verify, or an operation failed.
+          64  Usage error: an unknown command or option, or a missing or extra argument.
+
+        """
+
+    /// The help of `command`.
+    static func text(for command: CommandName) -> String {
+        "Usage: wlstorage [GLOBAL OPTIONS] \(synopsis(of: command))\n\n\(details(of: command))\n"
+    }
+
+    private static func synopsis(of command: CommandName) -> String {
+        switch command {
+        case .get: "get KEY"
+        case .set: "set KEY JSON"
+        case .rm: "rm KEY"
+        case .path: "path KEY"
+        case .hash: "hash KEY"
+        case .list: "list"
+        case .verify: "verify"
+        case .watch: "watch [--count N] KEY"
+        case .help: "help [COMMAND]"
+        }
+    }
+
+    private static func details(of command: CommandName) -> String {
+        switch command {
+        case .get:
+            """
+            Prints the JSON stored for KEY, one member or element per line. Numbers, strings and the order of
+            keys are shown exactly as stored. Exits 1 when there is no value (no file, or an empty one) or the
+            file does not hold JSON.
+            """
+        case .set:
+            """
+            Stores JSON for KEY. JSON may be any JSON text, including a top-level fragment such as 42, "abc" or
+            null. It is checked first; when it is not JSON, the tool exits 1 and changes nothing. The text is
+            stored as given, with the whitespace between tokens removed. The file is written as the library
+            writes it: a temporary file with mode 0600, synced, renamed over the old file, and the directory
+            synced. The directory is created, with mode 0700, when it is missing.
+
+            Give '--' before a KEY or JSON that starts with '--'.
+            """
+        case .rm:
+            "Removes the file of KEY. Exits 1 when there is none."
+        case .path:
+            "Prints the absolute path of the file of KEY, whether or not it exists."
+        case .hash:
+            """
+            Prints the name of the file KEY is stored in: KEY itself when it is 1 to 127 characters of
+            [A-Za-z0-9._-] (and not "." or ".."), and the lowercase hex SHA-256 of its UTF-8 bytes otherwise.
+            Needs no directory.
+            """
+        case .list:
+            """
+            Lists every entry of the directory with its name, its key, its size in bytes, its modification time
+            (ISO 8601, UTC) and its state:
+              json            the file holds JSON
+              empty           the file is empty; the library reads it as the default value
+              invalid JSON    the file does not hold JSON
+              temporary       a temporary file a writer left behind
+              moved aside     a file the library moved aside because it did not decode
+              symlink, directory, special file
+                              not a regular file; the library neither follows nor replaces it
+            The key is the name itself for a plain name, "(hashed)" for a 64-character hex name (the SHA-256
+            of a key that is not a plain name, unless a plain key of that form was used), and "-" for a name no
+            key maps to. For temporary and moved-aside files it is the key of the file they belong to.
+            """
+        case .verify:
+            """
+            Checks every entry of the directory. Exits 0 when every key file is a regular file that holds JSON
+            (an empty file counts as good, as the library reads it as the default value). Otherwise prints one
+            line for each bad entry on standard output and exits 1. Bad entries are: files that do not hold
+            JSON, symlinks, directories and special files, and temporary files a writer left behind (a writer
+            that crashed, or one still at work). Files the library moved aside are reported but are not bad.
+            """
+        case .watch:
+            """
+            Prints the value of KEY as compact JSON, one line each: first the current value, then each new
+            value whenever the file changes (through inotify on the directory). A missing or empty file prints
+            (missing). A value equal to the last one printed is not printed again. A file that does not hold
+            JSON is reported on standard error. The directory is created, with mode 0700, when it is missing.
+
+            Runs until it is interrupted (SIGINT and SIGTERM end it by the signal) or, with --count N, until it
+            has printed N lines. Exits 1 when the directory itself is removed or moved.
+
+            OPTIONS:
+              --count N     Exit with status 0 after printing N values.
+            """
+        case .help:
+            "Shows the help of the tool, or of COMMAND."
+        }
+    }
+}

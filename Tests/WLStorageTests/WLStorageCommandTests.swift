@@ -1,0 +1,512 @@
+import Foundation
+import Testing
+import WLStorage
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The `wlstorage` command-line tool, run as a real child process from the build folder.
+@Suite struct WLStorageCommandTests {
+    // MARK: set and get
+
+    @Test func setThenGetRoundTripsTheValueThroughAPrivateFile() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store/nested")
+            let json = #"{"name": "Ada", "tags": ["x", "y"], "ratio": 1.50, "empty": {}, "none": null}"#
+            let set = try await ToolRun.run(["--dir", store.path, "set", "profile", json], in: root)
+            #expect(set.status == 0)
+            #expect(set.stdout.isEmpty)
+
+            let file = store.appendingPathComponent("profile")
+            let stored = try #require(FileManager.default.contents(atPath: file.path))
+            // The text given is stored with the whitespace between tokens removed, numbers and order kept.
+            #expect(
+                String(decoding: stored, as: UTF8.self)
+                    == #"{"name":"Ada","tags":["x","y"],"ratio":1.50,"empty":{},"none":null}"#)
+            #expect(mode(of: file) == 0o600)
+            #expect(mode(of: store) == 0o700)
+            #expect(entries(of: store) == ["profile"])
+
+            let get = try await ToolRun.run(["--dir", store.path, "get", "profile"], in: root)
+            #expect(get.status == 0)
+            #expect(
+                get.stdout == """
+                    {
+                      "name": "Ada",
+                      "tags": [
+                        "x",
+                        "y"
+                      ],
+                      "ratio": 1.50,
+                      "empty": {},
+                      "none": null
+                    }
+
+                    """)
+        }
+    }
+
+    @Test(arguments: ["42", #""abc""#, "null", "true", "[]", "-1.5e3", "12345678901234567890"])
+    func topLevelFragmentsAreStoredAndPrintedAsGiven(json: String) async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "value", json], in: root).status == 0)
+            let get = try await ToolRun.run(["--dir", store.path, "get", "value"], in: root)
+            #expect(get.status == 0)
+            #expect(get.stdout == json + "\n")
+        }
+    }
+
+    @Test func getOfAKeyWithNoFileExitsWithOneAndSaysSoOnStandardError() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+            let get = try await ToolRun.run(["--dir", store.path, "get", "absent"], in: root)
+            #expect(get.status == 1)
+            #expect(get.stdout.isEmpty)
+            #expect(get.stderr.contains("no value stored for 'absent'"))
+        }
+    }
+
+    @Test func getOfAFileThatIsNotJSONExitsWithOne() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+            try Data("{nope".utf8).write(to: store.appendingPathComponent("broken"))
+            let get = try await ToolRun.run(["--dir", store.path, "get", "broken"], in: root)
+            #expect(get.status == 1)
+            #expect(get.stdout.isEmpty)
+            #expect(get.stderr.contains("does not hold JSON"))
+        }
+    }
+
+    @Test(arguments: ["{nope", "", "tru", "1 2", #"{"a":}"#, "'single'", "NaN", "01"])
+    func invalidJSONIsRefusedAndLeavesTheFileUnchanged(json: String) async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(
+                try await ToolRun.run(["--dir", store.path, "set", "kept", #"{"kept":true}"#], in: root).status == 0)
+            let file = store.appendingPathComponent("kept")
+            let before = try #require(FileManager.default.contents(atPath: file.path))
+
+            let set = try await ToolRun.run(["--dir", store.path, "set", "kept", json], in: root)
+            #expect(set.status == 1)
+            #expect(set.stderr.contains("not valid JSON"))
+            #expect(FileManager.default.contents(atPath: file.path) == before)
+            #expect(entries(of: store) == ["kept"])
+        }
+    }
+
+    // MARK: hash, path, rm
+
+    /// Known SHA-256 vectors: a key that is not a plain file name is stored under the hex digest of its UTF-8.
+    @Test(arguments: [
+        ("plain-Key_1.json", "plain-Key_1.json"),
+        ("/", "8a5edab282632443219e051e4ade2d1d5bbc671c781051bf1437897cbdfea0f1"),
+        ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+        (".", "cdb4ee2aea69cc6a83331bbe96dc2caa9a299d21329efb0336fc02a82e1839a8"),
+        ("..", "5ec1f7e700f37c3d0b2981d04855fc34b94aaa15457b05ca571817442d228f81"),
+    ])
+    func hashPrintsTheFileNameAKeyMapsToWithoutNeedingADirectory(key: String, fileName: String) async throws {
+        try await withTemporaryDirectory { root in
+            let hash = try await ToolRun.run(["hash", key], in: root)
+            #expect(hash.status == 0)
+            #expect(hash.stdout == fileName + "\n")
+        }
+    }
+
+    @Test(arguments: ["a/b", "ключ/é", "with space", "tilde~key", String(repeating: "k", count: 128)])
+    func hashOfAnUnsafeKeyIsTheSHA256OfItsUTF8BytesAsSha256sumComputesIt(key: String) async throws {
+        try await withTemporaryDirectory { root in
+            let input = root.appendingPathComponent("key.txt")
+            try Data(key.utf8).write(to: input)
+            let reference = try await ToolRun.run(
+                [input.path], executable: URL(fileURLWithPath: "/usr/bin/sha256sum"), in: root)
+            try #require(reference.status == 0)
+            let expected = try #require(reference.stdout.split(separator: " ").first.map(String.init))
+            #expect(expected.count == 64)
+
+            let hash = try await ToolRun.run(["hash", key], in: root)
+            #expect(hash.status == 0)
+            #expect(hash.stdout == expected + "\n")
+        }
+    }
+
+    @Test func pathPrintsTheAbsolutePathOfTheKeysFileEvenForARelativeDirectory() async throws {
+        try await withTemporaryDirectory { root in
+            let plain = try await ToolRun.run(["--dir", "store", "path", "settings"], in: root)
+            #expect(plain.status == 0)
+            #expect(plain.stdout == root.appendingPathComponent("store/settings").path + "\n")
+
+            let hashed = try await ToolRun.run(["--dir", "store", "path", "/"], in: root)
+            #expect(hashed.status == 0)
+            let digest = "8a5edab282632443219e051e4ade2d1d5bbc671c781051bf1437897cbdfea0f1"
+            #expect(hashed.stdout == root.appendingPathComponent("store/" + digest).path + "\n")
+        }
+    }
+
+    @Test func rmRemovesTheFileAndExitsWithOneWhenThereIsNone() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "a/b", "1"], in: root).status == 0)
+            #expect(entries(of: store).count == 1)
+
+            let first = try await ToolRun.run(["--dir", store.path, "rm", "a/b"], in: root)
+            #expect(first.status == 0)
+            #expect(entries(of: store).isEmpty)
+
+            let second = try await ToolRun.run(["--dir", store.path, "rm", "a/b"], in: root)
+            #expect(second.status == 1)
+            #expect(second.stderr.contains("no value stored"))
+        }
+    }
+
+    // MARK: list and verify
+
+    @Test func listShowsEveryEntryWithItsKeySizeTimeAndState() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "alpha", "[1,2]"], in: root).status == 0)
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "a/b", #""x""#], in: root).status == 0)
+            try Data("{nope".utf8).write(to: store.appendingPathComponent("broken"))
+            try Data("7".utf8).write(to: store.appendingPathComponent("alpha~corrupt-20240101T000000Z-ab"))
+            try Data("[1".utf8).write(to: store.appendingPathComponent("alpha~0123456789abcdef.tmp"))
+            try FileManager.default.createSymbolicLink(
+                atPath: store.appendingPathComponent("link").path, withDestinationPath: "/etc/hostname")
+
+            let list = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            #expect(list.status == 0)
+            let lines = list.stdout.split(separator: "\n").map(String.init)
+            func line(_ name: String) -> [String] {
+                lines.first { $0.hasPrefix(name + " ") }?.split(separator: " ").map(String.init) ?? []
+            }
+            let hashed = "c14cddc033f64b9dea80ea675cf280a015e672516090a5626781153dc68fea11"  // SHA-256 of "a/b"
+            #expect(lines.count == 7)
+            #expect(line("alpha").count == 5)
+            #expect(line("alpha").first == "alpha")
+            #expect(line("alpha").dropFirst().first == "alpha")
+            #expect(line("alpha").dropFirst(2).first == "5")
+            #expect(line("alpha").last == "json")
+            #expect(line(hashed).dropFirst().first == "(hashed)")
+            #expect(line(hashed).last == "json")
+            #expect(line("broken").suffix(2) == ["invalid", "JSON"])
+            #expect(line("alpha~corrupt-20240101T000000Z-ab").suffix(2) == ["moved", "aside"])
+            #expect(line("alpha~0123456789abcdef.tmp").last == "temporary")
+            #expect(line("link").last == "symlink")
+            for name in ["alpha", hashed, "broken"] {
+                let time = try #require(line(name).dropFirst(3).first)
+                #expect(time.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z/) != nil)
+            }
+        }
+    }
+
+    @Test func verifyPassesWhenEveryKeyFileHoldsJSON() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            for (key, json) in [("count", "3"), ("a/b", #"{"x":[]}"#), ("nothing", "null")] {
+                #expect(try await ToolRun.run(["--dir", store.path, "set", key, json], in: root).status == 0)
+            }
+            // An empty file reads as the default value, and a moved-aside file is the library's own record.
+            try Data().write(to: store.appendingPathComponent("empty"))
+            try Data("{".utf8).write(to: store.appendingPathComponent("count~corrupt-20240101T000000Z-ab"))
+
+            let verify = try await ToolRun.run(["--dir", store.path, "verify"], in: root)
+            #expect(verify.status == 0)
+            #expect(!verify.stdout.contains("bad:"))
+            #expect(verify.stdout.contains("no problems"))
+        }
+    }
+
+    @Test(arguments: BadEntry.allCases)
+    func verifyExitsWithOneAndNamesEachBadEntry(entry: BadEntry) async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "good", "1"], in: root).status == 0)
+            try entry.make(in: store)
+
+            let verify = try await ToolRun.run(["--dir", store.path, "verify"], in: root)
+            #expect(verify.status == 1)
+            let bad = verify.stdout.split(separator: "\n").filter { $0.hasPrefix("bad: ") }
+            #expect(bad.count == 1)
+            #expect(bad.first?.hasPrefix("bad: \(entry.name): ") == true)
+            #expect(!verify.stdout.contains("bad: good:"))
+        }
+    }
+
+    @Test func verifyOfAMissingDirectoryExitsWithOne() async throws {
+        try await withTemporaryDirectory { root in
+            let verify = try await ToolRun.run(["--dir", root.appendingPathComponent("none").path, "verify"], in: root)
+            #expect(verify.status == 1)
+            #expect(verify.stderr.contains("no storage directory"))
+        }
+    }
+
+    // MARK: watch
+
+    @Test func watchPrintsTheCurrentValueThenEachNewDistinctValue() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let watch = try ToolRun(["--dir", store.path, "watch", "--count", "4", "k"], in: root)
+            #expect(await watch.waitForLines(["(missing)"]))
+
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "k", "1"], in: root).status == 0)
+            #expect(await watch.waitForLines(["(missing)", "1"]))
+
+            // The same value again is not printed; a write by the library itself is.
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "k", " 1 "], in: root).status == 0)
+            try WLStorageDefaultBacker<[String: Int]>(key: "k", directory: store).write(value: ["a": 2])
+            #expect(await watch.waitForLines(["(missing)", "1", #"{"a":2}"#]))
+
+            #expect(try await ToolRun.run(["--dir", store.path, "rm", "k"], in: root).status == 0)
+            let result = await watch.finish()
+            #expect(result.status == 0)
+            #expect(result.stdout == "(missing)\n1\n{\"a\":2}\n(missing)\n")
+        }
+    }
+
+    @Test func watchWithACountOfTwoExitsAfterOneChange() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "a/b", #"{"v":1}"#], in: root).status == 0)
+            let watch = try ToolRun(["--dir", store.path, "watch", "a/b", "--count=2"], in: root)
+            #expect(await watch.waitForLines([#"{"v":1}"#]))
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "a/b", #"{"v": 2}"#], in: root).status == 0)
+            let result = await watch.finish()
+            #expect(result.status == 0)
+            #expect(result.stdout == "{\"v\":1}\n{\"v\":2}\n")
+        }
+    }
+
+    @Test(arguments: [SIGTERM, SIGINT])
+    func watchEndsByTheSignalThatInterruptsIt(signal: Int32) async throws {
+        try await withTemporaryDirectory { root in
+            let watch = try ToolRun(["--dir", root.appendingPathComponent("store").path, "watch", "k"], in: root)
+            #expect(await watch.waitForLines(["(missing)"]))
+            watch.send(signal)
+            let result = await watch.finish()
+            #expect(result.signaled)
+            #expect(result.status == signal)
+        }
+    }
+
+    @Test func watchExitsWithOneWhenItsDirectoryIsRemoved() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let watch = try ToolRun(["--dir", store.path, "watch", "k"], in: root)
+            #expect(await watch.waitForLines(["(missing)"]))
+            try FileManager.default.removeItem(at: store)
+            let result = await watch.finish()
+            #expect(result.status == 1)
+            #expect(!result.signaled)
+            #expect(result.stderr.contains("removed or moved"))
+        }
+    }
+
+    // MARK: The default directory
+
+    @Test(arguments: DefaultDirectoryCase.all)
+    func withoutDirTheLibrarysDefaultDirectoryIsUsed(example: DefaultDirectoryCase) async throws {
+        try await withTemporaryDirectory { root in
+            let environment = example.environment.mapValues { $0.replacingOccurrences(of: "ROOT", with: root.path) }
+            let expected = root.appendingPathComponent(example.expectedFile).path
+
+            let set = try await ToolRun.run(example.options + ["set", "k", "7"], environment: environment, in: root)
+            #expect(set.status == 0)
+            #expect(FileManager.default.contents(atPath: expected) == Data("7".utf8))
+
+            let path = try await ToolRun.run(example.options + ["path", "k"], environment: environment, in: root)
+            #expect(path.stdout == expected + "\n")
+        }
+    }
+
+    // MARK: Usage and help
+
+    @Test(arguments: [
+        [], ["bogus"], ["--dir"], ["--frob", "list"], ["--debug=yes", "--dir", "DIR", "list"],
+        ["--dir", "DIR", "get"], ["--dir", "DIR", "set", "k"], ["--dir", "DIR", "get", "k", "extra"],
+        ["--dir", "DIR", "list", "--bogus"], ["--dir", "DIR", "get", "k", "--count", "2"],
+        ["--dir", "DIR", "watch", "k", "--count", "0"], ["--dir", "DIR", "watch", "k", "--count"],
+        ["--dir", "DIR", "--program", "app", "list"], ["help", "nope"], ["get", "k"], ["list", "--dir", "DIR"],
+    ])
+    func usageErrorsExitWith64AndExplainOnStandardError(arguments: [String]) async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store").path
+            let run = try await ToolRun.run(arguments.map { $0 == "DIR" ? store : $0 }, in: root)
+            #expect(run.status == 64)
+            #expect(run.stdout.isEmpty)
+            #expect(run.stderr.hasPrefix("wlstorage: "))
+            #expect(entries(of: root).allSatisfy { $0 != "store" })
+        }
+    }
+
+    @Test(arguments: [
+        ["--help"], ["-h"], ["help"], ["--dir", "DIR", "--help"], ["help", "set"], ["get", "--help"],
+        ["set", "-h"], ["rm", "--help"], ["path", "--help"], ["hash", "--help"], ["list", "--help"],
+        ["verify", "--help"], ["watch", "--help"], ["--dir", "DIR", "get", "k", "--help"],
+    ])
+    func helpExitsWithZeroAndPrintsTheUsage(arguments: [String]) async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store").path
+            let run = try await ToolRun.run(arguments.map { $0 == "DIR" ? store : $0 }, in: root)
+            #expect(run.status == 0)
+            #expect(run.stderr.isEmpty)
+            #expect(run.stdout.contains("wlstorage"))
+            #expect(run.stdout.lowercased().contains("usage: "))
+        }
+    }
+
+    @Test func theToolsHelpSaysHowTheDefaultDirectoryIsFound() async throws {
+        try await withTemporaryDirectory { root in
+            let help = try await ToolRun.run(["--help"], in: root)
+            for text in ["WLSTORAGE_DIRECTORY", "XDG_DATA_HOME", "~/.local/share", ".wlstorage_debug", "64"] {
+                #expect(help.stdout.contains(text))
+            }
+        }
+    }
+}
+
+// MARK: - Tables
+
+extension WLStorageCommandTests {
+    /// An entry that makes `verify` fail.
+    enum BadEntry: String, CaseIterable, Sendable {
+        case notJSON, leftoverTemporaryFile, symlink, directory
+
+        var name: String {
+            switch self {
+            case .notJSON: "broken"
+            case .leftoverTemporaryFile: "good~00112233aabbccdd.tmp"
+            case .symlink: "link"
+            case .directory: "folder"
+            }
+        }
+
+        func make(in store: URL) throws {
+            let url = store.appendingPathComponent(name)
+            switch self {
+            case .notJSON: try Data("{\"a\":".utf8).write(to: url)
+            case .leftoverTemporaryFile: try Data("1".utf8).write(to: url)
+            case .symlink: try FileManager.default.createSymbolicLink(atPath: url.path, withDestinationPath: "good")
+            case .directory: try FileManager.default.createDirectory(at: url, withIntermediateDirectories: false)
+            }
+        }
+    }
+
+    /// Options and environment without `--dir`, and where the file of key `k` must end up, relative to the test's
+    /// directory. `ROOT` in the environment stands for the test's directory.
+    struct DefaultDirectoryCase: Sendable, CustomTestStringConvertible {
+        var options: [String]
+        var environment: [String: String]
+        var expectedFile: String
+
+        var testDescription: String { "\(options) \(environment.keys.sorted())" }
+
+        static let all = [
+            DefaultDirectoryCase(
+                options: ["--program", "myapp"], environment: ["XDG_DATA_HOME": "ROOT/data", "HOME": "ROOT/home"],
+                expectedFile: "data/myapp/.wlstorage/k"),
+            DefaultDirectoryCase(
+                options: ["--program", "myapp", "--debug"], environment: ["XDG_DATA_HOME": "ROOT/data"],
+                expectedFile: "data/myapp/.wlstorage_debug/k"),
+            DefaultDirectoryCase(
+                options: ["--program", "myapp"], environment: ["HOME": "ROOT/home"],
+                expectedFile: "home/.local/share/myapp/.wlstorage/k"),
+            DefaultDirectoryCase(
+                options: ["--program", "myapp"],
+                environment: ["WLSTORAGE_DIRECTORY": "ROOT/override", "XDG_DATA_HOME": "ROOT/data"],
+                expectedFile: "override/k"),
+            DefaultDirectoryCase(
+                options: [], environment: ["WLSTORAGE_DIRECTORY": "ROOT/override"], expectedFile: "override/k"),
+        ]
+    }
+}
+
+// MARK: - Running the tool
+
+/// What a finished run of the tool printed, and how it ended.
+private struct ToolResult {
+    /// The exit status, or the signal's number when `signaled`.
+    var status: Int32
+    /// Whether the process was ended by a signal.
+    var signaled: Bool
+    var stdout: String
+    var stderr: String
+}
+
+/// One run of the `wlstorage` binary that `swift test` builds beside the test bundle.
+///
+/// Standard output and error go to files in the test's directory (never to pipes, so a chatty child cannot
+/// block), and the child's environment is the test's own without the variables that select a default
+/// directory, plus `environment`.
+private final class ToolRun {
+    static let tool = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        .deletingLastPathComponent().appendingPathComponent("wlstorage")
+
+    private let process = Process()
+    private let outputURL: URL
+    private let errorURL: URL
+
+    init(
+        _ arguments: [String], executable: URL = ToolRun.tool, environment: [String: String] = [:], in root: URL
+    ) throws {
+        let id = UUID().uuidString
+        outputURL = root.appendingPathComponent("\(id).out")
+        errorURL = root.appendingPathComponent("\(id).err")
+        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
+
+        var childEnvironment = ProcessInfo.processInfo.environment
+        for name in ["WLSTORAGE_DIRECTORY", "XDG_DATA_HOME", "HOME"] { childEnvironment[name] = nil }
+        childEnvironment.merge(environment) { $1 }
+
+        process.executableURL = executable
+        process.arguments = arguments
+        process.environment = childEnvironment
+        process.currentDirectoryURL = root
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = try FileHandle(forWritingTo: outputURL)
+        process.standardError = try FileHandle(forWritingTo: errorURL)
+        try process.run()
+    }
+
+    /// Runs the tool to its end.
+    static func run(
+        _ arguments: [String], executable: URL = ToolRun.tool, environment: [String: String] = [:], in root: URL
+    ) async throws -> ToolResult {
+        let tool = try ToolRun(arguments, executable: executable, environment: environment, in: root)
+        return await tool.finish()
+    }
+
+    /// What the tool has printed on standard output so far.
+    var printed: String {
+        String(decoding: FileManager.default.contents(atPath: outputURL.path) ?? Data(), as: UTF8.self)
+    }
+
+    /// Waits until the lines printed so far are `lines`. Returns `false` after `timeout` seconds.
+    func waitForLines(_ lines: [String], timeout: Double = 60) async -> Bool {
+        let expected = lines.map { $0 + "\n" }.joined()
+        return await eventually(timeout: timeout) { () async in printed == expected }
+    }
+
+    func send(_ signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
+    /// Waits for the tool to end, killing it after `timeout` seconds, and returns what it printed.
+    func finish(timeout: Double = 60) async -> ToolResult {
+        let ended = await eventually(timeout: timeout) { () async in !process.isRunning }
+        if !ended {
+            send(SIGKILL)
+            Issue.record("wlstorage \(process.arguments ?? []) did not end within \(timeout) s; killed it")
+        }
+        process.waitUntilExit()
+        return ToolResult(
+            status: process.terminationStatus,
+            signaled: process.terminationReason == .uncaughtSignal,
+            stdout: printed,
+            stderr: String(decoding: FileManager.default.contents(atPath: errorURL.path) ?? Data(), as: UTF8.self))
+    }
+}
