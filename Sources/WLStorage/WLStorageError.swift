@@ -1,4 +1,5 @@
 import Synchronization
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)

@@ -208,4 +208,3 @@ func library<R>(_ body: () throws(WLStorageError) -> R) throws(ToolFailure) -> R
         throw ToolFailure(error)
     }
 }
-

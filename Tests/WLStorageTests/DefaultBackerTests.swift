@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import WLStorage
@@ -202,7 +203,8 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
             #expect(storage.lastError?.code == .notARegularFile)
             #expect(storage.hasPendingChanges)
             #expect(
-                try FileManager.default.destinationOfSymbolicLink(atPath: directory.appendingPathComponent("count").path)
+                try FileManager.default.destinationOfSymbolicLink(
+                    atPath: directory.appendingPathComponent("count").path)
                     == target.path)
             #expect(try Data(contentsOf: target) == Data("1".utf8))
             #expect(entries(of: directory) == ["count"])
@@ -251,7 +253,8 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
 
     @Test func noDirectoryIsAnErrorNotACrash() {
         let storage = WLStorage(
-            defaultValueClosure: { 3 }, flushInterval: nil, backer: WLStorageDefaultBacker<Int>(key: "k", directory: nil))
+            defaultValueClosure: { 3 }, flushInterval: nil,
+            backer: WLStorageDefaultBacker<Int>(key: "k", directory: nil))
         #expect(storage.wrappedValue == 3)
         #expect(storage.lastError?.code == .directoryUnavailable)
         storage.wrappedValue = 4
@@ -268,5 +271,3 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
         }
     }
 }
-
-import Synchronization

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import WLStorage
@@ -92,5 +93,3 @@ import Testing
         }
     }
 }
-
-import Foundation

@@ -95,7 +95,9 @@ private final class Received<T: Sendable>: Sendable {
         let received = Received<Int>()
         let onQueue = Atomic<Bool>(true)
         let subscription = storage.onChange(queue: queue) { value in
-            if DispatchQueue.getSpecific(key: marker) != true { onQueue.store(false, ordering: .sequentiallyConsistent) }
+            if DispatchQueue.getSpecific(key: marker) != true {
+                onQueue.store(false, ordering: .sequentiallyConsistent)
+            }
             received.append(value)
         }
         for value in 1...100 { storage.wrappedValue = value }
@@ -143,7 +145,9 @@ private final class Received<T: Sendable>: Sendable {
             let first = fileStorage("shared", in: directory, default: "", flushInterval: nil)
             let second = fileStorage("shared", in: directory, default: "", flushInterval: nil)
             let fired = Atomic<Bool>(false)
-            _ = withObservationTracking { second.wrappedValue } onChange: {
+            _ = withObservationTracking {
+                second.wrappedValue
+            } onChange: {
                 fired.store(true, ordering: .sequentiallyConsistent)
             }
             first.wrappedValue = "changed"

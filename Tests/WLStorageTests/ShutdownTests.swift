@@ -127,7 +127,8 @@ import Testing
             let opener = try ChildProcess("WLStorageTestChild", ["open", directory.path, "key"])
             _ = opener.waitForExit()
             let left = entries(of: directory).filter(StorageDirectory.isTemporary)
-            print("\(kills) kills, \(torn) torn, \(missing) missing, \(temporaryFilesSeen) temporary files left by kills")
+            print(
+                "\(kills) kills, \(torn) torn, \(missing) missing, \(temporaryFilesSeen) temporary files left by kills")
             #expect(torn == 0)
             #expect(missing == 0)
             #expect(left.isEmpty)

@@ -10,7 +10,8 @@ import Testing
 
     init() {
         backer = RecordingBacker<Int>(stored: 0)
-        storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: .seconds(1), backer: backer, scheduler: scheduler)
+        storage = WLStorage(
+            defaultValueClosure: { 0 }, flushInterval: .seconds(1), backer: backer, scheduler: scheduler)
     }
 
     @Test func theFirstChangeIsWrittenAtOnce() {
@@ -165,7 +166,8 @@ import Testing
         let backer = RecordingBacker<Int>(stored: 7)
         backer.failReads()
         let scheduler = ManualScheduler()
-        let storage = WLStorage(defaultValueClosure: { 1 }, flushInterval: .seconds(1), backer: backer, scheduler: scheduler)
+        let storage = WLStorage(
+            defaultValueClosure: { 1 }, flushInterval: .seconds(1), backer: backer, scheduler: scheduler)
         #expect(storage.wrappedValue == 1)
         #expect(storage.lastError?.code == .backerFailed)
         #expect(storage.lastError?.underlying is BackerFailure)

@@ -27,7 +27,8 @@ package enum FileName {
     package static func isDigest(_ name: String) -> Bool {
         name.utf8.count == 64
             && name.utf8.allSatisfy { byte in
-                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
             }
     }
 

@@ -55,8 +55,7 @@ final class StorageCell<T: Codable & Sendable>: Observable, Sendable {
     /// The file this cell stands for, when its backer is a file: the key of the process-wide registry.
     let fileKey: String?
 
-    init(value: T, backer: any WLStorageBacker<T>, interval: UInt64?, scheduler: any WriteScheduler, fileKey: String?)
-    {
+    init(value: T, backer: any WLStorageBacker<T>, interval: UInt64?, scheduler: any WriteScheduler, fileKey: String?) {
         self.state = Lock(CellState(value: value, throttle: WriteThrottle(interval: interval)))
         self.valueKeyPath = \StorageCell<T>.observedValue
         self.backer = backer

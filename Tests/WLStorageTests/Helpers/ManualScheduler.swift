@@ -50,7 +50,9 @@ final class ManualScheduler: WriteScheduler {
                 guard
                     let index = state.jobs.indices
                         .filter({ state.jobs[$0].due <= target })
-                        .min(by: { (state.jobs[$0].due, state.jobs[$0].order) < (state.jobs[$1].due, state.jobs[$1].order) })
+                        .min(by: {
+                            (state.jobs[$0].due, state.jobs[$0].order) < (state.jobs[$1].due, state.jobs[$1].order)
+                        })
                 else {
                     state.now = target
                     return nil
