@@ -258,6 +258,18 @@ private final class Received<T: Sendable>: Sendable {
         }
     }
 
+    @Test func whereInotifyIsUnavailableTheDirectoryIsPolled() throws {
+        try withTemporaryDirectory { directory in
+            FileMonitor.shared.watch(StorageDirectory(path: directory.path), inotify: false)
+            #expect(FileMonitor.shared.isPolled(StorageDirectory(path: directory.path)))
+            let storage = fileStorage("polled", in: directory, default: "start")
+            storage.flush()
+            try storeFromAnotherProcess("from outside", key: "polled", in: directory)
+            let pickedUp = eventually { storage.wrappedValue == "from outside" }
+            #expect(pickedUp)
+        }
+    }
+
     @Test func anUndecodableOutsideWriteIsReportedAndLeftAlone() throws {
         try withTemporaryDirectory { directory in
             let storage = fileStorage("bad", in: directory, default: 3, flushInterval: nil)

@@ -65,13 +65,14 @@ package final class FileMonitor: Sendable {
         state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
     }
 
-    /// Starts watching `directory`, once; later calls for the same directory do nothing.
-    func watch(_ directory: StorageDirectory) {
+    /// Starts watching `directory`, once; later calls for the same directory do nothing. With `inotify` off (tests
+    /// of the fallback), the directory is polled.
+    func watch(_ directory: StorageDirectory, inotify: Bool = true) {
         state.withLock { state in
             let path = directory.path
             guard !state.watchedPaths.contains(path), !state.polledPaths.contains(path) else { return }
-            if state.descriptor < 0 && !state.inotifyFailed { start(&state) }
-            if state.descriptor >= 0 {
+            if inotify && state.descriptor < 0 && !state.inotifyFailed { start(&state) }
+            if inotify && state.descriptor >= 0 {
                 let mask =
                     UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE)
                     | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_ONLYDIR)
