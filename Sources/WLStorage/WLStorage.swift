@@ -16,7 +16,8 @@ import Foundation
 ///   `flushInterval` of `nil` nothing is written until ``flush()``.
 /// - ``flush()`` writes the pending value and returns when it is on disk. `deinit` flushes, and so do normal exit
 ///   and SIGTERM, SIGINT and SIGHUP (see ``WLStorage/flushAll()``).
-/// - Two storages of the same file in one process share one value and one throttle.
+/// - Two storages of the same file in one process share one value and one throttle. A second storage of the same
+///   file with another value type keeps its value in memory only and reports ``WLStorageError/Code/typeMismatch``.
 /// - A failed write keeps the value pending and is retried; errors go to ``WLStorageError/handler`` and
 ///   ``lastError``.
 @propertyWrapper
@@ -124,6 +125,10 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     }
 
     /// The value. Reading and writing it is safe from any thread; writing never waits for the disk.
+    ///
+    /// - Important: Each get and each set is atomic, but a compound update such as `count += 1`, or a change of one
+    ///   field of a struct (`settings.fontSize = 15`), is a get followed by a set. Two threads that update the same
+    ///   storage this way at the same time can lose one of the updates; serialize such updates yourself.
     @inlinable
     public var wrappedValue: T {
         get { cell.get() }
@@ -138,6 +143,10 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// Does nothing when nothing is pending. When a write is in flight, waits for it, then writes whatever is
     /// newer. Concurrent flushes take turns. When the write fails, the value stays pending, the error is reported
     /// and kept in ``lastError``, and the write is retried by the next tick or flush.
+    ///
+    /// - Important: The write runs on the calling thread, which waits for the disk or the backer. Never call it from
+    ///   this storage's backer, whose write would then wait for itself, nor from ``WLStorageError/handler`` for an
+    ///   error of this storage, where a write that keeps failing would retry and report again without end.
     public func flush() {
         cell.flush()
     }

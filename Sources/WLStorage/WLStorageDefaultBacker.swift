@@ -61,6 +61,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// Reads the file. A missing or empty file gives `defaultValueClosure()`.
     ///
+    /// - Parameter defaultValueClosure: Makes the value to use when the file is missing or empty.
+    /// - Returns: The decoded value, or the default.
     /// - Throws: ``WLStorageError`` when the file exists but cannot be used: ``WLStorageError/Code/decodingFailed``
     ///   (the file was moved aside and kept), ``WLStorageError/Code/notARegularFile``,
     ///   ``WLStorageError/Code/readFailed`` or ``WLStorageError/Code/directoryUnavailable``.
@@ -91,6 +93,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// Writes `value` as JSON, atomically and durably, with mode 0600.
     ///
+    /// - Parameter value: The value to store.
     /// - Throws: ``WLStorageError`` with ``WLStorageError/Code/encodingFailed``,
     ///   ``WLStorageError/Code/writeFailed``, ``WLStorageError/Code/notARegularFile`` or
     ///   ``WLStorageError/Code/directoryUnavailable``. The file is unchanged when it throws.
@@ -168,6 +171,11 @@ extension WLStorageDefaultBacker {
     /// two programs' keys apart.
     ///
     /// `nil` when neither `XDG_DATA_HOME` nor a home directory is known.
+    ///
+    /// - Important: The program's name is the name of its executable file, and debug and release builds use
+    ///   different folders. Renaming the executable, or switching between `swift run` and a release build, gives a
+    ///   program another directory, and its stored values seem to be gone. Set `WLSTORAGE_DIRECTORY`, or pass a
+    ///   directory to ``init(key:directory:)``, to keep values in one place.
     public static var defaultDirectory: URL? {
         StorageLocation.defaultDirectory(program: ProcessInfo.processInfo.processName, debug: StorageLocation.isDebug)
     }

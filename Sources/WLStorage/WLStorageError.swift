@@ -29,6 +29,7 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
             self.name = name
         }
 
+        /// The code's ``name``.
         public var description: String { name }
 
         /// No storage directory could be found or created.
@@ -65,7 +66,15 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
     /// The error that caused this one, such as a `DecodingError` or a custom backer's error.
     public var underlying: (any Error)?
 
-    /// Creates an error.
+    /// Creates an error, for example in a custom backer that wants to report a failure with a code of its own.
+    ///
+    /// - Parameters:
+    ///   - code: The category of failure.
+    ///   - message: A sentence that says what failed.
+    ///   - key: The storage key involved, if any.
+    ///   - path: The file or directory involved, if any.
+    ///   - errno: The `errno` of the system call that failed, if any.
+    ///   - underlying: The error that caused this one, if any.
     public init(
         code: Code,
         message: String,
@@ -82,6 +91,8 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         self.underlying = underlying
     }
 
+    /// One line for a log: `WLStorage`, the code and the message, then the key, the path, the `errno` with the
+    /// system's text for it, and the underlying error, each when present.
     public var description: String {
         var text = "WLStorage \(code): \(message)"
         if let key { text += " [key: \(key)]" }
@@ -98,7 +109,11 @@ extension WLStorageError {
     /// Receives every error as it happens, on the thread where it happened.
     ///
     /// When `nil` (the default), errors are written to standard error, one line each. Set it once, early,
-    /// to route errors to your logger. The handler must not call back into the storage that failed.
+    /// to route errors to your logger.
+    ///
+    /// - Important: The handler runs on whatever thread met the error, often a background thread that writes, so it
+    ///   must be thread-safe, and should be quick. It must not call back into the storage that failed: a
+    ///   ``WLStorage/flush()`` there would retry a failing write and report it again, without end.
     public static var handler: (@Sendable (WLStorageError) -> Void)? {
         get { handlerBox.withLock { $0 } }
         set { handlerBox.withLock { $0 = newValue } }

@@ -117,7 +117,12 @@ extension WLStorage where T == Never {
     /// Writes the pending value of every live storage in the process, and returns when all are written.
     ///
     /// Call it from your own shutdown path when your program owns its signals (see ``flushesOnSignals``). It is
-    /// also what the package runs at exit and on SIGTERM, SIGINT and SIGHUP.
+    /// also what the package runs at exit and on SIGTERM, SIGINT and SIGHUP. Storages with nothing pending cost
+    /// nothing, so calling it again is cheap.
+    ///
+    /// - Important: The writes run on the calling thread, which waits for each of them. Never call it from a backer's
+    ///   `write(value:)` or from ``WLStorageError/handler``: as with ``WLStorage/flush()``, it would wait for itself
+    ///   or retry a failing write without end.
     public static func flushAll() {
         ShutdownHandling.flushEverything()
     }

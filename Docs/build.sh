@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Builds the DocC documentation of the WLStorage module with the toolchain's `docc`, without the
+# swift-docc-plugin (SwiftPM cannot fetch it here):
+#
+#   1. builds the WLStorage target in a scratch path of its own (Docs/.build, git-ignored),
+#   2. extracts the module's public symbol graph from the built module with `swift symbolgraph-extract`,
+#   3. checks that every public symbol has a `///` comment (Docs/check-doc-comments.swift),
+#   4. converts Docs/WLStorage.docc with those symbols, treating every warning as an error.
+#
+# Any docc warning (an unresolved ``Symbol`` or <doc:Article> link, a malformed directive, a doc comment
+# that names a parameter that does not exist, ...) and any undocumented public symbol make the script exit
+# non-zero, and so fail CI. The module and its main class share the name WLStorage, so docc words a bad link
+# to a member of the class as "'WLStorage' doesn't exist at '/WLStorage/WLStorage'"; the file and line it
+# prints are those of the broken link.
+#
+# Usage, from anywhere in the repository:
+#   Docs/build.sh                          build into Docs/.build/WLStorage.doccarchive
+#   DOCS_BUILD_DIR=/tmp/x Docs/build.sh    use another scratch directory
+#
+# Preview the result with `docc preview Docs/WLStorage.docc --additional-symbol-graph-dir
+# Docs/.build/symbol-graphs`, or serve the archive with any static file server.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+module=WLStorage
+catalog="Docs/$module.docc"
+work="${DOCS_BUILD_DIR:-Docs/.build}"
+scratch="$work/swiftpm"
+graphs="$work/symbol-graphs"
+archive="$work/$module.doccarchive"
+
+step() { printf '==> %s\n' "$*" >&2; }
+fail() {
+    printf 'error: %s\n' "$*" >&2
+    exit 1
+}
+
+command -v swift >/dev/null 2>&1 || fail "swift is not on PATH"
+if command -v docc >/dev/null 2>&1; then
+    docc=docc
+elif docc="$(dirname "$(command -v swift)")/docc" && [ -x "$docc" ]; then
+    :
+else
+    fail "docc is not on PATH nor beside swift"
+fi
+[ -d "$catalog" ] || fail "no catalog at $catalog"
+
+step "building the $module target (scratch path $scratch)"
+swift build --target "$module" --scratch-path "$scratch"
+bin="$(swift build --scratch-path "$scratch" --show-bin-path)"
+
+target="$(swiftc -print-target-info | sed -n 's/^ *"triple": "\(.*\)",*$/\1/p' | head -n 1)"
+[ -n "$target" ] || fail "cannot tell the target triple from swiftc -print-target-info"
+
+# The module imports the C module CWLStorageOpenSSL (internally), so loading it needs that module map and the
+# OpenSSL headers the map's header includes.
+c_flags=()
+if command -v pkg-config >/dev/null 2>&1; then
+    for flag in $(pkg-config --cflags-only-I libcrypto 2>/dev/null || true); do
+        c_flags+=(-Xcc "$flag")
+    done
+fi
+
+step "extracting the public symbol graph of $module"
+rm -rf "$graphs"
+mkdir -p "$graphs"
+swift symbolgraph-extract \
+    -module-name "$module" \
+    -target "$target" \
+    -I "$bin/Modules" \
+    -I Sources/CWLStorageOpenSSL \
+    ${c_flags[@]+"${c_flags[@]}"} \
+    -minimum-access-level public \
+    -skip-synthesized-members \
+    -output-dir "$graphs"
+# Keep only this module's graphs: WLStorage.symbols.json and any WLStorage@Other.symbols.json for its
+# extensions of other modules' types.
+find "$graphs" -type f -name '*.symbols.json' ! -name "$module.symbols.json" ! -name "$module@*.symbols.json" \
+    -delete
+[ -s "$graphs/$module.symbols.json" ] || fail "no symbol graph was extracted for $module"
+
+step "checking that every public symbol has a doc comment"
+swift Docs/check-doc-comments.swift "$graphs" || fail "document every public symbol with a /// comment"
+
+step "converting $catalog"
+rm -rf "$archive"
+log="$work/docc.log"
+status=0
+"$docc" convert "$catalog" \
+    --additional-symbol-graph-dir "$graphs" \
+    --fallback-display-name "$module" \
+    --fallback-bundle-identifier wlstorage \
+    --output-path "$archive" \
+    --warnings-as-errors \
+    2>&1 | tee "$log" || status=$?
+# Belt and braces: a warning that docc printed but did not count as an error still fails the build.
+if [ "$status" -ne 0 ] || grep -Eq '(^|[^a-z])(warning|error):' "$log"; then
+    fail "docc reported problems (see above); the documentation must build without warnings"
+fi
+[ -d "$archive" ] || fail "docc wrote no archive"
+
+step "documentation built: $archive"
