@@ -1,1 +1,83 @@
-print("benchmarks")
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// One benchmark: an identifier for `--filter`, and what it measures.
+struct BenchmarkCase {
+    var id: String
+    var title: String
+    var run: (Harness) -> [Row]
+}
+
+let cases = [
+    BenchmarkCase(id: "get", title: "get an Int, uncontended", run: AccessCases.get),
+    BenchmarkCase(id: "set", title: "set an Int, steady state", run: AccessCases.set),
+    BenchmarkCase(id: "contended", title: "get with two threads contending", run: AccessCases.contendedGet),
+    BenchmarkCase(id: "burst", title: "backer writes during a burst of sets", run: DiskCases.writeBurst),
+    BenchmarkCase(id: "flush", title: "flush of a 100 B and a 100 KB value", run: DiskCases.flush),
+    BenchmarkCase(id: "load", title: "load 1,000 keys at start", run: DiskCases.load),
+    BenchmarkCase(id: "filename", title: "file name for an unsafe key", run: AccessCases.fileName),
+    BenchmarkCase(id: "memory", title: "memory per idle instance", run: MemoryCases.perInstance),
+    BenchmarkCase(id: "peers", title: "peers: UserDefaults, encode and write per set", run: PeerCases.peers),
+]
+
+let usage = """
+    usage: WLStorageBenchmarks [--quick] [--json] [--filter NAME]...
+
+      --quick        fewer rounds and shorter runs: a smoke test for CI
+      --json         print the results as JSON instead of a table
+      --filter NAME  run only the cases whose identifier contains NAME (may repeat)
+
+    cases: \(cases.map(\.id).joined(separator: ", "))
+    Missed targets are marked MISSED; the exit status is 0 unless the arguments are wrong.
+    """
+
+var quick = false
+var json = false
+var filters: [String] = []
+var arguments = CommandLine.arguments.dropFirst()
+while let argument = arguments.popFirst() {
+    switch argument {
+    case "--quick": quick = true
+    case "--json": json = true
+    case "--filter":
+        guard let name = arguments.popFirst() else {
+            FileHandle.standardError.write(Data("--filter needs a name\n\(usage)\n".utf8))
+            exit(2)
+        }
+        filters.append(name.lowercased())
+    case "--help", "-h":
+        print(usage)
+        exit(0)
+    default:
+        FileHandle.standardError.write(Data("unknown argument \(argument)\n\(usage)\n".utf8))
+        exit(2)
+    }
+}
+
+let selected = cases.filter { benchmark in
+    filters.isEmpty
+        || filters.contains { benchmark.id.lowercased().contains($0) }
+}
+if selected.isEmpty {
+    FileHandle.standardError.write(Data("no case matches \(filters)\n\(usage)\n".utf8))
+    exit(2)
+}
+
+let harness = Harness(quick: quick)
+var rows: [Row] = []
+var skipped: [String] = []
+if !HeapUsage.isAvailable { skipped.append("heap measurements: mallinfo2 is not available") }
+for benchmark in selected {
+    FileHandle.standardError.write(Data("running \(benchmark.id): \(benchmark.title)\n".utf8))
+    rows += benchmark.run(harness)
+}
+
+let report = Report(
+    machine: .current(), mode: quick ? "quick" : "full", date: Date().formatted(.iso8601), rows: rows,
+    skipped: skipped)
+print(json ? report.json() : report.table())
