@@ -22,11 +22,11 @@ import Foundation
 ///   ``lastError``.
 @propertyWrapper
 public final class WLStorage<T: Codable & Sendable>: Sendable {
-    /// The storage key.
-    public let key: String
-
     @usableFromInline
     let cell: StorageCell<T>
+
+    /// The storage key.
+    public var key: String { cell.backer.key }
 
     /// Creates a storage of `key` in the default directory, with `defaultValue` when nothing is stored.
     ///
@@ -70,7 +70,6 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         defaultValueClosure: () -> T, flushInterval: Duration?, backer: any WLStorageBacker<T>,
         scheduler: any WriteScheduler
     ) {
-        self.key = backer.key
         ShutdownHandling.storageCreated()
         let fileKey = (backer as? any FileBacker)?.fileKey
         if let fileKey {
@@ -100,8 +99,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             value = defaultValueClosure()
         }
         let cell = StorageCell(
-            value: value, backer: backer, interval: flushInterval.map(Self.nanoseconds), scheduler: scheduler,
-            fileKey: fileKey)
+            value: value, backer: backer, interval: flushInterval.map(Self.nanoseconds), scheduler: scheduler)
         switch StorageRegistry.shared.register(cell) {
         case .found(let existing):
             // Another thread opened the same file meanwhile; its cell wins and this one is dropped unwritten.
@@ -112,9 +110,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             return
         case .none:
             self.cell = cell
-            if let directory = (backer as? WLStorageDefaultBacker<T>)?.directory {
-                FileMonitor.shared.watch(directory)
-            }
+            if let fileKey { FileMonitor.shared.watch(StorageDirectory(path: fileKey.directory)) }
         }
         if let readError { cell.record(readError) }
         if usedDefault { cell.markPending() }
@@ -174,26 +170,28 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         _ value: T, backer: any WLStorageBacker<T>, other: String, scheduler: any WriteScheduler
     ) -> StorageCell<T> {
         let cell = StorageCell(
-            value: value, backer: DiscardingBacker<T>(key: backer.key), interval: nil, scheduler: scheduler,
-            fileKey: nil)
+            value: value, backer: DiscardingBacker<T>(key: backer.key), interval: nil, scheduler: scheduler)
         cell.record(
             WLStorageError(
                 code: .typeMismatch,
                 message: "the file is already open in this process as \(other), not as a storage of \(T.self);"
                     + " this storage keeps its value in memory only and never writes the file",
                 key: backer.key,
-                path: (backer as? any FileBacker)?.fileKey))
+                path: (backer as? any FileBacker)?.fileKey.map { StorageDirectory(path: $0.directory).filePath($0.name) }))
         return cell
     }
 }
 
 /// A backer that identifies a file, so that storages of the same file share one cell.
 protocol FileBacker {
-    var fileKey: String? { get }
+    var fileKey: FileKey? { get }
 }
 
 extension WLStorageDefaultBacker: FileBacker {
-    var fileKey: String? { fileURL?.path }
+    var fileKey: FileKey? {
+        guard let directory, let fileName else { return nil }
+        return FileKey(directory: directory.path, name: fileName)
+    }
 }
 
 /// The backer of a storage that must not write: it stores nothing.

@@ -20,14 +20,18 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// The file that holds the value, or `nil` when no directory is available (the error is reported on the
     /// first read or write).
-    public let fileURL: URL?
+    public var fileURL: URL? {
+        guard let directory, let fileName else { return nil }
+        return URL(fileURLWithPath: directory.filePath(fileName), isDirectory: false)
+    }
 
+    /// The directory, shared with every backer of the same directory; `nil` when none is available.
     package let directory: StorageDirectory?
+    /// The file name; `nil` when the key needs hashing and libcrypto cannot hash it.
     package let fileName: String?
-    private let setupError: WLStorageError?
-    /// The versions of the file this backer last wrote and last read, so that its own writes and versions it
-    /// already holds are told from other programs' changes.
-    private let known = Lock<(written: FileIdentity?, read: FileIdentity?)>((nil, nil))
+    /// Stamps of the versions of the file this backer last wrote and last read, so that its own writes and versions
+    /// it already holds are told from other programs' changes.
+    private let known = Lock<(written: Int, read: Int)>((0, 0))
 
     /// Creates a backer for `key` in `directory`.
     ///
@@ -39,24 +43,18 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///   - directory: The directory to keep the file in. Defaults to ``defaultDirectory``.
     public init(key: String, directory: URL? = defaultDirectory) {
         self.key = key
-        guard let directory else {
-            (self.fileURL, self.directory, self.fileName) = (nil, nil, nil)
-            self.setupError = WLStorageError(
+        self.directory = directory.map(StorageDirectory.shared(for:))
+        self.fileName = FileName.forKey(key)
+    }
+
+    /// Why there is no file to read or write.
+    private var setupError: WLStorageError {
+        directory == nil
+            ? WLStorageError(
                 code: .directoryUnavailable,
                 message: "no storage directory: set WLSTORAGE_DIRECTORY, XDG_DATA_HOME or HOME", key: key)
-            return
-        }
-        guard let fileName = FileName.forKey(key) else {
-            (self.fileURL, self.directory, self.fileName) = (nil, nil, nil)
-            self.setupError = WLStorageError(
+            : WLStorageError(
                 code: .directoryUnavailable, message: "cannot hash the key: OpenSSL SHA-256 is unavailable", key: key)
-            return
-        }
-        let storageDirectory = StorageDirectory(path: directory.standardizedFileURL.path)
-        self.directory = storageDirectory
-        self.fileName = fileName
-        self.fileURL = URL(fileURLWithPath: storageDirectory.filePath(fileName), isDirectory: false)
-        self.setupError = nil
     }
 
     /// Reads the file. A missing or empty file gives `defaultValueClosure()`.
@@ -73,7 +71,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
         do {
             let value = try JSONDecoder().decode(T.self, from: data)
-            known.withLock { $0.read = identity }
+            known.withLock { $0.read = identity.stamp }
             return value
         } catch let decodingError {
             let aside: String
@@ -116,7 +114,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                 try PreparedDirectories.prepare(directory)
                 identity = try directory.write(fileName, contents: data)
             }
-            known.withLock { $0.written = identity }
+            known.withLock { $0.written = identity.stamp }
         } catch var error {
             error.key = key
             throw error
@@ -132,9 +130,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         guard let directory, let fileName else { return nil }
         guard let status = directory.status(of: fileName), status.isRegularFile else { return nil }
         let versions = known.withLock { $0 }
-        guard status.identity != versions.written, status.identity != versions.read else { return nil }
+        let stamp = status.identity.stamp
+        guard stamp != versions.written, stamp != versions.read else { return nil }
         guard let (data, identity) = try directory.readVersion(fileName), !data.isEmpty else { return nil }
-        known.withLock { $0.read = identity }
+        known.withLock { $0.read = identity.stamp }
         do {
             return try JSONDecoder().decode(T.self, from: data)
         } catch {
@@ -149,7 +148,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// The directory and file name, with the directory prepared; throws the setup error when there are none.
     private func location() throws(WLStorageError) -> (StorageDirectory, String) {
         guard let directory, let fileName else {
-            throw setupError!
+            throw setupError
         }
         do {
             try PreparedDirectories.prepare(directory)

@@ -118,7 +118,7 @@ package final class FileMonitor: Sendable {
     private func poll() {
         let polled = state.withLock { $0.polledPaths }
         for cell in StorageRegistry.shared.liveCells() {
-            guard let fileKey = cell.fileKey, polled.contains(parentPath(of: fileKey)) else { continue }
+            guard let fileKey = cell.fileKey, polled.contains(fileKey.directory) else { continue }
             cell.checkForExternalChange()
         }
         for subscriber in subscribers(where: { polled.contains($0.directory) }) {
@@ -129,7 +129,7 @@ package final class FileMonitor: Sendable {
     /// Reads every queued inotify event and hands each change of a storage file to its cell and subscribers.
     private func readEvents(_ descriptor: Int32) {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        var changed: Set<String> = []
+        var changed: Set<FileKey> = []
         var gone: Set<String> = []
         var overflowed = false
         while true {
@@ -150,7 +150,7 @@ package final class FileMonitor: Sendable {
                         forget(event.wd)
                         gone.insert(path)
                     } else if !name.isEmpty && FileName.isPlain(name) {
-                        changed.insert(StorageDirectory(path: path).filePath(name))
+                        changed.insert(FileKey(directory: path, name: name))
                     }
                 }
             }
@@ -168,9 +168,7 @@ package final class FileMonitor: Sendable {
         for subscriber in subscribers(where: { gone.contains($0.directory) }) {
             subscriber.handler(.directoryGone)
         }
-        let changedSubscribers = subscribers {
-            changed.contains(StorageDirectory(path: $0.directory).filePath($0.fileName))
-        }
+        let changedSubscribers = subscribers { changed.contains(FileKey(directory: $0.directory, name: $0.fileName)) }
         for subscriber in changedSubscribers { subscriber.handler(.changed) }
     }
 
@@ -189,10 +187,5 @@ package final class FileMonitor: Sendable {
                 _ = inotify_rm_watch(state.descriptor, watch)
             }
         }
-    }
-
-    private func parentPath(of filePath: String) -> String {
-        guard let slash = filePath.lastIndex(of: "/") else { return "" }
-        return filePath[..<slash].isEmpty ? "/" : String(filePath[..<slash])
     }
 }

@@ -28,8 +28,9 @@ package struct Lock<Value: ~Copyable>: ~Copyable {
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
         try mutex.withLock { (value: inout sending Value) throws(E) -> sending Result in
-            sanitizer?.acquire()
-            defer { sanitizer?.release() }
+            guard let sanitizer else { return try body(&value) }
+            sanitizer.acquire()
+            defer { sanitizer.release() }
             return try body(&value)
         }
     }

@@ -1,7 +1,7 @@
 import Observation
 import Synchronization
 
-/// What the memory cell guards: the value, its version, the throttle, and the listeners.
+/// What the memory cell guards: the value, its version and the throttle, with the rarely used parts boxed.
 @usableFromInline
 struct CellState<T: Sendable>: Sendable {
     @usableFromInline var value: T
@@ -10,11 +10,8 @@ struct CellState<T: Sendable>: Sendable {
     var writtenVersion: UInt64 = 0
     @usableFromInline var throttle: WriteThrottle
     @usableFromInline var hasListeners = false
-    var listeners: [UInt64: @Sendable (T) -> Void] = [:]
-    var nextListenerID: UInt64 = 0
-    var lastError: WLStorageError?
-    /// How many times the file was checked for another program's change (for tests).
-    var externalChecks = 0
+    /// Listeners, the last error and counters: allocated when first needed, so an idle cell stays small.
+    var extras: CellExtras<T>?
 
     init(value: T, throttle: WriteThrottle) {
         self.value = value
@@ -23,10 +20,18 @@ struct CellState<T: Sendable>: Sendable {
 
     var isPending: Bool { version != writtenVersion }
 
+    mutating func withExtras<R>(_ body: (CellExtras<T>) -> R) -> R {
+        if let extras { return body(extras) }
+        let made = CellExtras<T>()
+        extras = made
+        return body(made)
+    }
+
     /// Hands the current value to every listener. Listeners only enqueue (a continuation's `yield`, a queue's
     /// `async`), so calling them under the lock is safe and keeps their deliveries in the order of the changes.
     @usableFromInline
     func notifyListeners() {
+        guard let listeners = extras?.listeners else { return }
         for listener in listeners.values { listener(value) }
     }
 
@@ -38,37 +43,55 @@ struct CellState<T: Sendable>: Sendable {
     }
 }
 
+/// The parts of a cell's state that most cells never use.
+final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written only under the cell's state lock
+    var listeners: [UInt64: @Sendable (T) -> Void] = [:]
+    var nextListenerID: UInt64 = 0
+    var lastError: WLStorageError?
+    /// How many times the file was checked for another program's change (for tests).
+    var externalChecks = 0
+}
+
+/// What every cell is observed through, whatever its value type: one registrar each, and one key path for all.
+///
+/// The key path names a property of this non-generic class, so it is formed once per process; a key path into the
+/// generic ``StorageCell`` would be formed again, at a cost of microseconds and a hundred bytes, for every cell.
+@usableFromInline
+class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the registrar does its own locking
+    @usableFromInline let registrar = ObservationRegistrar()
+    @usableFromInline nonisolated(unsafe) let valueKeyPath: KeyPath<ObservedCell, Int> = ObservedCell.keyPath
+    private nonisolated(unsafe) static let keyPath: KeyPath<ObservedCell, Int> = \ObservedCell.observedValue
+
+    /// The observed property: only its key path matters.
+    var observedValue: Int { 0 }
+}
+
 /// One value in memory, shared by every ``WLStorage`` of the same file in this process.
 ///
-/// Gets and sets take `state`, a `Mutex`, for a few nanoseconds. Disk work runs off the caller's thread, one write
+/// Gets and sets take `state`, a ``Lock``, for a few nanoseconds. Disk work runs off the caller's thread, one write
 /// at a time per cell under `diskLock`, which only ``flush()`` waits for. No lock is held while user code runs:
 /// observers are notified by the registrar outside `state`, and errors are reported outside `diskLock`.
 @usableFromInline
-final class StorageCell<T: Codable & Sendable>: Observable, Sendable {
+final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendable {  // state: `state`, disk: `diskLock`
     @usableFromInline let state: Lock<CellState<T>>
-    @usableFromInline let registrar = ObservationRegistrar()
-    /// Built once: a key path literal into a generic class costs microseconds to form.
-    @usableFromInline nonisolated(unsafe) let valueKeyPath: KeyPath<StorageCell<T>, T>
     private let diskLock = Lock<Void>(())
     let backer: any WLStorageBacker<T>
     let scheduler: any WriteScheduler
-    /// The file this cell stands for, when its backer is a file: the key of the process-wide registry.
-    let fileKey: String?
 
-    init(value: T, backer: any WLStorageBacker<T>, interval: UInt64?, scheduler: any WriteScheduler, fileKey: String?) {
+    init(value: T, backer: any WLStorageBacker<T>, interval: UInt64?, scheduler: any WriteScheduler) {
         self.state = Lock(CellState(value: value, throttle: WriteThrottle(interval: interval)))
-        self.valueKeyPath = \StorageCell<T>.observedValue
         self.backer = backer
         self.scheduler = scheduler
-        self.fileKey = fileKey
+    }
+
+    /// The file this cell stands for, when its backer is a file: its key in the process-wide registry.
+    var fileKey: FileKey? {
+        (backer as? any FileBacker)?.fileKey
     }
 
     deinit {
         StorageRegistry.shared.unregister(ObjectIdentifier(self), fileKey: fileKey)
     }
-
-    /// The value, as observers see it.
-    var observedValue: T { self.get() }
 
     // MARK: Memory
 
@@ -101,7 +124,7 @@ final class StorageCell<T: Codable & Sendable>: Observable, Sendable {
     }
 
     var lastError: WLStorageError? {
-        state.withLock { $0.lastError }
+        state.withLock { $0.extras?.lastError }
     }
 
     var hasPendingChanges: Bool {
@@ -109,7 +132,7 @@ final class StorageCell<T: Codable & Sendable>: Observable, Sendable {
     }
 
     func record(_ error: WLStorageError) {
-        state.withLock { $0.lastError = error }
+        state.withLock { $0.withExtras { $0.lastError = error } }
         WLStorageError.report(error)
     }
 
@@ -119,24 +142,28 @@ final class StorageCell<T: Codable & Sendable>: Observable, Sendable {
     /// `sendingCurrent` is set. Listeners run under the state lock, so they may only enqueue.
     func addListener(sendingCurrent: Bool, _ listener: @escaping @Sendable (T) -> Void) -> UInt64 {
         state.withLock { state in
-            let id = state.nextListenerID
-            state.nextListenerID &+= 1
-            state.listeners[id] = listener
+            let value = state.value
             state.hasListeners = true
-            if sendingCurrent { listener(state.value) }
-            return id
+            return state.withExtras { extras in
+                let id = extras.nextListenerID
+                extras.nextListenerID &+= 1
+                extras.listeners[id] = listener
+                if sendingCurrent { listener(value) }
+                return id
+            }
         }
-    }
-
-    var listenerCount: Int {
-        state.withLock { $0.listeners.count }
     }
 
     func removeListener(_ id: UInt64) {
         state.withLock { state in
-            state.listeners[id] = nil
-            state.hasListeners = !state.listeners.isEmpty
+            guard let extras = state.extras else { return }
+            extras.listeners[id] = nil
+            state.hasListeners = !extras.listeners.isEmpty
         }
+    }
+
+    var listenerCount: Int {
+        state.withLock { $0.extras?.listeners.count ?? 0 }
     }
 
     // MARK: Disk
@@ -148,13 +175,13 @@ final class StorageCell<T: Codable & Sendable>: Observable, Sendable {
         schedule(tick)
     }
 
-    private func schedule(_ tick: (token: UInt64, delay: UInt64)) {
+    private func schedule(_ tick: (token: UInt32, delay: UInt64)) {
         scheduler.schedule(after: tick.delay) { [weak self] in
             self?.runTick(tick.token)
         }
     }
 
-    private func runTick(_ token: UInt64) {
+    private func runTick(_ token: UInt32) {
         let failure = diskLock.withLock { _ -> WLStorageError? in
             let now = scheduler.now
             let job = state.withLock { state -> (value: T, version: UInt64)? in
@@ -185,7 +212,7 @@ final class StorageCell<T: Codable & Sendable>: Observable, Sendable {
         }
         state.withLock { state in
             state.writtenVersion = max(state.writtenVersion, job.version)
-            state.lastError = nil
+            state.extras?.lastError = nil
         }
         return nil
     }
@@ -194,7 +221,7 @@ final class StorageCell<T: Codable & Sendable>: Observable, Sendable {
     private func handle(_ failure: WLStorageError) {
         let now = scheduler.now
         let retry = state.withLock { state in
-            state.lastError = failure
+            state.withExtras { $0.lastError = failure }
             return state.isPending ? state.throttle.arm(now: now) : nil
         }
         WLStorageError.report(failure)
@@ -220,7 +247,7 @@ extension StorageCell: RegisteredCell {
         case .success(nil):
             break
         }
-        state.withLock { $0.externalChecks += 1 }
+        state.withLock { $0.withExtras { $0.externalChecks += 1 } }
     }
 
     /// Takes another program's value. Last writer wins, by the time of the write: a local change still pending is
@@ -237,7 +264,7 @@ extension StorageCell: RegisteredCell {
     }
 
     var externalChecks: Int {
-        state.withLock { $0.externalChecks }
+        state.withLock { $0.extras?.externalChecks ?? 0 }
     }
 }
 

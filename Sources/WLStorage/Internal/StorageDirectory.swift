@@ -21,6 +21,12 @@ package struct FileIdentity: Hashable, Sendable {
         self.modified = status.st_mtim
     }
 
+    /// A number that stands for this version, for keeping many versions small: equal versions have equal stamps,
+    /// and different ones differ but for a chance of one in 2^64.
+    package var stamp: Int {
+        hashValue
+    }
+
     package static func == (lhs: Self, rhs: Self) -> Bool {
         (lhs.device, lhs.inode, lhs.size, lhs.modified.tv_sec, lhs.modified.tv_nsec)
             == (rhs.device, rhs.inode, rhs.size, rhs.modified.tv_sec, rhs.modified.tv_nsec)
@@ -78,6 +84,19 @@ package struct StorageDirectory: Sendable, Hashable {
 
     package init(path: String) {
         self.path = path
+    }
+
+    private static let interned = Lock<[URL: StorageDirectory]>([:])
+
+    /// The directory at `url`, standardized, with its path string shared by every caller that names it.
+    package static func shared(for url: URL) -> StorageDirectory {
+        if let known = interned.withLock({ $0[url] }) { return known }
+        let directory = StorageDirectory(path: url.standardizedFileURL.path)
+        return interned.withLock { interned in
+            if let known = interned[url] { return known }
+            interned[url] = directory
+            return directory
+        }
     }
 
     // MARK: Names
@@ -162,40 +181,38 @@ package struct StorageDirectory: Sendable, Hashable {
     ///
     /// - Throws: As ``read(_:)``.
     package func readVersion(_ name: String) throws(WLStorageError) -> (contents: Data, identity: FileIdentity)? {
-        let dir = try openDirectory()
-        defer { close(dir) }
-        var status = stat()
-        if fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) != 0 {
-            let code = errno
-            if code == ENOENT { return nil }
-            throw error(.readFailed, "cannot inspect the file", name: name, errno: code)
-        }
-        guard (status.st_mode & S_IFMT) == S_IFREG else {
-            throw notRegular(name, status)
-        }
-        let fd = retryingEINTR { openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
+        // O_NOFOLLOW refuses a symlink as the last component; O_NONBLOCK keeps a FIFO from blocking the open.
+        let fd = retryingEINTR { open(filePath(name), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
         guard fd >= 0 else {
             let code = errno
             if code == ENOENT { return nil }
-            if code == ELOOP { throw notRegular(name, nil) }
+            if let status = status(of: name), !status.isRegularFile { throw notRegular(name, status.kind) }
             throw error(.readFailed, "cannot open the file", name: name, errno: code)
         }
         defer { close(fd) }
-        guard fstat(fd, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
-            throw notRegular(name, nil)
+        var status = stat()
+        guard fstat(fd, &status) == 0 else {
+            throw error(.readFailed, "cannot inspect the file", name: name, errno: errno)
         }
-        var data = Data()
-        var chunk = [UInt8](repeating: 0, count: max(4096, Int(status.st_size) + 1))
+        guard (status.st_mode & S_IFMT) == S_IFREG else {
+            throw notRegular(name, EntryKind(mode: status.st_mode))
+        }
+        // One byte more than the size, so that the end of the file is seen without growing the buffer.
+        var data = Data(count: max(0, Int(status.st_size)) + 1)
+        var filled = 0
         while true {
-            let count = chunk.withUnsafeMutableBytes { buffer in
-                retryingEINTR { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+            if filled == data.count { data.count += max(4_096, data.count) }
+            let count = data.withUnsafeMutableBytes { buffer in
+                retryingEINTR { Glibc.read(fd, buffer.baseAddress! + filled, buffer.count - filled) }
             }
             if count < 0 {
                 throw error(.readFailed, "cannot read the file", name: name, errno: errno)
             }
-            if count == 0 { return (data, FileIdentity(status)) }
-            data.append(contentsOf: chunk[0..<count])
+            if count == 0 { break }
+            filled += count
         }
+        data.count = filled
+        return (data, FileIdentity(status))
     }
 
     /// What `lstat` says of `name`, or `nil` when there is no such entry.
@@ -216,6 +233,12 @@ package struct StorageDirectory: Sendable, Hashable {
 
     /// The names of the directory's entries, sorted, without `.` and `..`.
     package func entries() throws(WLStorageError) -> [String] {
+        try entries { _ in true }.sorted()
+    }
+
+    /// The names of the entries whose name bytes pass `included`, in directory order, without `.` and `..`.
+    /// Only those names are made into strings, so a scan of a large directory for a few names stays cheap.
+    private func entries(where included: (UnsafeBufferPointer<UInt8>) -> Bool) throws(WLStorageError) -> [String] {
         let dir = try openDirectory()
         let copy = dup(dir)
         close(dir)
@@ -226,12 +249,15 @@ package struct StorageDirectory: Sendable, Hashable {
         defer { closedir(stream) }
         var names: [String] = []
         while let entry = readdir(stream) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) { pointer in
-                pointer.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+            withUnsafeBytes(of: &entry.pointee.d_name) { raw in
+                let bytes = raw.bindMemory(to: UInt8.self)
+                let name = UnsafeBufferPointer(rebasing: bytes[..<(bytes.firstIndex(of: 0) ?? bytes.count)])
+                let isDot = name.count == 1 && name[0] == UInt8(ascii: ".")
+                let isDotDot = name.count == 2 && name[0] == UInt8(ascii: ".") && name[1] == UInt8(ascii: ".")
+                if !isDot && !isDotDot && included(name) { names.append(String(decoding: name, as: UTF8.self)) }
             }
-            if name != "." && name != ".." { names.append(name) }
         }
-        return names.sorted()
+        return names
     }
 
     // MARK: Write
@@ -290,7 +316,7 @@ package struct StorageDirectory: Sendable, Hashable {
         }
         var status = stat()
         if fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) == 0, (status.st_mode & S_IFMT) != S_IFREG {
-            throw notRegular(name, status)
+            throw notRegular(name, EntryKind(mode: status.st_mode))
         }
         guard renameat(dir, temporary, dir, name) == 0 else {
             throw error(.writeFailed, "cannot rename the temporary file into place", name: name, errno: errno)
@@ -332,7 +358,7 @@ package struct StorageDirectory: Sendable, Hashable {
             if errno == ENOENT { return false }
             throw error(.writeFailed, "cannot inspect the file", name: name, errno: errno)
         }
-        guard (status.st_mode & S_IFMT) == S_IFREG else { throw notRegular(name, status) }
+        guard (status.st_mode & S_IFMT) == S_IFREG else { throw notRegular(name, EntryKind(mode: status.st_mode)) }
         guard unlinkat(dir, name, 0) == 0 else {
             if errno == ENOENT { return false }
             throw error(.writeFailed, "cannot remove the file", name: name, errno: errno)
@@ -344,7 +370,7 @@ package struct StorageDirectory: Sendable, Hashable {
     /// Removes the temporary files of writers that are no longer at work, and returns their names.
     @discardableResult
     package func removeAbandonedTemporaryFiles() throws(WLStorageError) -> [String] {
-        let candidates = try entries().filter(Self.isTemporary)
+        let candidates = try entries { $0.contains(UInt8(ascii: "~")) }.filter(Self.isTemporary)
         guard !candidates.isEmpty else { return [] }
         let dir = try openDirectory()
         defer { close(dir) }
@@ -372,11 +398,10 @@ package struct StorageDirectory: Sendable, Hashable {
         WLStorageError(code: code, message: message, path: path ?? name.map(filePath) ?? self.path, errno: errno)
     }
 
-    private func notRegular(_ name: String, _ status: stat?) -> WLStorageError {
-        let kind = status.map { "a " + EntryKind(mode: $0.st_mode).rawValue } ?? "not a regular file"
-        return WLStorageError(
+    private func notRegular(_ name: String, _ kind: EntryKind) -> WLStorageError {
+        WLStorageError(
             code: .notARegularFile,
-            message: "the file is \(kind); it is left as it is and not followed",
+            message: "the file is a \(kind.rawValue); it is left as it is and not followed",
             path: filePath(name))
     }
 

@@ -1,7 +1,7 @@
 import Dispatch
 
 /// Where the package gets the time and runs delayed work. Injected so that tests of the throttle need no sleep.
-package protocol WriteScheduler: Sendable {
+package protocol WriteScheduler: AnyObject, Sendable {
     /// Monotonic time in nanoseconds.
     var now: UInt64 { get }
 
@@ -11,7 +11,7 @@ package protocol WriteScheduler: Sendable {
 
 /// The scheduler used outside tests: the monotonic clock, and one labelled concurrent queue shared by every
 /// storage. Each storage's writes stay serial through its own disk lock, so no storage needs a queue of its own.
-package struct DispatchWriteScheduler: WriteScheduler {
+package final class DispatchWriteScheduler: WriteScheduler {
     package static let shared = DispatchWriteScheduler()
 
     private let queue = DispatchQueue(label: "WLStorage.disk", qos: .utility, attributes: .concurrent)
@@ -37,35 +37,36 @@ package struct DispatchWriteScheduler: WriteScheduler {
 /// out of date and does nothing.
 @usableFromInline
 struct WriteThrottle: Sendable {
-    /// The flush interval in nanoseconds, or `nil` for no automatic writes.
-    @usableFromInline let interval: UInt64?
+    /// The flush interval in nanoseconds; `UInt64.max` for no automatic writes.
+    @usableFromInline let interval: UInt64
+    /// When the last write started; 0 before the first.
+    private var lastWriteStart: UInt64 = 0
+    private(set) var token: UInt32 = 0
     private(set) var isArmed = false
-    private(set) var token: UInt64 = 0
-    private(set) var lastWriteStart: UInt64?
 
     init(interval: UInt64?) {
-        self.interval = interval
+        self.interval = interval ?? .max
     }
 
     /// Whether a change must arm a tick: automatic writes are on and none is armed.
     @usableFromInline
     var needsTick: Bool {
-        !isArmed && interval != nil
+        !isArmed && interval != .max
     }
 
     /// Arms a tick, unless one is armed or automatic writes are off, and returns its token and delay.
-    mutating func arm(now: UInt64) -> (token: UInt64, delay: UInt64)? {
-        guard let interval, !isArmed else { return nil }
+    mutating func arm(now: UInt64) -> (token: UInt32, delay: UInt64)? {
+        guard interval != .max, !isArmed else { return nil }
         isArmed = true
         token &+= 1
-        guard let last = lastWriteStart else { return (token, 0) }
-        let due = last.addingReportingOverflow(interval)
+        guard lastWriteStart != 0 else { return (token, 0) }
+        let due = lastWriteStart.addingReportingOverflow(interval)
         guard !due.overflow, due.partialValue > now else { return (token, 0) }
         return (token, due.partialValue - now)
     }
 
     /// Whether the tick with `token` is the armed one.
-    func isCurrent(_ token: UInt64) -> Bool {
+    func isCurrent(_ token: UInt32) -> Bool {
         isArmed && self.token == token
     }
 
@@ -73,6 +74,6 @@ struct WriteThrottle: Sendable {
     mutating func writeStarts(now: UInt64) {
         isArmed = false
         token &+= 1
-        lastWriteStart = now
+        lastWriteStart = max(now, 1)
     }
 }
