@@ -177,7 +177,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
                 message: "the file is already open in this process as \(other), not as a storage of \(T.self);"
                     + " this storage keeps its value in memory only and never writes the file",
                 key: backer.key,
-                path: (backer as? any FileBacker)?.fileKey.map { StorageDirectory(path: $0.directory).filePath($0.name) }))
+                path: (backer as? any FileBacker)?.fileKey.map {
+                    StorageDirectory(path: $0.directory).filePath($0.name)
+                }))
         return cell
     }
 }
