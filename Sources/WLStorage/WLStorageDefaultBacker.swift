@@ -70,7 +70,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             return defaultValueClosure()
         }
         do {
-            let value = try JSONDecoder().decode(T.self, from: data)
+            let value = try JSONCoders.decoder.decode(T.self, from: data)
             known.withLock { $0.read = identity.stamp }
             return value
         } catch let decodingError {
@@ -99,7 +99,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         let (directory, fileName) = try location()
         let data: Data
         do {
-            data = try JSONEncoder().encode(value)
+            data = try JSONCoders.encoder.encode(value)
         } catch {
             throw WLStorageError(
                 code: .encodingFailed, message: "the value does not encode as JSON", key: key, underlying: error)
@@ -135,7 +135,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         guard let (data, identity) = try directory.readVersion(fileName), !data.isEmpty else { return nil }
         known.withLock { $0.read = identity.stamp }
         do {
-            return try JSONDecoder().decode(T.self, from: data)
+            return try JSONCoders.decoder.decode(T.self, from: data)
         } catch {
             throw WLStorageError(
                 code: .decodingFailed,
@@ -178,6 +178,13 @@ extension WLStorageDefaultBacker {
     public static var defaultDirectory: URL? {
         StorageLocation.defaultDirectory(program: ProcessInfo.processInfo.processName, debug: StorageLocation.isDebug)
     }
+}
+
+/// One encoder and one decoder for every backer, with the default options: the reference library's format.
+/// Both are safe to share between threads, and making one costs more than a small decode.
+enum JSONCoders {
+    static let encoder = JSONEncoder()
+    static let decoder = JSONDecoder()
 }
 
 /// How the default directory is found. Shared by the library and the command-line tool.
