@@ -44,6 +44,14 @@ case "wait":
     say("ready")
     waitForever()
 
+case "early":
+    // SIGTERM right after the first storage is created: the package's handler must already be in place.
+    let stored = storage("")
+    stored.wrappedValue = value
+    say("ready")
+    kill(getpid(), SIGTERM)
+    waitForever()
+
 case "exit":
     let stored = storage("")
     stored.flush()
@@ -74,14 +82,17 @@ case "opt-out":
     let stored = storage("")
     stored.flush()
     stored.wrappedValue = value
-    signal(SIGTERM, SIG_IGN)
+    // Dispatch handles the signal once the source is registered; wait for that before saying "ready".
+    let registered = DispatchSemaphore(value: 0)
     let source = DispatchSource.makeSignalSource(signal: SIGTERM, queue: .main)
     source.setEventHandler {
         WLStorage.flushAll()
         say("flushed by the program")
         exit(0)
     }
+    source.setRegistrationHandler { registered.signal() }
     source.resume()
+    _ = registered.wait(timeout: .now() + 10)
     say("ready")
     dispatchMain()
 

@@ -41,6 +41,19 @@ import Testing
         }
     }
 
+    @Test func aSignalRightAfterTheFirstStorageIsCreatedIsFlushedNotLost() throws {
+        // Dispatch registers signal sources a moment after they are resumed; a signal in between must not be lost.
+        for _ in 0..<10 {
+            try withTemporaryDirectory { directory in
+                let child = try startChild("early", in: directory)
+                let end = try #require(child.waitForExit())
+                #expect(end.reason == .uncaughtSignal)
+                #expect(end.status == SIGTERM)
+                #expect(stored(String.self, key: "key", in: directory) == "flushed")
+            }
+        }
+    }
+
     @Test func exitFlushes() throws {
         try withTemporaryDirectory { directory in
             let child = try startChild("exit", in: directory)

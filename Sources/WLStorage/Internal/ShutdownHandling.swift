@@ -10,8 +10,8 @@ import Synchronization
 /// The one place in the process that flushes storages at shutdown: an `atexit` handler, and Dispatch signal sources
 /// for SIGTERM, SIGINT and SIGHUP on one labelled serial queue.
 ///
-/// Both are installed once, when the first storage is created. A signal whose disposition the program had already
-/// changed (ignored, or a handler of its own) is left alone. On a signal the handler flushes every live storage,
+/// Both are installed once, when the first storage is created, which returns once the sources are registered. A
+/// signal whose disposition the program had already changed (ignored, or a handler of its own) is left alone. On a signal the handler flushes every live storage,
 /// then ends the program by that signal's default action, so a shell reports 128 + the signal number. A second
 /// signal during the flush waits its turn on the queue: the flush completes and the program ends by the first.
 enum ShutdownHandling {
@@ -66,20 +66,26 @@ enum ShutdownHandling {
     }
 
     private static func installSignalHandlers() {
+        let registered = DispatchGroup()
         state.withLock { state in
             for signal in signals where state.sources[signal] == nil && hasDefaultDisposition(signal) {
-                // The source receives the signal; ignoring it stops the default action from ending the program
-                // before the flush.
-                Glibc.signal(signal, SIG_IGN)
+                // On registration Dispatch replaces the default action with a handler of its own, which stops the
+                // signal from ending the program before the flush. Until then the default action stands, so a
+                // signal that comes first still ends the program rather than being lost: the signal is not set to
+                // SIG_IGN beforehand, since an ignored signal that arrives before registration is discarded.
                 let source = DispatchSource.makeSignalSource(signal: signal, queue: queue)
                 source.setEventHandler {
                     flushEverything()
                     endProgram(by: signal)
                 }
+                registered.enter()
+                source.setRegistrationHandler { registered.leave() }
                 source.resume()
                 state.sources[signal] = source
             }
         }
+        // Return once the signals are handled, so that a signal sent right after the first storage is flushed.
+        _ = registered.wait(timeout: .now() + 5)
     }
 
     private static func removeSignalHandlers() {

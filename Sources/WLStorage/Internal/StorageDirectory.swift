@@ -197,10 +197,12 @@ package struct StorageDirectory: Sendable, Hashable {
         guard (status.st_mode & S_IFMT) == S_IFREG else {
             throw notRegular(name, EntryKind(mode: status.st_mode))
         }
-        // One byte more than the size, so that the end of the file is seen without growing the buffer.
-        var data = Data(count: max(0, Int(status.st_size)) + 1)
+        // The size `fstat` gave is read and no more: the package's writers replace files whole, so a file that was
+        // ours to read does not change under us. A file written in place meanwhile is read again on its next event.
+        let size = max(0, Int(status.st_size))
+        var data = Data(count: max(size, 1))
         var filled = 0
-        while true {
+        while size == 0 || filled < size {
             if filled == data.count { data.count += max(4_096, data.count) }
             let count = data.withUnsafeMutableBytes { buffer in
                 retryingEINTR { Glibc.read(fd, buffer.baseAddress! + filled, buffer.count - filled) }
