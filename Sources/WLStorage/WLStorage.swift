@@ -85,19 +85,22 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             }
         }
 
-        var usedDefault = false
-        var value: T
+        var defaultValue: T?
+        func makeDefault() -> T {
+            if let defaultValue { return defaultValue }
+            let made = defaultValueClosure()
+            defaultValue = made
+            return made
+        }
+        let value: T
         var readError: WLStorageError?
         do {
-            value = try backer.read {
-                usedDefault = true
-                return defaultValueClosure()
-            }
+            value = try backer.read(defaultValueClosure: makeDefault)
         } catch {
             readError = WLStorageError(wrapping: error, key: backer.key)
-            usedDefault = false
-            value = defaultValueClosure()
+            value = makeDefault()
         }
+        let usedDefault = defaultValue != nil && readError == nil
         let cell = StorageCell(
             value: value, backer: backer, interval: flushInterval.map(Self.nanoseconds), scheduler: scheduler)
         switch StorageRegistry.shared.register(cell) {

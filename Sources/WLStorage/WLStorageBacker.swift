@@ -7,6 +7,10 @@
 /// background thread, never twice at the same time for one storage. A backer shared by several storages must
 /// do its own locking.
 ///
+/// - Important: A backer must not call back into the storage it serves (``WLStorage/flush()`` waits for the write
+///   that is calling it), nor end the program with `exit()` from ``write(value:)``: the exit flush would wait for
+///   that same write.
+///
 /// Both requirements may throw. A backer written without `throws`, like the reference library's, conforms as
 /// it is. What a backer throws is wrapped in a ``WLStorageError`` with the code
 /// ``WLStorageError/Code/backerFailed`` (unless it already is one) and reported; a failed write leaves the value

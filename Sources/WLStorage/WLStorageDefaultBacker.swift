@@ -76,7 +76,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         } catch let decodingError {
             let aside: String
             do {
-                aside = try directory.moveAside(fileName)
+                aside = try directory.moveAside(fileName, ifStill: identity)
             } catch var error {
                 error.message = "the file does not decode as \(T.self), and " + error.message
                 error.key = key

@@ -270,6 +270,40 @@ private final class Received<T: Sendable>: Sendable {
         }
     }
 
+    @Test func aDirectoryRemovedAndMadeAgainIsWatchedAgain() throws {
+        try withTemporaryDirectory { outer in
+            let directory = outer.appendingPathComponent("store", isDirectory: true)
+            let storage = fileStorage("again", in: directory, default: "start", flushInterval: nil)
+            storage.flush()
+            try FileManager.default.removeItem(at: directory)
+            storage.wrappedValue = "local"
+            storage.flush()  // makes the directory again
+            #expect(storage.lastError == nil)
+            let rewatched = eventually { !FileMonitor.shared.isPolled(StorageDirectory(path: directory.path)) }
+            #expect(rewatched)
+            try storeFromAnotherProcess("outside", key: "again", in: directory)
+            let pickedUp = eventually { storage.wrappedValue == "outside" }
+            #expect(pickedUp)
+        }
+    }
+
+    @Test func aDirectoryOpenedByTwoPathsKeepsNoticingChangesUnderBoth() throws {
+        try withTemporaryDirectory { outer in
+            let real = outer.appendingPathComponent("real", isDirectory: true)
+            let alias = outer.appendingPathComponent("alias", isDirectory: true)
+            try FileManager.default.createDirectory(at: real, withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(at: alias, withDestinationURL: real)
+            let first = fileStorage("first", in: real, default: "", flushInterval: nil)
+            let second = fileStorage("second", in: alias, default: "", flushInterval: nil)
+            first.flush()
+            second.flush()
+            try storeFromAnotherProcess("one", key: "first", in: real)
+            try storeFromAnotherProcess("two", key: "second", in: alias)
+            let both = eventually { first.wrappedValue == "one" && second.wrappedValue == "two" }
+            #expect(both)
+        }
+    }
+
     @Test func anUndecodableOutsideWriteIsReportedAndLeftAlone() throws {
         try withTemporaryDirectory { directory in
             let storage = fileStorage("bad", in: directory, default: 3, flushInterval: nil)

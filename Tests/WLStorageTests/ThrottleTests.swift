@@ -81,7 +81,7 @@ import Testing
         #expect(backer.writes == [1, 2])
     }
 
-    @Test func aFailedWriteKeepsTheValuePendingAndTheNextTickRetriesIt() {
+    @Test func aFailedWriteKeepsTheValuePendingAndIsRetriedWithGrowingDelays() {
         backer.failNextWrites(2)
         storage.wrappedValue = 1
         scheduler.advance()
@@ -91,11 +91,52 @@ import Testing
         #expect(scheduler.pendingDelays == [1_000_000_000])
         scheduler.advance(by: .seconds(1))
         #expect(backer.writes.isEmpty)
+        // The second failure in a row doubles the wait.
+        #expect(scheduler.pendingDelays == [2_000_000_000])
         storage.wrappedValue = 2
-        scheduler.advance(by: .seconds(1))
+        scheduler.advance(by: .seconds(2))
         #expect(backer.writes == [2])
         #expect(storage.lastError == nil)
         #expect(!storage.hasPendingChanges)
+        // After a success the throttle is back to one interval.
+        storage.wrappedValue = 3
+        #expect(scheduler.pendingDelays == [1_000_000_000])
+    }
+
+    @Test func aTickArmedWhenNothingIsPendingDoesNotStopLaterWrites() {
+        storage.wrappedValue = 1
+        scheduler.advance()
+        // What a set racing a flush leaves behind: a tick armed after the flush wrote the value.
+        storage.cell.armTick()
+        scheduler.advance(by: .seconds(1))
+        storage.wrappedValue = 2
+        #expect(scheduler.pendingJobs == 1, "the change armed no tick")
+        scheduler.advance(by: .seconds(1))
+        #expect(backer.writes == [1, 2])
+        #expect(!storage.hasPendingChanges)
+    }
+}
+
+@Suite struct RetryTests {
+    @Test func aZeroIntervalRetriesAFailingWriteAfterAGrowingDelayNotInALoop() {
+        let backer = RecordingBacker<Int>(stored: 0)
+        let scheduler = ManualScheduler()
+        let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: .zero, backer: backer, scheduler: scheduler)
+        backer.failNextWrites(1_000)
+        storage.wrappedValue = 1
+        scheduler.advance()
+        var delays: [UInt64] = []
+        for _ in 0..<12 {
+            guard let next = scheduler.pendingDelays.first else { break }
+            delays.append(next)
+            scheduler.advance(by: .nanoseconds(next))
+        }
+        #expect(
+            delays == [
+                100_000_000, 200_000_000, 400_000_000, 800_000_000, 1_600_000_000, 3_200_000_000, 6_400_000_000,
+                12_800_000_000, 25_600_000_000, 30_000_000_000, 30_000_000_000, 30_000_000_000,
+            ])
+        #expect(storage.hasPendingChanges)
     }
 }
 
@@ -137,6 +178,27 @@ import Testing
 }
 
 @Suite struct InitialReadTests {
+    @Test func theDefaultIsMadeOnceEvenWhenTheBackerMakesItAndThenThrows() {
+        final class MakesThenThrows: WLStorageBacker {
+            let key = "throws"
+            func read(defaultValueClosure: () -> Int) throws -> Int {
+                _ = defaultValueClosure()
+                throw BackerFailure()
+            }
+            func write(value: Int) {}
+        }
+        var made = 0
+        let storage = WLStorage(
+            defaultValueClosure: {
+                made += 1
+                return 4
+            }, flushInterval: nil, backer: MakesThenThrows(), scheduler: ManualScheduler())
+        #expect(made == 1)
+        #expect(storage.wrappedValue == 4)
+        #expect(storage.lastError?.code == .backerFailed)
+        #expect(!storage.hasPendingChanges)
+    }
+
     @Test func theDefaultIsUsedAndSavedWhenTheBackerHoldsNothing() {
         let backer = RecordingBacker<[String]>()
         let scheduler = ManualScheduler()

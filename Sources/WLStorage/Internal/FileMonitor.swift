@@ -14,7 +14,8 @@ import Synchronization
 /// `IN_CLOSE_WRITE` (a program that writes the file in place). An event names a file; the registry finds the live
 /// cell of that file, which reads the file and adopts the value unless it is its own write, and explicit
 /// subscribers (the command-line tool's `watch`) are called. When inotify is not available (no descriptor, or no
-/// watch left), the directory is polled every half second instead.
+/// watch left), the directory is polled every half second instead. A directory that is removed is polled until it
+/// exists again, and then watched again.
 package final class FileMonitor: Sendable {
     package static let shared = FileMonitor()
 
@@ -36,9 +37,12 @@ package final class FileMonitor: Sendable {
         var descriptor: Int32 = -1
         var inotifyFailed = false
         var source: (any DispatchSourceRead)?
-        var watches: [Int32: String] = [:]
-        var watchedPaths: Set<String> = []
+        /// The paths each watch was added under: two paths of one directory (a symlink, a bind mount) share a watch.
+        var watches: [Int32: Set<String>] = [:]
+        var watchedPaths: [String: Int32] = [:]
         var polledPaths: Set<String> = []
+        /// Paths that are polled whatever happens (tests of the fallback).
+        var pollOnly: Set<String> = []
         var pollTimer: (any DispatchSourceTimer)?
         var subscribers: [UInt64: Subscriber] = [:]
         var nextSubscriber: UInt64 = 0
@@ -70,22 +74,27 @@ package final class FileMonitor: Sendable {
     func watch(_ directory: StorageDirectory, inotify: Bool = true) {
         state.withLock { state in
             let path = directory.path
-            guard !state.watchedPaths.contains(path), !state.polledPaths.contains(path) else { return }
-            if inotify && state.descriptor < 0 && !state.inotifyFailed { start(&state) }
-            if inotify && state.descriptor >= 0 {
-                let mask =
-                    UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE)
-                    | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_ONLYDIR)
-                let watch = inotify_add_watch(state.descriptor, path, mask)
-                if watch >= 0 {
-                    state.watches[watch] = path
-                    state.watchedPaths.insert(path)
-                    return
-                }
+            guard state.watchedPaths[path] == nil, !state.polledPaths.contains(path) else { return }
+            if !inotify { state.pollOnly.insert(path) }
+            if !inotify || !addWatch(path, &state) {
+                state.polledPaths.insert(path)
+                startPolling(&state)
             }
-            state.polledPaths.insert(path)
-            startPolling(&state)
         }
+    }
+
+    /// Adds an inotify watch for `path`. Returns `false` when inotify is unavailable or the directory is missing.
+    private func addWatch(_ path: String, _ state: inout State) -> Bool {
+        if state.descriptor < 0 && !state.inotifyFailed { start(&state) }
+        guard state.descriptor >= 0 else { return false }
+        let mask =
+            UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE)
+            | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_ONLYDIR)
+        let watch = inotify_add_watch(state.descriptor, path, mask)
+        guard watch >= 0 else { return false }
+        state.watches[watch, default: []].insert(path)
+        state.watchedPaths[path] = watch
+        return true
     }
 
     /// Whether `directory` is polled rather than watched with inotify.
@@ -116,12 +125,23 @@ package final class FileMonitor: Sendable {
     }
 
     private func poll() {
-        let polled = state.withLock { $0.polledPaths }
+        // A directory that is back (it was removed, or inotify had no watch left) gets its watch again, and its files
+        // are checked once more for what changed while nothing watched them.
+        let (rewatched, polled) = state.withLock { state -> (Set<String>, Set<String>) in
+            var rewatched: Set<String> = []
+            for path in state.polledPaths.subtracting(state.pollOnly) where addWatch(path, &state) {
+                state.polledPaths.remove(path)
+                rewatched.insert(path)
+            }
+            return (rewatched, state.polledPaths)
+        }
+        let checked = rewatched.union(polled)
+        guard !checked.isEmpty else { return }
         for cell in StorageRegistry.shared.liveCells() {
-            guard let fileKey = cell.fileKey, polled.contains(fileKey.directory) else { continue }
+            guard let fileKey = cell.fileKey, checked.contains(fileKey.directory) else { continue }
             cell.checkForExternalChange()
         }
-        for subscriber in subscribers(where: { polled.contains($0.directory) }) {
+        for subscriber in subscribers(where: { checked.contains($0.directory) }) {
             subscriber.handler(.changed)
         }
     }
@@ -145,28 +165,28 @@ package final class FileMonitor: Sendable {
                     let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
                     offset += header + Int(event.len)
                     if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
-                    guard let path = directoryPath(of: event.wd) else { continue }
+                    let paths = directoryPaths(of: event.wd)
                     if event.mask & (UInt32(IN_IGNORED) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)) != 0 {
                         forget(event.wd)
-                        gone.insert(path)
+                        gone.formUnion(paths)
                     } else if !name.isEmpty && FileName.isPlain(name) {
-                        changed.insert(FileKey(directory: path, name: name))
+                        for path in paths { changed.insert(FileKey(directory: path, name: name)) }
                     }
                 }
             }
         }
         let registry = StorageRegistry.shared
+        for subscriber in subscribers(where: { gone.contains($0.directory) }) {
+            subscriber.handler(.directoryGone)
+        }
         if overflowed {
             // Events were lost: every file-backed cell and every subscriber checks its file.
             for cell in registry.liveCells() where cell.fileKey != nil { cell.checkForExternalChange() }
-            for subscriber in subscribers(where: { _ in true }) { subscriber.handler(.changed) }
+            for subscriber in subscribers(where: { !gone.contains($0.directory) }) { subscriber.handler(.changed) }
             return
         }
         for fileKey in changed {
             registry.cell(forFileKey: fileKey)?.checkForExternalChange()
-        }
-        for subscriber in subscribers(where: { gone.contains($0.directory) }) {
-            subscriber.handler(.directoryGone)
         }
         let changedSubscribers = subscribers { changed.contains(FileKey(directory: $0.directory, name: $0.fileName)) }
         for subscriber in changedSubscribers { subscriber.handler(.changed) }
@@ -176,16 +196,20 @@ package final class FileMonitor: Sendable {
         state.withLock { state in state.subscribers.values.filter(included) }
     }
 
-    private func directoryPath(of watch: Int32) -> String? {
-        state.withLock { $0.watches[watch] }
+    private func directoryPaths(of watch: Int32) -> Set<String> {
+        state.withLock { $0.watches[watch] ?? [] }
     }
 
+    /// Drops a watch whose directory went away, and polls its paths until the directory is back.
     private func forget(_ watch: Int32) {
         state.withLock { state in
-            if let path = state.watches.removeValue(forKey: watch) {
-                state.watchedPaths.remove(path)
-                _ = inotify_rm_watch(state.descriptor, watch)
+            guard let paths = state.watches.removeValue(forKey: watch) else { return }
+            _ = inotify_rm_watch(state.descriptor, watch)
+            for path in paths where state.watchedPaths[path] == watch {
+                state.watchedPaths[path] = nil
+                state.polledPaths.insert(path)
             }
+            startPolling(&state)
         }
     }
 }

@@ -29,15 +29,17 @@ enum ShutdownHandling {
 
     /// Called by every storage initializer; does its work once.
     static func storageCreated() {
-        let firstTime = state.withLock { state in
+        // Whether to install signal handlers is decided in the same critical section that marks the start, so that
+        // setting `flushesOnSignals` at the same moment either comes before (and is obeyed) or after (and removes).
+        let (firstTime, wantsSignals) = state.withLock { state in
             defer { state.started = true }
-            return !state.started
+            return (!state.started, state.signalHandlersWanted)
         }
         guard firstTime else { return }
         atexit {
             ShutdownHandling.flushEverything()
         }
-        if state.withLock({ $0.signalHandlersWanted }) {
+        if wantsSignals {
             installSignalHandlers()
         }
     }
@@ -68,6 +70,7 @@ enum ShutdownHandling {
     private static func installSignalHandlers() {
         let registered = DispatchGroup()
         state.withLock { state in
+            guard state.signalHandlersWanted else { return }
             for signal in signals where state.sources[signal] == nil && hasDefaultDisposition(signal) {
                 // On registration Dispatch replaces the default action with a handler of its own, which stops the
                 // signal from ending the program before the flush. Until then the default action stands, so a

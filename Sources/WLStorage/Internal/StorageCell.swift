@@ -37,7 +37,12 @@ struct CellState<T: Sendable>: Sendable {
 
     /// Starts a write of the pending value, if any: disarms the throttle and returns the value and its version.
     mutating func beginWrite(now: UInt64) -> (value: T, version: UInt64)? {
-        guard isPending else { return nil }
+        guard isPending else {
+            // A tick can be armed with nothing pending (a set's tick armed just after a flush wrote its value);
+            // leaving it armed would keep every later change from arming one.
+            throttle.disarm()
+            return nil
+        }
         throttle.writeStarts(now: now)
         return (value, version)
     }
@@ -182,6 +187,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     private func runTick(_ token: UInt32) {
+        // A stale tick leaves at once rather than wait for the disk lock behind a slow write.
+        guard state.withLock({ $0.throttle.isCurrent(token) }) else { return }
         let failure = diskLock.withLock { _ -> WLStorageError? in
             let now = scheduler.now
             let job = state.withLock { state -> (value: T, version: UInt64)? in
@@ -212,6 +219,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         }
         state.withLock { state in
             state.writtenVersion = max(state.writtenVersion, job.version)
+            state.throttle.writeEnded(succeeded: true)
             state.extras?.lastError = nil
         }
         return nil
@@ -222,6 +230,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         let now = scheduler.now
         let retry = state.withLock { state in
             state.withExtras { $0.lastError = failure }
+            state.throttle.writeEnded(succeeded: false)
             return state.isPending ? state.throttle.arm(now: now) : nil
         }
         WLStorageError.report(failure)
@@ -237,26 +246,30 @@ extension StorageCell: RegisteredCell {
     func checkForExternalChange() {
         guard let fileBacker = backer as? WLStorageDefaultBacker<T> else { return }
         let change = diskLock.withLock { _ in
-            Result { () throws(WLStorageError) in try fileBacker.readExternalChange() }
+            // The version is taken with the value, under the disk lock: a local change made after this point,
+            // even one already written by the time the value is adopted, is newer and wins.
+            let version = state.withLock { $0.version }
+            return Result { () throws(WLStorageError) in try fileBacker.readExternalChange() }.map { ($0, version) }
         }
         switch change {
         case .failure(let error):
             record(error)
-        case .success(let value?):
-            adoptExternal(value)
-        case .success(nil):
+        case .success((let value?, let version)):
+            adoptExternal(value, ifStillAt: version)
+        case .success((nil, _)):
             break
         }
         state.withLock { $0.withExtras { $0.externalChecks += 1 } }
     }
 
-    /// Takes another program's value. Last writer wins, by the time of the write: a local change still pending is
-    /// written after this one, so it is kept in memory and replaces the outside value on disk.
-    private func adoptExternal(_ value: T) {
-        guard !hasPendingChanges else { return }
+    /// Takes another program's value. Last writer wins, by the time of the write: a local change still pending, or
+    /// made since the outside value was read, is written after it, so the local value is kept.
+    private func adoptExternal(_ value: T, ifStillAt version: UInt64) {
+        func isCurrent(_ state: CellState<T>) -> Bool { !state.isPending && state.version == version }
+        guard state.withLock({ isCurrent($0) }) else { return }
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
             state.withLock { state in
-                guard !state.isPending else { return }
+                guard isCurrent(state) else { return }
                 state.value = value
                 if state.hasListeners { state.notifyListeners() }
             }

@@ -69,9 +69,10 @@ package struct FileStatus: Sendable {
 
 /// A storage directory and every file operation the package does in it, with POSIX calls.
 ///
-/// The directory is opened afresh for each operation (`open` with `O_DIRECTORY`), and every file in it is
-/// reached relative to that descriptor with `O_NOFOLLOW`, so a symlink where a file should be is never
-/// followed. Writes go through a temporary file that is created exclusively with mode 0600, written in full,
+/// The directory is opened afresh for each operation that changes it (`open` with `O_DIRECTORY`), and files are
+/// reached relative to that descriptor; reads open the file by its path. Either way the last component is opened
+/// with `O_NOFOLLOW` or checked with `lstat`, so a symlink where a file should be is never followed. Symlinks in the
+/// directory's own path are followed, as for any path a program is given. Writes go through a temporary file that is created exclusively with mode 0600, written in full,
 /// synced, and renamed over the file, after which the directory is synced.
 ///
 /// Temporary files are named `NAME~RANDOM.tmp`. A writer holds an exclusive `flock` on its temporary file
@@ -139,10 +140,17 @@ package struct StorageDirectory: Sendable, Hashable {
     package func create() throws(WLStorageError) {
         var prefix = ""
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            let parent = prefix.isEmpty ? "/" : prefix
             prefix += "/" + component
             if mkdir(prefix, 0o700) == 0 {
-                // The umask may have taken bits away; the directory must be 0700 whatever it is.
+                // The umask may have taken bits away; the directory must be 0700 whatever it is. Syncing the parent
+                // makes the new entry durable, so that the first file written in it does not vanish with it.
                 _ = chmod(prefix, 0o700)
+                let parentDescriptor = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                if parentDescriptor >= 0 {
+                    _ = retryingEINTR { fsync(parentDescriptor) }
+                    close(parentDescriptor)
+                }
                 continue
             }
             let code = errno
@@ -242,13 +250,12 @@ package struct StorageDirectory: Sendable, Hashable {
     /// Only those names are made into strings, so a scan of a large directory for a few names stays cheap.
     private func entries(where included: (UnsafeBufferPointer<UInt8>) -> Bool) throws(WLStorageError) -> [String] {
         let dir = try openDirectory()
-        let copy = dup(dir)
-        close(dir)
-        guard copy >= 0, let stream = fdopendir(copy) else {
-            if copy >= 0 { close(copy) }
-            throw error(.readFailed, "cannot list the storage directory", errno: errno)
+        guard let stream = fdopendir(dir) else {
+            let code = errno
+            close(dir)
+            throw error(.readFailed, "cannot list the storage directory", errno: code)
         }
-        defer { closedir(stream) }
+        defer { closedir(stream) }  // closes `dir` too
         var names: [String] = []
         while let entry = readdir(stream) {
             withUnsafeBytes(of: &entry.pointee.d_name) { raw in
@@ -339,9 +346,19 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 
     /// Moves `name` aside to a name that says it did not decode, and returns the new name.
-    package func moveAside(_ name: String) throws(WLStorageError) -> String {
+    ///
+    /// When `identity` is given, the file is moved only if it is still that version: a file another program has
+    /// replaced meanwhile is left in place.
+    package func moveAside(_ name: String, ifStill identity: FileIdentity? = nil) throws(WLStorageError) -> String {
         let dir = try openDirectory()
         defer { close(dir) }
+        if let identity {
+            var status = stat()
+            guard fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) == 0, FileIdentity(status) == identity else {
+                throw error(
+                    .readFailed, "the file changed while it was read; it is left in place", name: name, errno: nil)
+            }
+        }
         let aside = Self.movedAsideName(for: name)
         guard renameat(dir, name, dir, aside) == 0 else {
             throw error(.writeFailed, "cannot move the undecodable file aside", name: name, errno: errno)
@@ -395,7 +412,7 @@ package struct StorageDirectory: Sendable, Hashable {
     // MARK: Errors
 
     private func error(
-        _ code: WLStorageError.Code, _ message: String, name: String? = nil, path: String? = nil, errno: Int32
+        _ code: WLStorageError.Code, _ message: String, name: String? = nil, path: String? = nil, errno: Int32?
     ) -> WLStorageError {
         WLStorageError(code: code, message: message, path: path ?? name.map(filePath) ?? self.path, errno: errno)
     }

@@ -29,12 +29,13 @@ package final class DispatchWriteScheduler: WriteScheduler {
     }
 }
 
-/// The throttle's state: when the last write started, and whether a tick is armed.
+/// The throttle's state: when the last write started, whether a tick is armed, and how many writes in a row failed.
 ///
 /// The first change after a quiet interval arms a tick with no delay (the leading edge). Changes while a tick is
 /// armed do nothing more: the tick writes the latest value. A change after a write arms a tick for one interval
-/// after that write started (the trailing edge). A flush disarms any armed tick; a stale tick finds its token
-/// out of date and does nothing.
+/// after that write started (the trailing edge). Every write, and every tick or flush that finds nothing to write,
+/// disarms: a stale tick finds its token out of date and does nothing. After a failed write the retry waits one
+/// interval (at least 100 ms), doubling with each further failure up to 30 s (or the interval, if longer).
 @usableFromInline
 struct WriteThrottle: Sendable {
     /// The flush interval in nanoseconds; `UInt64.max` for no automatic writes.
@@ -43,6 +44,11 @@ struct WriteThrottle: Sendable {
     private var lastWriteStart: UInt64 = 0
     private(set) var token: UInt32 = 0
     private(set) var isArmed = false
+    /// Failed writes since the last one that succeeded.
+    private(set) var failures: UInt32 = 0
+
+    static let minimumRetryDelay: UInt64 = 100_000_000
+    static let maximumRetryDelay: UInt64 = 30_000_000_000
 
     init(interval: UInt64?) {
         self.interval = interval ?? .max
@@ -60,9 +66,18 @@ struct WriteThrottle: Sendable {
         isArmed = true
         token &+= 1
         guard lastWriteStart != 0 else { return (token, 0) }
-        let due = lastWriteStart.addingReportingOverflow(interval)
+        let due = lastWriteStart.addingReportingOverflow(failures == 0 ? interval : retryDelay)
         guard !due.overflow, due.partialValue > now else { return (token, 0) }
         return (token, due.partialValue - now)
+    }
+
+    /// The wait before retrying after `failures` failed writes in a row.
+    private var retryDelay: UInt64 {
+        let base = max(interval, Self.minimumRetryDelay)
+        let ceiling = max(base, Self.maximumRetryDelay)
+        let doublings = min(failures - 1, 32)
+        let (delay, overflow) = base.multipliedReportingOverflow(by: 1 << doublings)
+        return overflow ? ceiling : min(delay, ceiling)
     }
 
     /// Whether the tick with `token` is the armed one.
@@ -72,8 +87,18 @@ struct WriteThrottle: Sendable {
 
     /// Notes that a write starts now, which disarms any tick.
     mutating func writeStarts(now: UInt64) {
+        disarm()
+        lastWriteStart = max(now, 1)
+    }
+
+    /// Disarms any tick: it will find its token out of date.
+    mutating func disarm() {
         isArmed = false
         token &+= 1
-        lastWriteStart = max(now, 1)
+    }
+
+    /// Notes how the last write ended, for the delay of the next retry.
+    mutating func writeEnded(succeeded: Bool) {
+        failures = succeeded ? 0 : failures &+ 1
     }
 }
