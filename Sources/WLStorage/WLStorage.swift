@@ -141,7 +141,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///
     /// Does nothing when nothing is pending. When a write is in flight, waits for it, then writes whatever is
     /// newer. Concurrent flushes take turns. When the write fails, the value stays pending, the error is reported
-    /// and kept in ``lastError``, and the write is retried by the next tick or flush.
+    /// and kept in ``lastError``, and the write is retried by the next flush or, with a `flushInterval`, after one
+    /// interval (at least 100 ms), the wait doubling with each further failure up to 30 s.
     ///
     /// - Important: The write runs on the calling thread, which waits for the disk or the backer. Never call it from
     ///   this storage's backer, whose write would then wait for itself, nor from ``WLStorageError/handler`` for an
