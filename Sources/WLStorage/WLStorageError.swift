@@ -49,8 +49,6 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         public static let typeMismatch = Code("typeMismatch")
         /// A custom backer threw from `read` or `write`.
         public static let backerFailed = Code("backerFailed")
-        /// A file or value given to the package is not usable (for example invalid JSON given to the tool).
-        public static let invalidInput = Code("invalidInput")
     }
 
     /// The category of failure.

@@ -56,11 +56,6 @@ enum ShutdownHandling {
         }
     }
 
-    /// The signals this process currently flushes on.
-    static var installedSignals: [Int32] {
-        state.withLock { $0.sources.keys.sorted() }
-    }
-
     static func flushEverything() {
         for cell in StorageRegistry.shared.liveCells() {
             cell.flush()
