@@ -35,3 +35,15 @@ final class SlowBacker: WLStorageBacker {
 func say(_ line: String, to handle: FileHandle = .standardOutput) {
     handle.write(Data((line + "\n").utf8))
 }
+
+/// The reference library's syntax, in a class: the default directory, which the test sets with WLSTORAGE_DIRECTORY.
+final class Profile {
+    @WLStorage(key: "first_name", defaultValue: nil)
+    var firstName: String?
+}
+
+/// The same in a struct.
+struct Appearance {
+    @WLStorage(key: "theme", defaultValue: "dark")
+    var theme: String
+}

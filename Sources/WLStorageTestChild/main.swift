@@ -126,6 +126,15 @@ case "set":
     stored.flush()
     say("ready")
 
+case "reference":
+    // The property wrapper as the reference library's README writes it, with the default directory.
+    let profile = Profile()
+    let appearance = Appearance()
+    say("before: \(profile.firstName ?? "nil") \(appearance.theme)")
+    profile.firstName = value
+    appearance.theme = "light"
+    say("ready")
+
 case "open":
     // Opens the storage and exits: opening removes abandoned temporary files.
     let stored = storage("")

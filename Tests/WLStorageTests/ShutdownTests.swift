@@ -54,6 +54,23 @@ import Testing
         }
     }
 
+    @Test func theReferenceSyntaxWorksInAClassAndAStructWithTheDefaultDirectory() throws {
+        try withTemporaryDirectory { directory in
+            for run in 1...2 {
+                let child = try ChildProcess(
+                    "WLStorageTestChild", ["reference", "/unused", "unused", "Ada"],
+                    environment: ["WLSTORAGE_DIRECTORY": directory.path])
+                let end = try #require(child.waitForExit())
+                #expect(end.reason == .exit)
+                #expect(end.status == 0)
+                // The second run reads what the first one stored at exit.
+                #expect(child.lines.first == (run == 1 ? "before: nil dark" : "before: Ada light"))
+            }
+            #expect(stored(String?.self, key: "first_name", in: directory) == "Ada")
+            #expect(stored(String.self, key: "theme", in: directory) == "light")
+        }
+    }
+
     @Test func exitFlushes() throws {
         try withTemporaryDirectory { directory in
             let child = try startChild("exit", in: directory)
