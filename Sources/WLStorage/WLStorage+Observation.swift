@@ -65,6 +65,8 @@ public final class WLStorageSubscription: Sendable {
 
     /// Stops the handler. Calls already queued may still run. Calling it again does nothing.
     public func cancel() {
+        // Taken out under the lock, called and released after it: the handler it releases may hold the last
+        // reference to the storage, whose deinit flushes.
         let cancellation = self.cancellation.withLock { body in
             defer { body = nil }
             return body

@@ -71,9 +71,13 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         scheduler: any WriteScheduler
     ) {
         ShutdownHandling.storageCreated()
-        let fileKey = (backer as? any FileBacker)?.fileKey
-        if let fileKey {
-            switch StorageRegistry.shared.cell(forFile: fileKey, as: T.self) {
+        let fileBacker = backer as? WLStorageDefaultBacker<T>
+        var identity: DirectoryIdentity?
+        var watched = false
+        if let fileBacker, let directory = fileBacker.directory, let name = fileBacker.fileName {
+            // A failure to prepare the directory is met again, and reported, by the read below.
+            identity = try? fileBacker.prepare()
+            switch StorageRegistry.shared.cell(forFile: name, in: directory, identity: identity, as: T.self) {
             case .found(let cell):
                 self.cell = cell
                 return
@@ -83,27 +87,32 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             case .none:
                 break
             }
+            // The watch is in place before the file is read, so that no change after the read goes unnoticed.
+            FileMonitor.shared.watch(directory)
+            watched = true
         }
+        let generation = FileMonitor.shared.generation
 
-        var defaultValue: T?
-        func makeDefault() -> T {
-            if let defaultValue { return defaultValue }
-            let made = defaultValueClosure()
-            defaultValue = made
-            return made
-        }
+        let defaultValue = defaultValueClosure()
         let value: T
+        let stored: StoredState
         var readError: WLStorageError?
-        do {
-            value = try backer.read(defaultValueClosure: makeDefault)
-        } catch {
-            readError = WLStorageError(wrapping: error, key: backer.key)
-            value = makeDefault()
+        switch fileBacker?.readStored() ?? StorageCell.read(backer, defaultValue: defaultValue) {
+        case .value(let found):
+            (value, stored) = (found, .known)
+        case .absent:
+            // Only the file backer saves its default, and only where nothing is stored.
+            (value, stored) = (defaultValue, fileBacker == nil ? .known : .defaultUnsaved)
+        case .movedAside(let error):
+            (value, stored, readError) = (defaultValue, fileBacker == nil ? .known : .defaultUnsaved, error)
+        case .failed(let error):
+            (value, stored, readError) = (defaultValue, .unknown, error)
         }
-        let usedDefault = defaultValue != nil && readError == nil
         let cell = StorageCell(
-            value: value, backer: backer, interval: flushInterval.map(Self.nanoseconds), scheduler: scheduler)
-        switch StorageRegistry.shared.register(cell) {
+            value: value, stored: stored, defaultValue: defaultValue, backer: backer,
+            interval: flushInterval.map(Self.nanoseconds), scheduler: scheduler)
+        if watched { cell.adoptWatch() }
+        switch StorageRegistry.shared.register(cell, identity: identity) {
         case .found(let existing):
             // Another thread opened the same file meanwhile; its cell wins and this one is dropped unwritten.
             self.cell = existing
@@ -113,14 +122,15 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             return
         case .none:
             self.cell = cell
-            if let fileKey { FileMonitor.shared.watch(StorageDirectory(path: fileKey.directory)) }
         }
         if let readError { cell.record(readError) }
-        if usedDefault { cell.markPending() }
+        if stored == .defaultUnsaved { cell.armTick(force: true) }
+        // An event that came between the read and the registration found no cell to tell: check once more.
+        if watched && FileMonitor.shared.generation != generation { cell.checkForExternalChange() }
     }
 
     deinit {
-        cell.flush()
+        cell.storageReleased()
     }
 
     /// The value. Reading and writing it is safe from any thread; writing never waits for the disk.
@@ -148,7 +158,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///   this storage's backer, whose write would then wait for itself, nor from ``WLStorageError/handler`` for an
     ///   error of this storage, where a write that keeps failing would retry and report again without end.
     public func flush() {
-        cell.flush()
+        cell.flushReportingMisuse()
     }
 
     /// Whether a change has not been written yet.
@@ -174,29 +184,16 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         _ value: T, backer: any WLStorageBacker<T>, other: String, scheduler: any WriteScheduler
     ) -> StorageCell<T> {
         let cell = StorageCell(
-            value: value, backer: DiscardingBacker<T>(key: backer.key), interval: nil, scheduler: scheduler)
+            value: value, stored: .known, defaultValue: value, backer: DiscardingBacker<T>(key: backer.key),
+            interval: nil, scheduler: scheduler)
         cell.record(
             WLStorageError(
                 code: .typeMismatch,
                 message: "the file is already open in this process as \(other), not as a storage of \(T.self);"
                     + " this storage keeps its value in memory only and never writes the file",
                 key: backer.key,
-                path: (backer as? any FileBacker)?.fileKey.map {
-                    StorageDirectory(path: $0.directory).filePath($0.name)
-                }))
+                path: (backer as? WLStorageDefaultBacker<T>)?.fileURL?.path))
         return cell
-    }
-}
-
-/// A backer that identifies a file, so that storages of the same file share one cell.
-protocol FileBacker {
-    var fileKey: FileKey? { get }
-}
-
-extension WLStorageDefaultBacker: FileBacker {
-    var fileKey: FileKey? {
-        guard let directory, let fileName else { return nil }
-        return FileKey(directory: directory.path, name: fileName)
     }
 }
 

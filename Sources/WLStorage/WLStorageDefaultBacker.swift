@@ -29,9 +29,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     package let directory: StorageDirectory?
     /// The file name; `nil` when the key needs hashing and libcrypto cannot hash it.
     package let fileName: String?
-    /// Stamps of the versions of the file this backer last wrote and last read, so that its own writes and versions
-    /// it already holds are told from other programs' changes.
-    private let known = Lock<(written: Int, read: Int)>((0, 0))
+    /// The versions of the file this backer last wrote and last read, so that its own writes and versions it already
+    /// holds are told from other programs' changes.
+    private let known = Lock(KnownVersions())
 
     /// Creates a backer for `key` in `directory`.
     ///
@@ -43,8 +43,12 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///   - directory: The directory to keep the file in. Defaults to ``defaultDirectory``.
     public init(key: String, directory: URL? = defaultDirectory) {
         self.key = key
-        self.directory = directory.map(StorageDirectory.shared(for:))
+        self.directory = directory.map(DirectoryTable.directory(for:))
         self.fileName = FileName.forKey(key)
+    }
+
+    deinit {
+        if let directory { DirectoryTable.release(directory) }
     }
 
     /// Why there is no file to read or write.
@@ -63,29 +67,16 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// - Returns: The decoded value, or the default.
     /// - Throws: ``WLStorageError`` when the file exists but cannot be used: ``WLStorageError/Code/decodingFailed``
     ///   (the file was moved aside and kept), ``WLStorageError/Code/notARegularFile``,
-    ///   ``WLStorageError/Code/readFailed`` or ``WLStorageError/Code/directoryUnavailable``.
+    ///   ``WLStorageError/Code/valueTooLarge``, ``WLStorageError/Code/readFailed`` or
+    ///   ``WLStorageError/Code/directoryUnavailable``.
     public func read(defaultValueClosure: () -> T) throws -> T {
-        let (directory, fileName) = try location()
-        guard let (data, identity) = try directory.readVersion(fileName), !data.isEmpty else {
-            return defaultValueClosure()
-        }
-        do {
-            let value = try JSONCoders.decoder.decode(T.self, from: data)
-            known.withLock { $0.read = identity.stamp }
+        switch readStored() {
+        case .value(let value):
             return value
-        } catch let decodingError {
-            let aside: String
-            do {
-                aside = try directory.moveAside(fileName, ifStill: identity)
-            } catch var error {
-                error.message = "the file does not decode as \(T.self), and " + error.message
-                error.key = key
-                throw error
-            }
-            throw WLStorageError(
-                code: .decodingFailed,
-                message: "the file does not decode as \(T.self); it was moved aside to \(aside)",
-                key: key, path: directory.filePath(fileName), underlying: decodingError)
+        case .absent:
+            return defaultValueClosure()
+        case .movedAside(let error), .failed(let error):
+            throw error
         }
     }
 
@@ -93,49 +84,101 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///
     /// - Parameter value: The value to store.
     /// - Throws: ``WLStorageError`` with ``WLStorageError/Code/encodingFailed``,
-    ///   ``WLStorageError/Code/writeFailed``, ``WLStorageError/Code/notARegularFile`` or
-    ///   ``WLStorageError/Code/directoryUnavailable``. The file is unchanged when it throws.
+    ///   ``WLStorageError/Code/valueTooLarge``, ``WLStorageError/Code/writeFailed``,
+    ///   ``WLStorageError/Code/notARegularFile`` or ``WLStorageError/Code/directoryUnavailable``. The file is
+    ///   unchanged when it throws.
     public func write(value: T) throws {
-        let (directory, fileName) = try location()
+        _ = try place(value, replacing: true)
+    }
+
+    // MARK: What the storage uses beyond the protocol
+
+    /// Prepares the directory (see ``DirectoryTable/prepare(_:)``) and returns its identity.
+    package func prepare() throws(WLStorageError) -> DirectoryIdentity {
+        try location().identity
+    }
+
+    /// Writes `value` unless something is stored already. Returns whether it was written.
+    ///
+    /// An empty file stands for "nothing stored" when read, but it is not replaced here: it counts as written.
+    func create(value: T) throws(WLStorageError) -> Bool {
+        try place(value, replacing: false)
+    }
+
+    /// Whether any entry stands at the file's name.
+    var entryExists: Bool {
+        guard let directory, let fileName else { return false }
+        return directory.status(of: fileName) != nil
+    }
+
+    /// Reads the file: its value, its absence (a missing or empty file), or why it cannot be read. A file that does
+    /// not decode is moved aside and kept, and then counts as absent.
+    func readStored() -> ReadResult<T> {
+        let directory: StorageDirectory
+        let fileName: String
         let data: Data
+        let identity: FileIdentity
         do {
-            data = try JSONCoders.encoder.encode(value)
+            (directory, fileName, _) = try location()
+            guard let read = try directory.readVersion(fileName), !read.contents.isEmpty else { return .absent }
+            (data, identity) = read
         } catch {
-            throw WLStorageError(
-                code: .encodingFailed, message: "the value does not encode as JSON", key: key, underlying: error)
+            return .failed(Self.keyed(error, key))
         }
         do {
-            let identity: FileIdentity
+            let value = try JSONCoders.decoder.decode(T.self, from: data)
+            known.withLock { $0.read = KnownVersion(identity: identity, contents: data) }
+            return .value(value)
+        } catch let decodingError {
+            let aside: String
             do {
-                identity = try directory.write(fileName, contents: data)
-            } catch let error where error.code == .directoryUnavailable && error.errno == ENOENT {
-                // The directory was removed after it was prepared: make it again, once.
-                PreparedDirectories.forget(directory)
-                try PreparedDirectories.prepare(directory)
-                identity = try directory.write(fileName, contents: data)
+                aside = try directory.moveAside(fileName, ifStill: identity)
+            } catch var error {
+                error.message = "the file does not decode as \(T.self), and " + error.message
+                return .failed(Self.keyed(error, key))
             }
-            known.withLock { $0.written = identity.stamp }
-        } catch var error {
-            error.key = key
-            throw error
+            return .movedAside(
+                WLStorageError(
+                    code: .decodingFailed,
+                    message: "the file does not decode as \(T.self); it was moved aside to \(aside)",
+                    key: key, path: directory.filePath(fileName), underlying: decodingError))
         }
     }
 
-    /// The value another program stored, when the file holds a version this backer neither wrote nor read.
+    /// What another program did to the file since this backer last wrote or read it.
     ///
-    /// Returns `nil` when the file is missing, empty, not a regular file, or a version already known. Unlike
+    /// A version this backer wrote or read is recognised by its identity (device, inode, size, modification time)
+    /// and its contents together: on a file system with coarse timestamps that reuses inodes, another program's write
+    /// can have the identity of ours, but not, unless it stores the same bytes, its contents. Unlike
     /// ``read(defaultValueClosure:)`` it never moves a file aside: a file that does not decode is reported and left
     /// to the program that wrote it.
-    package func readExternalChange() throws(WLStorageError) -> T? {
-        guard let directory, let fileName else { return nil }
-        guard let status = directory.status(of: fileName), status.isRegularFile else { return nil }
-        let versions = known.withLock { $0 }
-        let stamp = status.identity.stamp
-        guard stamp != versions.written, stamp != versions.read else { return nil }
-        guard let (data, identity) = try directory.readVersion(fileName), !data.isEmpty else { return nil }
-        known.withLock { $0.read = identity.stamp }
+    func readExternalChange() throws(WLStorageError) -> ExternalChange<T> {
+        guard let directory, let fileName else { return .unchanged }
+        let read: (contents: Data, identity: FileIdentity)?
         do {
-            return try JSONCoders.decoder.decode(T.self, from: data)
+            read = try directory.readVersion(fileName)
+        } catch let error where error.code == .notARegularFile {
+            return .unchanged
+        } catch {
+            throw Self.keyed(error, key)
+        }
+        guard let (data, identity) = read, !data.isEmpty else {
+            // Removed (or emptied): an outside change when this backer knew a stored version.
+            let knewOne = known.withLock { known in
+                defer { known = KnownVersions() }
+                return known.written != nil || known.read != nil
+            }
+            return knewOne ? .removed : .unchanged
+        }
+        let version = KnownVersion(identity: identity, contents: data)
+        let isKnown = known.withLock { known in
+            if known.written == version || known.read == version { return true }
+            known.read = version
+            return false
+        }
+        if isKnown { return .unchanged }
+        do {
+            return .changed(try JSONCoders.decoder.decode(T.self, from: data))
         } catch {
             throw WLStorageError(
                 code: .decodingFailed,
@@ -145,19 +188,87 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// The directory and file name, with the directory prepared; throws the setup error when there are none.
-    private func location() throws(WLStorageError) -> (StorageDirectory, String) {
+    // MARK: Internals
+
+    /// Encodes `value` and writes it, replacing the file or only where none stands. Returns whether it was written.
+    private func place(_ value: T, replacing: Bool) throws(WLStorageError) -> Bool {
+        let (directory, fileName, _) = try location()
+        let data: Data
+        do {
+            data = try JSONCoders.encoder.encode(value)
+        } catch {
+            throw WLStorageError(
+                code: .encodingFailed, message: "the value does not encode as JSON", key: key, underlying: error)
+        }
+        let limit = ValueSizeLimit.maximum
+        guard data.count <= limit else {
+            throw WLStorageError(
+                code: .valueTooLarge,
+                message: "the value encodes to \(data.count) bytes, more than the maximum value size of \(limit)"
+                    + " bytes; it is not written and stays pending",
+                key: key, path: directory.filePath(fileName))
+        }
+        func attempt() throws(WLStorageError) -> FileIdentity? {
+            replacing
+                ? try directory.write(fileName, contents: data) : try directory.create(fileName, contents: data)
+        }
+        do {
+            let identity: FileIdentity?
+            do {
+                identity = try attempt()
+            } catch let error where error.code == .directoryUnavailable && error.errno == ENOENT {
+                // The directory was removed after it was prepared: make it again, once.
+                DirectoryTable.forget(directory)
+                _ = try DirectoryTable.prepare(directory)
+                identity = try attempt()
+            }
+            guard let identity else { return false }
+            known.withLock { $0.written = KnownVersion(identity: identity, contents: data) }
+            return true
+        } catch {
+            throw Self.keyed(error, key)
+        }
+    }
+
+    /// The directory (prepared), the file name and the directory's identity; throws the setup error when there are
+    /// none.
+    private func location() throws(WLStorageError) -> (
+        directory: StorageDirectory, fileName: String, identity: DirectoryIdentity
+    ) {
         guard let directory, let fileName else {
             throw setupError
         }
         do {
-            try PreparedDirectories.prepare(directory)
-        } catch var error {
-            error.key = key
-            throw error
+            return (directory, fileName, try DirectoryTable.prepare(directory))
+        } catch {
+            throw Self.keyed(error, key)
         }
-        return (directory, fileName)
     }
+
+    private static func keyed(_ error: WLStorageError, _ key: String) -> WLStorageError {
+        var error = error
+        error.key = key
+        return error
+    }
+}
+
+/// One version of a file as a backer wrote or read it: its identity and a hash of its contents.
+struct KnownVersion: Equatable, Sendable {
+    var identity: Int
+    var contents: Int
+
+    init(identity: FileIdentity, contents: Data) {
+        self.identity = identity.stamp
+        var hasher = Hasher()
+        contents.withUnsafeBytes { hasher.combine(bytes: $0) }
+        self.contents = hasher.finalize()
+    }
+}
+
+/// The versions of its file a backer knows: the last it wrote and the last it read.
+struct KnownVersions: Sendable {
+    var written: KnownVersion?
+    var read: KnownVersion?
 }
 
 extension WLStorageDefaultBacker {
@@ -220,23 +331,5 @@ package enum StorageLocation {
         return URL(fileURLWithPath: base, isDirectory: true)
             .appendingPathComponent(folder, isDirectory: true)
             .appendingPathComponent(debug ? ".wlstorage_debug" : ".wlstorage", isDirectory: true)
-    }
-}
-
-/// The directories this process has created and cleaned up, so that each is prepared once.
-package enum PreparedDirectories {
-    private static let prepared = Lock<Set<String>>([])
-
-    /// Creates `directory` when it is missing and removes abandoned temporary files, once per process.
-    package static func prepare(_ directory: StorageDirectory) throws(WLStorageError) {
-        if prepared.withLock({ $0.contains(directory.path) }) { return }
-        try directory.create()
-        try directory.removeAbandonedTemporaryFiles()
-        prepared.withLock { _ = $0.insert(directory.path) }
-    }
-
-    /// Makes the next ``prepare(_:)`` of `directory` create it and clean it up again.
-    package static func forget(_ directory: StorageDirectory) {
-        prepared.withLock { _ = $0.remove(directory.path) }
     }
 }

@@ -49,6 +49,15 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         public static let typeMismatch = Code("typeMismatch")
         /// A custom backer threw from `read` or `write`.
         public static let backerFailed = Code("backerFailed")
+        /// A file is larger than ``WLStorage/maximumValueSize``, so it is not read and is left as it is, or a value
+        /// encodes to more than that, so it is not written and stays pending.
+        public static let valueTooLarge = Code("valueTooLarge")
+        /// Changes made while the stored value could not be read were dropped: they were based on the default, and
+        /// the stored value, read later, replaced them rather than be overwritten by them.
+        public static let changeDiscarded = Code("changeDiscarded")
+        /// A call that would wait for itself, such as ``WLStorage/flush()`` from inside the storage's own backer,
+        /// returned without doing its work.
+        public static let reentrantCall = Code("reentrantCall")
     }
 
     /// The category of failure.
@@ -114,7 +123,14 @@ extension WLStorageError {
     ///   ``WLStorage/flush()`` there would retry a failing write and report it again, without end.
     public static var handler: (@Sendable (WLStorageError) -> Void)? {
         get { handlerBox.withLock { $0 } }
-        set { handlerBox.withLock { $0 = newValue } }
+        set {
+            // The old handler is released after the lock: releasing a closure can run user code.
+            let old = handlerBox.withLock { handler in
+                defer { handler = newValue }
+                return handler
+            }
+            _ = old
+        }
     }
 
     static func report(_ error: WLStorageError) {

@@ -100,6 +100,8 @@ case "slow":
     // The flush takes a while, so that a second signal arrives while it runs.
     let backer = SlowBacker(directory: directory, key: key)
     let stored = WLStorage(defaultValueClosure: { "" }, flushInterval: 3_600, backer: backer)
+    // The first change is written at once (the throttle's leading edge); the second stays pending for an hour.
+    stored.wrappedValue = "first"
     stored.flush()
     stored.wrappedValue = value
     say("ready")

@@ -19,7 +19,7 @@ import WLStorage
 func watch(
     key: String, fileName: String, in directory: StorageDirectory, count: Int?
 ) throws(ToolFailure) -> Never {
-    try library { () throws(WLStorageError) in try directory.create() }
+    _ = try library { () throws(WLStorageError) in try directory.create() }
 
     // SIGINT and SIGTERM end the tool by their default action. A parent may have started it with them blocked,
     // and Dispatch's threads block every signal, so unblock them on this thread, which waits in dispatchMain().

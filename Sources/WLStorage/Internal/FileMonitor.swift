@@ -7,15 +7,25 @@ import Synchronization
     import Musl
 #endif
 
-/// Tells file-backed storages when another program replaced their file.
+/// Tells file-backed storages when another program changed their file.
 ///
 /// One inotify descriptor for the process, read by a Dispatch source on one labelled serial queue, with one watch
-/// per storage directory for `IN_MOVED_TO` (an atomic replace arrives as a rename into the directory) and
-/// `IN_CLOSE_WRITE` (a program that writes the file in place). An event names a file; the registry finds the live
-/// cell of that file, which reads the file and adopts the value unless it is its own write, and explicit
-/// subscribers (the command-line tool's `watch`) are called. When inotify is not available (no descriptor, or no
-/// watch left), the directory is polled every half second instead. A directory that is removed is polled until it
-/// exists again, and then watched again.
+/// per storage directory for `IN_MOVED_TO` (an atomic replace arrives as a rename into the directory),
+/// `IN_CLOSE_WRITE` (a program that writes the file in place), and `IN_DELETE` and `IN_MOVED_FROM` (a removal). An
+/// event names a file; the registry finds the live cell of that file, which reads the file and adopts the value
+/// unless it is a version it wrote or read, and explicit subscribers (the command-line tool's `watch`) are called.
+///
+/// A directory is watched while a storage or a subscriber uses it, counted by ``watch(_:inotify:)`` and
+/// ``unwatch(_:)``; when the last one goes, so do its watch and any polling of it, so the process keeps no inotify
+/// watch (a per-user resource) and no timer for directories it no longer uses.
+///
+/// A directory's path is followed, not pinned: when a symlink in the path is replaced (`ln -sfn`, `mv -T`, as
+/// deployments do), the parent directory of the symlink, watched too, reports it; the directory is then watched
+/// where the path leads now, its cells are keyed by the new directory, and each checks its file there. When inotify
+/// is not available (no descriptor, or no watch left), or the directory is missing, the path is polled every half
+/// second until it can be watched.
+///
+/// The lock guards the tables only: cells and subscribers are called, and subscribers released, outside it.
 package final class FileMonitor: Sendable {
     package static let shared = FileMonitor()
 
@@ -33,26 +43,58 @@ package final class FileMonitor: Sendable {
         let handler: @Sendable (Event) -> Void
     }
 
+    /// A directory path in use.
+    private struct WatchedPath {
+        var users = 0
+        /// The inotify watch of the directory the path leads to, or `nil` while the path is polled.
+        var watch: Int32?
+        /// What the path led to when it was last looked at.
+        var identity: DirectoryIdentity?
+        /// Polled whatever happens (tests of the fallback).
+        var pollOnly = false
+        /// The watches of the directories holding the symlinks of the path, which report the symlinks' replacement.
+        var linkWatches: Set<Int32> = []
+    }
+
+    /// What one inotify watch stands for.
+    private struct WatchUse {
+        /// The directory paths that lead to the watched directory.
+        var paths: Set<String> = []
+        /// Symlinks in the watched directory that paths go through: (the symlink's name, the path).
+        var links: [(name: String, path: String)] = []
+        var identity: DirectoryIdentity?
+    }
+
     private struct State {
         var descriptor: Int32 = -1
         var inotifyFailed = false
         var source: (any DispatchSourceRead)?
-        /// The paths each watch was added under: two paths of one directory (a symlink, a bind mount) share a watch.
-        var watches: [Int32: Set<String>] = [:]
-        var watchedPaths: [String: Int32] = [:]
-        var polledPaths: Set<String> = []
-        /// Paths that are polled whatever happens (tests of the fallback).
-        var pollOnly: Set<String> = []
+        var paths: [String: WatchedPath] = [:]
+        var watches: [Int32: WatchUse] = [:]
         var pollTimer: (any DispatchSourceTimer)?
         var subscribers: [UInt64: Subscriber] = [:]
         var nextSubscriber: UInt64 = 0
+
+        var polledPaths: [String] { paths.compactMap { $0.value.watch == nil ? $0.key : nil } }
     }
 
     private let state = Lock(State())
     private let queue = DispatchQueue(label: "WLStorage.monitor")
+    /// Counts the batches of events that named files, so that a storage can tell whether one came while it was being
+    /// created and check its file again.
+    private let eventGeneration = Atomic<UInt64>(0)
+
+    /// The number of event batches that named a file so far.
+    var generation: UInt64 { eventGeneration.load(ordering: .sequentiallyConsistent) }
+
+    private static let mask =
+        UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE)
+        | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_ONLYDIR)
+
+    // MARK: Uses
 
     /// Calls `handler` on the monitor's queue whenever the file `fileName` in `directory` may have changed, until
-    /// ``unsubscribe(_:)``. Watches the directory if it is not watched yet.
+    /// ``unsubscribe(_:)``. Watches the directory meanwhile.
     package func subscribe(
         to fileName: String, in directory: StorageDirectory, _ handler: @escaping @Sendable (Event) -> Void
     ) -> UInt64 {
@@ -66,40 +108,115 @@ package final class FileMonitor: Sendable {
     }
 
     package func unsubscribe(_ id: UInt64) {
-        state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+        let removed = state.withLock { $0.subscribers.removeValue(forKey: id) }
+        if let removed { unwatch(StorageDirectory(path: removed.directory)) }
+        // `removed`, with the subscriber's handler, is released here, outside the lock.
     }
 
-    /// Starts watching `directory`, once; later calls for the same directory do nothing. With `inotify` off (tests
-    /// of the fallback), the directory is polled.
+    /// Starts one use of `directory`, watching it if it is not watched yet. With `inotify` off (tests of the
+    /// fallback), the directory is polled. Balance each call with ``unwatch(_:)``.
     func watch(_ directory: StorageDirectory, inotify: Bool = true) {
         state.withLock { state in
             let path = directory.path
-            guard state.watchedPaths[path] == nil, !state.polledPaths.contains(path) else { return }
-            if !inotify { state.pollOnly.insert(path) }
-            if !inotify || !addWatch(path, &state) {
-                state.polledPaths.insert(path)
-                startPolling(&state)
-            }
+            state.paths[path, default: WatchedPath()].users += 1
+            guard state.paths[path]?.users == 1 else { return }
+            state.paths[path]?.pollOnly = !inotify
+            attach(path, &state)
         }
     }
 
-    /// Adds an inotify watch for `path`. Returns `false` when inotify is unavailable or the directory is missing.
-    private func addWatch(_ path: String, _ state: inout State) -> Bool {
-        if state.descriptor < 0 && !state.inotifyFailed { start(&state) }
-        guard state.descriptor >= 0 else { return false }
-        let mask =
-            UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE)
-            | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF) | UInt32(IN_ONLYDIR)
-        let watch = inotify_add_watch(state.descriptor, path, mask)
-        guard watch >= 0 else { return false }
-        state.watches[watch, default: []].insert(path)
-        state.watchedPaths[path] = watch
-        return true
+    /// Ends one use of `directory`. With the last, its watches and its polling end.
+    func unwatch(_ directory: StorageDirectory) {
+        state.withLock { state in
+            let path = directory.path
+            guard let users = state.paths[path]?.users else { return }
+            guard users <= 1 else {
+                state.paths[path]?.users = users - 1
+                return
+            }
+            detach(path, &state)
+            state.paths[path] = nil
+            stopPollingIfIdle(&state)
+        }
     }
 
     /// Whether `directory` is polled rather than watched with inotify.
     func isPolled(_ directory: StorageDirectory) -> Bool {
-        state.withLock { $0.polledPaths.contains(directory.path) }
+        state.withLock { state in state.paths[directory.path].map { $0.watch == nil } ?? false }
+    }
+
+    /// The number of inotify watches and of polled paths (for tests).
+    var counts: (watches: Int, polled: Int, paths: Int) {
+        state.withLock { ($0.watches.count, $0.polledPaths.count, $0.paths.count) }
+    }
+
+    // MARK: Watches
+
+    /// Watches the directory `path` leads to and the directories of the symlinks on the way, or polls the path.
+    /// Returns the directory's identity, `nil` when it cannot be reached.
+    @discardableResult
+    private func attach(_ path: String, _ state: inout State) -> DirectoryIdentity? {
+        let identity = try? StorageDirectory(path: path).identity()
+        state.paths[path]?.identity = identity
+        let pollOnly = state.paths[path]?.pollOnly ?? false
+        if !pollOnly, identity != nil, let watch = addWatch(path, &state) {
+            state.paths[path]?.watch = watch
+            state.watches[watch, default: WatchUse()].paths.insert(path)
+            state.watches[watch]?.identity = identity
+            for (parent, name) in symlinks(in: path) {
+                guard let linkWatch = addWatch(parent, &state) else { continue }
+                state.watches[linkWatch, default: WatchUse()].links.append((name, path))
+                state.paths[path]?.linkWatches.insert(linkWatch)
+            }
+        } else {
+            state.paths[path]?.watch = nil
+            startPolling(&state)
+        }
+        return identity
+    }
+
+    /// Drops the watches `path` holds; a watch no other path uses is removed.
+    private func detach(_ path: String, _ state: inout State) {
+        guard let watched = state.paths[path] else { return }
+        if let watch = watched.watch {
+            state.watches[watch]?.paths.remove(path)
+            removeIfUnused(watch, &state)
+        }
+        for linkWatch in watched.linkWatches {
+            state.watches[linkWatch]?.links.removeAll { $0.path == path }
+            removeIfUnused(linkWatch, &state)
+        }
+        state.paths[path]?.watch = nil
+        state.paths[path]?.linkWatches = []
+    }
+
+    private func removeIfUnused(_ watch: Int32, _ state: inout State) {
+        guard let use = state.watches[watch], use.paths.isEmpty, use.links.isEmpty else { return }
+        state.watches[watch] = nil
+        _ = inotify_rm_watch(state.descriptor, watch)
+    }
+
+    /// Adds (or finds) the inotify watch of the directory at `path`. `nil` when inotify is unavailable or the
+    /// directory is missing.
+    private func addWatch(_ path: String, _ state: inout State) -> Int32? {
+        if state.descriptor < 0 && !state.inotifyFailed { start(&state) }
+        guard state.descriptor >= 0 else { return nil }
+        let watch = inotify_add_watch(state.descriptor, path, Self.mask)
+        return watch >= 0 ? watch : nil
+    }
+
+    /// The symlinks among the components of `path`: for each, the directory that holds it and its name.
+    private func symlinks(in path: String) -> [(parent: String, name: String)] {
+        var found: [(String, String)] = []
+        var prefix = ""
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            let parent = prefix.isEmpty ? "/" : prefix
+            prefix += "/" + component
+            var status = stat()
+            guard lstat(prefix, &status) == 0 else { break }
+            if (status.st_mode & S_IFMT) == S_IFLNK { found.append((parent, String(component))) }
+        }
+        return found
     }
 
     private func start(_ state: inout State) {
@@ -115,6 +232,8 @@ package final class FileMonitor: Sendable {
         state.source = source
     }
 
+    // MARK: Polling
+
     private func startPolling(_ state: inout State) {
         guard state.pollTimer == nil else { return }
         let timer = DispatchSource.makeTimerSource(queue: queue)
@@ -124,34 +243,51 @@ package final class FileMonitor: Sendable {
         state.pollTimer = timer
     }
 
-    private func poll() {
-        // A directory that is back (it was removed, or inotify had no watch left) gets its watch again, and its files
-        // are checked once more for what changed while nothing watched them.
-        let (rewatched, polled) = state.withLock { state -> (Set<String>, Set<String>) in
-            var rewatched: Set<String> = []
-            for path in state.polledPaths.subtracting(state.pollOnly) where addWatch(path, &state) {
-                state.polledPaths.remove(path)
-                rewatched.insert(path)
-            }
-            return (rewatched, state.polledPaths)
-        }
-        let checked = rewatched.union(polled)
-        guard !checked.isEmpty else { return }
-        for cell in StorageRegistry.shared.liveCells() {
-            guard let fileKey = cell.fileKey, checked.contains(fileKey.directory) else { continue }
-            cell.checkForExternalChange()
-        }
-        for subscriber in subscribers(where: { checked.contains($0.directory) }) {
-            subscriber.handler(.changed)
-        }
+    private func stopPollingIfIdle(_ state: inout State) {
+        guard state.polledPaths.isEmpty, let timer = state.pollTimer else { return }
+        timer.cancel()
+        state.pollTimer = nil
     }
+
+    private func poll() {
+        // A path that can be watched again (its directory is back, or a watch is free) gets its watch, and the files
+        // of every polled path are checked for what changed while nothing watched them.
+        let (checked, moved) = state.withLock { state -> ([String], [(String, DirectoryIdentity)]) in
+            var moved: [(String, DirectoryIdentity)] = []
+            let polled = state.polledPaths
+            for path in polled {
+                let before = state.paths[path]?.identity
+                if let identity = attach(path, &state), identity != before { moved.append((path, identity)) }
+            }
+            stopPollingIfIdle(&state)
+            return (polled, moved)
+        }
+        guard !checked.isEmpty else { return }
+        for (path, identity) in moved { directoryMoved(path, to: identity) }
+        for path in checked {
+            for cell in StorageRegistry.shared.cells(inDirectoryAt: path) { cell.checkForExternalChange() }
+        }
+        let paths = Set(checked)
+        for subscriber in subscribers(where: { paths.contains($0.directory) }) { subscriber.handler(.changed) }
+    }
+
+    /// The path's directory is another one now: cells are keyed by the new one, and the next write prepares it.
+    private func directoryMoved(_ path: String, to identity: DirectoryIdentity) {
+        DirectoryTable.forget(StorageDirectory(path: path))
+        StorageRegistry.shared.directoryChanged(path: path, to: identity)
+    }
+
+    // MARK: Events
 
     /// Reads every queued inotify event and hands each change of a storage file to its cell and subscribers.
     private func readEvents(_ descriptor: Int32) {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         var changed: Set<FileKey> = []
+        var changedNames: Set<[String]> = []
         var gone: Set<String> = []
+        var relinked: Set<String> = []
         var overflowed = false
+        var events: [(watch: Int32, mask: UInt32, name: String)] = []
         while true {
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
@@ -164,52 +300,74 @@ package final class FileMonitor: Sendable {
                     let nameBytes = bytes[(offset + header)..<min(count, offset + header + Int(event.len))]
                     let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
                     offset += header + Int(event.len)
-                    if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
-                    let paths = directoryPaths(of: event.wd)
-                    if event.mask & (UInt32(IN_IGNORED) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)) != 0 {
-                        forget(event.wd)
-                        gone.formUnion(paths)
-                    } else if !name.isEmpty && FileName.isPlain(name) {
-                        for path in paths { changed.insert(FileKey(directory: path, name: name)) }
-                    }
+                    events.append((event.wd, event.mask, name))
                 }
             }
         }
-        let registry = StorageRegistry.shared
+        state.withLock { state in
+            for event in events {
+                if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
+                guard let use = state.watches[event.watch] else { continue }
+                if event.mask & (UInt32(IN_IGNORED) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)) != 0 {
+                    // The directory went away: its paths are polled until it is back, and re-resolved then.
+                    gone.formUnion(use.paths)
+                    for path in use.paths { detach(path, &state) }
+                    for link in use.links { relinked.insert(link.path) }
+                    state.watches[event.watch] = nil
+                    if event.mask & UInt32(IN_IGNORED) == 0 { _ = inotify_rm_watch(state.descriptor, event.watch) }
+                    continue
+                }
+                guard !event.name.isEmpty else { continue }
+                for link in use.links where link.name == event.name { relinked.insert(link.path) }
+                if !use.paths.isEmpty, FileName.isKeyFileName(event.name) {
+                    if let identity = use.identity { changed.insert(FileKey(directory: identity, name: event.name)) }
+                    for path in use.paths { changedNames.insert([path, event.name]) }
+                }
+            }
+            for path in gone where state.paths[path] != nil {
+                state.paths[path]?.watch = nil
+                startPolling(&state)
+            }
+        }
+        if !changed.isEmpty || overflowed { eventGeneration.add(1, ordering: .sequentiallyConsistent) }
+
         for subscriber in subscribers(where: { gone.contains($0.directory) }) {
             subscriber.handler(.directoryGone)
         }
+        for path in relinked.subtracting(gone) { reresolve(path) }
+        let registry = StorageRegistry.shared
         if overflowed {
             // Events were lost: every file-backed cell and every subscriber checks its file.
-            for cell in registry.liveCells() where cell.fileKey != nil { cell.checkForExternalChange() }
+            for cell in registry.liveCells() where cell.directory != nil { cell.checkForExternalChange() }
             for subscriber in subscribers(where: { !gone.contains($0.directory) }) { subscriber.handler(.changed) }
             return
         }
         for fileKey in changed {
-            registry.cell(forFileKey: fileKey)?.checkForExternalChange()
+            registry.cell(forFile: fileKey)?.checkForExternalChange()
         }
-        let changedSubscribers = subscribers { changed.contains(FileKey(directory: $0.directory, name: $0.fileName)) }
-        for subscriber in changedSubscribers { subscriber.handler(.changed) }
+        for subscriber in subscribers(where: { changedNames.contains([$0.directory, $0.fileName]) }) {
+            subscriber.handler(.changed)
+        }
+    }
+
+    /// A symlink on the way to `path` was replaced or removed: watch where the path leads now, and when that is
+    /// another directory, move the path's cells there and have each check its file.
+    private func reresolve(_ path: String) {
+        let (before, after) = state.withLock { state -> (DirectoryIdentity?, DirectoryIdentity?) in
+            guard state.paths[path] != nil else { return (nil, nil) }
+            let before = state.paths[path]?.identity
+            detach(path, &state)
+            return (before, attach(path, &state))
+        }
+        guard let after else { return }
+        if after != before { directoryMoved(path, to: after) }
+        // Checked even when the path leads to the same directory: its watch was made anew, and an event in between
+        // would be lost.
+        for cell in StorageRegistry.shared.cells(inDirectoryAt: path) { cell.checkForExternalChange() }
+        for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.changed) }
     }
 
     private func subscribers(where included: (Subscriber) -> Bool) -> [Subscriber] {
         state.withLock { state in state.subscribers.values.filter(included) }
-    }
-
-    private func directoryPaths(of watch: Int32) -> Set<String> {
-        state.withLock { $0.watches[watch] ?? [] }
-    }
-
-    /// Drops a watch whose directory went away, and polls its paths until the directory is back.
-    private func forget(_ watch: Int32) {
-        state.withLock { state in
-            guard let paths = state.watches.removeValue(forKey: watch) else { return }
-            _ = inotify_rm_watch(state.descriptor, watch)
-            for path in paths where state.watchedPaths[path] == watch {
-                state.watchedPaths[path] = nil
-                state.polledPaths.insert(path)
-            }
-            startPolling(&state)
-        }
     }
 }

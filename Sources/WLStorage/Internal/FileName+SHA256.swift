@@ -2,10 +2,15 @@ internal import CWLStorageOpenSSL
 
 /// How a key becomes a file name inside the storage directory.
 ///
-/// A key that is 1 to 127 bytes of `[A-Za-z0-9._-]`, and not `.` or `..`, is its own file name. Any other key
-/// is stored under the lowercase hex SHA-256 of its UTF-8 bytes (64 characters). Neither form can contain a
-/// `/` or a `~`, so no key escapes the directory, and names with a `~` are free for temporary and moved-aside
-/// files.
+/// A key that is 1 to 127 bytes of `[A-Za-z0-9._-]`, and is neither `.`, `..` nor 64 lowercase hex digits, is its
+/// own file name. Any other key is stored under the lowercase hex SHA-256 of its UTF-8 bytes (64 characters). So keys
+/// and file names correspond one to one: a plain key can never name the file of a hashed one. Neither form can
+/// contain a `/` or a `~`, so no key escapes the directory, and names with a `~` are free for temporary and
+/// moved-aside files.
+///
+/// Keys are compared as their UTF-8 bytes, as file names are: two strings that Swift calls equal but that are
+/// spelled with different bytes (`"café"` with a precomposed `é` and with `e` and a combining accent) are two keys
+/// with two files.
 package enum FileName {
     /// The longest key, in bytes, that is used as a file name as it is.
     package static let maximumPlainLength = 127
@@ -19,17 +24,34 @@ package enum FileName {
     package static func isPlain(_ key: String) -> Bool {
         let utf8 = key.utf8
         guard (1...maximumPlainLength).contains(utf8.count), key != ".", key != ".." else { return false }
-        return utf8.allSatisfy(isPlainByte)
+        return utf8.allSatisfy(isPlainByte) && !isDigest(key)
     }
 
-    /// Whether `name` has the form of a hashed key's file name: 64 lowercase hex digits. (A plain key can have that
-    /// form too; the name alone cannot tell them apart.)
+    /// Whether `name` is a name the file of some key has: a plain key or a digest.
+    package static func isKeyFileName(_ name: String) -> Bool {
+        isPlain(name) || isDigest(name)
+    }
+
+    /// Whether `name` has the form of a hashed key's file name: 64 lowercase hex digits. No plain key has that form.
     package static func isDigest(_ name: String) -> Bool {
-        name.utf8.count == 64
-            && name.utf8.allSatisfy { byte in
-                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
-                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+        name.utf8.count == 64 && name.utf8.allSatisfy(isLowercaseHexDigit)
+    }
+
+    @inline(__always)
+    package static func isLowercaseHexDigit(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// `value` as 16 lowercase hex digits.
+    package static func hex(of value: UInt64) -> String {
+        String(unsafeUninitializedCapacity: 16) { buffer in
+            for index in 0..<16 {
+                buffer[index] = hexDigits[Int((value >> (60 - 4 * UInt64(index))) & 0x0f)]
             }
+            return 16
+        }
     }
 
     @inline(__always)

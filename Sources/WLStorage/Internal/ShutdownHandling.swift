@@ -11,9 +11,14 @@ import Synchronization
 /// for SIGTERM, SIGINT and SIGHUP on one labelled serial queue.
 ///
 /// Both are installed once, when the first storage is created, which returns once the sources are registered. A
-/// signal whose disposition the program had already changed (ignored, or a handler of its own) is left alone. On a signal the handler flushes every live storage,
-/// then ends the program by that signal's default action, so a shell reports 128 + the signal number. A second
-/// signal during the flush waits its turn on the queue: the flush completes and the program ends by the first.
+/// signal whose disposition the program had already changed (ignored, or a handler of its own) is left alone. On a
+/// signal the handler flushes every live storage, then ends the program by that signal's default action, so a shell
+/// reports 128 + the signal number. A second signal during the flush waits its turn on the queue: the flush completes
+/// and the program ends by the first.
+///
+/// Sources, once registered, are never cancelled: libdispatch on Linux installs its process-wide handler for a signal
+/// only when the first source for it is registered, so a source cancelled and made again would never fire. Turning
+/// the handling off (``WLStorage/flushesOnSignals``) is a flag the handler reads.
 enum ShutdownHandling {
     static let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
 
@@ -51,14 +56,13 @@ enum ShutdownHandling {
                 state.signalHandlersWanted = newValue
                 return state.started
             }
-            guard started else { return }
-            if newValue { installSignalHandlers() } else { removeSignalHandlers() }
+            if started && newValue { installSignalHandlers() }
         }
     }
 
     static func flushEverything() {
         for cell in StorageRegistry.shared.liveCells() {
-            cell.flush()
+            cell.flushAll()
         }
     }
 
@@ -73,6 +77,8 @@ enum ShutdownHandling {
                 // SIG_IGN beforehand, since an ignored signal that arrives before registration is discarded.
                 let source = DispatchSource.makeSignalSource(signal: signal, queue: queue)
                 source.setEventHandler {
+                    // Turned off: the program handles the signal itself (a Dispatch source of its own sees it too).
+                    guard signalHandlersWanted else { return }
                     flushEverything()
                     endProgram(by: signal)
                 }
@@ -84,16 +90,6 @@ enum ShutdownHandling {
         }
         // Return once the signals are handled, so that a signal sent right after the first storage is flushed.
         _ = registered.wait(timeout: .now() + 5)
-    }
-
-    private static func removeSignalHandlers() {
-        state.withLock { state in
-            for (signal, source) in state.sources {
-                source.cancel()
-                Glibc.signal(signal, SIG_DFL)
-            }
-            state.sources = [:]
-        }
     }
 
     private static func hasDefaultDisposition(_ signal: Int32) -> Bool {
@@ -139,8 +135,14 @@ extension WLStorage where T == Never {
     /// disposition the program set before the first storage (ignored, or a handler) is left alone either way.
     /// Storages are flushed at normal exit (`exit()`, a return from `main`) whatever this says.
     ///
-    /// - Important: Setting it to `false` after the first storage removes the package's signal sources and restores
-    ///   the signals' default action.
+    /// It can be turned off and on again at any time; set to `true` after being `false` from the start, it installs
+    /// the handlers then.
+    ///
+    /// - Important: Set to `false` after the first storage, the package stops acting on these signals, but the
+    ///   signals stay handled through Dispatch (libdispatch cannot give a signal back to its default action and take
+    ///   it again later). The program must then handle them itself, with a Dispatch signal source of its own or
+    ///   `sigaction`; if it does not, they do nothing. To keep the default action, set it to `false` before the
+    ///   first storage is created.
     public static var flushesOnSignals: Bool {
         get { ShutdownHandling.signalHandlersWanted }
         set { ShutdownHandling.signalHandlersWanted = newValue }

@@ -1,61 +1,25 @@
 import Observation
 import Synchronization
 
-/// What the memory cell guards: the value, its version and the throttle, with the rarely used parts boxed.
-@usableFromInline
-struct CellState<T: Sendable>: Sendable {
-    @usableFromInline var value: T
-    /// Incremented on every change; the value is pending while it differs from `writtenVersion`.
-    @usableFromInline var version: UInt64 = 0
-    var writtenVersion: UInt64 = 0
-    @usableFromInline var throttle: WriteThrottle
-    @usableFromInline var hasListeners = false
-    /// Listeners, the last error and counters: allocated when first needed, so an idle cell stays small.
-    var extras: CellExtras<T>?
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
-    init(value: T, throttle: WriteThrottle) {
-        self.value = value
-        self.throttle = throttle
-    }
-
-    var isPending: Bool { version != writtenVersion }
-
-    mutating func withExtras<R>(_ body: (CellExtras<T>) -> R) -> R {
-        if let extras { return body(extras) }
-        let made = CellExtras<T>()
-        extras = made
-        return body(made)
-    }
-
-    /// Hands the current value to every listener. Listeners only enqueue (a continuation's `yield`, a queue's
-    /// `async`), so calling them under the lock is safe and keeps their deliveries in the order of the changes.
-    @usableFromInline
-    func notifyListeners() {
-        guard let listeners = extras?.listeners else { return }
-        for listener in listeners.values { listener(value) }
-    }
-
-    /// Starts a write of the pending value, if any: disarms the throttle and returns the value and its version.
-    mutating func beginWrite(now: UInt64) -> (value: T, version: UInt64)? {
-        guard isPending else {
-            // A tick can be armed with nothing pending (a set's tick armed just after a flush wrote its value);
-            // leaving it armed would keep every later change from arming one.
-            throttle.disarm()
-            return nil
-        }
-        throttle.writeStarts(now: now)
-        return (value, version)
-    }
-}
-
-/// The parts of a cell's state that most cells never use.
-final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written only under the cell's state lock
-    var listeners: [UInt64: @Sendable (T) -> Void] = [:]
-    var nextListenerID: UInt64 = 0
-    var lastError: WLStorageError?
-    /// How many times the file was checked for another program's change (for tests).
-    var externalChecks = 0
-}
+// Locks, and what they guard:
+//
+// - `StorageCell.state` guards a cell's ``CellState``: the value, its versions, the throttle, what is known of the
+//   stored value, which thread runs the cell's job, and the boxed extras (listeners, waiting flushes, flags).
+//
+// Every lock of the package is a leaf: none is held while another is taken, while a backer or an observer runs,
+// or while a user object (closure, continuation, backer, storage) is released. A value, closure or cell that leaves
+// a locked state is moved out and released after the lock. The one thing called under a cell's lock is its
+// listeners, package closures that only enqueue (`yield`, `DispatchQueue.async`).
+//
+// A cell runs one job on its backer at a time: a write, the save of a default, a read after a failed one, or a
+// check for another program's change. The thread that runs it marks the cell busy (`busyThread`) under the lock and
+// runs the job outside it; others who need the backer wait (`flush()`) or leave the work to it (ticks, checks).
 
 /// What every cell is observed through, whatever its value type: one registrar each, and one key path for all.
 ///
@@ -73,29 +37,49 @@ class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the 
 
 /// One value in memory, shared by every ``WLStorage`` of the same file in this process.
 ///
-/// Gets and sets take `state`, a ``Lock``, for a few nanoseconds. Disk work runs off the caller's thread, one write
-/// at a time per cell under `diskLock`, which only ``flush()`` waits for. No lock is held while user code runs:
-/// observers are notified by the registrar outside `state`, and errors are reported outside `diskLock`.
+/// Gets and sets take `state`, a ``Lock``, for a few nanoseconds. Backer calls run off the caller's thread, one at a
+/// time per cell, and only ``flush()`` waits for them.
 @usableFromInline
-final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendable {  // state: `state`, disk: `diskLock`
+final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendable {  // state: `state`
     @usableFromInline let state: Lock<CellState<T>>
-    private let diskLock = Lock<Void>(())
     let backer: any WLStorageBacker<T>
+    /// The same backer when it is the file backer, whose extra powers the cell uses: saving a default without
+    /// replacing anything, and reading other programs' changes.
+    let fileBacker: WLStorageDefaultBacker<T>?
     let scheduler: any WriteScheduler
+    /// The value a removal returns to.
+    let defaultValue: T
 
-    init(value: T, backer: any WLStorageBacker<T>, interval: UInt64?, scheduler: any WriteScheduler) {
-        self.state = Lock(CellState(value: value, throttle: WriteThrottle(interval: interval)))
+    init(
+        value: T, stored: StoredState, defaultValue: T, backer: any WLStorageBacker<T>, interval: UInt64?,
+        scheduler: any WriteScheduler
+    ) {
+        self.state = Lock(CellState(value: value, stored: stored, throttle: WriteThrottle(interval: interval)))
         self.backer = backer
+        self.fileBacker = backer as? WLStorageDefaultBacker<T>
         self.scheduler = scheduler
+        self.defaultValue = defaultValue
     }
 
-    /// The file this cell stands for, when its backer is a file: its key in the process-wide registry.
-    var fileKey: FileKey? {
-        (backer as? any FileBacker)?.fileKey
+    /// The directory this cell's file is in, when its backer is the file backer.
+    var directory: StorageDirectory? { fileBacker?.directory }
+
+    /// The file's name in ``directory``.
+    var fileName: String? { fileBacker?.fileName }
+
+    /// Whether the cell watches its directory for other programs' changes (set once, when it is registered).
+    private let watching = Atomic<Bool>(false)
+
+    /// Starts watching the directory on behalf of this cell; the watch ends with the cell.
+    func adoptWatch() {
+        watching.store(true, ordering: .relaxed)
     }
 
     deinit {
-        StorageRegistry.shared.unregister(ObjectIdentifier(self), fileKey: fileKey)
+        StorageRegistry.shared.unregister(ObjectIdentifier(self))
+        if watching.load(ordering: .relaxed), let directory {
+            FileMonitor.shared.unwatch(directory)
+        }
     }
 
     // MARK: Memory
@@ -109,23 +93,16 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     @inlinable
     func set(_ newValue: T) {
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
+            // The old value is swapped out and released after the lock: its deinit, if it has one, is user code.
+            var value = newValue
             let needsTick = state.withLock { state in
-                state.value = newValue
+                swap(&state.value, &value)
                 state.version &+= 1
                 if state.hasListeners { state.notifyListeners() }
                 return state.throttle.needsTick
             }
             if needsTick { armTick() }
         }
-    }
-
-    /// Marks the current value as pending, so that it is written like a change.
-    func markPending() {
-        let needsTick = state.withLock { state in
-            state.version &+= 1
-            return state.throttle.needsTick
-        }
-        if needsTick { armTick() }
     }
 
     var lastError: WLStorageError? {
@@ -159,24 +136,28 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         }
     }
 
+    /// Removes a listener. The listener is released after the lock: it may hold the last reference to a storage of
+    /// this very cell, whose deinit flushes.
     func removeListener(_ id: UInt64) {
-        state.withLock { state in
-            guard let extras = state.extras else { return }
-            extras.listeners[id] = nil
+        let removed = state.withLock { state -> (@Sendable (T) -> Void)? in
+            guard let extras = state.extras else { return nil }
+            let removed = extras.listeners.removeValue(forKey: id)
             state.hasListeners = !extras.listeners.isEmpty
+            return removed
         }
+        _ = removed
     }
 
     var listenerCount: Int {
         state.withLock { $0.extras?.listeners.count ?? 0 }
     }
 
-    // MARK: Disk
+    // MARK: Ticks
 
     @usableFromInline
-    func armTick() {
+    func armTick(force: Bool = false) {
         let now = scheduler.now
-        guard let tick = state.withLock({ $0.throttle.arm(now: now) }) else { return }
+        guard let tick = state.withLock({ $0.throttle.arm(now: now, force: force) }) else { return }
         schedule(tick)
     }
 
@@ -187,97 +168,239 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     private func runTick(_ token: UInt32) {
-        // A stale tick leaves at once rather than wait for the disk lock behind a slow write.
-        guard state.withLock({ $0.throttle.isCurrent(token) }) else { return }
-        let failure = diskLock.withLock { _ -> WLStorageError? in
-            let now = scheduler.now
-            let job = state.withLock { state -> (value: T, version: UInt64)? in
-                guard state.throttle.isCurrent(token) else { return nil }
-                return state.beginWrite(now: now)
-            }
-            return job.flatMap(write)
-        }
-        if let failure { handle(failure) }
-    }
-
-    /// Writes the pending value, if any, and returns when it is written or has failed. Waits for a write in
-    /// flight first. Concurrent flushes take turns.
-    func flush() {
-        let failure = diskLock.withLock { _ -> WLStorageError? in
-            let now = scheduler.now
-            return state.withLock { $0.beginWrite(now: now) }.flatMap(write)
-        }
-        if let failure { handle(failure) }
-    }
-
-    /// Calls the backer. Runs under `diskLock`, never under `state`.
-    private func write(_ job: (value: T, version: UInt64)) -> WLStorageError? {
-        do {
-            try backer.write(value: job.value)
-        } catch {
-            return WLStorageError(wrapping: error, key: backer.key)
-        }
-        state.withLock { state in
-            state.writtenVersion = max(state.writtenVersion, job.version)
-            state.throttle.writeEnded(succeeded: true)
-            state.extras?.lastError = nil
-        }
-        return nil
-    }
-
-    /// Keeps the value pending, reports the error, and arms a retry when automatic writes are on.
-    private func handle(_ failure: WLStorageError) {
+        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         let now = scheduler.now
-        let retry = state.withLock { state in
-            state.withExtras { $0.lastError = failure }
-            state.throttle.writeEnded(succeeded: false)
-            return state.isPending ? state.throttle.arm(now: now) : nil
-        }
-        WLStorageError.report(failure)
-        if let retry { schedule(retry) }
-    }
-}
-
-extension StorageCell: RegisteredCell {
-    /// Reads the file if another program replaced it, and adopts the value unless a local change is pending.
-    ///
-    /// Runs under `diskLock`, so a write of this cell in flight has finished and recorded its file version first:
-    /// the cell's own writes are recognised and never come back as changes.
-    func checkForExternalChange() {
-        guard let fileBacker = backer as? WLStorageDefaultBacker<T> else { return }
-        let change = diskLock.withLock { _ in
-            // The version is taken with the value, under the disk lock: a local change made after this point,
-            // even one already written by the time the value is adopted, is newer and wins.
-            let version = state.withLock { $0.version }
-            return Result { () throws(WLStorageError) in try fileBacker.readExternalChange() }.map { ($0, version) }
-        }
-        switch change {
-        case .failure(let error):
-            record(error)
-        case .success((let value?, let version)):
-            adoptExternal(value, ifStillAt: version)
-        case .success((nil, _)):
-            break
-        }
-        state.withLock { $0.withExtras { $0.externalChecks += 1 } }
+        guard let job = state.withLock({ $0.startTick(token, on: thread, now: now) }) else { return }
+        run(job, chaining: true)
     }
 
-    /// Takes another program's value. Last writer wins, by the time of the write: a local change still pending, or
-    /// made since the outside value was read, is written after it, so the local value is kept.
-    private func adoptExternal(_ value: T, ifStillAt version: UInt64) {
-        func isCurrent(_ state: CellState<T>) -> Bool { !state.isPending && state.version == version }
-        guard state.withLock({ isCurrent($0) }) else { return }
-        registrar.withMutation(of: self, keyPath: valueKeyPath) {
-            state.withLock { state in
-                guard isCurrent(state) else { return }
-                state.value = value
-                if state.hasListeners { state.notifyListeners() }
+    // MARK: Flush
+
+    /// How a flush ended.
+    enum FlushResult {
+        /// Everything set before the flush is written (or nothing was pending).
+        case done
+        /// A write failed; the value stays pending and the error was reported.
+        case failed
+        /// The flush was called from inside this cell's own job (its backer), which it would wait for forever.
+        case reentrant
+    }
+
+    /// A flush's next step.
+    private enum FlushStep {
+        case run(CellJob<T>)
+        case wait(WaitingFlush)
+        case done
+        case reentrant
+    }
+
+    /// Writes what was set before the call, and saves an unsaved default, then returns. Waits for a job in flight
+    /// first. Concurrent flushes take turns. Returns after the first failure.
+    @discardableResult
+    func flush() -> FlushResult {
+        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        var target: UInt64?
+        while true {
+            let now = scheduler.now
+            let step = state.withLock { state -> FlushStep in
+                let goal = target ?? state.version
+                target = goal
+                if state.busyThread == thread { return .reentrant }
+                if state.isBusy {
+                    let waiter = WaitingFlush()
+                    state.withExtras { $0.waiters.append(waiter) }
+                    return .wait(waiter)
+                }
+                return state.startWork(on: thread, now: now, upTo: goal).map(FlushStep.run) ?? .done
+            }
+            switch step {
+            case .done:
+                return .done
+            case .reentrant:
+                return .reentrant
+            case .wait(let waiter):
+                waiter.wait()
+            case .run(let job):
+                if !run(job, chaining: false) { return .failed }
             }
         }
+    }
+
+    /// The flush of `WLStorage.flush()`: a reentrant call is reported rather than left to hang.
+    func flushReportingMisuse() {
+        if flush() == .reentrant {
+            record(
+                WLStorageError(
+                    code: .reentrantCall,
+                    message: "flush() was called from inside this storage's own backer, whose write it would wait for;"
+                        + " it returned without writing",
+                    key: backer.key))
+        }
+    }
+
+    // MARK: Storages released
+
+    /// Called when a storage of this cell is released: flushes, and when work is left (the write failed, or the
+    /// release came from inside the cell's own job), has the registry keep the cell until the work is done, retrying
+    /// with the backoff whatever the flush interval.
+    func storageReleased() {
+        flush()
+        guard state.withLock({ $0.hasWork }) else { return }
+        StorageRegistry.shared.keep(self)
+        let now = scheduler.now
+        let (orphaned, tick) = state.withLock { state -> (Bool, (token: UInt32, delay: UInt64)?) in
+            guard state.hasWork else { return (false, nil) }
+            state.withExtras { $0.orphaned = true }
+            return (true, state.isBusy ? nil : state.throttle.arm(now: now, force: true))
+        }
+        if !orphaned { StorageRegistry.shared.letGo(self) }
+        if let tick { schedule(tick) }
+    }
+
+    // MARK: Outside changes
+
+    /// Reads the file if another program changed it, and adopts the value unless a local change is pending. When the
+    /// cell is busy, the check runs as soon as its job ends.
+    func checkForExternalChange() {
+        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        state.withLock { $0.withExtras { $0.externalChecks += 1 } }
+        guard let job = state.withLock({ $0.startCheck(on: thread) }) else { return }
+        run(job, chaining: true)
     }
 
     var externalChecks: Int {
         state.withLock { $0.extras?.externalChecks ?? 0 }
+    }
+
+    // MARK: Jobs
+
+    /// Runs `job`, and the jobs that follow from it at once, on this thread; the cell is busy on this thread
+    /// throughout. Returns whether the last job succeeded.
+    @discardableResult
+    private func run(_ first: CellJob<T>, chaining: Bool) -> Bool {
+        var job = first
+        while true {
+            let outcome = perform(job)
+            let now = scheduler.now
+            var effects = JobEffects<T>()
+            let adopts = outcome.mayChangeValue
+            let next: CellJob<T>?
+            if adopts {
+                var result: CellJob<T>?
+                registrar.withMutation(of: self, keyPath: valueKeyPath) {
+                    result = state.withLock { state in
+                        state.finish(
+                            job, outcome, defaultValue: defaultValue, now: now, chaining: chaining, effects: &effects)
+                    }
+                }
+                next = result
+            } else {
+                next = state.withLock { state in
+                    state.finish(
+                        job, outcome, defaultValue: defaultValue, now: now, chaining: chaining, effects: &effects)
+                }
+            }
+            perform(effects)
+            guard let next else { return !outcome.isFailure && !(job.isCreate && outcome.foundNothing) }
+            job = next
+        }
+    }
+
+    /// Calls the backer for `job`. Runs outside the lock, with the cell busy on this thread.
+    private func perform(_ job: CellJob<T>) -> JobOutcome<T> {
+        switch job {
+        case .write(let value, _):
+            do {
+                try backer.write(value: value)
+                return .written
+            } catch {
+                return .failed(WLStorageError(wrapping: error, key: backer.key))
+            }
+        case .createDefault(let value, _):
+            guard let fileBacker else { return .created }
+            do {
+                if try fileBacker.create(value: value) { return .created }
+                let found = fileBacker.readStored()
+                // An empty file stands for nothing stored, but it is left alone: it is not replaced by a default.
+                if case .absent = found, fileBacker.entryExists { return .created }
+                return .read(found)
+            } catch {
+                return .failed(WLStorageError(wrapping: error, key: backer.key))
+            }
+        case .reread:
+            if let fileBacker { return .read(fileBacker.readStored()) }
+            return .read(Self.read(backer, defaultValue: defaultValue))
+        case .check:
+            guard let fileBacker else { return .checked(.unchanged) }
+            do {
+                return .checked(try fileBacker.readExternalChange())
+            } catch {
+                return .reported(error)
+            }
+        }
+    }
+
+    /// Does what a finished job left to do, outside the lock.
+    private func perform(_ effects: JobEffects<T>) {
+        for waiter in effects.waiters { waiter.wake() }
+        for error in effects.errors { WLStorageError.report(error) }
+        if let tick = effects.tick { schedule(tick) }
+        if effects.scheduleCheck {
+            scheduler.schedule(after: 0) { [weak self] in self?.checkForExternalChange() }
+        }
+        if effects.releaseOrphan { StorageRegistry.shared.letGo(self) }
+    }
+
+    /// Reads any backer, telling a stored value from the default by whether the backer asked for the default.
+    static func read(_ backer: any WLStorageBacker<T>, defaultValue: T) -> ReadResult<T> {
+        var askedForDefault = false
+        do {
+            let value = try backer.read {
+                askedForDefault = true
+                return defaultValue
+            }
+            return askedForDefault ? .absent : .value(value)
+        } catch {
+            return .failed(WLStorageError(wrapping: error, key: backer.key))
+        }
+    }
+}
+
+extension JobOutcome {
+    /// Whether finishing the job can change the cell's value (and observers must be told around it).
+    var mayChangeValue: Bool {
+        switch self {
+        case .read(.value), .checked(.changed), .checked(.removed): true
+        default: false
+        }
+    }
+
+    var isFailure: Bool {
+        switch self {
+        case .failed, .read(.failed): true
+        default: false
+        }
+    }
+
+    /// Whether a read found nothing stored.
+    var foundNothing: Bool {
+        switch self {
+        case .read(.absent), .read(.movedAside): true
+        default: false
+        }
+    }
+}
+
+extension CellJob {
+    var isCreate: Bool {
+        if case .createDefault = self { return true }
+        return false
+    }
+}
+
+extension StorageCell: RegisteredCell {
+    func flushAll() {
+        flush()
     }
 }
 

@@ -67,18 +67,30 @@ package struct FileStatus: Sendable {
     package var modificationTime: Date
 }
 
+/// What a directory is, whatever path reaches it: its device and inode numbers. Two paths of one directory (a
+/// symlink, a bind mount, `a/../b`) have one identity.
+package struct DirectoryIdentity: Hashable, Sendable, CustomStringConvertible {
+    package var device: UInt64
+    package var inode: UInt64
+
+    package var description: String { "\(device):\(inode)" }
+}
+
 /// A storage directory and every file operation the package does in it, with POSIX calls.
 ///
-/// The directory is opened afresh for each operation that changes it (`open` with `O_DIRECTORY`), and files are
-/// reached relative to that descriptor; reads open the file by its path. Either way the last component is opened
-/// with `O_NOFOLLOW` or checked with `lstat`, so a symlink where a file should be is never followed. Symlinks in the
-/// directory's own path are followed, as for any path a program is given. Writes go through a temporary file that is created exclusively with mode 0600, written in full,
-/// synced, and renamed over the file, after which the directory is synced.
+/// The directory is opened afresh for each operation (`open` with `O_DIRECTORY`), so a path that is a symlink is
+/// followed to wherever it points now, and files are reached relative to that descriptor. The last component is
+/// opened with `O_NOFOLLOW` or checked with `lstat`, so a symlink where a file should be is never followed. Writes go
+/// through a temporary file that is created exclusively with mode 0600, written in full, synced, and renamed over
+/// the file, after which the directory is synced.
 ///
-/// Temporary files are named `NAME~RANDOM.tmp`. A writer holds an exclusive `flock` on its temporary file
-/// until it has renamed it; it creates and locks the file while holding a shared `flock` on the directory.
-/// Clean-up holds the directory's exclusive lock and removes only temporary files it can lock itself, so it
-/// never removes the file of a writer still at work, in this process or another.
+/// Temporary files are named `NAME~XXXXXXXXXXXXXXXX.tmp` (16 lowercase hex digits). A writer holds an exclusive
+/// `flock` on its temporary file until it has renamed it; it creates and locks the file while holding a shared
+/// `flock` on the directory. Clean-up holds the directory's exclusive lock and removes only regular files of exactly
+/// that shape that it can lock itself, so it never removes the file of a writer still at work, in this process or
+/// another, nor a file of anyone else's.
+///
+/// Every system call goes through ``FaultInjection``, so that tests can fail any of them.
 package struct StorageDirectory: Sendable, Hashable {
     /// The directory's absolute path.
     package let path: String
@@ -87,24 +99,18 @@ package struct StorageDirectory: Sendable, Hashable {
         self.path = path
     }
 
-    private static let interned = Lock<[URL: StorageDirectory]>([:])
-
-    /// The directory at `url`, standardized, with its path string shared by every caller that names it.
-    package static func shared(for url: URL) -> StorageDirectory {
-        if let known = interned.withLock({ $0[url] }) { return known }
-        let directory = StorageDirectory(path: url.standardizedFileURL.path)
-        return interned.withLock { interned in
-            if let known = interned[url] { return known }
-            interned[url] = directory
-            return directory
-        }
-    }
-
     // MARK: Names
 
-    /// Whether `name` is a temporary file left by a writer.
+    /// Whether `name` is a temporary file of the package's writers: `NAME~` and 16 lowercase hex digits and `.tmp`,
+    /// where `NAME` is a name a key can have.
     package static func isTemporary(_ name: String) -> Bool {
-        name.contains("~") && name.hasSuffix(".tmp")
+        let utf8 = Array(name.utf8)
+        let suffix = 1 + 16 + 4
+        guard utf8.count > suffix, name.hasSuffix(".tmp") else { return false }
+        let tilde = utf8.count - suffix
+        guard utf8[tilde] == UInt8(ascii: "~") else { return false }
+        guard utf8[(tilde + 1)..<(tilde + 17)].allSatisfy(FileName.isLowercaseHexDigit) else { return false }
+        return FileName.isKeyFileName(String(decoding: utf8[..<tilde], as: UTF8.self))
     }
 
     /// Whether `name` is a file moved aside because it did not decode.
@@ -113,7 +119,7 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 
     static func temporaryName(for name: String) -> String {
-        "\(name)~\(randomHex(8)).tmp"
+        "\(name)~\(randomHex()).tmp"
     }
 
     static func movedAsideName(for name: String, at date: Date = Date()) -> String {
@@ -123,34 +129,63 @@ package struct StorageDirectory: Sendable, Hashable {
         let stamp = String(
             format: "%04d%02d%02dT%02d%02d%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
             parts.tm_hour, parts.tm_min, parts.tm_sec)
-        return "\(name)~corrupt-\(stamp)-\(randomHex(2))"
+        return "\(name)~corrupt-\(stamp)-\(randomHex())"
     }
 
-    private static func randomHex(_ bytes: Int) -> String {
+    /// 16 lowercase hex digits from one 64-bit random number: one `getrandom` call, not one per byte.
+    private static func randomHex() -> String {
         var generator = SystemRandomNumberGenerator()
-        return (0..<bytes).map { _ in
-            let byte = UInt8.random(in: 0...255, using: &generator)
-            return String(byte, radix: 16).leftPadded(to: 2)
-        }.joined()
+        return FileName.hex(of: generator.next())
+    }
+
+    // MARK: System calls
+
+    /// Runs `body`, a system call on `name` (or on the directory for `nil`), unless a test injects a fault into it.
+    @inline(__always)
+    private func call<R: BinaryInteger>(_ call: SystemCall, _ name: String?, _ body: () -> R) -> R {
+        if let code = FaultInjection.fault(call, directory: path, name: name) {
+            errno = code
+            return -1
+        }
+        return body()
+    }
+
+    /// As ``call(_:_:_:)``, and again while the call is interrupted by a signal (`EINTR`).
+    @inline(__always)
+    private func retrying<R: BinaryInteger>(_ systemCall: SystemCall, _ name: String?, _ body: () -> R) -> R {
+        while true {
+            let result = call(systemCall, name, body)
+            if result < 0 && errno == EINTR { continue }
+            return result
+        }
+    }
+
+    /// Closes `fd`. On Linux the descriptor is released even when `close` reports `EINTR`.
+    private func closeDescriptor(_ fd: CInt, _ name: String?) -> CInt {
+        let result = call(.close, name) { Glibc.close(fd) }
+        if result != 0 && errno == EINTR {
+            // An injected EINTR did not close it: close it for real. A real EINTR already released it.
+            _ = Glibc.close(fd)
+            return 0
+        }
+        return result
     }
 
     // MARK: Directory
 
-    /// Creates the directory and any missing parents with mode 0700. Existing directories are left as they are.
-    package func create() throws(WLStorageError) {
+    /// Creates the directory and any missing parents with mode 0700, and syncs every parent of the directory so that
+    /// its entry is durable, whether this process created it or found it (a process killed between the `mkdir` and
+    /// the sync leaves it unsynced). Existing directories are left as they are. Returns the directory's identity.
+    @discardableResult
+    package func create() throws(WLStorageError) -> DirectoryIdentity {
         var prefix = ""
+        var parents: [String] = []
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
-            let parent = prefix.isEmpty ? "/" : prefix
+            parents.append(prefix.isEmpty ? "/" : prefix)
             prefix += "/" + component
-            if mkdir(prefix, 0o700) == 0 {
-                // The umask may have taken bits away; the directory must be 0700 whatever it is. Syncing the parent
-                // makes the new entry durable, so that the first file written in it does not vanish with it.
-                _ = chmod(prefix, 0o700)
-                let parentDescriptor = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                if parentDescriptor >= 0 {
-                    _ = retryingEINTR { fsync(parentDescriptor) }
-                    close(parentDescriptor)
-                }
+            if call(.mkdir, nil, { mkdir(prefix, 0o700) }) == 0 {
+                // The umask may have taken bits away; the directory must be 0700 whatever it is.
+                _ = call(.chmod, nil) { chmod(prefix, 0o700) }
                 continue
             }
             let code = errno
@@ -158,17 +193,30 @@ package struct StorageDirectory: Sendable, Hashable {
                 throw error(.directoryUnavailable, "cannot create the storage directory", path: prefix, errno: code)
             }
         }
+        let identity = try self.identity()
+        for parent in parents {
+            let fd = retrying(.open, nil) { open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+            guard fd >= 0 else { continue }
+            _ = retrying(.fsync, nil) { fsync(fd) }
+            _ = closeDescriptor(fd, nil)
+        }
+        return identity
+    }
+
+    /// The directory's identity now, following symlinks in its path.
+    package func identity() throws(WLStorageError) -> DirectoryIdentity {
         var status = stat()
-        guard stat(path, &status) == 0 else {
+        guard call(.stat, nil, { stat(path, &status) }) == 0 else {
             throw error(.directoryUnavailable, "cannot open the storage directory", errno: errno)
         }
         guard (status.st_mode & S_IFMT) == S_IFDIR else {
             throw error(.directoryUnavailable, "the storage directory path is not a directory", errno: ENOTDIR)
         }
+        return DirectoryIdentity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
     }
 
     private func openDirectory() throws(WLStorageError) -> CInt {
-        let fd = retryingEINTR { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        let fd = retrying(.open, nil) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard fd >= 0 else {
             throw error(.directoryUnavailable, "cannot open the storage directory", errno: errno)
         }
@@ -179,41 +227,52 @@ package struct StorageDirectory: Sendable, Hashable {
 
     /// The contents of `name`, or `nil` when there is no such file.
     ///
+    /// - Parameter limit: The largest file read, in bytes.
     /// - Throws: ``WLStorageError/Code/notARegularFile`` for a symlink, a directory or any other non-regular
-    ///   file (none of which is followed or opened for reading); ``WLStorageError/Code/readFailed`` otherwise.
-    package func read(_ name: String) throws(WLStorageError) -> Data? {
-        try readVersion(name)?.contents
+    ///   file (none of which is followed or opened for reading); ``WLStorageError/Code/valueTooLarge`` for a file
+    ///   larger than `limit`, which is not read; ``WLStorageError/Code/readFailed`` otherwise.
+    package func read(_ name: String, limit: Int = ValueSizeLimit.maximum) throws(WLStorageError) -> Data? {
+        try readVersion(name, limit: limit)?.contents
     }
 
     /// The contents of `name` and the identity of the version read, or `nil` when there is no such file.
     ///
-    /// - Throws: As ``read(_:)``.
-    package func readVersion(_ name: String) throws(WLStorageError) -> (contents: Data, identity: FileIdentity)? {
+    /// - Throws: As ``read(_:limit:)``.
+    package func readVersion(
+        _ name: String, limit: Int = ValueSizeLimit.maximum
+    ) throws(WLStorageError) -> (contents: Data, identity: FileIdentity)? {
         // O_NOFOLLOW refuses a symlink as the last component; O_NONBLOCK keeps a FIFO from blocking the open.
-        let fd = retryingEINTR { open(filePath(name), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
+        let fd = retrying(.open, name) {
+            open(filePath(name), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        }
         guard fd >= 0 else {
             let code = errno
             if code == ENOENT { return nil }
             if let status = status(of: name), !status.isRegularFile { throw notRegular(name, status.kind) }
             throw error(.readFailed, "cannot open the file", name: name, errno: code)
         }
-        defer { close(fd) }
+        defer { _ = closeDescriptor(fd, name) }
         var status = stat()
-        guard fstat(fd, &status) == 0 else {
+        guard call(.stat, name, { fstat(fd, &status) }) == 0 else {
             throw error(.readFailed, "cannot inspect the file", name: name, errno: errno)
         }
         guard (status.st_mode & S_IFMT) == S_IFREG else {
             throw notRegular(name, EntryKind(mode: status.st_mode))
         }
+        let size = max(0, Int(status.st_size))
+        guard size <= limit else { throw tooLarge(name, size: size, limit: limit) }
         // The size `fstat` gave is read and no more: the package's writers replace files whole, so a file that was
         // ours to read does not change under us. A file written in place meanwhile is read again on its next event.
-        let size = max(0, Int(status.st_size))
+        // A file that says it is empty is read to its end, in case it is one whose size the system does not know.
         var data = Data(count: max(size, 1))
         var filled = 0
         while size == 0 || filled < size {
-            if filled == data.count { data.count += max(4_096, data.count) }
+            if filled == data.count {
+                guard data.count < limit else { throw tooLarge(name, size: data.count + 1, limit: limit) }
+                data.count = min(limit, data.count + max(4_096, data.count))
+            }
             let count = data.withUnsafeMutableBytes { buffer in
-                retryingEINTR { Glibc.read(fd, buffer.baseAddress! + filled, buffer.count - filled) }
+                retrying(.read, name) { Glibc.read(fd, buffer.baseAddress! + filled, buffer.count - filled) }
             }
             if count < 0 {
                 throw error(.readFailed, "cannot read the file", name: name, errno: errno)
@@ -225,12 +284,10 @@ package struct StorageDirectory: Sendable, Hashable {
         return (data, FileIdentity(status))
     }
 
-    /// What `lstat` says of `name`, or `nil` when there is no such entry.
+    /// What `lstat` says of `name`, or `nil` when there is no such entry (or it cannot be inspected).
     package func status(of name: String) -> FileStatus? {
-        guard let dir = try? openDirectory() else { return nil }
-        defer { close(dir) }
         var status = stat()
-        guard fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else { return nil }
+        guard call(.stat, name, { lstat(filePath(name), &status) }) == 0 else { return nil }
         return FileStatus(
             identity: FileIdentity(status),
             kind: EntryKind(mode: status.st_mode),
@@ -252,7 +309,7 @@ package struct StorageDirectory: Sendable, Hashable {
         let dir = try openDirectory()
         guard let stream = fdopendir(dir) else {
             let code = errno
-            close(dir)
+            _ = closeDescriptor(dir, nil)
             throw error(.readFailed, "cannot list the storage directory", errno: code)
         }
         defer { closedir(stream) }  // closes `dir` too
@@ -279,36 +336,52 @@ package struct StorageDirectory: Sendable, Hashable {
     /// left as it was.
     @discardableResult
     package func write(_ name: String, contents: Data) throws(WLStorageError) -> FileIdentity {
+        try place(name, contents: contents, replacing: true)!
+    }
+
+    /// Creates `name` with `contents`, atomically and durably, unless something already stands at `name`: then
+    /// nothing is changed and `nil` is returned. Otherwise returns the new file's identity.
+    ///
+    /// As ``write(_:contents:)``, but the temporary file is moved into place with `renameat2` and
+    /// `RENAME_NOREPLACE`, or, where the file system does not support that, linked with `linkat`, either of which
+    /// fails rather than replace an existing entry.
+    package func create(_ name: String, contents: Data) throws(WLStorageError) -> FileIdentity? {
+        try place(name, contents: contents, replacing: false)
+    }
+
+    private func place(_ name: String, contents: Data, replacing: Bool) throws(WLStorageError) -> FileIdentity? {
         let dir = try openDirectory()
-        defer { close(dir) }
+        defer { _ = closeDescriptor(dir, nil) }
 
         // Create and lock the temporary file under the directory's shared lock (see the type's discussion).
-        _ = retryingEINTR { flock(dir, LOCK_SH) }
+        _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
         let temporary = Self.temporaryName(for: name)
-        let fd = retryingEINTR {
+        let fd = retrying(.open, temporary) {
             openat(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         }
         let openErrno = errno
-        if fd >= 0 { _ = retryingEINTR { flock(fd, LOCK_EX) } }
+        if fd >= 0 { _ = retrying(.flock, temporary) { flock(fd, LOCK_EX) } }
         _ = flock(dir, LOCK_UN)
         guard fd >= 0 else {
             throw error(.writeFailed, "cannot create a temporary file", name: temporary, errno: openErrno)
         }
 
-        var renamed = false
+        var placed = false
         var isOpen = true
         defer {
-            if !renamed { unlinkat(dir, temporary, 0) }
-            if isOpen { close(fd) }
+            if !placed { _ = call(.unlink, temporary) { unlinkat(dir, temporary, 0) } }
+            if isOpen { _ = closeDescriptor(fd, temporary) }
         }
 
-        guard fchmod(fd, 0o600) == 0 else {
+        guard call(.chmod, temporary, { fchmod(fd, 0o600) }) == 0 else {
             throw error(.writeFailed, "cannot set the file mode", name: temporary, errno: errno)
         }
         let writeErrno = contents.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Int32? in
             var offset = 0
             while offset < buffer.count {
-                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                let written = call(.write, temporary) {
+                    Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                }
                 if written < 0 {
                     if errno == EINTR { continue }
                     return errno
@@ -320,92 +393,158 @@ package struct StorageDirectory: Sendable, Hashable {
         if let writeErrno {
             throw error(.writeFailed, "cannot write the file", name: temporary, errno: writeErrno)
         }
-        guard retryingEINTR({ fsync(fd) }) == 0 else {
+        guard retrying(.fsync, temporary, { fsync(fd) }) == 0 else {
             throw error(.writeFailed, "cannot sync the file", name: temporary, errno: errno)
         }
         var status = stat()
-        if fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) == 0, (status.st_mode & S_IFMT) != S_IFREG {
-            throw notRegular(name, EntryKind(mode: status.st_mode))
+        if replacing {
+            if call(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
+                (status.st_mode & S_IFMT) != S_IFREG
+            {
+                throw notRegular(name, EntryKind(mode: status.st_mode))
+            }
+            guard call(.rename, name, { renameat(dir, temporary, dir, name) }) == 0 else {
+                throw error(.writeFailed, "cannot rename the temporary file into place", name: name, errno: errno)
+            }
+            placed = true
+        } else {
+            switch try moveWithoutReplacing(temporary, to: name, in: dir) {
+            case .moved:
+                placed = true
+            case .linked:
+                break  // the temporary name is removed by the deferred unlink; the file stands at `name`
+            case .exists:
+                return nil
+            }
         }
-        guard renameat(dir, temporary, dir, name) == 0 else {
-            throw error(.writeFailed, "cannot rename the temporary file into place", name: name, errno: errno)
-        }
-        renamed = true
-        guard fstat(fd, &status) == 0 else {
+        guard call(.stat, name, { fstat(fd, &status) }) == 0 else {
             throw error(.writeFailed, "cannot inspect the written file", name: name, errno: errno)
         }
         isOpen = false
-        // On Linux the descriptor is released even when close reports EINTR; the data is already synced.
-        if close(fd) != 0, errno != EINTR {
+        guard closeDescriptor(fd, name) == 0 else {
             throw error(.writeFailed, "cannot close the file", name: name, errno: errno)
         }
-        guard retryingEINTR({ fsync(dir) }) == 0 else {
+        if !placed {
+            // Linked: remove the temporary name before the directory is synced, so the sync covers both entries.
+            _ = call(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+            placed = true
+        }
+        guard retrying(.fsync, nil, { fsync(dir) }) == 0 else {
             throw error(.writeFailed, "cannot sync the storage directory", errno: errno)
         }
         return FileIdentity(status)
     }
 
-    /// Moves `name` aside to a name that says it did not decode, and returns the new name.
+    private enum NoReplaceOutcome { case moved, linked, exists }
+
+    /// Moves `source` to `target` in `dir` unless `target` exists: `renameat2` with `RENAME_NOREPLACE`, or `linkat`
+    /// where the file system does not support that flag (the source then stays, for the caller to remove).
+    private func moveWithoutReplacing(
+        _ source: String, to target: String, in dir: CInt
+    ) throws(WLStorageError) -> NoReplaceOutcome {
+        if let renameat2 = SystemFunctions.renameat2 {
+            let result = call(.rename, target) { renameat2(dir, source, dir, target, SystemFunctions.renameNoReplace) }
+            if result == 0 { return .moved }
+            let code = errno
+            if code == EEXIST { return .exists }
+            guard code == EINVAL || code == ENOSYS || code == EOPNOTSUPP else {
+                throw error(.writeFailed, "cannot move the file into place", name: target, errno: code)
+            }
+        }
+        guard call(.link, target, { linkat(dir, source, dir, target, 0) }) == 0 else {
+            let code = errno
+            if code == EEXIST { return .exists }
+            throw error(.writeFailed, "cannot link the file into place", name: target, errno: code)
+        }
+        return .linked
+    }
+
+    /// Moves `name` aside to a new name that says it did not decode, and returns the new name. A file already kept
+    /// aside is never replaced.
     ///
     /// When `identity` is given, the file is moved only if it is still that version: a file another program has
     /// replaced meanwhile is left in place.
     package func moveAside(_ name: String, ifStill identity: FileIdentity? = nil) throws(WLStorageError) -> String {
         let dir = try openDirectory()
-        defer { close(dir) }
+        defer { _ = closeDescriptor(dir, nil) }
         if let identity {
             var status = stat()
-            guard fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) == 0, FileIdentity(status) == identity else {
+            guard call(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
+                FileIdentity(status) == identity
+            else {
                 throw error(
                     .readFailed, "the file changed while it was read; it is left in place", name: name, errno: nil)
             }
         }
-        let aside = Self.movedAsideName(for: name)
-        guard renameat(dir, name, dir, aside) == 0 else {
-            throw error(.writeFailed, "cannot move the undecodable file aside", name: name, errno: errno)
+        for _ in 0..<8 {
+            let aside = Self.movedAsideName(for: name)
+            switch try moveWithoutReplacing(name, to: aside, in: dir) {
+            case .moved:
+                break
+            case .linked:
+                guard call(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
+                    let code = errno
+                    _ = call(.unlink, aside) { unlinkat(dir, aside, 0) }
+                    throw error(.writeFailed, "cannot move the undecodable file aside", name: name, errno: code)
+                }
+            case .exists:
+                continue
+            }
+            _ = retrying(.fsync, nil) { fsync(dir) }
+            return aside
         }
-        _ = retryingEINTR { fsync(dir) }
-        return aside
+        throw error(
+            .writeFailed, "cannot find a free name to move the undecodable file aside", name: name, errno: EEXIST)
     }
 
     /// Removes the regular file `name`. Returns `false` when there was none.
     @discardableResult
     package func remove(_ name: String) throws(WLStorageError) -> Bool {
         let dir = try openDirectory()
-        defer { close(dir) }
+        defer { _ = closeDescriptor(dir, nil) }
         var status = stat()
-        guard fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else {
+        guard call(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0 else {
             if errno == ENOENT { return false }
             throw error(.writeFailed, "cannot inspect the file", name: name, errno: errno)
         }
         guard (status.st_mode & S_IFMT) == S_IFREG else { throw notRegular(name, EntryKind(mode: status.st_mode)) }
-        guard unlinkat(dir, name, 0) == 0 else {
+        guard call(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
             if errno == ENOENT { return false }
             throw error(.writeFailed, "cannot remove the file", name: name, errno: errno)
         }
-        _ = retryingEINTR { fsync(dir) }
+        _ = retrying(.fsync, nil) { fsync(dir) }
         return true
     }
 
     /// Removes the temporary files of writers that are no longer at work, and returns their names.
+    ///
+    /// Only regular files named exactly as the package's writers name them are candidates, and of those only the
+    /// ones no writer holds a lock on.
     @discardableResult
     package func removeAbandonedTemporaryFiles() throws(WLStorageError) -> [String] {
         let candidates = try entries { $0.contains(UInt8(ascii: "~")) }.filter(Self.isTemporary)
         guard !candidates.isEmpty else { return [] }
         let dir = try openDirectory()
-        defer { close(dir) }
-        _ = retryingEINTR { flock(dir, LOCK_EX) }
+        defer { _ = closeDescriptor(dir, nil) }
+        _ = retrying(.flock, nil) { flock(dir, LOCK_EX) }
         defer { _ = flock(dir, LOCK_UN) }
         var removed: [String] = []
         for name in candidates {
-            let fd = retryingEINTR { openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
+            let fd = retrying(.open, name) {
+                openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+            }
             guard fd >= 0 else { continue }
+            defer { _ = closeDescriptor(fd, name) }
+            var status = stat()
+            guard call(.stat, name, { fstat(fd, &status) }) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+                continue
+            }
             // A writer at work holds this lock; a dead one released it when it died.
-            if flock(fd, LOCK_EX | LOCK_NB) == 0, unlinkat(dir, name, 0) == 0 {
+            if flock(fd, LOCK_EX | LOCK_NB) == 0, call(.unlink, name, { unlinkat(dir, name, 0) }) == 0 {
                 removed.append(name)
             }
-            close(fd)
         }
-        if !removed.isEmpty { _ = retryingEINTR { fsync(dir) } }
+        if !removed.isEmpty { _ = retrying(.fsync, nil) { fsync(dir) } }
         return removed
     }
 
@@ -424,23 +563,30 @@ package struct StorageDirectory: Sendable, Hashable {
             path: filePath(name))
     }
 
+    private func tooLarge(_ name: String, size: Int, limit: Int) -> WLStorageError {
+        WLStorageError(
+            code: .valueTooLarge,
+            message: "the file is \(size) bytes, more than the maximum value size of \(limit) bytes; it is not read"
+                + " and is left as it is",
+            path: filePath(name))
+    }
+
     /// The absolute path of `name` in this directory.
     package func filePath(_ name: String) -> String {
         path.hasSuffix("/") ? path + name : path + "/" + name
     }
 }
 
-@inline(__always)
-private func retryingEINTR<R: BinaryInteger>(_ body: () -> R) -> R {
-    while true {
-        let result = body()
-        if result < 0 && errno == EINTR { continue }
-        return result
-    }
-}
+/// C functions that the `Glibc` module does not declare, found at run time.
+private enum SystemFunctions {
+    typealias Renameat2 =
+        @convention(c) (
+            CInt, UnsafePointer<CChar>?, CInt, UnsafePointer<CChar>?, CUnsignedInt
+        ) -> CInt
 
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
-    }
+    /// `renameat2`, in glibc since 2.28; declared only with `_GNU_SOURCE`, which Swift's `Glibc` does not set.
+    static let renameat2: Renameat2? = dlsym(nil, "renameat2").map { unsafeBitCast($0, to: Renameat2.self) }
+
+    /// `RENAME_NOREPLACE` from `<linux/fs.h>`.
+    static let renameNoReplace: CUnsignedInt = 1
 }

@@ -1,31 +1,48 @@
-/// A file, by its directory and its name in it. The directory's path string is shared by every file in it.
+/// A file, by what its directory is (not by the text of its path) and its name in it.
 package struct FileKey: Hashable, Sendable {
-    package let directory: String
+    package let directory: DirectoryIdentity
     package let name: String
 }
 
 /// What the registry needs of a cell, whatever its value type.
 protocol RegisteredCell: AnyObject, Sendable {
-    var fileKey: FileKey? { get }
-    func flush()
+    /// The directory of the cell's file, when its backer is the file backer.
+    var directory: StorageDirectory? { get }
+    /// The file's name in ``directory``.
+    var fileName: String? { get }
+    /// Writes whatever is pending.
+    func flushAll()
     /// Reads the file when another program may have changed it, and adopts the new value.
     func checkForExternalChange()
 }
 
-/// Every live cell in the process, held weakly: for ``WLStorage/flushAll()``, for the file monitor, and so that
-/// storages of the same file share one cell.
+/// Every live cell in the process: for ``WLStorage/flushAll()``, for the file monitor, and so that storages of the
+/// same file share one cell.
+///
+/// Cells are held weakly, except those whose storages were all released with work left: those are held until the
+/// work is done (``keep(_:)``, ``letGo(_:)``). The lock guards the tables only. A cell is never released under it:
+/// a strong reference taken out of the tables is dropped after the lock, since the cell's `deinit` unregisters.
 final class StorageRegistry: Sendable {
     static let shared = StorageRegistry()
 
-    /// A file-backed cell is found by its file; any other by its identity.
+    /// A file-backed cell is found by its file, or by its directory's path while the directory cannot be reached;
+    /// any other cell by its identity.
     private enum Key: Hashable {
         case file(FileKey)
+        case path(String, String)
         case object(ObjectIdentifier)
     }
 
     private struct Entry: Sendable {
         weak var cell: (any RegisteredCell)?
         let id: ObjectIdentifier
+    }
+
+    private struct Tables {
+        var entries: [Key: Entry] = [:]
+        var keys: [ObjectIdentifier: Key] = [:]
+        /// Cells kept alive until their work is done.
+        var kept: [ObjectIdentifier: any RegisteredCell] = [:]
     }
 
     enum Lookup<T: Codable & Sendable> {
@@ -35,41 +52,122 @@ final class StorageRegistry: Sendable {
         case mismatch(String)
     }
 
-    private let entries = Lock<[Key: Entry]>([:])
+    private let tables = Lock(Tables())
 
-    /// The live cell of `fileKey`, if any, as a cell of `T`.
-    func cell<T>(forFile fileKey: FileKey, as type: T.Type) -> Lookup<T> {
-        guard let cell = cell(forFileKey: fileKey) else { return .none }
+    /// The key of the file `name` in `directory`, whose identity is `identity` when it is known.
+    private static func key(directory: StorageDirectory, name: String, identity: DirectoryIdentity?) -> Key {
+        identity.map { .file(FileKey(directory: $0, name: name)) } ?? .path(directory.path, name)
+    }
+
+    /// The live cell of the file `name` in `directory`, if any, as a cell of `T`.
+    func cell<T>(
+        forFile name: String, in directory: StorageDirectory, identity: DirectoryIdentity?, as type: T.Type
+    ) -> Lookup<T> {
+        let key = Self.key(directory: directory, name: name, identity: identity)
+        guard let cell = tables.withLock({ $0.entries[key]?.cell }) else { return .none }
+        guard stillMatches(cell, directory: directory, identity: identity) else { return .none }
         return Self.match(cell, as: type)
     }
 
-    /// The live cell of `fileKey`, whatever its value type.
-    func cell(forFileKey fileKey: FileKey) -> (any RegisteredCell)? {
-        entries.withLock { $0[.file(fileKey)]?.cell }
-    }
-
-    /// Registers `cell`. When a live cell of the same file was registered meanwhile, returns that one instead.
-    func register<T>(_ cell: StorageCell<T>) -> Lookup<T> {
+    /// Whether `cell`, found under the key of `directory`, is still the cell of that directory's file. A directory
+    /// removed while its cell lives can leave its inode to a new directory, which then has its old identity; such a
+    /// stale cell is moved out of the way, under its object identity, and stays live until it is done.
+    private func stillMatches(
+        _ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?
+    ) -> Bool {
+        guard let identity, let other = cell.directory, other.path != directory.path else { return true }
+        if (try? other.identity()) == identity { return true }
         let id = ObjectIdentifier(cell)
-        let key = cell.fileKey.map(Key.file) ?? .object(id)
-        let existing = entries.withLock { entries -> (any RegisteredCell)? in
-            if let existing = entries[key]?.cell { return existing }
-            entries[key] = Entry(cell: cell, id: id)
-            return nil
+        tables.withLock { tables in
+            guard let key = tables.keys[id], tables.entries[key]?.id == id else { return }
+            tables.entries[.object(id)] = tables.entries.removeValue(forKey: key)
+            tables.keys[id] = .object(id)
         }
-        return existing.map { Self.match($0, as: T.self) } ?? .none
+        return false
     }
 
-    func unregister(_ id: ObjectIdentifier, fileKey: FileKey?) {
-        let key = fileKey.map(Key.file) ?? .object(id)
-        entries.withLock { entries in
-            if entries[key]?.id == id { entries[key] = nil }
+    /// The live cell of `fileKey`, whatever its value type.
+    func cell(forFile fileKey: FileKey) -> (any RegisteredCell)? {
+        tables.withLock { $0.entries[.file(fileKey)]?.cell }
+    }
+
+    /// Registers `cell` as the cell of its file (`identity` being its directory's), or by its own identity when it
+    /// has no file. When a live cell of the same file was registered meanwhile, returns that one instead.
+    func register<T>(_ cell: StorageCell<T>, identity: DirectoryIdentity?) -> Lookup<T> {
+        let id = ObjectIdentifier(cell)
+        let key: Key
+        if let directory = cell.directory, let name = cell.fileName {
+            key = Self.key(directory: directory, name: name, identity: identity)
+        } else {
+            key = .object(id)
         }
+        while true {
+            let existing = tables.withLock { tables -> (any RegisteredCell)? in
+                if let existing = tables.entries[key]?.cell { return existing }
+                if let stale = tables.entries[key] { tables.keys[stale.id] = nil }
+                tables.entries[key] = Entry(cell: cell, id: id)
+                tables.keys[id] = key
+                return nil
+            }
+            guard let existing else { return .none }
+            if let directory = cell.directory, !stillMatches(existing, directory: directory, identity: identity) {
+                continue
+            }
+            return Self.match(existing, as: T.self)
+        }
+    }
+
+    func unregister(_ id: ObjectIdentifier) {
+        tables.withLock { tables in
+            guard let key = tables.keys.removeValue(forKey: id) else { return }
+            if tables.entries[key]?.id == id { tables.entries[key] = nil }
+        }
+    }
+
+    /// The cells of files in the directory at `path` are now those of the directory `identity`: its path was
+    /// retargeted, or the directory was removed and made again. A cell whose new key is taken keeps its old one.
+    func directoryChanged(path: String, to identity: DirectoryIdentity) {
+        let moved = tables.withLock { tables -> [any RegisteredCell] in
+            var moved: [any RegisteredCell] = []
+            for (key, entry) in tables.entries {
+                // Every strong reference taken here leaves with `moved`, so none is the last one dropped under the lock.
+                guard let cell = entry.cell else { continue }
+                moved.append(cell)
+                guard let directory = cell.directory, directory.path == path, let name = cell.fileName else { continue }
+                let newKey = Key.file(FileKey(directory: identity, name: name))
+                guard newKey != key else { continue }
+                if let occupant = tables.entries[newKey]?.cell {
+                    moved.append(occupant)
+                    continue
+                }
+                tables.entries[key] = nil
+                tables.entries[newKey] = entry
+                tables.keys[entry.id] = newKey
+            }
+            return moved
+        }
+        _ = moved  // released here, outside the lock
+    }
+
+    /// Keeps `cell` alive until ``letGo(_:)``.
+    func keep(_ cell: any RegisteredCell) {
+        tables.withLock { $0.kept[ObjectIdentifier(cell)] = cell }
+    }
+
+    /// Stops keeping `cell` alive. Its last reference may go with this, after the lock.
+    func letGo(_ cell: any RegisteredCell) {
+        let released = tables.withLock { $0.kept.removeValue(forKey: ObjectIdentifier(cell)) }
+        _ = released
     }
 
     /// Every live cell.
     func liveCells() -> [any RegisteredCell] {
-        entries.withLock { entries in entries.values.compactMap(\.cell) }
+        tables.withLock { tables in tables.entries.values.compactMap(\.cell) }
+    }
+
+    /// The live cells whose files are in the directory at `path`.
+    func cells(inDirectoryAt path: String) -> [any RegisteredCell] {
+        liveCells().filter { $0.directory?.path == path }
     }
 
     private static func match<T>(_ cell: any RegisteredCell, as type: T.Type) -> Lookup<T> {

@@ -50,8 +50,12 @@ struct WriteThrottle: Sendable {
     static let minimumRetryDelay: UInt64 = 100_000_000
     static let maximumRetryDelay: UInt64 = 30_000_000_000
 
+    /// The longest interval: 100 years, in nanoseconds. Longer ones are clamped to it, so that no arithmetic on the
+    /// clock overflows and only `nil` means "no automatic writes".
+    static let maximumInterval: UInt64 = 100 * 365 * 24 * 3_600 * 1_000_000_000
+
     init(interval: UInt64?) {
-        self.interval = interval ?? .max
+        self.interval = interval.map { min($0, Self.maximumInterval) } ?? .max
     }
 
     /// Whether a change must arm a tick: automatic writes are on and none is armed.
@@ -61,19 +65,26 @@ struct WriteThrottle: Sendable {
     }
 
     /// Arms a tick, unless one is armed or automatic writes are off, and returns its token and delay.
-    mutating func arm(now: UInt64) -> (token: UInt32, delay: UInt64)? {
-        guard interval != .max, !isArmed else { return nil }
+    ///
+    /// With `force`, a tick is armed even when automatic writes are off: for work that must not wait for a flush
+    /// (a storage released with a write left, a default to save). Its delay is the retry delay after a failure, and
+    /// none otherwise.
+    mutating func arm(now: UInt64, force: Bool = false) -> (token: UInt32, delay: UInt64)? {
+        guard interval != .max || force, !isArmed else { return nil }
         isArmed = true
         token &+= 1
         guard lastWriteStart != 0 else { return (token, 0) }
-        let due = lastWriteStart.addingReportingOverflow(failures == 0 ? interval : retryDelay)
-        guard !due.overflow, due.partialValue > now else { return (token, 0) }
+        let wait = failures == 0 ? (interval == .max ? 0 : interval) : retryDelay
+        let due = lastWriteStart.addingReportingOverflow(wait)
+        // An interval long enough to overflow the clock means "much later", never "now".
+        guard !due.overflow else { return (token, .max - now) }
+        guard due.partialValue > now else { return (token, 0) }
         return (token, due.partialValue - now)
     }
 
     /// The wait before retrying after `failures` failed writes in a row.
     private var retryDelay: UInt64 {
-        let base = max(interval, Self.minimumRetryDelay)
+        let base = max(interval == .max ? 0 : interval, Self.minimumRetryDelay)
         let ceiling = max(base, Self.maximumRetryDelay)
         let doublings = min(failures - 1, 32)
         let (delay, overflow) = base.multipliedReportingOverflow(by: 1 << doublings)

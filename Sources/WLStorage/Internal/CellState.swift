@@ -1,0 +1,342 @@
+import Dispatch
+
+/// What a cell knows of the value its backer holds.
+@usableFromInline
+enum StoredState: UInt8, Sendable {
+    /// The backer's value was read, written, or found absent: the cell's value may replace it.
+    case known
+    /// Nothing is stored, and the default the cell holds has not been saved yet. The default is saved only where
+    /// nothing is stored (a create that never replaces), and any value found stored wins over it.
+    case defaultUnsaved
+    /// The last read failed (`EIO`, `EMFILE`, a file too large…): what is stored is unknown, so the value in memory,
+    /// derived from the default, must not replace it. The backer is read again before any write.
+    case unknown
+}
+
+/// One call of a cell into its backer. A cell runs one at a time (see ``CellState/busyThread``), outside its lock.
+enum CellJob<T: Sendable>: Sendable {
+    /// Store the local value of this version.
+    case write(T, version: UInt64)
+    /// Save the default, unless something is stored by now.
+    case createDefault(T, version: UInt64)
+    /// Read the backer again, because the last read failed. Taken at `version`.
+    case reread(version: UInt64)
+    /// Read the backer's value if another program changed it. Taken at `version`.
+    case check(version: UInt64)
+}
+
+/// What a read of the backer found.
+enum ReadResult<T: Sendable>: Sendable {
+    /// A stored value.
+    case value(T)
+    /// Nothing is stored.
+    case absent
+    /// What was stored did not decode and was moved aside: nothing is stored now.
+    case movedAside(WLStorageError)
+    /// The read failed; what is stored is unknown.
+    case failed(WLStorageError)
+}
+
+/// What a check for another program's change found.
+enum ExternalChange<T: Sendable>: Sendable {
+    /// Nothing new: the stored version is one the cell wrote or read.
+    case unchanged
+    /// Another program stored this value.
+    case changed(T)
+    /// Another program removed the stored value.
+    case removed
+}
+
+/// How a job ended.
+enum JobOutcome<T: Sendable>: Sendable {
+    case written
+    case failed(WLStorageError)
+    /// The default was saved.
+    case created
+    /// A read found this (a reread, or a default create that found something stored).
+    case read(ReadResult<T>)
+    case checked(ExternalChange<T>)
+    /// An error to report that leaves the cell as it was (an outside file that does not decode).
+    case reported(WLStorageError)
+}
+
+/// What the cell does after a job, outside its lock.
+struct JobEffects<T: Sendable> {
+    /// Errors to report, in order.
+    var errors: [WLStorageError] = []
+    /// The value changed (adopted from the backer): observers are told.
+    var valueChanged = false
+    /// A tick to schedule.
+    var tick: (token: UInt32, delay: UInt64)?
+    /// The cell has nothing left to write and was kept alive only for that: the registry lets it go.
+    var releaseOrphan = false
+    /// A check asked for while the cell was busy, to run in the background now that it is idle.
+    var scheduleCheck = false
+    /// Flushes waiting for the cell to be idle.
+    var waiters: [WaitingFlush] = []
+}
+
+/// A flush waiting for the job in flight to end.
+final class WaitingFlush: Sendable {
+    private let semaphore = DispatchSemaphore(value: 0)
+    func wait() { semaphore.wait() }
+    func wake() { semaphore.signal() }
+}
+
+/// The memory cell's state: the value, its version, what is known of the stored value, the throttle and the job in
+/// flight, with the rarely used parts boxed. Every transition is a method here that returns what to do; the cell
+/// does it outside the lock.
+@usableFromInline
+struct CellState<T: Sendable>: Sendable {
+    @usableFromInline var value: T
+    /// Incremented on every local change; the value is pending while it differs from `writtenVersion`.
+    @usableFromInline var version: UInt64 = 0
+    var writtenVersion: UInt64 = 0
+    @usableFromInline var throttle: WriteThrottle
+    @usableFromInline var hasListeners = false
+    var stored: StoredState
+    /// The thread running the cell's job, or 0 when none runs.
+    var busyThread: UInt = 0
+    /// Listeners, the last error, waiting flushes and rarely set flags: allocated when first needed.
+    var extras: CellExtras<T>?
+
+    init(value: T, stored: StoredState, throttle: WriteThrottle) {
+        self.value = value
+        self.stored = stored
+        self.throttle = throttle
+    }
+
+    /// Whether a local change has not been written.
+    var isPending: Bool { version != writtenVersion }
+
+    /// Whether the cell has work for its backer: a change to write or a default to save.
+    var hasWork: Bool { isPending || stored == .defaultUnsaved }
+
+    var isBusy: Bool { busyThread != 0 }
+
+    var isOrphaned: Bool { extras?.orphaned ?? false }
+
+    mutating func withExtras<R>(_ body: (CellExtras<T>) -> R) -> R {
+        if let extras { return body(extras) }
+        let made = CellExtras<T>()
+        extras = made
+        return body(made)
+    }
+
+    /// Hands the current value to every listener. Listeners only enqueue (a continuation's `yield`, a queue's
+    /// `async`), so calling them under the lock is safe and keeps their deliveries in the order of the changes.
+    @usableFromInline
+    func notifyListeners() {
+        guard let listeners = extras?.listeners else { return }
+        for listener in listeners.values { listener(value) }
+    }
+
+    // MARK: Starting jobs
+
+    /// The job that does the cell's pending work, or `nil` when there is none. Marks the cell busy on `thread`.
+    ///
+    /// A change is written; but while what is stored is unknown, it is read first. A default is saved only when no
+    /// change is pending. With `upTo`, only changes up to that version count (a flush writes what was set before it).
+    mutating func startWork(on thread: UInt, now: UInt64, upTo target: UInt64? = nil) -> CellJob<T>? {
+        let job: CellJob<T>
+        if isPending && target.map({ writtenVersion < $0 }) ?? true {
+            if stored == .unknown {
+                job = .reread(version: version)
+            } else {
+                throttle.writeStarts(now: now)
+                job = .write(value, version: version)
+            }
+        } else if stored == .defaultUnsaved && !isPending {
+            throttle.writeStarts(now: now)
+            job = .createDefault(value, version: version)
+        } else {
+            return nil
+        }
+        busyThread = thread
+        return job
+    }
+
+    /// The job a check for another program's change starts, marking the cell busy; `nil` when the cell is busy (the
+    /// check then runs when the job in flight ends).
+    mutating func startCheck(on thread: UInt) -> CellJob<T>? {
+        guard !isBusy else {
+            withExtras { $0.checkRequested = true }
+            return nil
+        }
+        busyThread = thread
+        return stored == .unknown ? .reread(version: version) : .check(version: version)
+    }
+
+    /// What a tick with `token` does: the pending work, or nothing when the tick is stale or the cell is busy (the
+    /// job in flight arms a new tick when it ends).
+    mutating func startTick(_ token: UInt32, on thread: UInt, now: UInt64) -> CellJob<T>? {
+        guard throttle.isCurrent(token) else { return nil }
+        guard !isBusy else {
+            throttle.disarm()
+            return nil
+        }
+        guard let job = startWork(on: thread, now: now) else {
+            // A tick can be armed with nothing pending (a set's tick armed just after a flush wrote its value);
+            // leaving it armed would keep every later change from arming one.
+            throttle.disarm()
+            return nil
+        }
+        return job
+    }
+
+    // MARK: Ending jobs
+
+    /// Applies how `job` ended, and returns the follow-up job to run at once on the same thread (the cell stays
+    /// busy), or `nil` with the cell idle. `effects` collects what to do outside the lock.
+    mutating func finish(
+        _ job: CellJob<T>, _ outcome: JobOutcome<T>, defaultValue: T, now: UInt64, chaining: Bool,
+        effects: inout JobEffects<T>
+    ) -> CellJob<T>? {
+        let startVersion: UInt64
+        switch job {
+        case .write(_, let version), .createDefault(_, let version), .reread(let version), .check(let version):
+            startVersion = version
+        }
+        var followUp: CellJob<T>?
+        switch outcome {
+        case .written:
+            writtenVersion = max(writtenVersion, startVersion)
+            stored = .known
+            throttle.writeEnded(succeeded: true)
+            extras?.lastError = nil
+        case .created:
+            if stored == .defaultUnsaved { stored = .known }
+            throttle.writeEnded(succeeded: true)
+            extras?.lastError = nil
+        case .failed(let error):
+            throttle.writeEnded(succeeded: false)
+            withExtras { $0.lastError = error }
+            effects.errors.append(error)
+        case .reported(let error):
+            withExtras { $0.lastError = error }
+            effects.errors.append(error)
+        case .read(let result):
+            followUp = applyRead(
+                result, job: job, startVersion: startVersion, defaultValue: defaultValue, now: now,
+                effects: &effects)
+        case .checked(let change):
+            applyChange(change, startVersion: startVersion, defaultValue: defaultValue, effects: &effects)
+        }
+        if followUp == nil, chaining, extras?.checkRequested == true, extras?.waiters.isEmpty ?? true {
+            extras?.checkRequested = false
+            followUp = stored == .unknown ? .reread(version: version) : .check(version: version)
+        }
+        if let followUp {
+            if case .write = followUp { throttle.writeStarts(now: now) }
+            return followUp
+        }
+        busyThread = 0
+        if let extras {
+            effects.waiters = extras.waiters
+            extras.waiters = []
+            if extras.checkRequested && !chaining {
+                extras.checkRequested = false
+                effects.scheduleCheck = true
+            }
+        }
+        if hasWork {
+            effects.tick = throttle.arm(now: now, force: isOrphaned || stored == .defaultUnsaved)
+        } else if isOrphaned {
+            extras?.orphaned = false
+            effects.releaseOrphan = true
+        }
+        return nil
+    }
+
+    /// A read of the stored value: a reread after a failed read, or the read of a default create that found
+    /// something stored.
+    private mutating func applyRead(
+        _ result: ReadResult<T>, job: CellJob<T>, startVersion: UInt64, defaultValue: T, now: UInt64,
+        effects: inout JobEffects<T>
+    ) -> CellJob<T>? {
+        let isCreate: Bool
+        if case .createDefault = job { isCreate = true } else { isCreate = false }
+        switch result {
+        case .failed(let error):
+            // Unknown again: nothing derived from the default may replace it. Retried later, with the backoff.
+            stored = .unknown
+            throttle.writeEnded(succeeded: false)
+            withExtras { $0.lastError = error }
+            effects.errors.append(error)
+            return nil
+        case .movedAside(let error) where isCreate:
+            effects.errors.append(error)
+            throttle.writeEnded(succeeded: false)
+            return nil
+        case .absent where isCreate:
+            // Something stood there a moment ago and is gone now: the default is saved at the next attempt.
+            throttle.writeEnded(succeeded: false)
+            return nil
+        case .movedAside(let error):
+            withExtras { $0.lastError = error }
+            effects.errors.append(error)
+            fallthrough
+        case .absent:
+            stored = .known
+            if isPending { return .write(value, version: version) }
+            if version == 0 { stored = .defaultUnsaved }  // the cell still holds its default: save it
+            return nil
+        case .value(let found):
+            stored = .known
+            if isCreate {
+                throttle.writeEnded(succeeded: true)
+                // A change made while the default was being saved is newer than what was found: it is written.
+                guard !isPending else { return nil }
+            } else if isPending {
+                // The changes were made while the stored value could not be read, so they were based on the default:
+                // the stored value wins, and the changes are dropped rather than written over it.
+                writtenVersion = version
+                effects.errors.append(
+                    WLStorageError(
+                        code: .changeDiscarded,
+                        message: "the stored value could not be read when the storage was created, so the changes"
+                            + " made since were based on the default; the stored value has been read now and replaces"
+                            + " them"))
+            }
+            value = found
+            effects.valueChanged = true
+            if hasListeners { notifyListeners() }
+            return nil
+        }
+    }
+
+    /// Another program's change, adopted by the last-writer rule: a local change still pending, or made since the
+    /// check started, is written after it, so the local value is kept.
+    private mutating func applyChange(
+        _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T, effects: inout JobEffects<T>
+    ) {
+        guard !isPending, version == startVersion else { return }
+        switch change {
+        case .unchanged:
+            return
+        case .changed(let found):
+            value = found
+        case .removed:
+            value = defaultValue
+        }
+        // Either way nothing is left to save: a removal is respected, not undone by saving the default again.
+        stored = .known
+        effects.valueChanged = true
+        if hasListeners { notifyListeners() }
+    }
+}
+
+/// The parts of a cell's state that most cells never use.
+final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written only under the cell's state lock
+    var listeners: [UInt64: @Sendable (T) -> Void] = [:]
+    var nextListenerID: UInt64 = 0
+    var lastError: WLStorageError?
+    /// Flushes waiting for the job in flight.
+    var waiters: [WaitingFlush] = []
+    /// A check for another program's change came while the cell was busy.
+    var checkRequested = false
+    /// Every storage of the cell was released with work left: the registry keeps the cell until it is done.
+    var orphaned = false
+    /// How many times the file was checked for another program's change (for tests).
+    var externalChecks = 0
+}

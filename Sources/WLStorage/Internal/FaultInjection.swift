@@ -1,0 +1,73 @@
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The system calls that ``StorageDirectory`` makes, by name, so that a test can fail or stall any of them.
+package enum SystemCall: String, Sendable, CaseIterable {
+    case mkdir, open, read, write, fsync, close, rename, link, unlink, stat, flock, chmod
+}
+
+/// What an injected fault does to one system call.
+package enum InjectedFault: Sendable, Equatable {
+    /// The call is not made; it returns -1 with this `errno` (`EIO`, `ENOSPC`, `EMFILE`, `EINTR`, …).
+    case fail(Int32)
+    /// The call is made after this many microseconds: a slow disk or a stalled server.
+    case stall(microseconds: UInt32)
+}
+
+/// A test seam below the file backer: every system call ``StorageDirectory`` makes in a directory first asks the
+/// plan installed for that directory, if any, whether to fail or stall.
+///
+/// Outside tests no plan is installed and each call costs one relaxed atomic load. A plan is a closure of the test's
+/// that sees the call and the entry's name (or `nil` for the directory itself); it is called outside every lock of
+/// the package.
+package enum FaultInjection {
+    package typealias Plan = @Sendable (_ call: SystemCall, _ name: String?) -> InjectedFault?
+
+    private static let installedCount = Atomic<Int>(0)
+    private static let plans = Lock<[String: Plan]>([:])
+
+    /// Installs `plan` for the directory at `path` (its ``StorageDirectory/path``), replacing any other.
+    package static func install(_ plan: @escaping Plan, forDirectory path: String) {
+        let replaced = plans.withLock { plans in
+            let old = plans.updateValue(plan, forKey: path)
+            if old == nil { installedCount.add(1, ordering: .sequentiallyConsistent) }
+            return old
+        }
+        _ = replaced  // released here, outside the lock
+    }
+
+    /// Removes the plan of the directory at `path`.
+    package static func remove(forDirectory path: String) {
+        let removed = plans.withLock { plans in
+            let old = plans.removeValue(forKey: path)
+            if old != nil { installedCount.subtract(1, ordering: .sequentiallyConsistent) }
+            return old
+        }
+        _ = removed
+    }
+
+    /// The fault to inject into `call` on `name` in the directory at `directory`, after any stall it asks for.
+    @inline(__always)
+    static func fault(_ call: SystemCall, directory: String, name: String?) -> Int32? {
+        guard installedCount.load(ordering: .relaxed) > 0 else { return nil }
+        return slowPath(call, directory: directory, name: name)
+    }
+
+    private static func slowPath(_ call: SystemCall, directory: String, name: String?) -> Int32? {
+        guard let plan = plans.withLock({ $0[directory] }) else { return nil }
+        switch plan(call, name) {
+        case .fail(let code)?:
+            return code
+        case .stall(let microseconds)?:
+            usleep(microseconds)
+            return nil
+        case nil:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,19 @@
+import Synchronization
+
+/// The largest value the package reads or writes, in bytes of JSON: ``WLStorage/maximumValueSize``.
+///
+/// Files are read into memory whole, so without a bound a file of any size (a sparse file of a terabyte takes no
+/// disk) would be allocated in full. A larger file is reported with ``WLStorageError/Code/valueTooLarge`` and left
+/// as it is; a larger value is not written and stays pending.
+package enum ValueSizeLimit {
+    /// 16 MiB.
+    package static let defaultMaximum = 16 * 1024 * 1024
+
+    private static let current = Atomic<Int>(defaultMaximum)
+
+    /// The limit now.
+    package static var maximum: Int {
+        get { current.load(ordering: .relaxed) }
+        set { current.store(max(1, newValue), ordering: .relaxed) }
+    }
+}
