@@ -19,6 +19,13 @@ if ProcessInfo.processInfo.environment["WLSTORAGE_TEST_BLOCK_SIGNALS"] == "1" {
     for signal in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&blocked, signal) }
     pthread_sigmask(SIG_BLOCK, &blocked, nil)
 }
+if let uid = ProcessInfo.processInfo.environment["WLSTORAGE_TEST_UID"].flatMap(UInt32.init) {
+    // Runs as an unprivileged user, so that permission bits apply (root ignores them).
+    guard setgroups(0, nil) == 0, setgid(uid) == 0, setuid(uid) == 0 else {
+        say("cannot drop privileges", to: FileHandle.standardError)
+        exit(70)
+    }
+}
 let mode = arguments[1]
 let directory = URL(fileURLWithPath: arguments[2], isDirectory: true)
 let key = arguments[3]
@@ -141,6 +148,62 @@ case "open":
     // Opens the storage and exits: opening removes abandoned temporary files.
     let stored = storage("")
     say("length \(stored.wrappedValue.utf8.count)")
+
+case "open-report":
+    // Opens the storage, reports its error and value, and exits.
+    let stored = storage("", flushInterval: nil)
+    say("error \(stored.lastError?.code.name ?? "none")")
+    say("length \(stored.wrappedValue.utf8.count)")
+
+case "subscription-cancel", "subscription-drop", "subscription-cancel-in-handler", "values-task":
+    // A subscription (or a stream's task) is the last holder of a model that owns the storage, whose value is
+    // pending; ending the subscription releases the model and so the storage, whose deinit writes the value.
+    lastHolder(mode)
+    say("done")
+
+case "signals-toggle":
+    // The program switches the package's signal handling off and on again after the first storage exists. It
+    // starts as from a shell, with the signals unblocked: a child of the test runner inherits the runner's thread's
+    // mask, which blocks them, and a blocked signal takes another path (signalfd) through Dispatch.
+    var unblocked = sigset_t()
+    sigemptyset(&unblocked)
+    for signal in [SIGTERM, SIGINT, SIGHUP] { sigaddset(&unblocked, signal) }
+    pthread_sigmask(SIG_UNBLOCK, &unblocked, nil)
+    let stored = storage("")
+    stored.flush()
+    WLStorage.flushesOnSignals = false
+    WLStorage.flushesOnSignals = true
+    stored.wrappedValue = value
+    say("ready")
+    waitForever()
+
+case "default-wait":
+    // A program that only opened the storage (its default, never set, in memory), and exits once the file VALUE
+    // exists.
+    let stored = storage("default", flushInterval: nil)
+    say("ready")
+    while !FileManager.default.fileExists(atPath: value) { usleep(10_000) }
+    say("value \(stored.wrappedValue)")
+
+case "default-exit":
+    // A program that only opens the storage with its default, and exits.
+    let stored = storage("default", flushInterval: 1)
+    say("value \(stored.wrappedValue)")
+
+case "read-fail-then-set":
+    // The first read fails (the test made the file unreadable); once the file VALUE exists, the program changes
+    // the value it has, derived from what it read, and flushes.
+    let stored = storage("default", flushInterval: nil)
+    say("opened \(stored.lastError?.code.name ?? "none") \(stored.wrappedValue)")
+    while !FileManager.default.fileExists(atPath: value) { usleep(10_000) }
+    stored.wrappedValue += "+1"
+    stored.flush()
+    say("done \(stored.wrappedValue)")
+
+case "watch-leak":
+    // Opens and releases storages in 200 directories under DIRECTORY and reports the inotify watches left.
+    // VALUE "keep" keeps the directories; "remove" removes them, then makes them again.
+    watchLeak(removing: value == "remove")
 
 default:
     say("unknown mode \(mode)", to: FileHandle.standardError)
