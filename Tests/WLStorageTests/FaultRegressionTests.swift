@@ -358,7 +358,7 @@ private struct Counter: Codable, Sendable, Equatable {
                 hook = { try? replaceFromOutside(file, with: "\"new\"") }
             }
             let storage = fileStorage("k", in: directory, default: HookedText("default"), flushInterval: nil)
-            try #require(storage.wrappedValue == HookedText("old"), "the hook ran at another time")
+            try #require(HookedText.hook.withLock { $0 == nil }, "the hook did not run")
             try #require(stored(String.self, key: "k", in: directory) == "new")
             let seen = eventually(timeout: 10) { storage.wrappedValue == HookedText("new") }
             #expect(seen, "the storage still has \(storage.wrappedValue.text)")
@@ -530,58 +530,53 @@ private struct Counter: Codable, Sendable, Equatable {
         }
     }
 
-    /// The UTC second of `clock` as moved-aside names spell it.
-    private static func stamp(_ clock: time_t) -> String {
-        var clock = clock
-        var parts = tm()
-        gmtime_r(&clock, &parts)
-        return String(
-            format: "%04d%02d%02dT%02d%02d%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
-            parts.tm_hour, parts.tm_min, parts.tm_sec)
+    /// Fails the first `collisions` moves aside with `EEXIST`, as if a kept file had every name drawn, and with
+    /// `fallback` makes `renameat2` unsupported, so that the `linkat` path is taken.
+    private static func collide(_ collisions: Int, fallback: Bool = false, in directory: URL) -> Shared {
+        let attempts = Shared()
+        let path = directory.standardizedFileURL.path
+        FaultInjection.install(
+            { call, name in
+                guard let name, name.contains("~corrupt-") else { return nil }
+                if fallback && call == .rename { return .fail(EINVAL) }
+                guard call == (fallback ? .link : .rename) else { return nil }
+                let attempt = attempts.number.add(1, ordering: .relaxed).newValue
+                return attempt <= collisions ? .fail(EEXIST) : nil
+            }, forDirectory: path)
+        return attempts
     }
 
-    /// A fresh directory in /dev/shm, where 65,536 names can be made within a second (ext4 here takes six).
-    private static func withMemoryDirectory(_ body: (URL) throws -> Bool) throws -> Bool {
-        var template = Array("/dev/shm/wlstorage-tests-XXXXXX".utf8CString)
-        let made = try #require(template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) })
-        let url = URL(fileURLWithPath: String(cString: made), isDirectory: true)
-        defer { try? FileManager.default.removeItem(at: url) }
-        return try body(url)
-    }
-
-    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/dev/shm")))
-    func aKeptFileIsNeverOverwrittenEvenWhenEveryNameOfTheSecondIsTaken() throws {
-        // The name is NAME~corrupt-<UTC second>-<4 hex digits>. Every name of the next second is taken by an empty
-        // file, then a file is moved aside within that second: whatever name it gets, none may replace a kept file.
-        for _ in 1...3 {
-            let done = try Self.withMemoryDirectory { directory in
-                // Start at the beginning of a second, so that the names are made before the next one ends.
-                let first = time(nil)
-                while time(nil) == first { usleep(1_000) }
-                let target = time(nil) + 1
-                let prefix = directory.path + "/k~corrupt-" + Self.stamp(target) + "-"
-                let failures = Atomic<Int>(0)
-                DispatchQueue.concurrentPerform(iterations: 16) { chunk in
-                    for suffix in (chunk * 4_096)..<((chunk + 1) * 4_096) {
-                        if mknod(prefix + String(format: "%04x", suffix), S_IFREG | 0o600, 0) != 0 {
-                            failures.add(1, ordering: .relaxed)
-                        }
-                    }
-                }
-                try #require(failures.load(ordering: .relaxed) == 0)
-                guard time(nil) <= target else { return false }  // too slow: try again
-                while time(nil) < target { usleep(1_000) }
-                try Data("garbage".utf8).write(to: directory.appendingPathComponent("k"))
-                let storage = fileStorage("k", in: directory, default: 0, flushInterval: nil)
-                guard time(nil) == target else { return false }  // moved aside in another second: try again
-                #expect(storage.lastError?.code == .decodingFailed)
-                let aside = entries(of: directory).filter { $0.contains("~corrupt-") }
-                #expect(aside.count == 65_536 + 1, "a kept file was replaced: \(aside.count) names for 65,537 files")
-                return true
-            }
-            if done { return }
+    @Test(arguments: [false, true])
+    func aNameAlreadyTakenIsNeverReplacedAnotherIsDrawn(fallback: Bool) throws {
+        try withTemporaryDirectory { directory in
+            defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
+            let attempts = Self.collide(3, fallback: fallback, in: directory)
+            try Data("garbage".utf8).write(to: directory.appendingPathComponent("k"))
+            let storage = fileStorage("k", in: directory, default: 0, flushInterval: nil)
+            #expect(storage.lastError?.code == .decodingFailed)
+            #expect(attempts.number.load(ordering: .relaxed) == 4)
+            let aside = entries(of: directory).filter { $0.contains("~corrupt-") }
+            #expect(aside.count == 1)
+            #expect(
+                aside.first.flatMap { try? String(contentsOfFile: directory.path + "/" + $0, encoding: .utf8) }
+                    == "garbage")
         }
-        Issue.record("could not take every name of a second in time, three times")
+    }
+
+    @Test func whenEveryNameDrawnIsTakenTheFileStaysWhereItIsAndIsNeverOverwritten() throws {
+        try withTemporaryDirectory { directory in
+            defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
+            _ = Self.collide(.max, in: directory)
+            let file = directory.appendingPathComponent("k")
+            try Data("garbage".utf8).write(to: file)
+            let storage = fileStorage("k", in: directory, default: 0, flushInterval: nil)
+            #expect(storage.lastError?.code == .writeFailed)
+            storage.wrappedValue = 1
+            storage.flush()
+            // What is stored is unknown to the storage: its change, based on the default, never replaces the file.
+            #expect(try String(contentsOf: file, encoding: .utf8) == "garbage")
+            #expect(storage.hasPendingChanges)
+        }
     }
 }
 
