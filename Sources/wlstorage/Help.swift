@@ -79,7 +79,9 @@ enum Help {
         case .set:
             """
             Stores JSON for KEY. JSON may be any JSON text, including a top-level fragment such as 42, "abc" or
-            null. It is checked first; when it is not JSON, the tool exits 1 and changes nothing. The text is
+            null. It is checked first, as the library reads it: UTF-8, nested at most 512 deep, and every number
+            within the range of a Double (1e400 is too large, and 1e-400 would read as 0, so both are refused).
+            When it is not JSON, the tool says why and at which byte, exits 1 and changes nothing. The text is
             stored as given, with the whitespace between tokens removed. The file is written as the library
             writes it: a temporary file with mode 0600, synced, renamed over the old file, and the directory
             synced. The directory is created, with mode 0700, when it is missing.

@@ -1,20 +1,18 @@
 import Foundation
+import WLStorage
 
-/// JSON as the bytes of a file: checked with `JSONSerialization`, and re-laid out without being re-encoded.
+/// JSON as the bytes of a file: checked with the package's ``JSONValidator``, and re-laid out without being
+/// re-encoded.
 ///
-/// Laying out the text, rather than parsing and serializing it again, keeps every number, string escape and key
-/// order exactly as stored: `1.0` stays `1.0` and a 20-digit integer keeps its digits.
+/// The validator judges a text as the library's `JSONDecoder` reads it, numbers included: a file the tool calls
+/// JSON is one the library can decode. Laying out the text, rather than parsing and serializing it again, keeps
+/// every number, string escape and key order exactly as stored: `1.0` stays `1.0` and a 20-digit integer keeps its
+/// digits.
 enum JSONText {
-    /// Why `data` is not a JSON text (top-level fragments such as `42` or `null` allowed), or `nil` when it is.
+    /// Why `data` is not a JSON text (top-level fragments such as `42` or `null` allowed), as a reason and the
+    /// offset of the byte it is about (`unexpected end of the text in a string at byte 9`), or `nil` when it is.
     static func problem(in data: Data) -> String? {
-        guard String(validating: data, as: UTF8.self) != nil else { return "the text is not UTF-8" }
-        do {
-            _ = try JSONSerialization.jsonObject(with: data, options: .fragmentsAllowed)
-        } catch {
-            let reason = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
-            return reason ?? "the text is not JSON"
-        }
-        return nil
+        JSONValidator.problem(in: data)?.description
     }
 
     /// `json` without whitespace between tokens. `json` must be valid JSON (see ``problem(in:)``).

@@ -100,6 +100,50 @@ import WLStorage
         }
     }
 
+    @Test(arguments: ["1e-400", "1e400", #"{"a":[1,-1e-400]}"#])
+    func aNumberTheLibraryCannotDecodeIsRefusedWithTheReasonAndNothingIsWritten(json: String) async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "k", "1"], in: root).status == 0)
+
+            let set = try await ToolRun.run(["--dir", store.path, "set", "k", json], in: root)
+            #expect(set.status == 1)
+            #expect(set.stderr.contains("not valid JSON: the number "))
+            #expect(set.stderr.contains(" is out of the range of a Double"))
+            #expect(FileManager.default.contents(atPath: store.appendingPathComponent("k").path) == Data("1".utf8))
+            #expect(entries(of: store) == ["k"])
+        }
+    }
+
+    @Test func whyTheValueIsNotJSONIsSaidWithTheOffsetOfTheByte() async throws {
+        try await withTemporaryDirectory { root in
+            let set = try await ToolRun.run(["--dir", root.path, "set", "k", #"{"a": tru}"#], in: root)
+            #expect(set.status == 1)
+            #expect(set.stderr == "wlstorage: the value is not valid JSON: expected 'true', found '}' at byte 9\n")
+        }
+    }
+
+    @Test func getListAndVerifyJudgeAFileByWhatTheLibraryCanDecode() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: true)
+            try Data(#"{"v": 1e-400}"#.utf8).write(to: store.appendingPathComponent("tiny"))
+
+            let get = try await ToolRun.run(["--dir", store.path, "get", "tiny"], in: root)
+            #expect(get.status == 1)
+            #expect(get.stdout.isEmpty)
+            #expect(get.stderr.contains("does not hold JSON (the number 1e-400 is out of the range of a Double"))
+            #expect(get.stderr.contains("at byte 6)"))
+
+            let list = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            #expect(list.stdout.split(separator: "\n").last?.hasSuffix("invalid JSON") == true)
+
+            let verify = try await ToolRun.run(["--dir", store.path, "verify"], in: root)
+            #expect(verify.status == 1)
+            #expect(verify.stdout.contains("bad: tiny: does not hold JSON: the number 1e-400 is out of the range"))
+        }
+    }
+
     // MARK: hash, path, rm
 
     /// Known SHA-256 vectors: a key that is not a plain file name is stored under the hex digest of its UTF-8.
@@ -277,6 +321,21 @@ import WLStorage
             let result = await watch.finish()
             #expect(result.status == 0)
             #expect(result.stdout == "{\"v\":1}\n{\"v\":2}\n")
+        }
+    }
+
+    @Test func watchReportsAValueTheLibraryCannotDecodeAndDoesNotPrintIt() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "k", "1"], in: root).status == 0)
+            let watch = try ToolRun(["--dir", store.path, "watch", "--count", "2", "k"], in: root)
+            #expect(await watch.waitForLines(["1"]))
+            try Data("[1e400]".utf8).write(to: store.appendingPathComponent("k"))
+            #expect(await watch.waitForError { $0.contains("the number 1e400 is out of the range of a Double") })
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "k", "2"], in: root).status == 0)
+            let result = await watch.finish()
+            #expect(result.status == 0)
+            #expect(result.stdout == "1\n2\n")
         }
     }
 
@@ -489,6 +548,14 @@ private final class ToolRun {
     func waitForLines(_ lines: [String], timeout: Double = 60) async -> Bool {
         let expected = lines.map { $0 + "\n" }.joined()
         return await eventually(timeout: timeout) { () async in printed == expected }
+    }
+
+    /// Waits until what the tool has printed on standard error satisfies `condition`. Returns `false` after
+    /// `timeout` seconds.
+    func waitForError(timeout: Double = 60, _ condition: (String) -> Bool) async -> Bool {
+        await eventually(timeout: timeout) { () async in
+            condition(String(decoding: FileManager.default.contents(atPath: errorURL.path) ?? Data(), as: UTF8.self))
+        }
     }
 
     func send(_ signal: Int32) {
