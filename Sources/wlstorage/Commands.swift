@@ -75,57 +75,13 @@ private func set(_ key: String, json: String, in directory: StorageDirectory) th
     }
 }
 
-/// What is in one entry of the directory, for `list` and `verify`.
-private enum EntryState {
-    case json, empty, invalid(String), unreadable(String), temporary, movedAside, notRegular(String)
-
-    var label: String {
-        switch self {
-        case .json: "json"
-        case .empty: "empty"
-        case .invalid: "invalid JSON"
-        case .unreadable: "unreadable"
-        case .temporary: "temporary"
-        case .movedAside: "moved aside"
-        case .notRegular(let kind): kind
-        }
-    }
-}
-
-private func state(of name: String, status: FileStatus, in directory: StorageDirectory) -> EntryState {
-    if StorageDirectory.isTemporary(name) { return .temporary }
-    if StorageDirectory.isMovedAside(name) { return .movedAside }
-    guard status.isRegularFile else { return .notRegular(status.kind.rawValue) }
-    let contents: Data?
-    do {
-        contents = try directory.read(name)
-    } catch {
-        return .unreadable(ToolFailure(error).message)
-    }
-    guard let contents else { return .unreadable("the file vanished while it was read") }
-    if contents.isEmpty { return .empty }
-    if let problem = JSONText.problem(in: contents) { return .invalid(problem) }
-    return .json
-}
-
-/// What the key column of `list` shows for `name`.
-private func keyColumn(for name: String) -> String {
-    // A temporary or moved-aside file is named after the file it belongs to, up to the first "~".
-    let base =
-        StorageDirectory.isTemporary(name) || StorageDirectory.isMovedAside(name)
-        ? String(name.prefix { $0 != "~" }) : name
-    if FileName.isDigest(base) { return "(hashed)" }
-    return FileName.isPlain(base) ? base : "-"
-}
-
 private func list(_ directory: StorageDirectory) throws(ToolFailure) {
-    let names = try entries(of: directory)
     var rows = [["NAME", "KEY", "SIZE", "MODIFIED", "STATE"]]
-    for name in names {
-        guard let status = directory.status(of: name) else { continue }  // removed since it was listed
+    for name in try entryNames(of: directory) {
+        guard let entry = DirectoryEntry(name: name, in: directory) else { continue }
         rows.append([
-            name, keyColumn(for: name), String(status.size), status.modificationTime.formatted(.iso8601),
-            state(of: name, status: status, in: directory).label,
+            entry.printedName, entry.key, String(entry.status.size),
+            entry.status.modificationTime.formatted(.iso8601), entry.state.label,
         ])
     }
     var widths = [Int](repeating: 0, count: rows[0].count)
@@ -143,20 +99,18 @@ private func list(_ directory: StorageDirectory) throws(ToolFailure) {
 }
 
 private func verify(_ directory: StorageDirectory) throws(ToolFailure) -> ExitStatus {
-    let names = try entries(of: directory)
     var report = ""
     var problems = 0
     var checked = 0
-    for name in names {
-        guard let status = directory.status(of: name) else { continue }  // removed since it was listed
-        let state = state(of: name, status: status, in: directory)
+    for name in try entryNames(of: directory) {
+        guard let entry = DirectoryEntry(name: name, in: directory) else { continue }
         let problem: String?
-        switch state {
+        switch entry.state {
         case .json, .empty:
             checked += 1
             problem = nil
         case .movedAside:
-            report += "note: \(name): moved aside by the library because it did not decode; not checked\n"
+            report += "note: \(entry.printedName): moved aside by the library because it did not decode; not checked\n"
             problem = nil
         case .temporary:
             problem = "temporary file left by a writer that crashed or is still at work"
@@ -168,10 +122,13 @@ private func verify(_ directory: StorageDirectory) throws(ToolFailure) -> ExitSt
             problem = "cannot be read: \(reason)"
         case .notRegular(let kind):
             problem = "not a regular file (\(kind))"
+        case .other:
+            let why = entry.role == .foreign(isUTF8: false) ? "its name is not UTF-8" : "no key maps to this name"
+            problem = "not a file the library writes (\(why))"
         }
         if let problem {
             problems += 1
-            report += "bad: \(name): \(problem)\n"
+            report += "bad: \(entry.printedName): \(problem)\n"
         }
     }
     let summary = problems == 0 ? "no problems" : problems == 1 ? "1 problem" : "\(problems) problems"
@@ -190,10 +147,10 @@ func fileName(for key: String) throws(ToolFailure) -> String {
     return name
 }
 
-/// The entries of `directory`; a missing directory is a failure with a plain message.
-private func entries(of directory: StorageDirectory) throws(ToolFailure) -> [String] {
+/// The names of the entries of `directory`, as bytes; a missing directory is a failure with a plain message.
+private func entryNames(of directory: StorageDirectory) throws(ToolFailure) -> [[UInt8]] {
     do {
-        return try directory.entries()
+        return try directory.rawEntryNames()
     } catch {
         if error.errno == ENOENT { throw ToolFailure("no storage directory at \(directory.path)") }
         throw ToolFailure(error)

@@ -104,22 +104,30 @@ enum Help {
             (ISO 8601, UTC) and its state:
               json            the file holds JSON
               empty           the file is empty; the library reads it as the default value
-              invalid JSON    the file does not hold JSON
+              invalid JSON    the file does not hold JSON the library can decode
               temporary       a temporary file a writer left behind
               moved aside     a file the library moved aside because it did not decode
+              other           a file whose name no key maps to; the library never reads it
               symlink, directory, special file
                               not a regular file; the library neither follows nor replaces it
             The key is the name itself for a plain name, "(hashed)" for a 64-character hex name (the SHA-256
             of a key that is not a plain name, unless a plain key of that form was used), and "-" for a name no
             key maps to. For temporary and moved-aside files it is the key of the file they belong to.
+
+            Names are printed one per line whatever bytes they hold: printable characters as they are, a
+            backslash as \\\\, a tab as \\t, a newline as \\n, and any other byte (control characters, DEL,
+            bytes that are not UTF-8, each byte of a character that is not printable) as \\xNN in lowercase hex.
+            printf '%b' turns a printed name back into the name.
             """
         case .verify:
             """
             Checks every entry of the directory. Exits 0 when every key file is a regular file that holds JSON
-            (an empty file counts as good, as the library reads it as the default value). Otherwise prints one
-            line for each bad entry on standard output and exits 1. Bad entries are: files that do not hold
-            JSON, symlinks, directories and special files, and temporary files a writer left behind (a writer
-            that crashed, or one still at work). Files the library moved aside are reported but are not bad.
+            the library can decode (an empty file counts as good, as the library reads it as the default value).
+            Otherwise prints one line for each bad entry on standard output and exits 1. Bad entries are: files
+            that do not hold JSON, symlinks, directories and special files, files whose name no key maps to (a
+            name that is not UTF-8 never does), and temporary files a writer left behind (a writer that crashed,
+            or one still at work). Files the library moved aside are reported but are not bad. Names are printed
+            as list prints them.
             """
         case .watch:
             """

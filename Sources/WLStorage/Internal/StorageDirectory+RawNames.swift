@@ -1,0 +1,160 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The entries of a storage directory by the bytes of their names, for tools that must see every entry.
+///
+/// ``StorageDirectory/entries()`` makes each name a `String`, which turns bytes that are not UTF-8 into U+FFFD: such
+/// a name can then be neither looked up nor opened. These calls keep a name as the bytes the system gave, and reach
+/// the entry relative to the directory (`fstatat`, `openat`), so every entry can be inspected, whatever its name.
+extension StorageDirectory {
+    /// The names of the directory's entries as bytes, without `.` and `..`, sorted byte by byte.
+    ///
+    /// - Throws: ``WLStorageError/Code/directoryUnavailable`` when the directory cannot be opened (its `errno` is
+    ///   `ENOENT` when there is none), ``WLStorageError/Code/readFailed`` when it cannot be listed.
+    package func rawEntryNames() throws(WLStorageError) -> [[UInt8]] {
+        let dir = try openDirectoryForNames()
+        guard let stream = fdopendir(dir) else {
+            let code = errno
+            close(dir)
+            throw WLStorageError(
+                code: .readFailed, message: "cannot list the storage directory", path: path, errno: code)
+        }
+        defer { closedir(stream) }  // closes `dir` too
+        var names: [[UInt8]] = []
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                let code = errno
+                guard code == 0 else {
+                    throw WLStorageError(
+                        code: .readFailed, message: "cannot list the storage directory", path: path, errno: code)
+                }
+                break
+            }
+            let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
+                let bytes = raw.bindMemory(to: UInt8.self)
+                return Array(bytes[..<(bytes.firstIndex(of: 0) ?? bytes.count)])
+            }
+            if name != [UInt8(ascii: ".")] && name != [UInt8(ascii: "."), UInt8(ascii: ".")] { names.append(name) }
+        }
+        return names.sorted { $0.lexicographicallyPrecedes($1) }
+    }
+
+    /// What `lstat` says of the entry named `name`, or `nil` when there is no such entry (or no directory).
+    /// The corresponding C function is `fstatat` with `AT_SYMLINK_NOFOLLOW`.
+    package func status(ofEntryNamed name: [UInt8]) -> FileStatus? {
+        guard let dir = try? openDirectoryForNames() else { return nil }
+        defer { close(dir) }
+        var status = stat()
+        let result = Self.withCString(name) { fstatat(dir, $0, &status, AT_SYMLINK_NOFOLLOW) }
+        guard result == 0 else { return nil }
+        return FileStatus(
+            identity: FileIdentity(status),
+            kind: EntryKind(mode: status.st_mode),
+            size: Int64(status.st_size),
+            modificationTime: Date(
+                timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec) + TimeInterval(status.st_mtim.tv_nsec)
+                    / 1e9)
+        )
+    }
+
+    /// Opens the regular file named `name` for reading, or returns `nil` when there is no entry of that name.
+    ///
+    /// The file is opened with `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC|O_NOCTTY` relative to the directory, so
+    /// neither a symlink is followed nor a FIFO waited on, and `fstat` checks what was opened before a byte is
+    /// read. The corresponding C functions are `openat` and `fstat`.
+    ///
+    /// - Throws: ``WLStorageError/Code/directoryUnavailable`` when the directory cannot be opened (`ENOENT` when
+    ///   there is none); ``WLStorageError/Code/notARegularFile`` for a symlink, a directory or a special file;
+    ///   ``WLStorageError/Code/readFailed`` when the file cannot be opened.
+    package func openEntryForReading(named name: [UInt8]) throws(WLStorageError) -> ReadableEntry? {
+        let dir = try openDirectoryForNames()
+        defer { close(dir) }
+        let displayPath = filePath(String(decoding: name, as: UTF8.self))
+        let fd = Self.withCString(name) { name in
+            Self.retryingInterrupted { openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }
+        }
+        var status = stat()
+        guard fd >= 0 else {
+            let code = errno
+            if code == ENOENT { return nil }
+            let isEntry = Self.withCString(name) { fstatat(dir, $0, &status, AT_SYMLINK_NOFOLLOW) } == 0
+            if isEntry, (status.st_mode & S_IFMT) != S_IFREG {
+                throw Self.notRegular(EntryKind(mode: status.st_mode), path: displayPath)
+            }
+            throw WLStorageError(code: .readFailed, message: "cannot open the file", path: displayPath, errno: code)
+        }
+        guard fstat(fd, &status) == 0 else {
+            let code = errno
+            close(fd)
+            throw WLStorageError(code: .readFailed, message: "cannot inspect the file", path: displayPath, errno: code)
+        }
+        guard (status.st_mode & S_IFMT) == S_IFREG else {
+            close(fd)
+            throw Self.notRegular(EntryKind(mode: status.st_mode), path: displayPath)
+        }
+        return ReadableEntry(descriptor: fd, size: Int64(status.st_size), path: displayPath)
+    }
+
+    private func openDirectoryForNames() throws(WLStorageError) -> CInt {
+        let fd = Self.retryingInterrupted { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard fd >= 0 else {
+            throw WLStorageError(
+                code: .directoryUnavailable, message: "cannot open the storage directory", path: path, errno: errno)
+        }
+        return fd
+    }
+
+    private static func notRegular(_ kind: EntryKind, path: String) -> WLStorageError {
+        WLStorageError(
+            code: .notARegularFile, message: "the file is a \(kind.rawValue); it is left as it is and not followed",
+            path: path)
+    }
+
+    private static func withCString<R>(_ name: [UInt8], _ body: (UnsafePointer<CChar>) -> R) -> R {
+        (name + [0]).withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) }
+        }
+    }
+
+    private static func retryingInterrupted(_ body: () -> CInt) -> CInt {
+        while true {
+            let result = body()
+            if result < 0 && errno == EINTR { continue }
+            return result
+        }
+    }
+}
+
+/// A regular file of a storage directory, open for reading; closed when the value goes away.
+package struct ReadableEntry: ~Copyable {
+    /// The open descriptor.
+    package let descriptor: CInt
+    /// The size `fstat` gave when the file was opened.
+    package let size: Int64
+    /// The file's path, for messages. A name that is not UTF-8 has U+FFFD in place of its invalid bytes here.
+    package let path: String
+
+    /// Reads the next bytes into `buffer` and returns how many were read; 0 at the end of the file.
+    /// The corresponding C function is `read`.
+    ///
+    /// - Throws: ``WLStorageError/Code/readFailed``.
+    package func read(into buffer: UnsafeMutableRawBufferPointer) throws(WLStorageError) -> Int {
+        while true {
+            let count = Glibc.read(descriptor, buffer.baseAddress, buffer.count)
+            if count >= 0 { return count }
+            let code = errno
+            if code == EINTR { continue }
+            throw WLStorageError(code: .readFailed, message: "cannot read the file", path: path, errno: code)
+        }
+    }
+
+    deinit {
+        close(descriptor)
+    }
+}

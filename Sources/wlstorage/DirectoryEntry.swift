@@ -1,0 +1,115 @@
+import Foundation
+import WLStorage
+
+/// One entry of a storage directory as `list` and `verify` see it: its name's bytes, what the name says it is, and
+/// what is in it.
+struct DirectoryEntry {
+    /// What a name says an entry is.
+    enum Role: Equatable {
+        /// The file of a key: a plain key, or a 64-digit hex digest.
+        case keyFile
+        /// A writer's temporary file, `NAME~` and 16 lowercase hex digits and `.tmp`, for the key file `base`.
+        case temporary(base: String)
+        /// A file the library moved aside because it did not decode, for the key file `base`.
+        case movedAside(base: String)
+        /// A name the library never gives a file. `isUTF8` is `false` when the name's bytes are not UTF-8, and so
+        /// cannot be any key's file name.
+        case foreign(isUTF8: Bool)
+    }
+
+    /// What is in an entry.
+    enum State {
+        case json, empty, invalid(String), unreadable(String), temporary, movedAside, other, notRegular(String)
+
+        /// The STATE column of `list`.
+        var label: String {
+            switch self {
+            case .json: "json"
+            case .empty: "empty"
+            case .invalid: "invalid JSON"
+            case .unreadable: "unreadable"
+            case .temporary: "temporary"
+            case .movedAside: "moved aside"
+            case .other: "other"
+            case .notRegular(let kind): kind
+            }
+        }
+    }
+
+    /// The name as the system gave it.
+    var name: [UInt8]
+    var status: FileStatus
+    var role: Role
+    var state: State
+
+    /// The name as the tool prints it, escaped (see `printableName(_:)`).
+    var printedName: String { printableName(name) }
+
+    /// The KEY column of `list`: the key a file belongs to, `(hashed)` for a digest, `-` for none.
+    var key: String {
+        let base: String
+        switch role {
+        case .keyFile: base = String(decoding: name, as: UTF8.self)
+        case .temporary(let name), .movedAside(let name): base = name
+        case .foreign: return "-"
+        }
+        if FileName.isDigest(base) { return "(hashed)" }
+        return FileName.isPlain(base) ? base : "-"
+    }
+
+    /// The entry named `name` in `directory`, or `nil` when it is gone.
+    init?(name: [UInt8], in directory: StorageDirectory) {
+        guard let status = directory.status(ofEntryNamed: name) else { return nil }  // removed since it was listed
+        self.name = name
+        self.status = status
+        self.role = Self.role(of: name)
+        switch role {
+        case _ where !status.isRegularFile: state = .notRegular(status.kind.rawValue)
+        case .keyFile: state = Self.contentState(of: String(decoding: name, as: UTF8.self), in: directory)
+        case .temporary: state = .temporary
+        case .movedAside: state = .movedAside
+        case .foreign: state = .other
+        }
+    }
+
+    /// What `name` says an entry is.
+    static func role(of name: [UInt8]) -> Role {
+        guard let text = String(validating: name, as: UTF8.self) else { return .foreign(isUTF8: false) }
+        if FileName.isPlain(text) || FileName.isDigest(text) { return .keyFile }
+        if let base = writerTemporaryBase(of: name) { return .temporary(base: base) }
+        if StorageDirectory.isMovedAside(text) { return .movedAside(base: String(text.prefix { $0 != "~" })) }
+        return .foreign(isUTF8: true)
+    }
+
+    /// The key file name a writer's temporary file `NAME~XXXXXXXXXXXXXXXX.tmp` (16 lowercase hex digits) belongs to,
+    /// or `nil` for a name of any other form.
+    static func writerTemporaryBase(of name: [UInt8]) -> String? {
+        let suffixLength = 1 + 16 + 4  // "~", the digits, ".tmp"
+        guard name.count > suffixLength, name.hasSuffix(Array(".tmp".utf8)) else { return nil }
+        let tilde = name.count - suffixLength
+        guard name[tilde] == UInt8(ascii: "~") else { return nil }
+        let digits = name[(tilde + 1)..<(tilde + 17)]
+        guard digits.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return nil }
+        let base = String(decoding: name[..<tilde], as: UTF8.self)
+        return FileName.isPlain(base) || FileName.isDigest(base) ? base : nil
+    }
+
+    private static func contentState(of name: String, in directory: StorageDirectory) -> State {
+        let contents: Data?
+        do {
+            contents = try directory.read(name)
+        } catch {
+            return .unreadable(ToolFailure(error).message)
+        }
+        guard let contents else { return .unreadable("the file vanished while it was read") }
+        if contents.isEmpty { return .empty }
+        if let problem = JSONText.problem(in: contents) { return .invalid(problem) }
+        return .json
+    }
+}
+
+extension Array where Element == UInt8 {
+    fileprivate func hasSuffix(_ suffix: [UInt8]) -> Bool {
+        count >= suffix.count && self[(count - suffix.count)...].elementsEqual(suffix)
+    }
+}
