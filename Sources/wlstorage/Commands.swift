@@ -52,15 +52,26 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
 
 private func get(_ key: String, in directory: StorageDirectory) throws(ToolFailure) {
     let name = try fileName(for: key)
-    let contents = try library { () throws(WLStorageError) in try directory.read(name) }
-    guard let contents else { throw ToolFailure("no value stored for '\(key)': \(directory.filePath(name))") }
-    guard !contents.isEmpty else {
+    let contents: StoredFile.Contents?
+    do {
+        contents = try StoredFile.read(Array(name.utf8), in: directory)
+    } catch {
+        guard error.code == .directoryUnavailable, error.errno == ENOENT else { throw ToolFailure(error) }
+        contents = nil
+    }
+    switch contents {
+    case nil:
+        throw ToolFailure("no value stored for '\(key)': \(directory.filePath(name))")
+    case .tooLarge:
+        throw ToolFailure("the file of '\(key)' is \(StoredFile.tooLargeReason): \(directory.filePath(name))")
+    case .bytes(let contents) where contents.isEmpty:
         throw ToolFailure("no value stored for '\(key)' (the file is empty): \(directory.filePath(name))")
+    case .bytes(let contents):
+        if let problem = JSONText.problem(in: contents) {
+            throw ToolFailure("the file does not hold JSON (\(problem)): \(directory.filePath(name))")
+        }
+        Console.out(String(decoding: JSONText.pretty(contents), as: UTF8.self) + "\n")
     }
-    if let problem = JSONText.problem(in: contents) {
-        throw ToolFailure("the file does not hold JSON (\(problem)): \(directory.filePath(name))")
-    }
-    Console.out(String(decoding: JSONText.pretty(contents), as: UTF8.self) + "\n")
 }
 
 private func set(_ key: String, json: String, in directory: StorageDirectory) throws(ToolFailure) {
@@ -117,6 +128,9 @@ private func verify(_ directory: StorageDirectory) throws(ToolFailure) -> ExitSt
         case .invalid(let reason):
             checked += 1
             problem = "does not hold JSON: \(reason)"
+        case .tooLarge:
+            checked += 1
+            problem = StoredFile.tooLargeReason
         case .unreadable(let reason):
             checked += 1
             problem = "cannot be read: \(reason)"

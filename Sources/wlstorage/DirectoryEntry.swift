@@ -19,7 +19,8 @@ struct DirectoryEntry {
 
     /// What is in an entry.
     enum State {
-        case json, empty, invalid(String), unreadable(String), temporary, movedAside, other, notRegular(String)
+        case json, empty, invalid(String), tooLarge, unreadable(String), temporary, movedAside, other
+        case notRegular(String)
 
         /// The STATE column of `list`.
         var label: String {
@@ -27,6 +28,7 @@ struct DirectoryEntry {
             case .json: "json"
             case .empty: "empty"
             case .invalid: "invalid JSON"
+            case .tooLarge: "too large"
             case .unreadable: "unreadable"
             case .temporary: "temporary"
             case .movedAside: "moved aside"
@@ -65,7 +67,7 @@ struct DirectoryEntry {
         self.role = Self.role(of: name)
         switch role {
         case _ where !status.isRegularFile: state = .notRegular(status.kind.rawValue)
-        case .keyFile: state = Self.contentState(of: String(decoding: name, as: UTF8.self), in: directory)
+        case .keyFile: state = Self.contentState(of: name, in: directory)
         case .temporary: state = .temporary
         case .movedAside: state = .movedAside
         case .foreign: state = .other
@@ -94,17 +96,20 @@ struct DirectoryEntry {
         return FileName.isPlain(base) || FileName.isDigest(base) ? base : nil
     }
 
-    private static func contentState(of name: String, in directory: StorageDirectory) -> State {
-        let contents: Data?
+    private static func contentState(of name: [UInt8], in directory: StorageDirectory) -> State {
+        let verdict: StoredFile.Verdict?
         do {
-            contents = try directory.read(name)
+            verdict = try StoredFile.check(name, in: directory)
         } catch {
             return .unreadable(ToolFailure(error).message)
         }
-        guard let contents else { return .unreadable("the file vanished while it was read") }
-        if contents.isEmpty { return .empty }
-        if let problem = JSONText.problem(in: contents) { return .invalid(problem) }
-        return .json
+        switch verdict {
+        case nil: return .unreadable("the file vanished while it was read")
+        case .json: return .json
+        case .empty: return .empty
+        case .invalid(let problem): return .invalid(problem.description)
+        case .tooLarge: return .tooLarge
+        }
     }
 }
 

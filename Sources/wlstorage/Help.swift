@@ -73,8 +73,9 @@ enum Help {
         case .get:
             """
             Prints the JSON stored for KEY, one member or element per line. Numbers, strings and the order of
-            keys are shown exactly as stored. Exits 1 when there is no value (no file, or an empty one) or the
-            file does not hold JSON.
+            keys are shown exactly as stored. Exits 1 when there is no value (no file, or an empty one), the
+            file does not hold JSON, or it is larger than the maximum value size the library reads (16 MiB; such
+            a file is not read).
             """
         case .set:
             """
@@ -105,6 +106,8 @@ enum Help {
               json            the file holds JSON
               empty           the file is empty; the library reads it as the default value
               invalid JSON    the file does not hold JSON the library can decode
+              too large       the file is larger than the maximum value size the library reads (16 MiB);
+                              it is not read
               temporary       a temporary file a writer left behind
               moved aside     a file the library moved aside because it did not decode
               other           a file whose name no key maps to; the library never reads it
@@ -124,10 +127,10 @@ enum Help {
             Checks every entry of the directory. Exits 0 when every key file is a regular file that holds JSON
             the library can decode (an empty file counts as good, as the library reads it as the default value).
             Otherwise prints one line for each bad entry on standard output and exits 1. Bad entries are: files
-            that do not hold JSON, symlinks, directories and special files, files whose name no key maps to (a
-            name that is not UTF-8 never does), and temporary files a writer left behind (a writer that crashed,
-            or one still at work). Files the library moved aside are reported but are not bad. Names are printed
-            as list prints them.
+            that do not hold JSON, files larger than the maximum value size the library reads (16 MiB), symlinks,
+            directories and special files, files whose name no key maps to (a name that is not UTF-8 never
+            does), and temporary files a writer left behind (a writer that crashed, or one still at work). Files
+            the library moved aside are reported but are not bad. Names are printed as list prints them.
             """
         case .watch:
             """

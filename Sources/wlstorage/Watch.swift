@@ -74,14 +74,17 @@ private final class ValuePrinter: Sendable {
     func update() {
         let line: String
         do {
-            let contents = try directory.read(fileName)
-            if let contents, !contents.isEmpty {
+            switch try StoredFile.read(Array(fileName.utf8), in: directory) {
+            case .bytes(let contents) where !contents.isEmpty:
                 if let problem = JSONText.problem(in: contents) {
                     report("the file of '\(key)' does not hold JSON (\(problem)): \(directory.filePath(fileName))")
                     return
                 }
                 line = String(decoding: JSONText.compact(contents), as: UTF8.self)
-            } else {
+            case .tooLarge:
+                report("the file of '\(key)' is \(StoredFile.tooLargeReason): \(directory.filePath(fileName))")
+                return
+            case .bytes, nil:
                 line = "(missing)"
             }
         } catch {

@@ -1,0 +1,87 @@
+import Foundation
+import WLStorage
+
+/// Reading the files of a storage directory as the library would, never more than the library's maximum value size.
+///
+/// A file is opened by its name's bytes (`O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC|O_NOCTTY`) and checked with
+/// `fstat` before a byte is read: a symlink, a directory or a special file is refused, and a file larger than the
+/// limit is reported as too large without being read. A file that grows while it is read stops being read one byte
+/// past the limit. So a sparse file of a terabyte costs no more than a small one.
+enum StoredFile {
+    /// The size of the buffer `check` streams a file through.
+    static let bufferSize = 64 * 1024
+
+    /// The largest file the library reads, in bytes.
+    static var limit: Int { ValueSizeLimit.defaultMaximum }
+
+    /// What a file holds, read whole.
+    enum Contents {
+        case bytes(Data)
+        /// The file is larger than ``limit``; `size` is what `fstat` said, or what was read when the file grew.
+        case tooLarge(size: Int64)
+    }
+
+    /// What a file holds, judged without keeping it.
+    enum Verdict {
+        case json, empty, invalid(JSONProblem), tooLarge(size: Int64)
+    }
+
+    /// The contents of the file `name`, or `nil` when there is no such file.
+    ///
+    /// - Throws: What ``StorageDirectory/openEntryForReading(named:)`` throws, and
+    ///   ``WLStorageError/Code/readFailed`` when reading fails.
+    static func read(_ name: [UInt8], in directory: StorageDirectory) throws(WLStorageError) -> Contents? {
+        guard let file = try directory.openEntryForReading(named: name) else { return nil }
+        guard file.size <= limit else { return .tooLarge(size: file.size) }
+        // One byte more than the size, so that the end of the file is seen without growing the buffer.
+        var data = Data(count: Int(file.size) + 1)
+        var filled = 0
+        while true {
+            if filled == data.count {
+                if filled > limit { return .tooLarge(size: Int64(filled)) }
+                data.count = min(2 * data.count + 4_096, limit + 1)  // the file grew since fstat
+            }
+            let result = data.withUnsafeMutableBytes { buffer in
+                Result { () throws(WLStorageError) in
+                    try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
+                }
+            }
+            let count = try result.get()
+            if count == 0 { break }
+            filled += count
+        }
+        if filled > limit { return .tooLarge(size: Int64(filled)) }
+        data.count = filled
+        return .bytes(data)
+    }
+
+    /// Streams the file `name` through a ``JSONValidator`` with a buffer of ``bufferSize`` bytes, and returns what
+    /// it holds, or `nil` when there is no such file. Reading stops at the first problem.
+    ///
+    /// - Throws: As ``read(_:in:)``.
+    static func check(_ name: [UInt8], in directory: StorageDirectory) throws(WLStorageError) -> Verdict? {
+        guard let file = try directory.openEntryForReading(named: name) else { return nil }
+        guard file.size <= limit else { return .tooLarge(size: file.size) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 1)
+        defer { buffer.deallocate() }
+        var validator = JSONValidator()
+        var total = 0
+        while true {
+            let count = try file.read(into: buffer)
+            if count == 0 { break }
+            total += count
+            if total > limit { return .tooLarge(size: Int64(total)) }
+            if let problem = validator.feed(UnsafeRawBufferPointer(rebasing: buffer[..<count])) {
+                return .invalid(problem)
+            }
+        }
+        if total == 0 { return .empty }
+        if let problem = validator.finish() { return .invalid(problem) }
+        return .json
+    }
+
+    /// The sentence for a file larger than ``limit``, without the file.
+    static var tooLargeReason: String {
+        "larger than the maximum value size the library reads (\(limit) bytes)"
+    }
+}
