@@ -82,11 +82,17 @@ private func set(_ key: String, json: String, in directory: StorageDirectory) th
     }
     try library { () throws(WLStorageError) in
         try directory.create()
+        for removed in try removeAbandonedTemporaryFiles(in: directory) {
+            Console.error("wlstorage: removed the temporary file of a writer that crashed: \(printableName(removed))\n")
+        }
         try directory.write(name, contents: JSONText.compact(data))
     }
 }
 
 private func list(_ directory: StorageDirectory) throws(ToolFailure) {
+    for removed in try cleanTemporaryFiles(in: directory) {
+        Console.error("wlstorage: removed the temporary file of a writer that crashed: \(printableName(removed))\n")
+    }
     var rows = [["NAME", "KEY", "SIZE", "MODIFIED", "STATE"]]
     for name in try entryNames(of: directory) {
         guard let entry = DirectoryEntry(name: name, in: directory) else { continue }
@@ -111,6 +117,9 @@ private func list(_ directory: StorageDirectory) throws(ToolFailure) {
 
 private func verify(_ directory: StorageDirectory) throws(ToolFailure) -> ExitStatus {
     var report = ""
+    for removed in try cleanTemporaryFiles(in: directory) {
+        report += "note: \(printableName(removed)): removed: the temporary file of a writer that crashed\n"
+    }
     var problems = 0
     var checked = 0
     for name in try entryNames(of: directory) {
@@ -123,8 +132,11 @@ private func verify(_ directory: StorageDirectory) throws(ToolFailure) -> ExitSt
         case .movedAside:
             report += "note: \(entry.printedName): moved aside by the library because it did not decode; not checked\n"
             problem = nil
-        case .temporary:
-            problem = "temporary file left by a writer that crashed or is still at work"
+        case .temporary(inUse: true):
+            report += "note: \(entry.printedName): the temporary file of a writer at work; not checked\n"
+            problem = nil
+        case .temporary(inUse: false):
+            problem = "the temporary file of a writer that crashed; it could not be removed"
         case .invalid(let reason):
             checked += 1
             problem = "does not hold JSON: \(reason)"
@@ -163,10 +175,25 @@ func fileName(for key: String) throws(ToolFailure) -> String {
 
 /// The names of the entries of `directory`, as bytes; a missing directory is a failure with a plain message.
 private func entryNames(of directory: StorageDirectory) throws(ToolFailure) -> [[UInt8]] {
+    try inDirectory(directory) { () throws(WLStorageError) in try directory.rawEntryNames() }
+}
+
+/// Removes the temporary files of crashed writers from `directory`, and returns their names; a missing directory is
+/// a failure with a plain message.
+private func cleanTemporaryFiles(in directory: StorageDirectory) throws(ToolFailure) -> [String] {
+    try inDirectory(directory) { () throws(WLStorageError) in try removeAbandonedTemporaryFiles(in: directory) }
+}
+
+/// Runs a library call on `directory`, turning a missing directory into a failure with a plain message.
+private func inDirectory<R>(
+    _ directory: StorageDirectory, _ body: () throws(WLStorageError) -> R
+) throws(ToolFailure) -> R {
     do {
-        return try directory.rawEntryNames()
+        return try body()
     } catch {
-        if error.errno == ENOENT { throw ToolFailure("no storage directory at \(directory.path)") }
+        if error.code == .directoryUnavailable, error.errno == ENOENT {
+            throw ToolFailure("no storage directory at \(directory.path)")
+        }
         throw ToolFailure(error)
     }
 }

@@ -1,6 +1,12 @@
 import Foundation
 import WLStorage
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// One entry of a storage directory as `list` and `verify` see it: its name's bytes, what the name says it is, and
 /// what is in it.
 struct DirectoryEntry {
@@ -19,8 +25,9 @@ struct DirectoryEntry {
 
     /// What is in an entry.
     enum State {
-        case json, empty, invalid(String), tooLarge, unreadable(String), temporary, movedAside, other
-        case notRegular(String)
+        case json, empty, invalid(String), tooLarge, unreadable(String), movedAside, other, notRegular(String)
+        /// A writer's temporary file. `inUse` when a writer holds its lock.
+        case temporary(inUse: Bool)
 
         /// The STATE column of `list`.
         var label: String {
@@ -68,7 +75,7 @@ struct DirectoryEntry {
         switch role {
         case _ where !status.isRegularFile: state = .notRegular(status.kind.rawValue)
         case .keyFile: state = Self.contentState(of: name, in: directory)
-        case .temporary: state = .temporary
+        case .temporary: state = .temporary(inUse: Self.isLocked(name, in: directory))
         case .movedAside: state = .movedAside
         case .foreign: state = .other
         }
@@ -94,6 +101,13 @@ struct DirectoryEntry {
         guard digits.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return nil }
         let base = String(decoding: name[..<tilde], as: UTF8.self)
         return FileName.isPlain(base) || FileName.isDigest(base) ? base : nil
+    }
+
+    /// Whether a writer holds the `flock` of the file `name`: whether a shared lock of it cannot be had now.
+    private static func isLocked(_ name: [UInt8], in directory: StorageDirectory) -> Bool {
+        guard let file = try? directory.openEntryForReading(named: name) else { return false }
+        guard flock(file.descriptor, LOCK_SH | LOCK_NB) == 0 else { return errno == EWOULDBLOCK }
+        return false
     }
 
     private static func contentState(of name: [UInt8], in directory: StorageDirectory) -> State {

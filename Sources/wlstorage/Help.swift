@@ -85,7 +85,8 @@ enum Help {
             When it is not JSON, the tool says why and at which byte, exits 1 and changes nothing. The text is
             stored as given, with the whitespace between tokens removed. The file is written as the library
             writes it: a temporary file with mode 0600, synced, renamed over the old file, and the directory
-            synced. The directory is created, with mode 0700, when it is missing.
+            synced. The directory is created, with mode 0700, when it is missing. The temporary files of
+            writers that crashed are removed first, as list removes them, and each is named on standard error.
 
             Give '--' before a KEY or JSON that starts with '--'.
             """
@@ -108,7 +109,7 @@ enum Help {
               invalid JSON    the file does not hold JSON the library can decode
               too large       the file is larger than the maximum value size the library reads (16 MiB);
                               it is not read
-              temporary       a temporary file a writer left behind
+              temporary       the temporary file of a writer at work (NAME~ and 16 hex digits and .tmp)
               moved aside     a file the library moved aside because it did not decode
               other           a file whose name no key maps to; the library never reads it
               symlink, directory, special file
@@ -116,6 +117,10 @@ enum Help {
             The key is the name itself for a plain name, "(hashed)" for a 64-character hex name (the SHA-256
             of a key that is not a plain name, unless a plain key of that form was used), and "-" for a name no
             key maps to. For temporary and moved-aside files it is the key of the file they belong to.
+
+            Before listing, the temporary files of writers that crashed are removed, with the library's own
+            locks, and each is named on standard error. A temporary file still listed belongs to a writer at
+            work: the writer holds its lock. Nothing of another name is removed.
 
             Names are printed one per line whatever bytes they hold: printable characters as they are, a
             backslash as \\\\, a tab as \\t, a newline as \\n, and any other byte (control characters, DEL,
@@ -128,9 +133,13 @@ enum Help {
             the library can decode (an empty file counts as good, as the library reads it as the default value).
             Otherwise prints one line for each bad entry on standard output and exits 1. Bad entries are: files
             that do not hold JSON, files larger than the maximum value size the library reads (16 MiB), symlinks,
-            directories and special files, files whose name no key maps to (a name that is not UTF-8 never
-            does), and temporary files a writer left behind (a writer that crashed, or one still at work). Files
-            the library moved aside are reported but are not bad. Names are printed as list prints them.
+            directories and special files, and files whose name no key maps to (a name that is not UTF-8 never
+            does). Names are printed as list prints them.
+
+            First, the temporary files of writers that crashed are removed, as list removes them, and each is
+            named in a note. A temporary file left is that of a writer at work, and is a note, not a problem
+            (unless no writer holds its lock and it could not be removed). Files the library moved aside are
+            notes too.
             """
         case .watch:
             """

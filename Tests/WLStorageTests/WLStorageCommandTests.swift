@@ -217,11 +217,15 @@ import WLStorage
             #expect(try await ToolRun.run(["--dir", store.path, "set", "a/b", #""x""#], in: root).status == 0)
             try Data("{nope".utf8).write(to: store.appendingPathComponent("broken"))
             try Data("7".utf8).write(to: store.appendingPathComponent("alpha~corrupt-20240101T000000Z-ab"))
-            try Data("[1".utf8).write(to: store.appendingPathComponent("alpha~0123456789abcdef.tmp"))
+            let temporary = store.appendingPathComponent("alpha~0123456789abcdef.tmp")
+            try Data("[1".utf8).write(to: temporary)
             try FileManager.default.createSymbolicLink(
                 atPath: store.appendingPathComponent("link").path, withDestinationPath: "/etc/hostname")
 
+            // The temporary file's writer is at work: it holds the file's lock, so list leaves the file alone.
+            let writer = try WriterLock(on: temporary)
             let list = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            writer.release()
             #expect(list.status == 0)
             let lines = list.stdout.split(separator: "\n").map(String.init)
             func line(_ name: String) -> [String] {
@@ -285,6 +289,92 @@ import WLStorage
             let verify = try await ToolRun.run(["--dir", root.appendingPathComponent("none").path, "verify"], in: root)
             #expect(verify.status == 1)
             #expect(verify.stderr.contains("no storage directory"))
+        }
+    }
+
+    // MARK: Temporary files
+
+    @Test func verifyRemovesATemporaryFileLeftByACrashedWriterAndPasses() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "key", "1"], in: root).status == 0)
+            // A writer that crashed leaves its temporary file, unlocked.
+            try Data("[1, 2".utf8).write(to: store.appendingPathComponent("key~0123456789abcdef.tmp"))
+
+            let verify = try await ToolRun.run(["--dir", store.path, "verify"], in: root)
+            #expect(verify.status == 0)
+            #expect(
+                verify.stdout
+                    == "note: key~0123456789abcdef.tmp: removed: the temporary file of a writer that crashed\n"
+                    + "1 key file checked in \(store.path): no problems\n")
+            #expect(entries(of: store) == ["key"])
+        }
+    }
+
+    @Test func listAndSetRemoveTemporaryFilesLeftByCrashedWritersAndSaySo() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "key", "1"], in: root).status == 0)
+            try Data("[".utf8).write(to: store.appendingPathComponent("key~0123456789abcdef.tmp"))
+            let list = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            #expect(list.status == 0)
+            #expect(!list.stdout.contains("~"))
+            #expect(
+                list.stderr.contains("removed the temporary file of a writer that crashed: key~0123456789abcdef.tmp"))
+            #expect(entries(of: store) == ["key"])
+
+            try Data("[".utf8).write(to: store.appendingPathComponent("other~fedcba9876543210.tmp"))
+            let set = try await ToolRun.run(["--dir", store.path, "set", "key", "2"], in: root)
+            #expect(set.status == 0)
+            #expect(
+                set.stderr.contains("removed the temporary file of a writer that crashed: other~fedcba9876543210.tmp"))
+            #expect(entries(of: store) == ["key"])
+        }
+    }
+
+    @Test func aTemporaryFileOfAWriterAtWorkIsANoteNotAProblemAndStays() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "key", "1"], in: root).status == 0)
+            let temporary = store.appendingPathComponent("key~0123456789abcdef.tmp")
+            try Data("[1, 2".utf8).write(to: temporary)
+            let writer = try WriterLock(on: temporary)
+            defer { writer.release() }
+
+            let verify = try await ToolRun.run(["--dir", store.path, "verify"], in: root)
+            #expect(verify.status == 0)
+            #expect(
+                verify.stdout
+                    == "note: key~0123456789abcdef.tmp: the temporary file of a writer at work; not checked\n"
+                    + "1 key file checked in \(store.path): no problems\n")
+            #expect(entries(of: store) == ["key", "key~0123456789abcdef.tmp"])
+        }
+    }
+
+    /// Only the writer's shape, `NAME~` and 16 lowercase hex digits and `.tmp`, is a temporary file; anything else
+    /// with a `~` and `.tmp` is someone's file, which list, verify and set never remove.
+    @Test(arguments: [
+        "report~draft.tmp", "key~0123456789ABCDEF.tmp", "key~0123456789abcde.tmp", "~0123456789abcdef.tmp",
+        "my key~0123456789abcdef.tmp", "key~0123456789abcdef.tmp.tmp",
+    ])
+    func aFileThatIsNotInTheWritersShapeIsNeverRemoved(name: String) async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "key", "1"], in: root).status == 0)
+            try Data("a draft".utf8).write(to: store.appendingPathComponent(name))
+
+            let list = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            let row = list.stdout.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+            #expect(row?.hasSuffix(" other") == true)
+            #expect(row?.dropFirst(name.count).split(separator: " ").first == "-")
+            let verify = try await ToolRun.run(["--dir", store.path, "verify"], in: root)
+            #expect(verify.status == 1)
+            #expect(verify.stdout.contains("bad: \(name): not a file the library writes (no key maps to this name)"))
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "key", "2"], in: root).status == 0)
+
+            #expect(entries(of: store) == ["key", name].sorted())
+            #expect(
+                FileManager.default.contents(atPath: store.appendingPathComponent(name).path) == Data("a draft".utf8))
         }
     }
 
@@ -578,12 +668,12 @@ import WLStorage
 extension WLStorageCommandTests {
     /// An entry that makes `verify` fail.
     enum BadEntry: String, CaseIterable, Sendable {
-        case notJSON, leftoverTemporaryFile, symlink, directory
+        case notJSON, notAKeysFileName, symlink, directory
 
         var name: String {
             switch self {
             case .notJSON: "broken"
-            case .leftoverTemporaryFile: "good~00112233aabbccdd.tmp"
+            case .notAKeysFileName: "report~draft.tmp"
             case .symlink: "link"
             case .directory: "folder"
             }
@@ -593,7 +683,7 @@ extension WLStorageCommandTests {
             let url = store.appendingPathComponent(name)
             switch self {
             case .notJSON: try Data("{\"a\":".utf8).write(to: url)
-            case .leftoverTemporaryFile: try Data("1".utf8).write(to: url)
+            case .notAKeysFileName: try Data("1".utf8).write(to: url)
             case .symlink: try FileManager.default.createSymbolicLink(atPath: url.path, withDestinationPath: "good")
             case .directory: try FileManager.default.createDirectory(at: url, withIntermediateDirectories: false)
             }
@@ -737,4 +827,22 @@ private func createFile(named name: [UInt8], in directory: URL, contents: [UInt8
     defer { close(fd) }
     let written = contents.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     guard written == contents.count else { throw POSIXError(.EIO) }
+}
+
+/// An exclusive `flock` on a file, as a writer holds on its temporary file while it is at work.
+private final class WriterLock {
+    private var descriptor: CInt
+
+    init(on url: URL) throws {
+        descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        guard flock(descriptor, LOCK_EX) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    }
+
+    func release() {
+        if descriptor >= 0 { close(descriptor) }
+        descriptor = -1
+    }
+
+    deinit { release() }
 }
