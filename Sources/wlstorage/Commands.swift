@@ -33,11 +33,14 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
         try set(key, json: json, in: directory)
     case .remove(let key):
         let name = try fileName(for: key)
-        guard try library({ () throws(WLStorageError) in try directory.remove(name) }) else {
+        guard try inDirectory(directory, { () throws(WLStorageError) in try directory.remove(name) }) else {
             throw ToolFailure("no value stored for '\(key)': \(directory.filePath(name))")
         }
     case .path(let key):
         Console.out(directory.filePath(try fileName(for: key)) + "\n")
+        if !storageDirectoryExists(directory) {
+            Console.error("wlstorage: note: no storage directory at \(directory.path)\n")
+        }
     case .list:
         try list(directory)
     case .verify:
@@ -52,12 +55,8 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
 
 private func get(_ key: String, in directory: StorageDirectory) throws(ToolFailure) {
     let name = try fileName(for: key)
-    let contents: StoredFile.Contents?
-    do {
-        contents = try StoredFile.read(Array(name.utf8), in: directory)
-    } catch {
-        guard error.code == .directoryUnavailable, error.errno == ENOENT else { throw ToolFailure(error) }
-        contents = nil
+    let contents = try inDirectory(directory) { () throws(WLStorageError) in
+        try StoredFile.read(Array(name.utf8), in: directory)
     }
     switch contents {
     case nil:
@@ -80,19 +79,13 @@ private func set(_ key: String, json: String, in directory: StorageDirectory) th
     if let problem = JSONText.problem(in: data) {
         throw ToolFailure("the value is not valid JSON: \(problem)")
     }
-    try library { () throws(WLStorageError) in
-        try directory.create()
-        for removed in try removeAbandonedTemporaryFiles(in: directory) {
-            Console.error("wlstorage: removed the temporary file of a writer that crashed: \(printableName(removed))\n")
-        }
-        try directory.write(name, contents: JSONText.compact(data))
-    }
+    try createStorageDirectoryIfMissing(directory)
+    announceRemoved(try cleanTemporaryFiles(in: directory))
+    _ = try library { () throws(WLStorageError) in try directory.write(name, contents: JSONText.compact(data)) }
 }
 
 private func list(_ directory: StorageDirectory) throws(ToolFailure) {
-    for removed in try cleanTemporaryFiles(in: directory) {
-        Console.error("wlstorage: removed the temporary file of a writer that crashed: \(printableName(removed))\n")
-    }
+    announceRemoved(try cleanTemporaryFiles(in: directory))
     var rows = [["NAME", "KEY", "SIZE", "MODIFIED", "STATE"]]
     for name in try entryNames(of: directory) {
         guard let entry = DirectoryEntry(name: name, in: directory) else { continue }
@@ -184,8 +177,15 @@ private func cleanTemporaryFiles(in directory: StorageDirectory) throws(ToolFail
     try inDirectory(directory) { () throws(WLStorageError) in try removeAbandonedTemporaryFiles(in: directory) }
 }
 
+/// Names on standard error the temporary files `cleanTemporaryFiles(in:)` removed.
+private func announceRemoved(_ names: [String]) {
+    for name in names {
+        Console.error("wlstorage: removed the temporary file of a writer that crashed: \(printableName(name))\n")
+    }
+}
+
 /// Runs a library call on `directory`, turning a missing directory into a failure with a plain message.
-private func inDirectory<R>(
+func inDirectory<R>(
     _ directory: StorageDirectory, _ body: () throws(WLStorageError) -> R
 ) throws(ToolFailure) -> R {
     do {

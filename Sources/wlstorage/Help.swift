@@ -29,6 +29,10 @@ enum Help {
           Without --dir and --program, $WLSTORAGE_DIRECTORY names the directory; when it is not set either,
           that is a usage error.
 
+          Only set and watch create a missing storage directory, and only its last component, with mode
+          0700; they name it on standard error. A missing parent is an error. get, rm, list and verify exit 1
+          with "no storage directory at PATH"; path prints the path and says so on standard error.
+
         COMMANDS:
           get KEY           Print the stored value as indented JSON.
           set KEY JSON      Check JSON and store it, atomically and durably, with mode 0600.
@@ -85,15 +89,21 @@ enum Help {
             When it is not JSON, the tool says why and at which byte, exits 1 and changes nothing. The text is
             stored as given, with the whitespace between tokens removed. The file is written as the library
             writes it: a temporary file with mode 0600, synced, renamed over the old file, and the directory
-            synced. The directory is created, with mode 0700, when it is missing. The temporary files of
-            writers that crashed are removed first, as list removes them, and each is named on standard error.
+            synced. The temporary files of writers that crashed are removed first, as list removes them, and
+            each is named on standard error.
+
+            A missing storage directory is created, with mode 0700, and named on standard error. Only the
+            directory itself is created: when its parent is missing, the tool exits 1 and creates nothing.
 
             Give '--' before a KEY or JSON that starts with '--'.
             """
         case .rm:
             "Removes the file of KEY. Exits 1 when there is none."
         case .path:
-            "Prints the absolute path of the file of KEY, whether or not it exists."
+            """
+            Prints the absolute path of the file of KEY, whether or not it exists. When the storage directory
+            itself is missing, says so on standard error, and still exits 0.
+            """
         case .hash:
             """
             Prints the name of the file KEY is stored in: KEY itself when it is 1 to 127 characters of
@@ -146,7 +156,8 @@ enum Help {
             Prints the value of KEY as compact JSON, one line each: first the current value, then each new
             value whenever the file changes (through inotify on the directory). A missing or empty file prints
             (missing). A value equal to the last one printed is not printed again. A file that does not hold
-            JSON is reported on standard error. The directory is created, with mode 0700, when it is missing.
+            JSON is reported on standard error. A missing storage directory is created as set creates it (the
+            last component only, with mode 0700), so that a key can be watched before it is first stored.
 
             Runs until it is interrupted (SIGINT and SIGTERM end it by the signal) or, with --count N, until it
             has printed N lines. Exits 1 when the directory itself is removed or moved.

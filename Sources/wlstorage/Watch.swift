@@ -15,11 +15,14 @@ import WLStorage
 /// Changes are detected by the library's own file monitor, the one that live storages use: inotify on the
 /// directory (an atomic replace arrives as a rename into it), or polling where inotify is not available.
 ///
+/// A missing storage directory is created, its last component only, as `set` creates it, so that a value can be
+/// watched before the first one is stored.
+///
 /// - Throws: ``ToolFailure`` when the directory cannot be created.
 func watch(
     key: String, fileName: String, in directory: StorageDirectory, count: Int?
 ) throws(ToolFailure) -> Never {
-    _ = try library { () throws(WLStorageError) in try directory.create() }
+    try createStorageDirectoryIfMissing(directory)
 
     // SIGINT and SIGTERM end the tool by their default action. A parent may have started it with them blocked,
     // and Dispatch's threads block every signal, so unblock them on this thread, which waits in dispatchMain().
