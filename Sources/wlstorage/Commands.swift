@@ -38,7 +38,7 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
         }
     case .path(let key):
         Console.out(directory.filePath(try fileName(for: key)) + "\n")
-        if !storageDirectoryExists(directory) {
+        if isStorageDirectoryMissing(directory) {
             Console.error("wlstorage: note: no storage directory at \(directory.path)\n")
         }
     case .list:

@@ -46,10 +46,10 @@ func createStorageDirectoryIfMissing(_ directory: StorageDirectory) throws(ToolF
     Console.error("wlstorage: created the storage directory \(path)\n")
 }
 
-/// Whether the storage directory exists.
-func storageDirectoryExists(_ directory: StorageDirectory) -> Bool {
+/// Whether nothing stands at the storage directory's path (`stat` fails with `ENOENT`).
+func isStorageDirectoryMissing(_ directory: StorageDirectory) -> Bool {
     var status = stat()
-    return stat(directory.path, &status) == 0
+    return stat(directory.path, &status) != 0 && errno == ENOENT
 }
 
 private func systemFailure(_ message: String, path: String, errno code: Int32) -> ToolFailure {

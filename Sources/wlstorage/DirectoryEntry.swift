@@ -16,7 +16,7 @@ struct DirectoryEntry {
         case keyFile
         /// A writer's temporary file, `NAME~` and 16 lowercase hex digits and `.tmp`, for the key file `base`.
         case temporary(base: String)
-        /// A file the library moved aside because it did not decode, for the key file `base`.
+        /// A file the library moved aside because it did not decode (`NAME~corrupt-…`), for the key file `base`.
         case movedAside(base: String)
         /// A name the library never gives a file. `isUTF8` is `false` when the name's bytes are not UTF-8, and so
         /// cannot be any key's file name.
@@ -86,7 +86,10 @@ struct DirectoryEntry {
         guard let text = String(validating: name, as: UTF8.self) else { return .foreign(isUTF8: false) }
         if FileName.isPlain(text) || FileName.isDigest(text) { return .keyFile }
         if let base = writerTemporaryBase(of: name) { return .temporary(base: base) }
-        if StorageDirectory.isMovedAside(text) { return .movedAside(base: String(text.prefix { $0 != "~" })) }
+        let base = String(text.prefix { $0 != "~" })
+        if StorageDirectory.isMovedAside(text), FileName.isPlain(base) || FileName.isDigest(base) {
+            return .movedAside(base: base)
+        }
         return .foreign(isUTF8: true)
     }
 
