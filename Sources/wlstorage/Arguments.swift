@@ -42,6 +42,29 @@ struct UsageError: Error, Equatable {
     var command: CommandName?
 }
 
+/// The first of `arguments`, the bytes of the command line after the program's name, that is not UTF-8, as a
+/// usage error that says which and where.
+///
+/// Swift's `CommandLine.arguments` turns bytes that are not UTF-8 into U+FFFD, so such an argument would be read as
+/// another key, another value or another path than the one given. Keys and values are Swift strings in the
+/// programs that use the library, always valid UTF-8, so the tool takes only UTF-8 arguments.
+func nonUTF8Argument(in arguments: [[UInt8]]) -> UsageError? {
+    for (index, bytes) in arguments.enumerated() {
+        var offset = 0
+        while offset < bytes.count {
+            let length = utf8SequenceLength(bytes, at: offset)
+            if length == 0 {
+                let hex = String(bytes[offset], radix: 16)
+                let byte = "0x" + (hex.count == 1 ? "0" + hex : hex)
+                return UsageError(
+                    message: "argument \(index + 1) is not UTF-8 (byte \(byte) at byte \(offset))", command: nil)
+            }
+            offset += length
+        }
+    }
+    return nil
+}
+
 /// Parses the arguments that follow the program's name.
 ///
 /// The grammar is `[--dir DIR | --program NAME [--debug]] COMMAND [ARGUMENT...]`. Global options come before

@@ -49,7 +49,8 @@ enum Help {
         EXIT STATUS:
           0   Success.
           1   The key was not found, a file did not verify, or an operation failed.
-          64  Usage error: an unknown command or option, or a missing or extra argument.
+          64  Usage error: an unknown command or option, a missing or extra argument, or an argument that
+              is not UTF-8 (keys, values and paths are taken as UTF-8 text).
 
         """
 

@@ -54,7 +54,7 @@ private func hexEscape(_ byte: UInt8) -> String {
 }
 
 /// The length of the well-formed UTF-8 sequence at `index`, or 0 when the bytes there are not one.
-private func utf8SequenceLength(_ bytes: [UInt8], at index: Int) -> Int {
+func utf8SequenceLength(_ bytes: [UInt8], at index: Int) -> Int {
     let lead = bytes[index]
     let length: Int
     var lower: UInt8 = 0x80

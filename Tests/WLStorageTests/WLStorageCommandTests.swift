@@ -146,6 +146,27 @@ import WLStorage
         }
     }
 
+    /// A command line can hold any bytes; Swift's `CommandLine.arguments` would turn the invalid ones into U+FFFD, and
+    /// the tool would store, hash or open something else than it was given.
+    @Test(arguments: [
+        #"set k $'"\xff"'"#, #"set $'k\xff' 1"#, #"--dir "$1"$'/x\xff' set k 1"#,
+    ])
+    func anArgumentThatIsNotUTF8IsAUsageErrorAndNothingIsWritten(arguments: String) async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: false)
+            // Bash's $'\xff' makes the byte 0xff, which no Swift string can hold.
+            let script = #"exec "$0" --dir "$1" "# + arguments
+            let run = try await ToolRun.run(
+                ["-c", script, ToolRun.tool.path, store.path], executable: URL(fileURLWithPath: "/bin/bash"), in: root)
+            #expect(run.status == 64)
+            #expect(run.stderr.hasPrefix("wlstorage: argument "))
+            #expect(run.stderr.contains(" is not UTF-8 (byte 0xff at byte "))
+            #expect(entries(of: store).isEmpty)
+            #expect(entries(of: root).filter { !$0.hasSuffix(".out") && !$0.hasSuffix(".err") } == ["store"])
+        }
+    }
+
     // MARK: hash, path, rm
 
     /// Known SHA-256 vectors: a key that is not a plain file name is stored under the hex digest of its UTF-8.
