@@ -12,7 +12,7 @@ enum StoredFile {
     static let bufferSize = 64 * 1024
 
     /// The largest file the library reads, in bytes.
-    static var limit: Int { ValueSizeLimit.defaultMaximum }
+    static var limit: Int { ValueSizeLimit.maximum }
 
     /// What a file holds, read whole.
     enum Contents {
