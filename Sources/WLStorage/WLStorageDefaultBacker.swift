@@ -140,7 +140,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             return .movedAside(
                 WLStorageError(
                     code: .decodingFailed,
-                    message: "the file does not decode as \(T.self); it was moved aside to \(aside)",
+                    message: "the file \(Self.judge(data)) \(T.self); it was moved aside to \(aside)",
                     key: key, path: directory.filePath(fileName), underlying: decodingError))
         }
     }
@@ -182,7 +182,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         } catch {
             throw WLStorageError(
                 code: .decodingFailed,
-                message: "another program stored a file that does not decode as \(T.self); the value in memory is"
+                message: "another program stored a file that \(Self.judge(data)) \(T.self); the value in memory is"
                     + " kept and the file is left as it is",
                 key: key, path: directory.filePath(fileName), underlying: error)
         }
@@ -243,6 +243,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         } catch {
             throw Self.keyed(error, key)
         }
+    }
+
+    /// What is wrong with bytes that do not decode, in the words the command-line tool uses for the same bytes:
+    /// they are not JSON (and why), or they are JSON of another shape.
+    private static func judge(_ data: Data) -> String {
+        if let problem = JSONValidator.problem(in: data) { return "is not JSON (\(problem)), so it does not decode as" }
+        return "holds JSON that does not decode as"
     }
 
     private static func keyed(_ error: WLStorageError, _ key: String) -> WLStorageError {

@@ -74,6 +74,8 @@ struct JobEffects<T: Sendable> {
     var scheduleCheck = false
     /// Flushes waiting for the cell to be idle.
     var waiters: [WaitingFlush] = []
+    /// Listeners have notifications to deliver, and no one delivers them yet.
+    var drainNotifications = false
 }
 
 /// A flush waiting for the job in flight to end.
@@ -123,12 +125,34 @@ struct CellState<T: Sendable>: Sendable {
         return body(made)
     }
 
-    /// Hands the current value to every listener. Listeners only enqueue (a continuation's `yield`, a queue's
-    /// `async`), so calling them under the lock is safe and keeps their deliveries in the order of the changes.
+    /// Queues the current value for delivery to every listener (or to `listener` alone), and returns whether the
+    /// caller must drain the queue, outside the lock (see ``StorageCell/drainNotifications()``).
+    ///
+    /// Listeners are never called under the lock: a continuation's `yield` resumes the consuming task, which takes
+    /// that task's lock, and a task being cancelled holds its lock while its stream's termination handler removes the
+    /// listener under this one.
     @usableFromInline
-    func notifyListeners() {
-        guard let listeners = extras?.listeners else { return }
-        for listener in listeners.values { listener(value) }
+    mutating func queueNotification(for listener: UInt64? = nil) -> Bool {
+        let value = self.value
+        return withExtras { extras in
+            extras.pendingNotifications.append((value, listener))
+            guard !extras.draining else { return false }
+            extras.draining = true
+            return true
+        }
+    }
+
+    /// The next notifications to deliver, with the listeners to deliver them to; `nil` (and draining over) when none
+    /// is left.
+    mutating func takeNotifications() -> (
+        values: [(value: T, listener: UInt64?)], listeners: [UInt64: @Sendable (T) -> Void]
+    )? {
+        guard let extras, !extras.pendingNotifications.isEmpty else {
+            extras?.draining = false
+            return nil
+        }
+        defer { extras.pendingNotifications = [] }
+        return (extras.pendingNotifications, extras.listeners)
     }
 
     // MARK: Starting jobs
@@ -300,7 +324,7 @@ struct CellState<T: Sendable>: Sendable {
             }
             value = found
             effects.valueChanged = true
-            if hasListeners { notifyListeners() }
+            if hasListeners && queueNotification() { effects.drainNotifications = true }
             return nil
         }
     }
@@ -322,7 +346,7 @@ struct CellState<T: Sendable>: Sendable {
         // Either way nothing is left to save: a removal is respected, not undone by saving the default again.
         stored = .known
         effects.valueChanged = true
-        if hasListeners { notifyListeners() }
+        if hasListeners && queueNotification() { effects.drainNotifications = true }
     }
 }
 
@@ -330,6 +354,10 @@ struct CellState<T: Sendable>: Sendable {
 final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written only under the cell's state lock
     var listeners: [UInt64: @Sendable (T) -> Void] = [:]
     var nextListenerID: UInt64 = 0
+    /// Values waiting to be delivered to the listeners (all of them, or one), in the order of the changes.
+    var pendingNotifications: [(value: T, listener: UInt64?)] = []
+    /// A thread is delivering the pending notifications.
+    var draining = false
     var lastError: WLStorageError?
     /// Flushes waiting for the job in flight.
     var waiters: [WaitingFlush] = []

@@ -95,12 +95,12 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
             // The old value is swapped out and released after the lock: its deinit, if it has one, is user code.
             var value = newValue
-            let needsTick = state.withLock { state in
+            let (needsTick, drain) = state.withLock { state in
                 swap(&state.value, &value)
                 state.version &+= 1
-                if state.hasListeners { state.notifyListeners() }
-                return state.throttle.needsTick
+                return (state.throttle.needsTick, state.hasListeners && state.queueNotification())
             }
+            if drain { drainNotifications() }
             if needsTick { armTick() }
         }
     }
@@ -120,18 +120,35 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     // MARK: Listeners
 
-    /// Adds a listener, which is called with every change, and with the current value at once when
-    /// `sendingCurrent` is set. Listeners run under the state lock, so they may only enqueue.
+    /// Adds a listener, which is called with every change, and with the current value first when `sendingCurrent`
+    /// is set. Listeners are called outside the lock, in the order of the changes, by whichever thread drains the
+    /// notifications; they should only enqueue (a continuation's `yield`, a queue's `async`).
     func addListener(sendingCurrent: Bool, _ listener: @escaping @Sendable (T) -> Void) -> UInt64 {
-        state.withLock { state in
-            let value = state.value
+        let (id, drain) = state.withLock { state -> (UInt64, Bool) in
             state.hasListeners = true
-            return state.withExtras { extras in
+            let id = state.withExtras { extras in
                 let id = extras.nextListenerID
                 extras.nextListenerID &+= 1
                 extras.listeners[id] = listener
-                if sendingCurrent { listener(value) }
                 return id
+            }
+            return (id, sendingCurrent && state.queueNotification(for: id))
+        }
+        if drain { drainNotifications() }
+        return id
+    }
+
+    /// Delivers the queued notifications, in order, outside the lock, until none is left. One thread drains at a
+    /// time; the others only queue.
+    @usableFromInline
+    func drainNotifications() {
+        while let batch = state.withLock({ $0.takeNotifications() }) {
+            for (value, target) in batch.values {
+                if let target {
+                    batch.listeners[target]?(value)
+                } else {
+                    for listener in batch.listeners.values { listener(value) }
+                }
             }
         }
     }
@@ -342,6 +359,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     /// Does what a finished job left to do, outside the lock.
     private func perform(_ effects: JobEffects<T>) {
+        if effects.drainNotifications { drainNotifications() }
         for waiter in effects.waiters { waiter.wake() }
         for error in effects.errors { WLStorageError.report(error) }
         if let tick = effects.tick { schedule(tick) }

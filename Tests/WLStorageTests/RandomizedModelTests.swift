@@ -1,0 +1,402 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import WLStorage
+
+// A randomized run against a model of what each file must end up holding.
+//
+// Several threads run random operations on storages of a few keys in two directories, one of them also reached
+// through a symlink: create a storage, get, set, flush, drop, subscribe (handlers that cancel themselves or drop
+// storages), consume `values`, write or remove the file from outside, make the file writer fail or stall. Every
+// change to a file (a set, an outside write, an outside removal) is recorded in order under a lock of the file, and
+// the documented rules say what the file may hold at the end:
+//
+// - after a set of `v` as the last change: `v`;
+// - after an outside write of `w`: `w`, or the last value set before it (a local change still pending is written
+//   later, and wins);
+// - after an outside removal: nothing, the default (a storage opened afterwards saves its default), or the last
+//   value set before it;
+// - with no change at all: nothing, or the default.
+//
+// After the run: nothing crashed or hung, every file holds a value its history allows, every live storage holds what
+// its file holds, and no temporary or moved-aside file is left.
+//
+// `WLSTORAGE_SEED` replays a seed (each thread's operations are replayed; their interleaving is the machine's).
+// `WLSTORAGE_OPERATIONS` sets the number of operations (10,000 by default, as CI runs it); a soak run takes millions.
+
+/// A small, fast, seedable generator (SplitMix64).
+struct SplitMix64: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) {
+        state = seed
+    }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// What happened to one file, in order.
+private enum Change: Equatable {
+    case set(Int)
+    case outsideWrite(Int)
+    case outsideRemoval
+}
+
+/// The model: each file's history, and every value it ever held.
+private final class Model: Sendable {
+    struct File {
+        var changes: [Change] = []
+        var seen: Set<Int> = [RandomizedRun.defaultValue]
+    }
+
+    /// One file's record and its lock.
+    final class Record: Sendable {
+        private let file = Mutex(File())
+
+        func withLock<R>(_ body: (inout File) -> R) -> R {
+            file.withLock { body(&$0) }
+        }
+    }
+
+    /// One lock per file, so that a change and its record happen together, in the same order for all threads.
+    let files: [Record]
+
+    init(fileCount: Int) {
+        files = (0..<fileCount).map { _ in Record() }
+    }
+
+    /// The values the file may hold at the end (`nil` standing for no file).
+    func allowedFinal(_ index: Int) -> Set<Int?> {
+        files[index].withLock { file in
+            guard let last = file.changes.last else { return [nil, RandomizedRun.defaultValue] }
+            let lastSetBefore = file.changes.dropLast().reversed().lazy.compactMap { change -> Int? in
+                if case .set(let value) = change { return value }
+                return nil
+            }.first
+            switch last {
+            case .set(let value):
+                return [value]
+            case .outsideWrite(let value):
+                return Set([value, lastSetBefore].compactMap { $0 }.map { Optional($0) })
+            case .outsideRemoval:
+                var allowed: Set<Int?> = [nil, RandomizedRun.defaultValue]
+                if let lastSetBefore { allowed.insert(lastSetBefore) }
+                return allowed
+            }
+        }
+    }
+}
+
+/// Objects the threads share: storages, subscriptions and consuming tasks, each with the file it belongs to.
+private final class Pool: Sendable {
+    struct Item<Object> {
+        let file: Int
+        let object: Object
+    }
+
+    let storages = Mutex<[Item<WLStorage<Int>>]>([])
+    let subscriptions = Mutex<[Item<SubscriptionBox>]>([])
+    let tasks = Mutex<[Task<Void, Never>]>([])
+
+    /// Takes a random storage out (to drop it outside every lock), or `nil`.
+    func takeStorage(_ pick: Int) -> Item<WLStorage<Int>>? {
+        storages.withLock { $0.isEmpty ? nil : $0.remove(at: pick % $0.count) }
+    }
+
+    func anyStorage(_ pick: Int) -> Item<WLStorage<Int>>? {
+        storages.withLock { $0.isEmpty ? nil : $0[pick % $0.count] }
+    }
+}
+
+/// Hands out values never used before.
+private final class ValueCounter: Sendable {
+    private let last = Atomic<Int>(0)
+    func next() -> Int { last.add(1, ordering: .relaxed).newValue }
+}
+
+/// A subscription that its own handler can reach, to cancel itself from inside.
+private final class SubscriptionBox: Sendable {
+    let subscription = Mutex<WLStorageSubscription?>(nil)
+
+    func cancel() {
+        let subscription = self.subscription.withLock { box in
+            defer { box = nil }
+            return box
+        }
+        subscription?.cancel()
+    }
+}
+
+/// The configuration of one run.
+private struct RandomizedRun {
+    static let defaultValue = -1
+    static let keys = ["alpha", "beta", "key with space"]
+
+    let seed: UInt64
+    let operations: Int
+    let threads = 4
+    /// The directories: two real ones and a symlink to the first.
+    let real: [URL]
+    let spellings: [(url: URL, directory: Int)]
+
+    var fileCount: Int { real.count * Self.keys.count }
+
+    func fileIndex(directory: Int, key: Int) -> Int { directory * Self.keys.count + key }
+
+    func fileURL(_ index: Int) -> URL {
+        let key = Self.keys[index % Self.keys.count]
+        return real[index / Self.keys.count].appendingPathComponent(FileName.forKey(key)!)
+    }
+}
+
+@Suite struct RandomizedModelTests {
+    @Test func randomOperationsOnManyThreadsLeaveEveryFileAsTheRulesSay() throws {
+        let environment = ProcessInfo.processInfo.environment
+        let seed = environment["WLSTORAGE_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 0...UInt64.max)
+        let operations = environment["WLSTORAGE_OPERATIONS"].flatMap { Int($0) } ?? 10_000
+        print("RandomizedModelTests: seed \(seed), \(operations) operations (replay with WLSTORAGE_SEED=\(seed))")
+        try withTemporaryDirectory { root in
+            let real = [root.appendingPathComponent("one"), root.appendingPathComponent("two")]
+            for directory in real {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+            }
+            let link = root.appendingPathComponent("link-to-one")
+            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: real[0])
+            let run = RandomizedRun(
+                seed: seed, operations: operations, real: real,
+                spellings: [(real[0], 0), (link, 0), (real[1], 1)])
+            try execute(run)
+        }
+    }
+
+    private func execute(_ run: RandomizedRun) throws {
+        let model = Model(fileCount: run.fileCount)
+        let pool = Pool()
+        let faults = Faults(paths: run.spellings.map { $0.url.standardizedFileURL.path })
+        let nextValue = ValueCounter()
+        let handlerQueue = DispatchQueue(label: "randomized.handlers", attributes: .concurrent)
+        let finished = DispatchGroup()
+        let problems = Mutex<[String]>([])
+
+        for thread in 0..<run.threads {
+            finished.enter()
+            Thread.detachNewThread {
+                defer { finished.leave() }
+                var random = SplitMix64(seed: run.seed &+ UInt64(thread) &* 0x1000_0000_0001)
+                let share = run.operations / run.threads + (thread < run.operations % run.threads ? 1 : 0)
+                for _ in 0..<share {
+                    let problem = step(
+                        &random, run: run, model: model, pool: pool, faults: faults, nextValue: nextValue,
+                        handlerQueue: handlerQueue)
+                    if let problem { problems.withLock { $0.append(problem) } }
+                }
+            }
+        }
+        let done = finished.wait(timeout: .now() + 300)
+        try #require(done == .success, "the operations did not finish within five minutes: something hangs")
+
+        // Quiesce: no more faults, no more subscribers or consumers, everything pending written.
+        faults.clear()
+        let subscriptions = pool.subscriptions.withLock { items in
+            defer { items = [] }
+            return items
+        }
+        for item in subscriptions { item.object.cancel() }
+        let tasks = pool.tasks.withLock { tasks in
+            defer { tasks = [] }
+            return tasks
+        }
+        for task in tasks { task.cancel() }
+        WLStorage.flushAll()
+
+        for problem in problems.withLock({ $0 }).prefix(10) { Issue.record("seed \(run.seed): \(problem)") }
+
+        for index in 0..<run.fileCount {
+            let allowed = model.allowedFinal(index)
+            let final = readFile(run.fileURL(index))
+            let described = allowed.map { $0.map(String.init) ?? "nothing" }.sorted()
+            let history = model.files[index].withLock { $0.changes.suffix(4) }
+            let message =
+                "seed \(run.seed): \(run.fileURL(index).lastPathComponent) in directory \(index / RandomizedRun.keys.count)"
+                + " holds \(final.map(String.init) ?? "nothing"), allowed \(described), last changes \(history)"
+            #expect(allowed.contains(final), "\(message)")
+        }
+
+        // Every live storage ends with what its file holds (or its default where there is none).
+        let storages = pool.storages.withLock { $0 }
+        let settled = eventually(timeout: 20) {
+            storages.allSatisfy { item in
+                item.object.wrappedValue == (readFile(run.fileURL(item.file)) ?? RandomizedRun.defaultValue)
+            }
+        }
+        #expect(settled, "seed \(run.seed): a live storage does not hold what its file holds")
+        for item in storages where item.object.hasPendingChanges {
+            Issue.record("seed \(run.seed): a change is still pending after flushAll: \(item.object.key)")
+        }
+        let leftovers = run.real.flatMap { directory in
+            entries(of: directory).filter { $0.contains("~") }
+        }
+        #expect(leftovers.isEmpty, "seed \(run.seed): temporary or moved-aside files left: \(leftovers)")
+    }
+
+    /// Runs one random operation. Returns a problem when an invariant broke.
+    private func step(
+        _ random: inout SplitMix64, run: RandomizedRun, model: Model, pool: Pool, faults: Faults,
+        nextValue: ValueCounter, handlerQueue: DispatchQueue
+    ) -> String? {
+        let pick = Int.random(in: 0..<1_000_000, using: &random)
+        let roll = Int.random(in: 0..<100, using: &random)
+        let spelling = run.spellings[pick % run.spellings.count]
+        let key = (pick / 7) % RandomizedRun.keys.count
+        let file = run.fileIndex(directory: spelling.directory, key: key)
+        switch roll {
+        case 0..<10:
+            // Create a storage of the file, through one of its directory's spellings.
+            let interval = [0, 1, nil][pick % 3]
+            let storage = WLStorage<Int>(
+                defaultValueClosure: { RandomizedRun.defaultValue }, flushInterval: interval,
+                backer: WLStorageDefaultBacker(key: RandomizedRun.keys[key], directory: spelling.url))
+            pool.storages.withLock { $0.append(.init(file: file, object: storage)) }
+        case 10..<18:
+            // Drop a storage, outside every lock.
+            _ = pool.takeStorage(pick)
+        case 18..<40:
+            guard let item = pool.anyStorage(pick) else { return nil }
+            let value = item.object.wrappedValue
+            let seen = model.files[item.file].withLock { $0.seen.contains(value) }
+            if !seen { return "a storage of file \(item.file) returned \(value), never set nor written there" }
+        case 40..<65:
+            guard let item = pool.anyStorage(pick) else { return nil }
+            let value = nextValue.next()
+            model.files[item.file].withLock { record in
+                record.seen.insert(value)
+                record.changes.append(.set(value))
+                item.object.wrappedValue = value
+            }
+        case 65..<70:
+            pool.anyStorage(pick)?.object.flush()
+        case 70..<76:
+            // Subscribe; the handler may cancel itself, drop a storage, or hold the storage (as a model object that
+            // captured itself would).
+            guard let item = pool.anyStorage(pick) else { return nil }
+            let box = SubscriptionBox()
+            let behaviour = pick % 4
+            let held: WLStorage<Int>? = behaviour == 3 ? item.object : nil
+            let subscription = item.object.onChange(queue: handlerQueue) { [pool] value in
+                withExtendedLifetime(held) {}
+                switch (behaviour, value % 5) {
+                case (0, 0): box.cancel()
+                case (1, 0): _ = pool.takeStorage(value)
+                default: break
+                }
+            }
+            box.subscription.withLock { $0 = subscription }
+            pool.subscriptions.withLock { $0.append(.init(file: item.file, object: box)) }
+        case 76..<80:
+            let item = pool.subscriptions.withLock { $0.isEmpty ? nil : $0.remove(at: pick % $0.count) }
+            item?.object.cancel()
+        case 80..<83:
+            // Consume `values` for a while, in a task that may outlive the storage.
+            guard let item = pool.anyStorage(pick) else { return nil }
+            let stream = item.object.values
+            let limit = pick % 5
+            let task = Task {
+                var count = 0
+                for await _ in stream {
+                    count += 1
+                    if count > limit { break }
+                }
+            }
+            pool.tasks.withLock { tasks in
+                tasks.append(task)
+                if tasks.count > 8 { tasks.removeFirst().cancel() }
+            }
+        case 83..<90:
+            let value = nextValue.next()
+            model.files[file].withLock { record in
+                record.seen.insert(value)
+                record.changes.append(.outsideWrite(value))
+                writeFromOutside(value, to: run.fileURL(file))
+            }
+        case 90..<93:
+            model.files[file].withLock { record in
+                record.changes.append(Change.outsideRemoval)
+                _ = unlink(run.fileURL(file).path)
+            }
+        case 93..<97:
+            faults.change(pick)
+        default:
+            if pick % 10 == 0 { WLStorage.flushAll() }
+        }
+        return nil
+    }
+}
+
+/// Failures and stalls injected into the write path of the run's directories. Reads are left alone: a failed read
+/// makes a storage's later changes void by design (they would be based on the default), which this model does not
+/// follow.
+private final class Faults: Sendable {
+    private let paths: [String]
+    /// 0: none; 1: some writes fail; 2: some writes stall.
+    private let mode = Atomic<Int>(0)
+    private let counter = Atomic<Int>(0)
+
+    init(paths: [String]) {
+        self.paths = paths
+        for path in paths {
+            FaultInjection.install({ [weak self] call, name in self?.fault(call, name) }, forDirectory: path)
+        }
+    }
+
+    deinit {
+        for path in paths { FaultInjection.remove(forDirectory: path) }
+    }
+
+    func change(_ pick: Int) {
+        mode.store(pick % 3, ordering: .relaxed)
+    }
+
+    func clear() {
+        mode.store(0, ordering: .relaxed)
+    }
+
+    private func fault(_ call: SystemCall, _ name: String?) -> InjectedFault? {
+        let isWritePath: Bool
+        switch call {
+        case .write, .fsync, .rename, .link, .chmod: isWritePath = true
+        case .open: isWritePath = name?.contains("~") ?? false
+        default: isWritePath = false
+        }
+        guard isWritePath else { return nil }
+        let count = counter.add(1, ordering: .relaxed).newValue
+        switch mode.load(ordering: .relaxed) {
+        case 1 where count % 3 == 0:
+            return .fail([ENOSPC, EIO, EINTR, EMFILE][count / 3 % 4])
+        case 2 where count % 2 == 0:
+            return .stall(microseconds: UInt32(500 + count % 3_000))
+        default:
+            return nil
+        }
+    }
+}
+
+/// Replaces the file as another program would: a temporary file of another name, renamed over it.
+private func writeFromOutside(_ value: Int, to url: URL) {
+    let temporary = url.deletingLastPathComponent().appendingPathComponent(".outside.\(value)")
+    try? Data(String(value).utf8).write(to: temporary)
+    _ = rename(temporary.path, url.path)
+}
+
+/// The value the file holds, or `nil` when there is none.
+private func readFile(_ url: URL) -> Int? {
+    guard let data = FileManager.default.contents(atPath: url.path), !data.isEmpty else { return nil }
+    return try? JSONDecoder().decode(Int.self, from: data)
+}
