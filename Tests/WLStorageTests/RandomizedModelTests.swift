@@ -116,6 +116,19 @@ private final class Pool: Sendable {
     }
 }
 
+/// Each thread's generator, kept from one epoch to the next.
+private final class Generators: @unchecked Sendable {  // each element is used by one thread at a time
+    private var generators: [SplitMix64]
+
+    init(seed: UInt64, count: Int) {
+        generators = (0..<count).map { SplitMix64(seed: seed &+ UInt64($0) &* 0x1000_0000_0001) }
+    }
+
+    func with(_ index: Int, _ body: (inout SplitMix64) -> Void) {
+        body(&generators[index])
+    }
+}
+
 /// Hands out values never used before.
 private final class ValueCounter: Sendable {
     private let last = Atomic<Int>(0)
@@ -138,6 +151,7 @@ private final class SubscriptionBox: Sendable {
 /// The configuration of one run.
 private struct RandomizedRun {
     static let defaultValue = -1
+    static let operationsPerEpoch = 250
     static let keys = ["alpha", "beta", "key with space"]
 
     let seed: UInt64
@@ -183,28 +197,37 @@ private struct RandomizedRun {
         let faults = Faults(paths: run.spellings.map { $0.url.standardizedFileURL.path })
         let nextValue = ValueCounter()
         let handlerQueue = DispatchQueue(label: "randomized.handlers", attributes: .concurrent)
-        let finished = DispatchGroup()
         let problems = Mutex<[String]>([])
+        let generators = Generators(seed: run.seed, count: run.threads)
 
-        for thread in 0..<run.threads {
-            finished.enter()
-            Thread.detachNewThread {
-                defer { finished.leave() }
-                var random = SplitMix64(seed: run.seed &+ UInt64(thread) &* 0x1000_0000_0001)
-                let share = run.operations / run.threads + (thread < run.operations % run.threads ? 1 : 0)
-                for _ in 0..<share {
-                    let problem = step(
-                        &random, run: run, model: model, pool: pool, faults: faults, nextValue: nextValue,
-                        handlerQueue: handlerQueue)
-                    if let problem { problems.withLock { $0.append(problem) } }
+        // The run goes in epochs; at the end of each, the threads stop and the files are checked, so that a file that
+        // held a wrong value for a while is caught even when a later change would have hidden it.
+        let epochs = max(1, run.operations / RandomizedRun.operationsPerEpoch)
+        for epoch in 0..<epochs {
+            let finished = DispatchGroup()
+            let share = run.operations / epochs / run.threads
+            for thread in 0..<run.threads {
+                finished.enter()
+                Thread.detachNewThread {
+                    defer { finished.leave() }
+                    generators.with(thread) { random in
+                        for _ in 0..<share {
+                            let problem = step(
+                                &random, run: run, model: model, pool: pool, faults: faults, nextValue: nextValue,
+                                handlerQueue: handlerQueue)
+                            if let problem { problems.withLock { $0.append(problem) } }
+                        }
+                    }
                 }
             }
+            let done = finished.wait(timeout: .now() + 300)
+            try #require(done == .success, "seed \(run.seed): epoch \(epoch) did not finish in five minutes: a hang")
+            faults.clear()
+            WLStorage.flushAll()
+            guard check(run, model: model, pool: pool, epoch: epoch) else { break }
         }
-        let done = finished.wait(timeout: .now() + 300)
-        try #require(done == .success, "the operations did not finish within five minutes: something hangs")
 
-        // Quiesce: no more faults, no more subscribers or consumers, everything pending written.
-        faults.clear()
+        // Last, with no subscriber or consumer left.
         let subscriptions = pool.subscriptions.withLock { items in
             defer { items = [] }
             return items
@@ -215,21 +238,28 @@ private struct RandomizedRun {
             return tasks
         }
         for task in tasks { task.cancel() }
-        WLStorage.flushAll()
-
         for problem in problems.withLock({ $0 }).prefix(10) { Issue.record("seed \(run.seed): \(problem)") }
+        let leftovers = run.real.flatMap { directory in
+            entries(of: directory).filter { $0.contains("~") }
+        }
+        #expect(leftovers.isEmpty, "seed \(run.seed): temporary or moved-aside files left: \(leftovers)")
+    }
 
+    /// Checks every file against its history, and every live storage against its file. Returns whether all held.
+    private func check(_ run: RandomizedRun, model: Model, pool: Pool, epoch: Int) -> Bool {
+        var held = true
         for index in 0..<run.fileCount {
             let allowed = model.allowedFinal(index)
             let final = readFile(run.fileURL(index))
+            guard !allowed.contains(final) else { continue }
+            held = false
             let described = allowed.map { $0.map(String.init) ?? "nothing" }.sorted()
             let history = model.files[index].withLock { $0.changes.suffix(4) }
-            let message =
-                "seed \(run.seed): \(run.fileURL(index).lastPathComponent) in directory \(index / RandomizedRun.keys.count)"
-                + " holds \(final.map(String.init) ?? "nothing"), allowed \(described), last changes \(history)"
-            #expect(allowed.contains(final), "\(message)")
+            let message: String =
+                "seed \(run.seed), epoch \(epoch): file \(index) holds \(final.map(String.init) ?? "nothing"), allowed"
+                + " \(described); last changes \(history)"
+            Issue.record("\(message)")
         }
-
         // Every live storage ends with what its file holds (or its default where there is none).
         let storages = pool.storages.withLock { $0 }
         let settled = eventually(timeout: 20) {
@@ -237,14 +267,23 @@ private struct RandomizedRun {
                 item.object.wrappedValue == (readFile(run.fileURL(item.file)) ?? RandomizedRun.defaultValue)
             }
         }
-        #expect(settled, "seed \(run.seed): a live storage does not hold what its file holds")
+        if !settled {
+            held = false
+            let wrong = storages.first { item in
+                item.object.wrappedValue != (readFile(run.fileURL(item.file)) ?? RandomizedRun.defaultValue)
+            }
+            let message: String =
+                "seed \(run.seed), epoch \(epoch): a live storage of file \(wrong?.file ?? -1) holds"
+                + " \(wrong?.object.wrappedValue ?? 0), its file \(wrong.flatMap { readFile(run.fileURL($0.file)) } ?? -99);"
+                + " last changes \(wrong.map { item in model.files[item.file].withLock { $0.changes.suffix(6) } } ?? [])"
+            Issue.record("\(message)")
+        }
         for item in storages where item.object.hasPendingChanges {
-            Issue.record("seed \(run.seed): a change is still pending after flushAll: \(item.object.key)")
+            held = false
+            Issue.record(
+                "seed \(run.seed), epoch \(epoch): a change is still pending after flushAll: \(item.object.key)")
         }
-        let leftovers = run.real.flatMap { directory in
-            entries(of: directory).filter { $0.contains("~") }
-        }
-        #expect(leftovers.isEmpty, "seed \(run.seed): temporary or moved-aside files left: \(leftovers)")
+        return held
     }
 
     /// Runs one random operation. Returns a problem when an invariant broke.
@@ -265,6 +304,15 @@ private struct RandomizedRun {
                 defaultValueClosure: { RandomizedRun.defaultValue }, flushInterval: interval,
                 backer: WLStorageDefaultBacker(key: RandomizedRun.keys[key], directory: spelling.url))
             pool.storages.withLock { $0.append(.init(file: file, object: storage)) }
+            if pick % 3 == 0 {
+                // Another program writes the file just as this one starts: its value must never lose to a default.
+                let value = nextValue.next()
+                model.files[file].withLock { record in
+                    record.seen.insert(value)
+                    record.changes.append(.outsideWrite(value))
+                    writeFromOutside(value, to: run.fileURL(file))
+                }
+            }
         case 10..<18:
             // Drop a storage, outside every lock.
             _ = pool.takeStorage(pick)
@@ -331,8 +379,35 @@ private struct RandomizedRun {
                 record.changes.append(Change.outsideRemoval)
                 _ = unlink(run.fileURL(file).path)
             }
-        case 93..<97:
+        case 93..<95:
             faults.change(pick)
+        case 95..<97:
+            // A restart, as another program sees it: every storage of the file goes, the file is removed, a new
+            // storage starts (its default not yet saved), and another program writes the file at once.
+            let dropped = pool.storages.withLock { items in
+                defer { items.removeAll { $0.file == file } }
+                return items.filter { $0.file == file }
+            }
+            _ = dropped
+            let cancelled = pool.subscriptions.withLock { items in
+                defer { items.removeAll { $0.file == file } }
+                return items.filter { $0.file == file }
+            }
+            for item in cancelled { item.object.cancel() }
+            model.files[file].withLock { record in
+                record.changes.append(Change.outsideRemoval)
+                _ = unlink(run.fileURL(file).path)
+            }
+            let storage = WLStorage<Int>(
+                defaultValueClosure: { RandomizedRun.defaultValue }, flushInterval: [0, 1, nil][pick % 3],
+                backer: WLStorageDefaultBacker(key: RandomizedRun.keys[key], directory: spelling.url))
+            let value = nextValue.next()
+            model.files[file].withLock { record in
+                record.seen.insert(value)
+                record.changes.append(.outsideWrite(value))
+                writeFromOutside(value, to: run.fileURL(file))
+            }
+            pool.storages.withLock { $0.append(.init(file: file, object: storage)) }
         default:
             if pick % 10 == 0 { WLStorage.flushAll() }
         }

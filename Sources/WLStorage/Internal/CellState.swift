@@ -258,7 +258,8 @@ struct CellState<T: Sendable>: Sendable {
         if let extras {
             effects.waiters = extras.waiters
             extras.waiters = []
-            if extras.checkRequested && !chaining {
+            // A check asked for while the job ran, and not run by this thread: it runs in the background now.
+            if extras.checkRequested {
                 extras.checkRequested = false
                 effects.scheduleCheck = true
             }
