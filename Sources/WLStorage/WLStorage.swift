@@ -7,8 +7,8 @@ import Foundation
 /// var firstName: String?
 /// ```
 ///
-/// - The initializer reads the value once from its backer. When nothing is stored, the default is used and
-///   saved.
+/// - The initializer reads the value once from its backer. When nothing is stored, the default is used, and the
+///   file backer saves it where nothing is stored: a default never replaces a value someone stored.
 /// - Every get and set is serialized by a lock that is held for a few nanoseconds. A set is visible to every thread
 ///   at once and never waits for the disk.
 /// - Writes are throttled: the first change after a quiet interval is written at once; later changes within
@@ -42,7 +42,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///
     /// - Parameters:
     ///   - key: The key. Any string; see ``WLStorageDefaultBacker`` for how it names the file.
-    ///   - defaultValueClosure: Makes the value to use, and save, when nothing is stored. Called at most once.
+    ///   - defaultValueClosure: Makes the value to use, and save, when nothing is stored. Called once, when the
+    ///     storage is created (unless another storage of the same file exists), so that a storage whose file is
+    ///     removed can go back to it.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
     public convenience init(key: String, defaultValueClosure: () -> T, flushInterval: Int? = 1) {
         self.init(
@@ -53,8 +55,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// Creates a storage kept by `backer`.
     ///
     /// - Parameters:
-    ///   - defaultValueClosure: Makes the value to use, and save, when the backer holds nothing. Called at most
-    ///     once.
+    ///   - defaultValueClosure: Makes the value to use when the backer holds nothing. Called once, when the
+    ///     storage is created. The file backer saves it where nothing is stored; any other backer is never written
+    ///     with it, only with changes.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
     ///   - backer: Where the value is read from and written to.
     public convenience init(defaultValueClosure: () -> T, flushInterval: Int? = 1, backer: any WLStorageBacker<T>) {

@@ -3,13 +3,13 @@
 /// ``WLStorageDefaultBacker`` keeps each value in a JSON file. Conform to this protocol to keep values
 /// anywhere else: a database row, a key-value service, memory in tests.
 ///
-/// ``WLStorage`` calls ``read(defaultValueClosure:)`` once, from its initializer, and ``write(value:)`` from a
-/// background thread, never twice at the same time for one storage. A backer shared by several storages must
-/// do its own locking.
+/// ``WLStorage`` calls ``read(defaultValueClosure:)`` from its initializer (and again before its first write when
+/// that read failed), and ``write(value:)`` from a background thread, never two calls at the same time for one
+/// storage. A backer shared by several storages must do its own locking.
 ///
-/// - Important: A backer must not call back into the storage it serves (``WLStorage/flush()`` waits for the write
-///   that is calling it), nor end the program with `exit()` from ``write(value:)``: the exit flush would wait for
-///   that same write.
+/// - Important: A backer must not flush the storage it serves (``WLStorage/flush()`` would wait for the write that
+///   is calling it; it returns at once and reports ``WLStorageError/Code/reentrantCall``), nor end the program with
+///   `exit()` from ``write(value:)``: the exit flush would wait for that same write.
 ///
 /// Both requirements may throw. A backer written without `throws`, like the reference library's, conforms as
 /// it is. What a backer throws is wrapped in a ``WLStorageError`` with the code
@@ -34,13 +34,14 @@ public protocol WLStorageBacker<T>: Sendable {
 
     /// Returns the stored value, or the result of `defaultValueClosure` when nothing is stored.
     ///
-    /// When the backer calls `defaultValueClosure`, the storage treats the default as a change and writes it
-    /// back, so the default is saved as it is in the reference library.
+    /// When the backer calls `defaultValueClosure`, the storage knows that nothing is stored. It uses the default
+    /// but does not write it: a default is not a change, and only changes are written to a custom backer.
     ///
     /// - Parameter defaultValueClosure: Makes the default value. Call it only when nothing is stored.
     /// - Returns: The stored value or the default.
-    /// - Throws: When the stored value exists but cannot be read. The storage then starts from the default
-    ///   and does not write it back.
+    /// - Throws: When the stored value exists but cannot be read. The storage then starts from the default, and
+    ///   before its first write it calls this method again: a value found then wins over the changes made in the
+    ///   meantime, which were based on the default and are dropped (``WLStorageError/Code/changeDiscarded``).
     func read(defaultValueClosure: () -> T) throws -> T
 
     /// Stores `value`, replacing what was stored.

@@ -738,3 +738,28 @@ private struct Counter: Codable, Sendable, Equatable {
         }
     }
 }
+
+// MARK: - 16. Parents of a storage directory are synced once per process, whether or not this process made them
+
+@Suite struct ParentSyncTests {
+    @Test func everyParentOfAnExistingStorageDirectoryIsSyncedOnFirstUse() throws {
+        try withTemporaryDirectory { root in
+            // As if a process had been killed between its mkdir and the sync of the parent: the directory exists.
+            let directory = root.appendingPathComponent("a/b/c")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let path = directory.standardizedFileURL.path
+            let synced = Mutex<Int>(0)
+            FaultInjection.install(
+                { call, name in
+                    if call == .fsync, name == nil { synced.withLock { $0 += 1 } }
+                    return nil
+                }, forDirectory: path)
+            defer { FaultInjection.remove(forDirectory: path) }
+            let storage = fileStorage("k", in: directory, default: 1, flushInterval: nil)
+            #expect(storage.wrappedValue == 1)
+            // One sync for each parent of the directory, from / down to a/b.
+            let parents = path.split(separator: "/").count
+            #expect(synced.withLock { $0 } >= parents)
+        }
+    }
+}

@@ -12,10 +12,12 @@ import Synchronization
 // - `StorageCell.state` guards a cell's ``CellState``: the value, its versions, the throttle, what is known of the
 //   stored value, which thread runs the cell's job, and the boxed extras (listeners, waiting flushes, flags).
 //
-// Every lock of the package is a leaf: none is held while another is taken, while a backer or an observer runs,
-// or while a user object (closure, continuation, backer, storage) is released. A value, closure or cell that leaves
-// a locked state is moved out and released after the lock. The one thing called under a cell's lock is its
-// listeners, package closures that only enqueue (`yield`, `DispatchQueue.async`).
+// Every lock of the package is a leaf: none is held while another is taken, while a backer, an observer or a
+// listener runs, or while a user object (closure, continuation, backer, storage) is released. A value, closure or
+// cell that leaves a locked state is moved out and released after the lock. Listeners are called outside the lock
+// too, in the order of the changes, by one draining thread at a time (see `drainNotifications()`): even a
+// continuation's `yield` takes a lock of its own (the consuming task's), which a task being cancelled holds while it
+// removes its listener under the cell's.
 //
 // A cell runs one job on its backer at a time: a write, the save of a default, a read after a failed one, or a
 // check for another program's change. The thread that runs it marks the cell busy (`busyThread`) under the lock and
