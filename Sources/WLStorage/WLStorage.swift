@@ -100,7 +100,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         let value: T
         let stored: StoredState
         var readError: WLStorageError?
-        switch fileBacker?.readStored() ?? StorageCell.read(backer, defaultValue: defaultValue) {
+        switch fileBacker?.readStored(prepared: identity != nil) ?? StorageCell.read(backer, defaultValue: defaultValue)
+        {
         case .value(let found):
             (value, stored) = (found, .known)
         case .absent:
@@ -112,7 +113,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             (value, stored, readError) = (defaultValue, .unknown, error)
         }
         let cell = StorageCell(
-            value: value, stored: stored, defaultValue: defaultValue, backer: backer,
+            value: value, stored: stored, defaultValue: defaultValue, backer: backer, fileBacker: fileBacker,
             interval: flushInterval.map(Self.nanoseconds), scheduler: scheduler)
         if watched { cell.adoptWatch() }
         switch StorageRegistry.shared.register(cell, identity: identity) {
@@ -188,7 +189,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ) -> StorageCell<T> {
         let cell = StorageCell(
             value: value, stored: .known, defaultValue: value, backer: DiscardingBacker<T>(key: backer.key),
-            interval: nil, scheduler: scheduler)
+            fileBacker: nil, interval: nil, scheduler: scheduler)
         cell.record(
             WLStorageError(
                 code: .typeMismatch,

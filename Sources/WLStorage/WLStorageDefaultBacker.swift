@@ -113,13 +113,20 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// Reads the file: its value, its absence (a missing or empty file), or why it cannot be read. A file that does
     /// not decode is moved aside and kept, and then counts as absent.
-    func readStored() -> ReadResult<T> {
+    ///
+    /// - Parameter prepared: Whether the caller has just prepared the directory (``prepare()``), which is then not
+    ///   looked up again.
+    func readStored(prepared: Bool = false) -> ReadResult<T> {
         let directory: StorageDirectory
         let fileName: String
         let data: Data
         let identity: FileIdentity
         do {
-            (directory, fileName, _) = try location()
+            if prepared, let known = self.directory, let name = self.fileName {
+                (directory, fileName) = (known, name)
+            } else {
+                (directory, fileName, _) = try location()
+            }
             guard let read = try directory.readVersion(fileName), !read.contents.isEmpty else { return .absent }
             (data, identity) = read
         } catch {

@@ -14,33 +14,49 @@ package enum DirectoryTable {
         var backers: Int
         /// The directory's identity, once it has been prepared; `nil` until then, or after ``forget(_:)``.
         var identity: DirectoryIdentity?
+        /// The URLs that were standardized to this path, so that the next backer of the same URL skips that work.
+        var urls: Set<URL> = []
     }
 
-    private static let records = Lock<[String: Record]>([:])
+    private struct Records {
+        var byPath: [String: Record] = [:]
+        var pathOfURL: [URL: String] = [:]
+    }
+
+    private static let state = Lock(Records())
 
     /// The directory at `url`, standardized (`a/../b` is `b`), with its path string shared by every backer that
     /// names it. Balance each call with ``release(_:)``.
     package static func directory(for url: URL) -> StorageDirectory {
+        let known = state.withLock { state -> StorageDirectory? in
+            guard let path = state.pathOfURL[url], let index = state.byPath.index(forKey: path) else { return nil }
+            state.byPath.values[index].backers += 1
+            return state.byPath.values[index].directory
+        }
+        if let known { return known }
         let path = url.standardizedFileURL.path
-        return records.withLock { records in
-            if let record = records[path] {
-                records[path]?.backers += 1
-                return record.directory
+        return state.withLock { state in
+            state.pathOfURL[url] = path
+            if let index = state.byPath.index(forKey: path) {
+                state.byPath.values[index].backers += 1
+                state.byPath.values[index].urls.insert(url)
+                return state.byPath.values[index].directory
             }
             let directory = StorageDirectory(path: path)
-            records[path] = Record(directory: directory, backers: 1)
+            state.byPath[path] = Record(directory: directory, backers: 1, urls: [url])
             return directory
         }
     }
 
     /// Ends one use of `directory` begun by ``directory(for:)``.
     package static func release(_ directory: StorageDirectory) {
-        records.withLock { records in
-            guard let backers = records[directory.path]?.backers else { return }
-            if backers <= 1 {
-                records[directory.path] = nil
+        state.withLock { state in
+            guard let record = state.byPath[directory.path] else { return }
+            if record.backers <= 1 {
+                state.byPath[directory.path] = nil
+                for url in record.urls { state.pathOfURL[url] = nil }
             } else {
-                records[directory.path]?.backers = backers - 1
+                state.byPath[directory.path]?.backers = record.backers - 1
             }
         }
     }
@@ -48,30 +64,30 @@ package enum DirectoryTable {
     /// Creates `directory` when it is missing, syncs its parents and removes abandoned temporary files, once per
     /// process, and returns its identity.
     package static func prepare(_ directory: StorageDirectory) throws(WLStorageError) -> DirectoryIdentity {
-        if let identity = records.withLock({ $0[directory.path]?.identity }) { return identity }
+        if let identity = state.withLock({ $0.byPath[directory.path]?.identity }) { return identity }
         let identity = try directory.create()
         try directory.removeAbandonedTemporaryFiles()
-        records.withLock { records in
-            if records[directory.path] != nil { records[directory.path]?.identity = identity }
+        state.withLock { state in
+            if state.byPath[directory.path] != nil { state.byPath[directory.path]?.identity = identity }
         }
         return identity
     }
 
     /// The identity of `directory` as last prepared, if it was.
     package static func identity(of directory: StorageDirectory) -> DirectoryIdentity? {
-        records.withLock { $0[directory.path]?.identity }
+        state.withLock { $0.byPath[directory.path]?.identity }
     }
 
     /// Makes the next ``prepare(_:)`` of `directory` do its work again: the directory was removed, or its path now
     /// leads to another directory.
     package static func forget(_ directory: StorageDirectory) {
-        records.withLock { records in
-            if records[directory.path] != nil { records[directory.path]?.identity = nil }
+        state.withLock { state in
+            if state.byPath[directory.path] != nil { state.byPath[directory.path]?.identity = nil }
         }
     }
 
     /// The number of directories in use (for tests).
     package static var count: Int {
-        records.withLock { $0.count }
+        state.withLock { $0.byPath.count }
     }
 }

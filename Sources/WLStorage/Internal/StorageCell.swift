@@ -53,12 +53,12 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     let defaultValue: T
 
     init(
-        value: T, stored: StoredState, defaultValue: T, backer: any WLStorageBacker<T>, interval: UInt64?,
-        scheduler: any WriteScheduler
+        value: T, stored: StoredState, defaultValue: T, backer: any WLStorageBacker<T>,
+        fileBacker: WLStorageDefaultBacker<T>?, interval: UInt64?, scheduler: any WriteScheduler
     ) {
         self.state = Lock(CellState(value: value, stored: stored, throttle: WriteThrottle(interval: interval)))
         self.backer = backer
-        self.fileBacker = backer as? WLStorageDefaultBacker<T>
+        self.fileBacker = fileBacker
         self.scheduler = scheduler
         self.defaultValue = defaultValue
     }

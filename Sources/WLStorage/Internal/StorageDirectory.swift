@@ -194,10 +194,13 @@ package struct StorageDirectory: Sendable, Hashable {
             }
         }
         let identity = try self.identity()
-        for parent in parents {
+        for parent in parents where SyncedParents.claim(parent) {
             let fd = retrying(.open, nil) { open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-            guard fd >= 0 else { continue }
-            _ = retrying(.fsync, nil) { fsync(fd) }
+            guard fd >= 0 else {
+                SyncedParents.unclaim(parent)
+                continue
+            }
+            if retrying(.fsync, nil, { fsync(fd) }) != 0 { SyncedParents.unclaim(parent) }
             _ = closeDescriptor(fd, nil)
         }
         return identity
@@ -574,6 +577,25 @@ package struct StorageDirectory: Sendable, Hashable {
     /// The absolute path of `name` in this directory.
     package func filePath(_ name: String) -> String {
         path.hasSuffix("/") ? path + name : path + "/" + name
+    }
+}
+
+/// The parent directories this process has synced, so that each is synced once however many storage directories it
+/// holds. Bounded: past a few thousand the set starts again, which costs a few more syncs, not correctness.
+private enum SyncedParents {
+    private static let synced = Lock<Set<String>>([])
+
+    /// Whether `path` is still to be synced; if so, it counts as synced from now on.
+    static func claim(_ path: String) -> Bool {
+        synced.withLock { synced in
+            if synced.count >= 4_096 { synced.removeAll() }
+            return synced.insert(path).inserted
+        }
+    }
+
+    /// Makes `path` to be synced again (its sync failed).
+    static func unclaim(_ path: String) {
+        synced.withLock { _ = $0.remove(path) }
     }
 }
 
