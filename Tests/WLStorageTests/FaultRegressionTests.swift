@@ -439,7 +439,8 @@ private struct Counter: Codable, Sendable, Equatable {
             storage.wrappedValue = "new"
             backer.failNextWrites(1)
         }
-        #expect(backer.writes == [], "the deinit write did not fail")
+        // (Another test's flushAll, in this same process, may write it first: that is fine too.)
+        #expect(backer.failedWrites == 1, "the deinit write did not fail")
         scheduler.advance(by: .seconds(60))
         #expect(backer.writes == ["new"])
     }
@@ -453,7 +454,7 @@ private struct Counter: Codable, Sendable, Equatable {
             storage.wrappedValue = "new"
             backer.failNextWrites(1)
         }
-        #expect(backer.writes == [], "the deinit write did not fail")
+        #expect(backer.failedWrites == 1, "the deinit write did not fail")
         WLStorage.flushAll()
         #expect(backer.writes == ["new"])
     }
@@ -757,9 +758,9 @@ private struct Counter: Codable, Sendable, Equatable {
             defer { FaultInjection.remove(forDirectory: path) }
             let storage = fileStorage("k", in: directory, default: 1, flushInterval: nil)
             #expect(storage.wrappedValue == 1)
-            // One sync for each parent of the directory, from / down to a/b.
-            let parents = path.split(separator: "/").count
-            #expect(synced.withLock { $0 } >= parents)
+            // One sync for each parent of the directory not synced yet in this process (other tests may have synced
+            // / and the temporary folder): at least the test's root, a and a/b.
+            #expect(synced.withLock { $0 } >= 3)
         }
     }
 }

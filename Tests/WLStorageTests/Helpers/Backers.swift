@@ -11,6 +11,7 @@ final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
         var stored: T?
         var writes: [T] = []
         var failuresLeft = 0
+        var failedWrites = 0
         var readFailure = false
     }
 
@@ -39,6 +40,7 @@ final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
         try state.withLock { state in
             if state.failuresLeft > 0 {
                 state.failuresLeft -= 1
+                state.failedWrites += 1
                 throw BackerFailure()
             }
             state.stored = value
@@ -48,6 +50,8 @@ final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
 
     var writes: [T] { state.withLock { $0.writes } }
     var stored: T? { state.withLock { $0.stored } }
+    /// How many writes failed as told.
+    var failedWrites: Int { state.withLock { $0.failedWrites } }
 
     func failNextWrites(_ count: Int) { state.withLock { $0.failuresLeft = count } }
     func failReads() { state.withLock { $0.readFailure = true } }
