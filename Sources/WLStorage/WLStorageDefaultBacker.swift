@@ -3,9 +3,10 @@ import Synchronization
 
 /// The backer that keeps each value in its own JSON file in a directory.
 ///
-/// The file is named by the key when the key is 1 to 127 bytes of `[A-Za-z0-9._-]` (and not `.` or `..`), and by
-/// the lowercase hex SHA-256 of the key's UTF-8 bytes otherwise, so no key can name a file outside the
-/// directory. The file holds exactly the `JSONEncoder` output of the value, as the reference library writes it.
+/// The file is named by the key when the key is 1 to 127 bytes of `[A-Za-z0-9._-]` (and not `.`, `..` or 64 lowercase
+/// hex digits), and by the lowercase hex SHA-256 of the key's UTF-8 bytes otherwise, so no key can name a file
+/// outside the directory, nor another key's file. The file holds the `JSONEncoder` output of the value, with sorted
+/// keys so that equal values give equal files; the reference library reads it as it reads its own.
 ///
 /// Writes are atomic and durable: the bytes go to a temporary file created with mode 0600, which is synced and
 /// renamed over the file, and then the directory is synced. A reader sees the old content or the new, never a
@@ -305,10 +306,16 @@ extension WLStorageDefaultBacker {
     }
 }
 
-/// One encoder and one decoder for every backer, with the default options: the reference library's format.
-/// Both are safe to share between threads, and making one costs more than a small decode.
+/// One encoder and one decoder for every backer: the reference library's format, the plain `JSONEncoder` output of
+/// the value, with its keys sorted, so that equal values give equal files (stable and diffable, in whatever order a
+/// dictionary hands out its keys) and any JSON decoder, the reference library's included, reads them. Both are safe
+/// to share between threads, and making one costs more than a small decode.
 enum JSONCoders {
-    static let encoder = JSONEncoder()
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return encoder
+    }()
     static let decoder = JSONDecoder()
 }
 

@@ -273,4 +273,31 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
             #expect(backer.fileURL?.lastPathComponent == SHA256.hexDigest(of: "a/b"))
         }
     }
+
+    private struct Unordered: Codable, Sendable, Equatable {
+        var zebra = 1
+        var apple = 2
+        var mango = ["b": 1, "a": 2]
+    }
+
+    @Test func filesHoldJSONWithSortedKeysSoThatEqualValuesGiveEqualFiles() throws {
+        try withTemporaryDirectory { directory in
+            // Dictionaries hand out their keys in a different order in each process and after each change.
+            var first: [String: Int] = [:]
+            var second: [String: Int] = [:]
+            for number in 0..<200 { first["key\(number)"] = number }
+            for number in (0..<200).reversed() { second["key\(number)"] = number }
+            let backer = WLStorageDefaultBacker<[String: Int]>(key: "map", directory: directory)
+            try backer.write(value: first)
+            let firstBytes = try Data(contentsOf: directory.appendingPathComponent("map"))
+            try backer.write(value: second)
+            #expect(try Data(contentsOf: directory.appendingPathComponent("map")) == firstBytes)
+
+            let structured = WLStorageDefaultBacker<Unordered>(key: "struct", directory: directory)
+            try structured.write(value: Unordered())
+            let text = try String(contentsOf: directory.appendingPathComponent("struct"), encoding: .utf8)
+            #expect(text == #"{"apple":2,"mango":{"a":2,"b":1},"zebra":1}"#)
+            #expect(try JSONDecoder().decode(Unordered.self, from: Data(text.utf8)) == Unordered())
+        }
+    }
 }
