@@ -46,7 +46,7 @@ final class FaultPlan: Sendable {
     private let failing: Int?
     private let fault: InjectedFault
     private let standing: @Sendable (SystemCall, String?) -> InjectedFault?
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     /// Installs the plan for `directory`, replacing any other plan of that directory.
     init(
