@@ -206,9 +206,8 @@ struct SystemError: Sendable, CustomTestStringConvertible {
             #expect(run.retryFile == path.after, at)
             #expect(!run.retryHasWork, at)
             #expect(run.retryTemporaryFiles == run.temporaryFiles, at)
-            if path == .replace {
-                #expect(run.retryError == nil, "\(at): \(String(describing: run.retryError))")
-            }
+            // A default found standing is saved as surely as one this flush wrote: nothing is left, so no error is.
+            #expect(run.retryError == nil, "\(at): lastError after the retry is \(String(describing: run.retryError))")
         }
     }
 
@@ -311,6 +310,7 @@ struct SystemError: Sendable, CustomTestStringConvertible {
                 #expect(
                     run.errorAfterFlush?.code == .changeDiscarded,
                     "\(at): lastError after the flush is \(String(describing: run.errorAfterFlush))")
+                #expect(run.errorAfterFlush?.key == Self.key, "\(at): \(String(describing: run.errorAfterFlush))")
             } else {
                 #expect(run.initial == "stored", at)
                 #expect(run.error == nil, "\(at): \(String(describing: run.error))")
