@@ -116,6 +116,11 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             value: value, stored: stored, defaultValue: defaultValue, backer: backer, fileBacker: fileBacker,
             interval: flushInterval.map(Self.nanoseconds), scheduler: scheduler)
         if watched { cell.adoptWatch() }
+        if identity == nil, let directory = fileBacker?.directory {
+            // The directory could not be prepared before the read, but the read may have prepared it: the cell is
+            // keyed by what the directory is, as every other storage of its file will be.
+            identity = DirectoryTable.identity(of: directory)
+        }
         switch StorageRegistry.shared.register(cell, identity: identity) {
         case .found(let existing):
             // Another thread opened the same file meanwhile; its cell wins and this one is dropped unwritten.

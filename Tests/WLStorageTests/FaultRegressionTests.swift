@@ -752,7 +752,7 @@ private struct Counter: Codable, Sendable, Equatable {
             let synced = Mutex<Int>(0)
             FaultInjection.install(
                 { call, name in
-                    if call == .fsync, name == nil { synced.withLock { $0 += 1 } }
+                    if call == .fsync, name == ".." { synced.withLock { $0 += 1 } }
                     return nil
                 }, forDirectory: path)
             defer { FaultInjection.remove(forDirectory: path) }
@@ -761,6 +761,53 @@ private struct Counter: Codable, Sendable, Equatable {
             // One sync for each parent of the directory not synced yet in this process (other tests may have synced
             // / and the temporary folder): at least the test's root, a and a/b.
             #expect(synced.withLock { $0 } >= 3)
+        }
+    }
+}
+
+// MARK: - Found by the fault matrix: the monitor looked at a directory under its lock
+
+@Suite struct MonitorLockTests {
+    @Test func aDirectoryThatIsSlowToLookAtDoesNotHoldUpTheWatchesOfOthers() throws {
+        try withTemporaryDirectory { root in
+            let slow = root.appendingPathComponent("slow")
+            let other = root.appendingPathComponent("other")
+            for directory in [slow, other] {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+            }
+            let slowPath = slow.standardizedFileURL.path
+            let stalled = DispatchSemaphore(value: 0)
+            let proceed = DispatchSemaphore(value: 0)
+            FaultInjection.install(
+                { call, name in
+                    if call == .stat, name == nil {
+                        stalled.signal()
+                        proceed.wait()
+                    }
+                    return nil
+                }, forDirectory: slowPath)
+            defer { FaultInjection.remove(forDirectory: slowPath) }
+
+            let slowDone = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                FileMonitor.shared.watch(StorageDirectory(path: slowPath))
+                slowDone.signal()
+            }
+            try #require(stalled.wait(timeout: .now() + 10) == .success)
+            // While the slow directory is being looked at, another directory is watched and let go of.
+            let otherDone = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                let directory = StorageDirectory(path: other.standardizedFileURL.path)
+                FileMonitor.shared.watch(directory)
+                FileMonitor.shared.unwatch(directory)
+                otherDone.signal()
+            }
+            let served = otherDone.wait(timeout: .now() + 5) == .success
+            proceed.signal()
+            #expect(served, "another directory waited for the slow one")
+            try #require(slowDone.wait(timeout: .now() + 10) == .success)
+            if !served { _ = otherDone.wait(timeout: .now() + 10) }
+            FileMonitor.shared.unwatch(StorageDirectory(path: slowPath))
         }
     }
 }

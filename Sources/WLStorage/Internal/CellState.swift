@@ -213,7 +213,7 @@ struct CellState<T: Sendable>: Sendable {
     /// Applies how `job` ended, and returns the follow-up job to run at once on the same thread (the cell stays
     /// busy), or `nil` with the cell idle. `effects` collects what to do outside the lock.
     mutating func finish(
-        _ job: CellJob<T>, _ outcome: JobOutcome<T>, defaultValue: T, now: UInt64, chaining: Bool,
+        _ job: CellJob<T>, _ outcome: JobOutcome<T>, defaultValue: T, key: String, now: UInt64, chaining: Bool,
         effects: inout JobEffects<T>
     ) -> CellJob<T>? {
         let startVersion: UInt64
@@ -240,9 +240,7 @@ struct CellState<T: Sendable>: Sendable {
             withExtras { $0.lastError = error }
             effects.errors.append(error)
         case .read(let result):
-            followUp = applyRead(
-                result, job: job, startVersion: startVersion, defaultValue: defaultValue, now: now,
-                effects: &effects)
+            followUp = applyRead(result, job: job, startVersion: startVersion, key: key, effects: &effects)
         case .checked(let change):
             applyChange(change, startVersion: startVersion, defaultValue: defaultValue, effects: &effects)
         }
@@ -276,8 +274,7 @@ struct CellState<T: Sendable>: Sendable {
     /// A read of the stored value: a reread after a failed read, or the read of a default create that found
     /// something stored.
     private mutating func applyRead(
-        _ result: ReadResult<T>, job: CellJob<T>, startVersion: UInt64, defaultValue: T, now: UInt64,
-        effects: inout JobEffects<T>
+        _ result: ReadResult<T>, job: CellJob<T>, startVersion: UInt64, key: String, effects: inout JobEffects<T>
     ) -> CellJob<T>? {
         let isCreate: Bool
         if case .createDefault = job { isCreate = true } else { isCreate = false }
@@ -298,16 +295,21 @@ struct CellState<T: Sendable>: Sendable {
             throttle.writeEnded(succeeded: false)
             return nil
         case .movedAside(let error):
-            withExtras { $0.lastError = error }
             effects.errors.append(error)
-            fallthrough
+            stored = .known
+            withExtras { $0.lastError = error }
+            if isPending { return .write(value, version: version) }
+            if version == 0 { stored = .defaultUnsaved }
+            return nil
         case .absent:
             stored = .known
+            extras?.lastError = nil
             if isPending { return .write(value, version: version) }
             if version == 0 { stored = .defaultUnsaved }  // the cell still holds its default: save it
             return nil
         case .value(let found):
             stored = .known
+            extras?.lastError = nil
             if isCreate {
                 throttle.writeEnded(succeeded: true)
                 // A change made while the default was being saved is newer than what was found: it is written.
@@ -316,12 +318,13 @@ struct CellState<T: Sendable>: Sendable {
                 // The changes were made while the stored value could not be read, so they were based on the default:
                 // the stored value wins, and the changes are dropped rather than written over it.
                 writtenVersion = version
-                effects.errors.append(
-                    WLStorageError(
-                        code: .changeDiscarded,
-                        message: "the stored value could not be read when the storage was created, so the changes"
-                            + " made since were based on the default; the stored value has been read now and replaces"
-                            + " them"))
+                let error = WLStorageError(
+                    code: .changeDiscarded,
+                    message: "the stored value could not be read when the storage was created, so the changes made"
+                        + " since were based on the default; the stored value has been read now and replaces them",
+                    key: key)
+                withExtras { $0.lastError = error }
+                effects.errors.append(error)
             }
             value = found
             effects.valueChanged = true
@@ -344,8 +347,10 @@ struct CellState<T: Sendable>: Sendable {
         case .removed:
             value = defaultValue
         }
-        // Either way nothing is left to save: a removal is respected, not undone by saving the default again.
+        // Either way nothing is left to save: a removal is respected, not undone by saving the default again. An error
+        // of a default's save is moot now.
         stored = .known
+        extras?.lastError = nil
         effects.valueChanged = true
         if hasListeners && queueNotification() { effects.drainNotifications = true }
     }

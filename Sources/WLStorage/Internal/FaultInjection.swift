@@ -23,8 +23,8 @@ package enum InjectedFault: Sendable, Equatable {
 /// plan installed for that directory, if any, whether to fail or stall.
 ///
 /// Outside tests no plan is installed and each call costs one relaxed atomic load. A plan is a closure of the test's
-/// that sees the call and the entry's name (or `nil` for the directory itself); it is called outside every lock of
-/// the package.
+/// that sees the call and the entry's name: `nil` for the directory itself, `..` for one of its parents (synced once
+/// per process when the directory is first used). It is called outside every lock of the package.
 package enum FaultInjection {
     package typealias Plan = @Sendable (_ call: SystemCall, _ name: String?) -> InjectedFault?
 

@@ -115,13 +115,26 @@ package final class FileMonitor: Sendable {
 
     /// Starts one use of `directory`, watching it if it is not watched yet. With `inotify` off (tests of the
     /// fallback), the directory is polled. Balance each call with ``unwatch(_:)``.
+    ///
+    /// When it returns, the directory is watched (or polled): a change made after that is reported.
     func watch(_ directory: StorageDirectory, inotify: Bool = true) {
-        state.withLock { state in
-            let path = directory.path
-            state.paths[path, default: WatchedPath()].users += 1
-            guard state.paths[path]?.users == 1 else { return }
-            state.paths[path]?.pollOnly = !inotify
-            attach(path, &state)
+        let path = directory.path
+        // What the path leads to is looked at outside the lock (the lookup is a system call, which can be slow, and
+        // which tests can stall), and only when the path is not in use yet.
+        var looked: DirectoryIdentity??
+        while true {
+            let done = state.withLock { state -> Bool in
+                if state.paths[path] != nil {
+                    state.paths[path]?.users += 1
+                    return true
+                }
+                guard let identity = looked else { return false }
+                state.paths[path] = WatchedPath(users: 1, pollOnly: !inotify)
+                attach(path, identity: identity, &state)
+                return true
+            }
+            if done { return }
+            looked = .some(try? directory.identity())
         }
     }
 
@@ -152,11 +165,9 @@ package final class FileMonitor: Sendable {
 
     // MARK: Watches
 
-    /// Watches the directory `path` leads to and the directories of the symlinks on the way, or polls the path.
-    /// Returns the directory's identity, `nil` when it cannot be reached.
-    @discardableResult
-    private func attach(_ path: String, _ state: inout State) -> DirectoryIdentity? {
-        let identity = try? StorageDirectory(path: path).identity()
+    /// Watches the directory `path` leads to, whose identity the caller looked up (`nil` when it cannot be reached),
+    /// and the directories of the symlinks on the way, or polls the path.
+    private func attach(_ path: String, identity: DirectoryIdentity?, _ state: inout State) {
         state.paths[path]?.identity = identity
         let pollOnly = state.paths[path]?.pollOnly ?? false
         if !pollOnly, identity != nil, let watch = addWatch(path, &state) {
@@ -172,7 +183,6 @@ package final class FileMonitor: Sendable {
             state.paths[path]?.watch = nil
             startPolling(&state)
         }
-        return identity
     }
 
     /// Drops the watches `path` holds; a watch no other path uses is removed.
@@ -251,23 +261,26 @@ package final class FileMonitor: Sendable {
 
     private func poll() {
         // A path that can be watched again (its directory is back, or a watch is free) gets its watch, and the files
-        // of every polled path are checked for what changed while nothing watched them.
-        let (checked, moved) = state.withLock { state -> ([String], [(String, DirectoryIdentity)]) in
+        // of every polled path are checked for what changed while nothing watched them. What each path leads to is
+        // looked at outside the lock.
+        let polled = state.withLock { $0.polledPaths }
+        guard !polled.isEmpty else { return }
+        let identities = polled.map { try? StorageDirectory(path: $0).identity() }
+        let moved = state.withLock { state -> [(String, DirectoryIdentity)] in
             var moved: [(String, DirectoryIdentity)] = []
-            let polled = state.polledPaths
-            for path in polled {
+            for (path, identity) in zip(polled, identities) where state.paths[path]?.watch == nil {
                 let before = state.paths[path]?.identity
-                if let identity = attach(path, &state), identity != before { moved.append((path, identity)) }
+                attach(path, identity: identity, &state)
+                if let identity, identity != before { moved.append((path, identity)) }
             }
             stopPollingIfIdle(&state)
-            return (polled, moved)
+            return moved
         }
-        guard !checked.isEmpty else { return }
         for (path, identity) in moved { directoryMoved(path, to: identity) }
-        for path in checked {
+        for path in polled {
             for cell in StorageRegistry.shared.cells(inDirectoryAt: path) { cell.checkForExternalChange() }
         }
-        let paths = Set(checked)
+        let paths = Set(polled)
         for subscriber in subscribers(where: { paths.contains($0.directory) }) { subscriber.handler(.changed) }
     }
 
@@ -353,11 +366,13 @@ package final class FileMonitor: Sendable {
     /// A symlink on the way to `path` was replaced or removed: watch where the path leads now, and when that is
     /// another directory, move the path's cells there and have each check its file.
     private func reresolve(_ path: String) {
+        let identity = try? StorageDirectory(path: path).identity()
         let (before, after) = state.withLock { state -> (DirectoryIdentity?, DirectoryIdentity?) in
             guard state.paths[path] != nil else { return (nil, nil) }
             let before = state.paths[path]?.identity
             detach(path, &state)
-            return (before, attach(path, &state))
+            attach(path, identity: identity, &state)
+            return (before, identity)
         }
         guard let after else { return }
         if after != before { directoryMoved(path, to: after) }

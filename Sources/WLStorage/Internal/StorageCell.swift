@@ -309,14 +309,16 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
                 registrar.withMutation(of: self, keyPath: valueKeyPath) {
                     result = state.withLock { state in
                         state.finish(
-                            job, outcome, defaultValue: defaultValue, now: now, chaining: chaining, effects: &effects)
+                            job, outcome, defaultValue: defaultValue, key: backer.key, now: now, chaining: chaining,
+                            effects: &effects)
                     }
                 }
                 next = result
             } else {
                 next = state.withLock { state in
                     state.finish(
-                        job, outcome, defaultValue: defaultValue, now: now, chaining: chaining, effects: &effects)
+                        job, outcome, defaultValue: defaultValue, key: backer.key, now: now, chaining: chaining,
+                        effects: &effects)
                 }
             }
             perform(effects)

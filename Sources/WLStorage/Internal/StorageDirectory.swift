@@ -160,14 +160,18 @@ package struct StorageDirectory: Sendable, Hashable {
         }
     }
 
-    /// Closes `fd`. On Linux the descriptor is released even when `close` reports `EINTR`.
+    /// Closes `fd`. On Linux the descriptor is released even when `close` fails, `EINTR` included, so it is never
+    /// closed twice (a second close could close a descriptor another thread has just been given). `EINTR` counts as
+    /// closed; the data written to a file was synced before.
     private func closeDescriptor(_ fd: CInt, _ name: String?) -> CInt {
-        let result = call(.close, name) { Glibc.close(fd) }
-        if result != 0 && errno == EINTR {
-            // An injected EINTR did not close it: close it for real. A real EINTR already released it.
+        if let code = FaultInjection.fault(.close, directory: path, name: name) {
+            // An injected failure is reported, but the descriptor is closed all the same, as Linux would.
             _ = Glibc.close(fd)
-            return 0
+            errno = code
+            return code == EINTR ? 0 : -1
         }
+        let result = Glibc.close(fd)
+        if result != 0 && errno == EINTR { return 0 }
         return result
     }
 
@@ -183,9 +187,9 @@ package struct StorageDirectory: Sendable, Hashable {
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
             parents.append(prefix.isEmpty ? "/" : prefix)
             prefix += "/" + component
-            if call(.mkdir, nil, { mkdir(prefix, 0o700) }) == 0 {
+            if retrying(.mkdir, nil, { mkdir(prefix, 0o700) }) == 0 {
                 // The umask may have taken bits away; the directory must be 0700 whatever it is.
-                _ = call(.chmod, nil) { chmod(prefix, 0o700) }
+                _ = retrying(.chmod, nil) { chmod(prefix, 0o700) }
                 continue
             }
             let code = errno
@@ -195,13 +199,13 @@ package struct StorageDirectory: Sendable, Hashable {
         }
         let identity = try self.identity()
         for parent in parents where SyncedParents.claim(parent) {
-            let fd = retrying(.open, nil) { open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+            let fd = retrying(.open, "..") { open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
             guard fd >= 0 else {
                 SyncedParents.unclaim(parent)
                 continue
             }
-            if retrying(.fsync, nil, { fsync(fd) }) != 0 { SyncedParents.unclaim(parent) }
-            _ = closeDescriptor(fd, nil)
+            if retrying(.fsync, "..", { fsync(fd) }) != 0 { SyncedParents.unclaim(parent) }
+            _ = closeDescriptor(fd, "..")
         }
         return identity
     }
@@ -209,7 +213,7 @@ package struct StorageDirectory: Sendable, Hashable {
     /// The directory's identity now, following symlinks in its path.
     package func identity() throws(WLStorageError) -> DirectoryIdentity {
         var status = stat()
-        guard call(.stat, nil, { stat(path, &status) }) == 0 else {
+        guard retrying(.stat, nil, { stat(path, &status) }) == 0 else {
             throw error(.directoryUnavailable, "cannot open the storage directory", errno: errno)
         }
         guard (status.st_mode & S_IFMT) == S_IFDIR else {
@@ -256,7 +260,7 @@ package struct StorageDirectory: Sendable, Hashable {
         }
         defer { _ = closeDescriptor(fd, name) }
         var status = stat()
-        guard call(.stat, name, { fstat(fd, &status) }) == 0 else {
+        guard retrying(.stat, name, { fstat(fd, &status) }) == 0 else {
             throw error(.readFailed, "cannot inspect the file", name: name, errno: errno)
         }
         guard (status.st_mode & S_IFMT) == S_IFREG else {
@@ -290,7 +294,7 @@ package struct StorageDirectory: Sendable, Hashable {
     /// What `lstat` says of `name`, or `nil` when there is no such entry (or it cannot be inspected).
     package func status(of name: String) -> FileStatus? {
         var status = stat()
-        guard call(.stat, name, { lstat(filePath(name), &status) }) == 0 else { return nil }
+        guard retrying(.stat, name, { lstat(filePath(name), &status) }) == 0 else { return nil }
         return FileStatus(
             identity: FileIdentity(status),
             kind: EntryKind(mode: status.st_mode),
@@ -372,11 +376,11 @@ package struct StorageDirectory: Sendable, Hashable {
         var placed = false
         var isOpen = true
         defer {
-            if !placed { _ = call(.unlink, temporary) { unlinkat(dir, temporary, 0) } }
+            if !placed { _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) } }
             if isOpen { _ = closeDescriptor(fd, temporary) }
         }
 
-        guard call(.chmod, temporary, { fchmod(fd, 0o600) }) == 0 else {
+        guard retrying(.chmod, temporary, { fchmod(fd, 0o600) }) == 0 else {
             throw error(.writeFailed, "cannot set the file mode", name: temporary, errno: errno)
         }
         let writeErrno = contents.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Int32? in
@@ -401,12 +405,12 @@ package struct StorageDirectory: Sendable, Hashable {
         }
         var status = stat()
         if replacing {
-            if call(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
+            if retrying(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
                 (status.st_mode & S_IFMT) != S_IFREG
             {
                 throw notRegular(name, EntryKind(mode: status.st_mode))
             }
-            guard call(.rename, name, { renameat(dir, temporary, dir, name) }) == 0 else {
+            guard retrying(.rename, name, { renameat(dir, temporary, dir, name) }) == 0 else {
                 throw error(.writeFailed, "cannot rename the temporary file into place", name: name, errno: errno)
             }
             placed = true
@@ -420,7 +424,7 @@ package struct StorageDirectory: Sendable, Hashable {
                 return nil
             }
         }
-        guard call(.stat, name, { fstat(fd, &status) }) == 0 else {
+        guard retrying(.stat, name, { fstat(fd, &status) }) == 0 else {
             throw error(.writeFailed, "cannot inspect the written file", name: name, errno: errno)
         }
         isOpen = false
@@ -429,7 +433,7 @@ package struct StorageDirectory: Sendable, Hashable {
         }
         if !placed {
             // Linked: remove the temporary name before the directory is synced, so the sync covers both entries.
-            _ = call(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+            _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
             placed = true
         }
         guard retrying(.fsync, nil, { fsync(dir) }) == 0 else {
@@ -446,7 +450,9 @@ package struct StorageDirectory: Sendable, Hashable {
         _ source: String, to target: String, in dir: CInt
     ) throws(WLStorageError) -> NoReplaceOutcome {
         if let renameat2 = SystemFunctions.renameat2 {
-            let result = call(.rename, target) { renameat2(dir, source, dir, target, SystemFunctions.renameNoReplace) }
+            let result = retrying(.rename, target) {
+                renameat2(dir, source, dir, target, SystemFunctions.renameNoReplace)
+            }
             if result == 0 { return .moved }
             let code = errno
             if code == EEXIST { return .exists }
@@ -454,7 +460,7 @@ package struct StorageDirectory: Sendable, Hashable {
                 throw error(.writeFailed, "cannot move the file into place", name: target, errno: code)
             }
         }
-        guard call(.link, target, { linkat(dir, source, dir, target, 0) }) == 0 else {
+        guard retrying(.link, target, { linkat(dir, source, dir, target, 0) }) == 0 else {
             let code = errno
             if code == EEXIST { return .exists }
             throw error(.writeFailed, "cannot link the file into place", name: target, errno: code)
@@ -472,7 +478,7 @@ package struct StorageDirectory: Sendable, Hashable {
         defer { _ = closeDescriptor(dir, nil) }
         if let identity {
             var status = stat()
-            guard call(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
+            guard retrying(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
                 FileIdentity(status) == identity
             else {
                 throw error(
@@ -485,9 +491,9 @@ package struct StorageDirectory: Sendable, Hashable {
             case .moved:
                 break
             case .linked:
-                guard call(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
+                guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
                     let code = errno
-                    _ = call(.unlink, aside) { unlinkat(dir, aside, 0) }
+                    _ = retrying(.unlink, aside) { unlinkat(dir, aside, 0) }
                     throw error(.writeFailed, "cannot move the undecodable file aside", name: name, errno: code)
                 }
             case .exists:
@@ -506,12 +512,12 @@ package struct StorageDirectory: Sendable, Hashable {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
         var status = stat()
-        guard call(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+        guard retrying(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0 else {
             if errno == ENOENT { return false }
             throw error(.writeFailed, "cannot inspect the file", name: name, errno: errno)
         }
         guard (status.st_mode & S_IFMT) == S_IFREG else { throw notRegular(name, EntryKind(mode: status.st_mode)) }
-        guard call(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
+        guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
             if errno == ENOENT { return false }
             throw error(.writeFailed, "cannot remove the file", name: name, errno: errno)
         }
@@ -539,11 +545,11 @@ package struct StorageDirectory: Sendable, Hashable {
             guard fd >= 0 else { continue }
             defer { _ = closeDescriptor(fd, name) }
             var status = stat()
-            guard call(.stat, name, { fstat(fd, &status) }) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+            guard retrying(.stat, name, { fstat(fd, &status) }) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
                 continue
             }
             // A writer at work holds this lock; a dead one released it when it died.
-            if flock(fd, LOCK_EX | LOCK_NB) == 0, call(.unlink, name, { unlinkat(dir, name, 0) }) == 0 {
+            if flock(fd, LOCK_EX | LOCK_NB) == 0, retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 {
                 removed.append(name)
             }
         }
