@@ -56,7 +56,7 @@ private func exists(_ url: URL) -> Bool {
 
 /// Counts the values a subscription delivered.
 private final class Delivered<T: Sendable>: Sendable {
-    private let values = Mutex<[T]>([])
+    private let values = Lock<[T]>([])
     func append(_ value: T) { values.withLock { $0.append(value) } }
     var all: [T] { values.withLock { $0 } }
 }
@@ -70,10 +70,10 @@ private final class FlakyReadBacker<T: Codable & Sendable>: WLStorageBacker, Sen
     }
 
     let key = "flaky"
-    private let state: Mutex<State>
+    private let state: Lock<State>
 
     init(stored: T?, failingReads: Int) {
-        state = Mutex(State(stored: stored, failingReads: failingReads))
+        state = Lock(State(stored: stored, failingReads: failingReads))
     }
 
     func read(defaultValueClosure: () -> T) throws -> T {
@@ -102,7 +102,7 @@ private final class FlakyReadBacker<T: Codable & Sendable>: WLStorageBacker, Sen
 private struct HookedText: Codable, Sendable, Equatable {
     var text: String
 
-    static let hook = Mutex<(@Sendable () -> Void)?>(nil)
+    static let hook = Lock<(@Sendable () -> Void)?>(nil)
 
     init(_ text: String) {
         self.text = text
@@ -749,7 +749,7 @@ private struct Counter: Codable, Sendable, Equatable {
             let directory = root.appendingPathComponent("a/b/c")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let path = directory.standardizedFileURL.path
-            let synced = Mutex<Int>(0)
+            let synced = Lock<Int>(0)
             FaultInjection.install(
                 { call, name in
                     if call == .fsync, name == ".." { synced.withLock { $0 += 1 } }

@@ -35,6 +35,28 @@ import Testing
         #expect(name.allSatisfy { "0123456789abcdef".contains($0) })
     }
 
+    @Test func keysAreTheirBytesSoTwoSpellingsOfOneStringAreTwoKeysWithTwoFiles() throws {
+        let composed = "caf\u{E9}"  // é as one scalar
+        let decomposed = "cafe\u{301}"  // e and a combining acute accent
+        #expect(composed == decomposed, "Swift calls them equal")
+        #expect(Array(composed.utf8) != Array(decomposed.utf8))
+        #expect(FileName.forKey(composed) == SHA256.hexDigest(of: composed))
+        #expect(FileName.forKey(decomposed) == SHA256.hexDigest(of: decomposed))
+        #expect(FileName.forKey(composed) != FileName.forKey(decomposed))
+        try withTemporaryDirectory { directory in
+            let first = fileStorage(composed, in: directory, default: 0, flushInterval: nil)
+            let second = fileStorage(decomposed, in: directory, default: 0, flushInterval: nil)
+            first.wrappedValue = 1
+            second.wrappedValue = 2
+            first.flush()
+            second.flush()
+            #expect(first.wrappedValue == 1)
+            #expect(Array(first.key.utf8) == Array(composed.utf8))
+            #expect(Array(second.key.utf8) == Array(decomposed.utf8))
+            #expect(entries(of: directory).count == 2)
+        }
+    }
+
     @Test func noKeyFileNameCanBeATemporaryOrMovedAsideName() {
         for key in ["a", "a~b.tmp", "settings~corrupt-1", String(repeating: "x", count: 200)] {
             let name = FileName.forKey(key)!

@@ -59,7 +59,7 @@ private final class Model: Sendable {
 
     /// One file's record and its lock.
     final class Record: Sendable {
-        private let file = Mutex(File())
+        private let file = Lock(File())
 
         func withLock<R>(_ body: (inout File) -> R) -> R {
             file.withLock { body(&$0) }
@@ -102,9 +102,9 @@ private final class Pool: Sendable {
         let object: Object
     }
 
-    let storages = Mutex<[Item<WLStorage<Int>>]>([])
-    let subscriptions = Mutex<[Item<SubscriptionBox>]>([])
-    let tasks = Mutex<[Task<Void, Never>]>([])
+    let storages = Lock<[Item<WLStorage<Int>>]>([])
+    let subscriptions = Lock<[Item<SubscriptionBox>]>([])
+    let tasks = Lock<[Task<Void, Never>]>([])
 
     /// Takes a random storage out (to drop it outside every lock), or `nil`.
     func takeStorage(_ pick: Int) -> Item<WLStorage<Int>>? {
@@ -116,16 +116,21 @@ private final class Pool: Sendable {
     }
 }
 
-/// Each thread's generator, kept from one epoch to the next.
-private final class Generators: @unchecked Sendable {  // each element is used by one thread at a time
-    private var generators: [SplitMix64]
+/// Each thread's generator, kept from one epoch to the next, in a box of its own (one thread uses a box at a time).
+private final class Generators: Sendable {
+    private final class Box: @unchecked Sendable {  // used by one thread at a time, handed over by thread start/join
+        var generator: SplitMix64
+        init(_ generator: SplitMix64) { self.generator = generator }
+    }
+
+    private let boxes: [Box]
 
     init(seed: UInt64, count: Int) {
-        generators = (0..<count).map { SplitMix64(seed: seed &+ UInt64($0) &* 0x1000_0000_0001) }
+        boxes = (0..<count).map { Box(SplitMix64(seed: seed &+ UInt64($0) &* 0x1000_0000_0001)) }
     }
 
     func with(_ index: Int, _ body: (inout SplitMix64) -> Void) {
-        body(&generators[index])
+        body(&boxes[index].generator)
     }
 }
 
@@ -137,7 +142,7 @@ private final class ValueCounter: Sendable {
 
 /// A subscription that its own handler can reach, to cancel itself from inside.
 private final class SubscriptionBox: Sendable {
-    let subscription = Mutex<WLStorageSubscription?>(nil)
+    let subscription = Lock<WLStorageSubscription?>(nil)
 
     func cancel() {
         let subscription = self.subscription.withLock { box in
@@ -197,7 +202,7 @@ private struct RandomizedRun {
         let faults = Faults(paths: run.spellings.map { $0.url.standardizedFileURL.path })
         let nextValue = ValueCounter()
         let handlerQueue = DispatchQueue(label: "randomized.handlers", attributes: .concurrent)
-        let problems = Mutex<[String]>([])
+        let problems = Lock<[String]>([])
         let generators = Generators(seed: run.seed, count: run.threads)
 
         // The run goes in epochs; at the end of each, the threads stop and the files are checked, so that a file that
