@@ -71,6 +71,78 @@ enum HeapUsage {
     }
 }
 
+/// The CPU time, user and system, that every thread of the process has used so far, in nanoseconds.
+///
+/// The corresponding C function is `getrusage(RUSAGE_SELF)`. Linux apportions the total between user and system time
+/// by sampling, so the split of a short window is unreliable (a window can show no user time at all), but it scales
+/// both to the precise total, so their sum is exact to the microsecond.
+func processCPUNanoseconds() -> UInt64 {
+    var usage = rusage()
+    precondition(getrusage(RUSAGE_SELF.rawValue, &usage) == 0, "getrusage failed: errno \(errno)")
+    func nanoseconds(_ time: timeval) -> UInt64 {
+        UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_usec) &* 1_000
+    }
+    return nanoseconds(usage.ru_utime) + nanoseconds(usage.ru_stime)
+}
+
+/// Sleeps for `nanoseconds` of monotonic time, however often a signal interrupts the sleep.
+func sleep(nanoseconds: UInt64) {
+    sleep(until: monotonicNanoseconds() + nanoseconds)
+}
+
+/// Sleeps until the monotonic clock reads `deadline` (in nanoseconds). The corresponding C function is
+/// `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`.
+func sleep(until deadline: UInt64) {
+    var time = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &time, nil) == EINTR {}
+}
+
+/// A thread of its own that calls a body every `period` nanoseconds of the monotonic clock, with the number of the
+/// call, until ``stop()``. The schedule is absolute: a late call does not delay the ones after it.
+final class PeriodicThread: Sendable {
+    private final class Context: Sendable {
+        let period: UInt64
+        let body: @Sendable (Int) -> Void
+        let stopped = Atomic<Bool>(false)
+
+        init(period: UInt64, body: @escaping @Sendable (Int) -> Void) {
+            self.period = period
+            self.body = body
+        }
+    }
+
+    private let context: Context
+    private let thread: pthread_t
+
+    init(period: UInt64, _ body: @escaping @Sendable (_ tick: Int) -> Void) {
+        context = Context(period: period, body: body)
+        var thread = pthread_t()
+        let argument = Unmanaged.passRetained(context).toOpaque()
+        let result = pthread_create(
+            &thread, nil,
+            { argument in
+                let context = Unmanaged<Context>.fromOpaque(argument!).takeRetainedValue()
+                var deadline = monotonicNanoseconds()
+                var tick = 0
+                while !context.stopped.load(ordering: .relaxed) {
+                    context.body(tick)
+                    tick += 1
+                    deadline += context.period
+                    sleep(until: deadline)
+                }
+                return nil
+            }, argument)
+        precondition(result == 0, "pthread_create failed: \(result)")
+        self.thread = thread
+    }
+
+    /// Stops the calls and returns when the thread has ended.
+    func stop() {
+        context.stopped.store(true, ordering: .relaxed)
+        pthread_join(thread, nil)
+    }
+}
+
 // MARK: Statistics
 
 /// The spread of one quantity over the measured rounds.
@@ -113,8 +185,14 @@ struct Stats: Encodable {
     }
 }
 
-/// Numbers the calls of ``Harness/measure(_:settings:)``.
+/// Numbers the calls of ``Harness/measure(_:settings:)``, and other measurements whose quantities are taken side
+/// by side (``newMeasurement()``).
 private let measurements = Atomic<Int>(0)
+
+/// A new measurement number, for quantities that a case measures round by round side by side itself.
+func newMeasurement() -> Int {
+    measurements.add(1, ordering: .relaxed).newValue
+}
 
 // MARK: Running variants
 
@@ -160,6 +238,8 @@ struct RunSettings {
 /// that rotates each round, so that drift in the machine's speed affects every variant alike.
 struct Harness {
     var quick: Bool
+    /// With `--side`: the one side a case with sides (`daemon`) runs, for profiling it alone.
+    var side: String?
 
     /// Settings for operations that take nanoseconds to microseconds.
     var fast: RunSettings {
@@ -192,7 +272,7 @@ struct Harness {
                 samples[index].append(Double(elapsed) / Double(operations[index]))
             }
         }
-        let measurement = measurements.add(1, ordering: .relaxed).newValue
+        let measurement = newMeasurement()
         var result: [String: Stats] = [:]
         for (index, variant) in variants.enumerated() {
             result[variant.name] = Stats(unit: "ns", samples: samples[index], measurement: measurement)

@@ -23,14 +23,17 @@ let cases = [
     BenchmarkCase(id: "filename", title: "file name for an unsafe key", run: AccessCases.fileName),
     BenchmarkCase(id: "memory", title: "memory per idle instance", run: MemoryCases.perInstance),
     BenchmarkCase(id: "peers", title: "peers: UserDefaults, encode and write per set", run: PeerCases.peers),
+    BenchmarkCase(id: "daemon", title: "CPU time per durable write under a daemon-like load", run: DaemonCases.daemon),
 ]
 
 let usage = """
-    usage: WLStorageBenchmarks [--quick] [--json] [--filter NAME]...
+    usage: WLStorageBenchmarks [--quick] [--json] [--filter NAME]... [--side library|raw]
 
       --quick        fewer rounds and shorter runs: a smoke test for CI
       --json         print the results as JSON instead of a table
       --filter NAME  run only the cases whose identifier contains NAME (may repeat)
+      --side SIDE    daemon case: run only the library's side or only the raw baseline's, with no ratio, so that
+                     `strace -c -f -p PID` or `perf record -p PID` sees one of them alone
 
     cases: \(cases.map(\.id).joined(separator: ", "))
     Missed targets are marked MISSED; the exit status is 0 unless the arguments are wrong.
@@ -39,6 +42,7 @@ let usage = """
 var quick = false
 var json = false
 var filters: [String] = []
+var side: String?
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     switch argument {
@@ -50,6 +54,12 @@ while let argument = arguments.popFirst() {
             exit(2)
         }
         filters.append(name.lowercased())
+    case "--side":
+        guard let name = arguments.popFirst(), ["library", "raw"].contains(name) else {
+            FileHandle.standardError.write(Data("--side needs library or raw\n\(usage)\n".utf8))
+            exit(2)
+        }
+        side = name
     case "--help", "-h":
         print(usage)
         exit(0)
@@ -68,7 +78,7 @@ if selected.isEmpty {
     exit(2)
 }
 
-let harness = Harness(quick: quick)
+let harness = Harness(quick: quick, side: side)
 var rows: [Row] = []
 var skipped: [String] = []
 if !HeapUsage.isAvailable { skipped.append("heap measurements: mallinfo2 is not available") }
