@@ -224,13 +224,19 @@ private final class Received<T: Sendable>: Sendable {
             let queue = DispatchQueue(label: "test.own")
             let subscription = storage.onChange(queue: queue) { received.append($0) }
             defer { subscription.cancel() }
+            let marker = fileStorage("marker", in: directory, default: 0, flushInterval: nil)
+            marker.flush()
             let checksBefore = storage.cell.externalChecks
             storage.wrappedValue = 1
             storage.flush()
-            // The rename of the write raises an inotify event; wait until the storage has looked at it, then let
-            // every delivery it may have queued run.
-            let looked = eventually { storage.cell.externalChecks > checksBefore }
-            #expect(looked)
+            // The rename of the write raises inotify events, which the monitor knows for this process's own and does
+            // not even check. Another program's write after it is a marker: once the marker's storage has seen it,
+            // the events of the write before it have been handled too.
+            let temporary = directory.appendingPathComponent("marker.outside")
+            try Data("7".utf8).write(to: temporary)
+            #expect(rename(temporary.path, directory.appendingPathComponent("marker").path) == 0)
+            #expect(eventually { marker.wrappedValue == 7 })
+            #expect(storage.cell.externalChecks == checksBefore)
             queue.sync {}
             #expect(received.all == [1])
             #expect(storage.wrappedValue == 1)

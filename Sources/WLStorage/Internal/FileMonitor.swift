@@ -237,9 +237,26 @@ package final class FileMonitor: Sendable {
         }
         state.descriptor = descriptor
         let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
-        source.setEventHandler { [weak self] in self?.readEvents(descriptor) }
+        source.setEventHandler { [weak self] in
+            guard let self else { return }
+            self.readEvents(descriptor)
+            self.pauseReading()
+        }
         source.resume()
         state.source = source
+    }
+
+    /// How long events gather after a batch is read, before the next read: a busy directory then costs one wakeup
+    /// per interval, not one per write, and another program's change is noticed that much later at most.
+    static let batchingInterval: DispatchTimeInterval = .milliseconds(50)
+
+    /// Stops reading events for ``batchingInterval``. The monitor is never released, so its source always resumes.
+    private func pauseReading() {
+        guard let source = state.withLock({ $0.source }) else { return }
+        source.suspend()
+        queue.asyncAfter(deadline: .now() + Self.batchingInterval) { [weak self] in
+            self?.state.withLock { $0.source }?.resume()
+        }
     }
 
     // MARK: Polling
@@ -300,7 +317,7 @@ package final class FileMonitor: Sendable {
         var gone: Set<String> = []
         var relinked: Set<String> = []
         var overflowed = false
-        var events: [(watch: Int32, mask: UInt32, name: String)] = []
+        var events: [(watch: Int32, mask: UInt32, cookie: UInt32, name: String)] = []
         while true {
             let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }
@@ -313,12 +330,14 @@ package final class FileMonitor: Sendable {
                     let nameBytes = bytes[(offset + header)..<min(count, offset + header + Int(event.len))]
                     let name = String(decoding: nameBytes.prefix { $0 != 0 }, as: UTF8.self)
                     offset += header + Int(event.len)
-                    events.append((event.wd, event.mask, name))
+                    events.append((event.wd, event.mask, event.cookie, name))
                 }
             }
         }
+        // This process's own writes are not other programs' changes: their cells know what they wrote.
+        let own = OwnRenames.ownEvents(in: events)
         state.withLock { state in
-            for event in events {
+            for (index, event) in events.enumerated() {
                 if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
                 guard let use = state.watches[event.watch] else { continue }
                 if event.mask & (UInt32(IN_IGNORED) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)) != 0 {
@@ -333,7 +352,9 @@ package final class FileMonitor: Sendable {
                 guard !event.name.isEmpty else { continue }
                 for link in use.links where link.name == event.name { relinked.insert(link.path) }
                 if !use.paths.isEmpty, FileName.isKeyFileName(event.name) {
-                    if let identity = use.identity { changed.insert(FileKey(directory: identity, name: event.name)) }
+                    if let identity = use.identity, !own.contains(index) {
+                        changed.insert(FileKey(directory: identity, name: event.name))
+                    }
                     for path in use.paths { changedNames.insert([path, event.name]) }
                 }
             }

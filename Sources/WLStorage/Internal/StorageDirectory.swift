@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -118,8 +119,26 @@ package struct StorageDirectory: Sendable, Hashable {
         name.contains("~corrupt-")
     }
 
+    /// `NAME~` and 16 hex digits and `.tmp`. The digits come from a counter, mixed with a random seed drawn once per
+    /// process: unique within the process, and a system call saved on every write.
     static func temporaryName(for name: String) -> String {
-        "\(name)~\(randomHex()).tmp"
+        let count = temporaryNameCounter.add(1, ordering: .relaxed).newValue
+        return "\(name)~\(FileName.hex(of: mix(temporaryNameSeed &+ count))).tmp"
+    }
+
+    private static let temporaryNameSeed: UInt64 = {
+        var generator = SystemRandomNumberGenerator()
+        return generator.next()
+    }()
+
+    private static let temporaryNameCounter = Atomic<UInt64>(0)
+
+    /// A bijection of 64-bit numbers that scatters consecutive ones (the finalizer of SplitMix64).
+    private static func mix(_ value: UInt64) -> UInt64 {
+        var z = value
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 
     static func movedAsideName(for name: String, at date: Date = Date()) -> String {
@@ -338,9 +357,10 @@ package struct StorageDirectory: Sendable, Hashable {
     /// Replaces `name` with `contents`, atomically and durably, and returns the new file's identity.
     ///
     /// The sequence is: `openat` a temporary file (`O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`, mode 0600), `flock`
-    /// it, `fchmod` 0600, `write` in full, `fsync`, check that nothing but a regular file stands at `name`,
-    /// `renameat`, `fsync` the directory. On any failure the temporary file is removed and the old file is
-    /// left as it was.
+    /// it, `write` in full, `fstat` (and `fchmod` 0600 when a umask took bits), `fsync`, `close`, check that nothing
+    /// but a regular file stands at `name`, `renameat`, `fsync` the directory. On any failure the temporary file is
+    /// removed and the old file is left as it was. The rename is announced to the file monitor first (see
+    /// ``OwnRenames``), so that it is not taken for another program's change.
     @discardableResult
     package func write(_ name: String, contents: Data) throws(WLStorageError) -> FileIdentity {
         try place(name, contents: contents, replacing: true)!
@@ -360,13 +380,20 @@ package struct StorageDirectory: Sendable, Hashable {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
 
-        // Create and lock the temporary file under the directory's shared lock (see the type's discussion).
+        // Create and lock the temporary file under the directory's shared lock (see the type's discussion). A name
+        // that another process's writer has taken (their names come from other seeds) is drawn again.
         _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
-        let temporary = Self.temporaryName(for: name)
-        let fd = retrying(.open, temporary) {
-            openat(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        var temporary = Self.temporaryName(for: name)
+        var fd: CInt = -1
+        var openErrno: Int32 = 0
+        for _ in 0..<8 {
+            fd = retrying(.open, temporary) {
+                openat(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            }
+            openErrno = errno
+            guard fd < 0, openErrno == EEXIST else { break }
+            temporary = Self.temporaryName(for: name)
         }
-        let openErrno = errno
         if fd >= 0 { _ = retrying(.flock, temporary) { flock(fd, LOCK_EX) } }
         _ = flock(dir, LOCK_UN)
         guard fd >= 0 else {
@@ -376,13 +403,10 @@ package struct StorageDirectory: Sendable, Hashable {
         var placed = false
         var isOpen = true
         defer {
-            if !placed { _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) } }
             if isOpen { _ = closeDescriptor(fd, temporary) }
+            if !placed { _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) } }
         }
 
-        guard retrying(.chmod, temporary, { fchmod(fd, 0o600) }) == 0 else {
-            throw error(.writeFailed, "cannot set the file mode", name: temporary, errno: errno)
-        }
         let writeErrno = contents.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Int32? in
             var offset = 0
             while offset < buffer.count {
@@ -400,46 +424,69 @@ package struct StorageDirectory: Sendable, Hashable {
         if let writeErrno {
             throw error(.writeFailed, "cannot write the file", name: temporary, errno: writeErrno)
         }
+        // The identity of the version written (a rename changes none of it), and the mode: the file was created 0600,
+        // which a umask can only take bits from, so it is set only when the umask did.
+        var status = stat()
+        guard retrying(.stat, temporary, { fstat(fd, &status) }) == 0 else {
+            throw error(.writeFailed, "cannot inspect the written file", name: temporary, errno: errno)
+        }
+        if status.st_mode & 0o7777 != 0o600 {
+            guard retrying(.chmod, temporary, { fchmod(fd, 0o600) }) == 0 else {
+                throw error(.writeFailed, "cannot set the file mode", name: temporary, errno: errno)
+            }
+        }
         guard retrying(.fsync, temporary, { fsync(fd) }) == 0 else {
             throw error(.writeFailed, "cannot sync the file", name: temporary, errno: errno)
         }
-        var status = stat()
+        // Closed before it is renamed, so that the close is reported under the temporary name, which no storage
+        // reads. Its lock goes with it: a clean-up running in the microseconds before the rename may remove it, and
+        // the rename then fails and the write is retried; nothing else can.
+        isOpen = false
+        guard closeDescriptor(fd, temporary) == 0 else {
+            throw error(.writeFailed, "cannot close the file", name: temporary, errno: errno)
+        }
+        let identity = FileIdentity(status)
         if replacing {
-            if retrying(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
-                (status.st_mode & S_IFMT) != S_IFREG
+            var target = stat()
+            if retrying(.stat, name, { fstatat(dir, name, &target, AT_SYMLINK_NOFOLLOW) }) == 0,
+                (target.st_mode & S_IFMT) != S_IFREG
             {
-                throw notRegular(name, EntryKind(mode: status.st_mode))
+                throw notRegular(name, EntryKind(mode: target.st_mode))
             }
+            OwnRenames.willRename(temporary)
             guard retrying(.rename, name, { renameat(dir, temporary, dir, name) }) == 0 else {
-                throw error(.writeFailed, "cannot rename the temporary file into place", name: name, errno: errno)
+                let code = errno
+                OwnRenames.didNotRename(temporary)
+                throw error(.writeFailed, "cannot rename the temporary file into place", name: name, errno: code)
             }
             placed = true
         } else {
-            switch try moveWithoutReplacing(temporary, to: name, in: dir) {
+            OwnRenames.willRename(temporary)
+            let outcome: NoReplaceOutcome
+            do {
+                outcome = try moveWithoutReplacing(temporary, to: name, in: dir)
+            } catch {
+                OwnRenames.didNotRename(temporary)
+                throw error
+            }
+            switch outcome {
             case .moved:
                 placed = true
             case .linked:
-                break  // the temporary name is removed by the deferred unlink; the file stands at `name`
+                // No rename happened. The temporary name is removed before the directory is synced, so that the
+                // sync covers both entries.
+                OwnRenames.didNotRename(temporary)
+                _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+                placed = true
             case .exists:
+                OwnRenames.didNotRename(temporary)
                 return nil
             }
-        }
-        guard retrying(.stat, name, { fstat(fd, &status) }) == 0 else {
-            throw error(.writeFailed, "cannot inspect the written file", name: name, errno: errno)
-        }
-        isOpen = false
-        guard closeDescriptor(fd, name) == 0 else {
-            throw error(.writeFailed, "cannot close the file", name: name, errno: errno)
-        }
-        if !placed {
-            // Linked: remove the temporary name before the directory is synced, so the sync covers both entries.
-            _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
-            placed = true
         }
         guard retrying(.fsync, nil, { fsync(dir) }) == 0 else {
             throw error(.writeFailed, "cannot sync the storage directory", errno: errno)
         }
-        return FileIdentity(status)
+        return identity
     }
 
     private enum NoReplaceOutcome { case moved, linked, exists }

@@ -1,0 +1,65 @@
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The renames this process makes to put its own writes in place, so that the file monitor does not take them for
+/// other programs' changes.
+///
+/// A writer announces its temporary file's name just before renaming it over the file. The rename reaches the monitor
+/// as two inotify events with one cookie: `IN_MOVED_FROM` with the temporary name, then `IN_MOVED_TO` with the file's.
+/// The monitor pairs them by the cookie and skips that `IN_MOVED_TO`: the cell that wrote the file knows what it
+/// holds, and reading it back to find that out cost as much as the write's own work. Every other event, another
+/// program's rename over the same file included, is checked as before; when events are lost (a queue overflow),
+/// everything is checked and the announcements are forgotten.
+///
+/// The lock guards the two sets; nothing else runs under it.
+enum OwnRenames {
+    private struct State {
+        /// Temporary names being renamed into place by this process.
+        var names: Set<String> = []
+        /// Cookies of this process's `IN_MOVED_FROM` events whose `IN_MOVED_TO` has not been read yet.
+        var cookies: Set<UInt32> = []
+    }
+
+    private static let state = Lock(State())
+    /// More than this many announcements waiting means events were lost without an overflow being seen (a watch
+    /// removed with events pending): they are forgotten, which costs checks, not correctness.
+    private static let limit = 4_096
+
+    /// `temporary` is about to be renamed into place.
+    static func willRename(_ temporary: String) {
+        state.withLock { state in
+            if state.names.count >= limit { state.names.removeAll() }
+            state.names.insert(temporary)
+        }
+    }
+
+    /// The rename of `temporary` did not happen.
+    static func didNotRename(_ temporary: String) {
+        state.withLock { _ = $0.names.remove(temporary) }
+    }
+
+    /// The indices of the `IN_MOVED_TO` events in `events` that are this process's own renames into place.
+    static func ownEvents(in events: [(watch: Int32, mask: UInt32, cookie: UInt32, name: String)]) -> Set<Int> {
+        let movedFrom = UInt32(IN_MOVED_FROM)
+        let movedTo = UInt32(IN_MOVED_TO)
+        return state.withLock { state in
+            guard !state.names.isEmpty || !state.cookies.isEmpty else { return [] }
+            if state.cookies.count >= limit { state.cookies.removeAll() }
+            var own: Set<Int> = []
+            for (index, event) in events.enumerated() {
+                if event.mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                    state.names.removeAll()
+                    state.cookies.removeAll()
+                } else if event.mask & movedFrom != 0, state.names.remove(event.name) != nil {
+                    state.cookies.insert(event.cookie)
+                } else if event.mask & movedTo != 0, state.cookies.remove(event.cookie) != nil {
+                    own.insert(index)
+                }
+            }
+            return own
+        }
+    }
+}
