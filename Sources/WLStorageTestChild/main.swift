@@ -205,6 +205,22 @@ case "watch-leak":
     // VALUE "keep" keeps the directories; "remove" removes them, then makes them again.
     watchLeak(removing: value == "remove")
 
+case _ where mode.hasPrefix("backer-release-"):
+    // The backer holds the last reference to its storage and lets go of it from inside its write.
+    backerRelease(mode)
+
+case "shutdown-hung":
+    shutdownHung()
+
+case "leaks":
+    leakScenarios()
+
+case "values-churn":
+    valuesChurn()
+
+case "class-value-deinit":
+    classValueDeinit(value)
+
 default:
     say("unknown mode \(mode)", to: FileHandle.standardError)
     exit(64)
