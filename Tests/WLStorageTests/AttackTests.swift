@@ -864,3 +864,113 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
         }
     }
 }
+
+@Suite struct AttackMountOverTests {
+    /// A file system is mounted over a live storage's directory (a volume attached after the service started). The
+    /// path now leads to another directory: the storage reads and writes there (it opens the path each time), but
+    /// its cell is keyed, and its watch placed, on the directory underneath, so another program's write there is
+    /// never seen, and the storage's next change overwrites it.
+    @Test(.enabled(if: getuid() == 0, "mounting needs root"))
+    func aDirectoryMountedOverIsFollowedLikeADirectoryMadeAgain() throws {
+        try withTemporaryDirectory { root in
+            let path = root.path + "/store"
+            try makeDirectory(path)
+            let watched = storage("k", atPath: path)
+            watched.wrappedValue = "before"
+            watched.flush()
+            try #require(runMount("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", path]), "cannot mount")
+            defer { _ = runMount("umount", [path]) }
+            try writeFromOutside(URL(fileURLWithPath: path + "/k"), "\"outside\"")
+            #expect(eventually(timeout: 5) { watched.wrappedValue == "outside" }, "holds \(watched.wrappedValue)")
+        }
+    }
+}
+
+// MARK: - The file replaced by something else
+
+@Suite struct AttackFileReplacedTests {
+    /// Another program puts a symlink (to a file holding valid JSON), a directory or a FIFO at the file's name. The
+    /// storage neither follows nor reads it, never replaces it, and keeps its value pending.
+    @Test(arguments: ["symlink", "directory", "fifo"])
+    func somethingOtherThanAFileAtTheNameIsNeitherFollowedNorReplaced(kind: String) throws {
+        try withTemporaryDirectory { directory in
+            let watched = fileStorage("k", in: directory, default: "default", flushInterval: nil)
+            watched.wrappedValue = "mine"
+            watched.flush()
+            let file = directory.appendingPathComponent("k")
+            let elsewhere = directory.appendingPathComponent("elsewhere.json")
+            try Data("\"followed\"".utf8).write(to: elsewhere)
+            let temporary = directory.appendingPathComponent("replacement")
+            switch kind {
+            case "symlink": try #require(symlink(elsewhere.path, temporary.path) == 0)
+            case "directory": try makeDirectory(temporary.path)
+            default: try #require(mkfifo(temporary.path, 0o600) == 0)
+            }
+            if kind == "directory" {
+                try #require(unlink(file.path) == 0)
+            }
+            try #require(rename(temporary.path, file.path) == 0)
+            usleep(300_000)  // to show that nothing is adopted
+            #expect(watched.wrappedValue != "followed")
+            watched.wrappedValue = "after"
+            watched.flush()
+            var status = stat()
+            #expect(lstat(file.path, &status) == 0 && (status.st_mode & S_IFMT) != S_IFREG, "it was replaced")
+            #expect(watched.hasPendingChanges)
+            #expect(watched.lastError?.code == .notARegularFile)
+            #expect(storedString(atPath: elsewhere.path) == "followed")
+        }
+    }
+
+    /// Two spellings of one directory (a symlink) with two value types: the second is refused as a type mismatch
+    /// and never writes the file (that holds). But its first flush "writes" to the discarding backer, which counts
+    /// as a successful write: `lastError` goes back to `nil` and `hasPendingChanges` to `false`, so a program that
+    /// checks them after `flush()` believes its value is on disk.
+    @Test func aTypeMismatchStaysReportedAndPendingAfterAFlush() throws {
+        try withTemporaryDirectory { root in
+            let real = root.path + "/real"
+            try makeDirectory(real)
+            try #require(symlink(real, root.path + "/link") == 0)
+            let text = storage("k", atPath: real, default: "text")
+            text.flush()
+            let number = fileStorage("k", in: URL(fileURLWithPath: root.path + "/link"), default: 7, flushInterval: nil)
+            number.wrappedValue = 8
+            try #require(number.lastError?.code == .typeMismatch)
+            number.flush()
+            #expect(number.lastError?.code == .typeMismatch, "the mismatch is forgotten after a flush")
+            #expect(number.hasPendingChanges, "a value that is never written is not pending")
+            #expect(storedString(atPath: real + "/k") == "text")
+        }
+    }
+}
+
+@Suite struct AttackRetargetOntoAnOpenDirectoryTests {
+    /// `link -> x` is open in one storage, `y` in another. When `link` is retargeted to `y`, both storages name the
+    /// same file, but the registry keeps the first one's cell under `x` ("a cell whose new key is taken keeps its old
+    /// one"): two cells for one file for good. Changes through `y` never reach the storage of `link`, whose next
+    /// read-modify-write overwrites them. (A new storage of `x` does get a cell of its own: that part holds.)
+    @Test func aSymlinkRetargetedOntoADirectoryOpenElsewhereSharesItsValue() throws {
+        try withTemporaryDirectory { root in
+            let x = root.path + "/x"
+            let y = root.path + "/y"
+            try makeDirectory(x)
+            try makeDirectory(y)
+            try writeFromOutside(URL(fileURLWithPath: x + "/k"), "\"in x\"")
+            try writeFromOutside(URL(fileURLWithPath: y + "/k"), "\"in y\"")
+            let link = root.appendingPathComponent("link")
+            try #require(symlink(x, link.path) == 0)
+            let throughLink = storage("k", atPath: link.path)
+            let inY = storage("k", atPath: y)
+            try #require(throughLink.wrappedValue == "in x")
+            try retarget(link, to: y)
+            try #require(eventually(timeout: 10) { throughLink.wrappedValue == "in y" }, "the link was not followed")
+            inY.wrappedValue = "set in y"
+            inY.flush()
+            #expect(
+                eventually(timeout: 5) { throughLink.wrappedValue == "set in y" },
+                "the storage of link -> y holds \(throughLink.wrappedValue)")
+            let inX = storage("k", atPath: x)
+            #expect(inX.wrappedValue == "in x", "a storage of x holds \(inX.wrappedValue)")
+        }
+    }
+}
