@@ -77,30 +77,39 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         let fileBacker = backer as? WLStorageDefaultBacker<T>
         var identity: DirectoryIdentity?
         var watched = false
+        var monitorGeneration: UInt64 = 0
+        var prepared = false
         if let fileBacker, let directory = fileBacker.directory, let name = fileBacker.fileName {
             // A failure to prepare the directory is met again, and reported, by the read below.
             identity = try? fileBacker.prepare()
+            prepared = identity != nil
+            // The watch is in place before the file is read, so that no change after the read goes unnoticed. The
+            // cell is keyed by the directory the monitor watches, which a symlink retargeted since the preparation
+            // may have changed.
+            let generation = FileMonitor.shared.generation
+            identity = FileMonitor.shared.watch(directory) ?? identity
             switch StorageRegistry.shared.cell(forFile: name, in: directory, identity: identity, as: T.self) {
             case .found(let cell):
+                FileMonitor.shared.unwatch(directory)
                 self.cell = cell
+                cell.join(interval: flushInterval.map(Self.nanoseconds))
                 return
             case .mismatch(let other):
+                FileMonitor.shared.unwatch(directory)
                 self.cell = Self.detachedCell(defaultValueClosure(), backer: backer, other: other, scheduler: scheduler)
                 return
             case .none:
                 break
             }
-            // The watch is in place before the file is read, so that no change after the read goes unnoticed.
-            FileMonitor.shared.watch(directory)
             watched = true
+            monitorGeneration = generation
         }
-        let generation = FileMonitor.shared.generation
 
         let defaultValue = defaultValueClosure()
         let value: T
         let stored: StoredState
         var readError: WLStorageError?
-        switch fileBacker?.readStored(prepared: identity != nil) ?? StorageCell.read(backer, defaultValue: defaultValue)
+        switch fileBacker?.readStored(prepared: prepared) ?? StorageCell.read(backer, defaultValue: defaultValue)
         {
         case .value(let found):
             (value, stored) = (found, .known)
@@ -123,8 +132,10 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         }
         switch StorageRegistry.shared.register(cell, identity: identity) {
         case .found(let existing):
-            // Another thread opened the same file meanwhile; its cell wins and this one is dropped unwritten.
+            // Another thread opened the same file meanwhile; its cell wins and this one is dropped unwritten (and
+            // its watch with it).
             self.cell = existing
+            existing.join(interval: flushInterval.map(Self.nanoseconds))
             return
         case .mismatch(let other):
             self.cell = Self.detachedCell(value, backer: backer, other: other, scheduler: scheduler)
@@ -134,8 +145,16 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         }
         if let readError { cell.record(readError) }
         if stored == .defaultUnsaved { cell.armTick(force: true) }
-        // An event that came between the read and the registration found no cell to tell: check once more.
-        if watched && FileMonitor.shared.generation != generation { cell.checkForExternalChange() }
+        // An event that came since the watch began found no cell to tell: the cell follows the path where the
+        // monitor saw it lead, and checks its file once more.
+        if watched && FileMonitor.shared.generation != monitorGeneration {
+            if let directory = fileBacker?.directory, let now = FileMonitor.shared.identity(of: directory),
+                now != identity
+            {
+                StorageRegistry.shared.directoryChanged(path: directory.path, to: now)
+            }
+            cell.checkForExternalChange()
+        }
     }
 
     deinit {
@@ -188,27 +207,29 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         return whole.partialValue &+ UInt64(max(0, attoseconds) / 1_000_000_000)
     }
 
-    /// A cell that keeps the value in memory only, for a storage whose file is open with another value type.
+    /// A cell that keeps the value in memory only, for a storage whose file is open with another value type. Its
+    /// changes stay pending, and every attempt to write them fails with the mismatch.
     private static func detachedCell(
         _ value: T, backer: any WLStorageBacker<T>, other: String, scheduler: any WriteScheduler
     ) -> StorageCell<T> {
+        let mismatch = WLStorageError(
+            code: .typeMismatch,
+            message: "the file is already open in this process as \(other), not as a storage of \(T.self);"
+                + " this storage keeps its value in memory only and never writes the file",
+            key: backer.key,
+            path: (backer as? WLStorageDefaultBacker<T>)?.fileURL?.path)
         let cell = StorageCell(
-            value: value, stored: .known, defaultValue: value, backer: DiscardingBacker<T>(key: backer.key),
+            value: value, stored: .known, defaultValue: value, backer: RefusingBacker<T>(refusal: mismatch),
             fileBacker: nil, interval: nil, scheduler: scheduler)
-        cell.record(
-            WLStorageError(
-                code: .typeMismatch,
-                message: "the file is already open in this process as \(other), not as a storage of \(T.self);"
-                    + " this storage keeps its value in memory only and never writes the file",
-                key: backer.key,
-                path: (backer as? WLStorageDefaultBacker<T>)?.fileURL?.path))
+        cell.record(mismatch)
         return cell
     }
 }
 
-/// The backer of a storage that must not write: it stores nothing.
-private struct DiscardingBacker<T: Codable & Sendable>: WLStorageBacker {
-    let key: String
+/// The backer of a storage that must not write: it reads nothing, and refuses every write with the reason.
+private struct RefusingBacker<T: Codable & Sendable>: WLStorageBacker {
+    let refusal: WLStorageError
+    var key: String { refusal.key ?? "" }
     func read(defaultValueClosure: () -> T) -> T { defaultValueClosure() }
-    func write(value: T) {}
+    func write(value: T) throws { throw refusal }
 }

@@ -15,18 +15,40 @@ enum JSONText {
         JSONValidator.problem(in: data)?.description
     }
 
-    /// `json` without whitespace between tokens. `json` must be valid JSON (see ``problem(in:)``).
-    static func compact(_ json: Data) -> Data {
-        layOut(json, pretty: false)
+    /// `json` without whitespace between tokens. `json` must be valid JSON (see ``problem(in:)``). With
+    /// `forTerminal`, invisible characters in strings are escaped as by ``pretty(_:)``.
+    static func compact(_ json: Data, forTerminal: Bool = false) -> Data {
+        layOut(json, pretty: false, escapingInvisibles: forTerminal)
     }
 
     /// `json` with one member or element per line, indented by two spaces, and `": "` after each key.
     /// `json` must be valid JSON (see ``problem(in:)``).
+    ///
+    /// For a terminal: characters in strings that a terminal would act on rather than show (C1 controls, such as
+    /// U+009B which starts an escape sequence, and format characters, such as the bidirectional override U+202E)
+    /// are written as `\u` escapes, which stand for the same JSON value.
     static func pretty(_ json: Data) -> Data {
-        layOut(json, pretty: true)
+        layOut(json, pretty: true, escapingInvisibles: true)
     }
 
-    private static func layOut(_ json: Data, pretty: Bool) -> Data {
+    /// Whether `scalar` is one ``pretty(_:)`` escapes.
+    static func isInvisible(_ scalar: Unicode.Scalar) -> Bool {
+        (0x80...0x9F).contains(scalar.value) || scalar.properties.generalCategory == .format
+            || scalar.value == 0x2028 || scalar.value == 0x2029
+    }
+
+    /// Appends `scalar` as JSON `\u` escapes (a surrogate pair beyond the Basic Multilingual Plane).
+    private static func appendEscape(_ scalar: Unicode.Scalar, to output: inout [UInt8]) {
+        let units = scalar.utf16
+        for unit in units {
+            let hex = String(unit, radix: 16)
+            output.append(contentsOf: Array("\\u".utf8))
+            output.append(contentsOf: Array(String(repeating: "0", count: 4 - hex.count).utf8))
+            output.append(contentsOf: Array(hex.utf8))
+        }
+    }
+
+    private static func layOut(_ json: Data, pretty: Bool, escapingInvisibles: Bool = false) -> Data {
         var bytes = [UInt8](json)
         // A byte order mark is accepted on input and never written.
         if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
@@ -47,6 +69,21 @@ enum JSONText {
             let byte = bytes[index]
             index += 1
             if inString {
+                if escapingInvisibles && byte >= 0x80 && !escaped {
+                    // A multi-byte character: the validator has checked that it is well-formed UTF-8.
+                    let length = byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : 2
+                    let end = min(bytes.count, index - 1 + length)
+                    let sequence = bytes[(index - 1)..<end]
+                    index = end
+                    if let scalar = String(decoding: sequence, as: UTF8.self).unicodeScalars.first,
+                        isInvisible(scalar)
+                    {
+                        appendEscape(scalar, to: &output)
+                    } else {
+                        output.append(contentsOf: sequence)
+                    }
+                    continue
+                }
                 output.append(byte)
                 if escaped {
                     escaped = false

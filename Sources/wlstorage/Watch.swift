@@ -83,7 +83,7 @@ private final class ValuePrinter: Sendable {
                     report("the file of '\(key)' does not hold JSON (\(problem)): \(directory.filePath(fileName))")
                     return
                 }
-                line = String(decoding: JSONText.compact(contents), as: UTF8.self)
+                line = String(decoding: JSONText.compact(contents, forTerminal: true), as: UTF8.self)
             case .tooLarge:
                 report("the file of '\(key)' is \(StoredFile.tooLargeReason): \(directory.filePath(fileName))")
                 return

@@ -72,10 +72,15 @@ struct JobEffects<T: Sendable> {
     var releaseOrphan = false
     /// A check asked for while the cell was busy, to run in the background now that it is idle.
     var scheduleCheck = false
+    /// A check that failed to read, to try again after this many nanoseconds.
+    var checkRetry: UInt64?
     /// Flushes waiting for the cell to be idle.
     var waiters: [WaitingFlush] = []
     /// Listeners have notifications to deliver, and no one delivers them yet.
     var drainNotifications = false
+    /// Values and errors the state let go of, released after the lock: a value's deinit, or an error's underlying
+    /// error, is user code.
+    var released: [Any] = []
 }
 
 /// A flush waiting for the job in flight to end.
@@ -135,12 +140,20 @@ struct CellState<T: Sendable>: Sendable {
     mutating func queueNotification(for listener: UInt64? = nil) -> Bool {
         let value = self.value
         return withExtras { extras in
+            if listener == nil && extras.pendingNotifications.count >= Self.notificationBacklog {
+                // Changes come faster than listeners take them: the older changes for every listener are dropped, so
+                // that the backlog stays bounded and each listener still gets the latest value, in order.
+                extras.pendingNotifications.removeAll { $0.listener == nil }
+            }
             extras.pendingNotifications.append((value, listener))
             guard !extras.draining else { return false }
             extras.draining = true
             return true
         }
     }
+
+    /// The most notifications queued before older changes are dropped.
+    static var notificationBacklog: Int { 256 }
 
     /// The next notifications to deliver, with the listeners to deliver them to; `nil` (and draining over) when none
     /// is left.
@@ -153,6 +166,15 @@ struct CellState<T: Sendable>: Sendable {
         }
         defer { extras.pendingNotifications = [] }
         return (extras.pendingNotifications, extras.listeners)
+    }
+
+    /// Whether notifications were queued since the last batch was taken; when none were, draining is over.
+    mutating func hasNotificationsLeft() -> Bool {
+        guard let extras, !extras.pendingNotifications.isEmpty else {
+            extras?.draining = false
+            return false
+        }
+        return true
     }
 
     // MARK: Starting jobs
@@ -208,6 +230,15 @@ struct CellState<T: Sendable>: Sendable {
         return job
     }
 
+    /// Replaces the last error, handing the old one to `effects` to release after the lock.
+    mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects<T>) {
+        if error == nil && extras?.lastError == nil { return }
+        withExtras { extras in
+            if let old = extras.lastError { effects.released.append(old) }
+            extras.lastError = error
+        }
+    }
+
     // MARK: Ending jobs
 
     /// Applies how `job` ended, and returns the follow-up job to run at once on the same thread (the cell stays
@@ -227,21 +258,33 @@ struct CellState<T: Sendable>: Sendable {
             writtenVersion = max(writtenVersion, startVersion)
             stored = .known
             throttle.writeEnded(succeeded: true)
-            extras?.lastError = nil
+            setLastError(nil, &effects)
         case .created:
             if stored == .defaultUnsaved { stored = .known }
             throttle.writeEnded(succeeded: true)
-            extras?.lastError = nil
+            setLastError(nil, &effects)
         case .failed(let error):
             throttle.writeEnded(succeeded: false)
-            withExtras { $0.lastError = error }
+            setLastError(error, &effects)
             effects.errors.append(error)
         case .reported(let error):
-            withExtras { $0.lastError = error }
+            setLastError(error, &effects)
             effects.errors.append(error)
+            if error.code != .decodingFailed {
+                // The check could not read the file (EMFILE, EIO…): another program's change may be there, unseen.
+                // The check is tried again, with the backoff, until it can read.
+                let failures = withExtras { extras in
+                    extras.failedChecks &+= 1
+                    return extras.failedChecks
+                }
+                effects.checkRetry = WriteThrottle.retryDelay(afterFailures: failures, interval: 0)
+            }
+        case .checked:
+            extras?.failedChecks = 0
         case .read(let result):
             followUp = applyRead(result, job: job, startVersion: startVersion, key: key, effects: &effects)
-        case .checked(let change):
+        }
+        if case .checked(let change) = outcome {
             applyChange(change, startVersion: startVersion, defaultValue: defaultValue, effects: &effects)
         }
         if followUp == nil, chaining, extras?.checkRequested == true, extras?.waiters.isEmpty ?? true {
@@ -283,7 +326,7 @@ struct CellState<T: Sendable>: Sendable {
             // Unknown again: nothing derived from the default may replace it. Retried later, with the backoff.
             stored = .unknown
             throttle.writeEnded(succeeded: false)
-            withExtras { $0.lastError = error }
+            setLastError(error, &effects)
             effects.errors.append(error)
             return nil
         case .movedAside(let error) where isCreate:
@@ -297,19 +340,19 @@ struct CellState<T: Sendable>: Sendable {
         case .movedAside(let error):
             effects.errors.append(error)
             stored = .known
-            withExtras { $0.lastError = error }
+            setLastError(error, &effects)
             if isPending { return .write(value, version: version) }
             if version == 0 { stored = .defaultUnsaved }
             return nil
         case .absent:
             stored = .known
-            extras?.lastError = nil
+            setLastError(nil, &effects)
             if isPending { return .write(value, version: version) }
             if version == 0 { stored = .defaultUnsaved }  // the cell still holds its default: save it
             return nil
         case .value(let found):
             stored = .known
-            extras?.lastError = nil
+            setLastError(nil, &effects)
             if isCreate {
                 throttle.writeEnded(succeeded: true)
                 // A change made while the default was being saved is newer than what was found: it is written.
@@ -323,9 +366,10 @@ struct CellState<T: Sendable>: Sendable {
                     message: "the stored value could not be read when the storage was created, so the changes made"
                         + " since were based on the default; the stored value has been read now and replaces them",
                     key: key)
-                withExtras { $0.lastError = error }
+                setLastError(error, &effects)
                 effects.errors.append(error)
             }
+            effects.released.append(value)
             value = found
             effects.valueChanged = true
             if hasListeners && queueNotification() { effects.drainNotifications = true }
@@ -343,14 +387,16 @@ struct CellState<T: Sendable>: Sendable {
         case .unchanged:
             return
         case .changed(let found):
+            effects.released.append(value)
             value = found
         case .removed:
+            effects.released.append(value)
             value = defaultValue
         }
         // Either way nothing is left to save: a removal is respected, not undone by saving the default again. An error
         // of a default's save is moot now.
         stored = .known
-        extras?.lastError = nil
+        setLastError(nil, &effects)
         effects.valueChanged = true
         if hasListeners && queueNotification() { effects.drainNotifications = true }
     }
@@ -373,4 +419,6 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var orphaned = false
     /// How many times the file was checked for another program's change (for tests).
     var externalChecks = 0
+    /// Checks in a row that could not read the file.
+    var failedChecks: UInt32 = 0
 }

@@ -116,26 +116,33 @@ package final class FileMonitor: Sendable {
     /// Starts one use of `directory`, watching it if it is not watched yet. With `inotify` off (tests of the
     /// fallback), the directory is polled. Balance each call with ``unwatch(_:)``.
     ///
-    /// When it returns, the directory is watched (or polled): a change made after that is reported.
-    func watch(_ directory: StorageDirectory, inotify: Bool = true) {
+    /// When it returns, the directory is watched (or polled): a change made after that is reported. Returns what the
+    /// path leads to as the monitor sees it (`nil` when it cannot be reached): the directory whose changes it reports.
+    @discardableResult
+    func watch(_ directory: StorageDirectory, inotify: Bool = true) -> DirectoryIdentity? {
         let path = directory.path
         // What the path leads to is looked at outside the lock (the lookup is a system call, which can be slow, and
         // which tests can stall), and only when the path is not in use yet.
         var looked: DirectoryIdentity??
         while true {
-            let done = state.withLock { state -> Bool in
+            let done = state.withLock { state -> DirectoryIdentity?? in
                 if state.paths[path] != nil {
                     state.paths[path]?.users += 1
-                    return true
+                    return .some(state.paths[path]?.identity)
                 }
-                guard let identity = looked else { return false }
+                guard let identity = looked else { return nil }
                 state.paths[path] = WatchedPath(users: 1, pollOnly: !inotify)
                 attach(path, identity: identity, &state)
-                return true
+                return .some(identity)
             }
-            if done { return }
+            if let done { return done }
             looked = .some(try? directory.identity())
         }
+    }
+
+    /// What the path of `directory` leads to as the monitor last saw it, while it is watched.
+    func identity(of directory: StorageDirectory) -> DirectoryIdentity? {
+        state.withLock { $0.paths[directory.path]?.identity }
     }
 
     /// Ends one use of `directory`. With the last, its watches and its polling end.
@@ -295,7 +302,7 @@ package final class FileMonitor: Sendable {
         }
         for (path, identity) in moved { directoryMoved(path, to: identity) }
         for path in polled {
-            for cell in StorageRegistry.shared.cells(inDirectoryAt: path) { cell.checkForExternalChange() }
+            check(StorageRegistry.shared.cells(inDirectoryAt: path))
         }
         let paths = Set(polled)
         for subscriber in subscribers(where: { paths.contains($0.directory) }) { subscriber.handler(.changed) }
@@ -305,6 +312,8 @@ package final class FileMonitor: Sendable {
     private func directoryMoved(_ path: String, to identity: DirectoryIdentity) {
         DirectoryTable.forget(StorageDirectory(path: path))
         StorageRegistry.shared.directoryChanged(path: path, to: identity)
+        // A storage being created at this moment, not registered yet, moves its cell itself (see `generation`).
+        eventGeneration.add(1, ordering: .sequentiallyConsistent)
     }
 
     // MARK: Events
@@ -372,17 +381,25 @@ package final class FileMonitor: Sendable {
         let registry = StorageRegistry.shared
         if overflowed {
             // Events were lost: every file-backed cell and every subscriber checks its file.
-            for cell in registry.liveCells() where cell.directory != nil { cell.checkForExternalChange() }
+            check(registry.liveCells().filter { $0.directory != nil })
             for subscriber in subscribers(where: { !gone.contains($0.directory) }) { subscriber.handler(.changed) }
             return
         }
-        for fileKey in changed {
-            registry.cell(forFile: fileKey)?.checkForExternalChange()
-        }
+        check(changed.compactMap { registry.cell(forFile: $0) })
         for subscriber in subscribers(where: { changedNames.contains([$0.directory, $0.fileName]) }) {
             subscriber.handler(.changed)
         }
     }
+
+    /// Has each of `cells` check its file, on the queue of checks: the monitor's queue goes on with other events, and
+    /// a slow directory holds up no other.
+    private func check(_ cells: [any RegisteredCell]) {
+        for cell in cells {
+            Self.checks.async { cell.checkForExternalChange() }
+        }
+    }
+
+    private static let checks = DispatchQueue(label: "WLStorage.checks", qos: .utility, attributes: .concurrent)
 
     /// A symlink on the way to `path` was replaced or removed: watch where the path leads now, and when that is
     /// another directory, move the path's cells there and have each check its file.
@@ -399,7 +416,7 @@ package final class FileMonitor: Sendable {
         if after != before { directoryMoved(path, to: after) }
         // Checked even when the path leads to the same directory: its watch was made anew, and an event in between
         // would be lost.
-        for cell in StorageRegistry.shared.cells(inDirectoryAt: path) { cell.checkForExternalChange() }
+        check(StorageRegistry.shared.cells(inDirectoryAt: path))
         for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.changed) }
     }
 

@@ -60,11 +60,26 @@ enum ShutdownHandling {
         }
     }
 
+    /// Flushes every cell with work left, and returns when all are done. The calling thread flushes cells one after
+    /// another, and threads of a queue join in, so that a backer that hangs (a network store that stopped answering)
+    /// holds up its own cell only, and all are flushed even when the queue's threads never come. A cell whose job is
+    /// running on the calling thread (a backer that calls this) is left to that job.
     static func flushEverything() {
-        for cell in StorageRegistry.shared.liveCells() {
-            cell.flushAll()
+        let caller = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        let cells = StorageRegistry.shared.liveCells().filter { $0.needsFlush(from: caller) }
+        guard cells.count > 1 else {
+            cells.first?.flushAll()
+            return
         }
+        let round = FlushRound(cells)
+        for _ in 1..<min(cells.count, 16) {
+            flushQueue.async { round.work() }
+        }
+        round.work()
+        round.waitUntilDone()
     }
+
+    private static let flushQueue = DispatchQueue(label: "WLStorage.flushAll", attributes: .concurrent)
 
     private static func installSignalHandlers() {
         let registered = DispatchGroup()
@@ -146,5 +161,31 @@ extension WLStorage where T == Never {
     public static var flushesOnSignals: Bool {
         get { ShutdownHandling.signalHandlersWanted }
         set { ShutdownHandling.signalHandlersWanted = newValue }
+    }
+}
+
+/// One ``WLStorage/flushAll()``: the cells to flush, taken one at a time by every thread that works on it.
+private final class FlushRound: Sendable {
+    private let cells: [any RegisteredCell]
+    private let next = Atomic<Int>(0)
+    private let finished = Atomic<Int>(0)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ cells: [any RegisteredCell]) {
+        self.cells = cells
+    }
+
+    /// Flushes cells until none is left to take.
+    func work() {
+        while true {
+            let index = next.add(1, ordering: .relaxed).oldValue
+            guard index < cells.count else { return }
+            cells[index].flushAll()
+            if finished.add(1, ordering: .acquiringAndReleasing).newValue == cells.count { done.signal() }
+        }
+    }
+
+    func waitUntilDone() {
+        done.wait()
     }
 }

@@ -1,3 +1,4 @@
+import Dispatch
 import Observation
 import Synchronization
 
@@ -22,6 +23,9 @@ import Synchronization
 // A cell runs one job on its backer at a time: a write, the save of a default, a read after a failed one, or a
 // check for another program's change. The thread that runs it marks the cell busy (`busyThread`) under the lock and
 // runs the job outside it; others who need the backer wait (`flush()`) or leave the work to it (ticks, checks).
+
+/// Where notifications queued faster than their first deliverer could deliver them are delivered.
+private let notificationDelivery = DispatchQueue(label: "WLStorage.notifications", attributes: .concurrent)
 
 /// What every cell is observed through, whatever its value type: one registrar each, and one key path for all.
 ///
@@ -116,7 +120,14 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     func record(_ error: WLStorageError) {
-        state.withLock { $0.withExtras { $0.lastError = error } }
+        // The error replaced is released after the lock: its underlying error may be the user's.
+        let replaced = state.withLock { state in
+            state.withExtras { extras in
+                defer { extras.lastError = error }
+                return extras.lastError
+            }
+        }
+        _ = replaced
         WLStorageError.report(error)
     }
 
@@ -140,20 +151,24 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         return id
     }
 
-    /// Delivers the queued notifications, in order, outside the lock, until none is left. One thread drains at a
-    /// time; the others only queue.
+    /// Delivers the queued notifications, in order, outside the lock. One thread drains at a time; the others only
+    /// queue. The caller delivers one batch; what was queued meanwhile is delivered on a thread of the delivery
+    /// queue, batch after batch, so that no caller of `set` or `values` delivers other threads' changes for long.
     @usableFromInline
     func drainNotifications() {
-        while let batch = state.withLock({ $0.takeNotifications() }) {
-            for (value, target) in batch.values {
-                if let target {
-                    batch.listeners[target]?(value)
-                } else {
-                    for listener in batch.listeners.values { listener(value) }
-                }
+        guard let batch = state.withLock({ $0.takeNotifications() }) else { return }
+        for (value, target) in batch.values {
+            if let target {
+                batch.listeners[target]?(value)
+            } else {
+                for listener in batch.listeners.values { listener(value) }
             }
         }
+        guard state.withLock({ $0.hasNotificationsLeft() }) else { return }
+        Self.delivery.async { [self] in drainNotifications() }
     }
+
+    private static var delivery: DispatchQueue { notificationDelivery }
 
     /// Removes a listener. The listener is released after the lock: it may hold the last reference to a storage of
     /// this very cell, whose deinit flushes.
@@ -191,6 +206,18 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         let now = scheduler.now
         guard let job = state.withLock({ $0.startTick(token, on: thread, now: now) }) else { return }
         run(job, chaining: true)
+    }
+
+    /// Called when another storage joins this cell: the shortest flush interval of the cell's storages holds, and a
+    /// change waiting for a longer one is written sooner.
+    func join(interval: UInt64?) {
+        let now = scheduler.now
+        let tick = state.withLock { state -> (token: UInt32, delay: UInt64)? in
+            guard state.throttle.lower(to: interval), state.hasWork, !state.isBusy else { return nil }
+            state.throttle.disarm()
+            return state.throttle.arm(now: now, force: state.stored == .defaultUnsaved)
+        }
+        if let tick { schedule(tick) }
     }
 
     // MARK: Flush
@@ -270,6 +297,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         let (orphaned, tick) = state.withLock { state -> (Bool, (token: UInt32, delay: UInt64)?) in
             guard state.hasWork else { return (false, nil) }
             state.withExtras { $0.orphaned = true }
+            state.throttle.makeUrgent()
             return (true, state.isBusy ? nil : state.throttle.arm(now: now, force: true))
         }
         if !orphaned { StorageRegistry.shared.letGo(self) }
@@ -302,24 +330,16 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             let outcome = perform(job)
             let now = scheduler.now
             var effects = JobEffects<T>()
-            let adopts = outcome.mayChangeValue
-            let next: CellJob<T>?
-            if adopts {
-                var result: CellJob<T>?
-                registrar.withMutation(of: self, keyPath: valueKeyPath) {
-                    result = state.withLock { state in
-                        state.finish(
-                            job, outcome, defaultValue: defaultValue, key: backer.key, now: now, chaining: chaining,
-                            effects: &effects)
-                    }
-                }
-                next = result
-            } else {
-                next = state.withLock { state in
-                    state.finish(
-                        job, outcome, defaultValue: defaultValue, key: backer.key, now: now, chaining: chaining,
-                        effects: &effects)
-                }
+            // A job that may adopt a value ends the chain, so that observers are told with the cell idle: an observer
+            // may read, set or flush this very storage.
+            let chains = chaining && !outcome.mayChangeValue
+            let next = state.withLock { state in
+                state.finish(
+                    job, outcome, defaultValue: defaultValue, key: backer.key, now: now, chaining: chains,
+                    effects: &effects)
+            }
+            if effects.valueChanged {
+                registrar.withMutation(of: self, keyPath: valueKeyPath) {}
             }
             perform(effects)
             guard let next else { return !outcome.isFailure && !(job.isCreate && outcome.foundNothing) }
@@ -367,6 +387,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         for waiter in effects.waiters { waiter.wake() }
         for error in effects.errors { WLStorageError.report(error) }
         if let tick = effects.tick { schedule(tick) }
+        if let delay = effects.checkRetry {
+            scheduler.schedule(after: delay) { [weak self] in self?.checkForExternalChange() }
+        }
         if effects.scheduleCheck {
             scheduler.schedule(after: 0) { [weak self] in self?.checkForExternalChange() }
         }
@@ -423,6 +446,10 @@ extension CellJob {
 extension StorageCell: RegisteredCell {
     func flushAll() {
         flush()
+    }
+
+    func needsFlush(from thread: UInt) -> Bool {
+        state.withLock { ($0.hasWork || $0.isBusy) && $0.busyThread != thread }
     }
 }
 

@@ -12,6 +12,8 @@ protocol RegisteredCell: AnyObject, Sendable {
     var fileName: String? { get }
     /// Writes whatever is pending.
     func flushAll()
+    /// Whether the cell has work for ``flushAll()``, and its job, if one runs, does not run on `thread`.
+    func needsFlush(from thread: UInt) -> Bool
     /// Reads the file when another program may have changed it, and adopts the new value.
     func checkForExternalChange()
 }

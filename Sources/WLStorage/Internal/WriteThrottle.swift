@@ -67,8 +67,12 @@ package final class DispatchWriteScheduler: WriteScheduler {
 /// interval (at least 100 ms), doubling with each further failure up to 30 s (or the interval, if longer).
 @usableFromInline
 struct WriteThrottle: Sendable {
-    /// The flush interval in nanoseconds; `UInt64.max` for no automatic writes.
-    @usableFromInline let interval: UInt64
+    /// The flush interval in nanoseconds; `UInt64.max` for no automatic writes. When storages with different
+    /// intervals share a value, the shortest one holds.
+    @usableFromInline private(set) var interval: UInt64
+    /// The writes are urgent (every storage of the value was released with work left): ticks and retries wait as if
+    /// there were no interval, and are armed even when automatic writes are off.
+    private(set) var isUrgent = false
     /// When the last write started; 0 before the first.
     private var lastWriteStart: UInt64 = 0
     private(set) var token: UInt32 = 0
@@ -84,7 +88,31 @@ struct WriteThrottle: Sendable {
     static let maximumInterval: UInt64 = 100 * 365 * 24 * 3_600 * 1_000_000_000
 
     init(interval: UInt64?) {
-        self.interval = interval.map { min($0, Self.maximumInterval) } ?? .max
+        self.interval = Self.clamped(interval)
+    }
+
+    private static func clamped(_ interval: UInt64?) -> UInt64 {
+        interval.map { min($0, Self.maximumInterval) } ?? .max
+    }
+
+    /// Lowers the interval to `interval` when that is shorter, and returns whether it did. An armed tick keeps its
+    /// time; the caller re-arms.
+    mutating func lower(to interval: UInt64?) -> Bool {
+        let new = Self.clamped(interval)
+        guard new < self.interval else { return false }
+        self.interval = new
+        return true
+    }
+
+    /// Makes the writes urgent (see ``isUrgent``), disarming a tick armed for later: the caller arms a new one.
+    mutating func makeUrgent() {
+        isUrgent = true
+        disarm()
+    }
+
+    /// The interval the delays are computed from: none when urgent or when automatic writes are off.
+    private var waitingInterval: UInt64 {
+        isUrgent || interval == .max ? 0 : interval
     }
 
     /// Whether a change must arm a tick: automatic writes are on and none is armed.
@@ -99,11 +127,11 @@ struct WriteThrottle: Sendable {
     /// (a storage released with a write left, a default to save). Its delay is the retry delay after a failure, and
     /// none otherwise.
     mutating func arm(now: UInt64, force: Bool = false) -> (token: UInt32, delay: UInt64)? {
-        guard interval != .max || force, !isArmed else { return nil }
+        guard interval != .max || force || isUrgent, !isArmed else { return nil }
         isArmed = true
         token &+= 1
         guard lastWriteStart != 0 else { return (token, 0) }
-        let wait = failures == 0 ? (interval == .max ? 0 : interval) : retryDelay
+        let wait = failures == 0 ? waitingInterval : retryDelay
         let due = lastWriteStart.addingReportingOverflow(wait)
         // An interval long enough to overflow the clock means "much later", never "now".
         guard !due.overflow else { return (token, .max - now) }
@@ -113,9 +141,15 @@ struct WriteThrottle: Sendable {
 
     /// The wait before retrying after `failures` failed writes in a row.
     private var retryDelay: UInt64 {
-        let base = max(interval == .max ? 0 : interval, Self.minimumRetryDelay)
-        let ceiling = max(base, Self.maximumRetryDelay)
-        let doublings = min(failures - 1, 32)
+        Self.retryDelay(afterFailures: failures, interval: waitingInterval)
+    }
+
+    /// The wait before retrying after `failures` (at least 1) failures in a row, with `interval`: the interval (at
+    /// least 100 ms), doubling with each further failure up to 30 s (or the interval, if longer).
+    static func retryDelay(afterFailures failures: UInt32, interval: UInt64) -> UInt64 {
+        let base = max(interval, minimumRetryDelay)
+        let ceiling = max(base, maximumRetryDelay)
+        let doublings = min(max(failures, 1) - 1, 32)
         let (delay, overflow) = base.multipliedReportingOverflow(by: 1 << doublings)
         return overflow ? ceiling : min(delay, ceiling)
     }
