@@ -151,7 +151,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             if let directory = fileBacker?.directory, let now = FileMonitor.shared.identity(of: directory),
                 now != identity
             {
-                StorageRegistry.shared.directoryChanged(path: directory.path, to: now)
+                StorageRegistry.shared.directoryChanged(path: directory, to: now)
             }
             cell.checkForExternalChange()
         }

@@ -15,12 +15,16 @@ package enum DirectoryTable {
         /// The directory's identity, once it has been prepared; `nil` until then, or after ``forget(_:)``.
         var identity: DirectoryIdentity?
         /// The URLs that were standardized to this path, so that the next backer of the same URL skips that work.
-        var urls: Set<URL> = []
+        var urls: Set<URLText> = []
     }
 
+    /// A URL by the bytes of its text: two URLs whose paths Swift holds equal as strings can name two directories.
+    private typealias URLText = StorageDirectory
+
+    /// Records by directory path, compared as bytes (see ``StorageDirectory``).
     private struct Records {
-        var byPath: [String: Record] = [:]
-        var pathOfURL: [URL: String] = [:]
+        var byPath: [StorageDirectory: Record] = [:]
+        var pathOfURL: [URLText: StorageDirectory] = [:]
     }
 
     private static let state = Lock(Records())
@@ -28,35 +32,35 @@ package enum DirectoryTable {
     /// The directory at `url`, standardized (`a/../b` is `b`), with its path string shared by every backer that
     /// names it. Balance each call with ``release(_:)``.
     package static func directory(for url: URL) -> StorageDirectory {
+        let text = URLText(path: url.absoluteString)
         let known = state.withLock { state -> StorageDirectory? in
-            guard let path = state.pathOfURL[url], let index = state.byPath.index(forKey: path) else { return nil }
+            guard let path = state.pathOfURL[text], let index = state.byPath.index(forKey: path) else { return nil }
             state.byPath.values[index].backers += 1
             return state.byPath.values[index].directory
         }
         if let known { return known }
-        let path = url.standardizedFileURL.path
+        let path = StorageDirectory(path: url.standardizedFileURL.path)
         return state.withLock { state in
-            state.pathOfURL[url] = path
+            state.pathOfURL[text] = path
             if let index = state.byPath.index(forKey: path) {
                 state.byPath.values[index].backers += 1
-                state.byPath.values[index].urls.insert(url)
+                state.byPath.values[index].urls.insert(text)
                 return state.byPath.values[index].directory
             }
-            let directory = StorageDirectory(path: path)
-            state.byPath[path] = Record(directory: directory, backers: 1, urls: [url])
-            return directory
+            state.byPath[path] = Record(directory: path, backers: 1, urls: [text])
+            return path
         }
     }
 
     /// Ends one use of `directory` begun by ``directory(for:)``.
     package static func release(_ directory: StorageDirectory) {
         state.withLock { state in
-            guard let record = state.byPath[directory.path] else { return }
+            guard let record = state.byPath[directory] else { return }
             if record.backers <= 1 {
-                state.byPath[directory.path] = nil
+                state.byPath[directory] = nil
                 for url in record.urls { state.pathOfURL[url] = nil }
             } else {
-                state.byPath[directory.path]?.backers = record.backers - 1
+                state.byPath[directory]?.backers = record.backers - 1
             }
         }
     }
@@ -64,25 +68,25 @@ package enum DirectoryTable {
     /// Creates `directory` when it is missing, syncs its parents and removes abandoned temporary files, once per
     /// process, and returns its identity.
     package static func prepare(_ directory: StorageDirectory) throws(WLStorageError) -> DirectoryIdentity {
-        if let identity = state.withLock({ $0.byPath[directory.path]?.identity }) { return identity }
+        if let identity = state.withLock({ $0.byPath[directory]?.identity }) { return identity }
         let identity = try directory.create()
         try directory.removeAbandonedTemporaryFiles()
         state.withLock { state in
-            if state.byPath[directory.path] != nil { state.byPath[directory.path]?.identity = identity }
+            if state.byPath[directory] != nil { state.byPath[directory]?.identity = identity }
         }
         return identity
     }
 
     /// The identity of `directory` as last prepared, if it was.
     package static func identity(of directory: StorageDirectory) -> DirectoryIdentity? {
-        state.withLock { $0.byPath[directory.path]?.identity }
+        state.withLock { $0.byPath[directory]?.identity }
     }
 
     /// Makes the next ``prepare(_:)`` of `directory` do its work again: the directory was removed, or its path now
     /// leads to another directory.
     package static func forget(_ directory: StorageDirectory) {
         state.withLock { state in
-            if state.byPath[directory.path] != nil { state.byPath[directory.path]?.identity = nil }
+            if state.byPath[directory] != nil { state.byPath[directory]?.identity = nil }
         }
     }
 

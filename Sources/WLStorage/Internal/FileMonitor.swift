@@ -38,7 +38,7 @@ package final class FileMonitor: Sendable {
     }
 
     private struct Subscriber {
-        let directory: String
+        let directory: StorageDirectory
         let fileName: String
         let handler: @Sendable (Event) -> Void
     }
@@ -59,9 +59,9 @@ package final class FileMonitor: Sendable {
     /// What one inotify watch stands for.
     private struct WatchUse {
         /// The directory paths that lead to the watched directory.
-        var paths: Set<String> = []
+        var paths: Set<StorageDirectory> = []
         /// Symlinks in the watched directory that paths go through: (the symlink's name, the path).
-        var links: [(name: String, path: String)] = []
+        var links: [(name: String, path: StorageDirectory)] = []
         var identity: DirectoryIdentity?
     }
 
@@ -69,13 +69,25 @@ package final class FileMonitor: Sendable {
         var descriptor: Int32 = -1
         var inotifyFailed = false
         var source: (any DispatchSourceRead)?
-        var paths: [String: WatchedPath] = [:]
+        /// Paths in use, compared as bytes (see ``StorageDirectory``).
+        var paths: [StorageDirectory: WatchedPath] = [:]
         var watches: [Int32: WatchUse] = [:]
         var pollTimer: (any DispatchSourceTimer)?
         var subscribers: [UInt64: Subscriber] = [:]
         var nextSubscriber: UInt64 = 0
 
-        var polledPaths: [String] { paths.compactMap { $0.value.watch == nil ? $0.key : nil } }
+        var polledPaths: [StorageDirectory] { paths.compactMap { $0.value.watch == nil ? $0.key : nil } }
+    }
+
+    /// A file name in a directory path, compared as bytes.
+    private struct FileInDirectory: Hashable {
+        let directory: StorageDirectory
+        let name: [UInt8]
+
+        init(directory: StorageDirectory, name: String) {
+            self.directory = directory
+            self.name = Array(name.utf8)
+        }
     }
 
     private let state = Lock(State())
@@ -102,14 +114,14 @@ package final class FileMonitor: Sendable {
         return state.withLock { state in
             let id = state.nextSubscriber
             state.nextSubscriber += 1
-            state.subscribers[id] = Subscriber(directory: directory.path, fileName: fileName, handler: handler)
+            state.subscribers[id] = Subscriber(directory: directory, fileName: fileName, handler: handler)
             return id
         }
     }
 
     package func unsubscribe(_ id: UInt64) {
         let removed = state.withLock { $0.subscribers.removeValue(forKey: id) }
-        if let removed { unwatch(StorageDirectory(path: removed.directory)) }
+        if let removed { unwatch(removed.directory) }
         // `removed`, with the subscriber's handler, is released here, outside the lock.
     }
 
@@ -120,7 +132,7 @@ package final class FileMonitor: Sendable {
     /// path leads to as the monitor sees it (`nil` when it cannot be reached): the directory whose changes it reports.
     @discardableResult
     func watch(_ directory: StorageDirectory, inotify: Bool = true) -> DirectoryIdentity? {
-        let path = directory.path
+        let path = directory
         // What the path leads to is looked at outside the lock (the lookup is a system call, which can be slow, and
         // which tests can stall), and only when the path is not in use yet.
         var looked: DirectoryIdentity??
@@ -142,13 +154,13 @@ package final class FileMonitor: Sendable {
 
     /// What the path of `directory` leads to as the monitor last saw it, while it is watched.
     func identity(of directory: StorageDirectory) -> DirectoryIdentity? {
-        state.withLock { $0.paths[directory.path]?.identity }
+        state.withLock { $0.paths[directory]?.identity }
     }
 
     /// Ends one use of `directory`. With the last, its watches and its polling end.
     func unwatch(_ directory: StorageDirectory) {
         state.withLock { state in
-            let path = directory.path
+            let path = directory
             guard let users = state.paths[path]?.users else { return }
             guard users <= 1 else {
                 state.paths[path]?.users = users - 1
@@ -162,7 +174,7 @@ package final class FileMonitor: Sendable {
 
     /// Whether `directory` is polled rather than watched with inotify.
     func isPolled(_ directory: StorageDirectory) -> Bool {
-        state.withLock { state in state.paths[directory.path].map { $0.watch == nil } ?? false }
+        state.withLock { state in state.paths[directory].map { $0.watch == nil } ?? false }
     }
 
     /// The number of inotify watches and of polled paths (for tests).
@@ -174,14 +186,14 @@ package final class FileMonitor: Sendable {
 
     /// Watches the directory `path` leads to, whose identity the caller looked up (`nil` when it cannot be reached),
     /// and the directories of the symlinks on the way, or polls the path.
-    private func attach(_ path: String, identity: DirectoryIdentity?, _ state: inout State) {
+    private func attach(_ path: StorageDirectory, identity: DirectoryIdentity?, _ state: inout State) {
         state.paths[path]?.identity = identity
         let pollOnly = state.paths[path]?.pollOnly ?? false
-        if !pollOnly, identity != nil, let watch = addWatch(path, &state) {
+        if !pollOnly, identity != nil, let watch = addWatch(path.path, &state) {
             state.paths[path]?.watch = watch
             state.watches[watch, default: WatchUse()].paths.insert(path)
             state.watches[watch]?.identity = identity
-            for (parent, name) in symlinks(in: path) {
+            for (parent, name) in symlinks(in: path.path) {
                 guard let linkWatch = addWatch(parent, &state) else { continue }
                 state.watches[linkWatch, default: WatchUse()].links.append((name, path))
                 state.paths[path]?.linkWatches.insert(linkWatch)
@@ -193,7 +205,7 @@ package final class FileMonitor: Sendable {
     }
 
     /// Drops the watches `path` holds; a watch no other path uses is removed.
-    private func detach(_ path: String, _ state: inout State) {
+    private func detach(_ path: StorageDirectory, _ state: inout State) {
         guard let watched = state.paths[path] else { return }
         if let watch = watched.watch {
             state.watches[watch]?.paths.remove(path)
@@ -289,9 +301,9 @@ package final class FileMonitor: Sendable {
         // looked at outside the lock.
         let polled = state.withLock { $0.polledPaths }
         guard !polled.isEmpty else { return }
-        let identities = polled.map { try? StorageDirectory(path: $0).identity() }
-        let moved = state.withLock { state -> [(String, DirectoryIdentity)] in
-            var moved: [(String, DirectoryIdentity)] = []
+        let identities = polled.map { try? $0.identity() }
+        let moved = state.withLock { state -> [(StorageDirectory, DirectoryIdentity)] in
+            var moved: [(StorageDirectory, DirectoryIdentity)] = []
             for (path, identity) in zip(polled, identities) where state.paths[path]?.watch == nil {
                 let before = state.paths[path]?.identity
                 attach(path, identity: identity, &state)
@@ -309,8 +321,8 @@ package final class FileMonitor: Sendable {
     }
 
     /// The path's directory is another one now: cells are keyed by the new one, and the next write prepares it.
-    private func directoryMoved(_ path: String, to identity: DirectoryIdentity) {
-        DirectoryTable.forget(StorageDirectory(path: path))
+    private func directoryMoved(_ path: StorageDirectory, to identity: DirectoryIdentity) {
+        DirectoryTable.forget(path)
         StorageRegistry.shared.directoryChanged(path: path, to: identity)
         // A storage being created at this moment, not registered yet, moves its cell itself (see `generation`).
         eventGeneration.add(1, ordering: .sequentiallyConsistent)
@@ -322,9 +334,9 @@ package final class FileMonitor: Sendable {
     private func readEvents(_ descriptor: Int32) {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         var changed: Set<FileKey> = []
-        var changedNames: Set<[String]> = []
-        var gone: Set<String> = []
-        var relinked: Set<String> = []
+        var changedNames: Set<FileInDirectory> = []
+        var gone: Set<StorageDirectory> = []
+        var relinked: Set<StorageDirectory> = []
         var overflowed = false
         var events: [(watch: Int32, mask: UInt32, cookie: UInt32, name: String)] = []
         while true {
@@ -364,7 +376,7 @@ package final class FileMonitor: Sendable {
                     if let identity = use.identity, !own.contains(index) {
                         changed.insert(FileKey(directory: identity, name: event.name))
                     }
-                    for path in use.paths { changedNames.insert([path, event.name]) }
+                    for path in use.paths { changedNames.insert(FileInDirectory(directory: path, name: event.name)) }
                 }
             }
             for path in gone where state.paths[path] != nil {
@@ -386,7 +398,9 @@ package final class FileMonitor: Sendable {
             return
         }
         check(changed.compactMap { registry.cell(forFile: $0) })
-        for subscriber in subscribers(where: { changedNames.contains([$0.directory, $0.fileName]) }) {
+        for subscriber in subscribers(where: {
+            changedNames.contains(FileInDirectory(directory: $0.directory, name: $0.fileName))
+        }) {
             subscriber.handler(.changed)
         }
     }
@@ -403,8 +417,8 @@ package final class FileMonitor: Sendable {
 
     /// A symlink on the way to `path` was replaced or removed: watch where the path leads now, and when that is
     /// another directory, move the path's cells there and have each check its file.
-    private func reresolve(_ path: String) {
-        let identity = try? StorageDirectory(path: path).identity()
+    private func reresolve(_ path: StorageDirectory) {
+        let identity = try? path.identity()
         let (before, after) = state.withLock { state -> (DirectoryIdentity?, DirectoryIdentity?) in
             guard state.paths[path] != nil else { return (nil, nil) }
             let before = state.paths[path]?.identity

@@ -100,6 +100,16 @@ package struct StorageDirectory: Sendable, Hashable {
         self.path = path
     }
 
+    /// Directories are equal when their paths are the same bytes, as the file system compares names: two paths that
+    /// Swift holds equal as strings (a precomposed `é` and `e` with a combining accent) can name two directories.
+    package static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.path.utf8.elementsEqual(rhs.path.utf8)
+    }
+
+    package func hash(into hasher: inout Hasher) {
+        for byte in path.utf8 { hasher.combine(byte) }
+    }
+
     // MARK: Names
 
     /// Whether `name` is a temporary file of the package's writers: `NAME~` and 16 lowercase hex digits and `.tmp`,
@@ -636,19 +646,20 @@ package struct StorageDirectory: Sendable, Hashable {
 /// The parent directories this process has synced, so that each is synced once however many storage directories it
 /// holds. Bounded: past a few thousand the set starts again, which costs a few more syncs, not correctness.
 private enum SyncedParents {
-    private static let synced = Lock<Set<String>>([])
+    /// Paths compared as bytes (see ``StorageDirectory``).
+    private static let synced = Lock<Set<StorageDirectory>>([])
 
     /// Whether `path` is still to be synced; if so, it counts as synced from now on.
     static func claim(_ path: String) -> Bool {
         synced.withLock { synced in
             if synced.count >= 4_096 { synced.removeAll() }
-            return synced.insert(path).inserted
+            return synced.insert(StorageDirectory(path: path)).inserted
         }
     }
 
     /// Makes `path` to be synced again (its sync failed).
     static func unclaim(_ path: String) {
-        synced.withLock { _ = $0.remove(path) }
+        synced.withLock { _ = $0.remove(StorageDirectory(path: path)) }
     }
 }
 

@@ -31,7 +31,7 @@ final class StorageRegistry: Sendable {
     /// any other cell by its identity.
     private enum Key: Hashable {
         case file(FileKey)
-        case path(String, String)
+        case path(StorageDirectory, String)
         case object(ObjectIdentifier)
     }
 
@@ -58,7 +58,7 @@ final class StorageRegistry: Sendable {
 
     /// The key of the file `name` in `directory`, whose identity is `identity` when it is known.
     private static func key(directory: StorageDirectory, name: String, identity: DirectoryIdentity?) -> Key {
-        identity.map { .file(FileKey(directory: $0, name: name)) } ?? .path(directory.path, name)
+        identity.map { .file(FileKey(directory: $0, name: name)) } ?? .path(directory, name)
     }
 
     /// The live cell of the file `name` in `directory`, if any, as a cell of `T`.
@@ -77,7 +77,7 @@ final class StorageRegistry: Sendable {
     private func stillMatches(
         _ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?
     ) -> Bool {
-        guard let identity, let other = cell.directory, other.path != directory.path else { return true }
+        guard let identity, let other = cell.directory, other != directory else { return true }
         if (try? other.identity()) == identity { return true }
         let id = ObjectIdentifier(cell)
         tables.withLock { tables in
@@ -128,14 +128,14 @@ final class StorageRegistry: Sendable {
 
     /// The cells of files in the directory at `path` are now those of the directory `identity`: its path was
     /// retargeted, or the directory was removed and made again. A cell whose new key is taken keeps its old one.
-    func directoryChanged(path: String, to identity: DirectoryIdentity) {
+    func directoryChanged(path: StorageDirectory, to identity: DirectoryIdentity) {
         let moved = tables.withLock { tables -> [any RegisteredCell] in
             var moved: [any RegisteredCell] = []
             for (key, entry) in tables.entries {
                 // Every strong reference taken here leaves with `moved`, so none is the last one dropped under the lock.
                 guard let cell = entry.cell else { continue }
                 moved.append(cell)
-                guard let directory = cell.directory, directory.path == path, let name = cell.fileName else { continue }
+                guard let directory = cell.directory, directory == path, let name = cell.fileName else { continue }
                 let newKey = Key.file(FileKey(directory: identity, name: name))
                 guard newKey != key else { continue }
                 if let occupant = tables.entries[newKey]?.cell {
@@ -168,8 +168,8 @@ final class StorageRegistry: Sendable {
     }
 
     /// The live cells whose files are in the directory at `path`.
-    func cells(inDirectoryAt path: String) -> [any RegisteredCell] {
-        liveCells().filter { $0.directory?.path == path }
+    func cells(inDirectoryAt path: StorageDirectory) -> [any RegisteredCell] {
+        liveCells().filter { $0.directory == path }
     }
 
     private static func match<T>(_ cell: any RegisteredCell, as type: T.Type) -> Lookup<T> {
