@@ -234,18 +234,37 @@ package final class FileMonitor: Sendable {
         return watch >= 0 ? watch : nil
     }
 
-    /// The symlinks among the components of `path`: for each, the directory that holds it and its name.
-    private func symlinks(in path: String) -> [(parent: String, name: String)] {
+    /// The symlinks on the way to `path`: among its components, and, through each, among the components of where
+    /// it leads (`data -> cur/store` with `cur -> r1`: `data` and `cur`). For each, the directory that holds it and
+    /// its name. Replacing any of them changes where `path` leads.
+    private func symlinks(in path: String, depth: Int = 0) -> [(parent: String, name: String)] {
         var found: [(String, String)] = []
         var prefix = ""
-        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+        let components = path.split(separator: "/", omittingEmptySubsequences: true)
+        for (index, component) in components.enumerated() {
             let parent = prefix.isEmpty ? "/" : prefix
             prefix += "/" + component
             var status = stat()
             guard lstat(prefix, &status) == 0 else { break }
-            if (status.st_mode & S_IFMT) == S_IFLNK { found.append((parent, String(component))) }
+            guard (status.st_mode & S_IFMT) == S_IFLNK else { continue }
+            found.append((parent, String(component)))
+            // Where the rest of the path goes through the symlink's target. Bounded, as the system bounds it (a loop
+            // of symlinks fails to resolve anyway).
+            guard depth < 8, let target = Self.target(ofSymlink: prefix) else { break }
+            let base = target.hasPrefix("/") ? target : (parent == "/" ? "" : parent) + "/" + target
+            let rest = components[(index + 1)...].joined(separator: "/")
+            found += symlinks(in: rest.isEmpty ? base : base + "/" + rest, depth: depth + 1)
+            break
         }
         return found
+    }
+
+    /// The target of the symlink at `path`, as stored in it.
+    private static func target(ofSymlink path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink(path, &buffer, buffer.count - 1)
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     private func start(_ state: inout State) {
