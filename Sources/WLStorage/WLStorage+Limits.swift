@@ -7,7 +7,7 @@ extension WLStorage where T == Never {
     /// that file. A value that encodes to more than this is not written: it stays pending, and the error is reported.
     ///
     /// It applies to the whole process, and to the command-line tool's reads. Set it early, before the storages that
-    /// need a larger value are created. Values below 1 count as 1.
+    /// need a larger value are created. Values below 1 count as 1, and above 1 GiB as 1 GiB.
     public static var maximumValueSize: Int {
         get { ValueSizeLimit.maximum }
         set { ValueSizeLimit.maximum = newValue }

@@ -603,6 +603,16 @@ private struct Counter: Codable, Sendable, Equatable {
             #expect(kept, "\(entries(of: directory))")
         }
     }
+
+    /// A limit set to `Int.max` would let a sparse file of a terabyte be allocated in full: the limit stops at 1 GiB.
+    @Test func theMaximumValueSizeCannotBeSetBeyondOneGibibyte() {
+        let before = WLStorage.maximumValueSize
+        defer { WLStorage.maximumValueSize = before }
+        WLStorage.maximumValueSize = Int.max
+        #expect(WLStorage.maximumValueSize == 1 << 30)
+        WLStorage.maximumValueSize = (1 << 30) + 1
+        #expect(WLStorage.maximumValueSize == 1 << 30)
+    }
 }
 
 // MARK: - 13. A write in place that keeps size and time

@@ -135,9 +135,13 @@ extension WLStorage where T == Never {
     /// also what the package runs at exit and on SIGTERM, SIGINT and SIGHUP. Storages with nothing pending cost
     /// nothing, so calling it again is cheap.
     ///
-    /// - Important: The writes run on the calling thread, which waits for each of them. Never call it from a backer's
-    ///   `write(value:)` or from ``WLStorageError/handler``: as with ``WLStorage/flush()``, it would wait for itself
-    ///   or retry a failing write without end.
+    /// The storages are written side by side, by the calling thread and threads of the package, so that one backer
+    /// that hangs (a network store that stopped answering) keeps no other storage from being written; the call
+    /// returns when every write has ended.
+    ///
+    /// - Important: The calling thread waits for every write. A storage whose backer is calling it (from
+    ///   `write(value:)`) is left to that write. Never call it from ``WLStorageError/handler``, where a write that
+    ///   keeps failing would retry and report again without end.
     public static func flushAll() {
         ShutdownHandling.flushEverything()
     }

@@ -11,9 +11,13 @@ package enum ValueSizeLimit {
 
     private static let current = Atomic<Int>(defaultMaximum)
 
+    /// The highest limit that can be set: 1 GiB. A value is held in memory whole, and more than once while it is
+    /// encoded or decoded.
+    package static let ceiling = 1 << 30
+
     /// The limit now.
     package static var maximum: Int {
         get { current.load(ordering: .relaxed) }
-        set { current.store(max(1, newValue), ordering: .relaxed) }
+        set { current.store(min(max(1, newValue), ceiling), ordering: .relaxed) }
     }
 }

@@ -35,7 +35,9 @@ final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
     func write(value: T) throws {
         if let gate {
             gate.started.signal()
-            gate.proceed.wait()
+            // Bounded: a test that fails before it releases the write must not hang every later `flushAll()` of the
+            // test process, which waits for this write.
+            _ = gate.proceed.wait(timeout: .now() + 60)
         }
         try state.withLock { state in
             if state.failuresLeft > 0 {
