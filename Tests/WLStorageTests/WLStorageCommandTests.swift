@@ -9,7 +9,7 @@ import WLStorage
 #endif
 
 /// The `wlstorage` command-line tool, run as a real child process from the build folder.
-@Suite struct WLStorageCommandTests {
+@Suite(.capturingOutput) struct WLStorageCommandTests {
     // MARK: set and get
 
     @Test func setThenGetRoundTripsTheValueThroughAPrivateFile() async throws {
@@ -853,7 +853,8 @@ private struct ToolResult {
 ///
 /// Standard output and error go to files in the test's directory (never to pipes, so a chatty child cannot
 /// block), and the child's environment is the test's own without the variables that select a default
-/// directory, plus `environment`.
+/// directory, plus `environment`. Nothing is forwarded to the test's output: a failing test shows both files with its
+/// issues (the `.capturingOutput` trait).
 private final class ToolRun {
     static let tool = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         .deletingLastPathComponent().appendingPathComponent("wlstorage")
@@ -883,6 +884,16 @@ private final class ToolRun {
         process.standardOutput = try FileHandle(forWritingTo: outputURL)
         process.standardError = try FileHandle(forWritingTo: errorURL)
         try process.run()
+        TestRecord.current?.addOutput { [outputURL, errorURL] in
+            describeOutput(
+                command: [executable.lastPathComponent] + arguments, standardOutput: Self.contents(of: outputURL),
+                standardError: Self.contents(of: errorURL))
+        }
+    }
+
+    /// The text of the file at `url`, empty when there is none.
+    private static func contents(of url: URL) -> String {
+        String(decoding: FileManager.default.contents(atPath: url.path) ?? Data(), as: UTF8.self)
     }
 
     /// Runs the tool to its end.
@@ -895,7 +906,7 @@ private final class ToolRun {
 
     /// What the tool has printed on standard output so far.
     var printed: String {
-        String(decoding: FileManager.default.contents(atPath: outputURL.path) ?? Data(), as: UTF8.self)
+        Self.contents(of: outputURL)
     }
 
     /// Waits until the lines printed so far are `lines`. Returns `false` after `timeout` seconds.
@@ -908,7 +919,7 @@ private final class ToolRun {
     /// `timeout` seconds.
     func waitForError(timeout: Double = 60, _ condition: (String) -> Bool) async -> Bool {
         await eventually(timeout: timeout) { () async in
-            condition(String(decoding: FileManager.default.contents(atPath: errorURL.path) ?? Data(), as: UTF8.self))
+            condition(Self.contents(of: errorURL))
         }
     }
 
@@ -928,7 +939,7 @@ private final class ToolRun {
             status: process.terminationStatus,
             signaled: process.terminationReason == .uncaughtSignal,
             stdout: printed,
-            stderr: String(decoding: FileManager.default.contents(atPath: errorURL.path) ?? Data(), as: UTF8.self))
+            stderr: Self.contents(of: errorURL))
     }
 }
 
