@@ -401,6 +401,69 @@ import WLStorage
         }
     }
 
+    /// A name such as `cursor.tmp` is not in the writers' shape: it is the file of the plain key `cursor.tmp`, which
+    /// the library writes and reads, and which the tool lists, reads and checks as that key, and never removes.
+    @Test func aKeyWhoseFileNameEndsInTmpIsAKeyLikeAnyOther() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            do {
+                let storage = fileStorage("cursor.tmp", in: store, default: 0, flushInterval: nil)
+                storage.wrappedValue = 42
+                storage.flush()
+                #expect(storage.lastError == nil)
+            }
+            #expect(entries(of: store) == ["cursor.tmp"])
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "other", "1"], in: root).status == 0)
+
+            let list = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            #expect(list.status == 0)
+            let row = list.stdout.split(separator: "\n").first { $0.hasPrefix("cursor.tmp ") }
+            #expect(row?.split(separator: " ").dropFirst().first == "cursor.tmp")
+            #expect(row?.hasSuffix(" json") == true)
+            let get = try await ToolRun.run(["--dir", store.path, "get", "cursor.tmp"], in: root)
+            #expect(get.status == 0)
+            #expect(get.stdout == "42\n")
+            let verify = try await ToolRun.run(["--dir", store.path, "verify"], in: root)
+            #expect(verify.status == 0)
+
+            let reopened = fileStorage("cursor.tmp", in: store, default: 0, flushInterval: nil)
+            #expect(reopened.wrappedValue == 42)
+            #expect(entries(of: store) == ["cursor.tmp", "other"])
+        }
+    }
+
+    /// A stray `cursor.tmp` that another program left, beside a crashed writer's `cursor~0123456789abcdef.tmp`: list
+    /// shows the first as the key `cursor.tmp` and keeps it as it is, and removes the second.
+    @Test func aStrayCursorTmpIsListedAsTheKeyCursorTmpAndKept() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: false)
+            let stray = store.appendingPathComponent("cursor.tmp")
+            try Data("7\n".utf8).write(to: stray)
+            let crashed = store.appendingPathComponent("cursor~0123456789abcdef.tmp")
+            try Data("[1".utf8).write(to: crashed)
+
+            let list = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            #expect(list.status == 0)
+            let rows = list.stdout.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+            let row = try #require(rows.first { $0.first == "cursor.tmp" }, "no row for cursor.tmp:\n\(list.stdout)")
+            #expect(row.count == 5)
+            #expect(row.dropFirst().first == "cursor.tmp")
+            #expect(row.last == "json")
+            #expect(!rows.contains { $0.first == crashed.lastPathComponent })
+            #expect(
+                list.stderr.contains(
+                    "removed the temporary file of a writer that crashed: \(crashed.lastPathComponent)"))
+            #expect(!list.stderr.contains("cursor.tmp"))
+            #expect(entries(of: store) == ["cursor.tmp"])
+            #expect(FileManager.default.contents(atPath: stray.path) == Data("7\n".utf8))
+
+            let get = try await ToolRun.run(["--dir", store.path, "get", "cursor.tmp"], in: root)
+            #expect(get.status == 0)
+            #expect(get.stdout == "7\n")
+        }
+    }
+
     // MARK: Size
 
     /// A sparse file of 1 TiB takes no disk; read whole, it would take 1 TiB of memory.
