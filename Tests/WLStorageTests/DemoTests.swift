@@ -3,6 +3,9 @@ import Testing
 
 /// The demo program, run as the README tells a new user to run it: twice, then with `--wait` and a signal, and with a
 /// directory it cannot use.
+///
+/// The tests are async and wait without blocking a thread: a run of the demo takes seconds, and the test runner's pool
+/// has as many threads as the machine has cores.
 @Suite(.capturingOutput) struct DemoTests {
     /// The variables that choose the demo's default directory, unset so that only the test's choice counts.
     private static let directoryVariables = ["WLSTORAGE_DIRECTORY", "XDG_DATA_HOME", "HOME"]
@@ -15,13 +18,13 @@ import Testing
             unsetting: directoryVariables)
     }
 
-    @Test func theLaunchCountGoesUpAndEachWaitingRunLeavesAChangePendingUntilTheSignal() throws {
-        try withTemporaryDirectory { root in
+    @Test func theLaunchCountGoesUpAndEachWaitingRunLeavesAChangePendingUntilTheSignal() async throws {
+        try await withTemporaryDirectory { root in
             let directory = root.appendingPathComponent("demo")
             let lastSeen = directory.appendingPathComponent("last-seen")
 
             let first = try Self.demo(directory: directory.path)
-            let end = try #require(first.waitForExit(timeout: 300), "the demo did not end")
+            let end = try #require(await first.exited(timeout: 300), "the demo did not end")
             #expect(end.reason == .exit && end.status == 0)
             #expect(first.lines.first == "WLStorage demo — files in \(directory.path)")
             #expect(first.lines.contains("1. This demo has run 1 time(s). Run it again and the count goes up."))
@@ -31,7 +34,7 @@ import Testing
             for (run, signal) in [(2, SIGTERM), (3, SIGINT)] {
                 let demo = try Self.demo(["--wait"], directory: directory.path)
                 defer { if demo.process.isRunning { demo.send(SIGKILL) } }
-                let waiting = eventually(timeout: 300) {
+                let waiting = await waitUntil(timeout: 300) {
                     demo.lines.contains { $0.hasPrefix("   cat ") } || !demo.process.isRunning
                 }
                 try #require(waiting && demo.process.isRunning, "run \(run): the demo did not wait")
@@ -47,7 +50,7 @@ import Testing
                 #expect(contents(of: "last-seen", in: directory).map { String(decoding: $0, as: UTF8.self) } == onDisk)
 
                 demo.send(signal)
-                let end = try #require(demo.waitForExit(), "run \(run): the demo did not end on the signal")
+                let end = try #require(await demo.exited(), "run \(run): the demo did not end on the signal")
                 #expect(end.reason == .uncaughtSignal && end.status == signal, "run \(run)")
                 #expect(
                     contents(of: "last-seen", in: directory).map { String(decoding: $0, as: UTF8.self) } == inMemory)
@@ -70,12 +73,12 @@ import Testing
     /// A directory the demo cannot create, and one under a regular file: an error message and status 1, not a crash
     /// ("Fatal error: Error raised at top level" and SIGILL).
     @Test(arguments: ["/proc/forbidden", "FILE/demo"])
-    func aDirectoryItCannotUseIsReportedWithStatusOne(path: String) throws {
-        try withTemporaryDirectory { root in
+    func aDirectoryItCannotUseIsReportedWithStatusOne(path: String) async throws {
+        try await withTemporaryDirectory { root in
             let file = root.appendingPathComponent("file")
             try Data().write(to: file)
             let demo = try Self.demo(directory: path.replacingOccurrences(of: "FILE", with: file.path))
-            let end = try #require(demo.waitForExit(), "the demo did not end")
+            let end = try #require(await demo.exited(), "the demo did not end")
             #expect(end.reason == .exit && end.status == 1)
             #expect(demo.printedErrors.hasPrefix("WLStorageDemo: WLStorage directoryUnavailable: "))
             #expect(demo.printedErrors.contains("set WLSTORAGE_DIRECTORY to use another directory"))
@@ -83,9 +86,9 @@ import Testing
         }
     }
 
-    @Test func noDirectoryAtAllIsReportedWithStatusOne() throws {
+    @Test func noDirectoryAtAllIsReportedWithStatusOne() async throws {
         let demo = try ChildProcess("WLStorageDemo", [], unsetting: Self.directoryVariables)
-        let end = try #require(demo.waitForExit(), "the demo did not end")
+        let end = try #require(await demo.exited(), "the demo did not end")
         #expect(end.reason == .exit && end.status == 1)
         #expect(
             demo.printedErrors

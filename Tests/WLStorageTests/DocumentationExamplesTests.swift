@@ -39,7 +39,7 @@ import Testing
 
 @Suite(.capturingOutput) struct DocumentationExamplesTests {
     @Test(.enabled(if: ExampleCompiler.canRun, ExampleCompiler.missingModulesReason))
-    func everySwiftBlockOfTheReadmeAndTheArticlesCompiles() throws {
+    func everySwiftBlockOfTheReadmeAndTheArticlesCompiles() async throws {
         let documents = try ExampleDocument.all()
         #expect(documents.map(\.path).contains("README.md"))
         var programs: [ExampleProgram] = []
@@ -49,9 +49,9 @@ import Testing
             programs += parsed.programs
         }
         #expect(programs.contains { $0.document == "README.md" })
-        try withTemporaryDirectory { directory in
+        try await withTemporaryDirectory { directory in
             let compiler = try ExampleCompiler(workDirectory: directory)
-            for (program, failure) in zip(programs, compiler.compile(programs)) {
+            for (program, failure) in zip(programs, await compiler.compiled(programs)) {
                 guard let failure else { continue }
                 Issue.record(Comment(rawValue: "\(program.title) does not compile:\n\(failure)"))
             }
@@ -61,7 +61,7 @@ import Testing
     /// The harness itself: the README's first example as it was, a property wrapper in top-level code, fails with the
     /// compiler's message at the document's line.
     @Test(.enabled(if: ExampleCompiler.canRun, ExampleCompiler.missingModulesReason))
-    func aBlockThatDoesNotCompileFailsWithItsDocumentLineAndMessage() throws {
+    func aBlockThatDoesNotCompileFailsWithItsDocumentLineAndMessage() async throws {
         let document = ExampleDocument(
             path: "Example.md",
             text: """
@@ -77,8 +77,9 @@ import Testing
         let parsed = document.programs()
         #expect(parsed.problems.isEmpty)
         try #require(parsed.programs.count == 1)
-        try withTemporaryDirectory { directory in
-            let failure = try #require(try ExampleCompiler(workDirectory: directory).compile(parsed.programs).first)
+        try await withTemporaryDirectory { directory in
+            let compiler = try ExampleCompiler(workDirectory: directory)
+            let failure = try #require(await compiler.compiled(parsed.programs).first)
             let message = try #require(failure)
             #expect(
                 message.contains("Example.md:6:1: error: property wrappers are not yet supported in top-level code"))
@@ -355,6 +356,14 @@ struct ExampleCompiler {
             }
         }
         self.moduleFlags = flags
+    }
+
+    /// ``compile(_:)`` on a thread of its own, so that waiting for the compilers does not hold a thread of the test
+    /// runner's pool.
+    func compiled(_ programs: [ExampleProgram]) async -> [String?] {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: compile(programs)) }
+        }
     }
 
     /// Type-checks each program, several at a time. Returns, for each, `nil` when it compiled, or what the compiler

@@ -73,6 +73,17 @@ final class ChildProcess: Sendable {
         process.waitUntilExit()
         return (process.terminationReason, process.terminationStatus)
     }
+
+    /// Waits for the child to end, sleeping without blocking a thread of the test runner's pool, so that a long wait
+    /// does not hold up tests that run meanwhile. Returns `nil` after `timeout` seconds (and kills it).
+    func exited(timeout: Double = 60) async -> (reason: Process.TerminationReason, status: Int32)? {
+        guard await waitUntil(timeout: timeout, { !process.isRunning }) else {
+            send(SIGKILL)
+            return nil
+        }
+        process.waitUntilExit()
+        return (process.terminationReason, process.terminationStatus)
+    }
 }
 
 /// A file that a child process writes its output to, and the test reads at any time.
