@@ -27,7 +27,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WLStorageTests",
-            dependencies: ["WLStorage", "WLStorageTestChild", "wlstorage"]
+            dependencies: ["WLStorage", "WLStorageTestChild", "wlstorage", "WLStorageDemo"]
         ),
     ]
 )

@@ -13,7 +13,11 @@ enum Help {
         USAGE: wlstorage [--dir DIR | --program NAME [--debug]] COMMAND [ARGUMENTS]
 
         A key is stored in a file named by the key when the key is 1 to 127 characters of [A-Za-z0-9._-]
-        (and not "." or ".."), and by the lowercase hex SHA-256 of its UTF-8 bytes otherwise.
+        (and not ".", ".." or 64 lowercase hex digits), and by the lowercase hex SHA-256 of its UTF-8 bytes
+        otherwise. So every name a key maps to is that key's file, whatever it looks like: cursor.tmp is the
+        file of the key "cursor.tmp", and is listed, read and checked as that key. No key's file name has a
+        "~": the library's writers name their temporary files NAME~ followed by 16 lowercase hex digits and
+        .tmp, and only names of that form are taken for temporary files.
 
         GLOBAL OPTIONS (before the command):
           --dir DIR         The storage directory.
@@ -108,7 +112,8 @@ enum Help {
         case .hash:
             """
             Prints the name of the file KEY is stored in: KEY itself when it is 1 to 127 characters of
-            [A-Za-z0-9._-] (and not "." or ".."), and the lowercase hex SHA-256 of its UTF-8 bytes otherwise.
+            [A-Za-z0-9._-] (and not ".", ".." or 64 lowercase hex digits), and the lowercase hex SHA-256 of its
+            UTF-8 bytes otherwise.
             Needs no directory.
             """
         case .list:
@@ -120,14 +125,15 @@ enum Help {
               invalid JSON    the file does not hold JSON the library can decode
               too large       the file is larger than the maximum value size the library reads (16 MiB);
                               it is not read
-              temporary       the temporary file of a writer at work (NAME~ and 16 hex digits and .tmp)
+              temporary       the temporary file of a writer at work (NAME~ and 16 lowercase hex digits and
+                              .tmp); a name such as cursor.tmp, without them, is the file of a key
               moved aside     a file the library moved aside because it did not decode
               other           a file whose name no key maps to; the library never reads it
               symlink, directory, special file
                               not a regular file; the library neither follows nor replaces it
-            The key is the name itself for a plain name, "(hashed)" for a 64-character hex name (the SHA-256
-            of a key that is not a plain name, unless a plain key of that form was used), and "-" for a name no
-            key maps to. For temporary and moved-aside files it is the key of the file they belong to.
+            The key is the name itself for a plain name (cursor.tmp is the file of the key "cursor.tmp"),
+            "(hashed)" for a name of 64 lowercase hex digits (the SHA-256 of a key that is not a plain name),
+            and "-" for a name no key maps to. For temporary and moved-aside files it is the key of the file they belong to.
 
             Before listing, the temporary files of writers that crashed are removed, with the library's own
             locks, and each is named on standard error. A temporary file still listed belongs to a writer at

@@ -65,7 +65,7 @@ private final class Flag: Sendable {
 
 // MARK: - Directories named by text: canonically equal strings
 
-@Suite struct AttackDirectoryTextTests {
+@Suite(.capturingOutput) struct AttackDirectoryTextTests {
     /// Two directories whose names are the same Swift string (NFC "café" and NFD "café") but different bytes, hence
     /// two directories on ext4. Each storage must keep its value in its own directory.
     @Test func directoriesWhoseNamesAreEqualStringsButDifferentBytesAreTwoDirectories() throws {
@@ -98,7 +98,7 @@ private final class Flag: Sendable {
 
 // MARK: - Two cells for one file
 
-@Suite struct AttackOneFileTwoCellsTests {
+@Suite(.capturingOutput) struct AttackOneFileTwoCellsTests {
     /// The first storage of a directory could not learn the directory's identity (one failed `stat`, as a
     /// directory that is briefly unreachable gives), so it was registered by path; every later storage of the same
     /// file, by the same path, must still share its value.
@@ -127,7 +127,7 @@ private final class Flag: Sendable {
 
 // MARK: - Storages that follow their directory's path
 
-@Suite struct AttackSymlinkFollowingTests {
+@Suite(.capturingOutput) struct AttackSymlinkFollowingTests {
     /// A storage of the real directory X shares its cell with an earlier storage of `link -> X`. When `link` is
     /// retargeted to Y, the storage of X still names X: its value is X's, and its writes go to X.
     @Test(
@@ -241,7 +241,7 @@ private final class Flag: Sendable {
 
 // MARK: - Released storages whose write failed
 
-@Suite struct AttackOrphanRetryTests {
+@Suite(.capturingOutput) struct AttackOrphanRetryTests {
     /// "The value stays pending in memory and is retried with the backoff (at least 100 ms, doubling up to 30 s),
     /// whatever the storage's flush interval."
     @Test(arguments: [3_600, 1_000_000_000])
@@ -271,7 +271,7 @@ private final class Flag: Sendable {
 
 // MARK: - One slow directory holds up the others
 
-@Suite struct AttackSlowDirectoryTests {
+@Suite(.capturingOutput) struct AttackSlowDirectoryTests {
     /// The file monitor inspects a directory (`stat`, `lstat` of each component, `inotify_add_watch`) while it holds
     /// its one process-wide lock. A directory whose `stat` blocks (a hung NFS or FUSE mount) then blocks the creation
     /// and the release of every storage in every other directory.
@@ -347,7 +347,7 @@ private final class Flag: Sendable {
 
 // MARK: - Streams and subscriptions released in any order
 
-@Suite struct AttackStreamLifetimeTests {
+@Suite(.capturingOutput) struct AttackStreamLifetimeTests {
     @Test func aValuesStreamMadeAndDroppedUnusedLeavesNoListener() throws {
         try withTemporaryDirectory { directory in
             let stored = fileStorage("k", in: directory, default: 0, flushInterval: nil)
@@ -377,7 +377,7 @@ private func runAttackChild(
     return (child, end.reason, end.status)
 }
 
-@Suite struct AttackUserObjectsUnderLockTests {
+@Suite(.capturingOutput) struct AttackUserObjectsUnderLockTests {
     /// "None of your objects is released under [a lock of the package]." A value that is (or holds) a class is
     /// user code when it goes: adopting another program's value, or going back to the default after a removal,
     /// releases the old value inside the cell's lock, and a deinit that reads the storage crashes the program
@@ -392,7 +392,7 @@ private func runAttackChild(
     }
 }
 
-@Suite struct AttackBackerReleaseTests {
+@Suite(.capturingOutput) struct AttackBackerReleaseTests {
     /// A storage released from inside its own backer's write "keeps its pending value as above": retried with the
     /// backoff (at least 100 ms, doubling up to 30 s) whatever its flush interval. With an interval of an hour, the
     /// value set from inside the write waits an hour (only the exit flush writes it).
@@ -406,7 +406,7 @@ private func runAttackChild(
     }
 }
 
-@Suite struct AttackShutdownTests {
+@Suite(.capturingOutput) struct AttackShutdownTests {
     /// One storage whose backer hangs (a network store that stopped answering) must not keep SIGTERM from writing
     /// the thirty other storages' pending values: systemd kills the program after its stop timeout, and everything
     /// not yet written is lost. Today the exit flush writes storages one after another, in the registry's order, and
@@ -429,7 +429,7 @@ private func runAttackChild(
 
 // MARK: - Observers that flush
 
-@Suite struct AttackObserverFlushTests {
+@Suite(.capturingOutput) struct AttackObserverFlushTests {
     /// An observer's `onChange` for another program's change runs while the cell's check job is still marked busy on
     /// that thread, so a `flush()` there is taken for a call from inside the backer: it returns without writing and
     /// reports `reentrantCall`, "called from inside this storage's own backer", which it was not.
@@ -460,7 +460,7 @@ private func runAttackChild(
 
 // MARK: - Symlink retargeted back and forth
 
-@Suite struct AttackSymlinkFlipTests {
+@Suite(.capturingOutput) struct AttackSymlinkFlipTests {
     /// The link is flipped between two directories fifty times, quickly, and left on the second: the storage ends on
     /// the second directory's value, and its next write goes there.
     @Test func aSymlinkFlippedBackAndForthEndsWhereItWasLeft() throws {
@@ -488,7 +488,7 @@ private func runAttackChild(
 
 // MARK: - EINTR at every call
 
-@Suite struct AttackInterruptedCallTests {
+@Suite(.capturingOutput) struct AttackInterruptedCallTests {
     /// A signal can interrupt any call on a FUSE or NFS mount (EINTR). "Short writes and EINTR are retried": one
     /// interruption of any call must not make a flush fail.
     @Test(arguments: SystemCall.allCases)
@@ -521,7 +521,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
     return process.terminationStatus == 0
 }
 
-@Suite struct AttackBindMountTests {
+@Suite(.capturingOutput) struct AttackBindMountTests {
     /// `y` is a bind mount of `x`: one directory, one cell. When the bind mount goes (`umount y`), the storage of `x`
     /// still names `x`; but the shared cell writes through the path it was first opened with, `y`, which now leads to
     /// the empty directory under the mount point.
@@ -556,7 +556,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
 
 // MARK: - Directories removed and made again
 
-@Suite struct AttackDirectoryRecreatedTests {
+@Suite(.capturingOutput) struct AttackDirectoryRecreatedTests {
     /// The directory is removed and made again (often with the same inode number) under a live storage; another
     /// program then writes the file there. The storage sees it, and its next write goes there too.
     @Test func aDirectoryRemovedAndMadeAgainUnderALiveStorageIsFollowed() throws {
@@ -607,7 +607,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
 
 // MARK: - A failed read, then another program's write
 
-@Suite struct AttackFailedReadTests {
+@Suite(.capturingOutput) struct AttackFailedReadTests {
     /// The first read fails (EIO); then another program stores a value. The storage takes it, and a set after that
     /// is written.
     @Test func anOutsideWriteAfterAFailedFirstReadIsTaken() throws {
@@ -632,7 +632,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
 
 // MARK: - The tool prints values for a terminal
 
-@Suite struct AttackToolOutputTests {
+@Suite(.capturingOutput) struct AttackToolOutputTests {
     /// `list` escapes names so that no terminal control reaches the terminal; `get` prints a value's strings as they
     /// are stored. JSON allows C1 controls (U+009B is CSI) and bidirectional overrides (U+202E) raw in a string, so a
     /// value written by another program reaches the terminal as controls. `\u009b` is the same JSON value, printed
@@ -655,7 +655,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
 
 // MARK: - A set that waits for other threads
 
-@Suite struct AttackNotificationDrainTests {
+@Suite(.capturingOutput) struct AttackNotificationDrainTests {
     /// "A set never waits for the disk", and the lock is "held for a few nanoseconds". With a listener, the thread
     /// whose set finds no one delivering becomes the deliverer, and delivers every notification queued after it,
     /// for as long as other threads keep setting: one set of one thread takes seconds (and the queue of undelivered
@@ -694,7 +694,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
 
 // MARK: - The directory's identity, taken twice
 
-@Suite struct AttackIdentityRaceTests {
+@Suite(.capturingOutput) struct AttackIdentityRaceTests {
     /// The storage keys its cell by the identity the preparation saw, and the monitor watches what the path leads to
     /// when it looks a moment later. A symlink retargeted in between leaves the cell keyed by the old directory while
     /// its file is read, written and watched in the new one: no change of that file is ever noticed.
@@ -729,7 +729,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
 
 // MARK: - One file, two intervals
 
-@Suite struct AttackSharedThrottleTests {
+@Suite(.capturingOutput) struct AttackSharedThrottleTests {
     /// A storage with `flushInterval: 1` promises that a crash loses "up to about one second of changes". When an
     /// earlier storage of the same file (another part of the program) was opened with `nil`, the shared cell keeps
     /// that one's throttle: the change is never written automatically.
@@ -746,7 +746,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
     }
 }
 
-@Suite struct AttackValuesChurnTests {
+@Suite(.capturingOutput) struct AttackValuesChurnTests {
     /// One thread sets a counter as fast as it can, ten subscriptions follow it, and consumers keep starting to
     /// iterate `values` and leaving after the first value. Whichever thread finds no one delivering notifications
     /// delivers all of them, to every listener, for as long as the setter keeps setting: once a consumer's `values`
@@ -774,7 +774,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
 
 // MARK: - A sweep of single faults
 
-@Suite struct AttackFaultSweepTests {
+@Suite(.capturingOutput) struct AttackFaultSweepTests {
     /// Fails the `occurrence`-th call of `kind` (and, with `twice`, the next one too) in the directory at `path`.
     private static func plan(_ kind: SystemCall, _ occurrence: Int, _ errno: Int32, twice: Bool)
         -> FaultInjection.Plan
@@ -855,7 +855,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
 
 // MARK: - A check that fails
 
-@Suite struct AttackFailedCheckTests {
+@Suite(.capturingOutput) struct AttackFailedCheckTests {
     /// Another program stores a value; the read of the check fails once (EMFILE in a busy server, EIO). The change
     /// is reported and then forgotten: nothing reads the file again, the storage serves its old value for good, and
     /// its next change (a read-modify-write of that old value) overwrites the other program's value.
@@ -882,7 +882,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
     }
 }
 
-@Suite struct AttackMountOverTests {
+@Suite(.capturingOutput) struct AttackMountOverTests {
     /// A file system is mounted over a live storage's directory (a volume attached after the service started). The
     /// path now leads to another directory: the storage reads and writes there (it opens the path each time), but
     /// its cell is keyed, and its watch placed, on the directory underneath, so another program's write there is
@@ -910,7 +910,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
 
 // MARK: - The file replaced by something else
 
-@Suite struct AttackFileReplacedTests {
+@Suite(.capturingOutput) struct AttackFileReplacedTests {
     /// Another program puts a symlink (to a file holding valid JSON), a directory or a FIFO at the file's name. The
     /// storage neither follows nor reads it, never replaces it, and keeps its value pending.
     @Test(arguments: ["symlink", "directory", "fifo"])
@@ -966,7 +966,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
     }
 }
 
-@Suite struct AttackRetargetOntoAnOpenDirectoryTests {
+@Suite(.capturingOutput) struct AttackRetargetOntoAnOpenDirectoryTests {
     /// `link -> x` is open in one storage, `y` in another. When `link` is retargeted to `y`, both storages name the
     /// same file, but the registry keeps the first one's cell under `x` ("a cell whose new key is taken keeps its old
     /// one"): two cells for one file for good. Changes through `y` never reach the storage of `link`, whose next

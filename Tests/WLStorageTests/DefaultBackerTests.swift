@@ -26,7 +26,7 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
     }
 }
 
-@Suite struct RoundTripTests {
+@Suite(.capturingOutput) struct RoundTripTests {
     private func check<T: Codable & Sendable & Equatable>(_ value: T, default defaultValue: T) throws {
         let (read, bytes) = try roundTrip(value, default: defaultValue)
         #expect(read == value)
@@ -68,7 +68,7 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
     }
 }
 
-@Suite struct DefaultBackerFileTests {
+@Suite(.capturingOutput) struct DefaultBackerFileTests {
     @Test func aMissingFileGivesTheDefaultAndSavesIt() throws {
         try withTemporaryDirectory { directory in
             let storage = fileStorage("count", in: directory, default: 5)
@@ -241,14 +241,12 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
     @Test func errorsReachTheHandlerAsTheyHappen() throws {
         try withTemporaryDirectory { directory in
             try Data("garbage".utf8).write(to: directory.appendingPathComponent("reported"))
-            let seen = Lock<[WLStorageError]>([])
-            WLStorageError.handler = { error in
-                if error.key == "reported" { seen.withLock { $0.append(error) } }
-            }
-            defer { WLStorageError.handler = nil }
+            // The test process's handler records every error (ReportedErrors); no test replaces it, since the handler
+            // is process-wide and tests run in parallel. The read's error reaches it before the initializer returns.
             _ = fileStorage("reported", in: directory, default: 0, flushInterval: nil)
-            let errors = seen.withLock { $0 }
+            let errors = ReportedErrors.errors(under: directory)
             #expect(errors.map(\.code) == [.decodingFailed])
+            #expect(errors.first?.key == "reported")
             #expect(errors.first?.path == directory.appendingPathComponent("reported").path)
             #expect(errors.first?.underlying is DecodingError)
         }

@@ -14,7 +14,7 @@ private let canMountTmpfs: Bool = {
     return true
 }()
 
-@Suite(.enabled(if: canMountTmpfs, "needs root and the right to mount a tmpfs"))
+@Suite(.enabled(if: canMountTmpfs, "needs root and the right to mount a tmpfs"), .capturingOutput)
 struct DiskFullTests {
     @Test func aWriteThatFailsForLackOfSpaceStaysPendingAndLandsOnceSpaceIsBack() throws {
         try withTemporaryDirectory { outer in

@@ -258,7 +258,7 @@ struct DropOrder: Sendable, CustomTestStringConvertible {
 
 // MARK: - Tests
 
-@Suite struct DropOrderTests {
+@Suite(.capturingOutput) struct DropOrderTests {
     static let key = "key"
 
     @Test(arguments: DropOrder.all)

@@ -17,7 +17,7 @@ struct SystemError: Sendable, CustomTestStringConvertible {
     static let enospc = SystemError(code: ENOSPC)
 }
 
-@Suite struct FaultInjectionTests {
+@Suite(.capturingOutput) struct FaultInjectionTests {
     // MARK: - Writes
 
     /// What failing one call of a write must do.

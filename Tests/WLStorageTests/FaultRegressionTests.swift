@@ -134,7 +134,7 @@ private struct Counter: Codable, Sendable, Equatable {
 /// the handler) releases the storage, whose deinit flushes. The release must not happen under the cell's lock.
 /// (`subscription-cancel-in-handler` and `values-task` hold on today: a delivery being run keeps its handler alive,
 /// and a stream's termination handler is called outside the stream's storage; they guard the rewrite.)
-@Suite struct LastReferenceHeldBySubscriptionTests {
+@Suite(.capturingOutput) struct LastReferenceHeldBySubscriptionTests {
     @Test(arguments: ["subscription-cancel", "subscription-drop", "subscription-cancel-in-handler", "values-task"])
     func endingTheSubscriptionThatHoldsTheLastReferenceFlushesAndDoesNotCrash(mode: String) throws {
         try withTemporaryDirectory { directory in
@@ -149,7 +149,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 2. A default nobody set beats a stored value
 
-@Suite struct DefaultNeverBeatsAStoredValueTests {
+@Suite(.capturingOutput) struct DefaultNeverBeatsAStoredValueTests {
     @Test func aStorageWhoseDefaultIsUnwrittenAdoptsAnOutsideWriteAndNeverWritesTheDefaultOverIt() throws {
         try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("k")
@@ -213,7 +213,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 3. Two spellings of one directory
 
-@Suite struct OneDirectoryUnderTwoSpellingsTests {
+@Suite(.capturingOutput) struct OneDirectoryUnderTwoSpellingsTests {
     enum Spelling: String, CaseIterable, Sendable {
         case symlink, dotDot
     }
@@ -275,7 +275,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 4. Signals after flushesOnSignals is switched off and on
 
-@Suite struct SignalsAfterToggleTests {
+@Suite(.capturingOutput) struct SignalsAfterToggleTests {
     @Test func switchingFlushesOnSignalsOffAndOnAgainStillFlushesOnSIGTERM() throws {
         try withTemporaryDirectory { directory in
             let child = try ChildProcess("WLStorageTestChild", ["signals-toggle", directory.path, "key", "flushed"])
@@ -293,7 +293,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 5. A failed first read, then a set
 
-@Suite struct FailedFirstReadTests {
+@Suite(.capturingOutput) struct FailedFirstReadTests {
     @Test(arguments: [nil, 1] as [Int?])
     func aValueDerivedFromTheDefaultAfterAFailedReadNeverReplacesTheStoredValue(flushInterval: Int?) {
         let original = Counter(name: "stored", count: 41)
@@ -347,7 +347,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 6. A change between the first read and the directory watch
 
-@Suite struct ChangeBeforeTheWatchTests {
+@Suite(.capturingOutput) struct ChangeBeforeTheWatchTests {
     @Test func aFileReplacedRightAfterTheFirstReadIsPickedUp() throws {
         try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("k")
@@ -401,7 +401,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 7. Watches of released storages
 
-@Suite struct WatchLeakTests {
+@Suite(.capturingOutput) struct WatchLeakTests {
     @Test func releasingTheStoragesOfTwoHundredDirectoriesReleasesTheirWatches() throws {
         try withTemporaryDirectory { directory in
             let run = try runChild("watch-leak", in: directory, value: "keep")
@@ -429,7 +429,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 8. A write that fails in deinit
 
-@Suite struct FailedWriteInDeinitTests {
+@Suite(.capturingOutput) struct FailedWriteInDeinitTests {
     @Test func aValueWhoseDeinitWriteFailedIsRetriedLater() {
         let scheduler = ManualScheduler()
         let backer = RecordingBacker<String>(stored: "old")
@@ -462,7 +462,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 9. A key that looks like a hash
 
-@Suite struct KeyLikeAHashTests {
+@Suite(.capturingOutput) struct KeyLikeAHashTests {
     /// `a b` is not a plain key, so its file is named by its SHA-256; `x` is a plain key, named by itself.
     @Test(arguments: ["a b", "x"])
     func aKeyOfSixtyFourHexDigitsIsNotTheKeyWhoseHashItIs(hashedKey: String) throws {
@@ -485,7 +485,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 10. Very long flush intervals
 
-@Suite struct LongFlushIntervalTests {
+@Suite(.capturingOutput) struct LongFlushIntervalTests {
     @Test func anIntervalOfAlmostUInt64MaxNanosecondsDoesNotWriteEveryChange() {
         let scheduler = ManualScheduler()
         let backer = RecordingBacker<Int>(stored: 0)
@@ -514,7 +514,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 11. Moved-aside names
 
-@Suite struct MovedAsideNamesTests {
+@Suite(.capturingOutput) struct MovedAsideNamesTests {
     @Test func twoUndecodableFilesInOneSecondAreBothKept() throws {
         try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("k")
@@ -583,7 +583,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 12. A huge sparse file
 
-@Suite struct HugeFileTests {
+@Suite(.capturingOutput) struct HugeFileTests {
     @Test func aTerabyteSparseFileIsReportedNotACrash() throws {
         try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("key")
@@ -617,7 +617,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 13. A write in place that keeps size and time
 
-@Suite struct InPlaceWriteKeepingTimeTests {
+@Suite(.capturingOutput) struct InPlaceWriteKeepingTimeTests {
     @Test func anOutsideWriteInPlaceWithTheSameSizeAndTimeIsNotTakenForTheStoragesOwn() throws {
         try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("k")
@@ -649,7 +649,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 14. Clean-up of temporary files
 
-@Suite struct CleanUpKeepsOtherFilesTests {
+@Suite(.capturingOutput) struct CleanUpKeepsOtherFilesTests {
     @Test func filesThatOnlyLookLikeTemporaryFilesSurviveTheFirstStorageOfTheDirectory() throws {
         try withTemporaryDirectory { directory in
             let draft = directory.appendingPathComponent("report~draft.tmp")
@@ -666,7 +666,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 17. A file removed under a live storage
 
-@Suite struct FileRemovedUnderALiveStorageTests {
+@Suite(.capturingOutput) struct FileRemovedUnderALiveStorageTests {
     @Test func aRemovedFileBringsBackTheDefaultAndIsNotWrittenAgain() throws {
         try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("k")
@@ -709,7 +709,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - Found by the randomized test: a check asked for during a write that a flush waited for was lost
 
-@Suite struct CheckDuringAWaitedWriteTests {
+@Suite(.capturingOutput) struct CheckDuringAWaitedWriteTests {
     @Test func anOutsideChangeSeenWhileAWriteRunsAndAFlushWaitsIsStillAdopted() throws {
         try withTemporaryDirectory { directory in
             let storage = fileStorage("k", in: directory, default: "", flushInterval: 0)
@@ -752,7 +752,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - 16. Parents of a storage directory are synced once per process, whether or not this process made them
 
-@Suite struct ParentSyncTests {
+@Suite(.capturingOutput) struct ParentSyncTests {
     @Test func everyParentOfAnExistingStorageDirectoryIsSyncedOnFirstUse() throws {
         try withTemporaryDirectory { root in
             // As if a process had been killed between its mkdir and the sync of the parent: the directory exists.
@@ -777,7 +777,7 @@ private struct Counter: Codable, Sendable, Equatable {
 
 // MARK: - Found by the fault matrix: the monitor looked at a directory under its lock
 
-@Suite struct MonitorLockTests {
+@Suite(.capturingOutput) struct MonitorLockTests {
     @Test func aDirectoryThatIsSlowToLookAtDoesNotHoldUpTheWatchesOfOthers() throws {
         try withTemporaryDirectory { root in
             let slow = root.appendingPathComponent("slow")

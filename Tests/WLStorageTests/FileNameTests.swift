@@ -3,7 +3,7 @@ import Testing
 
 @testable import WLStorage
 
-@Suite struct SHA256KnownAnswerTests {
+@Suite(.capturingOutput) struct SHA256KnownAnswerTests {
     @Test(arguments: [
         ("", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
         ("/", "8a5edab282632443219e051e4ade2d1d5bbc671c781051bf1437897cbdfea0f1"),
@@ -16,7 +16,7 @@ import Testing
     }
 }
 
-@Suite struct FileNameTests {
+@Suite(.capturingOutput) struct FileNameTests {
     @Test(arguments: ["a", "first_name", "A-Z.0_9", ".hidden", "...", String(repeating: "k", count: 127)])
     func aSafeKeyIsItsOwnFileName(key: String) {
         #expect(FileName.isPlain(key))
@@ -70,7 +70,7 @@ import Testing
     }
 }
 
-@Suite struct DefaultDirectoryTests {
+@Suite(.capturingOutput) struct DefaultDirectoryTests {
     @Test func theEnvironmentVariableOverridesEverything() {
         let url = StorageLocation.defaultDirectory(
             program: "tool", debug: false,

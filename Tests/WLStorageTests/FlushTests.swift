@@ -6,7 +6,7 @@ import Testing
 @testable import WLStorage
 
 /// flush(), deinit and concurrent use, on real threads.
-@Suite struct FlushTests {
+@Suite(.capturingOutput) struct FlushTests {
     @Test func flushWaitsForAWriteInFlightThenWritesWhateverIsNewer() {
         let backer = RecordingBacker<Int>(stored: 0, blocking: true)
         let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: 1, backer: backer)

@@ -3,7 +3,7 @@ import Testing
 import WLStorage
 
 /// The streaming JSON validator: what it accepts, what it refuses and where, in one piece or in chunks.
-@Suite struct JSONValidationTests {
+@Suite(.capturingOutput) struct JSONValidationTests {
     // MARK: Tables
 
     @Test(arguments: [

@@ -21,7 +21,7 @@ private final class Received<T: Sendable>: Sendable {
     var all: [T] { values.withLock { $0 } }
 }
 
-@Suite struct ObservationTests {
+@Suite(.capturingOutput) struct ObservationTests {
     @Test func observationTrackingFiresOnAChangeFromAnotherThread() {
         let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: RecordingBacker<Int>(stored: 0))
         let fired = Atomic<Bool>(false)
@@ -125,7 +125,7 @@ private final class Received<T: Sendable>: Sendable {
     }
 }
 
-@Suite struct SharedFileTests {
+@Suite(.capturingOutput) struct SharedFileTests {
     @Test func twoStoragesOfTheSameFileShareOneValueAndOneThrottle() throws {
         try withTemporaryDirectory { directory in
             let first = fileStorage("shared", in: directory, default: 0, flushInterval: nil)
@@ -183,7 +183,7 @@ private final class Received<T: Sendable>: Sendable {
     }
 }
 
-@Suite struct ExternalChangeTests {
+@Suite(.capturingOutput) struct ExternalChangeTests {
     /// Runs the test child, which stores `value` under `key` in `directory` from its own process.
     private func storeFromAnotherProcess(_ value: String, key: String, in directory: URL) throws {
         let child = try ChildProcess("WLStorageTestChild", ["set", directory.path, key, value])

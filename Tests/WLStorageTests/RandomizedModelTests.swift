@@ -176,7 +176,7 @@ private struct RandomizedRun {
     }
 }
 
-@Suite struct RandomizedModelTests {
+@Suite(.capturingOutput) struct RandomizedModelTests {
     @Test func randomOperationsOnManyThreadsLeaveEveryFileAsTheRulesSay() throws {
         let environment = ProcessInfo.processInfo.environment
         let seed = environment["WLSTORAGE_SEED"].flatMap { UInt64($0) } ?? UInt64.random(in: 0...UInt64.max)

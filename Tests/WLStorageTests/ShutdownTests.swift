@@ -4,7 +4,7 @@ import Testing
 @testable import WLStorage
 
 /// Shutdown on a real child process: signals, exit, return from main, and kill -9.
-@Suite struct ShutdownTests {
+@Suite(.capturingOutput) struct ShutdownTests {
     /// Starts the test child in `mode`, waits for it to be ready, and returns it.
     private func startChild(
         _ mode: String, in directory: URL, value: String = "flushed", blockSignals: Bool = false
@@ -157,11 +157,11 @@ import Testing
             let opener = try ChildProcess("WLStorageTestChild", ["open", directory.path, "key"])
             _ = opener.waitForExit()
             let left = entries(of: directory).filter(StorageDirectory.isTemporary)
-            print(
-                "\(kills) kills, \(torn) torn, \(missing) missing, \(temporaryFilesSeen) temporary files left by kills")
-            #expect(torn == 0)
-            #expect(missing == 0)
-            #expect(left.isEmpty)
+            let summary: Comment =
+                "\(kills) kills, \(torn) torn, \(missing) missing, \(temporaryFilesSeen) temporary files left by kills"
+            #expect(torn == 0, summary)
+            #expect(missing == 0, summary)
+            #expect(left.isEmpty, summary)
             #expect(entries(of: directory) == ["key"])
         }
     }

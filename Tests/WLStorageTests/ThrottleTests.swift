@@ -3,7 +3,7 @@ import Testing
 @testable import WLStorage
 
 /// The throttle, driven by a manual clock: no test here sleeps.
-@Suite struct ThrottleTests {
+@Suite(.capturingOutput) struct ThrottleTests {
     let backer: RecordingBacker<Int>
     let scheduler = ManualScheduler()
     let storage: WLStorage<Int>
@@ -117,7 +117,7 @@ import Testing
     }
 }
 
-@Suite struct RetryTests {
+@Suite(.capturingOutput) struct RetryTests {
     @Test func aZeroIntervalRetriesAFailingWriteAfterAGrowingDelayNotInALoop() {
         let backer = RecordingBacker<Int>(stored: 0)
         let scheduler = ManualScheduler()
@@ -140,7 +140,7 @@ import Testing
     }
 }
 
-@Suite struct ManualFlushTests {
+@Suite(.capturingOutput) struct ManualFlushTests {
     @Test func aNilIntervalWritesNothingUntilFlush() {
         let backer = RecordingBacker<String>(stored: "a")
         let scheduler = ManualScheduler()
@@ -177,7 +177,7 @@ import Testing
     }
 }
 
-@Suite struct InitialReadTests {
+@Suite(.capturingOutput) struct InitialReadTests {
     @Test func theDefaultIsMadeOnceEvenWhenTheBackerMakesItAndThenThrows() {
         final class MakesThenThrows: WLStorageBacker {
             let key = "throws"

@@ -9,7 +9,7 @@ import WLStorage
 #endif
 
 /// The `wlstorage` command-line tool, run as a real child process from the build folder.
-@Suite struct WLStorageCommandTests {
+@Suite(.capturingOutput) struct WLStorageCommandTests {
     // MARK: set and get
 
     @Test func setThenGetRoundTripsTheValueThroughAPrivateFile() async throws {
@@ -398,6 +398,69 @@ import WLStorage
             #expect(entries(of: store) == ["key", name].sorted())
             #expect(
                 FileManager.default.contents(atPath: store.appendingPathComponent(name).path) == Data("a draft".utf8))
+        }
+    }
+
+    /// A name such as `cursor.tmp` is not in the writers' shape: it is the file of the plain key `cursor.tmp`, which
+    /// the library writes and reads, and which the tool lists, reads and checks as that key, and never removes.
+    @Test func aKeyWhoseFileNameEndsInTmpIsAKeyLikeAnyOther() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            do {
+                let storage = fileStorage("cursor.tmp", in: store, default: 0, flushInterval: nil)
+                storage.wrappedValue = 42
+                storage.flush()
+                #expect(storage.lastError == nil)
+            }
+            #expect(entries(of: store) == ["cursor.tmp"])
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "other", "1"], in: root).status == 0)
+
+            let list = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            #expect(list.status == 0)
+            let row = list.stdout.split(separator: "\n").first { $0.hasPrefix("cursor.tmp ") }
+            #expect(row?.split(separator: " ").dropFirst().first == "cursor.tmp")
+            #expect(row?.hasSuffix(" json") == true)
+            let get = try await ToolRun.run(["--dir", store.path, "get", "cursor.tmp"], in: root)
+            #expect(get.status == 0)
+            #expect(get.stdout == "42\n")
+            let verify = try await ToolRun.run(["--dir", store.path, "verify"], in: root)
+            #expect(verify.status == 0)
+
+            let reopened = fileStorage("cursor.tmp", in: store, default: 0, flushInterval: nil)
+            #expect(reopened.wrappedValue == 42)
+            #expect(entries(of: store) == ["cursor.tmp", "other"])
+        }
+    }
+
+    /// A stray `cursor.tmp` that another program left, beside a crashed writer's `cursor~0123456789abcdef.tmp`: list
+    /// shows the first as the key `cursor.tmp` and keeps it as it is, and removes the second.
+    @Test func aStrayCursorTmpIsListedAsTheKeyCursorTmpAndKept() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            try FileManager.default.createDirectory(at: store, withIntermediateDirectories: false)
+            let stray = store.appendingPathComponent("cursor.tmp")
+            try Data("7\n".utf8).write(to: stray)
+            let crashed = store.appendingPathComponent("cursor~0123456789abcdef.tmp")
+            try Data("[1".utf8).write(to: crashed)
+
+            let list = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            #expect(list.status == 0)
+            let rows = list.stdout.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+            let row = try #require(rows.first { $0.first == "cursor.tmp" }, "no row for cursor.tmp:\n\(list.stdout)")
+            #expect(row.count == 5)
+            #expect(row.dropFirst().first == "cursor.tmp")
+            #expect(row.last == "json")
+            #expect(!rows.contains { $0.first == crashed.lastPathComponent })
+            #expect(
+                list.stderr.contains(
+                    "removed the temporary file of a writer that crashed: \(crashed.lastPathComponent)"))
+            #expect(!list.stderr.contains("cursor.tmp"))
+            #expect(entries(of: store) == ["cursor.tmp"])
+            #expect(FileManager.default.contents(atPath: stray.path) == Data("7\n".utf8))
+
+            let get = try await ToolRun.run(["--dir", store.path, "get", "cursor.tmp"], in: root)
+            #expect(get.status == 0)
+            #expect(get.stdout == "7\n")
         }
     }
 
@@ -853,7 +916,8 @@ private struct ToolResult {
 ///
 /// Standard output and error go to files in the test's directory (never to pipes, so a chatty child cannot
 /// block), and the child's environment is the test's own without the variables that select a default
-/// directory, plus `environment`.
+/// directory, plus `environment`. Nothing is forwarded to the test's output: a failing test shows both files with its
+/// issues (the `.capturingOutput` trait).
 private final class ToolRun {
     static let tool = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         .deletingLastPathComponent().appendingPathComponent("wlstorage")
@@ -883,6 +947,16 @@ private final class ToolRun {
         process.standardOutput = try FileHandle(forWritingTo: outputURL)
         process.standardError = try FileHandle(forWritingTo: errorURL)
         try process.run()
+        TestRecord.current?.addOutput { [outputURL, errorURL] in
+            describeOutput(
+                command: [executable.lastPathComponent] + arguments, standardOutput: Self.contents(of: outputURL),
+                standardError: Self.contents(of: errorURL))
+        }
+    }
+
+    /// The text of the file at `url`, empty when there is none.
+    private static func contents(of url: URL) -> String {
+        String(decoding: FileManager.default.contents(atPath: url.path) ?? Data(), as: UTF8.self)
     }
 
     /// Runs the tool to its end.
@@ -895,7 +969,7 @@ private final class ToolRun {
 
     /// What the tool has printed on standard output so far.
     var printed: String {
-        String(decoding: FileManager.default.contents(atPath: outputURL.path) ?? Data(), as: UTF8.self)
+        Self.contents(of: outputURL)
     }
 
     /// Waits until the lines printed so far are `lines`. Returns `false` after `timeout` seconds.
@@ -908,7 +982,7 @@ private final class ToolRun {
     /// `timeout` seconds.
     func waitForError(timeout: Double = 60, _ condition: (String) -> Bool) async -> Bool {
         await eventually(timeout: timeout) { () async in
-            condition(String(decoding: FileManager.default.contents(atPath: errorURL.path) ?? Data(), as: UTF8.self))
+            condition(Self.contents(of: errorURL))
         }
     }
 
@@ -928,7 +1002,7 @@ private final class ToolRun {
             status: process.terminationStatus,
             signaled: process.terminationReason == .uncaughtSignal,
             stdout: printed,
-            stderr: String(decoding: FileManager.default.contents(atPath: errorURL.path) ?? Data(), as: UTF8.self))
+            stderr: Self.contents(of: errorURL))
     }
 }
 

@@ -21,6 +21,7 @@ final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
     private let gate: (started: DispatchSemaphore, proceed: DispatchSemaphore)?
 
     init(key: String = "recorded", stored: T? = nil, blocking: Bool = false) {
+        ReportedErrors.install()
         self.key = key
         self.state = Lock(State(stored: stored))
         self.gate = blocking ? (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)) : nil

@@ -115,7 +115,8 @@ func contents(of name: String, in directory: URL) -> Data? {
 func manualStorage<T: Codable & Sendable>(
     _ key: String, in directory: URL, default value: T, scheduler: ManualScheduler = ManualScheduler()
 ) -> WLStorage<T> {
-    WLStorage(
+    ReportedErrors.install()
+    return WLStorage(
         defaultValueClosure: { value }, flushInterval: nil,
         backer: WLStorageDefaultBacker<T>(key: key, directory: directory), scheduler: scheduler)
 }

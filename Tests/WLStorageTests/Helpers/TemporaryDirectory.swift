@@ -18,10 +18,13 @@ func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> 
 }
 
 private func makeTemporaryDirectory() throws -> URL {
+    ReportedErrors.install()
     var template = Array((NSTemporaryDirectory() + "/wlstorage-tests-XXXXXX").utf8CString)
     let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
     guard let made else { throw CocoaError(.fileWriteUnknown) }
-    return URL(fileURLWithPath: String(cString: made), isDirectory: true).standardizedFileURL
+    let url = URL(fileURLWithPath: String(cString: made), isDirectory: true).standardizedFileURL
+    TestRecord.current?.addDirectory(url)
+    return url
 }
 
 /// The names of the entries of `directory`, sorted.
@@ -61,7 +64,8 @@ func waitUntil(timeout: Double = 10, _ condition: () async -> Bool) async -> Boo
 func fileStorage<T: Codable & Sendable>(
     _ key: String, in directory: URL, default value: T, flushInterval: Int? = 1
 ) -> WLStorage<T> {
-    WLStorage(
+    ReportedErrors.install()
+    return WLStorage(
         defaultValueClosure: { value }, flushInterval: flushInterval,
         backer: WLStorageDefaultBacker<T>(key: key, directory: directory))
 }
