@@ -36,12 +36,20 @@ private final class Switch: Sendable {
 }
 
 /// Runs the test child in `mode` to its end (killing it after `timeout` seconds).
+///
+/// Waits without blocking a thread of the cooperative pool, so that a child that hangs holds up no other test.
 private func runChild2(
     _ mode: String, in directory: URL, value: String, timeout: Double
-) throws -> (child: ChildProcess, end: (reason: Process.TerminationReason, status: Int32)?) {
+) async throws -> (child: ChildProcess, end: (reason: Process.TerminationReason, status: Int32)?) {
     let child = try ChildProcess(
         "WLStorageTestChild", [mode, directory.path, "k", value], environment: ["SWIFT_BACKTRACE": "enable=no"])
-    return (child, child.waitForExit(timeout: timeout))
+    guard await waitUntil(timeout: timeout, { !child.process.isRunning }) else {
+        child.send(SIGKILL)
+        child.process.waitUntilExit()
+        return (child, nil)
+    }
+    child.process.waitUntilExit()
+    return (child, (child.process.terminationReason, child.process.terminationStatus))
 }
 
 // MARK: - 1. Retries of a failed check multiply
@@ -57,15 +65,15 @@ private func runChild2(
     /// `maximumValueSize`, which fails for good) starts one more endless chain of retries. After N events the file is
     /// read, and the error reported, N times per 30 s, forever: the backoff holds per chain, not per storage, and
     /// the scheduled work grows without bound.
-    @Test func outsideChangesThatCannotBeReadKeepOneRetryNotOnePerEvent() throws {
-        try withTemporaryDirectory { directory in
+    @Test func outsideChangesThatCannotBeReadKeepOneRetryNotOnePerEvent() async throws {
+        try await withTemporaryDirectory { directory in
             let path = directory.standardizedFileURL.path
             let file = directory.appendingPathComponent("k")
             try replaceFromOutside(file, "\"mine\"")
             let scheduler = ManualScheduler()
             let watched: WLStorage<String> = manualStorage("k", in: directory, default: "default", scheduler: scheduler)
             try #require(watched.wrappedValue == "mine")
-            usleep(300_000)  // the event of the write above, if it comes late, finds the file readable
+            try await Task.sleep(for: .milliseconds(300))  // the event of the write above, if it comes late, finds the file readable
             let failing = Switch(true)
             FaultInjection.install(
                 { call, name in
@@ -77,12 +85,12 @@ private func runChild2(
             for round in 1...5 {
                 try replaceFromOutside(file, "\"outside \(round)\"")
                 try #require(
-                    eventually(timeout: 10) { failing.tallied >= round && watched.cell.externalChecks >= round },
+                    await waitUntil(timeout: 10) { failing.tallied >= round && watched.cell.externalChecks >= round },
                     "the check of outside change \(round) did not run")
             }
             // Let the checks end (each ends by scheduling its retry on the manual clock).
-            try #require(eventually(timeout: 10) { scheduler.pendingJobs >= 1 })
-            usleep(200_000)
+            try #require(await waitUntil(timeout: 10) { scheduler.pendingJobs >= 1 })
+            try await Task.sleep(for: .milliseconds(200))
             #expect(scheduler.pendingJobs <= 1, "\(scheduler.pendingJobs) retries wait: \(scheduler.pendingDelays)")
             // Ten minutes of a file that stays unreadable: with the backoff capped at 30 s, about 20 retries and a
             // few for the doublings. Each chain retries on its own.
@@ -110,8 +118,8 @@ private func runChild2(
     /// `.check`, sets `checkRetry`), and no tick either when nothing is pending. The disk recovers, and the storage
     /// keeps serving its default for good instead of the other program's value; its next read-modify-write then
     /// discards the change (`changeDiscarded`) or, worse, a program reads the default as if nothing were stored.
-    @Test func anOutsideChangeWhoseRereadFailedIsTakenOnceTheFileCanBeRead() throws {
-        try withTemporaryDirectory { directory in
+    @Test func anOutsideChangeWhoseRereadFailedIsTakenOnceTheFileCanBeRead() async throws {
+        try await withTemporaryDirectory { directory in
             let path = directory.standardizedFileURL.path
             let file = directory.appendingPathComponent("k")
             try replaceFromOutside(file, "\"stored\"")
@@ -129,11 +137,11 @@ private func runChild2(
             let failedBefore = failing.tallied
             try replaceFromOutside(file, "\"outside\"")
             try #require(
-                eventually(timeout: 10) { failing.tallied > failedBefore }, "the outside change was not checked")
-            usleep(200_000)
+                await waitUntil(timeout: 10) { failing.tallied > failedBefore }, "the outside change was not checked")
+            try await Task.sleep(for: .milliseconds(200))
             failing.set(false)  // the disk recovers
             #expect(
-                eventually(timeout: 10) { watched.wrappedValue == "outside" },
+                await waitUntil(timeout: 10) { watched.wrappedValue == "outside" },
                 "the storage still holds \(watched.wrappedValue); the file holds \"outside\"")
         }
     }
@@ -151,8 +159,8 @@ private func runChild2(
     /// it is retried every 100 ms, doubling to every 30 s, and reports `typeMismatch` each time, for the life of the
     /// process, for a write that can never succeed (even after the other storage is gone, the cell keeps its refusing
     /// backer). A program that opens such a storage per request leaks one cell and one endless retry per request.
-    @Test func aMismatchedStorageReleasedWithAChangeIsLetGo() throws {
-        try withTemporaryDirectory { directory in
+    @Test func aMismatchedStorageReleasedWithAChangeIsLetGo() async throws {
+        try await withTemporaryDirectory { directory in
             let text = fileStorage("k", in: directory, default: "text", flushInterval: nil)
             text.flush()
             weak var released: StorageCell<Int>?
@@ -163,7 +171,7 @@ private func runChild2(
                 released = number.cell
             }
             #expect(
-                eventually(timeout: 10) { released == nil },
+                await waitUntil(timeout: 10) { released == nil },
                 "the mismatched storage's cell is still alive, retrying a write that can never succeed")
             #expect(stored(String.self, key: "k", in: directory) == "text")
         }
@@ -181,8 +189,8 @@ private func runChild2(
     /// ever clears `isUrgent`: once the orphan's value is written, the new storage, whose interval is an hour, writes
     /// every change at once (`waitingInterval` is 0 while urgent). The throttle of that file is gone for the life of
     /// the cell: a storage set thousands of times a second does a durable write (two fsyncs) for each.
-    @Test func aStorageThatJoinsAReleasedOnesCellKeepsItsInterval() throws {
-        try withTemporaryDirectory { directory in
+    @Test func aStorageThatJoinsAReleasedOnesCellKeepsItsInterval() async throws {
+        try await withTemporaryDirectory { directory in
             let path = directory.standardizedFileURL.path
             let file = directory.appendingPathComponent("k")
             try replaceFromOutside(file, "\"start\"")
@@ -203,12 +211,12 @@ private func runChild2(
             try #require(second.wrappedValue == "released")
             failing.set(false)
             // The released storage's value is retried at once, whatever the interval: promised.
-            try #require(eventually(timeout: 10) { stored(String.self, key: "k", in: directory) == "released" })
-            try #require(eventually(timeout: 10) { !second.hasPendingChanges })
+            try #require(await waitUntil(timeout: 10) { stored(String.self, key: "k", in: directory) == "released" })
+            try #require(await waitUntil(timeout: 10) { !second.hasPendingChanges })
             // Within an hour of that write, a change of the live storage waits for the end of its interval.
             second.wrappedValue = "one"
             second.wrappedValue = "two"
-            let written = eventually(timeout: 3) { stored(String.self, key: "k", in: directory) != "released" }
+            let written = await waitUntil(timeout: 3) { stored(String.self, key: "k", in: directory) != "released" }
             #expect(
                 !written,
                 "a storage with an interval of an hour wrote \(stored(String.self, key: "k", in: directory) ?? "nil") at once")
@@ -228,9 +236,9 @@ private func runChild2(
     /// flushAll inside Y's write (thread 2) waits for X's. With VALUE `exit` it is the exit flush itself that starts
     /// the two writes side by side (the calling thread and a queue thread of `FlushRound`): the program never exits.
     @Test(arguments: ["flush", "exit"])
-    func twoBackersCallingFlushAllAtOnceDoNotDeadlock(how: String) throws {
-        try withTemporaryDirectory { directory in
-            let run = try runChild2("flushall-two-backers", in: directory, value: how, timeout: 30)
+    func twoBackersCallingFlushAllAtOnceDoNotDeadlock(how: String) async throws {
+        try await withTemporaryDirectory { directory in
+            let run = try await runChild2("flushall-two-backers", in: directory, value: how, timeout: 30)
             #expect(run.end != nil, "the child hung (killed after 30 s); it printed \(run.child.lines)")
             #expect(run.end?.reason == .exit && run.end?.status == 0)
             if how == "flush" { #expect(run.child.lines.contains("done")) }
