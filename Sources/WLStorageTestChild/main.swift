@@ -221,6 +221,9 @@ case "values-churn":
 case "class-value-deinit":
     classValueDeinit(value)
 
+case "flushall-two-backers":
+    flushAllFromTwoBackers(value)
+
 default:
     say("unknown mode \(mode)", to: FileHandle.standardError)
     exit(64)
