@@ -74,10 +74,12 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         scheduler: any WriteScheduler
     ) {
         ShutdownHandling.storageCreated()
+        // Whichever cell the storage ends with counts it, until its deinit.
+        defer { cell.storageAttached() }
         let fileBacker = backer as? WLStorageDefaultBacker<T>
         var identity: DirectoryIdentity?
         var watched = false
-        var monitorGeneration: UInt64 = 0
+        var monitorEvents: UInt64 = 0
         var prepared = false
         if let fileBacker, let directory = fileBacker.directory, let name = fileBacker.fileName {
             // A failure to prepare the directory is met again, and reported, by the read below.
@@ -86,8 +88,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             // The watch is in place before the file is read, so that no change after the read goes unnoticed. The
             // cell is keyed by the directory the monitor watches, which a symlink retargeted since the preparation
             // may have changed.
-            let generation = FileMonitor.shared.generation
-            identity = FileMonitor.shared.watch(directory) ?? identity
+            let watch = FileMonitor.shared.watch(directory)
+            identity = watch.identity ?? identity
             switch StorageRegistry.shared.cell(forFile: name, in: directory, identity: identity, as: T.self) {
             case .found(let cell):
                 FileMonitor.shared.unwatch(directory)
@@ -102,7 +104,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
                 break
             }
             watched = true
-            monitorGeneration = generation
+            monitorEvents = watch.events
         }
 
         let defaultValue = defaultValueClosure()
@@ -143,14 +145,17 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         case .none:
             self.cell = cell
         }
-        if let readError { cell.record(readError) }
+        if let readError {
+            cell.record(readError)
+            if stored == .unknown && CellState<T>.isTransient(readError) { cell.retryUnknownRead() }
+        }
         if stored == .defaultUnsaved { cell.armTick(force: true) }
         // An event that came since the watch began found no cell to tell: the cell follows the path where the
         // monitor saw it lead, and checks its file once more.
-        if watched && FileMonitor.shared.generation != monitorGeneration {
-            if let directory = fileBacker?.directory, let now = FileMonitor.shared.identity(of: directory),
-                now != identity
-            {
+        if watched, let directory = fileBacker?.directory,
+            FileMonitor.shared.events(of: directory) != monitorEvents
+        {
+            if let now = FileMonitor.shared.identity(of: directory), now != identity {
                 StorageRegistry.shared.directoryChanged(path: directory, to: now)
             }
             cell.checkForExternalChange()
@@ -220,7 +225,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             path: (backer as? WLStorageDefaultBacker<T>)?.fileURL?.path)
         let cell = StorageCell(
             value: value, stored: .known, defaultValue: value, backer: RefusingBacker<T>(refusal: mismatch),
-            fileBacker: nil, interval: nil, scheduler: scheduler)
+            fileBacker: nil, interval: nil, scheduler: scheduler, refusesWrites: true)
         cell.record(mismatch)
         return cell
     }

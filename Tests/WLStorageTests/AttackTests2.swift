@@ -219,7 +219,8 @@ private func runChild2(
             let written = await waitUntil(timeout: 3) { stored(String.self, key: "k", in: directory) != "released" }
             #expect(
                 !written,
-                "a storage with an interval of an hour wrote \(stored(String.self, key: "k", in: directory) ?? "nil") at once")
+                "a storage with an interval of an hour wrote \(stored(String.self, key: "k", in: directory) ?? "nil") at once"
+            )
             second.flush()
             #expect(stored(String.self, key: "k", in: directory) == "two")
         }

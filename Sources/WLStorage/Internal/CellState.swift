@@ -230,6 +230,33 @@ struct CellState<T: Sendable>: Sendable {
         return job
     }
 
+    /// Whether a failed read may succeed when tried again, with nothing changed in the file: a failure of the system
+    /// (`EMFILE`, `EIO`…), not a file that is too large, not a regular file, or not decodable, of which any change
+    /// brings an event.
+    static func isTransient(_ error: WLStorageError) -> Bool {
+        switch error.code {
+        case .decodingFailed, .valueTooLarge, .notARegularFile: false
+        default: true
+        }
+    }
+
+    /// Has a check tried again after the backoff, unless one is waiting already: one retry at a time, however many
+    /// events found the file unreadable.
+    mutating func armCheckRetry(_ effects: inout JobEffects<T>) {
+        let failures = withExtras { extras -> UInt32? in
+            extras.failedChecks &+= 1
+            guard !extras.checkRetryArmed else { return nil }
+            extras.checkRetryArmed = true
+            return extras.failedChecks
+        }
+        if let failures { effects.checkRetry = WriteThrottle.retryDelay(afterFailures: failures, interval: 0) }
+    }
+
+    /// The check retry armed by ``armCheckRetry(_:)`` is due: it runs now.
+    mutating func checkRetryDue() {
+        extras?.checkRetryArmed = false
+    }
+
     /// Replaces the last error, handing the old one to `effects` to release after the lock.
     mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects<T>) {
         if error == nil && extras?.lastError == nil { return }
@@ -270,14 +297,10 @@ struct CellState<T: Sendable>: Sendable {
         case .reported(let error):
             setLastError(error, &effects)
             effects.errors.append(error)
-            if error.code != .decodingFailed {
+            if Self.isTransient(error) {
                 // The check could not read the file (EMFILE, EIO…): another program's change may be there, unseen.
                 // The check is tried again, with the backoff, until it can read.
-                let failures = withExtras { extras in
-                    extras.failedChecks &+= 1
-                    return extras.failedChecks
-                }
-                effects.checkRetry = WriteThrottle.retryDelay(afterFailures: failures, interval: 0)
+                armCheckRetry(&effects)
             }
         case .checked:
             extras?.failedChecks = 0
@@ -309,6 +332,7 @@ struct CellState<T: Sendable>: Sendable {
             effects.tick = throttle.arm(now: now, force: isOrphaned || stored == .defaultUnsaved)
         } else if isOrphaned {
             extras?.orphaned = false
+            throttle.endUrgency()
             effects.releaseOrphan = true
         }
         return nil
@@ -323,11 +347,13 @@ struct CellState<T: Sendable>: Sendable {
         if case .createDefault = job { isCreate = true } else { isCreate = false }
         switch result {
         case .failed(let error):
-            // Unknown again: nothing derived from the default may replace it. Retried later, with the backoff.
+            // Unknown again: nothing derived from the default may replace it. Retried later, with the backoff: by the
+            // next write attempt when a change is pending, else by a check.
             stored = .unknown
             throttle.writeEnded(succeeded: false)
             setLastError(error, &effects)
             effects.errors.append(error)
+            if !isPending && Self.isTransient(error) { armCheckRetry(&effects) }
             return nil
         case .movedAside(let error) where isCreate:
             effects.errors.append(error)
@@ -421,4 +447,6 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var externalChecks = 0
     /// Checks in a row that could not read the file.
     var failedChecks: UInt32 = 0
+    /// A check is to be tried again after a failed one: no other retry is armed meanwhile.
+    var checkRetryArmed = false
 }

@@ -54,6 +54,9 @@ package final class FileMonitor: Sendable {
         var pollOnly = false
         /// The watches of the directories holding the symlinks of the path, which report the symlinks' replacement.
         var linkWatches: Set<Int32> = []
+        /// Counts the events that may have changed a file in the directory, and the moves of the path to another
+        /// directory: a storage being created compares it before and after, and checks its file again if it moved.
+        var events: UInt64 = 0
     }
 
     /// What one inotify watch stands for.
@@ -94,10 +97,8 @@ package final class FileMonitor: Sendable {
     private let queue = DispatchQueue(label: "WLStorage.monitor")
     /// Counts the batches of events that named files, so that a storage can tell whether one came while it was being
     /// created and check its file again.
-    private let eventGeneration = Atomic<UInt64>(0)
 
     /// The number of event batches that named a file so far.
-    var generation: UInt64 { eventGeneration.load(ordering: .sequentiallyConsistent) }
 
     private static let mask =
         UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE)
@@ -129,23 +130,26 @@ package final class FileMonitor: Sendable {
     /// fallback), the directory is polled. Balance each call with ``unwatch(_:)``.
     ///
     /// When it returns, the directory is watched (or polled): a change made after that is reported. Returns what the
-    /// path leads to as the monitor sees it (`nil` when it cannot be reached): the directory whose changes it reports.
+    /// path leads to as the monitor sees it (`nil` when it cannot be reached), the directory whose changes it reports,
+    /// and the count of the path's events so far (see ``events(of:)``).
     @discardableResult
-    func watch(_ directory: StorageDirectory, inotify: Bool = true) -> DirectoryIdentity? {
+    func watch(
+        _ directory: StorageDirectory, inotify: Bool = true
+    ) -> (identity: DirectoryIdentity?, events: UInt64) {
         let path = directory
         // What the path leads to is looked at outside the lock (the lookup is a system call, which can be slow, and
         // which tests can stall), and only when the path is not in use yet.
         var looked: DirectoryIdentity??
         while true {
-            let done = state.withLock { state -> DirectoryIdentity?? in
-                if state.paths[path] != nil {
+            let done = state.withLock { state -> (identity: DirectoryIdentity?, events: UInt64)? in
+                if let watched = state.paths[path] {
                     state.paths[path]?.users += 1
-                    return .some(state.paths[path]?.identity)
+                    return (watched.identity, watched.events)
                 }
                 guard let identity = looked else { return nil }
                 state.paths[path] = WatchedPath(users: 1, pollOnly: !inotify)
                 attach(path, identity: identity, &state)
-                return .some(identity)
+                return (identity, 0)
             }
             if let done { return done }
             looked = .some(try? directory.identity())
@@ -155,6 +159,11 @@ package final class FileMonitor: Sendable {
     /// What the path of `directory` leads to as the monitor last saw it, while it is watched.
     func identity(of directory: StorageDirectory) -> DirectoryIdentity? {
         state.withLock { $0.paths[directory]?.identity }
+    }
+
+    /// How many events may have changed a file in `directory`, or moved its path, since it was first watched.
+    func events(of directory: StorageDirectory) -> UInt64 {
+        state.withLock { $0.paths[directory]?.events ?? 0 }
     }
 
     /// Ends one use of `directory`. With the last, its watches and its polling end.
@@ -343,8 +352,8 @@ package final class FileMonitor: Sendable {
     private func directoryMoved(_ path: StorageDirectory, to identity: DirectoryIdentity) {
         DirectoryTable.forget(path)
         StorageRegistry.shared.directoryChanged(path: path, to: identity)
-        // A storage being created at this moment, not registered yet, moves its cell itself (see `generation`).
-        eventGeneration.add(1, ordering: .sequentiallyConsistent)
+        // A storage being created at this moment, not registered yet, moves its cell itself (see `events`).
+        state.withLock { $0.paths[path]?.events &+= 1 }
     }
 
     // MARK: Events
@@ -378,7 +387,10 @@ package final class FileMonitor: Sendable {
         let own = OwnRenames.ownEvents(in: events)
         state.withLock { state in
             for (index, event) in events.enumerated() {
-                if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
+                if event.mask & UInt32(IN_Q_OVERFLOW) != 0 {
+                    overflowed = true
+                    for path in state.paths.keys { state.paths[path]?.events &+= 1 }
+                }
                 guard let use = state.watches[event.watch] else { continue }
                 if event.mask & (UInt32(IN_IGNORED) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)) != 0 {
                     // The directory went away: its paths are polled until it is back, and re-resolved then.
@@ -394,6 +406,7 @@ package final class FileMonitor: Sendable {
                 if !use.paths.isEmpty, FileName.isKeyFileName(event.name) {
                     if let identity = use.identity, !own.contains(index) {
                         changed.insert(FileKey(directory: identity, name: event.name))
+                        for path in use.paths { state.paths[path]?.events &+= 1 }
                     }
                     for path in use.paths { changedNames.insert(FileInDirectory(directory: path, name: event.name)) }
                 }
@@ -403,7 +416,6 @@ package final class FileMonitor: Sendable {
                 startPolling(&state)
             }
         }
-        if !changed.isEmpty || overflowed { eventGeneration.add(1, ordering: .sequentiallyConsistent) }
 
         for subscriber in subscribers(where: { gone.contains($0.directory) }) {
             subscriber.handler(.directoryGone)

@@ -66,12 +66,23 @@ enum ShutdownHandling {
     /// running on the calling thread (a backer that calls this) is left to that job.
     static func flushEverything() {
         let caller = UInt(bitPattern: Int(bitPattern: pthread_self()))
-        let cells = StorageRegistry.shared.liveCells().filter { $0.needsFlush(from: caller) }
+        var cells: [any RegisteredCell] = []
+        var insideABacker = false
+        for cell in StorageRegistry.shared.liveCells() {
+            switch cell.flushState(from: caller) {
+            case .idle: break
+            case .work: cells.append(cell)
+            case .busyHere: insideABacker = true
+            }
+        }
+        // Called from inside a backer, the flush waits for no job in flight: that job's backer may be calling this
+        // too, and waiting for the caller's.
+        let waiting = !insideABacker
         guard cells.count > 1 else {
-            cells.first?.flushAll()
+            cells.first?.flushAll(waiting: waiting)
             return
         }
-        let round = FlushRound(cells)
+        let round = FlushRound(cells, waiting: waiting)
         for _ in 1..<min(cells.count, 16) {
             flushQueue.async { round.work() }
         }
@@ -139,9 +150,10 @@ extension WLStorage where T == Never {
     /// that hangs (a network store that stopped answering) keeps no other storage from being written; the call
     /// returns when every write has ended.
     ///
-    /// - Important: The calling thread waits for every write. A storage whose backer is calling it (from
-    ///   `write(value:)`) is left to that write. Never call it from ``WLStorageError/handler``, where a write that
-    ///   keeps failing would retry and report again without end.
+    /// - Important: The calling thread waits for every write. Called from a backer's `write(value:)`, it writes the
+    ///   storages that are idle and waits for no write in flight (which might be waiting for this one). Never call
+    ///   it from ``WLStorageError/handler``, where a write that keeps failing would retry and report again without
+    ///   end.
     public static func flushAll() {
         ShutdownHandling.flushEverything()
     }
@@ -174,9 +186,11 @@ private final class FlushRound: Sendable {
     private let next = Atomic<Int>(0)
     private let finished = Atomic<Int>(0)
     private let done = DispatchSemaphore(value: 0)
+    private let waiting: Bool
 
-    init(_ cells: [any RegisteredCell]) {
+    init(_ cells: [any RegisteredCell], waiting: Bool) {
         self.cells = cells
+        self.waiting = waiting
     }
 
     /// Flushes cells until none is left to take.
@@ -184,7 +198,7 @@ private final class FlushRound: Sendable {
         while true {
             let index = next.add(1, ordering: .relaxed).oldValue
             guard index < cells.count else { return }
-            cells[index].flushAll()
+            cells[index].flushAll(waiting: waiting)
             if finished.add(1, ordering: .acquiringAndReleasing).newValue == cells.count { done.signal() }
         }
     }

@@ -58,8 +58,10 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     init(
         value: T, stored: StoredState, defaultValue: T, backer: any WLStorageBacker<T>,
-        fileBacker: WLStorageDefaultBacker<T>?, interval: UInt64?, scheduler: any WriteScheduler
+        fileBacker: WLStorageDefaultBacker<T>?, interval: UInt64?, scheduler: any WriteScheduler,
+        refusesWrites: Bool = false
     ) {
+        self.refusesWrites = refusesWrites
         self.state = Lock(CellState(value: value, stored: stored, throttle: WriteThrottle(interval: interval)))
         self.backer = backer
         self.fileBacker = fileBacker
@@ -75,6 +77,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     /// Whether the cell watches its directory for other programs' changes (set once, when it is registered).
     private let watching = Atomic<Bool>(false)
+    /// The live storages of this cell.
+    private let storages = Atomic<Int>(0)
+    /// The cell's backer refuses every write (a storage of a file open with another value type): its value lives in
+    /// memory only, and goes with its last storage.
+    let refusesWrites: Bool
 
     /// Starts watching the directory on behalf of this cell; the watch ends with the cell.
     func adoptWatch() {
@@ -208,6 +215,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         run(job, chaining: true)
     }
 
+    /// Counts a storage of this cell, balanced by ``storageReleased()``.
+    func storageAttached() {
+        storages.add(1, ordering: .acquiringAndReleasing)
+    }
+
     /// Called when another storage joins this cell: the shortest flush interval of the cell's storages holds, and a
     /// change waiting for a longer one is written sooner.
     func join(interval: UInt64?) {
@@ -242,8 +254,12 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     /// Writes what was set before the call, and saves an unsaved default, then returns. Waits for a job in flight
     /// first. Concurrent flushes take turns. Returns after the first failure.
+    ///
+    /// With `waitingForJobs` off, a job in flight on another thread is not waited for: the flush returns, leaving the
+    /// work to that job (a flush of every cell from inside a backer, which could otherwise wait for a backer that
+    /// waits for it).
     @discardableResult
-    func flush() -> FlushResult {
+    func flush(waitingForJobs: Bool = true) -> FlushResult {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         var target: UInt64?
         while true {
@@ -253,6 +269,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
                 target = goal
                 if state.busyThread == thread { return .reentrant }
                 if state.isBusy {
+                    guard waitingForJobs else { return .done }
                     let waiter = WaitingFlush()
                     state.withExtras { $0.waiters.append(waiter) }
                     return .wait(waiter)
@@ -290,8 +307,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// release came from inside the cell's own job), has the registry keep the cell until the work is done, retrying
     /// with the backoff whatever the flush interval.
     func storageReleased() {
+        let remaining = storages.subtract(1, ordering: .acquiringAndReleasing).newValue
+        guard !refusesWrites else { return }
         flush()
-        guard state.withLock({ $0.hasWork }) else { return }
+        // While another storage of the cell lives, the work stays with it, on its throttle.
+        guard remaining <= 0, state.withLock({ $0.hasWork }) else { return }
         StorageRegistry.shared.keep(self)
         let now = scheduler.now
         let (orphaned, tick) = state.withLock { state -> (Bool, (token: UInt32, delay: UInt64)?) in
@@ -313,6 +333,25 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         state.withLock { $0.withExtras { $0.externalChecks += 1 } }
         guard let job = state.withLock({ $0.startCheck(on: thread) }) else { return }
         run(job, chaining: true)
+    }
+
+    private func scheduleCheckRetry(after delay: UInt64) {
+        scheduler.schedule(after: delay) { [weak self] in
+            guard let self else { return }
+            state.withLock { $0.checkRetryDue() }
+            checkForExternalChange()
+        }
+    }
+
+    /// Has the file read again, with the backoff, when what is stored is unknown (the first read failed) and no
+    /// change is pending to bring a read: so that the stored value is taken once it can be read.
+    func retryUnknownRead() {
+        var effects = JobEffects<T>()
+        state.withLock { state in
+            guard state.stored == .unknown, !state.isPending else { return }
+            state.armCheckRetry(&effects)
+        }
+        if let delay = effects.checkRetry { scheduleCheckRetry(after: delay) }
     }
 
     var externalChecks: Int {
@@ -387,9 +426,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         for waiter in effects.waiters { waiter.wake() }
         for error in effects.errors { WLStorageError.report(error) }
         if let tick = effects.tick { schedule(tick) }
-        if let delay = effects.checkRetry {
-            scheduler.schedule(after: delay) { [weak self] in self?.checkForExternalChange() }
-        }
+        if let delay = effects.checkRetry { scheduleCheckRetry(after: delay) }
         if effects.scheduleCheck {
             scheduler.schedule(after: 0) { [weak self] in self?.checkForExternalChange() }
         }
@@ -444,12 +481,15 @@ extension CellJob {
 }
 
 extension StorageCell: RegisteredCell {
-    func flushAll() {
-        flush()
+    func flushAll(waiting: Bool) {
+        flush(waitingForJobs: waiting)
     }
 
-    func needsFlush(from thread: UInt) -> Bool {
-        state.withLock { ($0.hasWork || $0.isBusy) && $0.busyThread != thread }
+    func flushState(from thread: UInt) -> CellFlushState {
+        state.withLock { state in
+            if state.busyThread == thread { return .busyHere }
+            return state.hasWork || state.isBusy ? .work : .idle
+        }
     }
 }
 

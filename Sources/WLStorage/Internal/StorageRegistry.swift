@@ -10,12 +10,22 @@ protocol RegisteredCell: AnyObject, Sendable {
     var directory: StorageDirectory? { get }
     /// The file's name in ``directory``.
     var fileName: String? { get }
-    /// Writes whatever is pending.
-    func flushAll()
-    /// Whether the cell has work for ``flushAll()``, and its job, if one runs, does not run on `thread`.
-    func needsFlush(from thread: UInt) -> Bool
+    /// Writes whatever is pending. With `waiting` off, a cell whose job is running elsewhere is left to that job.
+    func flushAll(waiting: Bool)
+    /// What ``flushAll(waiting:)`` would find, seen from `thread`.
+    func flushState(from thread: UInt) -> CellFlushState
     /// Reads the file when another program may have changed it, and adopts the new value.
     func checkForExternalChange()
+}
+
+/// What a cell has for a flush of every cell, as seen from the flushing thread.
+enum CellFlushState {
+    /// Nothing to write, and no job running.
+    case idle
+    /// Work to write, or a job running on another thread to wait for.
+    case work
+    /// A job of the cell is running on the flushing thread: the flush is called from inside a backer.
+    case busyHere
 }
 
 /// Every live cell in the process: for ``WLStorage/flushAll()``, for the file monitor, and so that storages of the

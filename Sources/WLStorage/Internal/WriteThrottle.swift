@@ -110,6 +110,11 @@ struct WriteThrottle: Sendable {
         disarm()
     }
 
+    /// Ends the urgency of ``makeUrgent()``: the work it was for is done.
+    mutating func endUrgency() {
+        isUrgent = false
+    }
+
     /// The interval the delays are computed from: none when urgent or when automatic writes are off.
     private var waitingInterval: UInt64 {
         isUrgent || interval == .max ? 0 : interval
