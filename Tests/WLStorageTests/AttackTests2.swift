@@ -73,7 +73,8 @@ private func runChild2(
             let scheduler = ManualScheduler()
             let watched: WLStorage<String> = manualStorage("k", in: directory, default: "default", scheduler: scheduler)
             try #require(watched.wrappedValue == "mine")
-            try await Task.sleep(for: .milliseconds(300))  // the event of the write above, if it comes late, finds the file readable
+            // The event of the write above, if it comes late, finds the file readable.
+            try await Task.sleep(for: .milliseconds(300))
             let failing = Switch(true)
             FaultInjection.install(
                 { call, name in
