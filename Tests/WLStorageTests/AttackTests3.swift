@@ -1,0 +1,165 @@
+// Third round of attacks, on the commit that counted storages per cell, de-duplicated check retries, retried a
+// failed first read with the backoff, ended urgency with the work and let flushAll from a backer wait for no job
+// (main at 48e10f5). Each test states a promise of the Guarantees article and fails on the code it was written
+// against.
+import Dispatch
+import Foundation
+import Observation
+import Synchronization
+import Testing
+
+@testable import WLStorage
+
+// MARK: - Helpers
+
+private struct Attack3SystemCallFailed: Error {
+    let errno: Int32
+}
+
+/// Replaces `url` as another program would: a temporary file in the same directory renamed over it.
+private func replaceFromOutside3(_ url: URL, _ contents: String) throws {
+    let temporary = url.deletingLastPathComponent()
+        .appendingPathComponent(".outside-\(UInt32.random(in: 0...UInt32.max))")
+    try Data(contents.utf8).write(to: temporary)
+    guard rename(temporary.path, url.path) == 0 else { throw Attack3SystemCallFailed(errno: errno) }
+}
+
+/// A flag a test shares with a fault plan.
+private final class Toggle: Sendable {
+    private let on: Atomic<Bool>
+    private let counter = Atomic<Int>(0)
+    init(_ initial: Bool) { on = Atomic(initial) }
+    var isOn: Bool { on.load(ordering: .sequentiallyConsistent) }
+    func set(_ value: Bool) { on.store(value, ordering: .sequentiallyConsistent) }
+    func tally() { counter.add(1, ordering: .sequentiallyConsistent) }
+    var tallied: Int { counter.load(ordering: .sequentiallyConsistent) }
+}
+
+/// Holds the only reference to a storage, so that a closure can release it.
+private final class StorageHolder<T: Codable & Sendable>: @unchecked Sendable {  // used on one thread at a time
+    var storage: WLStorage<T>?
+}
+
+/// Fails reads of the file `name` (its `open`) while `reads` is on, and every rename while `writes` is on.
+private func installReadWriteFaults(in directory: URL, name: String, reads: Toggle, writes: Toggle) {
+    FaultInjection.install(
+        { call, entry in
+            if call == .open, entry == name, reads.isOn {
+                reads.tally()
+                return .fail(EIO)
+            }
+            if call == .rename || call == .link, writes.isOn {
+                writes.tally()
+                return .fail(EIO)
+            }
+            return nil
+        }, forDirectory: directory.standardizedFileURL.path)
+}
+
+// MARK: - 1. A cell kept again is let go by the job that ended its first orphanhood
+
+@Suite(.capturingOutput) struct Attack3OrphanKeptAgainTests {
+    /// Guarantees, "Storages released with a write left to do": a storage whose `deinit` cannot write its pending
+    /// value "still owns it. The value stays pending in memory and is retried with the backoff ... until it is
+    /// written"; "Threads": for an adopted value, the `onChange` closure of `withObservationTracking` "may read, set
+    /// or flush the storage", and a handler may "drop a storage".
+    ///
+    /// A cell whose storages were all released with work left is kept by the registry (`StorageRegistry.keep`) and
+    /// marked orphaned. A storage opened meanwhile joins it. When the orphan's job ends with nothing left to do,
+    /// `CellState.finish` clears `orphaned` and sets `effects.releaseOrphan` under the lock, but the registry lets
+    /// the cell go only later, in `StorageCell.perform(_:)`, after observers and the error handler have run. A
+    /// storage of the cell released in that window with a write that fails (here from the observer of the adopted
+    /// value, as promised to be safe; with threads, from any thread) has `storageReleased()` keep the cell again
+    /// and mark it orphaned, and then the delayed `letGo` drops that new keep: the cell, orphaned with a pending
+    /// value, is freed, and the value is lost for good (no retry, no exit flush).
+    @Test func aStorageReleasedWhileTheOrphanIsLetGoKeepsItsValue() throws {
+        try withTemporaryDirectory { directory in
+            try replaceFromOutside3(directory.appendingPathComponent("k"), "\"stored\"")
+            let reads = Toggle(true)
+            let writes = Toggle(true)
+            installReadWriteFaults(in: directory, name: "k", reads: reads, writes: writes)
+            defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
+            let scheduler = ManualScheduler()
+            weak var cell: StorageCell<String>?
+            do {
+                // The first read fails: what is stored is unknown. A change is made, and the storage released: its
+                // flush reads again, fails again, and the cell is kept with the change pending.
+                let first = manualStorage("k", in: directory, default: "default", scheduler: scheduler)
+                try #require(first.lastError?.code == .readFailed)
+                first.wrappedValue = "first"
+                cell = first.cell
+            }
+            try #require(cell != nil, "the released storage's cell was not kept")
+            let holder = StorageHolder<String>()
+            holder.storage = manualStorage("k", in: directory, default: "default", scheduler: scheduler)
+            try #require(holder.storage?.wrappedValue == "first")
+            let observed = Toggle(false)
+            withObservationTracking {
+                _ = holder.storage?.wrappedValue
+            } onChange: {
+                // The stored value was read and adopted (the change made on the default is discarded, as promised).
+                // The program makes a change of its own and drops the storage; the disk still fails the write. (The
+                // Observation framework calls this closure again for the set made in it: only the first call acts.)
+                guard !observed.isOn else { return }
+                observed.set(true)
+                holder.storage?.wrappedValue = "second"
+                holder.storage = nil
+            }
+            reads.set(false)
+            scheduler.advance(by: .seconds(1))
+            try #require(observed.isOn, "the stored value was not adopted")
+            // The disk recovers: the released storage's value is retried and written.
+            writes.set(false)
+            for _ in 0..<10 { scheduler.advance(by: .seconds(30)) }
+            #expect(cell != nil, "the cell holding the pending value \"second\" was freed")
+            #expect(
+                stored(String.self, key: "k", in: directory) == "second",
+                "the file holds \(stored(String.self, key: "k", in: directory) ?? "nil"); \"second\" was lost")
+        }
+    }
+}
+
+// MARK: - 2. The backoff of a failed check starts where an earlier episode ended
+
+@Suite(.capturingOutput) struct Attack3CheckBackoffResetTests {
+    /// Guarantees, "Several programs, one file": when a check "cannot read the file at that moment (EMFILE, EIO),
+    /// the error is reported and the read is tried again with the backoff (100 ms, doubling up to 30 s) until it
+    /// succeeds".
+    ///
+    /// The count of failed checks (`CellExtras.failedChecks`) that the backoff doubles with is reset only by a check
+    /// that reads (`CellState.finish`, `.checked`), never by a reread that succeeds (`.read`). A storage whose first
+    /// read failed for a while (its rereads count as failed checks) and then succeeded keeps the count: the next
+    /// time a check cannot read the file, days later, its first retry waits 30 s instead of 100 ms, and another
+    /// program's change goes unseen for that long (and a read-modify-write in the meantime overwrites it).
+    @Test func aNewEpisodeOfUnreadableChecksStartsAtTheShortestDelay() async throws {
+        try await withTemporaryDirectory { directory in
+            let file = directory.appendingPathComponent("k")
+            try replaceFromOutside3(file, "\"stored\"")
+            let reads = Toggle(true)
+            let writes = Toggle(false)
+            installReadWriteFaults(in: directory, name: "k", reads: reads, writes: writes)
+            defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
+            let scheduler = ManualScheduler()
+            let watched: WLStorage<String> = manualStorage("k", in: directory, default: "default", scheduler: scheduler)
+            try #require(watched.lastError?.code == .readFailed)
+            // Two minutes of a disk that fails, then it recovers and the stored value is read.
+            for _ in 0..<4 { scheduler.advance(by: .seconds(30)) }
+            reads.set(false)
+            scheduler.advance(by: .seconds(31))
+            try #require(watched.wrappedValue == "stored")
+            try #require(scheduler.pendingJobs == 0, "retries still wait: \(scheduler.pendingDelays)")
+            // Much later, one read fails again, when another program stores a value.
+            reads.set(true)
+            try replaceFromOutside3(file, "\"outside\"")
+            try #require(
+                await waitUntil(timeout: 10) { scheduler.pendingJobs >= 1 }, "the failed check scheduled no retry")
+            let delay = scheduler.pendingDelays.first ?? 0
+            #expect(
+                delay <= WriteThrottle.minimumRetryDelay,
+                "the first retry of a new failure waits \(Double(delay) / 1e9) s, not 100 ms")
+            reads.set(false)
+            scheduler.advance(by: .seconds(60))
+            #expect(watched.wrappedValue == "outside")
+        }
+    }
+}
