@@ -437,7 +437,7 @@ private func runAttackChild(
         try withTemporaryDirectory { directory in
             let observed = fileStorage("k", in: directory, default: "", flushInterval: nil)
             observed.flush()
-            let errors = Mutex<[String]>([])
+            let errors = Lock<[String]>([])
             let done = DispatchSemaphore(value: 0)
             let other = fileStorage("other", in: directory, default: "", flushInterval: nil)
             withObservationTracking {
@@ -664,14 +664,14 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
     @Test func aSetDoesNotDeliverOtherThreadsChangesForSeconds() throws {
         try withTemporaryDirectory { directory in
             let counter = fileStorage("k", in: directory, default: 0, flushInterval: nil)
-            let deliveries = Mutex<[UInt: Int]>([:])
+            let deliveries = Lock<[UInt: Int]>([:])
             @Sendable func thread() -> UInt { UInt(bitPattern: Int(bitPattern: pthread_self())) }
             @Sendable func deliveredHere() -> Int { deliveries.withLock { $0[thread()] ?? 0 } }
             let listener = counter.cell.addListener(sendingCurrent: false) { _ in
                 deliveries.withLock { $0[thread(), default: 0] += 1 }
             }
             defer { counter.cell.removeListener(listener) }
-            let most = Mutex<[Int]>([])
+            let most = Lock<[Int]>([])
             let group = DispatchGroup()
             for _ in 0..<2 {
                 group.enter()

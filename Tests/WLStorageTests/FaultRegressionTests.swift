@@ -725,7 +725,9 @@ private struct Counter: Codable, Sendable, Equatable {
                 { call, name in
                     if call == .fsync, name == nil, armed.flag.exchange(false, ordering: .relaxed) {
                         stopped.signal()
-                        proceed.wait()
+                        // Bounded: a failing test must not leave a write stopped, which every later `flushAll()`
+                        // of the test process would wait for.
+                        _ = proceed.wait(timeout: .now() + 30)
                     }
                     return nil
                 }, forDirectory: path)
@@ -733,16 +735,20 @@ private struct Counter: Codable, Sendable, Equatable {
 
             storage.wrappedValue = "b"  // written at once, in the background
             try #require(stopped.wait(timeout: .now() + 10) == .success)
+            var released = false
+            defer { if !released { proceed.signal() } }
             let flushed = DispatchSemaphore(value: 0)
             Thread.detachNewThread {
                 storage.flush()
                 flushed.signal()
             }
-            try #require(eventually { storage.cell.state.withLock { $0.extras?.waiters.count ?? 0 } == 1 })
+            // (Another test's `flushAll()`, in this process, may wait for the write too.)
+            try #require(eventually { storage.cell.state.withLock { $0.extras?.waiters.count ?? 0 } >= 1 })
             // Another program writes after the rename: its event asks for a check while the write still runs.
             let checks = storage.cell.externalChecks
             try replaceFromOutside(directory.appendingPathComponent("k"), with: "\"outside\"")
             try #require(eventually { storage.cell.externalChecks > checks })
+            released = true
             proceed.signal()
             try #require(flushed.wait(timeout: .now() + 10) == .success)
             #expect(eventually(timeout: 5) { storage.wrappedValue == "outside" }, "still \(storage.wrappedValue)")
@@ -792,7 +798,7 @@ private struct Counter: Codable, Sendable, Equatable {
                 { call, name in
                     if call == .stat, name == nil {
                         stalled.signal()
-                        proceed.wait()
+                        _ = proceed.wait(timeout: .now() + 30)
                     }
                     return nil
                 }, forDirectory: slowPath)

@@ -40,7 +40,6 @@ private final class Received<T: Sendable>: Sendable {
         try withTemporaryDirectory { directory in
             let settings = Settings(directory: directory)
             settings.name = "Ada"
-            #expect(stored(String.self, key: "name", in: directory) == nil)
             settings.$name.flush()
             #expect(stored(String.self, key: "name", in: directory) == "Ada")
             #expect(settings.$name.key == "name")

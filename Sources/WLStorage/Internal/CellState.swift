@@ -243,10 +243,11 @@ struct CellState<T: Sendable>: Sendable {
     /// Has a check tried again after the backoff, unless one is waiting already: one retry at a time, however many
     /// events found the file unreadable.
     mutating func armCheckRetry(_ effects: inout JobEffects<T>) {
+        // The backoff counts retries, not events: checks that failed while a retry was waiting do not lengthen it.
         let failures = withExtras { extras -> UInt32? in
-            extras.failedChecks &+= 1
             guard !extras.checkRetryArmed else { return nil }
             extras.checkRetryArmed = true
+            extras.failedChecks &+= 1
             return extras.failedChecks
         }
         if let failures { effects.checkRetry = WriteThrottle.retryDelay(afterFailures: failures, interval: 0) }
@@ -305,6 +306,8 @@ struct CellState<T: Sendable>: Sendable {
         case .checked:
             extras?.failedChecks = 0
         case .read(let result):
+            // A read that worked ends an episode of failed checks: the next failure starts the backoff afresh.
+            if case .failed = result {} else { extras?.failedChecks = 0 }
             followUp = applyRead(result, job: job, startVersion: startVersion, key: key, effects: &effects)
         }
         if case .checked(let change) = outcome {

@@ -315,7 +315,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         StorageRegistry.shared.keep(self)
         let now = scheduler.now
         let (orphaned, tick) = state.withLock { state -> (Bool, (token: UInt32, delay: UInt64)?) in
-            guard state.hasWork else { return (false, nil) }
+            // Kept once per orphaning: a cell already orphaned is kept by that, and its job lets it go.
+            guard state.hasWork, !state.isOrphaned else { return (false, nil) }
             state.withExtras { $0.orphaned = true }
             state.throttle.makeUrgent()
             return (true, state.isBusy ? nil : state.throttle.arm(now: now, force: true))

@@ -53,8 +53,8 @@ final class StorageRegistry: Sendable {
     private struct Tables {
         var entries: [Key: Entry] = [:]
         var keys: [ObjectIdentifier: Key] = [:]
-        /// Cells kept alive until their work is done.
-        var kept: [ObjectIdentifier: any RegisteredCell] = [:]
+        /// Cells kept alive until their work is done, with the number of ``keep(_:)`` calls not balanced yet.
+        var kept: [ObjectIdentifier: (cell: any RegisteredCell, count: Int)] = [:]
     }
 
     enum Lookup<T: Codable & Sendable> {
@@ -161,14 +161,27 @@ final class StorageRegistry: Sendable {
         _ = moved  // released here, outside the lock
     }
 
-    /// Keeps `cell` alive until ``letGo(_:)``.
+    /// Keeps `cell` alive until each call is balanced by ``letGo(_:)``: counted, so that a cell kept again while
+    /// its earlier keep is being let go of stays kept.
     func keep(_ cell: any RegisteredCell) {
-        tables.withLock { $0.kept[ObjectIdentifier(cell)] = cell }
+        tables.withLock { tables in
+            let id = ObjectIdentifier(cell)
+            tables.kept[id] = (cell, (tables.kept[id]?.count ?? 0) + 1)
+        }
     }
 
-    /// Stops keeping `cell` alive. Its last reference may go with this, after the lock.
+    /// Balances one ``keep(_:)``. With the last, the cell is no longer kept alive, and its last reference may go
+    /// with this, after the lock.
     func letGo(_ cell: any RegisteredCell) {
-        let released = tables.withLock { $0.kept.removeValue(forKey: ObjectIdentifier(cell)) }
+        let released = tables.withLock { tables -> (any RegisteredCell)? in
+            let id = ObjectIdentifier(cell)
+            guard let entry = tables.kept[id] else { return nil }
+            if entry.count > 1 {
+                tables.kept[id]?.count = entry.count - 1
+                return nil
+            }
+            return tables.kept.removeValue(forKey: id)?.cell
+        }
         _ = released
     }
 
