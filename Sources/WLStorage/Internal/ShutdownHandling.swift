@@ -82,8 +82,10 @@ enum ShutdownHandling {
             cells.first?.flushAll(waiting: waiting)
             return
         }
+        let helpers = min(cells.count, 16) - 1
         let round = FlushRound(cells, waiting: waiting)
-        for _ in 1..<min(cells.count, 16) {
+        cells = []  // the round holds each cell until it is flushed, no longer
+        for _ in 0..<helpers {
             flushQueue.async { round.work() }
         }
         round.work()
@@ -180,16 +182,19 @@ extension WLStorage where T == Never {
     }
 }
 
-/// One ``WLStorage/flushAll()``: the cells to flush, taken one at a time by every thread that works on it.
+/// One ``WLStorage/flushAll()``: the cells to flush, taken one at a time by every thread that works on it. A cell is
+/// held until it is flushed and no longer, so that a flush that waits for a slow backer keeps no other cell alive.
 private final class FlushRound: Sendable {
-    private let cells: [any RegisteredCell]
+    private let cells: Lock<[(any RegisteredCell)?]>
+    private let count: Int
     private let next = Atomic<Int>(0)
     private let finished = Atomic<Int>(0)
     private let done = DispatchSemaphore(value: 0)
     private let waiting: Bool
 
     init(_ cells: [any RegisteredCell], waiting: Bool) {
-        self.cells = cells
+        self.cells = Lock(cells.map { $0 })
+        self.count = cells.count
         self.waiting = waiting
     }
 
@@ -197,9 +202,13 @@ private final class FlushRound: Sendable {
     func work() {
         while true {
             let index = next.add(1, ordering: .relaxed).oldValue
-            guard index < cells.count else { return }
-            cells[index].flushAll(waiting: waiting)
-            if finished.add(1, ordering: .acquiringAndReleasing).newValue == cells.count { done.signal() }
+            guard index < count else { return }
+            let cell = cells.withLock { cells in
+                defer { cells[index] = nil }
+                return cells[index]
+            }
+            cell?.flushAll(waiting: waiting)
+            if finished.add(1, ordering: .acquiringAndReleasing).newValue == count { done.signal() }
         }
     }
 
