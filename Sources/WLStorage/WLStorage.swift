@@ -225,14 +225,17 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             path: (backer as? WLStorageDefaultBacker<T>)?.fileURL?.path)
         let cell = StorageCell(
             value: value, stored: .known, defaultValue: value, backer: RefusingBacker<T>(refusal: mismatch),
-            fileBacker: nil, interval: nil, scheduler: scheduler, refusesWrites: true)
+            fileBacker: nil, interval: nil, scheduler: scheduler)
         cell.record(mismatch)
         return cell
     }
 }
 
+/// A backer that refuses every write: its storage's value lives in memory only.
+protocol RefusesWrites {}
+
 /// The backer of a storage that must not write: it reads nothing, and refuses every write with the reason.
-private struct RefusingBacker<T: Codable & Sendable>: WLStorageBacker {
+private struct RefusingBacker<T: Codable & Sendable>: WLStorageBacker, RefusesWrites {
     let refusal: WLStorageError
     var key: String { refusal.key ?? "" }
     func read(defaultValueClosure: () -> T) -> T { defaultValueClosure() }

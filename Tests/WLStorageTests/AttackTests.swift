@@ -10,24 +10,12 @@ import Testing
 
 // MARK: - Helpers
 
-private struct AttackSystemCallFailed: Error {
-    let errno: Int32
-}
-
-/// Replaces `url` as another program would: a temporary file in the same directory renamed over it.
-private func writeFromOutside(_ url: URL, _ contents: String) throws {
-    let temporary = url.deletingLastPathComponent()
-        .appendingPathComponent(".outside-\(UInt32.random(in: 0...UInt32.max))")
-    try Data(contents.utf8).write(to: temporary)
-    guard rename(temporary.path, url.path) == 0 else { throw AttackSystemCallFailed(errno: errno) }
-}
-
 /// Points the symlink `link` at `target` atomically, as `ln -sfn` and `mv -T` do in deployments.
 private func retarget(_ link: URL, to target: String) throws {
     let temporary = link.deletingLastPathComponent().appendingPathComponent(
         ".link-\(UInt32.random(in: 0...UInt32.max))")
-    guard symlink(target, temporary.path) == 0 else { throw AttackSystemCallFailed(errno: errno) }
-    guard rename(temporary.path, link.path) == 0 else { throw AttackSystemCallFailed(errno: errno) }
+    guard symlink(target, temporary.path) == 0 else { throw SystemCallFailed(errno: errno) }
+    guard rename(temporary.path, link.path) == 0 else { throw SystemCallFailed(errno: errno) }
 }
 
 /// The string stored in the file `name` of the directory at `path` (no standardization of the path).
@@ -44,7 +32,7 @@ private func storage(_ key: String, atPath path: String, default value: String =
 }
 
 private func makeDirectory(_ path: String) throws {
-    guard mkdir(path, 0o700) == 0 else { throw AttackSystemCallFailed(errno: errno) }
+    guard mkdir(path, 0o700) == 0 else { throw SystemCallFailed(errno: errno) }
 }
 
 private func identity(ofPath path: String) -> (UInt64, UInt64)? {
@@ -118,7 +106,7 @@ private final class Flag: Sendable {
             second.flush()
             #expect(first.wrappedValue == "set through the second")
             // A change by another program reaches both.
-            try writeFromOutside(directory.appendingPathComponent("k"), "\"outside\"")
+            try replaceFromOutside(directory.appendingPathComponent("k"), with: "\"outside\"")
             #expect(eventually(timeout: 5) { second.wrappedValue == "outside" })
             #expect(eventually(timeout: 5) { first.wrappedValue == "outside" }, "still \(first.wrappedValue)")
         }
@@ -141,7 +129,7 @@ private final class Flag: Sendable {
             let link = root.appendingPathComponent("link")
             try makeDirectory(x)
             try makeDirectory(y)
-            try writeFromOutside(URL(fileURLWithPath: y + "/k"), "\"in y\"")
+            try replaceFromOutside(URL(fileURLWithPath: y + "/k"), with: "\"in y\"")
             try #require(symlink(x, link.path) == 0)
 
             let throughLink = storage("k", atPath: link.path)
@@ -173,7 +161,7 @@ private final class Flag: Sendable {
             let link = root.appendingPathComponent("link")
             try makeDirectory(x)
             try makeDirectory(y)
-            try writeFromOutside(URL(fileURLWithPath: y + "/k"), "\"in y\"")
+            try replaceFromOutside(URL(fileURLWithPath: y + "/k"), with: "\"in y\"")
             try #require(symlink(x, link.path) == 0)
 
             let real = storage("k", atPath: x)
@@ -199,7 +187,7 @@ private final class Flag: Sendable {
             let r1 = root.path + "/r1"
             let r2 = root.path + "/r2"
             for path in [r1, r2, r1 + "/store", r2 + "/store"] { try makeDirectory(path) }
-            try writeFromOutside(URL(fileURLWithPath: r2 + "/store/k"), "\"in r2\"")
+            try replaceFromOutside(URL(fileURLWithPath: r2 + "/store/k"), with: "\"in r2\"")
             let cur = root.appendingPathComponent("cur")
             try #require(symlink(r1, cur.path) == 0)
             let data = root.appendingPathComponent("data")
@@ -215,7 +203,7 @@ private final class Flag: Sendable {
                 eventually(timeout: 5) { stored.wrappedValue == "in r2" },
                 "the storage still holds \(stored.wrappedValue)")
             // Another program writes the file the path leads to now: the storage must see it, not overwrite it.
-            try writeFromOutside(URL(fileURLWithPath: data.path + "/k"), "\"outside\"")
+            try replaceFromOutside(URL(fileURLWithPath: data.path + "/k"), with: "\"outside\"")
             #expect(eventually(timeout: 5) { stored.wrappedValue == "outside" }, "never saw the write")
         }
     }
@@ -332,10 +320,10 @@ private final class Flag: Sendable {
                 }, forDirectory: slow)
             defer { FaultInjection.remove(forDirectory: slow) }
             stall.set(true)
-            try writeFromOutside(URL(fileURLWithPath: slow + "/k"), "\"slow\"")
+            try replaceFromOutside(URL(fileURLWithPath: slow + "/k"), with: "\"slow\"")
             try #require(stalled.wait(timeout: .now() + 10) == .success, "the check of the slow file did not start")
             let start = Date()
-            try writeFromOutside(URL(fileURLWithPath: fast + "/k"), "\"fast\"")
+            try replaceFromOutside(URL(fileURLWithPath: fast + "/k"), with: "\"fast\"")
             let seen = eventually(timeout: 10) { fastStorage.wrappedValue == "fast" }
             let elapsed = Date().timeIntervalSince(start)
             #expect(seen)
@@ -450,7 +438,7 @@ private func runAttackChild(
                 if let error = observed.lastError { errors.withLock { $0.append(error.code.name) } }
                 done.signal()
             }
-            try writeFromOutside(directory.appendingPathComponent("k"), "\"outside\"")
+            try replaceFromOutside(directory.appendingPathComponent("k"), with: "\"outside\"")
             try #require(done.wait(timeout: .now() + 10) == .success)
             #expect(errors.withLock { $0 } == [], "flush() from an observer reported \(errors.withLock { $0 })")
             #expect(stored(String.self, key: "other", in: directory) == "saw a change")
@@ -469,8 +457,8 @@ private func runAttackChild(
             let y = root.path + "/y"
             try makeDirectory(x)
             try makeDirectory(y)
-            try writeFromOutside(URL(fileURLWithPath: x + "/k"), "\"in x\"")
-            try writeFromOutside(URL(fileURLWithPath: y + "/k"), "\"in y\"")
+            try replaceFromOutside(URL(fileURLWithPath: x + "/k"), with: "\"in x\"")
+            try replaceFromOutside(URL(fileURLWithPath: y + "/k"), with: "\"in y\"")
             let link = root.appendingPathComponent("link")
             try #require(symlink(x, link.path) == 0)
             let stored = storage("k", atPath: link.path)
@@ -568,7 +556,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
             watched.flush()
             try FileManager.default.removeItem(atPath: path)
             try makeDirectory(path)
-            try writeFromOutside(URL(fileURLWithPath: path + "/k"), "\"outside\"")
+            try replaceFromOutside(URL(fileURLWithPath: path + "/k"), with: "\"outside\"")
             #expect(eventually(timeout: 10) { watched.wrappedValue == "outside" }, "holds \(watched.wrappedValue)")
             watched.wrappedValue = "after"
             watched.flush()
@@ -613,7 +601,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
     @Test func anOutsideWriteAfterAFailedFirstReadIsTaken() throws {
         try withTemporaryDirectory { directory in
             let path = directory.standardizedFileURL.path
-            try writeFromOutside(directory.appendingPathComponent("k"), "\"stored\"")
+            try replaceFromOutside(directory.appendingPathComponent("k"), with: "\"stored\"")
             let failing = Flag(true)
             FaultInjection.install(
                 { call, name in call == .read && name == "k" && failing.take() ? .fail(EIO) : nil },
@@ -621,7 +609,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
             defer { FaultInjection.remove(forDirectory: path) }
             let watched = fileStorage("k", in: directory, default: "default", flushInterval: nil)
             try #require(watched.lastError?.code == .readFailed)
-            try writeFromOutside(directory.appendingPathComponent("k"), "\"outside\"")
+            try replaceFromOutside(directory.appendingPathComponent("k"), with: "\"outside\"")
             #expect(eventually(timeout: 10) { watched.wrappedValue == "outside" })
             watched.wrappedValue = "mine"
             watched.flush()
@@ -723,7 +711,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
             try #require(calls.load(ordering: .relaxed) >= 2)
             // The default is saved first (into y, where the path leads): the storage is settled.
             try #require(eventually(timeout: 5) { FileManager.default.fileExists(atPath: y + "/k") })
-            try writeFromOutside(URL(fileURLWithPath: y + "/k"), "\"outside\"")
+            try replaceFromOutside(URL(fileURLWithPath: y + "/k"), with: "\"outside\"")
             #expect(eventually(timeout: 5) { watched.wrappedValue == "outside" }, "holds \(watched.wrappedValue)")
         }
     }
@@ -800,7 +788,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
                 for occurrence in 1...8 {
                     try withTemporaryDirectory { directory in
                         let path = directory.standardizedFileURL.path
-                        try writeFromOutside(directory.appendingPathComponent("k"), "\"stored\"")
+                        try replaceFromOutside(directory.appendingPathComponent("k"), with: "\"stored\"")
                         FaultInjection.install(Self.plan(kind, occurrence, errno, twice: twice), forDirectory: path)
                         let opened = fileStorage("k", in: directory, default: "default", flushInterval: nil)
                         opened.flush()
@@ -866,7 +854,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
         try withTemporaryDirectory { directory in
             let path = directory.standardizedFileURL.path
             // Stored before the storage opens, so that no write of its own comes back as an event to check.
-            try writeFromOutside(directory.appendingPathComponent("k"), "\"mine\"")
+            try replaceFromOutside(directory.appendingPathComponent("k"), with: "\"mine\"")
             let watched = fileStorage("k", in: directory, default: "default", flushInterval: nil)
             try #require(watched.wrappedValue == "mine")
             let armed = Flag(true)
@@ -874,7 +862,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
                 { call, name in call == failing && name == "k" && armed.take() ? .fail(EMFILE) : nil },
                 forDirectory: path)
             defer { FaultInjection.remove(forDirectory: path) }
-            try writeFromOutside(directory.appendingPathComponent("k"), "\"outside\"")
+            try replaceFromOutside(directory.appendingPathComponent("k"), with: "\"outside\"")
             try #require(eventually(timeout: 5) { !armed.isSet }, "the check did not run")
             #expect(eventually(timeout: 5) { watched.wrappedValue == "outside" }, "holds \(watched.wrappedValue)")
             watched.wrappedValue += "+1"
@@ -904,7 +892,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
             watched.flush()
             try #require(runMount("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", path]), "cannot mount")
             defer { _ = runMount("umount", [path]) }
-            try writeFromOutside(URL(fileURLWithPath: path + "/k"), "\"outside\"")
+            try replaceFromOutside(URL(fileURLWithPath: path + "/k"), with: "\"outside\"")
             #expect(eventually(timeout: 5) { watched.wrappedValue == "outside" }, "holds \(watched.wrappedValue)")
         }
     }
@@ -983,8 +971,8 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
             let y = root.path + "/y"
             try makeDirectory(x)
             try makeDirectory(y)
-            try writeFromOutside(URL(fileURLWithPath: x + "/k"), "\"in x\"")
-            try writeFromOutside(URL(fileURLWithPath: y + "/k"), "\"in y\"")
+            try replaceFromOutside(URL(fileURLWithPath: x + "/k"), with: "\"in x\"")
+            try replaceFromOutside(URL(fileURLWithPath: y + "/k"), with: "\"in y\"")
             let link = root.appendingPathComponent("link")
             try #require(symlink(x, link.path) == 0)
             let throughLink = storage("k", atPath: link.path)

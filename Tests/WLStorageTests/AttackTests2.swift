@@ -11,30 +11,6 @@ import Testing
 
 // MARK: - Helpers
 
-private struct Attack2SystemCallFailed: Error {
-    let errno: Int32
-}
-
-/// Replaces `url` as another program would: a temporary file in the same directory renamed over it.
-private func replaceFromOutside(_ url: URL, _ contents: String) throws {
-    let temporary = url.deletingLastPathComponent()
-        .appendingPathComponent(".outside-\(UInt32.random(in: 0...UInt32.max))")
-    try Data(contents.utf8).write(to: temporary)
-    guard rename(temporary.path, url.path) == 0 else { throw Attack2SystemCallFailed(errno: errno) }
-}
-
-/// A flag and a counter a test shares with a fault plan.
-private final class Switch: Sendable {
-    private let on: Atomic<Bool>
-    private let counter = Atomic<Int>(0)
-    init(_ initial: Bool) { on = Atomic(initial) }
-    var isOn: Bool { on.load(ordering: .sequentiallyConsistent) }
-    func set(_ value: Bool) { on.store(value, ordering: .sequentiallyConsistent) }
-    /// Counts one use of the switch.
-    func tally() { counter.add(1, ordering: .sequentiallyConsistent) }
-    var tallied: Int { counter.load(ordering: .sequentiallyConsistent) }
-}
-
 /// Runs the test child in `mode` to its end (killing it after `timeout` seconds).
 ///
 /// Waits without blocking a thread of the cooperative pool, so that a child that hangs holds up no other test.
@@ -69,7 +45,7 @@ private func runChild2(
         try await withTemporaryDirectory { directory in
             let path = directory.standardizedFileURL.path
             let file = directory.appendingPathComponent("k")
-            try replaceFromOutside(file, "\"mine\"")
+            try replaceFromOutside(file, with: "\"mine\"")
             let scheduler = ManualScheduler()
             let watched: WLStorage<String> = manualStorage("k", in: directory, default: "default", scheduler: scheduler)
             try #require(watched.wrappedValue == "mine")
@@ -84,7 +60,7 @@ private func runChild2(
                 }, forDirectory: path)
             defer { FaultInjection.remove(forDirectory: path) }
             for round in 1...5 {
-                try replaceFromOutside(file, "\"outside \(round)\"")
+                try replaceFromOutside(file, with: "\"outside \(round)\"")
                 try #require(
                     await waitUntil(timeout: 10) { failing.tallied >= round && watched.cell.externalChecks >= round },
                     "the check of outside change \(round) did not run")
@@ -123,7 +99,7 @@ private func runChild2(
         try await withTemporaryDirectory { directory in
             let path = directory.standardizedFileURL.path
             let file = directory.appendingPathComponent("k")
-            try replaceFromOutside(file, "\"stored\"")
+            try replaceFromOutside(file, with: "\"stored\"")
             let failing = Switch(true)
             FaultInjection.install(
                 { call, name in
@@ -136,7 +112,7 @@ private func runChild2(
             try #require(watched.lastError?.code == .readFailed)
             try #require(watched.wrappedValue == "default")
             let failedBefore = failing.tallied
-            try replaceFromOutside(file, "\"outside\"")
+            try replaceFromOutside(file, with: "\"outside\"")
             try #require(
                 await waitUntil(timeout: 10) { failing.tallied > failedBefore }, "the outside change was not checked")
             try await Task.sleep(for: .milliseconds(200))
@@ -195,7 +171,7 @@ private func runChild2(
         try await withTemporaryDirectory { directory in
             let path = directory.standardizedFileURL.path
             let file = directory.appendingPathComponent("k")
-            try replaceFromOutside(file, "\"start\"")
+            try replaceFromOutside(file, with: "\"start\"")
             let failing = Switch(true)
             FaultInjection.install(
                 { call, name in

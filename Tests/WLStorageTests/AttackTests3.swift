@@ -12,36 +12,13 @@ import Testing
 
 // MARK: - Helpers
 
-private struct Attack3SystemCallFailed: Error {
-    let errno: Int32
-}
-
-/// Replaces `url` as another program would: a temporary file in the same directory renamed over it.
-private func replaceFromOutside3(_ url: URL, _ contents: String) throws {
-    let temporary = url.deletingLastPathComponent()
-        .appendingPathComponent(".outside-\(UInt32.random(in: 0...UInt32.max))")
-    try Data(contents.utf8).write(to: temporary)
-    guard rename(temporary.path, url.path) == 0 else { throw Attack3SystemCallFailed(errno: errno) }
-}
-
-/// A flag a test shares with a fault plan.
-private final class Toggle: Sendable {
-    private let on: Atomic<Bool>
-    private let counter = Atomic<Int>(0)
-    init(_ initial: Bool) { on = Atomic(initial) }
-    var isOn: Bool { on.load(ordering: .sequentiallyConsistent) }
-    func set(_ value: Bool) { on.store(value, ordering: .sequentiallyConsistent) }
-    func tally() { counter.add(1, ordering: .sequentiallyConsistent) }
-    var tallied: Int { counter.load(ordering: .sequentiallyConsistent) }
-}
-
 /// Holds the only reference to a storage, so that a closure can release it.
 private final class StorageHolder<T: Codable & Sendable>: @unchecked Sendable {  // used on one thread at a time
     var storage: WLStorage<T>?
 }
 
 /// Fails reads of the file `name` (its `open`) while `reads` is on, and every rename while `writes` is on.
-private func installReadWriteFaults(in directory: URL, name: String, reads: Toggle, writes: Toggle) {
+private func installReadWriteFaults(in directory: URL, name: String, reads: Switch, writes: Switch) {
     FaultInjection.install(
         { call, entry in
             if call == .open, entry == name, reads.isOn {
@@ -74,9 +51,9 @@ private func installReadWriteFaults(in directory: URL, name: String, reads: Togg
     /// value, is freed, and the value is lost for good (no retry, no exit flush).
     @Test func aStorageReleasedWhileTheOrphanIsLetGoKeepsItsValue() throws {
         try withTemporaryDirectory { directory in
-            try replaceFromOutside3(directory.appendingPathComponent("k"), "\"stored\"")
-            let reads = Toggle(true)
-            let writes = Toggle(true)
+            try replaceFromOutside(directory.appendingPathComponent("k"), with: "\"stored\"")
+            let reads = Switch(true)
+            let writes = Switch(true)
             installReadWriteFaults(in: directory, name: "k", reads: reads, writes: writes)
             defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
             let scheduler = ManualScheduler()
@@ -93,7 +70,7 @@ private func installReadWriteFaults(in directory: URL, name: String, reads: Togg
             let holder = StorageHolder<String>()
             holder.storage = manualStorage("k", in: directory, default: "default", scheduler: scheduler)
             try #require(holder.storage?.wrappedValue == "first")
-            let observed = Toggle(false)
+            let observed = Switch(false)
             withObservationTracking {
                 _ = holder.storage?.wrappedValue
             } onChange: {
@@ -136,9 +113,9 @@ private func installReadWriteFaults(in directory: URL, name: String, reads: Togg
     @Test func aNewEpisodeOfUnreadableChecksStartsAtTheShortestDelay() async throws {
         try await withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("k")
-            try replaceFromOutside3(file, "\"stored\"")
-            let reads = Toggle(true)
-            let writes = Toggle(false)
+            try replaceFromOutside(file, with: "\"stored\"")
+            let reads = Switch(true)
+            let writes = Switch(false)
             installReadWriteFaults(in: directory, name: "k", reads: reads, writes: writes)
             defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
             let scheduler = ManualScheduler()
@@ -152,7 +129,7 @@ private func installReadWriteFaults(in directory: URL, name: String, reads: Togg
             try #require(scheduler.pendingJobs == 0, "retries still wait: \(scheduler.pendingDelays)")
             // Much later, one read fails again, when another program stores a value.
             reads.set(true)
-            try replaceFromOutside3(file, "\"outside\"")
+            try replaceFromOutside(file, with: "\"outside\"")
             try #require(
                 await waitUntil(timeout: 10) { scheduler.pendingJobs >= 1 }, "the failed check scheduled no retry")
             let delay = scheduler.pendingDelays.first ?? 0

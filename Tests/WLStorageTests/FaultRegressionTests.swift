@@ -23,18 +23,6 @@ private func runChild(
     return (child, end.reason, end.status)
 }
 
-private struct SystemCallFailed: Error {
-    let errno: Int32
-}
-
-/// Replaces `url` as another program would: a temporary file in the same directory renamed over it.
-private func replaceFromOutside(_ url: URL, with contents: String) throws {
-    let temporary = url.deletingLastPathComponent()
-        .appendingPathComponent(".outside-\(UInt32.random(in: 0...UInt32.max))")
-    try Data(contents.utf8).write(to: temporary)
-    guard rename(temporary.path, url.path) == 0 else { throw SystemCallFailed(errno: errno) }
-}
-
 /// A flag and a number that a test shares with a thread of its own.
 private final class Shared: Sendable {
     let flag = Atomic<Bool>(false)

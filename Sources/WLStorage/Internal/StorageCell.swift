@@ -58,10 +58,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     init(
         value: T, stored: StoredState, defaultValue: T, backer: any WLStorageBacker<T>,
-        fileBacker: WLStorageDefaultBacker<T>?, interval: UInt64?, scheduler: any WriteScheduler,
-        refusesWrites: Bool = false
+        fileBacker: WLStorageDefaultBacker<T>?, interval: UInt64?, scheduler: any WriteScheduler
     ) {
-        self.refusesWrites = refusesWrites
         self.state = Lock(CellState(value: value, stored: stored, throttle: WriteThrottle(interval: interval)))
         self.backer = backer
         self.fileBacker = fileBacker
@@ -79,9 +77,6 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     private let watching = Atomic<Bool>(false)
     /// The live storages of this cell.
     private let storages = Atomic<Int>(0)
-    /// The cell's backer refuses every write (a storage of a file open with another value type): its value lives in
-    /// memory only, and goes with its last storage.
-    let refusesWrites: Bool
 
     /// Starts watching the directory on behalf of this cell; the watch ends with the cell.
     func adoptWatch() {
@@ -172,10 +167,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             }
         }
         guard state.withLock({ $0.hasNotificationsLeft() }) else { return }
-        Self.delivery.async { [self] in drainNotifications() }
+        notificationDelivery.async { [self] in drainNotifications() }
     }
-
-    private static var delivery: DispatchQueue { notificationDelivery }
 
     /// Removes a listener. The listener is released after the lock: it may hold the last reference to a storage of
     /// this very cell, whose deinit flushes.
@@ -308,7 +301,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// with the backoff whatever the flush interval.
     func storageReleased() {
         let remaining = storages.subtract(1, ordering: .acquiringAndReleasing).newValue
-        guard !refusesWrites else { return }
+        // A backer that refuses every write (a storage of a file open with another value type) keeps nothing: the
+        // value lives in memory only, and goes with the last storage.
+        guard !(backer is any RefusesWrites) else { return }
         flush()
         // While another storage of the cell lives, the work stays with it, on its throttle.
         guard remaining <= 0, state.withLock({ $0.hasWork }) else { return }

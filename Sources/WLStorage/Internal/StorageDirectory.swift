@@ -107,7 +107,8 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 
     package func hash(into hasher: inout Hasher) {
-        for byte in path.utf8 { hasher.combine(byte) }
+        var path = path
+        path.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 
     // MARK: Names
