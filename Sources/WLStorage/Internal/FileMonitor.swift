@@ -438,9 +438,12 @@ package final class FileMonitor: Sendable {
 
     /// Has each of `cells` check its file, on the queue of checks: the monitor's queue goes on with other events, and
     /// a slow directory holds up no other.
+    ///
+    /// A queued check holds its cell weakly: a cell whose last storage goes meanwhile is not kept alive by it, so that
+    /// a storage opened next reads the file afresh.
     private func check(_ cells: [any RegisteredCell]) {
         for cell in cells {
-            Self.checks.async { cell.checkForExternalChange() }
+            Self.checks.async { [weak cell] in cell?.checkForExternalChange() }
         }
     }
 
