@@ -24,8 +24,12 @@ import Synchronization
 // check for another program's change. The thread that runs it marks the cell busy (`busyThread`) under the lock and
 // runs the job outside it; others who need the backer wait (`flush()`) or leave the work to it (ticks, checks).
 
-/// Where notifications queued faster than their first deliverer could deliver them are delivered.
-private let notificationDelivery = DispatchQueue(label: "WLStorage.notifications", attributes: .concurrent)
+/// Where notifications queued faster than their first deliverer could deliver them are delivered, one batch of one
+/// cell at a time, each cell queueing its next batch behind the others'. Serial, so that it has a thread of its own
+/// (an overcommitting queue in libdispatch): a concurrent queue shares the process's worker threads, and waits for
+/// as long as they are all blocked (in backers, in the program's own waits), leaving a consumer of `values` without
+/// its first value.
+private let notificationDelivery = DispatchQueue(label: "WLStorage.notifications")
 
 /// What every cell is observed through, whatever its value type: one registrar each, and one key path for all.
 ///
