@@ -1,0 +1,142 @@
+import Foundation
+
+/// Where values live: a store reads, writes and removes the bytes stored under a key.
+///
+/// A store works in bytes; the storage encodes its value on top (as JSON, the same bytes the file store writes).
+/// Storages of the same key in stores with the same ``identity`` share one value in a process, whatever store
+/// they were created with.
+///
+/// ``WLStorage`` calls a store from background threads, from several at once for different keys (and for the same
+/// key from several programs or machines): a store does its own locking. Only the storage's own job calls it for a
+/// given key in a process, one call at a time.
+///
+/// A store that can tell when another program or machine changed a key offers a feed of such changes
+/// (``observeChanges(_:)``); the storage then reads the key and adopts the value by the same rule as a file changed by
+/// another program: the value stored last wins, and a local change still pending wins over it.
+///
+/// ```swift
+/// final class MemoryStore: WLStorageStore {
+///     let identity = "memory:example"
+///     private let values = Mutex<[String: Data]>([:])
+///     func read(key: String) -> Data? { values.withLock { $0[key] } }
+///     func write(key: String, data: Data) { values.withLock { $0[key] = data } }
+///     func remove(key: String) { values.withLock { $0[key] = nil } }
+///     func keys() -> [String] { values.withLock { Array($0.keys) } }
+/// }
+/// ```
+public protocol WLStorageStore: Sendable {
+    /// What the store is, as text: two stores with the same identity hold the same values. It must not contain a
+    /// password or other secret; it appears in errors and descriptions.
+    var identity: String { get }
+
+    /// The bytes stored under `key`, or `nil` when nothing is stored.
+    ///
+    /// - Throws: When what is stored cannot be read. The storage then starts from the default, and never writes
+    ///   anything derived from it before it has read the key successfully.
+    func read(key: String) throws -> Data?
+
+    /// Stores `data` under `key`, replacing what was stored.
+    ///
+    /// - Throws: When nothing was stored. The storage keeps the value pending and writes it again later.
+    func write(key: String, data: Data) throws
+
+    /// Stores `data` under `key` unless something is stored there already, and returns whether it did. The storage
+    /// saves a default value this way: a default never replaces a stored value.
+    ///
+    /// The default implementation reads the key and writes when nothing is stored, which can replace a value stored
+    /// in between by another program; a store shared by several programs should do it in one step.
+    func create(key: String, data: Data) throws -> Bool
+
+    /// Writes several keys at once: ``WLStorage/flushAll()`` hands a store all of its pending values together. Either
+    /// every key is written or the method throws (and every value stays pending).
+    ///
+    /// The default implementation writes the keys one by one; a database does them in one transaction.
+    func write(_ batch: [WLStorageStoreWrite]) throws
+
+    /// Removes what is stored under `key`. Removing a key that holds nothing is not an error.
+    func remove(key: String) throws
+
+    /// Every key that holds a value.
+    func keys() throws -> [String]
+
+    /// Starts telling `changed` when a key's stored bytes may have been changed by someone else (another program,
+    /// another machine), until the returned observation is cancelled or released. `nil` when the store cannot tell;
+    /// that is the default.
+    ///
+    /// Call `changed` from any thread, outside the store's own locks. Reporting a change that was not one, or the
+    /// store's own write, costs one read of the key; missing one leaves the storage with an old value until the next
+    /// change. When the store may have missed changes (a lost connection), report ``WLStorageStoreChange/everything``.
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation?
+}
+
+/// One key's bytes, to be written with others by ``WLStorageStore/write(_:)``.
+public struct WLStorageStoreWrite: Sendable {
+    /// The key.
+    public var key: String
+    /// The bytes to store under it.
+    public var data: Data
+
+    /// Creates a write of `data` under `key`.
+    public init(key: String, data: Data) {
+        self.key = key
+        self.data = data
+    }
+}
+
+/// What a store's feed reports (see ``WLStorageStore/observeChanges(_:)``).
+public enum WLStorageStoreChange: Sendable, Equatable {
+    /// The bytes stored under this key may have changed.
+    case key(String)
+    /// Any key may have changed: every storage of the store reads its key again.
+    case everything
+}
+
+/// A feed of changes that runs until it is cancelled or released.
+public final class WLStorageObservation: Sendable {
+    private let stop: @Sendable () -> Void
+    private let stopped = LockedFlag()
+
+    /// Creates an observation that calls `cancel` once, when it is cancelled or released.
+    public init(cancel: @escaping @Sendable () -> Void) {
+        self.stop = cancel
+    }
+
+    /// Stops the feed. Calling it again does nothing.
+    public func cancel() {
+        if stopped.set() { stop() }
+    }
+
+    deinit {
+        cancel()
+    }
+}
+
+extension WLStorageStore {
+    public func create(key: String, data: Data) throws -> Bool {
+        guard try read(key: key) == nil else { return false }
+        try write(key: key, data: data)
+        return true
+    }
+
+    public func write(_ batch: [WLStorageStoreWrite]) throws {
+        for write in batch { try self.write(key: write.key, data: write.data) }
+    }
+
+    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation?
+    {
+        nil
+    }
+}
+
+/// A flag that is set once.
+final class LockedFlag: Sendable {
+    private let flag = Lock(false)
+
+    /// Sets the flag; returns whether this call set it.
+    func set() -> Bool {
+        flag.withLock { flag in
+            defer { flag = true }
+            return !flag
+        }
+    }
+}
