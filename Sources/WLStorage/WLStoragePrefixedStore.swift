@@ -46,8 +46,7 @@ public struct WLStoragePrefixedStore<Base: WLStorageStore>: WLStorageStore {
         try base.keys().compactMap { $0.hasPrefix(prefix) ? String($0.dropFirst(prefix.count)) : nil }
     }
 
-    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation?
-    {
+    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
         let prefix = self.prefix
         return base.observeChanges { change in
             switch change {

@@ -122,8 +122,7 @@ extension WLStorageStore {
         for write in batch { try self.write(key: write.key, data: write.data) }
     }
 
-    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation?
-    {
+    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
         nil
     }
 }

@@ -91,7 +91,9 @@ private final class ObservableMemoryBacker: WLStorageObservableBacker, Sendable 
         let storage = WLStorage(key: "mode", defaultValue: "", flushInterval: nil, store: store)
         #expect(storage.wrappedValue == "a")
         let observed = Atomic<Bool>(false)
-        _ = withObservationTracking { storage.wrappedValue } onChange: {
+        _ = withObservationTracking {
+            storage.wrappedValue
+        } onChange: {
             observed.store(true, ordering: .sequentiallyConsistent)
         }
         let changes = Lock<[String]>([])

@@ -228,7 +228,8 @@ private enum FlushItem: Sendable {
             try store.write(writes.map(\.write))
         } catch {
             failure = WLStorageError(
-                code: .writeFailed, message: "\(store.identity) could not store a batch of \(writes.count) values: \(error)",
+                code: .writeFailed,
+                message: "\(store.identity) could not store a batch of \(writes.count) values: \(error)",
                 underlying: error)
         }
         for write in writes {

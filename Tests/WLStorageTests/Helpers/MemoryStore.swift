@@ -30,7 +30,6 @@ final class MemoryStore: WLStorageStore {
         self.contents = other?.contents ?? Contents()
     }
 
-
     func read(key: String) throws -> Data? {
         try contents.state.withLock { state in
             state.reads += 1
