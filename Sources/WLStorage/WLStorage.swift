@@ -131,8 +131,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         var watched = false
         var monitorEvents: UInt64 = 0
         var prepared = false
-        var observation: WLStorageObservation?
         var feedTarget: FeedTarget<T>?
+        var madeDefault: T?
         if let fileBacker, let directory = fileBacker.directory, let name = fileBacker.fileName {
             // A failure to prepare the directory is met again, and reported, by the read below.
             identity = try? fileBacker.prepare()
@@ -179,12 +179,14 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             // A custom backer's feed, in place before the read; a change it reports before the cell exists is checked
             // once the cell is there.
             let target = FeedTarget<T>()
-            observation = observable.observeChanges { [target] in target.changed() }
+            let observation = observable.observeChanges { [target] in target.changed() }
             feedTarget = target
-            backer = ObservedBacker(observable, defaultValue: defaultValueClosure())
+            let made = defaultValueClosure()
+            madeDefault = made
+            backer = ObservedBacker(observable, defaultValue: made, observation: observation)
         }
 
-        let defaultValue = defaultValueClosure()
+        let defaultValue = madeDefault ?? defaultValueClosure()
         let savesDefault = fileBacker != nil || storeBacker != nil
         let value: T
         let stored: StoredState
@@ -206,7 +208,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         }
         let cell = StorageCell(
             value: value, stored: stored, defaultValue: defaultValue, backer: backer, interval: interval,
-            scheduler: scheduler, observation: observation)
+            scheduler: scheduler)
         if watched { cell.adoptWatch() }
         if identity == nil, let directory = fileBacker?.directory {
             // The directory could not be prepared before the read, but the read may have prepared it: the cell is

@@ -54,36 +54,32 @@ class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the 
 final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendable {  // state: `state`
     @usableFromInline let state: Lock<CellState<T>>
     let backer: any WLStorageBacker<T>
-    /// The same backer when it offers more than ``WLStorageBacker`` (the file backer, a store's backer, a custom backer
-    /// with a change feed): telling a stored value from nothing stored, saving a default without replacing anything,
-    /// and reading changes made elsewhere.
-    let access: (any StoreBacking<T>)?
     /// The same backer when it is the file backer: the registry and the file monitor know its cell by its file.
     let fileBacker: WLStorageDefaultBacker<T>?
-    /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
-    let storeKey: StoreKey?
-    /// The change feed of a custom backer that offers one, cancelled with the cell.
-    let observation: WLStorageObservation?
     let scheduler: any WriteScheduler
     /// The value a removal returns to.
     let defaultValue: T
 
     init(
         value: T, stored: StoredState, defaultValue: T, backer: any WLStorageBacker<T>, interval: UInt64?,
-        scheduler: any WriteScheduler, observation: WLStorageObservation? = nil
+        scheduler: any WriteScheduler
     ) {
         self.state = Lock(CellState(value: value, stored: stored, throttle: WriteThrottle(interval: interval)))
         self.backer = backer
-        self.access = backer as? any StoreBacking<T>
         self.fileBacker = backer as? WLStorageDefaultBacker<T>
-        if let storeBacker = backer as? StoreBacker<T> {
-            self.storeKey = StoreKey(store: storeBacker.store.identity, key: storeBacker.storedKey)
-        } else {
-            self.storeKey = nil
-        }
-        self.observation = observation
         self.scheduler = scheduler
         self.defaultValue = defaultValue
+    }
+
+    /// The backer when it offers more than ``WLStorageBacker`` (the file backer, a store's backer, a custom backer
+    /// with a change feed): telling a stored value from nothing stored, saving a default without replacing anything,
+    /// and reading changes made elsewhere. Looked up when a job runs, not kept: a cell is kept small.
+    var access: (any StoreBacking<T>)? { backer as? any StoreBacking<T> }
+
+    /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
+    var storeKey: StoreKey? {
+        guard let storeBacker = backer as? StoreBacker<T> else { return nil }
+        return StoreKey(store: storeBacker.store.identity, key: storeBacker.storedKey)
     }
 
     /// The directory this cell's file is in, when its backer is the file backer.

@@ -176,14 +176,17 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
             return .failed(
                 WLStorageError(
                     code: .decodingFailed,
-                    message: "what is stored \(Self.judge(data)) \(T.self), and it could not be kept aside: \(error)",
+                    message:
+                        "what \(store.identity) holds \(Self.judge(data)) \(T.self), and it could not be kept aside:"
+                        + " \(error)",
                     key: key, underlying: decodingError))
         }
         _ = known.withLock { $0.forget() }
         return .movedAside(
             WLStorageError(
                 code: .decodingFailed,
-                message: "what is stored \(Self.judge(data)) \(T.self); it was kept aside under the key \(aside)",
+                message: "what \(store.identity) holds \(Self.judge(data)) \(T.self); it was kept aside under the key"
+                    + " \(aside)",
                 key: key, underlying: decodingError))
     }
 
@@ -209,11 +212,14 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
 final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     let base: any WLStorageObservableBacker<T>
     private let defaultValue: T
+    /// The backer's feed, which ends with this wrapper, and so with the cell.
+    private let observation: WLStorageObservation
     private let known = Lock(KnownBytes())
 
-    init(_ base: any WLStorageObservableBacker<T>, defaultValue: T) {
+    init(_ base: any WLStorageObservableBacker<T>, defaultValue: T, observation: WLStorageObservation) {
         self.base = base
         self.defaultValue = defaultValue
+        self.observation = observation
     }
 
     var key: String { base.key }

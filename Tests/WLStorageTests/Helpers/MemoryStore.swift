@@ -15,6 +15,9 @@ final class MemoryStore: WLStorageStore {
             var batches: [[String]] = []
             var writes = 0
             var reads = 0
+            /// 0: no faults; 1: every third write fails; 2: every second write stalls for a moment.
+            var faultMode = 0
+            var faultCounter = 0
         }
         let state = Lock(State())
     }
@@ -38,7 +41,23 @@ final class MemoryStore: WLStorageStore {
         }
     }
 
+    /// Fails or stalls a write as the fault mode says.
+    private func injectFault() throws {
+        let (mode, count) = contents.state.withLock { state in
+            state.faultCounter += 1
+            return (state.faultMode, state.faultCounter)
+        }
+        switch mode {
+        case 1 where count % 3 == 0: throw Failure()
+        case 2 where count % 2 == 0: usleep(UInt32(500 + count % 3_000))
+        default: break
+        }
+    }
+
+    func setFaultMode(_ mode: Int) { contents.state.withLock { $0.faultMode = mode } }
+
     func write(key: String, data: Data) throws {
+        try injectFault()
         try contents.state.withLock { state in
             if state.failWrites { throw Failure() }
             state.writes += 1
@@ -47,7 +66,8 @@ final class MemoryStore: WLStorageStore {
     }
 
     func create(key: String, data: Data) throws -> Bool {
-        try contents.state.withLock { state in
+        try injectFault()
+        return try contents.state.withLock { state in
             if state.failWrites { throw Failure() }
             guard state.values[key] == nil else { return false }
             state.writes += 1
@@ -57,6 +77,7 @@ final class MemoryStore: WLStorageStore {
     }
 
     func write(_ batch: [WLStorageStoreWrite]) throws {
+        try injectFault()
         try contents.state.withLock { state in
             if state.failWrites { throw Failure() }
             state.batches.append(batch.map(\.key).sorted())
