@@ -50,21 +50,25 @@ public final class WLStorageDirectoryStore: WLStorageStore {
         return (directory, name)
     }
 
+    /// The bytes of `key`'s file, or `nil` when there is none.
     public func read(key: String) throws -> Data? {
         let (directory, name) = try file(key)
         return try directory.read(name)
     }
 
+    /// Replaces `key`'s file with `data`, atomically and durably, with mode 0600.
     public func write(key: String, data: Data) throws {
         let (directory, name) = try file(key)
         _ = try directory.write(name, contents: data)
     }
 
+    /// Writes `key`'s file unless one stands there; returns whether it did.
     public func create(key: String, data: Data) throws -> Bool {
         let (directory, name) = try file(key)
         return try directory.create(name, contents: data) != nil
     }
 
+    /// Removes `key`'s file, if there is one.
     public func remove(key: String) throws {
         let (directory, name) = try file(key)
         _ = try directory.remove(name)
