@@ -125,8 +125,14 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         defer { cell.storageAttached() }
         let interval = flushInterval.map(Self.nanoseconds)
         var backer = backer
-        let fileBacker = backer as? WLStorageDefaultBacker<T>
-        let storeBacker = backer as? StoreBacker<T>
+        // One cast for the common case, the file backer: casts of a generic existential cost microseconds each.
+        var fileBacker: WLStorageDefaultBacker<T>?
+        var storeBacker: StoreBacker<T>?
+        if let file = backer as? WLStorageDefaultBacker<T> {
+            fileBacker = file
+        } else {
+            storeBacker = backer as? StoreBacker<T>
+        }
         var identity: DirectoryIdentity?
         var watched = false
         var monitorEvents: UInt64 = 0
@@ -191,7 +197,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         let value: T
         let stored: StoredState
         var readError: WLStorageError?
-        let access = backer as? any StoreBacking<T>
+        let access: (any StoreBacking<T>)? = fileBacker == nil ? backer as? any StoreBacking<T> : nil
         let found =
             fileBacker?.readStored(prepared: prepared) ?? access?.readStored()
             ?? StorageCell.read(backer, defaultValue: defaultValue)
@@ -207,8 +213,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             (value, stored, readError) = (defaultValue, .unknown, error)
         }
         let cell = StorageCell(
-            value: value, stored: stored, defaultValue: defaultValue, backer: backer, interval: interval,
-            scheduler: scheduler)
+            value: value, stored: stored, defaultValue: defaultValue, backer: backer, fileBacker: fileBacker,
+            interval: interval, scheduler: scheduler)
         if watched { cell.adoptWatch() }
         if identity == nil, let directory = fileBacker?.directory {
             // The directory could not be prepared before the read, but the read may have prepared it: the cell is
@@ -313,7 +319,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             path: (backer as? WLStorageDefaultBacker<T>)?.fileURL?.path)
         let cell = StorageCell(
             value: value, stored: .known, defaultValue: value, backer: RefusingBacker<T>(refusal: mismatch),
-            interval: nil, scheduler: scheduler)
+            fileBacker: nil, interval: nil, scheduler: scheduler)
         cell.record(mismatch)
         return cell
     }

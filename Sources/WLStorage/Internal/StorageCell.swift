@@ -61,12 +61,12 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     let defaultValue: T
 
     init(
-        value: T, stored: StoredState, defaultValue: T, backer: any WLStorageBacker<T>, interval: UInt64?,
-        scheduler: any WriteScheduler
+        value: T, stored: StoredState, defaultValue: T, backer: any WLStorageBacker<T>,
+        fileBacker: WLStorageDefaultBacker<T>?, interval: UInt64?, scheduler: any WriteScheduler
     ) {
         self.state = Lock(CellState(value: value, stored: stored, throttle: WriteThrottle(interval: interval)))
         self.backer = backer
-        self.fileBacker = backer as? WLStorageDefaultBacker<T>
+        self.fileBacker = fileBacker
         self.scheduler = scheduler
         self.defaultValue = defaultValue
     }
@@ -74,11 +74,14 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The backer when it offers more than ``WLStorageBacker`` (the file backer, a store's backer, a custom backer
     /// with a change feed): telling a stored value from nothing stored, saving a default without replacing anything,
     /// and reading changes made elsewhere. Looked up when a job runs, not kept: a cell is kept small.
-    var access: (any StoreBacking<T>)? { backer as? any StoreBacking<T> }
+    var access: (any StoreBacking<T>)? {
+        if let fileBacker { return fileBacker }
+        return backer as? any StoreBacking<T>
+    }
 
     /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
     var storeKey: StoreKey? {
-        guard let storeBacker = backer as? StoreBacker<T> else { return nil }
+        guard fileBacker == nil, let storeBacker = backer as? StoreBacker<T> else { return nil }
         return StoreKey(store: storeBacker.store.identity, key: storeBacker.storedKey)
     }
 
