@@ -91,19 +91,18 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The file's name in ``directory``.
     var fileName: String? { fileBacker?.fileName }
 
-    /// Whether the cell watches its directory for other programs' changes (set once, when it is registered).
-    private let watching = Atomic<Bool>(false)
-    /// The live storages of this cell.
-    private let storages = Atomic<Int>(0)
+    /// Twice the number of live storages of the cell, plus one when the cell holds a use of its directory's watch or
+    /// of its store's feed (set once, when it is registered): one word for both, as a cell is kept small.
+    private let storagesAndWatch = Atomic<Int>(0)
 
     /// Takes over the use of the directory's watch, or of the store's feed, made for this cell; it ends with the cell.
     func adoptWatch() {
-        watching.store(true, ordering: .relaxed)
+        storagesAndWatch.bitwiseOr(1, ordering: .relaxed)
     }
 
     deinit {
         StorageRegistry.shared.unregister(ObjectIdentifier(self))
-        if watching.load(ordering: .relaxed) {
+        if storagesAndWatch.load(ordering: .relaxed) & 1 != 0 {
             if let directory { FileMonitor.shared.unwatch(directory) }
             if let storeKey { StoreFeeds.shared.release(storeKey.store) }
         }
@@ -229,7 +228,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     /// Counts a storage of this cell, balanced by ``storageReleased()``.
     func storageAttached() {
-        storages.add(1, ordering: .acquiringAndReleasing)
+        storagesAndWatch.add(2, ordering: .acquiringAndReleasing)
     }
 
     /// Called when another storage joins this cell: the shortest flush interval of the cell's storages holds, and a
@@ -319,7 +318,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// release came from inside the cell's own job), has the registry keep the cell until the work is done, retrying
     /// with the backoff whatever the flush interval.
     func storageReleased() {
-        let remaining = storages.subtract(1, ordering: .acquiringAndReleasing).newValue
+        let remaining = storagesAndWatch.subtract(2, ordering: .acquiringAndReleasing).newValue >> 1
         // A backer that refuses every write (a storage of a file open with another value type) keeps nothing: the
         // value lives in memory only, and goes with the last storage.
         guard !(backer is any RefusesWrites) else { return }
