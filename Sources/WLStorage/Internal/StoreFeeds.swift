@@ -25,6 +25,12 @@ final class StoreFeeds: Sendable {
         /// The thread starting the feed, until it is in place: a storage of the same store created from inside the
         /// store's `observeChanges` must not wait for the call it is part of.
         var startingThread: UInt = 0
+        /// The keys reported and not checked yet, or every key: however fast a store reports, its storages have at
+        /// most one round of checks waiting.
+        var pendingKeys: Set<String> = []
+        var pendingEverything = false
+        /// A round of checks is queued or running.
+        var draining = false
     }
 
     private let feeds = Lock([String: Feed]())
@@ -90,14 +96,50 @@ final class StoreFeeds: Sendable {
     }
 
     private func changed(_ identity: String, _ change: WLStorageStoreChange) {
-        feeds.withLock { feeds in
-            if let feed = feeds[identity] { feed.events &+= 1 }
+        let startsRound = feeds.withLock { feeds -> Bool in
+            guard let feed = feeds[identity] else { return false }
+            feed.events &+= 1
+            switch change {
+            case .key(let key) where !feed.pendingEverything: feed.pendingKeys.insert(key)
+            case .key: break
+            case .everything:
+                feed.pendingEverything = true
+                feed.pendingKeys = []
+            }
+            guard !feed.draining else { return false }
+            feed.draining = true
+            return true
         }
-        let key: String?
-        switch change {
-        case .key(let changed): key = changed
-        case .everything: key = nil
-        }
-        FileMonitor.scheduleChecks(StorageRegistry.shared.cells(ofStore: identity, key: key))
+        guard startsRound else { return }
+        Self.checks.async { [weak self] in self?.checkReported(identity) }
     }
+
+    /// Has the storages of the keys reported for `identity` check them, round after round, until no report is left.
+    /// The checks of one store run one after another here: a store's reads go through its own connection anyway.
+    private func checkReported(_ identity: String) {
+        while true {
+            let taken = feeds.withLock { feeds -> (keys: Set<String>, everything: Bool)? in
+                guard let feed = feeds[identity] else { return nil }
+                guard feed.pendingEverything || !feed.pendingKeys.isEmpty else {
+                    feed.draining = false
+                    return nil
+                }
+                defer {
+                    feed.pendingKeys = []
+                    feed.pendingEverything = false
+                }
+                return (feed.pendingKeys, feed.pendingEverything)
+            }
+            guard let taken else { return }
+            let registry = StorageRegistry.shared
+            let cells =
+                taken.everything
+                ? registry.cells(ofStore: identity, key: nil)
+                : taken.keys.flatMap { registry.cells(ofStore: identity, key: $0) }
+            for cell in cells { cell.checkForExternalChange() }
+        }
+    }
+
+    private static let checks = DispatchQueue(
+        label: "WLStorage.storeChecks", qos: .utility, attributes: .concurrent)
 }
