@@ -36,6 +36,7 @@ private final class HostileStore: WLStorageStore, @unchecked Sendable {  // muta
     var onRead: (@Sendable (HostileStore, String) -> Void)?
     var onWrite: (@Sendable (HostileStore, String) -> Void)?
     var onBatch: (@Sendable (HostileStore, [WLStorageStoreWrite]) throws -> Void)?
+    var onCreate: (@Sendable (HostileStore, String) -> Void)?
 
     init(identityFollowsGeneration: Bool = false) {
         ReportedErrors.install()
@@ -61,7 +62,8 @@ private final class HostileStore: WLStorageStore, @unchecked Sendable {  // muta
     }
 
     func create(key: String, data: Data) throws -> Bool {
-        state.withLock { state in
+        onCreate?(self, key)
+        return state.withLock { state in
             state.creates += 1
             guard state.values[key] == nil else { return false }
             state.values[key] = data
@@ -278,13 +280,15 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         #expect(eventually(timeout: 3) { store.feedCount == 0 }, "the feed outlives every storage of the store")
     }
 
-    @Test func twoStoragesOfOneKeyShareOneValueWhenTheIdentityChangedBetween() {
+    @Test func aChangeToEveryKeyReachesTheStorageWhenTheIdentityChangedMeanwhile() {
         let store = HostileStore(identityFollowsGeneration: true)
-        let first = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: store)
-        store.newGeneration()
-        let second = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: store)
-        first.wrappedValue = 5
-        #expect(second.wrappedValue == 5, "one key of one store instance has two values in the process")
+        store.writeFromOutside("n", json: "1")
+        let storage = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: store)
+        #expect(storage.wrappedValue == 1)
+        store.newGeneration()  // the store reconnected; its feed, started before, goes on
+        store.state.withLock { $0.values["n"] = Data("4".utf8) }
+        store.report(.everything)  // events may have been lost while reconnecting
+        #expect(eventually(timeout: 3) { storage.wrappedValue == 4 }, "the feed's report reached no cell")
     }
 }
 
@@ -571,5 +575,152 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         let asides = try store.keys().filter { $0.hasPrefix("k~corrupt-") && $0 != aside }
         #expect(asides.count == 1)
         #expect(asides.first.flatMap(store.stored) == "not json")
+    }
+}
+
+// MARK: - More faults
+
+/// "Bytes that do not decode are kept aside" and another program's value is never lost.
+///
+/// `StoreBacker.keepAside` copies the undecodable bytes to a `~corrupt-` key, then removes the key unconditionally
+/// (`store.remove(key:)`). When another program stores a good value in between (the store is shared, as stores are
+/// meant to be), that value is removed: it is neither kept aside nor adopted, and the storage goes on with its
+/// default. The file backer does not lose it: it moves whatever stands at the name aside with a rename.
+@Suite(.capturingOutput) struct StoreAttackFaultKeepAsideTests {
+    @Test func aGoodValueStoredWhileBadBytesAreKeptAsideIsNotRemoved() throws {
+        let store = HostileStore()
+        store.writeFromOutside("k", json: "not json")
+        store.onCreate = { store, key in
+            // Another program repairs the key just as the bad bytes are being copied aside.
+            if key.contains("~corrupt-") { store.state.withLock { $0.values["k"] = Data("42".utf8) } }
+        }
+        let storage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
+        let keptAside = try store.keys().filter { $0.hasPrefix("k~corrupt-") }
+        #expect(keptAside.count == 1)
+        let survived = store.stored("k") == "42" || keptAside.contains { store.stored($0) == "42" }
+        #expect(survived || storage.wrappedValue == 42, "another program's value was removed and is lost")
+    }
+}
+
+// MARK: - More regressions
+
+/// A value is released outside every lock: its `deinit` may read and set the very storage.
+private final class Touchy: Codable, Sendable {
+    static let target = Lock<WLStorage<Touchy>?>(nil)
+    static let touched = Atomic<Int>(0)
+    let n: Int
+    init(_ n: Int) { self.n = n }
+    deinit {
+        guard Self.touched.add(1, ordering: .relaxed).newValue < 50 else { return }
+        let storage = Self.target.withLock { $0 }
+        if let storage {
+            _ = storage.wrappedValue
+            _ = storage.hasPendingChanges
+            if n == 1 { storage.wrappedValue = Touchy(-1) }
+            storage.flush()
+        }
+    }
+}
+
+@Suite(.capturingOutput, .serialized) struct StoreAttackRegressionValueDeinitTests {
+    @Test func valuesWhoseDeinitTouchesTheStorageAreReleasedOutsideTheLock() {
+        let store = MemoryStore()
+        store.writeFromOutside("t", json: #"{"n":1}"#)
+        let storage = WLStorage(key: "t", defaultValue: Touchy(0), flushInterval: nil, store: store)
+        Touchy.target.withLock { $0 = storage }
+        defer {
+            let storage = Touchy.target.withLock { target in
+                defer { target = nil }
+                return target
+            }
+            _ = storage
+        }
+        storage.wrappedValue = Touchy(2)  // releases the value read, whose deinit sets the storage
+        #expect(storage.wrappedValue.n == -1)
+        storage.flush()
+        #expect(store.stored("t") == #"{"n":-1}"#)
+        store.writeFromOutside("t", json: #"{"n":3}"#)  // adopted: releases the value in memory
+        #expect(eventually { storage.wrappedValue.n == 3 })
+        store.removeFromOutside("t")  // back to the default: releases the value in memory
+        #expect(eventually { storage.wrappedValue.n == 0 })
+        #expect(Touchy.touched.load(ordering: .relaxed) > 0)
+    }
+}
+
+@Suite(.capturingOutput) struct StoreAttackRegressionMoreTests {
+    /// One value of a batch that cannot be encoded fails alone; the others are written.
+    @Test func aBatchWithAnUnencodableValueWritesTheOthers() {
+        let store = MemoryStore()
+        let good = WLStorage(key: "good", defaultValue: 0.0, flushInterval: nil, store: store)
+        let bad = WLStorage(key: "bad", defaultValue: 0.0, flushInterval: nil, store: store)
+        let other = WLStorage(key: "other", defaultValue: 0.0, flushInterval: nil, store: store)
+        WLStorage.flushAll()
+        good.wrappedValue = 1.5
+        bad.wrappedValue = .nan
+        other.wrappedValue = 2.5
+        WLStorage.flushAll()
+        #expect(store.stored("good") == "1.5")
+        #expect(store.stored("other") == "2.5")
+        #expect(bad.hasPendingChanges)
+        #expect(bad.lastError?.code == .encodingFailed)
+    }
+
+    /// A storage of the same key opened (and changed, and released) from inside the store's read of the first
+    /// storage's initializer: the first joins the cell the nested one made.
+    @Test func aStorageOfTheSameKeyOpenedInsideTheInitialReadIsJoined() {
+        let store = HostileStore()
+        let once = Atomic<Bool>(false)
+        let keeper = Keeper()
+        store.onRead = { store, key in
+            guard !once.exchange(true, ordering: .sequentiallyConsistent) else { return }
+            let nested = WLStorage(key: key, defaultValue: 0, flushInterval: nil, store: store)
+            nested.wrappedValue = 5
+            keeper.keep(nested)
+        }
+        let finished = finishes(within: 10) {
+            let outer = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
+            #expect(outer.wrappedValue == 5)
+            outer.wrappedValue = 6
+            keeper.dropAll()
+            outer.flush()
+        }
+        #expect(finished)
+        #expect(store.stored("k") == "6")
+        #expect(eventually { store.feedCount == 0 })
+    }
+
+    /// A custom backer whose feed fires from inside `observeChanges` (before the cell exists), and whose
+    /// observation's cancellation calls `flushAll` and opens a storage of the same backer.
+    @Test func aCustomBackersFeedFiringEarlyAndCancellingIntoTheStorageIsHarmless() {
+        final class EagerBacker: WLStorageObservableBacker, Sendable {
+            let key = "eager"
+            let value = Lock<Int?>(1)
+            let cancels = Atomic<Int>(0)
+            let nested = Lock<WLStorage<Int>?>(nil)
+            func read(defaultValueClosure: () -> Int) -> Int { value.withLock { $0 } ?? defaultValueClosure() }
+            func write(value: Int) { self.value.withLock { $0 = value } }
+            func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageObservation {
+                value.withLock { $0 = 2 }  // changed between the start of the feed and the first read
+                changed()
+                changed()
+                return WLStorageObservation { [self] in
+                    guard cancels.add(1, ordering: .relaxed).newValue == 1 else { return }
+                    WLStorage.flushAll()
+                    let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: self)
+                    storage.wrappedValue = 9
+                    storage.flush()
+                }
+            }
+        }
+        ReportedErrors.install()
+        let backer = EagerBacker()
+        let finished = finishes(within: 10) {
+            let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: backer)
+            #expect(storage.wrappedValue == 2)
+            storage.wrappedValue = 3
+        }
+        #expect(finished)
+        #expect(eventually { backer.cancels.load(ordering: .relaxed) >= 1 })
+        #expect(eventually { backer.value.withLock { $0 } == 9 })
     }
 }
