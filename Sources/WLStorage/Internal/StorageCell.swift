@@ -79,7 +79,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
     var storeKey: StoreKey? {
         guard let storeBacker = backer as? StoreBacker<T> else { return nil }
-        return StoreKey(store: storeBacker.store.identity, key: storeBacker.storedKey)
+        return StoreKey(store: storeBacker.identity, key: storeBacker.storedKey)
     }
 
     /// The directory this cell's file is in, when its backer is the file backer.

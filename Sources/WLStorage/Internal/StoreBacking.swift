@@ -62,12 +62,16 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// The store that holds the bytes, and the key there (a prefixed store's key with its prefix).
     let store: any WLStorageStore
     let storedKey: String
+    /// The store's identity, read once: the cell is registered, and the feed used and released, under this one name
+    /// even when the store's `identity` would say something else later.
+    let identity: String
     private let known = Lock(KnownBytes())
 
     init(key: String, store: any WLStorageStore, storedKey: String) {
         self.key = key
         self.store = store
         self.storedKey = storedKey
+        self.identity = store.identity
     }
 
     func read(defaultValueClosure: () -> T) throws -> T {

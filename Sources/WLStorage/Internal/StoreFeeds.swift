@@ -21,9 +21,9 @@ final class StoreFeeds: Sendable {
     private let feeds = Lock([String: Feed]())
 
     /// Starts one use of `store`'s feed, starting the feed with the first. Returns when the feed is in place, with the
-    /// count of changes reported so far (see ``events(of:)``). Balance each call with ``release(_:)``.
-    func use(_ store: any WLStorageStore) -> UInt64 {
-        let identity = store.identity
+    /// count of changes reported so far (see ``events(of:)``). Balance each call with ``release(_:)``, with the same
+    /// `identity` (the store's, read once by its backer).
+    func use(_ store: any WLStorageStore, identity: String) -> UInt64 {
         let (feed, isNew) = feeds.withLock { feeds -> (Feed, Bool) in
             if let feed = feeds[identity] {
                 feed.users += 1
