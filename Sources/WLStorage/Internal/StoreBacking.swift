@@ -27,10 +27,11 @@ extension WLStorageDefaultBacker: StoreBacking {
     }
 }
 
-/// The versions of a key a backer knows, by a hash of their bytes: the last it wrote and the last it read.
+/// The version of a key a backer knows, by a hash of its bytes: the last it wrote or read, whichever came later. Only
+/// that one is not a change: bytes equal to an older version (one read before the backer wrote, or written before it
+/// read another) were stored again by someone else, last, and win.
 struct KnownBytes: Sendable {
-    private var written: Int?
-    private var read: Int?
+    private var last: Int?
 
     static func hash(_ data: Data) -> Int {
         var hasher = Hasher()
@@ -38,20 +39,20 @@ struct KnownBytes: Sendable {
         return hasher.finalize()
     }
 
-    mutating func wrote(_ data: Data) { written = Self.hash(data) }
+    mutating func wrote(_ data: Data) { last = Self.hash(data) }
 
-    /// Records `data` as read; returns whether it is a version already known.
+    /// Records `data` as read; returns whether it is the version already known.
     mutating func readKnown(_ data: Data) -> Bool {
         let hash = Self.hash(data)
-        if hash == written || hash == read { return true }
-        read = hash
+        if hash == last { return true }
+        last = hash
         return false
     }
 
-    /// Forgets every version; returns whether any was known.
+    /// Forgets the version; returns whether one was known.
     mutating func forget() -> Bool {
-        defer { (written, read) = (nil, nil) }
-        return written != nil || read != nil
+        defer { last = nil }
+        return last != nil
     }
 }
 
