@@ -67,6 +67,8 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// even when the store's `identity` would say something else later.
     let identity: String
     private let known = Lock(KnownBytes())
+    /// Whether the last read found empty bytes: something stands there, which counts as nothing stored.
+    private let foundEmpty = Lock(false)
 
     init(key: String, store: any WLStorageStore, storedKey: String) {
         self.key = key
@@ -125,6 +127,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         } catch {
             return .failed(failure(error, writing: false))
         }
+        foundEmpty.withLock { $0 = data?.isEmpty == true }
         guard let data, !data.isEmpty else { return .absent }
         _ = known.withLock { $0.readKnown(data) }
         do {
@@ -146,7 +149,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         return created
     }
 
-    var entryExists: Bool { false }
+    var entryExists: Bool { foundEmpty.withLock { $0 } }
 
     func readExternalChange() throws(WLStorageError) -> ExternalChange<T> {
         let data: Data?
