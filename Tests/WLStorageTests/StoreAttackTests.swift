@@ -724,3 +724,73 @@ private final class Touchy: Codable, Sendable {
         #expect(eventually { backer.value.withLock { $0 } == 9 })
     }
 }
+
+/// "Reporting a change that was not one ... costs one read of the key" — and no more than that, however fast the
+/// feed reports.
+///
+/// `StoreFeeds.changed` hands every report to `FileMonitor.scheduleChecks`, which queues one block per cell per report
+/// on the concurrent queue of checks: nothing coalesces a check already queued for a cell. A feed that reports faster
+/// than the checks run (a busy `LISTEN` channel, `.everything` after each reconnection attempt of a flapping
+/// connection) grows the queue without bound: measured here, 200,000 reports of `.everything` to 20 storages queued
+/// 4,000,000 checks, grew the process by 570 MB, and took more than 80 s of both cores to drain, long after the feed
+/// went quiet. A check that has not started yet reads the key as it is when it runs, so a second one queued behind it
+/// finds nothing new.
+@Suite(.capturingOutput) struct StoreAttackFaultReportStormTests {
+    @Test func aBurstOfReportsCostsAboutOneReadPerStorageNotOnePerReport() {
+        let store = HostileStore()
+        let storages = (0..<10).map { WLStorage(key: "k\($0)", defaultValue: 0, flushInterval: nil, store: store) }
+        WLStorage.flushAll()
+        let before = store.reads
+        let reports = 20_000
+        for _ in 0..<reports { store.report(.everything) }
+        // Wait until the checks have drained: the reads stop growing (at most 30 s).
+        var last = -1
+        let drained = eventually(timeout: 30) {
+            let now = store.reads
+            defer { last = now }
+            if now == last { return true }
+            usleep(300_000)
+            return false
+        }
+        #expect(drained)
+        let reads = store.reads - before
+        #expect(reads <= reports, "\(reports) reports to \(storages.count) storages cost \(reads) reads")
+    }
+}
+
+@Suite(.capturingOutput) struct StoreAttackRegressionEncodeTests {
+    /// A value whose encoding (run by `takeBatchWrite` with the cell busy on the flushing thread) calls `flushAll` and
+    /// flushes its own storage: both return, and every value is written.
+    @Test func aValueWhoseEncodingFlushesEverythingInsideABatchDoesNotHang() {
+        struct Loud: Codable, Sendable {
+            var n: Int
+            static let storage = Lock<WLStorage<Loud>?>(nil)
+            func encode(to encoder: any Encoder) throws {
+                if n > 0 {
+                    WLStorage.flushAll()
+                    Self.storage.withLock { $0 }?.flush()
+                }
+                var container = encoder.singleValueContainer()
+                try container.encode(n)
+            }
+            init(n: Int) { self.n = n }
+            init(from decoder: any Decoder) throws { n = try decoder.singleValueContainer().decode(Int.self) }
+        }
+        let store = MemoryStore()
+        let loud = WLStorage(key: "loud", defaultValue: Loud(n: 0), flushInterval: nil, store: store)
+        let quiet = WLStorage(key: "quiet", defaultValue: 0, flushInterval: nil, store: store)
+        Loud.storage.withLock { $0 = loud }
+        defer {
+            let storage = Loud.storage.withLock { target in
+                defer { target = nil }
+                return target
+            }
+            _ = storage
+        }
+        loud.wrappedValue = Loud(n: 1)
+        quiet.wrappedValue = 2
+        #expect(finishes(within: 10) { WLStorage.flushAll() })
+        #expect(store.stored("loud") == "1")
+        #expect(store.stored("quiet") == "2")
+    }
+}
