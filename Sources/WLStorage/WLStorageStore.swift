@@ -16,7 +16,8 @@ import Foundation
 ///
 /// ```swift
 /// final class MemoryStore: WLStorageStore {
-///     let identity = "memory:example"
+///     // Unique per instance: two stores with one identity are taken to hold the same values.
+///     let identity = "memory:" + UUID().uuidString
 ///     private let values = Mutex<[String: Data]>([:])
 ///     func read(key: String) -> Data? { values.withLock { $0[key] } }
 ///     func write(key: String, data: Data) { values.withLock { $0[key] = data } }
