@@ -6,6 +6,10 @@ struct GlobalOptions: Equatable {
     var program: String?
     /// Whether `--debug` selects the debug build's folder, `.wlstorage_debug`.
     var debug = false
+    /// The PostgreSQL connection string given with `--postgres`: the commands work on the store's rows.
+    var postgres: String?
+    /// The namespace given with `--namespace`, with `--postgres`.
+    var namespace: String?
 }
 
 /// The commands of the tool, by the name typed on the command line.
@@ -88,7 +92,7 @@ func parseArguments(_ arguments: [String]) -> Result<Invocation, UsageError> {
         case "--debug":
             guard inlineValue == nil else { return usage("option --debug takes no value") }
             options.debug = true
-        case "--dir", "--program":
+        case "--dir", "--program", "--postgres", "--namespace":
             let value: String
             if let inlineValue {
                 value = inlineValue
@@ -99,13 +103,24 @@ func parseArguments(_ arguments: [String]) -> Result<Invocation, UsageError> {
                 return usage("option \(name) needs a value")
             }
             guard !value.isEmpty else { return usage("option \(name) needs a non-empty value") }
-            if name == "--dir" { options.directory = value } else { options.program = value }
+            switch name {
+            case "--dir": options.directory = value
+            case "--program": options.program = value
+            case "--postgres": options.postgres = value
+            default: options.namespace = value
+            }
         default:
             return usage("unknown option '\(name)'")
         }
     }
     if options.directory != nil && options.program != nil {
         return usage("give --dir or --program, not both")
+    }
+    if options.postgres != nil && (options.directory != nil || options.program != nil || options.debug) {
+        return usage("give --postgres or a directory (--dir, --program, --debug), not both")
+    }
+    if options.namespace != nil && options.postgres == nil {
+        return usage("--namespace goes with --postgres")
     }
     guard index < arguments.endIndex else { return usage("missing command") }
     guard let name = CommandName(rawValue: arguments[index]) else {

@@ -2,7 +2,10 @@
 enum Help {
     /// The synopsis shown after a usage error.
     static func usageLine(for command: CommandName?) -> String {
-        guard let command else { return "Usage: wlstorage [--dir DIR | --program NAME [--debug]] COMMAND [ARGUMENTS]" }
+        guard let command else {
+            return "Usage: wlstorage [--dir DIR | --program NAME [--debug] | --postgres URL [--namespace NS]] COMMAND"
+                + " [ARGUMENTS]"
+        }
         return "Usage: wlstorage [GLOBAL OPTIONS] \(synopsis(of: command))"
     }
 
@@ -10,7 +13,8 @@ enum Help {
     static let tool = """
         OVERVIEW: Inspect and edit the JSON files that WLStorage keeps, one file per key.
 
-        USAGE: wlstorage [--dir DIR | --program NAME [--debug]] COMMAND [ARGUMENTS]
+        USAGE: wlstorage [--dir DIR | --program NAME [--debug] | --postgres URL [--namespace NS]] COMMAND
+                         [ARGUMENTS]
 
         A key is stored in a file named by the key when the key is 1 to 127 characters of [A-Za-z0-9._-]
         (and not ".", ".." or 64 lowercase hex digits), and by the lowercase hex SHA-256 of its UTF-8 bytes
@@ -29,6 +33,11 @@ enum Help {
                               by program-<SHA-256 of NAME>.
           --debug           With --program, use the folder of debug builds, .wlstorage_debug, in place of
                             .wlstorage.
+          --postgres URL    Work on the rows of a PostgreSQL store instead of a directory: URL is a libpq
+                            connection string (postgresql://user@host/db, or host=... dbname=...). get,
+                            set, rm, list and watch work on the same rows, and the same JSON, as
+                            WLStoragePostgresStore; path, hash and verify are about files.
+          --namespace NS    With --postgres, the store's namespace ("default" when not given).
           -h, --help        Show this help.
           Without --dir and --program, $WLSTORAGE_DIRECTORY names the directory; when it is not set either,
           that is a usage error.
