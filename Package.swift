@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "WLStorage", targets: ["WLStorage"]),
+        .library(name: "WLStoragePostgres", targets: ["WLStoragePostgres"]),
         .executable(name: "wlstorage", targets: ["wlstorage"]),
         .executable(name: "WLStorageDemo", targets: ["WLStorageDemo"]),
         .executable(name: "WLStorageBenchmarks", targets: ["WLStorageBenchmarks"]),
@@ -17,6 +18,12 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         .target(name: "WLStorage", dependencies: ["CWLStorageOpenSSL"]),
+        .systemLibrary(
+            name: "CWLStorageLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .target(name: "WLStoragePostgres", dependencies: ["WLStorage", "CWLStorageLibPQ"]),
         .executableTarget(name: "wlstorage", dependencies: ["WLStorage"]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
         .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage"]),
@@ -24,6 +31,10 @@ let package = Package(
             name: "WLStorageBenchmarks",
             dependencies: ["WLStorage"],
             path: "Benchmarks/WLStorageBenchmarks"
+        ),
+        .testTarget(
+            name: "WLStoragePostgresTests",
+            dependencies: ["WLStorage", "WLStoragePostgres"]
         ),
         .testTarget(
             name: "WLStorageTests",
