@@ -138,25 +138,35 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
 
     /// Reads what arrived on the socket (`PQconsumeInput`) and returns the notifications received (`PQnotifies`).
     /// Throws when the connection broke; it is then dropped.
+    ///
+    /// Reads until the socket has nothing more: a server that ends the connection sends a message, then closes it,
+    /// and the end can arrive with the message, so that no later readiness event tells of it.
     func notifications() throws(PostgresError) -> [Notification] {
         guard case .connected(let connection, _) = state else {
             throw PostgresError(.connectionLost, "not connected")
         }
-        guard PQconsumeInput(connection) != 0, PQstatus(connection) != CONNECTION_BAD else {
-            let error = PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
-            disconnect()
-            throw error
-        }
         var received: [Notification] = []
-        while let notification = PQnotifies(connection) {
-            received.append(
-                Notification(
-                    channel: String(cString: notification.pointee.relname),
-                    payload: String(cString: notification.pointee.extra),
-                    pid: notification.pointee.be_pid))
-            PQfreemem(notification)
+        while true {
+            guard PQconsumeInput(connection) != 0, PQstatus(connection) != CONNECTION_BAD else {
+                let error = PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
+                disconnect()
+                throw error
+            }
+            while let notification = PQnotifies(connection) {
+                received.append(
+                    Notification(
+                        channel: String(cString: notification.pointee.relname),
+                        payload: String(cString: notification.pointee.extra),
+                        pid: notification.pointee.be_pid))
+                PQfreemem(notification)
+            }
+            var descriptor = pollfd(fd: PQsocket(connection), events: Int16(POLLIN), revents: 0)
+            guard descriptor.fd >= 0 else {
+                disconnect()
+                throw PostgresError(.connectionLost, "the connection was lost")
+            }
+            if poll(&descriptor, 1, 0) <= 0 { return received }
         }
-        return received
     }
 
     /// Ends the connection (`PQfinish`); the next ``connect(deadline:)`` makes a new one.
