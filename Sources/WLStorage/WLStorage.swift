@@ -68,6 +68,53 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             scheduler: DispatchWriteScheduler.shared)
     }
 
+    /// Creates a storage of `key` in `store`, with `defaultValue` when nothing is stored.
+    ///
+    /// ```swift
+    /// @WLStorage(key: "theme", defaultValue: "dark", store: .suite("com.example.shared"))
+    /// var theme: String
+    /// ```
+    ///
+    /// Storages of the same key in stores with the same identity share one value in the process.
+    ///
+    /// - Parameters:
+    ///   - key: The key. Any string.
+    ///   - defaultValue: The value to use, and save where nothing is stored, when nothing is stored.
+    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
+    ///   - store: Where the value lives: `.standard`, `.directory(url)`, `.suite(name)`, a prefixed store, or any
+    ///     other ``WLStorageStore``.
+    public convenience init<Store: WLStorageStore>(
+        key: String, defaultValue: T, flushInterval: Int? = 1, store: Store
+    ) {
+        self.init(key: key, defaultValueClosure: { defaultValue }, flushInterval: flushInterval, store: store)
+    }
+
+    /// Creates a storage of `key` in `store`, calling `defaultValueClosure` when nothing is stored.
+    ///
+    /// - Parameters:
+    ///   - key: The key. Any string.
+    ///   - defaultValueClosure: Makes the value to use, and save where nothing is stored, when nothing is stored.
+    ///     Called once, when the storage is created.
+    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
+    ///   - store: Where the value lives.
+    public convenience init<Store: WLStorageStore>(
+        key: String, defaultValueClosure: () -> T, flushInterval: Int? = 1, store: Store
+    ) {
+        self.init(
+            defaultValueClosure: defaultValueClosure, flushInterval: flushInterval,
+            backer: Self.backer(key: key, store: store))
+    }
+
+    /// The backer of `key` in `store`: the file backer for a directory, however it is wrapped in key-changing stores;
+    /// else the store's own backer.
+    package static func backer(key: String, store: any WLStorageStore) -> any WLStorageBacker<T> {
+        let (resolved, storedKey) = Stores.resolve(store, key)
+        if let directory = resolved as? WLStorageDirectoryStore {
+            return WLStorageDefaultBacker<T>(key: storedKey, directory: directory.url)
+        }
+        return StoreBacker<T>(key: key, store: resolved, storedKey: storedKey)
+    }
+
     /// Creates a storage with an interval of any precision and the given scheduler (tests inject a manual clock).
     package init(
         defaultValueClosure: () -> T, flushInterval: Duration?, backer: any WLStorageBacker<T>,
@@ -76,11 +123,22 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         ShutdownHandling.storageCreated()
         // Whichever cell the storage ends with counts it, until its deinit.
         defer { cell.storageAttached() }
-        let fileBacker = backer as? WLStorageDefaultBacker<T>
+        let interval = flushInterval.map(Self.nanoseconds)
+        var backer = backer
+        // One cast for the common case, the file backer: casts of a generic existential cost microseconds each.
+        var fileBacker: WLStorageDefaultBacker<T>?
+        var storeBacker: StoreBacker<T>?
+        if let file = backer as? WLStorageDefaultBacker<T> {
+            fileBacker = file
+        } else {
+            storeBacker = backer as? StoreBacker<T>
+        }
         var identity: DirectoryIdentity?
         var watched = false
         var monitorEvents: UInt64 = 0
         var prepared = false
+        var feedTarget: FeedTarget<T>?
+        var madeDefault: T?
         if let fileBacker, let directory = fileBacker.directory, let name = fileBacker.fileName {
             // A failure to prepare the directory is met again, and reported, by the read below.
             identity = try? fileBacker.prepare()
@@ -94,7 +152,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             case .found(let cell):
                 FileMonitor.shared.unwatch(directory)
                 self.cell = cell
-                cell.join(interval: flushInterval.map(Self.nanoseconds))
+                cell.join(interval: interval)
                 return
             case .mismatch(let other):
                 FileMonitor.shared.unwatch(directory)
@@ -105,27 +163,58 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             }
             watched = true
             monitorEvents = watch.events
+        } else if let storeBacker {
+            // The feed is in place before the key is read, as the file's watch is.
+            let key = StoreKey(store: storeBacker.store.identity, key: storeBacker.storedKey)
+            monitorEvents = StoreFeeds.shared.use(storeBacker.store)
+            switch StorageRegistry.shared.cell(for: key, as: T.self) {
+            case .found(let cell):
+                StoreFeeds.shared.release(key.store)
+                self.cell = cell
+                cell.join(interval: interval)
+                return
+            case .mismatch(let other):
+                StoreFeeds.shared.release(key.store)
+                self.cell = Self.detachedCell(defaultValueClosure(), backer: backer, other: other, scheduler: scheduler)
+                return
+            case .none:
+                break
+            }
+            watched = true
+        } else if let observable = backer as? any WLStorageObservableBacker<T> {
+            // A custom backer's feed, in place before the read; a change it reports before the cell exists is checked
+            // once the cell is there.
+            let target = FeedTarget<T>()
+            let observation = observable.observeChanges { [target] in target.changed() }
+            feedTarget = target
+            let made = defaultValueClosure()
+            madeDefault = made
+            backer = ObservedBacker(observable, defaultValue: made, observation: observation)
         }
 
-        let defaultValue = defaultValueClosure()
+        let defaultValue = madeDefault ?? defaultValueClosure()
+        let savesDefault = fileBacker != nil || storeBacker != nil
         let value: T
         let stored: StoredState
         var readError: WLStorageError?
-        switch fileBacker?.readStored(prepared: prepared) ?? StorageCell.read(backer, defaultValue: defaultValue)
-        {
+        let access: (any StoreBacking<T>)? = fileBacker == nil ? backer as? any StoreBacking<T> : nil
+        let found =
+            fileBacker?.readStored(prepared: prepared) ?? access?.readStored()
+            ?? StorageCell.read(backer, defaultValue: defaultValue)
+        switch found {
         case .value(let found):
             (value, stored) = (found, .known)
         case .absent:
-            // Only the file backer saves its default, and only where nothing is stored.
-            (value, stored) = (defaultValue, fileBacker == nil ? .known : .defaultUnsaved)
+            // Only the file and store backers save their default, and only where nothing is stored.
+            (value, stored) = (defaultValue, savesDefault ? .defaultUnsaved : .known)
         case .movedAside(let error):
-            (value, stored, readError) = (defaultValue, fileBacker == nil ? .known : .defaultUnsaved, error)
+            (value, stored, readError) = (defaultValue, savesDefault ? .defaultUnsaved : .known, error)
         case .failed(let error):
             (value, stored, readError) = (defaultValue, .unknown, error)
         }
         let cell = StorageCell(
             value: value, stored: stored, defaultValue: defaultValue, backer: backer, fileBacker: fileBacker,
-            interval: flushInterval.map(Self.nanoseconds), scheduler: scheduler)
+            interval: interval, scheduler: scheduler)
         if watched { cell.adoptWatch() }
         if identity == nil, let directory = fileBacker?.directory {
             // The directory could not be prepared before the read, but the read may have prepared it: the cell is
@@ -137,7 +226,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             // Another thread opened the same file meanwhile; its cell wins and this one is dropped unwritten (and
             // its watch with it).
             self.cell = existing
-            existing.join(interval: flushInterval.map(Self.nanoseconds))
+            existing.join(interval: interval)
             return
         case .mismatch(let other):
             self.cell = Self.detachedCell(value, backer: backer, other: other, scheduler: scheduler)
@@ -160,6 +249,10 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             }
             cell.checkForExternalChange()
         }
+        if let key = cell.storeKey, StoreFeeds.shared.events(of: key.store) != monitorEvents {
+            cell.checkForExternalChange()
+        }
+        if let feedTarget, feedTarget.attach(cell) { cell.checkForExternalChange() }
     }
 
     deinit {
@@ -219,8 +312,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ) -> StorageCell<T> {
         let mismatch = WLStorageError(
             code: .typeMismatch,
-            message: "the file is already open in this process as \(other), not as a storage of \(T.self);"
-                + " this storage keeps its value in memory only and never writes the file",
+            message: "the \(backer is WLStorageDefaultBacker<T> ? "file" : "key") is already open in this process as"
+                + " \(other), not as a storage of \(T.self); this storage keeps its value in memory only and never"
+                + " writes it",
             key: backer.key,
             path: (backer as? WLStorageDefaultBacker<T>)?.fileURL?.path)
         let cell = StorageCell(
@@ -240,4 +334,32 @@ private struct RefusingBacker<T: Codable & Sendable>: WLStorageBacker, RefusesWr
     var key: String { refusal.key ?? "" }
     func read(defaultValueClosure: () -> T) -> T { defaultValueClosure() }
     func write(value: T) throws { throw refusal }
+}
+
+/// Where a custom backer's feed sends its changes: the cell, once it exists. A change reported before is remembered,
+/// and the cell checks once it is attached.
+private final class FeedTarget<T: Codable & Sendable>: Sendable {
+    private struct State {
+        weak var cell: StorageCell<T>?
+        var attached = false
+        var missed = false
+    }
+    private let state = Lock(State())
+
+    func changed() {
+        let cell = state.withLock { state -> StorageCell<T>? in
+            if !state.attached { state.missed = true }
+            return state.cell
+        }
+        if let cell { FileMonitor.scheduleChecks([cell]) }
+    }
+
+    /// Sends later changes to `cell`; returns whether a change came before.
+    func attach(_ cell: StorageCell<T>) -> Bool {
+        state.withLock { state in
+            state.cell = cell
+            state.attached = true
+            return state.missed
+        }
+    }
 }

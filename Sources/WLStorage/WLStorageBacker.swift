@@ -50,3 +50,32 @@ public protocol WLStorageBacker<T>: Sendable {
     /// - Throws: When the value could not be stored. The storage keeps it pending and calls again later.
     func write(value: T) throws
 }
+
+/// A backer that can tell when its stored value was changed elsewhere: by another program, another machine, or
+/// another backer of the same place.
+///
+/// The storage starts the feed before its first read and keeps it until its value is released. When the backer
+/// reports a change, the storage reads the backer again (on a background thread, as any other call) and adopts what
+/// it finds by the same rule as a file changed by another program: a local change still pending wins, and is written
+/// over it; otherwise the value read replaces the one in memory, and Observation, `values` and `onChange` are told.
+/// A read that returns the value this backer last wrote or read (compared by its JSON encoding) is not a change, so
+/// reporting the backer's own writes, or a change that was not one, costs a read and nothing else.
+///
+/// ```swift
+/// final class SharedMemoryBacker: WLStorageObservableBacker, Sendable {
+///     let key: String
+///     let board: Board  // a store of your own that calls its subscribers when a key changes
+///     init(key: String, board: Board) { self.key = key; self.board = board }
+///     func read(defaultValueClosure: () -> Int) -> Int { board.value(of: key) ?? defaultValueClosure() }
+///     func write(value: Int) { board.set(key, value) }
+///     func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageObservation {
+///         let id = board.subscribe(key, changed)
+///         return WLStorageObservation { [board] in board.unsubscribe(id) }
+///     }
+/// }
+/// ```
+public protocol WLStorageObservableBacker<T>: WLStorageBacker {
+    /// Starts calling `changed`, from any thread and outside the backer's own locks, whenever the stored value may
+    /// have been changed elsewhere, until the returned observation is cancelled or released.
+    func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageObservation
+}

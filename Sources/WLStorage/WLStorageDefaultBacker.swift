@@ -267,23 +267,40 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 }
 
-/// One version of a file as a backer wrote or read it: its identity and a hash of its contents.
+/// One version of a file as a backer wrote or read it: a hash of its identity and its contents together, one word so
+/// that a backer stays small.
 struct KnownVersion: Equatable, Sendable {
-    var identity: Int
-    var contents: Int
+    var hash: Int
 
     init(identity: FileIdentity, contents: Data) {
-        self.identity = identity.stamp
         var hasher = Hasher()
+        hasher.combine(identity.stamp)
         contents.withUnsafeBytes { hasher.combine(bytes: $0) }
-        self.contents = hasher.finalize()
+        // Never 0, which stands for no version in ``KnownVersions``.
+        self.hash = hasher.finalize() | 1
+    }
+
+    fileprivate init?(hash: Int) {
+        guard hash != 0 else { return nil }
+        self.hash = hash
     }
 }
 
-/// The versions of its file a backer knows: the last it wrote and the last it read.
+/// The versions of its file a backer knows: the last it wrote and the last it read. Two words, 0 for none, rather than
+/// two optionals, which would take a word more and a larger malloc size class for every backer.
 struct KnownVersions: Sendable {
-    var written: KnownVersion?
-    var read: KnownVersion?
+    private var writtenHash = 0
+    private var readHash = 0
+
+    var written: KnownVersion? {
+        get { KnownVersion(hash: writtenHash) }
+        set { writtenHash = newValue?.hash ?? 0 }
+    }
+
+    var read: KnownVersion? {
+        get { KnownVersion(hash: readHash) }
+        set { readHash = newValue?.hash ?? 0 }
+    }
 }
 
 extension WLStorageDefaultBacker {

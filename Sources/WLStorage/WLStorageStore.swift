@@ -47,8 +47,9 @@ public protocol WLStorageStore: Sendable {
     /// in between by another program; a store shared by several programs should do it in one step.
     func create(key: String, data: Data) throws -> Bool
 
-    /// Writes several keys at once: ``WLStorage/flushAll()`` hands a store all of its pending values together. Either
-    /// every key is written or the method throws (and every value stays pending).
+    /// Writes several keys at once: ``WLStorage/flushAll()`` hands a store all of its pending values together. When it
+    /// throws, every value of the batch stays pending and is written again later, so a store that wrote some keys
+    /// before it failed loses nothing; a database writes them in one transaction.
     ///
     /// The default implementation writes the keys one by one; a database does them in one transaction.
     func write(_ batch: [WLStorageStoreWrite]) throws
@@ -112,18 +113,20 @@ public final class WLStorageObservation: Sendable {
 }
 
 extension WLStorageStore {
+    /// Reads `key`, and writes `data` when nothing is stored. Not atomic: see the requirement.
     public func create(key: String, data: Data) throws -> Bool {
         guard try read(key: key) == nil else { return false }
         try write(key: key, data: data)
         return true
     }
 
+    /// Writes the keys one by one; the first failure stops, leaving the keys before it written.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
         for write in batch { try self.write(key: write.key, data: write.data) }
     }
 
-    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation?
-    {
+    /// No feed: `nil`.
+    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
         nil
     }
 }

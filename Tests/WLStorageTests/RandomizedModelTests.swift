@@ -8,7 +8,8 @@ import Testing
 // A randomized run against a model of what each file must end up holding.
 //
 // Several threads run random operations on storages of a few keys in two directories, one of them also reached
-// through a symlink: create a storage, get, set, flush, drop, subscribe (handlers that cancel themselves or drop
+// through a symlink, and in a store with a change feed, reached through two handles of one identity (a "file" of the
+// store is a key; another program's write is a write to the store reported by its feed): create a storage, get, set, flush, drop, subscribe (handlers that cancel themselves or drop
 // storages), consume `values`, write or remove the file from outside, make the file writer fail or stall. Every
 // change to a file (a set, an outside write, an outside removal) is recorded in order under a lock of the file, and
 // the documented rules say what the file may hold at the end:
@@ -159,20 +160,65 @@ private struct RandomizedRun {
     static let operationsPerEpoch = 250
     static let keys = ["alpha", "beta", "key with space"]
 
+    /// Where a storage is created: a directory's path, or a handle of the store.
+    enum Place {
+        case directory(URL)
+        case store(MemoryStore)
+    }
+
     let seed: UInt64
     let operations: Int
     let threads = 4
     /// The directories: two real ones and a symlink to the first.
     let real: [URL]
-    let spellings: [(url: URL, directory: Int)]
+    /// The store, which counts as the directory after the real ones.
+    let store: MemoryStore
+    let spellings: [(place: Place, directory: Int)]
 
-    var fileCount: Int { real.count * Self.keys.count }
+    var fileCount: Int { (real.count + 1) * Self.keys.count }
 
     func fileIndex(directory: Int, key: Int) -> Int { directory * Self.keys.count + key }
 
-    func fileURL(_ index: Int) -> URL {
-        let key = Self.keys[index % Self.keys.count]
-        return real[index / Self.keys.count].appendingPathComponent(FileName.forKey(key)!)
+    private func isInStore(_ index: Int) -> Bool { index / Self.keys.count == real.count }
+
+    private func key(_ index: Int) -> String { Self.keys[index % Self.keys.count] }
+
+    func fileURL(_ index: Int) -> URL? {
+        guard !isInStore(index) else { return nil }
+        return real[index / Self.keys.count].appendingPathComponent(FileName.forKey(key(index))!)
+    }
+
+    /// What the file (or the store's key) holds, or `nil` when there is none.
+    func read(_ index: Int) -> Int? {
+        guard let url = fileURL(index) else {
+            return store.stored(key(index)).flatMap { try? JSONDecoder().decode(Int.self, from: Data($0.utf8)) }
+        }
+        return readFile(url)
+    }
+
+    /// Another program's write.
+    func writeFromOutside(_ value: Int, to index: Int) {
+        guard let url = fileURL(index) else { return store.writeFromOutside(key(index), json: String(value)) }
+        WLStorageTests.writeFromOutside(value, to: url)
+    }
+
+    /// Another program's removal.
+    func removeFromOutside(_ index: Int) {
+        guard let url = fileURL(index) else { return store.removeFromOutside(key(index)) }
+        _ = unlink(url.path)
+    }
+
+    /// A storage of the key `key` in `place`.
+    func storage(_ key: Int, in place: Place, interval: Int?) -> WLStorage<Int> {
+        switch place {
+        case .directory(let url):
+            WLStorage<Int>(
+                defaultValueClosure: { Self.defaultValue }, flushInterval: interval,
+                backer: WLStorageDefaultBacker(key: Self.keys[key], directory: url))
+        case .store(let store):
+            WLStorage<Int>(
+                key: Self.keys[key], defaultValueClosure: { Self.defaultValue }, flushInterval: interval, store: store)
+        }
     }
 }
 
@@ -189,9 +235,13 @@ private struct RandomizedRun {
             }
             let link = root.appendingPathComponent("link-to-one")
             try FileManager.default.createSymbolicLink(at: link, withDestinationURL: real[0])
+            let store = MemoryStore()
             let run = RandomizedRun(
-                seed: seed, operations: operations, real: real,
-                spellings: [(real[0], 0), (link, 0), (real[1], 1)])
+                seed: seed, operations: operations, real: real, store: store,
+                spellings: [
+                    (.directory(real[0]), 0), (.directory(link), 0), (.directory(real[1]), 1), (.store(store), 2),
+                    (.store(MemoryStore(sharing: store)), 2),
+                ])
             try execute(run)
         }
     }
@@ -199,7 +249,12 @@ private struct RandomizedRun {
     private func execute(_ run: RandomizedRun) throws {
         let model = Model(fileCount: run.fileCount)
         let pool = Pool()
-        let faults = Faults(paths: run.spellings.map { $0.url.standardizedFileURL.path })
+        let faults = Faults(
+            paths: run.spellings.compactMap { spelling in
+                guard case .directory(let url) = spelling.place else { return nil }
+                return url.standardizedFileURL.path
+            },
+            store: run.store)
         let nextValue = ValueCounter()
         let handlerQueue = DispatchQueue(label: "randomized.handlers", attributes: .concurrent)
         let problems = Lock<[String]>([])
@@ -248,6 +303,8 @@ private struct RandomizedRun {
             entries(of: directory).filter { $0.contains("~") }
         }
         #expect(leftovers.isEmpty, "seed \(run.seed): temporary or moved-aside files left: \(leftovers)")
+        let keptAside = (try? run.store.keys().filter { $0.contains("~") }) ?? []
+        #expect(keptAside.isEmpty, "seed \(run.seed): keys kept aside in the store: \(keptAside)")
     }
 
     /// Checks every file against its history, and every live storage against its file. Returns whether all held.
@@ -255,7 +312,7 @@ private struct RandomizedRun {
         var held = true
         for index in 0..<run.fileCount {
             let allowed = model.allowedFinal(index)
-            let final = readFile(run.fileURL(index))
+            let final = run.read(index)
             guard !allowed.contains(final) else { continue }
             held = false
             let described = allowed.map { $0.map(String.init) ?? "nothing" }.sorted()
@@ -269,17 +326,17 @@ private struct RandomizedRun {
         let storages = pool.storages.withLock { $0 }
         let settled = eventually(timeout: 20) {
             storages.allSatisfy { item in
-                item.object.wrappedValue == (readFile(run.fileURL(item.file)) ?? RandomizedRun.defaultValue)
+                item.object.wrappedValue == (run.read(item.file) ?? RandomizedRun.defaultValue)
             }
         }
         if !settled {
             held = false
             let wrong = storages.first { item in
-                item.object.wrappedValue != (readFile(run.fileURL(item.file)) ?? RandomizedRun.defaultValue)
+                item.object.wrappedValue != (run.read(item.file) ?? RandomizedRun.defaultValue)
             }
             let message: String =
                 "seed \(run.seed), epoch \(epoch): a live storage of file \(wrong?.file ?? -1) holds"
-                + " \(wrong?.object.wrappedValue ?? 0), its file \(wrong.flatMap { readFile(run.fileURL($0.file)) } ?? -99);"
+                + " \(wrong?.object.wrappedValue ?? 0), its file \(wrong.flatMap { run.read($0.file) } ?? -99);"
                 + " last changes \(wrong.map { item in model.files[item.file].withLock { $0.changes.suffix(6) } } ?? [])"
             Issue.record("\(message)")
         }
@@ -305,9 +362,7 @@ private struct RandomizedRun {
         case 0..<10:
             // Create a storage of the file, through one of its directory's spellings.
             let interval = [0, 1, nil][pick % 3]
-            let storage = WLStorage<Int>(
-                defaultValueClosure: { RandomizedRun.defaultValue }, flushInterval: interval,
-                backer: WLStorageDefaultBacker(key: RandomizedRun.keys[key], directory: spelling.url))
+            let storage = run.storage(key, in: spelling.place, interval: interval)
             pool.storages.withLock { $0.append(.init(file: file, object: storage)) }
             if pick % 3 == 0 {
                 // Another program writes the file just as this one starts: its value must never lose to a default.
@@ -315,7 +370,7 @@ private struct RandomizedRun {
                 model.files[file].withLock { record in
                     record.seen.insert(value)
                     record.changes.append(.outsideWrite(value))
-                    writeFromOutside(value, to: run.fileURL(file))
+                    run.writeFromOutside(value, to: file)
                 }
             }
         case 10..<18:
@@ -377,12 +432,12 @@ private struct RandomizedRun {
             model.files[file].withLock { record in
                 record.seen.insert(value)
                 record.changes.append(.outsideWrite(value))
-                writeFromOutside(value, to: run.fileURL(file))
+                run.writeFromOutside(value, to: file)
             }
         case 90..<93:
             model.files[file].withLock { record in
                 record.changes.append(Change.outsideRemoval)
-                _ = unlink(run.fileURL(file).path)
+                run.removeFromOutside(file)
             }
         case 93..<95:
             faults.change(pick)
@@ -401,16 +456,14 @@ private struct RandomizedRun {
             for item in cancelled { item.object.cancel() }
             model.files[file].withLock { record in
                 record.changes.append(Change.outsideRemoval)
-                _ = unlink(run.fileURL(file).path)
+                run.removeFromOutside(file)
             }
-            let storage = WLStorage<Int>(
-                defaultValueClosure: { RandomizedRun.defaultValue }, flushInterval: [0, 1, nil][pick % 3],
-                backer: WLStorageDefaultBacker(key: RandomizedRun.keys[key], directory: spelling.url))
+            let storage = run.storage(key, in: spelling.place, interval: [0, 1, nil][pick % 3])
             let value = nextValue.next()
             model.files[file].withLock { record in
                 record.seen.insert(value)
                 record.changes.append(.outsideWrite(value))
-                writeFromOutside(value, to: run.fileURL(file))
+                run.writeFromOutside(value, to: file)
             }
             pool.storages.withLock { $0.append(.init(file: file, object: storage)) }
         default:
@@ -425,12 +478,14 @@ private struct RandomizedRun {
 /// follow.
 private final class Faults: Sendable {
     private let paths: [String]
+    private let store: MemoryStore
     /// 0: none; 1: some writes fail; 2: some writes stall.
     private let mode = Atomic<Int>(0)
     private let counter = Atomic<Int>(0)
 
-    init(paths: [String]) {
+    init(paths: [String], store: MemoryStore) {
         self.paths = paths
+        self.store = store
         for path in paths {
             FaultInjection.install({ [weak self] call, name in self?.fault(call, name) }, forDirectory: path)
         }
@@ -442,10 +497,12 @@ private final class Faults: Sendable {
 
     func change(_ pick: Int) {
         mode.store(pick % 3, ordering: .relaxed)
+        store.setFaultMode(pick % 3)
     }
 
     func clear() {
         mode.store(0, ordering: .relaxed)
+        store.setFaultMode(0)
     }
 
     private func fault(_ call: SystemCall, _ name: String?) -> InjectedFault? {

@@ -37,10 +37,21 @@ package final class FileMonitor: Sendable {
         case directoryGone
     }
 
+    /// What a subscriber of a whole directory is told.
+    package enum DirectoryEvent: Sendable {
+        /// The file of this name may have changed.
+        case file(String)
+        /// Any file may have changed: events were lost, or the path now leads to another directory.
+        case any
+        /// The directory was removed or moved away; no more events will come for it.
+        case directoryGone
+    }
+
     private struct Subscriber {
         let directory: StorageDirectory
-        let fileName: String
-        let handler: @Sendable (Event) -> Void
+        /// The file subscribed to, or `nil` for every file of the directory.
+        let fileName: String?
+        let handler: @Sendable (DirectoryEvent) -> Void
     }
 
     /// A directory path in use.
@@ -110,6 +121,22 @@ package final class FileMonitor: Sendable {
     /// ``unsubscribe(_:)``. Watches the directory meanwhile.
     package func subscribe(
         to fileName: String, in directory: StorageDirectory, _ handler: @escaping @Sendable (Event) -> Void
+    ) -> UInt64 {
+        subscribe(fileName, in: directory) { event in
+            if case .directoryGone = event { handler(.directoryGone) } else { handler(.changed) }
+        }
+    }
+
+    /// Calls `handler` on the monitor's queue whenever a file in `directory` may have changed, until
+    /// ``unsubscribe(_:)``. Watches the directory meanwhile.
+    package func subscribe(
+        toEveryFileIn directory: StorageDirectory, _ handler: @escaping @Sendable (DirectoryEvent) -> Void
+    ) -> UInt64 {
+        subscribe(nil, in: directory, handler)
+    }
+
+    private func subscribe(
+        _ fileName: String?, in directory: StorageDirectory, _ handler: @escaping @Sendable (DirectoryEvent) -> Void
     ) -> UInt64 {
         watch(directory)
         return state.withLock { state in
@@ -345,7 +372,7 @@ package final class FileMonitor: Sendable {
             check(StorageRegistry.shared.cells(inDirectoryAt: path))
         }
         let paths = Set(polled)
-        for subscriber in subscribers(where: { paths.contains($0.directory) }) { subscriber.handler(.changed) }
+        for subscriber in subscribers(where: { paths.contains($0.directory) }) { subscriber.handler(.any) }
     }
 
     /// The path's directory is another one now: cells are keyed by the new one, and the next write prepares it.
@@ -425,14 +452,19 @@ package final class FileMonitor: Sendable {
         if overflowed {
             // Events were lost: every file-backed cell and every subscriber checks its file.
             check(registry.liveCells().filter { $0.directory != nil })
-            for subscriber in subscribers(where: { !gone.contains($0.directory) }) { subscriber.handler(.changed) }
+            for subscriber in subscribers(where: { !gone.contains($0.directory) }) { subscriber.handler(.any) }
             return
         }
         check(changed.compactMap { registry.cell(forFile: $0) })
-        for subscriber in subscribers(where: {
-            changedNames.contains(FileInDirectory(directory: $0.directory, name: $0.fileName))
-        }) {
-            subscriber.handler(.changed)
+        for subscriber in subscribers(where: { _ in !changedNames.isEmpty }) {
+            if let fileName = subscriber.fileName {
+                let named = FileInDirectory(directory: subscriber.directory, name: fileName)
+                if changedNames.contains(named) { subscriber.handler(.file(fileName)) }
+            } else {
+                for named in changedNames where named.directory == subscriber.directory {
+                    subscriber.handler(.file(String(decoding: named.name, as: UTF8.self)))
+                }
+            }
         }
     }
 
@@ -442,6 +474,12 @@ package final class FileMonitor: Sendable {
     /// A queued check holds its cell weakly: a cell whose last storage goes meanwhile is not kept alive by it, so that
     /// a storage opened next reads the file afresh.
     private func check(_ cells: [any RegisteredCell]) {
+        Self.scheduleChecks(cells)
+    }
+
+    /// Has each of `cells` check its stored value for a change made elsewhere, on the queue of checks, holding each
+    /// cell weakly.
+    static func scheduleChecks(_ cells: [any RegisteredCell]) {
         for cell in cells {
             Self.checks.async { [weak cell] in cell?.checkForExternalChange() }
         }
@@ -465,7 +503,7 @@ package final class FileMonitor: Sendable {
         // Checked even when the path leads to the same directory: its watch was made anew, and an event in between
         // would be lost.
         check(StorageRegistry.shared.cells(inDirectoryAt: path))
-        for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.changed) }
+        for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.any) }
     }
 
     private func subscribers(where included: (Subscriber) -> Bool) -> [Subscriber] {

@@ -78,13 +78,30 @@ enum ShutdownHandling {
         // Called from inside a backer, the flush waits for no job in flight: that job's backer may be calling this
         // too, and waiting for the caller's.
         let waiting = !insideABacker
-        guard cells.count > 1 else {
-            cells.first?.flushAll(waiting: waiting)
+        // The cells of one store (other than a directory) go together, so that their changes are written in one batch.
+        var items: [FlushItem] = []
+        var stores: [String: Int] = [:]
+        for cell in cells {
+            guard let store = cell.storeKey?.store else {
+                items.append(.cell(cell))
+                continue
+            }
+            if let index = stores[store], case .store(var group) = items[index] {
+                group.append(cell)
+                items[index] = .store(group)
+            } else {
+                stores[store] = items.count
+                items.append(.store([cell]))
+            }
+        }
+        cells = []
+        guard items.count > 1 else {
+            items.first?.flush(waiting: waiting, on: caller)
             return
         }
-        let helpers = min(cells.count, 16) - 1
-        let round = FlushRound(cells, waiting: waiting)
-        cells = []  // the round holds each cell until it is flushed, no longer
+        let helpers = min(items.count, 16) - 1
+        let round = FlushRound(items, waiting: waiting, caller: caller)
+        items = []  // the round holds each cell until it is flushed, no longer
         for _ in 0..<helpers {
             flushQueue.async { round.work() }
         }
@@ -184,17 +201,56 @@ extension WLStorage where T == Never {
 
 /// One ``WLStorage/flushAll()``: the cells to flush, taken one at a time by every thread that works on it. A cell is
 /// held until it is flushed and no longer, so that a flush that waits for a slow backer keeps no other cell alive.
+/// What a flush of every cell flushes as one piece of work.
+private enum FlushItem: Sendable {
+    /// A cell, flushed on its own.
+    case cell(any RegisteredCell)
+    /// The cells of one store: their pending changes are handed to the store in one batch, and then each cell is
+    /// flushed on its own for whatever the batch did not take (a default to save, a change made meanwhile).
+    case store([any RegisteredCell])
+
+    func flush(waiting: Bool, on thread: UInt) {
+        switch self {
+        case .cell(let cell):
+            cell.flushAll(waiting: waiting)
+        case .store(let cells):
+            if cells.count > 1 { Self.writeBatch(of: cells, on: thread) }
+            for cell in cells { cell.flushAll(waiting: waiting) }
+        }
+    }
+
+    /// Writes the pending changes of `cells`, all of one store, in one batch.
+    private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) {
+        let writes = cells.compactMap { $0.takeBatchWrite(on: thread) }
+        guard let store = writes.first?.store else { return }
+        var failure: WLStorageError?
+        do {
+            try store.write(writes.map(\.write))
+        } catch {
+            failure = WLStorageError(
+                code: .writeFailed,
+                message: "\(store.identity) could not store a batch of \(writes.count) values: \(error)",
+                underlying: error)
+        }
+        for write in writes {
+            var error = failure
+            error?.key = write.write.key
+            write.finish(error)
+        }
+    }
+}
+
 private final class FlushRound: Sendable {
-    private let cells: Lock<[(any RegisteredCell)?]>
+    private let items: Lock<[FlushItem?]>
     private let count: Int
     private let next = Atomic<Int>(0)
     private let finished = Atomic<Int>(0)
     private let done = DispatchSemaphore(value: 0)
     private let waiting: Bool
 
-    init(_ cells: [any RegisteredCell], waiting: Bool) {
-        self.cells = Lock(cells.map { $0 })
-        self.count = cells.count
+    init(_ items: [FlushItem], waiting: Bool, caller: UInt) {
+        self.items = Lock(items.map { $0 })
+        self.count = items.count
         self.waiting = waiting
     }
 
@@ -203,11 +259,12 @@ private final class FlushRound: Sendable {
         while true {
             let index = next.add(1, ordering: .relaxed).oldValue
             guard index < count else { return }
-            let cell = cells.withLock { cells in
-                defer { cells[index] = nil }
-                return cells[index]
+            let item = items.withLock { items in
+                defer { items[index] = nil }
+                return items[index]
             }
-            cell?.flushAll(waiting: waiting)
+            let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+            item?.flush(waiting: waiting, on: thread)
             if finished.add(1, ordering: .acquiringAndReleasing).newValue == count { done.signal() }
         }
     }

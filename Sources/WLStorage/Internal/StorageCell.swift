@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Observation
 import Synchronization
 
@@ -53,8 +54,7 @@ class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the 
 final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendable {  // state: `state`
     @usableFromInline let state: Lock<CellState<T>>
     let backer: any WLStorageBacker<T>
-    /// The same backer when it is the file backer, whose extra powers the cell uses: saving a default without
-    /// replacing anything, and reading other programs' changes.
+    /// The same backer when it is the file backer: the registry and the file monitor know its cell by its file.
     let fileBacker: WLStorageDefaultBacker<T>?
     let scheduler: any WriteScheduler
     /// The value a removal returns to.
@@ -71,26 +71,40 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         self.defaultValue = defaultValue
     }
 
+    /// The backer when it offers more than ``WLStorageBacker`` (the file backer, a store's backer, a custom backer
+    /// with a change feed): telling a stored value from nothing stored, saving a default without replacing anything,
+    /// and reading changes made elsewhere. Looked up when a job runs, not kept: a cell is kept small.
+    var access: (any StoreBacking<T>)? {
+        if let fileBacker { return fileBacker }
+        return backer as? any StoreBacking<T>
+    }
+
+    /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
+    var storeKey: StoreKey? {
+        guard fileBacker == nil, let storeBacker = backer as? StoreBacker<T> else { return nil }
+        return StoreKey(store: storeBacker.store.identity, key: storeBacker.storedKey)
+    }
+
     /// The directory this cell's file is in, when its backer is the file backer.
     var directory: StorageDirectory? { fileBacker?.directory }
 
     /// The file's name in ``directory``.
     var fileName: String? { fileBacker?.fileName }
 
-    /// Whether the cell watches its directory for other programs' changes (set once, when it is registered).
-    private let watching = Atomic<Bool>(false)
-    /// The live storages of this cell.
-    private let storages = Atomic<Int>(0)
+    /// Twice the number of live storages of the cell, plus one when the cell holds a use of its directory's watch or
+    /// of its store's feed (set once, when it is registered): one word for both, as a cell is kept small.
+    private let storagesAndWatch = Atomic<Int>(0)
 
-    /// Starts watching the directory on behalf of this cell; the watch ends with the cell.
+    /// Takes over the use of the directory's watch, or of the store's feed, made for this cell; it ends with the cell.
     func adoptWatch() {
-        watching.store(true, ordering: .relaxed)
+        storagesAndWatch.bitwiseOr(1, ordering: .relaxed)
     }
 
     deinit {
         StorageRegistry.shared.unregister(ObjectIdentifier(self))
-        if watching.load(ordering: .relaxed), let directory {
-            FileMonitor.shared.unwatch(directory)
+        if storagesAndWatch.load(ordering: .relaxed) & 1 != 0 {
+            if let directory { FileMonitor.shared.unwatch(directory) }
+            if let storeKey { StoreFeeds.shared.release(storeKey.store) }
         }
     }
 
@@ -214,7 +228,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     /// Counts a storage of this cell, balanced by ``storageReleased()``.
     func storageAttached() {
-        storages.add(1, ordering: .acquiringAndReleasing)
+        storagesAndWatch.add(2, ordering: .acquiringAndReleasing)
     }
 
     /// Called when another storage joins this cell: the shortest flush interval of the cell's storages holds, and a
@@ -304,7 +318,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// release came from inside the cell's own job), has the registry keep the cell until the work is done, retrying
     /// with the backoff whatever the flush interval.
     func storageReleased() {
-        let remaining = storages.subtract(1, ordering: .acquiringAndReleasing).newValue
+        let remaining = storagesAndWatch.subtract(2, ordering: .acquiringAndReleasing).newValue >> 1
         // A backer that refuses every write (a storage of a file open with another value type) keeps nothing: the
         // value lives in memory only, and goes with the last storage.
         guard !(backer is any RefusesWrites) else { return }
@@ -367,22 +381,69 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         var job = first
         while true {
             let outcome = perform(job)
-            let now = scheduler.now
-            var effects = JobEffects<T>()
-            // A job that may adopt a value ends the chain, so that observers are told with the cell idle: an observer
-            // may read, set or flush this very storage.
-            let chains = chaining && !outcome.mayChangeValue
-            let next = state.withLock { state in
-                state.finish(
-                    job, outcome, defaultValue: defaultValue, key: backer.key, now: now, chaining: chains,
-                    effects: &effects)
+            guard let next = complete(job, outcome, chaining: chaining) else {
+                return !outcome.isFailure && !(job.isCreate && outcome.foundNothing)
             }
-            if effects.valueChanged {
-                registrar.withMutation(of: self, keyPath: valueKeyPath) {}
-            }
-            perform(effects)
-            guard let next else { return !outcome.isFailure && !(job.isCreate && outcome.foundNothing) }
             job = next
+        }
+    }
+
+    /// Applies how `job` ended, then does what that leaves to do outside the lock. Returns the job to run next on this
+    /// thread, with the cell still busy on it, or `nil` with the cell idle.
+    private func complete(_ job: CellJob<T>, _ outcome: JobOutcome<T>, chaining: Bool) -> CellJob<T>? {
+        let now = scheduler.now
+        var effects = JobEffects<T>()
+        // A job that may adopt a value ends the chain, so that observers are told with the cell idle: an observer may
+        // read, set or flush this very storage.
+        let chains = chaining && !outcome.mayChangeValue
+        let next = state.withLock { state in
+            state.finish(
+                job, outcome, defaultValue: defaultValue, key: backer.key, now: now, chaining: chains,
+                effects: &effects)
+        }
+        if effects.valueChanged {
+            registrar.withMutation(of: self, keyPath: valueKeyPath) {}
+        }
+        perform(effects)
+        return next
+    }
+
+    // MARK: Batches
+
+    /// The cell's pending change, as one write of a batch of its store, marking the cell busy on `thread` until the
+    /// batch's outcome is handed to ``BatchWrite/finish``. `nil` when the cell has no change a batch can take: it is
+    /// busy, or what is stored is unknown, or only a default waits to be saved (those take their usual path).
+    func takeBatchWrite(on thread: UInt) -> BatchWrite? {
+        guard let storeBacker = backer as? StoreBacker<T> else { return nil }
+        let now = scheduler.now
+        let job = state.withLock { state -> CellJob<T>? in
+            guard !state.isBusy, state.isPending, state.stored == .known else { return nil }
+            return state.startWork(on: thread, now: now)
+        }
+        guard let job else { return nil }
+        guard case .write(let value, _) = job else {
+            // Not a write after all: it runs as it would in a flush.
+            if let next = complete(job, perform(job), chaining: false) { run(next, chaining: false) }
+            return nil
+        }
+        let data: Data
+        do {
+            data = try storeBacker.encode(value)
+        } catch {
+            if let next = complete(job, .failed(error), chaining: false) { run(next, chaining: false) }
+            return nil
+        }
+        return BatchWrite(
+            store: storeBacker.store, write: WLStorageStoreWrite(key: storeBacker.storedKey, data: data)
+        ) { [self] error in
+            let outcome: JobOutcome<T>
+            if let error {
+                outcome = .failed(error)
+            } else {
+                storeBacker.wrote(data)
+                outcome = .written
+            }
+            if let next = complete(job, outcome, chaining: false) { run(next, chaining: false) }
         }
     }
 
@@ -397,23 +458,23 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
                 return .failed(WLStorageError(wrapping: error, key: backer.key))
             }
         case .createDefault(let value, _):
-            guard let fileBacker else { return .created }
+            guard let access else { return .created }
             do {
-                if try fileBacker.create(value: value) { return .created }
-                let found = fileBacker.readStored()
+                if try access.create(value: value) { return .created }
+                let found = access.readStored()
                 // An empty file stands for nothing stored, but it is left alone: it is not replaced by a default.
-                if case .absent = found, fileBacker.entryExists { return .created }
+                if case .absent = found, access.entryExists { return .created }
                 return .read(found)
             } catch {
                 return .failed(WLStorageError(wrapping: error, key: backer.key))
             }
         case .reread:
-            if let fileBacker { return .read(fileBacker.readStored()) }
+            if let access { return .read(access.readStored()) }
             return .read(Self.read(backer, defaultValue: defaultValue))
         case .check:
-            guard let fileBacker else { return .checked(.unchanged) }
+            guard let access else { return .checked(.unchanged) }
             do {
-                return .checked(try fileBacker.readExternalChange())
+                return .checked(try access.readExternalChange())
             } catch {
                 return .reported(error)
             }
@@ -478,6 +539,14 @@ extension CellJob {
         if case .createDefault = self { return true }
         return false
     }
+}
+
+/// One cell's change in a batch of its store's writes.
+struct BatchWrite: Sendable {
+    let store: any WLStorageStore
+    let write: WLStorageStoreWrite
+    /// Ends the cell's job with the batch's outcome: `nil` when it was written.
+    let finish: @Sendable (WLStorageError?) -> Void
 }
 
 extension StorageCell: RegisteredCell {

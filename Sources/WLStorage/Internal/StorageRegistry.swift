@@ -4,8 +4,16 @@ package struct FileKey: Hashable, Sendable {
     package let name: String
 }
 
+/// A key of a store that is not a directory, by the store's identity.
+struct StoreKey: Hashable, Sendable {
+    let store: String
+    let key: String
+}
+
 /// What the registry needs of a cell, whatever its value type.
 protocol RegisteredCell: AnyObject, Sendable {
+    /// The store and key of the cell, when its backer is a store's (other than a directory's).
+    var storeKey: StoreKey? { get }
     /// The directory of the cell's file, when its backer is the file backer.
     var directory: StorageDirectory? { get }
     /// The file's name in ``directory``.
@@ -16,6 +24,9 @@ protocol RegisteredCell: AnyObject, Sendable {
     func flushState(from thread: UInt) -> CellFlushState
     /// Reads the file when another program may have changed it, and adopts the new value.
     func checkForExternalChange()
+    /// The cell's pending change as a write of a batch of its store, when it has one (see
+    /// ``StorageCell/takeBatchWrite(on:)``).
+    func takeBatchWrite(on thread: UInt) -> BatchWrite?
 }
 
 /// What a cell has for a flush of every cell, as seen from the flushing thread.
@@ -42,6 +53,7 @@ final class StorageRegistry: Sendable {
     private enum Key: Hashable {
         case file(FileKey)
         case path(StorageDirectory, String)
+        case store(StoreKey)
         case object(ObjectIdentifier)
     }
 
@@ -98,6 +110,20 @@ final class StorageRegistry: Sendable {
         return false
     }
 
+    /// The live cell of `key` in a store, if any, as a cell of `T`.
+    func cell<T>(for key: StoreKey, as type: T.Type) -> Lookup<T> {
+        guard let cell = tables.withLock({ $0.entries[.store(key)]?.cell }) else { return .none }
+        return Self.match(cell, as: type)
+    }
+
+    /// The live cells of the store `identity`: of `key` alone, or of every key.
+    func cells(ofStore identity: String, key: String?) -> [any RegisteredCell] {
+        if let key {
+            return tables.withLock { $0.entries[.store(StoreKey(store: identity, key: key))]?.cell }.map { [$0] } ?? []
+        }
+        return liveCells().filter { $0.storeKey?.store == identity }
+    }
+
     /// The live cell of `fileKey`, whatever its value type.
     func cell(forFile fileKey: FileKey) -> (any RegisteredCell)? {
         tables.withLock { $0.entries[.file(fileKey)]?.cell }
@@ -110,6 +136,8 @@ final class StorageRegistry: Sendable {
         let key: Key
         if let directory = cell.directory, let name = cell.fileName {
             key = Self.key(directory: directory, name: name, identity: identity)
+        } else if let storeKey = cell.storeKey {
+            key = .store(storeKey)
         } else {
             key = .object(id)
         }

@@ -69,16 +69,18 @@ package final class DispatchWriteScheduler: WriteScheduler {
 struct WriteThrottle: Sendable {
     /// The flush interval in nanoseconds; `UInt64.max` for no automatic writes. When storages with different
     /// intervals share a value, the shortest one holds.
+    // The properties are declared from the widest to the narrowest, which Swift keeps as their layout: 26 bytes, so that
+    // a cell's state fits in one less malloc size class than with the flags between the words.
     @usableFromInline private(set) var interval: UInt64
-    /// The writes are urgent (every storage of the value was released with work left): ticks and retries wait as if
-    /// there were no interval, and are armed even when automatic writes are off.
-    private(set) var isUrgent = false
     /// When the last write started; 0 before the first.
     private var lastWriteStart: UInt64 = 0
     private(set) var token: UInt32 = 0
-    private(set) var isArmed = false
     /// Failed writes since the last one that succeeded.
     private(set) var failures: UInt32 = 0
+    /// The writes are urgent (every storage of the value was released with work left): ticks and retries wait as if
+    /// there were no interval, and are armed even when automatic writes are off.
+    private(set) var isUrgent = false
+    private(set) var isArmed = false
 
     static let minimumRetryDelay: UInt64 = 100_000_000
     static let maximumRetryDelay: UInt64 = 30_000_000_000

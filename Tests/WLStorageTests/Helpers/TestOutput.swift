@@ -39,6 +39,11 @@ enum ReportedErrors {
         installation
     }
 
+    /// The errors recorded so far that `included` accepts, in the order they were reported.
+    static func errors(where included: (WLStorageError) -> Bool) -> [WLStorageError] {
+        recorded.withLock { errors in errors.filter(included) }
+    }
+
     /// The errors recorded so far whose path is `directory` or a path under it, in the order they were reported.
     static func errors(under directory: URL) -> [WLStorageError] {
         let root = directory.standardizedFileURL.path

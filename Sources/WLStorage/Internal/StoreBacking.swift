@@ -1,0 +1,274 @@
+import Foundation
+
+/// What a cell needs of its backer beyond ``WLStorageBacker``: to tell a stored value from nothing stored, to save a
+/// default only where nothing is stored, and to read a change made elsewhere. The file backer, the backer of a
+/// ``WLStorageStore`` and the wrapper of a custom backer with a change feed provide it; a plain custom backer does not,
+/// and its cell reads it through ``StorageCell/read(_:defaultValue:)`` and never saves a default.
+protocol StoreBacking<Value>: Sendable {
+    associatedtype Value: Codable & Sendable
+
+    /// Reads what is stored: a value, nothing, a value that did not decode and was kept aside, or a failure.
+    func readStored() -> ReadResult<Value>
+
+    /// Stores `value` unless something is stored; returns whether it did.
+    func create(value: Value) throws(WLStorageError) -> Bool
+
+    /// Whether something stands where the value is stored even though a read found nothing (an empty file): a default
+    /// is then not saved over it.
+    var entryExists: Bool { get }
+
+    /// What changed since this backer last wrote or read: its own versions are not changes.
+    func readExternalChange() throws(WLStorageError) -> ExternalChange<Value>
+}
+
+extension WLStorageDefaultBacker: StoreBacking {
+    func readStored() -> ReadResult<T> {
+        readStored(prepared: false)
+    }
+}
+
+/// The versions of a key a backer knows, by a hash of their bytes: the last it wrote and the last it read.
+struct KnownBytes: Sendable {
+    private var written: Int?
+    private var read: Int?
+
+    static func hash(_ data: Data) -> Int {
+        var hasher = Hasher()
+        data.withUnsafeBytes { hasher.combine(bytes: $0) }
+        return hasher.finalize()
+    }
+
+    mutating func wrote(_ data: Data) { written = Self.hash(data) }
+
+    /// Records `data` as read; returns whether it is a version already known.
+    mutating func readKnown(_ data: Data) -> Bool {
+        let hash = Self.hash(data)
+        if hash == written || hash == read { return true }
+        read = hash
+        return false
+    }
+
+    /// Forgets every version; returns whether any was known.
+    mutating func forget() -> Bool {
+        defer { (written, read) = (nil, nil) }
+        return written != nil || read != nil
+    }
+}
+
+/// The backer of a key in a ``WLStorageStore``: the JSON encoding of the value over the store's bytes.
+final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
+    /// The key as the storage was created with it.
+    let key: String
+    /// The store that holds the bytes, and the key there (a prefixed store's key with its prefix).
+    let store: any WLStorageStore
+    let storedKey: String
+    private let known = Lock(KnownBytes())
+
+    init(key: String, store: any WLStorageStore, storedKey: String) {
+        self.key = key
+        self.store = store
+        self.storedKey = storedKey
+    }
+
+    func read(defaultValueClosure: () -> T) throws -> T {
+        switch readStored() {
+        case .value(let value): return value
+        case .absent: return defaultValueClosure()
+        case .movedAside(let error), .failed(let error): throw error
+        }
+    }
+
+    func write(value: T) throws {
+        let data = try encode(value)
+        do {
+            try store.write(key: storedKey, data: data)
+        } catch {
+            throw failure(error, writing: true)
+        }
+        wrote(data)
+    }
+
+    /// The bytes of `value`, checked against the size limit.
+    func encode(_ value: T) throws(WLStorageError) -> Data {
+        let data: Data
+        do {
+            data = try JSONCoders.encoder.encode(value)
+        } catch {
+            throw WLStorageError(
+                code: .encodingFailed, message: "the value does not encode as JSON", key: key, underlying: error)
+        }
+        let limit = ValueSizeLimit.maximum
+        guard data.count <= limit else {
+            throw WLStorageError(
+                code: .valueTooLarge,
+                message: "the value encodes to \(data.count) bytes, more than the maximum value size of \(limit)"
+                    + " bytes; it is not written and stays pending",
+                key: key)
+        }
+        return data
+    }
+
+    /// Records `data` as the version this backer wrote (by itself, or in a batch of its store).
+    func wrote(_ data: Data) {
+        known.withLock { $0.wrote(data) }
+    }
+
+    func readStored() -> ReadResult<T> {
+        let data: Data?
+        do {
+            data = try store.read(key: storedKey)
+        } catch {
+            return .failed(failure(error, writing: false))
+        }
+        guard let data, !data.isEmpty else { return .absent }
+        _ = known.withLock { $0.readKnown(data) }
+        do {
+            return .value(try JSONCoders.decoder.decode(T.self, from: data))
+        } catch let decodingError {
+            return keepAside(data, decodingError)
+        }
+    }
+
+    func create(value: T) throws(WLStorageError) -> Bool {
+        let data = try encode(value)
+        let created: Bool
+        do {
+            created = try store.create(key: storedKey, data: data)
+        } catch {
+            throw failure(error, writing: true)
+        }
+        if created { wrote(data) }
+        return created
+    }
+
+    var entryExists: Bool { false }
+
+    func readExternalChange() throws(WLStorageError) -> ExternalChange<T> {
+        let data: Data?
+        do {
+            data = try store.read(key: storedKey)
+        } catch {
+            throw failure(error, writing: false)
+        }
+        guard let data, !data.isEmpty else {
+            return known.withLock { $0.forget() } ? .removed : .unchanged
+        }
+        if known.withLock({ $0.readKnown(data) }) { return .unchanged }
+        do {
+            return .changed(try JSONCoders.decoder.decode(T.self, from: data))
+        } catch {
+            throw WLStorageError(
+                code: .decodingFailed,
+                message: "someone stored bytes that \(Self.judge(data)) \(T.self) in \(store.identity); the value in"
+                    + " memory is kept and what is stored is left as it is",
+                key: key, underlying: error)
+        }
+    }
+
+    /// Bytes that do not decode are copied to another key of the store, named with `~corrupt-` and the time, and
+    /// removed from this one: they are kept, and the key counts as holding nothing.
+    private func keepAside(_ data: Data, _ decodingError: any Error) -> ReadResult<T> {
+        let aside = StorageDirectory.movedAsideName(for: storedKey)
+        do {
+            _ = try store.create(key: aside, data: data)
+            try store.remove(key: storedKey)
+        } catch {
+            return .failed(
+                WLStorageError(
+                    code: .decodingFailed,
+                    message:
+                        "what \(store.identity) holds \(Self.judge(data)) \(T.self), and it could not be kept aside:"
+                        + " \(error)",
+                    key: key, underlying: decodingError))
+        }
+        _ = known.withLock { $0.forget() }
+        return .movedAside(
+            WLStorageError(
+                code: .decodingFailed,
+                message: "what \(store.identity) holds \(Self.judge(data)) \(T.self); it was kept aside under the key"
+                    + " \(aside)",
+                key: key, underlying: decodingError))
+    }
+
+    private func failure(_ error: any Error, writing: Bool) -> WLStorageError {
+        if var error = error as? WLStorageError {
+            if error.key == nil { error.key = key }
+            return error
+        }
+        return WLStorageError(
+            code: writing ? .writeFailed : .readFailed,
+            message: "\(store.identity) could not \(writing ? "store" : "read") the value: \(error)", key: key,
+            underlying: error)
+    }
+
+    private static func judge(_ data: Data) -> String {
+        if let problem = JSONValidator.problem(in: data) { return "is not JSON (\(problem)), so it does not decode as" }
+        return "holds JSON that does not decode as"
+    }
+}
+
+/// A custom backer with a change feed, wrapped so that its cell can tell its own versions from changes made
+/// elsewhere: by the JSON encoding of the values it wrote and read.
+final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
+    let base: any WLStorageObservableBacker<T>
+    private let defaultValue: T
+    /// The backer's feed, which ends with this wrapper, and so with the cell.
+    private let observation: WLStorageObservation
+    private let known = Lock(KnownBytes())
+
+    init(_ base: any WLStorageObservableBacker<T>, defaultValue: T, observation: WLStorageObservation) {
+        self.base = base
+        self.defaultValue = defaultValue
+        self.observation = observation
+    }
+
+    var key: String { base.key }
+
+    func read(defaultValueClosure: () -> T) throws -> T {
+        try base.read(defaultValueClosure: defaultValueClosure)
+    }
+
+    func write(value: T) throws {
+        try base.write(value: value)
+        if let data = try? JSONCoders.encoder.encode(value) { known.withLock { $0.wrote(data) } }
+    }
+
+    /// Reads the backer: the value, or `nil` when it asked for the default; with whether the value is a version this
+    /// backer wrote or read last.
+    private func readBase() throws(WLStorageError) -> (value: T, known: Bool)? {
+        var absent = false
+        let value: T
+        do {
+            value = try base.read {
+                absent = true
+                return defaultValue
+            }
+        } catch {
+            throw WLStorageError(wrapping: error, key: key)
+        }
+        if absent { return nil }
+        guard let data = try? JSONCoders.encoder.encode(value) else { return (value, false) }
+        return (value, known.withLock { $0.readKnown(data) })
+    }
+
+    func readStored() -> ReadResult<T> {
+        do {
+            guard let (value, _) = try readBase() else { return .absent }
+            return .value(value)
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    /// Never called: a custom backer is written with changes only, never with a default.
+    func create(value: T) throws(WLStorageError) -> Bool { true }
+
+    var entryExists: Bool { false }
+
+    func readExternalChange() throws(WLStorageError) -> ExternalChange<T> {
+        guard let (value, isKnown) = try readBase() else {
+            return known.withLock { $0.forget() } ? .removed : .unchanged
+        }
+        return isKnown ? .unchanged : .changed(value)
+    }
+}

@@ -1,0 +1,86 @@
+import Dispatch
+
+/// The change feeds of the stores in use: one per store identity, started by its first storage and cancelled with its
+/// last. A change a feed reports sends the cells of the key (or of every key, for ``WLStorageStoreChange/everything``)
+/// to read it, on the queue of checks, as the file monitor does with inotify events: one path for every store.
+///
+/// The lock guards the table only. A store's `observeChanges` (user code) is called, and an observation cancelled and
+/// released, outside it; a feed being started is a placeholder in the table that later users wait for.
+final class StoreFeeds: Sendable {
+    static let shared = StoreFeeds()
+
+    private final class Feed: @unchecked Sendable {  // mutable parts: under `StoreFeeds.feeds`
+        var users = 1
+        var observation: WLStorageObservation?
+        /// The changes reported so far: a storage being created compares it before and after its read.
+        var events: UInt64 = 0
+        /// Opened when the observation is in place.
+        let started = DispatchGroup()
+    }
+
+    private let feeds = Lock([String: Feed]())
+
+    /// Starts one use of `store`'s feed, starting the feed with the first. Returns when the feed is in place, with the
+    /// count of changes reported so far (see ``events(of:)``). Balance each call with ``release(_:)``.
+    func use(_ store: any WLStorageStore) -> UInt64 {
+        let identity = store.identity
+        let (feed, isNew) = feeds.withLock { feeds -> (Feed, Bool) in
+            if let feed = feeds[identity] {
+                feed.users += 1
+                return (feed, false)
+            }
+            let feed = Feed()
+            feed.started.enter()
+            feeds[identity] = feed
+            return (feed, true)
+        }
+        if isNew {
+            let observation = store.observeChanges { [weak self] change in self?.changed(identity, change) }
+            let unused = feeds.withLock { feeds -> WLStorageObservation? in
+                guard feeds[identity] === feed else { return observation }
+                feed.observation = observation
+                return nil
+            }
+            unused?.cancel()
+            feed.started.leave()
+        } else {
+            feed.started.wait()
+        }
+        return feeds.withLock { _ in feed.events }
+    }
+
+    /// Ends one use of the feed of `identity`; with the last, the feed is cancelled.
+    func release(_ identity: String) {
+        let ended = feeds.withLock { feeds -> Feed? in
+            guard let feed = feeds[identity] else { return nil }
+            feed.users -= 1
+            guard feed.users <= 0 else { return nil }
+            feeds[identity] = nil
+            return feed
+        }
+        guard let ended else { return }
+        ended.started.wait()
+        let observation = feeds.withLock { _ in
+            defer { ended.observation = nil }
+            return ended.observation
+        }
+        observation?.cancel()
+    }
+
+    /// How many changes the feed of `identity` reported since it started.
+    func events(of identity: String) -> UInt64 {
+        feeds.withLock { $0[identity]?.events ?? 0 }
+    }
+
+    private func changed(_ identity: String, _ change: WLStorageStoreChange) {
+        feeds.withLock { feeds in
+            if let feed = feeds[identity] { feed.events &+= 1 }
+        }
+        let key: String?
+        switch change {
+        case .key(let changed): key = changed
+        case .everything: key = nil
+        }
+        FileMonitor.scheduleChecks(StorageRegistry.shared.cells(ofStore: identity, key: key))
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+
+/// The store that keeps each key's value in its own file in a directory: the default store.
+///
+/// Storages created with `.standard` (or with no store at all), `.directory(_:)` or `.suite(_:)` are kept by the file
+/// backer, ``WLStorageDefaultBacker``, with everything it does: atomic and durable writes, files of mode 0600, file
+/// names made from the keys, corrupt files kept aside, and other programs' changes followed through inotify.
+///
+/// Used as a plain ``WLStorageStore`` (wrapped in a store of your own), it reads and writes the same files, and its
+/// change feed reports the files other programs change.
+public final class WLStorageDirectoryStore: WLStorageStore {
+    /// The directory, or `nil` when no directory is available (then every read and write fails, and says why).
+    public let url: URL?
+    let directory: StorageDirectory?
+
+    /// Creates a store of the files in `url`, which is created with mode 0700, with its missing parents, on first use.
+    public init(url: URL?) {
+        self.url = url
+        self.directory = url.map(DirectoryTable.directory(for:))
+    }
+
+    deinit {
+        if let directory { DirectoryTable.release(directory) }
+    }
+
+    /// `file://` and the directory's path.
+    public var identity: String {
+        guard let url else { return "file:(no directory)" }
+        return "file://" + url.standardizedFileURL.path
+    }
+
+    /// The directory, prepared, and the name of `key`'s file in it.
+    private func file(_ key: String) throws(WLStorageError) -> (StorageDirectory, String) {
+        guard let directory else {
+            throw WLStorageError(
+                code: .directoryUnavailable,
+                message: "no storage directory: set WLSTORAGE_DIRECTORY, XDG_DATA_HOME or HOME", key: key)
+        }
+        guard let name = FileName.forKey(key) else {
+            throw WLStorageError(
+                code: .directoryUnavailable, message: "cannot hash the key: OpenSSL SHA-256 is unavailable", key: key)
+        }
+        do {
+            _ = try DirectoryTable.prepare(directory)
+        } catch {
+            var error = error
+            error.key = key
+            throw error
+        }
+        return (directory, name)
+    }
+
+    /// The bytes of `key`'s file, or `nil` when there is none.
+    public func read(key: String) throws -> Data? {
+        let (directory, name) = try file(key)
+        return try directory.read(name)
+    }
+
+    /// Replaces `key`'s file with `data`, atomically and durably, with mode 0600.
+    public func write(key: String, data: Data) throws {
+        let (directory, name) = try file(key)
+        _ = try directory.write(name, contents: data)
+    }
+
+    /// Writes `key`'s file unless one stands there; returns whether it did.
+    public func create(key: String, data: Data) throws -> Bool {
+        let (directory, name) = try file(key)
+        return try directory.create(name, contents: data) != nil
+    }
+
+    /// Removes `key`'s file, if there is one.
+    public func remove(key: String) throws {
+        let (directory, name) = try file(key)
+        _ = try directory.remove(name)
+    }
+
+    /// The keys whose files are named by the key itself. A key stored under its hash cannot be told from the file
+    /// name, and is not listed.
+    public func keys() throws -> [String] {
+        guard let directory else { return [] }
+        _ = try DirectoryTable.prepare(directory)
+        return try directory.entries().filter { FileName.isPlain($0) }.sorted()
+    }
+
+    /// Reports the files that change in the directory: a file named by its key as that key, and a file named by a
+    /// hash, or a lost event, as ``WLStorageStoreChange/everything``.
+    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+        guard let directory else { return nil }
+        let subscription = FileMonitor.shared.subscribe(toEveryFileIn: directory) { event in
+            switch event {
+            case .file(let name): changed(FileName.isPlain(name) ? .key(name) : .everything)
+            case .any: changed(.everything)
+            case .directoryGone: break
+            }
+        }
+        return WLStorageObservation { FileMonitor.shared.unsubscribe(subscription) }
+    }
+}
+
+extension WLStorageStore where Self == WLStorageDirectoryStore {
+    /// The default directory, ``WLStorageDefaultBacker/defaultDirectory``: where storages created with a key alone
+    /// keep their files.
+    public static var standard: WLStorageDirectoryStore {
+        WLStorageDirectoryStore(url: WLStorageDefaultBacker<Int>.defaultDirectory)
+    }
+
+    /// The files in the directory at `url`.
+    public static func directory(_ url: URL) -> WLStorageDirectoryStore {
+        WLStorageDirectoryStore(url: url)
+    }
+
+    /// A directory shared by every program of the user that names the same suite, as a suite of `UserDefaults`:
+    /// `$XDG_DATA_HOME/wlstorage/suites/<name>`, or `~/.local/share/wlstorage/suites/<name>` when `XDG_DATA_HOME` is
+    /// unset, whatever the program and whether it is a debug build. `$WLSTORAGE_SUITES_DIRECTORY/<name>` when that
+    /// variable is set. A name that is not a plain file name (`[A-Za-z0-9._-]`) is replaced by its SHA-256.
+    public static func suite(_ name: String) -> WLStorageDirectoryStore {
+        WLStorageDirectoryStore(url: StorageLocation.suiteDirectory(name))
+    }
+}
+
+extension StorageLocation {
+    /// The environment variable that overrides the directory of suites.
+    package static let suitesEnvironmentVariable = "WLSTORAGE_SUITES_DIRECTORY"
+
+    /// The directory of the suite `name`.
+    package static func suiteDirectory(
+        _ name: String, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> URL? {
+        let folder = FileName.isPlain(name) ? name : "suite-" + (SHA256.hexDigest(of: name) ?? "unknown")
+        if let override = environment[suitesEnvironmentVariable], override.hasPrefix("/") {
+            return URL(fileURLWithPath: override, isDirectory: true).appendingPathComponent(folder, isDirectory: true)
+        }
+        let base: String
+        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
+            base = data
+        } else if let home = environment["HOME"], home.hasPrefix("/") {
+            base = home + "/.local/share"
+        } else {
+            return nil
+        }
+        return URL(fileURLWithPath: base, isDirectory: true)
+            .appendingPathComponent("wlstorage/suites", isDirectory: true)
+            .appendingPathComponent(folder, isDirectory: true)
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+
+/// A store that keeps its keys in another store, each with a prefix: `store.prefixed("billing.")` keeps the key
+/// `"limit"` as `"billing.limit"`.
+///
+/// It passes every capability of the store it wraps through: its identity (so a storage of `"limit"` here and one of
+/// `"billing.limit"` in the wrapped store share one value), batches, and the change feed, of which it reports the keys
+/// with its prefix. Storages of a prefixed directory store are kept by the file backer, as the directory store's are.
+public struct WLStoragePrefixedStore<Base: WLStorageStore>: WLStorageStore {
+    /// The store the keys are kept in.
+    public let base: Base
+    /// What every key is prefixed with.
+    public let prefix: String
+
+    /// Creates a store of the keys of `base` that start with `prefix`.
+    public init(base: Base, prefix: String) {
+        self.base = base
+        self.prefix = prefix
+    }
+
+    /// The identity of the store it wraps: a prefixed key is a key of that store.
+    public var identity: String { base.identity }
+
+    /// The bytes of the prefixed key in the wrapped store.
+    public func read(key: String) throws -> Data? {
+        try base.read(key: prefix + key)
+    }
+
+    /// Writes the prefixed key in the wrapped store.
+    public func write(key: String, data: Data) throws {
+        try base.write(key: prefix + key, data: data)
+    }
+
+    /// Creates the prefixed key in the wrapped store.
+    public func create(key: String, data: Data) throws -> Bool {
+        try base.create(key: prefix + key, data: data)
+    }
+
+    /// Writes the prefixed keys in one batch of the wrapped store.
+    public func write(_ batch: [WLStorageStoreWrite]) throws {
+        try base.write(batch.map { WLStorageStoreWrite(key: prefix + $0.key, data: $0.data) })
+    }
+
+    /// Removes the prefixed key from the wrapped store.
+    public func remove(key: String) throws {
+        try base.remove(key: prefix + key)
+    }
+
+    /// The keys of the wrapped store that start with the prefix, without it.
+    public func keys() throws -> [String] {
+        try base.keys().compactMap { $0.hasPrefix(prefix) ? String($0.dropFirst(prefix.count)) : nil }
+    }
+
+    /// The wrapped store's feed, with the keys that have the prefix, without it.
+    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+        let prefix = self.prefix
+        return base.observeChanges { change in
+            switch change {
+            case .key(let key) where key.hasPrefix(prefix): changed(.key(String(key.dropFirst(prefix.count))))
+            case .key: break
+            case .everything: changed(.everything)
+            }
+        }
+    }
+}
+
+extension WLStorageStore {
+    /// This store, with every key prefixed by `prefix`.
+    public func prefixed(_ prefix: String) -> WLStoragePrefixedStore<Self> {
+        WLStoragePrefixedStore(base: self, prefix: prefix)
+    }
+}
+
+extension WLStorageStore where Self == WLStoragePrefixedStore<WLStorageDirectoryStore> {
+    /// The default directory, with every key prefixed by `prefix`.
+    public static func prefix(_ prefix: String) -> WLStoragePrefixedStore<WLStorageDirectoryStore> {
+        WLStorageDirectoryStore.standard.prefixed(prefix)
+    }
+}
+
+/// How a store reaches the store that actually holds its bytes: a wrapper that only changes keys says so, and
+/// storages of its keys are keys of the store it wraps (sharing one cell, using its backer and its feed).
+protocol StoreResolving {
+    /// The store that holds the bytes of `key`, and the key there.
+    func resolve(_ key: String) -> (store: any WLStorageStore, key: String)
+}
+
+extension WLStoragePrefixedStore: StoreResolving {
+    func resolve(_ key: String) -> (store: any WLStorageStore, key: String) {
+        Stores.resolve(base, prefix + key)
+    }
+}
+
+/// Where the stores meet the storages.
+enum Stores {
+    /// The store that holds the bytes of `key` in `store`, through every key-changing wrapper, and the key there.
+    static func resolve(_ store: any WLStorageStore, _ key: String) -> (store: any WLStorageStore, key: String) {
+        if let resolving = store as? any StoreResolving { return resolving.resolve(key) }
+        return (store, key)
+    }
+}

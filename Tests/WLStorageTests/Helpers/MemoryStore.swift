@@ -1,0 +1,138 @@
+import Foundation
+
+@testable import WLStorage
+
+/// A store in memory with a change feed, whose writes and reads can be told to fail, and that records its batches.
+/// Two instances made with `sharing:` hold the same values under the same identity, as two handles of one database.
+final class MemoryStore: WLStorageStore {
+    final class Contents: Sendable {
+        struct State {
+            var values: [String: Data] = [:]
+            var handlers: [UInt64: @Sendable (WLStorageStoreChange) -> Void] = [:]
+            var nextHandler: UInt64 = 0
+            var failReads = false
+            var failWrites = false
+            var batches: [[String]] = []
+            var writes = 0
+            var reads = 0
+            /// 0: no faults; 1: every third write fails; 2: every second write stalls for a moment.
+            var faultMode = 0
+            var faultCounter = 0
+        }
+        let state = Lock(State())
+    }
+
+    struct Failure: Error {}
+
+    let identity: String
+    let contents: Contents
+
+    init(identity: String = "memory:" + UUID().uuidString, sharing other: MemoryStore? = nil) {
+        ReportedErrors.install()
+        self.identity = other?.identity ?? identity
+        self.contents = other?.contents ?? Contents()
+    }
+
+    func read(key: String) throws -> Data? {
+        try contents.state.withLock { state in
+            state.reads += 1
+            if state.failReads { throw Failure() }
+            return state.values[key]
+        }
+    }
+
+    /// Fails or stalls a write as the fault mode says.
+    private func injectFault() throws {
+        let (mode, count) = contents.state.withLock { state in
+            state.faultCounter += 1
+            return (state.faultMode, state.faultCounter)
+        }
+        switch mode {
+        case 1 where count % 3 == 0: throw Failure()
+        case 2 where count % 2 == 0: usleep(UInt32(500 + count % 3_000))
+        default: break
+        }
+    }
+
+    func setFaultMode(_ mode: Int) { contents.state.withLock { $0.faultMode = mode } }
+
+    func write(key: String, data: Data) throws {
+        try injectFault()
+        try contents.state.withLock { state in
+            if state.failWrites { throw Failure() }
+            state.writes += 1
+            state.values[key] = data
+        }
+    }
+
+    func create(key: String, data: Data) throws -> Bool {
+        try injectFault()
+        return try contents.state.withLock { state in
+            if state.failWrites { throw Failure() }
+            guard state.values[key] == nil else { return false }
+            state.writes += 1
+            state.values[key] = data
+            return true
+        }
+    }
+
+    func write(_ batch: [WLStorageStoreWrite]) throws {
+        try injectFault()
+        try contents.state.withLock { state in
+            if state.failWrites { throw Failure() }
+            state.batches.append(batch.map(\.key).sorted())
+            for write in batch { state.values[write.key] = write.data }
+        }
+    }
+
+    func remove(key: String) throws {
+        try contents.state.withLock { state in
+            if state.failWrites { throw Failure() }
+            state.values[key] = nil
+        }
+    }
+
+    func keys() throws -> [String] {
+        contents.state.withLock { $0.values.keys.sorted() }
+    }
+
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+        let id = contents.state.withLock { state in
+            defer { state.nextHandler += 1 }
+            state.handlers[state.nextHandler] = changed
+            return state.nextHandler
+        }
+        return WLStorageObservation { [contents] in
+            let removed = contents.state.withLock { $0.handlers.removeValue(forKey: id) }
+            _ = removed
+        }
+    }
+
+    // MARK: What tests do from outside
+
+    /// Another program's write of `json` under `key`, reported by the feed.
+    func writeFromOutside(_ key: String, json: String) {
+        contents.state.withLock { $0.values[key] = Data(json.utf8) }
+        report(.key(key))
+    }
+
+    /// Another program's removal of `key`, reported by the feed.
+    func removeFromOutside(_ key: String) {
+        contents.state.withLock { $0.values[key] = nil }
+        report(.key(key))
+    }
+
+    func report(_ change: WLStorageStoreChange) {
+        for handler in contents.state.withLock({ Array($0.handlers.values) }) { handler(change) }
+    }
+
+    func stored(_ key: String) -> String? {
+        contents.state.withLock { $0.values[key] }.map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    func failReads(_ fail: Bool) { contents.state.withLock { $0.failReads = fail } }
+    func failWrites(_ fail: Bool) { contents.state.withLock { $0.failWrites = fail } }
+    var batches: [[String]] { contents.state.withLock { $0.batches } }
+    var feedCount: Int { contents.state.withLock { $0.handlers.count } }
+    var reads: Int { contents.state.withLock { $0.reads } }
+}

@@ -1,0 +1,334 @@
+import Dispatch
+import Foundation
+import Observation
+import Synchronization
+import Testing
+
+@testable import WLStorage
+
+/// A store of the tests' own that keeps its bytes in another store and passes everything through, as a user's
+/// logging or metrics wrapper would.
+private struct WrappingStore: WLStorageStore {
+    let base: any WLStorageStore
+    var identity: String { "wrapped:" + base.identity }
+    func read(key: String) throws -> Data? { try base.read(key: key) }
+    func write(key: String, data: Data) throws { try base.write(key: key, data: data) }
+    func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
+    func remove(key: String) throws { try base.remove(key: key) }
+    func keys() throws -> [String] { try base.keys() }
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+        base.observeChanges(changed)
+    }
+}
+
+/// A custom backer with a change feed: a value in memory that tests change from outside.
+private final class ObservableMemoryBacker: WLStorageObservableBacker, Sendable {
+    let key = "observed"
+    private let state = Lock<(value: Int?, handlers: [UInt64: @Sendable () -> Void], next: UInt64)>((nil, [:], 0))
+
+    init(stored: Int?) {
+        ReportedErrors.install()
+        state.withLock { $0.value = stored }
+    }
+
+    func read(defaultValueClosure: () -> Int) -> Int { state.withLock { $0.value } ?? defaultValueClosure() }
+    func write(value: Int) { state.withLock { $0.value = value } }
+
+    func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageObservation {
+        let id = state.withLock { state in
+            defer { state.next += 1 }
+            state.handlers[state.next] = changed
+            return state.next
+        }
+        return WLStorageObservation { [self] in
+            let removed = self.state.withLock { $0.handlers.removeValue(forKey: id) }
+            _ = removed
+        }
+    }
+
+    func setFromOutside(_ value: Int?) {
+        state.withLock { $0.value = value }
+        for handler in state.withLock({ Array($0.handlers.values) }) { handler() }
+    }
+
+    var stored: Int? { state.withLock { $0.value } }
+}
+
+@Suite(.capturingOutput) struct StoreTests {
+    @Test func storagesOfOneKeyInStoresOfOneIdentityShareOneValue() {
+        let store = MemoryStore()
+        let sameDatabase = MemoryStore(sharing: store)
+        let other = MemoryStore()
+        let first = WLStorage(key: "count", defaultValue: 0, flushInterval: nil, store: store)
+        let second = WLStorage(key: "count", defaultValue: 0, flushInterval: nil, store: sameDatabase)
+        let elsewhere = WLStorage(key: "count", defaultValue: 0, flushInterval: nil, store: other)
+        first.wrappedValue = 7
+        #expect(second.wrappedValue == 7)
+        #expect(elsewhere.wrappedValue == 0)
+        second.flush()
+        elsewhere.flush()
+        #expect(store.stored("count") == "7")
+        #expect(other.stored("count") == "0")  // its own default, saved where nothing was stored
+    }
+
+    @Test func theDefaultIsSavedOnlyWhereNothingIsStored() {
+        let empty = MemoryStore()
+        let fresh = WLStorage(key: "limit", defaultValue: 3, flushInterval: nil, store: empty)
+        fresh.flush()
+        #expect(empty.stored("limit") == "3")
+
+        let holding = MemoryStore()
+        holding.writeFromOutside("limit", json: "9")
+        let existing = WLStorage(key: "limit", defaultValue: 3, flushInterval: nil, store: holding)
+        existing.flush()
+        #expect(existing.wrappedValue == 9)
+        #expect(holding.stored("limit") == "9")
+    }
+
+    @Test func aChangeReportedByTheFeedIsAdoptedAndObserved() async {
+        let store = MemoryStore()
+        store.writeFromOutside("mode", json: #""a""#)
+        let storage = WLStorage(key: "mode", defaultValue: "", flushInterval: nil, store: store)
+        #expect(storage.wrappedValue == "a")
+        let observed = Atomic<Bool>(false)
+        _ = withObservationTracking {
+            storage.wrappedValue
+        } onChange: {
+            observed.store(true, ordering: .sequentiallyConsistent)
+        }
+        let changes = Lock<[String]>([])
+        let handler = storage.onChange(queue: .global()) { value in changes.withLock { $0.append(value) } }
+        defer { handler.cancel() }
+        var values = storage.values.makeAsyncIterator()
+        #expect(await values.next() == "a")
+
+        store.writeFromOutside("mode", json: #""b""#)
+        #expect(await values.next() == "b")
+        #expect(storage.wrappedValue == "b")
+        #expect(eventually { observed.load(ordering: .sequentiallyConsistent) })
+        #expect(eventually { !changes.withLock { $0.isEmpty } })
+    }
+
+    @Test func aRemovalReportedByTheFeedReturnsToTheDefault() {
+        let store = MemoryStore()
+        store.writeFromOutside("mode", json: #""custom""#)
+        let storage = WLStorage(key: "mode", defaultValue: "standard", flushInterval: nil, store: store)
+        #expect(storage.wrappedValue == "custom")
+        store.removeFromOutside("mode")
+        #expect(eventually { storage.wrappedValue == "standard" })
+        storage.flush()
+        #expect(store.stored("mode") == nil)  // a removal is respected, not undone by saving the default again
+    }
+
+    @Test func aPendingLocalChangeWinsOverAReportedChange() {
+        let store = MemoryStore()
+        store.writeFromOutside("n", json: "1")
+        let storage = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: store)
+        storage.wrappedValue = 5
+        let readsBefore = store.reads
+        store.writeFromOutside("n", json: "7")
+        #expect(eventually { store.reads > readsBefore })
+        #expect(storage.wrappedValue == 5)
+        storage.flush()
+        #expect(store.stored("n") == "5")
+    }
+
+    @Test func aStoreThatCannotBeReadAtStartNeverGetsTheDefaultWrittenOverItsValue() {
+        let store = MemoryStore()
+        store.writeFromOutside("n", json: "9")
+        store.failReads(true)
+        let storage = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: store)
+        #expect(storage.wrappedValue == 0)
+        #expect(storage.lastError?.code == .readFailed)
+        storage.wrappedValue = 1  // based on the default
+        storage.flush()
+        #expect(store.stored("n") == "9")
+        #expect(storage.hasPendingChanges)
+
+        store.failReads(false)
+        storage.flush()
+        #expect(store.stored("n") == "9")
+        #expect(storage.wrappedValue == 9)
+        #expect(storage.lastError?.code == .changeDiscarded)
+    }
+
+    @Test func aFailedWriteStaysPendingAndIsWrittenLater() {
+        let store = MemoryStore()
+        store.writeFromOutside("n", json: "0")
+        let storage = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: store)
+        store.failWrites(true)
+        storage.wrappedValue = 4
+        storage.flush()
+        #expect(storage.hasPendingChanges)
+        #expect(storage.lastError?.code == .writeFailed)
+        #expect(storage.lastError?.message.contains(store.identity) == true)
+        store.failWrites(false)
+        storage.flush()
+        #expect(!storage.hasPendingChanges)
+        #expect(store.stored("n") == "4")
+    }
+
+    @Test func flushAllWritesAStoresPendingChangesInOneBatch() {
+        let store = MemoryStore()
+        let keys = (0..<6).map { "key\($0)" }
+        for key in keys { store.writeFromOutside(key, json: "0") }
+        let storages = keys.map { WLStorage(key: $0, defaultValue: 0, flushInterval: nil, store: store) }
+        for (index, storage) in storages.enumerated() { storage.wrappedValue = index + 1 }
+
+        store.failWrites(true)
+        WLStorage.flushAll()
+        #expect(storages.allSatisfy { $0.hasPendingChanges })
+        #expect(storages.allSatisfy { $0.lastError?.code == .writeFailed })
+
+        store.failWrites(false)
+        WLStorage.flushAll()
+        #expect(storages.allSatisfy { !$0.hasPendingChanges })
+        for (index, key) in keys.enumerated() { #expect(store.stored(key) == "\(index + 1)") }
+        // Every change went in a batch, and flushes of other tests may have taken some of them: at most two batches.
+        let batched = store.batches.flatMap { $0 }.sorted()
+        #expect(batched == keys)
+        #expect(store.batches.count <= 2)
+    }
+
+    @Test func aPrefixedStoreSharesItsKeysWithTheStoreItWraps() throws {
+        let store = MemoryStore()
+        let billing = store.prefixed("billing.")
+        let limit = WLStorage(key: "limit", defaultValue: 10, flushInterval: nil, store: billing)
+        let full = WLStorage(key: "billing.limit", defaultValue: 10, flushInterval: nil, store: store)
+        limit.wrappedValue = 20
+        #expect(full.wrappedValue == 20)
+        limit.flush()
+        #expect(store.stored("billing.limit") == "20")
+        #expect(store.stored("limit") == nil)
+        #expect(try billing.keys() == ["limit"])
+
+        store.writeFromOutside("billing.limit", json: "30")
+        #expect(eventually { limit.wrappedValue == 30 })
+    }
+
+    @Test func aPrefixedDirectoryStoreKeepsItsFilesThroughTheFileBacker() throws {
+        try withTemporaryDirectory { directory in
+            let storage = WLStorage(
+                key: "theme", defaultValue: "light", flushInterval: nil,
+                store: .directory(directory).prefixed("app."))
+            storage.wrappedValue = "dark"
+            storage.flush()
+            #expect(stored(String.self, key: "app.theme", in: directory) == "dark")
+            #expect(mode(of: directory.appendingPathComponent("app.theme")) == 0o600)
+            let sameFile = fileStorage("app.theme", in: directory, default: "", flushInterval: nil)
+            #expect(sameFile.wrappedValue == "dark")
+            sameFile.wrappedValue = "blue"
+            #expect(storage.wrappedValue == "blue")  // one cell
+        }
+    }
+
+    @Test func aSuiteIsADirectorySharedUnderTheUsersDataDirectory() {
+        let suite = StorageLocation.suiteDirectory("com.example.shared", environment: ["XDG_DATA_HOME": "/data"])
+        #expect(suite?.path == "/data/wlstorage/suites/com.example.shared")
+        let fromHome = StorageLocation.suiteDirectory("tools", environment: ["HOME": "/home/ada"])
+        #expect(fromHome?.path == "/home/ada/.local/share/wlstorage/suites/tools")
+        let overridden = StorageLocation.suiteDirectory(
+            "tools", environment: ["WLSTORAGE_SUITES_DIRECTORY": "/srv/suites", "XDG_DATA_HOME": "/data"])
+        #expect(overridden?.path == "/srv/suites/tools")
+        let odd = StorageLocation.suiteDirectory("../escape", environment: ["XDG_DATA_HOME": "/data"])
+        #expect(odd?.deletingLastPathComponent().path == "/data/wlstorage/suites")
+        #expect(odd?.lastPathComponent.hasPrefix("suite-") == true)
+        #expect(StorageLocation.suiteDirectory("x", environment: [:]) == nil)
+    }
+
+    @Test func twoStoragesOfOneSuiteShareTheirValue() throws {
+        try withTemporaryDirectory { directory in
+            let suite = WLStorageDirectoryStore(url: directory.appendingPathComponent("suite"))
+            let first = WLStorage(key: "shared", defaultValue: 0, flushInterval: nil, store: suite)
+            let second = WLStorage(
+                key: "shared", defaultValue: 0, flushInterval: nil,
+                store: .directory(directory.appendingPathComponent("suite")))
+            first.wrappedValue = 3
+            #expect(second.wrappedValue == 3)
+        }
+    }
+
+    @Test func aDirectoryStoreWrappedInAStoreOfOnesOwnKeepsFilesAndFollowsOtherPrograms() throws {
+        try withTemporaryDirectory { directory in
+            let store = WrappingStore(base: WLStorageDirectoryStore.directory(directory))
+            let storage = WLStorage(key: "name", defaultValue: "", flushInterval: nil, store: store)
+            storage.wrappedValue = "Ada"
+            storage.flush()
+            #expect(stored(String.self, key: "name", in: directory) == "Ada")
+            #expect(try store.keys() == ["name"])
+
+            try replaceFromOutside(directory.appendingPathComponent("name"), with: #""Grace""#)
+            #expect(eventually { storage.wrappedValue == "Grace" })
+        }
+    }
+
+    @Test func bytesThatDoNotDecodeAreKeptAsideUnderAnotherKey() throws {
+        let store = MemoryStore()
+        store.writeFromOutside("n", json: "not json")
+        let storage = WLStorage(key: "n", defaultValue: 1, flushInterval: nil, store: store)
+        #expect(storage.wrappedValue == 1)
+        // Reported, and not kept in lastError for long: the default saved in the background clears it.
+        let reported = ReportedErrors.errors { $0.message.contains(store.identity) && $0.code == .decodingFailed }
+        #expect(reported.count == 1)
+        let aside = try store.keys().filter { $0.hasPrefix("n~corrupt-") }
+        #expect(aside.count == 1)
+        #expect(aside.first.flatMap { store.stored($0) } == "not json")
+        storage.flush()
+        #expect(store.stored("n") == "1")
+    }
+
+    @Test func aKeyOpenAsAnotherTypeInTheSameStoreIsRefused() {
+        let store = MemoryStore()
+        let number = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
+        let text = WLStorage(key: "k", defaultValue: "", flushInterval: nil, store: MemoryStore(sharing: store))
+        #expect(text.lastError?.code == .typeMismatch)
+        text.wrappedValue = "x"
+        text.flush()
+        number.flush()
+        #expect(store.stored("k") == "0")
+    }
+
+    @Test func theFeedIsStartedOnceAndEndsWithTheLastStorage() {
+        let store = MemoryStore()
+        store.writeFromOutside("a", json: "1")
+        store.writeFromOutside("b", json: "1")
+        var first: WLStorage<Int>? = WLStorage(key: "a", defaultValue: 0, flushInterval: nil, store: store)
+        var second: WLStorage<Int>? = WLStorage(key: "b", defaultValue: 0, flushInterval: nil, store: store)
+        #expect(store.feedCount == 1)
+        first = nil
+        #expect(store.feedCount == 1)
+        _ = (first, second)
+        second = nil
+        #expect(eventually { store.feedCount == 0 })
+    }
+
+    @Test func aChangeToEveryKeyHasEachStorageReadItsKey() {
+        let store = MemoryStore()
+        store.writeFromOutside("a", json: "1")
+        store.writeFromOutside("b", json: "1")
+        let first = WLStorage(key: "a", defaultValue: 0, flushInterval: nil, store: store)
+        let second = WLStorage(key: "b", defaultValue: 0, flushInterval: nil, store: store)
+        store.contents.state.withLock { state in
+            state.values["a"] = Data("2".utf8)
+            state.values["b"] = Data("3".utf8)
+        }
+        store.report(.everything)
+        #expect(eventually { first.wrappedValue == 2 && second.wrappedValue == 3 })
+    }
+
+    @Test func aCustomBackerWithAFeedHasItsChangesAdopted() async {
+        let backer = ObservableMemoryBacker(stored: 1)
+        let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: backer)
+        var values = storage.values.makeAsyncIterator()
+        #expect(await values.next() == 1)
+        backer.setFromOutside(2)
+        #expect(await values.next() == 2)
+        storage.wrappedValue = 3
+        #expect(await values.next() == 3)
+        storage.flush()
+        #expect(backer.stored == 3)
+        backer.setFromOutside(nil)
+        #expect(await values.next() == 0)
+        #expect(backer.stored == nil)  // nothing saved over the removal
+    }
+}
