@@ -27,6 +27,7 @@ let package = Package(
         .executableTarget(name: "wlstorage", dependencies: ["WLStorage"]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
         .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage"]),
+        .executableTarget(name: "WLStoragePostgresTestChild", dependencies: ["WLStorage", "WLStoragePostgres"]),
         .executableTarget(
             name: "WLStorageBenchmarks",
             dependencies: ["WLStorage"],
@@ -34,7 +35,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WLStoragePostgresTests",
-            dependencies: ["WLStorage", "WLStoragePostgres"]
+            dependencies: ["WLStorage", "WLStoragePostgres", "WLStoragePostgresTestChild"]
         ),
         .testTarget(
             name: "WLStorageTests",
