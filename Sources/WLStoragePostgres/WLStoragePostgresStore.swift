@@ -62,7 +62,7 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
     ///   - table: The table's name, `name` or `schema.name`, each part an unquoted SQL identifier (letters, digits and
     ///     underscores, not starting with a digit) of at most 48 bytes.
     ///   - timeout: How long to wait at most to connect, or for a statement to complete.
-    /// - Throws: ``WLStorageError/Code-swift.struct/directoryUnavailable`` when libpq cannot parse `url`, or `table`
+    /// - Throws: `WLStorageError.Code.directoryUnavailable` when libpq cannot parse `url`, or `table`
     ///   or `namespace` is not valid. The message never contains the password.
     public init(
         url: String, namespace: String = "default", table: String = "wlstorage", timeout: Duration = .seconds(10)

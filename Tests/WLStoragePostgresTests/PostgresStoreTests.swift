@@ -223,9 +223,8 @@ struct PostgresStoreTests {
     }
 }
 
-/// What a store refuses at once, and that no message shows the password.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
-struct PostgresSettingsTests {
+/// What a store refuses at once, and that no message shows the password. No server is needed.
+@Suite struct PostgresSettingsTests {
     @Test(arguments: [
         "postgresql://ada:s3cret%zz@localhost/db",
         "postgresql://ada:s3cret@localhost/db?bogus=1",

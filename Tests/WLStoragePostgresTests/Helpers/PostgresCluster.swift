@@ -25,9 +25,18 @@ final class PostgresCluster: Sendable {
         var description: String
     }
 
-    /// The folder of `initdb` and `pg_ctl`: `pg_config --bindir`, else the newest `/usr/lib/postgresql/*/bin`.
+    /// The folder of `initdb` and `pg_ctl`: `$WLSTORAGE_POSTGRES_BINDIR` when set (only it), else `pg_config
+    /// --bindir`, else the newest `/usr/lib/postgresql/*/bin`.
     static let binaries: URL? = {
         var candidates: [String] = []
+        if let chosen = ProcessInfo.processInfo.environment["WLSTORAGE_POSTGRES_BINDIR"] {
+            candidates.append(chosen)
+            return candidates.map { URL(fileURLWithPath: $0) }.first { directory in
+                ["initdb", "pg_ctl", "postgres"].allSatisfy {
+                    FileManager.default.isExecutableFile(atPath: directory.appendingPathComponent($0).path)
+                }
+            }
+        }
         if let bindir = try? run("/bin/sh", ["-c", "pg_config --bindir 2>/dev/null"]) {
             candidates.append(bindir.trimmingCharacters(in: .whitespacesAndNewlines))
         }
