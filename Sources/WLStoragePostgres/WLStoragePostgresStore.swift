@@ -43,6 +43,8 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
     /// How long any wait of the store lasts at most: connecting, or running a statement.
     public let timeout: Duration
 
+    // Locks, in the order they may be taken: `writer` (the writing connection, for one call), then `writerPID`. The
+    // listener's lock (see PostgresListener) is never taken with either; feed handlers run outside all of them.
     private let settings: PostgresSettings
     private let statements: Statements
     /// The connection for reads and writes. Its lock serializes the store's statements, and is held for the time of
