@@ -165,8 +165,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             monitorEvents = watch.events
         } else if let storeBacker {
             // The feed is in place before the key is read, as the file's watch is.
-            let key = StoreKey(store: storeBacker.store.identity, key: storeBacker.storedKey)
-            monitorEvents = StoreFeeds.shared.use(storeBacker.store)
+            let key = StoreKey(store: storeBacker.identity, key: storeBacker.storedKey)
+            monitorEvents = StoreFeeds.shared.use(storeBacker.store, identity: key.store)
             switch StorageRegistry.shared.cell(for: key, as: T.self) {
             case .found(let cell):
                 StoreFeeds.shared.release(key.store)

@@ -46,6 +46,11 @@ public struct WLStoragePrefixedStore<Base: WLStorageStore>: WLStorageStore {
         try base.remove(key: prefix + key)
     }
 
+    /// Removes the prefixed key from the wrapped store while it holds `data`.
+    public func remove(key: String, ifItHolds data: Data) throws -> Bool {
+        try base.remove(key: prefix + key, ifItHolds: data)
+    }
+
     /// The keys of the wrapped store that start with the prefix, without it.
     public func keys() throws -> [String] {
         try base.keys().compactMap { $0.hasPrefix(prefix) ? String($0.dropFirst(prefix.count)) : nil }

@@ -57,6 +57,14 @@ public protocol WLStorageStore: Sendable {
     /// Removes what is stored under `key`. Removing a key that holds nothing is not an error.
     func remove(key: String) throws
 
+    /// Removes what is stored under `key` only while it is `data`, and returns whether it did. The storage removes
+    /// bytes that do not decode this way, once it has kept a copy of them under another key: what someone stored
+    /// meanwhile is not removed.
+    ///
+    /// The default implementation reads the key, compares and removes, which can remove a value stored in between by
+    /// another program; a store shared by several programs should do it in one step.
+    func remove(key: String, ifItHolds data: Data) throws -> Bool
+
     /// Every key that holds a value.
     func keys() throws -> [String]
 
@@ -117,6 +125,13 @@ extension WLStorageStore {
     public func create(key: String, data: Data) throws -> Bool {
         guard try read(key: key) == nil else { return false }
         try write(key: key, data: data)
+        return true
+    }
+
+    /// Reads `key`, and removes it when it holds `data`. Not atomic: see the requirement.
+    public func remove(key: String, ifItHolds data: Data) throws -> Bool {
+        guard try read(key: key) == data else { return false }
+        try remove(key: key)
         return true
     }
 

@@ -222,14 +222,15 @@ private enum FlushItem: Sendable {
     /// Writes the pending changes of `cells`, all of one store, in one batch.
     private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) {
         let writes = cells.compactMap { $0.takeBatchWrite(on: thread) }
-        guard let store = writes.first?.store else { return }
+        guard let first = writes.first else { return }
+        let store = first.store
         var failure: WLStorageError?
         do {
             try store.write(writes.map(\.write))
         } catch {
             failure = WLStorageError(
                 code: .writeFailed,
-                message: "\(store.identity) could not store a batch of \(writes.count) values: \(error)",
+                message: "\(first.identity) could not store a batch of \(writes.count) values: \(error)",
                 underlying: error)
         }
         for write in writes {

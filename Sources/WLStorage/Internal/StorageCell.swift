@@ -82,7 +82,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
     var storeKey: StoreKey? {
         guard fileBacker == nil, let storeBacker = backer as? StoreBacker<T> else { return nil }
-        return StoreKey(store: storeBacker.store.identity, key: storeBacker.storedKey)
+        return StoreKey(store: storeBacker.identity, key: storeBacker.storedKey)
     }
 
     /// The directory this cell's file is in, when its backer is the file backer.
@@ -434,7 +434,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             return nil
         }
         return BatchWrite(
-            store: storeBacker.store, write: WLStorageStoreWrite(key: storeBacker.storedKey, data: data)
+            store: storeBacker.store, identity: storeBacker.identity,
+            write: WLStorageStoreWrite(key: storeBacker.storedKey, data: data)
         ) { [self] error in
             let outcome: JobOutcome<T>
             if let error {
@@ -544,6 +545,8 @@ extension CellJob {
 /// One cell's change in a batch of its store's writes.
 struct BatchWrite: Sendable {
     let store: any WLStorageStore
+    /// The store's identity as its backer read it.
+    let identity: String
     let write: WLStorageStoreWrite
     /// Ends the cell's job with the batch's outcome: `nil` when it was written.
     let finish: @Sendable (WLStorageError?) -> Void

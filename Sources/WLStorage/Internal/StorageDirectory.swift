@@ -102,8 +102,18 @@ package struct StorageDirectory: Sendable, Hashable {
 
     /// Directories are equal when their paths are the same bytes, as the file system compares names: two paths that
     /// Swift holds equal as strings (a precomposed `é` and `e` with a combining accent) can name two directories.
+    ///
+    /// Compared with `memcmp`: the tables keyed by directory compare paths several times for every storage created,
+    /// and `elementsEqual` over two UTF-8 views took a fifth of the load of 1,000 storages.
     package static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.path.utf8.elementsEqual(rhs.path.utf8)
+        var left = lhs.path
+        var right = rhs.path
+        guard left.utf8.count == right.utf8.count else { return false }
+        return left.withUTF8 { left in
+            right.withUTF8 { right in
+                left.isEmpty || memcmp(left.baseAddress!, right.baseAddress!, left.count) == 0
+            }
+        }
     }
 
     package func hash(into hasher: inout Hasher) {

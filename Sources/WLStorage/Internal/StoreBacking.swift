@@ -27,31 +27,32 @@ extension WLStorageDefaultBacker: StoreBacking {
     }
 }
 
-/// The versions of a key a backer knows, by a hash of their bytes: the last it wrote and the last it read.
+/// The version of a key a backer saw last, by a hash of its bytes: the one it last wrote or read, whichever came
+/// later. Only that one is not a change: a store's bytes carry no identity, so an outside change back to an earlier
+/// version (written or read before) is a change like any other.
 struct KnownBytes: Sendable {
-    private var written: Int?
-    private var read: Int?
+    /// The hash of the version seen last, or 0 for none.
+    private var last = 0
 
     static func hash(_ data: Data) -> Int {
         var hasher = Hasher()
         data.withUnsafeBytes { hasher.combine(bytes: $0) }
-        return hasher.finalize()
+        return hasher.finalize() | 1
     }
 
-    mutating func wrote(_ data: Data) { written = Self.hash(data) }
+    mutating func wrote(_ data: Data) { last = Self.hash(data) }
 
-    /// Records `data` as read; returns whether it is a version already known.
+    /// Records `data` as read; returns whether it is the version seen last.
     mutating func readKnown(_ data: Data) -> Bool {
         let hash = Self.hash(data)
-        if hash == written || hash == read { return true }
-        read = hash
-        return false
+        defer { last = hash }
+        return hash == last
     }
 
-    /// Forgets every version; returns whether any was known.
+    /// Forgets the version; returns whether one was known.
     mutating func forget() -> Bool {
-        defer { (written, read) = (nil, nil) }
-        return written != nil || read != nil
+        defer { last = 0 }
+        return last != 0
     }
 }
 
@@ -62,12 +63,16 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// The store that holds the bytes, and the key there (a prefixed store's key with its prefix).
     let store: any WLStorageStore
     let storedKey: String
+    /// The store's identity, read once: the registry, the feeds and the batches know the backer by it, and a store
+    /// whose identity changed later would leave a feed or a cell under the old one.
+    let identity: String
     private let known = Lock(KnownBytes())
 
     init(key: String, store: any WLStorageStore, storedKey: String) {
         self.key = key
         self.store = store
         self.storedKey = storedKey
+        self.identity = store.identity
     }
 
     func read(defaultValueClosure: () -> T) throws -> T {
@@ -114,6 +119,12 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     }
 
     func readStored() -> ReadResult<T> {
+        readStored(keepingAside: true)
+    }
+
+    /// Reads the key. Bytes that do not decode are kept aside (see ``keepAside(_:_:again:)``), which reads once more
+    /// when the key changed meanwhile.
+    private func readStored(keepingAside again: Bool) -> ReadResult<T> {
         let data: Data?
         do {
             data = try store.read(key: storedKey)
@@ -125,7 +136,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         do {
             return .value(try JSONCoders.decoder.decode(T.self, from: data))
         } catch let decodingError {
-            return keepAside(data, decodingError)
+            return keepAside(data, decodingError, again: again)
         }
     }
 
@@ -141,7 +152,9 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         return created
     }
 
-    var entryExists: Bool { false }
+    /// Whether the key holds anything, even empty bytes (which read as nothing stored, and are not replaced by a
+    /// default).
+    var entryExists: Bool { (try? store.read(key: storedKey)) != nil }
 
     func readExternalChange() throws(WLStorageError) -> ExternalChange<T> {
         let data: Data?
@@ -159,25 +172,35 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         } catch {
             throw WLStorageError(
                 code: .decodingFailed,
-                message: "someone stored bytes that \(Self.judge(data)) \(T.self) in \(store.identity); the value in"
+                message: "someone stored bytes that \(Self.judge(data)) \(T.self) in \(identity); the value in"
                     + " memory is kept and what is stored is left as it is",
                 key: key, underlying: error)
         }
     }
 
     /// Bytes that do not decode are copied to another key of the store, named with `~corrupt-` and the time, and
-    /// removed from this one: they are kept, and the key counts as holding nothing.
-    private func keepAside(_ data: Data, _ decodingError: any Error) -> ReadResult<T> {
+    /// removed from this one while it still holds them: they are kept, and the key counts as holding nothing. When
+    /// someone stored something else meanwhile, that is read instead.
+    private func keepAside(_ data: Data, _ decodingError: any Error, again: Bool = true) -> ReadResult<T> {
         let aside = StorageDirectory.movedAsideName(for: storedKey)
         do {
             _ = try store.create(key: aside, data: data)
-            try store.remove(key: storedKey)
+            guard try store.remove(key: storedKey, ifItHolds: data) else {
+                return again
+                    ? readStored(keepingAside: false)
+                    : .failed(
+                        WLStorageError(
+                            code: .decodingFailed,
+                            message:
+                                "what \(identity) holds \(Self.judge(data)) \(T.self), and changes while it is kept aside",
+                            key: key, underlying: decodingError))
+            }
         } catch {
             return .failed(
                 WLStorageError(
                     code: .decodingFailed,
                     message:
-                        "what \(store.identity) holds \(Self.judge(data)) \(T.self), and it could not be kept aside:"
+                        "what \(identity) holds \(Self.judge(data)) \(T.self), and it could not be kept aside:"
                         + " \(error)",
                     key: key, underlying: decodingError))
         }
@@ -185,7 +208,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         return .movedAside(
             WLStorageError(
                 code: .decodingFailed,
-                message: "what \(store.identity) holds \(Self.judge(data)) \(T.self); it was kept aside under the key"
+                message: "what \(identity) holds \(Self.judge(data)) \(T.self); it was kept aside under the key"
                     + " \(aside)",
                 key: key, underlying: decodingError))
     }
@@ -197,7 +220,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         }
         return WLStorageError(
             code: writing ? .writeFailed : .readFailed,
-            message: "\(store.identity) could not \(writing ? "store" : "read") the value: \(error)", key: key,
+            message: "\(identity) could not \(writing ? "store" : "read") the value: \(error)", key: key,
             underlying: error)
     }
 

@@ -1,5 +1,11 @@
 import Dispatch
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// The change feeds of the stores in use: one per store identity, started by its first storage and cancelled with its
 /// last. A change a feed reports sends the cells of the key (or of every key, for ``WLStorageStoreChange/everything``)
 /// to read it, on the queue of checks, as the file monitor does with inotify events: one path for every store.
@@ -16,27 +22,36 @@ final class StoreFeeds: Sendable {
         var events: UInt64 = 0
         /// Opened when the observation is in place.
         let started = DispatchGroup()
+        /// The thread starting the feed, until it is in place: a storage of the same store created from inside the
+        /// store's `observeChanges` must not wait for the call it is part of.
+        var startingThread: UInt = 0
     }
 
     private let feeds = Lock([String: Feed]())
 
     /// Starts one use of `store`'s feed, starting the feed with the first. Returns when the feed is in place, with the
     /// count of changes reported so far (see ``events(of:)``). Balance each call with ``release(_:)``.
-    func use(_ store: any WLStorageStore) -> UInt64 {
-        let identity = store.identity
-        let (feed, isNew) = feeds.withLock { feeds -> (Feed, Bool) in
+    func use(_ store: any WLStorageStore, identity: String) -> UInt64 {
+        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        let (feed, isNew, reentered) = feeds.withLock { feeds -> (Feed, Bool, Bool) in
             if let feed = feeds[identity] {
                 feed.users += 1
-                return (feed, false)
+                return (feed, false, feed.startingThread == thread)
             }
             let feed = Feed()
             feed.started.enter()
+            feed.startingThread = thread
             feeds[identity] = feed
-            return (feed, true)
+            return (feed, true, false)
+        }
+        if reentered {
+            // Called from inside the store's `observeChanges`: the feed is not in place yet, and cannot be waited for.
+            return feeds.withLock { _ in feed.events }
         }
         if isNew {
             let observation = store.observeChanges { [weak self] change in self?.changed(identity, change) }
             let unused = feeds.withLock { feeds -> WLStorageObservation? in
+                feed.startingThread = 0
                 guard feeds[identity] === feed else { return observation }
                 feed.observation = observation
                 return nil
@@ -59,6 +74,8 @@ final class StoreFeeds: Sendable {
             return feed
         }
         guard let ended else { return }
+        // The last storage released from inside `observeChanges` itself: the call that starts the feed cancels it.
+        if feeds.withLock({ _ in ended.startingThread }) == UInt(bitPattern: Int(bitPattern: pthread_self())) { return }
         ended.started.wait()
         let observation = feeds.withLock { _ in
             defer { ended.observation = nil }
