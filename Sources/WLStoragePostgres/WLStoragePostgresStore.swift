@@ -179,6 +179,21 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
         }
     }
 
+    /// Removes the row of `key` only while it holds `data`, in one statement, and returns whether it did. Notifies the
+    /// change when it did.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed.
+    public func remove(key: String, ifItHolds data: Data) throws -> Bool {
+        let rows = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
+            let payload = Self.payload(namespace: namespace, key: key)
+            return try connection.query(
+                statements.removeIfHolds,
+                [.text(namespace), .text(key), .bytes(data), .text(statements.channel), .text(payload)],
+                deadline: deadline)
+        }
+        return !rows.isEmpty
+    }
+
     /// Every key of the store's namespace, sorted.
     ///
     /// - Throws: ``WLStorageError`` with the code `readFailed` when the statement failed.
@@ -279,6 +294,7 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
         let upsert: String
         let create: String
         let remove: String
+        let removeIfHolds: String
 
         init(table: String) {
             let name = table.split(separator: ".").map { "\"\($0)\"" }.joined(separator: ".")
@@ -301,6 +317,10 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
             remove = """
                 WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 RETURNING 1) \
                 SELECT pg_notify($3, $4) FROM removed
+                """
+            removeIfHolds = """
+                WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 AND value = $3 RETURNING 1) \
+                SELECT pg_notify($4, $5) FROM removed
                 """
         }
     }

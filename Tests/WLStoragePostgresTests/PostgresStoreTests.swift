@@ -49,6 +49,19 @@ struct PostgresStoreTests {
         #expect(try store.read(key: "k") == bytes("again"))
     }
 
+    @Test func aConditionalRemovalRemovesOnlyTheBytesItWasGiven() throws {
+        let namespace = uniqueNamespace()
+        let store = try store(namespace)
+        let feed = try FeedRecorder(try self.store(namespace))
+        try store.write(key: "k", data: bytes("old"))
+        #expect(try !store.remove(key: "k", ifItHolds: bytes("other")))
+        #expect(try store.read(key: "k") == bytes("old"))
+        #expect(try store.remove(key: "k", ifItHolds: bytes("old")))
+        #expect(try store.read(key: "k") == nil)
+        #expect(try !store.remove(key: "k", ifItHolds: bytes("old")))
+        #expect(feed.waitFor(.key("k")))
+    }
+
     @Test func aBatchIsWrittenWholeOrNotAtAll() throws {
         let namespace = uniqueNamespace()
         let store = try store(namespace)
