@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "WLStorage", targets: ["WLStorage"]),
+        .library(name: "WLStoragePostgres", targets: ["WLStoragePostgres"]),
         .executable(name: "wlstorage", targets: ["wlstorage"]),
         .executable(name: "WLStorageDemo", targets: ["WLStorageDemo"]),
         .executable(name: "WLStorageBenchmarks", targets: ["WLStorageBenchmarks"]),
@@ -17,13 +18,24 @@ let package = Package(
             providers: [.apt(["libssl-dev"])]
         ),
         .target(name: "WLStorage", dependencies: ["CWLStorageOpenSSL"]),
+        .systemLibrary(
+            name: "CWLStorageLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .target(name: "WLStoragePostgres", dependencies: ["WLStorage", "CWLStorageLibPQ"]),
         .executableTarget(name: "wlstorage", dependencies: ["WLStorage"]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
         .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage"]),
+        .executableTarget(name: "WLStoragePostgresTestChild", dependencies: ["WLStorage", "WLStoragePostgres"]),
         .executableTarget(
             name: "WLStorageBenchmarks",
             dependencies: ["WLStorage"],
             path: "Benchmarks/WLStorageBenchmarks"
+        ),
+        .testTarget(
+            name: "WLStoragePostgresTests",
+            dependencies: ["WLStorage", "WLStoragePostgres", "WLStoragePostgresTestChild"]
         ),
         .testTarget(
             name: "WLStorageTests",

@@ -1,0 +1,353 @@
+internal import CWLStorageLibPQ
+import Dispatch
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// One libpq connection, used in non-blocking mode with a deadline on every wait: nothing it does can hang longer than
+/// the deadline it is given.
+///
+/// A state machine:
+///
+/// ```
+/// disconnected ──connect()──▶ connected ──query fails with the connection, timeout, disconnect()──▶ disconnected
+///       ▲                          │
+///       └──────── connect() fails ─┘ (stays disconnected)          any state ──close()──▶ closed (for good)
+/// ```
+///
+/// Not thread-safe: its owner uses it from one thread at a time (the store's write lock, the listener's queue).
+final class PostgresConnection: @unchecked Sendable {  // used under the owner's lock or on the owner's queue only
+    /// The named states of the connection.
+    enum State {
+        /// No connection: the next ``connect(deadline:)`` makes one.
+        case disconnected
+        /// Connected and ready for a query; `pid` is the server process serving it (`PQbackendPID`).
+        case connected(OpaquePointer, pid: Int32)
+        /// Closed for good by ``close()``: it never connects again.
+        case closed
+    }
+
+    /// A value of a query parameter, sent in binary form with its type given.
+    enum Parameter {
+        case text(String)
+        case bytes(Data)
+    }
+
+    /// A notification received with `LISTEN`.
+    struct Notification: Sendable {
+        var channel: String
+        var payload: String
+        /// The server process that sent it.
+        var pid: Int32
+    }
+
+    let settings: PostgresSettings
+    private(set) var state = State.disconnected
+
+    init(settings: PostgresSettings) {
+        self.settings = settings
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Whether the connection is ready for a query.
+    var isConnected: Bool {
+        if case .connected = state { return true }
+        return false
+    }
+
+    /// The server process of the connection (`PQbackendPID`), when connected.
+    var backendPID: Int32? {
+        if case .connected(_, let pid) = state { return pid }
+        return nil
+    }
+
+    /// The connection's socket, when connected. It belongs to libpq, which closes it when the connection ends.
+    var socket: Int32? {
+        if case .connected(let connection, _) = state { return PQsocket(connection) }
+        return nil
+    }
+
+    /// Connects, unless connected: `PQconnectStartParams`, then `PQconnectPoll` and `poll` until `deadline`.
+    func connect(deadline: ContinuousClock.Instant) throws(PostgresError) {
+        switch state {
+        case .connected: return
+        case .closed: throw PostgresError(.connectionFailed, "the connection was closed")
+        case .disconnected: break
+        }
+        let connection = try Self.withCStrings(settings.keywords, settings.values) { keywords, values in
+            PQconnectStartParams(keywords, values, 0)
+        }
+        guard let connection else { throw PostgresError(.connectionFailed, "libpq could not allocate a connection") }
+        // Notices (such as "relation already exists, skipping") would be printed on standard error.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+        do throws(PostgresError) {
+            guard PQstatus(connection) != CONNECTION_BAD else {
+                throw PostgresError(.connectionFailed, "could not connect: \(message(of: connection))")
+            }
+            var polling = PGRES_POLLING_WRITING
+            while polling != PGRES_POLLING_OK {
+                switch polling {
+                case PGRES_POLLING_READING:
+                    try wait(for: PQsocket(connection), events: Int16(POLLIN), deadline: deadline, connecting: true)
+                case PGRES_POLLING_WRITING:
+                    try wait(for: PQsocket(connection), events: Int16(POLLOUT), deadline: deadline, connecting: true)
+                case PGRES_POLLING_FAILED:
+                    throw PostgresError(.connectionFailed, "could not connect: \(message(of: connection))")
+                default:
+                    break
+                }
+                polling = PQconnectPoll(connection)
+            }
+            guard PQsetnonblocking(connection, 1) == 0 else {
+                throw PostgresError(.connectionFailed, "could not switch to non-blocking: \(message(of: connection))")
+            }
+        } catch {
+            PQfinish(connection)
+            throw error
+        }
+        state = .connected(connection, pid: PQbackendPID(connection))
+    }
+
+    /// Runs one statement with `parameters` (`PQsendQueryParams`, binary parameters and results) and returns the rows
+    /// of its result, each a list of column values (`nil` for SQL NULL).
+    ///
+    /// When the deadline passes, the query is cancelled (`PQcancel`, on another thread) and the connection dropped.
+    /// When the connection breaks, it is dropped. Either way the next ``connect(deadline:)`` makes a new one.
+    func query(
+        _ sql: String, _ parameters: [Parameter] = [], deadline: ContinuousClock.Instant
+    ) throws(PostgresError) -> [[Data?]] {
+        guard case .connected(let connection, _) = state else {
+            throw PostgresError(.connectionLost, "not connected")
+        }
+        do {
+            try send(sql, parameters, on: connection, deadline: deadline)
+            return try receive(on: connection, deadline: deadline)
+        } catch {
+            if error.kind == .timedOut { Self.cancel(connection) }
+            if error.kind != .queryFailed || PQstatus(connection) == CONNECTION_BAD { disconnect() }
+            throw error
+        }
+    }
+
+    /// Reads what arrived on the socket (`PQconsumeInput`) and returns the notifications received (`PQnotifies`).
+    /// Throws when the connection broke; it is then dropped.
+    ///
+    /// Reads until the socket has nothing more: a server that ends the connection sends a message, then closes it,
+    /// and the end can arrive with the message, so that no later readiness event tells of it.
+    func notifications() throws(PostgresError) -> [Notification] {
+        guard case .connected(let connection, _) = state else {
+            throw PostgresError(.connectionLost, "not connected")
+        }
+        var received: [Notification] = []
+        while true {
+            guard PQconsumeInput(connection) != 0, PQstatus(connection) != CONNECTION_BAD else {
+                let error = PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
+                disconnect()
+                throw error
+            }
+            while let notification = PQnotifies(connection) {
+                received.append(
+                    Notification(
+                        channel: String(cString: notification.pointee.relname),
+                        payload: String(cString: notification.pointee.extra),
+                        pid: notification.pointee.be_pid))
+                PQfreemem(notification)
+            }
+            var descriptor = pollfd(fd: PQsocket(connection), events: Int16(POLLIN), revents: 0)
+            guard descriptor.fd >= 0 else {
+                disconnect()
+                throw PostgresError(.connectionLost, "the connection was lost")
+            }
+            if poll(&descriptor, 1, 0) <= 0 { return received }
+        }
+    }
+
+    /// Ends the connection (`PQfinish`); the next ``connect(deadline:)`` makes a new one.
+    func disconnect() {
+        if case .connected(let connection, _) = state {
+            PQfinish(connection)
+            state = .disconnected
+        }
+    }
+
+    /// Ends the connection for good.
+    func close() {
+        disconnect()
+        state = .closed
+    }
+
+    // MARK: - Sending and receiving
+
+    private func send(
+        _ sql: String, _ parameters: [Parameter], on connection: OpaquePointer, deadline: ContinuousClock.Instant
+    ) throws(PostgresError) {
+        // Parameter types: text is 25, bytea is 17. Every parameter and result is binary: text as its UTF-8 bytes.
+        let types: [Oid] = parameters.map {
+            switch $0 {
+            case .text: 25
+            case .bytes: 17
+            }
+        }
+        let buffers: [Data] = parameters.map {
+            switch $0 {
+            case .text(let text): Data(text.utf8)
+            case .bytes(let data): data
+            }
+        }
+        let lengths = buffers.map { Int32($0.count) }
+        let formats = [Int32](repeating: 1, count: parameters.count)
+        // Every buffer is copied into one allocation that stays alive for the call (libpq copies it into its output).
+        let total = buffers.reduce(0) { $0 + $1.count }
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(total, 1), alignment: 1)
+        defer { storage.deallocate() }
+        var pointers: [UnsafePointer<CChar>?] = []
+        var offset = 0
+        for buffer in buffers {
+            let start = storage.baseAddress! + offset
+            buffer.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress { start.copyMemory(from: base, byteCount: bytes.count) }
+            }
+            pointers.append(UnsafePointer(start.assumingMemoryBound(to: CChar.self)))
+            offset += buffer.count
+        }
+        let sent = PQsendQueryParams(
+            connection, sql, Int32(parameters.count), types, pointers, lengths, formats, 1)
+        guard sent != 0 else {
+            throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
+        }
+        while true {
+            let flushed = PQflush(connection)
+            if flushed == 0 { return }
+            guard flushed > 0 else {
+                throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
+            }
+            try wait(for: PQsocket(connection), events: Int16(POLLOUT | POLLIN), deadline: deadline)
+            guard PQconsumeInput(connection) != 0 else {
+                throw PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
+            }
+        }
+    }
+
+    private func receive(
+        on connection: OpaquePointer, deadline: ContinuousClock.Instant
+    ) throws(PostgresError) -> [[Data?]] {
+        var rows: [[Data?]] = []
+        var failure: PostgresError?
+        while true {
+            while PQisBusy(connection) != 0 {
+                try wait(for: PQsocket(connection), events: Int16(POLLIN), deadline: deadline)
+                guard PQconsumeInput(connection) != 0 else {
+                    throw PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
+                }
+            }
+            guard let result = PQgetResult(connection) else { break }
+            defer { PQclear(result) }
+            switch PQresultStatus(result) {
+            case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
+                rows = []
+            case PGRES_TUPLES_OK:
+                rows = Self.rows(of: result)
+            default:
+                let text = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
+                let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+                let lost = PQstatus(connection) == CONNECTION_BAD
+                failure =
+                    failure
+                    ?? PostgresError(
+                        lost ? .connectionLost : .queryFailed,
+                        settings.redact(text.isEmpty ? message(of: connection) : text), sqlState: state)
+            }
+        }
+        if let failure { throw failure }
+        return rows
+    }
+
+    private static func rows(of result: OpaquePointer) -> [[Data?]] {
+        let rowCount = PQntuples(result)
+        let columnCount = PQnfields(result)
+        var rows: [[Data?]] = []
+        rows.reserveCapacity(Int(rowCount))
+        for row in 0..<rowCount {
+            var columns: [Data?] = []
+            for column in 0..<columnCount {
+                if PQgetisnull(result, row, column) != 0 {
+                    columns.append(nil)
+                } else {
+                    let length = Int(PQgetlength(result, row, column))
+                    columns.append(Data(bytes: PQgetvalue(result, row, column), count: length))
+                }
+            }
+            rows.append(columns)
+        }
+        return rows
+    }
+
+    /// Waits with `poll` until `socket` is ready for `events`, or throws when `deadline` passes.
+    private func wait(
+        for socket: Int32, events: Int16, deadline: ContinuousClock.Instant, connecting: Bool = false
+    ) throws(PostgresError) {
+        guard socket >= 0 else { throw PostgresError(.connectionLost, "the connection has no socket") }
+        while true {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            guard remaining > .zero else {
+                throw PostgresError(
+                    .timedOut,
+                    connecting ? "connecting timed out" : "the server did not answer in time; query cancelled")
+            }
+            let (seconds, attoseconds) = remaining.components
+            let milliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            var descriptor = pollfd(fd: socket, events: events, revents: 0)
+            let ready = poll(&descriptor, 1, milliseconds)
+            if ready > 0 { return }
+            if ready < 0 && errno != EINTR {
+                throw PostgresError(.connectionLost, "poll failed: \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
+    /// Asks the server to cancel the running query (`PQcancel`). The request opens a connection of its own, which can
+    /// take long when the server is unreachable, so it runs on another thread and nobody waits for it.
+    private static func cancel(_ connection: OpaquePointer) {
+        guard let cancel = PQgetCancel(connection) else { return }
+        let request = CancelRequest(cancel)
+        DispatchQueue.global().async {
+            var buffer = [CChar](repeating: 0, count: 256)
+            _ = PQcancel(request.cancel, &buffer, Int32(buffer.count))
+            PQfreeCancel(request.cancel)
+        }
+    }
+
+    /// The connection's last error (`PQerrorMessage`), without secrets.
+    private func message(of connection: OpaquePointer) -> String {
+        let text = String(cString: PQerrorMessage(connection)).trimmingCharacters(in: .whitespacesAndNewlines)
+        return settings.redact(text.isEmpty ? "no message from libpq" : text.replacingOccurrences(of: "\n", with: "; "))
+    }
+
+    private static func withCStrings<R>(
+        _ keywords: [String], _ values: [String],
+        _ body: (UnsafePointer<UnsafePointer<CChar>?>, UnsafePointer<UnsafePointer<CChar>?>) throws(PostgresError) -> R
+    ) throws(PostgresError) -> R {
+        let keywordPointers = keywords.map { UnsafePointer(strdup($0)) } + [nil]
+        let valuePointers = values.map { UnsafePointer(strdup($0)) } + [nil]
+        defer {
+            for pointer in keywordPointers + valuePointers { free(UnsafeMutablePointer(mutating: pointer)) }
+        }
+        return try body(keywordPointers, valuePointers)
+    }
+}
+
+/// A cancel request, handed to the thread that sends it; nothing else uses it.
+private final class CancelRequest: @unchecked Sendable {  // owned by the one thread that sends it
+    let cancel: OpaquePointer
+
+    init(_ cancel: OpaquePointer) {
+        self.cancel = cancel
+    }
+}

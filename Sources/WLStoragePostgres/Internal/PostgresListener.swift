@@ -1,0 +1,199 @@
+import Dispatch
+import Foundation
+import WLStorage
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The change feed of a store: a connection of its own that runs `LISTEN` on the store's channel, read by a Dispatch
+/// read source on its socket, and reconnects with a backoff when it is lost.
+///
+/// It connects when the first handler is added and disconnects when the last is removed. Once it listens, and again
+/// after every reconnection, it reports ``WLStorageStoreChange/everything``: changes made while it was not listening
+/// were not notified to it.
+///
+/// Phases: `idle` (no handler) ──add──▶ `connecting` ──LISTEN works──▶ `listening` ──connection lost──▶
+/// `waiting` (backoff: 100 ms doubling to 5 s) ──▶ `connecting`; from any phase, removing the last handler ──▶ `idle`.
+///
+/// Locks: `state` guards the phase and the handlers, and is never held while a handler runs or the connection is
+/// used. The connection and the read source are used on `queue` only.
+final class PostgresListener: @unchecked Sendable {  // `state` under its lock; `connection` and `source` on `queue`
+    typealias Handler = @Sendable (WLStorageStoreChange) -> Void
+
+    private enum Phase {
+        case idle
+        case connecting
+        case listening
+        case waiting(attempt: Int)
+    }
+
+    private struct State {
+        var phase = Phase.idle
+        var handlers: [UInt64: Handler] = [:]
+        var nextID: UInt64 = 0
+        /// Changes with each start and stop, so that a retry scheduled for an earlier run does nothing.
+        var generation: UInt64 = 0
+    }
+
+    private let state = Lock(State())
+    private let queue: DispatchQueue
+    private let connection: PostgresConnection
+    private var source: (any DispatchSourceRead)?
+    private let channel: String
+    private let namespace: String
+    private let timeout: Duration
+    /// The server process of the store's own writing connection, whose notifications are not changes.
+    private let ownPID: @Sendable () -> Int32?
+
+    init(
+        settings: PostgresSettings, channel: String, namespace: String, timeout: Duration,
+        ownPID: @escaping @Sendable () -> Int32?
+    ) {
+        self.connection = PostgresConnection(settings: settings)
+        self.channel = channel
+        self.namespace = namespace
+        self.timeout = timeout
+        self.ownPID = ownPID
+        self.queue = DispatchQueue(label: "WLStoragePostgres.listener")
+    }
+
+    /// Adds a handler; the first one starts listening. Returns the handler's number for ``remove(_:)``.
+    func add(_ handler: @escaping Handler) -> UInt64 {
+        let (id, start) = state.withLock { state -> (UInt64, UInt64?) in
+            state.nextID += 1
+            state.handlers[state.nextID] = handler
+            guard case .idle = state.phase else { return (state.nextID, nil) }
+            state.phase = .connecting
+            state.generation += 1
+            return (state.nextID, state.generation)
+        }
+        if let start { queue.async { self.connect(generation: start, attempt: 0) } }
+        return id
+    }
+
+    /// Removes a handler; the last one stops listening.
+    func remove(_ id: UInt64) {
+        let (removed, stop) = state.withLock { state -> (Handler?, Bool) in
+            let removed = state.handlers.removeValue(forKey: id)
+            guard state.handlers.isEmpty, removed != nil else { return (removed, false) }
+            state.phase = .idle
+            state.generation += 1
+            return (removed, true)
+        }
+        // The handler is released here, outside the lock.
+        _ = removed
+        if stop { queue.async { self.stopListening() } }
+    }
+
+    // MARK: - On the queue
+
+    private func connect(generation: UInt64, attempt: Int) {
+        guard isCurrent(generation) else { return }
+        // A connection left from an earlier run (stopped and started again before its stop ran) is replaced.
+        source?.cancel()
+        source = nil
+        connection.disconnect()
+        do {
+            try connection.connect(deadline: .now + timeout)
+            _ = try connection.query(#"LISTEN "\#(channel)""#, deadline: .now + timeout)
+            guard let socket = connection.socket else { throw PostgresError(.connectionLost, "no socket") }
+            try startReading(socket, generation: generation)
+        } catch {
+            connection.disconnect()
+            retry(generation: generation, attempt: attempt + 1)
+            return
+        }
+        let listening = state.withLock { state -> Bool in
+            guard state.generation == generation else { return false }
+            state.phase = .listening
+            return true
+        }
+        if listening {
+            deliver([.everything])
+        } else {
+            stopListening()
+        }
+    }
+
+    /// Watches a duplicate of the socket, so that libpq closing its own descriptor when the connection breaks never
+    /// closes a descriptor the source still watches; the source's cancel handler closes the duplicate.
+    private func startReading(_ socket: Int32, generation: UInt64) throws(PostgresError) {
+        let watched = dup(socket)
+        guard watched >= 0 else {
+            throw PostgresError(.connectionLost, "dup failed: \(String(cString: strerror(errno)))")
+        }
+        _ = fcntl(watched, F_SETFD, FD_CLOEXEC)
+        let source = DispatchSource.makeReadSource(fileDescriptor: watched, queue: queue)
+        source.setEventHandler { [weak self] in self?.readable(generation: generation) }
+        source.setCancelHandler { Glibc.close(watched) }
+        self.source = source
+        source.resume()
+    }
+
+    private func readable(generation: UInt64) {
+        do {
+            let received = try connection.notifications()
+            let own = ownPID()
+            var changes: [WLStorageStoreChange] = []
+            for notification in received where notification.channel == channel && notification.pid != own {
+                if let change = WLStoragePostgresStore.change(fromPayload: notification.payload, namespace: namespace),
+                    !changes.contains(change)
+                {
+                    changes.append(change)
+                }
+            }
+            if !changes.isEmpty { deliver(changes) }
+        } catch {
+            source?.cancel()
+            source = nil
+            connection.disconnect()
+            retry(generation: generation, attempt: 0)
+        }
+    }
+
+    private func retry(generation: UInt64, attempt: Int) {
+        let scheduled = state.withLock { state -> Bool in
+            guard state.generation == generation else { return false }
+            state.phase = .waiting(attempt: attempt)
+            return true
+        }
+        guard scheduled else { return }
+        let delay = min(0.1 * pow(2, Double(min(attempt, 10))), 5)
+        queue.asyncAfter(deadline: .now() + delay) { [weak self] in
+            self?.connect(generation: generation, attempt: attempt)
+        }
+    }
+
+    private func stopListening() {
+        guard isIdle else { return }
+        source?.cancel()
+        source = nil
+        connection.disconnect()
+    }
+
+    private var isIdle: Bool {
+        state.withLock { state in
+            if case .idle = state.phase { return true }
+            return false
+        }
+    }
+
+    private func isCurrent(_ generation: UInt64) -> Bool {
+        state.withLock { $0.generation == generation }
+    }
+
+    /// Calls every handler with each change, outside the lock.
+    private func deliver(_ changes: [WLStorageStoreChange]) {
+        let handlers = state.withLock { Array($0.handlers.values) }
+        for change in changes {
+            for handler in handlers { handler(change) }
+        }
+    }
+
+    deinit {
+        source?.cancel()
+    }
+}

@@ -1,0 +1,193 @@
+internal import CWLStorageLibPQ
+import Foundation
+
+/// A connection string as libpq parsed it: the options to connect with, the identity of the server and database, and
+/// the secrets that must never appear in a message.
+///
+/// The string is parsed once, by `PQconninfoParse`, so that a string libpq cannot read is refused when the store is
+/// created, and never echoed: every message that may quote it goes through ``redact(_:)``.
+struct PostgresSettings: Sendable {
+    /// The options handed to `PQconnectStartParams`: those of the connection string, then the store's own defaults.
+    let keywords: [String]
+    let values: [String]
+    /// `postgresql://host:port/dbname`, without user or password.
+    let location: String
+    /// The values of the options libpq marks as secret (the password), as parsed and as written in the string.
+    private let secrets: [String]
+
+    /// Parses `url` (a `postgresql://` URI or `key=value` pairs).
+    ///
+    /// - Parameter timeout: The connect timeout to use when the string sets none, rounded up to whole seconds.
+    init(url: String, timeout: Duration) throws(PostgresError) {
+        let written = Self.writtenSecrets(in: url)
+        var errorMessage: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(url, &errorMessage) else {
+            var message = "libpq cannot parse the connection string"
+            if let errorMessage {
+                let reason = String(cString: errorMessage).trimmingCharacters(in: .whitespacesAndNewlines)
+                PQfreemem(errorMessage)
+                message += ": " + Self.redact(reason, secrets: written)
+            }
+            throw PostgresError(.invalidSettings, message)
+        }
+        defer { PQconninfoFree(options) }
+
+        var parsed: [(keyword: String, value: String)] = []
+        var secrets = written
+        var option = options
+        while let keyword = option.pointee.keyword {
+            defer { option += 1 }
+            guard let value = option.pointee.val else { continue }
+            let text = String(cString: value)
+            parsed.append((String(cString: keyword), text))
+            if let display = option.pointee.dispchar, String(cString: display) == "*", !text.isEmpty {
+                secrets.append(text)
+            }
+        }
+        // Longest first, so that a secret containing another is hidden whole.
+        self.secrets = Array(Set(secrets.filter { !$0.isEmpty })).sorted { $0.utf8.count > $1.utf8.count }
+
+        var keywords = parsed.map(\.keyword)
+        var values = parsed.map(\.value)
+        let seconds = max(2, Int((Double(timeout.components.seconds) + 0.999).rounded(.down)))
+        let defaults: [(String, String)] = [
+            ("connect_timeout", String(seconds)),
+            ("keepalives", "1"),
+            ("keepalives_idle", "30"),
+            ("keepalives_interval", "10"),
+            ("keepalives_count", "3"),
+            ("fallback_application_name", "WLStorage"),
+        ]
+        for (keyword, value) in defaults where !keywords.contains(keyword) {
+            keywords.append(keyword)
+            values.append(value)
+        }
+        // Keys and payloads are exchanged as UTF-8, whatever the string asked for.
+        if let index = keywords.firstIndex(of: "client_encoding") {
+            values[index] = "UTF8"
+        } else {
+            keywords.append("client_encoding")
+            values.append("UTF8")
+        }
+        self.keywords = keywords
+        self.values = values
+
+        let given = Dictionary(parsed, uniquingKeysWith: { _, last in last })
+        let fallback = Self.defaults()
+        func value(_ keyword: String) -> String? {
+            if let value = given[keyword], !value.isEmpty { return value }
+            if let value = fallback[keyword], !value.isEmpty { return value }
+            return nil
+        }
+        let host = value("host") ?? value("hostaddr") ?? ""
+        let port = value("port") ?? "5432"
+        let database = value("dbname") ?? value("user") ?? ""
+        self.location = "postgresql://\(Self.escape(host)):\(Self.escape(port))/\(Self.escape(database))"
+    }
+
+    /// `text` with every secret of the connection string replaced by `*****`.
+    func redact(_ text: String) -> String {
+        Self.redact(text, secrets: secrets)
+    }
+
+    private static func redact(_ text: String, secrets: [String]) -> String {
+        var text = text
+        for secret in secrets where !secret.isEmpty {
+            text = text.replacingOccurrences(of: secret, with: "*****")
+        }
+        return text
+    }
+
+    /// The password as written in `url`, found without libpq so that it can be hidden even from libpq's message about
+    /// a string it cannot parse: the part after the first colon of a URI's user information (raw and percent-decoded),
+    /// or the value of a `password=` pair.
+    private static func writtenSecrets(in url: String) -> [String] {
+        var found: [String] = []
+        if let scheme = url.range(of: "://") {
+            let rest = url[scheme.upperBound...]
+            let authority = rest.prefix { $0 != "/" && $0 != "?" }
+            if let at = authority.lastIndex(of: "@") {
+                let userInformation = authority[..<at]
+                if let colon = userInformation.firstIndex(of: ":") {
+                    let password = String(userInformation[userInformation.index(after: colon)...])
+                    found.append(password)
+                    if let decoded = password.removingPercentEncoding { found.append(decoded) }
+                }
+            }
+            for pair in url.split(whereSeparator: { $0 == "?" || $0 == "&" }) {
+                let parts = pair.split(separator: "=", maxSplits: 1)
+                if parts.count == 2, parts[0].lowercased().hasSuffix("password") {
+                    found.append(String(parts[1]))
+                    if let decoded = String(parts[1]).removingPercentEncoding { found.append(decoded) }
+                }
+            }
+        } else {
+            var search = url[...]
+            while let range = search.range(of: "password") {
+                var value = search[range.upperBound...].drop { $0 == " " }
+                guard value.first == "=" else {
+                    search = search[range.upperBound...]
+                    continue
+                }
+                value = value.dropFirst().drop { $0 == " " }
+                if value.first == "'" {
+                    found.append(String(value.dropFirst().prefix { $0 != "'" }))
+                } else {
+                    found.append(String(value.prefix { !$0.isWhitespace }))
+                }
+                search = search[range.upperBound...]
+            }
+        }
+        return found.filter { !$0.isEmpty }
+    }
+
+    /// libpq's defaults, from the environment (`PGHOST`, `PGPORT`, …) and its compiled-in values.
+    private static func defaults() -> [String: String] {
+        guard let options = PQconndefaults() else { return [:] }
+        defer { PQconninfoFree(options) }
+        var defaults: [String: String] = [:]
+        var option = options
+        while let keyword = option.pointee.keyword {
+            defer { option += 1 }
+            if let value = option.pointee.val { defaults[String(cString: keyword)] = String(cString: value) }
+        }
+        return defaults
+    }
+
+    private static let unreserved = CharacterSet(
+        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+    /// `text` percent-encoded for a URI component.
+    static func escape(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
+    }
+}
+
+/// A failure of a connection or a query, its message already free of secrets.
+struct PostgresError: Error, CustomStringConvertible, Sendable {
+    enum Kind: Sendable {
+        /// The connection string or a name given to the store is not usable.
+        case invalidSettings
+        /// No connection could be made.
+        case connectionFailed
+        /// A connection or a query took longer than the timeout; the connection was dropped.
+        case timedOut
+        /// The connection broke during a query.
+        case connectionLost
+        /// The server refused the statement.
+        case queryFailed
+    }
+
+    var kind: Kind
+    var message: String
+    /// The server's SQLSTATE code, for a refused statement.
+    var sqlState: String?
+
+    init(_ kind: Kind, _ message: String, sqlState: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.sqlState = sqlState
+    }
+
+    var description: String { message }
+}

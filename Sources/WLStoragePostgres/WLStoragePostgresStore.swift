@@ -1,0 +1,384 @@
+import Foundation
+import WLStorage
+
+/// A store that keeps values in a PostgreSQL table, one row per namespace and key, and tells its storages about
+/// changes made by other programs and machines through `LISTEN`/`NOTIFY`.
+///
+/// ```swift
+/// let store = try WLStoragePostgresStore(url: "postgresql://app@db.example.com/app", namespace: "settings")
+/// @WLStorage(key: "theme", defaultValue: "dark", store: store) var theme: String
+/// ```
+///
+/// The table is created when the store first connects, if it does not exist:
+///
+/// ```sql
+/// CREATE TABLE IF NOT EXISTS wlstorage (
+///     namespace text, key text, value bytea NOT NULL, version bigint NOT NULL,
+///     updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, key))
+/// ```
+///
+/// Every write, creation and removal notifies the channel `<table>_changes` in the same statement (a batch, at its
+/// commit), with the namespace and the key; a key too long for a notification is announced as a change of every key of
+/// the namespace.
+///
+/// The store connects when it is first used, not when it is created: a server that is down does not stop a program
+/// from starting. Until it is back, reads and writes throw, and storages keep their values pending and retry. The
+/// store uses two connections: one for reads and writes, one that listens, which reconnects by itself with a backoff
+/// and then reports ``WLStorageStoreChange/everything``.
+///
+/// Every wait (connecting, a statement) ends after the store's timeout: a statement that takes longer is cancelled,
+/// its connection dropped, and the call throws.
+///
+/// - Important: Keys must not contain the NUL character, which PostgreSQL's `text` cannot hold. A key's index entry
+///   must fit in a B-tree page after compression (about 2,700 bytes): the server refuses longer keys whose bytes do not
+///   compress, and the write throws.
+public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertible {
+    /// `postgresql://host:port/dbname?table=<table>#<namespace>`: the server, database, table and namespace, never the
+    /// user's password.
+    public let identity: String
+    /// The namespace the store's keys live in: stores with different namespaces in one table hold different values.
+    public let namespace: String
+    /// The table that holds the values.
+    public let table: String
+    /// How long any wait of the store lasts at most: connecting, or running a statement.
+    public let timeout: Duration
+
+    // Locks, in the order they may be taken: `writer` (the writing connection, for one call), then `writerPID`. The
+    // listener's lock (see PostgresListener) is never taken with either; feed handlers run outside all of them.
+    private let settings: PostgresSettings
+    private let statements: Statements
+    /// The connection for reads and writes. Its lock serializes the store's statements, and is held for the time of
+    /// one call (at most a connection and a statement, each bounded by the timeout).
+    private let writer: Lock<PostgresConnection>
+    /// The server process of the writing connection, read by the listener to tell the store's own notifications.
+    private let writerPID = BackendPID()
+    private let listener: PostgresListener
+
+    /// Creates a store of the values of `namespace` in `table` of the database at `url`. It does not connect yet.
+    ///
+    /// - Parameters:
+    ///   - url: A libpq connection string: a `postgresql://` URI, or `key=value` pairs (`host=/run/db port=5432`).
+    ///     Libpq's environment variables (`PGHOST`, `PGPASSWORD`, …) and password file apply as usual.
+    ///   - namespace: The namespace of the keys: lets several programs or environments share one table.
+    ///     Any text of 1 to 1,000 bytes without NUL.
+    ///   - table: The table's name, `name` or `schema.name`, each part an unquoted SQL identifier (letters, digits and
+    ///     underscores, not starting with a digit) of at most 48 bytes.
+    ///   - timeout: How long to wait at most to connect, or for a statement to complete.
+    /// - Throws: `WLStorageError.Code.directoryUnavailable` when libpq cannot parse `url`, or `table`
+    ///   or `namespace` is not valid. The message never contains the password.
+    public init(
+        url: String, namespace: String = "default", table: String = "wlstorage", timeout: Duration = .seconds(10)
+    ) throws(WLStorageError) {
+        do {
+            self.settings = try PostgresSettings(url: url, timeout: timeout)
+        } catch {
+            throw WLStorageError(code: .directoryUnavailable, message: "invalid PostgreSQL connection string: \(error)")
+        }
+        guard Self.isValidTable(table) else {
+            throw WLStorageError(
+                code: .directoryUnavailable,
+                message: "invalid table name \"\(table)\": use name or schema.name, each part of letters, digits and"
+                    + " underscores, not starting with a digit, at most 48 bytes")
+        }
+        guard !namespace.isEmpty, namespace.utf8.count <= 1000, !namespace.utf8.contains(0) else {
+            throw WLStorageError(
+                code: .directoryUnavailable, message: "invalid namespace: it must be 1 to 1000 bytes, without NUL")
+        }
+        guard timeout > .zero else {
+            throw WLStorageError(code: .directoryUnavailable, message: "the timeout must be positive")
+        }
+        self.namespace = namespace
+        self.table = table
+        self.timeout = timeout
+        self.identity =
+            "\(settings.location)?table=\(PostgresSettings.escape(table))#\(PostgresSettings.escape(namespace))"
+        self.statements = Statements(table: table)
+        self.writer = Lock(PostgresConnection(settings: settings))
+        let pid = writerPID
+        self.listener = PostgresListener(
+            settings: settings, channel: statements.channel, namespace: namespace, timeout: timeout,
+            ownPID: { pid.value })
+    }
+
+    deinit {
+        writer.withLock { $0.close() }
+    }
+
+    /// `WLStoragePostgresStore(<identity>)`.
+    public var description: String { "WLStoragePostgresStore(\(identity))" }
+
+    // MARK: - WLStorageStore
+
+    /// The bytes stored under `key` in the store's namespace, or `nil` when there is no row.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `readFailed` when the server cannot be reached, does not answer
+    ///   within the timeout, or refuses the statement.
+    public func read(key: String) throws -> Data? {
+        let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
+            try connection.query(statements.read, [.text(namespace), .text(key)], deadline: deadline)
+        }
+        guard let row = rows.first else { return nil }
+        return row.first ?? nil
+    }
+
+    /// Stores `data` under `key` (an upsert), and notifies the change.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when nothing was stored, or it is not known whether it
+    ///   was (the connection broke, or the timeout passed).
+    public func write(key: String, data: Data) throws {
+        _ = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
+            try connection.query(statements.upsert, upsertParameters(key, data), deadline: deadline)
+        }
+    }
+
+    /// Stores `data` under `key` unless a row exists for it, in one statement (`INSERT … ON CONFLICT DO NOTHING`), and
+    /// returns whether it did. Notifies the change when it did.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed.
+    public func create(key: String, data: Data) throws -> Bool {
+        let rows = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
+            try connection.query(statements.create, upsertParameters(key, data), deadline: deadline)
+        }
+        return !rows.isEmpty
+    }
+
+    /// Stores every write of `batch` in one transaction, and notifies each change at its commit: either every key is
+    /// stored or none.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction did not commit, or it is not known
+    ///   whether it did.
+    public func write(_ batch: [WLStorageStoreWrite]) throws {
+        guard !batch.isEmpty else { return }
+        if batch.count == 1 { return try write(key: batch[0].key, data: batch[0].data) }
+        _ = try run(reading: false, key: nil, checking: batch.map(\.key)) {
+            connection, deadline throws(PostgresError) in
+            _ = try connection.query("BEGIN", deadline: deadline)
+            do throws(PostgresError) {
+                for write in batch {
+                    _ = try connection.query(
+                        statements.upsert, upsertParameters(write.key, write.data), deadline: deadline)
+                }
+                _ = try connection.query("COMMIT", deadline: deadline)
+            } catch {
+                if connection.isConnected { _ = try? connection.query("ROLLBACK", deadline: deadline) }
+                throw error
+            }
+            return []
+        }
+    }
+
+    /// Removes the row of `key`, and notifies the change when there was one.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed.
+    public func remove(key: String) throws {
+        _ = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
+            let payload = Self.payload(namespace: namespace, key: key)
+            return try connection.query(
+                statements.remove, [.text(namespace), .text(key), .text(statements.channel), .text(payload)],
+                deadline: deadline)
+        }
+    }
+
+    /// Removes the row of `key` only while it holds `data`, in one statement, and returns whether it did. Notifies the
+    /// change when it did.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed.
+    public func remove(key: String, ifItHolds data: Data) throws -> Bool {
+        let rows = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
+            let payload = Self.payload(namespace: namespace, key: key)
+            return try connection.query(
+                statements.removeIfHolds,
+                [.text(namespace), .text(key), .bytes(data), .text(statements.channel), .text(payload)],
+                deadline: deadline)
+        }
+        return !rows.isEmpty
+    }
+
+    /// Every key of the store's namespace, sorted.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `readFailed` when the statement failed.
+    public func keys() throws -> [String] {
+        let rows = try run(reading: true, key: nil) { connection, deadline throws(PostgresError) in
+            try connection.query(statements.keys, [.text(namespace)], deadline: deadline)
+        }
+        return rows.compactMap { row in row.first.flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) } }
+    }
+
+    /// Starts listening for changes of the store's namespace made through other connections (other stores, programs,
+    /// machines); the store's own writes are not reported.
+    ///
+    /// The listening connection is made in the background. Once it listens, and again each time it has reconnected
+    /// after losing the server, the feed reports ``WLStorageStoreChange/everything``. `changed` is called on the
+    /// listener's queue, one change at a time.
+    public func observeChanges(
+        _ changed: @escaping @Sendable (WLStorageStoreChange) -> Void
+    ) -> WLStorageObservation? {
+        let listener = self.listener
+        let id = listener.add(changed)
+        return WLStorageObservation { listener.remove(id) }
+    }
+
+    // MARK: - Statements
+
+    private func upsertParameters(_ key: String, _ data: Data) -> [PostgresConnection.Parameter] {
+        [
+            .text(namespace), .text(key), .bytes(data), .text(statements.channel),
+            .text(Self.payload(namespace: namespace, key: key)),
+        ]
+    }
+
+    /// Runs `body` on the writing connection, connected (and the table created) first when needed. A statement that
+    /// fails because an idle connection was lost meanwhile (the server restarted) is run once more on a new one.
+    private func run(
+        reading: Bool, key: String?, checking keys: [String] = [],
+        _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
+    ) throws(WLStorageError) -> [[Data?]] {
+        for checked in (key.map { [$0] } ?? []) + keys where checked.utf8.contains(0) {
+            throw WLStorageError(
+                code: reading ? .readFailed : .writeFailed,
+                message: "\(identity): a PostgreSQL store cannot hold a key with a NUL character", key: checked,
+                path: identity)
+        }
+        let result = writer.withLock { connection -> Result<[[Data?]], PostgresError> in
+            var retried = false
+            while true {
+                let deadline = ContinuousClock.now + timeout
+                let reused = connection.isConnected
+                do throws(PostgresError) {
+                    if !reused {
+                        try connection.connect(deadline: deadline)
+                        writerPID.value = connection.backendPID
+                        try createTable(connection, deadline: deadline)
+                    }
+                    return .success(try body(connection, deadline))
+                } catch {
+                    if !connection.isConnected { writerPID.value = nil }
+                    if reused, !retried, error.kind == .connectionLost {
+                        retried = true
+                        continue
+                    }
+                    return .failure(error)
+                }
+            }
+        }
+        switch result {
+        case .success(let rows):
+            return rows
+        case .failure(let error):
+            throw WLStorageError(
+                code: reading ? .readFailed : .writeFailed,
+                message: "\(identity) could not \(reading ? "read" : "write"): \(error.message)", key: key,
+                path: identity, underlying: error)
+        }
+    }
+
+    private func createTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
+    {
+        do {
+            _ = try connection.query(statements.createTable, deadline: deadline)
+        } catch  where error.kind == .queryFailed && (error.sqlState == "23505" || error.sqlState == "42P07") {
+            // Two connections created the table at once; the other one won.
+            _ = try connection.query(statements.createTable, deadline: deadline)
+        } catch {
+            connection.disconnect()
+            throw error
+        }
+    }
+
+    /// The SQL of the store's statements, with its table's name quoted.
+    private struct Statements: Sendable {
+        let channel: String
+        let createTable: String
+        let read: String
+        let keys: String
+        let upsert: String
+        let create: String
+        let remove: String
+        let removeIfHolds: String
+
+        init(table: String) {
+            let name = table.split(separator: ".").map { "\"\($0)\"" }.joined(separator: ".")
+            channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
+            createTable = """
+                CREATE TABLE IF NOT EXISTS \(name) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \
+                version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, key))
+                """
+            read = "SELECT value FROM \(name) WHERE namespace = $1 AND key = $2"
+            keys = "SELECT key FROM \(name) WHERE namespace = $1 ORDER BY key"
+            let insert = "INSERT INTO \(name) AS stored (namespace, key, value, version) VALUES ($1, $2, $3, 1)"
+            upsert = """
+                WITH written AS (\(insert) ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, \
+                version = stored.version + 1, updated_at = now() RETURNING 1) SELECT pg_notify($4, $5) FROM written
+                """
+            create = """
+                WITH written AS (\(insert) ON CONFLICT (namespace, key) DO NOTHING RETURNING 1) \
+                SELECT pg_notify($4, $5) FROM written
+                """
+            remove = """
+                WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 RETURNING 1) \
+                SELECT pg_notify($3, $4) FROM removed
+                """
+            removeIfHolds = """
+                WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 AND value = $3 RETURNING 1) \
+                SELECT pg_notify($4, $5) FROM removed
+                """
+        }
+    }
+
+    /// A table name the store accepts: `name` or `schema.name`, each part `[A-Za-z_][A-Za-z0-9_]*`, at most 48 bytes
+    /// (so that the channel, `<table>_changes`, stays within PostgreSQL's 63 bytes).
+    static func isValidTable(_ table: String) -> Bool {
+        let parts = table.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), table.utf8.count <= 48 else { return false }
+        return parts.allSatisfy { part in
+            guard let first = part.utf8.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
+                return false
+            }
+            return part.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+            }
+        }
+    }
+
+    // MARK: - Notification payloads
+
+    /// The most bytes of a payload; PostgreSQL refuses 8,000 or more.
+    static let payloadLimit = 7_900
+
+    /// The payload that announces a change of `key` in `namespace`: `k:<bytes of namespace>:<namespace><key>`, or,
+    /// when that is too long, `*:<bytes of namespace>:<namespace>` for every key of the namespace.
+    static func payload(namespace: String, key: String) -> String {
+        let prefix = "\(namespace.utf8.count):\(namespace)"
+        let payload = "k:" + prefix + key
+        return payload.utf8.count <= payloadLimit ? payload : "*:" + prefix
+    }
+
+    /// The change a payload announces for `namespace`, or `nil` when it is about another namespace or is not one of
+    /// the store's payloads.
+    static func change(fromPayload payload: String, namespace: String) -> WLStorageStoreChange? {
+        let bytes = Array(payload.utf8)
+        guard bytes.count >= 4, bytes[0] == UInt8(ascii: "k") || bytes[0] == UInt8(ascii: "*"),
+            bytes[1] == UInt8(ascii: ":")
+        else { return nil }
+        guard let colon = bytes[2...].firstIndex(of: UInt8(ascii: ":")),
+            let length = Int(String(decoding: bytes[2..<colon], as: UTF8.self)),
+            length >= 0, colon + 1 + length <= bytes.count
+        else { return nil }
+        let start = colon + 1
+        guard bytes[start..<start + length].elementsEqual(namespace.utf8) else { return nil }
+        if bytes[0] == UInt8(ascii: "*") { return .everything }
+        return .key(String(decoding: bytes[(start + length)...], as: UTF8.self))
+    }
+}
+
+/// The server process of a store's writing connection, shared with its listener.
+private final class BackendPID: Sendable {
+    private let pid = Lock<Int32?>(nil)
+
+    var value: Int32? {
+        get { pid.withLock { $0 } }
+        set { pid.withLock { $0 = newValue } }
+    }
+}

@@ -1,0 +1,68 @@
+// A replica that the PostgreSQL tests start as a real child process: one storage of an Int in a PostgreSQL store,
+// driven by commands on standard input, telling on standard output what its observers see.
+//
+// Usage: WLStoragePostgresTestChild URL NAMESPACE KEY FLUSH-INTERVAL
+//
+// Commands, one a line: `set N` (prints `set N`), `get` (prints `value N`), `flush` (prints `flushed`), `exit`.
+// Observers print `observed N` (withObservationTracking), `values N` ($storage.values) and `changed N` (onChange).
+// It prints `ready` once every observer is in place.
+import Dispatch
+import Foundation
+import WLStorage
+import WLStoragePostgres
+
+let arguments = CommandLine.arguments
+guard arguments.count == 5, let interval = Int(arguments[4]) else {
+    FileHandle.standardError.write(Data("usage: WLStoragePostgresTestChild URL NAMESPACE KEY FLUSH-INTERVAL\n".utf8))
+    exit(64)
+}
+let store: WLStoragePostgresStore
+do {
+    store = try WLStoragePostgresStore(url: arguments[1], namespace: arguments[2], timeout: .seconds(2))
+} catch {
+    FileHandle.standardError.write(Data("\(error)\n".utf8))
+    exit(65)
+}
+let storage = WLStorage(key: arguments[3], defaultValue: 0, flushInterval: interval, store: store)
+
+let printer = ObservationPrinter(storage)
+
+let firstValue = DispatchSemaphore(value: 0)
+let consumer = Task.detached {
+    var first = true
+    for await value in storage.values {
+        say("values \(value)")
+        if first {
+            first = false
+            firstValue.signal()
+        }
+    }
+}
+firstValue.wait()
+let subscription = storage.onChange(queue: DispatchQueue(label: "onChange")) { value in
+    say("changed \(value)")
+    printer.recheck()
+}
+say("ready")
+
+while let line = readLine() {
+    let words = line.split(separator: " ")
+    switch words.first {
+    case "set":
+        guard words.count == 2, let value = Int(words[1]) else { continue }
+        storage.wrappedValue = value
+        say("set \(value)")
+    case "get":
+        say("value \(storage.wrappedValue)")
+    case "flush":
+        storage.flush()
+        say("flushed")
+    case "exit":
+        exit(0)
+    default:
+        say("unknown command: \(line)")
+    }
+}
+subscription.cancel()
+consumer.cancel()
+exit(0)

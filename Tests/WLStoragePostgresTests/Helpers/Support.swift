@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+import WLStorage
+
+@testable import WLStoragePostgres
+
+/// Polls `condition` every 10 ms until it holds or `timeout` seconds pass. Returns whether it held.
+func eventually(timeout: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(10_000)
+    }
+    return try condition()
+}
+
+/// A namespace no other test uses.
+func uniqueNamespace(_ name: String = #function) -> String {
+    "\(name)-\(UUID().uuidString)"
+}
+
+/// The bytes of `text`.
+func bytes(_ text: String) -> Data {
+    Data(text.utf8)
+}
+
+/// Records what a store's feed reports.
+final class FeedRecorder: Sendable {
+    private final class Log: Sendable {
+        let changes = Lock<[WLStorageStoreChange]>([])
+    }
+
+    private let log = Log()
+    private let observation: WLStorageObservation?
+
+    /// Starts observing `store`, and waits until its listener listens (it then reports `.everything`).
+    init(_ store: WLStoragePostgresStore, waitForListening: Bool = true) throws {
+        let log = self.log
+        observation = store.observeChanges { change in log.changes.withLock { $0.append(change) } }
+        if waitForListening {
+            try #require(waitFor(.everything), "the listener did not start listening")
+        }
+    }
+
+    /// Everything reported so far, in order.
+    var reported: [WLStorageStoreChange] { log.changes.withLock { $0 } }
+
+    /// Forgets what was reported so far.
+    func clear() {
+        log.changes.withLock { $0.removeAll() }
+    }
+
+    /// Waits until `change` is reported. Returns whether it was, within `timeout` seconds.
+    func waitFor(_ change: WLStorageStoreChange, timeout: Double = 20) -> Bool {
+        eventually(timeout: timeout) { reported.contains(change) }
+    }
+
+    /// Stops observing.
+    func cancel() {
+        observation?.cancel()
+    }
+}

@@ -1,0 +1,284 @@
+import Foundation
+import Testing
+import WLStorage
+
+@testable import WLStoragePostgres
+
+/// The store against a real server shared by the suite: each test works in namespaces (or a table) of its own.
+@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+struct PostgresStoreTests {
+    private func store(
+        _ namespace: String, table: String = "wlstorage", timeout: Duration = .seconds(10)
+    ) throws -> WLStoragePostgresStore {
+        try WLStoragePostgresStore(
+            url: try PostgresCluster.shared().url, namespace: namespace, table: table, timeout: timeout)
+    }
+
+    @Test func writesAreReadBackListedAndRemoved() throws {
+        let store = try store(uniqueNamespace())
+        #expect(try store.read(key: "a") == nil)
+        #expect(try store.keys() == [])
+        try store.write(key: "a", data: bytes("1"))
+        try store.write(key: "b", data: bytes("2"))
+        try store.write(key: "a", data: bytes("3"))
+        #expect(try store.read(key: "a") == bytes("3"))
+        #expect(try store.read(key: "b") == bytes("2"))
+        #expect(try store.keys() == ["a", "b"])
+        try store.remove(key: "a")
+        try store.remove(key: "never-written")
+        #expect(try store.read(key: "a") == nil)
+        #expect(try store.keys() == ["b"])
+        // Empty and binary values are kept byte for byte.
+        try store.write(key: "empty", data: Data())
+        #expect(try store.read(key: "empty") == Data())
+        let binary = Data((0...255).map { UInt8($0) })
+        try store.write(key: "binary", data: binary)
+        #expect(try store.read(key: "binary") == binary)
+    }
+
+    @Test func createStoresOnlyWhereNothingIsStored() throws {
+        let store = try store(uniqueNamespace())
+        #expect(try store.create(key: "k", data: bytes("first")))
+        #expect(try !store.create(key: "k", data: bytes("second")))
+        #expect(try store.read(key: "k") == bytes("first"))
+        try store.write(key: "k", data: bytes("written"))
+        #expect(try !store.create(key: "k", data: bytes("third")))
+        #expect(try store.read(key: "k") == bytes("written"))
+        try store.remove(key: "k")
+        #expect(try store.create(key: "k", data: bytes("again")))
+        #expect(try store.read(key: "k") == bytes("again"))
+    }
+
+    @Test func aConditionalRemovalRemovesOnlyTheBytesItWasGiven() throws {
+        let namespace = uniqueNamespace()
+        let store = try store(namespace)
+        let feed = try FeedRecorder(try self.store(namespace))
+        try store.write(key: "k", data: bytes("old"))
+        #expect(try !store.remove(key: "k", ifItHolds: bytes("other")))
+        #expect(try store.read(key: "k") == bytes("old"))
+        #expect(try store.remove(key: "k", ifItHolds: bytes("old")))
+        #expect(try store.read(key: "k") == nil)
+        #expect(try !store.remove(key: "k", ifItHolds: bytes("old")))
+        #expect(feed.waitFor(.key("k")))
+    }
+
+    @Test func aBatchIsWrittenWholeOrNotAtAll() throws {
+        let namespace = uniqueNamespace()
+        let store = try store(namespace)
+        let other = try self.store(namespace)
+        let feed = try FeedRecorder(other)
+        try store.write(key: "kept", data: bytes("before"))
+        // A key whose random bytes do not compress is too large for the primary key's index: the server refuses it.
+        let refused = (0..<5_000).map { _ in String(UInt8.random(in: 0...255), radix: 16) }.joined()
+        let failing = [
+            WLStorageStoreWrite(key: "kept", data: bytes("after")),
+            WLStorageStoreWrite(key: "new", data: bytes("new")),
+            WLStorageStoreWrite(key: refused, data: bytes("refused")),
+        ]
+        #expect(throws: WLStorageError.self) { try store.write(failing) }
+        #expect(try store.read(key: "kept") == bytes("before"))
+        #expect(try store.read(key: "new") == nil)
+        #expect(try store.keys() == ["kept"])
+
+        // The connection is usable after the rollback, and a good batch is stored and notified whole.
+        try store.write([
+            WLStorageStoreWrite(key: "kept", data: bytes("after")),
+            WLStorageStoreWrite(key: "new", data: bytes("new")),
+        ])
+        #expect(try store.read(key: "kept") == bytes("after"))
+        #expect(try store.read(key: "new") == bytes("new"))
+        #expect(feed.waitFor(.key("kept")))
+        #expect(feed.waitFor(.key("new")))
+    }
+
+    @Test func anotherStoreSeesWritesAndItsFeedReportsThemButNotItsOwn() throws {
+        let namespace = uniqueNamespace()
+        let first = try store(namespace)
+        let second = try store(namespace)
+        let firstFeed = try FeedRecorder(first)
+        let secondFeed = try FeedRecorder(second)
+
+        try first.write(key: "own", data: bytes("1"))
+        #expect(try second.read(key: "own") == bytes("1"))
+        try second.write(key: "theirs", data: bytes("2"))
+        #expect(firstFeed.waitFor(.key("theirs")))
+        #expect(secondFeed.waitFor(.key("own")))
+        // Notifications arrive in commit order: the first store's own write was delivered before the second's.
+        #expect(!firstFeed.reported.contains(.key("own")))
+        #expect(!secondFeed.reported.contains(.key("theirs")))
+
+        #expect(try second.create(key: "created", data: bytes("3")))
+        #expect(firstFeed.waitFor(.key("created")))
+        try second.remove(key: "own")
+        firstFeed.clear()
+        try second.write(key: "marker", data: bytes("4"))
+        #expect(firstFeed.waitFor(.key("marker")))
+        #expect(try first.read(key: "own") == nil)
+
+        // A cancelled feed reports nothing more.
+        firstFeed.cancel()
+        firstFeed.clear()
+        try second.write(key: "after-cancel", data: bytes("5"))
+        #expect(secondFeed.waitFor(.key("own")))
+        #expect(try first.read(key: "after-cancel") == bytes("5"))
+        #expect(firstFeed.reported.isEmpty)
+    }
+
+    @Test func namespacesAreIsolated() throws {
+        let (namespaceA, namespaceB) = (uniqueNamespace(), uniqueNamespace())
+        let a = try store(namespaceA)
+        let b = try store(namespaceB)
+        let writerB = try store(namespaceB)
+        let feedB = try FeedRecorder(b)
+        try a.write(key: "shared-name", data: bytes("a"))
+        #expect(try b.read(key: "shared-name") == nil)
+        try writerB.write(key: "shared-name", data: bytes("b"))
+        #expect(try a.read(key: "shared-name") == bytes("a"))
+        #expect(try b.read(key: "shared-name") == bytes("b"))
+        #expect(try a.keys() == ["shared-name"])
+        try a.remove(key: "shared-name")
+        #expect(try b.read(key: "shared-name") == bytes("b"))
+        try writerB.write(key: "marker", data: bytes("m"))
+        #expect(feedB.waitFor(.key("marker")))
+        // Only namespace B's changes: the write and the removal in A were not reported to B.
+        #expect(feedB.reported.filter { $0 != .everything } == [.key("shared-name"), .key("marker")])
+    }
+
+    @Test(arguments: [
+        "ünïcødé ключ 鍵 🔑", "it's \"quoted\"", #"back\slash"#, "'; DROP TABLE wlstorage; --", "  spaced  ",
+        "new\nline\ttab", "$1", "%s%n", "k:3:abc", "*:0:",
+    ])
+    func oddKeysRoundTripAndAreReported(key: String) throws {
+        let namespace = uniqueNamespace("odd")
+        let store = try store(namespace)
+        let other = try self.store(namespace)
+        let feed = try FeedRecorder(other)
+        try store.write(key: key, data: bytes(key))
+        #expect(try other.read(key: key) == bytes(key))
+        #expect(try other.keys() == [key])
+        #expect(feed.waitFor(.key(key)))
+        try store.remove(key: key)
+        #expect(try other.read(key: key) == nil)
+    }
+
+    @Test func aKeyTooLongForANotificationIsReportedAsEverything() throws {
+        let namespace = uniqueNamespace()
+        let store = try store(namespace)
+        let other = try self.store(namespace)
+        let feed = try FeedRecorder(other)
+        feed.clear()
+        // More than 8,000 bytes, and compressible enough for the primary key's index.
+        let key = "long-" + String(repeating: "ab€", count: 2_000)
+        #expect(key.utf8.count > 8_000)
+        try store.write(key: key, data: bytes("long"))
+        #expect(try other.read(key: key) == bytes("long"))
+        #expect(try other.keys() == [key])
+        #expect(feed.waitFor(.everything))
+        try store.remove(key: key)
+        #expect(try other.read(key: key) == nil)
+    }
+
+    @Test func aKeyWithNULIsRefusedClearly() throws {
+        let store = try store(uniqueNamespace())
+        let error = try #require(throws: WLStorageError.self) { try store.write(key: "a\u{0}b", data: bytes("x")) }
+        #expect(error.code == .writeFailed)
+        #expect(error.message.contains("NUL"))
+        #expect(throws: WLStorageError.self) { try store.read(key: "a\u{0}b") }
+    }
+
+    @Test func aTableOfItsOwnIsCreatedWithItsNameQuoted() throws {
+        let table = "Custom_\(UInt32.random(in: 0...UInt32.max))"
+        let store = try store("default", table: table)
+        let other = try self.store("default", table: table)
+        let feed = try FeedRecorder(other)
+        try store.write(key: "k", data: bytes("v"))
+        #expect(try other.read(key: "k") == bytes("v"))
+        #expect(feed.waitFor(.key("k")))
+        #expect(store.identity.hasSuffix("?table=\(table)#default"))
+        // The default table does not hold it.
+        #expect(try self.store("default").read(key: "k") == nil)
+    }
+
+    @Test func aStatementBlockedByALockThrowsAfterTheTimeoutAndTheStoreRecovers() throws {
+        let namespace = uniqueNamespace()
+        let store = try store(namespace, timeout: .seconds(1))
+        try store.write(key: "locked", data: bytes("before"))
+
+        // Another connection holds the row's lock in an open transaction: the upsert waits for it.
+        let url = try PostgresCluster.shared().url
+        let blocker = PostgresConnection(settings: try PostgresSettings(url: url, timeout: .seconds(10)))
+        let deadline = { ContinuousClock.now + .seconds(10) }
+        try blocker.connect(deadline: deadline())
+        _ = try blocker.query("BEGIN", deadline: deadline())
+        _ = try blocker.query(
+            "SELECT value FROM wlstorage WHERE namespace = $1 AND key = $2 FOR UPDATE",
+            [.text(namespace), .text("locked")], deadline: deadline())
+
+        let error = try #require(throws: WLStorageError.self) { try store.write(key: "locked", data: bytes("after")) }
+        #expect(error.code == .writeFailed)
+        #expect(error.message.contains("did not answer in time"), "\(error)")
+        // Reads are not blocked by the lock, and the store connects again for them.
+        #expect(try store.read(key: "locked") == bytes("before"))
+
+        _ = try blocker.query("COMMIT", deadline: deadline())
+        blocker.close()
+        try store.write(key: "locked", data: bytes("after"))
+        #expect(try store.read(key: "locked") == bytes("after"))
+    }
+
+    @Test func theIdentityNamesServerDatabaseTableAndNamespace() throws {
+        let store = try WLStoragePostgresStore(
+            url: "postgresql://ada:s3cret@db.example.com:6543/app", namespace: "prod/eu", table: "settings")
+        #expect(store.identity == "postgresql://db.example.com:6543/app?table=settings#prod%2Feu")
+        #expect(store.description == "WLStoragePostgresStore(\(store.identity))")
+        let keywords = try WLStoragePostgresStore(url: "host=/run/x port=7 dbname=d password=s3cret")
+        #expect(keywords.identity == "postgresql://%2Frun%2Fx:7/d?table=wlstorage#default")
+    }
+}
+
+/// What a store refuses at once, and that no message shows the password. No server is needed.
+@Suite struct PostgresSettingsTests {
+    @Test(arguments: [
+        "postgresql://ada:s3cret%zz@localhost/db",
+        "postgresql://ada:s3cret@localhost/db?bogus=1",
+        "postgresql://ada:s3cret@[::1/db",
+        "host=localhost password=s3cret bogus=1",
+        "host=localhost password='s3cret",
+    ])
+    func aConnectionStringLibpqCannotParseIsRefusedWithoutThePassword(url: String) throws {
+        let error = try #require(throws: WLStorageError.self) { try WLStoragePostgresStore(url: url) }
+        #expect(error.code == .directoryUnavailable)
+        #expect(error.message.contains("connection string"))
+        #expect(!"\(error)".contains("s3cret"), "\(error)")
+    }
+
+    @Test(arguments: ["", "1table", "a.b.c", "bad-name", "quote\"d", "x; DROP", String(repeating: "t", count: 49)])
+    func anInvalidTableNameIsRefused(table: String) throws {
+        let error = try #require(throws: WLStorageError.self) {
+            try WLStoragePostgresStore(url: "host=/tmp", table: table)
+        }
+        #expect(error.code == .directoryUnavailable)
+    }
+
+    @Test func anInvalidNamespaceIsRefused() throws {
+        for namespace in ["", "a\u{0}b", String(repeating: "n", count: 1_001)] {
+            #expect(throws: WLStorageError.self) { try WLStoragePostgresStore(url: "host=/tmp", namespace: namespace) }
+        }
+    }
+
+    @Test func aServerThatCannotBeReachedIsAnErrorOfEachCallWithoutThePassword() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("wlspg-absent-\(UUID())")
+        let store = try WLStoragePostgresStore(
+            url: "postgresql://ada:s3cret@/db?host=\(directory.path)&port=5999&password=s3cret",
+            timeout: .seconds(2))
+        #expect(!store.identity.contains("s3cret"))
+        #expect(!store.description.contains("s3cret"))
+        #expect(!store.identity.contains("ada"))
+        for call in [{ _ = try store.read(key: "k") }, { try store.write(key: "k", data: Data()) }] {
+            let error = try #require(throws: WLStorageError.self, performing: call)
+            #expect([.readFailed, .writeFailed].contains(error.code))
+            #expect(error.message.contains("could not connect"), "\(error)")
+            #expect(!"\(error)".contains("s3cret"), "\(error)")
+        }
+    }
+}
