@@ -24,7 +24,7 @@ let package = Package(
             providers: [.apt(["libpq-dev"])]
         ),
         .target(name: "WLStoragePostgres", dependencies: ["WLStorage", "CWLStorageLibPQ"]),
-        .executableTarget(name: "wlstorage", dependencies: ["WLStorage"]),
+        .executableTarget(name: "wlstorage", dependencies: ["WLStorage", "WLStoragePostgres"]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
         .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage"]),
         .executableTarget(name: "WLStoragePostgresTestChild", dependencies: ["WLStorage", "WLStoragePostgres"]),
@@ -35,7 +35,7 @@ let package = Package(
         ),
         .testTarget(
             name: "WLStoragePostgresTests",
-            dependencies: ["WLStorage", "WLStoragePostgres", "WLStoragePostgresTestChild"]
+            dependencies: ["WLStorage", "WLStoragePostgres", "WLStoragePostgresTestChild", "wlstorage"]
         ),
         .testTarget(
             name: "WLStorageTests",

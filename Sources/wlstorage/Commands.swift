@@ -1,5 +1,6 @@
 import Foundation
 import WLStorage
+import WLStoragePostgres
 
 #if canImport(Glibc)
     import Glibc
@@ -23,6 +24,15 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
         break
     }
 
+    if let url = invocation.options.postgres {
+        let store: WLStoragePostgresStore
+        do {
+            store = try WLStoragePostgresStore(url: url, namespace: invocation.options.namespace ?? "default")
+        } catch {
+            throw ToolFailure(error.message, status: .usage)
+        }
+        return try run(command, on: store)
+    }
     let directory = try storageDirectory(for: invocation.options, environment: environment)
     switch command {
     case .help, .hash:

@@ -1,0 +1,124 @@
+import Foundation
+import Testing
+import WLStorage
+
+@testable import WLStoragePostgres
+
+/// `wlstorage --postgres URL [--namespace NS]`: the tool on the rows of a PostgreSQL store.
+@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+struct PostgresToolTests {
+    private struct Run {
+        var status: Int32
+        var output: String
+        var errors: String
+    }
+
+    /// The tool, built next to the test bundle.
+    private static let tool = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        .deletingLastPathComponent().appendingPathComponent("wlstorage")
+
+    /// Runs the tool to its end, with a generous bound.
+    private func run(_ arguments: [String]) throws -> Run {
+        let process = try start(arguments)
+        let deadline = Date().addingTimeInterval(60)
+        while process.process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.process.isRunning { process.process.terminate() }
+        process.process.waitUntilExit()
+        return Run(
+            status: process.process.terminationStatus, output: process.output.text, errors: process.errors.text)
+    }
+
+    private final class Output: @unchecked Sendable {  // `data` under `lock`
+        private let lock = NSLock()
+        private var data = Data()
+        func append(_ more: Data) { lock.withLock { data.append(more) } }
+        var text: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
+    }
+
+    private func start(_ arguments: [String]) throws -> (process: Process, output: Output, errors: Output) {
+        let process = Process()
+        process.executableURL = Self.tool
+        process.arguments = arguments
+        let output = Output()
+        let errors = Output()
+        let outputPipe = Pipe()
+        let errorPipe = Pipe()
+        outputPipe.fileHandleForReading.readabilityHandler = { output.append($0.availableData) }
+        errorPipe.fileHandleForReading.readabilityHandler = { errors.append($0.availableData) }
+        process.standardOutput = outputPipe
+        process.standardError = errorPipe
+        try process.run()
+        return (process, output, errors)
+    }
+
+    @Test func setGetListAndRemoveWorkOnTheStoresRows() throws {
+        let url = try PostgresCluster.shared().url
+        let namespace = uniqueNamespace()
+        let store = try WLStoragePostgresStore(url: url, namespace: namespace)
+        let storage = WLStorage(key: "limit", defaultValue: [String: Int](), flushInterval: nil, store: store)
+
+        let set = try run(["--postgres", url, "--namespace", namespace, "set", "limit", #"{ "max" : 5 }"#])
+        #expect(set.status == 0, "\(set.errors)")
+        #expect(try store.read(key: "limit") == Data(#"{"max":5}"#.utf8))
+        // A running program picks up what the tool writes.
+        #expect(eventually { storage.wrappedValue == ["max": 5] })
+
+        let get = try run(["--postgres", url, "--namespace", namespace, "get", "limit"])
+        #expect(get.status == 0)
+        #expect(get.output.contains(#""max""#) && get.output.contains("5"))
+
+        try store.write(key: "other", data: Data("1".utf8))
+        let list = try run(["--postgres", url, "--namespace", namespace, "list"])
+        #expect(list.output == "limit\nother\n")
+
+        let remove = try run(["--postgres", url, "--namespace", namespace, "rm", "other"])
+        #expect(remove.status == 0)
+        #expect(try store.read(key: "other") == nil)
+        let again = try run(["--postgres", url, "--namespace", namespace, "rm", "other"])
+        #expect(again.status == 1)
+        #expect(again.errors.contains("no value stored for 'other'"))
+
+        let missing = try run(["--postgres", url, "--namespace", namespace, "get", "nothing"])
+        #expect(missing.status == 1)
+        let notJSON = try run(["--postgres", url, "--namespace", namespace, "set", "k", "{nope"])
+        #expect(notJSON.status == 1)
+        #expect(try store.read(key: "k") == nil)
+    }
+
+    @Test func fileCommandsBadURLsAndMixedOptionsAreUsageErrorsWithoutThePassword() throws {
+        let url = try PostgresCluster.shared().url
+        let path = try run(["--postgres", url, "path", "k"])
+        #expect(path.status == 64)
+        let mixed = try run(["--postgres", url, "--dir", "/tmp", "list"])
+        #expect(mixed.status == 64)
+        let lonely = try run(["--namespace", "x", "--dir", "/tmp", "list"])
+        #expect(lonely.status == 64)
+        // A URL libpq cannot parse is a usage error; a server that cannot be reached is a failure. Neither shows the
+        // password.
+        let bad = try run(["--postgres", "postgresql://app:s3cret%zz@localhost/db", "list"])
+        #expect(bad.status == 64)
+        #expect(!bad.errors.isEmpty)
+        #expect(!(bad.errors + bad.output).contains("s3cret"))
+        let unreachable = try run(["--postgres", "postgresql://app:s3cret@127.0.0.1:1/db?connect_timeout=2", "list"])
+        #expect(unreachable.status == 1)
+        #expect(!unreachable.errors.isEmpty)
+        #expect(!(unreachable.errors + unreachable.output).contains("s3cret"))
+    }
+
+    @Test func watchPrintsTheValueThenEachChangeAnotherProgramMakes() throws {
+        let url = try PostgresCluster.shared().url
+        let namespace = uniqueNamespace()
+        let store = try WLStoragePostgresStore(url: url, namespace: namespace)
+        try store.write(key: "mode", data: Data(#""a""#.utf8))
+        let watch = try start(["--postgres", url, "--namespace", namespace, "watch", "mode", "--count", "3"])
+        defer { if watch.process.isRunning { watch.process.terminate() } }
+        #expect(eventually { watch.output.text == "\"a\"\n" })
+        try store.write(key: "other", data: Data("1".utf8))  // another key: nothing printed
+        try store.write(key: "mode", data: Data(#""b""#.utf8))
+        #expect(eventually { watch.output.text == "\"a\"\n\"b\"\n" })
+        try store.remove(key: "mode")
+        #expect(eventually { !watch.process.isRunning })
+        #expect(watch.output.text == "\"a\"\n\"b\"\n(missing)\n")
+        #expect(watch.process.terminationStatus == 0)
+    }
+}
