@@ -55,6 +55,9 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         /// Changes made while the stored value could not be read were dropped: they were based on the default, and
         /// the stored value, read later, replaced them rather than be overwritten by them.
         public static let changeDiscarded = Code("changeDiscarded")
+        /// A store was given settings it cannot use: a connection string that does not parse, a table or namespace
+        /// name that is not valid. Thrown when the store is created; nothing was read or written.
+        public static let invalidConfiguration = Code("invalidConfiguration")
         /// A call that would wait for itself, such as ``WLStorage/flush()`` from inside the storage's own backer,
         /// returned without doing its work.
         public static let reentrantCall = Code("reentrantCall")

@@ -64,7 +64,7 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
     ///   - table: The table's name, `name` or `schema.name`, each part an unquoted SQL identifier (letters, digits and
     ///     underscores, not starting with a digit) of at most 48 bytes.
     ///   - timeout: How long to wait at most to connect, or for a statement to complete.
-    /// - Throws: `WLStorageError.Code.directoryUnavailable` when libpq cannot parse `url`, or `table`
+    /// - Throws: `WLStorageError.Code.invalidConfiguration` when libpq cannot parse `url`, or `table`
     ///   or `namespace` is not valid. The message never contains the password.
     public init(
         url: String, namespace: String = "default", table: String = "wlstorage", timeout: Duration = .seconds(10)
@@ -72,20 +72,20 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
         do {
             self.settings = try PostgresSettings(url: url, timeout: timeout)
         } catch {
-            throw WLStorageError(code: .directoryUnavailable, message: "invalid PostgreSQL connection string: \(error)")
+            throw WLStorageError(code: .invalidConfiguration, message: "invalid PostgreSQL connection string: \(error)")
         }
         guard Self.isValidTable(table) else {
             throw WLStorageError(
-                code: .directoryUnavailable,
+                code: .invalidConfiguration,
                 message: "invalid table name \"\(table)\": use name or schema.name, each part of letters, digits and"
                     + " underscores, not starting with a digit, at most 48 bytes")
         }
         guard !namespace.isEmpty, namespace.utf8.count <= 1000, !namespace.utf8.contains(0) else {
             throw WLStorageError(
-                code: .directoryUnavailable, message: "invalid namespace: it must be 1 to 1000 bytes, without NUL")
+                code: .invalidConfiguration, message: "invalid namespace: it must be 1 to 1000 bytes, without NUL")
         }
         guard timeout > .zero else {
-            throw WLStorageError(code: .directoryUnavailable, message: "the timeout must be positive")
+            throw WLStorageError(code: .invalidConfiguration, message: "the timeout must be positive")
         }
         self.namespace = namespace
         self.table = table

@@ -247,7 +247,7 @@ struct PostgresStoreTests {
     ])
     func aConnectionStringLibpqCannotParseIsRefusedWithoutThePassword(url: String) throws {
         let error = try #require(throws: WLStorageError.self) { try WLStoragePostgresStore(url: url) }
-        #expect(error.code == .directoryUnavailable)
+        #expect(error.code == .invalidConfiguration)
         #expect(error.message.contains("connection string"))
         #expect(!"\(error)".contains("s3cret"), "\(error)")
     }
@@ -257,7 +257,7 @@ struct PostgresStoreTests {
         let error = try #require(throws: WLStorageError.self) {
             try WLStoragePostgresStore(url: "host=/tmp", table: table)
         }
-        #expect(error.code == .directoryUnavailable)
+        #expect(error.code == .invalidConfiguration)
     }
 
     @Test func anInvalidNamespaceIsRefused() throws {

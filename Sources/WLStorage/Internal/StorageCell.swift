@@ -14,12 +14,22 @@ import Synchronization
 // - `StorageCell.state` guards a cell's ``CellState``: the value, its versions, the throttle, what is known of the
 //   stored value, which thread runs the cell's job, and the boxed extras (listeners, waiting flushes, flags).
 //
+// The other locks of the core, each guarding its own table: the registry's (``StorageRegistry``: cells by file and by
+// store key), the file monitor's (``FileMonitor``: watched paths and subscribers), the store feeds' (``StoreFeeds``:
+// one feed per store identity and the keys it reported), a backer's known versions (``KnownVersions``,
+// ``KnownBytes``), and the directory table's.
+//
 // Every lock of the package is a leaf: none is held while another is taken, while a backer, an observer or a
 // listener runs, or while a user object (closure, continuation, backer, storage) is released. A value, closure or
 // cell that leaves a locked state is moved out and released after the lock. Listeners are called outside the lock
 // too, in the order of the changes, by one draining thread at a time (see `drainNotifications()`): even a
 // continuation's `yield` takes a lock of its own (the consuming task's), which a task being cancelled holds while it
 // removes its listener under the cell's.
+//
+// Outside changes reach a cell one way, whatever the store: the file monitor (inotify) and a store's feed
+// (``StoreFeeds``, for instance PostgreSQL's LISTEN/NOTIFY) each find the cells of what changed and call
+// `checkForExternalChange()`, whose job asks the backer (``StoreBacking/readExternalChange()``) what changed since the
+// version it saw last, and ``CellState`` adopts it by the last-writer rule.
 //
 // A cell runs one job on its backer at a time: a write, the save of a default, a read after a failed one, or a
 // check for another program's change. The thread that runs it marks the cell busy (`busyThread`) under the lock and
