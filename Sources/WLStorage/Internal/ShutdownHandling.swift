@@ -214,15 +214,23 @@ private enum FlushItem: Sendable {
         case .cell(let cell):
             cell.flushAll(waiting: waiting)
         case .store(let cells):
-            if cells.count > 1 { Self.writeBatch(of: cells, on: thread) }
-            for cell in cells { cell.flushAll(waiting: waiting) }
+            // The cells whose changes a batch failed to write are not flushed one by one: the store has just failed
+            // (a server down or hung would make each of them wait its timeout in turn, and hold up the exit); their
+            // changes stay pending and are retried with the backoff.
+            let failed = cells.count > 1 ? Self.writeBatch(of: cells, on: thread) : []
+            for cell in cells where !failed.contains(ObjectIdentifier(cell)) { cell.flushAll(waiting: waiting) }
         }
     }
 
-    /// Writes the pending changes of `cells`, all of one store, in one batch.
-    private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) {
-        let writes = cells.compactMap { $0.takeBatchWrite(on: thread) }
-        guard let first = writes.first else { return }
+    /// Writes the pending changes of `cells`, all of one store, in one batch. Returns the cells whose changes the
+    /// batch took and failed to write.
+    private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) -> Set<ObjectIdentifier> {
+        var taken: [(cell: ObjectIdentifier, write: BatchWrite)] = []
+        for cell in cells {
+            if let write = cell.takeBatchWrite(on: thread) { taken.append((ObjectIdentifier(cell), write)) }
+        }
+        let writes = taken.map(\.write)
+        guard let first = writes.first else { return [] }
         let store = first.store
         var failure: WLStorageError?
         do {
@@ -238,6 +246,7 @@ private enum FlushItem: Sendable {
             error?.key = write.write.key
             write.finish(error)
         }
+        return failure == nil ? [] : Set(taken.map(\.cell))
     }
 }
 

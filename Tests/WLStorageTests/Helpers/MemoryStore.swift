@@ -14,6 +14,8 @@ final class MemoryStore: WLStorageStore {
             var failWrites = false
             var batches: [[String]] = []
             var writes = 0
+            /// Calls of `write(key:data:)`, failed or not.
+            var writeAttempts = 0
             var reads = 0
             /// 0: no faults; 1: every third write fails; 2: every second write stalls for a moment.
             var faultMode = 0
@@ -57,6 +59,7 @@ final class MemoryStore: WLStorageStore {
     func setFaultMode(_ mode: Int) { contents.state.withLock { $0.faultMode = mode } }
 
     func write(key: String, data: Data) throws {
+        contents.state.withLock { $0.writeAttempts += 1 }
         try injectFault()
         try contents.state.withLock { state in
             if state.failWrites { throw Failure() }
@@ -135,4 +138,5 @@ final class MemoryStore: WLStorageStore {
     var batches: [[String]] { contents.state.withLock { $0.batches } }
     var feedCount: Int { contents.state.withLock { $0.handlers.count } }
     var reads: Int { contents.state.withLock { $0.reads } }
+    var writeAttempts: Int { contents.state.withLock { $0.writeAttempts } }
 }
