@@ -88,6 +88,8 @@ if selected.isEmpty {
     exit(2)
 }
 
+let signalSources = ExitOnSignals.install()
+
 let harness = Harness(quick: quick, side: side)
 var rows: [Row] = []
 var skipped: [String] = []
@@ -103,3 +105,4 @@ let report = Report(
     machine: .current(), mode: quick ? "quick" : "full", date: Date().formatted(.iso8601), rows: rows,
     skipped: skipped)
 print(json ? report.json() : report.table())
+withExtendedLifetime(signalSources) {}

@@ -1,5 +1,7 @@
+import Dispatch
 import Foundation
 import Synchronization
+import WLStorage
 
 #if canImport(Glibc)
     import Glibc
@@ -62,13 +64,13 @@ final class BenchmarkCluster: Sendable {
         }
     }
 
-    /// Stops and removes the server of this run, if one was started.
+    /// Stops and removes the server of this run, if one was started. The lock is held meanwhile, so that a second
+    /// call (the main thread's at the end of the run, the signal handler's) returns only once the server is gone.
     static func stopShared() {
-        let cluster = state.withLock { state -> BenchmarkCluster? in
-            defer { state.live = nil }
-            return state.live
+        state.withLock { state in
+            state.live?.stopAndRemove()
+            state.live = nil
         }
-        cluster?.stopAndRemove()
     }
 
     private struct State {
@@ -99,7 +101,7 @@ final class BenchmarkCluster: Sendable {
         let directory = URL(fileURLWithPath: String(cString: made), isDirectory: true)
         let path = directory.path
         // From here on, the directory (and the server, once started) is removed at exit whatever happens.
-        Self.pendingRemoval.withLock { $0 = path }
+        Self.pendingRemoval.withLock { $0 = (path, binaries) }
         _ = Self.exitCleanup
         do throws(Failure) {
             if Self.isRoot { try Self.run("/usr/bin/chown", ["postgres:postgres", directory.path]) }
@@ -145,21 +147,16 @@ final class BenchmarkCluster: Sendable {
         Self.removeDirectory(directory.path, binaries: binaries)
     }
 
-    /// The directory to stop a server in and remove at exit, when the run ends before ``stopShared()``.
-    private static let pendingRemoval = Mutex<String?>(nil)
+    /// The directory to stop a server in and remove at exit, when the run ends before ``stopShared()``, and the
+    /// server programs to stop it with.
+    private static let pendingRemoval = Mutex<(path: String, binaries: URL)?>(nil)
     private static let exitCleanup: Void = {
         atexit {
-            guard
-                let path = BenchmarkCluster.pendingRemoval.withLock({ path -> String? in
-                    defer { path = nil }
-                    return path
-                })
-            else { return }
-            if case .success(let binaries) = BenchmarkCluster.findBinaries() {
-                BenchmarkCluster.removeDirectory(path, binaries: binaries)
-            } else {
-                try? FileManager.default.removeItem(atPath: path)
+            let pending = BenchmarkCluster.pendingRemoval.withLock { pending in
+                defer { pending = nil }
+                return pending
             }
+            if let pending { BenchmarkCluster.removeDirectory(pending.path, binaries: pending.binaries) }
         }
     }()
 
@@ -239,5 +236,27 @@ final class BenchmarkCluster: Sendable {
                     + text.trimmingCharacters(in: .whitespacesAndNewlines))
         }
         return text
+    }
+}
+
+/// The run's handling of SIGINT, SIGTERM and SIGHUP: every storage is flushed, as the package would, then the
+/// PostgreSQL server is stopped and removed, and the run ends at once (`_exit`), with the status 128 + the signal.
+///
+/// Not `exit()`: the main thread goes on meanwhile, and may call `exit()` itself; the exit handlers would then flush
+/// again, against a server being stopped.
+enum ExitOnSignals {
+    /// Installs the handling, before the first storage is created; keep the sources returned.
+    static func install() -> [any DispatchSourceSignal] {
+        WLStorage.flushesOnSignals = false
+        return [SIGINT, SIGTERM, SIGHUP].map { number in
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { @Sendable in
+                WLStorage.flushAll()
+                BenchmarkCluster.stopShared()
+                _exit(128 + number)
+            }
+            source.resume()
+            return source
+        }
     }
 }

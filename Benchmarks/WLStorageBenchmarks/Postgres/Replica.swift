@@ -55,14 +55,14 @@ final class ReplicaProcess {
 
     private let process: Process
     private let input: Pipe
-    private let outputPath: String
+    /// The replica's standard output: a temporary file, removed from its directory once the replica has it open.
     private let output: FileHandle
 
     init(url: String, namespace: String, key: String) throws {
         var template = Array("/tmp/wlstorage-bench-replica-XXXXXX".utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard descriptor >= 0 else { throw Failure(description: "mkstemp failed: errno \(errno)") }
-        outputPath = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
         output = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
@@ -75,8 +75,7 @@ final class ReplicaProcess {
         self.process = process
     }
 
-    /// Ends the replica (its standard input ends), killing it if it has not ended within 5 seconds, and removes its
-    /// output.
+    /// Ends the replica (its standard input ends), killing it if it has not ended within 5 seconds.
     func stop() {
         try? input.fileHandleForWriting.close()
         let deadline = monotonicNanoseconds() + 5_000_000_000
@@ -85,15 +84,26 @@ final class ReplicaProcess {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
-        unlink(outputPath)
     }
 
     var isRunning: Bool { process.isRunning }
 
     /// Every line printed so far.
     var lines: [Substring] {
-        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-        return text.split(separator: "\n")
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        let descriptor = output.fileDescriptor
+        while true {
+            let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(bytes.count)) }
+            if count > 0 {
+                bytes += chunk[..<count]
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else {
+                break
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n")
     }
 
     /// Each value received, with the time it was first received.
