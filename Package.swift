@@ -30,7 +30,7 @@ let package = Package(
         .executableTarget(name: "WLStoragePostgresTestChild", dependencies: ["WLStorage", "WLStoragePostgres"]),
         .executableTarget(
             name: "WLStorageBenchmarks",
-            dependencies: ["WLStorage"],
+            dependencies: ["WLStorage", "WLStoragePostgres", "CWLStorageLibPQ"],
             path: "Benchmarks/WLStorageBenchmarks"
         ),
         .testTarget(

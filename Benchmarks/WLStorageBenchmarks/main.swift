@@ -6,6 +6,9 @@ import Foundation
     import Musl
 #endif
 
+// A replica of the pg-propagation case runs this executable again in a mode of its own, and ends there.
+ReplicaMode.runIfAsked()
+
 /// One benchmark: an identifier for `--filter`, and what it measures.
 struct BenchmarkCase {
     var id: String
@@ -24,6 +27,11 @@ let cases = [
     BenchmarkCase(id: "memory", title: "memory per idle instance", run: MemoryCases.perInstance),
     BenchmarkCase(id: "peers", title: "peers: UserDefaults, encode and write per set", run: PeerCases.peers),
     BenchmarkCase(id: "daemon", title: "CPU time per durable write under a daemon-like load", run: DaemonCases.daemon),
+    BenchmarkCase(
+        id: "pg-propagation", title: "PostgreSQL: replica-to-replica propagation", run: PostgresCases.propagation),
+    BenchmarkCase(id: "pg-flush", title: "PostgreSQL: flush of pending keys in one batch", run: PostgresCases.flush),
+    BenchmarkCase(
+        id: "pg-access", title: "PostgreSQL: get and set of a PostgreSQL-backed storage", run: PostgresCases.access),
 ]
 
 let usage = """
@@ -36,6 +44,8 @@ let usage = """
                      `strace -c -f -p PID` or `perf record -p PID` sees one of them alone
 
     cases: \(cases.map(\.id).joined(separator: ", "))
+    The pg-* cases start a throwaway PostgreSQL server on 127.0.0.1 with the server programs of `pg_config --bindir`
+    or /usr/lib/postgresql/*/bin (WLSTORAGE_POSTGRES_BINDIR=DIR chooses them), and are skipped when there are none.
     Missed targets are marked MISSED; the exit status is 0 unless the arguments are wrong.
     """
 
@@ -78,6 +88,8 @@ if selected.isEmpty {
     exit(2)
 }
 
+let signalSources = ExitOnSignals.install()
+
 let harness = Harness(quick: quick, side: side)
 var rows: [Row] = []
 var skipped: [String] = []
@@ -86,8 +98,11 @@ for benchmark in selected {
     FileHandle.standardError.write(Data("running \(benchmark.id): \(benchmark.title)\n".utf8))
     rows += benchmark.run(harness)
 }
+BenchmarkCluster.stopShared()
+skipped += skipLog.withLock { $0 }
 
 let report = Report(
     machine: .current(), mode: quick ? "quick" : "full", date: Date().formatted(.iso8601), rows: rows,
     skipped: skipped)
 print(json ? report.json() : report.table())
+withExtendedLifetime(signalSources) {}

@@ -1,7 +1,7 @@
 #ifndef CWLSTORAGE_LIBPQ_SHIM_H
 #define CWLSTORAGE_LIBPQ_SHIM_H
 
-// PostgreSQL's client library, seen by the WLStoragePostgres product only.
+// PostgreSQL's client library, seen by the WLStoragePostgres product (and the benchmarks' baselines) only.
 #include <libpq-fe.h>
 
 #endif

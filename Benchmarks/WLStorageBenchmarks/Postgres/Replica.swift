@@ -1,0 +1,119 @@
+import Dispatch
+import Foundation
+import WLStorage
+import WLStoragePostgres
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A replica of the propagation case: this executable run again as a process of its own, in a hidden mode.
+///
+/// `WLStorageBenchmarks --pg-replica URL NAMESPACE KEY` opens a storage of the `Int` under `KEY` in a PostgreSQL store
+/// of `NAMESPACE`, and prints `ready`, then, for each new value its `onChange` observer receives, the monotonic time
+/// (`CLOCK_MONOTONIC`, in nanoseconds, comparable with the parent's) at which it received it and the value, one line
+/// each. It ends when its standard input ends. Storages of one key in stores of one identity share one value within a
+/// process, so replicas that are to tell each other of changes must be processes of their own.
+enum ReplicaMode {
+    static let flag = "--pg-replica"
+
+    /// Runs the replica and exits, when the arguments ask for it; returns otherwise.
+    static func runIfAsked() {
+        let arguments = CommandLine.arguments
+        guard arguments.count > 1, arguments[1] == flag else { return }
+        guard arguments.count == 5 else {
+            FileHandle.standardError.write(Data("usage: WLStorageBenchmarks \(flag) URL NAMESPACE KEY\n".utf8))
+            exit(2)
+        }
+        let store: WLStoragePostgresStore
+        do {
+            store = try WLStoragePostgresStore(url: arguments[2], namespace: arguments[3])
+        } catch {
+            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            exit(1)
+        }
+        let storage = WLStorage(key: arguments[4], defaultValue: 0, flushInterval: nil, store: store)
+        let subscription = storage.onChange(queue: DispatchQueue(label: "replica")) { value in
+            let received = monotonicNanoseconds()
+            FileHandle.standardOutput.write(Data("\(received) \(value)\n".utf8))
+        }
+        FileHandle.standardOutput.write(Data("ready\n".utf8))
+        while readLine() != nil {}
+        subscription.cancel()
+        withExtendedLifetime(storage) {}
+        exit(0)
+    }
+}
+
+/// The parent's handle on a replica process: started with this executable, its output read from a file.
+final class ReplicaProcess {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    private let process: Process
+    private let input: Pipe
+    /// The replica's standard output: a temporary file, removed from its directory once the replica has it open.
+    private let output: FileHandle
+
+    init(url: String, namespace: String, key: String) throws {
+        var template = Array("/tmp/wlstorage-bench-replica-XXXXXX".utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else { throw Failure(description: "mkstemp failed: errno \(errno)") }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        output = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = [ReplicaMode.flag, url, namespace, key]
+        input = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.standardError
+        try process.run()
+        self.process = process
+    }
+
+    /// Ends the replica (its standard input ends), killing it if it has not ended within 5 seconds.
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        let deadline = monotonicNanoseconds() + 5_000_000_000
+        while process.isRunning && monotonicNanoseconds() < deadline { sleep(nanoseconds: 10_000_000) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    var isRunning: Bool { process.isRunning }
+
+    /// Every line printed so far.
+    var lines: [Substring] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        let descriptor = output.fileDescriptor
+        while true {
+            let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(bytes.count)) }
+            if count > 0 {
+                bytes += chunk[..<count]
+            } else if count < 0 && errno == EINTR {
+                continue
+            } else {
+                break
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+    }
+
+    /// Each value received, with the time it was first received.
+    var deliveries: [Int: UInt64] {
+        var first: [Int: UInt64] = [:]
+        for line in lines {
+            let fields = line.split(separator: " ")
+            guard fields.count == 2, let time = UInt64(fields[0]), let value = Int(fields[1]) else { continue }
+            if first[value] == nil { first[value] = time }
+        }
+        return first
+    }
+}
