@@ -203,18 +203,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         let (directory, fileName, _) = try location()
         let data: Data
         do {
-            data = try JSONCoders.encoder.encode(value)
+            data = try JSONCoders.encode(value, key: key)
         } catch {
-            throw WLStorageError(
-                code: .encodingFailed, message: "the value does not encode as JSON", key: key, underlying: error)
-        }
-        let limit = ValueSizeLimit.maximum
-        guard data.count <= limit else {
-            throw WLStorageError(
-                code: .valueTooLarge,
-                message: "the value encodes to \(data.count) bytes, more than the maximum value size of \(limit)"
-                    + " bytes; it is not written and stays pending",
-                key: key, path: directory.filePath(fileName))
+            var error = error
+            error.path = directory.filePath(fileName)
+            throw error
         }
         func attempt() throws(WLStorageError) -> FileIdentity? {
             replacing
@@ -334,6 +327,26 @@ enum JSONCoders {
         return encoder
     }()
     static let decoder = JSONDecoder()
+
+    /// The bytes of `value`, the value of `key`, checked against the maximum value size.
+    static func encode<T: Encodable>(_ value: T, key: String) throws(WLStorageError) -> Data {
+        let data: Data
+        do {
+            data = try encoder.encode(value)
+        } catch {
+            throw WLStorageError(
+                code: .encodingFailed, message: "the value does not encode as JSON", key: key, underlying: error)
+        }
+        let limit = ValueSizeLimit.maximum
+        guard data.count <= limit else {
+            throw WLStorageError(
+                code: .valueTooLarge,
+                message: "the value encodes to \(data.count) bytes, more than the maximum value size of \(limit)"
+                    + " bytes; it is not written and stays pending",
+                key: key)
+        }
+        return data
+    }
 }
 
 /// How the default directory is found. Shared by the library and the command-line tool.
@@ -350,6 +363,13 @@ package enum StorageLocation {
         #endif
     }
 
+    /// The user's data directory: `$XDG_DATA_HOME`, or `~/.local/share`; `nil` when neither is known.
+    package static func dataHome(environment: [String: String]) -> String? {
+        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") { return data }
+        if let home = environment["HOME"], home.hasPrefix("/") { return home + "/.local/share" }
+        return nil
+    }
+
     /// The default directory for `program`, in a debug or a release build.
     package static func defaultDirectory(
         program: String, debug: Bool, environment: [String: String] = ProcessInfo.processInfo.environment
@@ -357,14 +377,7 @@ package enum StorageLocation {
         if let override = environment[environmentVariable], !override.isEmpty {
             return URL(fileURLWithPath: override, isDirectory: true)
         }
-        let base: String
-        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
-            base = data
-        } else if let home = environment["HOME"], home.hasPrefix("/") {
-            base = home + "/.local/share"
-        } else {
-            return nil
-        }
+        guard let base = dataHome(environment: environment) else { return nil }
         let folder = FileName.isPlain(program) ? program : "program-" + (SHA256.hexDigest(of: program) ?? "unknown")
         return URL(fileURLWithPath: base, isDirectory: true)
             .appendingPathComponent(folder, isDirectory: true)

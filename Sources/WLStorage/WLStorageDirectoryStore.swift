@@ -130,14 +130,7 @@ extension StorageLocation {
         if let override = environment[suitesEnvironmentVariable], override.hasPrefix("/") {
             return URL(fileURLWithPath: override, isDirectory: true).appendingPathComponent(folder, isDirectory: true)
         }
-        let base: String
-        if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
-            base = data
-        } else if let home = environment["HOME"], home.hasPrefix("/") {
-            base = home + "/.local/share"
-        } else {
-            return nil
-        }
+        guard let base = dataHome(environment: environment) else { return nil }
         return URL(fileURLWithPath: base, isDirectory: true)
             .appendingPathComponent("wlstorage/suites", isDirectory: true)
             .appendingPathComponent(folder, isDirectory: true)

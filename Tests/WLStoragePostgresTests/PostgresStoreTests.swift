@@ -281,4 +281,21 @@ struct PostgresStoreTests {
             #expect(!"\(error)".contains("s3cret"), "\(error)")
         }
     }
+
+    @Test func aRefusedLoginIsAClearErrorWithoutThePasswordAndAStorageKeepsItsDefault() throws {
+        let cluster = try PostgresCluster.shared()
+        // The test cluster trusts every local connection, so the login is refused by naming a role that does not
+        // exist.
+        let url = cluster.url.replacingOccurrences(of: "user=postgres", with: "user=nobody_here&password=s3cret")
+        let store = try WLStoragePostgresStore(url: url, namespace: uniqueNamespace(), timeout: .seconds(2))
+        let error = try #require(throws: WLStorageError.self) { try store.read(key: "k") }
+        #expect(error.code == .readFailed)
+        #expect(error.message.contains("nobody_here"), "\(error)")
+        #expect(!"\(error)".contains("s3cret"), "\(error)")
+
+        let storage = WLStorage(key: "k", defaultValue: 7, flushInterval: nil, store: store)
+        #expect(storage.wrappedValue == 7)
+        #expect(storage.lastError?.code == .readFailed)
+        #expect(!"\(String(describing: storage.lastError))".contains("s3cret"))
+    }
 }

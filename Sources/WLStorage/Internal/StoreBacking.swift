@@ -95,22 +95,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
 
     /// The bytes of `value`, checked against the size limit.
     func encode(_ value: T) throws(WLStorageError) -> Data {
-        let data: Data
-        do {
-            data = try JSONCoders.encoder.encode(value)
-        } catch {
-            throw WLStorageError(
-                code: .encodingFailed, message: "the value does not encode as JSON", key: key, underlying: error)
-        }
-        let limit = ValueSizeLimit.maximum
-        guard data.count <= limit else {
-            throw WLStorageError(
-                code: .valueTooLarge,
-                message: "the value encodes to \(data.count) bytes, more than the maximum value size of \(limit)"
-                    + " bytes; it is not written and stays pending",
-                key: key)
-        }
-        return data
+        try JSONCoders.encode(value, key: key)
     }
 
     /// Records `data` as the version this backer wrote (by itself, or in a batch of its store).
