@@ -257,6 +257,13 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
                         retried = true
                         continue
                     }
+                    // The table was dropped by someone else: a new connection creates it again.
+                    if !retried, error.sqlState == "42P01" {
+                        retried = true
+                        connection.disconnect()
+                        writerPID.value = nil
+                        continue
+                    }
                     return .failure(error)
                 }
             }
@@ -364,7 +371,7 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
         else { return nil }
         guard let colon = bytes[2...].firstIndex(of: UInt8(ascii: ":")),
             let length = Int(String(decoding: bytes[2..<colon], as: UTF8.self)),
-            length >= 0, colon + 1 + length <= bytes.count
+            length >= 0, length <= bytes.count - colon - 1
         else { return nil }
         let start = colon + 1
         guard bytes[start..<start + length].elementsEqual(namespace.utf8) else { return nil }

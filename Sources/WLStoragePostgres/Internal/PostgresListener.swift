@@ -185,11 +185,15 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         state.withLock { $0.generation == generation }
     }
 
-    /// Calls every handler with each change, outside the lock.
+    /// Calls every handler with each change, outside the lock. A handler removed meanwhile (by a handler) is not
+    /// called again.
     private func deliver(_ changes: [WLStorageStoreChange]) {
-        let handlers = state.withLock { Array($0.handlers.values) }
+        let ids = state.withLock { Array($0.handlers.keys) }
         for change in changes {
-            for handler in handlers { handler(change) }
+            for id in ids {
+                guard let handler = state.withLock({ $0.handlers[id] }) else { continue }
+                handler(change)
+            }
         }
     }
 
