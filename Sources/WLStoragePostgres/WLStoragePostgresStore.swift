@@ -239,10 +239,15 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
                 message: "\(identity): a PostgreSQL store cannot hold a key with a NUL character", key: checked,
                 path: identity)
         }
+        // The deadline counts from the call, not from taking the lock: a call queued behind others that each spend
+        // their timeout (a server that does not answer) must not wait for all of them.
+        let deadline = ContinuousClock.now + timeout
         let result = writer.withLock { connection -> Result<[[Data?]], PostgresError> in
+            guard ContinuousClock.now < deadline else {
+                return .failure(PostgresError(.timedOut, "timed out waiting for the store's other calls to end"))
+            }
             var retried = false
             while true {
-                let deadline = ContinuousClock.now + timeout
                 let reused = connection.isConnected
                 do throws(PostgresError) {
                     if !reused {
