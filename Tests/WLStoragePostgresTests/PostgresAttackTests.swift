@@ -379,6 +379,39 @@ struct PostgresAttackTests {
         try store.write(key: "end", data: bytes("1"))
     }
 
+    @Test func statementsBlockedByAnotherProgramsLockTimeOutAndTheStoreRecovers() throws {
+        let cluster = try PostgresCluster.shared()
+        let table = "attack_\(UUID().uuidString.prefix(8).lowercased())"
+        let store = try WLStoragePostgresStore(
+            url: cluster.url, namespace: uniqueNamespace(), table: table, timeout: .seconds(1))
+        try store.write(key: "k", data: bytes("1"))
+        let admin = try Self.admin(cluster.url)
+        try Self.sql(admin, "BEGIN")
+        try Self.sql(admin, "LOCK TABLE \(table) IN ACCESS EXCLUSIVE MODE")
+        let durations = Shared<[Duration]>([])
+        let group = DispatchGroup()
+        for index in 0..<4 {
+            group.enter()
+            Thread.detachNewThread {
+                let start = ContinuousClock.now
+                if index % 2 == 0 {
+                    _ = try? store.read(key: "k")
+                } else {
+                    try? store.write([.init(key: "k", data: bytes("2")), .init(key: "j", data: bytes("2"))])
+                }
+                let duration = start.duration(to: .now)
+                durations.withLock { $0.append(duration) }
+                group.leave()
+            }
+        }
+        #expect(group.wait(timeout: .now() + 20) == .success)
+        let longest = durations.withLock { $0.max() } ?? .zero
+        #expect(longest < .seconds(3), "a call took \(longest) with a timeout of 1 s")
+        try Self.sql(admin, "ROLLBACK")
+        try store.write(key: "k", data: bytes("3"))
+        #expect(try store.read(key: "k") == bytes("3"))
+    }
+
     // MARK: - Batches, values and names
 
     @Test func batchesOfNothingOfDuplicatesAndWithANulKey() throws {
