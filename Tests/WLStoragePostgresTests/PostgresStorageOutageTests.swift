@@ -8,6 +8,10 @@ import WLStorage
 /// write over. Each test has a server of its own.
 @Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresStorageOutageTests {
+    init() {
+        ReportedErrors.install()
+    }
+
     @Test func aStorageStartedWhileTheServerIsDownNeverWritesItsDefaultOverTheStoredValue() throws {
         let cluster = try PostgresCluster()
         defer { cluster.remove() }

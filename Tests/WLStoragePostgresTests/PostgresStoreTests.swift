@@ -283,6 +283,7 @@ struct PostgresStoreTests {
     }
 
     @Test func aRefusedLoginIsAClearErrorWithoutThePasswordAndAStorageKeepsItsDefault() throws {
+        ReportedErrors.install()
         let cluster = try PostgresCluster.shared()
         // The test cluster trusts every local connection, so the login is refused by naming a role that does not
         // exist.

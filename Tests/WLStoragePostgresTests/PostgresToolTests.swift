@@ -52,6 +52,7 @@ struct PostgresToolTests {
     }
 
     @Test func setGetListAndRemoveWorkOnTheStoresRows() throws {
+        ReportedErrors.install()
         let url = try PostgresCluster.shared().url
         let namespace = uniqueNamespace()
         let store = try WLStoragePostgresStore(url: url, namespace: namespace)

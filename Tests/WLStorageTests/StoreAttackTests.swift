@@ -344,7 +344,7 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         #expect(a.wrappedValue == 1)
         a.wrappedValue = 10
         b.wrappedValue = 20
-        WLStorage.flushAll()
+        flushAllStores()
         #expect(store.stored("a") == "10")
         #expect(store.stored("b") == "20")
         store.writeFromOutside("b", json: "21")
@@ -375,7 +375,7 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
             a.flush()
             a.wrappedValue = 2
             b.wrappedValue = 3
-            WLStorage.flushAll()
+            flushAllStores()
         }
         #expect(finished)
         #expect(store.stored("a") == "2")
@@ -394,13 +394,13 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         let b = WLStorage(key: "b", defaultValue: 0, flushInterval: nil, store: store)
         holder.keep(a)
         store.onBatch = { [a] store, batch in
-            WLStorage.flushAll()
+            flushAllStores()
             a.flush()
             for write in batch { store.state.withLock { $0.values[write.key] = write.data } }
         }
         a.wrappedValue = 1
         b.wrappedValue = 2
-        #expect(finishes(within: 10) { WLStorage.flushAll() }, "flushAll from inside a batch hangs")
+        #expect(finishes(within: 10) { flushAllStores() }, "flushAll from inside a batch hangs")
         #expect(store.stored("a") == "1")
         #expect(store.stored("b") == "2")
         #expect(!a.hasPendingChanges && !b.hasPendingChanges)
@@ -419,9 +419,9 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         let storages = ["a", "b", "c"].map { WLStorage(key: $0, defaultValue: 0, flushInterval: nil, store: store) }
         for (index, storage) in storages.enumerated() { storage.wrappedValue = index + 1 }
         // The batch fails; the cells are then flushed one by one, which works.
-        WLStorage.flushAll()
+        flushAllStores()
         failing.store(false, ordering: .sequentiallyConsistent)
-        WLStorage.flushAll()
+        flushAllStores()
         for (index, key) in ["a", "b", "c"].enumerated() { #expect(store.stored(key) == "\(index + 1)") }
         #expect(storages.allSatisfy { !$0.hasPendingChanges })
         // The store's feed reports its own partial batch: not taken for another program's change.
@@ -443,12 +443,12 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         store.failReads(true)
         a.wrappedValue = 1  // based on the default
         b.wrappedValue = 2
-        WLStorage.flushAll()
-        WLStorage.flushAll()
+        flushAllStores()
+        flushAllStores()
         #expect(store.stored("a") == "9")
         #expect(store.stored("b") == "2")
         store.failReads(false)
-        WLStorage.flushAll()
+        flushAllStores()
         #expect(store.stored("a") == "9")
         #expect(a.wrappedValue == 9)
     }
@@ -524,7 +524,7 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         }
         DispatchQueue.global().async(group: storms) {
             while !stop.load(ordering: .sequentiallyConsistent) {
-                WLStorage.flushAll()
+                flushAllStores()
                 usleep(1_000)
             }
         }
@@ -657,11 +657,11 @@ private final class Touchy: Codable, Sendable {
         let good = WLStorage(key: "good", defaultValue: 0.0, flushInterval: nil, store: store)
         let bad = WLStorage(key: "bad", defaultValue: 0.0, flushInterval: nil, store: store)
         let other = WLStorage(key: "other", defaultValue: 0.0, flushInterval: nil, store: store)
-        WLStorage.flushAll()
+        flushAllStores()
         good.wrappedValue = 1.5
         bad.wrappedValue = .nan
         other.wrappedValue = 2.5
-        WLStorage.flushAll()
+        flushAllStores()
         #expect(store.stored("good") == "1.5")
         #expect(store.stored("other") == "2.5")
         #expect(bad.hasPendingChanges)
@@ -708,7 +708,7 @@ private final class Touchy: Codable, Sendable {
                 changed()
                 return WLStorageObservation { [self] in
                     guard cancels.add(1, ordering: .relaxed).newValue == 1 else { return }
-                    WLStorage.flushAll()
+                    flushAllStores()
                     let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: self)
                     storage.wrappedValue = 9
                     storage.flush()
@@ -743,7 +743,7 @@ private final class Touchy: Codable, Sendable {
         let store = HostileStore()
         // Kept small: the queue of checks is the process's, and a flood of it delays other tests' checks.
         let storages = (0..<4).map { WLStorage(key: "k\($0)", defaultValue: 0, flushInterval: nil, store: store) }
-        WLStorage.flushAll()
+        flushAllStores()
         let before = store.reads
         let reports = 5_000
         for _ in 0..<reports { store.report(.everything) }
@@ -771,7 +771,7 @@ private final class Touchy: Codable, Sendable {
             static let storage = Lock<WLStorage<Loud>?>(nil)
             func encode(to encoder: any Encoder) throws {
                 if n > 0 {
-                    WLStorage.flushAll()
+                    flushAllStores()
                     Self.storage.withLock { $0 }?.flush()
                 }
                 var container = encoder.singleValueContainer()
@@ -793,7 +793,7 @@ private final class Touchy: Codable, Sendable {
         }
         loud.wrappedValue = Loud(n: 1)
         quiet.wrappedValue = 2
-        #expect(finishes(within: 10) { WLStorage.flushAll() })
+        #expect(finishes(within: 10) { flushAllStores() })
         #expect(store.stored("loud") == "1")
         #expect(store.stored("quiet") == "2")
     }
@@ -819,7 +819,7 @@ private final class Touchy: Codable, Sendable {
             keeper.dropAll()
             for write in batch { store.state.withLock { $0.values[write.key] = write.data } }
         }
-        #expect(finishes(within: 10) { WLStorage.flushAll() })
+        #expect(finishes(within: 10) { flushAllStores() })
         keeper.dropAll()  // when another test's flushAll wrote "a" alone, before the batch
         #expect(store.stored("a") == "1")
         #expect(store.stored("b") == "2")

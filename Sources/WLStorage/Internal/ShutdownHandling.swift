@@ -64,11 +64,14 @@ enum ShutdownHandling {
     /// another, and threads of a queue join in, so that a backer that hangs (a network store that stopped answering)
     /// holds up its own cell only, and all are flushed even when the queue's threads never come. A cell whose job is
     /// running on the calling thread (a backer that calls this) is left to that job.
-    static func flushEverything() {
+    ///
+    /// With `included`, only the cells it accepts are flushed (tests flush their own cells, not those of the tests
+    /// running beside them).
+    static func flushEverything(only included: ((any RegisteredCell) -> Bool)? = nil) {
         let caller = UInt(bitPattern: Int(bitPattern: pthread_self()))
         var cells: [any RegisteredCell] = []
         var insideABacker = false
-        for cell in StorageRegistry.shared.liveCells() {
+        for cell in StorageRegistry.shared.liveCells() where included?(cell) ?? true {
             switch cell.flushState(from: caller) {
             case .idle: break
             case .work: cells.append(cell)

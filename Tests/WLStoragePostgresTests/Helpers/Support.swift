@@ -60,3 +60,28 @@ final class FeedRecorder: Sendable {
         observation?.cancel()
     }
 }
+
+/// A quiet `WLStorageError.handler` for the tests that create storages, installed before their first one: it keeps the
+/// errors that storages report (the tests provoke them on purpose) instead of printing them, so that a passing run
+/// prints none.
+///
+/// `swift test` runs every test target in one process, and the WLStorage tests install a recorder of their own, on
+/// which some of their tests depend: a handler already in place is left alone. (The PostgreSQL tests that create
+/// storages start after a server does, well after the WLStorage tests' first.)
+enum ReportedErrors {
+    private static let recorded = Lock<[WLStorageError]>([])
+    private static let installation: Void = {
+        guard WLStorageError.handler == nil else { return }
+        WLStorageError.handler = { error in
+            recorded.withLock { errors in
+                if errors.count >= 10_000 { errors.removeFirst(5_000) }
+                errors.append(error)
+            }
+        }
+    }()
+
+    /// Installs the recording handler, the first time only.
+    static func install() {
+        installation
+    }
+}

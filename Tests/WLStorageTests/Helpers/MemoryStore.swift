@@ -140,3 +140,10 @@ final class MemoryStore: WLStorageStore {
     var reads: Int { contents.state.withLock { $0.reads } }
     var writeAttempts: Int { contents.state.withLock { $0.writeAttempts } }
 }
+
+/// ``WLStorage/flushAll()`` for the storages of stores other than directories only: the flush of every cell, with its
+/// batches, without writing the file-backed storages of the tests running beside (which may be keeping a change
+/// pending on purpose).
+func flushAllStores() {
+    ShutdownHandling.flushEverything(only: { $0.storeKey != nil })
+}
