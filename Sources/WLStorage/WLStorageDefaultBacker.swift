@@ -148,7 +148,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             return .movedAside(
                 WLStorageError(
                     code: .decodingFailed,
-                    message: "the file \(Self.judge(data)) \(T.self); it was moved aside to \(aside)",
+                    message: "the file \(JSONCoders.judge(data)) \(T.self); it was moved aside to \(aside)",
                     key: key, path: directory.filePath(fileName), underlying: decodingError))
         }
     }
@@ -190,7 +190,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         } catch {
             throw WLStorageError(
                 code: .decodingFailed,
-                message: "another program stored a file that \(Self.judge(data)) \(T.self); the value in memory is"
+                message:
+                    "another program stored a file that \(JSONCoders.judge(data)) \(T.self); the value in memory is"
                     + " kept and the file is left as it is",
                 key: key, path: directory.filePath(fileName), underlying: error)
         }
@@ -244,13 +245,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         } catch {
             throw Self.keyed(error, key)
         }
-    }
-
-    /// What is wrong with bytes that do not decode, in the words the command-line tool uses for the same bytes:
-    /// they are not JSON (and why), or they are JSON of another shape.
-    private static func judge(_ data: Data) -> String {
-        if let problem = JSONValidator.problem(in: data) { return "is not JSON (\(problem)), so it does not decode as" }
-        return "holds JSON that does not decode as"
     }
 
     private static func keyed(_ error: WLStorageError, _ key: String) -> WLStorageError {
@@ -327,6 +321,13 @@ enum JSONCoders {
         return encoder
     }()
     static let decoder = JSONDecoder()
+
+    /// What is wrong with bytes that do not decode, in the words the command-line tool uses for the same bytes:
+    /// they are not JSON (and why), or they are JSON of another shape.
+    static func judge(_ data: Data) -> String {
+        if let problem = JSONValidator.problem(in: data) { return "is not JSON (\(problem)), so it does not decode as" }
+        return "holds JSON that does not decode as"
+    }
 
     /// The bytes of `value`, the value of `key`, checked against the maximum value size.
     static func encode<T: Encodable>(_ value: T, key: String) throws(WLStorageError) -> Data {

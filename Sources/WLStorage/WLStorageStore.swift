@@ -103,17 +103,21 @@ public enum WLStorageStoreChange: Sendable, Equatable {
 
 /// A feed of changes that runs until it is cancelled or released.
 public final class WLStorageObservation: Sendable {
-    private let stop: @Sendable () -> Void
-    private let stopped = LockedFlag()
+    /// What stops the feed, until it is called: taken out under the lock, and called and released after it.
+    private let stop: Lock<(@Sendable () -> Void)?>
 
     /// Creates an observation that calls `cancel` once, when it is cancelled or released.
     public init(cancel: @escaping @Sendable () -> Void) {
-        self.stop = cancel
+        self.stop = Lock(cancel)
     }
 
     /// Stops the feed. Calling it again does nothing.
     public func cancel() {
-        if stopped.set() { stop() }
+        let stop = self.stop.withLock { stop in
+            defer { stop = nil }
+            return stop
+        }
+        stop?()
     }
 
     deinit {
@@ -144,18 +148,5 @@ extension WLStorageStore {
     /// No feed: `nil`.
     public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
         nil
-    }
-}
-
-/// A flag that is set once.
-final class LockedFlag: Sendable {
-    private let flag = Lock(false)
-
-    /// Sets the flag; returns whether this call set it.
-    func set() -> Bool {
-        flag.withLock { flag in
-            defer { flag = true }
-            return !flag
-        }
     }
 }

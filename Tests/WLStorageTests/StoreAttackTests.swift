@@ -126,39 +126,6 @@ private final class HostileStore: WLStorageStore, @unchecked Sendable {  // muta
     var reads: Int { state.withLock { $0.reads } }
 }
 
-/// A custom backer with a change feed, whose value tests change from outside.
-private final class FeedingBacker: WLStorageObservableBacker, Sendable {
-    let key = "feeding"
-    private let state = Lock<(value: Int?, handlers: [UInt64: @Sendable () -> Void], next: UInt64)>((nil, [:], 0))
-
-    init(stored: Int?) {
-        ReportedErrors.install()
-        state.withLock { $0.value = stored }
-    }
-
-    func read(defaultValueClosure: () -> Int) -> Int { state.withLock { $0.value } ?? defaultValueClosure() }
-    func write(value: Int) { state.withLock { $0.value = value } }
-
-    func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageObservation {
-        let id = state.withLock { state in
-            defer { state.next += 1 }
-            state.handlers[state.next] = changed
-            return state.next
-        }
-        return WLStorageObservation { [self] in
-            let removed = self.state.withLock { $0.handlers.removeValue(forKey: id) }
-            _ = removed
-        }
-    }
-
-    func setFromOutside(_ value: Int?) {
-        state.withLock { $0.value = value }
-        for handler in state.withLock({ Array($0.handlers.values) }) { handler() }
-    }
-
-    var stored: Int? { state.withLock { $0.value } }
-}
-
 /// Runs `body` on a thread of its own; returns whether it finished within `seconds`. A body that hangs is left
 /// hanging, and the test fails instead of the suite.
 private func finishes(within seconds: Double, _ body: @escaping @Sendable () -> Void) -> Bool {
@@ -225,7 +192,7 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
     }
 
     @Test func aCustomBackersChangeBackToTheValueReadAtStartIsAdopted() {
-        let backer = FeedingBacker(stored: 1)
+        let backer = ObservableMemoryBacker(stored: 1)
         let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: backer)
         #expect(storage.wrappedValue == 1)
         storage.wrappedValue = 2

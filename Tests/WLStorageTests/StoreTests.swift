@@ -21,39 +21,6 @@ private struct WrappingStore: WLStorageStore {
     }
 }
 
-/// A custom backer with a change feed: a value in memory that tests change from outside.
-private final class ObservableMemoryBacker: WLStorageObservableBacker, Sendable {
-    let key = "observed"
-    private let state = Lock<(value: Int?, handlers: [UInt64: @Sendable () -> Void], next: UInt64)>((nil, [:], 0))
-
-    init(stored: Int?) {
-        ReportedErrors.install()
-        state.withLock { $0.value = stored }
-    }
-
-    func read(defaultValueClosure: () -> Int) -> Int { state.withLock { $0.value } ?? defaultValueClosure() }
-    func write(value: Int) { state.withLock { $0.value = value } }
-
-    func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageObservation {
-        let id = state.withLock { state in
-            defer { state.next += 1 }
-            state.handlers[state.next] = changed
-            return state.next
-        }
-        return WLStorageObservation { [self] in
-            let removed = self.state.withLock { $0.handlers.removeValue(forKey: id) }
-            _ = removed
-        }
-    }
-
-    func setFromOutside(_ value: Int?) {
-        state.withLock { $0.value = value }
-        for handler in state.withLock({ Array($0.handlers.values) }) { handler() }
-    }
-
-    var stored: Int? { state.withLock { $0.value } }
-}
-
 @Suite(.capturingOutput) struct StoreTests {
     @Test func storagesOfOneKeyInStoresOfOneIdentityShareOneValue() {
         let store = MemoryStore()

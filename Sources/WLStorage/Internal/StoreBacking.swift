@@ -157,7 +157,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         } catch {
             throw WLStorageError(
                 code: .decodingFailed,
-                message: "someone stored bytes that \(Self.judge(data)) \(T.self) in \(identity); the value in"
+                message: "someone stored bytes that \(JSONCoders.judge(data)) \(T.self) in \(identity); the value in"
                     + " memory is kept and what is stored is left as it is",
                 key: key, underlying: error)
         }
@@ -177,7 +177,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
                         WLStorageError(
                             code: .decodingFailed,
                             message:
-                                "what \(identity) holds \(Self.judge(data)) \(T.self), and changes while it is kept aside",
+                                "what \(identity) holds \(JSONCoders.judge(data)) \(T.self), and changes while it is kept aside",
                             key: key, underlying: decodingError))
             }
         } catch {
@@ -185,7 +185,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
                 WLStorageError(
                     code: .decodingFailed,
                     message:
-                        "what \(identity) holds \(Self.judge(data)) \(T.self), and it could not be kept aside:"
+                        "what \(identity) holds \(JSONCoders.judge(data)) \(T.self), and it could not be kept aside:"
                         + " \(error)",
                     key: key, underlying: decodingError))
         }
@@ -193,7 +193,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         return .movedAside(
             WLStorageError(
                 code: .decodingFailed,
-                message: "what \(identity) holds \(Self.judge(data)) \(T.self); it was kept aside under the key"
+                message: "what \(identity) holds \(JSONCoders.judge(data)) \(T.self); it was kept aside under the key"
                     + " \(aside)",
                 key: key, underlying: decodingError))
     }
@@ -207,11 +207,6 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
             code: writing ? .writeFailed : .readFailed,
             message: "\(identity) could not \(writing ? "store" : "read") the value: \(error)", key: key,
             underlying: error)
-    }
-
-    private static func judge(_ data: Data) -> String {
-        if let problem = JSONValidator.problem(in: data) { return "is not JSON (\(problem)), so it does not decode as" }
-        return "holds JSON that does not decode as"
     }
 }
 
