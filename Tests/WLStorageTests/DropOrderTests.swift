@@ -171,10 +171,11 @@ private func onThreadOfItsOwn(timeout: Double = 30, _ body: @escaping @Sendable 
     return await settles(timeout: timeout) { done.isSet }
 }
 
-/// Polls `condition` every millisecond, without blocking a thread, until it holds or `timeout` seconds pass.
+/// Polls `condition` every millisecond, without blocking a thread, until it holds or `timeout` seconds of patience
+/// pass.
 private func settles(timeout: Double = 30, _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + .seconds(timeout)
-    while ContinuousClock.now < deadline {
+    var patience = Patience(seconds: timeout)
+    while !patience.hasRunOut() {
         if condition() { return true }
         try? await Task.sleep(for: .milliseconds(1))
     }

@@ -4,10 +4,32 @@ import WLStorage
 
 @testable import WLStoragePostgres
 
-/// Polls `condition` every 10 ms until it holds or `timeout` seconds pass. Returns whether it held.
+/// How long a poll may go on: `seconds` of the poller's own time. A gap between two polls longer than 100 ms (the
+/// poller was not scheduled: the machine or the test runner's pool was busy) counts as 100 ms, since what the poll
+/// waits for could not run either. A wait still ends after ten times `seconds` on the wall clock.
+struct Patience {
+    private let seconds: Double
+    private let start = ContinuousClock.now
+    private var lastPoll = ContinuousClock.now
+    private var spent: Duration = .zero
+
+    init(seconds: Double) {
+        self.seconds = seconds
+    }
+
+    /// Counts the time since the last poll; true once the wait has run out.
+    mutating func hasRunOut() -> Bool {
+        let now = ContinuousClock.now
+        spent += min(now - lastPoll, .milliseconds(100))
+        lastPoll = now
+        return spent >= .seconds(seconds) || now - start >= .seconds(seconds * 10)
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds or `timeout` seconds of patience pass. Returns whether it held.
 func eventually(timeout: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
+    var patience = Patience(seconds: timeout)
+    while !patience.hasRunOut() {
         if try condition() { return true }
         usleep(10_000)
     }

@@ -39,21 +39,45 @@ func mode(of url: URL) -> mode_t? {
     return status.st_mode & 0o7777
 }
 
-/// Polls `condition` every 10 ms until it holds or `timeout` seconds pass. Returns whether it held.
+/// How long a poll may go on: `seconds` of the poller's own time.
+///
+/// A gap between two polls longer than 100 ms, when the poller was not scheduled because the machine or the test
+/// runner's pool of threads was busy, counts as 100 ms: whatever the poll waits for could not run either, so that time
+/// is not held against it. A wait still ends after ten times `seconds` on the wall clock.
+struct Patience {
+    private let seconds: Double
+    private let start = ContinuousClock.now
+    private var lastPoll = ContinuousClock.now
+    private var spent: Duration = .zero
+
+    init(seconds: Double) {
+        self.seconds = seconds
+    }
+
+    /// Counts the time since the last poll; true once the wait has run out.
+    mutating func hasRunOut() -> Bool {
+        let now = ContinuousClock.now
+        spent += min(now - lastPoll, .milliseconds(100))
+        lastPoll = now
+        return spent >= .seconds(seconds) || now - start >= .seconds(seconds * 10)
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds or `timeout` seconds of patience pass. Returns whether it held.
 func eventually(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
+    var patience = Patience(seconds: timeout)
+    while !patience.hasRunOut() {
         if condition() { return true }
         usleep(10_000)
     }
     return condition()
 }
 
-/// Polls `condition` every 10 ms, sleeping without blocking a thread, until it holds or `timeout` seconds pass.
-/// Returns whether it held.
+/// Polls `condition` every 10 ms, sleeping without blocking a thread, until it holds or `timeout` seconds of
+/// patience pass. Returns whether it held.
 func waitUntil(timeout: Double = 10, _ condition: () async -> Bool) async -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
+    var patience = Patience(seconds: timeout)
+    while !patience.hasRunOut() {
         if await condition() { return true }
         try? await Task.sleep(for: .milliseconds(10))
     }
