@@ -34,8 +34,12 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///   - key: The key. Any string; see ``WLStorageDefaultBacker`` for how it names the file.
     ///   - defaultValue: The value to use, and save, when nothing is stored.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
-    public convenience init(key: String, defaultValue: T, flushInterval: Int? = 1) {
-        self.init(key: key, defaultValueClosure: { defaultValue }, flushInterval: flushInterval)
+    ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
+    public convenience init(
+        key: String, defaultValue: T, flushInterval: Int? = 1, migrations: [WLStorageMigration<T>] = []
+    ) {
+        self.init(
+            key: key, defaultValueClosure: { defaultValue }, flushInterval: flushInterval, migrations: migrations)
     }
 
     /// Creates a storage of `key` in the default directory, calling `defaultValueClosure` when nothing is stored.
@@ -46,10 +50,15 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///     storage is created (unless another storage of the same file exists), so that a storage whose file is
     ///     removed can go back to it.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
-    public convenience init(key: String, defaultValueClosure: () -> T, flushInterval: Int? = 1) {
+    ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
+    public convenience init(
+        key: String, defaultValueClosure: () -> T, flushInterval: Int? = 1, migrations: [WLStorageMigration<T>] = []
+    ) {
         self.init(
-            defaultValueClosure: defaultValueClosure, flushInterval: flushInterval,
-            backer: WLStorageDefaultBacker<T>(key: key))
+            defaultValueClosure: defaultValueClosure,
+            flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
+            backer: WLStorageDefaultBacker<T>(key: key), migrations: migrations,
+            scheduler: DispatchWriteScheduler.shared)
     }
 
     /// Creates a storage kept by `backer`.
@@ -83,10 +92,13 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
     ///   - store: Where the value lives: `.standard`, `.directory(url)`, `.suite(name)`, a prefixed store, or any
     ///     other ``WLStorageStore``.
+    ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
     public convenience init<Store: WLStorageStore>(
-        key: String, defaultValue: T, flushInterval: Int? = 1, store: Store
+        key: String, defaultValue: T, flushInterval: Int? = 1, store: Store, migrations: [WLStorageMigration<T>] = []
     ) {
-        self.init(key: key, defaultValueClosure: { defaultValue }, flushInterval: flushInterval, store: store)
+        self.init(
+            key: key, defaultValueClosure: { defaultValue }, flushInterval: flushInterval, store: store,
+            migrations: migrations)
     }
 
     /// Creates a storage of `key` in `store`, calling `defaultValueClosure` when nothing is stored.
@@ -97,12 +109,16 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///     Called once, when the storage is created.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
     ///   - store: Where the value lives.
+    ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
     public convenience init<Store: WLStorageStore>(
-        key: String, defaultValueClosure: () -> T, flushInterval: Int? = 1, store: Store
+        key: String, defaultValueClosure: () -> T, flushInterval: Int? = 1, store: Store,
+        migrations: [WLStorageMigration<T>] = []
     ) {
         self.init(
-            defaultValueClosure: defaultValueClosure, flushInterval: flushInterval,
-            backer: Self.backer(key: key, store: store))
+            defaultValueClosure: defaultValueClosure,
+            flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
+            backer: Self.backer(key: key, store: store), migrations: migrations,
+            scheduler: DispatchWriteScheduler.shared)
     }
 
     /// The backer of `key` in `store`: the file backer for a directory, however it is wrapped in key-changing stores;
@@ -118,7 +134,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// Creates a storage with an interval of any precision and the given scheduler (tests inject a manual clock).
     package init(
         defaultValueClosure: () -> T, flushInterval: Duration?, backer: any WLStorageBacker<T>,
-        scheduler: any WriteScheduler
+        migrations: [WLStorageMigration<T>] = [], scheduler: any WriteScheduler
     ) {
         ShutdownHandling.storageCreated()
         // Whichever cell the storage ends with counts it, until its deinit.
@@ -197,13 +213,18 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         let value: T
         let stored: StoredState
         var readError: WLStorageError?
+        var rewrite = false
         let access: (any StoreBacking<T>)? = fileBacker == nil ? backer as? any StoreBacking<T> : nil
+        let decoding = ValueDecoding(defaultValue: { defaultValue }, migrations: migrations)
         let found =
-            fileBacker?.readStored(prepared: prepared) ?? access?.readStored()
+            fileBacker?.readStored(prepared: prepared, decoding: decoding) ?? access?.readStored(decoding: decoding)
             ?? StorageCell.read(backer, defaultValue: defaultValue)
         switch found {
         case .value(let found):
             (value, stored) = (found, .known)
+        case .reshaped(let found, let rewrites, let note):
+            // Read through the added fields or a migration: written back in the current shape, as a change.
+            (value, stored, rewrite, readError) = (found, .known, rewrites, note)
         case .absent:
             // Only the file and store backers save their default, and only where nothing is stored.
             (value, stored) = (defaultValue, savesDefault ? .defaultUnsaved : .known)
@@ -213,8 +234,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             (value, stored, readError) = (defaultValue, .unknown, error)
         }
         let cell = StorageCell(
-            value: value, stored: stored, defaultValue: defaultValue, backer: backer, fileBacker: fileBacker,
-            interval: interval, scheduler: scheduler)
+            value: value, stored: stored, defaultValue: defaultValue, migrations: migrations, backer: backer,
+            fileBacker: fileBacker, interval: interval, scheduler: scheduler)
         if watched { cell.adoptWatch() }
         if identity == nil, let directory = fileBacker?.directory {
             // The directory could not be prepared before the read, but the read may have prepared it: the cell is
@@ -239,6 +260,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             if stored == .unknown && CellState<T>.isTransient(readError) { cell.retryUnknownRead() }
         }
         if stored == .defaultUnsaved { cell.armTick(force: true) }
+        if rewrite { cell.rewriteStoredValue() }
         // An event that came since the watch began found no cell to tell: the cell follows the path where the
         // monitor saw it lead, and checks its file once more.
         if watched, let directory = fileBacker?.directory,
@@ -263,11 +285,33 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///
     /// - Important: Each get and each set is atomic, but a compound update such as `count += 1`, or a change of one
     ///   field of a struct (`settings.fontSize = 15`), is a get followed by a set. Two threads that update the same
-    ///   storage this way at the same time can lose one of the updates; serialize such updates yourself.
+    ///   storage this way at the same time can lose one of the updates; use ``update(_:)`` for such changes.
     @inlinable
     public var wrappedValue: T {
         get { cell.get() }
         set { cell.set(newValue) }
+    }
+
+    /// Changes the value in place, atomically: `$count.update { $0 += 1 }` loses no increment, whatever other threads
+    /// do meanwhile. Observers are told once, and the result is written as a set's is.
+    ///
+    /// `body` runs on a copy of the value, outside every lock of the package; the copy is stored only if no other
+    /// change came meanwhile, and otherwise `body` runs again on the newer value. So `body` may run more than once:
+    /// it should only compute the new value, not act on the world. It may read this storage, and read or change any
+    /// other.
+    ///
+    /// - Important: `body` must not change this storage itself, by a set or a nested `update`: that change would
+    ///   always come between `body`'s start and its end. It is refused and reported as
+    ///   ``WLStorageError/Code/reentrantCall`` (and a nested update's closure runs on a copy that is not stored), and
+    ///   the outer update goes on. Nor should `body` wait for another thread that changes this storage: each of its
+    ///   changes makes `body` run again.
+    ///
+    /// - Parameter body: Changes the value it is given.
+    /// - Returns: What `body` returns, from the run whose value was stored.
+    /// - Throws: What `body` throws; the value is then left as it was.
+    @discardableResult
+    public func update<R>(_ body: (inout T) throws -> R) rethrows -> R {
+        try cell.update(body)
     }
 
     /// The storage itself, so that `$name.flush()` works where the property wrapper is used.

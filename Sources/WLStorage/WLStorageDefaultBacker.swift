@@ -50,6 +50,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     deinit {
         if let directory { DirectoryTable.release(directory) }
+        KeptOriginals.forget(self)
     }
 
     /// Why there is no file to read or write.
@@ -71,8 +72,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///   ``WLStorageError/Code/valueTooLarge``, ``WLStorageError/Code/readFailed`` or
     ///   ``WLStorageError/Code/directoryUnavailable``.
     public func read(defaultValueClosure: () -> T) throws -> T {
-        switch readStored() {
-        case .value(let value):
+        let found = withoutActuallyEscaping(defaultValueClosure) { makeDefault in
+            readStored(decoding: ValueDecoding(defaultValue: makeDefault, migrations: []))
+        }
+        switch found {
+        case .value(let value), .reshaped(let value, _, _):
             return value
         case .absent:
             return defaultValueClosure()
@@ -113,11 +117,15 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// Reads the file: its value, its absence (a missing or empty file), or why it cannot be read. A file that does
-    /// not decode is moved aside and kept, and then counts as absent.
+    /// not decode, even through `decoding`'s added fields and migrations, is moved aside and kept, and then counts as
+    /// absent. A file that decodes only through them is kept as it is under ``keptOriginalName(for:)`` until this
+    /// backer next writes the file.
     ///
-    /// - Parameter prepared: Whether the caller has just prepared the directory (``prepare()``), which is then not
-    ///   looked up again.
-    func readStored(prepared: Bool = false) -> ReadResult<T> {
+    /// - Parameters:
+    ///   - prepared: Whether the caller has just prepared the directory (``prepare()``), which is then not looked up
+    ///     again.
+    ///   - decoding: How the file's bytes become the value.
+    func readStored(prepared: Bool = false, decoding: ValueDecoding<T>) -> ReadResult<T> {
         let directory: StorageDirectory
         let fileName: String
         let data: Data
@@ -133,11 +141,28 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         } catch {
             return .failed(Self.keyed(error, key))
         }
-        do {
-            let value = try JSONCoders.decoder.decode(T.self, from: data)
+        switch decoding.decode(data) {
+        case .decoded(let value, nil):
             known.withLock { $0.read = KnownVersion(identity: identity, contents: data) }
             return .value(value)
-        } catch let decodingError {
+        case .decoded(let value, let reshape?):
+            known.withLock { $0.read = KnownVersion(identity: identity, contents: data) }
+            let kept = Self.keptOriginalName(for: fileName)
+            do {
+                _ = try directory.create(kept, contents: data)
+            } catch {
+                return .reshaped(
+                    value,
+                    rewrite: false,
+                    note: WLStorageError(
+                        code: error.code,
+                        message: "the file's bytes \(reshape.description); they could not be kept in \(kept), so the"
+                            + " file is left in its old shape: \(error.message)",
+                        key: key, path: directory.filePath(fileName), errno: error.errno))
+            }
+            KeptOriginals.keep(self)
+            return .reshaped(value, rewrite: true, note: nil)
+        case .undecodable(let decodingError, let failures):
             let aside: String
             do {
                 aside = try directory.moveAside(fileName, ifStill: identity)
@@ -148,8 +173,26 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             return .movedAside(
                 WLStorageError(
                     code: .decodingFailed,
-                    message: "the file \(JSONCoders.judge(data)) \(T.self); it was moved aside to \(aside)",
+                    message: "the file \(ValueDecoding<T>.judge(data, migrationFailures: failures)); it was moved"
+                        + " aside to \(aside)",
                     key: key, path: directory.filePath(fileName), underlying: decodingError))
+        }
+    }
+
+    /// The name the bytes of `fileName` are kept under, as they were, while the file is rewritten in the shape of the
+    /// current type: `NAME~before-type-change`.
+    static func keptOriginalName(for fileName: String) -> String {
+        fileName + StorageDirectory.keptOriginalSuffix
+    }
+
+    /// Removes the bytes kept from before the type changed, once the file is written in the current shape.
+    private func removeKeptOriginal(in directory: StorageDirectory, fileName: String) {
+        guard KeptOriginals.take(self) else { return }
+        do {
+            _ = try directory.remove(Self.keptOriginalName(for: fileName))
+        } catch {
+            // Kept for the next write.
+            KeptOriginals.keep(self)
         }
     }
 
@@ -160,7 +203,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// can have the identity of ours, but not, unless it stores the same bytes, its contents. Unlike
     /// ``read(defaultValueClosure:)`` it never moves a file aside: a file that does not decode is reported and left
     /// to the program that wrote it.
-    func readExternalChange() throws(WLStorageError) -> ExternalChange<T> {
+    func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
         guard let directory, let fileName else { return .unchanged }
         let read: (contents: Data, identity: FileIdentity)?
         do {
@@ -186,14 +229,14 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
         if isKnown { return .unchanged }
         do {
-            return .changed(try JSONCoders.decoder.decode(T.self, from: data))
+            return .changed(try decoding.value(of: data))
         } catch {
             throw WLStorageError(
                 code: .decodingFailed,
-                message:
-                    "another program stored a file that \(JSONCoders.judge(data)) \(T.self); the value in memory is"
-                    + " kept and the file is left as it is",
-                key: key, path: directory.filePath(fileName), underlying: error)
+                message: "another program stored a file that"
+                    + " \(ValueDecoding<T>.judge(data, migrationFailures: error.migrationFailures)); the value in"
+                    + " memory is kept and the file is left as it is",
+                key: key, path: directory.filePath(fileName), underlying: error.error)
         }
     }
 
@@ -226,6 +269,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             }
             guard let identity else { return false }
             known.withLock { $0.written = KnownVersion(identity: identity, contents: data) }
+            if replacing && KeptOriginals.any { removeKeptOriginal(in: directory, fileName: fileName) }
             return true
         } catch {
             throw Self.keyed(error, key)

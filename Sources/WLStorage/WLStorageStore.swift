@@ -79,6 +79,22 @@ public protocol WLStorageStore: Sendable {
     func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation?
 }
 
+/// A store that can replace a key's bytes on condition, in one step that no other program or machine sharing the store
+/// can come between: ``WLStorage/update(_:)`` of a storage in it is atomic across all of them, not only within one
+/// process.
+///
+/// The update reads the key, runs its closure on the value, and stores the result only while the key still holds
+/// what it read; when someone changed it meanwhile, it reads again and runs the closure again.
+public protocol WLStorageConditionalStore: WLStorageStore {
+    /// Stores `data` under `key` only while the key holds `expected`, or nothing when `expected` is `nil`, and returns
+    /// whether it did. No other write to the key, from any program sharing the store, may come between the comparison
+    /// and the write. A store with a feed notifies the change when it wrote.
+    ///
+    /// - Throws: When it is not known whether `data` was stored; the update then makes its change in the process
+    ///   only, as a set, to be written when the store can be reached.
+    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool
+}
+
 /// One key's bytes, to be written with others by ``WLStorageStore/write(_:)``.
 public struct WLStorageStoreWrite: Sendable {
     /// The key.

@@ -32,7 +32,7 @@ import WLStorage
 /// - Important: Keys must not contain the NUL character, which PostgreSQL's `text` cannot hold. A key's index entry
 ///   must fit in a B-tree page after compression (about 2,700 bytes): the server refuses longer keys whose bytes do not
 ///   compress, and the write throws.
-public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertible {
+public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStringConvertible {
     /// `postgresql://host:port/dbname?table=<table>#<namespace>`: the server, database, table and namespace, never the
     /// user's password.
     public let identity: String
@@ -194,6 +194,21 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
         return !rows.isEmpty
     }
 
+    /// Stores `data` under `key` only while its row holds `expected` (or, for `nil`, while there is no row), in one
+    /// statement, and returns whether it did; notifies the change when it did. ``WLStorage/update(_:)`` is built on it,
+    /// so that an update is atomic across every replica of the store.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed, or it is not known whether
+    ///   it ran.
+    public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+        guard let expected else { return try create(key: key, data: data) }
+        let rows = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
+            try connection.query(
+                statements.replaceIfHolds, upsertParameters(key, data) + [.bytes(expected)], deadline: deadline)
+        }
+        return !rows.isEmpty
+    }
+
     /// Every key of the store's namespace, sorted.
     ///
     /// - Throws: ``WLStorageError`` with the code `readFailed` when the statement failed.
@@ -307,6 +322,7 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
         let create: String
         let remove: String
         let removeIfHolds: String
+        let replaceIfHolds: String
 
         init(table: String) {
             let name = table.split(separator: ".").map { "\"\($0)\"" }.joined(separator: ".")
@@ -333,6 +349,10 @@ public final class WLStoragePostgresStore: WLStorageStore, CustomStringConvertib
             removeIfHolds = """
                 WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 AND value = $3 RETURNING 1) \
                 SELECT pg_notify($4, $5) FROM removed
+                """
+            replaceIfHolds = """
+                WITH written AS (UPDATE \(name) SET value = $3, version = version + 1, updated_at = now() \
+                WHERE namespace = $1 AND key = $2 AND value = $6 RETURNING 1) SELECT pg_notify($4, $5) FROM written
                 """
         }
     }

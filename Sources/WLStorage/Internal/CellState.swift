@@ -29,6 +29,9 @@ enum CellJob<T: Sendable>: Sendable {
 enum ReadResult<T: Sendable>: Sendable {
     /// A stored value.
     case value(T)
+    /// A stored value that was not in the current type's shape (see ``ValueDecoding``): to be written back in it when
+    /// `rewrite` is set, which it is once the bytes as they were are kept; `note` says why they could not be.
+    case reshaped(T, rewrite: Bool, note: WLStorageError?)
     /// Nothing is stored.
     case absent
     /// What was stored did not decode and was moved aside: nothing is stored now.
@@ -101,7 +104,13 @@ struct CellState<T: Sendable>: Sendable {
     var writtenVersion: UInt64 = 0
     @usableFromInline var throttle: WriteThrottle
     @usableFromInline var hasListeners = false
+    /// An `update` is running on some thread (the threads are in the extras): a set checks that it is not one of them.
+    @usableFromInline var updating = false
     var stored: StoredState
+    /// Incremented on every change of the value, local or adopted: an `update` commits only when it is unchanged
+    /// since its closure read the value. (32 bits, in the same word as the flags above; it would take four billion
+    /// changes during one closure to wrap around to the same count.)
+    @usableFromInline var changeCount: UInt32 = 0
     /// The thread running the cell's job, or 0 when none runs.
     var busyThread: UInt = 0
     /// Listeners, the last error, waiting flushes and rarely set flags: allocated when first needed.
@@ -379,9 +388,17 @@ struct CellState<T: Sendable>: Sendable {
             if isPending { return .write(value, version: version) }
             if version == 0 { stored = .defaultUnsaved }  // the cell still holds its default: save it
             return nil
-        case .value(let found):
+        case .value(let found), .reshaped(let found, _, _):
             stored = .known
             setLastError(nil, &effects)
+            var rewrites = false
+            if case .reshaped(_, let rewrite, let note) = result {
+                if let note {
+                    setLastError(note, &effects)
+                    effects.errors.append(note)
+                }
+                rewrites = rewrite
+            }
             if isCreate {
                 throttle.writeEnded(succeeded: true)
                 // A change made while the default was being saved is newer than what was found: it is written.
@@ -400,6 +417,9 @@ struct CellState<T: Sendable>: Sendable {
             }
             effects.released.append(value)
             value = found
+            changeCount &+= 1
+            // Bytes in an earlier type's shape are written back in the current one, as a change is.
+            if rewrites { version &+= 1 }
             effects.valueChanged = true
             if hasListeners && queueNotification() { effects.drainNotifications = true }
             return nil
@@ -422,6 +442,7 @@ struct CellState<T: Sendable>: Sendable {
             effects.released.append(value)
             value = defaultValue
         }
+        changeCount &+= 1
         // Either way nothing is left to save: a removal is respected, not undone by saving the default again. An error
         // of a default's save is moot now.
         stored = .known
@@ -448,6 +469,8 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var orphaned = false
     /// How many times the file was checked for another program's change (for tests).
     var externalChecks = 0
+    /// The threads running an `update` of the cell, each as many times as it runs one (see ``CellState/updating``).
+    var updatingThreads: [UInt] = []
     /// Checks in a row that could not read the file.
     var failedChecks: UInt32 = 0
     /// A check is to be tried again after a failed one: no other retry is armed meanwhile.

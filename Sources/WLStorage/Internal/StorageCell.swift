@@ -28,7 +28,7 @@ import Synchronization
 //
 // Outside changes reach a cell one way, whatever the store: the file monitor (inotify) and a store's feed
 // (``StoreFeeds``, for instance PostgreSQL's LISTEN/NOTIFY) each find the cells of what changed and call
-// `checkForExternalChange()`, whose job asks the backer (``StoreBacking/readExternalChange()``) what changed since the
+// `checkForExternalChange()`, whose job asks the backer (``StoreBacking/readExternalChange(decoding:)``) what changed since the
 // version it saw last, and ``CellState`` adopts it by the last-writer rule.
 //
 // A cell runs one job on its backer at a time: a write, the save of a default, a read after a failed one, or a
@@ -69,16 +69,25 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     let scheduler: any WriteScheduler
     /// The value a removal returns to.
     let defaultValue: T
+    /// How bytes stored as earlier types become the value (see ``ValueDecoding``).
+    let migrations: [WLStorageMigration<T>]
 
     init(
-        value: T, stored: StoredState, defaultValue: T, backer: any WLStorageBacker<T>,
-        fileBacker: WLStorageDefaultBacker<T>?, interval: UInt64?, scheduler: any WriteScheduler
+        value: T, stored: StoredState, defaultValue: T, migrations: [WLStorageMigration<T>] = [],
+        backer: any WLStorageBacker<T>, fileBacker: WLStorageDefaultBacker<T>?, interval: UInt64?,
+        scheduler: any WriteScheduler
     ) {
         self.state = Lock(CellState(value: value, stored: stored, throttle: WriteThrottle(interval: interval)))
         self.backer = backer
         self.fileBacker = fileBacker
         self.scheduler = scheduler
         self.defaultValue = defaultValue
+        self.migrations = migrations
+    }
+
+    /// How the backer's bytes become the value: fields they lack come from the default, then the migrations.
+    var decoding: ValueDecoding<T> {
+        ValueDecoding(defaultValue: { [defaultValue] in defaultValue }, migrations: migrations)
     }
 
     /// The backer when it offers more than ``WLStorageBacker`` (the file backer, a store's backer, a custom backer
@@ -131,14 +140,27 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
             // The old value is swapped out and released after the lock: its deinit, if it has one, is user code.
             var value = newValue
-            let (needsTick, drain) = state.withLock { state in
+            let outcome = state.withLock { state -> (needsTick: Bool, drain: Bool)? in
+                if state.updating, state.isUpdating(on: currentThread()) { return nil }
                 swap(&state.value, &value)
                 state.version &+= 1
+                state.changeCount &+= 1
                 return (state.throttle.needsTick, state.hasListeners && state.queueNotification())
             }
+            guard let (needsTick, drain) = outcome else { return refuseChangeInsideUpdate(what: "set") }
             if drain { drainNotifications() }
             if needsTick { armTick() }
         }
+    }
+
+    /// Marks the value, read in an earlier type's shape, as a change, so that it is written back in the current one
+    /// by the usual path.
+    func rewriteStoredValue() {
+        let needsTick = state.withLock { state in
+            state.version &+= 1
+            return state.throttle.needsTick
+        }
+        if needsTick { armTick() }
     }
 
     var lastError: WLStorageError? {
@@ -472,7 +494,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             guard let access else { return .created }
             do {
                 if try access.create(value: value) { return .created }
-                let found = access.readStored()
+                let found = access.readStored(decoding: decoding)
                 // An empty file stands for nothing stored, but it is left alone: it is not replaced by a default.
                 if case .absent = found, access.entryExists { return .created }
                 return .read(found)
@@ -480,12 +502,12 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
                 return .failed(WLStorageError(wrapping: error, key: backer.key))
             }
         case .reread:
-            if let access { return .read(access.readStored()) }
+            if let access { return .read(access.readStored(decoding: decoding)) }
             return .read(Self.read(backer, defaultValue: defaultValue))
         case .check:
             guard let access else { return .checked(.unchanged) }
             do {
-                return .checked(try access.readExternalChange())
+                return .checked(try access.readExternalChange(decoding: decoding))
             } catch {
                 return .reported(error)
             }
@@ -524,7 +546,7 @@ extension JobOutcome {
     /// Whether finishing the job can change the cell's value (and observers must be told around it).
     var mayChangeValue: Bool {
         switch self {
-        case .read(.value), .checked(.changed), .checked(.removed): true
+        case .read(.value), .read(.reshaped), .checked(.changed), .checked(.removed): true
         default: false
         }
     }

@@ -135,6 +135,15 @@ package struct StorageDirectory: Sendable, Hashable {
         return FileName.isKeyFileName(String(decoding: utf8[..<tilde], as: UTF8.self))
     }
 
+    /// What the name of a value's bytes kept from before its type changed ends with, after the name of its file.
+    package static let keptOriginalSuffix = "~before-type-change"
+
+    /// Whether `name` holds a value's bytes kept from before its type changed, until the value is written in the
+    /// current shape.
+    package static func isKeptOriginal(_ name: String) -> Bool {
+        name.hasSuffix(keptOriginalSuffix)
+    }
+
     /// Whether `name` is a file moved aside because it did not decode.
     package static func isMovedAside(_ name: String) -> Bool {
         name.contains("~corrupt-")

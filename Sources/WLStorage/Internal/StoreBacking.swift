@@ -7,8 +7,9 @@ import Foundation
 protocol StoreBacking<Value>: Sendable {
     associatedtype Value: Codable & Sendable
 
-    /// Reads what is stored: a value, nothing, a value that did not decode and was kept aside, or a failure.
-    func readStored() -> ReadResult<Value>
+    /// Reads what is stored: a value (reshaped to the current type by `decoding`'s steps, or not), nothing, a value
+    /// that did not decode and was kept aside, or a failure.
+    func readStored(decoding: ValueDecoding<Value>) -> ReadResult<Value>
 
     /// Stores `value` unless something is stored; returns whether it did.
     func create(value: Value) throws(WLStorageError) -> Bool
@@ -17,13 +18,14 @@ protocol StoreBacking<Value>: Sendable {
     /// is then not saved over it.
     var entryExists: Bool { get }
 
-    /// What changed since this backer last wrote or read: its own versions are not changes.
-    func readExternalChange() throws(WLStorageError) -> ExternalChange<Value>
+    /// What changed since this backer last wrote or read: its own versions are not changes. A change is decoded by
+    /// `decoding`'s steps but never written back: the program that stored it may still be at work.
+    func readExternalChange(decoding: ValueDecoding<Value>) throws(WLStorageError) -> ExternalChange<Value>
 }
 
 extension WLStorageDefaultBacker: StoreBacking {
-    func readStored() -> ReadResult<T> {
-        readStored(prepared: false)
+    func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> {
+        readStored(prepared: false, decoding: decoding)
     }
 }
 
@@ -76,8 +78,11 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     }
 
     func read(defaultValueClosure: () -> T) throws -> T {
-        switch readStored() {
-        case .value(let value): return value
+        let found = withoutActuallyEscaping(defaultValueClosure) { makeDefault in
+            readStored(decoding: ValueDecoding(defaultValue: makeDefault, migrations: []))
+        }
+        switch found {
+        case .value(let value), .reshaped(let value, _, _): return value
         case .absent: return defaultValueClosure()
         case .movedAside(let error), .failed(let error): throw error
         }
@@ -93,23 +98,40 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         wrote(data)
     }
 
+    deinit {
+        KeptOriginals.forget(self)
+    }
+
     /// The bytes of `value`, checked against the size limit.
     func encode(_ value: T) throws(WLStorageError) -> Data {
         try JSONCoders.encode(value, key: key)
     }
 
-    /// Records `data` as the version this backer wrote (by itself, or in a batch of its store).
+    /// Records `data` as the version this backer wrote (by itself, or in a batch of its store). Bytes kept from
+    /// before the type changed go now: what is stored is in the current shape.
     func wrote(_ data: Data) {
         known.withLock { $0.wrote(data) }
+        if KeptOriginals.any, KeptOriginals.take(self) {
+            do {
+                _ = try store.remove(key: keptOriginalKey)
+            } catch {
+                KeptOriginals.keep(self)  // removed after the next write
+            }
+        }
     }
 
-    func readStored() -> ReadResult<T> {
-        readStored(keepingAside: true)
+    /// The key the bytes of a value from before its type changed are kept under until it is written in the current
+    /// shape.
+    var keptOriginalKey: String { storedKey + StorageDirectory.keptOriginalSuffix }
+
+    func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> {
+        readStored(decoding: decoding, keepingAside: true)
     }
 
-    /// Reads the key. Bytes that do not decode are kept aside (see ``keepAside(_:_:again:)``), which reads once more
-    /// when the key changed meanwhile.
-    private func readStored(keepingAside again: Bool) -> ReadResult<T> {
+    /// Reads the key. Bytes that do not decode are kept aside (see ``keepAside(_:_:_:again:)``), which reads once
+    /// more when the key changed meanwhile. Bytes that decode only once reshaped are kept as they were under
+    /// ``keptOriginalKey`` until the value is written back.
+    private func readStored(decoding: ValueDecoding<T>, keepingAside again: Bool) -> ReadResult<T> {
         let data: Data?
         do {
             data = try store.read(key: storedKey)
@@ -118,10 +140,25 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         }
         guard let data, !data.isEmpty else { return .absent }
         _ = known.withLock { $0.readKnown(data) }
-        do {
-            return .value(try JSONCoders.decoder.decode(T.self, from: data))
-        } catch let decodingError {
-            return keepAside(data, decodingError, again: again)
+        switch decoding.decode(data) {
+        case .decoded(let value, nil):
+            return .value(value)
+        case .decoded(let value, let reshape?):
+            do {
+                _ = try store.create(key: keptOriginalKey, data: data)
+            } catch {
+                return .reshaped(
+                    value, rewrite: false,
+                    note: WLStorageError(
+                        code: .writeFailed,
+                        message: "what \(identity) holds \(reshape.description); it could not be kept under the key"
+                            + " \(keptOriginalKey), so it is left in its old shape: \(error)",
+                        key: key, underlying: error))
+            }
+            KeptOriginals.keep(self)
+            return .reshaped(value, rewrite: true, note: nil)
+        case .undecodable(let decodingError, let failures):
+            return keepAside(data, decodingError, failures, decoding: decoding, again: again)
         }
     }
 
@@ -141,7 +178,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// default).
     var entryExists: Bool { (try? store.read(key: storedKey)) != nil }
 
-    func readExternalChange() throws(WLStorageError) -> ExternalChange<T> {
+    func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
         let data: Data?
         do {
             data = try store.read(key: storedKey)
@@ -153,31 +190,35 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         }
         if known.withLock({ $0.readKnown(data) }) { return .unchanged }
         do {
-            return .changed(try JSONCoders.decoder.decode(T.self, from: data))
+            return .changed(try decoding.value(of: data))
         } catch {
             throw WLStorageError(
                 code: .decodingFailed,
-                message: "someone stored bytes that \(JSONCoders.judge(data)) \(T.self) in \(identity); the value in"
-                    + " memory is kept and what is stored is left as it is",
-                key: key, underlying: error)
+                message: "someone stored bytes that"
+                    + " \(ValueDecoding<T>.judge(data, migrationFailures: error.migrationFailures)) in \(identity);"
+                    + " the value in memory is kept and what is stored is left as it is",
+                key: key, underlying: error.error)
         }
     }
 
     /// Bytes that do not decode are copied to another key of the store, named with `~corrupt-` and the time, and
     /// removed from this one while it still holds them: they are kept, and the key counts as holding nothing. When
     /// someone stored something else meanwhile, that is read instead.
-    private func keepAside(_ data: Data, _ decodingError: any Error, again: Bool = true) -> ReadResult<T> {
+    private func keepAside(
+        _ data: Data, _ decodingError: any Error, _ failures: [String], decoding: ValueDecoding<T>, again: Bool
+    ) -> ReadResult<T> {
+        let judged = ValueDecoding<T>.judge(data, migrationFailures: failures)
         let aside = StorageDirectory.movedAsideName(for: storedKey)
         do {
             _ = try store.create(key: aside, data: data)
             guard try store.remove(key: storedKey, ifItHolds: data) else {
                 return again
-                    ? readStored(keepingAside: false)
+                    ? readStored(decoding: decoding, keepingAside: false)
                     : .failed(
                         WLStorageError(
                             code: .decodingFailed,
                             message:
-                                "what \(identity) holds \(JSONCoders.judge(data)) \(T.self), and changes while it is kept aside",
+                                "what \(identity) holds \(judged), and changes while it is kept aside",
                             key: key, underlying: decodingError))
             }
         } catch {
@@ -185,7 +226,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
                 WLStorageError(
                     code: .decodingFailed,
                     message:
-                        "what \(identity) holds \(JSONCoders.judge(data)) \(T.self), and it could not be kept aside:"
+                        "what \(identity) holds \(judged), and it could not be kept aside:"
                         + " \(error)",
                     key: key, underlying: decodingError))
         }
@@ -193,7 +234,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         return .movedAside(
             WLStorageError(
                 code: .decodingFailed,
-                message: "what \(identity) holds \(JSONCoders.judge(data)) \(T.self); it was kept aside under the key"
+                message: "what \(identity) holds \(judged); it was kept aside under the key"
                     + " \(aside)",
                 key: key, underlying: decodingError))
     }
@@ -254,7 +295,8 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
         return (value, known.withLock { $0.readKnown(data) })
     }
 
-    func readStored() -> ReadResult<T> {
+    /// The custom backer decodes by itself: `decoding` has no part.
+    func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> {
         do {
             guard let (value, _) = try readBase() else { return .absent }
             return .value(value)
@@ -268,7 +310,7 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
 
     var entryExists: Bool { false }
 
-    func readExternalChange() throws(WLStorageError) -> ExternalChange<T> {
+    func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
         guard let (value, isKnown) = try readBase() else {
             return known.withLock { $0.forget() } ? .removed : .unchanged
         }
