@@ -47,11 +47,16 @@ struct ValueDecoding<T: Codable & Sendable> {
         } catch {
             firstError = error
         }
+        // The value with the fields the bytes lack filled in, when it keeps some of theirs: whether it keeps all.
+        var filledIn: (value: T, keepsAll: Bool)?
         if let defaultValue, let defaults = try? JSONCoders.encoder.encode(defaultValue()),
             let filled = JSONFill.filling(data, from: defaults),
-            let value = try? JSONCoders.decoder.decode(T.self, from: filled)
+            let value = try? JSONCoders.decoder.decode(T.self, from: filled),
+            let encoded = try? JSONCoders.encoder.encode(value)
         {
-            return .decoded(value, .filledIn)
+            let coverage = JSONFill.coverage(of: data, in: encoded)
+            if coverage.all { return .decoded(value, .filledIn) }
+            if coverage.any { filledIn = (value, false) }
         }
         var failures: [String] = []
         for migration in migrations {
@@ -64,6 +69,7 @@ struct ValueDecoding<T: Codable & Sendable> {
                 failures.append("the migration from \(migration.sourceType) threw \(error)")
             }
         }
+        if let filledIn { return .decoded(filledIn.value, .filledIn) }
         return .undecodable(firstError, migrationFailures: failures)
     }
 
@@ -91,7 +97,39 @@ struct DecodingFailure: Error {
 }
 
 /// The added-fields step: a JSON object completed with the members it lacks from another, recursively.
+///
+/// Bytes filled in this way are taken when the value keeps every field they have: the type gained fields. When the
+/// value drops some of them, a migration whose type decodes the bytes is preferred (a field renamed would otherwise be
+/// dropped and its value replaced by the default's), and the filled-in value is taken only when none does. When the
+/// value keeps none of the bytes' fields, they are not taken for this type at all: an object of another type is not
+/// read as a default.
 enum JSONFill {
+    /// Whether the value encoded as `encoded` keeps the members of `stored`: all of them (at every depth where both
+    /// have an object), and any of them (at the top).
+    static func coverage(of stored: Data, in encoded: Data) -> (all: Bool, any: Bool) {
+        let storedBytes = [UInt8](stored)
+        let encodedBytes = [UInt8](encoded)
+        var storedParser = Parser(bytes: storedBytes)
+        var encodedParser = Parser(bytes: encodedBytes)
+        guard case .object(let storedMembers)? = storedParser.parseValue(depth: 0),
+            case .object(let encodedMembers)? = encodedParser.parseValue(depth: 0)
+        else { return (false, false) }
+        let any = storedMembers.contains { member in encodedMembers.contains { $0.key == member.key } }
+        return (keepsAll(storedMembers, encodedMembers), any)
+    }
+
+    private static func keepsAll(_ stored: [Member], _ encoded: [Member]) -> Bool {
+        var byKey: [String: Member] = [:]
+        for member in encoded { byKey[member.key] = member }
+        return stored.allSatisfy { member in
+            guard let kept = byKey[member.key] else { return false }
+            if case .object(let inner) = member.value, case .object(let keptInner) = kept.value {
+                return keepsAll(inner, keptInner)
+            }
+            return true
+        }
+    }
+
     /// `data` with every member of `defaults` it lacks added, in objects at any depth where both have an object;
     /// `data`'s members win, and arrays are taken as they are. `nil` when `data` is not JSON, when either is not an
     /// object, or when nothing is missing. Numbers, strings and literals are copied byte for byte.

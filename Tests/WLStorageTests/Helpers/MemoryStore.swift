@@ -35,6 +35,14 @@ final class MemoryStore: WLStorageStore {
         self.contents = other?.contents ?? Contents()
     }
 
+    /// A store over the values of `other` with an identity of its own: as another program's handle of the same
+    /// database, whose storages have cells of their own in this process.
+    init(replicaOf other: MemoryStore) {
+        ReportedErrors.install()
+        self.identity = "memory:" + UUID().uuidString
+        self.contents = other.contents
+    }
+
     func read(key: String) throws -> Data? {
         try contents.state.withLock { state in
             state.reads += 1
@@ -139,6 +147,19 @@ final class MemoryStore: WLStorageStore {
     var feedCount: Int { contents.state.withLock { $0.handlers.count } }
     var reads: Int { contents.state.withLock { $0.reads } }
     var writeAttempts: Int { contents.state.withLock { $0.writeAttempts } }
+}
+
+extension MemoryStore: WLStorageConditionalStore {
+    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+        try injectFault()
+        return try contents.state.withLock { state in
+            if state.failWrites { throw Failure() }
+            guard state.values[key] == expected else { return false }
+            state.writes += 1
+            state.values[key] = data
+            return true
+        }
+    }
 }
 
 /// ``WLStorage/flushAll()`` for the storages of stores other than directories only: the flush of every cell, with its

@@ -1,0 +1,318 @@
+import Foundation
+import Testing
+
+@testable import WLStorage
+
+// The types of one stored value through the versions of a program.
+
+private struct ProfileV1: Codable, Equatable {
+    var name: String
+}
+
+private struct Window: Codable, Equatable {
+    var width = 800
+    var height = 600
+}
+
+private struct ProfileV2: Codable, Equatable {
+    var name: String
+    var visits: Int
+    var window: Window
+    var tags: [String]
+}
+
+private struct SettingsV1: Codable {
+    var darkMode: Bool
+    var fontSize: String
+}
+
+private struct SettingsV2: Codable {
+    var theme: String
+    var fontSize: String
+}
+
+private struct Settings: Codable, Equatable {
+    var theme: String
+    var fontSize: Double
+}
+
+private struct ConversionFailed: Error, CustomStringConvertible {
+    var description: String { "no font size" }
+}
+
+private let defaultProfile = ProfileV2(name: "new", visits: 5, window: Window(), tags: ["a"])
+private let defaultSettings = Settings(theme: "light", fontSize: 13)
+
+/// Settings from two versions ago go through the version in between.
+private let settingsMigrations: [WLStorageMigration<Settings>] = [
+    .from(SettingsV2.self) { old in
+        guard let size = Double(old.fontSize) else { throw ConversionFailed() }
+        return Settings(theme: old.theme, fontSize: size)
+    },
+    WLStorageMigration.from(SettingsV1.self) { old in
+        SettingsV2(theme: old.darkMode ? "dark" : "light", fontSize: old.fontSize)
+    }.then { middle in
+        guard let size = Double(middle.fontSize) else { throw ConversionFailed() }
+        return Settings(theme: middle.theme, fontSize: size)
+    },
+]
+
+@Suite(.capturingOutput)
+struct TypeChangeTests {
+    private func write(_ json: String, key: String, in directory: URL) throws {
+        try Data(json.utf8).write(to: directory.appendingPathComponent(key))
+    }
+
+    private func contents(_ name: String, in directory: URL) -> String? {
+        FileManager.default.contents(atPath: directory.appendingPathComponent(name).path).map {
+            String(decoding: $0, as: UTF8.self)
+        }
+    }
+
+    private func kept(_ key: String) -> String { key + "~before-type-change" }
+
+    @Test func aTypeThatGainedFieldsTakesThemFromTheDefaultAndIsWrittenBackInItsShape() throws {
+        try withTemporaryDirectory { directory in
+            let old = #"{"name":"ada","window":{"width":1024}}"#
+            try write(old, key: "profile", in: directory)
+            let storage = WLStorage(
+                key: "profile", defaultValue: defaultProfile, flushInterval: nil, store: .directory(directory))
+            // The file's fields win, at every depth; the missing ones come from the default.
+            #expect(
+                storage.wrappedValue
+                    == ProfileV2(name: "ada", visits: 5, window: Window(width: 1024, height: 600), tags: ["a"]))
+            #expect(storage.lastError == nil)
+            // The bytes as they were are kept next to the file until it is written in the new shape.
+            #expect(contents(kept("profile"), in: directory) == old)
+            #expect(storage.hasPendingChanges)
+            storage.flush()
+            #expect(stored(ProfileV2.self, key: "profile", in: directory) == storage.wrappedValue)
+            #expect(contents(kept("profile"), in: directory) == nil)
+            #expect(entries(of: directory) == ["profile"])
+        }
+    }
+
+    @Test func aFileInTheCurrentShapeIsNeitherKeptNorRewritten() throws {
+        try withTemporaryDirectory { directory in
+            let current = #"{"name":"ada","tags":[],"visits":1,"window":{"height":2,"width":1}}"#
+            try write(current, key: "profile", in: directory)
+            let storage = WLStorage(
+                key: "profile", defaultValue: defaultProfile, flushInterval: nil, store: .directory(directory))
+            #expect(storage.wrappedValue.visits == 1)
+            #expect(!storage.hasPendingChanges)
+            storage.flush()
+            #expect(entries(of: directory) == ["profile"])
+            #expect(contents("profile", in: directory) == current)
+        }
+    }
+
+    @Test func aTypeThatLostAFieldReadsTheFileAsItIs() throws {
+        try withTemporaryDirectory { directory in
+            let old = #"{"name":"ada","visits":3,"window":{"height":2,"width":1},"tags":[],"retired":true}"#
+            try write(old, key: "profile", in: directory)
+            let storage = WLStorage(
+                key: "profile", defaultValue: defaultProfile, flushInterval: nil, store: .directory(directory))
+            #expect(storage.wrappedValue.visits == 3)
+            #expect(!storage.hasPendingChanges)
+            #expect(entries(of: directory) == ["profile"])
+            #expect(storage.lastError == nil)
+        }
+    }
+
+    @Test func aRenamedFieldGoesThroughAMigrationAndAFieldOfAnotherTypeThroughTwo() throws {
+        try withTemporaryDirectory { directory in
+            try write(#"{"darkMode":true,"fontSize":"15.5"}"#, key: "v1", in: directory)
+            try write(#"{"theme":"sepia","fontSize":"12"}"#, key: "v2", in: directory)
+            let v1 = WLStorage(
+                key: "v1", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
+                migrations: settingsMigrations)
+            let v2 = WLStorage(
+                key: "v2", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
+                migrations: settingsMigrations)
+            #expect(v1.wrappedValue == Settings(theme: "dark", fontSize: 15.5))
+            #expect(v2.wrappedValue == Settings(theme: "sepia", fontSize: 12))
+            #expect(contents(kept("v1"), in: directory) == #"{"darkMode":true,"fontSize":"15.5"}"#)
+            v1.flush()
+            v2.flush()
+            #expect(stored(Settings.self, key: "v1", in: directory) == Settings(theme: "dark", fontSize: 15.5))
+            #expect(stored(Settings.self, key: "v2", in: directory) == Settings(theme: "sepia", fontSize: 12))
+            #expect(entries(of: directory) == ["v1", "v2"])
+        }
+    }
+
+    @Test func aMigrationWhoseTypeDecodesTheBytesWinsOverFillingInFieldsThatWouldDropOneOfTheirs() throws {
+        struct Before: Codable {
+            var darkMode: Bool
+            var fontSize: Double
+        }
+        try withTemporaryDirectory { directory in
+            // Filled in from the default, these bytes would decode as Settings with the default theme, and the
+            // renamed field would be lost.
+            try write(#"{"darkMode":true,"fontSize":18}"#, key: "renamed", in: directory)
+            let renamed = WLStorage(
+                key: "renamed", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
+                migrations: [
+                    .from(Before.self) { Settings(theme: $0.darkMode ? "dark" : "light", fontSize: $0.fontSize) }
+                ])
+            #expect(renamed.wrappedValue == Settings(theme: "dark", fontSize: 18))
+            // With no migration that applies, a field dropped and one gained is filled in all the same.
+            try write(#"{"retired":true,"fontSize":18}"#, key: "reshaped", in: directory)
+            let reshaped = WLStorage(
+                key: "reshaped", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
+                migrations: settingsMigrations)
+            #expect(reshaped.wrappedValue == Settings(theme: "light", fontSize: 18))
+            #expect(reshaped.hasPendingChanges)
+        }
+    }
+
+    @Test func aMigrationThatThrowsLeavesTheNextOneToTryAndWhenNoneWorksTheFileIsMovedAside() throws {
+        try withTemporaryDirectory { directory in
+            let unconvertible = #"{"theme":"dark","fontSize":"large"}"#
+            try write(unconvertible, key: "settings", in: directory)
+            let storage = WLStorage(
+                key: "settings", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
+                migrations: settingsMigrations)
+            #expect(storage.wrappedValue == defaultSettings)
+            let error = try #require(storage.lastError)
+            #expect(error.code == .decodingFailed)
+            #expect(error.message.contains("the migration from SettingsV2 threw no font size"))
+            let aside = try #require(entries(of: directory).first { $0.hasPrefix("settings~corrupt-") })
+            #expect(contents(aside, in: directory) == unconvertible)
+
+            // A throwing migration earlier in the list does not stop a later one.
+            try write(#"{"darkMode":false,"fontSize":"9"}"#, key: "other", in: directory)
+            let throwing: [WLStorageMigration<Settings>] =
+                [.from(SettingsV1.self) { _ in throw ConversionFailed() }] + settingsMigrations
+            let other = WLStorage(
+                key: "other", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
+                migrations: throwing)
+            #expect(other.wrappedValue == Settings(theme: "light", fontSize: 9))
+        }
+    }
+
+    @Test(arguments: [#"{"colour":"red"}"#, "[1,2]", "not json", #""text""#])
+    func aFileThatMatchesNothingIsMovedAsideAsBefore(contents old: String) throws {
+        try withTemporaryDirectory { directory in
+            try write(old, key: "settings", in: directory)
+            let storage = WLStorage(
+                key: "settings", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
+                migrations: settingsMigrations)
+            #expect(storage.wrappedValue == defaultSettings)
+            #expect(storage.lastError?.code == .decodingFailed)
+            let names = entries(of: directory)
+            #expect(!names.contains(kept("settings")))
+            let aside = try #require(names.first { $0.hasPrefix("settings~corrupt-") })
+            #expect(contents(aside, in: directory) == old)
+        }
+    }
+
+    @Test func bytesKeptByAnEarlierRunThatEndedBeforeItsWriteAreKeptAsTheyWere() throws {
+        try withTemporaryDirectory { directory in
+            // A run read the old file, kept it, and was killed before it wrote: the file is still in the old shape.
+            try write(#"{"name":"first"}"#, key: kept("profile"), in: directory)
+            try write(#"{"name":"ada"}"#, key: "profile", in: directory)
+            let storage = WLStorage(
+                key: "profile", defaultValue: defaultProfile, flushInterval: nil, store: .directory(directory))
+            #expect(storage.wrappedValue.name == "ada")
+            #expect(contents(kept("profile"), in: directory) == #"{"name":"first"}"#)
+            storage.flush()
+            #expect(entries(of: directory) == ["profile"])
+        }
+    }
+
+    @Test func aFailedRewriteKeepsTheOldBytesUntilAWriteSucceeds() throws {
+        try withTemporaryDirectory { directory in
+            let old = #"{"name":"ada"}"#
+            try write(old, key: "profile", in: directory)
+            let storage = WLStorage(
+                key: "profile", defaultValue: defaultProfile, flushInterval: nil, store: .directory(directory))
+            // The directory refuses writes: the rewrite fails and stays pending, and the old bytes stay.
+            chmod(directory.path, 0o500)
+            defer { chmod(directory.path, 0o700) }
+            if getuid() != 0 {
+                storage.flush()
+                #expect(storage.hasPendingChanges)
+                #expect(contents(kept("profile"), in: directory) == old)
+            }
+            chmod(directory.path, 0o700)
+            storage.flush()
+            #expect(!storage.hasPendingChanges)
+            #expect(entries(of: directory) == ["profile"])
+        }
+    }
+
+    @Test func anotherProgramsValueInAnEarlierShapeIsAdoptedButNotRewritten() async throws {
+        try await withTemporaryDirectory { directory in
+            let storage = WLStorage(
+                key: "settings", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
+                migrations: settingsMigrations)
+            storage.flush()
+            let older = #"{"darkMode":true,"fontSize":"20"}"#
+            try replaceFromOutside(directory.appendingPathComponent("settings"), with: older)
+            #expect(await eventually { storage.wrappedValue == Settings(theme: "dark", fontSize: 20) })
+            #expect(!storage.hasPendingChanges)
+            #expect(contents("settings", in: directory) == older)
+        }
+    }
+
+    @Test func storesOtherThanDirectoriesReshapeTheSameWay() throws {
+        let store = MemoryStore()
+        store.writeFromOutside("profile", json: #"{"name":"ada"}"#)
+        store.writeFromOutside("settings", json: #"{"darkMode":true,"fontSize":"11"}"#)
+        let profile = WLStorage(key: "profile", defaultValue: defaultProfile, flushInterval: nil, store: store)
+        let settings = WLStorage(
+            key: "settings", defaultValue: defaultSettings, flushInterval: nil, store: store,
+            migrations: settingsMigrations)
+        #expect(profile.wrappedValue.name == "ada")
+        #expect(profile.wrappedValue.visits == 5)
+        #expect(settings.wrappedValue == Settings(theme: "dark", fontSize: 11))
+        #expect(store.stored(kept("profile")) == #"{"name":"ada"}"#)
+        #expect(store.stored(kept("settings")) == #"{"darkMode":true,"fontSize":"11"}"#)
+        profile.flush()
+        settings.flush()
+        #expect(try store.keys() == ["profile", "settings"])
+        let data = try #require(store.stored("settings"))
+        #expect(try JSONDecoder().decode(Settings.self, from: Data(data.utf8)) == settings.wrappedValue)
+    }
+}
+
+@Suite(.capturingOutput)
+struct JSONFillTests {
+    private func fill(_ stored: String, _ defaults: String) -> String? {
+        JSONFill.filling(Data(stored.utf8), from: Data(defaults.utf8)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    @Test func membersAreAddedAtEveryDepthAndTheStoredOnesWinByteForByte() {
+        #expect(
+            fill(#"{ "a" : 1.50, "o": {"x": "\u0041"}, "arr": [{"k":1}] }"#, #"{"a":2,"b":[3],"o":{"x":"B","y":null}}"#)
+                == #"{"a":1.50,"o":{"x":"\u0041","y":null},"arr":[{"k":1}],"b":[3]}"#)
+    }
+
+    @Test func keysAreComparedAsTheStringsTheyStandFor() {
+        #expect(fill(#"{"\u0061":1}"#, #"{"a":2,"b":3}"#) == #"{"\u0061":1,"b":3}"#)
+    }
+
+    @Test func nothingIsFilledWhenNothingIsMissingOrEitherIsNotAnObject() {
+        #expect(fill(#"{"a":1}"#, #"{"a":2}"#) == nil)
+        #expect(fill("[1]", #"{"a":2}"#) == nil)
+        #expect(fill(#"{"a":1}"#, "3") == nil)
+        #expect(fill(#"{"a":1"#, #"{"b":2}"#) == nil)
+        #expect(fill(#"{"a":{"b":1}}"#, #"{"a":5}"#) == nil)
+    }
+
+    @Test func coverageTellsWhetherAValueKeepsAllOrAnyOfTheStoredMembers() {
+        func coverage(_ stored: String, _ encoded: String) -> (Bool, Bool) {
+            let result = JSONFill.coverage(of: Data(stored.utf8), in: Data(encoded.utf8))
+            return (result.all, result.any)
+        }
+        #expect(coverage(#"{"a":1,"o":{"x":1}}"#, #"{"a":2,"b":3,"o":{"x":5,"y":1}}"#) == (true, true))
+        #expect(coverage(#"{"a":1,"o":{"x":1,"z":2}}"#, #"{"a":2,"o":{"x":5}}"#) == (false, true))
+        #expect(coverage(#"{"c":1}"#, #"{"a":2}"#) == (false, false))
+        #expect(coverage("[1]", #"{"a":2}"#) == (false, false))
+    }
+
+    @Test func stringsWithBracesAndEscapedQuotesAreSkippedWhole() {
+        #expect(
+            fill(#"{"s":"}\"{[","t":["]","\\"]}"#, #"{"u":true}"#) == #"{"s":"}\"{[","t":["]","\\"],"u":true}"#)
+    }
+}
