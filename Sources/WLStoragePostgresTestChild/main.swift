@@ -3,7 +3,8 @@
 //
 // Usage: WLStoragePostgresTestChild URL NAMESPACE KEY FLUSH-INTERVAL
 //
-// Commands, one a line: `set N` (prints `set N`), `get` (prints `value N`), `flush` (prints `flushed`), `exit`.
+// Commands, one a line: `set N` (prints `set N`), `increment N` (N atomic updates, then prints `incremented N`),
+// `get` (prints `value N`), `flush` (prints `flushed`), `exit`.
 // Observers print `observed N` (withObservationTracking), `values N` ($storage.values) and `changed N` (onChange).
 // It prints `ready` once every observer is in place.
 import Dispatch
@@ -52,6 +53,10 @@ while let line = readLine() {
         guard words.count == 2, let value = Int(words[1]) else { continue }
         storage.wrappedValue = value
         say("set \(value)")
+    case "increment":
+        guard words.count == 2, let count = Int(words[1]) else { continue }
+        for _ in 0..<count { storage.update { $0 += 1 } }
+        say("incremented \(count)")
     case "get":
         say("value \(storage.wrappedValue)")
     case "flush":

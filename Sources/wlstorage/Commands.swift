@@ -135,6 +135,11 @@ private func verify(_ directory: StorageDirectory) throws(ToolFailure) -> ExitSt
         case .movedAside:
             report += "note: \(entry.printedName): moved aside by the library because it did not decode; not checked\n"
             problem = nil
+        case .keptOriginal:
+            report +=
+                "note: \(entry.printedName): what the key's file held before its type changed; the library keeps it"
+                + " until it has written the value in the new shape, and then removes it; not checked\n"
+            problem = nil
         case .temporary(inUse: true):
             report += "note: \(entry.printedName): the temporary file of a writer at work; not checked\n"
             problem = nil

@@ -18,6 +18,9 @@ struct DirectoryEntry {
         case temporary(base: String)
         /// A file the library moved aside because it did not decode (`NAME~corrupt-…`), for the key file `base`.
         case movedAside(base: String)
+        /// The bytes of the key file `base` from before its type changed (`NAME~before-type-change`), which the
+        /// library keeps until it has written the value in the type's new shape.
+        case keptOriginal(base: String)
         /// A name the library never gives a file. `isUTF8` is `false` when the name's bytes are not UTF-8, and so
         /// cannot be any key's file name.
         case foreign(isUTF8: Bool)
@@ -25,7 +28,8 @@ struct DirectoryEntry {
 
     /// What is in an entry.
     enum State {
-        case json, empty, invalid(String), tooLarge, unreadable(String), movedAside, other, notRegular(String)
+        case json, empty, invalid(String), tooLarge, unreadable(String), movedAside, keptOriginal, other
+        case notRegular(String)
         /// A writer's temporary file. `inUse` when a writer holds its lock.
         case temporary(inUse: Bool)
 
@@ -39,6 +43,7 @@ struct DirectoryEntry {
             case .unreadable: "unreadable"
             case .temporary: "temporary"
             case .movedAside: "moved aside"
+            case .keptOriginal: "before type change"
             case .other: "other"
             case .notRegular(let kind): kind
             }
@@ -59,7 +64,7 @@ struct DirectoryEntry {
         let base: String
         switch role {
         case .keyFile: base = String(decoding: name, as: UTF8.self)
-        case .temporary(let name), .movedAside(let name): base = name
+        case .temporary(let name), .movedAside(let name), .keptOriginal(let name): base = name
         case .foreign: return "-"
         }
         if FileName.isDigest(base) { return "(hashed)" }
@@ -77,6 +82,7 @@ struct DirectoryEntry {
         case .keyFile: state = Self.contentState(of: name, in: directory)
         case .temporary: state = .temporary(inUse: Self.isLocked(name, in: directory))
         case .movedAside: state = .movedAside
+        case .keptOriginal: state = .keptOriginal
         case .foreign: state = .other
         }
     }
@@ -89,6 +95,10 @@ struct DirectoryEntry {
         let base = String(text.prefix { $0 != "~" })
         if StorageDirectory.isMovedAside(text), FileName.isPlain(base) || FileName.isDigest(base) {
             return .movedAside(base: base)
+        }
+        if StorageDirectory.isKeptOriginal(text) {
+            let base = String(text.dropLast(StorageDirectory.keptOriginalSuffix.count))
+            if FileName.isPlain(base) || FileName.isDigest(base) { return .keptOriginal(base: base) }
         }
         return .foreign(isUTF8: true)
     }

@@ -137,12 +137,16 @@ enum Help {
               temporary       the temporary file of a writer at work (NAME~ and 16 lowercase hex digits and
                               .tmp); a name such as cursor.tmp, without them, is the file of a key
               moved aside     a file the library moved aside because it did not decode
+              before type change
+                              what a key's file held before its type changed (NAME~before-type-change),
+                              kept by the library until it has written the value in the new shape
               other           a file whose name no key maps to; the library never reads it
               symlink, directory, special file
                               not a regular file; the library neither follows nor replaces it
             The key is the name itself for a plain name (cursor.tmp is the file of the key "cursor.tmp"),
             "(hashed)" for a name of 64 lowercase hex digits (the SHA-256 of a key that is not a plain name),
-            and "-" for a name no key maps to. For temporary and moved-aside files it is the key of the file they belong to.
+            and "-" for a name no key maps to. For temporary, moved-aside and before-type-change files it is the key
+            of the file they belong to.
 
             Before listing, the temporary files of writers that crashed are removed, with the library's own
             locks, and each is named on standard error. A temporary file still listed belongs to a writer at
@@ -165,7 +169,9 @@ enum Help {
             First, the temporary files of writers that crashed are removed, as list removes them, and each is
             named in a note. A temporary file left is that of a writer at work, and is a note, not a problem
             (unless no writer holds its lock and it could not be removed). Files the library moved aside are
-            notes too.
+            notes too, and so are the bytes it keeps from before a value's type changed (NAME~before-type-change):
+            the library read that value by filling in the fields it lacked from the default, or through a
+            migration, and removes them once it has written the value in the new shape.
             """
         case .watch:
             """

@@ -37,6 +37,21 @@ struct PostgresReplicaTests {
         #expect(try stored(url, namespace) == 3)
     }
 
+    @Test func atomicUpdatesFromThreeReplicasLoseNoIncrement() throws {
+        let url = try PostgresCluster.shared().url
+        let namespace = uniqueNamespace()
+        let replicas = try replicas(3, url: url, namespace: namespace)
+        // All three update the same row at once, each from the value the server holds.
+        for replica in replicas { replica.send("increment 200") }
+        for replica in replicas {
+            #expect(replica.waitFor("incremented 200", timeout: 120), "\(describe(replicas))")
+        }
+        #expect(try stored(url, namespace) == 600)
+        for replica in replicas {
+            #expect(replica.waitUntilObserversSee(600), "\(replica.printed)\n\(replica.printedErrors)")
+        }
+    }
+
     @Test(arguments: [PostgresCluster.StopMode.fast, .immediate])
     func replicasConvergeOnTheLastValueAcrossAServerStop(mode: PostgresCluster.StopMode) throws {
         let cluster = try PostgresCluster()

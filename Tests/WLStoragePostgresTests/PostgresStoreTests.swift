@@ -62,6 +62,27 @@ struct PostgresStoreTests {
         #expect(feed.waitFor(.key("k")))
     }
 
+    @Test func aConditionalWriteStoresOnlyOverTheBytesItWasGivenAndNotifiesWhenItDoes() throws {
+        let namespace = uniqueNamespace()
+        let store = try store(namespace)
+        let feed = try FeedRecorder(try self.store(namespace))
+        // `nil`: only where there is no row.
+        #expect(try store.write(key: "k", data: bytes("1"), ifItHolds: nil))
+        #expect(try !store.write(key: "k", data: bytes("2"), ifItHolds: nil))
+        #expect(try store.read(key: "k") == bytes("1"))
+        #expect(feed.waitFor(.key("k")))
+        feed.clear()
+        #expect(try !store.write(key: "k", data: bytes("2"), ifItHolds: bytes("other")))
+        #expect(try store.read(key: "k") == bytes("1"))
+        #expect(try store.write(key: "k", data: bytes("2"), ifItHolds: bytes("1")))
+        #expect(try store.read(key: "k") == bytes("2"))
+        #expect(feed.waitFor(.key("k")))
+        // A removed row holds nothing: bytes are not matched.
+        try store.remove(key: "k")
+        #expect(try !store.write(key: "k", data: bytes("3"), ifItHolds: bytes("2")))
+        #expect(try store.read(key: "k") == nil)
+    }
+
     @Test func aBatchIsWrittenWholeOrNotAtAll() throws {
         let namespace = uniqueNamespace()
         let store = try store(namespace)

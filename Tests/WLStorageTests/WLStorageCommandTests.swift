@@ -291,6 +291,39 @@ import WLStorage
         }
     }
 
+    @Test func verifyAndListNoteTheBytesKeptFromBeforeATypeChangeAsTheLibraryLeftThem() async throws {
+        struct After: Codable, Equatable {
+            var name: String
+            var visits: Int
+        }
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(
+                try await ToolRun.run(["--dir", store.path, "set", "profile", #"{"name":"ada"}"#], in: root).status == 0
+            )
+            // The program now reads the value as a type with one more field, and has not written it back yet.
+            let storage = WLStorage(
+                key: "profile", defaultValue: After(name: "", visits: 1), flushInterval: nil, store: .directory(store))
+            #expect(storage.wrappedValue == After(name: "ada", visits: 1))
+            #expect(entries(of: store) == ["profile", "profile~before-type-change"])
+
+            let verify = try await ToolRun.run(["--dir", store.path, "verify"], in: root)
+            #expect(verify.status == 0)
+            #expect(
+                verify.stdout.contains(
+                    "note: profile~before-type-change: what the key's file held before its type changed;"))
+            #expect(verify.stdout.contains("1 key file checked in \(store.path): no problems"))
+            let list = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            let line = try #require(
+                list.stdout.split(separator: "\n").first { $0.hasPrefix("profile~before-type-change") })
+            #expect(line.contains("before type change"))
+            #expect(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first == "profile")
+
+            storage.flush()
+            #expect(entries(of: store) == ["profile"])
+        }
+    }
+
     @Test(arguments: BadEntry.allCases)
     func verifyExitsWithOneAndNamesEachBadEntry(entry: BadEntry) async throws {
         try await withTemporaryDirectory { root in
