@@ -19,6 +19,7 @@ struct BenchmarkCase {
 let cases = [
     BenchmarkCase(id: "get", title: "get an Int, uncontended", run: AccessCases.get),
     BenchmarkCase(id: "set", title: "set an Int, steady state", run: AccessCases.set),
+    BenchmarkCase(id: "update", title: "update an Int (+= 1), uncontended", run: AccessCases.update),
     BenchmarkCase(id: "contended", title: "get with two threads contending", run: AccessCases.contendedGet),
     BenchmarkCase(id: "burst", title: "backer writes during a burst of sets", run: DiskCases.writeBurst),
     BenchmarkCase(id: "flush", title: "flush of a 100 B and a 100 KB value", run: DiskCases.flush),

@@ -114,6 +114,39 @@ enum AccessCases {
         }
     }
 
+    /// `update { $0 += 1 }`, against a set of the same storage and a `Mutex<Int>` incremented under its lock: what
+    /// an atomic read-modify-write costs over a set, and over the lock a program would otherwise take itself.
+    static func update(_ harness: Harness) -> [Row] {
+        withTemporaryDirectory("update") { directory in
+            let storage = opaque(intStorage(in: directory, flushInterval: 3600))
+            storage.flush()
+            storage.wrappedValue = -1
+            let mutex = opaque(MutexBox())
+            let results = harness.measure(
+                [
+                    Variant("WLStorage update") { n in
+                        for _ in 0..<n { storage.update { $0 &+= 1 } }
+                    },
+                    Variant("WLStorage set") { n in
+                        for i in 0..<n { storage.wrappedValue = i }
+                    },
+                    Variant("Mutex<Int> increment") { n in
+                        for _ in 0..<n { mutex.value.withLock { $0 &+= 1 } }
+                    },
+                ], settings: harness.fast)
+            let title = "update an Int (+= 1), uncontended"
+            let value = results["WLStorage update"]!
+            return [
+                Row(
+                    caseID: "update", title: title, subject: "WLStorage update", value: value,
+                    baseline: "WLStorage set", baselineValue: results["WLStorage set"]!, target: .ratio(atMost: 2)),
+                Row(
+                    caseID: "update", title: title, subject: "WLStorage update", value: value,
+                    baseline: "Mutex<Int> increment", baselineValue: results["Mutex<Int> increment"]!),
+            ]
+        }
+    }
+
     static func contendedGet(_ harness: Harness) -> [Row] {
         withTemporaryDirectory("contended") { directory in
             let storage = opaque(intStorage(in: directory, flushInterval: nil))

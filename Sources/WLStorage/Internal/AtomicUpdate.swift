@@ -1,4 +1,6 @@
 import Foundation
+import Observation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -6,31 +8,82 @@ import Foundation
     import Musl
 #endif
 
-/// The calling thread, as cells record the thread that runs a job or an update.
+/// The cells whose `update` closure the calling thread is running, innermost last: a set or an update of one of them
+/// from this thread is a change from inside its own update. Kept per thread (a `pthread` key), so that a cell needs
+/// no more than a count of its running updates (``CellState/updaters``), and a set looks here only while that count is
+/// not zero.
 @usableFromInline
-func currentThread() -> UInt {
-    UInt(bitPattern: Int(bitPattern: pthread_self()))
-}
-
-extension CellState {
-    /// Whether `thread` is running an `update` of this cell.
-    @usableFromInline
-    func isUpdating(on thread: UInt) -> Bool {
-        extras?.updatingThreads.contains(thread) ?? false
+enum UpdatesOnThisThread {
+    private final class Cells {
+        var identifiers: [ObjectIdentifier] = []
     }
 
-    /// Counts `thread` as running an update; returns `false`, counting nothing, when it runs one already.
-    mutating func beginUpdate(on thread: UInt) -> Bool {
-        if updating, isUpdating(on: thread) { return false }
-        withExtras { $0.updatingThreads.append(thread) }
-        updating = true
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let made = pthread_key_create(&key) { pointer in
+            if let pointer { Unmanaged<AnyObject>.fromOpaque(pointer).release() }
+        }
+        precondition(made == 0, "pthread_key_create failed")
+        return key
+    }()
+
+    private static var cells: Cells {
+        if let pointer = pthread_getspecific(key) {
+            return Unmanaged<AnyObject>.fromOpaque(pointer).takeUnretainedValue() as! Cells
+        }
+        let cells = Cells()
+        pthread_setspecific(key, Unmanaged.passRetained(cells as AnyObject).toOpaque())
+        return cells
+    }
+
+    /// Whether this thread runs an update of `cell`.
+    @usableFromInline
+    static func contains(_ cell: ObjectIdentifier) -> Bool {
+        cells.identifiers.contains(cell)
+    }
+
+    /// Records that this thread runs an update of `cell`; `false`, recording nothing, when it runs one already.
+    @usableFromInline
+    static func begin(_ cell: ObjectIdentifier) -> Bool {
+        let cells = self.cells
+        if cells.identifiers.contains(cell) { return false }
+        cells.identifiers.append(cell)
         return true
     }
 
-    mutating func endUpdate(on thread: UInt) {
-        guard let extras, let index = extras.updatingThreads.firstIndex(of: thread) else { return }
-        extras.updatingThreads.remove(at: index)
-        updating = !extras.updatingThreads.isEmpty
+    @usableFromInline
+    static func end(_ cell: ObjectIdentifier) {
+        let cells = self.cells
+        if let index = cells.identifiers.lastIndex(of: cell) { cells.identifiers.remove(at: index) }
+    }
+}
+
+/// The migrations of the cells that have some, by cell: a table rather than a field, so that the cells of the many
+/// storages without migrations stay as small as they were. Read only when a cell reads its backer.
+enum CellMigrations {
+    private static let table = Lock<[ObjectIdentifier: any Sendable]>([:])
+    private static let count = Atomic<Int>(0)
+
+    static func record(_ migrations: any Sendable, for cell: AnyObject) {
+        table.withLock { table in
+            if table.updateValue(migrations, forKey: ObjectIdentifier(cell)) == nil { count.add(1, ordering: .relaxed) }
+        }
+    }
+
+    static func migrations<M>(of cell: AnyObject, as type: M.Type) -> [M] {
+        guard count.load(ordering: .relaxed) > 0 else { return [] }
+        return table.withLock { $0[ObjectIdentifier(cell)] } as? [M] ?? []
+    }
+
+    /// Called as a cell goes: its identifier may be reused by another object.
+    static func forget(_ cell: AnyObject) {
+        guard count.load(ordering: .relaxed) > 0 else { return }
+        let removed = table.withLock { table in
+            let removed = table.removeValue(forKey: ObjectIdentifier(cell))
+            if removed != nil { count.subtract(1, ordering: .relaxed) }
+            return removed
+        }
+        _ = removed  // released after the lock: a migration's closure may hold user objects
     }
 }
 
@@ -42,43 +95,80 @@ extension StorageCell {
     /// any other. The copy is stored only if the value is still the one it started from; otherwise `body` runs
     /// again, on the new value. A change to this very storage from inside `body` would make that go on forever, so
     /// it is refused and reported (``WLStorageError/Code/reentrantCall``), and `body`'s result is stored.
+    ///
+    /// Inlinable, as `get` and `set` are, so that it is specialized for the value type where it is called.
+    @inlinable
     func update<R>(_ body: (inout T) throws -> R) rethrows -> R {
-        if fileBacker == nil, let storeBacker = backer as? StoreBacker<T>,
-            let store = storeBacker.store as? any WLStorageConditionalStore
-        {
-            return try updateShared(body, storeBacker: storeBacker, store: store)
-        }
-        return try updateInProcess(body)
+        if isStoreBacked, let stored = try updateInStore(body) { return stored }
+        return try updateLocally(body)
     }
 
     /// The update of a value in this process only (see ``update(_:)``).
-    private func updateInProcess<R>(_ body: (inout T) throws -> R) rethrows -> R {
-        let thread = currentThread()
+    @inlinable
+    func updateLocally<R>(_ body: (inout T) throws -> R) rethrows -> R {
+        let cell = ObjectIdentifier(self)
+        guard UpdatesOnThisThread.begin(cell) else {
+            // An update of this storage from inside an update of it.
+            var copy = get()
+            refuseChangeInsideUpdate(what: "update")
+            return try body(&copy)
+        }
+        defer { UpdatesOnThisThread.end(cell) }
+        var first = true
         var attempts = 0
         while true {
-            let started = state.withLock { state -> (value: T, count: UInt32)? in
-                guard state.beginUpdate(on: thread) else { return nil }
+            let (start, count) = state.withLock { state -> (T, UInt32) in
+                if first { state.updaters &+= 1 }
                 return (state.value, state.changeCount)
             }
-            guard let (start, count) = started else {
-                // An update of this storage from inside an update of it.
-                var copy = get()
-                refuseChangeInsideUpdate(what: "update")
-                return try body(&copy)
-            }
+            first = false
             var value = start
             let result: R
             do {
                 result = try body(&value)
             } catch {
-                state.withLock { $0.endUpdate(on: thread) }
+                state.withLock { $0.updaters &-= 1 }
                 throw error
             }
-            if commit(&value, ifUnchangedSince: count, thread: thread) { return result }
+            if commit(&value, ifUnchangedSince: count) { return result }
             attempts += 1
             // Others keep changing the value: give them the processor for a moment rather than spin.
             if attempts > 2 { sched_yield() }
         }
+    }
+
+    /// Stores `value` if the value is unchanged since `count`, ending the update; returns whether it stored it.
+    /// Whatever value leaves the lock (the one replaced, or `value` when it is not stored) is released after it.
+    @inlinable
+    func commit(_ value: inout T, ifUnchangedSince count: UInt32) -> Bool {
+        registrar.withMutation(of: self, keyPath: valueKeyPath) {
+            let outcome = state.withLock { state -> (needsTick: Bool, drain: Bool)? in
+                guard state.changeCount == count else { return nil }
+                state.updaters &-= 1
+                swap(&state.value, &value)
+                state.version &+= 1
+                state.changeCount &+= 1
+                return (state.throttle.needsTick, state.hasListeners && state.queueNotification())
+            }
+            guard let (needsTick, drain) = outcome else { return false }
+            if drain { drainNotifications() }
+            if needsTick { armTick() }
+            return true
+        }
+    }
+
+    /// Whether the backer is not the file backer: only then can it be a store's that writes on condition.
+    @usableFromInline
+    var isStoreBacked: Bool { fileBacker == nil }
+
+    /// The update of a value in a store that writes on condition, atomic across processes (see
+    /// ``updateShared(_:storeBacker:store:)``); `nil` for any other backer, whose update is made in the process.
+    @usableFromInline
+    func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
+        guard let storeBacker = backer as? StoreBacker<T>,
+            let store = storeBacker.store as? any WLStorageConditionalStore
+        else { return nil }
+        return try updateShared(body, storeBacker: storeBacker, store: store)
     }
 
     /// The update of a value in a store that writes on condition (``WLStorageConditionalStore``): atomic for every
@@ -92,68 +182,65 @@ extension StorageCell {
     private func updateShared<R>(
         _ body: (inout T) throws -> R, storeBacker: StoreBacker<T>, store: any WLStorageConditionalStore
     ) rethrows -> R {
-        let thread = currentThread()
-        guard flush() == .done else {
-            return try updateInProcess(body)
+        guard flush() == .done else { return try updateLocally(body) }
+        let cell = ObjectIdentifier(self)
+        guard UpdatesOnThisThread.begin(cell) else {
+            var copy = get()
+            refuseChangeInsideUpdate(what: "update")
+            return try body(&copy)
         }
+        let stored: R?
+        do {
+            state.withLock { $0.updaters &+= 1 }
+            defer {
+                state.withLock { $0.updaters &-= 1 }
+                UpdatesOnThisThread.end(cell)
+            }
+            stored = try storeUpdate(body, storeBacker: storeBacker, store: store)
+        }
+        if let stored { return stored }
+        return try updateLocally(body)
+    }
+
+    /// Runs the update against the store until a conditional write stores it; `nil` when the store cannot be reached
+    /// or holds what does not decode (reported), for the update to be made in the process.
+    private func storeUpdate<R>(
+        _ body: (inout T) throws -> R, storeBacker: StoreBacker<T>, store: any WLStorageConditionalStore
+    ) rethrows -> R? {
         var attempts = 0
         while true {
-            let started = state.withLock { state -> UInt32? in
-                guard state.beginUpdate(on: thread) else { return nil }
-                return state.changeCount
-            }
-            guard let count = started else {
-                var copy = get()
-                refuseChangeInsideUpdate(what: "update")
-                return try body(&copy)
-            }
+            let count = state.withLock { $0.changeCount }
             let read: (bytes: Data?, value: T)
             do {
                 read = try readForUpdate(storeBacker)
             } catch {
-                state.withLock { $0.endUpdate(on: thread) }
                 record(error)
-                return try updateInProcess(body)
+                return nil
             }
             var value = read.value
-            let result: R
-            let data: Data
-            do {
-                result = try body(&value)
-            } catch {
-                state.withLock { $0.endUpdate(on: thread) }
-                throw error
-            }
-            do {
-                data = try storeBacker.encode(value)
-            } catch {
-                // The result cannot be stored: it is kept in memory, as a set of it would be, and reported by the
-                // write that fails.
-                state.withLock { $0.endUpdate(on: thread) }
-                return try updateInProcess(body)
-            }
+            let result = try body(&value)
+            // A result that cannot be encoded is kept in memory, as a set of it would be, and reported by the write
+            // that fails.
+            guard let data = try? storeBacker.encode(value) else { return nil }
             let stored: Bool
             do {
                 stored = try store.write(key: storeBacker.storedKey, data: data, ifItHolds: read.bytes)
             } catch {
-                state.withLock { $0.endUpdate(on: thread) }
                 record(
                     WLStorageError(
                         code: .writeFailed,
                         message: "the update could not be stored in \(storeBacker.identity), so it was made in this"
                             + " process only and is written as a set is: \(error)",
                         key: backer.key, underlying: error))
-                return try updateInProcess(body)
+                return nil
             }
-            guard stored else {
-                state.withLock { $0.endUpdate(on: thread) }
-                attempts += 1
-                if attempts > 2 { sched_yield() }
-                continue
+            if stored {
+                storeBacker.wrote(data)
+                adopt(&value, writtenSince: count)
+                return result
             }
-            storeBacker.wrote(data)
-            adopt(&value, writtenSince: count, thread: thread)
-            return result
+            attempts += 1
+            if attempts > 2 { sched_yield() }
         }
     }
 
@@ -183,11 +270,10 @@ extension StorageCell {
     }
 
     /// Takes `value`, just stored by an update, as the cell's value and as written, unless the cell's value changed
-    /// since `count`; ends the update of `thread`.
-    private func adopt(_ value: inout T, writtenSince count: UInt32, thread: UInt) {
+    /// since `count`.
+    private func adopt(_ value: inout T, writtenSince count: UInt32) {
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
             let drain = state.withLock { state -> Bool in
-                state.endUpdate(on: thread)
                 guard state.changeCount == count, !state.isPending else { return false }
                 swap(&state.value, &value)
                 state.changeCount &+= 1
@@ -195,33 +281,6 @@ extension StorageCell {
                 return state.hasListeners && state.queueNotification()
             }
             if drain { drainNotifications() }
-        }
-    }
-
-    /// Stores `value` if the value is unchanged since `count`, and ends the update of `thread`. Returns whether it
-    /// stored it. Whatever value leaves the lock (the one replaced, or `value` when it is not stored) is released
-    /// after it.
-    private func commit(_ value: inout T, ifUnchangedSince count: UInt32, thread: UInt) -> Bool {
-        // A change since the closure began is likely under contention: no observer is told of a mutation for nothing.
-        let unchanged = state.withLock { state in
-            if state.changeCount == count { return true }
-            state.endUpdate(on: thread)
-            return false
-        }
-        guard unchanged else { return false }
-        return registrar.withMutation(of: self, keyPath: valueKeyPath) {
-            let outcome = state.withLock { state -> (needsTick: Bool, drain: Bool)? in
-                state.endUpdate(on: thread)
-                guard state.changeCount == count else { return nil }
-                swap(&state.value, &value)
-                state.version &+= 1
-                state.changeCount &+= 1
-                return (state.throttle.needsTick, state.hasListeners && state.queueNotification())
-            }
-            guard let (needsTick, drain) = outcome else { return false }
-            if drain { drainNotifications() }
-            if needsTick { armTick() }
-            return true
         }
     }
 

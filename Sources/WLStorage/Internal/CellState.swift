@@ -104,13 +104,14 @@ struct CellState<T: Sendable>: Sendable {
     var writtenVersion: UInt64 = 0
     @usableFromInline var throttle: WriteThrottle
     @usableFromInline var hasListeners = false
-    /// An `update` is running on some thread (the threads are in the extras): a set checks that it is not one of them.
-    @usableFromInline var updating = false
     var stored: StoredState
     /// Incremented on every change of the value, local or adopted: an `update` commits only when it is unchanged
-    /// since its closure read the value. (32 bits, in the same word as the flags above; it would take four billion
-    /// changes during one closure to wrap around to the same count.)
+    /// since its closure read the value. (32 bits, in the padding after the fields above, before ``updaters``: it
+    /// would take four billion changes during one closure to wrap around to the same count.)
     @usableFromInline var changeCount: UInt32 = 0
+    /// How many `update`s of the cell are running, on any thread: while there are some, a set checks that its thread
+    /// is not inside one of them (see ``UpdatesOnThisThread``).
+    @usableFromInline var updaters: UInt16 = 0
     /// The thread running the cell's job, or 0 when none runs.
     var busyThread: UInt = 0
     /// Listeners, the last error, waiting flushes and rarely set flags: allocated when first needed.
@@ -469,8 +470,6 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var orphaned = false
     /// How many times the file was checked for another program's change (for tests).
     var externalChecks = 0
-    /// The threads running an `update` of the cell, each as many times as it runs one (see ``CellState/updating``).
-    var updatingThreads: [UInt] = []
     /// Checks in a row that could not read the file.
     var failedChecks: UInt32 = 0
     /// A check is to be tried again after a failed one: no other retry is armed meanwhile.

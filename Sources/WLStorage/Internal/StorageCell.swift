@@ -69,8 +69,6 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     let scheduler: any WriteScheduler
     /// The value a removal returns to.
     let defaultValue: T
-    /// How bytes stored as earlier types become the value (see ``ValueDecoding``).
-    let migrations: [WLStorageMigration<T>]
 
     init(
         value: T, stored: StoredState, defaultValue: T, migrations: [WLStorageMigration<T>] = [],
@@ -82,12 +80,15 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         self.fileBacker = fileBacker
         self.scheduler = scheduler
         self.defaultValue = defaultValue
-        self.migrations = migrations
+        super.init()
+        if !migrations.isEmpty { CellMigrations.record(migrations, for: self) }
     }
 
     /// How the backer's bytes become the value: fields they lack come from the default, then the migrations.
     var decoding: ValueDecoding<T> {
-        ValueDecoding(defaultValue: { [defaultValue] in defaultValue }, migrations: migrations)
+        ValueDecoding(
+            defaultValue: { [defaultValue] in defaultValue },
+            migrations: CellMigrations.migrations(of: self, as: WLStorageMigration<T>.self))
     }
 
     /// The backer when it offers more than ``WLStorageBacker`` (the file backer, a store's backer, a custom backer
@@ -121,6 +122,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     deinit {
         StorageRegistry.shared.unregister(ObjectIdentifier(self))
+        CellMigrations.forget(self)
         if storagesAndWatch.load(ordering: .relaxed) & 1 != 0 {
             if let directory { FileMonitor.shared.unwatch(directory) }
             if let storeKey { StoreFeeds.shared.release(storeKey.store) }
@@ -141,7 +143,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             // The old value is swapped out and released after the lock: its deinit, if it has one, is user code.
             var value = newValue
             let outcome = state.withLock { state -> (needsTick: Bool, drain: Bool)? in
-                if state.updating, state.isUpdating(on: currentThread()) { return nil }
+                if state.updaters != 0, UpdatesOnThisThread.contains(ObjectIdentifier(self)) { return nil }
                 swap(&state.value, &value)
                 state.version &+= 1
                 state.changeCount &+= 1
