@@ -114,14 +114,16 @@ enum AccessCases {
         }
     }
 
-    /// `update { $0 += 1 }`, against a set of the same storage and a `Mutex<Int>` incremented under its lock: what
-    /// an atomic read-modify-write costs over a set, and over the lock a program would otherwise take itself.
+    /// `update { $0 += 1 }`, against what a program would do without it: a get and a set of the same storage under a
+    /// lock of its own (atomic only among the program's callers that take that lock); and against a set alone and a
+    /// `Mutex<Int>` incremented under its lock.
     static func update(_ harness: Harness) -> [Row] {
         withTemporaryDirectory("update") { directory in
             let storage = opaque(intStorage(in: directory, flushInterval: 3600))
             storage.flush()
             storage.wrappedValue = -1
             let mutex = opaque(MutexBox())
+            let lock = opaque(MutexBox())
             let results = harness.measure(
                 [
                     Variant("WLStorage update") { n in
@@ -133,13 +135,20 @@ enum AccessCases {
                     Variant("Mutex<Int> increment") { n in
                         for _ in 0..<n { mutex.value.withLock { $0 &+= 1 } }
                     },
+                    Variant("get and set under a Mutex") { n in
+                        for _ in 0..<n { lock.value.withLock { _ in storage.wrappedValue &+= 1 } }
+                    },
                 ], settings: harness.fast)
             let title = "update an Int (+= 1), uncontended"
             let value = results["WLStorage update"]!
             return [
                 Row(
                     caseID: "update", title: title, subject: "WLStorage update", value: value,
-                    baseline: "WLStorage set", baselineValue: results["WLStorage set"]!, target: .ratio(atMost: 2)),
+                    baseline: "get and set under a Mutex", baselineValue: results["get and set under a Mutex"]!,
+                    target: .ratio(atMost: 2)),
+                Row(
+                    caseID: "update", title: title, subject: "WLStorage update", value: value,
+                    baseline: "WLStorage set", baselineValue: results["WLStorage set"]!),
                 Row(
                     caseID: "update", title: title, subject: "WLStorage update", value: value,
                     baseline: "Mutex<Int> increment", baselineValue: results["Mutex<Int> increment"]!),

@@ -9,52 +9,63 @@ import Synchronization
 #endif
 
 /// The cells whose `update` closure the calling thread is running, innermost last: a set or an update of one of them
-/// from this thread is a change from inside its own update. Kept per thread (a `pthread` key), so that a cell needs
-/// no more than a count of its running updates (``CellState/updaters``), and a set looks here only while that count is
-/// not zero.
+/// from this thread is a change from inside its own update. Kept per thread (a `pthread` key holding a few words), so
+/// that a cell needs no more than a count of its running updates (``CellState/updaters``), and a set looks here only
+/// while that count is not zero.
 @usableFromInline
 enum UpdatesOnThisThread {
-    private final class Cells {
-        var identifiers: [ObjectIdentifier] = []
-    }
+    /// How many nested updates a thread records: deeper ones (of other storages, inside each other's closures) are
+    /// run, but a change from inside them to their own storage is not told from any other.
+    private static let capacity = 15
 
+    /// Per thread: a buffer of `capacity + 1` words, the depth of nested updates first, then the cells.
     private static let key: pthread_key_t = {
         var key = pthread_key_t()
         let made = pthread_key_create(&key) { pointer in
-            if let pointer { Unmanaged<AnyObject>.fromOpaque(pointer).release() }
+            pointer?.assumingMemoryBound(to: UInt.self).deallocate()
         }
         precondition(made == 0, "pthread_key_create failed")
         return key
     }()
 
-    private static var cells: Cells {
-        if let pointer = pthread_getspecific(key) {
-            return Unmanaged<AnyObject>.fromOpaque(pointer).takeUnretainedValue() as! Cells
-        }
-        let cells = Cells()
-        pthread_setspecific(key, Unmanaged.passRetained(cells as AnyObject).toOpaque())
-        return cells
+    private static var slots: UnsafeMutablePointer<UInt> {
+        if let pointer = pthread_getspecific(key) { return pointer.assumingMemoryBound(to: UInt.self) }
+        let slots = UnsafeMutablePointer<UInt>.allocate(capacity: capacity + 1)
+        slots.initialize(repeating: 0, count: capacity + 1)
+        pthread_setspecific(key, slots)
+        return slots
     }
 
     /// Whether this thread runs an update of `cell`.
     @usableFromInline
     static func contains(_ cell: ObjectIdentifier) -> Bool {
-        cells.identifiers.contains(cell)
+        contains(UInt(bitPattern: cell), in: slots)
+    }
+
+    private static func contains(_ cell: UInt, in slots: UnsafeMutablePointer<UInt>) -> Bool {
+        let depth = min(Int(slots[0]), capacity)
+        guard depth > 0 else { return false }
+        for index in 1...depth where slots[index] == cell { return true }
+        return false
     }
 
     /// Records that this thread runs an update of `cell`; `false`, recording nothing, when it runs one already.
     @usableFromInline
     static func begin(_ cell: ObjectIdentifier) -> Bool {
-        let cells = self.cells
-        if cells.identifiers.contains(cell) { return false }
-        cells.identifiers.append(cell)
+        let slots = self.slots
+        let cell = UInt(bitPattern: cell)
+        if contains(cell, in: slots) { return false }
+        let depth = Int(slots[0]) + 1
+        if depth <= capacity { slots[depth] = cell }
+        slots[0] = UInt(depth)
         return true
     }
 
+    /// Ends the innermost update that ``begin(_:)`` recorded.
     @usableFromInline
     static func end(_ cell: ObjectIdentifier) {
-        let cells = self.cells
-        if let index = cells.identifiers.lastIndex(of: cell) { cells.identifiers.remove(at: index) }
+        let slots = self.slots
+        if slots[0] > 0 { slots[0] -= 1 }
     }
 }
 

@@ -105,13 +105,13 @@ struct CellState<T: Sendable>: Sendable {
     @usableFromInline var throttle: WriteThrottle
     @usableFromInline var hasListeners = false
     var stored: StoredState
-    /// Incremented on every change of the value, local or adopted: an `update` commits only when it is unchanged
-    /// since its closure read the value. (32 bits, in the padding after the fields above, before ``updaters``: it
-    /// would take four billion changes during one closure to wrap around to the same count.)
-    @usableFromInline var changeCount: UInt32 = 0
     /// How many `update`s of the cell are running, on any thread: while there are some, a set checks that its thread
     /// is not inside one of them (see ``UpdatesOnThisThread``).
     @usableFromInline var updaters: UInt16 = 0
+    /// Incremented on every change of the value, local or adopted: an `update` commits only when it is unchanged
+    /// since its closure read the value. (32 bits: with the three fields above it fills the word after the throttle,
+    /// and it would take four billion changes during one closure to wrap around to the same count.)
+    @usableFromInline var changeCount: UInt32 = 0
     /// The thread running the cell's job, or 0 when none runs.
     var busyThread: UInt = 0
     /// Listeners, the last error, waiting flushes and rarely set flags: allocated when first needed.

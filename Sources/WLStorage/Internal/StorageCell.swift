@@ -142,17 +142,33 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
             // The old value is swapped out and released after the lock: its deinit, if it has one, is user code.
             var value = newValue
-            let outcome = state.withLock { state -> (needsTick: Bool, drain: Bool)? in
-                if state.updaters != 0, UpdatesOnThisThread.contains(ObjectIdentifier(self)) { return nil }
+            let (needsTick, drain, updating) = state.withLock { state in
+                // Any update running: this thread may be inside one, which `changeIfNotUpdating` finds out.
+                if state.updaters != 0 { return (false, false, true) }
                 swap(&state.value, &value)
                 state.version &+= 1
                 state.changeCount &+= 1
-                return (state.throttle.needsTick, state.hasListeners && state.queueNotification())
+                return (state.throttle.needsTick, state.hasListeners && state.queueNotification(), false)
             }
-            guard let (needsTick, drain) = outcome else { return refuseChangeInsideUpdate(what: "set") }
+            if updating { return setWhileUpdating(&value) }
             if drain { drainNotifications() }
             if needsTick { armTick() }
         }
+    }
+
+    /// A set made while an update of the cell runs: made unless it comes from inside that update's closure on this
+    /// thread, where it is refused and reported.
+    @usableFromInline
+    func setWhileUpdating(_ value: inout T) {
+        if UpdatesOnThisThread.contains(ObjectIdentifier(self)) { return refuseChangeInsideUpdate(what: "set") }
+        let (needsTick, drain) = state.withLock { state in
+            swap(&state.value, &value)
+            state.version &+= 1
+            state.changeCount &+= 1
+            return (state.throttle.needsTick, state.hasListeners && state.queueNotification())
+        }
+        if drain { drainNotifications() }
+        if needsTick { armTick() }
     }
 
     /// Marks the value, read in an earlier type's shape, as a change, so that it is written back in the current one

@@ -69,14 +69,15 @@ package final class DispatchWriteScheduler: WriteScheduler {
 struct WriteThrottle: Sendable {
     /// The flush interval in nanoseconds; `UInt64.max` for no automatic writes. When storages with different
     /// intervals share a value, the shortest one holds.
-    // The properties are declared from the widest to the narrowest, which Swift keeps as their layout: 26 bytes, so that
-    // a cell's state fits in one less malloc size class than with the flags between the words.
+    // The properties are declared from the widest to the narrowest, which Swift keeps as their layout: 24 bytes, so that
+    // a cell's state fits in one less malloc size class than with the flags between the words, with room after it for
+    // the cell's flags and counts (see `CellState`).
     @usableFromInline private(set) var interval: UInt64
     /// When the last write started; 0 before the first.
     private var lastWriteStart: UInt64 = 0
     private(set) var token: UInt32 = 0
-    /// Failed writes since the last one that succeeded.
-    private(set) var failures: UInt32 = 0
+    /// Failed writes since the last one that succeeded, up to 65,535 (the backoff stops growing after 32).
+    private(set) var failures: UInt16 = 0
     /// The writes are urgent (every storage of the value was released with work left): ticks and retries wait as if
     /// there were no interval, and are armed even when automatic writes are off.
     private(set) var isUrgent = false
@@ -148,7 +149,7 @@ struct WriteThrottle: Sendable {
 
     /// The wait before retrying after `failures` failed writes in a row.
     private var retryDelay: UInt64 {
-        Self.retryDelay(afterFailures: failures, interval: waitingInterval)
+        Self.retryDelay(afterFailures: UInt32(failures), interval: waitingInterval)
     }
 
     /// The wait before retrying after `failures` (at least 1) failures in a row, with `interval`: the interval (at
@@ -180,6 +181,6 @@ struct WriteThrottle: Sendable {
 
     /// Notes how the last write ended, for the delay of the next retry.
     mutating func writeEnded(succeeded: Bool) {
-        failures = succeeded ? 0 : failures &+ 1
+        failures = succeeded ? 0 : (failures == .max ? failures : failures + 1)
     }
 }
