@@ -168,6 +168,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             case .found(let cell):
                 FileMonitor.shared.unwatch(directory)
                 self.cell = cell
+                CellMigrations.add(migrations, to: cell)
                 cell.join(interval: interval)
                 return
             case .mismatch(let other):
@@ -187,6 +188,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             case .found(let cell):
                 StoreFeeds.shared.release(key.store)
                 self.cell = cell
+                CellMigrations.add(migrations, to: cell)
                 cell.join(interval: interval)
                 return
             case .mismatch(let other):
@@ -247,6 +249,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             // Another thread opened the same file meanwhile; its cell wins and this one is dropped unwritten (and
             // its watch with it).
             self.cell = existing
+            CellMigrations.add(migrations, to: existing)
             existing.join(interval: interval)
             return
         case .mismatch(let other):

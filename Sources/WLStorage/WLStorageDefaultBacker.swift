@@ -65,7 +65,12 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// Reads the file. A missing or empty file gives `defaultValueClosure()`.
     ///
-    /// - Parameter defaultValueClosure: Makes the value to use when the file is missing or empty.
+    /// A file that lacks fields of the type is read with them taken from `defaultValueClosure()` (see
+    /// <doc:ChangingAStoredType>); its bytes are then kept as they were, next to it under `NAME~before-type-change`,
+    /// until this backer next writes the file.
+    ///
+    /// - Parameter defaultValueClosure: Makes the value to use when the file is missing or empty, and the fields a file
+    ///   lacks.
     /// - Returns: The decoded value, or the default.
     /// - Throws: ``WLStorageError`` when the file exists but cannot be used: ``WLStorageError/Code/decodingFailed``
     ///   (the file was moved aside and kept), ``WLStorageError/Code/notARegularFile``,

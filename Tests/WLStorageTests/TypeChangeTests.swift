@@ -249,7 +249,7 @@ struct TypeChangeTests {
             storage.flush()
             let older = #"{"darkMode":true,"fontSize":"20"}"#
             try replaceFromOutside(directory.appendingPathComponent("settings"), with: older)
-            #expect(await eventually { storage.wrappedValue == Settings(theme: "dark", fontSize: 20) })
+            #expect(await waitUntil { storage.wrappedValue == Settings(theme: "dark", fontSize: 20) })
             #expect(!storage.hasPendingChanges)
             #expect(contents("settings", in: directory) == older)
         }

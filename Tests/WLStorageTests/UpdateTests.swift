@@ -137,7 +137,7 @@ struct UpdateTests {
         }
         storage.update { $0 += 1 }
         #expect(tracked.isSet)
-        #expect(await eventually { seen.withLock { $0 } == [11] })
+        #expect(await waitUntil { seen.withLock { $0 } == [11] })
         storage.flush()
         #expect(backer.writes == [11])
         subscription.cancel()

@@ -18,7 +18,8 @@ enum UpdatesOnThisThread {
     /// run, but a change from inside them to their own storage is not told from any other.
     private static let capacity = 15
 
-    /// Per thread: a buffer of `capacity + 1` words, the depth of nested updates first, then the cells.
+    /// Per thread: a buffer of `capacity + 2` words: the depth of nested updates, the cells, and whether a refusal is
+    /// being reported.
     private static let key: pthread_key_t = {
         var key = pthread_key_t()
         let made = pthread_key_create(&key) { pointer in
@@ -30,8 +31,8 @@ enum UpdatesOnThisThread {
 
     private static var slots: UnsafeMutablePointer<UInt> {
         if let pointer = pthread_getspecific(key) { return pointer.assumingMemoryBound(to: UInt.self) }
-        let slots = UnsafeMutablePointer<UInt>.allocate(capacity: capacity + 1)
-        slots.initialize(repeating: 0, count: capacity + 1)
+        let slots = UnsafeMutablePointer<UInt>.allocate(capacity: capacity + 2)
+        slots.initialize(repeating: 0, count: capacity + 2)
         pthread_setspecific(key, slots)
         return slots
     }
@@ -61,6 +62,16 @@ enum UpdatesOnThisThread {
         return true
     }
 
+    /// Runs `report` unless this thread is reporting a refusal already: an error handler that makes the same mistake
+    /// again is not told of it again, without end.
+    static func reportingOnce(_ report: () -> Void) {
+        let slots = self.slots
+        guard slots[capacity + 1] == 0 else { return }
+        slots[capacity + 1] = 1
+        defer { slots[capacity + 1] = 0 }
+        report()
+    }
+
     /// Ends the innermost update that ``begin(_:)`` recorded.
     @usableFromInline
     static func end(_ cell: ObjectIdentifier) {
@@ -75,10 +86,17 @@ enum CellMigrations {
     private static let table = Lock<[ObjectIdentifier: any Sendable]>([:])
     private static let count = Atomic<Int>(0)
 
-    static func record(_ migrations: any Sendable, for cell: AnyObject) {
-        table.withLock { table in
-            if table.updateValue(migrations, forKey: ObjectIdentifier(cell)) == nil { count.add(1, ordering: .relaxed) }
+    /// Adds `migrations` after those `cell` has: a storage that joins the cell of another brings its own, which are
+    /// tried after the first one's.
+    static func add<M: Sendable>(_ migrations: [M], to cell: AnyObject) {
+        guard !migrations.isEmpty else { return }
+        let replaced = table.withLock { table -> (any Sendable)? in
+            let existing = table[ObjectIdentifier(cell)]
+            if existing == nil { count.add(1, ordering: .relaxed) }
+            table[ObjectIdentifier(cell)] = ((existing as? [M]) ?? []) + migrations
+            return existing
         }
+        _ = replaced  // released after the lock: a migration's closure may hold user objects
     }
 
     static func migrations<M>(of cell: AnyObject, as type: M.Type) -> [M] {
@@ -124,10 +142,10 @@ extension StorageCell {
             refuseChangeInsideUpdate(what: "update")
             return try body(&copy)
         }
-        defer { UpdatesOnThisThread.end(cell) }
         var first = true
         var attempts = 0
         while true {
+            if !first { _ = UpdatesOnThisThread.begin(cell) }
             let (start, count) = state.withLock { state -> (T, UInt32) in
                 if first { state.updaters &+= 1 }
                 return (state.value, state.changeCount)
@@ -136,11 +154,13 @@ extension StorageCell {
             var value = start
             let result: R
             do {
+                defer { UpdatesOnThisThread.end(cell) }
                 result = try body(&value)
             } catch {
                 state.withLock { $0.updaters &-= 1 }
                 throw error
             }
+            // The closure has returned: what observers of the commit do (a set from a handler) is not from inside it.
             if commit(&value, ifUnchangedSince: count) { return result }
             attempts += 1
             // Others keep changing the value: give them the processor for a moment rather than spin.
@@ -193,9 +213,8 @@ extension StorageCell {
     private func updateShared<R>(
         _ body: (inout T) throws -> R, storeBacker: StoreBacker<T>, store: any WLStorageConditionalStore
     ) rethrows -> R {
-        guard flush() == .done else { return try updateLocally(body) }
         let cell = ObjectIdentifier(self)
-        guard UpdatesOnThisThread.begin(cell) else {
+        if UpdatesOnThisThread.contains(cell) {
             var copy = get()
             refuseChangeInsideUpdate(what: "update")
             return try body(&copy)
@@ -203,10 +222,7 @@ extension StorageCell {
         let stored: R?
         do {
             state.withLock { $0.updaters &+= 1 }
-            defer {
-                state.withLock { $0.updaters &-= 1 }
-                UpdatesOnThisThread.end(cell)
-            }
+            defer { state.withLock { $0.updaters &-= 1 } }
             stored = try storeUpdate(body, storeBacker: storeBacker, store: store)
         }
         if let stored { return stored }
@@ -218,8 +234,12 @@ extension StorageCell {
     private func storeUpdate<R>(
         _ body: (inout T) throws -> R, storeBacker: StoreBacker<T>, store: any WLStorageConditionalStore
     ) rethrows -> R? {
+        let cell = ObjectIdentifier(self)
         var attempts = 0
+        var setsMeanwhile = 0
         while true {
+            // This process's pending change first, so that the update starts from it.
+            guard flush() == .done else { return nil }
             let count = state.withLock { $0.changeCount }
             let read: (bytes: Data?, value: T)
             do {
@@ -228,8 +248,18 @@ extension StorageCell {
                 record(error)
                 return nil
             }
+            // A set came since the flush: it is written first too (a few times at most, as sets may keep coming).
+            if setsMeanwhile < 3, state.withLock({ $0.isPending }) {
+                setsMeanwhile += 1
+                continue
+            }
             var value = read.value
-            let result = try body(&value)
+            let result: R
+            do {
+                _ = UpdatesOnThisThread.begin(cell)
+                defer { UpdatesOnThisThread.end(cell) }
+                result = try body(&value)
+            }
             // A result that cannot be encoded is kept in memory, as a set of it would be, and reported by the write
             // that fails.
             guard let data = try? storeBacker.encode(value) else { return nil }
@@ -246,8 +276,16 @@ extension StorageCell {
                 return nil
             }
             if stored {
-                storeBacker.wrote(data)
-                adopt(&value, writtenSince: count)
+                switch adopt(&value, writtenSince: count) {
+                case .adopted:
+                    storeBacker.wrote(data)
+                case .changedMeanwhile:
+                    // The cell took a value while the closure ran, one read before this write: it reads the key again,
+                    // which holds this update's value or a newer one.
+                    checkForExternalChange()
+                case .pending:
+                    break  // a set made meanwhile is newer, and is written after this
+                }
                 return result
             }
             attempts += 1
@@ -280,24 +318,39 @@ extension StorageCell {
         }
     }
 
+    /// What became of a value an update stored.
+    enum Adoption {
+        case adopted
+        /// The cell's value changed since the update read the key (an outside change adopted).
+        case changedMeanwhile
+        /// A change of this process is pending, newer than the update.
+        case pending
+    }
+
     /// Takes `value`, just stored by an update, as the cell's value and as written, unless the cell's value changed
-    /// since `count`.
-    private func adopt(_ value: inout T, writtenSince count: UInt32) {
+    /// since `count` or a change is pending.
+    private func adopt(_ value: inout T, writtenSince count: UInt32) -> Adoption {
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
-            let drain = state.withLock { state -> Bool in
-                guard state.changeCount == count, !state.isPending else { return false }
+            let (adoption, drain) = state.withLock { state -> (Adoption, Bool) in
+                if state.isPending { return (.pending, false) }
+                guard state.changeCount == count else { return (.changedMeanwhile, false) }
                 swap(&state.value, &value)
                 state.changeCount &+= 1
                 state.stored = .known
-                return state.hasListeners && state.queueNotification()
+                return (.adopted, state.hasListeners && state.queueNotification())
             }
             if drain { drainNotifications() }
+            return adoption
         }
     }
 
     /// Reports a set or an update of this storage from inside an update of it, which is not made.
     @usableFromInline
     func refuseChangeInsideUpdate(what: String) {
+        UpdatesOnThisThread.reportingOnce { reportRefusal(what: what) }
+    }
+
+    private func reportRefusal(what: String) {
         record(
             WLStorageError(
                 code: .reentrantCall,

@@ -420,19 +420,29 @@ struct CellState<T: Sendable>: Sendable {
             value = found
             changeCount &+= 1
             // Bytes in an earlier type's shape are written back in the current one, as a change is.
-            if rewrites { version &+= 1 }
+            if rewrites { markRewrite() }
             effects.valueChanged = true
             if hasListeners && queueNotification() { effects.drainNotifications = true }
             return nil
         }
     }
 
+    /// Makes the value, read in an earlier type's shape, pending, so that it is written back in the current one. The
+    /// rewrite is not a change of this process: another program's change that comes before it wins over it.
+    mutating func markRewrite() {
+        version &+= 1
+        let version = self.version
+        withExtras { $0.rewriteVersion = version }
+    }
+
     /// Another program's change, adopted by the last-writer rule: a local change still pending, or made since the
-    /// check started, is written after it, so the local value is kept.
+    /// check started, is written after it, so the local value is kept. A rewrite in the current type's shape of what
+    /// was read is not such a change: the other program's value replaces it, and it is not written.
     private mutating func applyChange(
         _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T, effects: inout JobEffects<T>
     ) {
-        guard !isPending, version == startVersion else { return }
+        let onlyRewrite = isPending && extras?.rewriteVersion == version
+        guard !isPending || onlyRewrite, version == startVersion else { return }
         switch change {
         case .unchanged:
             return
@@ -444,6 +454,7 @@ struct CellState<T: Sendable>: Sendable {
             value = defaultValue
         }
         changeCount &+= 1
+        if onlyRewrite { writtenVersion = version }
         // Either way nothing is left to save: a removal is respected, not undone by saving the default again. An error
         // of a default's save is moot now.
         stored = .known
@@ -470,6 +481,8 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var orphaned = false
     /// How many times the file was checked for another program's change (for tests).
     var externalChecks = 0
+    /// The version that only rewrites the value read in an earlier type's shape (see ``CellState/markRewrite()``).
+    var rewriteVersion: UInt64?
     /// Checks in a row that could not read the file.
     var failedChecks: UInt32 = 0
     /// A check is to be tried again after a failed one: no other retry is armed meanwhile.

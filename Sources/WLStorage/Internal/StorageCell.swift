@@ -81,7 +81,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         self.scheduler = scheduler
         self.defaultValue = defaultValue
         super.init()
-        if !migrations.isEmpty { CellMigrations.record(migrations, for: self) }
+        CellMigrations.add(migrations, to: self)
     }
 
     /// How the backer's bytes become the value: fields they lack come from the default, then the migrations.
@@ -175,7 +175,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// by the usual path.
     func rewriteStoredValue() {
         let needsTick = state.withLock { state in
-            state.version &+= 1
+            state.markRewrite()
             return state.throttle.needsTick
         }
         if needsTick { armTick() }

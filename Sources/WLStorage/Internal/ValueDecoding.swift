@@ -50,8 +50,7 @@ struct ValueDecoding<T: Codable & Sendable> {
         // The value with the fields the bytes lack filled in, when it keeps some of theirs: whether it keeps all.
         var filledIn: (value: T, keepsAll: Bool)?
         if let defaultValue, let defaults = try? JSONCoders.encoder.encode(defaultValue()),
-            let filled = JSONFill.filling(data, from: defaults),
-            let value = try? JSONCoders.decoder.decode(T.self, from: filled),
+            let value = JSONFill.fillingLeast(data, from: defaults, as: T.self),
             let encoded = try? JSONCoders.encoder.encode(value)
         {
             let coverage = JSONFill.coverage(of: data, in: encoded)
@@ -64,6 +63,11 @@ struct ValueDecoding<T: Codable & Sendable> {
             case .notDecoded:
                 continue
             case .converted(let value):
+                // A value that cannot be encoded could never be written back: the migration does not apply.
+                guard (try? JSONCoders.encoder.encode(value)) != nil else {
+                    failures.append("the migration from \(migration.sourceType) made a value that does not encode")
+                    continue
+                }
                 return .decoded(value, .migrated(from: migration.sourceType))
             case .failed(let error):
                 failures.append("the migration from \(migration.sourceType) threw \(error)")
@@ -107,7 +111,8 @@ enum JSONFill {
     /// Whether the value encoded as `encoded` keeps the members of `stored`: all of them (at every depth where both
     /// have an object), and any of them (at the top).
     static func coverage(of stored: Data, in encoded: Data) -> (all: Bool, any: Bool) {
-        let storedBytes = [UInt8](stored)
+        var storedBytes = [UInt8](stored)
+        if storedBytes.starts(with: [0xEF, 0xBB, 0xBF]) { storedBytes.removeFirst(3) }
         let encodedBytes = [UInt8](encoded)
         var storedParser = Parser(bytes: storedBytes)
         var encodedParser = Parser(bytes: encodedBytes)
@@ -134,8 +139,42 @@ enum JSONFill {
     /// `data`'s members win, and arrays are taken as they are. `nil` when `data` is not JSON, when either is not an
     /// object, or when nothing is missing. Numbers, strings and literals are copied byte for byte.
     static func filling(_ data: Data, from defaults: Data) -> Data? {
-        guard JSONValidator.problem(in: data) == nil else { return nil }
-        let stored = [UInt8](data)
+        filling(data, from: defaults, excluding: []).map { Data($0.bytes) }
+    }
+
+    /// The value of `type` from `data` with the fewest members of `defaults` filled in: every member the value decodes
+    /// without is left out, so that an optional the stored value left out because it was `nil`, or an entry removed
+    /// from a dictionary, does not come back from the default. `nil` when no filling decodes.
+    static func fillingLeast<T: Decodable>(_ data: Data, from defaults: Data, as type: T.Type) -> T? {
+        func decode(_ excluded: Set<[String]>) -> (T, [[String]])? {
+            guard let filled = filling(data, from: defaults, excluding: excluded),
+                let value = try? JSONCoders.decoder.decode(T.self, from: Data(filled.bytes))
+            else { return nil }
+            return (value, filled.added)
+        }
+        guard var (value, added) = decode([]) else { return nil }
+        var excluded: Set<[String]> = []
+        for path in added {
+            excluded.insert(path)
+            if let fewer = decode(excluded) {
+                value = fewer.0
+            } else {
+                excluded.remove(path)
+            }
+        }
+        added = added.filter { !excluded.contains($0) }
+        return added.isEmpty ? nil : value
+    }
+
+    /// `data` with the members of `defaults` it lacks, but those at the paths in `excluded`, and the paths of the
+    /// members added; `nil` when `data` is not JSON, when either is not an object, or when nothing is added.
+    private static func filling(
+        _ data: Data, from defaults: Data, excluding excluded: Set<[String]>
+    ) -> (bytes: [UInt8], added: [[String]])? {
+        var stored = [UInt8](data)
+        // A byte order mark, which the decoder accepts, is left out of the filled-in bytes.
+        if stored.starts(with: [0xEF, 0xBB, 0xBF]) { stored.removeFirst(3) }
+        guard JSONValidator.problem(in: stored) == nil else { return nil }
         let model = [UInt8](defaults)
         var storedParser = Parser(bytes: stored)
         var modelParser = Parser(bytes: model)
@@ -144,8 +183,9 @@ enum JSONFill {
         else { return nil }
         var output: [UInt8] = []
         output.reserveCapacity(stored.count + model.count)
-        let added = write(storedMembers, filledFrom: modelMembers, stored: stored, model: model, into: &output)
-        return added ? Data(output) : nil
+        var filler = Filler(stored: stored, model: model, excluded: excluded)
+        filler.write(storedMembers, filledFrom: modelMembers, at: [], into: &output)
+        return filler.added.isEmpty ? nil : (output, filler.added)
     }
 
     /// A parsed JSON value: an object's members, or the range of any other value.
@@ -162,47 +202,51 @@ enum JSONFill {
         var value: Node
     }
 
-    /// Writes an object: `members`, each completed from the member of the same key in `model`, then the members of
-    /// `model` it lacks. Returns whether anything was added.
-    private static func write(
-        _ members: [Member], filledFrom model: [Member], stored: [UInt8], model modelBytes: [UInt8],
-        into output: inout [UInt8]
-    ) -> Bool {
-        var modelByKey: [String: Member] = [:]
-        for member in model where modelByKey[member.key] == nil { modelByKey[member.key] = member }
-        let present = Set(members.map(\.key))
-        var added = false
-        output.append(UInt8(ascii: "{"))
-        var first = true
-        func separate() {
-            if !first { output.append(UInt8(ascii: ",")) }
-            first = false
-        }
-        for member in members {
-            separate()
-            output += stored[member.rawKey]
-            output.append(UInt8(ascii: ":"))
-            if case .object(let inner) = member.value, let other = modelByKey[member.key],
-                case .object(let innerModel) = other.value
-            {
-                if write(inner, filledFrom: innerModel, stored: stored, model: modelBytes, into: &output) {
-                    added = true
-                }
-            } else {
-                writeAsIs(member.value, from: stored, into: &output)
+    /// Writes objects completed from the model's members, recording the paths of the members it adds.
+    private struct Filler {
+        let stored: [UInt8]
+        let model: [UInt8]
+        let excluded: Set<[String]>
+        var added: [[String]] = []
+
+        /// Writes an object: `members`, each completed from the member of the same key in `model`, then the members
+        /// of `model` it lacks, but those excluded.
+        mutating func write(
+            _ members: [Member], filledFrom model: [Member], at path: [String], into output: inout [UInt8]
+        ) {
+            var modelByKey: [String: Member] = [:]
+            for member in model where modelByKey[member.key] == nil { modelByKey[member.key] = member }
+            var written = Set(members.map(\.key))
+            output.append(UInt8(ascii: "{"))
+            var first = true
+            func separate(_ output: inout [UInt8]) {
+                if !first { output.append(UInt8(ascii: ",")) }
+                first = false
             }
+            for member in members {
+                separate(&output)
+                output += stored[member.rawKey]
+                output.append(UInt8(ascii: ":"))
+                if case .object(let inner) = member.value, let other = modelByKey[member.key],
+                    case .object(let innerModel) = other.value
+                {
+                    write(inner, filledFrom: innerModel, at: path + [member.key], into: &output)
+                } else {
+                    JSONFill.writeAsIs(member.value, from: stored, into: &output)
+                }
+            }
+            for member in model where !written.contains(member.key) {
+                written.insert(member.key)
+                let memberPath = path + [member.key]
+                if excluded.contains(memberPath) { continue }
+                separate(&output)
+                output += self.model[member.rawKey]
+                output.append(UInt8(ascii: ":"))
+                JSONFill.writeAsIs(member.value, from: self.model, into: &output)
+                added.append(memberPath)
+            }
+            output.append(UInt8(ascii: "}"))
         }
-        var written = present
-        for member in model where !written.contains(member.key) {
-            written.insert(member.key)
-            separate()
-            output += modelBytes[member.rawKey]
-            output.append(UInt8(ascii: ":"))
-            writeAsIs(member.value, from: modelBytes, into: &output)
-            added = true
-        }
-        output.append(UInt8(ascii: "}"))
-        return added
     }
 
     private static func writeAsIs(_ node: Node, from bytes: [UInt8], into output: inout [UInt8]) {
