@@ -399,7 +399,12 @@ private struct RandomizedRun {
             model.files[item.file].withLock { record in
                 record.seen.insert(value)
                 record.changes.append(.set(value))
-                item.object.wrappedValue = value
+                if pick % 2 == 0 {
+                    item.object.wrappedValue = value
+                } else {
+                    // An update is a set for the model: atomic, whatever outside changes are adopted while it runs.
+                    item.object.update { $0 = value }
+                }
             }
         case 65..<70:
             pool.anyStorage(pick)?.object.flush()
