@@ -153,8 +153,15 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         case .decoded(let value, let reshape?):
             known.withLock { $0.read = KnownVersion(identity: identity, contents: data) }
             let kept = Self.keptOriginalName(for: fileName)
-            do {
-                _ = try directory.create(kept, contents: data)
+            do throws(WLStorageError) {
+                // Made once: a copy an earlier run made is kept. Anything but a file at the name keeps nothing.
+                if try directory.create(kept, contents: data) == nil,
+                    let status = directory.status(of: kept), !status.isRegularFile
+                {
+                    throw WLStorageError(
+                        code: .notARegularFile, message: "a \(status.kind.rawValue) stands at \(kept)", key: key,
+                        path: directory.filePath(kept))
+                }
             } catch {
                 return .reshaped(
                     value,

@@ -200,11 +200,18 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed, or it is not known whether
     ///   it ran.
+    ///
+    /// A statement whose connection is lost is not sent again, unlike the others: it may have been committed, and a
+    /// second one would find the new bytes and say it did not store them. The call throws instead, and the update reads
+    /// the key to learn the outcome.
     public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        guard let expected else { return try create(key: key, data: data) }
-        let rows = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
-            try connection.query(
-                statements.replaceIfHolds, upsertParameters(key, data) + [.bytes(expected)], deadline: deadline)
+        let rows = try run(reading: false, key: key, resending: false) { connection, deadline throws(PostgresError) in
+            if let expected {
+                try connection.query(
+                    statements.replaceIfHolds, upsertParameters(key, data) + [.bytes(expected)], deadline: deadline)
+            } else {
+                try connection.query(statements.create, upsertParameters(key, data), deadline: deadline)
+            }
         }
         return !rows.isEmpty
     }
@@ -243,9 +250,10 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     }
 
     /// Runs `body` on the writing connection, connected (and the table created) first when needed. A statement that
-    /// fails because an idle connection was lost meanwhile (the server restarted) is run once more on a new one.
+    /// fails because an idle connection was lost meanwhile (the server restarted) is run once more on a new one, unless
+    /// `resending` is off.
     private func run(
-        reading: Bool, key: String?, checking keys: [String] = [],
+        reading: Bool, key: String?, checking keys: [String] = [], resending: Bool = true,
         _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
     ) throws(WLStorageError) -> [[Data?]] {
         for checked in (key.map { [$0] } ?? []) + keys where checked.utf8.contains(0) {
@@ -273,7 +281,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
                     return .success(try body(connection, deadline))
                 } catch {
                     if !connection.isConnected { writerPID.value = nil }
-                    if reused, !retried, error.kind == .connectionLost {
+                    if reused, !retried, resending, error.kind == .connectionLost {
                         retried = true
                         continue
                     }

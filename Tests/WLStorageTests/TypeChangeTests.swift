@@ -278,26 +278,69 @@ struct TypeChangeTests {
 
 @Suite(.capturingOutput)
 struct JSONFillTests {
-    private func fill(_ stored: String, _ defaults: String) -> String? {
-        JSONFill.filling(Data(stored.utf8), from: Data(defaults.utf8)).map { String(decoding: $0, as: UTF8.self) }
+    /// The bytes `stored` decodes from as `T` once filled in from `defaults`, or `nil`.
+    private func fill<T: Decodable>(_ stored: String, _ defaults: String, as type: T.Type) -> String? {
+        JSONFill.filled(Data(stored.utf8), from: Data(defaults.utf8), as: type).map {
+            String(decoding: $0.bytes, as: UTF8.self)
+        }
     }
 
-    @Test func membersAreAddedAtEveryDepthAndTheStoredOnesWinByteForByte() {
+    private struct Inner: Decodable {
+        var x: String
+        var y: Int
+    }
+
+    private struct Element: Decodable {
+        var k: Int
+    }
+
+    private struct Nested: Decodable {
+        var a: Double
+        var b: [Int]
+        var o: Inner
+        var arr: [Element]
+        var optional: Int?
+    }
+
+    private struct Pair: Decodable {
+        var a: Int
+        var b: Int
+    }
+
+    @Test func onlyTheMembersTheTypeCannotDoWithoutAreAddedAndTheStoredOnesStayByteForByte() {
         #expect(
-            fill(#"{ "a" : 1.50, "o": {"x": "\u0041"}, "arr": [{"k":1}] }"#, #"{"a":2,"b":[3],"o":{"x":"B","y":null}}"#)
-                == #"{"a":1.50,"o":{"x":"\u0041","y":null},"arr":[{"k":1}],"b":[3]}"#)
+            fill(
+                #"{ "a" : 1.50, "o": {"x": "\u0041"}, "arr": [{"k":1}] }"#,
+                #"{"a":2,"b":[3],"o":{"x":"B","y":7},"optional":5}"#, as: Nested.self)
+                == #"{ "a" : 1.50, "o": {"x": "\u0041","y":7}, "arr": [{"k":1}] ,"b":[3]}"#)
     }
 
     @Test func keysAreComparedAsTheStringsTheyStandFor() {
-        #expect(fill(#"{"\u0061":1}"#, #"{"a":2,"b":3}"#) == #"{"\u0061":1,"b":3}"#)
+        #expect(fill(#"{"\u0061":1}"#, #"{"a":2,"b":3}"#, as: Pair.self) == #"{"\u0061":1,"b":3}"#)
     }
 
-    @Test func nothingIsFilledWhenNothingIsMissingOrEitherIsNotAnObject() {
-        #expect(fill(#"{"a":1}"#, #"{"a":2}"#) == nil)
-        #expect(fill("[1]", #"{"a":2}"#) == nil)
-        #expect(fill(#"{"a":1}"#, "3") == nil)
-        #expect(fill(#"{"a":1"#, #"{"b":2}"#) == nil)
-        #expect(fill(#"{"a":{"b":1}}"#, #"{"a":5}"#) == nil)
+    @Test func anotherCaseOfAnEnumIsKeptAsItIs() {
+        enum Shape: Codable {
+            case circle(radius: Int)
+            case square(side: Int)
+        }
+        struct Drawing: Codable {
+            var shape: Shape
+            var visits: Int
+        }
+        #expect(
+            fill(#"{"shape":{"square":{"side":2}}}"#, #"{"shape":{"circle":{"radius":1}},"visits":3}"#, as: Drawing.self)
+                == #"{"shape":{"square":{"side":2}},"visits":3}"#)
+    }
+
+    @Test func nothingIsFilledWhenNothingIsMissingOrWhatIsMissingHasNoCounterpart() {
+        #expect(fill(#"{"a":1,"b":2}"#, #"{"a":2,"b":3}"#, as: Pair.self) == nil)
+        #expect(fill("[1]", #"{"a":2,"b":3}"#, as: Pair.self) == nil)
+        #expect(fill(#"{"a":1"#, #"{"b":2}"#, as: Pair.self) == nil)
+        #expect(fill(#"{"a":1}"#, #"{"a":2}"#, as: Pair.self) == nil)  // the default lacks b too
+        // A member missing inside an array's element has no counterpart in the default.
+        #expect(
+            fill(#"{"a":1,"b":[],"o":{"x":"","y":1},"arr":[{}]}"#, #"{"arr":[{"k":1}]}"#, as: Nested.self) == nil)
     }
 
     @Test func coverageTellsWhetherAValueKeepsAllOrAnyOfTheStoredMembers() {
@@ -312,7 +355,13 @@ struct JSONFillTests {
     }
 
     @Test func stringsWithBracesAndEscapedQuotesAreSkippedWhole() {
+        struct Texts: Decodable {
+            var s: String
+            var t: [String]
+            var u: Bool
+        }
         #expect(
-            fill(#"{"s":"}\"{[","t":["]","\\"]}"#, #"{"u":true}"#) == #"{"s":"}\"{[","t":["]","\\"],"u":true}"#)
+            fill(#"{"s":"}\"{[","t":["]","\\"]}"#, #"{"u":true}"#, as: Texts.self)
+                == #"{"s":"}\"{[","t":["]","\\"],"u":true}"#)
     }
 }

@@ -9,74 +9,88 @@ import Synchronization
 #endif
 
 /// The cells whose `update` closure the calling thread is running, innermost last: a set or an update of one of them
-/// from this thread is a change from inside its own update. Kept per thread (a `pthread` key holding a few words), so
-/// that a cell needs no more than a count of its running updates (``CellState/updaters``), and a set looks here only
-/// while that count is not zero.
+/// from this thread is a change from inside its own update. Kept per thread (a `pthread` key), so that a cell needs no
+/// more than a count of its running updates (``CellState/updaters``), and a set looks here only while that count is
+/// not zero.
 @usableFromInline
 enum UpdatesOnThisThread {
-    /// How many nested updates a thread records: deeper ones (of other storages, inside each other's closures) are
-    /// run, but a change from inside them to their own storage is not told from any other.
-    private static let capacity = 15
+    /// What a thread records: the cells of the updates it runs, innermost last, in a buffer that grows with the
+    /// nesting; and whether it is reporting a refusal.
+    private struct Record {
+        var depth = 0
+        var capacity = 0
+        var cells: UnsafeMutablePointer<UInt>?
+        var reporting = false
+    }
 
-    /// Per thread: a buffer of `capacity + 2` words: the depth of nested updates, the cells, and whether a refusal is
-    /// being reported.
     private static let key: pthread_key_t = {
         var key = pthread_key_t()
         let made = pthread_key_create(&key) { pointer in
-            pointer?.assumingMemoryBound(to: UInt.self).deallocate()
+            guard let record = pointer?.assumingMemoryBound(to: Record.self) else { return }
+            record.pointee.cells?.deallocate()
+            record.deinitialize(count: 1)
+            record.deallocate()
         }
         precondition(made == 0, "pthread_key_create failed")
         return key
     }()
 
-    private static var slots: UnsafeMutablePointer<UInt> {
-        if let pointer = pthread_getspecific(key) { return pointer.assumingMemoryBound(to: UInt.self) }
-        let slots = UnsafeMutablePointer<UInt>.allocate(capacity: capacity + 2)
-        slots.initialize(repeating: 0, count: capacity + 2)
-        pthread_setspecific(key, slots)
-        return slots
+    private static var record: UnsafeMutablePointer<Record> {
+        if let pointer = pthread_getspecific(key) { return pointer.assumingMemoryBound(to: Record.self) }
+        let record = UnsafeMutablePointer<Record>.allocate(capacity: 1)
+        record.initialize(to: Record())
+        pthread_setspecific(key, record)
+        return record
     }
 
     /// Whether this thread runs an update of `cell`.
     @usableFromInline
     static func contains(_ cell: ObjectIdentifier) -> Bool {
-        contains(UInt(bitPattern: cell), in: slots)
+        contains(UInt(bitPattern: cell), in: record)
     }
 
-    private static func contains(_ cell: UInt, in slots: UnsafeMutablePointer<UInt>) -> Bool {
-        let depth = min(Int(slots[0]), capacity)
-        guard depth > 0 else { return false }
-        for index in 1...depth where slots[index] == cell { return true }
+    private static func contains(_ cell: UInt, in record: UnsafeMutablePointer<Record>) -> Bool {
+        guard let cells = record.pointee.cells else { return false }
+        for index in 0..<record.pointee.depth where cells[index] == cell { return true }
         return false
     }
 
     /// Records that this thread runs an update of `cell`; `false`, recording nothing, when it runs one already.
     @usableFromInline
     static func begin(_ cell: ObjectIdentifier) -> Bool {
-        let slots = self.slots
+        let record = self.record
         let cell = UInt(bitPattern: cell)
-        if contains(cell, in: slots) { return false }
-        let depth = Int(slots[0]) + 1
-        if depth <= capacity { slots[depth] = cell }
-        slots[0] = UInt(depth)
+        if contains(cell, in: record) { return false }
+        if record.pointee.depth == record.pointee.capacity {
+            let capacity = max(8, record.pointee.capacity * 2)
+            let cells = UnsafeMutablePointer<UInt>.allocate(capacity: capacity)
+            if let old = record.pointee.cells {
+                cells.initialize(from: old, count: record.pointee.depth)
+                old.deallocate()
+            }
+            record.pointee.cells = cells
+            record.pointee.capacity = capacity
+        }
+        record.pointee.cells![record.pointee.depth] = cell
+        record.pointee.depth += 1
         return true
-    }
-
-    /// Runs `report` unless this thread is reporting a refusal already: an error handler that makes the same mistake
-    /// again is not told of it again, without end.
-    static func reportingOnce(_ report: () -> Void) {
-        let slots = self.slots
-        guard slots[capacity + 1] == 0 else { return }
-        slots[capacity + 1] = 1
-        defer { slots[capacity + 1] = 0 }
-        report()
     }
 
     /// Ends the innermost update that ``begin(_:)`` recorded.
     @usableFromInline
     static func end(_ cell: ObjectIdentifier) {
-        let slots = self.slots
-        if slots[0] > 0 { slots[0] -= 1 }
+        let record = self.record
+        if record.pointee.depth > 0 { record.pointee.depth -= 1 }
+    }
+
+    /// Runs `report` unless this thread is reporting a refusal already: an error handler that makes the same mistake
+    /// again is not told of it again, without end.
+    static func reportingOnce(_ report: () -> Void) {
+        let record = self.record
+        guard !record.pointee.reporting else { return }
+        record.pointee.reporting = true
+        defer { record.pointee.reporting = false }
+        report()
     }
 }
 
@@ -238,8 +252,11 @@ extension StorageCell {
         var attempts = 0
         var setsMeanwhile = 0
         while true {
-            // This process's pending change first, so that the update starts from it.
-            guard flush() == .done else { return nil }
+            // This process's pending change first, so that the update starts from it; but not a rewrite in the new
+            // shape of what was read, which is no change of this process, and which the update makes moot.
+            if !state.withLock({ $0.onlyRewritePending }) {
+                guard flush() == .done else { return nil }
+            }
             let count = state.withLock { $0.changeCount }
             let read: (bytes: Data?, value: T)
             do {
@@ -249,7 +266,7 @@ extension StorageCell {
                 return nil
             }
             // A set came since the flush: it is written first too (a few times at most, as sets may keep coming).
-            if setsMeanwhile < 3, state.withLock({ $0.isPending }) {
+            if setsMeanwhile < 3, state.withLock({ $0.isPending && !$0.onlyRewritePending }) {
                 setsMeanwhile += 1
                 continue
             }
@@ -267,13 +284,21 @@ extension StorageCell {
             do {
                 stored = try store.write(key: storeBacker.storedKey, data: data, ifItHolds: read.bytes)
             } catch {
-                record(
-                    WLStorageError(
-                        code: .writeFailed,
-                        message: "the update could not be stored in \(storeBacker.identity), so it was made in this"
-                            + " process only and is written as a set is: \(error)",
-                        key: backer.key, underlying: error))
-                return nil
+                // Whether the write was made is not known: the key, read again, tells. Holding this update's bytes,
+                // it was (another replica storing the very same bytes meanwhile is told from it by nothing);
+                // otherwise it was not, and the update is made in the process.
+                switch try? storeBacker.store.read(key: storeBacker.storedKey) {
+                case .some(data):
+                    stored = true
+                default:
+                    record(
+                        WLStorageError(
+                            code: .writeFailed,
+                            message: "the update could not be stored in \(storeBacker.identity), so it was made in"
+                                + " this process only and is written as a set is: \(error)",
+                            key: backer.key, underlying: error))
+                    return nil
+                }
             }
             if stored {
                 switch adopt(&value, writtenSince: count) {
@@ -332,7 +357,10 @@ extension StorageCell {
     private func adopt(_ value: inout T, writtenSince count: UInt32) -> Adoption {
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
             let (adoption, drain) = state.withLock { state -> (Adoption, Bool) in
-                if state.isPending { return (.pending, false) }
+                let onlyRewrite = state.onlyRewritePending
+                if state.isPending && !onlyRewrite { return (.pending, false) }
+                // A rewrite in the new shape is moot: the update wrote the new shape.
+                if onlyRewrite { state.writtenVersion = state.version }
                 guard state.changeCount == count else { return (.changedMeanwhile, false) }
                 swap(&state.value, &value)
                 state.changeCount &+= 1

@@ -435,13 +435,16 @@ struct CellState<T: Sendable>: Sendable {
         withExtras { $0.rewriteVersion = version }
     }
 
+    /// Whether the only change pending is the rewrite of a value read in an earlier type's shape.
+    var onlyRewritePending: Bool { isPending && extras?.rewriteVersion == version }
+
     /// Another program's change, adopted by the last-writer rule: a local change still pending, or made since the
     /// check started, is written after it, so the local value is kept. A rewrite in the current type's shape of what
     /// was read is not such a change: the other program's value replaces it, and it is not written.
     private mutating func applyChange(
         _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T, effects: inout JobEffects<T>
     ) {
-        let onlyRewrite = isPending && extras?.rewriteVersion == version
+        let onlyRewrite = onlyRewritePending
         guard !isPending || onlyRewrite, version == startVersion else { return }
         switch change {
         case .unchanged:

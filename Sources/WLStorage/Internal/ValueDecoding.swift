@@ -54,7 +54,7 @@ struct ValueDecoding<T: Codable & Sendable> {
             let encoded = try? JSONCoders.encoder.encode(value)
         {
             let coverage = JSONFill.coverage(of: data, in: encoded)
-            if coverage.all { return .decoded(value, .filledIn) }
+            if coverage.any && coverage.all { return .decoded(value, .filledIn) }
             if coverage.any { filledIn = (value, false) }
         }
         var failures: [String] = []
@@ -100,24 +100,31 @@ struct DecodingFailure: Error {
     let migrationFailures: [String]
 }
 
-/// The added-fields step: a JSON object completed with the members it lacks from another, recursively.
+/// The added-fields step: a JSON object completed with the members it lacks from another.
+///
+/// Members are added one at a time, each where the decoder reports a key not found, from the same place in the
+/// default value's JSON, until the bytes decode: only the fields the type cannot do without are added, so that an
+/// optional left out because it was `nil`, an entry removed from a dictionary, or another case of an enum, does not
+/// come back from the default. The stored members are copied byte for byte.
 ///
 /// Bytes filled in this way are taken when the value keeps every field they have: the type gained fields. When the
 /// value drops some of them, a migration whose type decodes the bytes is preferred (a field renamed would otherwise be
 /// dropped and its value replaced by the default's), and the filled-in value is taken only when none does. When the
-/// value keeps none of the bytes' fields, they are not taken for this type at all: an object of another type is not
-/// read as a default.
+/// value keeps none of the bytes' fields, they are not taken for this type at all: an object of another type, or an
+/// empty one, is not read as a default.
 enum JSONFill {
+    /// The most members added to one value.
+    private static let maximumAdded = 1_024
+
     /// Whether the value encoded as `encoded` keeps the members of `stored`: all of them (at every depth where both
     /// have an object), and any of them (at the top).
     static func coverage(of stored: Data, in encoded: Data) -> (all: Bool, any: Bool) {
-        var storedBytes = [UInt8](stored)
-        if storedBytes.starts(with: [0xEF, 0xBB, 0xBF]) { storedBytes.removeFirst(3) }
+        let storedBytes = withoutByteOrderMark([UInt8](stored))
         let encodedBytes = [UInt8](encoded)
         var storedParser = Parser(bytes: storedBytes)
         var encodedParser = Parser(bytes: encodedBytes)
-        guard case .object(let storedMembers)? = storedParser.parseValue(depth: 0),
-            case .object(let encodedMembers)? = encodedParser.parseValue(depth: 0)
+        guard case .object(let storedMembers, _)? = storedParser.parseValue(depth: 0),
+            case .object(let encodedMembers, _)? = encodedParser.parseValue(depth: 0)
         else { return (false, false) }
         let any = storedMembers.contains { member in encodedMembers.contains { $0.key == member.key } }
         return (keepsAll(storedMembers, encodedMembers), any)
@@ -128,70 +135,94 @@ enum JSONFill {
         for member in encoded { byKey[member.key] = member }
         return stored.allSatisfy { member in
             guard let kept = byKey[member.key] else { return false }
-            if case .object(let inner) = member.value, case .object(let keptInner) = kept.value {
+            if case .object(let inner, _) = member.value, case .object(let keptInner, _) = kept.value {
                 return keepsAll(inner, keptInner)
             }
             return true
         }
     }
 
-    /// `data` with every member of `defaults` it lacks added, in objects at any depth where both have an object;
-    /// `data`'s members win, and arrays are taken as they are. `nil` when `data` is not JSON, when either is not an
-    /// object, or when nothing is missing. Numbers, strings and literals are copied byte for byte.
-    static func filling(_ data: Data, from defaults: Data) -> Data? {
-        filling(data, from: defaults, excluding: []).map { Data($0.bytes) }
+    /// The value of `type` from `data` with the members it cannot decode without taken from `defaults`; `nil` when
+    /// `data` is not JSON, when nothing needs adding (it decodes as it is, or it does not for another reason), or when
+    /// a member it needs is not in `defaults` at the same place (inside an array, for instance).
+    static func fillingLeast<T: Decodable>(_ data: Data, from defaults: Data, as type: T.Type) -> T? {
+        filled(data, from: defaults, as: type)?.value
     }
 
-    /// The value of `type` from `data` with the fewest members of `defaults` filled in: every member the value decodes
-    /// without is left out, so that an optional the stored value left out because it was `nil`, or an entry removed
-    /// from a dictionary, does not come back from the default. `nil` when no filling decodes.
-    static func fillingLeast<T: Decodable>(_ data: Data, from defaults: Data, as type: T.Type) -> T? {
-        func decode(_ excluded: Set<[String]>) -> (T, [[String]])? {
-            guard let filled = filling(data, from: defaults, excluding: excluded),
-                let value = try? JSONCoders.decoder.decode(T.self, from: Data(filled.bytes))
-            else { return nil }
-            return (value, filled.added)
-        }
-        guard var (value, added) = decode([]) else { return nil }
-        var excluded: Set<[String]> = []
-        for path in added {
-            excluded.insert(path)
-            if let fewer = decode(excluded) {
-                value = fewer.0
-            } else {
-                excluded.remove(path)
+    /// ``fillingLeast(_:from:as:)``, with the bytes that decoded.
+    static func filled<T: Decodable>(_ data: Data, from defaults: Data, as type: T.Type) -> (value: T, bytes: Data)? {
+        var bytes = withoutByteOrderMark([UInt8](data))
+        guard JSONValidator.problem(in: bytes) == nil else { return nil }
+        let model = [UInt8](defaults)
+        var modelParser = Parser(bytes: model)
+        guard let modelRoot = modelParser.parseValue(depth: 0) else { return nil }
+        var added = 0
+        while added <= maximumAdded {
+            do {
+                let value = try JSONCoders.decoder.decode(T.self, from: Data(bytes))
+                return added > 0 ? (value, Data(bytes)) : nil
+            } catch DecodingError.keyNotFound(let key, let context) {
+                let path = context.codingPath + [key]
+                // A key inside an array has no counterpart in the default.
+                guard path.allSatisfy({ $0.intValue == nil }) else { return nil }
+                let names = path.map(\.stringValue)
+                guard let member = member(at: names[...], in: modelRoot),
+                    let filled = inserting(member, from: model, at: names.dropLast(), into: bytes)
+                else { return nil }
+                bytes = filled
+                added += 1
+            } catch {
+                return nil
             }
         }
-        added = added.filter { !excluded.contains($0) }
-        return added.isEmpty ? nil : value
+        return nil
     }
 
-    /// `data` with the members of `defaults` it lacks, but those at the paths in `excluded`, and the paths of the
-    /// members added; `nil` when `data` is not JSON, when either is not an object, or when nothing is added.
-    private static func filling(
-        _ data: Data, from defaults: Data, excluding excluded: Set<[String]>
-    ) -> (bytes: [UInt8], added: [[String]])? {
-        var stored = [UInt8](data)
-        // A byte order mark, which the decoder accepts, is left out of the filled-in bytes.
-        if stored.starts(with: [0xEF, 0xBB, 0xBF]) { stored.removeFirst(3) }
-        guard JSONValidator.problem(in: stored) == nil else { return nil }
-        let model = [UInt8](defaults)
-        var storedParser = Parser(bytes: stored)
-        var modelParser = Parser(bytes: model)
-        guard case .object(let storedMembers)? = storedParser.parseValue(depth: 0),
-            case .object(let modelMembers)? = modelParser.parseValue(depth: 0)
+    private static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
+        // A byte order mark, which the decoder accepts, is left out.
+        bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+    }
+
+    /// The member at `path` (keys of objects inside each other) of `node`.
+    private static func member(at path: ArraySlice<String>, in node: Node) -> Member? {
+        guard let first = path.first, case .object(let members, _) = node,
+            let member = members.last(where: { $0.key == first })
         else { return nil }
-        var output: [UInt8] = []
-        output.reserveCapacity(stored.count + model.count)
-        var filler = Filler(stored: stored, model: model, excluded: excluded)
-        filler.write(storedMembers, filledFrom: modelMembers, at: [], into: &output)
-        return filler.added.isEmpty ? nil : (output, filler.added)
+        return path.count == 1 ? member : self.member(at: path.dropFirst(), in: member.value)
     }
 
-    /// A parsed JSON value: an object's members, or the range of any other value.
+    /// `bytes` with `member` of `model` added to the object at `path`; `nil` when there is no object there.
+    private static func inserting(
+        _ member: Member, from model: [UInt8], at path: ArraySlice<String>, into bytes: [UInt8]
+    ) -> [UInt8]? {
+        var parser = Parser(bytes: bytes)
+        guard var node = parser.parseValue(depth: 0) else { return nil }
+        for name in path {
+            guard case .object(let members, _) = node, let inner = members.last(where: { $0.key == name }) else {
+                return nil
+            }
+            node = inner.value
+        }
+        guard case .object(let members, let range) = node else { return nil }
+        var text: [UInt8] = members.isEmpty ? [] : [UInt8(ascii: ",")]
+        text += model[member.rawKey]
+        text.append(UInt8(ascii: ":"))
+        text += model[member.value.range]
+        var result = bytes
+        result.insert(contentsOf: text, at: range.upperBound - 1)  // before the closing brace
+        return result
+    }
+
+    /// A parsed JSON value: an object's members, or any other value; with where it is.
     private indirect enum Node {
-        case object([Member])
+        case object([Member], Range<Int>)
         case other(Range<Int>)
+
+        var range: Range<Int> {
+            switch self {
+            case .object(_, let range), .other(let range): range
+            }
+        }
     }
 
     private struct Member {
@@ -200,69 +231,6 @@ enum JSONFill {
         /// The key itself, escapes resolved, for comparing keys however they are written.
         var key: String
         var value: Node
-    }
-
-    /// Writes objects completed from the model's members, recording the paths of the members it adds.
-    private struct Filler {
-        let stored: [UInt8]
-        let model: [UInt8]
-        let excluded: Set<[String]>
-        var added: [[String]] = []
-
-        /// Writes an object: `members`, each completed from the member of the same key in `model`, then the members
-        /// of `model` it lacks, but those excluded.
-        mutating func write(
-            _ members: [Member], filledFrom model: [Member], at path: [String], into output: inout [UInt8]
-        ) {
-            var modelByKey: [String: Member] = [:]
-            for member in model where modelByKey[member.key] == nil { modelByKey[member.key] = member }
-            var written = Set(members.map(\.key))
-            output.append(UInt8(ascii: "{"))
-            var first = true
-            func separate(_ output: inout [UInt8]) {
-                if !first { output.append(UInt8(ascii: ",")) }
-                first = false
-            }
-            for member in members {
-                separate(&output)
-                output += stored[member.rawKey]
-                output.append(UInt8(ascii: ":"))
-                if case .object(let inner) = member.value, let other = modelByKey[member.key],
-                    case .object(let innerModel) = other.value
-                {
-                    write(inner, filledFrom: innerModel, at: path + [member.key], into: &output)
-                } else {
-                    JSONFill.writeAsIs(member.value, from: stored, into: &output)
-                }
-            }
-            for member in model where !written.contains(member.key) {
-                written.insert(member.key)
-                let memberPath = path + [member.key]
-                if excluded.contains(memberPath) { continue }
-                separate(&output)
-                output += self.model[member.rawKey]
-                output.append(UInt8(ascii: ":"))
-                JSONFill.writeAsIs(member.value, from: self.model, into: &output)
-                added.append(memberPath)
-            }
-            output.append(UInt8(ascii: "}"))
-        }
-    }
-
-    private static func writeAsIs(_ node: Node, from bytes: [UInt8], into output: inout [UInt8]) {
-        switch node {
-        case .other(let range):
-            output += bytes[range]
-        case .object(let members):
-            output.append(UInt8(ascii: "{"))
-            for (index, member) in members.enumerated() {
-                if index > 0 { output.append(UInt8(ascii: ",")) }
-                output += bytes[member.rawKey]
-                output.append(UInt8(ascii: ":"))
-                writeAsIs(member.value, from: bytes, into: &output)
-            }
-            output.append(UInt8(ascii: "}"))
-        }
     }
 
     /// A parser of JSON text already known to be valid: it finds where values start and end, and parses objects
@@ -281,19 +249,23 @@ enum JSONFill {
         mutating func parseValue(depth: Int) -> Node? {
             skipWhitespace()
             guard index < bytes.count, depth < Self.maximumDepth else { return nil }
-            if bytes[index] == UInt8(ascii: "{") { return parseObject(depth: depth) }
+            if bytes[index] == UInt8(ascii: "{") {
+                let start = index
+                guard let members = parseObject(depth: depth) else { return nil }
+                return .object(members, start..<index)
+            }
             let start = index
             guard skipValue() else { return nil }
             return .other(start..<index)
         }
 
-        private mutating func parseObject(depth: Int) -> Node? {
+        private mutating func parseObject(depth: Int) -> [Member]? {
             index += 1  // {
             var members: [Member] = []
             skipWhitespace()
             if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
                 index += 1
-                return .object(members)
+                return members
             }
             while true {
                 skipWhitespace()
@@ -313,7 +285,7 @@ enum JSONFill {
                 }
                 guard bytes[index] == UInt8(ascii: "}") else { return nil }
                 index += 1
-                return .object(members)
+                return members
             }
         }
 
