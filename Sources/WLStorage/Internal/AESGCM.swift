@@ -1,0 +1,373 @@
+internal import CWLStorageOpenSSL
+import Foundation
+
+/// A failure to seal or open bytes with ``AESGCM`` or ``SealedBox``.
+///
+/// No case carries plaintext, ciphertext or key bytes, so an error can be logged as it is.
+enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// A key is not ``AESGCM/keyLength`` (32) bytes long. The value is the length given.
+    case invalidKeyLength(Int)
+    /// A nonce is not ``AESGCM/nonceLength`` (12) bytes long. The value is the length given.
+    case invalidNonceLength(Int)
+    /// A tag is not ``AESGCM/tagLength`` (16) bytes long. The value is the length given.
+    case invalidTagLength(Int)
+    /// A libcrypto call failed: `function` is the C function, `reason` the first entry of OpenSSL's error queue, if
+    /// there was one.
+    case libcryptoFailed(function: String, reason: String?)
+    /// The tag does not verify. The ciphertext, the tag, the nonce or the additional data were altered, or the key
+    /// is not the one the bytes were sealed with. No plaintext is returned.
+    case authenticationFailed
+    /// The bytes are not a sealed box: they do not start with the magic bytes, or they are shorter than the
+    /// smallest box (the header and the tag), as a truncated box is.
+    case notASealedBox
+    /// The bytes are a sealed box of a version this code cannot open. The value is the version byte.
+    case unsupportedVersion(UInt8)
+    /// None of the keys given has the fingerprint the box was sealed with.
+    case noMatchingKey
+
+    var description: String {
+        switch self {
+        case .invalidKeyLength(let length):
+            return "The key is \(length) bytes long, not \(AESGCM.keyLength)."
+        case .invalidNonceLength(let length):
+            return "The nonce is \(length) bytes long, not \(AESGCM.nonceLength)."
+        case .invalidTagLength(let length):
+            return "The tag is \(length) bytes long, not \(AESGCM.tagLength)."
+        case .libcryptoFailed(let function, let reason):
+            return "libcrypto's \(function) failed" + (reason.map { ": \($0)" } ?? ".")
+        case .authenticationFailed:
+            return "Authentication failed: the bytes were altered, or the key is not the one they were sealed with."
+        case .notASealedBox:
+            return "The bytes are not a sealed box: the magic bytes are missing or the box is truncated."
+        case .unsupportedVersion(let version):
+            return "The sealed box has version \(version), which this program cannot open."
+        case .noMatchingKey:
+            return "No key given has the fingerprint of the key the box was sealed with."
+        }
+    }
+}
+
+/// AES-256-GCM through OpenSSL libcrypto's EVP interface, with the cipher fetched once per process.
+///
+/// Each call uses its own cipher context, so calls can run on any number of threads at once. Keys are 32 bytes,
+/// nonces 12 bytes and tags 16 bytes; other lengths are refused. A nonce must never be used twice with one key:
+/// ``randomNonce()`` makes one from OpenSSL's random generator.
+///
+/// Key material: the key is passed to libcrypto straight from the caller's array; this code makes no copy of it.
+/// libcrypto copies it into the cipher context's key schedule, and `EVP_CIPHER_CTX_free` clears that memory before
+/// freeing it. The caller's array itself is not cleared: Swift may have copied it (arrays are copied on write) and
+/// does not clear memory it frees, so a caller that keeps keys in arrays owns their lifetime. When `open` fails, the
+/// bytes it had decrypted are cleared before it throws. The plaintext given to `seal` and returned by `open`, and the
+/// copies Foundation makes of `Data`, are the caller's and are not cleared.
+enum AESGCM {
+    /// The length of a key in bytes.
+    static let keyLength = 32
+    /// The length of a nonce (the initialization vector) in bytes.
+    static let nonceLength = 12
+    /// The length of an authentication tag in bytes.
+    static let tagLength = 16
+
+    /// An `EVP_CIPHER` fetched once; OpenSSL documents fetched algorithms as safe to share between threads.
+    private struct Algorithm: @unchecked Sendable {  // immutable after creation; OpenSSL owns its locking
+        let pointer: OpaquePointer?
+    }
+
+    private static let algorithm = Algorithm(pointer: EVP_CIPHER_fetch(nil, "AES-256-GCM", nil))
+
+    /// The largest piece of input passed to one `EVP_*Update` call, whose length is a C `int`.
+    private static let maximumChunk = 1 << 30
+
+    private typealias InitFunction = (
+        OpaquePointer?, OpaquePointer?, UnsafePointer<UInt8>?, UnsafePointer<UInt8>?, UnsafePointer<OSSL_PARAM>?
+    ) -> Int32
+
+    private typealias UpdateFunction = (
+        OpaquePointer?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<Int32>?, UnsafePointer<UInt8>?, Int32
+    ) -> Int32
+
+    /// Encrypts `plaintext` under `key` and `nonce`, and authenticates it together with `additionalData`.
+    ///
+    /// The ciphertext is as long as the plaintext; the tag is 16 bytes. Throws a ``CipherError``: an invalid key or
+    /// nonce length, or a libcrypto failure.
+    static func seal(
+        _ plaintext: Data, key: [UInt8], nonce: [UInt8], additionalData: Data = Data()
+    ) throws -> (ciphertext: Data, tag: Data) {
+        try checkLengths(key: key, nonce: nonce)
+        return try withContext { context, cipher in
+            try initialize(
+                context, cipher, key: key, nonce: nonce, function: EVP_EncryptInit_ex2, name: "EVP_EncryptInit_ex2")
+            try additionalData.withUnsafeBytes { aad in
+                try update(context, aad, output: nil, function: EVP_EncryptUpdate, name: "EVP_EncryptUpdate")
+            }
+            var ciphertext = Data(count: plaintext.count)
+            try ciphertext.withUnsafeMutableBytes { output in
+                try plaintext.withUnsafeBytes { input in
+                    try update(context, input, output: output, function: EVP_EncryptUpdate, name: "EVP_EncryptUpdate")
+                }
+            }
+            // GCM is a stream mode: everything was written by the updates, and the final call writes nothing.
+            var finalOutput = [UInt8](repeating: 0, count: tagLength)
+            var finalLength: Int32 = 0
+            try check(EVP_EncryptFinal_ex(context, &finalOutput, &finalLength), "EVP_EncryptFinal_ex")
+            guard finalLength == 0 else {
+                throw CipherError.libcryptoFailed(function: "EVP_EncryptFinal_ex", reason: "unexpected output")
+            }
+            var tag = Data(count: tagLength)
+            try tag.withUnsafeMutableBytes { tag in
+                let result = EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_GET_TAG, Int32(tagLength), tag.baseAddress)
+                try check(result, "EVP_CIPHER_CTX_ctrl(EVP_CTRL_GCM_GET_TAG)")
+            }
+            return (ciphertext, tag)
+        }
+    }
+
+    /// Decrypts `ciphertext` under `key` and `nonce`, and returns the plaintext only if `tag` verifies for it and
+    /// `additionalData`.
+    ///
+    /// Throws ``CipherError/authenticationFailed`` when the tag does not verify (`EVP_DecryptFinal_ex` fails), and
+    /// another ``CipherError`` for an invalid key, nonce or tag length or a libcrypto failure.
+    static func open(
+        ciphertext: Data, tag: Data, key: [UInt8], nonce: [UInt8], additionalData: Data = Data()
+    ) throws -> Data {
+        try checkLengths(key: key, nonce: nonce)
+        guard tag.count == tagLength else { throw CipherError.invalidTagLength(tag.count) }
+        return try withContext { context, cipher in
+            try initialize(
+                context, cipher, key: key, nonce: nonce, function: EVP_DecryptInit_ex2, name: "EVP_DecryptInit_ex2")
+            try additionalData.withUnsafeBytes { aad in
+                try update(context, aad, output: nil, function: EVP_DecryptUpdate, name: "EVP_DecryptUpdate")
+            }
+            var plaintext = Data(count: ciphertext.count)
+            do {
+                try plaintext.withUnsafeMutableBytes { output in
+                    try ciphertext.withUnsafeBytes { input in
+                        try update(
+                            context, input, output: output, function: EVP_DecryptUpdate, name: "EVP_DecryptUpdate")
+                    }
+                }
+                var expectedTag = [UInt8](tag)  // the ctrl call takes a mutable pointer; a tag is not secret
+                let result = EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_TAG, Int32(tagLength), &expectedTag)
+                try check(result, "EVP_CIPHER_CTX_ctrl(EVP_CTRL_GCM_SET_TAG)")
+                var finalOutput = [UInt8](repeating: 0, count: tagLength)
+                var finalLength: Int32 = 0
+                guard EVP_DecryptFinal_ex(context, &finalOutput, &finalLength) == 1 else {
+                    ERR_clear_error()
+                    throw CipherError.authenticationFailed
+                }
+                guard finalLength == 0 else {
+                    throw CipherError.libcryptoFailed(function: "EVP_DecryptFinal_ex", reason: "unexpected output")
+                }
+            } catch {
+                // The bytes decrypted so far are not authenticated; they are cleared rather than left in memory.
+                plaintext.withUnsafeMutableBytes { clear($0) }
+                throw error
+            }
+            return plaintext
+        }
+    }
+
+    /// A new 12-byte nonce from OpenSSL's cryptographically secure random generator (`RAND_bytes`).
+    static func randomNonce() throws -> [UInt8] {
+        try randomBytes(count: nonceLength)
+    }
+
+    /// A new 32-byte key from OpenSSL's cryptographically secure random generator (`RAND_bytes`).
+    static func randomKey() throws -> [UInt8] {
+        try randomBytes(count: keyLength)
+    }
+
+    /// `count` bytes from `RAND_bytes`; throws ``CipherError/libcryptoFailed(function:reason:)`` unless it returns 1.
+    static func randomBytes(count: Int) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        guard count > 0 else { return bytes }
+        try check(RAND_bytes(&bytes, Int32(count)), "RAND_bytes")
+        return bytes
+    }
+
+    /// Overwrites `bytes` with zeros through `OPENSSL_cleanse`, which the compiler does not remove as a dead store.
+    static func clear(_ bytes: UnsafeMutableRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        OPENSSL_cleanse(base, bytes.count)
+    }
+
+    private static func checkLengths(key: [UInt8], nonce: [UInt8]) throws {
+        guard key.count == keyLength else { throw CipherError.invalidKeyLength(key.count) }
+        guard nonce.count == nonceLength else { throw CipherError.invalidNonceLength(nonce.count) }
+    }
+
+    /// Runs `body` with a new cipher context, which is freed (and its key schedule cleared) when `body` returns.
+    private static func withContext<Result>(
+        _ body: (_ context: OpaquePointer, _ cipher: OpaquePointer) throws -> Result
+    ) throws -> Result {
+        guard let cipher = algorithm.pointer else {
+            throw failure("EVP_CIPHER_fetch(AES-256-GCM)")
+        }
+        guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
+        defer { EVP_CIPHER_CTX_free(context) }
+        return try body(context, cipher)
+    }
+
+    /// Sets the cipher, the 12-byte nonce length, the key and the nonce, through `EVP_EncryptInit_ex2` or
+    /// `EVP_DecryptInit_ex2`.
+    private static func initialize(
+        _ context: OpaquePointer, _ cipher: OpaquePointer, key: [UInt8], nonce: [UInt8],
+        function: InitFunction, name: String
+    ) throws {
+        try check(function(context, cipher, nil, nil, nil), name)
+        let result = EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_IVLEN, Int32(nonceLength), nil)
+        try check(result, "EVP_CIPHER_CTX_ctrl(EVP_CTRL_GCM_SET_IVLEN)")
+        try key.withUnsafeBufferPointer { key in
+            try nonce.withUnsafeBufferPointer { nonce in
+                try check(function(context, nil, key.baseAddress, nonce.baseAddress, nil), name)
+            }
+        }
+    }
+
+    /// Passes `input` through `function` in pieces that fit a C `int`. With no `output`, the input is additional
+    /// data; with one, `output` is as long as `input` and receives one byte for each byte of input.
+    private static func update(
+        _ context: OpaquePointer, _ input: UnsafeRawBufferPointer, output: UnsafeMutableRawBufferPointer?,
+        function: UpdateFunction, name: String
+    ) throws {
+        guard let inputBase = input.baseAddress, input.count > 0 else { return }
+        var offset = 0
+        while offset < input.count {
+            let length = min(input.count - offset, maximumChunk)
+            let source = (inputBase + offset).assumingMemoryBound(to: UInt8.self)
+            let destination = output.flatMap { $0.baseAddress }.map {
+                ($0 + offset).assumingMemoryBound(to: UInt8.self)
+            }
+            var written: Int32 = 0
+            try check(function(context, destination, &written, source, Int32(length)), name)
+            if output != nil, written != Int32(length) {
+                throw CipherError.libcryptoFailed(function: name, reason: "unexpected output length")
+            }
+            offset += length
+        }
+    }
+
+    /// Throws unless `result`, the return value of libcrypto's `function`, is 1.
+    private static func check(_ result: Int32, _ function: String) throws {
+        guard result == 1 else { throw failure(function) }
+    }
+
+    /// A ``CipherError/libcryptoFailed(function:reason:)`` for `function`, with the reason at the front of OpenSSL's
+    /// error queue, which is then emptied.
+    private static func failure(_ function: String) -> CipherError {
+        let code = ERR_get_error()
+        defer { ERR_clear_error() }
+        guard code != 0 else { return .libcryptoFailed(function: function, reason: nil) }
+        var buffer = [CChar](repeating: 0, count: 256)
+        ERR_error_string_n(code, &buffer, buffer.count)
+        let reason = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return .libcryptoFailed(function: function, reason: reason)
+    }
+}
+
+/// The versioned format of bytes sealed with AES-256-GCM for storage: a header, the ciphertext and the tag.
+///
+/// | bytes | content |
+/// | --- | --- |
+/// | 4 | the magic bytes `WLSE` |
+/// | 1 | the version, 1 |
+/// | 4 | the key's fingerprint: the first 4 bytes of the SHA-256 of the 32 key bytes |
+/// | 12 | the nonce, random for each seal |
+/// | n | the ciphertext, as long as the plaintext |
+/// | 16 | the tag |
+///
+/// The additional authenticated data is the 21 header bytes followed by the UTF-8 bytes of the storage key the value
+/// is stored under. So no header byte can be changed, and the sealed bytes of one storage key do not open under
+/// another. The fingerprint lets ``open(_:keys:associatedKey:)`` pick the key a box was sealed with from a list of
+/// current and older keys without trying each; it reveals 32 bits of a hash of the key, which tells nothing useful
+/// about a random 256-bit key.
+///
+/// Key material is handled as ``AESGCM`` describes: no copies of key bytes are made here.
+enum SealedBox {
+    /// The bytes every sealed box starts with: `WLSE`.
+    static let magic: [UInt8] = Array("WLSE".utf8)
+    /// The version this code writes and the only one it opens.
+    static let version: UInt8 = 1
+    /// The length of a key's fingerprint in bytes.
+    static let fingerprintLength = 4
+    /// The length of the header: the magic bytes, the version, the fingerprint and the nonce.
+    static let headerLength = 4 + 1 + fingerprintLength + AESGCM.nonceLength
+    /// The length of the smallest box, which holds an empty plaintext.
+    static let minimumLength = headerLength + AESGCM.tagLength
+
+    /// The fingerprint of `key`: the first 4 bytes of the SHA-256 of its bytes.
+    static func fingerprint(of key: [UInt8]) throws -> [UInt8] {
+        guard key.count == AESGCM.keyLength else { throw CipherError.invalidKeyLength(key.count) }
+        guard let digest = key.withUnsafeBytes({ SHA256.digest(of: $0) }) else {
+            throw CipherError.libcryptoFailed(function: "EVP_Digest(SHA256)", reason: nil)
+        }
+        return Array(digest.prefix(fingerprintLength))
+    }
+
+    /// Seals `plaintext` under `key` with a new random nonce, bound to the storage key `associatedKey`.
+    ///
+    /// Throws a ``CipherError``: an invalid key length, or a libcrypto failure.
+    static func seal(_ plaintext: Data, key: [UInt8], associatedKey: String) throws -> Data {
+        let fingerprint = try fingerprint(of: key)
+        let nonce = try AESGCM.randomNonce()
+        var sealed = Data(capacity: minimumLength + plaintext.count)
+        sealed.append(contentsOf: magic)
+        sealed.append(version)
+        sealed.append(contentsOf: fingerprint)
+        sealed.append(contentsOf: nonce)
+        let additionalData = additionalData(header: sealed, associatedKey: associatedKey)
+        let (ciphertext, tag) = try AESGCM.seal(plaintext, key: key, nonce: nonce, additionalData: additionalData)
+        sealed.append(ciphertext)
+        sealed.append(tag)
+        return sealed
+    }
+
+    /// Opens `sealed`, stored under the storage key `associatedKey`, with whichever of `keys` it was sealed with,
+    /// and returns the plaintext and the index of that key in `keys`.
+    ///
+    /// Only keys whose fingerprint matches the box's are tried, in order. Throws a ``CipherError``:
+    /// - ``CipherError/notASealedBox`` when the bytes lack the magic bytes or are shorter than a box can be;
+    /// - ``CipherError/unsupportedVersion(_:)`` when the version byte is not 1;
+    /// - ``CipherError/noMatchingKey`` when no key has the box's fingerprint (the box was sealed with another key);
+    /// - ``CipherError/authenticationFailed`` when no key with that fingerprint verifies the tag: a byte was
+    ///   changed, the box belongs to another storage key, or the key is wrong and its fingerprint matches by chance;
+    /// - ``CipherError/invalidKeyLength(_:)`` when one of `keys` is not 32 bytes long.
+    static func open(_ sealed: Data, keys: [[UInt8]], associatedKey: String) throws -> (plaintext: Data, keyIndex: Int)
+    {
+        let bytes = sealed.startIndex == 0 ? sealed : Data(sealed)  // indexes from 0 below
+        guard bytes.count >= magic.count, bytes.prefix(magic.count).elementsEqual(magic) else {
+            throw CipherError.notASealedBox
+        }
+        guard bytes.count > magic.count else { throw CipherError.notASealedBox }
+        let boxVersion = bytes[magic.count]
+        guard boxVersion == version else { throw CipherError.unsupportedVersion(boxVersion) }
+        guard bytes.count >= minimumLength else { throw CipherError.notASealedBox }
+        let fingerprintStart = magic.count + 1
+        let nonceStart = fingerprintStart + fingerprintLength
+        let boxFingerprint = Array(bytes[fingerprintStart..<nonceStart])
+        let nonce = Array(bytes[nonceStart..<headerLength])
+        let ciphertext = bytes[headerLength..<(bytes.count - AESGCM.tagLength)]
+        let tag = bytes[(bytes.count - AESGCM.tagLength)...]
+        let additionalData = additionalData(header: bytes.prefix(headerLength), associatedKey: associatedKey)
+        let fingerprints = try keys.map { try fingerprint(of: $0) }
+        var matched = false
+        for (index, key) in keys.enumerated() where fingerprints[index] == boxFingerprint {
+            matched = true
+            do {
+                let plaintext = try AESGCM.open(
+                    ciphertext: ciphertext, tag: tag, key: key, nonce: nonce, additionalData: additionalData)
+                return (plaintext, index)
+            } catch CipherError.authenticationFailed {
+                continue  // another key may have the same fingerprint
+            }
+        }
+        throw matched ? CipherError.authenticationFailed : CipherError.noMatchingKey
+    }
+
+    /// The header followed by the UTF-8 bytes of the storage key. The header has a fixed length, so no two pairs of
+    /// header and storage key give the same bytes.
+    private static func additionalData(header: Data, associatedKey: String) -> Data {
+        var data = Data(header)
+        data.append(contentsOf: associatedKey.utf8)
+        return data
+    }
+}
