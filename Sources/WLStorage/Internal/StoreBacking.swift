@@ -195,9 +195,9 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
             throw WLStorageError(
                 code: .decodingFailed,
                 message: "someone stored bytes that"
-                    + " \(ValueDecoding<T>.judge(data, migrationFailures: error.migrationFailures)) in \(identity);"
+                    + " \(judge(data, migrationFailures: error.migrationFailures)) in \(identity);"
                     + " the value in memory is kept and what is stored is left as it is",
-                key: key, underlying: error.error)
+                key: key, underlying: conceals ? nil : error.error)
         }
     }
 
@@ -207,7 +207,8 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     private func keepAside(
         _ data: Data, _ decodingError: any Error, _ failures: [String], decoding: ValueDecoding<T>, again: Bool
     ) -> ReadResult<T> {
-        let judged = ValueDecoding<T>.judge(data, migrationFailures: failures)
+        let judged = judge(data, migrationFailures: failures)
+        let decodingError: (any Error)? = conceals ? nil : decodingError
         let aside = StorageDirectory.movedAsideName(for: storedKey)
         do {
             _ = try store.create(key: aside, data: data)
@@ -237,6 +238,15 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
                 message: "what \(identity) holds \(judged); it was kept aside under the key"
                     + " \(aside)",
                 key: key, underlying: decodingError))
+    }
+
+    /// Whether the store's values are secret (``ConcealsValues``): messages then say that bytes do not decode, not
+    /// what is wrong in them, which could quote them, and carry no decoding error.
+    private var conceals: Bool { store is any ConcealsValues }
+
+    private func judge(_ data: Data, migrationFailures: [String]) -> String {
+        conceals
+            ? "does not decode as \(T.self)" : ValueDecoding<T>.judge(data, migrationFailures: migrationFailures)
     }
 
     private func failure(_ error: any Error, writing: Bool) -> WLStorageError {

@@ -1,0 +1,266 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A 256-bit key of a ``WLStorageEncryptedStore``.
+///
+/// Its ``description`` names it by a fingerprint (the first four bytes of its SHA-256), never by its bytes.
+public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
+    let bytes: [UInt8]
+    /// The first four bytes of the key's SHA-256, as sealed values carry them.
+    let fingerprint: [UInt8]
+
+    /// A key of these 32 bytes.
+    ///
+    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when there are not 32.
+    public init(bytes: some Collection<UInt8>) throws {
+        let bytes = Array(bytes)
+        guard bytes.count == AESGCM.keyLength else {
+            throw WLStorageError(
+                code: .invalidConfiguration,
+                message: "an encryption key is \(AESGCM.keyLength) bytes, not \(bytes.count)")
+        }
+        self.bytes = bytes
+        do {
+            self.fingerprint = try SealedBox.fingerprint(of: bytes)
+        } catch {
+            throw WLStorageError(
+                code: .invalidConfiguration, message: "the key's fingerprint could not be made: \(error)",
+                underlying: error)
+        }
+    }
+
+    /// The key in the file at `url`: 32 bytes, or their base64 text (surrounding white space is ignored).
+    ///
+    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the file can be
+    ///   read by its group or by others (it must have a mode such as 0600 or 0400), when it cannot be read, or when it
+    ///   holds no key.
+    public init(contentsOf url: URL) throws {
+        let path = url.path
+        var status = stat()
+        guard stat(path, &status) == 0 else {
+            throw WLStorageError(
+                code: .invalidConfiguration, message: "the key file cannot be read", path: path, errno: errno)
+        }
+        let mode = status.st_mode & 0o777
+        guard mode & 0o077 == 0 else {
+            throw WLStorageError(
+                code: .invalidConfiguration,
+                message: "the key file can be read by "
+                    + (mode & 0o070 != 0 ? "its group" : "others")
+                    + " (mode \(String(mode, radix: 8))); make it readable by its owner only: chmod 600 \(path)",
+                path: path)
+        }
+        guard let contents = FileManager.default.contents(atPath: path) else {
+            throw WLStorageError(
+                code: .invalidConfiguration, message: "the key file cannot be read", path: path, errno: errno)
+        }
+        do {
+            try self.init(encoded: contents)
+        } catch var error as WLStorageError {
+            error.path = path
+            throw error
+        }
+    }
+
+    /// The key in the environment variable `name`, as the base64 text of its 32 bytes.
+    ///
+    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the variable is
+    ///   not set or holds no key.
+    public init(environmentVariable name: String) throws {
+        guard let text = ProcessInfo.processInfo.environment[name] else {
+            throw WLStorageError(code: .invalidConfiguration, message: "the environment variable \(name) is not set")
+        }
+        do {
+            try self.init(encoded: Data(text.utf8))
+        } catch var error as WLStorageError {
+            error.message = "the environment variable \(name): " + error.message
+            throw error
+        }
+    }
+
+    /// 32 raw bytes, or the base64 text of 32 bytes.
+    private init(encoded contents: Data) throws {
+        if contents.count == AESGCM.keyLength {
+            try self.init(bytes: contents)
+            return
+        }
+        let text = String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let decoded = Data(base64Encoded: text), decoded.count == AESGCM.keyLength else {
+            throw WLStorageError(
+                code: .invalidConfiguration,
+                message: "no key: expected \(AESGCM.keyLength) bytes, or their base64 text")
+        }
+        try self.init(bytes: decoded)
+    }
+
+    /// A new random key, from OpenSSL's random generator.
+    public static func random() throws -> WLStorageEncryptionKey {
+        do {
+            return try WLStorageEncryptionKey(bytes: AESGCM.randomKey())
+        } catch let error as WLStorageError {
+            throw error
+        } catch {
+            throw WLStorageError(
+                code: .invalidConfiguration, message: "no random key could be made: \(error)", underlying: error)
+        }
+    }
+
+    /// The base64 text of the key's bytes, as a key file or an environment variable holds it. It is the secret itself:
+    /// keep it out of logs.
+    public var base64EncodedSecret: String { Data(bytes).base64EncodedString() }
+
+    /// `WLStorageEncryptionKey(fingerprint: 1a2b3c4d)`.
+    public var description: String {
+        "WLStorageEncryptionKey(fingerprint: \(fingerprint.map { String(format: "%02x", $0) }.joined()))"
+    }
+}
+
+/// A store that keeps the values of another store encrypted: AES-256-GCM through OpenSSL, with a fresh random nonce
+/// for every write and the key under which a value is stored authenticated with it, so that one key's stored bytes
+/// cannot be passed off as another's.
+///
+/// ```swift
+/// let secrets = WLStorageEncryptedStore(
+///     .directory(URL(fileURLWithPath: "/var/lib/mytool/secrets")),
+///     key: try WLStorageEncryptionKey(contentsOf: URL(fileURLWithPath: "/etc/mytool/storage.key")))
+/// @WLStorage(key: "api_token", defaultValue: "", store: secrets)
+/// var apiToken: String
+/// ```
+///
+/// Each value is stored as `WLSE`, a version byte, the fingerprint of the key, the nonce, the ciphertext and the tag.
+/// Files stay 0600, atomic and durable: the store under it writes them as any other.
+///
+/// - Bytes that do not open (another key, a truncated or altered value, bytes that are not an encrypted value) are
+///   read as an error that names the key and the file, ``WLStorageError/Code/decodingFailed``. They are left as they
+///   are, and the storage never writes its default, nor anything derived from it, over them.
+/// - Keys can be rotated: give the earlier ones as `previousKeys`. A value opened with one of them is written again
+///   under the current key as soon as it is read.
+/// - The storage's errors for an encrypted store never quote what was stored.
+///
+/// See <doc:KeepingSecrets> for what the encryption protects against, and what it does not.
+public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
+    /// The store that holds the encrypted bytes.
+    public let base: any WLStorageStore
+    /// The current key first, then the earlier ones.
+    private let secrets: [[UInt8]]
+    public let identity: String
+
+    /// A store that encrypts the values of `base` with `key`, and opens values stored under `previousKeys` too.
+    public init(
+        _ base: some WLStorageStore, key: WLStorageEncryptionKey, previousKeys: [WLStorageEncryptionKey] = []
+    ) {
+        self.base = base
+        self.secrets = [key.bytes] + previousKeys.map(\.bytes)
+        // The fingerprint keeps the storages of two keys over the same store apart; it does not reveal the key.
+        self.identity =
+            "encrypted(\(key.fingerprint.map { String(format: "%02x", $0) }.joined())):" + base.identity
+    }
+
+    /// The bytes stored under `key`, decrypted. A value stored under an earlier key is written again under the
+    /// current one.
+    ///
+    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/decodingFailed`` when the bytes do not open;
+    ///   what the store under it throws.
+    public func read(key: String) throws -> Data? {
+        guard let sealed = try base.read(key: key) else { return nil }
+        // Empty bytes stand for nothing stored, as in any store.
+        guard !sealed.isEmpty else { return sealed }
+        let opened: (plaintext: Data, keyIndex: Int)
+        do {
+            opened = try SealedBox.open(sealed, keys: secrets, associatedKey: key)
+        } catch let error as CipherError {
+            throw failure(error, key: key)
+        }
+        if opened.keyIndex > 0,
+            let resealed = try? SealedBox.seal(opened.plaintext, key: secrets[0], associatedKey: key)
+        {
+            // Written again under the current key, unless someone stored something else meanwhile.
+            if let conditional = base as? any WLStorageConditionalStore {
+                _ = try? conditional.write(key: key, data: resealed, ifItHolds: sealed)
+            } else if (try? base.read(key: key)) == sealed {
+                try? base.write(key: key, data: resealed)
+            }
+        }
+        return opened.plaintext
+    }
+
+    public func write(key: String, data: Data) throws {
+        try base.write(key: key, data: seal(data, key: key))
+    }
+
+    public func create(key: String, data: Data) throws -> Bool {
+        try base.create(key: key, data: seal(data, key: key))
+    }
+
+    public func write(_ batch: [WLStorageStoreWrite]) throws {
+        try base.write(batch.map { WLStorageStoreWrite(key: $0.key, data: try seal($0.data, key: $0.key)) })
+    }
+
+    public func remove(key: String) throws {
+        try base.remove(key: key)
+    }
+
+    /// Removes `key` only while it holds `data` once decrypted.
+    public func remove(key: String, ifItHolds data: Data) throws -> Bool {
+        guard let sealed = try base.read(key: key),
+            let opened = try? SealedBox.open(sealed, keys: secrets, associatedKey: key), opened.plaintext == data
+        else { return false }
+        return try base.remove(key: key, ifItHolds: sealed)
+    }
+
+    public func keys() throws -> [String] {
+        try base.keys()
+    }
+
+    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+        base.observeChanges(changed)
+    }
+
+    private func seal(_ data: Data, key: String) throws -> Data {
+        do {
+            return try SealedBox.seal(data, key: secrets[0], associatedKey: key)
+        } catch {
+            throw WLStorageError(
+                code: .encodingFailed, message: "\(identity): the value could not be encrypted: \(error)", key: key,
+                underlying: error)
+        }
+    }
+
+    /// Why the bytes of `key` do not open, naming the file when the store under this one is a directory.
+    private func failure(_ error: CipherError, key: String) -> WLStorageError {
+        let why: String
+        switch error {
+        case .notASealedBox: why = "they are not an encrypted value of this store, or they were cut short"
+        case .unsupportedVersion(let version): why = "they are in a format this version does not know (\(version))"
+        case .noMatchingKey: why = "they were encrypted with another key than this store's"
+        case .authenticationFailed:
+            why = "they do not authenticate: they were changed or cut short, or they are another key's value"
+        default: why = "\(error)"
+        }
+        var path: String?
+        if let directory = (base as? WLStorageDirectoryStore)?.url, let name = FileName.forKey(key) {
+            path = directory.appendingPathComponent(name).path
+        }
+        return WLStorageError(
+            code: .decodingFailed,
+            message: "\(identity): the stored bytes of the key cannot be decrypted: \(why); they are left as they are",
+            key: key, path: path)
+    }
+}
+
+/// A store whose values are secret: the storage's messages about its bytes say what is wrong, never what they hold.
+protocol ConcealsValues {}
+
+extension WLStorageStore {
+    /// This store, with its values encrypted under `key` (see ``WLStorageEncryptedStore``).
+    public func encrypted(
+        with key: WLStorageEncryptionKey, previousKeys: [WLStorageEncryptionKey] = []
+    ) -> WLStorageEncryptedStore {
+        WLStorageEncryptedStore(self, key: key, previousKeys: previousKeys)
+    }
+}
