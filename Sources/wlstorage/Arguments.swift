@@ -10,6 +10,8 @@ struct GlobalOptions: Equatable {
     var postgres: String?
     /// The namespace given with `--namespace`, with `--postgres`.
     var namespace: String?
+    /// The key file given with `--key-file`: the values are encrypted with the key it holds.
+    var keyFile: String?
 }
 
 /// The commands of the tool, by the name typed on the command line.
@@ -71,10 +73,10 @@ func nonUTF8Argument(in arguments: [[UInt8]]) -> UsageError? {
 
 /// Parses the arguments that follow the program's name.
 ///
-/// The grammar is `[--dir DIR | --program NAME [--debug]] COMMAND [ARGUMENT...]`. Global options come before
-/// the command; `--name=value` and `--name value` are both accepted. Within a command, a token that starts with
-/// `--` is an option, `-h` asks for help and any other token (including a negative number such as `-1`) is an
-/// argument; after a lone `--` every token is an argument.
+/// The grammar is `[--dir DIR | --program NAME [--debug] | --postgres URL [--namespace NS]] [--key-file PATH] COMMAND
+/// [ARGUMENT...]`. Global options come before the command; `--name=value` and `--name value` are both accepted.
+/// Within a command, a token that starts with `--` is an option, `-h` asks for help and any other token (including
+/// a negative number such as `-1`) is an argument; after a lone `--` every token is an argument.
 ///
 /// - Returns: The invocation, or the usage error that stops it. Nothing is checked against the file system or
 ///   the environment here.
@@ -92,7 +94,7 @@ func parseArguments(_ arguments: [String]) -> Result<Invocation, UsageError> {
         case "--debug":
             guard inlineValue == nil else { return usage("option --debug takes no value") }
             options.debug = true
-        case "--dir", "--program", "--postgres", "--namespace":
+        case "--dir", "--program", "--postgres", "--namespace", "--key-file":
             let value: String
             if let inlineValue {
                 value = inlineValue
@@ -107,6 +109,7 @@ func parseArguments(_ arguments: [String]) -> Result<Invocation, UsageError> {
             case "--dir": options.directory = value
             case "--program": options.program = value
             case "--postgres": options.postgres = value
+            case "--key-file": options.keyFile = value
             default: options.namespace = value
             }
         default:

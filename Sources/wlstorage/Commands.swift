@@ -24,6 +24,7 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
         break
     }
 
+    let keyFile = try invocation.options.keyFile.map { path throws(ToolFailure) in try KeyFile(path: path) }
     if let url = invocation.options.postgres {
         let store: WLStoragePostgresStore
         do {
@@ -31,16 +32,19 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
         } catch {
             throw ToolFailure(error.message, status: .usage)
         }
-        return try run(command, on: store)
+        guard let keyFile else { return try run(command, on: store) }
+        // rm removes whatever the row holds, whether or not it opens with the key.
+        if case .remove = command { return try run(command, on: store) }
+        return try run(command, on: WLStorageEncryptedStore(store, key: keyFile.key))
     }
     let directory = try storageDirectory(for: invocation.options, environment: environment)
     switch command {
     case .help, .hash:
         return .success
     case .get(let key):
-        try get(key, in: directory)
+        try get(key, in: directory, keyFile: keyFile)
     case .set(let key, let json):
-        try set(key, json: json, in: directory)
+        try set(key, json: json, in: directory, keyFile: keyFile)
     case .remove(let key):
         let name = try fileName(for: key)
         guard try inDirectory(directory, { () throws(WLStorageError) in try directory.remove(name) }) else {
@@ -52,10 +56,14 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
             Console.error("wlstorage: note: no storage directory at \(directory.path)\n")
         }
     case .list:
-        try list(directory)
+        try list(directory, keyFile: keyFile)
     case .verify:
-        return try verify(directory)
+        return try verify(directory, keyFile: keyFile)
     case .watch(let key, let count):
+        if let keyFile {
+            try createStorageDirectoryIfMissing(directory)
+            return try run(command, on: keyFile.store(ofDirectoryAt: directory.path))
+        }
         try watch(key: key, fileName: try fileName(for: key), in: directory, count: count)
     }
     return .success
@@ -63,27 +71,46 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
 
 // MARK: Commands
 
-private func get(_ key: String, in directory: StorageDirectory) throws(ToolFailure) {
+private func get(_ key: String, in directory: StorageDirectory, keyFile: KeyFile?) throws(ToolFailure) {
     let name = try fileName(for: key)
+    let path = directory.filePath(name)
     let contents = try inDirectory(directory) { () throws(WLStorageError) in
         try StoredFile.read(Array(name.utf8), in: directory)
     }
     switch contents {
     case nil:
-        throw ToolFailure("no value stored for '\(key)': \(directory.filePath(name))")
+        throw ToolFailure("no value stored for '\(key)': \(path)")
     case .tooLarge:
-        throw ToolFailure("the file of '\(key)' is \(StoredFile.tooLargeReason): \(directory.filePath(name))")
+        throw ToolFailure("the file of '\(key)' is \(StoredFile.tooLargeReason): \(path)")
     case .bytes(let contents) where contents.isEmpty:
-        throw ToolFailure("no value stored for '\(key)' (the file is empty): \(directory.filePath(name))")
+        throw ToolFailure("no value stored for '\(key)' (the file is empty): \(path)")
     case .bytes(let contents):
-        if let problem = JSONText.problem(in: contents) {
-            throw ToolFailure("the file does not hold JSON (\(problem)): \(directory.filePath(name))")
+        guard let keyFile else {
+            if let problem = JSONText.problem(in: contents) {
+                throw ToolFailure("the file does not hold JSON (\(problem)): \(path)")
+            }
+            Console.out(String(decoding: JSONText.pretty(contents), as: UTF8.self) + "\n")
+            return
         }
-        Console.out(String(decoding: JSONText.pretty(contents), as: UTF8.self) + "\n")
+        switch keyFile.open(contents, storedUnder: key, path: path) {
+        case .notEncrypted:
+            throw ToolFailure(
+                "the file of '\(key)' is not encrypted (it holds JSON; read it without --key-file): \(path)")
+        case .doesNotOpen(let reason):
+            throw ToolFailure("the file of '\(key)' does not open with the key in \(keyFile.path): \(reason): \(path)")
+        case .plaintext(let plaintext):
+            if plaintext.isEmpty { throw ToolFailure("no value stored for '\(key)' (the value is empty): \(path)") }
+            if let problem = JSONText.problem(in: plaintext) {
+                throw ToolFailure("the file opens, but its value is not JSON (\(problem)): \(path)")
+            }
+            Console.out(String(decoding: JSONText.pretty(plaintext), as: UTF8.self) + "\n")
+        }
     }
 }
 
-private func set(_ key: String, json: String, in directory: StorageDirectory) throws(ToolFailure) {
+private func set(
+    _ key: String, json: String, in directory: StorageDirectory, keyFile: KeyFile?
+) throws(ToolFailure) {
     let name = try fileName(for: key)
     let data = Data(json.utf8)
     if let problem = JSONText.problem(in: data) {
@@ -91,14 +118,25 @@ private func set(_ key: String, json: String, in directory: StorageDirectory) th
     }
     try createStorageDirectoryIfMissing(directory)
     announceRemoved(try cleanTemporaryFiles(in: directory))
-    _ = try library { () throws(WLStorageError) in try directory.write(name, contents: JSONText.compact(data)) }
+    guard let keyFile else {
+        _ = try library { () throws(WLStorageError) in try directory.write(name, contents: JSONText.compact(data)) }
+        return
+    }
+    // The store encrypts the value and writes it as the library writes any file: 0600, atomic and durable.
+    do {
+        try keyFile.store(ofDirectoryAt: directory.path).write(key: key, data: JSONText.compact(data))
+    } catch let error as WLStorageError {
+        throw ToolFailure(error)
+    } catch {
+        throw ToolFailure("the value could not be stored: \(error): \(directory.filePath(name))")
+    }
 }
 
-private func list(_ directory: StorageDirectory) throws(ToolFailure) {
+private func list(_ directory: StorageDirectory, keyFile: KeyFile?) throws(ToolFailure) {
     announceRemoved(try cleanTemporaryFiles(in: directory))
     var rows = [["NAME", "KEY", "SIZE", "MODIFIED", "STATE"]]
     for name in try entryNames(of: directory) {
-        guard let entry = DirectoryEntry(name: name, in: directory) else { continue }
+        guard let entry = DirectoryEntry(name: name, in: directory, keyFile: keyFile) else { continue }
         rows.append([
             entry.printedName, entry.key, String(entry.status.size),
             entry.status.modificationTime.formatted(.iso8601), entry.state.label,
@@ -118,7 +156,7 @@ private func list(_ directory: StorageDirectory) throws(ToolFailure) {
     Console.out(text)
 }
 
-private func verify(_ directory: StorageDirectory) throws(ToolFailure) -> ExitStatus {
+private func verify(_ directory: StorageDirectory, keyFile: KeyFile?) throws(ToolFailure) -> ExitStatus {
     var report = ""
     for removed in try cleanTemporaryFiles(in: directory) {
         report += "note: \(printableName(removed)): removed: the temporary file of a writer that crashed\n"
@@ -126,10 +164,10 @@ private func verify(_ directory: StorageDirectory) throws(ToolFailure) -> ExitSt
     var problems = 0
     var checked = 0
     for name in try entryNames(of: directory) {
-        guard let entry = DirectoryEntry(name: name, in: directory) else { continue }
+        guard let entry = DirectoryEntry(name: name, in: directory, keyFile: keyFile) else { continue }
         let problem: String?
         switch entry.state {
-        case .json, .empty:
+        case .json, .empty, .encrypted:
             checked += 1
             problem = nil
         case .movedAside:
@@ -148,6 +186,20 @@ private func verify(_ directory: StorageDirectory) throws(ToolFailure) -> ExitSt
         case .invalid(let reason):
             checked += 1
             problem = "does not hold JSON: \(reason)"
+        case .encryptedNotJSON(let reason):
+            checked += 1
+            problem = "opens with the key, but its value is not JSON: \(reason)"
+        case .doesNotOpen(let reason):
+            checked += 1
+            problem = "does not open with the key: \(reason)"
+        case .notEncrypted:
+            checked += 1
+            problem = "not encrypted: it holds JSON as a directory without encryption keeps it"
+        case .encryptedUnchecked:
+            report +=
+                "note: \(entry.printedName): laid out as a value encrypted with the key, but its name is the hash of"
+                + " its key, which the tag authenticates too; not opened\n"
+            problem = nil
         case .tooLarge:
             checked += 1
             problem = StoredFile.tooLargeReason

@@ -32,6 +32,18 @@ struct DirectoryEntry {
         case notRegular(String)
         /// A writer's temporary file. `inUse` when a writer holds its lock.
         case temporary(inUse: Bool)
+        /// With `--key-file`: the file opens with the key, and holds JSON.
+        case encrypted
+        /// With `--key-file`: the file opens with the key, but what it holds is not JSON (the reason, which never
+        /// quotes it).
+        case encryptedNotJSON(String)
+        /// With `--key-file`: the file looks like a value encrypted with the key, but its name is the hash of its
+        /// storage key, which the tag authenticates too, so it was not opened.
+        case encryptedUnchecked
+        /// With `--key-file`: the file does not open with the key, for the reason given.
+        case doesNotOpen(String)
+        /// With `--key-file`: the file holds JSON that is not encrypted.
+        case notEncrypted
 
         /// The STATE column of `list`.
         var label: String {
@@ -46,6 +58,11 @@ struct DirectoryEntry {
             case .keptOriginal: "before type change"
             case .other: "other"
             case .notRegular(let kind): kind
+            case .encrypted: "encrypted"
+            case .encryptedNotJSON: "encrypted, not JSON"
+            case .encryptedUnchecked: "encrypted, not opened"
+            case .doesNotOpen: "does not open"
+            case .notEncrypted: "not encrypted"
             }
         }
     }
@@ -71,15 +88,21 @@ struct DirectoryEntry {
         return FileName.isPlain(base) ? base : "-"
     }
 
-    /// The entry named `name` in `directory`, or `nil` when it is gone.
-    init?(name: [UInt8], in directory: StorageDirectory) {
+    /// The entry named `name` in `directory`, or `nil` when it is gone. With `keyFile`, a key file is judged as the
+    /// value of an encrypted store: whether it opens with the key, and holds JSON once opened.
+    init?(name: [UInt8], in directory: StorageDirectory, keyFile: KeyFile? = nil) {
         guard let status = directory.status(ofEntryNamed: name) else { return nil }  // removed since it was listed
         self.name = name
         self.status = status
         self.role = Self.role(of: name)
         switch role {
         case _ where !status.isRegularFile: state = .notRegular(status.kind.rawValue)
-        case .keyFile: state = Self.contentState(of: name, in: directory)
+        case .keyFile:
+            if let keyFile {
+                state = Self.encryptedState(of: name, in: directory, keyFile: keyFile)
+            } else {
+                state = Self.contentState(of: name, in: directory)
+            }
         case .temporary: state = .temporary(inUse: Self.isLocked(name, in: directory))
         case .movedAside: state = .movedAside
         case .keptOriginal: state = .keptOriginal
@@ -136,6 +159,39 @@ struct DirectoryEntry {
         case .empty: return .empty
         case .invalid(let problem): return .invalid(problem.description)
         case .tooLarge: return .tooLarge
+        }
+    }
+
+    /// What the key file `name` holds, opened with the key of `keyFile`. The storage key a file of a plain name is
+    /// stored under is its name; a file named by a hash is only checked for the layout and fingerprint of an
+    /// encrypted value (see ``KeyFile/checkWithoutStorageKey(_:)``).
+    private static func encryptedState(of name: [UInt8], in directory: StorageDirectory, keyFile: KeyFile) -> State {
+        let contents: StoredFile.Contents?
+        do {
+            contents = try StoredFile.read(name, in: directory)
+        } catch {
+            return .unreadable(ToolFailure(error).message)
+        }
+        switch contents {
+        case nil: return .unreadable("the file vanished while it was read")
+        case .tooLarge: return .tooLarge
+        case .bytes(let bytes) where bytes.isEmpty: return .empty
+        case .bytes(let bytes):
+            let text = String(decoding: name, as: UTF8.self)
+            let path = directory.filePath(text)
+            let opened: KeyFile.Opened
+            if FileName.isPlain(text) {
+                opened = keyFile.open(bytes, storedUnder: text, path: path)
+            } else {
+                guard let problem = keyFile.checkWithoutStorageKey(bytes) else { return .encryptedUnchecked }
+                opened = problem
+            }
+            switch opened {
+            case .plaintext(let plaintext):
+                return JSONText.problem(in: plaintext).map(State.encryptedNotJSON) ?? .encrypted
+            case .notEncrypted: return .notEncrypted
+            case .doesNotOpen(let reason): return .doesNotOpen(reason)
+            }
         }
     }
 }

@@ -3,8 +3,8 @@ enum Help {
     /// The synopsis shown after a usage error.
     static func usageLine(for command: CommandName?) -> String {
         guard let command else {
-            return "Usage: wlstorage [--dir DIR | --program NAME [--debug] | --postgres URL [--namespace NS]] COMMAND"
-                + " [ARGUMENTS]"
+            return "Usage: wlstorage [--dir DIR | --program NAME [--debug] | --postgres URL [--namespace NS]]"
+                + " [--key-file PATH] COMMAND [ARGUMENTS]"
         }
         return "Usage: wlstorage [GLOBAL OPTIONS] \(synopsis(of: command))"
     }
@@ -13,8 +13,8 @@ enum Help {
     static let tool = """
         OVERVIEW: Inspect and edit the JSON files that WLStorage keeps, one file per key.
 
-        USAGE: wlstorage [--dir DIR | --program NAME [--debug] | --postgres URL [--namespace NS]] COMMAND
-                         [ARGUMENTS]
+        USAGE: wlstorage [--dir DIR | --program NAME [--debug] | --postgres URL [--namespace NS]]
+                         [--key-file PATH] COMMAND [ARGUMENTS]
 
         A key is stored in a file named by the key when the key is 1 to 127 characters of [A-Za-z0-9._-]
         (and not ".", ".." or 64 lowercase hex digits), and by the lowercase hex SHA-256 of its UTF-8 bytes
@@ -38,6 +38,13 @@ enum Help {
                             set, rm, list and watch work on the same rows, and the same JSON, as
                             WLStoragePostgresStore; path, hash and verify are about files.
           --namespace NS    With --postgres, the store's namespace ("default" when not given).
+          --key-file PATH   The values are encrypted, as WLStorageEncryptedStore keeps them, with the key in
+                            PATH: 32 bytes, or their base64 text. The file must be readable by its owner only
+                            (mode 0600 or 0400); another mode, a missing file or a file without a key is an
+                            error, with exit status 1. get, set, list, verify and watch then open and seal the
+                            values with the key; rm, path and hash work as without it. With --postgres, get,
+                            set, rm, list and watch work on the rows as WLStorageEncryptedStore over
+                            WLStoragePostgresStore does.
           -h, --help        Show this help.
           Without --dir and --program, $WLSTORAGE_DIRECTORY names the directory; when it is not set either,
           that is a usage error.
@@ -61,7 +68,8 @@ enum Help {
 
         EXIT STATUS:
           0   Success.
-          1   The key was not found, a file did not verify, or an operation failed.
+          1   The key was not found, a file did not verify or does not open with the key, the key file
+              was refused, or an operation failed.
           64  Usage error: an unknown command or option, a missing or extra argument, or an argument that
               is not UTF-8 (keys, values and paths are taken as UTF-8 text).
 
@@ -94,6 +102,11 @@ enum Help {
             keys are shown exactly as stored. Exits 1 when there is no value (no file, or an empty one), the
             file does not hold JSON, or it is larger than the maximum value size the library reads (16 MiB; such
             a file is not read).
+
+            With --key-file, the file is opened with the key first: its tag is checked against the key and
+            against KEY, the key it was stored under. A file that does not open (another key, a changed or
+            cut-short file, a file that is not encrypted) is an error that names the file and says why, never
+            what the file holds, with exit status 1.
             """
         case .set:
             """
@@ -109,21 +122,29 @@ enum Help {
             A missing storage directory is created, with mode 0700, and named on standard error. Only the
             directory itself is created: when its parent is missing, the tool exits 1 and creates nothing.
 
+            With --key-file, the JSON is checked as above, then encrypted with the key, bound to KEY, and
+            written the same way: WLSE, a version byte, the key's fingerprint, a nonce, the ciphertext and the
+            tag.
+
             Give '--' before a KEY or JSON that starts with '--'.
             """
         case .rm:
-            "Removes the file of KEY. Exits 1 when there is none."
+            """
+            Removes the file of KEY. Exits 1 when there is none. With --key-file the file is removed whether or
+            not it opens with the key.
+            """
         case .path:
             """
             Prints the absolute path of the file of KEY, whether or not it exists. When the storage directory
-            itself is missing, says so on standard error, and still exits 0.
+            itself is missing, says so on standard error, and still exits 0. --key-file changes nothing: the
+            file of KEY has the same name whether or not its value is encrypted.
             """
         case .hash:
             """
             Prints the name of the file KEY is stored in: KEY itself when it is 1 to 127 characters of
             [A-Za-z0-9._-] (and not ".", ".." or 64 lowercase hex digits), and the lowercase hex SHA-256 of its
             UTF-8 bytes otherwise.
-            Needs no directory.
+            Needs no directory, and no key: --key-file is not read.
             """
         case .list:
             """
@@ -147,6 +168,18 @@ enum Help {
             "(hashed)" for a name of 64 lowercase hex digits (the SHA-256 of a key that is not a plain name),
             and "-" for a name no key maps to. For temporary, moved-aside and before-type-change files it is the key
             of the file they belong to.
+
+            With --key-file, each key file is opened with the key, and its state is one of:
+              encrypted       the file opens with the key, and holds JSON
+              encrypted, not JSON
+                              the file opens with the key, but what it holds is not JSON
+              does not open   the file is not a value encrypted with the key, or it was changed or cut short
+              not encrypted   the file holds JSON that is not encrypted
+              encrypted, not opened
+                              a file named by a hash, laid out as a value encrypted with the key; the tag
+                              authenticates the key it was stored under, which the name does not give, so it
+                              cannot be checked
+              empty, too large, unreadable, and the states of other entries, as above
 
             Before listing, the temporary files of writers that crashed are removed, with the library's own
             locks, and each is named on standard error. A temporary file still listed belongs to a writer at
@@ -172,6 +205,13 @@ enum Help {
             notes too, and so are the bytes it keeps from before a value's type changed (NAME~before-type-change):
             the library read that value by filling in the fields it lacked from the default, or through a
             migration, and removes them once it has written the value in the new shape.
+
+            With --key-file, a key file is good when it opens with the key (its tag is checked against the key
+            and against the key it was stored under, its name) and what it holds is JSON, or when it is empty.
+            A file that does not open, one that opens but does not hold JSON, and one that holds JSON that is
+            not encrypted are bad. A file named by a hash (the key was not a plain name) cannot be opened
+            without its key: when it is laid out as a value encrypted with this key, it is a note; otherwise
+            it is bad. Nothing a file holds is printed.
             """
         case .watch:
             """
@@ -183,6 +223,9 @@ enum Help {
 
             Runs until it is interrupted (SIGINT and SIGTERM end it by the signal) or, with --count N, until it
             has printed N lines. Exits 1 when the directory itself is removed or moved.
+
+            With --key-file, each value is opened with the key first; one that does not open is reported on
+            standard error, without what the file holds.
 
             OPTIONS:
               --count N     Exit with status 0 after printing N values.

@@ -875,6 +875,140 @@ import WLStorage
             }
         }
     }
+
+    // MARK: Encryption (--key-file)
+
+    @Test func setThenGetWithAKeyFileRoundTripsTheValueThroughAnEncryptedFile() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let (keyFile, _) = try makeKeyFile(in: root)
+            let json = #"{"token": "s3cr3t-value", "n": 1.50}"#
+            let set = try await ToolRun.run(
+                ["--dir", store.path, "--key-file", keyFile.path, "set", "api", json], in: root)
+            #expect(set.status == 0)
+
+            let file = store.appendingPathComponent("api")
+            let stored = try #require(FileManager.default.contents(atPath: file.path))
+            #expect(stored.starts(with: Array("WLSE".utf8)))
+            #expect(stored.range(of: Data("s3cr3t-value".utf8)) == nil)
+            #expect(mode(of: file) == 0o600)
+
+            let get = try await ToolRun.run(["--dir", store.path, "--key-file", keyFile.path, "get", "api"], in: root)
+            #expect(get.status == 0)
+            #expect(get.stdout == "{\n  \"token\": \"s3cr3t-value\",\n  \"n\": 1.50\n}\n")
+
+            // Without the key, the file is not JSON; with it, list and verify find it good.
+            #expect(try await ToolRun.run(["--dir", store.path, "get", "api"], in: root).status == 1)
+            let list = try await ToolRun.run(["--dir", store.path, "--key-file", keyFile.path, "list"], in: root)
+            #expect(list.status == 0)
+            #expect(list.stdout.split(separator: "\n").contains { $0.hasPrefix("api ") && $0.hasSuffix("  encrypted") })
+        }
+    }
+
+    @Test func aValueTheLibraryEncryptedIsReadByTheTool() async throws {
+        struct Credentials: Codable, Equatable {
+            var user: String
+            var scopes: [String]
+        }
+        try await withTemporaryDirectory { root in
+            let directory = root.appendingPathComponent("store")
+            let (keyFile, key) = try makeKeyFile(in: root)
+            do {
+                let storage = WLStorage(
+                    key: "credentials", defaultValue: Credentials(user: "", scopes: []), flushInterval: nil,
+                    store: WLStorageEncryptedStore(.directory(directory), key: key))
+                storage.wrappedValue = Credentials(user: "ada", scopes: ["read", "write"])
+                storage.flush()
+                #expect(storage.lastError == nil)
+            }
+            let get = try await ToolRun.run(
+                ["--dir", directory.path, "--key-file", keyFile.path, "get", "credentials"], in: root)
+            #expect(get.status == 0)
+            let printed = try JSONDecoder().decode(Credentials.self, from: Data(get.stdout.utf8))
+            #expect(printed == Credentials(user: "ada", scopes: ["read", "write"]))
+        }
+    }
+
+    @Test func verifyWithAKeyFilePassesOnGoodFilesAndNamesAFileWithOneFlippedBit() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let (keyFile, _) = try makeKeyFile(in: root)
+            for (key, json) in [("count", "3"), ("profile", #"{"name":"Ada"}"#), ("nothing", "null")] {
+                let set = try await ToolRun.run(
+                    ["--dir", store.path, "--key-file", keyFile.path, "set", key, json], in: root)
+                #expect(set.status == 0)
+            }
+            let verify = ["--dir", store.path, "--key-file", keyFile.path, "verify"]
+            let good = try await ToolRun.run(verify, in: root)
+            #expect(good.status == 0)
+            #expect(good.stdout.contains("3 key files checked"))
+            #expect(good.stdout.contains("no problems"))
+
+            let file = store.appendingPathComponent("profile")
+            var bytes = [UInt8](try #require(FileManager.default.contents(atPath: file.path)))
+            bytes[bytes.count - 20] ^= 0x01  // in the ciphertext
+            try Data(bytes).write(to: file)
+            let bad = try await ToolRun.run(verify, in: root)
+            #expect(bad.status == 1)
+            #expect(bad.stdout.contains("bad: profile: does not open with the key"))
+            #expect(!bad.stdout.contains("bad: count"))
+            #expect(bad.stdout.contains("1 problem"))
+            #expect(!bad.stdout.contains("Ada"))
+
+            // A plain JSON file among encrypted ones is flagged too.
+            try Data("42".utf8).write(to: store.appendingPathComponent("plain"))
+            let plain = try await ToolRun.run(verify, in: root)
+            #expect(plain.status == 1)
+            #expect(plain.stdout.contains("bad: plain: not encrypted"))
+        }
+    }
+
+    @Test func aKeyFileThatOthersCanReadIsRefused() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let (keyFile, _) = try makeKeyFile(in: root, mode: 0o644)
+            let set = try await ToolRun.run(
+                ["--dir", store.path, "--key-file", keyFile.path, "set", "k", "1"], in: root)
+            #expect(set.status == 1)
+            #expect(set.stderr.contains("the key file can be read by"))
+            #expect(set.stderr.contains("chmod 600"))
+            #expect(!FileManager.default.fileExists(atPath: store.appendingPathComponent("k").path))
+
+            let missing = try await ToolRun.run(
+                ["--dir", store.path, "--key-file", root.appendingPathComponent("absent.key").path, "list"], in: root)
+            #expect(missing.status == 1)
+            #expect(missing.stderr.contains("the key file cannot be read"))
+        }
+    }
+
+    @Test func getWithTheWrongKeyFailsNamingTheFileWithoutPrintingTheValue() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let (rightKey, _) = try makeKeyFile(in: root, named: "right.key")
+            let (wrongKey, _) = try makeKeyFile(in: root, named: "wrong.key")
+            let set = try await ToolRun.run(
+                ["--dir", store.path, "--key-file", rightKey.path, "set", "api", #""hunter2-secret""#], in: root)
+            #expect(set.status == 0)
+
+            let get = try await ToolRun.run(["--dir", store.path, "--key-file", wrongKey.path, "get", "api"], in: root)
+            #expect(get.status == 1)
+            #expect(get.stdout.isEmpty)
+            #expect(get.stderr.contains("does not open"))
+            #expect(get.stderr.contains(store.appendingPathComponent("api").path))
+            #expect(!get.stderr.contains("hunter2"))
+        }
+    }
+}
+
+/// A key file holding the base64 text of a new random key, with `mode`, and the key.
+private func makeKeyFile(
+    in root: URL, named name: String = "storage.key", mode: mode_t = 0o600
+) throws -> (URL, WLStorageEncryptionKey) {
+    let key = try WLStorageEncryptionKey.random()
+    let url = root.appendingPathComponent(name)
+    try Data((key.base64EncodedSecret + "\n").utf8).write(to: url)
+    guard chmod(url.path, mode) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+    return (url, key)
 }
 
 // MARK: - Tables
