@@ -25,6 +25,10 @@ let cases = [
     BenchmarkCase(id: "flush", title: "flush of a 100 B and a 100 KB value", run: DiskCases.flush),
     BenchmarkCase(id: "load", title: "load 1,000 keys at start", run: DiskCases.load),
     BenchmarkCase(id: "filename", title: "file name for an unsafe key", run: AccessCases.fileName),
+    BenchmarkCase(
+        id: "encrypted-flush", title: "flush of a 100 B value, encrypted against plain", run: EncryptionCases.flush),
+    BenchmarkCase(
+        id: "encrypted-load", title: "load 1,000 keys, encrypted against plain", run: EncryptionCases.load),
     BenchmarkCase(id: "memory", title: "memory per idle instance", run: MemoryCases.perInstance),
     BenchmarkCase(id: "peers", title: "peers: UserDefaults, encode and write per set", run: PeerCases.peers),
     BenchmarkCase(id: "daemon", title: "CPU time per durable write under a daemon-like load", run: DaemonCases.daemon),
