@@ -52,7 +52,9 @@ struct EncryptedStoreTests {
                 do {
                     // Released at the end of the iteration: nothing is pending, so its cell goes with it.
                     let storage = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: store(directory))
-                    if storage.wrappedValue != 0 || storage.lastError?.code != .decodingFailed { undetected.append(bit) }
+                    if storage.wrappedValue != 0 || storage.lastError?.code != .decodingFailed {
+                        undetected.append(bit)
+                    }
                     storage.flush()
                 }
                 if file("n", in: directory) != flipped { overwritten.append(bit) }
@@ -67,7 +69,8 @@ struct EncryptedStoreTests {
             try store(directory).write(key: "token", data: Data(#""abc""#.utf8))
             let sealed = try #require(file("token", in: directory))
             let other = try WLStorageEncryptionKey.random()
-            let storage = WLStorage(key: "token", defaultValue: "", flushInterval: 1, store: store(directory, key: other))
+            let storage = WLStorage(
+                key: "token", defaultValue: "", flushInterval: 1, store: store(directory, key: other))
             #expect(storage.wrappedValue == "")
             let error = try #require(storage.lastError)
             #expect(error.code == .decodingFailed)
