@@ -146,6 +146,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         } catch {
             return .failed(Self.keyed(error, key))
         }
+        // Bytes in the current shape take the plain decode alone, as before there were other steps.
+        if let value = try? JSONCoders.decoder.decode(T.self, from: data) {
+            known.withLock { $0.read = KnownVersion(identity: identity, contents: data) }
+            return .value(value)
+        }
         switch decoding.decode(data) {
         case .decoded(let value, nil):
             known.withLock { $0.read = KnownVersion(identity: identity, contents: data) }
