@@ -72,7 +72,8 @@ enum AESGCM {
         let pointer: OpaquePointer?
     }
 
-    private static let algorithm = Algorithm(pointer: EVP_CIPHER_fetch(nil, "AES-256-GCM", nil))
+    private static let algorithm = Algorithm(
+        pointer: OpenSSLLibrary.initialized ? EVP_CIPHER_fetch(nil, "AES-256-GCM", nil) : nil)
 
     /// The largest piece of input passed to one `EVP_*Update` call, whose length is a C `int`.
     private static let maximumChunk = 1 << 30
@@ -370,4 +371,10 @@ enum SealedBox {
         data.append(contentsOf: associatedKey.utf8)
         return data
     }
+}
+
+/// libcrypto, initialized once without its `atexit` cleanup: the package's own flush at exit, and writes still running
+/// on background threads while the program ends, use it after that cleanup would have freed its locks.
+enum OpenSSLLibrary {
+    static let initialized: Bool = OPENSSL_init_crypto(UInt64(OPENSSL_INIT_NO_ATEXIT), nil) == 1
 }

@@ -73,7 +73,8 @@ package enum SHA256 {
         let pointer: OpaquePointer?
     }
 
-    private static let algorithm = Algorithm(pointer: EVP_MD_fetch(nil, "SHA256", nil))
+    private static let algorithm = Algorithm(
+        pointer: OpenSSLLibrary.initialized ? EVP_MD_fetch(nil, "SHA256", nil) : nil)
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
