@@ -217,10 +217,11 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         var readError: WLStorageError?
         var rewrite = false
         let access: (any StoreBacking<T>)? = fileBacker == nil ? backer as? any StoreBacking<T> : nil
-        let decoding = ValueDecoding(defaultValue: { defaultValue }, migrations: migrations)
+        // Made only when the bytes do not decode as they are: bytes in the current shape cost a plain decode.
+        func decoding() -> ValueDecoding<T> { ValueDecoding(defaultValue: { defaultValue }, migrations: migrations) }
         let found =
-            fileBacker?.readStored(prepared: prepared, decoding: decoding) ?? access?.readStored(decoding: decoding)
-            ?? StorageCell.read(backer, defaultValue: defaultValue)
+            fileBacker?.readStored(prepared: prepared, decoding: decoding())
+            ?? access?.readStored(decoding: decoding()) ?? StorageCell.read(backer, defaultValue: defaultValue)
         switch found {
         case .value(let found):
             (value, stored) = (found, .known)

@@ -130,7 +130,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///   - prepared: Whether the caller has just prepared the directory (``prepare()``), which is then not looked up
     ///     again.
     ///   - decoding: How the file's bytes become the value.
-    func readStored(prepared: Bool = false, decoding: ValueDecoding<T>) -> ReadResult<T> {
+    func readStored(prepared: Bool = false, decoding: @autoclosure () -> ValueDecoding<T>) -> ReadResult<T> {
         let directory: StorageDirectory
         let fileName: String
         let data: Data
@@ -151,7 +151,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             known.withLock { $0.read = KnownVersion(identity: identity, contents: data) }
             return .value(value)
         }
-        switch decoding.decode(data) {
+        switch decoding().decode(data) {
         case .decoded(let value, nil):
             known.withLock { $0.read = KnownVersion(identity: identity, contents: data) }
             return .value(value)
