@@ -334,9 +334,11 @@ private struct RandomizedRun {
                 + " \(described); last changes \(history)"
             Issue.record("\(message)")
         }
-        // Every live storage ends with what its file holds (or its default where there is none).
+        // Every live storage ends with what its file holds (or its default where there is none). A check that failed
+        // under the epoch's faults is retried with a backoff of up to 30 s (WriteThrottle.maximumRetryDelay): the wait
+        // is longer than that.
         let storages = pool.storages.withLock { $0 }
-        let settled = eventually(timeout: 20) {
+        let settled = eventually(timeout: 45) {
             storages.allSatisfy { item in
                 item.object.wrappedValue == (run.read(item.file) ?? RandomizedRun.defaultValue)
             }

@@ -364,6 +364,10 @@ extension StorageCell {
                 guard state.changeCount == count else { return (.changedMeanwhile, false) }
                 swap(&state.value, &value)
                 state.changeCount &+= 1
+                // A new version, written already: a check for outside changes that read the key before this update
+                // wrote it finds the version moved on, and does not adopt what it read over this value.
+                state.version &+= 1
+                state.writtenVersion = state.version
                 state.stored = .known
                 return (.adopted, state.hasListeners && state.queueNotification())
             }
