@@ -1,5 +1,6 @@
 internal import CWLStorageOpenSSL
 import Foundation
+import Synchronization
 
 /// A failure to seal or open bytes with ``AESGCM`` or ``SealedBox``.
 ///
@@ -181,6 +182,10 @@ enum AESGCM {
     static func randomBytes(count: Int) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         guard count > 0 else { return bytes }
+        guard OpenSSLLibrary.enter() else {
+            throw CipherError.libcryptoFailed(function: "exit", reason: "the program is ending")
+        }
+        defer { OpenSSLLibrary.leave() }
         try check(RAND_bytes(&bytes, Int32(count)), "RAND_bytes")
         return bytes
     }
@@ -203,6 +208,10 @@ enum AESGCM {
         guard let cipher = algorithm.pointer else {
             throw failure("EVP_CIPHER_fetch(AES-256-GCM)")
         }
+        guard OpenSSLLibrary.enter() else {
+            throw CipherError.libcryptoFailed(function: "exit", reason: "the program is ending")
+        }
+        defer { OpenSSLLibrary.leave() }
         guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }
         return try body(context, cipher)
@@ -373,8 +382,45 @@ enum SealedBox {
     }
 }
 
-/// libcrypto, initialized once without its `atexit` cleanup: the package's own flush at exit, and writes still running
-/// on background threads while the program ends, use it after that cleanup would have freed its locks.
+/// libcrypto, initialized once, and closed to the package's calls as the program exits.
+///
+/// libcrypto frees its locks in a cleanup at exit (registered by whichever library initialized it first, which may be
+/// libpq, before this one could ask for none). Background work still running then (a retried read of an encrypted
+/// value, a hash of a key) would take a freed lock. So the package counts its calls in flight, and a handler
+/// registered after libcrypto's, which runs before it, closes the library to new calls and waits (up to two seconds)
+/// for those in flight; a call made later fails instead.
 enum OpenSSLLibrary {
-    static let initialized: Bool = OPENSSL_init_crypto(UInt64(OPENSSL_INIT_NO_ATEXIT), nil) == 1
+    static let initialized: Bool = {
+        let initialized = OPENSSL_init_crypto(UInt64(OPENSSL_INIT_NO_ATEXIT), nil) == 1
+        atexit { OpenSSLLibrary.close() }
+        return initialized
+    }()
+
+    /// Calls in flight, with the top bit set once closed.
+    private static let calls = Atomic<Int>(0)
+    private static let closedBit = 1 << 62
+
+    /// Counts a call; `false` when the library is closed, and the call must not be made.
+    static func enter() -> Bool {
+        _ = initialized
+        var current = calls.load(ordering: .acquiring)
+        while current & closedBit == 0 {
+            let (exchanged, original) = calls.compareExchange(
+                expected: current, desired: current + 1, ordering: .acquiringAndReleasing)
+            if exchanged { return true }
+            current = original
+        }
+        return false
+    }
+
+    static func leave() {
+        calls.subtract(1, ordering: .releasing)
+    }
+
+    private static func close() {
+        calls.bitwiseOr(closedBit, ordering: .acquiringAndReleasing)
+        for _ in 0..<2_000 where calls.load(ordering: .acquiring) & ~closedBit != 0 {
+            usleep(1_000)
+        }
+    }
 }

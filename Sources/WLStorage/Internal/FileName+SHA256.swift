@@ -81,7 +81,8 @@ package enum SHA256 {
     /// The 32-byte SHA-256 digest of `bytes`, or `nil` when libcrypto cannot compute it (no SHA-256 provider).
     /// The corresponding C function is `EVP_Digest`.
     package static func digest(of bytes: UnsafeRawBufferPointer) -> [UInt8]? {
-        guard let md = algorithm.pointer else { return nil }
+        guard let md = algorithm.pointer, OpenSSLLibrary.enter() else { return nil }
+        defer { OpenSSLLibrary.leave() }
         var length: UInt32 = 0
         let output = [UInt8](unsafeUninitializedCapacity: 32) { out, count in
             let ok = EVP_Digest(bytes.baseAddress, bytes.count, out.baseAddress, &length, md, nil)
