@@ -58,7 +58,7 @@ final class ObservationPrinter: Sendable {
         }
         guard current else { return }
         track()
-        say("observed \(tracking.withLock { $0.value })")
+        printValue()
     }
 
     /// Called after each change: arms the tracking again when it holds an old value without having fired.
@@ -67,7 +67,13 @@ final class ObservationPrinter: Sendable {
         let stale = tracking.withLock { !$0.fired && $0.value != value }
         guard stale else { return }
         track()
-        say("observed \(tracking.withLock { $0.value })")
+        printValue()
+    }
+
+    /// Prints the value the tracking holds, under its lock: two threads that track again one after the other print in
+    /// that order, so a value read before a change cannot be printed after the value read once it is in place.
+    private func printValue() {
+        tracking.withLock { say("observed \($0.value)") }
     }
 }
 
