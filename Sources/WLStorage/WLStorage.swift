@@ -57,7 +57,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         self.init(
             defaultValueClosure: defaultValueClosure,
             flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
-            backer: WLStorageDefaultBacker<T>(key: key), migrations: migrations,
+            backing: .file(WLStorageDefaultBacker<T>(key: key)), migrations: migrations,
             scheduler: DispatchWriteScheduler.shared)
     }
 
@@ -117,37 +117,62 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         self.init(
             defaultValueClosure: defaultValueClosure,
             flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
-            backer: Self.backer(key: key, store: store), migrations: migrations,
+            backing: Self.backing(key: key, store: store), migrations: migrations,
             scheduler: DispatchWriteScheduler.shared)
     }
 
     /// The backer of `key` in `store`: the file backer for a directory, however it is wrapped in key-changing stores;
     /// else the store's own backer.
-    package static func backer(key: String, store: any WLStorageStore) -> any WLStorageBacker<T> {
+    private static func backing(key: String, store: any WLStorageStore) -> Backing {
         let (resolved, storedKey) = Stores.resolve(store, key)
         if let directory = resolved as? WLStorageDirectoryStore {
-            return WLStorageDefaultBacker<T>(key: storedKey, directory: directory.url)
+            return .file(WLStorageDefaultBacker<T>(key: storedKey, directory: directory.url))
         }
-        return StoreBacker<T>(key: key, store: resolved, storedKey: storedKey)
+        return .store(StoreBacker<T>(key: key, store: resolved, storedKey: storedKey))
+    }
+
+    /// A backer of the package's own, known without a cast, or another.
+    private enum Backing {
+        case file(WLStorageDefaultBacker<T>)
+        case store(StoreBacker<T>)
+        case other(any WLStorageBacker<T>)
     }
 
     /// Creates a storage with an interval of any precision and the given scheduler (tests inject a manual clock).
-    package init(
+    package convenience init(
         defaultValueClosure: () -> T, flushInterval: Duration?, backer: any WLStorageBacker<T>,
         migrations: [WLStorageMigration<T>] = [], scheduler: any WriteScheduler
+    ) {
+        let backing: Backing
+        if let file = backer as? WLStorageDefaultBacker<T> {
+            backing = .file(file)
+        } else if let store = backer as? StoreBacker<T> {
+            backing = .store(store)
+        } else {
+            backing = .other(backer)
+        }
+        self.init(
+            defaultValueClosure: defaultValueClosure, flushInterval: flushInterval, backing: backing,
+            migrations: migrations, scheduler: scheduler)
+    }
+
+    private init(
+        defaultValueClosure: () -> T, flushInterval: Duration?, backing: Backing,
+        migrations: [WLStorageMigration<T>], scheduler: any WriteScheduler
     ) {
         ShutdownHandling.storageCreated()
         // Whichever cell the storage ends with counts it, until its deinit.
         defer { cell.storageAttached() }
         let interval = flushInterval.map(Self.nanoseconds)
-        var backer = backer
-        // One cast for the common case, the file backer: casts of a generic existential cost microseconds each.
+        // The package's own backers are known without a cast: casts of a generic existential cost microseconds each.
+        var backer: any WLStorageBacker<T>
         var fileBacker: WLStorageDefaultBacker<T>?
         var storeBacker: StoreBacker<T>?
-        if let file = backer as? WLStorageDefaultBacker<T> {
-            fileBacker = file
-        } else {
-            storeBacker = backer as? StoreBacker<T>
+        var observedBacker: ObservedBacker<T>?
+        switch backing {
+        case .file(let file): (backer, fileBacker) = (file, file)
+        case .store(let store): (backer, storeBacker) = (store, store)
+        case .other(let other): backer = other
         }
         var identity: DirectoryIdentity?
         var watched = false
@@ -207,7 +232,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             feedTarget = target
             let made = defaultValueClosure()
             madeDefault = made
-            backer = ObservedBacker(observable, defaultValue: made, observation: observation)
+            let observed = ObservedBacker(observable, defaultValue: made, observation: observation)
+            (backer, observedBacker) = (observed, observed)
         }
 
         let defaultValue = madeDefault ?? defaultValueClosure()
@@ -216,7 +242,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         let stored: StoredState
         var readError: WLStorageError?
         var rewrite = false
-        let access: (any StoreBacking<T>)? = fileBacker == nil ? backer as? any StoreBacking<T> : nil
+        let access: (any StoreBacking<T>)? =
+            if let storeBacker { storeBacker } else if let observedBacker { observedBacker } else { nil }
         // Made only when the bytes do not decode as they are: bytes in the current shape cost a plain decode.
         func decoding() -> ValueDecoding<T> { ValueDecoding(defaultValue: { defaultValue }, migrations: migrations) }
         let found =

@@ -17,6 +17,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     public init(url: URL?) {
         self.url = url
         self.directory = url.map(DirectoryTable.directory(for:))
+        self.identity = url.map { "file://" + $0.standardizedFileURL.path } ?? "file:(no directory)"
     }
 
     deinit {
@@ -24,10 +25,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     }
 
     /// `file://` and the directory's path.
-    public var identity: String {
-        guard let url else { return "file:(no directory)" }
-        return "file://" + url.standardizedFileURL.path
-    }
+    public let identity: String
 
     /// The directory, prepared, and the name of `key`'s file in it.
     private func file(_ key: String) throws(WLStorageError) -> (StorageDirectory, String) {

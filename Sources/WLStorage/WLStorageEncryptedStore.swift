@@ -148,6 +148,8 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
     public let base: any WLStorageStore
     /// The current key first, then the earlier ones.
     private let secrets: [[UInt8]]
+    /// The fingerprints of `secrets`, in the same order.
+    private let fingerprints: [[UInt8]]
     public let identity: String
 
     /// A store that encrypts the values of `base` with `key`, and opens values stored under `previousKeys` too.
@@ -156,6 +158,7 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
     ) {
         self.base = base
         self.secrets = [key.bytes] + previousKeys.map(\.bytes)
+        self.fingerprints = [key.fingerprint] + previousKeys.map(\.fingerprint)
         // The fingerprint keeps the storages of two keys over the same store apart; it does not reveal the key.
         self.identity =
             "encrypted(\(key.fingerprint.map { String(format: "%02x", $0) }.joined())):" + base.identity
@@ -172,12 +175,13 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         guard !sealed.isEmpty else { return sealed }
         let opened: (plaintext: Data, keyIndex: Int)
         do {
-            opened = try SealedBox.open(sealed, keys: secrets, associatedKey: key)
+            opened = try SealedBox.open(sealed, keys: secrets, fingerprints: fingerprints, associatedKey: key)
         } catch let error as CipherError {
             throw failure(error, key: key)
         }
         if opened.keyIndex > 0,
-            let resealed = try? SealedBox.seal(opened.plaintext, key: secrets[0], associatedKey: key)
+            let resealed = try? SealedBox.seal(
+                opened.plaintext, key: secrets[0], fingerprint: fingerprints[0], associatedKey: key)
         {
             // Written again under the current key, unless someone stored something else meanwhile.
             if let conditional = base as? any WLStorageConditionalStore {
@@ -208,7 +212,8 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
     /// Removes `key` only while it holds `data` once decrypted.
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         guard let sealed = try base.read(key: key),
-            let opened = try? SealedBox.open(sealed, keys: secrets, associatedKey: key), opened.plaintext == data
+            let opened = try? SealedBox.open(sealed, keys: secrets, fingerprints: fingerprints, associatedKey: key),
+            opened.plaintext == data
         else { return false }
         return try base.remove(key: key, ifItHolds: sealed)
     }
@@ -223,7 +228,7 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
 
     private func seal(_ data: Data, key: String) throws -> Data {
         do {
-            return try SealedBox.seal(data, key: secrets[0], associatedKey: key)
+            return try SealedBox.seal(data, key: secrets[0], fingerprint: fingerprints[0], associatedKey: key)
         } catch {
             throw WLStorageError(
                 code: .encodingFailed, message: "\(identity): the value could not be encrypted: \(error)", key: key,

@@ -96,8 +96,11 @@ enum AESGCM {
     ) throws -> (ciphertext: Data, tag: Data) {
         try checkLengths(key: key, nonce: nonce)
         return try withContext { context, cipher in
-            try initialize(
-                context, cipher, key: key, nonce: nonce, function: EVP_EncryptInit_ex2, name: "EVP_EncryptInit_ex2")
+            try nonce.withUnsafeBufferPointer { nonce in
+                try initialize(
+                    context, cipher, key: key, nonce: nonce.baseAddress!, function: EVP_EncryptInit_ex2,
+                    name: "EVP_EncryptInit_ex2")
+            }
             try additionalData.withUnsafeBytes { aad in
                 try update(context, aad, output: nil, function: EVP_EncryptUpdate, name: "EVP_EncryptUpdate")
             }
@@ -131,32 +134,61 @@ enum AESGCM {
     static func open(
         ciphertext: Data, tag: Data, key: [UInt8], nonce: [UInt8], additionalData: Data = Data()
     ) throws -> Data {
-        try checkLengths(key: key, nonce: nonce)
-        guard tag.count == tagLength else { throw CipherError.invalidTagLength(tag.count) }
+        guard nonce.count == nonceLength else { throw CipherError.invalidNonceLength(nonce.count) }
+        return try ciphertext.withUnsafeBytes { ciphertext in
+            try tag.withUnsafeBytes { tag in
+                try nonce.withUnsafeBytes { nonce in
+                    try additionalData.withUnsafeBytes { additionalData in
+                        try open(
+                            ciphertext: ciphertext, tag: tag, key: key, nonce: nonce, additionalData: additionalData,
+                            UnsafeRawBufferPointer(start: nil, count: 0))
+                    }
+                }
+            }
+        }
+    }
+
+    /// ``open(ciphertext:tag:key:nonce:additionalData:)`` on bytes in place, with additional data in two pieces
+    /// (authenticated as if joined): a sealed box opens without a copy of its parts.
+    static func open(
+        ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer, key: [UInt8], nonce: UnsafeRawBufferPointer,
+        additionalData: UnsafeRawBufferPointer, _ moreAdditionalData: UnsafeRawBufferPointer
+    ) throws -> Data {
+        guard key.count == keyLength else { throw CipherError.invalidKeyLength(key.count) }
+        guard nonce.count == nonceLength, let nonceBase = nonce.baseAddress else {
+            throw CipherError.invalidNonceLength(nonce.count)
+        }
+        guard tag.count == tagLength, let tagBase = tag.baseAddress else {
+            throw CipherError.invalidTagLength(tag.count)
+        }
         return try withContext { context, cipher in
             try initialize(
-                context, cipher, key: key, nonce: nonce, function: EVP_DecryptInit_ex2, name: "EVP_DecryptInit_ex2")
-            try additionalData.withUnsafeBytes { aad in
-                try update(context, aad, output: nil, function: EVP_DecryptUpdate, name: "EVP_DecryptUpdate")
-            }
+                context, cipher, key: key, nonce: nonceBase.assumingMemoryBound(to: UInt8.self),
+                function: EVP_DecryptInit_ex2, name: "EVP_DecryptInit_ex2")
+            try update(context, additionalData, output: nil, function: EVP_DecryptUpdate, name: "EVP_DecryptUpdate")
+            try update(
+                context, moreAdditionalData, output: nil, function: EVP_DecryptUpdate, name: "EVP_DecryptUpdate")
             var plaintext = Data(count: ciphertext.count)
             do {
                 try plaintext.withUnsafeMutableBytes { output in
-                    try ciphertext.withUnsafeBytes { input in
-                        try update(
-                            context, input, output: output, function: EVP_DecryptUpdate, name: "EVP_DecryptUpdate")
-                    }
+                    try update(
+                        context, ciphertext, output: output, function: EVP_DecryptUpdate, name: "EVP_DecryptUpdate")
                 }
-                var expectedTag = [UInt8](tag)  // the ctrl call takes a mutable pointer; a tag is not secret
-                let result = EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_TAG, Int32(tagLength), &expectedTag)
+                // The ctrl call takes a mutable pointer, and only reads the tag, which is not secret.
+                let result = EVP_CIPHER_CTX_ctrl(
+                    context, EVP_CTRL_AEAD_SET_TAG, Int32(tagLength), UnsafeMutableRawPointer(mutating: tagBase))
                 try check(result, "EVP_CIPHER_CTX_ctrl(EVP_CTRL_GCM_SET_TAG)")
-                var finalOutput = [UInt8](repeating: 0, count: tagLength)
-                var finalLength: Int32 = 0
-                guard EVP_DecryptFinal_ex(context, &finalOutput, &finalLength) == 1 else {
+                // GCM writes nothing at the end; the buffer is there for the call's contract.
+                let finished = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: tagLength) { finalOutput in
+                    var finalLength: Int32 = 0
+                    let result = EVP_DecryptFinal_ex(context, finalOutput.baseAddress, &finalLength)
+                    return (result, finalLength)
+                }
+                guard finished.0 == 1 else {
                     ERR_clear_error()
                     throw CipherError.authenticationFailed
                 }
-                guard finalLength == 0 else {
+                guard finished.1 == 0 else {
                     throw CipherError.libcryptoFailed(function: "EVP_DecryptFinal_ex", reason: "unexpected output")
                 }
             } catch {
@@ -220,16 +252,14 @@ enum AESGCM {
     /// Sets the cipher, the 12-byte nonce length, the key and the nonce, through `EVP_EncryptInit_ex2` or
     /// `EVP_DecryptInit_ex2`.
     private static func initialize(
-        _ context: OpaquePointer, _ cipher: OpaquePointer, key: [UInt8], nonce: [UInt8],
+        _ context: OpaquePointer, _ cipher: OpaquePointer, key: [UInt8], nonce: UnsafePointer<UInt8>,
         function: InitFunction, name: String
     ) throws {
         try check(function(context, cipher, nil, nil, nil), name)
         let result = EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_AEAD_SET_IVLEN, Int32(nonceLength), nil)
         try check(result, "EVP_CIPHER_CTX_ctrl(EVP_CTRL_GCM_SET_IVLEN)")
         try key.withUnsafeBufferPointer { key in
-            try nonce.withUnsafeBufferPointer { nonce in
-                try check(function(context, nil, key.baseAddress, nonce.baseAddress, nil), name)
-            }
+            try check(function(context, nil, key.baseAddress, nonce, nil), name)
         }
     }
 
@@ -316,8 +346,10 @@ enum SealedBox {
     /// Seals `plaintext` under `key` with a new random nonce, bound to the storage key `associatedKey`.
     ///
     /// Throws a ``CipherError``: an invalid key length, or a libcrypto failure.
-    static func seal(_ plaintext: Data, key: [UInt8], associatedKey: String) throws -> Data {
-        let fingerprint = try fingerprint(of: key)
+    static func seal(
+        _ plaintext: Data, key: [UInt8], fingerprint knownFingerprint: [UInt8]? = nil, associatedKey: String
+    ) throws -> Data {
+        let fingerprint = try knownFingerprint ?? fingerprint(of: key)
         let nonce = try AESGCM.randomNonce()
         var sealed = Data(capacity: minimumLength + plaintext.count)
         sealed.append(contentsOf: magic)
@@ -341,36 +373,46 @@ enum SealedBox {
     /// - ``CipherError/authenticationFailed`` when no key with that fingerprint verifies the tag: a byte was
     ///   changed, the box belongs to another storage key, or the key is wrong and its fingerprint matches by chance;
     /// - ``CipherError/invalidKeyLength(_:)`` when one of `keys` is not 32 bytes long.
-    static func open(_ sealed: Data, keys: [[UInt8]], associatedKey: String) throws -> (plaintext: Data, keyIndex: Int)
-    {
-        let bytes = sealed.startIndex == 0 ? sealed : Data(sealed)  // indexes from 0 below
-        guard bytes.count >= magic.count, bytes.prefix(magic.count).elementsEqual(magic) else {
-            throw CipherError.notASealedBox
-        }
-        guard bytes.count > magic.count else { throw CipherError.notASealedBox }
-        let boxVersion = bytes[magic.count]
-        guard boxVersion == version else { throw CipherError.unsupportedVersion(boxVersion) }
-        guard bytes.count >= minimumLength else { throw CipherError.notASealedBox }
-        let fingerprintStart = magic.count + 1
-        let nonceStart = fingerprintStart + fingerprintLength
-        let boxFingerprint = Array(bytes[fingerprintStart..<nonceStart])
-        let nonce = Array(bytes[nonceStart..<headerLength])
-        let ciphertext = bytes[headerLength..<(bytes.count - AESGCM.tagLength)]
-        let tag = bytes[(bytes.count - AESGCM.tagLength)...]
-        let additionalData = additionalData(header: bytes.prefix(headerLength), associatedKey: associatedKey)
-        let fingerprints = try keys.map { try fingerprint(of: $0) }
-        var matched = false
-        for (index, key) in keys.enumerated() where fingerprints[index] == boxFingerprint {
-            matched = true
-            do {
-                let plaintext = try AESGCM.open(
-                    ciphertext: ciphertext, tag: tag, key: key, nonce: nonce, additionalData: additionalData)
-                return (plaintext, index)
-            } catch CipherError.authenticationFailed {
-                continue  // another key may have the same fingerprint
+    ///
+    /// `fingerprints`, when given, are those of `keys`, in the same order: a store that opens many boxes computes them
+    /// once.
+    static func open(
+        _ sealed: Data, keys: [[UInt8]], fingerprints knownFingerprints: [[UInt8]]? = nil, associatedKey: String
+    ) throws -> (plaintext: Data, keyIndex: Int) {
+        let fingerprints = try knownFingerprints ?? keys.map { try fingerprint(of: $0) }
+        var associatedKey = associatedKey
+        return try associatedKey.withUTF8 { associated in
+            try sealed.withUnsafeBytes { box -> (plaintext: Data, keyIndex: Int) in
+                guard box.count >= magic.count, box.prefix(magic.count).elementsEqual(magic) else {
+                    throw CipherError.notASealedBox
+                }
+                guard box.count > magic.count else { throw CipherError.notASealedBox }
+                let boxVersion = box[magic.count]
+                guard boxVersion == version else { throw CipherError.unsupportedVersion(boxVersion) }
+                guard box.count >= minimumLength else { throw CipherError.notASealedBox }
+                let fingerprintStart = magic.count + 1
+                let nonceStart = fingerprintStart + fingerprintLength
+                let boxFingerprint = UnsafeRawBufferPointer(rebasing: box[fingerprintStart..<nonceStart])
+                let nonce = UnsafeRawBufferPointer(rebasing: box[nonceStart..<headerLength])
+                let ciphertext = UnsafeRawBufferPointer(rebasing: box[headerLength..<(box.count - AESGCM.tagLength)])
+                let tag = UnsafeRawBufferPointer(rebasing: box[(box.count - AESGCM.tagLength)...])
+                // The additional data: the header, then the storage key's bytes.
+                let header = UnsafeRawBufferPointer(rebasing: box[..<headerLength])
+                var matched = false
+                for (index, key) in keys.enumerated() where fingerprints[index].elementsEqual(boxFingerprint) {
+                    matched = true
+                    do {
+                        let plaintext = try AESGCM.open(
+                            ciphertext: ciphertext, tag: tag, key: key, nonce: nonce, additionalData: header,
+                            UnsafeRawBufferPointer(associated))
+                        return (plaintext, index)
+                    } catch CipherError.authenticationFailed {
+                        continue  // another key may have the same fingerprint
+                    }
+                }
+                throw matched ? CipherError.authenticationFailed : CipherError.noMatchingKey
             }
         }
-        throw matched ? CipherError.authenticationFailed : CipherError.noMatchingKey
     }
 
     /// The header followed by the UTF-8 bytes of the storage key. The header has a fixed length, so no two pairs of

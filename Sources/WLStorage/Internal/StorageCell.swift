@@ -96,6 +96,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// and reading changes made elsewhere. Looked up when a job runs, not kept: a cell is kept small.
     var access: (any StoreBacking<T>)? {
         if let fileBacker { return fileBacker }
+        // A cast to the class first: a cast to a generic protocol costs microseconds.
+        if let storeBacker = backer as? StoreBacker<T> { return storeBacker }
         return backer as? any StoreBacking<T>
     }
 
