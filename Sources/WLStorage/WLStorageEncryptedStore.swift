@@ -147,9 +147,9 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
     /// The store that holds the encrypted bytes.
     public let base: any WLStorageStore
     /// The current key first, then the earlier ones.
-    private let secrets: [[UInt8]]
+    fileprivate let secrets: [[UInt8]]
     /// The fingerprints of `secrets`, in the same order.
-    private let fingerprints: [[UInt8]]
+    fileprivate let fingerprints: [[UInt8]]
     public let identity: String
 
     /// A store that encrypts the values of `base` with `key`, and opens values stored under `previousKeys` too.
@@ -226,7 +226,7 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         base.observeChanges(changed)
     }
 
-    private func seal(_ data: Data, key: String) throws -> Data {
+    fileprivate func seal(_ data: Data, key: String) throws -> Data {
         do {
             return try SealedBox.seal(data, key: secrets[0], fingerprint: fingerprints[0], associatedKey: key)
         } catch {
@@ -260,6 +260,67 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
 
 /// A store whose values are secret: the storage's messages about its bytes say what is wrong, never what they hold.
 protocol ConcealsValues {}
+
+/// A store that writes on condition when the store under it does: ``WLStorage/update(_:)`` looks for it when the store
+/// is not a ``WLStorageConditionalStore`` itself.
+protocol OffersConditionalWrites: WLStorageStore {
+    /// This store as one that writes on condition, or `nil` when it cannot.
+    var conditionalWrites: (any WLStorageConditionalStore)? { get }
+}
+
+extension WLStorageEncryptedStore: OffersConditionalWrites {
+    var conditionalWrites: (any WLStorageConditionalStore)? {
+        // Through key prefixes: the store that holds the bytes is the same for every key.
+        guard Stores.conditional(Stores.resolve(base, "").store) != nil else { return nil }
+        return ConditionalEncryptedStore(store: self)
+    }
+
+    /// Stores `data`, sealed, only while the key holds `expected` once opened. The store under this one compares the
+    /// sealed bytes that were read, so no write of another program can come between.
+    fileprivate func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+        let (resolved, storedKey) = Stores.resolve(base, key)
+        guard let base = Stores.conditional(resolved) else {
+            throw WLStorageError(
+                code: .writeFailed, message: "\(identity): the store under it does not write on condition", key: key)
+        }
+        return try write(key: key, data: data, ifItHolds: expected, base: base, storedKey: storedKey)
+    }
+
+    private func write(
+        key: String, data: Data, ifItHolds expected: Data?, base: any WLStorageConditionalStore, storedKey: String
+    ) throws -> Bool {
+        let current = try base.read(key: storedKey)
+        guard let current, !current.isEmpty else {
+            guard expected == nil else { return false }
+            return try base.write(key: storedKey, data: seal(data, key: key), ifItHolds: current)
+        }
+        guard let expected,
+            let opened = try? SealedBox.open(current, keys: secrets, fingerprints: fingerprints, associatedKey: key),
+            opened.plaintext == expected
+        else { return false }
+        return try base.write(key: storedKey, data: seal(data, key: key), ifItHolds: current)
+    }
+}
+
+/// An encrypted store over one that writes on condition, seen as one that does too.
+private struct ConditionalEncryptedStore: WLStorageConditionalStore {
+    let store: WLStorageEncryptedStore
+
+    var identity: String { store.identity }
+    func read(key: String) throws -> Data? { try store.read(key: key) }
+    func write(key: String, data: Data) throws { try store.write(key: key, data: data) }
+    func create(key: String, data: Data) throws -> Bool { try store.create(key: key, data: data) }
+    func write(_ batch: [WLStorageStoreWrite]) throws { try store.write(batch) }
+    func remove(key: String) throws { try store.remove(key: key) }
+    func remove(key: String, ifItHolds data: Data) throws -> Bool { try store.remove(key: key, ifItHolds: data) }
+    func keys() throws -> [String] { try store.keys() }
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+        store.observeChanges(changed)
+    }
+    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+        try store.write(key: key, data: data, ifItHolds: expected)
+    }
+}
 
 extension WLStorageStore {
     /// This store, with its values encrypted under `key` (see ``WLStorageEncryptedStore``).

@@ -103,4 +103,9 @@ enum Stores {
         if let resolving = store as? any StoreResolving { return resolving.resolve(key) }
         return (store, key)
     }
+
+    /// `store` as one that writes on condition, when it is one or offers to be one.
+    static func conditional(_ store: any WLStorageStore) -> (any WLStorageConditionalStore)? {
+        store as? any WLStorageConditionalStore ?? (store as? any OffersConditionalWrites)?.conditionalWrites
+    }
 }

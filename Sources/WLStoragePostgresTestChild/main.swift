@@ -2,6 +2,7 @@
 // driven by commands on standard input, telling on standard output what its observers see.
 //
 // Usage: WLStoragePostgresTestChild URL NAMESPACE KEY FLUSH-INTERVAL
+// (with WLSTORAGE_TEST_ENCRYPTION_KEY, the base64 text of a key, in the environment: an encrypted store)
 //
 // Commands, one a line: `set N` (prints `set N`), `increment N` (N atomic updates, then prints `incremented N`),
 // `get` (prints `value N`), `flush` (prints `flushed`), `exit`.
@@ -24,7 +25,20 @@ do {
     FileHandle.standardError.write(Data("\(error)\n".utf8))
     exit(65)
 }
-let storage = WLStorage(key: arguments[3], defaultValue: 0, flushInterval: interval, store: store)
+// With WLSTORAGE_TEST_ENCRYPTION_KEY set (base64), the values are encrypted with that key.
+let storage: WLStorage<Int>
+if ProcessInfo.processInfo.environment["WLSTORAGE_TEST_ENCRYPTION_KEY"] != nil {
+    do {
+        let key = try WLStorageEncryptionKey(environmentVariable: "WLSTORAGE_TEST_ENCRYPTION_KEY")
+        storage = WLStorage(
+            key: arguments[3], defaultValue: 0, flushInterval: interval, store: store.encrypted(with: key))
+    } catch {
+        FileHandle.standardError.write(Data("\(error)\n".utf8))
+        exit(65)
+    }
+} else {
+    storage = WLStorage(key: arguments[3], defaultValue: 0, flushInterval: interval, store: store)
+}
 
 let printer = ObservationPrinter(storage)
 

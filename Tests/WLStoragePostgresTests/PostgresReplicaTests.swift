@@ -52,6 +52,28 @@ struct PostgresReplicaTests {
         }
     }
 
+    @Test func atomicUpdatesFromThreeReplicasOfAnEncryptedStoreLoseNoIncrement() throws {
+        let url = try PostgresCluster.shared().url
+        let namespace = uniqueNamespace()
+        let key = try WLStorageEncryptionKey.random()
+        let replicas = try (0..<3).map { _ in
+            try Replica(url: url, namespace: namespace, encryptionKey: key.base64EncodedSecret)
+        }
+        for replica in replicas { replica.send("increment 100") }
+        for replica in replicas {
+            #expect(replica.waitFor("incremented 100", timeout: 120), "\(describe(replicas))")
+        }
+        // The row holds the sealed value, which opens to every increment.
+        let store = try WLStoragePostgresStore(url: url, namespace: namespace)
+        let sealed = try #require(try store.read(key: "x"))
+        #expect(!String(decoding: sealed, as: UTF8.self).contains("300"))
+        let opened = try store.encrypted(with: key).read(key: "x")
+        #expect(opened.map { String(decoding: $0, as: UTF8.self) } == "300")
+        for replica in replicas {
+            #expect(replica.waitUntilObserversSee(300), "\(replica.printed)\n\(replica.printedErrors)")
+        }
+    }
+
     @Test(arguments: [PostgresCluster.StopMode.fast, .immediate])
     func replicasConvergeOnTheLastValueAcrossAServerStop(mode: PostgresCluster.StopMode) throws {
         let cluster = try PostgresCluster()

@@ -159,6 +159,28 @@ struct UpdateTests {
         #expect(!two.hasPendingChanges)
     }
 
+    @Test(arguments: [false, true])
+    func updatesThroughTwoEncryptedHandlesOfOneConditionalStoreLoseNothing(prefixed: Bool) throws {
+        let key = try WLStorageEncryptionKey.random()
+        let memory = MemoryStore()
+        let replica = MemoryStore(replicaOf: memory)
+        // Through a key prefix too: the encrypted store finds the store that holds the bytes under it.
+        let first = prefixed ? memory.prefixed("app.").encrypted(with: key) : memory.encrypted(with: key)
+        let second = prefixed ? replica.prefixed("app.").encrypted(with: key) : replica.encrypted(with: key)
+        let one = WLStorage(key: "counter", defaultValue: 0, flushInterval: 1, store: first)
+        let two = WLStorage(key: "counter", defaultValue: 0, flushInterval: 1, store: second)
+        DispatchQueue.concurrentPerform(iterations: 4) { index in
+            let storage = index % 2 == 0 ? one : two
+            for _ in 0..<500 { storage.update { $0 += 1 } }
+        }
+        // The encrypted store writes on condition through the store under it: every increment is kept, encrypted.
+        #expect(try first.read(key: "counter").map { String(decoding: $0, as: UTF8.self) } == "2000")
+        #expect(try second.read(key: "counter").map { String(decoding: $0, as: UTF8.self) } == "2000")
+        #expect(max(one.wrappedValue, two.wrappedValue) == 2_000)
+        let stored = memory.stored(prefixed ? "app.counter" : "counter")
+        #expect(stored != nil && stored?.contains("2000") == false)
+    }
+
     @Test func anUpdateThatCannotReachItsStoreIsMadeInTheProcessAndWrittenLater() throws {
         let store = MemoryStore()
         let storage = WLStorage(key: "counter", defaultValue: 0, flushInterval: nil, store: store)

@@ -211,7 +211,7 @@ extension StorageCell {
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
         guard let storeBacker = backer as? StoreBacker<T>,
-            let store = storeBacker.store as? any WLStorageConditionalStore
+            let store = Stores.conditional(storeBacker.store)
         else { return nil }
         return try updateShared(body, storeBacker: storeBacker, store: store)
     }

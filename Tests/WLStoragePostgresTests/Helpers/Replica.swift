@@ -14,12 +14,20 @@ final class Replica: Sendable {
     private let output: Int32
     private let errors: Int32
 
-    /// Starts a replica of `key` in `namespace` at `url` and waits until its observers are in place.
-    init(url: String, namespace: String, key: String = "x", flushInterval: Int = 1) throws {
+    /// Starts a replica of `key` in `namespace` at `url` and waits until its observers are in place. With
+    /// `encryptionKey` (the base64 text of a key), the replica's store is encrypted with it.
+    init(
+        url: String, namespace: String, key: String = "x", flushInterval: Int = 1, encryptionKey: String? = nil
+    ) throws {
         let directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
         let process = Process()
         process.executableURL = directory.appendingPathComponent("WLStoragePostgresTestChild")
         process.arguments = [url, namespace, key, String(flushInterval)]
+        if let encryptionKey {
+            var environment = ProcessInfo.processInfo.environment
+            environment["WLSTORAGE_TEST_ENCRYPTION_KEY"] = encryptionKey
+            process.environment = environment
+        }
         let pipe = Pipe()
         output = try Self.temporaryFile()
         errors = try Self.temporaryFile()
