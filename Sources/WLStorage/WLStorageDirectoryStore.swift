@@ -50,8 +50,14 @@ public final class WLStorageDirectoryStore: WLStorageStore {
 
     /// The bytes of `key`'s file, or `nil` when there is none.
     public func read(key: String) throws -> Data? {
+        try read(key: key, limit: ValueSizeLimit.maximum)
+    }
+
+    /// The bytes of `key`'s file, when it is no larger than `limit` (an encrypted value's file is larger than its
+    /// value).
+    func read(key: String, limit: Int) throws -> Data? {
         let (directory, name) = try file(key)
-        return try directory.read(name)
+        return try directory.read(name, limit: limit)
     }
 
     /// Replaces `key`'s file with `data`, atomically and durably, with mode 0600.

@@ -46,6 +46,13 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
             throw WLStorageError(
                 code: .invalidConfiguration, message: "the key file cannot be read", path: path, errno: errno)
         }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw WLStorageError(
+                code: .invalidConfiguration,
+                message: "the key file is not a regular file"
+                    + (status.st_mode & S_IFMT == S_IFDIR ? " but a directory" : ""),
+                path: path)
+        }
         let mode = status.st_mode & 0o777
         guard mode & 0o077 == 0 else {
             throw WLStorageError(
@@ -55,16 +62,38 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
                     + " (mode \(String(mode, radix: 8))); make it readable by its owner only: chmod 600 \(path)",
                 path: path)
         }
-        guard let contents = FileManager.default.contents(atPath: path) else {
-            throw WLStorageError(
-                code: .invalidConfiguration, message: "the key file cannot be read", path: path, errno: errno)
-        }
+        let contents = try Self.contents(ofKeyFile: path)
         do {
-            try self.init(encoded: contents)
+            try self.init(encoded: contents, raw: true)
         } catch var error as WLStorageError {
             error.path = path
             throw error
         }
+    }
+
+    /// The bytes of the key file at `path`, read with `open` and `read` so that a failure says why.
+    private static func contents(ofKeyFile path: String) throws -> Data {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
+        guard descriptor >= 0 else {
+            throw WLStorageError(
+                code: .invalidConfiguration, message: "the key file cannot be opened", path: path, errno: errno)
+        }
+        defer { close(descriptor) }
+        var contents = Data()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        // A key file is small: anything past 64 KiB is not a key, and is not read.
+        while contents.count <= 65_536 {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw WLStorageError(
+                    code: .invalidConfiguration, message: "the key file cannot be read", path: path, errno: errno)
+            }
+            if count == 0 { break }
+            contents.append(contentsOf: buffer[..<count])
+        }
+        buffer.withUnsafeMutableBytes { AESGCM.clear($0) }
+        return contents
     }
 
     /// The key in the environment variable `name`, as the base64 text of its 32 bytes.
@@ -83,9 +112,9 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         }
     }
 
-    /// 32 raw bytes, or the base64 text of 32 bytes.
-    private init(encoded contents: Data) throws {
-        if contents.count == AESGCM.keyLength {
+    /// The base64 text of 32 bytes, or, when `raw` is allowed (a key file), 32 raw bytes.
+    private init(encoded contents: Data, raw: Bool = false) throws {
+        if raw, contents.count == AESGCM.keyLength {
             try self.init(bytes: contents)
             return
         }
@@ -116,8 +145,16 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
 
     /// `WLStorageEncryptionKey(fingerprint: 1a2b3c4d)`.
     public var description: String {
-        "WLStorageEncryptionKey(fingerprint: \(fingerprint.map { String(format: "%02x", $0) }.joined()))"
+        "WLStorageEncryptionKey(fingerprint: \(fingerprintText))"
     }
+
+    /// The fingerprint in hexadecimal.
+    var fingerprintText: String { fingerprint.map { String(format: "%02x", $0) }.joined() }
+}
+
+extension WLStorageEncryptionKey: CustomReflectable {
+    /// The fingerprint only: `dump`, debuggers and anything else that reflects never see the key's bytes.
+    public var customMirror: Mirror { Mirror(self, children: ["fingerprint": fingerprintText]) }
 }
 
 /// A store that keeps the values of another store encrypted: AES-256-GCM through OpenSSL, with a fresh random nonce
@@ -152,6 +189,10 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
     fileprivate let fingerprints: [[UInt8]]
     public let identity: String
 
+    /// Whether the store under this one changes keys (a key prefix): the bytes of a key are then sealed with the key
+    /// they are stored under there, so that the values of two prefixes cannot be passed off as each other's.
+    private let changesKeys: Bool
+
     /// A store that encrypts the values of `base` with `key`, and opens values stored under `previousKeys` too.
     public init(
         _ base: some WLStorageStore, key: WLStorageEncryptionKey, previousKeys: [WLStorageEncryptionKey] = []
@@ -159,38 +200,36 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         self.base = base
         self.secrets = [key.bytes] + previousKeys.map(\.bytes)
         self.fingerprints = [key.fingerprint] + previousKeys.map(\.fingerprint)
+        self.changesKeys = base is any StoreResolving
         // The fingerprint keeps the storages of two keys over the same store apart; it does not reveal the key.
-        self.identity =
-            "encrypted(\(key.fingerprint.map { String(format: "%02x", $0) }.joined())):" + base.identity
+        self.identity = "encrypted(\(key.fingerprintText)):" + base.identity
     }
 
-    /// The bytes stored under `key`, decrypted. A value stored under an earlier key is written again under the
-    /// current one.
+    /// The same keys over another store: the store that holds the bytes under a key-changing one.
+    private init(_ base: any WLStorageStore, keysOf other: WLStorageEncryptedStore) {
+        self.base = base
+        self.secrets = other.secrets
+        self.fingerprints = other.fingerprints
+        self.changesKeys = base is any StoreResolving
+        self.identity =
+            "encrypted(\(other.fingerprints[0].map { String(format: "%02x", $0) }.joined())):" + base.identity
+    }
+
+    /// The key the bytes of `key` are stored under in the store that holds them, which they are sealed with.
+    private func sealedKey(_ key: String) -> String {
+        changesKeys ? Stores.resolve(base, key).key : key
+    }
+
+    /// The bytes stored under `key`, decrypted.
+    ///
+    /// A value stored under one of the previous keys opens too; it is not written again here: a storage that reads
+    /// it writes it again under the current key, as it writes a change.
     ///
     /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/decodingFailed`` when the bytes do not open;
     ///   what the store under it throws.
     public func read(key: String) throws -> Data? {
-        guard let sealed = try base.read(key: key) else { return nil }
-        // Empty bytes stand for nothing stored, as in any store.
-        guard !sealed.isEmpty else { return sealed }
-        let opened: (plaintext: Data, keyIndex: Int)
-        do {
-            opened = try SealedBox.open(sealed, keys: secrets, fingerprints: fingerprints, associatedKey: key)
-        } catch let error as CipherError {
-            throw failure(error, key: key)
-        }
-        if opened.keyIndex > 0,
-            let resealed = try? SealedBox.seal(
-                opened.plaintext, key: secrets[0], fingerprint: fingerprints[0], associatedKey: key)
-        {
-            // Written again under the current key, unless someone stored something else meanwhile.
-            if let conditional = base as? any WLStorageConditionalStore {
-                _ = try? conditional.write(key: key, data: resealed, ifItHolds: sealed)
-            } else if (try? base.read(key: key)) == sealed {
-                try? base.write(key: key, data: resealed)
-            }
-        }
-        return opened.plaintext
+        var underPreviousKey = false
+        return try read(key: key, underPreviousKey: &underPreviousKey)
     }
 
     public func write(key: String, data: Data) throws {
@@ -211,8 +250,9 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
 
     /// Removes `key` only while it holds `data` once decrypted.
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
-        guard let sealed = try base.read(key: key),
-            let opened = try? SealedBox.open(sealed, keys: secrets, fingerprints: fingerprints, associatedKey: key),
+        guard let sealed = try readSealed(key),
+            let opened = try? SealedBox.open(
+                sealed, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key)),
             opened.plaintext == data
         else { return false }
         return try base.remove(key: key, ifItHolds: sealed)
@@ -226,9 +266,33 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         base.observeChanges(changed)
     }
 
+    /// The bytes stored under `key`, decrypted; `underPreviousKey` tells whether they were sealed with a previous key.
+    func read(key: String, underPreviousKey: inout Bool) throws -> Data? {
+        guard let sealed = try readSealed(key) else { return nil }
+        // Empty bytes stand for nothing stored, as in any store.
+        guard !sealed.isEmpty else { return sealed }
+        do {
+            let opened = try SealedBox.open(
+                sealed, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key))
+            underPreviousKey = opened.keyIndex > 0
+            return opened.plaintext
+        } catch let error as CipherError {
+            throw failure(error, key: key)
+        }
+    }
+
+    /// The sealed bytes of `key`: from a directory, a file up to the largest value and what sealing adds to it.
+    private func readSealed(_ key: String) throws -> Data? {
+        if let directory = base as? WLStorageDirectoryStore {
+            return try directory.read(key: key, limit: ValueSizeLimit.sealedMaximum)
+        }
+        return try base.read(key: key)
+    }
+
     fileprivate func seal(_ data: Data, key: String) throws -> Data {
         do {
-            return try SealedBox.seal(data, key: secrets[0], fingerprint: fingerprints[0], associatedKey: key)
+            return try SealedBox.seal(
+                data, key: secrets[0], fingerprint: fingerprints[0], associatedKey: sealedKey(key))
         } catch {
             throw WLStorageError(
                 code: .encodingFailed, message: "\(identity): the value could not be encrypted: \(error)", key: key,
@@ -248,7 +312,8 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         default: why = "\(error)"
         }
         var path: String?
-        if let directory = (base as? WLStorageDirectoryStore)?.url, let name = FileName.forKey(key) {
+        let (holder, storedKey) = Stores.resolve(base, key)
+        if let directory = (holder as? WLStorageDirectoryStore)?.url, let name = FileName.forKey(storedKey) {
             path = directory.appendingPathComponent(name).path
         }
         return WLStorageError(
@@ -258,8 +323,30 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
     }
 }
 
+extension WLStorageEncryptedStore: CustomReflectable {
+    /// The store under it and the fingerprints of the keys: `dump` and debuggers never see the keys' bytes.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "base": base as Any,
+                "keyFingerprints": fingerprints.map { $0.map { String(format: "%02x", $0) }.joined() } as Any,
+            ])
+    }
+}
+
 /// A store whose values are secret: the storage's messages about its bytes say what is wrong, never what they hold.
 protocol ConcealsValues {}
+
+extension WLStorageEncryptedStore: StoreResolving {
+    /// Over a store that changes keys (a key prefix): the same keys over the store that holds the bytes, and the key
+    /// there. So storages of two prefixes are apart, and name their files.
+    func resolve(_ key: String) -> (store: any WLStorageStore, key: String) {
+        guard changesKeys else { return (self, key) }
+        let (holder, storedKey) = Stores.resolve(base, key)
+        return (WLStorageEncryptedStore(holder, keysOf: self), storedKey)
+    }
+}
 
 /// A store that writes on condition when the store under it does: ``WLStorage/update(_:)`` looks for it when the store
 /// is not a ``WLStorageConditionalStore`` itself.
@@ -295,7 +382,8 @@ extension WLStorageEncryptedStore: OffersConditionalWrites {
             return try base.write(key: storedKey, data: seal(data, key: key), ifItHolds: current)
         }
         guard let expected,
-            let opened = try? SealedBox.open(current, keys: secrets, fingerprints: fingerprints, associatedKey: key),
+            let opened = try? SealedBox.open(
+                current, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key)),
             opened.plaintext == expected
         else { return false }
         return try base.write(key: storedKey, data: seal(data, key: key), ifItHolds: current)

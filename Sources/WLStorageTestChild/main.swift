@@ -224,6 +224,9 @@ case "class-value-deinit":
 case "flushall-two-backers":
     flushAllFromTwoBackers(value)
 
+case "encrypted":
+    encryptedMode(directory: directory, key: key, value: value)
+
 default:
     say("unknown mode \(mode)", to: FileHandle.standardError)
     exit(64)

@@ -75,7 +75,7 @@ private func get(_ key: String, in directory: StorageDirectory, keyFile: KeyFile
     let name = try fileName(for: key)
     let path = directory.filePath(name)
     let contents = try inDirectory(directory) { () throws(WLStorageError) in
-        try StoredFile.read(Array(name.utf8), in: directory)
+        try StoredFile.read(Array(name.utf8), in: directory, sealed: keyFile != nil)
     }
     switch contents {
     case nil:
@@ -100,8 +100,9 @@ private func get(_ key: String, in directory: StorageDirectory, keyFile: KeyFile
             throw ToolFailure("the file of '\(key)' does not open with the key in \(keyFile.path): \(reason): \(path)")
         case .plaintext(let plaintext):
             if plaintext.isEmpty { throw ToolFailure("no value stored for '\(key)' (the value is empty): \(path)") }
-            if let problem = JSONText.problem(in: plaintext) {
-                throw ToolFailure("the file opens, but its value is not JSON (\(problem)): \(path)")
+            // What is wrong in the value is not said: it could quote a byte of it.
+            if JSONText.problem(in: plaintext) != nil {
+                throw ToolFailure("the file opens, but its value is not JSON: \(path)")
             }
             Console.out(String(decoding: JSONText.pretty(plaintext), as: UTF8.self) + "\n")
         }
@@ -121,6 +122,17 @@ private func set(
     guard let keyFile else {
         _ = try library { () throws(WLStorageError) in try directory.write(name, contents: JSONText.compact(data)) }
         return
+    }
+    // A value that does not open with this key is not replaced: with the wrong key file, it would be lost for good.
+    let existing = try inDirectory(directory) { () throws(WLStorageError) in
+        try StoredFile.read(Array(name.utf8), in: directory, sealed: true)
+    }
+    if case .bytes(let contents) = existing, !contents.isEmpty,
+        case .doesNotOpen(let reason) = keyFile.open(contents, storedUnder: key, path: directory.filePath(name))
+    {
+        throw ToolFailure(
+            "the file of '\(key)' does not open with the key in \(keyFile.path) (\(reason)), so it is left as it is;"
+                + " remove it first (wlstorage rm) to store a value under this key: \(directory.filePath(name))")
     }
     // The store encrypts the value and writes it as the library writes any file: 0600, atomic and durable.
     do {
@@ -186,9 +198,9 @@ private func verify(_ directory: StorageDirectory, keyFile: KeyFile?) throws(Too
         case .invalid(let reason):
             checked += 1
             problem = "does not hold JSON: \(reason)"
-        case .encryptedNotJSON(let reason):
+        case .encryptedNotJSON:
             checked += 1
-            problem = "opens with the key, but its value is not JSON: \(reason)"
+            problem = "opens with the key, but its value is not JSON"
         case .doesNotOpen(let reason):
             checked += 1
             problem = "does not open with the key: \(reason)"

@@ -34,9 +34,9 @@ struct DirectoryEntry {
         case temporary(inUse: Bool)
         /// With `--key-file`: the file opens with the key, and holds JSON.
         case encrypted
-        /// With `--key-file`: the file opens with the key, but what it holds is not JSON (the reason, which never
-        /// quotes it).
-        case encryptedNotJSON(String)
+        /// With `--key-file`: the file opens with the key, but what it holds is not JSON. What is wrong in it is not
+        /// said: it could quote a byte of the value.
+        case encryptedNotJSON
         /// With `--key-file`: the file looks like a value encrypted with the key, but its name is the hash of its
         /// storage key, which the tag authenticates too, so it was not opened.
         case encryptedUnchecked
@@ -168,7 +168,7 @@ struct DirectoryEntry {
     private static func encryptedState(of name: [UInt8], in directory: StorageDirectory, keyFile: KeyFile) -> State {
         let contents: StoredFile.Contents?
         do {
-            contents = try StoredFile.read(name, in: directory)
+            contents = try StoredFile.read(name, in: directory, sealed: true)
         } catch {
             return .unreadable(ToolFailure(error).message)
         }
@@ -188,7 +188,7 @@ struct DirectoryEntry {
             }
             switch opened {
             case .plaintext(let plaintext):
-                return JSONText.problem(in: plaintext).map(State.encryptedNotJSON) ?? .encrypted
+                return JSONText.problem(in: plaintext) == nil ? .encrypted : .encryptedNotJSON
             case .notEncrypted: return .notEncrypted
             case .doesNotOpen(let reason): return .doesNotOpen(reason)
             }

@@ -30,7 +30,13 @@ enum StoredFile {
     ///
     /// - Throws: What ``StorageDirectory/openEntryForReading(named:)`` throws, and
     ///   ``WLStorageError/Code/readFailed`` when reading fails.
-    static func read(_ name: [UInt8], in directory: StorageDirectory) throws(WLStorageError) -> Contents? {
+    ///
+    /// An encrypted value's file is read up to ``ValueSizeLimit/sealedMaximum`` (`sealed`): it holds the value and
+    /// what encryption adds to it.
+    static func read(
+        _ name: [UInt8], in directory: StorageDirectory, sealed: Bool = false
+    ) throws(WLStorageError) -> Contents? {
+        let limit = sealed ? ValueSizeLimit.sealedMaximum : limit
         guard let file = try directory.openEntryForReading(named: name) else { return nil }
         guard file.size <= limit else { return .tooLarge(size: file.size) }
         // One byte more than the size, so that the end of the file is seen without growing the buffer.

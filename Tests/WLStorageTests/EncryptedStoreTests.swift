@@ -99,8 +99,13 @@ struct EncryptedStoreTests {
             let old = try WLStorageEncryptionKey.random()
             try store(directory, key: old).write(key: "token", data: Data(#""abc""#.utf8))
             let rotated = store(directory, key: key, previous: [old])
+            // Reading through the store writes nothing; a storage writes the value again, as it writes a change.
+            #expect(try rotated.read(key: "token") == Data(#""abc""#.utf8))
+            #expect(try store(directory, key: old).read(key: "token") == Data(#""abc""#.utf8))
             let storage = WLStorage(key: "token", defaultValue: "", flushInterval: nil, store: rotated)
             #expect(storage.wrappedValue == "abc")
+            #expect(storage.hasPendingChanges)
+            storage.flush()
             #expect(try store(directory).read(key: "token") == Data(#""abc""#.utf8))
             #expect(throws: WLStorageError.self) { try store(directory, key: old).read(key: "token") }
         }

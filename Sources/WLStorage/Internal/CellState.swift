@@ -48,6 +48,10 @@ enum ExternalChange<T: Sendable>: Sendable {
     case changed(T)
     /// Another program removed the stored value.
     case removed
+    /// Another program stored what this one cannot read at all (a value of an encrypted store under a key it
+    /// lacks): the error is reported, and what is stored counts as unknown, so that nothing of this program replaces
+    /// it until a value it can read is stored.
+    case unreadable(WLStorageError)
 }
 
 /// How a job ended.
@@ -444,10 +448,17 @@ struct CellState<T: Sendable>: Sendable {
     private mutating func applyChange(
         _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T, effects: inout JobEffects<T>
     ) {
+        if case .unreadable(let error) = change {
+            // Whatever is pending: it waits until what is stored can be read again.
+            stored = .unknown
+            setLastError(error, &effects)
+            effects.errors.append(error)
+            return
+        }
         let onlyRewrite = onlyRewritePending
         guard !isPending || onlyRewrite, version == startVersion else { return }
         switch change {
-        case .unchanged:
+        case .unchanged, .unreadable:
             return
         case .changed(let found):
             effects.released.append(value)

@@ -41,6 +41,9 @@ enum ShutdownHandling {
             return (!state.started, state.signalHandlersWanted)
         }
         guard firstTime else { return }
+        // libcrypto first: its closing handler is then registered before the flush's, and runs after it (handlers
+        // run in the reverse order), so that the flush at exit can still hash key names and encrypt values.
+        _ = OpenSSLLibrary.initialized
         atexit {
             ShutdownHandling.flushEverything()
         }

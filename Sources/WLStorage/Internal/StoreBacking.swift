@@ -133,8 +133,15 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// ``keptOriginalKey`` until the value is written back.
     private func readStored(decoding: ValueDecoding<T>, keepingAside again: Bool) -> ReadResult<T> {
         let data: Data?
+        // A value of an encrypted store sealed with a previous key is written again under the current one, by the
+        // storage's own write: a rewrite, which gives way to a change made elsewhere meanwhile.
+        var underPreviousKey = false
         do {
-            data = try store.read(key: storedKey)
+            if let encrypted = store as? WLStorageEncryptedStore {
+                data = try encrypted.read(key: storedKey, underPreviousKey: &underPreviousKey)
+            } else {
+                data = try store.read(key: storedKey)
+            }
         } catch {
             return .failed(failure(error, writing: false))
         }
@@ -142,7 +149,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         _ = known.withLock { $0.readKnown(data) }
         switch decoding.decode(data) {
         case .decoded(let value, nil):
-            return .value(value)
+            return underPreviousKey ? .reshaped(value, rewrite: true, note: nil) : .value(value)
         case .decoded(let value, let reshape?):
             do {
                 _ = try store.create(key: keptOriginalKey, data: data)
@@ -182,6 +189,11 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         let data: Data?
         do {
             data = try store.read(key: storedKey)
+        } catch let error as WLStorageError where conceals && error.code == .decodingFailed {
+            // Bytes of a secret store that do not open (another key's value): what is stored is unknown to this
+            // program, which must not replace it.
+            _ = known.withLock { $0.forget() }
+            return .unreadable(failure(error, writing: false))
         } catch {
             throw failure(error, writing: false)
         }

@@ -15,6 +15,9 @@ package enum ValueSizeLimit {
     /// encoded or decoded.
     package static let ceiling = 1 << 30
 
+    /// The largest file of an encrypted value: the limit, and what encryption adds to a value (its header and tag).
+    package static var sealedMaximum: Int { maximum + SealedBox.minimumLength }
+
     /// The limit now.
     package static var maximum: Int {
         get { current.load(ordering: .relaxed) }
