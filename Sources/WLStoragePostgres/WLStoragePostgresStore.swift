@@ -300,9 +300,14 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         case .success(let rows):
             return rows
         case .failure(let error):
+            // A program limit on a write: in this table, the index of the namespace and key.
+            let hint =
+                !reading && error.sqlState == "54000"
+                ? "; the key is too long for the table's index, which takes at most about 2,700 bytes of a namespace"
+                    + " and a key once compressed" : ""
             throw WLStorageError(
                 code: reading ? .readFailed : .writeFailed,
-                message: "\(identity) could not \(reading ? "read" : "write"): \(error.message)", key: key,
+                message: "\(identity) could not \(reading ? "read" : "write"): \(error.message)\(hint)", key: key,
                 path: identity, underlying: error)
         }
     }

@@ -199,6 +199,20 @@ struct PostgresStoreTests {
         #expect(try other.read(key: key) == nil)
     }
 
+    @Test func aKeyTooLongForTheTablesIndexIsRefusedClearly() throws {
+        let store = try store(uniqueNamespace())
+        // Random letters do not compress below the index's limit of about 2,700 bytes.
+        var generator = SystemRandomNumberGenerator()
+        let key = String(
+            (0..<4_000).map { _ in Character(UnicodeScalar(UInt8.random(in: 33...126, using: &generator))) })
+        let error = try #require(throws: WLStorageError.self) { try store.write(key: key, data: bytes("x")) }
+        #expect(error.code == .writeFailed)
+        #expect(error.message.contains("too long"), "\(error.message)")
+        // The store goes on working.
+        try store.write(key: "short", data: bytes("y"))
+        #expect(try store.read(key: "short") == bytes("y"))
+    }
+
     @Test func aKeyWithNULIsRefusedClearly() throws {
         let store = try store(uniqueNamespace())
         let error = try #require(throws: WLStorageError.self) { try store.write(key: "a\u{0}b", data: bytes("x")) }
