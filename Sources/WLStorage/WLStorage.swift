@@ -170,7 +170,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         var storeBacker: StoreBacker<T>?
         var observedBacker: ObservedBacker<T>?
         switch backing {
-        case .file(let file): (backer, fileBacker) = (file, file)
+        case .file(let file):
+            (backer, fileBacker) = (file, file)
+            file.attach()
         case .store(let store): (backer, storeBacker) = (store, store)
         case .other(let other): backer = other
         }

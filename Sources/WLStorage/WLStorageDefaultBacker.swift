@@ -33,6 +33,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// The versions of the file this backer last wrote and last read, so that its own writes and versions it already
     /// holds are told from other programs' changes.
     private let known = Lock(KnownVersions())
+    /// Whether a storage keeps its value through this backer: its writes are then the storage's own, which the
+    /// storage does not read again. A backer the program calls itself (wrapped in a backer of its own) writes as
+    /// another program would, so that a storage of the same file in this process reads what it writes.
+    private let attached = Atomic<Bool>(false)
+
+    /// Marks the backer as a storage's own (see ``attached``).
+    func attach() { attached.store(true, ordering: .relaxed) }
 
     /// Creates a backer for `key` in `directory`.
     ///
@@ -271,8 +278,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             throw error
         }
         func attempt() throws(WLStorageError) -> FileIdentity? {
-            replacing
-                ? try directory.write(fileName, contents: data) : try directory.create(fileName, contents: data)
+            let announced = attached.load(ordering: .relaxed)
+            return replacing
+                ? try directory.write(fileName, contents: data, announced: announced)
+                : try directory.create(fileName, contents: data, announced: announced)
         }
         do {
             let identity: FileIdentity?

@@ -63,13 +63,14 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// Replaces `key`'s file with `data`, atomically and durably, with mode 0600.
     public func write(key: String, data: Data) throws {
         let (directory, name) = try file(key)
-        _ = try directory.write(name, contents: data)
+        // Not announced as a storage's own write: a storage of the file in this process reads it as a change.
+        _ = try directory.write(name, contents: data, announced: false)
     }
 
     /// Writes `key`'s file unless one stands there; returns whether it did.
     public func create(key: String, data: Data) throws -> Bool {
         let (directory, name) = try file(key)
-        return try directory.create(name, contents: data) != nil
+        return try directory.create(name, contents: data, announced: false) != nil
     }
 
     /// Removes `key`'s file, if there is one.

@@ -81,8 +81,15 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         defer { close(descriptor) }
         var contents = Data()
         var buffer = [UInt8](repeating: 0, count: 4096)
-        // A key file is small: anything past 64 KiB is not a key, and is not read.
-        while contents.count <= 65_536 {
+        // A key file is small: a file longer than 64 KiB holds no key, and is not read past that.
+        while true {
+            guard contents.count <= 65_536 else {
+                buffer.withUnsafeMutableBytes { AESGCM.clear($0) }
+                contents.withUnsafeMutableBytes { AESGCM.clear($0) }
+                throw WLStorageError(
+                    code: .invalidConfiguration, message: "the key file is longer than 64 KiB: it holds no key",
+                    path: path)
+            }
             let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
@@ -201,8 +208,15 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         self.secrets = [key.bytes] + previousKeys.map(\.bytes)
         self.fingerprints = [key.fingerprint] + previousKeys.map(\.fingerprint)
         self.changesKeys = base is any StoreResolving
-        // The fingerprint keeps the storages of two keys over the same store apart; it does not reveal the key.
-        self.identity = "encrypted(\(key.fingerprintText)):" + base.identity
+        self.identity = Self.identity(fingerprints: fingerprints, base: base)
+    }
+
+    /// `encrypted(<fingerprint of the key>[,<fingerprints of the previous keys>]):<base's identity>`. The fingerprints
+    /// keep the storages of stores of other keys apart (a storage whose store has a previous key the first one lacks
+    /// opens what the first cannot); they do not reveal the keys.
+    private static func identity(fingerprints: [[UInt8]], base: any WLStorageStore) -> String {
+        let names = fingerprints.map { $0.map { String(format: "%02x", $0) }.joined() }
+        return "encrypted(\(names.joined(separator: ","))):" + base.identity
     }
 
     /// The same keys over another store: the store that holds the bytes under a key-changing one.
@@ -211,8 +225,7 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         self.secrets = other.secrets
         self.fingerprints = other.fingerprints
         self.changesKeys = base is any StoreResolving
-        self.identity =
-            "encrypted(\(other.fingerprints[0].map { String(format: "%02x", $0) }.joined())):" + base.identity
+        self.identity = Self.identity(fingerprints: other.fingerprints, base: base)
     }
 
     /// The key the bytes of `key` are stored under in the store that holds them, which they are sealed with.
@@ -268,25 +281,45 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
 
     /// The bytes stored under `key`, decrypted; `underPreviousKey` tells whether they were sealed with a previous key.
     func read(key: String, underPreviousKey: inout Bool) throws -> Data? {
-        guard let sealed = try readSealed(key) else { return nil }
+        try read(key: key, underPreviousKey: &underPreviousKey, allowance: 0)
+    }
+
+    /// As ``read(key:underPreviousKey:)``, reading files up to `allowance` bytes more than their sealed size may be
+    /// (an encrypted store over this one seals again what this one seals).
+    private func read(key: String, underPreviousKey: inout Bool, allowance: Int) throws -> Data? {
+        guard let sealed = try readSealed(key, underPreviousKey: &underPreviousKey, allowance: allowance) else {
+            return nil
+        }
         // Empty bytes stand for nothing stored, as in any store.
         guard !sealed.isEmpty else { return sealed }
         do {
             let opened = try SealedBox.open(
                 sealed, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key))
-            underPreviousKey = opened.keyIndex > 0
+            underPreviousKey = underPreviousKey || opened.keyIndex > 0
             return opened.plaintext
         } catch let error as CipherError {
             throw failure(error, key: key)
         }
     }
 
-    /// The sealed bytes of `key`: from a directory, a file up to the largest value and what sealing adds to it.
-    private func readSealed(_ key: String) throws -> Data? {
-        if let directory = base as? WLStorageDirectoryStore {
-            return try directory.read(key: key, limit: ValueSizeLimit.sealedMaximum)
+    /// The sealed bytes of `key`. From a directory, through key prefixes, a file up to the largest value and what
+    /// sealing adds to it, once for each encrypted store on the way; from an encrypted store under this one, opened
+    /// by it, telling whether any layer opened them with a previous key.
+    private func readSealed(_ key: String, underPreviousKey: inout Bool, allowance: Int) throws -> Data? {
+        let (holder, storedKey) = changesKeys ? Stores.resolve(base, key) : (base, key)
+        if let directory = holder as? WLStorageDirectoryStore {
+            return try directory.read(key: storedKey, limit: ValueSizeLimit.sealedMaximum + allowance)
+        }
+        if let inner = base as? WLStorageEncryptedStore {
+            return try inner.read(
+                key: key, underPreviousKey: &underPreviousKey, allowance: allowance + SealedBox.minimumLength)
         }
         return try base.read(key: key)
+    }
+
+    private func readSealed(_ key: String) throws -> Data? {
+        var underPreviousKey = false
+        return try readSealed(key, underPreviousKey: &underPreviousKey, allowance: 0)
     }
 
     fileprivate func seal(_ data: Data, key: String) throws -> Data {
@@ -378,10 +411,11 @@ extension WLStorageEncryptedStore: OffersConditionalWrites {
     ) throws -> Bool {
         let current = try base.read(key: storedKey)
         guard let current, !current.isEmpty else {
-            guard expected == nil else { return false }
+            // Empty bytes stand for nothing stored, expected or found.
+            guard expected?.isEmpty ?? true else { return false }
             return try base.write(key: storedKey, data: seal(data, key: key), ifItHolds: current)
         }
-        guard let expected,
+        guard let expected, !expected.isEmpty,
             let opened = try? SealedBox.open(
                 current, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key)),
             opened.plaintext == expected

@@ -306,7 +306,7 @@ struct EncryptedAttackTests {
                 second.wrappedValue = 3
                 second.flush()
                 let migrating = WLStorage(
-                    key: "v", defaultValue: 0, flushInterval: 0, store: store(directory, previous: [key]),
+                    key: "v", defaultValue: 0, flushInterval: 0, store: store(directory),
                     migrations: [.from(Old.self) { $0.n }])
                 #expect(migrating.lastError?.code == .decodingFailed)
                 migrating.update { $0 += 10 }
@@ -315,7 +315,7 @@ struct EncryptedAttackTests {
             #expect(file("v", in: directory) == sealed)
             #expect(first.hasPendingChanges)
             #expect(!ReportedErrors.errors(under: directory).contains { $0.code == .decodingFailed && $0.path == nil })
-            // One identity (the current key's), so one cell: 3, then 13 from the update of the migrating storage.
+            // One store, so one cell: 3, then 13 from the update of the migrating storage.
             #expect(first.wrappedValue == 13)
             // Once the file is gone, the pending change is written, encrypted under this store's key.
             try FileManager.default.removeItem(at: directory.appendingPathComponent("v"))

@@ -322,7 +322,8 @@ struct CellState<T: Sendable>: Sendable {
         case .read(let result):
             // A read that worked ends an episode of failed checks: the next failure starts the backoff afresh.
             if case .failed = result {} else { extras?.failedChecks = 0 }
-            followUp = applyRead(result, job: job, startVersion: startVersion, key: key, effects: &effects)
+            followUp = applyRead(
+                result, job: job, startVersion: startVersion, key: key, defaultValue: defaultValue, effects: &effects)
         }
         if case .checked(let change) = outcome {
             applyChange(change, startVersion: startVersion, defaultValue: defaultValue, effects: &effects)
@@ -358,7 +359,8 @@ struct CellState<T: Sendable>: Sendable {
     /// A read of the stored value: a reread after a failed read, or the read of a default create that found
     /// something stored.
     private mutating func applyRead(
-        _ result: ReadResult<T>, job: CellJob<T>, startVersion: UInt64, key: String, effects: inout JobEffects<T>
+        _ result: ReadResult<T>, job: CellJob<T>, startVersion: UInt64, key: String, defaultValue: T,
+        effects: inout JobEffects<T>
     ) -> CellJob<T>? {
         let isCreate: Bool
         if case .createDefault = job { isCreate = true } else { isCreate = false }
@@ -384,12 +386,14 @@ struct CellState<T: Sendable>: Sendable {
             effects.errors.append(error)
             stored = .known
             setLastError(error, &effects)
+            if takeRemovalAfterUnreadable(defaultValue: defaultValue, effects: &effects) { return nil }
             if isPending { return .write(value, version: version) }
             if version == 0 { stored = .defaultUnsaved }
             return nil
         case .absent:
             stored = .known
             setLastError(nil, &effects)
+            if takeRemovalAfterUnreadable(defaultValue: defaultValue, effects: &effects) { return nil }
             if isPending { return .write(value, version: version) }
             if version == 0 { stored = .defaultUnsaved }  // the cell still holds its default: save it
             return nil
@@ -408,18 +412,23 @@ struct CellState<T: Sendable>: Sendable {
                 throttle.writeEnded(succeeded: true)
                 // A change made while the default was being saved is newer than what was found: it is written.
                 guard !isPending else { return nil }
+            } else if onlyRewritePending {
+                // A rewrite of what was read before is moot: the value read now replaces it.
+                writtenVersion = version
             } else if isPending {
-                // The changes were made while the stored value could not be read, so they were based on the default:
-                // the stored value wins, and the changes are dropped rather than written over it.
+                // The changes were made while the stored value could not be read, so they were based on a value that
+                // was not the stored one: the stored value wins, and the changes are dropped rather than written over
+                // it.
                 writtenVersion = version
                 let error = WLStorageError(
                     code: .changeDiscarded,
-                    message: "the stored value could not be read when the storage was created, so the changes made"
-                        + " since were based on the default; the stored value has been read now and replaces them",
+                    message: "the stored value could not be read, so the changes made since were based on another"
+                        + " value; the stored value has been read now and replaces them",
                     key: key)
                 setLastError(error, &effects)
                 effects.errors.append(error)
             }
+            extras?.unreadableSinceKnown = false
             effects.released.append(value)
             value = found
             changeCount &+= 1
@@ -429,6 +438,23 @@ struct CellState<T: Sendable>: Sendable {
             if hasListeners && queueNotification() { effects.drainNotifications = true }
             return nil
         }
+    }
+
+    /// After bytes that could not be read replaced a value that was read, a read that finds nothing is another
+    /// program's removal, taken as one (see ``applyChange(_:startVersion:defaultValue:effects:)``): a pending rewrite
+    /// gives way to it, a pending change of this process is written after it, and otherwise the value becomes the
+    /// default, which is not saved. Returns whether it took the read so.
+    private mutating func takeRemovalAfterUnreadable(defaultValue: T, effects: inout JobEffects<T>) -> Bool {
+        guard extras?.unreadableSinceKnown == true else { return false }
+        extras?.unreadableSinceKnown = false
+        if onlyRewritePending { writtenVersion = version }
+        guard !isPending else { return false }
+        effects.released.append(value)
+        value = defaultValue
+        changeCount &+= 1
+        effects.valueChanged = true
+        if hasListeners && queueNotification() { effects.drainNotifications = true }
+        return true
     }
 
     /// Makes the value, read in an earlier type's shape, pending, so that it is written back in the current one. The
@@ -451,6 +477,7 @@ struct CellState<T: Sendable>: Sendable {
         if case .unreadable(let error) = change {
             // Whatever is pending: it waits until what is stored can be read again.
             stored = .unknown
+            withExtras { $0.unreadableSinceKnown = true }
             setLastError(error, &effects)
             effects.errors.append(error)
             return
@@ -497,6 +524,9 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var externalChecks = 0
     /// The version that only rewrites the value read in an earlier type's shape (see ``CellState/markRewrite()``).
     var rewriteVersion: UInt64?
+    /// What is stored became unknown after a value was read (bytes another program stored that cannot be read): the
+    /// next read that finds nothing is a removal, not a storage's first read.
+    var unreadableSinceKnown = false
     /// Checks in a row that could not read the file.
     var failedChecks: UInt32 = 0
     /// A check is to be tried again after a failed one: no other retry is armed meanwhile.

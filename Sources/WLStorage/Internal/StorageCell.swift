@@ -503,8 +503,17 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// Calls the backer for `job`. Runs outside the lock, with the cell busy on this thread.
     private func perform(_ job: CellJob<T>) -> JobOutcome<T> {
         switch job {
-        case .write(let value, _):
+        case .write(let value, let version):
             do {
+                // A rewrite in a store that writes on condition replaces only the bytes it read: a change another
+                // program made since, whose news has not come yet, is read instead.
+                if let storeBacker = backer as? StoreBacker<T>,
+                    state.withLock({ $0.extras?.rewriteVersion == version }),
+                    let rewritten = try storeBacker.rewrite(value)
+                {
+                    if !rewritten { scheduler.schedule(after: 0) { [weak self] in self?.checkForExternalChange() } }
+                    return .written
+                }
                 try backer.write(value: value)
                 return .written
             } catch {

@@ -389,11 +389,13 @@ package struct StorageDirectory: Sendable, Hashable {
     /// The sequence is: `openat` a temporary file (`O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`, mode 0600), `flock`
     /// it, `write` in full, `fstat` (and `fchmod` 0600 when a umask took bits), `fsync`, `close`, check that nothing
     /// but a regular file stands at `name`, `renameat`, `fsync` the directory. On any failure the temporary file is
-    /// removed and the old file is left as it was. The rename is announced to the file monitor first (see
-    /// ``OwnRenames``), so that it is not taken for another program's change.
+    /// removed and the old file is left as it was. With `announced`, the rename is announced to the file monitor
+    /// first (see ``OwnRenames``), so that the storage of the file, whose write it is, does not read it again; a
+    /// write that is not a storage's own (a store's, a backer's held by the program) is not, so that the storage of
+    /// the file in this process reads it as another program's.
     @discardableResult
-    package func write(_ name: String, contents: Data) throws(WLStorageError) -> FileIdentity {
-        try place(name, contents: contents, replacing: true)!
+    package func write(_ name: String, contents: Data, announced: Bool = true) throws(WLStorageError) -> FileIdentity {
+        try place(name, contents: contents, replacing: true, announced: announced)!
     }
 
     /// Creates `name` with `contents`, atomically and durably, unless something already stands at `name`: then
@@ -402,11 +404,15 @@ package struct StorageDirectory: Sendable, Hashable {
     /// As ``write(_:contents:)``, but the temporary file is moved into place with `renameat2` and
     /// `RENAME_NOREPLACE`, or, where the file system does not support that, linked with `linkat`, either of which
     /// fails rather than replace an existing entry.
-    package func create(_ name: String, contents: Data) throws(WLStorageError) -> FileIdentity? {
-        try place(name, contents: contents, replacing: false)
+    package func create(
+        _ name: String, contents: Data, announced: Bool = true
+    ) throws(WLStorageError) -> FileIdentity? {
+        try place(name, contents: contents, replacing: false, announced: announced)
     }
 
-    private func place(_ name: String, contents: Data, replacing: Bool) throws(WLStorageError) -> FileIdentity? {
+    private func place(
+        _ name: String, contents: Data, replacing: Bool, announced: Bool
+    ) throws(WLStorageError) -> FileIdentity? {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
 
@@ -483,7 +489,7 @@ package struct StorageDirectory: Sendable, Hashable {
             {
                 throw notRegular(name, EntryKind(mode: target.st_mode))
             }
-            OwnRenames.willRename(temporary)
+            if announced { OwnRenames.willRename(temporary) }
             guard retrying(.rename, name, { renameat(dir, temporary, dir, name) }) == 0 else {
                 let code = errno
                 OwnRenames.didNotRename(temporary)
@@ -491,7 +497,7 @@ package struct StorageDirectory: Sendable, Hashable {
             }
             placed = true
         } else {
-            OwnRenames.willRename(temporary)
+            if announced { OwnRenames.willRename(temporary) }
             let outcome: NoReplaceOutcome
             do {
                 outcome = try moveWithoutReplacing(temporary, to: name, in: dir)

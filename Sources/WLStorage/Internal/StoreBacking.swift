@@ -69,6 +69,9 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// whose identity changed later would leave a feed or a cell under the old one.
     let identity: String
     private let known = Lock(KnownBytes())
+    /// The bytes a value to be rewritten was read from (in an earlier shape, or under a previous key), which a store
+    /// that writes on condition replaces only while it still holds them.
+    private let rewriteFrom = Lock<Data?>(nil)
 
     init(key: String, store: any WLStorageStore, storedKey: String) {
         self.key = key
@@ -86,6 +89,25 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         case .absent: return defaultValueClosure()
         case .movedAside(let error), .failed(let error): throw error
         }
+    }
+
+    /// Writes `value`, the rewrite of what was read, on condition that the key still holds the bytes it was read
+    /// from; returns whether it did, or `nil` when the store does not write on condition (or nothing is known of the
+    /// bytes), for a plain write.
+    func rewrite(_ value: T) throws -> Bool? {
+        guard let expected = rewriteFrom.withLock({ $0 }), let conditional = Stores.conditional(store) else {
+            return nil
+        }
+        let data = try encode(value)
+        let stored: Bool
+        do {
+            stored = try conditional.write(key: storedKey, data: data, ifItHolds: expected)
+        } catch {
+            throw failure(error, writing: true)
+        }
+        rewriteFrom.withLock { $0 = nil }
+        if stored { wrote(data) }
+        return stored
     }
 
     func write(value: T) throws {
@@ -111,6 +133,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// before the type changed go now: what is stored is in the current shape.
     func wrote(_ data: Data) {
         known.withLock { $0.wrote(data) }
+        rewriteFrom.withLock { $0 = nil }
         if KeptOriginals.any, KeptOriginals.take(self) {
             do {
                 _ = try store.remove(key: keptOriginalKey)
@@ -149,7 +172,9 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         _ = known.withLock { $0.readKnown(data) }
         switch decoding.decode(data) {
         case .decoded(let value, nil):
-            return underPreviousKey ? .reshaped(value, rewrite: true, note: nil) : .value(value)
+            guard underPreviousKey else { return .value(value) }
+            rewriteFrom.withLock { $0 = data }
+            return .reshaped(value, rewrite: true, note: nil)
         case .decoded(let value, let reshape?):
             do {
                 _ = try store.create(key: keptOriginalKey, data: data)
@@ -163,6 +188,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
                         key: key, underlying: error))
             }
             KeptOriginals.keep(self)
+            rewriteFrom.withLock { $0 = data }
             return .reshaped(value, rewrite: true, note: nil)
         case .undecodable(let decodingError, let failures):
             return keepAside(data, decodingError, failures, decoding: decoding, again: again)
@@ -281,6 +307,9 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
     /// The backer's feed, which ends with this wrapper, and so with the cell.
     private let observation: WLStorageObservation
     private let known = Lock(KnownBytes())
+    /// The bytes a value to be rewritten was read from (in an earlier shape, or under a previous key), which a store
+    /// that writes on condition replaces only while it still holds them.
+    private let rewriteFrom = Lock<Data?>(nil)
 
     init(_ base: any WLStorageObservableBacker<T>, defaultValue: T, observation: WLStorageObservation) {
         self.base = base
