@@ -151,6 +151,32 @@ struct UpdateAttackTests {
     /// the write (the PostgreSQL listener takes a notification of the lost connection's server process for another
     /// program's), and the cell adopted the update's own result: the closure runs on it, and the increment counts
     /// twice.
+    /// Another program stores 5, whose news comes late; an update reads 5 and stores 15. The check the news starts
+    /// reads 5 while the update's closure runs, before the update writes, and its result comes after the update took
+    /// 15: it must not put 5 back over the value the store holds.
+    @Test func aCheckThatReadBeforeAnUpdatesWriteDoesNotAdoptWhatItReadOverTheUpdate() {
+        let store = HeldReadStore()
+        let replica = MemoryStore(replicaOf: store.base)
+        let storage = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: store)
+        storage.wrappedValue = 1
+        storage.flush()
+        _ = try? replica.write(key: "n", data: Data("5".utf8))
+        let released = DispatchSemaphore(value: 0)
+        let result = storage.update { value -> Int in
+            // The news arrives now; the check it starts reads 5 and is held there until the update is done.
+            let reached = store.holdNextRead(until: released)
+            store.announce(.key("n"))
+            #expect(reached.wait(timeout: .now() + 60) == .success)
+            value += 10
+            return value
+        }
+        #expect(result == 15)
+        released.signal()
+        storage.flush()  // waits for the check in flight
+        #expect(storage.wrappedValue == 15)
+        #expect(store.base.stored("n") == "15")
+    }
+
     @Test func anUpdateWhoseConditionalWriteStoredButThrewIsNotAppliedTwice() {
         let store = UnknownOutcomeStore()
         let storage = WLStorage(key: "counter", defaultValue: 0, flushInterval: nil, store: store)
@@ -200,5 +226,53 @@ private final class UnknownOutcomeStore: WLStorageConditionalStore {
 
     func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
         base.observeChanges(changed)
+    }
+}
+
+/// A conditional store over a memory store whose feed reports only what the test announces, and whose next read, once
+/// it has read, can be held until the test lets it go.
+private final class HeldReadStore: WLStorageConditionalStore {
+    let base = MemoryStore()
+    private let hold = Lock<(reached: DispatchSemaphore, release: DispatchSemaphore)?>(nil)
+    private let handler = Lock<(@Sendable (WLStorageStoreChange) -> Void)?>(nil)
+
+    var identity: String { base.identity }
+
+    /// Holds the next read after it has read, until `release` is signalled; the returned semaphore is signalled
+    /// once the read is held.
+    func holdNextRead(until release: DispatchSemaphore) -> DispatchSemaphore {
+        let reached = DispatchSemaphore(value: 0)
+        hold.withLock { $0 = (reached, release) }
+        return reached
+    }
+
+    func announce(_ change: WLStorageStoreChange) {
+        handler.withLock { $0 }?(change)
+    }
+
+    func read(key: String) throws -> Data? {
+        let data = try base.read(key: key)
+        if let held = hold.withLock({ hold -> (reached: DispatchSemaphore, release: DispatchSemaphore)? in
+            defer { hold = nil }
+            return hold
+        }) {
+            held.reached.signal()
+            held.release.wait()
+        }
+        return data
+    }
+
+    func write(key: String, data: Data) throws { try base.write(key: key, data: data) }
+    func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
+    func remove(key: String) throws { try base.remove(key: key) }
+    func keys() throws -> [String] { try base.keys() }
+
+    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+        try base.write(key: key, data: data, ifItHolds: expected)
+    }
+
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+        handler.withLock { $0 = changed }
+        return WLStorageObservation { [weak self] in self?.handler.withLock { $0 = nil } }
     }
 }
