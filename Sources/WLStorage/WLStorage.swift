@@ -172,7 +172,6 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         switch backing {
         case .file(let file):
             (backer, fileBacker) = (file, file)
-            file.attach()
         case .store(let store): (backer, storeBacker) = (store, store)
         case .other(let other): backer = other
         }
@@ -287,6 +286,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             return
         case .none:
             self.cell = cell
+            // The backer is this cell's now: its writes are the storage's own (see ``WLStorageDefaultBacker``).
+            fileBacker?.attach()
         }
         if let readError {
             cell.record(readError)

@@ -468,8 +468,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     func takeBatchWrite(on thread: UInt) -> BatchWrite? {
         guard let storeBacker = backer as? StoreBacker<T> else { return nil }
         let now = scheduler.now
+        // A rewrite of what was read, in a store that writes on condition, is written on its own, on condition.
+        let rewritesOnCondition = Stores.conditional(storeBacker.store) != nil
         let job = state.withLock { state -> CellJob<T>? in
             guard !state.isBusy, state.isPending, state.stored == .known else { return nil }
+            if rewritesOnCondition && state.onlyRewritePending { return nil }
             return state.startWork(on: thread, now: now)
         }
         guard let job else { return nil }
@@ -575,7 +578,10 @@ extension JobOutcome {
     /// Whether finishing the job can change the cell's value (and observers must be told around it).
     var mayChangeValue: Bool {
         switch self {
-        case .read(.value), .read(.reshaped), .checked(.changed), .checked(.removed): true
+        // A read that finds nothing may be another program's removal (after bytes that could not be read).
+        case .read(.value), .read(.reshaped), .read(.absent), .read(.movedAside), .checked(.changed),
+            .checked(.removed):
+            true
         default: false
         }
     }

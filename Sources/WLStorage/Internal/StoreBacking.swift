@@ -99,12 +99,16 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
             return nil
         }
         let data = try encode(value)
-        let stored: Bool
+        var stored: Bool
         do {
             stored = try conditional.write(key: storedKey, data: data, ifItHolds: expected)
         } catch {
-            throw failure(error, writing: true)
+            // Whether it was written is not known: the key, read again, tells (as for an update).
+            guard (try? store.read(key: storedKey)) == data else { throw failure(error, writing: true) }
+            stored = true
         }
+        // A write whose answer was lost, retried: the key holds the rewrite already.
+        if !stored, (try? store.read(key: storedKey)) == data { stored = true }
         rewriteFrom.withLock { $0 = nil }
         if stored { wrote(data) }
         return stored
