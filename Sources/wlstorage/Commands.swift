@@ -127,6 +127,11 @@ private func set(
     let existing = try inDirectory(directory) { () throws(WLStorageError) in
         try StoredFile.read(Array(name.utf8), in: directory, sealed: true)
     }
+    if case .tooLarge = existing {
+        throw ToolFailure(
+            "the file of '\(key)' is \(StoredFile.tooLargeReason), so it cannot be opened and is left as it is;"
+                + " remove it first (wlstorage rm) to store a value under this key: \(directory.filePath(name))")
+    }
     if case .bytes(let contents) = existing, !contents.isEmpty,
         case .doesNotOpen(let reason) = keyFile.open(contents, storedUnder: key, path: directory.filePath(name))
     {

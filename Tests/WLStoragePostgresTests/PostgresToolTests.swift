@@ -21,11 +21,10 @@ struct PostgresToolTests {
     private func run(_ arguments: [String]) throws -> Run {
         let process = try start(arguments)
         let deadline = Date().addingTimeInterval(60)
-        while process.process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.process.isRunning { process.process.terminate() }
-        process.process.waitUntilExit()
-        return Run(
-            status: process.process.terminationStatus, output: process.output.text, errors: process.errors.text)
+        while process.process.end == nil && Date() < deadline { usleep(10_000) }
+        if process.process.end == nil { process.process.terminate() }
+        let end = process.process.waitForEnd(timeout: 30)
+        return Run(status: end?.status ?? -1, output: process.output.text, errors: process.errors.text)
     }
 
     private final class Output: @unchecked Sendable {  // `data` under `lock`
@@ -112,14 +111,14 @@ struct PostgresToolTests {
         let store = try WLStoragePostgresStore(url: url, namespace: namespace)
         try store.write(key: "mode", data: Data(#""a""#.utf8))
         let watch = try start(["--postgres", url, "--namespace", namespace, "watch", "mode", "--count", "3"])
-        defer { if watch.process.isRunning { watch.process.terminate() } }
+        defer { if watch.process.end == nil { watch.process.terminate() } }
         #expect(eventually { watch.output.text == "\"a\"\n" })
         try store.write(key: "other", data: Data("1".utf8))  // another key: nothing printed
         try store.write(key: "mode", data: Data(#""b""#.utf8))
         #expect(eventually { watch.output.text == "\"a\"\n\"b\"\n" })
         try store.remove(key: "mode")
-        #expect(eventually { !watch.process.isRunning })
+        #expect(eventually { watch.process.end != nil })
         #expect(watch.output.text == "\"a\"\n\"b\"\n(missing)\n")
-        #expect(watch.process.terminationStatus == 0)
+        #expect(watch.process.end?.status == 0)
     }
 }

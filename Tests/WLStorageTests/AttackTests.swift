@@ -404,7 +404,7 @@ private func runAttackChild(
             let child = try ChildProcess(
                 "WLStorageTestChild", ["shutdown-hung", directory.path, "k"],
                 environment: ["SWIFT_BACKTRACE": "enable=no"])
-            defer { if child.process.isRunning { child.send(SIGKILL) } }
+            defer { if child.process.end == nil { child.send(SIGKILL) } }
             try #require(child.waitFor("ready"))
             child.send(SIGTERM)
             func written() -> Int {
@@ -505,8 +505,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
     process.executableURL = URL(fileURLWithPath: "/bin/" + tool)
     process.arguments = arguments
     guard (try? process.run()) != nil else { return false }
-    process.waitUntilExit()
-    return process.terminationStatus == 0
+    return process.waitForEnd()?.status == 0
 }
 
 @Suite(.capturingOutput) struct AttackBindMountTests {
@@ -747,7 +746,7 @@ private func runMount(_ tool: String, _ arguments: [String]) -> Bool {
             let child = try ChildProcess(
                 "WLStorageTestChild", ["values-churn", directory.path, "k"],
                 environment: ["SWIFT_BACKTRACE": "enable=no"])
-            defer { if child.process.isRunning { child.send(SIGKILL) } }
+            defer { if child.process.end == nil { child.send(SIGKILL) } }
             // The child prints its resident size every 0.1 s. Generous for a slow build (ThreadSanitizer runs it in
             // about 20 s on two cores, a debug build in about 3 s); a growing backlog ends the wait early.
             func peak() -> Int {

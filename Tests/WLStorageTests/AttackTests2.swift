@@ -19,13 +19,7 @@ private func runChild2(
 ) async throws -> (child: ChildProcess, end: (reason: Process.TerminationReason, status: Int32)?) {
     let child = try ChildProcess(
         "WLStorageTestChild", [mode, directory.path, "k", value], environment: ["SWIFT_BACKTRACE": "enable=no"])
-    guard await waitUntil(timeout: timeout, { !child.process.isRunning }) else {
-        child.send(SIGKILL)
-        child.process.waitUntilExit()
-        return (child, nil)
-    }
-    child.process.waitUntilExit()
-    return (child, (child.process.terminationReason, child.process.terminationStatus))
+    return (child, await child.exited(timeout: timeout))
 }
 
 // MARK: - 1. Retries of a failed check multiply

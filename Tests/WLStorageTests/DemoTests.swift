@@ -33,11 +33,11 @@ import Testing
             // Both waiting runs must show a change pending: the first creates last-seen, the second finds it.
             for (run, signal) in [(2, SIGTERM), (3, SIGINT)] {
                 let demo = try Self.demo(["--wait"], directory: directory.path)
-                defer { if demo.process.isRunning { demo.send(SIGKILL) } }
+                defer { if demo.process.end == nil { demo.send(SIGKILL) } }
                 let waiting = await waitUntil(timeout: 300) {
-                    demo.lines.contains { $0.hasPrefix("   cat ") } || !demo.process.isRunning
+                    demo.lines.contains { $0.hasPrefix("   cat ") } || demo.process.end != nil
                 }
-                try #require(waiting && demo.process.isRunning, "run \(run): the demo did not wait")
+                try #require(waiting && demo.process.end == nil, "run \(run): the demo did not wait")
                 #expect(demo.lines.contains("1. This demo has run \(run) time(s). Run it again and the count goes up."))
                 let step = stepSix(demo.lines)
                 try #require(step.count == 5, "run \(run): no step 6 of five lines")

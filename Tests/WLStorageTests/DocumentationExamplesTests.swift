@@ -426,9 +426,9 @@ struct ExampleCompiler {
         process.standardOutput = output
         process.standardError = output
         try process.run()
-        process.waitUntilExit()
+        let end = process.waitForEnd(timeout: 600)
         let text = String(decoding: FileManager.default.contents(atPath: outputFile.path) ?? Data(), as: UTF8.self)
-        return (process.terminationStatus, text)
+        return (end?.status ?? -1, text)
     }
 
     /// The executable `name` in the first folder of `PATH` that has one. (Not resolved: swiftc is a link to a driver

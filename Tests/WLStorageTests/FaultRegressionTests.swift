@@ -160,7 +160,7 @@ private struct Counter: Codable, Sendable, Equatable {
             let directory = outer.appendingPathComponent("store", isDirectory: true)
             let marker = outer.appendingPathComponent("go")
             let opener = try ChildProcess("WLStorageTestChild", ["default-wait", directory.path, "key", marker.path])
-            defer { if opener.process.isRunning { opener.send(SIGKILL) } }
+            defer { if opener.process.end == nil { opener.send(SIGKILL) } }
             try #require(opener.waitFor("ready"))
             let setter = try runChild("set", in: directory, value: "set by the other program")
             try #require(setter.status == 0)
@@ -267,7 +267,7 @@ private struct Counter: Codable, Sendable, Equatable {
     @Test func switchingFlushesOnSignalsOffAndOnAgainStillFlushesOnSIGTERM() throws {
         try withTemporaryDirectory { directory in
             let child = try ChildProcess("WLStorageTestChild", ["signals-toggle", directory.path, "key", "flushed"])
-            defer { if child.process.isRunning { child.send(SIGKILL) } }
+            defer { if child.process.end == nil { child.send(SIGKILL) } }
             try #require(child.waitFor("ready"))
             #expect(stored(String.self, key: "key", in: directory) == "", "the value was written before the signal")
             child.send(SIGTERM)
@@ -316,11 +316,11 @@ private struct Counter: Codable, Sendable, Equatable {
             let child = try ChildProcess(
                 "WLStorageTestChild", ["read-fail-then-set", directory.path, "key", marker.path],
                 environment: unprivileged)
-            defer { if child.process.isRunning { child.send(SIGKILL) } }
+            defer { if child.process.end == nil { child.send(SIGKILL) } }
             let opened = eventually(timeout: 60) {
-                child.lines.contains { $0.hasPrefix("opened") } || !child.process.isRunning
+                child.lines.contains { $0.hasPrefix("opened") } || child.process.end != nil
             }
-            try #require(opened && child.process.isRunning, "the child did not open the storage: \(child.lines)")
+            try #require(opened && child.process.end == nil, "the child did not open the storage: \(child.lines)")
             try #require(
                 child.lines.contains("opened readFailed default"), "the first read did not fail: \(child.lines)")
             #expect(chmod(file.path, 0o644) == 0)

@@ -1159,15 +1159,16 @@ private final class ToolRun {
 
     /// Waits for the tool to end, killing it after `timeout` seconds, and returns what it printed.
     func finish(timeout: Double = 60) async -> ToolResult {
-        let ended = await eventually(timeout: timeout) { () async in !process.isRunning }
+        let ended = await eventually(timeout: timeout) { () async in process.end != nil }
         if !ended {
             send(SIGKILL)
             Issue.record("wlstorage \(process.arguments ?? []) did not end within \(timeout) s; killed it")
+            _ = await eventually(timeout: 30) { () async in process.end != nil }
         }
-        process.waitUntilExit()
+        let end = process.end
         return ToolResult(
-            status: process.terminationStatus,
-            signaled: process.terminationReason == .uncaughtSignal,
+            status: end?.status ?? -1,
+            signaled: end?.signaled ?? true,
             stdout: printed,
             stderr: Self.contents(of: errorURL))
     }

@@ -41,7 +41,7 @@ final class Replica: Sendable {
     }
 
     deinit {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.end == nil { kill(process.processIdentifier, SIGKILL) }
         try? input.close()
         close(output)
         close(errors)
@@ -87,11 +87,11 @@ final class Replica: Sendable {
 
     /// Waits until the replica has ended; kills it after `timeout` seconds. Returns how it ended.
     func waitForExit(timeout: Double = 30) -> (reason: Process.TerminationReason, status: Int32)? {
-        guard eventually(timeout: timeout, { !process.isRunning }) else {
+        guard eventually(timeout: timeout, { process.end != nil }), let end = process.end else {
             signal(SIGKILL)
             return nil
         }
-        return (process.terminationReason, process.terminationStatus)
+        return (end.reason, end.status)
     }
 
     private static func temporaryFile() throws -> Int32 {

@@ -66,23 +66,18 @@ final class ChildProcess: Sendable {
 
     /// Waits for the child to end. Returns `nil` after `timeout` seconds (and kills it).
     func waitForExit(timeout: Double = 60) -> (reason: Process.TerminationReason, status: Int32)? {
-        guard eventually(timeout: timeout, { !process.isRunning }) else {
-            send(SIGKILL)
-            return nil
-        }
-        process.waitUntilExit()
-        return (process.terminationReason, process.terminationStatus)
+        process.waitForEnd(timeout: timeout).map { ($0.reason, $0.status) }
     }
 
     /// Waits for the child to end, sleeping without blocking a thread of the test runner's pool, so that a long wait
     /// does not hold up tests that run meanwhile. Returns `nil` after `timeout` seconds (and kills it).
     func exited(timeout: Double = 60) async -> (reason: Process.TerminationReason, status: Int32)? {
-        guard await waitUntil(timeout: timeout, { !process.isRunning }) else {
+        guard await waitUntil(timeout: timeout, { process.end != nil }), let end = process.end else {
             send(SIGKILL)
+            _ = await waitUntil(timeout: 30) { process.end != nil }
             return nil
         }
-        process.waitUntilExit()
-        return (process.terminationReason, process.terminationStatus)
+        return (end.reason, end.status)
     }
 }
 
