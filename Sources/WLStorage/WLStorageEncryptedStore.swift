@@ -41,27 +41,6 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
     ///   holds no key.
     public init(contentsOf url: URL) throws {
         let path = url.path
-        var status = stat()
-        guard stat(path, &status) == 0 else {
-            throw WLStorageError(
-                code: .invalidConfiguration, message: "the key file cannot be read", path: path, errno: errno)
-        }
-        guard status.st_mode & S_IFMT == S_IFREG else {
-            throw WLStorageError(
-                code: .invalidConfiguration,
-                message: "the key file is not a regular file"
-                    + (status.st_mode & S_IFMT == S_IFDIR ? " but a directory" : ""),
-                path: path)
-        }
-        let mode = status.st_mode & 0o777
-        guard mode & 0o077 == 0 else {
-            throw WLStorageError(
-                code: .invalidConfiguration,
-                message: "the key file can be read by "
-                    + (mode & 0o070 != 0 ? "its group" : "others")
-                    + " (mode \(String(mode, radix: 8))); make it readable by its owner only: chmod 600 \(path)",
-                path: path)
-        }
         let contents = try Self.contents(ofKeyFile: path)
         do {
             try self.init(encoded: contents, raw: true)
@@ -71,35 +50,52 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         }
     }
 
-    /// The bytes of the key file at `path`, read with `open` and `read` so that a failure says why.
+    /// The bytes of the key file at `path`. The file is opened first and its type and mode are checked on the open
+    /// descriptor, so that what is checked is what is read (`O_NONBLOCK`: a FIFO does not block the open).
     private static func contents(ofKeyFile path: String) throws -> Data {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
-        guard descriptor >= 0 else {
-            throw WLStorageError(
-                code: .invalidConfiguration, message: "the key file cannot be opened", path: path, errno: errno)
+        func failure(_ message: String, errno code: Int32? = nil) -> WLStorageError {
+            WLStorageError(code: .invalidConfiguration, message: message, path: path, errno: code)
         }
+        var descriptor: Int32
+        repeat {
+            descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        } while descriptor < 0 && errno == EINTR
+        guard descriptor >= 0 else { throw failure("the key file cannot be read", errno: errno) }
         defer { close(descriptor) }
-        var contents = Data()
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        // A key file is small: a file longer than 64 KiB holds no key, and is not read past that.
-        while true {
-            guard contents.count <= 65_536 else {
-                buffer.withUnsafeMutableBytes { AESGCM.clear($0) }
-                contents.withUnsafeMutableBytes { AESGCM.clear($0) }
-                throw WLStorageError(
-                    code: .invalidConfiguration, message: "the key file is longer than 64 KiB: it holds no key",
-                    path: path)
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { throw failure("the key file cannot be read", errno: errno) }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw failure(
+                "the key file is not a regular file" + (status.st_mode & S_IFMT == S_IFDIR ? " but a directory" : ""))
+        }
+        let mode = status.st_mode & 0o777
+        guard mode & 0o077 == 0 else {
+            throw failure(
+                "the key file can be read by " + (mode & 0o070 != 0 ? "its group" : "others")
+                    + " (mode \(String(mode, radix: 8))); make it readable by its owner only: chmod 600 \(path)")
+        }
+        // A key file is small: one longer than 64 KiB holds no key, and is read no further than one byte past that.
+        let limit = 65_536
+        var contents = Data(count: limit + 1)
+        var filled = 0
+        while filled <= limit {
+            let count = contents.withUnsafeMutableBytes {
+                Glibc.read(descriptor, $0.baseAddress! + filled, $0.count - filled)
             }
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw WLStorageError(
-                    code: .invalidConfiguration, message: "the key file cannot be read", path: path, errno: errno)
+                contents.withUnsafeMutableBytes { AESGCM.clear($0) }
+                throw failure("the key file cannot be read", errno: errno)
             }
             if count == 0 { break }
-            contents.append(contentsOf: buffer[..<count])
+            filled += count
         }
-        buffer.withUnsafeMutableBytes { AESGCM.clear($0) }
+        guard filled <= limit else {
+            contents.withUnsafeMutableBytes { AESGCM.clear($0) }
+            throw failure("the key file is longer than 64 KiB: it holds no key")
+        }
+        // Cut to what was read, in place: the buffer was never regrown, so no copy of the key is left in freed memory.
+        contents.count = filled
         return contents
     }
 
@@ -156,7 +152,7 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
     }
 
     /// The fingerprint in hexadecimal.
-    var fingerprintText: String { fingerprint.map { String(format: "%02x", $0) }.joined() }
+    var fingerprintText: String { SHA256.hex(fingerprint) }
 }
 
 extension WLStorageEncryptionKey: CustomReflectable {
@@ -215,7 +211,7 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
     /// keep the storages of stores of other keys apart (a storage whose store has a previous key the first one lacks
     /// opens what the first cannot); they do not reveal the keys.
     private static func identity(fingerprints: [[UInt8]], base: any WLStorageStore) -> String {
-        let names = fingerprints.map { $0.map { String(format: "%02x", $0) }.joined() }
+        let names = fingerprints.map(SHA256.hex)
         return "encrypted(\(names.joined(separator: ","))):" + base.identity
     }
 
@@ -363,7 +359,7 @@ extension WLStorageEncryptedStore: CustomReflectable {
             self,
             children: [
                 "base": base as Any,
-                "keyFingerprints": fingerprints.map { $0.map { String(format: "%02x", $0) }.joined() } as Any,
+                "keyFingerprints": fingerprints.map(SHA256.hex) as Any,
             ])
     }
 }

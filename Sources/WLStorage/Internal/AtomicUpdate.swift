@@ -282,23 +282,17 @@ extension StorageCell {
             guard let data = try? storeBacker.encode(value) else { return nil }
             let stored: Bool
             do {
-                stored = try store.write(key: storeBacker.storedKey, data: data, ifItHolds: read.bytes)
+                // A write whose answer is lost is judged by reading the key back; when that does not tell, the update
+                // is made in the process.
+                stored = try storeBacker.write(data, ifItHolds: read.bytes, through: store)
             } catch {
-                // Whether the write was made is not known: the key, read again, tells. Holding this update's bytes,
-                // it was (another replica storing the very same bytes meanwhile is told from it by nothing);
-                // otherwise it was not, and the update is made in the process.
-                switch try? storeBacker.store.read(key: storeBacker.storedKey) {
-                case .some(data):
-                    stored = true
-                default:
-                    record(
-                        WLStorageError(
-                            code: .writeFailed,
-                            message: "the update could not be stored in \(storeBacker.identity), so it was made in"
-                                + " this process only and is written as a set is: \(error)",
-                            key: backer.key, underlying: error))
-                    return nil
-                }
+                record(
+                    WLStorageError(
+                        code: .writeFailed,
+                        message: "the update could not be stored in \(storeBacker.identity), so it was made in"
+                            + " this process only and is written as a set is: \(error)",
+                        key: backer.key, underlying: error))
+                return nil
             }
             if stored {
                 switch adopt(&value, writtenSince: count) {

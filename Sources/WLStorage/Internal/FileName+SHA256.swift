@@ -95,15 +95,19 @@ package enum SHA256 {
     package static func hexDigest(of string: String) -> String? {
         var string = string
         guard let digest = string.withUTF8({ digest(of: UnsafeRawBufferPointer($0)) }) else { return nil }
-        return String(unsafeUninitializedCapacity: 64) { buffer in
+        return hex(digest)
+    }
+
+    /// `bytes` as lowercase hex digits, two a byte.
+    package static func hex(_ bytes: [UInt8]) -> String {
+        String(unsafeUninitializedCapacity: 2 * bytes.count) { buffer in
             hexDigits.withUnsafeBufferPointer { hex in
-                for index in 0..<32 {
-                    let byte = digest[index]
+                for (index, byte) in bytes.enumerated() {
                     buffer[2 * index] = hex[Int(byte >> 4)]
                     buffer[2 * index + 1] = hex[Int(byte & 0x0f)]
                 }
             }
-            return 64
+            return 2 * bytes.count
         }
     }
 }

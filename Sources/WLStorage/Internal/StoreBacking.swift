@@ -101,17 +101,30 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         let data = try encode(value)
         var stored: Bool
         do {
-            stored = try conditional.write(key: storedKey, data: data, ifItHolds: expected)
+            stored = try write(data, ifItHolds: expected, through: conditional)
         } catch {
-            // Whether it was written is not known: the key, read again, tells (as for an update).
-            guard (try? store.read(key: storedKey)) == data else { throw failure(error, writing: true) }
-            stored = true
+            throw failure(error, writing: true)
         }
         // A write whose answer was lost, retried: the key holds the rewrite already.
         if !stored, (try? store.read(key: storedKey)) == data { stored = true }
         rewriteFrom.withLock { $0 = nil }
         if stored { wrote(data) }
         return stored
+    }
+
+    /// Stores `data` only while the key holds `expected`, through `conditional` (this backer's store, seen as one
+    /// that writes on condition), and returns whether it did. When the answer is lost, the key, read again, tells:
+    /// holding `data`, it was stored (another program storing the very same bytes meanwhile is told from it by
+    /// nothing); otherwise the write's error is thrown, and whether it was made is not known.
+    func write(
+        _ data: Data, ifItHolds expected: Data?, through conditional: any WLStorageConditionalStore
+    ) throws -> Bool {
+        do {
+            return try conditional.write(key: storedKey, data: data, ifItHolds: expected)
+        } catch {
+            guard (try? store.read(key: storedKey)) == data else { throw error }
+            return true
+        }
     }
 
     func write(value: T) throws {
@@ -311,9 +324,6 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
     /// The backer's feed, which ends with this wrapper, and so with the cell.
     private let observation: WLStorageObservation
     private let known = Lock(KnownBytes())
-    /// The bytes a value to be rewritten was read from (in an earlier shape, or under a previous key), which a store
-    /// that writes on condition replaces only while it still holds them.
-    private let rewriteFrom = Lock<Data?>(nil)
 
     init(_ base: any WLStorageObservableBacker<T>, defaultValue: T, observation: WLStorageObservation) {
         self.base = base
