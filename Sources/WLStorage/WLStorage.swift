@@ -237,19 +237,38 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             (backer, observedBacker) = (observed, observed)
         }
 
-        let defaultValue = madeDefault ?? defaultValueClosure()
-        let savesDefault = fileBacker != nil || storeBacker != nil
+        let savesDefault = fileBacker != nil || storeBacker?.savesDefault == true
         let value: T
         let stored: StoredState
         var readError: WLStorageError?
         var rewrite = false
         let access: (any StoreBacking<T>)? =
             if let storeBacker { storeBacker } else if let observedBacker { observedBacker } else { nil }
-        // Made only when the bytes do not decode as they are: bytes in the current shape cost a plain decode.
-        func decoding() -> ValueDecoding<T> { ValueDecoding(defaultValue: { defaultValue }, migrations: migrations) }
-        let found =
-            fileBacker?.readStored(prepared: prepared, decoding: decoding())
-            ?? access?.readStored(decoding: decoding()) ?? StorageCell.read(backer, defaultValue: defaultValue)
+        let found: ReadResult<T>
+        let defaultValue: T
+        if fileBacker != nil || access != nil {
+            // A storage that follows outside changes needs its default for a removal, whatever it reads now.
+            let made = madeDefault ?? defaultValueClosure()
+            defaultValue = made
+            // Made only when the bytes do not decode as they are: bytes in the current shape cost a plain decode.
+            func decoding() -> ValueDecoding<T> { ValueDecoding(defaultValue: { made }, migrations: migrations) }
+            found =
+                fileBacker?.readStored(prepared: prepared, decoding: decoding())
+                ?? access!.readStored(decoding: decoding())
+        } else {
+            // A plain custom backer asks for the default when it holds nothing, and only then is it made, as the
+            // reference library does. Its storage never sees a removal, so a value it read stands in for the default.
+            var made: T?
+            found = StorageCell.read(backer) {
+                let value = made ?? defaultValueClosure()
+                made = value
+                return value
+            }
+            switch found {
+            case .value(let read): defaultValue = made ?? read
+            default: defaultValue = made ?? defaultValueClosure()
+            }
+        }
         switch found {
         case .value(let found):
             (value, stored) = (found, .known)
@@ -261,6 +280,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             (value, stored) = (defaultValue, savesDefault ? .defaultUnsaved : .known)
         case .movedAside(let error):
             (value, stored, readError) = (defaultValue, savesDefault ? .defaultUnsaved : .known, error)
+        case .anotherVersion(let error):
+            // Left as it is, and not replaced by the default: only a set is written over it.
+            (value, stored, readError) = (defaultValue, .known, error)
         case .failed(let error):
             (value, stored, readError) = (defaultValue, .unknown, error)
         }

@@ -92,7 +92,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             return value
         case .absent:
             return defaultValueClosure()
-        case .movedAside(let error), .failed(let error):
+        case .movedAside(let error), .failed(let error), .anotherVersion(let error):
             throw error
         }
     }
@@ -155,15 +155,19 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
         // Bytes in the current shape take the plain decode alone, as before there were other steps.
         if let value = try? JSONCoders.decoder.decode(T.self, from: data) {
-            known.withLock { $0.read = KnownVersion(identity: identity, contents: data) }
+            known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
             return .value(value)
         }
         switch decoding().decode(data) {
         case .decoded(let value, nil):
-            known.withLock { $0.read = KnownVersion(identity: identity, contents: data) }
+            known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
+            return .value(value)
+        case .decoded(let value, .filledIn):
+            // Not written back: reading never writes. The fields stay missing in the file until the value is set.
+            known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
             return .value(value)
         case .decoded(let value, let reshape?):
-            known.withLock { $0.read = KnownVersion(identity: identity, contents: data) }
+            known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
             let kept = Self.keptOriginalName(for: fileName)
             do throws(WLStorageError) {
                 // Made once: a copy an earlier run made is kept. Anything but a file at the name keeps nothing.
@@ -186,6 +190,16 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             }
             KeptOriginals.keep(self)
             return .reshaped(value, rewrite: true, note: nil)
+        case .anotherVersion(let decodingError, let failures):
+            // Left as it is: the version that stored it may still be at work, or come back after a rollback.
+            known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
+            return .anotherVersion(
+                WLStorageError(
+                    code: .storedByAnotherVersion,
+                    message: "the file \(ValueDecoding<T>.judge(data, migrationFailures: failures)): another version"
+                        + " of the program stored it; it is left as it is, and this storage uses its last value (the"
+                        + " default at start) until it is set",
+                    key: key, path: directory.filePath(fileName), underlying: decodingError))
         case .undecodable(let decodingError, let failures):
             let aside: String
             do {
@@ -248,7 +262,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         let version = KnownVersion(identity: identity, contents: data)
         let isKnown = known.withLock { known in
             if known.written == version || known.read == version { return true }
-            known.read = version
+            known.read(version, data)
             return false
         }
         if isKnown { return .unchanged }
@@ -256,10 +270,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             return .changed(try decoding.value(of: data))
         } catch {
             throw WLStorageError(
-                code: .decodingFailed,
+                code: error.anotherVersion ? .storedByAnotherVersion : .decodingFailed,
                 message: "another program stored a file that"
-                    + " \(ValueDecoding<T>.judge(data, migrationFailures: error.migrationFailures)); the value in"
-                    + " memory is kept and the file is left as it is",
+                    + " \(ValueDecoding<T>.judge(data, migrationFailures: error.migrationFailures))"
+                    + (error.anotherVersion ? " (another version of the program stored it)" : "")
+                    + "; the value in memory is kept and the file is left as it is",
                 key: key, path: directory.filePath(fileName), underlying: error.error)
         }
     }
@@ -271,7 +286,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         let (directory, fileName, _) = try location()
         let data: Data
         do {
-            data = try JSONCoders.encode(value, key: key)
+            data = try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.base })
         } catch {
             var error = error
             error.path = directory.filePath(fileName)
@@ -294,7 +309,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                 identity = try attempt()
             }
             guard let identity else { return false }
-            known.withLock { $0.written = KnownVersion(identity: identity, contents: data) }
+            known.withLock { $0.wrote(KnownVersion(identity: identity, contents: data), data) }
             if replacing && KeptOriginals.any { removeKeptOriginal(in: directory, fileName: fileName) }
             return true
         } catch {
@@ -343,11 +358,24 @@ struct KnownVersion: Equatable, Sendable {
     }
 }
 
-/// The versions of its file a backer knows: the last it wrote and the last it read. Two words, 0 for none, rather than
-/// two optionals, which would take a word more and a larger malloc size class for every backer.
+/// The versions of its file a backer knows: the last it wrote and the last it read (two words, 0 for none, rather than
+/// two optionals, which would take a word more), and the bytes of the latest when they are a JSON object, whose members
+/// the value's type does not know a write keeps (see ``UnknownFields``).
 struct KnownVersions: Sendable {
     private var writtenHash = 0
     private var readHash = 0
+    /// The bytes last read or written, when they are a JSON object.
+    private(set) var base: Data?
+
+    mutating func read(_ version: KnownVersion, _ data: Data) {
+        read = version
+        base = UnknownFields.base(data)
+    }
+
+    mutating func wrote(_ version: KnownVersion, _ data: Data) {
+        written = version
+        base = UnknownFields.base(data)
+    }
 
     var written: KnownVersion? {
         get { KnownVersion(hash: writtenHash) }
@@ -399,15 +427,19 @@ enum JSONCoders {
         return "holds JSON that does not decode as"
     }
 
-    /// The bytes of `value`, the value of `key`, checked against the maximum value size.
-    static func encode<T: Encodable>(_ value: T, key: String) throws(WLStorageError) -> Data {
-        let data: Data
+    /// The bytes of `value`, the value of `key`, with the members of `base` (the stored bytes it replaces) that its
+    /// type does not know (see ``UnknownFields``), checked against the maximum value size.
+    static func encode<T: Codable>(_ value: T, key: String, keepingUnknownOf base: Data?) throws(WLStorageError)
+        -> Data
+    {
+        var data: Data
         do {
             data = try encoder.encode(value)
         } catch {
             throw WLStorageError(
                 code: .encodingFailed, message: "the value does not encode as JSON", key: key, underlying: error)
         }
+        if let base, let merged = UnknownFields.merging(data, keepingUnknownOf: base, as: T.self) { data = merged }
         let limit = ValueSizeLimit.maximum
         guard data.count <= limit else {
             throw WLStorageError(

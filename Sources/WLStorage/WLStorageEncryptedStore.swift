@@ -267,6 +267,24 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         return try base.remove(key: key, ifItHolds: sealed)
     }
 
+    /// Keeps the bytes of `key` aside when they are plain JSON, no encrypted value at all (what a program started
+    /// without the key saved, for instance): under `KEY~corrupt-…` in the store under this one, as they are, and
+    /// removed from the key while it still holds them. Returns the key they are kept under; `nil` when the key holds
+    /// nothing, or anything else (another key's value, or damaged bytes, which stay where they are).
+    func keepUnsealedAside(key: String) throws -> String? {
+        guard let raw = try readSealed(key), !raw.isEmpty, !raw.starts(with: SealedBox.magic),
+            JSONValidator.problem(in: raw) == nil
+        else { return nil }
+        let aside = StorageDirectory.movedAsideName(for: key)
+        guard try base.create(key: aside, data: raw) else { return nil }
+        guard try base.remove(key: key, ifItHolds: raw) else {
+            // Changed meanwhile: what was kept is not what the key held.
+            try? base.remove(key: aside)
+            return nil
+        }
+        return aside
+    }
+
     public func keys() throws -> [String] {
         try base.keys()
     }

@@ -36,8 +36,14 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         public static let directoryUnavailable = Code("directoryUnavailable")
         /// Reading the file failed for a reason other than its absence.
         public static let readFailed = Code("readFailed")
-        /// The file holds bytes that do not decode as the value's type. The file was moved aside.
+        /// The file holds bytes that are not JSON (or, in an encrypted store, that do not open). They were moved aside
+        /// and kept, or, when they may be another key's value, left as they are.
         public static let decodingFailed = Code("decodingFailed")
+        /// The stored value is JSON that this version of the type cannot read: another version of the program stored
+        /// it (a newer enum case, a field whose type changed, fields this version lacks), or a migration threw. It is
+        /// left as it is, never moved aside nor replaced by the default; the storage keeps its last good value (its
+        /// default at start) and writes only when it is set. See <doc:ChangingAStoredType>.
+        public static let storedByAnotherVersion = Code("storedByAnotherVersion")
         /// The value could not be encoded as JSON. Nothing was written.
         public static let encodingFailed = Code("encodingFailed")
         /// Writing, syncing or renaming the file failed. The value stays pending and is retried.

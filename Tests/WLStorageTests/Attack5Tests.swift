@@ -70,6 +70,15 @@ private struct Visits5: Codable, Equatable, Sendable {
     var visits: Int
 }
 
+/// The earlier version's shape, migrated and written back in the current one.
+private struct Visits5V0: Codable {
+    var login: String
+}
+
+private let visits5Migrations: [WLStorageMigration<Visits5>] = [
+    .from(Visits5V0.self) { Visits5(name: $0.login, visits: 5) }
+]
+
 @Suite(.capturingOutput)
 struct Attack5Tests {
     private let key = try! WLStorageEncryptionKey.random()
@@ -142,10 +151,11 @@ struct Attack5Tests {
     /// outcome by reading the key back (AtomicUpdate.storeUpdate).
     @Test func aRewriteWhoseOutcomeWasLostIsNotTakenForAnotherProgramsChange() throws {
         let memory = MemoryStore()
-        memory.contents.state.withLock { $0.values["profile"] = json(#"{"name":"ada"}"#) }
+        memory.contents.state.withLock { $0.values["profile"] = json(#"{"login":"ada"}"#) }
         let losing = LosingStore(memory)
         let storage = WLStorage(
-            key: "profile", defaultValue: Visits5(name: "new", visits: 5), flushInterval: nil, store: losing)
+            key: "profile", defaultValue: Visits5(name: "new", visits: 5), flushInterval: nil, store: losing,
+            migrations: visits5Migrations)
         #expect(storage.wrappedValue == Visits5(name: "ada", visits: 5))
         #expect(storage.hasPendingChanges)  // the rewrite in the current shape
         let queue = DispatchQueue(label: "attack5.observer")

@@ -163,11 +163,29 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
         }
     }
 
+    @Test(arguments: [Data("\"a string, not an Int\"".utf8), Data("null".utf8)])
+    func aFileOfJSONThatDoesNotDecodeIsLeftAsItIsUntilTheValueIsSet(contents: Data) throws {
+        try withTemporaryDirectory { directory in
+            try contents.write(to: directory.appendingPathComponent("count"))
+            let storage = fileStorage("count", in: directory, default: 7, flushInterval: nil)
+            #expect(storage.wrappedValue == 7)
+            #expect(storage.lastError?.code == .storedByAnotherVersion)
+            // Something is stored, so no default is saved over it, and nothing is moved aside.
+            storage.flush()
+            #expect(entries(of: directory) == ["count"])
+            #expect(try Data(contentsOf: directory.appendingPathComponent("count")) == contents)
+
+            storage.wrappedValue = 8
+            storage.flush()
+            #expect(stored(Int.self, key: "count", in: directory) == 8)
+            #expect(entries(of: directory) == ["count"])
+        }
+    }
+
     @Test(arguments: [
         Data("not json".utf8), Data("{\"torn\": [1, 2".utf8), Data([0xff, 0xfe, 0x00, 0x01, 0x80]),
-        Data("\"a string, not an Int\"".utf8), Data("null".utf8),
     ])
-    func aFileThatDoesNotDecodeIsMovedAsideAndKept(contents: Data) throws {
+    func aFileThatIsNotJSONIsMovedAsideAndKept(contents: Data) throws {
         try withTemporaryDirectory { directory in
             try contents.write(to: directory.appendingPathComponent("count"))
             let storage = fileStorage("count", in: directory, default: 7, flushInterval: nil)

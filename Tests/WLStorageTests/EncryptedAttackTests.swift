@@ -325,8 +325,9 @@ struct EncryptedAttackTests {
         }
     }
 
-    /// The store's own damaged values (cut short, one bit flipped, garbage, plain JSON, another key's file, another
-    /// store's file) are errors naming the file, kept as they are after a set, a flush and a release.
+    /// The store's own damaged values (cut short, one bit flipped, garbage, another key's file, another store's file)
+    /// are errors naming the file, kept as they are after a set, a flush and a release. (Plain JSON is no one's sealed
+    /// value: it is kept aside, see `MixedVersionTests`.)
     @Test func damagedValuesAreReportedWithTheirFileAndKeptAfterSetsAndRelease() throws {
         try withTemporaryDirectory { directory in
             try store(directory).write(key: "good", data: json(#""the-secret-value""#))
@@ -346,7 +347,6 @@ struct EncryptedAttackTests {
                 ("bit flipped", flipped),
                 ("version changed", flippedHeader),
                 ("garbage", Data((0..<200).map { UInt8(truncatingIfNeeded: $0 &* 37) })),
-                ("plain JSON", json(#""plain""#)),
                 ("another key's file", try #require(file("neighbour", in: directory))),
                 ("another store's file", try #require(file("good", in: directory.appendingPathComponent("elsewhere")))),
             ]
@@ -436,18 +436,14 @@ struct EncryptedAttackTests {
                 migrations: [.from(Before.self) { After(login: $0.user) }])
             #expect(login.wrappedValue == After(login: "ada-secret-login"))
             let pin = WLStorage(key: "pin", defaultValue: 0, flushInterval: nil, store: store(directory))
-            #expect(pin.lastError?.code == .decodingFailed)
+            // JSON another version of the type stored: left as it is, and reported without quoting it.
+            #expect(pin.lastError?.code == .storedByAnotherVersion)
             #expect(pin.lastError?.description.contains("9417") == false)
-            // pin's default is saved in the background, where its bytes were moved aside: wait for it.
-            #expect(
-                eventually {
-                    let names = entries(of: directory)
-                    return names.contains("pin") && !names.contains { $0.hasSuffix(".tmp") }
-                })
+            pin.flush()
             let names = entries(of: directory)
             #expect(names.contains { $0.contains("~corrupt") || $0.count == 64 }, "\(names)")
-            // login, its copy from before the type change, pin's copy moved aside, and pin's default.
-            #expect(names.count == 4, "\(names)")
+            // login, its copy from before the type change, and pin as it was.
+            #expect(names.count == 3, "\(names)")
             for name in names {
                 let bytes = try #require(file(name, in: directory))
                 #expect(bytes.starts(with: Data("WLSE".utf8)), "\(name)")

@@ -148,23 +148,23 @@ struct EncryptedStoreTests {
             try store(directory).write(key: "pin", data: Data(#"{"pin":"9417-secret"}"#.utf8))
             let storage = WLStorage(key: "pin", defaultValue: 0, flushInterval: nil, store: store(directory))
             let error = try #require(storage.lastError)
-            #expect(error.code == .decodingFailed)
+            #expect(error.code == .storedByAnotherVersion)
             #expect(!error.description.contains("9417"))
             #expect(!error.description.contains("secret"))
         }
     }
 
     @Test func typeChangesWorkThroughTheEncryption() throws {
-        struct Before: Codable { var user: String }
+        struct Before: Codable { var login: String }
         struct After: Codable, Equatable {
             var user: String
             var scopes: [String]
         }
         try withTemporaryDirectory { directory in
-            try store(directory).write(key: "login", data: Data(#"{"user":"ada"}"#.utf8))
+            try store(directory).write(key: "login", data: Data(#"{"login":"ada"}"#.utf8))
             let storage = WLStorage(
                 key: "login", defaultValue: After(user: "", scopes: ["read"]), flushInterval: nil,
-                store: store(directory))
+                store: store(directory), migrations: [.from(Before.self) { After(user: $0.login, scopes: ["read"]) }])
             #expect(storage.wrappedValue == After(user: "ada", scopes: ["read"]))
             storage.flush()
             let stored = try #require(try store(directory).read(key: "login"))

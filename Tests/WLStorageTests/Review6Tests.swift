@@ -67,6 +67,15 @@ private struct Visits6: Codable, Equatable, Sendable {
     var visits: Int
 }
 
+/// The earlier version's shape, migrated and written back in the current one.
+private struct Visits6V0: Codable {
+    var login: String
+}
+
+private let visits6Migrations: [WLStorageMigration<Visits6>] = [
+    .from(Visits6V0.self) { Visits6(name: $0.login, visits: 5) }
+]
+
 @Suite(.capturingOutput)
 struct Review6Tests {
     // MARK: A set while a rewrite is written on condition
@@ -76,10 +85,11 @@ struct Review6Tests {
     /// of this process made after the replica's: it must be written, not lost.
     @Test func aSetMadeWhileARewriteFailsItsConditionIsWritten() throws {
         let memory = MemoryStore()
-        memory.contents.state.withLock { $0.values["profile"] = Data(#"{"name":"ada"}"#.utf8) }
+        memory.contents.state.withLock { $0.values["profile"] = Data(#"{"login":"ada"}"#.utf8) }
         let hooked = HookedConditionalStore(memory)
         let storage = WLStorage(
-            key: "profile", defaultValue: Visits6(name: "new", visits: 5), flushInterval: nil, store: hooked)
+            key: "profile", defaultValue: Visits6(name: "new", visits: 5), flushInterval: nil, store: hooked,
+            migrations: visits6Migrations)
         #expect(storage.wrappedValue == Visits6(name: "ada", visits: 5))
         #expect(storage.hasPendingChanges)  // the rewrite in the current shape
         hooked.hook.withLock {

@@ -18,6 +18,15 @@ private struct A13Profile: Codable, Equatable {
 
 private let a13DefaultProfile = A13Profile(name: "new", visits: 5, pane: A13Pane())
 
+/// The earlier version's shape, migrated and written back in the current one.
+private struct A13ProfileV0: Codable {
+    var login: String
+}
+
+private let a13Migrations: [WLStorageMigration<A13Profile>] = [
+    .from(A13ProfileV0.self) { A13Profile(name: $0.login, visits: 5, pane: A13Pane()) }
+]
+
 /// A conditional store over a memory store that runs a hook once, right after its next plain write has stored.
 private final class HookedStore: WLStorageConditionalStore {
     let base = MemoryStore()
@@ -123,9 +132,10 @@ struct TypeChangeAttackTests {
     /// overwritten by the value this process merely read, and is lost (the kept bytes are the first ones, not it).
     @Test func anotherProgramsChangeBeforeTheRewriteIsNotOverwrittenByIt() async throws {
         try await withTemporaryDirectory { directory in
-            try write(Data(#"{"name":"ada"}"#.utf8), key: "profile", in: directory)
+            try write(Data(#"{"login":"ada"}"#.utf8), key: "profile", in: directory)
             let storage = WLStorage(
-                key: "profile", defaultValue: a13DefaultProfile, flushInterval: nil, store: .directory(directory))
+                key: "profile", defaultValue: a13DefaultProfile, flushInterval: nil, store: .directory(directory),
+                migrations: a13Migrations)
             #expect(storage.wrappedValue.name == "ada")
             #expect(storage.hasPendingChanges)  // the rewrite
             // Another program (say, the new version running beside) stores a value of its own.
@@ -140,8 +150,10 @@ struct TypeChangeAttackTests {
 
     @Test func anotherProgramsChangeInAStoreBeforeTheRewriteIsNotOverwrittenByIt() {
         let store = MemoryStore()
-        store.writeFromOutside("profile", json: #"{"name":"ada"}"#)
-        let storage = WLStorage(key: "profile", defaultValue: a13DefaultProfile, flushInterval: nil, store: store)
+        store.writeFromOutside("profile", json: #"{"login":"ada"}"#)
+        let storage = WLStorage(
+            key: "profile", defaultValue: a13DefaultProfile, flushInterval: nil, store: store, migrations: a13Migrations
+        )
         #expect(storage.wrappedValue.name == "ada")
         #expect(storage.hasPendingChanges)
         store.writeFromOutside("profile", json: #"{"name":"bob","pane":{"height":2,"width":1},"visits":42}"#)

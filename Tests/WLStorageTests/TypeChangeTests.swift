@@ -71,7 +71,7 @@ struct TypeChangeTests {
 
     private func kept(_ key: String) -> String { key + "~before-type-change" }
 
-    @Test func aTypeThatGainedFieldsTakesThemFromTheDefaultAndIsWrittenBackInItsShape() throws {
+    @Test func aTypeThatGainedFieldsTakesThemFromTheDefaultAndWritesThemWithItsNextChange() throws {
         try withTemporaryDirectory { directory in
             let old = #"{"name":"ada","window":{"width":1024}}"#
             try write(old, key: "profile", in: directory)
@@ -82,12 +82,15 @@ struct TypeChangeTests {
                 storage.wrappedValue
                     == ProfileV2(name: "ada", visits: 5, window: Window(width: 1024, height: 600), tags: ["a"]))
             #expect(storage.lastError == nil)
-            // The bytes as they were are kept next to the file until it is written in the new shape.
-            #expect(contents(kept("profile"), in: directory) == old)
-            #expect(storage.hasPendingChanges)
+            // Reading never writes: the file keeps its shape, and nothing is kept beside it.
+            #expect(!storage.hasPendingChanges)
+            storage.flush()
+            #expect(contents("profile", in: directory) == old)
+            #expect(entries(of: directory) == ["profile"])
+            // The next change writes the value whole, in the new shape.
+            storage.wrappedValue.visits += 1
             storage.flush()
             #expect(stored(ProfileV2.self, key: "profile", in: directory) == storage.wrappedValue)
-            #expect(contents(kept("profile"), in: directory) == nil)
             #expect(entries(of: directory) == ["profile"])
         }
     }
@@ -155,17 +158,20 @@ struct TypeChangeTests {
                     .from(Before.self) { Settings(theme: $0.darkMode ? "dark" : "light", fontSize: $0.fontSize) }
                 ])
             #expect(renamed.wrappedValue == Settings(theme: "dark", fontSize: 18))
-            // With no migration that applies, a field dropped and one gained is filled in all the same.
+            // With no migration that applies, bytes with a field the type does not know and without one it needs are
+            // another version's: they are not filled in, and left as they are.
             try write(#"{"retired":true,"fontSize":18}"#, key: "reshaped", in: directory)
             let reshaped = WLStorage(
                 key: "reshaped", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
                 migrations: settingsMigrations)
-            #expect(reshaped.wrappedValue == Settings(theme: "light", fontSize: 18))
-            #expect(reshaped.hasPendingChanges)
+            #expect(reshaped.wrappedValue == defaultSettings)
+            #expect(reshaped.lastError?.code == .storedByAnotherVersion)
+            #expect(!reshaped.hasPendingChanges)
+            #expect(contents("reshaped", in: directory) == #"{"retired":true,"fontSize":18}"#)
         }
     }
 
-    @Test func aMigrationThatThrowsLeavesTheNextOneToTryAndWhenNoneWorksTheFileIsMovedAside() throws {
+    @Test func aMigrationThatThrowsLeavesTheNextOneToTryAndWhenNoneWorksTheFileIsLeftAsItIs() throws {
         try withTemporaryDirectory { directory in
             let unconvertible = #"{"theme":"dark","fontSize":"large"}"#
             try write(unconvertible, key: "settings", in: directory)
@@ -173,12 +179,13 @@ struct TypeChangeTests {
                 key: "settings", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
                 migrations: settingsMigrations)
             #expect(storage.wrappedValue == defaultSettings)
-            // The error as reported: `lastError` is cleared once the default is saved, which may come first.
-            let error = try #require(ReportedErrors.errors(under: directory).first { $0.code == .decodingFailed })
-            #expect(error.code == .decodingFailed)
+            let error = try #require(
+                ReportedErrors.errors(under: directory).first { $0.code == .storedByAnotherVersion })
             #expect(error.message.contains("the migration from SettingsV2 threw no font size"))
-            let aside = try #require(entries(of: directory).first { $0.hasPrefix("settings~corrupt-") })
-            #expect(contents(aside, in: directory) == unconvertible)
+            // Not moved aside, not replaced by the default: the version that stored it may still read it.
+            storage.flush()
+            #expect(entries(of: directory) == ["settings"])
+            #expect(contents("settings", in: directory) == unconvertible)
 
             // A throwing migration earlier in the list does not stop a later one.
             try write(#"{"darkMode":false,"fontSize":"9"}"#, key: "other", in: directory)
@@ -191,8 +198,8 @@ struct TypeChangeTests {
         }
     }
 
-    @Test(arguments: [#"{"colour":"red"}"#, "[1,2]", "not json", #""text""#])
-    func aFileThatMatchesNothingIsMovedAsideAsBefore(contents old: String) throws {
+    @Test(arguments: ["not json", #"{"colour":"#, "\u{FF}"])
+    func aFileThatIsNotJSONIsMovedAsideAsBefore(contents old: String) throws {
         try withTemporaryDirectory { directory in
             try write(old, key: "settings", in: directory)
             let storage = WLStorage(
@@ -207,38 +214,56 @@ struct TypeChangeTests {
         }
     }
 
+    @Test(arguments: [#"{"colour":"red"}"#, "[1,2]", #""text""#, "{}"])
+    func jsonThatMatchesNothingIsLeftAsItIsAndNotReplacedByTheDefault(contents old: String) throws {
+        try withTemporaryDirectory { directory in
+            try write(old, key: "settings", in: directory)
+            let storage = WLStorage(
+                key: "settings", defaultValue: defaultSettings, flushInterval: 0, store: .directory(directory),
+                migrations: settingsMigrations)
+            #expect(storage.wrappedValue == defaultSettings)
+            #expect(storage.lastError?.code == .storedByAnotherVersion)
+            storage.flush()
+            #expect(entries(of: directory) == ["settings"])
+            #expect(contents("settings", in: directory) == old)
+        }
+    }
+
     @Test func bytesKeptByAnEarlierRunThatEndedBeforeItsWriteAreKeptAsTheyWere() throws {
         try withTemporaryDirectory { directory in
             // A run read the old file, kept it, and was killed before it wrote: the file is still in the old shape.
-            try write(#"{"name":"first"}"#, key: kept("profile"), in: directory)
-            try write(#"{"name":"ada"}"#, key: "profile", in: directory)
+            let first = #"{"darkMode":false,"fontSize":"9"}"#
+            try write(first, key: kept("settings"), in: directory)
+            try write(#"{"darkMode":true,"fontSize":"15"}"#, key: "settings", in: directory)
             let storage = WLStorage(
-                key: "profile", defaultValue: defaultProfile, flushInterval: nil, store: .directory(directory))
-            #expect(storage.wrappedValue.name == "ada")
-            #expect(contents(kept("profile"), in: directory) == #"{"name":"first"}"#)
+                key: "settings", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
+                migrations: settingsMigrations)
+            #expect(storage.wrappedValue == Settings(theme: "dark", fontSize: 15))
+            #expect(contents(kept("settings"), in: directory) == first)
             storage.flush()
-            #expect(entries(of: directory) == ["profile"])
+            #expect(entries(of: directory) == ["settings"])
         }
     }
 
     @Test func aFailedRewriteKeepsTheOldBytesUntilAWriteSucceeds() throws {
         try withTemporaryDirectory { directory in
-            let old = #"{"name":"ada"}"#
-            try write(old, key: "profile", in: directory)
+            let old = #"{"darkMode":true,"fontSize":"15"}"#
+            try write(old, key: "settings", in: directory)
             let storage = WLStorage(
-                key: "profile", defaultValue: defaultProfile, flushInterval: nil, store: .directory(directory))
+                key: "settings", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
+                migrations: settingsMigrations)
             // The directory refuses writes: the rewrite fails and stays pending, and the old bytes stay.
             chmod(directory.path, 0o500)
             defer { chmod(directory.path, 0o700) }
             if getuid() != 0 {
                 storage.flush()
                 #expect(storage.hasPendingChanges)
-                #expect(contents(kept("profile"), in: directory) == old)
+                #expect(contents(kept("settings"), in: directory) == old)
             }
             chmod(directory.path, 0o700)
             storage.flush()
             #expect(!storage.hasPendingChanges)
-            #expect(entries(of: directory) == ["profile"])
+            #expect(entries(of: directory) == ["settings"])
         }
     }
 
@@ -267,7 +292,9 @@ struct TypeChangeTests {
         #expect(profile.wrappedValue.name == "ada")
         #expect(profile.wrappedValue.visits == 5)
         #expect(settings.wrappedValue == Settings(theme: "dark", fontSize: 11))
-        #expect(store.stored(kept("profile")) == #"{"name":"ada"}"#)
+        // Filled in, not rewritten; migrated, rewritten, with the bytes as they were kept until then.
+        #expect(!profile.hasPendingChanges)
+        #expect(store.stored(kept("profile")) == nil)
         #expect(store.stored(kept("settings")) == #"{"darkMode":true,"fontSize":"11"}"#)
         profile.flush()
         settings.flush()

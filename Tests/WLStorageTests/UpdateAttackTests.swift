@@ -23,11 +23,20 @@ private struct B13Pane: Codable, Equatable {
     var height = 600
 }
 
-/// The earlier version stored `name` only; this one added `pane`.
+/// The earlier version stored `title` only; this one renamed it `name` and added `pane`.
 private struct B13Window: Codable, Equatable {
     var name: String
     var pane: B13Pane
 }
+
+private struct B13WindowV1: Codable {
+    var title: String
+}
+
+/// A value of the earlier version is migrated, and written back in the current shape.
+private let b13Migrations: [WLStorageMigration<B13Window>] = [
+    .from(B13WindowV1.self) { B13Window(name: $0.title, pane: B13Pane()) }
+]
 
 @Suite(.capturingOutput)
 struct UpdateAttackTests {
@@ -69,13 +78,13 @@ struct UpdateAttackTests {
     /// written back.
     @Test func aDirectoryAtTheKeptCopysNameDoesNotLetTheRewriteLoseTheOldBytes() throws {
         try withTemporaryDirectory { directory in
-            let old = #"{"name":"main"}"#
+            let old = #"{"title":"main"}"#
             try write(old, key: "window", in: directory)
             try FileManager.default.createDirectory(
                 at: directory.appendingPathComponent("window~before-type-change"), withIntermediateDirectories: false)
             let storage = WLStorage(
                 key: "window", defaultValue: B13Window(name: "new", pane: B13Pane()), flushInterval: nil,
-                store: .directory(directory))
+                store: .directory(directory), migrations: b13Migrations)
             #expect(storage.wrappedValue.name == "main")
             storage.flush()
             // Either the file keeps its old bytes, or they are kept somewhere in the directory.
@@ -128,9 +137,10 @@ struct UpdateAttackTests {
     /// told (the rewrite is no change of this process, and the update's read would have found the other value).
     @Test func anUpdateOfAConditionalStoreDoesNotWriteAPendingRewriteOverAnotherReplicasValue() {
         let store = MemoryStore()
-        store.writeFromOutside("window", json: #"{"name":"main"}"#)
+        store.writeFromOutside("window", json: #"{"title":"main"}"#)
         let storage = WLStorage(
-            key: "window", defaultValue: B13Window(name: "new", pane: B13Pane()), flushInterval: nil, store: store)
+            key: "window", defaultValue: B13Window(name: "new", pane: B13Pane()), flushInterval: nil, store: store,
+            migrations: b13Migrations)
         #expect(storage.wrappedValue.name == "main")
         #expect(storage.hasPendingChanges)  // the rewrite in the current shape
         // Another replica, already of the new version, stores its value; its notification has not arrived yet.

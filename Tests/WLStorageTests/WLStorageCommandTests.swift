@@ -292,6 +292,9 @@ import WLStorage
     }
 
     @Test func verifyAndListNoteTheBytesKeptFromBeforeATypeChangeAsTheLibraryLeftThem() async throws {
+        struct Before: Codable {
+            var login: String
+        }
         struct After: Codable, Equatable {
             var name: String
             var visits: Int
@@ -299,11 +302,12 @@ import WLStorage
         try await withTemporaryDirectory { root in
             let store = root.appendingPathComponent("store")
             #expect(
-                try await ToolRun.run(["--dir", store.path, "set", "profile", #"{"name":"ada"}"#], in: root).status == 0
-            )
-            // The program now reads the value as a type with one more field, and has not written it back yet.
+                try await ToolRun.run(["--dir", store.path, "set", "profile", #"{"login":"ada"}"#], in: root).status
+                    == 0)
+            // The program now reads the value through a migration, and has not written it back yet.
             let storage = WLStorage(
-                key: "profile", defaultValue: After(name: "", visits: 1), flushInterval: nil, store: .directory(store))
+                key: "profile", defaultValue: After(name: "", visits: 1), flushInterval: nil, store: .directory(store),
+                migrations: [.from(Before.self) { After(name: $0.login, visits: 1) }])
             #expect(storage.wrappedValue == After(name: "ada", visits: 1))
             #expect(entries(of: store) == ["profile", "profile~before-type-change"])
 

@@ -279,7 +279,7 @@ extension StorageCell {
             }
             // A result that cannot be encoded is kept in memory, as a set of it would be, and reported by the write
             // that fails.
-            guard let data = try? storeBacker.encode(value) else { return nil }
+            guard let data = try? storeBacker.encode(value, replacing: read.bytes) else { return nil }
             let stored: Bool
             do {
                 // A write whose answer is lost is judged by reading the key back; when that does not tell, the update

@@ -36,6 +36,9 @@ enum ReadResult<T: Sendable>: Sendable {
     case absent
     /// What was stored did not decode and was moved aside: nothing is stored now.
     case movedAside(WLStorageError)
+    /// What is stored is JSON that another version of the type stored, which this one cannot read: it is left as it
+    /// is, and the cell keeps its value; only a change of this process replaces it.
+    case anotherVersion(WLStorageError)
     /// The read failed; what is stored is unknown.
     case failed(WLStorageError)
 }
@@ -229,11 +232,22 @@ struct CellState<T: Sendable>: Sendable {
 
     /// What a tick with `token` does: the pending work, or nothing when the tick is stale or the cell is busy (the
     /// job in flight arms a new tick when it ends).
-    mutating func startTick(_ token: UInt32, on thread: UInt, now: UInt64) -> CellJob<T>? {
+    mutating func startTick(_ token: UInt32, on thread: UInt, now: UInt64, defaultValue: T) -> CellJob<T>? {
         guard throttle.isCurrent(token) else { return nil }
         guard !isBusy else {
             throttle.disarm()
             return nil
+        }
+        if isPending && !throttle.writesOnTicks {
+            // A cell without a flush interval writes its changes at a flush only: a tick armed to save the default
+            // saves the default, never the change made since.
+            guard stored == .defaultUnsaved else {
+                throttle.disarm()
+                return nil
+            }
+            throttle.writeStarts(now: now)
+            busyThread = thread
+            return .createDefault(defaultValue, version: writtenVersion)
         }
         guard let job = startWork(on: thread, now: now) else {
             // A tick can be armed with nothing pending (a set's tick armed just after a flush wrote its value);
@@ -381,6 +395,16 @@ struct CellState<T: Sendable>: Sendable {
         case .absent where isCreate:
             // Something stood there a moment ago and is gone now: the default is saved at the next attempt.
             throttle.writeEnded(succeeded: false)
+            return nil
+        case .anotherVersion(let error):
+            // Something is stored, so there is no default to save, and nothing is adopted: the value stays, and only
+            // a change of this process is written over what another version stored.
+            stored = .known
+            if isCreate { throttle.writeEnded(succeeded: true) }
+            setLastError(error, &effects)
+            effects.errors.append(error)
+            if onlyRewritePending { writtenVersion = version }
+            if !isCreate && isPending { return .write(value, version: version) }
             return nil
         case .movedAside(let error):
             effects.errors.append(error)

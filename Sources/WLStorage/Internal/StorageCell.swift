@@ -274,7 +274,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     private func runTick(_ token: UInt32) {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         let now = scheduler.now
-        guard let job = state.withLock({ $0.startTick(token, on: thread, now: now) }) else { return }
+        guard let job = state.withLock({ $0.startTick(token, on: thread, now: now, defaultValue: defaultValue) })
+        else { return }
         run(job, chaining: true)
     }
 
@@ -561,11 +562,17 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     /// Reads any backer, telling a stored value from the default by whether the backer asked for the default.
     static func read(_ backer: any WLStorageBacker<T>, defaultValue: T) -> ReadResult<T> {
+        read(backer) { defaultValue }
+    }
+
+    /// Reads any backer, telling a stored value from the default by whether the backer asked for the default, which
+    /// `makeDefault` makes.
+    static func read(_ backer: any WLStorageBacker<T>, makeDefault: () -> T) -> ReadResult<T> {
         var askedForDefault = false
         do {
             let value = try backer.read {
                 askedForDefault = true
-                return defaultValue
+                return makeDefault()
             }
             return askedForDefault ? .absent : .value(value)
         } catch {

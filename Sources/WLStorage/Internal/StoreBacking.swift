@@ -35,6 +35,9 @@ extension WLStorageDefaultBacker: StoreBacking {
 struct KnownBytes: Sendable {
     /// The hash of the version seen last, or 0 for none.
     private var last = 0
+    /// The bytes of the version seen last, when they are a JSON object, whose members the value's type does not know a
+    /// write keeps (see ``UnknownFields``).
+    private(set) var base: Data?
 
     static func hash(_ data: Data) -> Int {
         var hasher = Hasher()
@@ -42,18 +45,27 @@ struct KnownBytes: Sendable {
         return hasher.finalize() | 1
     }
 
-    mutating func wrote(_ data: Data) { last = Self.hash(data) }
+    mutating func wrote(_ data: Data) {
+        last = Self.hash(data)
+        base = UnknownFields.base(data)
+    }
 
     /// Records `data` as read; returns whether it is the version seen last.
     mutating func readKnown(_ data: Data) -> Bool {
         let hash = Self.hash(data)
-        defer { last = hash }
+        defer {
+            last = hash
+            base = UnknownFields.base(data)
+        }
         return hash == last
     }
 
     /// Forgets the version; returns whether one was known.
     mutating func forget() -> Bool {
-        defer { last = 0 }
+        defer {
+            last = 0
+            base = nil
+        }
         return last != 0
     }
 }
@@ -87,7 +99,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         switch found {
         case .value(let value), .reshaped(let value, _, _): return value
         case .absent: return defaultValueClosure()
-        case .movedAside(let error), .failed(let error): throw error
+        case .movedAside(let error), .failed(let error), .anotherVersion(let error): throw error
         }
     }
 
@@ -141,9 +153,15 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         KeptOriginals.forget(self)
     }
 
-    /// The bytes of `value`, checked against the size limit.
+    /// The bytes of `value`, with the members of the bytes this backer last read or wrote that its type does not know
+    /// (see ``UnknownFields``), checked against the size limit.
     func encode(_ value: T) throws(WLStorageError) -> Data {
-        try JSONCoders.encode(value, key: key)
+        try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.base })
+    }
+
+    /// The bytes of `value` to replace `stored`, with the members of `stored` that its type does not know.
+    func encode(_ value: T, replacing stored: Data?) throws(WLStorageError) -> Data {
+        try JSONCoders.encode(value, key: key, keepingUnknownOf: stored.flatMap(UnknownFields.base))
     }
 
     /// Records `data` as the version this backer wrote (by itself, or in a batch of its store). Bytes kept from
@@ -183,12 +201,25 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
                 data = try store.read(key: storedKey)
             }
         } catch {
+            // Bytes that are not sealed at all are no one's secret: kept aside, so that they do not block the key.
+            if let encrypted = store as? WLStorageEncryptedStore, (error as? WLStorageError)?.code == .decodingFailed,
+                let aside = try? encrypted.keepUnsealedAside(key: storedKey)
+            {
+                _ = known.withLock { $0.forget() }
+                return .movedAside(
+                    WLStorageError(
+                        code: .decodingFailed,
+                        message: "what \(identity) holds is not an encrypted value (plain JSON saved by a program"
+                            + " started without the key, perhaps); it was kept aside, as it is, under the key \(aside)",
+                        key: key, path: (error as? WLStorageError)?.path))
+            }
             return .failed(failure(error, writing: false))
         }
         guard let data, !data.isEmpty else { return .absent }
         _ = known.withLock { $0.readKnown(data) }
         switch decoding.decode(data) {
-        case .decoded(let value, nil):
+        case .decoded(let value, nil), .decoded(let value, .filledIn):
+            // Bytes filled in from the default are not written back: reading never writes.
             guard underPreviousKey else { return .value(value) }
             rewriteFrom.withLock { $0 = data }
             return .reshaped(value, rewrite: true, note: nil)
@@ -207,12 +238,28 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
             KeptOriginals.keep(self)
             rewriteFrom.withLock { $0 = data }
             return .reshaped(value, rewrite: true, note: nil)
+        case .anotherVersion(let decodingError, let failures):
+            // Left as it is: the version that stored it may still be at work, or come back after a rollback.
+            return .anotherVersion(
+                WLStorageError(
+                    code: .storedByAnotherVersion,
+                    message: "what \(identity) holds \(judge(data, migrationFailures: failures)): another version of"
+                        + " the program stored it; it is left as it is, and this storage uses its last value (the"
+                        + " default at start) until it is set",
+                    key: key, underlying: conceals ? nil : decodingError))
         case .undecodable(let decodingError, let failures):
             return keepAside(data, decodingError, failures, decoding: decoding, again: again)
         }
     }
 
+    /// Whether a default is saved where nothing is stored. Not in a store whose values are secret: a default saved
+    /// there would be sealed with whatever key the program has, and a program started once with the wrong key would
+    /// leave bytes that the programs with the right key can neither open nor replace. Nothing stored reads as the
+    /// default all the same.
+    var savesDefault: Bool { !conceals }
+
     func create(value: T) throws(WLStorageError) -> Bool {
+        guard savesDefault else { return true }
         let data = try encode(value)
         let created: Bool
         do {
@@ -248,10 +295,11 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
             return .changed(try decoding.value(of: data))
         } catch {
             throw WLStorageError(
-                code: .decodingFailed,
+                code: error.anotherVersion ? .storedByAnotherVersion : .decodingFailed,
                 message: "someone stored bytes that"
-                    + " \(judge(data, migrationFailures: error.migrationFailures)) in \(identity);"
-                    + " the value in memory is kept and what is stored is left as it is",
+                    + " \(judge(data, migrationFailures: error.migrationFailures)) in \(identity)"
+                    + (error.anotherVersion ? " (another version of the program stored them)" : "")
+                    + "; the value in memory is kept and what is stored is left as it is",
                 key: key, underlying: conceals ? nil : error.error)
         }
     }

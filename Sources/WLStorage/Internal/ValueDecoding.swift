@@ -35,11 +35,21 @@ struct ValueDecoding<T: Codable & Sendable> {
     enum Outcome {
         /// The value, and how it was reshaped; `nil` when the bytes were in its shape.
         case decoded(T, Reshape?)
-        /// Nothing decodes them: the error of decoding them as the type, and what the migrations that decoded them
-        /// threw.
+        /// The bytes are JSON, but no step reads them as this type: another version of the program stored them (a
+        /// newer one, with an enum case or a field type this one does not know, or an older one whose migration
+        /// threw). They are left as they are. The error of decoding them as the type, and what the migrations that
+        /// decoded them threw.
+        case anotherVersion(any Error, migrationFailures: [String])
+        /// The bytes are not JSON: nothing can read them.
         case undecodable(any Error, migrationFailures: [String])
     }
 
+    /// Reads `data` through the steps. Bytes in the current shape are the value. Bytes that lack fields of the type,
+    /// and have none that it does not know, are read with those fields taken from the default value (the type gained
+    /// fields). Bytes that a migration converts are the value, to be written back in the current shape. Anything else
+    /// that is JSON was stored by another version of the type: an older version reading a newer value (it has fields
+    /// this version does not know, and lacks some this version needs), a value with a newer enum case, or a migration
+    /// that threw. Such bytes are never read as a value filled in from the default.
     func decode(_ data: Data) -> Outcome {
         let firstError: any Error
         do {
@@ -47,15 +57,14 @@ struct ValueDecoding<T: Codable & Sendable> {
         } catch {
             firstError = error
         }
-        // The value with the fields the bytes lack filled in, when it keeps some of theirs: whether it keeps all.
-        var filledIn: (value: T, keepsAll: Bool)?
         if let defaultValue, let defaults = try? JSONCoders.encoder.encode(defaultValue()),
             let value = JSONFill.fillingLeast(data, from: defaults, as: T.self),
             let encoded = try? JSONCoders.encoder.encode(value)
         {
+            // Taken only when the value keeps every member of the bytes: bytes with members this type does not know
+            // are another version's, even when the fields filled in would make them decode.
             let coverage = JSONFill.coverage(of: data, in: encoded)
             if coverage.any && coverage.all { return .decoded(value, .filledIn) }
-            if coverage.any { filledIn = (value, false) }
         }
         var failures: [String] = []
         for migration in migrations {
@@ -73,7 +82,7 @@ struct ValueDecoding<T: Codable & Sendable> {
                 failures.append("the migration from \(migration.sourceType) threw \(error)")
             }
         }
-        if let filledIn { return .decoded(filledIn.value, .filledIn) }
+        if JSONValidator.problem(in: data) == nil { return .anotherVersion(firstError, migrationFailures: failures) }
         return .undecodable(firstError, migrationFailures: failures)
     }
 
@@ -81,7 +90,10 @@ struct ValueDecoding<T: Codable & Sendable> {
     func value(of data: Data) throws(DecodingFailure) -> T {
         switch decode(data) {
         case .decoded(let value, _): return value
-        case .undecodable(let error, let failures): throw DecodingFailure(error: error, migrationFailures: failures)
+        case .anotherVersion(let error, let failures):
+            throw DecodingFailure(error: error, migrationFailures: failures, anotherVersion: true)
+        case .undecodable(let error, let failures):
+            throw DecodingFailure(error: error, migrationFailures: failures, anotherVersion: false)
         }
     }
 
@@ -98,6 +110,8 @@ struct ValueDecoding<T: Codable & Sendable> {
 struct DecodingFailure: Error {
     let error: any Error
     let migrationFailures: [String]
+    /// Whether the bytes are JSON that another version of the type stored (see ``ValueDecoding/Outcome``).
+    let anotherVersion: Bool
 }
 
 /// The added-fields step: a JSON object completed with the members it lacks from another.
@@ -178,7 +192,7 @@ enum JSONFill {
         return nil
     }
 
-    private static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
+    static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
         // A byte order mark, which the decoder accepts, is left out.
         bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
     }
@@ -214,7 +228,7 @@ enum JSONFill {
     }
 
     /// A parsed JSON value: an object's members, or any other value; with where it is.
-    private indirect enum Node {
+    indirect enum Node {
         case object([Member], Range<Int>)
         case other(Range<Int>)
 
@@ -225,7 +239,7 @@ enum JSONFill {
         }
     }
 
-    private struct Member {
+    struct Member {
         /// The key as written, quotes included.
         var rawKey: Range<Int>
         /// The key itself, escapes resolved, for comparing keys however they are written.
@@ -235,7 +249,7 @@ enum JSONFill {
 
     /// A parser of JSON text already known to be valid: it finds where values start and end, and parses objects
     /// into members; anything else it only skips.
-    private struct Parser {
+    struct Parser {
         let bytes: [UInt8]
         var index = 0
 

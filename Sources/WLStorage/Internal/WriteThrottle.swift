@@ -124,6 +124,10 @@ struct WriteThrottle: Sendable {
     }
 
     /// Whether a change must arm a tick: automatic writes are on and none is armed.
+    /// Whether ticks write changes: the throttle has an interval, or a release made it urgent. Without either, only a
+    /// flush writes a change.
+    var writesOnTicks: Bool { interval != .max || isUrgent }
+
     @usableFromInline
     var needsTick: Bool {
         !isArmed && interval != .max

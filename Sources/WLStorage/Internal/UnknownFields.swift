@@ -1,0 +1,138 @@
+import Foundation
+
+/// The package's compatibility rule: fields of a stored JSON object that the current type does not know survive its
+/// writes.
+///
+/// A fleet runs several versions of a program at once (a rolling deploy, a rollback). When an older version writes a
+/// value that a newer one stored, the members the older type does not have would be lost with a plain encode. So a
+/// backer keeps the bytes it last read or wrote when they are a JSON object (the *base*), and a write adds to the
+/// value's encoding every member of the base that the type does not know, at every depth where both hold an object.
+/// Arrays are taken as the value has them, whole.
+///
+/// A member is *known* to the type when it makes a difference to what the base decodes to: the base without it
+/// decodes to another value, or the one decodes and the other does not. An optional field set to `nil` (which the
+/// synthesized encoder leaves out), an entry removed from a dictionary, or another case of an enum is therefore
+/// removed by the write, as the value says, while a field of a newer version, which the type's decoder never reads,
+/// is kept. When the base decodes neither with nor without a member (bytes another version stored, or bytes read
+/// through a migration), the member is kept.
+///
+/// The work is done only where the encoding lacks members of the base, which a value of the current type read in its
+/// own shape never does: a write of such a value costs one parse of each.
+enum UnknownFields {
+    /// `data` itself when it is a JSON object, which a write may need to keep members of; `nil` otherwise.
+    static func base(_ data: Data) -> Data? {
+        for byte in data {
+            switch byte {
+            case UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\t"), UInt8(ascii: "\r"), 0xEF, 0xBB, 0xBF:
+                continue
+            case UInt8(ascii: "{"):
+                return data
+            default:
+                return nil
+            }
+        }
+        return nil
+    }
+
+    /// `encoded`, the encoding of a value of `type`, with the members of `base` that `type` does not know added;
+    /// `nil` when there are none, and `encoded` is what to write as it is.
+    static func merging<T: Codable>(_ encoded: Data, keepingUnknownOf base: Data, as type: T.Type) -> Data? {
+        let baseBytes = JSONFill.withoutByteOrderMark([UInt8](base))
+        let encodedBytes = [UInt8](encoded)
+        var baseParser = JSONFill.Parser(bytes: baseBytes)
+        var encodedParser = JSONFill.Parser(bytes: encodedBytes)
+        guard case .object(let baseMembers, _)? = baseParser.parseValue(depth: 0),
+            case .object(let encodedMembers, _)? = encodedParser.parseValue(depth: 0)
+        else { return nil }
+        var candidates: [[String]] = []
+        collectMissing(baseMembers, from: encodedMembers, at: [], into: &candidates)
+        guard !candidates.isEmpty else { return nil }
+        // What the base decodes to, as its encoding; `nil` when it does not decode.
+        func decoded(_ bytes: [UInt8]) -> Data? {
+            guard let value = try? JSONCoders.decoder.decode(T.self, from: Data(bytes)) else { return nil }
+            return try? JSONCoders.encoder.encode(value)
+        }
+        let whole = decoded(baseBytes)
+        let unknown = candidates.filter { path in
+            decoded(render(baseMembers, in: baseBytes, removing: path[...])) == whole
+        }
+        guard !unknown.isEmpty else { return nil }
+        return Data(
+            merge(encodedMembers, in: encodedBytes, with: baseMembers, in: baseBytes, keeping: unknown[...]))
+    }
+
+    /// The paths of the members of `base` that `encoded` lacks, looking into objects both have under one key.
+    private static func collectMissing(
+        _ base: [JSONFill.Member], from encoded: [JSONFill.Member], at path: [String], into paths: inout [[String]]
+    ) {
+        for member in base {
+            guard let counterpart = encoded.last(where: { $0.key == member.key }) else {
+                paths.append(path + [member.key])
+                continue
+            }
+            if case .object(let inner, _) = member.value, case .object(let encodedInner, _) = counterpart.value {
+                collectMissing(inner, from: encodedInner, at: path + [member.key], into: &paths)
+            }
+        }
+    }
+
+    /// The object `members` (parsed from `bytes`) without the member at `path`.
+    private static func render(
+        _ members: [JSONFill.Member], in bytes: [UInt8], removing path: ArraySlice<String>
+    ) -> [UInt8] {
+        guard let first = path.first else { return object(members.map { raw($0, in: bytes) }) }
+        var parts: [[UInt8]] = []
+        for member in members {
+            if member.key != first {
+                parts.append(raw(member, in: bytes))
+            } else if path.count > 1, case .object(let inner, _) = member.value {
+                parts.append(
+                    [UInt8](bytes[member.rawKey]) + [UInt8(ascii: ":")]
+                        + render(inner, in: bytes, removing: path.dropFirst()))
+            }
+        }
+        return object(parts)
+    }
+
+    /// The members of `encoded`, with those of `base` at the paths in `kept` added, sorted by key as the encoder
+    /// sorts them.
+    private static func merge(
+        _ encoded: [JSONFill.Member], in encodedBytes: [UInt8], with base: [JSONFill.Member],
+        in baseBytes: [UInt8], keeping kept: ArraySlice<[String]>
+    ) -> [UInt8] {
+        var parts: [(key: String, bytes: [UInt8])] = []
+        for member in encoded {
+            let below = kept.filter { $0.count > 1 && $0[0] == member.key }.map { Array($0.dropFirst()) }
+            if !below.isEmpty, case .object(let inner, _) = member.value,
+                let baseMember = base.last(where: { $0.key == member.key }),
+                case .object(let baseInner, _) = baseMember.value
+            {
+                let merged = merge(inner, in: encodedBytes, with: baseInner, in: baseBytes, keeping: below[...])
+                parts.append((member.key, [UInt8](encodedBytes[member.rawKey]) + [UInt8(ascii: ":")] + merged))
+            } else {
+                parts.append((member.key, raw(member, in: encodedBytes)))
+            }
+        }
+        for path in kept where path.count == 1 {
+            if let member = base.last(where: { $0.key == path[0] }) {
+                parts.append((member.key, raw(member, in: baseBytes)))
+            }
+        }
+        parts.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        return object(parts.map(\.bytes))
+    }
+
+    private static func raw(_ member: JSONFill.Member, in bytes: [UInt8]) -> [UInt8] {
+        [UInt8](bytes[member.rawKey]) + [UInt8(ascii: ":")] + [UInt8](bytes[member.value.range])
+    }
+
+    private static func object(_ parts: [[UInt8]]) -> [UInt8] {
+        var result: [UInt8] = [UInt8(ascii: "{")]
+        for (index, part) in parts.enumerated() {
+            if index > 0 { result.append(UInt8(ascii: ",")) }
+            result += part
+        }
+        result.append(UInt8(ascii: "}"))
+        return result
+    }
+}
