@@ -32,10 +32,10 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
         } catch {
             throw ToolFailure(error.message, status: .usage)
         }
-        guard let keyFile else { return try run(command, on: store) }
+        guard let keyFile else { return try run(command, on: store, keyGiven: false) }
         // rm removes whatever the row holds, whether or not it opens with the key.
-        if case .remove = command { return try run(command, on: store) }
-        return try run(command, on: WLStorageEncryptedStore(store, key: keyFile.key))
+        if case .remove = command { return try run(command, on: store, keyGiven: true) }
+        return try run(command, on: WLStorageEncryptedStore(store, key: keyFile.key), keyGiven: true)
     }
     let directory = try storageDirectory(for: invocation.options, environment: environment)
     switch command {
@@ -65,7 +65,7 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
     case .watch(let key, let count):
         if let keyFile {
             try createStorageDirectoryIfMissing(directory)
-            return try run(command, on: keyFile.store(ofDirectoryAt: directory.path))
+            return try run(command, on: keyFile.store(ofDirectoryAt: directory.path), keyGiven: true)
         }
         try watch(key: key, fileName: try fileName(for: key), in: directory, count: count)
     }
