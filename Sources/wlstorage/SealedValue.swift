@@ -24,33 +24,8 @@ enum SealedValue {
     /// when it does not, when there is no such file, or when it is not a regular file (which the library neither
     /// follows nor replaces).
     ///
-    /// - Throws: What ``StorageDirectory/openEntryForReading(named:)`` throws for a regular file that cannot be
-    ///   read, and ``WLStorageError/Code/readFailed`` when reading fails.
+    /// - Throws: As ``StoredFile/prefix(_:in:count:)``.
     static func description(ofFile name: [UInt8], in directory: StorageDirectory) throws(WLStorageError) -> String? {
-        guard let file = try openIfRegular(name, in: directory) else { return nil }
-        var header = [UInt8](repeating: 0, count: headerLength)
-        var filled = 0
-        while filled < header.count {
-            let result = header.withUnsafeMutableBytes { buffer in
-                Result { () throws(WLStorageError) in
-                    try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
-                }
-            }
-            let count = try result.get()
-            if count == 0 { break }
-            filled += count
-        }
-        return description(of: header[..<filled])
-    }
-
-    /// The file `name` opened for reading, or `nil` when there is none or it is not a regular file.
-    private static func openIfRegular(
-        _ name: [UInt8], in directory: StorageDirectory
-    ) throws(WLStorageError) -> ReadableEntry? {
-        do {
-            return try directory.openEntryForReading(named: name)
-        } catch  where error.code == .notARegularFile {
-            return nil
-        }
+        try StoredFile.prefix(name, in: directory, count: headerLength).flatMap { description(of: $0) }
     }
 }
