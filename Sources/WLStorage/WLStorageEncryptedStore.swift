@@ -9,10 +9,28 @@ import Foundation
 /// A 256-bit key of a ``WLStorageEncryptedStore``.
 ///
 /// Its ``description`` names it by a fingerprint (the first four bytes of its SHA-256), never by its bytes.
+///
+/// A key file and an environment variable hold a key in one of two forms, and follow the same rule:
+///
+/// - the base64 text of the key's 32 bytes: 44 characters, the last of them `=` (as `base64` and
+///   `openssl rand -base64 32` print them), with any white space (spaces, tabs, line ends) around it;
+/// - or the 32 bytes themselves, exactly 32 and nothing around them.
+///
+/// Anything else is refused with ``WLStorageError/Code/invalidConfiguration``, and so is a text that could be taken
+/// either way: 32 bytes that are all printable ASCII characters or white space. Those are a key's raw bytes only by a
+/// chance of less than 1 in 10¹³ for a random key; they are far more likely the text of a shorter key (the hex of
+/// 16 bytes, the base64 of 24) or a passphrase, which taken as raw bytes would be a weaker key than it looks. An
+/// environment variable cannot hold a NUL byte, so a key with one can only be given there as base64 text.
+///
+/// - Important: What is cleared: the buffer a key file is read into, once the key is decoded from it (the base64
+///   text is decoded in place, with no `String` or `Data` made of it), and the buffer a decoding that fails filled.
+///   What is not: the key's 32 bytes, which the key keeps in an array (Swift does not clear memory it frees, and may
+///   copy arrays); the text of an environment variable, which the process's environment holds for as long as it runs;
+///   and ``base64EncodedSecret``, a `String` made on each call.
 public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
     let bytes: [UInt8]
     /// The first four bytes of the key's SHA-256, as sealed values carry them.
-    let fingerprint: [UInt8]
+    package let fingerprint: [UInt8]
 
     /// A key of these 32 bytes.
     ///
@@ -34,25 +52,35 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         }
     }
 
-    /// The key in the file at `url`: 32 bytes, or their base64 text (surrounding white space is ignored).
+    /// The key in the file at `url`, in one of the forms the type's documentation gives: the base64 text of 32 bytes
+    /// (white space around it is ignored), or the 32 bytes themselves.
     ///
-    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the file can be
-    ///   read by its group or by others (it must have a mode such as 0600 or 0400), when it cannot be read, or when it
-    ///   holds no key.
+    /// The file must be a regular file owned by the user the program runs as (its effective user ID: root too is
+    /// refused a file another user owns, as ssh refuses such an identity file), readable and writable by that user
+    /// only.
+    ///
+    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the file is owned
+    ///   by another user, when it can be read by its group or by others (it must have a mode such as 0600 or 0400),
+    ///   when it cannot be read, or when it holds no key or a text that could be read two ways.
     public init(contentsOf url: URL) throws {
         let path = url.path
-        let contents = try Self.contents(ofKeyFile: path)
-        do {
-            try self.init(encoded: contents, raw: true)
-        } catch var error as WLStorageError {
-            error.path = path
-            throw error
+        let bytes = try Self.withContents(ofKeyFile: path) { contents in
+            do {
+                return try Self.decode(contents)
+            } catch var error as WLStorageError {
+                error.path = path
+                throw error
+            }
         }
+        try self.init(bytes: bytes)
     }
 
-    /// The bytes of the key file at `path`. The file is opened first and its type and mode are checked on the open
-    /// descriptor, so that what is checked is what is read (`O_NONBLOCK`: a FIFO does not block the open).
-    private static func contents(ofKeyFile path: String) throws -> Data {
+    /// Calls `body` with the bytes of the key file at `path`, and clears them when it returns. The file is opened
+    /// first and its type, owner and mode are checked on the open descriptor, so that what is checked is what is
+    /// read (`O_NONBLOCK`: a FIFO does not block the open).
+    private static func withContents<R>(
+        ofKeyFile path: String, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
         func failure(_ message: String, errno code: Int32? = nil) -> WLStorageError {
             WLStorageError(code: .invalidConfiguration, message: message, path: path, errno: code)
         }
@@ -68,6 +96,13 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
             throw failure(
                 "the key file is not a regular file" + (status.st_mode & S_IFMT == S_IFDIR ? " but a directory" : ""))
         }
+        let user = geteuid()
+        guard status.st_uid == user else {
+            throw failure(
+                "the key file is owned by uid \(status.st_uid), not by the user reading it (uid \(user)); another"
+                    + " user could have written or replaced it: a key file must be owned by the user that reads it"
+                    + " (chown \(user) \(path))")
+        }
         let mode = status.st_mode & 0o777
         guard mode & 0o077 == 0 else {
             throw failure(
@@ -75,59 +110,123 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
                     + " (mode \(String(mode, radix: 8))); make it readable by its owner only: chmod 600 \(path)")
         }
         // A key file is small: one longer than 64 KiB holds no key, and is read no further than one byte past that.
+        // The buffer is never regrown, and is cleared before it is freed, whatever happens.
         let limit = 65_536
-        var contents = Data(count: limit + 1)
+        let contents = UnsafeMutableRawBufferPointer.allocate(byteCount: limit + 1, alignment: 1)
+        defer {
+            AESGCM.clear(contents)
+            contents.deallocate()
+        }
         var filled = 0
         while filled <= limit {
-            let count = contents.withUnsafeMutableBytes {
-                Glibc.read(descriptor, $0.baseAddress! + filled, $0.count - filled)
-            }
+            let count = Glibc.read(descriptor, contents.baseAddress! + filled, contents.count - filled)
             if count < 0 {
                 if errno == EINTR { continue }
-                contents.withUnsafeMutableBytes { AESGCM.clear($0) }
                 throw failure("the key file cannot be read", errno: errno)
             }
             if count == 0 { break }
             filled += count
         }
-        guard filled <= limit else {
-            contents.withUnsafeMutableBytes { AESGCM.clear($0) }
-            throw failure("the key file is longer than 64 KiB: it holds no key")
-        }
-        // Cut to what was read, in place: the buffer was never regrown, so no copy of the key is left in freed memory.
-        contents.count = filled
-        return contents
+        guard filled <= limit else { throw failure("the key file is longer than 64 KiB: it holds no key") }
+        return try body(UnsafeRawBufferPointer(rebasing: contents[..<filled]))
     }
 
-    /// The key in the environment variable `name`, as the base64 text of its 32 bytes.
+    /// The key in the environment variable `name`, in one of the forms the type's documentation gives, as for a key
+    /// file: the base64 text of 32 bytes (white space around it is ignored), or the 32 bytes themselves.
+    ///
+    /// The variable is read in place (`getenv`): no copy of its text is made.
     ///
     /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the variable is
-    ///   not set or holds no key.
+    ///   not set, or holds no key or a text that could be read two ways.
     public init(environmentVariable name: String) throws {
-        guard let text = ProcessInfo.processInfo.environment[name] else {
+        guard let text = getenv(name) else {
             throw WLStorageError(code: .invalidConfiguration, message: "the environment variable \(name) is not set")
         }
+        let bytes: [UInt8]
         do {
-            try self.init(encoded: Data(text.utf8))
+            bytes = try Self.decode(UnsafeRawBufferPointer(start: text, count: strlen(text)))
         } catch var error as WLStorageError {
             error.message = "the environment variable \(name): " + error.message
             throw error
         }
+        try self.init(bytes: bytes)
     }
 
-    /// The base64 text of 32 bytes, or, when `raw` is allowed (a key file), 32 raw bytes.
-    private init(encoded contents: Data, raw: Bool = false) throws {
-        if raw, contents.count == AESGCM.keyLength {
-            try self.init(bytes: contents)
-            return
-        }
-        let text = String(decoding: contents, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        guard let decoded = Data(base64Encoded: text), decoded.count == AESGCM.keyLength else {
+    /// The key in `contents`, by the one rule of key files and environment variables: 32 bytes are the key itself
+    /// unless they are all text, and anything else is the base64 text of 32 bytes with white space around it.
+    private static func decode(_ contents: UnsafeRawBufferPointer) throws -> [UInt8] {
+        if contents.count == AESGCM.keyLength {
+            guard contents.allSatisfy(isText) else { return Array(contents) }
             throw WLStorageError(
                 code: .invalidConfiguration,
-                message: "no key: expected \(AESGCM.keyLength) bytes, or their base64 text")
+                message: "no key: \(AESGCM.keyLength) characters of text are refused as a key, since they could be"
+                    + " read two ways: as a key's \(AESGCM.keyLength) raw bytes (which are never all text but by a"
+                    + " chance of less than 1 in 10^13), or as the text of a shorter key (hex or base64) or a"
+                    + " passphrase; give the base64 text of \(AESGCM.keyLength) bytes (44 characters), for instance"
+                    + " from: head -c 32 /dev/urandom | base64")
         }
-        try self.init(bytes: decoded)
+        let start = contents.firstIndex { !isWhiteSpace($0) } ?? contents.count
+        let end = (contents.lastIndex { !isWhiteSpace($0) } ?? -1) + 1
+        guard start < end, let key = decodeBase64Key(UnsafeRawBufferPointer(rebasing: contents[start..<end])) else {
+            throw WLStorageError(
+                code: .invalidConfiguration,
+                message: "no key: expected the base64 text of \(AESGCM.keyLength) bytes (44 characters, white space"
+                    + " around them ignored), or \(AESGCM.keyLength) raw bytes")
+        }
+        return key
+    }
+
+    /// Whether `byte` is a printable ASCII character or white space.
+    private static func isText(_ byte: UInt8) -> Bool {
+        (0x20...0x7e).contains(byte) || isWhiteSpace(byte)
+    }
+
+    /// Whether `byte` is ASCII white space: a space, a tab, a line feed, a vertical tab, a form feed, a carriage return.
+    private static func isWhiteSpace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || (0x09...0x0d).contains(byte)
+    }
+
+    /// The 32 bytes whose base64 text (standard alphabet, with its padding, the unused bits zero) is `text`, or `nil`.
+    /// The bytes are decoded straight into the array returned; one that fails is cleared before it is freed.
+    private static func decodeBase64Key(_ text: UnsafeRawBufferPointer) -> [UInt8]? {
+        let characters = (AESGCM.keyLength * 8 + 5) / 6  // 43, then one "="
+        guard text.count == characters + 1, text[characters] == UInt8(ascii: "=") else { return nil }
+        var decoded = true
+        let key = [UInt8](unsafeUninitializedCapacity: AESGCM.keyLength) { buffer, count in
+            var accumulator: UInt32 = 0
+            var bits = 0
+            var filled = 0
+            for byte in text[..<characters] {
+                guard let value = base64Value(byte) else {
+                    decoded = false
+                    break
+                }
+                accumulator = accumulator << 6 | UInt32(value)
+                bits += 6
+                if bits >= 8 {
+                    bits -= 8
+                    buffer[filled] = UInt8(truncatingIfNeeded: accumulator >> UInt32(bits))
+                    filled += 1
+                }
+            }
+            if decoded, accumulator & ((1 << UInt32(bits)) - 1) != 0 { decoded = false }
+            accumulator = 0
+            if !decoded { AESGCM.clear(UnsafeMutableRawBufferPointer(buffer)) }
+            count = decoded ? filled : 0
+        }
+        return decoded ? key : nil
+    }
+
+    /// The value of a character of the standard base64 alphabet.
+    private static func base64Value(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): byte - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "+"): 62
+        case UInt8(ascii: "/"): 63
+        default: nil
+        }
     }
 
     /// A new random key, from OpenSSL's random generator.
@@ -152,7 +251,7 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
     }
 
     /// The fingerprint in hexadecimal.
-    var fingerprintText: String { SHA256.hex(fingerprint) }
+    package var fingerprintText: String { SHA256.hex(fingerprint) }
 }
 
 extension WLStorageEncryptionKey: CustomReflectable {
@@ -312,7 +411,7 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
             underPreviousKey = underPreviousKey || opened.keyIndex > 0
             return opened.plaintext
         } catch let error as CipherError {
-            throw failure(error, key: key)
+            throw failure(error, key: key, sealed: sealed)
         }
     }
 
@@ -347,13 +446,20 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         }
     }
 
-    /// Why the bytes of `key` do not open, naming the file when the store under this one is a directory.
-    private func failure(_ error: CipherError, key: String) -> WLStorageError {
+    /// Why `sealed`, the bytes of `key`, do not open, naming the file when the store under this one is a directory,
+    /// and for bytes sealed with another key, the fingerprints of that key and of this store's.
+    private func failure(_ error: CipherError, key: String, sealed: Data) -> WLStorageError {
         let why: String
         switch error {
         case .notASealedBox: why = "they are not an encrypted value of this store, or they were cut short"
         case .unsupportedVersion(let version): why = "they are in a format this version does not know (\(version))"
-        case .noMatchingKey: why = "they were encrypted with another key than this store's"
+        case .noMatchingKey:
+            let sealedWith = SealedBox.fingerprint(ofKeyThatSealed: sealed).map { "sealed with key \(SHA256.hex($0))" }
+            let keys =
+                (fingerprints.count == 1 ? "key " : "keys ") + fingerprints.map(SHA256.hex).joined(separator: ", ")
+            why =
+                "they were encrypted with another key than this store's ("
+                + (sealedWith.map { $0 + "; " } ?? "") + "this store has \(keys))"
         case .authenticationFailed:
             why = "they do not authenticate: they were changed or cut short, or they are another key's value"
         default: why = "\(error)"

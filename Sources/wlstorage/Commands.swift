@@ -32,10 +32,10 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
         } catch {
             throw ToolFailure(error.message, status: .usage)
         }
-        guard let keyFile else { return try run(command, on: store) }
+        guard let keyFile else { return try run(command, on: store, keyGiven: false) }
         // rm removes whatever the row holds, whether or not it opens with the key.
-        if case .remove = command { return try run(command, on: store) }
-        return try run(command, on: WLStorageEncryptedStore(store, key: keyFile.key))
+        if case .remove = command { return try run(command, on: store, keyGiven: true) }
+        return try run(command, on: WLStorageEncryptedStore(store, key: keyFile.key), keyGiven: true)
     }
     let directory = try storageDirectory(for: invocation.options, environment: environment)
     switch command {
@@ -47,6 +47,9 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
         try set(key, json: json, in: directory, keyFile: keyFile)
     case .remove(let key):
         let name = try fileName(for: key)
+        // With a key file, rm removes the file whether or not it opens with that key; without one, a sealed value
+        // is left: its key was not even given.
+        if keyFile == nil { try refuseSealed(name, of: key, in: directory, toDo: "remove it") }
         guard try inDirectory(directory, { () throws(WLStorageError) in try directory.remove(name) }) else {
             throw ToolFailure("no value stored for '\(key)': \(directory.filePath(name))")
         }
@@ -62,7 +65,7 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
     case .watch(let key, let count):
         if let keyFile {
             try createStorageDirectoryIfMissing(directory)
-            return try run(command, on: keyFile.store(ofDirectoryAt: directory.path))
+            return try run(command, on: keyFile.store(ofDirectoryAt: directory.path), keyGiven: true)
         }
         try watch(key: key, fileName: try fileName(for: key), in: directory, count: count)
     }
@@ -86,6 +89,10 @@ private func get(_ key: String, in directory: StorageDirectory, keyFile: KeyFile
         throw ToolFailure("no value stored for '\(key)' (the file is empty): \(path)")
     case .bytes(let contents):
         guard let keyFile else {
+            if let sealed = SealedValue.description(of: contents) {
+                throw ToolFailure(
+                    "the value of '\(key)' is \(sealed); pass --key-file with that key to read it: \(path)")
+            }
             if let problem = JSONText.problem(in: contents) {
                 throw ToolFailure("the file does not hold JSON (\(problem)): \(path)")
             }
@@ -120,6 +127,7 @@ private func set(
     try createStorageDirectoryIfMissing(directory)
     announceRemoved(try cleanTemporaryFiles(in: directory))
     guard let keyFile else {
+        try refuseSealed(name, of: key, in: directory, toDo: "replace it")
         _ = try library { () throws(WLStorageError) in try directory.write(name, contents: JSONText.compact(data)) }
         return
     }
@@ -203,6 +211,9 @@ private func verify(_ directory: StorageDirectory, keyFile: KeyFile?) throws(Too
         case .invalid(let reason):
             checked += 1
             problem = "does not hold JSON: \(reason)"
+        case .sealed(let sealed):
+            checked += 1
+            problem = "\(sealed); pass --key-file with that key to check it"
         case .encryptedNotJSON:
             checked += 1
             problem = "opens with the key, but its value is not JSON"
@@ -241,6 +252,20 @@ private func verify(_ directory: StorageDirectory, keyFile: KeyFile?) throws(Too
 }
 
 // MARK: Helpers
+
+/// Refuses to `toDo` ("replace it", "remove it") the value of `key`, the file `name`, without a key file when it is
+/// sealed: it would be lost for good, and the key that sealed it was not given.
+private func refuseSealed(
+    _ name: String, of key: String, in directory: StorageDirectory, toDo: String
+) throws(ToolFailure) {
+    let sealed = try inDirectory(directory) { () throws(WLStorageError) in
+        try SealedValue.description(ofFile: Array(name.utf8), in: directory)
+    }
+    guard let sealed else { return }
+    throw ToolFailure(
+        "the value of '\(key)' is \(sealed), so it is left as it is; pass --key-file with that key to \(toDo):"
+            + " \(directory.filePath(name))")
+}
 
 /// The file name `key` maps to.
 func fileName(for key: String) throws(ToolFailure) -> String {

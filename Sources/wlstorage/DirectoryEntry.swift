@@ -29,6 +29,8 @@ struct DirectoryEntry {
     /// What is in an entry.
     enum State {
         case json, empty, invalid(String), tooLarge, unreadable(String), movedAside, keptOriginal, other
+        /// Without `--key-file`: the file holds a value sealed by an encrypted store; the text says with which key.
+        case sealed(String)
         case notRegular(String)
         /// A writer's temporary file. `inUse` when a writer holds its lock.
         case temporary(inUse: Bool)
@@ -51,6 +53,7 @@ struct DirectoryEntry {
             case .json: "json"
             case .empty: "empty"
             case .invalid: "invalid JSON"
+            case .sealed(let sealed): "\(sealed); pass --key-file"
             case .tooLarge: "too large"
             case .unreadable: "unreadable"
             case .temporary: "temporary"
@@ -157,7 +160,10 @@ struct DirectoryEntry {
         case nil: return .unreadable("the file vanished while it was read")
         case .json: return .json
         case .empty: return .empty
-        case .invalid(let problem): return .invalid(problem.description)
+        case .invalid(let problem):
+            // Sealed bytes are not JSON from their first byte on; what they are is told rather than why.
+            if let sealed = try? SealedValue.description(ofFile: name, in: directory) { return .sealed(sealed) }
+            return .invalid(problem.description)
         case .tooLarge: return .tooLarge
         }
     }

@@ -39,12 +39,21 @@ enum Help {
                             WLStoragePostgresStore; path, hash and verify are about files.
           --namespace NS    With --postgres, the store's namespace ("default" when not given).
           --key-file PATH   The values are encrypted, as WLStorageEncryptedStore keeps them, with the key in
-                            PATH: 32 bytes, or their base64 text. The file must be readable by its owner only
-                            (mode 0600 or 0400); another mode, a missing file or a file without a key is an
-                            error, with exit status 1. get, set, list, verify and watch then open and seal the
-                            values with the key; rm, path and hash work as without it. With --postgres, get,
-                            set, rm, list and watch work on the rows as WLStorageEncryptedStore over
-                            WLStoragePostgresStore does.
+                            PATH: the base64 text of 32 bytes (44 characters, white space around them
+                            ignored), or the 32 bytes themselves. 32 bytes that are all text (the hex or
+                            base64 of a shorter key, a passphrase) are refused, as the library refuses them
+                            in a file or in an environment variable. The file must be owned by the user
+                            running the tool (root too is refused a file another user owns) and readable by
+                            its owner only (mode 0600 or 0400); another owner or mode, a missing file or a
+                            file without a key is an error, with exit status 1. get, set, list, verify and
+                            watch then open and seal the values with the key; rm removes a value whether or
+                            not it opens with the key; path and hash work as without it. With --postgres,
+                            get, set, rm, list and watch work on the rows as WLStorageEncryptedStore over
+                            WLStoragePostgresStore does. A value sealed with another key is named by the
+                            fingerprints of the key that sealed it and of the key given.
+                            Without --key-file, a value sealed by WLStorageEncryptedStore (its bytes start
+                            with WLSE) is recognised: set and rm leave it and exit 1, and get, list, verify
+                            and watch say "sealed with key <fingerprint>; pass --key-file".
           -h, --help        Show this help.
           Without --dir and --program, $WLSTORAGE_DIRECTORY names the directory; when it is not set either,
           that is a usage error.
@@ -106,7 +115,12 @@ enum Help {
             With --key-file, the file is opened with the key first: its tag is checked against the key and
             against KEY, the key it was stored under. A file that does not open (another key, a changed or
             cut-short file, a file that is not encrypted) is an error that names the file and says why, never
-            what the file holds, with exit status 1.
+            what the file holds, with exit status 1. A file sealed with another key names the fingerprints of
+            the key that sealed it and of the key given.
+
+            Without --key-file, a file that holds a value sealed by WLStorageEncryptedStore is an error that
+            says so, with the fingerprint of the key that sealed it: "sealed with key <fingerprint>; pass
+            --key-file", with exit status 1.
             """
         case .set:
             """
@@ -124,14 +138,19 @@ enum Help {
 
             With --key-file, the JSON is checked as above, then encrypted with the key, bound to KEY, and
             written the same way: WLSE, a version byte, the key's fingerprint, a nonce, the ciphertext and the
-            tag.
+            tag. A value that does not open with the key is left as it is, with exit status 1 (with the wrong
+            key file it would be lost for good): remove it first with rm.
+
+            Without --key-file, a value sealed by WLStorageEncryptedStore is not replaced: the tool says which
+            key sealed it and to pass --key-file, and exits 1.
 
             Give '--' before a KEY or JSON that starts with '--'.
             """
         case .rm:
             """
             Removes the file of KEY. Exits 1 when there is none. With --key-file the file is removed whether or
-            not it opens with the key.
+            not it opens with the key. Without --key-file, a value sealed by WLStorageEncryptedStore is not
+            removed: the tool says which key sealed it and to pass --key-file, and exits 1.
             """
         case .path:
             """
@@ -153,6 +172,8 @@ enum Help {
               json            the file holds JSON
               empty           the file is empty; the library reads it as the default value
               invalid JSON    the file does not hold JSON the library can decode
+              sealed with key <fingerprint>; pass --key-file
+                              the file holds a value sealed by WLStorageEncryptedStore with that key
               too large       the file is larger than the maximum value size the library reads (16 MiB);
                               it is not read
               temporary       the temporary file of a writer at work (NAME~ and 16 lowercase hex digits and
@@ -211,7 +232,11 @@ enum Help {
             A file that does not open, one that opens but does not hold JSON, and one that holds JSON that is
             not encrypted are bad. A file named by a hash (the key was not a plain name) cannot be opened
             without its key: when it is laid out as a value encrypted with this key, it is a note; otherwise
-            it is bad. Nothing a file holds is printed.
+            it is bad. Nothing a file holds is printed. A file sealed with another key names the fingerprints of
+            the key that sealed it and of the key given.
+
+            Without --key-file, a file that holds a value sealed by WLStorageEncryptedStore is bad, reported as
+            "sealed with key <fingerprint>; pass --key-file with that key to check it".
             """
         case .watch:
             """
@@ -225,7 +250,8 @@ enum Help {
             has printed N lines. Exits 1 when the directory itself is removed or moved.
 
             With --key-file, each value is opened with the key first; one that does not open is reported on
-            standard error, without what the file holds.
+            standard error, without what the file holds. Without it, a value sealed by WLStorageEncryptedStore
+            is reported on standard error with the fingerprint of the key that sealed it.
 
             OPTIONS:
               --count N     Exit with status 0 after printing N values.

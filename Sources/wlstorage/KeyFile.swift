@@ -19,11 +19,12 @@ struct KeyFile {
     /// The key the file holds.
     var key: WLStorageEncryptionKey
 
-    /// The key in the file at `path`, read by the library: 32 bytes, or their base64 text, in a file that only its
-    /// owner can read.
+    /// The key in the file at `path`, read by the library: the base64 text of 32 bytes, or the 32 bytes themselves
+    /// unless they are all text, in a file that the user running the tool owns and that only its owner can read.
     ///
-    /// - Throws: ``ToolFailure`` with the library's message when the file is missing or unreadable, when its group or
-    ///   others can read it, or when it holds no key.
+    /// - Throws: ``ToolFailure`` with the library's message when the file is missing or unreadable, when another user
+    ///   owns it, when its group or others can read it, or when it holds no key or a text that could be read two
+    ///   ways.
     init(path: String) throws(ToolFailure) {
         self.path = path
         do {
@@ -75,25 +76,24 @@ struct KeyFile {
     /// - Returns: `nil` when the bytes look like a value encrypted with this key, and what is wrong otherwise.
     func checkWithoutStorageKey(_ bytes: Data) -> Opened? {
         if isNotEncryptedJSON(bytes) { return .notEncrypted }
-        let header = Array(bytes.prefix(9))
-        guard bytes.count >= 4 + 1 + 4 + 12 + 16, header.starts(with: Array("WLSE".utf8)) else {
+        guard bytes.count >= 4 + 1 + 4 + 12 + 16, SealedBox.startsAsSealed(bytes) else {
             return .doesNotOpen(reason: "they are not an encrypted value, or they were cut short")
         }
-        if let fingerprint, Array(header[5..<9]) != fingerprint {
-            return .doesNotOpen(reason: "they were encrypted with another key than the key file's")
+        guard let sealedWith = SealedBox.fingerprint(ofKeyThatSealed: bytes) else {
+            return .doesNotOpen(
+                reason: "they are in a format this version does not know (\(bytes[bytes.startIndex + 4]))")
+        }
+        if sealedWith != key.fingerprint {
+            return .doesNotOpen(
+                reason: "they were encrypted with another key than the key file's (sealed with key"
+                    + " \(SHA256.hex(sealedWith)); the key file has key \(key.fingerprintText))")
         }
         return nil
     }
 
-    /// The key's fingerprint, as encrypted values carry it: the first four bytes of the SHA-256 of its bytes.
-    private var fingerprint: [UInt8]? {
-        guard let bytes = Data(base64Encoded: key.base64EncodedSecret) else { return nil }
-        return bytes.withUnsafeBytes { SHA256.digest(of: $0) }.map { Array($0.prefix(4)) }
-    }
-
     /// Whether `bytes` are JSON, and not an encrypted value.
     private func isNotEncryptedJSON(_ bytes: Data) -> Bool {
-        !bytes.starts(with: Array("WLSE".utf8)) && JSONText.problem(in: bytes) == nil
+        !SealedBox.startsAsSealed(bytes) && JSONText.problem(in: bytes) == nil
     }
 
     /// Why a value does not open: the library's reason, without the store's name and the words around it.
@@ -103,7 +103,8 @@ struct KeyFile {
         if text.hasPrefix(store.identity + ": ") { text.removeFirst(store.identity.count + 2) }
         if let range = text.range(of: "cannot be decrypted: ") { text = String(text[range.upperBound...]) }
         if let range = text.range(of: "; they are left as they are") { text.removeSubrange(range) }
-        return text
+        // The store is the key file's: "this store has key 1a2b3c4d" is the key given.
+        return text.replacingOccurrences(of: "this store", with: "the key file")
     }
 }
 

@@ -11,13 +11,20 @@ import WLStorage
 
 /// The commands on a store other than a directory (`--postgres`): the same keys and the same JSON, through the store
 /// protocol. `path`, `hash` and `verify` are about files, and are refused.
-func run(_ command: Command, on store: any WLStorageStore) throws(ToolFailure) -> ExitStatus {
+///
+/// Unless `keyGiven` (the store is an encrypted one, or `rm` was given a key file), a value sealed by an encrypted
+/// store is neither replaced nor removed, and `get` and `watch` say with which key it was sealed.
+func run(_ command: Command, on store: any WLStorageStore, keyGiven: Bool) throws(ToolFailure) -> ExitStatus {
     switch command {
     case .help(let topic):
         Console.out(topic.map(Help.text(for:)) ?? Help.tool)
     case .get(let key):
         guard let data = try read(key, from: store), !data.isEmpty else {
             throw ToolFailure("no value stored for '\(key)' in \(store.identity)")
+        }
+        if !keyGiven, let sealed = SealedValue.description(of: data) {
+            throw ToolFailure(
+                "the value of '\(key)' is \(sealed); pass --key-file with that key to read it: \(store.identity)")
         }
         if let problem = JSONText.problem(in: data) {
             throw ToolFailure("the value of '\(key)' is not JSON (\(problem)) in \(store.identity)")
@@ -28,11 +35,13 @@ func run(_ command: Command, on store: any WLStorageStore) throws(ToolFailure) -
         if let problem = JSONText.problem(in: data) {
             throw ToolFailure("the value is not valid JSON: \(problem)")
         }
+        if !keyGiven { try refuseSealed(key, in: store, toDo: "replace it") }
         try calling(store) { try store.write(key: key, data: JSONText.compact(data)) }
     case .remove(let key):
         guard try read(key, from: store) != nil else {
             throw ToolFailure("no value stored for '\(key)' in \(store.identity)")
         }
+        if !keyGiven { try refuseSealed(key, in: store, toDo: "remove it") }
         try calling(store) { try store.remove(key: key) }
     case .list:
         let keys = try calling(store) { try store.keys() }.sorted()
@@ -40,11 +49,20 @@ func run(_ command: Command, on store: any WLStorageStore) throws(ToolFailure) -
         for key in keys { text += printableName(key) + "\n" }
         Console.out(text)
     case .watch(let key, let count):
-        try watch(key, in: store, count: count)
+        try watch(key, in: store, count: count, keyGiven: keyGiven)
     case .path, .hash, .verify:
         throw ToolFailure("\(command.name) works on a storage directory, not on \(store.identity)", status: .usage)
     }
     return .success
+}
+
+/// Refuses to `toDo` ("replace it", "remove it") the value of `key` without a key file when it is sealed: it would be
+/// lost for good, and the key that sealed it was not given.
+private func refuseSealed(_ key: String, in store: any WLStorageStore, toDo: String) throws(ToolFailure) {
+    guard let data = try read(key, from: store), let sealed = SealedValue.description(of: data) else { return }
+    throw ToolFailure(
+        "the value of '\(key)' is \(sealed), so it is left as it is; pass --key-file with that key to \(toDo):"
+            + " \(store.identity)")
 }
 
 private func read(_ key: String, from store: any WLStorageStore) throws(ToolFailure) -> Data? {
@@ -63,7 +81,9 @@ private func calling<R>(_ store: any WLStorageStore, _ body: () throws -> R) thr
 }
 
 /// Prints the value of `key` now and at each change the store's feed reports, until `count` values are printed.
-private func watch(_ key: String, in store: any WLStorageStore, count: Int?) throws(ToolFailure) -> Never {
+private func watch(
+    _ key: String, in store: any WLStorageStore, count: Int?, keyGiven: Bool
+) throws(ToolFailure) -> Never {
     var stopSignals = sigset_t()
     sigemptyset(&stopSignals)
     sigaddset(&stopSignals, SIGINT)
@@ -77,6 +97,10 @@ private func watch(_ key: String, in store: any WLStorageStore, count: Int?) thr
         do {
             let data = try store.read(key: key)
             if let data, !data.isEmpty {
+                if !keyGiven, let sealed = SealedValue.description(of: data) {
+                    Console.error("wlstorage: the value of '\(key)' is \(sealed); pass --key-file with that key\n")
+                    return
+                }
                 if let problem = JSONText.problem(in: data) {
                     Console.error("wlstorage: the value of '\(key)' is not JSON (\(problem))\n")
                     return

@@ -43,10 +43,35 @@ enum StoredFile {
         var data = Data(count: Int(file.size) + 1)
         var filled = 0
         while true {
-            if filled == data.count {
-                if filled > limit { return .tooLarge(size: Int64(filled)) }
-                data.count = min(2 * data.count + 4_096, limit + 1)  // the file grew since fstat
-            }
+            filled = try fill(&data, from: filled, reading: file)
+            if filled < data.count { break }  // the end of the file
+            if filled > limit { return .tooLarge(size: Int64(filled)) }
+            data.count = min(2 * data.count + 4_096, limit + 1)  // the file grew since fstat
+        }
+        if filled > limit { return .tooLarge(size: Int64(filled)) }
+        data.count = filled
+        return .bytes(data)
+    }
+
+    /// The first `count` bytes of the file `name` (fewer when it is shorter), or `nil` when there is no such file or
+    /// it is not a regular file.
+    ///
+    /// - Throws: What ``StorageDirectory/openEntryForReading(named:)`` throws for a regular file that cannot be
+    ///   opened, and ``WLStorageError/Code/readFailed`` when reading fails.
+    static func prefix(_ name: [UInt8], in directory: StorageDirectory, count: Int) throws(WLStorageError) -> [UInt8]? {
+        guard let file = try openIfRegular(name, in: directory) else { return nil }
+        var data = Data(count: count)
+        let filled = try fill(&data, from: 0, reading: file)
+        return Array(data[..<filled])
+    }
+
+    /// Reads `file` into `data` from the offset `start` until `data` is full or the file ends, and returns how much
+    /// of `data` is filled.
+    private static func fill(
+        _ data: inout Data, from start: Int, reading file: borrowing ReadableEntry
+    ) throws(WLStorageError) -> Int {
+        var filled = start
+        while filled < data.count {
             let result = data.withUnsafeMutableBytes { buffer in
                 Result { () throws(WLStorageError) in
                     try file.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]))
@@ -56,9 +81,18 @@ enum StoredFile {
             if count == 0 { break }
             filled += count
         }
-        if filled > limit { return .tooLarge(size: Int64(filled)) }
-        data.count = filled
-        return .bytes(data)
+        return filled
+    }
+
+    /// The file `name` opened for reading, or `nil` when there is none or it is not a regular file.
+    private static func openIfRegular(
+        _ name: [UInt8], in directory: StorageDirectory
+    ) throws(WLStorageError) -> ReadableEntry? {
+        do {
+            return try directory.openEntryForReading(named: name)
+        } catch  where error.code == .notARegularFile {
+            return nil
+        }
     }
 
     /// Streams the file `name` through a ``JSONValidator`` with a buffer of ``bufferSize`` bytes, and returns what

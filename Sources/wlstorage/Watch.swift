@@ -79,6 +79,12 @@ private final class ValuePrinter: Sendable {
         do {
             switch try StoredFile.read(Array(fileName.utf8), in: directory) {
             case .bytes(let contents) where !contents.isEmpty:
+                if let sealed = SealedValue.description(of: contents) {
+                    report(
+                        "the value of '\(key)' is \(sealed); pass --key-file with that key to watch it:"
+                            + " \(directory.filePath(fileName))")
+                    return
+                }
                 if let problem = JSONText.problem(in: contents) {
                     report("the file of '\(key)' does not hold JSON (\(problem)): \(directory.filePath(fileName))")
                     return

@@ -85,6 +85,23 @@ struct PostgresToolTests {
         #expect(try store.read(key: "k") == nil)
     }
 
+    @Test func withoutAKeyFileASealedRowIsLeftAndItsKeyNamed() throws {
+        let url = try PostgresCluster.shared().url
+        let namespace = uniqueNamespace()
+        let store = try WLStoragePostgresStore(url: url, namespace: namespace)
+        let key = try WLStorageEncryptionKey.random()
+        try WLStorageEncryptedStore(store, key: key).write(key: "api", data: Data(#""s3cr3t""#.utf8))
+        let sealed = try #require(try store.read(key: "api"))
+        let fingerprint = String(key.description.dropFirst("WLStorageEncryptionKey(fingerprint: ".count).dropLast())
+        for command in [["set", "api", "1"], ["rm", "api"], ["get", "api"]] {
+            let run = try run(["--postgres", url, "--namespace", namespace] + command)
+            #expect(run.status == 1, "\(command)")
+            #expect(run.errors.contains("sealed with key \(fingerprint)"), "\(command): \(run.errors)")
+            #expect(run.errors.contains("pass --key-file"), "\(command): \(run.errors)")
+            #expect(try store.read(key: "api") == sealed, "\(command)")
+        }
+    }
+
     @Test func fileCommandsBadURLsAndMixedOptionsAreUsageErrorsWithoutThePassword() throws {
         let url = try PostgresCluster.shared().url
         let path = try run(["--postgres", url, "path", "k"])

@@ -133,6 +133,160 @@ struct EncryptedStoreTests {
         }
     }
 
+    @Test func aKeyFileOwnedByAnotherUserIsRefusedWhateverItsMode() throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("storage.key")
+            try Data(key.base64EncodedSecret.utf8 + [0x0A]).write(to: url)
+            for mode: mode_t in [0o600, 0o400] {
+                chmod(url.path, mode)
+                #expect(chown(url.path, 65534, 65534) == 0)
+                let error = try #require(throws: WLStorageError.self) { try WLStorageEncryptionKey(contentsOf: url) }
+                #expect(error.code == .invalidConfiguration)
+                #expect(error.path == url.path)
+                #expect(error.message.contains("owned by uid 65534"), "\(error.message)")
+                #expect(error.message.contains("uid \(geteuid())"), "\(error.message)")
+                #expect(!error.description.contains(key.base64EncodedSecret))
+            }
+            // Given back to the user the program runs as, the same file is read.
+            #expect(chown(url.path, geteuid(), getegid()) == 0)
+            #expect(try WLStorageEncryptionKey(contentsOf: url).bytes == key.bytes)
+        }
+    }
+
+    /// A text that is or is not a key, and whether a key file and an environment variable take it.
+    struct KeyText: Sendable, CustomTestStringConvertible {
+        var testDescription: String
+        var bytes: [UInt8]
+        /// The key's bytes when the text is a key, `nil` when both sources refuse it.
+        var key: [UInt8]?
+
+        static var all: [KeyText] {
+            var random = SystemRandomNumberGenerator()
+            // Random bytes without a NUL (an environment variable cannot hold one), one of them not printable.
+            var raw = (0..<32).map { _ in UInt8.random(in: 1...255, using: &random) }
+            raw[0] = 0x01
+            let key = (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let text = Data(key).base64EncodedString()
+            let shortKey = (0..<24).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let hex = (0..<16).map { _ in UInt8.random(in: 0...255, using: &random) }
+                .map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
+                .joined()
+            return [
+                KeyText(testDescription: "the base64 text of 32 bytes", bytes: Array(text.utf8), key: key),
+                KeyText(
+                    testDescription: "the base64 text of 32 bytes between white space",
+                    bytes: Array(("\n\t  " + text + " \r\n").utf8), key: key),
+                KeyText(testDescription: "32 raw bytes", bytes: raw, key: raw),
+                KeyText(
+                    testDescription: "the base64 text of 24 bytes, 32 characters",
+                    bytes: Array(Data(shortKey).base64EncodedString().utf8), key: nil),
+                KeyText(testDescription: "the hex text of 16 bytes, 32 characters", bytes: Array(hex.utf8), key: nil),
+                KeyText(
+                    testDescription: "a passphrase of 32 characters",
+                    bytes: Array("correct horse battery staple 12!".utf8), key: nil),
+                KeyText(
+                    testDescription: "the base64 text of 32 bytes without its padding",
+                    bytes: Array(text.dropLast().utf8), key: nil),
+                KeyText(testDescription: "31 raw bytes", bytes: Array(raw.dropLast()), key: nil),
+            ]
+        }
+    }
+
+    @Test(arguments: KeyText.all)
+    func aKeyFileAndAnEnvironmentVariableTakeTheSameTextsAndRefuseTheSameOnes(text: KeyText) throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("storage.key")
+            try Data(text.bytes).write(to: url)
+            chmod(url.path, 0o600)
+            let name = "WLSTORAGE_TEST_KEY_\(UInt32.random(in: 0...UInt32.max))"
+            defer { unsetenv(name) }
+            let set = (text.bytes + [0]).withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { setenv(name, $0.baseAddress!, 1) }
+            }
+            try #require(set == 0)
+            if let expected = text.key {
+                #expect(try WLStorageEncryptionKey(contentsOf: url).bytes == expected)
+                #expect(try WLStorageEncryptionKey(environmentVariable: name).bytes == expected)
+            } else {
+                let fromFile = try #require(throws: WLStorageError.self) { try WLStorageEncryptionKey(contentsOf: url) }
+                let fromEnvironment = try #require(throws: WLStorageError.self) {
+                    try WLStorageEncryptionKey(environmentVariable: name)
+                }
+                for error in [fromFile, fromEnvironment] {
+                    #expect(error.code == .invalidConfiguration)
+                    #expect(!error.description.contains(String(decoding: text.bytes, as: UTF8.self)))
+                }
+                #expect(fromEnvironment.message.contains(name))
+                #expect(fromFile.path == url.path)
+            }
+        }
+    }
+
+    @Test func theErrorForAValueOfAnotherKeyNamesTheKeyThatSealedItAndTheStoresKeys() throws {
+        try withTemporaryDirectory { directory in
+            try store(directory).write(key: "token", data: Data(#""abc""#.utf8))
+            let other = try WLStorageEncryptionKey.random()
+            let previous = try WLStorageEncryptionKey.random()
+            let error = try #require(throws: WLStorageError.self) {
+                try store(directory, key: other, previous: [previous]).read(key: "token")
+            }
+            #expect(error.code == .decodingFailed)
+            #expect(error.message.contains("encrypted with another key"))
+            #expect(error.message.contains("sealed with key \(key.fingerprintText)"), "\(error.message)")
+            #expect(
+                error.message.contains("this store has keys \(other.fingerprintText), \(previous.fingerprintText)"),
+                "\(error.message)")
+            let single = try #require(throws: WLStorageError.self) {
+                try store(directory, key: other).read(key: "token")
+            }
+            #expect(single.message.contains("sealed with key \(key.fingerprintText)"), "\(single.message)")
+            #expect(single.message.contains("this store has key \(other.fingerprintText)"), "\(single.message)")
+        }
+    }
+
+    /// The base64 text of a key file is made by a shell and read by the test only to be masked at once, so that the
+    /// only copies of it in the process are those reading the key leaves.
+    @Test func noCopyOfAKeyFilesBase64TextIsLeftInTheProcessOnceTheKeyIsRead() throws {
+        // The search finds a secret on the heap, and no longer finds it once it is cleared.
+        let planted = UnsafeMutableRawBufferPointer.allocate(byteCount: 43, alignment: 1)
+        defer { planted.deallocate() }
+        for index in 0..<planted.count { planted[index] = UInt8.random(in: 0x41...0x5a) }
+        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: planted.count, alignment: 1)
+        defer { copy.deallocate() }
+        copy.copyMemory(from: UnsafeRawBufferPointer(planted))
+        let plantedSecret = MaskedSecret(maskingInPlace: copy)
+        #expect(try plantedSecret.copiesInProcessMemory() >= 1)
+        memset(planted.baseAddress!, 0, planted.count)
+        #expect(try plantedSecret.copiesInProcessMemory() == 0)
+
+        try withTemporaryDirectory { directory in
+            for round in 0..<3 {
+                let url = directory.appendingPathComponent("storage\(round).key")
+                let shell = Process()
+                shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+                shell.arguments = ["-c", "umask 077 && head -c 32 /dev/urandom | base64 > \"$0\"", url.path]
+                try shell.run()
+                shell.waitUntilExit()
+                try #require(shell.terminationStatus == 0)
+                // The 43 characters before the padding, read into memory the test clears itself.
+                let text = UnsafeMutableRawBufferPointer.allocate(byteCount: 64, alignment: 1)
+                defer { text.deallocate() }
+                let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
+                try #require(descriptor >= 0)
+                let count = read(descriptor, text.baseAddress!, text.count)
+                close(descriptor)
+                try #require(count == 45)
+                memset(text.baseAddress! + 43, 0, text.count - 43)
+                let secret = MaskedSecret(maskingInPlace: UnsafeMutableRawBufferPointer(rebasing: text[..<43]))
+                #expect(try secret.copiesInProcessMemory() == 0, "before reading key file \(round)")
+
+                let key = try WLStorageEncryptionKey(contentsOf: url)
+                #expect(try secret.copiesInProcessMemory() == 0, "after reading key file \(round)")
+                withExtendedLifetime(key) {}
+            }
+        }
+    }
+
     @Test func aKeyInTheEnvironmentIsItsBase64Text() throws {
         setenv("WLSTORAGE_TEST_KEY", key.base64EncodedSecret, 1)
         defer { unsetenv("WLSTORAGE_TEST_KEY") }

@@ -1002,6 +1002,113 @@ import WLStorage
             #expect(!get.stderr.contains("hunter2"))
         }
     }
+
+    @Test(arguments: ["api", "with space"])
+    func setAndRmWithoutAKeyFileLeaveASealedValueAndSayWhichKeySealedIt(key storageKey: String) async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let (keyFile, key) = try makeKeyFile(in: root)
+            let set = try await ToolRun.run(
+                ["--dir", store.path, "--key-file", keyFile.path, "set", storageKey, #""s3cr3t""#], in: root)
+            #expect(set.status == 0)
+            let path = try await ToolRun.run(["--dir", store.path, "path", storageKey], in: root).stdout
+                .trimmingCharacters(in: .newlines)
+            let sealed = try #require(FileManager.default.contents(atPath: path))
+
+            for command in [["set", storageKey, #""plain""#], ["rm", storageKey]] {
+                let run = try await ToolRun.run(["--dir", store.path] + command, in: root)
+                #expect(run.status == 1, "\(command)")
+                #expect(run.stderr.contains("sealed with key \(fingerprint(of: key))"), "\(run.stderr)")
+                #expect(run.stderr.contains("pass --key-file"), "\(run.stderr)")
+                #expect(run.stderr.contains(path), "\(run.stderr)")
+                #expect(FileManager.default.contents(atPath: path) == sealed, "\(command)")
+            }
+
+            // With the key file, the value is replaced and removed as before.
+            let replace = try await ToolRun.run(
+                ["--dir", store.path, "--key-file", keyFile.path, "set", storageKey, "2"], in: root)
+            #expect(replace.status == 0)
+            let remove = try await ToolRun.run(
+                ["--dir", store.path, "--key-file", keyFile.path, "rm", storageKey], in: root)
+            #expect(remove.status == 0)
+            #expect(!FileManager.default.fileExists(atPath: path))
+        }
+    }
+
+    @Test func getListAndVerifyWithoutAKeyFileSayAValueIsSealedAndWithWhichKey() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let (keyFile, key) = try makeKeyFile(in: root)
+            let set = try await ToolRun.run(
+                ["--dir", store.path, "--key-file", keyFile.path, "set", "api", #""s3cr3t""#], in: root)
+            #expect(set.status == 0)
+            let sealed = "sealed with key \(fingerprint(of: key)); pass --key-file"
+
+            let get = try await ToolRun.run(["--dir", store.path, "get", "api"], in: root)
+            #expect(get.status == 1)
+            #expect(get.stdout.isEmpty)
+            #expect(get.stderr.contains(sealed), "\(get.stderr)")
+            #expect(!get.stderr.contains("JSON"), "\(get.stderr)")
+
+            let list = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            #expect(list.status == 0)
+            #expect(list.stdout.split(separator: "\n").contains { $0.hasPrefix("api ") && $0.hasSuffix("  " + sealed) })
+            #expect(!list.stdout.contains("invalid JSON"))
+
+            let verify = try await ToolRun.run(["--dir", store.path, "verify"], in: root)
+            #expect(verify.status == 1)
+            #expect(verify.stdout.contains("bad: api: \(sealed)"), "\(verify.stdout)")
+            #expect(!verify.stdout.contains("JSON"), "\(verify.stdout)")
+        }
+    }
+
+    @Test func aWrongKeyFileNamesTheKeyThatSealedTheValueAndTheKeyGiven() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let (rightFile, right) = try makeKeyFile(in: root, named: "right.key")
+            let (wrongFile, wrong) = try makeKeyFile(in: root, named: "wrong.key")
+            for key in ["api", "with space"] {
+                let set = try await ToolRun.run(
+                    ["--dir", store.path, "--key-file", rightFile.path, "set", key, "1"], in: root)
+                #expect(set.status == 0)
+            }
+            let both = [fingerprint(of: right), fingerprint(of: wrong)]
+            for command in [["get", "api"], ["set", "api", "2"], ["get", "with space"], ["set", "with space", "2"]] {
+                let run = try await ToolRun.run(
+                    ["--dir", store.path, "--key-file", wrongFile.path] + command, in: root)
+                #expect(run.status == 1, "\(command)")
+                #expect(run.stderr.contains("sealed with key \(both[0])"), "\(command): \(run.stderr)")
+                #expect(run.stderr.contains("the key file has key \(both[1])"), "\(command): \(run.stderr)")
+            }
+            let verify = try await ToolRun.run(["--dir", store.path, "--key-file", wrongFile.path, "verify"], in: root)
+            #expect(verify.status == 1)
+            let bad = verify.stdout.split(separator: "\n").filter { $0.hasPrefix("bad: ") }
+            #expect(bad.count == 2, "\(verify.stdout)")
+            for line in bad {
+                #expect(line.contains("sealed with key \(both[0])") && line.contains("has key \(both[1])"), "\(line)")
+            }
+        }
+    }
+
+    @Test func aKeyFileOwnedByAnotherUserIsRefusedByTheTool() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let (keyFile, _) = try makeKeyFile(in: root)
+            #expect(chown(keyFile.path, 65534, 65534) == 0)
+            for command in [["set", "k", "1"], ["list"]] {
+                let run = try await ToolRun.run(["--dir", store.path, "--key-file", keyFile.path] + command, in: root)
+                #expect(run.status == 1, "\(command)")
+                #expect(run.stderr.contains("the key file is owned by uid 65534"), "\(run.stderr)")
+                #expect(run.stderr.contains(keyFile.path))
+            }
+            #expect(!FileManager.default.fileExists(atPath: store.appendingPathComponent("k").path))
+        }
+    }
+}
+
+/// The fingerprint of `key` in hexadecimal, as its description shows it.
+private func fingerprint(of key: WLStorageEncryptionKey) -> String {
+    String(key.description.dropFirst("WLStorageEncryptionKey(fingerprint: ".count).dropLast())
 }
 
 /// A key file holding the base64 text of a new random key, with `mode`, and the key.

@@ -322,7 +322,7 @@ enum AESGCM {
 /// about a random 256-bit key.
 ///
 /// Key material is handled as ``AESGCM`` describes: no copies of key bytes are made here.
-enum SealedBox {
+package enum SealedBox {
     /// The bytes every sealed box starts with: `WLSE`.
     static let magic: [UInt8] = Array("WLSE".utf8)
     /// The version this code writes and the only one it opens.
@@ -341,6 +341,22 @@ enum SealedBox {
             throw CipherError.libcryptoFailed(function: "EVP_Digest(SHA256)", reason: nil)
         }
         return Array(digest.prefix(fingerprintLength))
+    }
+
+    /// Whether `bytes` start as a sealed box does, with the magic bytes: such bytes are never JSON, and are taken for
+    /// a sealed value even when cut short.
+    package static func startsAsSealed(_ bytes: some Collection<UInt8>) -> Bool {
+        bytes.starts(with: magic)
+    }
+
+    /// The fingerprint of the key `bytes` were sealed with, read from their header without a key: `nil` unless they
+    /// start with the magic bytes, the version 1 and a whole fingerprint. Whether they open is not checked.
+    package static func fingerprint(ofKeyThatSealed bytes: some Collection<UInt8>) -> [UInt8]? {
+        let header = Array(bytes.prefix(magic.count + 1 + fingerprintLength))
+        guard header.count == magic.count + 1 + fingerprintLength, header.starts(with: magic),
+            header[magic.count] == version
+        else { return nil }
+        return Array(header[(magic.count + 1)...])
     }
 
     /// Seals `plaintext` under `key` with a new random nonce, bound to the storage key `associatedKey`.

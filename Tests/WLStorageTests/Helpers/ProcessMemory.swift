@@ -1,0 +1,89 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A secret searched for in this process's memory, held only masked: the bytes kept are the secret's XORed with a
+/// random mask, so the search itself never puts a copy of the secret in memory.
+final class MaskedSecret {
+    private let masked: UnsafeMutableRawBufferPointer
+    private let mask: UnsafeMutableRawBufferPointer
+    /// The first byte of the secret, unmasked: one byte tells nothing, and lets `memchr` find the candidates.
+    private let first: UInt8
+
+    /// Masks `secret` in place: once this returns, `secret` holds no byte of the secret.
+    init(maskingInPlace secret: UnsafeMutableRawBufferPointer) {
+        precondition(secret.count > 1)
+        masked = .allocate(byteCount: secret.count, alignment: 1)
+        mask = .allocate(byteCount: secret.count, alignment: 1)
+        first = secret[0]
+        var random = SystemRandomNumberGenerator()
+        for index in 0..<secret.count {
+            mask[index] = UInt8.random(in: 1...255, using: &random)
+            masked[index] = secret[index] ^ mask[index]
+            secret[index] = 0
+        }
+    }
+
+    deinit {
+        masked.deallocate()
+        mask.deallocate()
+    }
+
+    /// Whether the secret is in `bytes`, starting at `offset`.
+    private func matches(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> Bool {
+        guard offset + masked.count <= bytes.count else { return false }
+        for index in 0..<masked.count where bytes[offset + index] ^ mask[index] != masked[index] { return false }
+        return true
+    }
+
+    /// The number of copies of the secret in this process's writable memory that is not mapped from a file: the
+    /// heap, anonymous mappings (malloc's arenas and large blocks) and the stacks. Read through `/proc/self/mem`.
+    func copiesInProcessMemory() throws -> Int {
+        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        let memory = open("/proc/self/mem", O_RDONLY | O_CLOEXEC)
+        guard memory >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(memory) }
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk + masked.count, alignment: 16)
+        defer {
+            // A copy found was read into the buffer: it is cleared so as not to count it twice, nor leave it.
+            memset(buffer.baseAddress!, 0, buffer.count)
+            buffer.deallocate()
+        }
+        var found = 0
+        for line in maps.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 5, fields[1].hasPrefix("rw") else { continue }
+            if fields.count >= 6, !["[heap]", "[stack]"].contains(fields[5]), !fields[5].hasPrefix("[anon") {
+                continue
+            }
+            let bounds = fields[0].split(separator: "-").compactMap { UInt(String($0), radix: 16) }
+            guard bounds.count == 2 else { continue }
+            var address = bounds[0]
+            while address < bounds[1] {
+                let length = Int(min(UInt(chunk + masked.count - 1), bounds[1] - address))
+                let count = pread(memory, buffer.baseAddress!, length, off_t(Int64(bitPattern: UInt64(address))))
+                if count <= 0 { break }
+                let read = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+                var offset = 0
+                // Only starts within the chunk count: the overlap is searched again with the next chunk.
+                let starts = min(count, chunk)
+                while offset < starts {
+                    guard let hit = memchr(read.baseAddress! + offset, Int32(first), starts - offset) else { break }
+                    let position = read.baseAddress!.distance(to: UnsafeRawPointer(hit))
+                    if matches(read, at: position) {
+                        found += 1
+                        memset(buffer.baseAddress! + position, 0, masked.count)
+                    }
+                    offset = position + 1
+                }
+                address += UInt(chunk)
+            }
+        }
+        return found
+    }
+}
