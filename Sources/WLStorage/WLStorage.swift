@@ -387,6 +387,20 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         cell.flushReportingMisuse()
     }
 
+    /// Writes the value as its type encodes it, removing the fields of the stored value that the type does not know,
+    /// and returns when it is written.
+    ///
+    /// A write keeps the fields of the stored JSON object that the value's type does not know, so that an older version
+    /// of the program does not destroy what a newer one stored (see <doc:ChangingAStoredType>). A field removed from
+    /// the type on purpose therefore stays in what is stored. Once every program that shares the key runs a version
+    /// without the field, call this method to remove it. The write is made as a ``flush()``'s is; when it fails, the
+    /// value stays pending, and the next write that succeeds may keep the fields again.
+    ///
+    /// A custom ``WLStorageBacker`` encodes its values itself: this method only writes the value to it.
+    public func removeUnknownFields() {
+        cell.removeUnknownFields()
+    }
+
     /// Whether a change has not been written yet.
     public var hasPendingChanges: Bool {
         cell.hasPendingChanges

@@ -122,6 +122,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         try place(value, replacing: false)
     }
 
+    /// Makes the next write leave out the members of the stored object that the value's type does not know.
+    func dropUnknownFields() {
+        known.withLock { $0.dropUnknownFields() }
+    }
+
     /// Whether any entry stands at the file's name.
     var entryExists: Bool {
         guard let directory, let fileName else { return false }
@@ -286,7 +291,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         let (directory, fileName, _) = try location()
         let data: Data
         do {
-            data = try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.base })
+            data = try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.takeBase() })
         } catch {
             var error = error
             error.path = directory.filePath(fileName)
@@ -365,7 +370,23 @@ struct KnownVersions: Sendable {
     private var writtenHash = 0
     private var readHash = 0
     /// The bytes last read or written, when they are a JSON object.
-    private(set) var base: Data?
+    private var base: Data?
+    /// The next write is of the value alone, without the members its type does not know.
+    private var dropsUnknownFields = false
+
+    /// The bytes whose unknown members a write keeps: none when the next write is to drop them, which it then does.
+    mutating func takeBase() -> Data? {
+        guard !dropsUnknownFields else {
+            dropsUnknownFields = false
+            return nil
+        }
+        return base
+    }
+
+    /// Makes the next write leave out the members of the stored object that the value's type does not know.
+    mutating func dropUnknownFields() {
+        dropsUnknownFields = true
+    }
 
     mutating func read(_ version: KnownVersion, _ data: Data) {
         read = version

@@ -248,6 +248,29 @@ struct MixedVersionTests {
         }
     }
 
+    @Test func removeUnknownFieldsWritesTheValueAsItsTypeEncodesIt() throws {
+        try withTemporaryDirectory { directory in
+            try write(#"{"darkMode":true,"fontSize":18,"retired":1,"theme":"dark"}"#, key: "settings", in: directory)
+            let storage = WLStorage(
+                key: "settings", defaultValue: SettingsV2(), flushInterval: nil, store: .directory(directory))
+            storage.wrappedValue.fontSize = 20
+            storage.flush()
+            #expect(contents("settings", in: directory)?.contains("retired") == true)
+            storage.removeUnknownFields()
+            #expect(!storage.hasPendingChanges)
+            #expect(contents("settings", in: directory) == #"{"fontSize":20,"theme":"dark"}"#)
+            // Later writes have nothing more to keep.
+            storage.wrappedValue.fontSize = 21
+            storage.flush()
+            #expect(contents("settings", in: directory) == #"{"fontSize":21,"theme":"dark"}"#)
+        }
+        let store = MemoryStore()
+        store.writeFromOutside("settings", json: #"{"fontSize":18,"retired":1,"theme":"dark"}"#)
+        let storage = WLStorage(key: "settings", defaultValue: SettingsV2(), flushInterval: nil, store: store)
+        storage.removeUnknownFields()
+        #expect(store.stored("settings") == #"{"fontSize":18,"theme":"dark"}"#)
+    }
+
     @Test func aRunningOlderVersionKeepsItsValueWhenANewerOneStoresItsOwnShape() throws {
         try withTemporaryDirectory { directory in
             try write(#"{"darkMode":true,"fontSize":18}"#, key: "settings", in: directory)

@@ -191,6 +191,15 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         state.withLock { $0.isPending }
     }
 
+    /// Writes the value as its type encodes it, without the members of the stored object that the type does not know,
+    /// and returns when it is written (see ``WLStorage/removeUnknownFields()``).
+    func removeUnknownFields() {
+        access?.dropUnknownFields()
+        // A change of this process (of what is stored, not of the value), so that it is written whatever is stored.
+        state.withLock { $0.version &+= 1 }
+        flushReportingMisuse()
+    }
+
     func record(_ error: WLStorageError) {
         // The error replaced is released after the lock: its underlying error may be the user's.
         let replaced = state.withLock { state in

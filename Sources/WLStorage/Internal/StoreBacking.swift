@@ -21,6 +21,10 @@ protocol StoreBacking<Value>: Sendable {
     /// What changed since this backer last wrote or read: its own versions are not changes. A change is decoded by
     /// `decoding`'s steps but never written back: the program that stored it may still be at work.
     func readExternalChange(decoding: ValueDecoding<Value>) throws(WLStorageError) -> ExternalChange<Value>
+
+    /// Makes the next write leave out the members of the stored JSON object that the value's type does not know
+    /// (see ``UnknownFields``); a backer that keeps none does nothing.
+    func dropUnknownFields()
 }
 
 extension WLStorageDefaultBacker: StoreBacking {
@@ -37,7 +41,22 @@ struct KnownBytes: Sendable {
     private var last = 0
     /// The bytes of the version seen last, when they are a JSON object, whose members the value's type does not know a
     /// write keeps (see ``UnknownFields``).
-    private(set) var base: Data?
+    private var base: Data?
+    /// The next write is of the value alone, without the members its type does not know.
+    private var dropsUnknownFields = false
+
+    /// The bytes whose unknown members a write keeps: none when the next write is to drop them, which it then does.
+    mutating func takeBase() -> Data? {
+        guard !dropsUnknownFields else {
+            dropsUnknownFields = false
+            return nil
+        }
+        return base
+    }
+
+    mutating func dropUnknownFields() {
+        dropsUnknownFields = true
+    }
 
     static func hash(_ data: Data) -> Int {
         var hasher = Hasher()
@@ -156,7 +175,12 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// The bytes of `value`, with the members of the bytes this backer last read or wrote that its type does not know
     /// (see ``UnknownFields``), checked against the size limit.
     func encode(_ value: T) throws(WLStorageError) -> Data {
-        try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.base })
+        try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.takeBase() })
+    }
+
+    /// Makes the next write leave out the members of the stored object that the value's type does not know.
+    func dropUnknownFields() {
+        known.withLock { $0.dropUnknownFields() }
     }
 
     /// The bytes of `value` to replace `stored`, with the members of `stored` that its type does not know.
@@ -420,6 +444,9 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
 
     /// Never called: a custom backer is written with changes only, never with a default.
     func create(value: T) throws(WLStorageError) -> Bool { true }
+
+    /// A custom backer encodes by itself: it keeps no fields.
+    func dropUnknownFields() {}
 
     var entryExists: Bool { false }
 
