@@ -206,6 +206,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                         + " default at start) until it is set",
                     key: key, path: directory.filePath(fileName), underlying: decodingError))
         case .undecodable(let decodingError, let failures):
+            if let sealed = SealedElsewhere.error(data, key: key, path: directory.filePath(fileName)) {
+                // Another key's secret: not moved aside, and nothing of this storage replaces it.
+                return .failed(sealed)
+            }
             let aside: String
             do {
                 aside = try directory.moveAside(fileName, ifStill: identity)
@@ -274,6 +278,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         do {
             return .changed(try decoding.value(of: data))
         } catch {
+            if let sealed = SealedElsewhere.error(data, key: key, path: directory.filePath(fileName)) {
+                return .unreadable(sealed)
+            }
             throw WLStorageError(
                 code: error.anotherVersion ? .storedByAnotherVersion : .decodingFailed,
                 message: "another program stored a file that"

@@ -354,6 +354,58 @@ struct MixedVersionTests {
         }
     }
 
+    @Test func aStartWithoutTheKeyLeavesASealedValueAsItIsAndWritesNothingOverIt() throws {
+        try withTemporaryDirectory { directory in
+            let key = try WLStorageEncryptionKey.random()
+            let store = WLStorageDirectoryStore.directory(directory).encrypted(with: key)
+            do {
+                let storage = WLStorage(key: "token", defaultValue: "", flushInterval: 0, store: store)
+                storage.wrappedValue = "secret"
+                storage.flush()
+            }
+            let sealed = contents("token", in: directory)
+            do {
+                let plain = WLStorage(key: "token", defaultValue: "", flushInterval: 0, store: .directory(directory))
+                #expect(plain.wrappedValue == "")
+                let error = try #require(plain.lastError)
+                #expect(error.message.contains("sealed"))
+                #expect(error.message.contains(key.fingerprintText))
+                plain.wrappedValue = "plain text"
+                plain.flush()
+                #expect(plain.hasPendingChanges)
+                #expect(contents("token", in: directory) == sealed)
+                #expect(entries(of: directory) == ["token"])
+                #expect(
+                    WLStorage(key: "token", defaultValue: "", flushInterval: 0, store: store).wrappedValue == "secret")
+                // Once the sealed value is removed, the change is written.
+                try FileManager.default.removeItem(at: directory.appendingPathComponent("token"))
+                plain.flush()
+                #expect(contents("token", in: directory) == #""plain text""#)
+            }
+        }
+    }
+
+    @Test func aRunningStorageWithoutTheKeyWritesNothingOverASealedValueStoredMeanwhile() throws {
+        try withTemporaryDirectory { directory in
+            let key = try WLStorageEncryptionKey.random()
+            let plain = WLStorage(key: "token", defaultValue: "", flushInterval: nil, store: .directory(directory))
+            plain.flush()
+            // Another program, with the key, stores a secret.
+            let sealedValue = WLStorageDirectoryStore.directory(directory).encrypted(with: key)
+            try sealedValue.write(key: "token", data: Data(#""secret""#.utf8))
+            let sealed = contents("token", in: directory)
+            plain.cell.checkForExternalChange()
+            #expect(eventually { plain.lastError?.message.contains("sealed") == true })
+            plain.wrappedValue = "plain text"
+            plain.flush()
+            #expect(plain.hasPendingChanges)
+            #expect(contents("token", in: directory) == sealed)
+            try FileManager.default.removeItem(at: directory.appendingPathComponent("token"))
+            plain.flush()
+            #expect(contents("token", in: directory) == #""plain text""#)
+        }
+    }
+
     @Test func aPlainDefaultSavedByAStartWithoutTheKeyDoesNotBlockTheKey() throws {
         try withTemporaryDirectory { directory in
             let key = try WLStorageEncryptionKey.random()

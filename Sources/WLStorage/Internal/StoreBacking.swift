@@ -272,6 +272,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
                         + " default at start) until it is set",
                     key: key, underlying: conceals ? nil : decodingError))
         case .undecodable(let decodingError, let failures):
+            if !conceals, let sealed = SealedElsewhere.error(data, key: key, path: nil) { return .failed(sealed) }
             return keepAside(data, decodingError, failures, decoding: decoding, again: again)
         }
     }
@@ -318,6 +319,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         do {
             return .changed(try decoding.value(of: data))
         } catch {
+            if !conceals, let sealed = SealedElsewhere.error(data, key: key, path: nil) { return .unreadable(sealed) }
             throw WLStorageError(
                 code: error.anotherVersion ? .storedByAnotherVersion : .decodingFailed,
                 message: "someone stored bytes that"
@@ -455,5 +457,20 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
             return known.withLock { $0.forget() } ? .removed : .unchanged
         }
         return isKnown ? .unchanged : .changed(value)
+    }
+}
+
+/// Bytes that an encrypted store sealed, found by a storage without a key (a program started without its key file):
+/// what they hold is unknown to it, so they are neither moved aside nor replaced.
+enum SealedElsewhere {
+    /// The error for `data` when it is a sealed value; `nil` otherwise.
+    static func error(_ data: Data, key: String, path: String?) -> WLStorageError? {
+        guard let fingerprint = SealedBox.fingerprint(ofKeyThatSealed: data) else { return nil }
+        return WLStorageError(
+            code: .decodingFailed,
+            message: "what is stored is a value sealed by an encrypted store, with key \(SHA256.hex(fingerprint)), and"
+                + " this storage has no key: it is left as it is, and nothing is written over it until it is removed"
+                + " (give the storage the key with `.encrypted(with:)`)",
+            key: key, path: path)
     }
 }
