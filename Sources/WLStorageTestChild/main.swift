@@ -227,6 +227,9 @@ case "flushall-two-backers":
 case "encrypted":
     encryptedMode(directory: directory, key: key, value: value)
 
+case "write-path":
+    writePath(value, directory: directory)
+
 default:
     say("unknown mode \(mode)", to: FileHandle.standardError)
     exit(64)
