@@ -115,9 +115,14 @@ extension WLStorageStore where Self == WLStorageDirectoryStore {
     }
 
     /// A directory shared by every program of the user that names the same suite, as a suite of `UserDefaults`:
-    /// `$XDG_DATA_HOME/wlstorage/suites/<name>`, or `~/.local/share/wlstorage/suites/<name>` when `XDG_DATA_HOME` is
-    /// unset, whatever the program and whether it is a debug build. `$WLSTORAGE_SUITES_DIRECTORY/<name>` when that
-    /// variable is set. A name that is not a plain file name (`[A-Za-z0-9._-]`) is replaced by its SHA-256.
+    /// `$XDG_DATA_HOME/wlstorage/suites/<folder>`, or `~/.local/share/wlstorage/suites/<folder>` when `XDG_DATA_HOME`
+    /// is unset, whatever the program and whether it is a debug build. `$WLSTORAGE_SUITES_DIRECTORY/<folder>` when that
+    /// variable is set.
+    ///
+    /// The folder is the name itself when the name is a plain file name (1 to 127 characters of `[A-Za-z0-9._-]`, not
+    /// `.`, `..` or 64 lowercase hex digits). Any other name, and a plain name of the form `suite-` and 64 lowercase
+    /// hex digits, has the folder `suite-` followed by the lowercase hex SHA-256 of the name's UTF-8 bytes. So two
+    /// names never share a folder.
     public static func suite(_ name: String) -> WLStorageDirectoryStore {
         WLStorageDirectoryStore(url: StorageLocation.suiteDirectory(name))
     }
@@ -127,11 +132,23 @@ extension StorageLocation {
     /// The environment variable that overrides the directory of suites.
     package static let suitesEnvironmentVariable = "WLSTORAGE_SUITES_DIRECTORY"
 
+    /// What the folders of hashed suite names start with, before the name's SHA-256.
+    private static let hashedSuitePrefix = "suite-"
+
+    /// The folder of the suite `name`: the name when it is plain and does not have the form of a hashed name's
+    /// folder, `suite-` and the name's SHA-256 otherwise. One to one: a plain folder never has the hashed form.
+    package static func suiteFolder(_ name: String) -> String {
+        let looksHashed =
+            name.hasPrefix(hashedSuitePrefix) && FileName.isDigest(String(name.dropFirst(hashedSuitePrefix.count)))
+        guard !FileName.isPlain(name) || looksHashed else { return name }
+        return hashedSuitePrefix + (SHA256.hexDigest(of: name) ?? "unknown")
+    }
+
     /// The directory of the suite `name`.
     package static func suiteDirectory(
         _ name: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> URL? {
-        let folder = FileName.isPlain(name) ? name : "suite-" + (SHA256.hexDigest(of: name) ?? "unknown")
+        let folder = suiteFolder(name)
         if let override = environment[suitesEnvironmentVariable], override.hasPrefix("/") {
             return URL(fileURLWithPath: override, isDirectory: true).appendingPathComponent(folder, isDirectory: true)
         }

@@ -51,6 +51,15 @@ case "wait":
     say("ready")
     waitForever()
 
+case "wait-nil-interval":
+    // A pending value of a storage that writes only when flushed (no flush interval): nothing but a shutdown flush
+    // writes it. Its default is flushed first, so that the file exists and holds "".
+    let stored = storage("", flushInterval: nil)
+    stored.flush()
+    stored.wrappedValue = value
+    say("ready")
+    waitForever()
+
 case "early":
     // SIGTERM right after the first storage is created: the package's handler must already be in place.
     let stored = storage("")
@@ -226,6 +235,9 @@ case "flushall-two-backers":
 
 case "encrypted":
     encryptedMode(directory: directory, key: key, value: value)
+
+case "write-path":
+    writePath(value, directory: directory)
 
 default:
     say("unknown mode \(mode)", to: FileHandle.standardError)

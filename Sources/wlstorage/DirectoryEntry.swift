@@ -130,16 +130,13 @@ struct DirectoryEntry {
     }
 
     /// The key file name a writer's temporary file `NAME~XXXXXXXXXXXXXXXX.tmp` (16 lowercase hex digits) belongs to,
-    /// or `nil` for a name of any other form.
+    /// or `nil` for a name of any other form. `NAME` is the key's file or a copy of it kept aside
+    /// (`NAME~before-type-change`, `NAME~corrupt-…`), as the library's clean-up takes them.
     static func writerTemporaryBase(of name: [UInt8]) -> String? {
-        let suffixLength = 1 + 16 + 4  // "~", the digits, ".tmp"
-        guard name.count > suffixLength, name.hasSuffix(Array(".tmp".utf8)) else { return nil }
-        let tilde = name.count - suffixLength
-        guard name[tilde] == UInt8(ascii: "~") else { return nil }
-        let digits = name[(tilde + 1)..<(tilde + 17)]
-        guard digits.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) }) else { return nil }
-        let base = String(decoding: name[..<tilde], as: UTF8.self)
-        return FileName.isPlain(base) || FileName.isDigest(base) ? base : nil
+        guard let text = String(validating: name, as: UTF8.self),
+            let written = StorageDirectory.writtenFileName(ofTemporary: text)
+        else { return nil }
+        return StorageDirectory.keyFileName(of: written)
     }
 
     /// Whether a writer holds the `flock` of the file `name`: whether a shared lock of it cannot be had now.

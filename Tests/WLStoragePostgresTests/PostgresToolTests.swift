@@ -106,10 +106,19 @@ struct PostgresToolTests {
         let url = try PostgresCluster.shared().url
         let path = try run(["--postgres", url, "path", "k"])
         #expect(path.status == 64)
-        let mixed = try run(["--postgres", url, "--dir", "/tmp", "list"])
+        // The directory named is a folder of the test's own, with a file in it that nothing may touch.
+        var template = Array((NSTemporaryDirectory() + "/wlspg-tool-XXXXXX").utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        let folder = String(cString: try #require(made))
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let sentinel = Data("sentinel: nothing may write here\n".utf8)
+        try sentinel.write(to: URL(fileURLWithPath: folder + "/k~0123456789abcdef.tmp"))
+        let mixed = try run(["--postgres", url, "--dir", folder, "list"])
         #expect(mixed.status == 64)
-        let lonely = try run(["--namespace", "x", "--dir", "/tmp", "list"])
+        let lonely = try run(["--namespace", "x", "--dir", folder, "list"])
         #expect(lonely.status == 64)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["k~0123456789abcdef.tmp"])
+        #expect(FileManager.default.contents(atPath: folder + "/k~0123456789abcdef.tmp") == sentinel)
         // A URL libpq cannot parse is a usage error; a server that cannot be reached is a failure. Neither shows the
         // password.
         let bad = try run(["--postgres", "postgresql://app:s3cret%zz@localhost/db", "list"])

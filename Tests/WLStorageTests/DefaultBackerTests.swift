@@ -144,12 +144,18 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
         }
     }
 
+    /// Keys that are not safe file names. Those that would lead out of the storage directory lead to a sentinel file
+    /// in the test's own temporary folder, beside the directory: `ROOT` stands for that folder's path, `FOLDER` for its
+    /// name.
     @Test(arguments: [
-        "", ".", "..", "../escape", "../../etc/passwd", "/etc/passwd", "a/b", "with space", "ключ",
-        String(repeating: "k", count: 300), "k~1.tmp",
+        "", ".", "..", "../escape", "../outside/sentinel", "../../FOLDER/outside/sentinel", "ROOT/outside/sentinel",
+        "/../ROOT/outside/sentinel", "a/b", "with space", "ключ", String(repeating: "k", count: 300), "k~1.tmp",
     ])
-    func anUnsafeKeyStaysInsideTheDirectoryUnderItsHash(key: String) throws {
+    func anUnsafeKeyStaysInsideTheDirectoryUnderItsHash(key template: String) throws {
         try withTemporaryDirectory { outer in
+            let sentinel = try Sentinel(in: outer)
+            let key = template.replacingOccurrences(of: "ROOT", with: outer.path)
+                .replacingOccurrences(of: "FOLDER", with: outer.lastPathComponent)
             let directory = outer.appendingPathComponent("store", isDirectory: true)
             do {
                 let storage = fileStorage(key, in: directory, default: "", flushInterval: nil)
@@ -157,7 +163,8 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
                 storage.flush()
                 #expect(storage.lastError == nil)
             }
-            #expect(entries(of: outer) == ["store"])
+            #expect(sentinel.isUnchanged, "\(key) reached \(sentinel.path): \(entries(of: sentinel.folder))")
+            #expect(entries(of: outer) == ["outside", "store"])
             #expect(entries(of: directory) == [SHA256.hexDigest(of: key)!])
             #expect(fileStorage(key, in: directory, default: "", flushInterval: nil).wrappedValue == "v")
         }

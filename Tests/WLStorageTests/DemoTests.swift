@@ -70,14 +70,18 @@ import Testing
         }
     }
 
-    /// A directory the demo cannot create, and one under a regular file: an error message and status 1, not a crash
-    /// ("Fatal error: Error raised at top level" and SIGILL).
-    @Test(arguments: ["/proc/forbidden", "FILE/demo"])
+    /// A directory the demo cannot create (a name longer than the file system allows, in the test's own folder), and
+    /// one under a regular file: an error message and status 1, not a crash ("Fatal error: Error raised at top level"
+    /// and SIGILL).
+    @Test(arguments: ["ROOT/LONG/demo", "FILE/demo"])
     func aDirectoryItCannotUseIsReportedWithStatusOne(path: String) async throws {
         try await withTemporaryDirectory { root in
             let file = root.appendingPathComponent("file")
             try Data().write(to: file)
-            let demo = try Self.demo(directory: path.replacingOccurrences(of: "FILE", with: file.path))
+            let directory = path.replacingOccurrences(of: "FILE", with: file.path)
+                .replacingOccurrences(of: "ROOT", with: root.path)
+                .replacingOccurrences(of: "LONG", with: String(repeating: "x", count: 300))
+            let demo = try Self.demo(directory: directory)
             let end = try #require(await demo.exited(), "the demo did not end")
             #expect(end.reason == .exit && end.status == 1)
             #expect(demo.printedErrors.hasPrefix("WLStorageDemo: WLStorage directoryUnavailable: "))

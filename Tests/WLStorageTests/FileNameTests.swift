@@ -24,7 +24,7 @@ import Testing
     }
 
     @Test(arguments: [
-        "", ".", "..", "../escape", "/etc/passwd", "a/b", "with space", "ключ", "tab\t", "nul\0byte",
+        "", ".", "..", "../escape", "/outside/sentinel", "a/b", "with space", "ключ", "tab\t", "nul\0byte",
         String(repeating: "k", count: 128), "~tilde", "name~1.tmp",
     ])
     func anUnsafeKeyIsStoredUnderItsSHA256(key: String) throws {
@@ -67,6 +67,24 @@ import Testing
         #expect(StorageDirectory.isMovedAside(StorageDirectory.movedAsideName(for: "a")))
         #expect(!FileName.isPlain(StorageDirectory.temporaryName(for: "a")))
         #expect(!FileName.isPlain(StorageDirectory.movedAsideName(for: "a")))
+    }
+
+    @Test func theTemporaryFileOfEveryNameAWriterGivesAFileIsTakenForATemporaryFile() {
+        let digest = FileName.forKey("a b")!
+        for written in [
+            "a", digest, "a~before-type-change", digest + "~before-type-change",
+            StorageDirectory.movedAsideName(for: "a"), StorageDirectory.movedAsideName(for: digest),
+        ] {
+            let temporary = StorageDirectory.temporaryName(for: written)
+            #expect(StorageDirectory.isTemporary(temporary), "\(temporary)")
+            #expect(StorageDirectory.writtenFileName(ofTemporary: temporary) == written)
+        }
+        for name in [
+            "report~draft.tmp", "x~y.tmp", "a~b~0123456789abcdef.tmp", "a~before-type-change~0123456789ABCDEF.tmp",
+            "~before-type-change~0123456789abcdef.tmp", "a b~before-type-change~0123456789abcdef.tmp",
+        ] {
+            #expect(!StorageDirectory.isTemporary(name), "\(name)")
+        }
     }
 }
 

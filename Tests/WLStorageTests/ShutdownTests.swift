@@ -30,6 +30,19 @@ import Testing
     }
 
     @Test(arguments: [SIGTERM, SIGINT, SIGHUP])
+    func aTerminatingSignalFlushesAStorageWithoutAFlushIntervalThenEndsTheProgramByThatSignal(signal: Int32) throws {
+        try withTemporaryDirectory { directory in
+            let child = try startChild("wait-nil-interval", in: directory)
+            #expect(stored(String.self, key: "key", in: directory) == "", "the value was written before the signal")
+            child.send(signal)
+            let end = try #require(child.waitForExit())
+            #expect(end.reason == .uncaughtSignal)
+            #expect(end.status == signal)
+            #expect(stored(String.self, key: "key", in: directory) == "flushed")
+        }
+    }
+
+    @Test(arguments: [SIGTERM, SIGINT, SIGHUP])
     func aProgramThatStartedWithTheSignalBlockedIsFlushedAndEndedToo(signal: Int32) throws {
         try withTemporaryDirectory { directory in
             let child = try startChild("wait", in: directory, blockSignals: true)

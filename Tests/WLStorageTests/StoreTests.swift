@@ -205,6 +205,30 @@ private struct WrappingStore: WLStorageStore {
         #expect(StorageLocation.suiteDirectory("x", environment: [:]) == nil)
     }
 
+    @Test func everySuiteNameHasAFolderOfItsOwnAndNamesThatMappedFineKeepTheirs() throws {
+        let environment = ["XDG_DATA_HOME": "/data"]
+        func folder(_ name: String) throws -> String {
+            try #require(StorageLocation.suiteDirectory(name, environment: environment)).lastPathComponent
+        }
+        let hashed = ["../escape", "a b", "été", String(repeating: "a", count: 64), ".", ".."]
+        // Plain names that look like the folder of a hashed one, of a name above or of any other.
+        let lookalikes = try hashed.map { try folder($0) } + ["suite-" + String(repeating: "0", count: 64)]
+        let names = ["tools", "com.example.shared", "suite-tools", "suite-"] + hashed + lookalikes
+        let folders = try names.map(folder)
+        #expect(Set(folders).count == names.count, "\(zip(names, folders).map { "\($0) → \($1)" })")
+        // Where suites were before: a plain name is its folder; any other name is `suite-` and its SHA-256.
+        for name in ["tools", "com.example.shared", "suite-tools", "suite-"] {
+            #expect(try folder(name) == name)
+        }
+        for name in hashed {
+            #expect(try folder(name) == "suite-" + SHA256.hexDigest(of: name)!)
+        }
+        // A plain name of that shape is hashed too.
+        for name in lookalikes {
+            #expect(try folder(name) == "suite-" + SHA256.hexDigest(of: name)!)
+        }
+    }
+
     @Test func twoStoragesOfOneSuiteShareTheirValue() throws {
         try withTemporaryDirectory { directory in
             let suite = WLStorageDirectoryStore(url: directory.appendingPathComponent("suite"))

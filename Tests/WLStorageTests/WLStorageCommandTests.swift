@@ -242,8 +242,10 @@ import WLStorage
             try Data("7".utf8).write(to: store.appendingPathComponent("alpha~corrupt-20240101T000000Z-ab"))
             let temporary = store.appendingPathComponent("alpha~0123456789abcdef.tmp")
             try Data("[1".utf8).write(to: temporary)
+            // A symlink out of the directory, to a sentinel file in the test's folder, is listed, not followed.
+            let sentinel = try Sentinel(in: root)
             try FileManager.default.createSymbolicLink(
-                atPath: store.appendingPathComponent("link").path, withDestinationPath: "/etc/hostname")
+                atPath: store.appendingPathComponent("link").path, withDestinationPath: sentinel.path)
 
             // The temporary file's writer is at work: it holds the file's lock, so list leaves the file alone.
             let writer = try WriterLock(on: temporary)
@@ -267,6 +269,7 @@ import WLStorage
             #expect(line("alpha~corrupt-20240101T000000Z-ab").suffix(2) == ["moved", "aside"])
             #expect(line("alpha~0123456789abcdef.tmp").last == "temporary")
             #expect(line("link").last == "symlink")
+            #expect(sentinel.isUnchanged)
             for name in ["alpha", hashed, "broken"] {
                 let time = try #require(line(name).dropFirst(3).first)
                 #expect(time.wholeMatch(of: /\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z/) != nil)

@@ -85,7 +85,8 @@ package struct DirectoryIdentity: Hashable, Sendable, CustomStringConvertible {
 /// through a temporary file that is created exclusively with mode 0600, written in full, synced, and renamed over
 /// the file, after which the directory is synced.
 ///
-/// Temporary files are named `NAME~XXXXXXXXXXXXXXXX.tmp` (16 lowercase hex digits). A writer holds an exclusive
+/// Temporary files are named `NAME~XXXXXXXXXXXXXXXX.tmp` (16 lowercase hex digits), `NAME` being the name of the file
+/// written: a key's file, or a copy of one kept aside (see ``writtenFileName(ofTemporary:)``). A writer holds an exclusive
 /// `flock` on its temporary file until it has renamed it; it creates and locks the file while holding a shared
 /// `flock` on the directory. Clean-up holds the directory's exclusive lock and removes only regular files of exactly
 /// that shape that it can lock itself, so it never removes the file of a writer still at work, in this process or
@@ -124,15 +125,40 @@ package struct StorageDirectory: Sendable, Hashable {
     // MARK: Names
 
     /// Whether `name` is a temporary file of the package's writers: `NAME~` and 16 lowercase hex digits and `.tmp`,
-    /// where `NAME` is a name a key can have.
+    /// where `NAME` is a name the writers give a file (see ``writtenFileName(ofTemporary:)``).
     package static func isTemporary(_ name: String) -> Bool {
+        writtenFileName(ofTemporary: name) != nil
+    }
+
+    /// The name of the file that the temporary file `name` was to become, or `nil` when `name` is not a temporary file
+    /// of the package's writers.
+    ///
+    /// A temporary file is `NAME~` and 16 lowercase hex digits and `.tmp`, where `NAME` is any name the writers give a
+    /// file: a key's file name, or the name of a key's bytes kept from before its type changed
+    /// (`NAME~before-type-change`) or moved aside (`NAME~corrupt-…`), for a key's file name `NAME`.
+    package static func writtenFileName(ofTemporary name: String) -> String? {
         let utf8 = Array(name.utf8)
         let suffix = 1 + 16 + 4
-        guard utf8.count > suffix, name.hasSuffix(".tmp") else { return false }
+        guard utf8.count > suffix, name.hasSuffix(".tmp") else { return nil }
         let tilde = utf8.count - suffix
-        guard utf8[tilde] == UInt8(ascii: "~") else { return false }
-        guard utf8[(tilde + 1)..<(tilde + 17)].allSatisfy(FileName.isLowercaseHexDigit) else { return false }
-        return FileName.isKeyFileName(String(decoding: utf8[..<tilde], as: UTF8.self))
+        guard utf8[tilde] == UInt8(ascii: "~") else { return nil }
+        guard utf8[(tilde + 1)..<(tilde + 17)].allSatisfy(FileName.isLowercaseHexDigit) else { return nil }
+        let written = String(decoding: utf8[..<tilde], as: UTF8.self)
+        return keyFileName(of: written) != nil ? written : nil
+    }
+
+    /// The file name of the key that the file `name` belongs to, or `nil` when the package's writers never give a
+    /// file that name: `name` itself for a key's file name, `NAME` for `NAME~before-type-change` and for
+    /// `NAME~corrupt-…` when `NAME` is a key's file name.
+    package static func keyFileName(of name: String) -> String? {
+        if FileName.isKeyFileName(name) { return name }
+        guard let tilde = name.utf8.firstIndex(of: UInt8(ascii: "~")) else { return nil }
+        let base = String(name[..<tilde])
+        let rest = name[tilde...]
+        guard FileName.isKeyFileName(base), rest == keptOriginalSuffix || rest.hasPrefix(movedAsideMarker) else {
+            return nil
+        }
+        return base
     }
 
     /// What the name of a value's bytes kept from before its type changed ends with, after the name of its file.
@@ -146,8 +172,11 @@ package struct StorageDirectory: Sendable, Hashable {
 
     /// Whether `name` is a file moved aside because it did not decode.
     package static func isMovedAside(_ name: String) -> Bool {
-        name.contains("~corrupt-")
+        name.contains(movedAsideMarker)
     }
+
+    /// What follows the name of a file in the name it is moved aside to, before the time and a random number.
+    package static let movedAsideMarker = "~corrupt-"
 
     /// `NAME~` and 16 hex digits and `.tmp`. The digits come from a counter, mixed with a random seed drawn once per
     /// process: unique within the process, and a system call saved on every write.
@@ -178,7 +207,7 @@ package struct StorageDirectory: Sendable, Hashable {
         let stamp = String(
             format: "%04d%02d%02dT%02d%02d%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
             parts.tm_hour, parts.tm_min, parts.tm_sec)
-        return "\(name)~corrupt-\(stamp)-\(randomHex())"
+        return "\(name)\(movedAsideMarker)\(stamp)-\(randomHex())"
     }
 
     /// 16 lowercase hex digits from one 64-bit random number: one `getrandom` call, not one per byte.

@@ -1,0 +1,108 @@
+// The `write-path` mode of the test child: one way the package puts a file in place, run to its end or killed at one
+// of its system calls, for KilledWriteTests.
+import Dispatch
+import Foundation
+import Synchronization
+import WLStorage
+
+/// A profile that gained a field: a file without `visits` decodes with it taken from the default, and is kept aside
+/// as it was (`NAME~before-type-change`) until it is written back in this shape.
+struct GrownProfile: Codable, Sendable {
+    var name: String
+    var visits: Int
+}
+
+/// A store that passes every call to a directory store: storages of it are kept by the store backer (keys kept aside
+/// and moved aside are keys of the store), not by the file backer.
+final class PassThroughStore: WLStorageStore {
+    let base: WLStorageDirectoryStore
+    let identity: String
+
+    init(directory: URL) {
+        self.base = .directory(directory)
+        self.identity = "pass-through:" + directory.path
+    }
+
+    func read(key: String) throws -> Data? { try base.read(key: key) }
+    func write(key: String, data: Data) throws { try base.write(key: key, data: data) }
+    func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
+    func remove(key: String) throws { try base.remove(key: key) }
+    func keys() throws -> [String] { try base.keys() }
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+        base.observeChanges(changed)
+    }
+}
+
+/// With `WLSTORAGE_TEST_KILL_AT_CALL` set to N, the program kills itself with SIGKILL on entry of the Nth system call
+/// the package makes in `directory` on the program's own behalf: calls made on the file monitor's queues, which
+/// depend on when the kernel delivers events, are not counted, so that each N stands for the same call in every run.
+func installKill(in directory: URL) {
+    guard let text = ProcessInfo.processInfo.environment["WLSTORAGE_TEST_KILL_AT_CALL"], let target = Int(text) else {
+        return
+    }
+    let count = Atomic<Int>(0)
+    FaultInjection.install(
+        { call, name in
+            let label = currentQueueLabel()
+            guard label != "WLStorage.monitor", label != "WLStorage.checks" else { return nil }
+            if count.add(1, ordering: .sequentiallyConsistent).newValue == target {
+                say("killed at \(call)(\(name ?? "directory"))")
+                kill(getpid(), SIGKILL)
+            }
+            return nil
+        }, forDirectory: directory.standardizedFileURL.path)
+}
+
+/// The label of the queue the calling code runs on, `""` for none. The corresponding C function is
+/// `dispatch_queue_get_label` with `DISPATCH_CURRENT_QUEUE_LABEL`, which the `Dispatch` module does not declare.
+private func currentQueueLabel() -> String {
+    typealias GetLabel = @convention(c) (OpaquePointer?) -> UnsafePointer<CChar>?
+    guard let symbol = dlsym(nil, "dispatch_queue_get_label"),
+        let label = unsafeBitCast(symbol, to: GetLabel.self)(nil)
+    else { return "" }
+    return String(cString: label)
+}
+
+/// `write-path`: VALUE names the path, and the test has put in the directory what the path starts from:
+/// - `replace`: `k` holds `"old"`; a set of `"new"` replaces it;
+/// - `create-default`: nothing is stored under `d`; its default `"default"` is saved;
+/// - `kept-aside`: `profile` holds a profile without `visits`; its bytes are kept aside and it is written back;
+/// - `moved-aside`: `bad` does not decode; it is moved aside and its default saved;
+/// - `store-kept-aside`, `store-moved-aside`: the same two through a store of the directory that is not the
+///   directory store itself (the store backer's path).
+///
+/// Says `done` when the path has run to its end.
+func writePath(_ path: String, directory: URL) {
+    installKill(in: directory)
+    let store = PassThroughStore(directory: directory)
+    switch path {
+    case "replace":
+        let stored = WLStorage(key: "k", defaultValue: "", flushInterval: nil, store: .directory(directory))
+        stored.wrappedValue = "new"
+        stored.flush()
+    case "create-default":
+        let stored = WLStorage(key: "d", defaultValue: "default", flushInterval: nil, store: .directory(directory))
+        _ = stored.wrappedValue
+        stored.flush()
+    case "kept-aside", "store-kept-aside":
+        let profile = GrownProfile(name: "", visits: 5)
+        let stored =
+            path == "kept-aside"
+            ? WLStorage(key: "profile", defaultValue: profile, flushInterval: nil, store: .directory(directory))
+            : WLStorage(key: "profile", defaultValue: profile, flushInterval: nil, store: store)
+        _ = stored.wrappedValue
+        stored.flush()
+    case "moved-aside", "store-moved-aside":
+        let stored =
+            path == "moved-aside"
+            ? WLStorage(key: "bad", defaultValue: "default", flushInterval: nil, store: .directory(directory))
+            : WLStorage(key: "bad", defaultValue: "default", flushInterval: nil, store: store)
+        _ = stored.wrappedValue
+        stored.flush()
+    default:
+        say("unknown write path \(path)", to: FileHandle.standardError)
+        exit(64)
+    }
+    say("done")
+    exit(0)
+}
