@@ -12,9 +12,11 @@ import Synchronization
 /// renamed over the file, and then the directory is synced. A reader sees the old content or the new, never a
 /// mix, even after a crash or a power loss.
 ///
-/// Reading never follows a symlink. A file that does not decode is moved aside, to a name with `~corrupt-`
-/// in it, and kept; a symlink, directory or other non-regular file where the file should be is left alone and
-/// reported, and writes refuse to replace it.
+/// Reading never follows a symlink. A file that is not JSON is moved aside, to a name with `~corrupt-` in it, and
+/// kept; JSON that does not decode (another version of the type stored it) and a value an encrypted store sealed are
+/// left as they are. A symlink, directory or other non-regular file where the file should be is left alone and
+/// reported, and writes refuse to replace it. A write keeps the members of the stored JSON object that the value's
+/// type does not know (see <doc:ChangingAStoredType>).
 public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
     /// The key the value is stored under.
     public let key: String
@@ -72,15 +74,16 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// Reads the file. A missing or empty file gives `defaultValueClosure()`.
     ///
-    /// A file that lacks fields of the type is read with them taken from `defaultValueClosure()` (see
-    /// <doc:ChangingAStoredType>); its bytes are then kept as they were, next to it under `NAME~before-type-change`,
-    /// until this backer next writes the file.
+    /// A file that lacks fields of the type, and has none the type does not know, is read with them taken from
+    /// `defaultValueClosure()` (see <doc:ChangingAStoredType>); the file is left as it is.
     ///
     /// - Parameter defaultValueClosure: Makes the value to use when the file is missing or empty, and the fields a file
     ///   lacks.
     /// - Returns: The decoded value, or the default.
     /// - Throws: ``WLStorageError`` when the file exists but cannot be used: ``WLStorageError/Code/decodingFailed``
-    ///   (the file was moved aside and kept), ``WLStorageError/Code/notARegularFile``,
+    ///   (the file is not JSON, and was moved aside and kept; or it is a sealed value, left as it is),
+    ///   ``WLStorageError/Code/storedByAnotherVersion`` (JSON that does not decode, left as it is),
+    ///   ``WLStorageError/Code/notARegularFile``,
     ///   ``WLStorageError/Code/valueTooLarge``, ``WLStorageError/Code/readFailed`` or
     ///   ``WLStorageError/Code/directoryUnavailable``.
     public func read(defaultValueClosure: () -> T) throws -> T {
