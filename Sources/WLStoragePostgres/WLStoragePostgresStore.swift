@@ -34,7 +34,8 @@ import WLStorage
 ///   compress, and the write throws.
 public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStringConvertible {
     /// `postgresql://host:port/dbname?table=<table>#<namespace>`: the server, database, table and namespace, never the
-    /// user's password.
+    /// user's password. For a table named without its schema, the search path the connection sets (in `options` or
+    /// `PGOPTIONS`) follows the table (`&search_path=staging`), so that stores of two schemas are two stores.
     public let identity: String
     /// The namespace the store's keys live in: stores with different namespaces in one table hold different values.
     public let namespace: String
@@ -90,8 +91,12 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         self.namespace = namespace
         self.table = table
         self.timeout = timeout
+        // A table named without its schema is found through the search path: a connection that sets one says so.
+        let searchPath =
+            table.contains(".") ? "" : settings.searchPath.map { "&search_path=\(PostgresSettings.escape($0))" } ?? ""
         self.identity =
-            "\(settings.location)?table=\(PostgresSettings.escape(table))#\(PostgresSettings.escape(namespace))"
+            "\(settings.location)?table=\(PostgresSettings.escape(table))\(searchPath)"
+            + "#\(PostgresSettings.escape(namespace))"
         self.statements = Statements(table: table)
         self.writer = Lock(PostgresConnection(settings: settings))
         let pid = writerPID
@@ -113,12 +118,24 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///
     /// - Throws: ``WLStorageError`` with the code `readFailed` when the server cannot be reached, does not answer
     ///   within the timeout, or refuses the statement.
+    ///
+    /// The row's size is checked by the server first (`octet_length`): bytes larger than ``WLStorage/maximumValueSize``
+    /// (and what encryption adds to a value) are not fetched, and the call throws
+    /// ``WLStorageError/Code/valueTooLarge``.
     public func read(key: String) throws -> Data? {
+        let limit = ValueSizeLimit.sealedMaximum
         let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
-            try connection.query(statements.read, [.text(namespace), .text(key)], deadline: deadline)
+            try connection.query(
+                statements.read, [.text(namespace), .text(key), .text(String(limit))], deadline: deadline)
         }
-        guard let row = rows.first else { return nil }
-        return row.first ?? nil
+        guard let row = rows.first, row.count == 2 else { return nil }
+        if let value = row[0] { return value }
+        let size = row[1].map { String(decoding: $0, as: UTF8.self) } ?? "?"
+        throw WLStorageError(
+            code: .valueTooLarge,
+            message: "\(identity): the row of the key holds \(size) bytes, more than the largest value read"
+                + " (\(limit) bytes, WLStorage.maximumValueSize and what encryption adds); it is not read",
+            key: key, path: identity)
     }
 
     /// Stores `data` under `key` (an upsert), and notifies the change.
@@ -357,22 +374,33 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         }
     }
 
+    /// Creates the table when it does not exist. Whether it exists is asked first (`to_regclass`), so that a role
+    /// without `CREATE` on the schema uses a table made for it: `CREATE TABLE IF NOT EXISTS` needs that privilege even
+    /// when the table exists.
     private func createTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
     {
         do {
-            _ = try connection.query(statements.createTable, deadline: deadline)
-        } catch  where error.kind == .queryFailed && (error.sqlState == "23505" || error.sqlState == "42P07") {
-            // Two connections created the table at once; the other one won.
-            _ = try connection.query(statements.createTable, deadline: deadline)
+            if try !connection.query(statements.tableExists, deadline: deadline).isEmpty { return }
+            do {
+                _ = try connection.query(statements.createTable, deadline: deadline)
+            } catch  where error.kind == .queryFailed && Self.concurrentCreation.contains(error.sqlState ?? "") {
+                // Two connections created the table at once; the other one won.
+                _ = try connection.query(statements.createTable, deadline: deadline)
+            }
         } catch {
             connection.disconnect()
             throw error
         }
     }
 
+    /// What a creation of the table can fail with when another connection creates it at the same moment: a unique
+    /// violation in the catalog (23505), the table (42P07) or its row type (42710) already there.
+    static let concurrentCreation: Set<String> = ["23505", "42P07", "42710"]
+
     /// The SQL of the store's statements, with its table's name quoted.
     private struct Statements: Sendable {
         let channel: String
+        let tableExists: String
         let createTable: String
         let read: String
         let keys: String
@@ -386,11 +414,17 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         init(table: String) {
             let name = table.split(separator: ".").map { "\"\($0)\"" }.joined(separator: ".")
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
+            // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`.
+            tableExists = "SELECT 1 WHERE to_regclass('\(name)') IS NOT NULL"
             createTable = """
                 CREATE TABLE IF NOT EXISTS \(name) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \
                 version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, key))
                 """
-            read = "SELECT value FROM \(name) WHERE namespace = $1 AND key = $2"
+            // The bytes only when they are not too large ($3), and their size.
+            read = """
+                SELECT CASE WHEN octet_length(value) <= $3::bigint THEN value END, octet_length(value)::text \
+                FROM \(name) WHERE namespace = $1 AND key = $2
+                """
             keys = "SELECT key FROM \(name) WHERE namespace = $1 ORDER BY key"
             let insert = "INSERT INTO \(name) AS stored (namespace, key, value, version) VALUES ($1, $2, $3, 1)"
             upsert = """

@@ -12,25 +12,10 @@ import WLStorage
 /// when a batch fails, and an end when the server stops answering.
 @Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresExitFlushTests {
-    /// A connection of the test's own, to run SQL as another program would.
-    private static func admin(_ url: String) throws -> PostgresConnection {
-        let connection = PostgresConnection(settings: try PostgresSettings(url: url, timeout: .seconds(10)))
-        try connection.connect(deadline: .now + .seconds(10))
-        return connection
-    }
-
-    /// The first column of the first row of `sql`'s result, as text.
-    private static func value(_ connection: PostgresConnection, _ sql: String, _ parameters: [String] = []) throws
-        -> String?
-    {
-        let rows = try connection.query(sql, parameters.map { .text($0) }, deadline: .now + .seconds(30))
-        return rows.first?.first?.flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
-    }
-
     /// The rows of `namespace` whose value is the number its key names (`kN` holds `N`).
     private static func rowsHoldingTheirNumber(_ connection: PostgresConnection, _ namespace: String) throws -> Int {
         Int(
-            try value(
+            try sqlValue(
                 connection,
                 "SELECT count(*)::text FROM wlstorage WHERE namespace = $1 AND convert_from(value, 'UTF8') = substr(key, 2)",
                 [namespace]) ?? "") ?? -1
@@ -48,7 +33,7 @@ struct PostgresExitFlushTests {
         child.send("go")
         let end = child.waitForExit(timeout: 120)
         #expect(end?.reason == .exit && end?.status == 0, "\(child.printedErrors)")
-        let admin = try Self.admin(cluster.url)
+        let admin = try adminConnection(cluster.url)
         #expect(try Self.rowsHoldingTheirNumber(admin, namespace) == 1000, "\(child.printedErrors)")
     }
 
@@ -95,14 +80,14 @@ struct PostgresExitFlushTests {
         }
         let error = try #require(thrown)
         #expect(error.storedWrites == WLStoragePostgresStore.batchRows)
-        let admin = try Self.admin(url)
+        let admin = try adminConnection(url)
         #expect(try Self.rowsHoldingTheirNumber(admin, namespace) == WLStoragePostgresStore.batchRows)
         #expect(try store.read(key: "after") == nil)
         // Each stored key was announced, as a write of one key is.
         #expect(feed.waitFor(.key("k0")) && feed.waitFor(.key("k\(WLStoragePostgresStore.batchRows - 1)")))
         // What the batch stored counts as its own write: it has the version of one.
         #expect(
-            try Self.value(
+            try sqlValue(
                 admin, "SELECT version::text FROM wlstorage WHERE namespace = $1 AND key = 'k1'", [namespace]) == "1")
     }
 }
