@@ -5,11 +5,13 @@ import WLStorage
 /// changes made by other programs and machines through `LISTEN`/`NOTIFY`.
 ///
 /// ```swift
-/// let store = try WLStoragePostgresStore(url: "postgresql://app@db.example.com/app", namespace: "settings")
+/// let store = try WLStoragePostgresStore(
+///     url: "postgresql://app@db.example.com/app?sslmode=verify-full", namespace: "settings")
 /// @WLStorage(key: "theme", defaultValue: "dark", store: store) var theme: String
 /// ```
 ///
-/// The table is created when the store first connects, if it does not exist:
+/// The table is created when the store first connects, if it does not exist (`to_regclass` says whether it does, so
+/// that a role without `CREATE` on the schema uses a table made for it):
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS wlstorage (
@@ -59,7 +61,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///
     /// - Parameters:
     ///   - url: A libpq connection string: a `postgresql://` URI, or `key=value` pairs (`host=/run/db port=5432`).
-    ///     Libpq's environment variables (`PGHOST`, `PGPASSWORD`, …) and password file apply as usual.
+    ///     Libpq's environment variables (`PGHOST`, `PGPASSWORD`, …) and password file apply as usual. Over a network,
+    ///     set `sslmode=verify-full`: libpq's default, `prefer`, checks no certificate and falls back to plain text.
     ///   - namespace: The namespace of the keys: lets several programs or environments share one table.
     ///     Any text of 1 to 1,000 bytes without NUL.
     ///   - table: The table's name, `name` or `schema.name`, each part an unquoted SQL identifier (letters, digits and

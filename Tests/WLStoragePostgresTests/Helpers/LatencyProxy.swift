@@ -89,7 +89,7 @@ final class LatencyProxy: Sendable {
     }
 
     private static let script = """
-        import asyncio, sys
+        import asyncio, os, sys
 
         target = sys.argv[1]
         delay = 0.0
@@ -150,7 +150,8 @@ final class LatencyProxy: Sendable {
             while True:
                 line = await reader.readline()
                 if not line:
-                    return
+                    # Ends at once: held connections would be cancelled one by one, each with a message.
+                    os._exit(0)
                 words = line.decode().split()
                 if words[:1] == ["delay"]:
                     delay = int(words[1]) / 1000
