@@ -81,6 +81,10 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
     public var errno: Int32?
     /// The error that caused this one, such as a `DecodingError` or a custom backer's error.
     public var underlying: (any Error)?
+    /// For an error thrown by ``WLStorageStore/write(_:)``: how many writes, from the start of the batch, were stored
+    /// before it failed. Their storages count them as written; the others keep their values pending. `nil` counts as
+    /// none.
+    public var storedWrites: Int?
 
     /// Creates an error, for example in a custom backer that wants to report a failure with a code of its own.
     ///

@@ -48,11 +48,14 @@ public protocol WLStorageStore: Sendable {
     /// in between by another program; a store shared by several programs should do it in one step.
     func create(key: String, data: Data) throws -> Bool
 
-    /// Writes several keys at once: ``WLStorage/flushAll()`` hands a store all of its pending values together. When it
-    /// throws, every value of the batch stays pending and is written again later, so a store that wrote some keys
-    /// before it failed loses nothing; a database writes them in one transaction.
+    /// Writes several keys at once: ``WLStorage/flushAll()`` and the flush at exit hand a store all of its pending
+    /// values together. When it throws, every value of the batch stays pending and is written again later, except the
+    /// first ``WLStorageError/storedWrites`` writes when the error is a ``WLStorageError`` that says how many were
+    /// stored: a store that stores a batch in parts tells which parts it stored, so that a deadline never turns stored
+    /// values into failed ones.
     ///
-    /// The default implementation writes the keys one by one; a database does them in one transaction.
+    /// The default implementation writes the keys one by one, in order, and its error says how many it wrote; a
+    /// database writes many rows per statement.
     func write(_ batch: [WLStorageStoreWrite]) throws
 
     /// Removes what is stored under `key`. Removing a key that holds nothing is not an error.
@@ -158,7 +161,14 @@ extension WLStorageStore {
 
     /// Writes the keys one by one; the first failure stops, leaving the keys before it written.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
-        for write in batch { try self.write(key: write.key, data: write.data) }
+        for (index, write) in batch.enumerated() {
+            do {
+                try self.write(key: write.key, data: write.data)
+            } catch var error as WLStorageError {
+                error.storedWrites = index
+                throw error
+            }
+        }
     }
 
     /// No feed: `nil`.

@@ -5,11 +5,13 @@ import WLStorage
 /// changes made by other programs and machines through `LISTEN`/`NOTIFY`.
 ///
 /// ```swift
-/// let store = try WLStoragePostgresStore(url: "postgresql://app@db.example.com/app", namespace: "settings")
+/// let store = try WLStoragePostgresStore(
+///     url: "postgresql://app@db.example.com/app?sslmode=verify-full", namespace: "settings")
 /// @WLStorage(key: "theme", defaultValue: "dark", store: store) var theme: String
 /// ```
 ///
-/// The table is created when the store first connects, if it does not exist:
+/// The table is created when the store first connects, if it does not exist (`to_regclass` says whether it does, so
+/// that a role without `CREATE` on the schema uses a table made for it):
 ///
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS wlstorage (
@@ -34,7 +36,8 @@ import WLStorage
 ///   compress, and the write throws.
 public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStringConvertible {
     /// `postgresql://host:port/dbname?table=<table>#<namespace>`: the server, database, table and namespace, never the
-    /// user's password.
+    /// user's password. For a table named without its schema, the search path the connection sets (in `options` or
+    /// `PGOPTIONS`) follows the table (`&search_path=staging`), so that stores of two schemas are two stores.
     public let identity: String
     /// The namespace the store's keys live in: stores with different namespaces in one table hold different values.
     public let namespace: String
@@ -58,7 +61,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///
     /// - Parameters:
     ///   - url: A libpq connection string: a `postgresql://` URI, or `key=value` pairs (`host=/run/db port=5432`).
-    ///     Libpq's environment variables (`PGHOST`, `PGPASSWORD`, …) and password file apply as usual.
+    ///     Libpq's environment variables (`PGHOST`, `PGPASSWORD`, …) and password file apply as usual. Over a network,
+    ///     set `sslmode=verify-full`: libpq's default, `prefer`, checks no certificate and falls back to plain text.
     ///   - namespace: The namespace of the keys: lets several programs or environments share one table.
     ///     Any text of 1 to 1,000 bytes without NUL.
     ///   - table: The table's name, `name` or `schema.name`, each part an unquoted SQL identifier (letters, digits and
@@ -90,8 +94,12 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         self.namespace = namespace
         self.table = table
         self.timeout = timeout
+        // A table named without its schema is found through the search path: a connection that sets one says so.
+        let searchPath =
+            table.contains(".") ? "" : settings.searchPath.map { "&search_path=\(PostgresSettings.escape($0))" } ?? ""
         self.identity =
-            "\(settings.location)?table=\(PostgresSettings.escape(table))#\(PostgresSettings.escape(namespace))"
+            "\(settings.location)?table=\(PostgresSettings.escape(table))\(searchPath)"
+            + "#\(PostgresSettings.escape(namespace))"
         self.statements = Statements(table: table)
         self.writer = Lock(PostgresConnection(settings: settings))
         let pid = writerPID
@@ -113,12 +121,24 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///
     /// - Throws: ``WLStorageError`` with the code `readFailed` when the server cannot be reached, does not answer
     ///   within the timeout, or refuses the statement.
+    ///
+    /// The row's size is checked by the server first (`octet_length`): bytes larger than ``WLStorage/maximumValueSize``
+    /// (and what encryption adds to a value) are not fetched, and the call throws
+    /// ``WLStorageError/Code/valueTooLarge``.
     public func read(key: String) throws -> Data? {
+        let limit = ValueSizeLimit.sealedMaximum
         let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
-            try connection.query(statements.read, [.text(namespace), .text(key)], deadline: deadline)
+            try connection.query(
+                statements.read, [.text(namespace), .text(key), .text(String(limit))], deadline: deadline)
         }
-        guard let row = rows.first else { return nil }
-        return row.first ?? nil
+        guard let row = rows.first, row.count == 2 else { return nil }
+        if let value = row[0] { return value }
+        let size = row[1].map { String(decoding: $0, as: UTF8.self) } ?? "?"
+        throw WLStorageError(
+            code: .valueTooLarge,
+            message: "\(identity): the row of the key holds \(size) bytes, more than the largest value read"
+                + " (\(limit) bytes, WLStorage.maximumValueSize and what encryption adds); it is not read",
+            key: key, path: identity)
     }
 
     /// Stores `data` under `key` (an upsert), and notifies the change.
@@ -142,29 +162,74 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         return !rows.isEmpty
     }
 
-    /// Stores every write of `batch` in one transaction, and notifies each change at its commit: either every key is
-    /// stored or none.
+    /// Stores every write of `batch`, in chunks of up to ``batchRows`` rows and about ``batchBytes`` bytes, each one
+    /// statement (`INSERT … SELECT … FROM unnest(…) ON CONFLICT … DO UPDATE`) that commits on its own and notifies the
+    /// change of each of its keys at its commit. A batch of 1,000 keys costs two round trips to the server, not 1,000.
     ///
-    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction did not commit, or it is not known
-    ///   whether it did.
+    /// The whole batch has one deadline, the store's timeout. When it passes, or a chunk fails, the chunks already
+    /// committed stay committed, and the error says how many writes, from the start of the batch, were stored
+    /// (``WLStorageError/storedWrites``): the storages of the others keep their values pending.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when a chunk did not commit, or it is not known whether
+    ///   it did.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
         guard !batch.isEmpty else { return }
         if batch.count == 1 { return try write(key: batch[0].key, data: batch[0].data) }
-        _ = try run(reading: false, key: nil, checking: batch.map(\.key)) {
-            connection, deadline throws(PostgresError) in
-            _ = try connection.query("BEGIN", deadline: deadline)
-            do throws(PostgresError) {
-                for write in batch {
-                    _ = try connection.query(
-                        statements.upsert, upsertParameters(write.key, write.data), deadline: deadline)
+        let chunks = Self.chunks(of: batch)
+        var committed = 0  // chunks
+        var stored = 0  // writes of the batch
+        do throws(WLStorageError) {
+            _ = try run(reading: false, key: nil, checking: batch.map(\.key)) {
+                connection, deadline throws(PostgresError) in
+                // A retry on a new connection (the idle one was lost) goes on from the first chunk not committed.
+                while committed < chunks.count {
+                    let chunk = batch[chunks[committed]]
+                    _ = try connection.query(statements.upsertMany, upsertManyParameters(chunk), deadline: deadline)
+                    committed += 1
+                    stored += chunk.count
                 }
-                _ = try connection.query("COMMIT", deadline: deadline)
-            } catch {
-                if connection.isConnected { _ = try? connection.query("ROLLBACK", deadline: deadline) }
-                throw error
+                return []
             }
-            return []
+        } catch {
+            var error = error
+            error.storedWrites = stored
+            error.message += " (\(stored) of the batch's \(batch.count) values were stored)"
+            throw error
         }
+    }
+
+    /// The most rows of one statement of a batch.
+    static let batchRows = 500
+    /// The bytes of values past which a chunk of a batch ends (a chunk holds at least one row).
+    static let batchBytes = 4 * 1024 * 1024
+
+    /// The ranges of `batch` written by one statement each.
+    static func chunks(of batch: [WLStorageStoreWrite]) -> [Range<Int>] {
+        var chunks: [Range<Int>] = []
+        var start = 0
+        var bytes = 0
+        for (index, write) in batch.enumerated() {
+            if index > start && (index - start >= batchRows || bytes + write.data.count > batchBytes) {
+                chunks.append(start..<index)
+                start = index
+                bytes = 0
+            }
+            bytes += write.key.utf8.count + write.data.count
+        }
+        chunks.append(start..<batch.count)
+        return chunks
+    }
+
+    /// The parameters of ``Statements/upsertMany`` for `chunk`. A key written twice in it is written once, with its
+    /// last bytes (one statement cannot change a row twice).
+    private func upsertManyParameters(_ chunk: ArraySlice<WLStorageStoreWrite>) -> [PostgresConnection.Parameter] {
+        var last: [String: Int] = [:]
+        for (index, write) in zip(chunk.indices, chunk) { last[write.key] = index }
+        let writes = zip(chunk.indices, chunk).filter { last[$0.1.key] == $0.0 }.map(\.1)
+        return [
+            .text(namespace), .texts(writes.map(\.key)), .byteArrays(writes.map(\.data)), .text(statements.channel),
+            .texts(writes.map { Self.payload(namespace: namespace, key: $0.key) }),
+        ]
     }
 
     /// Removes the row of `key`, and notifies the change when there was one.
@@ -312,26 +377,38 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         }
     }
 
+    /// Creates the table when it does not exist. Whether it exists is asked first (`to_regclass`), so that a role
+    /// without `CREATE` on the schema uses a table made for it: `CREATE TABLE IF NOT EXISTS` needs that privilege even
+    /// when the table exists.
     private func createTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
     {
         do {
-            _ = try connection.query(statements.createTable, deadline: deadline)
-        } catch  where error.kind == .queryFailed && (error.sqlState == "23505" || error.sqlState == "42P07") {
-            // Two connections created the table at once; the other one won.
-            _ = try connection.query(statements.createTable, deadline: deadline)
+            if try !connection.query(statements.tableExists, deadline: deadline).isEmpty { return }
+            do {
+                _ = try connection.query(statements.createTable, deadline: deadline)
+            } catch  where error.kind == .queryFailed && Self.concurrentCreation.contains(error.sqlState ?? "") {
+                // Two connections created the table at once; the other one won.
+                _ = try connection.query(statements.createTable, deadline: deadline)
+            }
         } catch {
             connection.disconnect()
             throw error
         }
     }
 
+    /// What a creation of the table can fail with when another connection creates it at the same moment: a unique
+    /// violation in the catalog (23505), the table (42P07) or its row type (42710) already there.
+    static let concurrentCreation: Set<String> = ["23505", "42P07", "42710"]
+
     /// The SQL of the store's statements, with its table's name quoted.
     private struct Statements: Sendable {
         let channel: String
+        let tableExists: String
         let createTable: String
         let read: String
         let keys: String
         let upsert: String
+        let upsertMany: String
         let create: String
         let remove: String
         let removeIfHolds: String
@@ -340,16 +417,30 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         init(table: String) {
             let name = table.split(separator: ".").map { "\"\($0)\"" }.joined(separator: ".")
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
+            // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`.
+            tableExists = "SELECT 1 WHERE to_regclass('\(name)') IS NOT NULL"
             createTable = """
                 CREATE TABLE IF NOT EXISTS \(name) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \
                 version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, key))
                 """
-            read = "SELECT value FROM \(name) WHERE namespace = $1 AND key = $2"
+            // The bytes only when they are not too large ($3), and their size.
+            read = """
+                SELECT CASE WHEN octet_length(value) <= $3::bigint THEN value END, octet_length(value)::text \
+                FROM \(name) WHERE namespace = $1 AND key = $2
+                """
             keys = "SELECT key FROM \(name) WHERE namespace = $1 ORDER BY key"
             let insert = "INSERT INTO \(name) AS stored (namespace, key, value, version) VALUES ($1, $2, $3, 1)"
             upsert = """
                 WITH written AS (\(insert) ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, \
                 version = stored.version + 1, updated_at = now() RETURNING 1) SELECT pg_notify($4, $5) FROM written
+                """
+            // The rows of a chunk of a batch, written as `upsert` writes one: the same version and notification.
+            upsertMany = """
+                WITH input AS (SELECT * FROM unnest($2::text[], $3::bytea[], $5::text[]) \
+                AS input(key, value, payload)), written AS (INSERT INTO \(name) AS stored (namespace, key, value, version) \
+                SELECT $1, input.key, input.value, 1 FROM input ON CONFLICT (namespace, key) DO UPDATE \
+                SET value = EXCLUDED.value, version = stored.version + 1, updated_at = now() RETURNING stored.key) \
+                SELECT pg_notify($4, input.payload) FROM written JOIN input ON input.key = written.key
                 """
             create = """
                 WITH written AS (\(insert) ON CONFLICT (namespace, key) DO NOTHING RETURNING 1) \

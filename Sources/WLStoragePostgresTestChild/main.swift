@@ -2,6 +2,7 @@
 // driven by commands on standard input, telling on standard output what its observers see.
 //
 // Usage: WLStoragePostgresTestChild URL NAMESPACE KEY FLUSH-INTERVAL
+// (or `--pending …`, a program that ends with many values pending: see Pending.swift)
 // (with WLSTORAGE_TEST_ENCRYPTION_KEY, the base64 text of a key, in the environment: an encrypted store)
 //
 // Commands, one a line: `set N` (prints `set N`), `increment N` (N atomic updates, then prints `incremented N`),
@@ -14,6 +15,7 @@ import WLStorage
 import WLStoragePostgres
 
 let arguments = CommandLine.arguments
+if arguments.count > 1 && arguments[1] == "--pending" { runPendingMode(arguments) }
 guard arguments.count == 5, let interval = Int(arguments[4]) else {
     FileHandle.standardError.write(Data("usage: WLStoragePostgresTestChild URL NAMESPACE KEY FLUSH-INTERVAL\n".utf8))
     exit(64)

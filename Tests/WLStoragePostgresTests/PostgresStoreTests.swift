@@ -261,6 +261,28 @@ struct PostgresStoreTests {
         #expect(try store.read(key: "locked") == bytes("after"))
     }
 
+    @Test func aRowLargerThanTheLargestValueIsRefusedWithoutBeingFetched() throws {
+        let namespace = uniqueNamespace()
+        let store = try store(namespace)
+        #expect(try store.keys() == [])  // the table is made
+        let admin = try adminConnection(try PostgresCluster.shared().url)
+        // Written by hand: a store never writes a value over the limit.
+        let size = WLStorage.maximumValueSize + 64 * 1024
+        try sqlValue(
+            admin,
+            "INSERT INTO wlstorage (namespace, key, value, version) VALUES ($1, 'big', convert_to(repeat('x', \(size)), 'UTF8'), 1)",
+            [namespace])
+        let error = try #require(throws: WLStorageError.self) { try store.read(key: "big") }
+        #expect(error.code == .valueTooLarge, "\(error)")
+        #expect(error.message.contains("\(size)"), "\(error)")
+        // A value of the limit itself is read.
+        try sqlValue(
+            admin,
+            "UPDATE wlstorage SET value = convert_to(repeat('x', \(WLStorage.maximumValueSize)), 'UTF8') WHERE namespace = $1",
+            [namespace])
+        #expect(try store.read(key: "big")?.count == WLStorage.maximumValueSize)
+    }
+
     @Test func theIdentityNamesServerDatabaseTableAndNamespace() throws {
         let store = try WLStoragePostgresStore(
             url: "postgresql://ada:s3cret@db.example.com:6543/app", namespace: "prod/eu", table: "settings")
@@ -268,6 +290,35 @@ struct PostgresStoreTests {
         #expect(store.description == "WLStoragePostgresStore(\(store.identity))")
         let keywords = try WLStoragePostgresStore(url: "host=/run/x port=7 dbname=d password=s3cret")
         #expect(keywords.identity == "postgresql://%2Frun%2Fx:7/d?table=wlstorage#default")
+    }
+
+    @Test func aConnectionStringGivenAsTheDatabaseNameShowsNoPasswordInTheIdentityOrAnError() throws {
+        let cluster = try PostgresCluster.shared()
+        for database in [
+            "postgresql://ada:s3cret@db.example.com/app", "host=db.example.com password=s3cret dbname=app",
+        ] {
+            let url = "host=\(cluster.directory.path) port=\(cluster.port) user=postgres dbname='\(database)'"
+            let store = try WLStoragePostgresStore(url: url, timeout: .seconds(5))
+            #expect(!store.identity.contains("s3cret"), "\(store.identity)")
+            #expect(!store.description.contains("s3cret"), "\(store.description)")
+            // The server refuses the database, and its message quotes the name.
+            let error = try #require(throws: WLStorageError.self) { try store.read(key: "k") }
+            #expect(error.message.contains("does not exist"), "\(error)")
+            #expect(!"\(error)".contains("s3cret"), "\(error)")
+        }
+    }
+
+    @Test func theIdentityOfATableNamedWithoutItsSchemaCarriesTheSearchPathTheConnectionSets() throws {
+        let plain = try WLStoragePostgresStore(url: "host=/run/x dbname=d")
+        let staging = try WLStoragePostgresStore(url: "host=/run/x dbname=d options='-c search_path=staging'")
+        let prod = try WLStoragePostgresStore(url: "host=/run/x dbname=d options=--search-path=prod")
+        #expect(plain.identity == "postgresql://%2Frun%2Fx:5432/d?table=wlstorage#default")
+        #expect(staging.identity == "postgresql://%2Frun%2Fx:5432/d?table=wlstorage&search_path=staging#default")
+        #expect(prod.identity == "postgresql://%2Frun%2Fx:5432/d?table=wlstorage&search_path=prod#default")
+        // A table named with its schema is that table, whatever the search path.
+        let named = try WLStoragePostgresStore(
+            url: "host=/run/x dbname=d options='-c search_path=staging'", table: "prod.wlstorage")
+        #expect(named.identity == "postgresql://%2Frun%2Fx:5432/d?table=prod.wlstorage#default")
     }
 }
 

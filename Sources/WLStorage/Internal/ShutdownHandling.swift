@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Synchronization
 
 #if canImport(Glibc)
@@ -25,6 +26,8 @@ enum ShutdownHandling {
     private struct State {
         var started = false
         var signalHandlersWanted = true
+        /// How long the flush at exit and on a signal waits at most.
+        var shutdownFlushTimeout: Duration = .seconds(10)
         /// The sources this process installed, by signal.
         var sources: [Int32: any DispatchSourceSignal] = [:]
     }
@@ -45,7 +48,7 @@ enum ShutdownHandling {
         // run in the reverse order), so that the flush at exit can still hash key names and encrypt values.
         _ = OpenSSLLibrary.initialized
         atexit {
-            ShutdownHandling.flushEverything()
+            ShutdownHandling.flushEverything(within: ShutdownHandling.shutdownFlushTimeout)
         }
         if wantsSignals {
             installSignalHandlers()
@@ -63,14 +66,25 @@ enum ShutdownHandling {
         }
     }
 
-    /// Flushes every cell with work left, and returns when all are done. The calling thread flushes cells one after
+    static var shutdownFlushTimeout: Duration {
+        get { state.withLock { $0.shutdownFlushTimeout } }
+        set { state.withLock { $0.shutdownFlushTimeout = max(newValue, .zero) } }
+    }
+
+    /// Flushes every cell with work left, and returns when all are done, or once `timeout` has passed. The calling thread flushes cells one after
     /// another, and threads of a queue join in, so that a backer that hangs (a network store that stopped answering)
     /// holds up its own cell only, and all are flushed even when the queue's threads never come. A cell whose job is
     /// running on the calling thread (a backer that calls this) is left to that job.
     ///
     /// With `included`, only the cells it accepts are flushed (tests flush their own cells, not those of the tests
     /// running beside them).
-    static func flushEverything(only included: ((any RegisteredCell) -> Bool)? = nil) {
+    ///
+    /// With `timeout` (the flush at exit and on signals), no cell or store is started once it has passed, and the call
+    /// returns then even while writes are still running: it reports what it left, and the program ends meanwhile.
+    static func flushEverything(
+        only included: ((any RegisteredCell) -> Bool)? = nil, within timeout: Duration? = nil
+    ) {
+        let deadline = timeout.map { ContinuousClock.now + $0 }
         let caller = UInt(bitPattern: Int(bitPattern: pthread_self()))
         var cells: [any RegisteredCell] = []
         var insideABacker = false
@@ -101,18 +115,34 @@ enum ShutdownHandling {
             }
         }
         cells = []
-        guard items.count > 1 else {
+        guard items.count > 1 || deadline != nil else {
             items.first?.flush(waiting: waiting, on: caller)
             return
         }
-        let helpers = min(items.count, 16) - 1
-        let round = FlushRound(items, waiting: waiting, caller: caller)
+        guard !items.isEmpty else { return }
+        // With a deadline, the calling thread only waits: a write it ran could outlast the deadline.
+        let helpers = min(items.count, 16) - (deadline == nil ? 1 : 0)
+        let round = FlushRound(items, waiting: waiting, caller: caller, deadline: deadline)
         items = []  // the round holds each cell until it is flushed, no longer
         for _ in 0..<helpers {
             flushQueue.async { round.work() }
         }
-        round.work()
-        round.waitUntilDone()
+        guard let deadline else {
+            round.work()
+            round.waitUntilDone()
+            return
+        }
+        // Helpers that never come (the queue's threads are all busy) leave their items to a thread of its own.
+        Thread.detachNewThread { round.work() }
+        if !round.waitUntilDone(before: deadline) {
+            let left = round.expire()
+            WLStorageError.report(
+                WLStorageError(
+                    code: .writeFailed,
+                    message: "the flush at exit ran out of time (\(timeout ?? .zero)): \(left.unfinished) of"
+                        + " \(left.total) storages or stores (each store's storages in one) were not flushed or not"
+                        + " to the end; values not written are lost"))
+        }
     }
 
     private static let flushQueue = DispatchQueue(label: "WLStorage.flushAll", attributes: .concurrent)
@@ -130,7 +160,7 @@ enum ShutdownHandling {
                 source.setEventHandler {
                     // Turned off: the program handles the signal itself (a Dispatch source of its own sees it too).
                     guard signalHandlersWanted else { return }
-                    flushEverything()
+                    flushEverything(within: shutdownFlushTimeout)
                     endProgram(by: signal)
                 }
                 registered.enter()
@@ -181,6 +211,24 @@ extension WLStorage where T == Never {
     ///   end.
     public static func flushAll() {
         ShutdownHandling.flushEverything()
+    }
+
+    /// How long the flush at exit and on SIGTERM, SIGINT and SIGHUP lasts at most, whatever the backers and stores do:
+    /// 10 seconds unless you set it.
+    ///
+    /// The flush writes the storages side by side (the storages of one store in one batch), and starts nothing once
+    /// this time has passed. It then returns even while writes are still running, reports
+    /// ``WLStorageError/Code/writeFailed`` for what it left, and the program ends: a value not written by then is
+    /// lost, as with `kill -9`, and what a store committed stays committed (a PostgreSQL store commits a batch in
+    /// chunks, each kept once committed). A store's own timeout bounds each of its calls; this bounds them all, so
+    /// that 40 stores of a server that does not answer hold up the exit for this time, not 40 timeouts.
+    ///
+    /// Set it below the time your supervisor waits before it kills the program (systemd's `TimeoutStopSec`, 90 s by
+    /// default; Docker's `stop` timeout, 10 s; Kubernetes' `terminationGracePeriodSeconds`, 30 s), and above the
+    /// timeout of your stores when you can. ``flushAll()`` itself waits for every write, without this bound.
+    public static var shutdownFlushTimeout: Duration {
+        get { ShutdownHandling.shutdownFlushTimeout }
+        set { ShutdownHandling.shutdownFlushTimeout = newValue }
     }
 
     /// Whether the package flushes every storage on SIGTERM, SIGINT and SIGHUP, then ends the program by that
@@ -247,12 +295,15 @@ private enum FlushItem: Sendable {
                 message: "\(first.identity) could not store a batch of \(writes.count) values: \(error)",
                 underlying: error)
         }
-        for write in writes {
-            var error = failure
+        // The writes a failed batch says it stored, from its start, are written; the others stay pending.
+        let stored = min(
+            max(failure.flatMap { ($0.underlying as? WLStorageError)?.storedWrites } ?? 0, 0), writes.count)
+        for (index, write) in writes.enumerated() {
+            var error = index < stored ? nil : failure
             error?.key = write.write.key
             write.finish(error)
         }
-        return failure == nil ? [] : Set(taken.map(\.cell))
+        return failure == nil ? [] : Set(taken[stored...].map(\.cell))
     }
 }
 
@@ -263,16 +314,21 @@ private final class FlushRound: Sendable {
     private let finished = Atomic<Int>(0)
     private let done = DispatchSemaphore(value: 0)
     private let waiting: Bool
+    private let deadline: ContinuousClock.Instant?
+    private let expired = Atomic<Bool>(false)
 
-    init(_ items: [FlushItem], waiting: Bool, caller: UInt) {
+    init(_ items: [FlushItem], waiting: Bool, caller: UInt, deadline: ContinuousClock.Instant? = nil) {
         self.items = Lock(items.map { $0 })
         self.count = items.count
         self.waiting = waiting
+        self.deadline = deadline
     }
 
-    /// Flushes cells until none is left to take.
+    /// Flushes cells until none is left to take, or the deadline has passed.
     func work() {
         while true {
+            if expired.load(ordering: .relaxed) { return }
+            if let deadline, ContinuousClock.now >= deadline { return }
             let index = next.add(1, ordering: .relaxed).oldValue
             guard index < count else { return }
             let item = items.withLock { items in
@@ -287,5 +343,22 @@ private final class FlushRound: Sendable {
 
     func waitUntilDone() {
         done.wait()
+    }
+
+    /// Waits until every item is flushed, or `deadline`; returns whether every item was.
+    func waitUntilDone(before deadline: ContinuousClock.Instant) -> Bool {
+        while true {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            guard remaining > .zero else { return finished.load(ordering: .acquiring) == count }
+            let (seconds, attoseconds) = remaining.components
+            let nanoseconds = Int(clamping: seconds) &* 1_000_000_000 &+ Int(attoseconds / 1_000_000_000)
+            if done.wait(timeout: .now() + .nanoseconds(max(nanoseconds, 1))) == .success { return true }
+        }
+    }
+
+    /// Stops every thread from taking another item; returns how many items were not flushed to their end, of all.
+    func expire() -> (unfinished: Int, total: Int) {
+        expired.store(true, ordering: .relaxed)
+        return (count - finished.load(ordering: .acquiring), count)
     }
 }

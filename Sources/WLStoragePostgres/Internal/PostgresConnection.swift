@@ -35,6 +35,10 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     enum Parameter {
         case text(String)
         case bytes(Data)
+        /// A one-dimensional `text[]` without NULLs.
+        case texts([String])
+        /// A one-dimensional `bytea[]` without NULLs.
+        case byteArrays([Data])
     }
 
     /// A notification received with `LISTEN`.
@@ -188,17 +192,22 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     private func send(
         _ sql: String, _ parameters: [Parameter], on connection: OpaquePointer, deadline: ContinuousClock.Instant
     ) throws(PostgresError) {
-        // Parameter types: text is 25, bytea is 17. Every parameter and result is binary: text as its UTF-8 bytes.
+        // Parameter types: text is 25, bytea is 17, text[] 1009, bytea[] 1001. Every parameter and result is binary:
+        // text as its UTF-8 bytes, an array in the binary array format.
         let types: [Oid] = parameters.map {
             switch $0 {
             case .text: 25
             case .bytes: 17
+            case .texts: 1009
+            case .byteArrays: 1001
             }
         }
         let buffers: [Data] = parameters.map {
             switch $0 {
             case .text(let text): Data(text.utf8)
             case .bytes(let data): data
+            case .texts(let texts): Self.binaryArray(of: texts.map { Data($0.utf8) }, elementType: 25)
+            case .byteArrays(let elements): Self.binaryArray(of: elements, elementType: 17)
             }
         }
         let lengths = buffers.map { Int32($0.count) }
@@ -233,6 +242,26 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
                 throw PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
             }
         }
+    }
+
+    /// A one-dimensional array without NULLs in PostgreSQL's binary format (`array_recv`): the number of dimensions,
+    /// whether there are NULLs, the element type, the length and lower bound of the dimension, then each element as
+    /// its length and its bytes; every integer a big-endian 32-bit one.
+    private static func binaryArray(of elements: [Data], elementType: Oid) -> Data {
+        var array = Data(capacity: 20 + elements.reduce(0) { $0 + 4 + $1.count })
+        func append(_ value: Int32) {
+            withUnsafeBytes(of: value.bigEndian) { array.append(contentsOf: $0) }
+        }
+        append(1)
+        append(0)
+        append(Int32(bitPattern: elementType))
+        append(Int32(elements.count))
+        append(1)
+        for element in elements {
+            append(Int32(element.count))
+            array.append(element)
+        }
+        return array
     }
 
     private func receive(

@@ -12,6 +12,9 @@ struct PostgresSettings: Sendable {
     let values: [String]
     /// `postgresql://host:port/dbname`, without user or password.
     let location: String
+    /// The `search_path` the connection sets (`-c search_path=…` in `options` or `PGOPTIONS`), when it sets one: it
+    /// chooses the schema of a table named without one.
+    let searchPath: String?
     /// The values of the options libpq marks as secret (the password), as parsed and as written in the string.
     private let secrets: [String]
 
@@ -44,6 +47,12 @@ struct PostgresSettings: Sendable {
                 secrets.append(text)
             }
         }
+        // A `dbname` (or `PGDATABASE`) may itself be a connection string, with a password: it is hidden too.
+        let givenDatabase = parsed.last { $0.keyword == "dbname" }?.value ?? ""
+        let fallback = Self.defaults()
+        for database in [givenDatabase, fallback["dbname"] ?? ""] where !database.isEmpty {
+            secrets += Self.embeddedSecrets(in: database)
+        }
         // Longest first, so that a secret containing another is hidden whole.
         self.secrets = Array(Set(secrets.filter { !$0.isEmpty })).sorted { $0.utf8.count > $1.utf8.count }
 
@@ -73,7 +82,6 @@ struct PostgresSettings: Sendable {
         self.values = values
 
         let given = Dictionary(parsed, uniquingKeysWith: { _, last in last })
-        let fallback = Self.defaults()
         func value(_ keyword: String) -> String? {
             if let value = given[keyword], !value.isEmpty { return value }
             if let value = fallback[keyword], !value.isEmpty { return value }
@@ -81,8 +89,12 @@ struct PostgresSettings: Sendable {
         }
         let host = value("host") ?? value("hostaddr") ?? ""
         let port = value("port") ?? "5432"
-        let database = value("dbname") ?? value("user") ?? ""
+        let database = Self.redact(value("dbname") ?? value("user") ?? "", secrets: self.secrets)
         self.location = "postgresql://\(Self.escape(host)):\(Self.escape(port))/\(Self.escape(database))"
+        let hidden = self.secrets
+        self.searchPath = value("options").flatMap(Self.searchPath(inOptions:)).map {
+            Self.redact($0, secrets: hidden)
+        }
     }
 
     /// `text` with every secret of the connection string replaced by `*****`.
@@ -139,6 +151,66 @@ struct PostgresSettings: Sendable {
             }
         }
         return found.filter { !$0.isEmpty }
+    }
+
+    /// The passwords of `database` when it is itself a connection string (`postgresql://user:secret@…` or
+    /// `password=secret …`): as written, and as libpq parses them.
+    private static func embeddedSecrets(in database: String) -> [String] {
+        guard database.contains("=") || database.contains("://") else { return [] }
+        var found = writtenSecrets(in: database)
+        if let options = PQconninfoParse(database, nil) {
+            defer { PQconninfoFree(options) }
+            var option = options
+            while option.pointee.keyword != nil {
+                defer { option += 1 }
+                if let value = option.pointee.val, let display = option.pointee.dispchar,
+                    String(cString: display) == "*"
+                {
+                    found.append(String(cString: value))
+                }
+            }
+        }
+        return found.filter { !$0.isEmpty }
+    }
+
+    /// The value given to `search_path` by libpq's `options` (`-c search_path=a,b`, `-csearch_path=…`,
+    /// `--search_path=…`, `--search-path=…`; a backslash escapes the next character), the last one when several are.
+    static func searchPath(inOptions options: String) -> String? {
+        var words: [String] = []
+        var word = ""
+        var escaped = false
+        for character in options {
+            if escaped {
+                word.append(character)
+                escaped = false
+            } else if character == "\\" {
+                escaped = true
+            } else if character.isWhitespace {
+                if !word.isEmpty { words.append(word) }
+                word = ""
+            } else {
+                word.append(character)
+            }
+        }
+        if !word.isEmpty { words.append(word) }
+        var found: String?
+        var index = 0
+        while index < words.count {
+            var setting: Substring?
+            if words[index] == "-c", index + 1 < words.count {
+                setting = words[index + 1][...]
+                index += 1
+            } else if words[index].hasPrefix("--") {
+                setting = words[index].dropFirst(2)
+            } else if words[index].hasPrefix("-c") {
+                setting = words[index].dropFirst(2)
+            }
+            index += 1
+            guard let setting, let equals = setting.firstIndex(of: "=") else { continue }
+            let name = setting[..<equals].lowercased().replacingOccurrences(of: "-", with: "_")
+            if name == "search_path" { found = String(setting[setting.index(after: equals)...]) }
+        }
+        return found
     }
 
     /// libpq's defaults, from the environment (`PGHOST`, `PGPORT`, …) and its compiled-in values.

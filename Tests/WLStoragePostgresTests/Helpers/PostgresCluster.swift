@@ -116,6 +116,11 @@ final class PostgresCluster: Sendable {
         "postgresql:///postgres?host=\(directory.path)&port=\(port)&user=postgres"
     }
 
+    /// The path of the server's Unix socket.
+    var socketPath: String {
+        directory.appendingPathComponent(".s.PGSQL.\(port)").path
+    }
+
     /// Starts the server and waits until it accepts connections (`pg_ctl start -w`).
     func start() throws {
         let options = "-k \(directory.path) -p \(port) -c listen_addresses='' -c fsync=off -c max_connections=40"

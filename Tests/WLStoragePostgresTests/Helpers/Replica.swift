@@ -16,13 +16,18 @@ final class Replica: Sendable {
 
     /// Starts a replica of `key` in `namespace` at `url` and waits until its observers are in place. With
     /// `encryptionKey` (the base64 text of a key), the replica's store is encrypted with it.
-    init(
+    convenience init(
         url: String, namespace: String, key: String = "x", flushInterval: Int = 1, encryptionKey: String? = nil
     ) throws {
+        try self.init(arguments: [url, namespace, key, String(flushInterval)], encryptionKey: encryptionKey)
+    }
+
+    /// Starts the test child with `arguments` (see its usage) and waits until it prints `ready`.
+    init(arguments: [String], encryptionKey: String? = nil) throws {
         let directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
         let process = Process()
         process.executableURL = directory.appendingPathComponent("WLStoragePostgresTestChild")
-        process.arguments = [url, namespace, key, String(flushInterval)]
+        process.arguments = arguments
         if let encryptionKey {
             var environment = ProcessInfo.processInfo.environment
             environment["WLSTORAGE_TEST_ENCRYPTION_KEY"] = encryptionKey

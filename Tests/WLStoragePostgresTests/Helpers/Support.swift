@@ -107,3 +107,28 @@ enum ReportedErrors {
         installation
     }
 }
+
+/// A connection of the test's own, to run SQL as another program would.
+func adminConnection(_ url: String) throws -> PostgresConnection {
+    let connection = PostgresConnection(settings: try PostgresSettings(url: url, timeout: .seconds(10)))
+    try connection.connect(deadline: .now + .seconds(10))
+    return connection
+}
+
+/// Runs `sql` with text `parameters`, and returns the first column of its first row as text.
+@discardableResult
+func sqlValue(_ connection: PostgresConnection, _ sql: String, _ parameters: [String] = []) throws -> String? {
+    let rows = try connection.query(sql, parameters.map { .text($0) }, deadline: .now + .seconds(30))
+    return rows.first?.first?.flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
+}
+
+extension PostgresCluster {
+    /// A libpq URL of `database` on the server, as `user`, with `options` (libpq's `options`, unescaped).
+    func connectionURL(database: String = "postgres", user: String = "postgres", options: String? = nil) -> String {
+        var url = "postgresql:///\(database)?host=\(directory.path)&port=\(port)&user=\(user)"
+        if let options {
+            url += "&options=" + (options.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? options)
+        }
+        return url
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+import WLStorage
+
+@testable import WLStoragePostgres
+
+/// The store's table: which one a store uses, that it is made when missing, and that a role that may only read and
+/// write it uses it.
+@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+struct PostgresTableTests {
+    /// A name no other test uses, a valid SQL identifier.
+    private static func uniqueName(_ prefix: String) -> String {
+        "\(prefix)_\(UInt32.random(in: 0...UInt32.max))"
+    }
+
+    @Test func aRoleThatMayOnlyReadAndWriteAnExistingTableUsesIt() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let table = Self.uniqueName("wls_grants")
+        let role = Self.uniqueName("wls_writer")
+        try sqlValue(
+            admin,
+            """
+            CREATE TABLE public.\(table) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \
+            version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, key))
+            """)
+        try sqlValue(admin, "CREATE ROLE \(role) LOGIN")
+        try sqlValue(admin, "REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+        try sqlValue(admin, "GRANT USAGE ON SCHEMA public TO \(role)")
+        try sqlValue(admin, "GRANT SELECT, INSERT, UPDATE, DELETE ON public.\(table) TO \(role)")
+        defer {
+            _ = try? sqlValue(admin, "DROP TABLE public.\(table)")
+            _ = try? sqlValue(admin, "DROP ROLE \(role)")
+        }
+        // The role may not create anything in the schema.
+        #expect(try sqlValue(admin, "SELECT has_schema_privilege('\(role)', 'public', 'CREATE')::text") == "false")
+
+        let namespace = uniqueNamespace()
+        let store = try WLStoragePostgresStore(
+            url: cluster.connectionURL(user: role), namespace: namespace, table: table)
+        try store.write(key: "a", data: bytes("1"))
+        #expect(try store.read(key: "a") == bytes("1"))
+        #expect(try store.create(key: "b", data: bytes("2")))
+        #expect(try store.write(key: "a", data: bytes("3"), ifItHolds: bytes("1")))
+        try store.write([
+            WLStorageStoreWrite(key: "c", data: bytes("4")), WLStorageStoreWrite(key: "d", data: bytes("5")),
+        ])
+        #expect(try store.keys() == ["a", "b", "c", "d"])
+        try store.remove(key: "b")
+        #expect(try store.keys() == ["a", "c", "d"])
+    }
+
+    @Test func aCreationOfTheTableThatFailsWithADuplicateObjectIsTriedAgain() throws {
+        let cluster = try PostgresCluster.shared()
+        let database = Self.uniqueName("wls_race")
+        let admin = try adminConnection(cluster.url)
+        try sqlValue(admin, "CREATE DATABASE \(database)")
+        defer { _ = try? sqlValue(admin, "DROP DATABASE \(database) WITH (FORCE)") }
+        // In that database, the first creation of a table fails as a creation beaten by another one can: with the
+        // row type already there (42710).
+        let inDatabase = try adminConnection(cluster.connectionURL(database: database))
+        try sqlValue(inDatabase, "CREATE SEQUENCE creations")
+        try sqlValue(
+            inDatabase,
+            """
+            CREATE FUNCTION refuse_first_creation() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN \
+            IF nextval('creations') = 1 THEN \
+            RAISE EXCEPTION 'type "wlstorage" already exists' USING ERRCODE = '42710'; END IF; END $$
+            """)
+        try sqlValue(
+            inDatabase,
+            """
+            CREATE EVENT TRIGGER refuse_first_creation ON ddl_command_start WHEN TAG IN ('CREATE TABLE') \
+            EXECUTE FUNCTION refuse_first_creation()
+            """)
+        inDatabase.close()
+
+        let store = try WLStoragePostgresStore(url: cluster.connectionURL(database: database))
+        try store.write(key: "k", data: bytes("v"))
+        #expect(try store.read(key: "k") == bytes("v"))
+    }
+
+    @Test func storesThatDifferOnlyInTheirSearchPathUseTheTablesOfTheirSchemas() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let prod = Self.uniqueName("wls_prod")
+        let staging = Self.uniqueName("wls_staging")
+        try sqlValue(admin, "CREATE SCHEMA \(prod)")
+        try sqlValue(admin, "CREATE SCHEMA \(staging)")
+        defer {
+            _ = try? sqlValue(admin, "DROP SCHEMA \(prod) CASCADE")
+            _ = try? sqlValue(admin, "DROP SCHEMA \(staging) CASCADE")
+        }
+        let namespace = uniqueNamespace()
+        let stagingStore = try WLStoragePostgresStore(
+            url: cluster.connectionURL(options: "-c search_path=\(staging)"), namespace: namespace)
+        let prodStore = try WLStoragePostgresStore(
+            url: cluster.connectionURL(options: "-c search_path=\(prod)"), namespace: namespace)
+        #expect(stagingStore.identity != prodStore.identity)
+
+        ReportedErrors.install()
+        let stagingStorage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: stagingStore)
+        let prodStorage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: prodStore)
+        prodStorage.wrappedValue = 7
+        prodStorage.flush()
+        #expect(stagingStorage.wrappedValue == 0)
+        let query = "SELECT convert_from(value, 'UTF8') FROM %@.wlstorage WHERE namespace = $1 AND key = 'k'"
+        #expect(try sqlValue(admin, query.replacingOccurrences(of: "%@", with: prod), [namespace]) == "7")
+        #expect(try sqlValue(admin, query.replacingOccurrences(of: "%@", with: staging), [namespace]) != "7")
+    }
+}
