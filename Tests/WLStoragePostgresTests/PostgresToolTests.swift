@@ -24,13 +24,34 @@ struct PostgresToolTests {
         while process.process.end == nil && Date() < deadline { usleep(10_000) }
         if process.process.end == nil { process.process.terminate() }
         let end = process.process.waitForEnd(timeout: 30)
+        // What the tool printed is read to its end: the tool may end before a reader has taken its last lines.
+        process.output.waitForEnd()
+        process.errors.waitForEnd()
         return Run(status: end?.status ?? -1, output: process.output.text, errors: process.errors.text)
     }
 
+    /// What a child writes to one pipe, read to the end of the pipe by a thread of its own.
     private final class Output: @unchecked Sendable {  // `data` under `lock`
         private let lock = NSLock()
         private var data = Data()
-        func append(_ more: Data) { lock.withLock { data.append(more) } }
+        private let ended = DispatchSemaphore(value: 0)
+
+        init(reading handle: FileHandle) {
+            Thread.detachNewThread { [self] in
+                while true {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    lock.withLock { data.append(chunk) }
+                }
+                ended.signal()
+            }
+        }
+
+        /// Waits until the pipe has ended (every writer closed it), for at most 30 s.
+        func waitForEnd() {
+            if ended.wait(timeout: .now() + 30) == .success { ended.signal() }
+        }
+
         var text: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
     }
 
@@ -38,16 +59,15 @@ struct PostgresToolTests {
         let process = Process()
         process.executableURL = Self.tool
         process.arguments = arguments
-        let output = Output()
-        let errors = Output()
         let outputPipe = Pipe()
         let errorPipe = Pipe()
-        outputPipe.fileHandleForReading.readabilityHandler = { output.append($0.availableData) }
-        errorPipe.fileHandleForReading.readabilityHandler = { errors.append($0.availableData) }
         process.standardOutput = outputPipe
         process.standardError = errorPipe
         try process.run()
-        return (process, output, errors)
+        // `run()` closes this process's ends for writing: a reader sees the end of each pipe once the tool ends.
+        return (
+            process, Output(reading: outputPipe.fileHandleForReading), Output(reading: errorPipe.fileHandleForReading)
+        )
     }
 
     @Test func setGetListAndRemoveWorkOnTheStoresRows() throws {
