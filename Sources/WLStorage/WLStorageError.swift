@@ -146,7 +146,8 @@ extension WLStorageError {
         }
     }
 
-    static func report(_ error: WLStorageError) {
+    /// Passes `error` to ``handler``, or writes it to standard error when there is none. For the package's stores.
+    package static func report(_ error: WLStorageError) {
         if let handler = handler {
             handler(error)
         } else {

@@ -105,7 +105,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         let pid = writerPID
         self.listener = PostgresListener(
             settings: settings, channel: statements.channel, namespace: namespace, timeout: timeout,
-            ownPID: { pid.value })
+            identity: identity, ownPID: { pid.value })
     }
 
     deinit {
@@ -114,6 +114,17 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
 
     /// `WLStoragePostgresStore(<identity>)`.
     public var description: String { "WLStoragePostgresStore(\(identity))" }
+
+    /// Why the store's change feed cannot hear other programs' changes now, or `nil` while it listens (or while no
+    /// storage follows the store).
+    ///
+    /// The feed listens on a connection of its own, which it probes with a round trip every two seconds: a
+    /// connection that breaks, or stops answering without a word (a middlebox that dropped the flow), is found out
+    /// within seconds, and made again, and then every storage reads its key again. While the feed cannot listen (the
+    /// server refuses the connection, say, for a role's connection limit), this is the error, which is also reported to
+    /// ``WLStorageError/handler`` when it starts and once a minute while it lasts. A health check of a service can
+    /// read it.
+    public var changeFeedError: WLStorageError? { listener.trouble }
 
     // MARK: - WLStorageStore
 

@@ -18,6 +18,13 @@ import WLStorage
 /// Phases: `idle` (no handler) ──add──▶ `connecting` ──LISTEN works──▶ `listening` ──connection lost──▶
 /// `waiting` (backoff: 100 ms doubling to 5 s) ──▶ `connecting`; from any phase, removing the last handler ──▶ `idle`.
 ///
+/// A listening connection can break without a word: a middlebox that drops the flow but keeps the socket (and answers
+/// TCP keepalives) leaves it open and silent. So while it listens, the listener probes the connection itself with a
+/// round trip every ``probeInterval``; a probe that fails, or gets no answer within ``probeTimeout``, counts as a lost
+/// connection. A replica that cannot hear changes says so: the first failure to listen after listening (or at the
+/// start), and a probe that fails, are reported to ``WLStorageError/handler``, and so is every further minute that
+/// it still cannot listen.
+///
 /// Locks: `state` guards the phase and the handlers, and is never held while a handler runs or the connection is
 /// used. The connection and the read source are used on `queue` only.
 final class PostgresListener: @unchecked Sendable {  // `state` under its lock; `connection` and `source` on `queue`
@@ -36,7 +43,22 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         var nextID: UInt64 = 0
         /// Changes with each start and stop, so that a retry scheduled for an earlier run does nothing.
         var generation: UInt64 = 0
+        /// Why the listener does not listen, while it tries to.
+        var trouble: WLStorageError?
     }
+
+    /// How often a listening connection is probed.
+    package static let probeInterval: Duration = .seconds(2)
+    /// How long a probe may take before the connection counts as lost: bounded by the store's timeout too.
+    package static let probeTimeout: Duration = .seconds(5)
+    /// How often a listener that still cannot listen says so again.
+    private static let reportInterval: Duration = .seconds(60)
+
+    /// When the listener last reported that it cannot listen; `nil` while it listens. Used on `queue` only.
+    private var lastTrouble: ContinuousClock.Instant?
+    /// The probe's timer while the listener listens. Used on `queue` only.
+    private var probe: (any DispatchSourceTimer)?
+    private let identity: String
 
     private let state = Lock(State())
     private let queue: DispatchQueue
@@ -49,13 +71,14 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private let ownPID: @Sendable () -> Int32?
 
     init(
-        settings: PostgresSettings, channel: String, namespace: String, timeout: Duration,
+        settings: PostgresSettings, channel: String, namespace: String, timeout: Duration, identity: String,
         ownPID: @escaping @Sendable () -> Int32?
     ) {
         self.connection = PostgresConnection(settings: settings)
         self.channel = channel
         self.namespace = namespace
         self.timeout = timeout
+        self.identity = identity
         self.ownPID = ownPID
         self.queue = DispatchQueue(label: "WLStoragePostgres.listener")
     }
@@ -93,29 +116,97 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private func connect(generation: UInt64, attempt: Int) {
         guard isCurrent(generation) else { return }
         // A connection left from an earlier run (stopped and started again before its stop ran) is replaced.
-        source?.cancel()
-        source = nil
-        connection.disconnect()
+        closeConnection()
         do {
             try connection.connect(deadline: .now + timeout)
             _ = try connection.query(#"LISTEN "\#(channel)""#, deadline: .now + timeout)
             guard let socket = connection.socket else { throw PostgresError(.connectionLost, "no socket") }
             try startReading(socket, generation: generation)
         } catch {
-            connection.disconnect()
+            closeConnection()
+            reportTrouble("cannot listen: \(error)")
             retry(generation: generation, attempt: attempt + 1)
             return
         }
         let listening = state.withLock { state -> Bool in
             guard state.generation == generation else { return false }
             state.phase = .listening
+            state.trouble = nil
             return true
         }
         if listening {
+            lastTrouble = nil
+            startProbing(generation: generation)
             deliver([.everything])
         } else {
             stopListening()
         }
+    }
+
+    /// Probes the listening connection with a round trip every ``probeInterval``.
+    private func startProbing(generation: UInt64) {
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let interval = Self.nanoseconds(Self.probeInterval)
+        timer.schedule(deadline: .now() + .nanoseconds(interval), repeating: .nanoseconds(interval))
+        timer.setEventHandler { [weak self] in self?.probeConnection(generation: generation) }
+        probe = timer
+        timer.resume()
+    }
+
+    /// One probe: a statement on the listening connection, whose answer must come within the probe's timeout. A
+    /// notification that came meanwhile is delivered as any other.
+    private func probeConnection(generation: UInt64) {
+        guard isCurrent(generation), source != nil else { return }
+        do {
+            _ = try connection.query("SELECT 1", deadline: .now + min(timeout, Self.probeTimeout))
+        } catch {
+            reportTrouble("stopped answering (\(error)); it reconnects, and the storages read their keys again")
+            lost(generation: generation)
+            return
+        }
+        readable(generation: generation)
+    }
+
+    /// Why the listener does not listen while it tries to; `nil` while it listens, or has no handler.
+    var trouble: WLStorageError? {
+        state.withLock { $0.trouble }
+    }
+
+    /// Says that the feed cannot hear changes: at the first trouble, then once a minute while it lasts.
+    private func reportTrouble(_ what: String) {
+        let error = WLStorageError(
+            code: .readFailed,
+            message: "the change feed of \(identity) \(what); until it listens again, this program does not see the"
+                + " changes other programs make")
+        let replaced = state.withLock { state in
+            defer { state.trouble = error }
+            return state.trouble
+        }
+        _ = replaced
+        let now = ContinuousClock.now
+        if let lastTrouble, now - lastTrouble < Self.reportInterval { return }
+        lastTrouble = now
+        WLStorageError.report(error)
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+    }
+
+    /// Closes the connection, its read source and its probe.
+    private func closeConnection() {
+        probe?.cancel()
+        probe = nil
+        source?.cancel()
+        source = nil
+        connection.disconnect()
+    }
+
+    /// The connection is lost: it is closed, and made again after the backoff.
+    private func lost(generation: UInt64) {
+        closeConnection()
+        retry(generation: generation, attempt: 0)
     }
 
     /// Watches a duplicate of the socket, so that libpq closing its own descriptor when the connection breaks never
@@ -147,10 +238,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
             }
             if !changes.isEmpty { deliver(changes) }
         } catch {
-            source?.cancel()
-            source = nil
-            connection.disconnect()
-            retry(generation: generation, attempt: 0)
+            lost(generation: generation)
         }
     }
 
@@ -169,9 +257,13 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     private func stopListening() {
         guard isIdle else { return }
-        source?.cancel()
-        source = nil
-        connection.disconnect()
+        closeConnection()
+        lastTrouble = nil
+        let cleared = state.withLock { state in
+            defer { state.trouble = nil }
+            return state.trouble
+        }
+        _ = cleared
     }
 
     private var isIdle: Bool {
@@ -198,6 +290,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     }
 
     deinit {
+        probe?.cancel()
         source?.cancel()
     }
 }

@@ -9,8 +9,8 @@ import Testing
 /// every connection after a delay (a network with latency), or, once held, forwards nothing more while it keeps every
 /// socket open (a server, or a middlebox, that stopped answering).
 ///
-/// Driven through its standard input: `delay MS` sets the delay of each direction, `hold` stops forwarding; each
-/// answers `ok`. It ends when its standard input closes, so it never outlives the tests.
+/// Driven through its standard input: `delay MS` sets the delay of each direction, `hold` stops forwarding, `freeze`
+/// stops forwarding on the connections open now only; each answers `ok`. It ends when its standard input closes, so it never outlives the tests.
 final class LatencyProxy: Sendable {
     private let process: Process
     private let input: FileHandle
@@ -71,6 +71,12 @@ final class LatencyProxy: Sendable {
         try command("hold")
     }
 
+    /// Stops forwarding anything on the connections open now, and keeps their sockets open, as a middlebox that drops
+    /// a flow without a word; new connections are forwarded.
+    func freeze() throws {
+        try command("freeze")
+    }
+
     private func command(_ line: String) throws {
         let answered = Self.lines(output).count
         try input.write(contentsOf: Data((line + "\n").utf8))
@@ -95,7 +101,9 @@ final class LatencyProxy: Sendable {
         delay = 0.0
         held = asyncio.Event()
 
-        async def forward(reader, writer):
+        flows = []
+
+        async def forward(reader, writer, frozen):
             loop = asyncio.get_running_loop()
             queue = asyncio.Queue()
 
@@ -105,7 +113,7 @@ final class LatencyProxy: Sendable {
                     wait = due - loop.time()
                     if wait > 0:
                         await asyncio.sleep(wait)
-                    if held.is_set():
+                    if held.is_set() or frozen.is_set():
                         await asyncio.Event().wait()
                     if data is None:
                         writer.close()
@@ -136,8 +144,10 @@ final class LatencyProxy: Sendable {
             except OSError:
                 client_writer.close()
                 return
+            frozen = asyncio.Event()
+            flows.append(frozen)
             await asyncio.gather(
-                forward(client_reader, server_writer), forward(server_reader, client_writer),
+                forward(client_reader, server_writer, frozen), forward(server_reader, client_writer, frozen),
                 return_exceptions=True)
 
         async def main():
@@ -157,6 +167,10 @@ final class LatencyProxy: Sendable {
                     delay = int(words[1]) / 1000
                 elif words[:1] == ["hold"]:
                     held.set()
+                elif words[:1] == ["freeze"]:
+                    for frozen in flows:
+                        frozen.set()
+                    flows.clear()
                 print("ok", flush=True)
 
         asyncio.run(main())
