@@ -25,7 +25,8 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
     }
 
     let keyFile = try invocation.options.keyFile.map { path throws(ToolFailure) in try KeyFile(path: path) }
-    if let url = invocation.options.postgres {
+    if let given = invocation.options.postgres {
+        let url = try connectionString(given, environment: environment)
         let store: WLStoragePostgresStore
         do {
             store = try WLStoragePostgresStore(url: url, namespace: invocation.options.namespace ?? "default")
@@ -314,4 +315,28 @@ func library<R>(_ body: () throws(WLStorageError) -> R) throws(ToolFailure) -> R
     } catch {
         throw ToolFailure(error)
     }
+}
+
+/// The connection string that `--postgres` gives: itself, or, so that a password never shows in the process list,
+/// the value of an environment variable (`env:NAME`) or the first line of a file (`file:PATH`).
+func connectionString(_ given: String, environment: [String: String]) throws(ToolFailure) -> String {
+    if given.hasPrefix("env:") {
+        let name = String(given.dropFirst(4))
+        guard let value = environment[name], !value.isEmpty else {
+            throw ToolFailure("--postgres env:\(name): the environment variable \(name) is not set", status: .usage)
+        }
+        return value
+    }
+    if given.hasPrefix("file:") {
+        let path = String(given.dropFirst(5))
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ToolFailure("--postgres file:\(path): the file cannot be read", status: .usage)
+        }
+        let line = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first
+        guard let line, !line.allSatisfy(\.isWhitespace) else {
+            throw ToolFailure("--postgres file:\(path): the file holds no connection string", status: .usage)
+        }
+        return line.trimmingCharacters(in: .whitespaces)
+    }
+    return given
 }

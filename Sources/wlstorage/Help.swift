@@ -36,7 +36,10 @@ enum Help {
           --postgres URL    Work on the rows of a PostgreSQL store instead of a directory: URL is a libpq
                             connection string (postgresql://user@host/db, or host=... dbname=...). get,
                             set, rm, list and watch work on the same rows, and the same JSON, as
-                            WLStoragePostgresStore; path, hash and verify are about files.
+                            WLStoragePostgresStore; path, hash and verify are about files. A
+                            password in URL shows in the process list: use PGPASSWORD or ~/.pgpass,
+                            or give env:NAME (the string is in the environment variable NAME) or
+                            file:PATH (it is the first line of the file PATH).
           --namespace NS    With --postgres, the store's namespace ("default" when not given).
           --key-file PATH   The values are encrypted, as WLStorageEncryptedStore keeps them, with the key in
                             PATH: the base64 text of 32 bytes (44 characters, white space around them

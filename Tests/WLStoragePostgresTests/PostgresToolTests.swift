@@ -151,6 +151,33 @@ struct PostgresToolTests {
         #expect(!(unreachable.errors + unreachable.output).contains("s3cret"))
     }
 
+    @Test func theConnectionStringCanComeFromTheEnvironmentOrAFileSoThatNoPasswordShowsInTheProcessList() throws {
+        let url = try PostgresCluster.shared().url
+        let namespace = uniqueNamespace()
+        let store = try WLStoragePostgresStore(url: url, namespace: namespace)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("wls-url-\(UUID().uuidString)")
+        try Data((url + "\n").utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let set = try run(["--postgres", "file:\(file.path)", "--namespace", namespace, "set", "limit", "5"])
+        #expect(set.status == 0, "\(set.errors)")
+        #expect(try store.read(key: "limit") == Data("5".utf8))
+
+        // A variable of this test's own, which the tool inherits.
+        let name = "WLSTORAGE_TEST_URL_\(UInt32.random(in: 0...UInt32.max))"
+        setenv(name, url, 1)
+        defer { unsetenv(name) }
+        let get = try run(["--postgres", "env:\(name)", "--namespace", namespace, "get", "limit"])
+        #expect(get.status == 0, "\(get.errors)")
+        #expect(get.output == "5\n")
+
+        let unset = try run(["--postgres", "env:\(name)_UNSET", "get", "limit"])
+        #expect(unset.status == 64)
+        #expect(unset.errors.contains("\(name)_UNSET is not set"))
+        let missing = try run(["--postgres", "file:\(file.path).missing", "get", "limit"])
+        #expect(missing.status == 64)
+        #expect(missing.errors.contains("cannot be read"))
+    }
+
     @Test func watchPrintsTheValueThenEachChangeAnotherProgramMakes() throws {
         let url = try PostgresCluster.shared().url
         let namespace = uniqueNamespace()
