@@ -25,12 +25,38 @@ enum MemoryCases {
             precondition(!storages[count - 1].hasPendingChanges)
             blackHole(storages)
             storages.removeAll()
-            return [
-                Row(
-                    caseID: "memory", title: "memory per idle instance, \(count) instances",
-                    subject: "WLStorage<Int>", value: Stats(unit: "B", single: Double(after - before) / Double(count)),
-                    target: .value(atMost: 700, unit: "B"), note: "mallinfo2 before and after, flushInterval nil")
-            ]
+            let file = Row(
+                caseID: "memory", title: "memory per idle instance, \(count) instances",
+                subject: "WLStorage<Int>", value: Stats(unit: "B", single: Double(after - before) / Double(count)),
+                target: .value(atMost: 700, unit: "B"), note: "mallinfo2 before and after, flushInterval nil")
+            return [file, customBacker(count: count)]
         }
     }
+
+    /// The same, with a custom backer of the program's own holding each value (the backer's own memory is left out).
+    private static func customBacker(count: Int) -> Row {
+        let backers = (0..<count).map { IdleBacker(key: "k\($0)") }
+        var storages: [WLStorage<Int>] = []
+        storages.reserveCapacity(count)
+        let before = HeapUsage.bytesInUse()
+        for backer in backers {
+            storages.append(WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: backer))
+        }
+        let after = HeapUsage.bytesInUse()
+        precondition(!storages[count - 1].hasPendingChanges)
+        blackHole(storages)
+        storages.removeAll()
+        return Row(
+            caseID: "memory", title: "memory per idle instance with a custom backer, \(count) instances",
+            subject: "WLStorage<Int>", value: Stats(unit: "B", single: Double(after - before) / Double(count)),
+            target: .value(atMost: 700, unit: "B"), note: "mallinfo2 before and after, flushInterval nil")
+    }
+}
+
+/// A custom backer that holds a value and is never written.
+private final class IdleBacker: WLStorageBacker, Sendable {
+    let key: String
+    init(key: String) { self.key = key }
+    func read(defaultValueClosure: () -> Int) -> Int { 1 }
+    func write(value: Int) {}
 }
