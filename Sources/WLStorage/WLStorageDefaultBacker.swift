@@ -380,33 +380,23 @@ struct KnownVersions: Sendable {
     private var writtenHash = 0
     private var readHash = 0
     /// The bytes last read or written, when they are a JSON object.
-    private var base: Data?
-    /// The next write is of the value alone, without the members its type does not know.
-    private var dropsUnknownFields = false
-
-    /// The bytes whose unknown members a write keeps: none when the next write is to drop them, which it then does.
-    mutating func takeBase() -> Data? {
-        guard !dropsUnknownFields else {
-            dropsUnknownFields = false
-            return nil
-        }
-        return base
-    }
-
-    /// Makes the next write leave out the members of the stored object that the value's type does not know.
-    mutating func dropUnknownFields() {
-        dropsUnknownFields = true
-    }
+    private var base = UnknownFieldsBase()
 
     mutating func read(_ version: KnownVersion, _ data: Data) {
         read = version
-        base = UnknownFields.base(data)
+        base.record(data)
     }
 
     mutating func wrote(_ version: KnownVersion, _ data: Data) {
         written = version
-        base = UnknownFields.base(data)
+        base.record(data)
     }
+
+    /// The bytes whose unknown members a write keeps: none when the next write is to drop them, which it then does.
+    mutating func takeBase() -> Data? { base.take() }
+
+    /// Makes the next write leave out the members of the stored object that the value's type does not know.
+    mutating func dropUnknownFields() { base.dropUnknownFields() }
 
     var written: KnownVersion? {
         get { KnownVersion(hash: writtenHash) }

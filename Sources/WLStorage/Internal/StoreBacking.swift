@@ -41,22 +41,12 @@ struct KnownBytes: Sendable {
     private var last = 0
     /// The bytes of the version seen last, when they are a JSON object, whose members the value's type does not know a
     /// write keeps (see ``UnknownFields``).
-    private var base: Data?
-    /// The next write is of the value alone, without the members its type does not know.
-    private var dropsUnknownFields = false
+    private var base = UnknownFieldsBase()
 
     /// The bytes whose unknown members a write keeps: none when the next write is to drop them, which it then does.
-    mutating func takeBase() -> Data? {
-        guard !dropsUnknownFields else {
-            dropsUnknownFields = false
-            return nil
-        }
-        return base
-    }
+    mutating func takeBase() -> Data? { base.take() }
 
-    mutating func dropUnknownFields() {
-        dropsUnknownFields = true
-    }
+    mutating func dropUnknownFields() { base.dropUnknownFields() }
 
     static func hash(_ data: Data) -> Int {
         var hasher = Hasher()
@@ -66,7 +56,7 @@ struct KnownBytes: Sendable {
 
     mutating func wrote(_ data: Data) {
         last = Self.hash(data)
-        base = UnknownFields.base(data)
+        base.record(data)
     }
 
     /// Records `data` as read; returns whether it is the version seen last.
@@ -74,7 +64,7 @@ struct KnownBytes: Sendable {
         let hash = Self.hash(data)
         defer {
             last = hash
-            base = UnknownFields.base(data)
+            base.record(data)
         }
         return hash == last
     }
@@ -83,7 +73,7 @@ struct KnownBytes: Sendable {
     mutating func forget() -> Bool {
         defer {
             last = 0
-            base = nil
+            base.record(nil)
         }
         return last != 0
     }

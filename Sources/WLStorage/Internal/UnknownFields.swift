@@ -136,3 +136,43 @@ enum UnknownFields {
         return result
     }
 }
+
+/// What a backer keeps for ``UnknownFields``: the bytes last read or written when they are a JSON object, and whether
+/// the next write is to leave their unknown members out. A reference, `nil` for values that are not objects, so that a
+/// backer of a number or a string grows by one word only.
+struct UnknownFieldsBase: Sendable {
+    private final class Box: Sendable {
+        let bytes: Data?
+        let drops: Bool
+
+        init(bytes: Data?, drops: Bool) {
+            self.bytes = bytes
+            self.drops = drops
+        }
+    }
+
+    private var box: Box?
+
+    /// Keeps `data` when it is a JSON object (a later write keeps its unknown members), and forgets it otherwise. A
+    /// removal of the unknown members asked for stays asked for.
+    mutating func record(_ data: Data?) {
+        let bytes = data.flatMap(UnknownFields.base)
+        let drops = box?.drops ?? false
+        box = bytes == nil && !drops ? nil : Box(bytes: bytes, drops: drops)
+    }
+
+    /// Makes the next write leave out the members of the stored object that the value's type does not know.
+    mutating func dropUnknownFields() {
+        box = Box(bytes: box?.bytes, drops: true)
+    }
+
+    /// The bytes whose unknown members a write keeps: none when the next write is to drop them, which it then does.
+    mutating func take() -> Data? {
+        guard let box else { return nil }
+        guard !box.drops else {
+            self.box = box.bytes.map { Box(bytes: $0, drops: false) }
+            return nil
+        }
+        return box.bytes
+    }
+}
