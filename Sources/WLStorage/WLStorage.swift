@@ -61,6 +61,54 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             scheduler: DispatchWriteScheduler.shared)
     }
 
+    /// Creates a storage of `key` in the default directory, with the property's initial value as its default:
+    /// `@WLStorage(key: "theme") var theme = "dark"`.
+    ///
+    /// The initial value is the default, made only when it is needed (nothing is stored, or a field is missing), as
+    /// with `defaultValueClosure`.
+    ///
+    /// - Parameters:
+    ///   - wrappedValue: The default: the value to use, and save, when nothing is stored.
+    ///   - key: The key. Any string; see ``WLStorageDefaultBacker`` for how it names the file.
+    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
+    ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
+    public convenience init(
+        wrappedValue: @autoclosure () -> T, key: String, flushInterval: Int? = 1,
+        migrations: [WLStorageMigration<T>] = []
+    ) {
+        self.init(key: key, defaultValueClosure: wrappedValue, flushInterval: flushInterval, migrations: migrations)
+    }
+
+    /// Creates a storage of `key` in `store`, with the property's initial value as its default:
+    /// `@WLStorage(key: "theme", store: .suite("editor")) var theme = "dark"`.
+    ///
+    /// - Parameters:
+    ///   - wrappedValue: The default: the value to use, and save where nothing is stored, when nothing is stored.
+    ///   - key: The key. Any string.
+    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
+    ///   - store: Where the value lives.
+    ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
+    public convenience init<Store: WLStorageStore>(
+        wrappedValue: @autoclosure () -> T, key: String, flushInterval: Int? = 1, store: Store,
+        migrations: [WLStorageMigration<T>] = []
+    ) {
+        self.init(
+            key: key, defaultValueClosure: wrappedValue, flushInterval: flushInterval, store: store,
+            migrations: migrations)
+    }
+
+    /// Creates a storage kept by `backer`, with the property's initial value as its default.
+    ///
+    /// - Parameters:
+    ///   - wrappedValue: The default: the value to use when the backer holds nothing. The backer is never written
+    ///     with it, only with changes.
+    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
+    ///   - backer: Where the value is read from and written to.
+    public convenience init(wrappedValue: @autoclosure () -> T, flushInterval: Int? = 1, backer: any WLStorageBacker<T>)
+    {
+        self.init(defaultValueClosure: wrappedValue, flushInterval: flushInterval, backer: backer)
+    }
+
     /// Creates a storage kept by `backer`.
     ///
     /// - Parameters:
