@@ -474,9 +474,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ) -> StorageCell<T> {
         let mismatch = WLStorageError(
             code: .typeMismatch,
-            message: "the \(backer is WLStorageDefaultBacker<T> ? "file" : "key") is already open in this process as"
-                + " \(other), not as a storage of \(T.self); this storage keeps its value in memory only and never"
-                + " writes it",
+            message: "the \(backer is WLStorageDefaultBacker<T> ? "file" : "key") is already open in this process by a"
+                + " storage of \(other), not of \(String(reflecting: T.self)); this storage keeps its value in memory"
+                + " only and never writes it",
             key: backer.key,
             path: (backer as? WLStorageDefaultBacker<T>)?.fileURL?.path)
         let cell = StorageCell(

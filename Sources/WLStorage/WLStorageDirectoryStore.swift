@@ -149,7 +149,8 @@ extension StorageLocation {
         _ name: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> URL? {
         let folder = suiteFolder(name)
-        if let override = environment[suitesEnvironmentVariable], override.hasPrefix("/") {
+        // A relative path is taken from the current directory, as WLSTORAGE_DIRECTORY's is.
+        if let override = environment[suitesEnvironmentVariable], !override.isEmpty {
             return URL(fileURLWithPath: override, isDirectory: true).appendingPathComponent(folder, isDirectory: true)
         }
         guard let base = dataHome(environment: environment) else { return nil }

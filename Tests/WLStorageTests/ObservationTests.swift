@@ -161,6 +161,9 @@ private final class Received<T: Sendable>: Sendable {
             numbers.flush()
             let text = fileStorage("mixed", in: directory, default: "text", flushInterval: nil)
             #expect(text.lastError?.code == .typeMismatch)
+            // The message names both Swift types, not the package's internal ones.
+            #expect(text.lastError?.message.contains("by a storage of Swift.Int, not of Swift.String") == true)
+            #expect(text.lastError?.message.contains("StorageCell") == false)
             #expect(text.wrappedValue == "text")
             text.wrappedValue = "other"
             text.flush()

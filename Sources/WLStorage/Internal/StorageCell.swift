@@ -636,6 +636,8 @@ struct BatchWrite: Sendable {
 }
 
 extension StorageCell: RegisteredCell {
+    var valueTypeName: String { String(reflecting: T.self) }
+
     func flushAll(waiting: Bool) {
         flush(waitingForJobs: waiting)
     }

@@ -12,6 +12,8 @@ struct StoreKey: Hashable, Sendable {
 
 /// What the registry needs of a cell, whatever its value type.
 protocol RegisteredCell: AnyObject, Sendable {
+    /// The Swift type of the cell's value, as a program names it (`Int`, `Settings`), for messages.
+    var valueTypeName: String { get }
     /// The store and key of the cell, when its backer is a store's (other than a directory's).
     var storeKey: StoreKey? { get }
     /// The directory of the cell's file, when its backer is the file backer.
@@ -225,6 +227,6 @@ final class StorageRegistry: Sendable {
 
     private static func match<T>(_ cell: any RegisteredCell, as type: T.Type) -> Lookup<T> {
         if let typed = cell as? StorageCell<T> { return .found(typed) }
-        return .mismatch(String(describing: Swift.type(of: cell)))
+        return .mismatch(cell.valueTypeName)
     }
 }
