@@ -344,6 +344,15 @@ private struct FleetProblem: Error {
     let message: String
 }
 
+/// Faults of the library this model knows of, followed by the model as the library behaves until they are fixed, so
+/// that the run keeps finding others. Each has a disabled example test; set it to `false` with the fix.
+private enum KnownFaults {
+    /// An update that reads another version's bytes it cannot decode is made as a set, and the write of that set keeps
+    /// the unknown members of the bytes the storage read before, not of those the update read (see
+    /// `MixedVersionTests.anUpdateThatCannotReadAnotherVersionsValueKeepsTheFieldsOfWhatItRead`).
+    static let updateFallbackKeepsStaleUnknownFields = true
+}
+
 /// One run of the fleet: its store, its programs, the model, and the checks.
 private final class FleetRun {
     static let keys = ["settings", "profile"]
@@ -505,7 +514,9 @@ private final class FleetRun {
             handle.set(stamp)
         }
         note("P\(index) \(handle.version) \(update ? "updates" : "sets") \(key) to \(stamp)")
-        try endOperation()
+        // An update that could not be stored is made as a set, for a later write.
+        let madeLocally = update && handle.hasPendingChanges && KnownFaults.updateFallbackKeepsStaleUnknownFields
+        try endOperation(ignoringReadsOf: madeLocally ? (index, key) : nil)
         guard handle.stamp == stamp else { throw fail("P\(index)'s \(key) holds \(handle.stamp) after its set of \(stamp)") }
         cells[index]?[key]?.value = handle.encodedValue
         if update && !handle.hasPendingChanges {
@@ -663,12 +674,13 @@ private final class FleetRun {
         }
     }
 
-    /// Judges what the handles did during the operation, in order.
-    func endOperation() throws {
+    /// Judges what the handles did during the operation, in order. The reads of `ignored`, a program's key, do not
+    /// count as what it read last (see ``KnownFaults``).
+    func endOperation(ignoringReadsOf ignored: (program: Int, key: String)? = nil) throws {
         for event in log.take() {
             switch event {
             case .read(let index, let key, let data):
-                guard Self.keys.contains(key) else { continue }
+                guard Self.keys.contains(key), ignored.map({ $0 != (index, key) }) ?? true else { continue }
                 cells[index]?[key]?.base = data
             case .wrote(let index, let key, let data, let kind):
                 guard Self.keys.contains(key) else {
