@@ -517,7 +517,9 @@ private final class FleetRun {
         // An update that could not be stored is made as a set, for a later write.
         let madeLocally = update && handle.hasPendingChanges && KnownFaults.updateFallbackKeepsStaleUnknownFields
         try endOperation(ignoringReadsOf: madeLocally ? (index, key) : nil)
-        guard handle.stamp == stamp else { throw fail("P\(index)'s \(key) holds \(handle.stamp) after its set of \(stamp)") }
+        guard handle.stamp == stamp else {
+            throw fail("P\(index)'s \(key) holds \(handle.stamp) after its set of \(stamp)")
+        }
         cells[index]?[key]?.value = handle.encodedValue
         if update && !handle.hasPendingChanges {
             // Stored at once, on condition: as durable as a flush.
@@ -541,7 +543,8 @@ private final class FleetRun {
         if handle.hasPendingChanges { throw fail("P\(index)'s \(key) is still pending after a flush") }
         guard let pending else { return }
         guard storedStamp(key) == pending else {
-            throw fail("P\(index)'s flush of \(key) returned, and the key holds \(describe(stored(key))), not \(pending)")
+            throw fail(
+                "P\(index)'s flush of \(key) returned, and the key holds \(describe(stored(key))), not \(pending)")
         }
         markDurable(key, pending)
     }
@@ -590,7 +593,9 @@ private final class FleetRun {
 
     /// What a storage holds after it read `data`: its pending set; or what its version reads from the bytes; or, when
     /// it cannot read them, its last value (`previous`; the default at start), with `storedByAnotherVersion`.
-    func expectReads(_ index: Int, _ key: String, _ handle: any FleetHandle, from data: Data?, previous: String?) throws {
+    func expectReads(
+        _ index: Int, _ key: String, _ handle: any FleetHandle, from data: Data?, previous: String?
+    ) throws {
         defer { cells[index]?[key]?.value = handle.encodedValue }
         if let pending = cells[index]?[key]?.pending {
             guard handle.stamp == pending else {
