@@ -370,6 +370,8 @@ private final class FleetRun {
         var pending: Int?
         /// The bytes the program's backer read or wrote last: a write keeps their members its version does not know.
         var base: Data?
+        /// Other bytes a write may take as its base, where the model cannot tell (see ``KnownFaults``).
+        var otherBases: [Data?] = []
         /// The storage's value, as it was last checked.
         var value = ""
     }
@@ -516,7 +518,7 @@ private final class FleetRun {
         note("P\(index) \(handle.version) \(update ? "updates" : "sets") \(key) to \(stamp)")
         // An update that could not be stored is made as a set, for a later write.
         let madeLocally = update && handle.hasPendingChanges && KnownFaults.updateFallbackKeepsStaleUnknownFields
-        try endOperation(ignoringReadsOf: madeLocally ? (index, key) : nil)
+        try endOperation(uncertainReadsOf: madeLocally ? (index, key) : nil)
         guard handle.stamp == stamp else {
             throw fail("P\(index)'s \(key) holds \(handle.stamp) after its set of \(stamp)")
         }
@@ -679,15 +681,28 @@ private final class FleetRun {
         }
     }
 
-    /// Judges what the handles did during the operation, in order. The reads of `ignored`, a program's key, do not
-    /// count as what it read last (see ``KnownFaults``).
-    func endOperation(ignoringReadsOf ignored: (program: Int, key: String)? = nil) throws {
+    /// Judges what the handles did during the operation, in order.
+    ///
+    /// A read is what a program read last, the base of its next write, with two exceptions where the library may or
+    /// may not take it as such, and the model accepts either base: the read that follows a conditional write that found
+    /// other bytes (the check of what the key holds, whose bytes the storage reads again by a check it schedules), and
+    /// the reads of `uncertain`, a program's key (see ``KnownFaults``).
+    func endOperation(uncertainReadsOf uncertain: (program: Int, key: String)? = nil) throws {
+        var refused: (program: Int, key: String)?
         for event in log.take() {
             switch event {
             case .read(let index, let key, let data):
-                guard Self.keys.contains(key), ignored.map({ $0 != (index, key) }) ?? true else { continue }
-                cells[index]?[key]?.base = data
+                defer { refused = nil }
+                guard Self.keys.contains(key), var cell = cells[index]?[key] else { continue }
+                if uncertain.map({ $0 == (index, key) }) ?? false || refused.map({ $0 == (index, key) }) ?? false {
+                    cell.otherBases.append(cell.base)
+                } else {
+                    cell.otherBases = []
+                }
+                cell.base = data
+                cells[index]?[key] = cell
             case .wrote(let index, let key, let data, let kind):
+                refused = nil
                 guard Self.keys.contains(key) else {
                     if !StorageDirectory.isKeptOriginal(key) {
                         throw fail("P\(index) stored \(describe(data)) under \(key): moved aside")
@@ -696,10 +711,14 @@ private final class FleetRun {
                 }
                 try judge(index, key, data, kind)
                 cells[index]?[key]?.base = data
+                cells[index]?[key]?.otherBases = []
             case .removed(let index, let key):
+                refused = nil
                 if Self.keys.contains(key) { throw fail("P\(index) removed \(key)") }
-            case .refused, .lost:
-                continue
+            case .refused(let index, let key):
+                refused = (index, key)
+            case .lost:
+                refused = nil
             }
         }
     }
@@ -737,17 +756,28 @@ private final class FleetRun {
             throw fail("\(written): a value no user of it set (reading never writes)")
         }
         // Fields the writer's version does not know are those of the bytes it read or wrote last.
+        let bases = [base] + (cells[index]?[key]?.otherBases ?? [])
+        var mismatch: String?
+        for candidate in bases {
+            mismatch = unknownMismatch(version, written: object, base: candidate)
+            if mismatch == nil { break }
+        }
+        if let mismatch { throw fail("\(written): \(mismatch)") }
+        writtenSinceDurable[key, default: []].insert(stamp)
+    }
+
+    /// How the members of `written` that `version` does not know differ from those of `base`; `nil` when they do not.
+    private func unknownMismatch(_ version: FleetVersion, written: [String: Any], base: Data?) -> String? {
         let baseObject = base.flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] }
         for path in version.unknownPaths {
             let kept = member(at: path, of: baseObject)
-            let now = member(at: path, of: object)
-            guard kept == now else {
-                throw fail(
-                    "\(written): the member \(path.joined(separator: ".")) it does not know is"
-                        + " \(now.map { "\($0)" } ?? "absent"), and was \(kept.map { "\($0)" } ?? "absent")")
+            let now = member(at: path, of: written)
+            if kept != now {
+                return "the member \(path.joined(separator: ".")) it does not know is"
+                    + " \(now.map { "\($0)" } ?? "absent"), and was \(kept.map { "\($0)" } ?? "absent")"
             }
         }
-        writtenSinceDurable[key, default: []].insert(stamp)
+        return nil
     }
 
     private func member(at path: [String], of object: [String: Any]?) -> NSObject? {
