@@ -1,0 +1,841 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import WLStorage
+
+// A randomized fleet against a model of the compatibility rule for programs of several versions on one key.
+//
+// A few "programs" share one store: each is a replica of a `MemoryStore` with an identity of its own (as another
+// process's handle of the same database: its storages have cells of their own), runs one of two versions of a type
+// (`FleetValueV1`, and `FleetValueV2`, which renames a field, adds fields at the top and in a nested object, adds an
+// enum case and an optional, and migrates from the first), and hears of another program's writes only when the run
+// reports them through the store's feed. Random operations: start a program or one of its storages, set, update,
+// flush, release, stop, crash (its pending writes are lost), restart (as either version: a rolling deploy or a
+// rollback), and feeds that reach every program or one. Storages have no flush interval, so that every write happens
+// inside an operation of the run, in an order the seed decides.
+//
+// Each program's handle records what it reads and writes, and every write is judged when it happens:
+//
+// - a write of a key is the value of the last set (or update) of that program, not yet written; or, by a program of
+//   the newer version, the migration of the older value it read, written on condition that the key still holds it;
+//   or the default, created where nothing is stored. Anything else (a default over a value, a value filled in from the
+//   default and written back, a value written twice) breaks "reading never writes";
+// - its fields that the writer's version knows are the set's, and its fields that the version does not know are
+//   those of the bytes the program last read or wrote (kept, never dropped, never taken from a default);
+// - nothing is moved aside and no key is removed.
+//
+// And after each operation: a flush (or an update stored at once) leaves the key holding its set; a storage that
+// starts, or hears a feed, holds what the key holds when its version reads it (the migration's result for the older
+// shape), or else keeps its last good value and reports `storedByAnotherVersion`. At the end, with every program
+// stopped, each key holds the value of the last set whose flush returned or of a set written after it, never the
+// default's.
+//
+// `WLSTORAGE_SEED` replays one run (its operations; the timing of the feeds' threads is the machine's, and the run
+// waits for them after each report). `WLSTORAGE_OPERATIONS` sets the number of operations over all runs (3,000 by
+// default, as CI runs it, in runs of 300). The seed of a failing run is in its failure; a passing run prints nothing.
+
+// MARK: The two versions
+
+private enum FleetModeV1: String, Codable, Sendable {
+    case compact, comfortable
+}
+
+private enum FleetModeV2: String, Codable, Sendable {
+    case compact, comfortable, spacious
+}
+
+private struct FleetWindowV1: Codable, Equatable, Sendable {
+    var width: Int
+}
+
+private struct FleetWindowV2: Codable, Equatable, Sendable {
+    var width: Int
+    var depth: Int
+}
+
+/// What a program of either version needs of its value type.
+private protocol FleetValue: Codable, Equatable, Sendable {
+    static var version: FleetVersion { get }
+    static var defaultValue: Self { get }
+    static var migrations: [WLStorageMigration<Self>] { get }
+    /// What a set with `stamp` stores: every field follows from the stamp.
+    static func made(by stamp: Int) -> Self
+    /// What this version reads from `data`, as the rule says: the bytes as they are, or through the migration;
+    /// `nil` when they are another version's that it cannot read.
+    static func expected(from data: Data) -> Self?
+    var stamp: Int { get }
+}
+
+private enum FleetVersion: Int, CustomStringConvertible {
+    case v1 = 1, v2
+
+    var description: String { "V\(rawValue)" }
+
+    /// The members of the stored object this version does not know: kept by its writes.
+    var unknownPaths: [[String]] {
+        switch self {
+        case .v1: [["theme"], ["zoom"], ["note"], ["window", "depth"]]
+        case .v2: [["darkMode"]]
+        }
+    }
+}
+
+/// The older version's type.
+private struct FleetValueV1: FleetValue {
+    var stamp: Int
+    var darkMode: Bool
+    var window: FleetWindowV1
+    var mode: FleetModeV1
+
+    static var version: FleetVersion { .v1 }
+    static var defaultValue: Self { Self(stamp: 0, darkMode: false, window: FleetWindowV1(width: 800), mode: .compact) }
+    static var migrations: [WLStorageMigration<Self>] { [] }
+
+    static func made(by stamp: Int) -> Self {
+        Self(
+            stamp: stamp, darkMode: stamp % 2 == 1, window: FleetWindowV1(width: 1_000 + stamp),
+            mode: stamp % 3 == 0 ? .comfortable : .compact)
+    }
+
+    static func expected(from data: Data) -> Self? {
+        try? JSONDecoder().decode(Self.self, from: data)
+    }
+}
+
+/// The newer version's type: `darkMode` became `theme`; `zoom`, `note`, `window.depth` and the case `spacious` are
+/// new. Its migration from the older type throws for some values (stamps of 7n + 3), which it then cannot read.
+private struct FleetValueV2: FleetValue {
+    var stamp: Int
+    var theme: String
+    var window: FleetWindowV2
+    var mode: FleetModeV2
+    var zoom: Int
+    var note: String?
+
+    struct CannotConvert: Error {}
+
+    static var version: FleetVersion { .v2 }
+    static var defaultValue: Self {
+        Self(stamp: 0, theme: "light", window: FleetWindowV2(width: 800, depth: 0), mode: .compact, zoom: 100)
+    }
+    static var migrations: [WLStorageMigration<Self>] { [.from(FleetValueV1.self) { try migrated($0) }] }
+
+    static func migrated(_ old: FleetValueV1) throws -> Self {
+        guard old.stamp % 7 != 3 else { throw CannotConvert() }
+        return Self(
+            stamp: old.stamp, theme: old.darkMode ? "dark" : "light",
+            window: FleetWindowV2(width: old.window.width, depth: -old.stamp),
+            mode: old.mode == .compact ? .compact : .comfortable, zoom: -old.stamp)
+    }
+
+    static func made(by stamp: Int) -> Self {
+        Self(
+            stamp: stamp, theme: "t\(stamp)", window: FleetWindowV2(width: 1_000 + stamp, depth: 2_000 + stamp),
+            mode: [.compact, .comfortable, .spacious][stamp % 3], zoom: 3_000 + stamp,
+            note: stamp % 2 == 0 ? "n\(stamp)" : nil)
+    }
+
+    static func expected(from data: Data) -> Self? {
+        if let value = try? JSONDecoder().decode(Self.self, from: data) { return value }
+        guard let old = try? JSONDecoder().decode(FleetValueV1.self, from: data) else { return nil }
+        return try? migrated(old)
+    }
+}
+
+// MARK: One program's handle of the store
+
+/// What a program's handle did with the store, in order.
+private enum FleetEvent {
+    enum Write {
+        case plain, create, conditional(expected: Data?)
+    }
+
+    case read(program: Int, key: String, data: Data?)
+    /// A write that the store applied.
+    case wrote(program: Int, key: String, data: Data, kind: Write)
+    /// A creation or conditional write that found something else.
+    case refused(program: Int, key: String)
+    /// A write of a crashed program: it never reached the store.
+    case lost(program: Int, key: String)
+    case removed(program: Int, key: String)
+}
+
+/// The events of every handle, recorded under one lock with the store operation they record.
+private final class FleetLog: Sendable {
+    private let events = Lock<[FleetEvent]>([])
+
+    func perform<R>(_ body: () throws -> (R, FleetEvent?)) rethrows -> R {
+        try events.withLock { events in
+            let (result, event) = try body()
+            if let event { events.append(event) }
+            return result
+        }
+    }
+
+    func take() -> [FleetEvent] {
+        events.withLock { events in
+            defer { events = [] }
+            return events
+        }
+    }
+}
+
+/// One program's handle of the fleet's store: a replica of it with an identity of its own, that records its reads and
+/// writes, and whose writes after a crash never reach the store.
+private final class ProgramStore: WLStorageConditionalStore {
+    let program: Int
+    let replica: MemoryStore
+    let log: FleetLog
+    private let crashed = Atomic<Bool>(false)
+
+    init(program: Int, of store: MemoryStore, log: FleetLog) {
+        self.program = program
+        self.replica = MemoryStore(replicaOf: store)
+        self.log = log
+    }
+
+    var identity: String { replica.identity }
+
+    /// The program is killed: what it writes from now on is lost.
+    func crash() { crashed.store(true, ordering: .relaxed) }
+
+    private var isCrashed: Bool { crashed.load(ordering: .relaxed) }
+
+    func read(key: String) throws -> Data? {
+        try log.perform {
+            let data = try replica.read(key: key)
+            return (data, .read(program: program, key: key, data: data))
+        }
+    }
+
+    func write(key: String, data: Data) throws {
+        try log.perform {
+            if isCrashed { return ((), .lost(program: program, key: key)) }
+            try replica.write(key: key, data: data)
+            return ((), .wrote(program: program, key: key, data: data, kind: .plain))
+        }
+    }
+
+    func create(key: String, data: Data) throws -> Bool {
+        try log.perform {
+            if isCrashed { return (true, .lost(program: program, key: key)) }
+            let created = try replica.create(key: key, data: data)
+            return (
+                created,
+                created
+                    ? .wrote(program: program, key: key, data: data, kind: .create)
+                    : .refused(program: program, key: key)
+            )
+        }
+    }
+
+    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+        try log.perform {
+            if isCrashed { return (true, .lost(program: program, key: key)) }
+            let stored = try replica.write(key: key, data: data, ifItHolds: expected)
+            return (
+                stored,
+                stored
+                    ? .wrote(program: program, key: key, data: data, kind: .conditional(expected: expected))
+                    : .refused(program: program, key: key)
+            )
+        }
+    }
+
+    func write(_ batch: [WLStorageStoreWrite]) throws {
+        for write in batch { try self.write(key: write.key, data: write.data) }
+    }
+
+    func remove(key: String) throws {
+        try log.perform {
+            if isCrashed { return ((), .lost(program: program, key: key)) }
+            try replica.remove(key: key)
+            return ((), .removed(program: program, key: key))
+        }
+    }
+
+    func remove(key: String, ifItHolds data: Data) throws -> Bool {
+        try log.perform {
+            if isCrashed { return (true, .lost(program: program, key: key)) }
+            guard try replica.read(key: key) == data else { return (false, nil) }
+            try replica.remove(key: key)
+            return (true, .removed(program: program, key: key))
+        }
+    }
+
+    func keys() throws -> [String] { try replica.keys() }
+
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+        replica.observeChanges(changed)
+    }
+}
+
+// MARK: A program's storage of a key, of either version
+
+private protocol FleetHandle: AnyObject {
+    var version: FleetVersion { get }
+    var stamp: Int { get }
+    var encodedValue: String { get }
+    var hasPendingChanges: Bool { get }
+    var lastErrorCode: WLStorageError.Code? { get }
+    var externalChecks: Int { get }
+    func set(_ stamp: Int)
+    func update(_ stamp: Int)
+    func flush()
+    /// Has the cell read the store now, as a feed that reaches this program alone.
+    func checkNow()
+    /// Whether the cell has no job running or waiting, no default to save, and has made more checks than `checks`.
+    func isSettled(checksAbove checks: Int?) -> Bool
+    /// Whether the storage holds what its version reads from `data`; `nil` when that is no value.
+    func holdsWhatItReads(from data: Data?) -> Bool?
+}
+
+private final class Handle<Value: FleetValue>: FleetHandle {
+    let storage: WLStorage<Value>
+
+    init(key: String, store: ProgramStore) {
+        storage = WLStorage(
+            key: key, defaultValueClosure: { Value.defaultValue }, flushInterval: nil, store: store,
+            migrations: Value.migrations)
+    }
+
+    var version: FleetVersion { Value.version }
+    var stamp: Int { storage.wrappedValue.stamp }
+    var encodedValue: String {
+        (try? JSONCoders.encoder.encode(storage.wrappedValue)).map { String(decoding: $0, as: UTF8.self) } ?? "?"
+    }
+    var hasPendingChanges: Bool { storage.hasPendingChanges }
+    var lastErrorCode: WLStorageError.Code? { storage.lastError?.code }
+    var externalChecks: Int { storage.cell.externalChecks }
+
+    func set(_ stamp: Int) { storage.wrappedValue = Value.made(by: stamp) }
+    func update(_ stamp: Int) { storage.update { $0 = Value.made(by: stamp) } }
+    func flush() { storage.flush() }
+    func checkNow() { storage.cell.checkForExternalChange() }
+
+    func isSettled(checksAbove checks: Int?) -> Bool {
+        let idle = storage.cell.state.withLock { state in
+            !state.isBusy && state.stored != .defaultUnsaved && !(state.extras?.checkRequested ?? false)
+        }
+        return idle && checks.map { storage.cell.externalChecks > $0 } ?? true
+    }
+
+    func holdsWhatItReads(from data: Data?) -> Bool? {
+        guard let data else { return storage.wrappedValue == Value.defaultValue }
+        guard let expected = Value.expected(from: data) else { return nil }
+        return storage.wrappedValue == expected
+    }
+}
+
+// MARK: The run
+
+/// Polls `condition` without sleeping long: the operations of the run wait for the feeds' threads often.
+private func settles(timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        usleep(200)
+    }
+    return condition()
+}
+
+private struct FleetProblem: Error {
+    let message: String
+}
+
+/// Faults of the library this model knows of, followed by the model as the library behaves until they are fixed, so
+/// that the run keeps finding others. Each has a disabled example test; set it to `false` with the fix.
+private enum KnownFaults {
+    /// An update that reads another version's bytes it cannot decode is made as a set, and the write of that set keeps
+    /// the unknown members of the bytes the storage read before, not of those the update read (see
+    /// `MixedVersionTests.anUpdateThatCannotReadAnotherVersionsValueKeepsTheFieldsOfWhatItRead`).
+    static let updateFallbackKeepsStaleUnknownFields = true
+}
+
+/// One run of the fleet: its store, its programs, the model, and the checks.
+private final class FleetRun {
+    static let keys = ["settings", "profile"]
+    static let programCount = 3
+
+    struct Program {
+        var version: FleetVersion
+        var store: ProgramStore?
+        var storages: [String: any FleetHandle] = [:]
+    }
+
+    /// What the model knows of one program's storage of one key.
+    struct Cell {
+        /// The stamp of a set not yet written.
+        var pending: Int?
+        /// The bytes the program's backer read or wrote last: a write keeps their members its version does not know.
+        var base: Data?
+        /// Other bytes a write may take as its base, where the model cannot tell (see ``KnownFaults``).
+        var otherBases: [Data?] = []
+        /// The storage's value, as it was last checked.
+        var value = ""
+    }
+
+    let seed: UInt64
+    var random: SplitMix64
+    let store = MemoryStore()
+    let log = FleetLog()
+    var programs: [Program]
+    var cells: [Int: [String: Cell]] = [:]
+    var nextStamp = 1
+    /// Per key: the stamp of the last set that a flush (or an update stored at once) saw written.
+    var durable: [String: Int] = [:]
+    /// Per key: the stamps written after the last durable set.
+    var writtenSinceDurable: [String: Set<Int>] = [:]
+    /// The stamps that the current operation may write, per program and key (its pending set, and those it makes).
+    var writable: [Int: [String: Set<Int>]] = [:]
+    var trace: [String] = []
+
+    init(seed: UInt64) {
+        self.seed = seed
+        random = SplitMix64(seed: seed)
+        programs = (0..<Self.programCount).map { index in Program(version: index == 0 ? .v2 : .v1) }
+    }
+
+    func fail(_ message: String) -> FleetProblem {
+        FleetProblem(
+            message: "seed \(seed) (replay with WLSTORAGE_SEED=\(seed)): \(message)\nlast operations:\n  "
+                + trace.suffix(25).joined(separator: "\n  "))
+    }
+
+    func note(_ line: String) {
+        trace.append(line)
+        if trace.count > 200 { trace.removeFirst(100) }
+    }
+
+    func stored(_ key: String) -> Data? { store.contents.state.withLock { $0.values[key] } }
+
+    func storedStamp(_ key: String) -> Int? {
+        stored(key).flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] }?["stamp"] as? Int
+    }
+
+    func describe(_ data: Data?) -> String { data.map { String(decoding: $0, as: UTF8.self) } ?? "nothing" }
+
+    // MARK: Operations
+
+    func run(operations: Int) throws {
+        for _ in 0..<operations {
+            try step()
+        }
+        // The end: every program stops cleanly, then each key holds what the rule says.
+        for index in programs.indices where programs[index].store != nil {
+            try stop(index, crash: false)
+        }
+        for key in Self.keys {
+            guard let last = durable[key] else { continue }
+            let final = storedStamp(key)
+            guard let final, final != 0 else {
+                throw fail("\(key) ends holding \(describe(stored(key))), though the set \(last) was flushed")
+            }
+            guard final == last || writtenSinceDurable[key, default: []].contains(final) else {
+                throw fail(
+                    "\(key) ends holding the stamp \(final), neither the last flushed set \(last) nor a set written"
+                        + " after it")
+            }
+        }
+        let strays = try store.keys().filter { !Self.keys.contains($0) && !StorageDirectory.isKeptOriginal($0) }
+        if !strays.isEmpty { throw fail("keys other than the run's in the store: \(strays)") }
+    }
+
+    func step() throws {
+        let roll = Int.random(in: 0..<100, using: &random)
+        let program = Int.random(in: 0..<Self.programCount, using: &random)
+        let key = Self.keys[Int.random(in: 0..<Self.keys.count, using: &random)]
+        guard programs[program].store != nil else {
+            // A stopped program starts, as its version or, now and then, as the other (a deploy or a rollback).
+            if roll % 3 == 0 { programs[program].version = programs[program].version == .v1 ? .v2 : .v1 }
+            try start(program)
+            return
+        }
+        guard programs[program].storages[key] != nil else {
+            try open(program, key)
+            return
+        }
+        // The handle is looked up by each operation that uses it: one held here would keep a released storage alive.
+        switch roll {
+        case 0..<30:
+            try set(program, key, update: roll % 4 == 0)
+        case 30..<45:
+            try flush(program, key)
+        case 45..<60:
+            try feed(key)
+        case 60..<68:
+            try feedOne(program, key)
+        case 68..<74:
+            try release(program, key)
+        case 74..<80:
+            try stop(program, crash: false)
+        case 80..<85:
+            try stop(program, crash: true)
+        default:
+            try set(program, key, update: false)
+        }
+    }
+
+    func start(_ index: Int) throws {
+        programs[index].store = ProgramStore(program: index, of: store, log: log)
+        cells[index] = [:]
+        note("P\(index) starts as \(programs[index].version)")
+        for key in Self.keys where Bool.random(using: &random) {
+            try open(index, key)
+        }
+    }
+
+    func open(_ index: Int, _ key: String) throws {
+        guard let programStore = programs[index].store else { return }
+        let before = stored(key)
+        beginOperation()
+        let handle: any FleetHandle =
+            switch programs[index].version {
+            case .v1: Handle<FleetValueV1>(key: key, store: programStore)
+            case .v2: Handle<FleetValueV2>(key: key, store: programStore)
+            }
+        programs[index].storages[key] = handle
+        cells[index, default: [:]][key] = Cell()
+        note("P\(index) \(handle.version) opens \(key) over \(describe(before))")
+        // The default is saved by a tick, where nothing is stored.
+        guard settles({ handle.isSettled(checksAbove: nil) }) else { throw fail("P\(index)'s storage of \(key) hangs") }
+        try endOperation()
+        try expectReads(index, key, handle, from: before, previous: nil)
+    }
+
+    func set(_ index: Int, _ key: String, update: Bool) throws {
+        guard let handle = programs[index].storages[key] else { return }
+        let stamp = nextStamp
+        nextStamp += 1
+        beginOperation()
+        writable[index, default: [:]][key, default: []].insert(stamp)
+        if update {
+            handle.update(stamp)
+        } else {
+            handle.set(stamp)
+        }
+        note("P\(index) \(handle.version) \(update ? "updates" : "sets") \(key) to \(stamp)")
+        // An update that could not be stored is made as a set, for a later write.
+        let madeLocally = update && handle.hasPendingChanges && KnownFaults.updateFallbackKeepsStaleUnknownFields
+        try endOperation(uncertainReadsOf: madeLocally ? (index, key) : nil)
+        guard handle.stamp == stamp else {
+            throw fail("P\(index)'s \(key) holds \(handle.stamp) after its set of \(stamp)")
+        }
+        cells[index]?[key]?.value = handle.encodedValue
+        if update && !handle.hasPendingChanges {
+            // Stored at once, on condition: as durable as a flush.
+            guard storedStamp(key) == stamp else {
+                throw fail("P\(index)'s update of \(key) to \(stamp) left \(describe(stored(key))) stored")
+            }
+            cells[index]?[key]?.pending = nil
+            markDurable(key, stamp)
+        } else {
+            cells[index]?[key]?.pending = stamp
+        }
+    }
+
+    func flush(_ index: Int, _ key: String) throws {
+        guard let handle = programs[index].storages[key] else { return }
+        let pending = cells[index]?[key]?.pending
+        beginOperation()
+        handle.flush()
+        note("P\(index) \(handle.version) flushes \(key)\(pending.map { " (\($0) pending)" } ?? "")")
+        try endOperation()
+        if handle.hasPendingChanges { throw fail("P\(index)'s \(key) is still pending after a flush") }
+        guard let pending else { return }
+        guard storedStamp(key) == pending else {
+            throw fail(
+                "P\(index)'s flush of \(key) returned, and the key holds \(describe(stored(key))), not \(pending)")
+        }
+        markDurable(key, pending)
+    }
+
+    func markDurable(_ key: String, _ stamp: Int) {
+        durable[key] = stamp
+        writtenSinceDurable[key] = []
+    }
+
+    /// Another program's writes reach every program through the store's feed.
+    func feed(_ key: String) throws {
+        let listeners = programs.indices.compactMap { index in
+            programs[index].storages[key].map { (index, $0, $0.externalChecks) }
+        }
+        let previous = listeners.map { cells[$0.0]?[key]?.value }
+        let data = stored(key)
+        beginOperation()
+        store.report(.key(key))
+        note("feed of \(key) holding \(describe(data))")
+        for (index, handle, checks) in listeners {
+            guard settles({ handle.isSettled(checksAbove: checks) }) else {
+                throw fail("P\(index)'s storage of \(key) did not check the feed's report")
+            }
+        }
+        try endOperation()
+        for ((index, handle, _), previous) in zip(listeners, previous) {
+            try expectReads(index, key, handle, from: data, previous: previous)
+        }
+    }
+
+    /// A feed that reaches one program only (the others hear of the change later, or never).
+    func feedOne(_ index: Int, _ key: String) throws {
+        guard let handle = programs[index].storages[key] else { return }
+        let previous = cells[index]?[key]?.value
+        let data = stored(key)
+        let checks = handle.externalChecks
+        beginOperation()
+        handle.checkNow()
+        note("P\(index) \(handle.version) hears of \(key) holding \(describe(data))")
+        guard settles({ handle.isSettled(checksAbove: checks) }) else {
+            throw fail("P\(index)'s storage of \(key) did not check")
+        }
+        try endOperation()
+        try expectReads(index, key, handle, from: data, previous: previous)
+    }
+
+    /// What a storage holds after it read `data`: its pending set; or what its version reads from the bytes; or, when
+    /// it cannot read them, its last value (`previous`; the default at start), with `storedByAnotherVersion`.
+    func expectReads(
+        _ index: Int, _ key: String, _ handle: any FleetHandle, from data: Data?, previous: String?
+    ) throws {
+        defer { cells[index]?[key]?.value = handle.encodedValue }
+        if let pending = cells[index]?[key]?.pending {
+            guard handle.stamp == pending else {
+                throw fail("P\(index)'s \(key) holds \(handle.encodedValue), not its pending set \(pending)")
+            }
+            return
+        }
+        switch handle.holdsWhatItReads(from: data) {
+        case true?:
+            return
+        case false?:
+            throw fail(
+                "P\(index) \(handle.version)'s \(key) holds \(handle.encodedValue) after reading \(describe(data))")
+        case nil:
+            guard handle.lastErrorCode == .storedByAnotherVersion else {
+                throw fail(
+                    "P\(index) \(handle.version) cannot read \(describe(data)) in \(key), and its last error is"
+                        + " \(handle.lastErrorCode.map { "\($0)" } ?? "none"), not storedByAnotherVersion")
+            }
+            let kept = previous ?? handle.defaultEncoding
+            guard handle.encodedValue == kept else {
+                throw fail(
+                    "P\(index) \(handle.version) cannot read \(describe(data)) in \(key), and holds"
+                        + " \(handle.encodedValue) instead of its last value \(kept)")
+            }
+        }
+    }
+
+    func release(_ index: Int, _ key: String) throws {
+        guard let programStore = programs[index].store, let version = programs[index].storages[key]?.version else {
+            return
+        }
+        let pending = cells[index]?[key]?.pending
+        beginOperation()
+        programs[index].storages[key] = nil
+        note("P\(index) \(version) releases \(key)\(pending.map { " (\($0) pending)" } ?? "")")
+        try awaitCellsGone(programStore, key: key, index: index)
+        try endOperation()
+        cells[index]?[key] = nil
+        if let pending, storedStamp(key) != pending {
+            throw fail("P\(index) released \(key) with \(pending) pending, and the key holds \(describe(stored(key)))")
+        }
+    }
+
+    /// Stops a program: cleanly (its storages go, writing what is pending), or by a crash (what is pending is lost).
+    func stop(_ index: Int, crash: Bool) throws {
+        guard let programStore = programs[index].store else { return }
+        beginOperation()
+        if crash { programStore.crash() }
+        note("P\(index) \(programs[index].version) \(crash ? "crashes" : "stops")")
+        programs[index].storages = [:]
+        programs[index].store = nil
+        try awaitCellsGone(programStore, key: nil, index: index)
+        try endOperation()
+        if !crash {
+            for (key, cell) in cells[index] ?? [:] {
+                if let pending = cell.pending, storedStamp(key) != pending {
+                    throw fail(
+                        "P\(index) stopped with \(pending) pending in \(key), and the key holds"
+                            + " \(describe(stored(key)))")
+                }
+            }
+        }
+        cells[index] = nil
+    }
+
+    func awaitCellsGone(_ programStore: ProgramStore, key: String?, index: Int) throws {
+        guard
+            settles({ StorageRegistry.shared.cells(ofStore: programStore.identity, key: key).isEmpty })
+        else { throw fail("P\(index)'s cells of \(key ?? "its keys") outlive its storages") }
+    }
+
+    // MARK: Judging writes
+
+    func beginOperation() {
+        writable = [:]
+        for (index, keys) in cells {
+            for (key, cell) in keys {
+                if let pending = cell.pending { writable[index, default: [:]][key, default: []].insert(pending) }
+            }
+        }
+    }
+
+    /// Judges what the handles did during the operation, in order.
+    ///
+    /// A read is what a program read last, the base of its next write, with two exceptions where the library may or
+    /// may not take it as such, and the model accepts either base: the read that follows a conditional write that found
+    /// other bytes (the check of what the key holds, whose bytes the storage reads again by a check it schedules), and
+    /// the reads of `uncertain`, a program's key (see ``KnownFaults``).
+    func endOperation(uncertainReadsOf uncertain: (program: Int, key: String)? = nil) throws {
+        var refused: (program: Int, key: String)?
+        for event in log.take() {
+            switch event {
+            case .read(let index, let key, let data):
+                defer { refused = nil }
+                guard Self.keys.contains(key), var cell = cells[index]?[key] else { continue }
+                if uncertain.map({ $0 == (index, key) }) ?? false || refused.map({ $0 == (index, key) }) ?? false {
+                    cell.otherBases.append(cell.base)
+                } else {
+                    cell.otherBases = []
+                }
+                cell.base = data
+                cells[index]?[key] = cell
+            case .wrote(let index, let key, let data, let kind):
+                refused = nil
+                guard Self.keys.contains(key) else {
+                    if !StorageDirectory.isKeptOriginal(key) {
+                        throw fail("P\(index) stored \(describe(data)) under \(key): moved aside")
+                    }
+                    continue
+                }
+                try judge(index, key, data, kind)
+                cells[index]?[key]?.base = data
+                cells[index]?[key]?.otherBases = []
+            case .removed(let index, let key):
+                refused = nil
+                if Self.keys.contains(key) { throw fail("P\(index) removed \(key)") }
+            case .refused(let index, let key):
+                refused = (index, key)
+            case .lost:
+                refused = nil
+            }
+        }
+    }
+
+    private func judge(_ index: Int, _ key: String, _ data: Data, _ kind: FleetEvent.Write) throws {
+        let version = programs[index].version
+        guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
+            let stamp = object["stamp"] as? Int
+        else { throw fail("P\(index) \(version) wrote \(describe(data)) to \(key): no stamped object") }
+        let base = cells[index]?[key]?.base
+        let written = "P\(index) \(version) wrote \(describe(data)) to \(key), its last read \(describe(base))"
+        if case .create = kind {
+            guard stamp == 0, decodes(data, as: version, to: nil) else {
+                throw fail("\(written), as a creation, which is not its default")
+            }
+            return
+        }
+        if writable[index]?[key]?.contains(stamp) ?? false {
+            guard decodes(data, as: version, to: stamp) else {
+                throw fail("\(written): not the value of its set \(stamp)")
+            }
+            writable[index]?[key]?.remove(stamp)
+            if cells[index]?[key]?.pending == stamp { cells[index]?[key]?.pending = nil }
+        } else if version == .v2, let base, (try? JSONDecoder().decode(FleetValueV2.self, from: base)) == nil,
+            let old = try? JSONDecoder().decode(FleetValueV1.self, from: base), old.stamp == stamp
+        {
+            // The rewrite of a value read through the migration, on condition that the key still holds it.
+            guard case .conditional(let expected) = kind, expected == base else {
+                throw fail("\(written): a migrated value written without the condition that the key holds \(base)")
+            }
+            guard let migrated = try? FleetValueV2.migrated(old),
+                (try? JSONDecoder().decode(FleetValueV2.self, from: data)) == migrated
+            else { throw fail("\(written): not the migration of what it read") }
+        } else {
+            throw fail("\(written): a value no user of it set (reading never writes)")
+        }
+        // Fields the writer's version does not know are those of the bytes it read or wrote last.
+        let bases = [base] + (cells[index]?[key]?.otherBases ?? [])
+        var mismatch: String?
+        for candidate in bases {
+            mismatch = unknownMismatch(version, written: object, base: candidate)
+            if mismatch == nil { break }
+        }
+        if let mismatch { throw fail("\(written): \(mismatch)") }
+        writtenSinceDurable[key, default: []].insert(stamp)
+    }
+
+    /// How the members of `written` that `version` does not know differ from those of `base`; `nil` when they do not.
+    private func unknownMismatch(_ version: FleetVersion, written: [String: Any], base: Data?) -> String? {
+        let baseObject = base.flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] }
+        for path in version.unknownPaths {
+            let kept = member(at: path, of: baseObject)
+            let now = member(at: path, of: written)
+            if kept != now {
+                return "the member \(path.joined(separator: ".")) it does not know is"
+                    + " \(now.map { "\($0)" } ?? "absent"), and was \(kept.map { "\($0)" } ?? "absent")"
+            }
+        }
+        return nil
+    }
+
+    private func member(at path: [String], of object: [String: Any]?) -> NSObject? {
+        var node: Any? = object
+        for name in path {
+            node = (node as? [String: Any])?[name]
+        }
+        return node as? NSObject
+    }
+
+    /// Whether `data` reads, as `version`'s type, as the value a set with `stamp` makes (the default for `nil`).
+    private func decodes(_ data: Data, as version: FleetVersion, to stamp: Int?) -> Bool {
+        switch version {
+        case .v1:
+            (try? JSONDecoder().decode(FleetValueV1.self, from: data))
+                == stamp.map(FleetValueV1.made(by:)) ?? .defaultValue
+        case .v2:
+            (try? JSONDecoder().decode(FleetValueV2.self, from: data))
+                == stamp.map(FleetValueV2.made(by:)) ?? .defaultValue
+        }
+    }
+}
+
+extension FleetHandle {
+    /// The default value's encoding, as the storage encodes its value.
+    var defaultEncoding: String {
+        let data =
+            switch version {
+            case .v1: try? JSONCoders.encoder.encode(FleetValueV1.defaultValue)
+            case .v2: try? JSONCoders.encoder.encode(FleetValueV2.defaultValue)
+            }
+        return data.map { String(decoding: $0, as: UTF8.self) } ?? "?"
+    }
+}
+
+@Suite(.capturingOutput) struct FleetModelTests {
+    static let operationsPerRun = 300
+
+    @Test func aFleetOfTwoVersionsNeverLosesAFlushedSetNorWritesWhatItOnlyRead() throws {
+        let environment = ProcessInfo.processInfo.environment
+        let operations = environment["WLSTORAGE_OPERATIONS"].flatMap { Int($0) } ?? 3_000
+        let seeds: [UInt64]
+        if let seed = environment["WLSTORAGE_SEED"].flatMap({ UInt64($0) }) {
+            seeds = [seed]
+        } else {
+            let runs = max(1, (operations + Self.operationsPerRun - 1) / Self.operationsPerRun)
+            seeds = (0..<runs).map { _ in UInt64.random(in: 0...UInt64.max) }
+        }
+        for seed in seeds {
+            let run = FleetRun(seed: seed)
+            do {
+                try run.run(operations: Self.operationsPerRun)
+            } catch let problem as FleetProblem {
+                Issue.record("\(problem.message)")
+                // The run's programs go before the next run starts.
+                for index in run.programs.indices { run.programs[index].storages = [:] }
+                return
+            }
+        }
+    }
+}
