@@ -344,15 +344,6 @@ private struct FleetProblem: Error {
     let message: String
 }
 
-/// Faults of the library this model knows of, followed by the model as the library behaves until they are fixed, so
-/// that the run keeps finding others. Each has a disabled example test; set it to `false` with the fix.
-private enum KnownFaults {
-    /// An update that reads another version's bytes it cannot decode is made as a set, and the write of that set keeps
-    /// the unknown members of the bytes the storage read before, not of those the update read (see
-    /// `MixedVersionTests.anUpdateThatCannotReadAnotherVersionsValueKeepsTheFieldsOfWhatItRead`).
-    static let updateFallbackKeepsStaleUnknownFields = true
-}
-
 /// One run of the fleet: its store, its programs, the model, and the checks.
 private final class FleetRun {
     static let keys = ["settings", "profile"]
@@ -370,7 +361,7 @@ private final class FleetRun {
         var pending: Int?
         /// The bytes the program's backer read or wrote last: a write keeps their members its version does not know.
         var base: Data?
-        /// Other bytes a write may take as its base, where the model cannot tell (see ``KnownFaults``).
+        /// Other bytes a write may take as its base, where the model cannot tell (see ``endOperation()``).
         var otherBases: [Data?] = []
         /// The storage's value, as it was last checked.
         var value = ""
@@ -516,9 +507,7 @@ private final class FleetRun {
             handle.set(stamp)
         }
         note("P\(index) \(handle.version) \(update ? "updates" : "sets") \(key) to \(stamp)")
-        // An update that could not be stored is made as a set, for a later write.
-        let madeLocally = update && handle.hasPendingChanges && KnownFaults.updateFallbackKeepsStaleUnknownFields
-        try endOperation(uncertainReadsOf: madeLocally ? (index, key) : nil)
+        try endOperation()
         guard handle.stamp == stamp else {
             throw fail("P\(index)'s \(key) holds \(handle.stamp) after its set of \(stamp)")
         }
@@ -683,18 +672,17 @@ private final class FleetRun {
 
     /// Judges what the handles did during the operation, in order.
     ///
-    /// A read is what a program read last, the base of its next write, with two exceptions where the library may or
-    /// may not take it as such, and the model accepts either base: the read that follows a conditional write that found
-    /// other bytes (the check of what the key holds, whose bytes the storage reads again by a check it schedules), and
-    /// the reads of `uncertain`, a program's key (see ``KnownFaults``).
-    func endOperation(uncertainReadsOf uncertain: (program: Int, key: String)? = nil) throws {
+    /// A read is what a program read last, the base of its next write, with one exception where the library may or may
+    /// not take it as such, and the model accepts either base: the read that follows a conditional write that found
+    /// other bytes (the check of what the key holds, whose bytes the storage reads again by a check it schedules).
+    func endOperation() throws {
         var refused: (program: Int, key: String)?
         for event in log.take() {
             switch event {
             case .read(let index, let key, let data):
                 defer { refused = nil }
                 guard Self.keys.contains(key), var cell = cells[index]?[key] else { continue }
-                if uncertain.map({ $0 == (index, key) }) ?? false || refused.map({ $0 == (index, key) }) ?? false {
+                if refused.map({ $0 == (index, key) }) ?? false {
                     cell.otherBases.append(cell.base)
                 } else {
                     cell.otherBases = []

@@ -328,11 +328,14 @@ extension StorageCell {
         do {
             return (bytes, try decoding.value(of: bytes))
         } catch {
+            // The set the update becomes replaces these bytes: it keeps their members this type does not know.
+            storeBacker.willReplace(bytes)
             throw WLStorageError(
-                code: .decodingFailed,
+                code: error.anotherVersion ? .storedByAnotherVersion : .decodingFailed,
                 message: "the update found bytes in \(storeBacker.identity) that"
-                    + " \(ValueDecoding<T>.judge(bytes, migrationFailures: error.migrationFailures)), so it was made"
-                    + " in this process only and is written as a set is",
+                    + " \(ValueDecoding<T>.judge(bytes, migrationFailures: error.migrationFailures))"
+                    + (error.anotherVersion ? " (another version of the program stored them)" : "")
+                    + ", so it was made in this process only and is written as a set is",
                 key: backer.key, underlying: error.error)
         }
     }

@@ -48,6 +48,10 @@ struct KnownBytes: Sendable {
 
     mutating func dropUnknownFields() { base.dropUnknownFields() }
 
+    /// Takes `data`, read but not adopted (bytes another version stored), as what the next write replaces: its unknown
+    /// members are kept. The version seen last stays, so that a check still reports the bytes.
+    mutating func replacing(_ data: Data) { base.record(data) }
+
     static func hash(_ data: Data) -> Int {
         var hasher = Hasher()
         data.withUnsafeBytes { hasher.combine(bytes: $0) }
@@ -171,6 +175,12 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// Makes the next write leave out the members of the stored object that the value's type does not know.
     func dropUnknownFields() {
         known.withLock { $0.dropUnknownFields() }
+    }
+
+    /// Makes `data`, bytes this version read but cannot decode, what the next write replaces: the write keeps their
+    /// members that the value's type does not know, rather than those of bytes read before.
+    func willReplace(_ data: Data) {
+        known.withLock { $0.replacing(data) }
     }
 
     /// The bytes of `value` to replace `stored`, with the members of `stored` that its type does not know.
