@@ -60,6 +60,9 @@ enum ExternalChange<T: Sendable>: Sendable {
 /// How a job ended.
 enum JobOutcome<T: Sendable>: Sendable {
     case written
+    /// A rewrite on condition of what was read found other bytes in its place: it is dropped, and the key is checked
+    /// at once, on the same thread, for the change that came first.
+    case rewriteRefused
     case failed(WLStorageError)
     /// The default was saved.
     case created
@@ -315,6 +318,12 @@ struct CellState<T: Sendable>: Sendable {
             stored = .known
             throttle.writeEnded(succeeded: true)
             setLastError(nil, &effects)
+        case .rewriteRefused:
+            writtenVersion = max(writtenVersion, startVersion)
+            stored = .known
+            throttle.writeEnded(succeeded: true)
+            setLastError(nil, &effects)
+            followUp = .check(version: version)
         case .created:
             if stored == .defaultUnsaved { stored = .known }
             throttle.writeEnded(succeeded: true)

@@ -524,8 +524,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
                     state.withLock({ $0.extras?.rewriteVersion == version }),
                     let rewritten = try storeBacker.rewrite(value)
                 {
-                    if !rewritten { scheduler.schedule(after: 0) { [weak self] in self?.checkForExternalChange() } }
-                    return .written
+                    return rewritten ? .written : .rewriteRefused
                 }
                 try backer.write(value: value)
                 return .written
