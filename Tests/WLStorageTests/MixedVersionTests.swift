@@ -319,6 +319,37 @@ struct MixedVersionTests {
         #expect(object(stored) == object(#"{"fontSize":20,"mode":"compact","zoom":2}"#))
     }
 
+    @Test func aPendingRewriteGivesWayToAValueAnotherVersionStoredMeanwhile() throws {
+        let store = MemoryStore()
+        store.writeFromOutside("settings", json: #"{"darkMode":true,"fontSize":18}"#)
+        let storage = WLStorage(
+            key: "settings", defaultValue: SettingsV2(), flushInterval: nil, store: store, migrations: fromV1)
+        #expect(storage.wrappedValue == SettingsV2(theme: "dark", fontSize: 18))
+        #expect(storage.hasPendingChanges)  // the rewrite in the current shape
+        // Another version stores a value this one cannot read; its news arrives before the rewrite is written.
+        let theirs = #"{"fontSize":18,"theme":{"name":"dark","contrast":2}}"#
+        store.writeFromOutside("settings", json: theirs)
+        #expect(eventually { storage.lastError?.code == .storedByAnotherVersion })
+        #expect(!storage.hasPendingChanges)
+        storage.flush()
+        #expect(store.stored("settings") == theirs)
+        #expect(storage.lastError?.code == .storedByAnotherVersion)
+
+        // In a directory, which has no conditional write, the rewrite would replace it.
+        try withTemporaryDirectory { directory in
+            try write(#"{"darkMode":true,"fontSize":18}"#, key: "settings", in: directory)
+            let storage = WLStorage(
+                key: "settings", defaultValue: SettingsV2(), flushInterval: nil, store: .directory(directory),
+                migrations: fromV1)
+            #expect(storage.hasPendingChanges)
+            try replaceFromOutside(directory.appendingPathComponent("settings"), with: theirs)
+            #expect(eventually { storage.lastError?.code == .storedByAnotherVersion })
+            #expect(!storage.hasPendingChanges)
+            storage.flush()
+            #expect(contents("settings", in: directory) == theirs)
+        }
+    }
+
     // MARK: Defaults
 
     @Test func aCustomBackerThatHoldsAValueNeverCallsTheDefaultClosure() {

@@ -229,6 +229,8 @@ struct CellState<T: Sendable>: Sendable {
             withExtras { $0.checkRequested = true }
             return nil
         }
+        // A check asked for while the cell was busy is this one.
+        extras?.checkRequested = false
         busyThread = thread
         return stored == .unknown ? .reread(version: version) : .check(version: version)
     }
@@ -319,10 +321,10 @@ struct CellState<T: Sendable>: Sendable {
             throttle.writeEnded(succeeded: true)
             setLastError(nil, &effects)
         case .rewriteRefused:
+            // Nothing was written: the error of what the key holds, if any, stays until the check says otherwise.
             writtenVersion = max(writtenVersion, startVersion)
             stored = .known
             throttle.writeEnded(succeeded: true)
-            setLastError(nil, &effects)
             followUp = .check(version: version)
         case .created:
             if stored == .defaultUnsaved { stored = .known }
@@ -335,6 +337,10 @@ struct CellState<T: Sendable>: Sendable {
         case .reported(let error):
             setLastError(error, &effects)
             effects.errors.append(error)
+            if error.code == .storedByAnotherVersion && onlyRewritePending && version == startVersion {
+                // Another version stored a value since this one was read: the rewrite of what was read gives way.
+                writtenVersion = version
+            }
             if Self.isTransient(error) {
                 // The check could not read the file (EMFILE, EIO…): another program's change may be there, unseen.
                 // The check is tried again, with the backoff, until it can read.
@@ -365,7 +371,7 @@ struct CellState<T: Sendable>: Sendable {
             extras.waiters = []
             // A check asked for while the job ran, and not run by this thread: it runs in the background now.
             if extras.checkRequested {
-                extras.checkRequested = false
+                // Still asked for until the check starts, which clears it.
                 effects.scheduleCheck = true
             }
         }

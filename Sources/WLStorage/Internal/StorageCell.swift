@@ -406,8 +406,13 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// cell is busy, the check runs as soon as its job ends.
     func checkForExternalChange() {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
-        state.withLock { $0.withExtras { $0.externalChecks += 1 } }
-        guard let job = state.withLock({ $0.startCheck(on: thread) }) else { return }
+        // Counted in the same step as the check starts or is left to the job in flight: a test that sees the count
+        // grow sees the cell busy with the check, or asked for it, until the check is over.
+        let job = state.withLock { state in
+            state.withExtras { $0.externalChecks += 1 }
+            return state.startCheck(on: thread)
+        }
+        guard let job else { return }
         run(job, chaining: true)
     }
 
