@@ -27,6 +27,23 @@ struct PostgresUpdateTests {
         let total = try data.map { try JSONDecoder().decode(Int.self, from: $0) }
         #expect(total == 900, "\(cuts) connections cut; what the replicas reported:\n\(described)")
     }
+
+    @Test func anUpdateThroughAnEncryptedStoreTagsItsWrite() throws {
+        let cluster = try PostgresCluster.shared()
+        let namespace = uniqueNamespace()
+        ReportedErrors.install()
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace)
+        let storage = WLStorage(
+            key: "k", defaultValue: 0, flushInterval: nil, store: store.encrypted(with: try .random()))
+        storage.update { $0 += 1 }
+        storage.update { $0 += 1 }
+        #expect(storage.lastError == nil, "\(String(describing: storage.lastError))")
+        let admin = try adminConnection(cluster.url)
+        #expect(
+            try sqlValue(
+                admin, "SELECT cardinality(recent_tags)::text FROM wlstorage WHERE namespace = $1 AND key = 'k'",
+                [namespace]) == "2")
+    }
 }
 
 /// Ends the server processes of every connection named `application` (`pg_terminate_backend`) every 0.3 s, from a

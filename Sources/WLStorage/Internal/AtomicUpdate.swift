@@ -213,7 +213,8 @@ extension StorageCell {
         guard let storeBacker = backer as? StoreBacker<T>,
             let store = Stores.conditional(storeBacker.store)
         else { return nil }
-        return try updateShared(body, storeBacker: storeBacker, store: store, versioned: Stores.versioned(storeBacker.store))
+        return try updateShared(
+            body, storeBacker: storeBacker, store: store, versioned: Stores.versioned(storeBacker.store))
     }
 
     /// The update of a value in a store that writes on condition (``WLStorageConditionalStore``): atomic for every

@@ -176,7 +176,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         var sent = false
         var lastError: any Error = WLStorageError(code: .writeFailed, message: "no attempt", key: key)
         for attempt in 0..<Self.taggedWriteAttempts {
-            if attempt > 0 { usleep(Self.taggedWriteBackoff(attempt)) }
+            if attempt > 1 { usleep(Self.taggedWriteBackoff(attempt)) }
             do {
                 switch try store.write(key: storedKey, data: data, ifVersion: version, tag: tag) {
                 case .stored:
@@ -198,7 +198,8 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
                         return .unknown(
                             WLStorageError(
                                 code: .writeFailed,
-                                message: "\(identity): the key was written \(trace.version &- (version ?? 0)) times since"
+                                message:
+                                    "\(identity): the key was written \(trace.version &- (version ?? 0)) times since"
                                     + " the update read it, more than the \(trace.capacity) writes whose tags it keeps",
                                 key: key))
                     }
@@ -216,11 +217,13 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
 
     /// How many times a tagged write is sent, the first time and again after answers lost, before its outcome counts
     /// as unknown.
-    static var taggedWriteAttempts: Int { 10 }
+    static var taggedWriteAttempts: Int { 12 }
 
-    /// The pause before attempt `attempt` of a tagged write, in microseconds: 10 ms, doubling, up to half a second.
+    /// The pause before attempt `attempt` of a tagged write, in microseconds: none before the first resend (the
+    /// sooner the row is asked, the fewer writes of others can have pushed the tag out), then 5 ms, doubling, up to
+    /// half a second.
     static func taggedWriteBackoff(_ attempt: Int) -> UInt32 {
-        UInt32(min(10_000 << min(attempt - 1, 10), 500_000))
+        attempt < 2 ? 0 : UInt32(min(5_000 << min(attempt - 2, 10), 500_000))
     }
 
     /// Reports, once per backer, that its store cannot tag writes: the first update says so, the others do not.

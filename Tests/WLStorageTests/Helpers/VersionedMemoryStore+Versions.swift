@@ -15,7 +15,8 @@ extension VersionedMemoryStore: VersionedConditionalStore {
 
     func trace(of tag: WriteTag, key: String) throws -> TagTrace? {
         row(key).map {
-            TagTrace(version: $0.version, tagFound: $0.tags.contains(tag.text), tagsKept: $0.tags.count, capacity: capacity)
+            TagTrace(
+                version: $0.version, tagFound: $0.tags.contains(tag.text), tagsKept: $0.tags.count, capacity: capacity)
         }
     }
 }
