@@ -506,6 +506,10 @@ extension WLStorageEncryptedStore: StoreResolving {
 protocol OffersConditionalWrites: WLStorageStore {
     /// This store as one that writes on condition, or `nil` when it cannot.
     var conditionalWrites: (any WLStorageConditionalStore)? { get }
+
+    /// This store as one that writes on condition of a version, tagged (see ``VersionedConditionalStore``), or `nil`
+    /// when it cannot.
+    var versionedWrites: (any VersionedConditionalStore)? { get }
 }
 
 extension WLStorageEncryptedStore: OffersConditionalWrites {
@@ -513,6 +517,58 @@ extension WLStorageEncryptedStore: OffersConditionalWrites {
         // Through key prefixes: the store that holds the bytes is the same for every key.
         guard Stores.conditional(Stores.resolve(base, "").store) != nil else { return nil }
         return ConditionalEncryptedStore(store: self)
+    }
+
+    var versionedWrites: (any VersionedConditionalStore)? {
+        guard Stores.versioned(Stores.resolve(base, "").store) != nil else { return nil }
+        return ConditionalEncryptedStore(store: self)
+    }
+
+    /// The store under this one that holds the bytes of `key`, as one that writes on condition of a version, and the
+    /// key there.
+    private func versionedBase(_ key: String) throws -> (store: any VersionedConditionalStore, key: String) {
+        let (resolved, storedKey) = Stores.resolve(base, key)
+        guard let base = Stores.versioned(resolved) else {
+            throw WLStorageError(
+                code: .writeFailed, message: "\(identity): the store under it does not write on condition of a version",
+                key: key)
+        }
+        return (base, storedKey)
+    }
+
+    /// The bytes of `key`, opened, with the version of the sealed bytes: sealing is new each time, so the version,
+    /// not the bytes, tells one write from another.
+    fileprivate func readVersioned(key: String) throws -> VersionedRead {
+        let (base, storedKey) = try versionedBase(key)
+        switch try base.readVersioned(key: storedKey) {
+        case .found(let sealed, let version):
+            // Empty bytes stand for nothing stored, as in any store.
+            guard !sealed.isEmpty else { return .found(sealed, version: version) }
+            do {
+                let opened = try SealedBox.open(
+                    sealed, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key))
+                return .found(opened.plaintext, version: version)
+            } catch let error as CipherError {
+                throw failure(error, key: key, sealed: sealed)
+            }
+        case .absent:
+            return .absent
+        case .untagged(let error):
+            return .untagged(error)
+        }
+    }
+
+    /// Stores `data`, sealed, on condition of the version and tagged, through the store under this one.
+    fileprivate func write(key: String, data: Data, ifVersion version: Int64?, tag: WriteTag) throws
+        -> TaggedWriteResult
+    {
+        let (base, storedKey) = try versionedBase(key)
+        return try base.write(key: storedKey, data: seal(data, key: key), ifVersion: version, tag: tag)
+    }
+
+    fileprivate func trace(of tag: WriteTag, key: String) throws -> TagTrace? {
+        let (base, storedKey) = try versionedBase(key)
+        return try base.trace(of: tag, key: storedKey)
     }
 
     /// Stores `data`, sealed, only while the key holds `expected` once opened. The store under this one compares the
@@ -544,8 +600,9 @@ extension WLStorageEncryptedStore: OffersConditionalWrites {
     }
 }
 
-/// An encrypted store over one that writes on condition, seen as one that does too.
-private struct ConditionalEncryptedStore: WLStorageConditionalStore {
+/// An encrypted store over one that writes on condition, seen as one that does too; over one that writes on condition
+/// of a version, as one that does that too (only ``WLStorageEncryptedStore/versionedWrites`` offers it so).
+private struct ConditionalEncryptedStore: VersionedConditionalStore {
     let store: WLStorageEncryptedStore
 
     var identity: String { store.identity }
@@ -562,6 +619,11 @@ private struct ConditionalEncryptedStore: WLStorageConditionalStore {
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
         try store.write(key: key, data: data, ifItHolds: expected)
     }
+    func readVersioned(key: String) throws -> VersionedRead { try store.readVersioned(key: key) }
+    func write(key: String, data: Data, ifVersion version: Int64?, tag: WriteTag) throws -> TaggedWriteResult {
+        try store.write(key: key, data: data, ifVersion: version, tag: tag)
+    }
+    func trace(of tag: WriteTag, key: String) throws -> TagTrace? { try store.trace(of: tag, key: key) }
 }
 
 extension WLStorageStore {

@@ -62,7 +62,9 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         /// the stored value, read later, replaced them rather than be overwritten by them.
         public static let changeDiscarded = Code("changeDiscarded")
         /// A store was given settings it cannot use: a connection string that does not parse, a table or namespace
-        /// name that is not valid. Thrown when the store is created; nothing was read or written.
+        /// name that is not valid. Thrown when the store is created; nothing was read or written. Also reported, by
+        /// the first update of a storage, when a store's table lacks what its updates need and the store may not add
+        /// it (the message names the statement to run); the update is made all the same.
         public static let invalidConfiguration = Code("invalidConfiguration")
         /// A call that would wait for itself, such as ``WLStorage/flush()`` from inside the storage's own backer,
         /// returned without doing its work.

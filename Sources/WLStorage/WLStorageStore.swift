@@ -93,8 +93,11 @@ public protocol WLStorageConditionalStore: WLStorageStore {
     /// whether it did. No other write to the key, from any program sharing the store, may come between the comparison
     /// and the write. A store with a feed notifies the change when it wrote.
     ///
-    /// - Throws: When it is not known whether `data` was stored; the update then makes its change in the process
-    ///   only, as a set, to be written when the store can be reached.
+    /// - Throws: When it is not known whether `data` was stored. The update then reads the key back and counts itself
+    ///   made when it holds `data` (which another program's write of the same bytes also makes true: bytes are no
+    ///   version); otherwise it makes its change in the process only, as a set, to be written when the store can be
+    ///   reached. The PostgreSQL store's updates write on condition of a version instead, and tag their writes, so
+    ///   that a lost answer is told exactly.
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool
 }
 

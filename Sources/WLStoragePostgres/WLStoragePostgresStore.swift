@@ -16,8 +16,16 @@ import WLStorage
 /// ```sql
 /// CREATE TABLE IF NOT EXISTS wlstorage (
 ///     namespace text, key text, value bytea NOT NULL, version bigint NOT NULL,
-///     updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, key))
+///     updated_at timestamptz NOT NULL DEFAULT now(), recent_tags text[] NOT NULL DEFAULT '{}',
+///     PRIMARY KEY (namespace, key))
 /// ```
+///
+/// Every write adds one to the row's `version`. ``WLStorage/update(_:)`` writes on condition of the version it read,
+/// and tags its write with a random tag, which the row keeps among the tags of its last 256 such writes
+/// (`recent_tags`): when the answer to the write is lost, the tag tells whether it committed, so that an update is
+/// made exactly once whatever other replicas write. A table made before lacks `recent_tags`; the store adds it
+/// (`ALTER TABLE … ADD COLUMN IF NOT EXISTS`, which needs the table's owner), and when its role may not, its updates
+/// compare bytes, as they did before, and the first one of each storage reports the statement to run.
 ///
 /// Every write, creation and removal notifies the channel `<table>_changes` in the same statement (a batch, at its
 /// commit), with the namespace and the key; a key too long for a notification is announced as a change of every key of
@@ -46,8 +54,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// How long any wait of the store lasts at most: connecting, or running a statement.
     public let timeout: Duration
 
-    // Locks, in the order they may be taken: `writer` (the writing connection, for one call), then `writerPID`. The
-    // listener's lock (see PostgresListener) is never taken with either; feed handlers run outside all of them.
+    // Locks, in the order they may be taken: `writer` (the writing connection, for one call), then `writerPID` or
+    // `tagging`. The listener's lock (see PostgresListener) is never taken with any; feed handlers run outside all.
     private let settings: PostgresSettings
     private let statements: Statements
     /// The connection for reads and writes. Its lock serializes the store's statements, and is held for the time of
@@ -55,6 +63,9 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     private let writer: Lock<PostgresConnection>
     /// The server process of the writing connection, read by the listener to tell the store's own notifications.
     private let writerPID = BackendPID()
+    /// Why the table cannot keep the tags of updates' writes (it lacks `recent_tags`, and the role may not add it), as
+    /// found by the last connection; `nil` when it can, or before the first connection.
+    private let tagging = Lock<WLStorageError?>(nil)
     private let listener: PostgresListener
 
     /// Creates a store of the values of `namespace` in `table` of the database at `url`. It does not connect yet.
@@ -271,14 +282,15 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     }
 
     /// Stores `data` under `key` only while its row holds `expected` (or, for `nil`, while there is no row), in one
-    /// statement, and returns whether it did; notifies the change when it did. ``WLStorage/update(_:)`` is built on it,
-    /// so that an update is atomic across every replica of the store.
+    /// statement, and returns whether it did; notifies the change when it did. ``WLStorage/update(_:)`` writes on
+    /// condition of the row's version instead, tagged (see the table above), and on this only when the table lacks
+    /// `recent_tags` and the store may not add it.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed, or it is not known whether
     ///   it ran.
     ///
     /// A statement whose connection is lost is not sent again, unlike the others: it may have been committed, and a
-    /// second one would find the new bytes and say it did not store them. The call throws instead, and the update reads
+    /// second one would find the new bytes and say it did not store them. The call throws instead, and the caller reads
     /// the key to learn the outcome.
     public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
         let rows = try run(reading: false, key: key, resending: false) { connection, deadline throws(PostgresError) in
@@ -290,6 +302,91 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
             }
         }
         return !rows.isEmpty
+    }
+
+    /// The most tags of updates' writes a row keeps (`recent_tags`).
+    ///
+    /// A replica whose answer was lost asks about its tag after it has reconnected: three replicas incrementing one
+    /// key while their connections were cut every 0.1 s wrote up to 88 times meanwhile on a loaded machine.
+    static let keptTags = 256
+
+    /// The bytes of `key` and their version, read as ``read(key:)`` reads; ``VersionedRead/untagged(_:)`` when the
+    /// table cannot keep tags.
+    package func readVersioned(key: String) throws -> VersionedRead {
+        let limit = ValueSizeLimit.sealedMaximum
+        let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
+            try connection.query(
+                statements.readVersioned, [.text(namespace), .text(key), .text(String(limit))], deadline: deadline)
+        }
+        if let missing = tagging.withLock({ $0 }) { return .untagged(missing) }
+        guard let row = rows.first, row.count == 3 else { return .absent }
+        guard let version = row[2].flatMap({ Int64(String(decoding: $0, as: UTF8.self)) }) else {
+            throw WLStorageError(
+                code: .readFailed, message: "\(identity): the row of the key has no version", key: key, path: identity)
+        }
+        if let value = row[0] { return .found(value, version: version) }
+        let size = row[1].map { String(decoding: $0, as: UTF8.self) } ?? "?"
+        throw WLStorageError(
+            code: .valueTooLarge,
+            message: "\(identity): the row of the key holds \(size) bytes, more than the largest value read"
+                + " (\(limit) bytes, WLStorage.maximumValueSize and what encryption adds); it is not read",
+            key: key, path: identity)
+    }
+
+    /// Stores `data` under `key` only while its row's version is `version` (for `nil`, while there is no row), in one
+    /// statement that puts `tag` first among the row's tags (`(ARRAY[tag] || recent_tags)[1:256]`), and notifies the
+    /// change when it wrote.
+    ///
+    /// Like ``write(key:data:ifItHolds:)``, a statement whose connection is lost is not sent again here: the update
+    /// sends it again itself, and asks the row about its tag (``trace(of:key:)``).
+    package func write(key: String, data: Data, ifVersion version: Int64?, tag: WriteTag) throws -> TaggedWriteResult {
+        try check([key], reading: false)
+        var sent = false
+        let result = execute(reading: false, resending: false) { connection, deadline throws(PostgresError) in
+            sent = true
+            if let version {
+                return try connection.query(
+                    statements.replaceIfVersion,
+                    upsertParameters(key, data) + [.text(tag.text), .text(String(version))], deadline: deadline)
+            }
+            return try connection.query(
+                statements.createTagged, upsertParameters(key, data) + [.text(tag.text)], deadline: deadline)
+        }
+        switch result {
+        case .success(let rows):
+            return rows.isEmpty ? .refused : .stored
+        case .failure(let error):
+            let failure = self.failure(error, reading: false, key: key)
+            // Not sent at all, or refused by the server with an error of the statement itself (the connection still
+            // up): nothing was committed. Any other failure may have come after the commit.
+            if !sent || Self.refusesStatement(error) { return .notStored(failure) }
+            throw failure
+        }
+    }
+
+    /// Whether `error` is the server's refusal of a statement, which then committed nothing: an error of the data, a
+    /// constraint, the SQL or its privileges, or a program limit; not an error that ends the connection or the server
+    /// (classes 08, 57), which can come after a commit.
+    static func refusesStatement(_ error: PostgresError) -> Bool {
+        guard error.kind == .queryFailed, let state = error.sqlState else { return false }
+        return ["22", "23", "42", "54"].contains(String(state.prefix(2)))
+    }
+
+    /// The row of `key`: its version, whether `tag` is among the tags it keeps, and how many it keeps; `nil` when there
+    /// is no row.
+    package func trace(of tag: WriteTag, key: String) throws -> TagTrace? {
+        let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
+            try connection.query(statements.trace, [.text(namespace), .text(key), .text(tag.text)], deadline: deadline)
+        }
+        guard let row = rows.first else { return nil }
+        let texts = row.map { $0.map { String(decoding: $0, as: UTF8.self) } }
+        guard texts.count == 3, let version = texts[0].flatMap({ Int64($0) }), let kept = texts[2].flatMap({ Int($0) })
+        else {
+            throw WLStorageError(
+                code: .readFailed, message: "\(identity): the row of the key has no version or tags", key: key,
+                path: identity)
+        }
+        return TagTrace(version: version, tagFound: texts[1] == "true", tagsKept: kept, capacity: Self.keptTags)
     }
 
     /// Every key of the store's namespace, sorted.
@@ -325,38 +422,68 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         ]
     }
 
-    /// Runs `body` on the writing connection, connected (and the table created) first when needed. A statement that
-    /// fails because an idle connection was lost meanwhile (the server restarted) is run once more on a new one, unless
-    /// `resending` is off.
+    /// Runs `body` on the writing connection, connected (and the table created) first when needed, and throws its
+    /// failure as a ``WLStorageError`` (see ``execute(reading:key:checking:resending:_:)``).
     private func run(
         reading: Bool, key: String?, checking keys: [String] = [], resending: Bool = true,
         _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
     ) throws(WLStorageError) -> [[Data?]] {
-        for checked in (key.map { [$0] } ?? []) + keys where checked.utf8.contains(0) {
+        try check((key.map { [$0] } ?? []) + keys, reading: reading)
+        switch execute(reading: reading, resending: resending, body) {
+        case .success(let rows): return rows
+        case .failure(let error): throw failure(error, reading: reading, key: key)
+        }
+    }
+
+    /// Throws when one of `keys` cannot be stored: PostgreSQL's `text` holds no NUL character.
+    private func check(_ keys: [String], reading: Bool) throws(WLStorageError) {
+        for checked in keys where checked.utf8.contains(0) {
             throw WLStorageError(
                 code: reading ? .readFailed : .writeFailed,
                 message: "\(identity): a PostgreSQL store cannot hold a key with a NUL character", key: checked,
                 path: identity)
         }
+    }
+
+    /// Runs `body` on the writing connection, connected (and the table created) first when needed.
+    ///
+    /// A connection lost before `body` ran (while connecting, or while the table was checked: a server that ends
+    /// connections) is made again, as is one lost under a read, while the deadline allows, a few times. A write that
+    /// fails because an idle connection was lost meanwhile (the server restarted) is run once more on a new one,
+    /// unless `resending` is off.
+    private func execute(
+        reading: Bool, resending: Bool,
+        _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
+    ) -> Result<[[Data?]], PostgresError> {
         // The deadline counts from the call, not from taking the lock: a call queued behind others that each spend
         // their timeout (a server that does not answer) must not wait for all of them.
         let deadline = ContinuousClock.now + timeout
-        let result = writer.withLock { connection -> Result<[[Data?]], PostgresError> in
+        return writer.withLock { connection -> Result<[[Data?]], PostgresError> in
             guard ContinuousClock.now < deadline else {
                 return .failure(PostgresError(.timedOut, "timed out waiting for the store's other calls to end"))
             }
             var retried = false
+            var reconnections = 0
             while true {
                 let reused = connection.isConnected
+                var started = false
                 do throws(PostgresError) {
                     if !reused {
                         try connection.connect(deadline: deadline)
                         writerPID.value = connection.backendPID
-                        try createTable(connection, deadline: deadline)
+                        try prepareTable(connection, deadline: deadline)
                     }
+                    started = true
                     return .success(try body(connection, deadline))
                 } catch {
                     if !connection.isConnected { writerPID.value = nil }
+                    if error.kind == .connectionLost, !started || reading, reconnections < 4,
+                        ContinuousClock.now < deadline
+                    {
+                        reconnections += 1
+                        usleep(UInt32(5_000 * reconnections))
+                        continue
+                    }
                     if reused, !retried, resending, error.kind == .connectionLost {
                         retried = true
                         continue
@@ -372,38 +499,73 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
                 }
             }
         }
-        switch result {
-        case .success(let rows):
-            return rows
-        case .failure(let error):
-            // A program limit on a write: in this table, the index of the namespace and key.
-            let hint =
-                !reading && error.sqlState == "54000"
-                ? "; the key is too long for the table's index, which takes at most about 2,700 bytes of a namespace"
-                    + " and a key once compressed" : ""
-            throw WLStorageError(
-                code: reading ? .readFailed : .writeFailed,
-                message: "\(identity) could not \(reading ? "read" : "write"): \(error.message)\(hint)", key: key,
-                path: identity, underlying: error)
-        }
     }
 
-    /// Creates the table when it does not exist. Whether it exists is asked first (`to_regclass`), so that a role
-    /// without `CREATE` on the schema uses a table made for it: `CREATE TABLE IF NOT EXISTS` needs that privilege even
-    /// when the table exists.
-    private func createTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
+    /// `error` as the store's error for a call with `key`.
+    private func failure(_ error: PostgresError, reading: Bool, key: String?) -> WLStorageError {
+        // A program limit on a write: in this table, the index of the namespace and key.
+        let hint =
+            !reading && error.sqlState == "54000"
+            ? "; the key is too long for the table's index, which takes at most about 2,700 bytes of a namespace"
+                + " and a key once compressed" : ""
+        return WLStorageError(
+            code: reading ? .readFailed : .writeFailed,
+            message: "\(identity) could not \(reading ? "read" : "write"): \(error.message)\(hint)", key: key,
+            path: identity, underlying: error)
+    }
+
+    /// Creates the table when it does not exist, and adds `recent_tags` to one made without it. Whether it exists is
+    /// asked first (`to_regclass`), so that a role without `CREATE` on the schema uses a table made for it: `CREATE
+    /// TABLE IF NOT EXISTS` needs that privilege even when the table exists.
+    private func prepareTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
     {
         do {
-            if try !connection.query(statements.tableExists, deadline: deadline).isEmpty { return }
+            if let table = try connection.query(statements.tableState, deadline: deadline).first {
+                if table.first.flatMap({ $0 }) != nil {
+                    tagging.withLock { $0 = nil }
+                } else {
+                    try addTagsColumn(connection, deadline: deadline)
+                }
+                return
+            }
             do {
                 _ = try connection.query(statements.createTable, deadline: deadline)
             } catch  where error.kind == .queryFailed && Self.concurrentCreation.contains(error.sqlState ?? "") {
                 // Two connections created the table at once; the other one won.
                 _ = try connection.query(statements.createTable, deadline: deadline)
             }
+            tagging.withLock { $0 = nil }
         } catch {
             connection.disconnect()
             throw error
+        }
+    }
+
+    /// Adds `recent_tags` to a table made without it (by an earlier version, or by a DBA). That needs the table's
+    /// owner, and a lock that waits for every transaction using the table: it waits a second at most. When it cannot,
+    /// the store's updates compare bytes, and say what to run; the next connection tries again.
+    private func addTagsColumn(_ connection: PostgresConnection, deadline: ContinuousClock.Instant)
+        throws(PostgresError)
+    {
+        do {
+            _ = try connection.query("SET lock_timeout = 1000", deadline: deadline)
+            defer { _ = try? connection.query("RESET lock_timeout", deadline: deadline) }
+            _ = try connection.query(statements.addTagsColumn, deadline: deadline)
+            tagging.withLock { $0 = nil }
+        } catch  where error.kind == .queryFailed {
+            // Added by another connection meanwhile, perhaps.
+            if try connection.query(statements.tableState, deadline: deadline).first?.first.flatMap({ $0 }) != nil {
+                tagging.withLock { $0 = nil }
+                return
+            }
+            let missing = WLStorageError(
+                code: .invalidConfiguration,
+                message: "\(identity): the table lacks the column recent_tags, in which updates tag their writes, and"
+                    + " the store could not add it (\(error.message)); updates compare bytes instead, and a"
+                    + " replica's update whose answer is lost can then be taken for another's, or made twice. Have the"
+                    + " table's owner run: \(statements.addTagsColumn)",
+                path: identity, underlying: error)
+            tagging.withLock { $0 = missing }
         }
     }
 
@@ -414,9 +576,14 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// The SQL of the store's statements, with its table's name quoted.
     private struct Statements: Sendable {
         let channel: String
-        let tableExists: String
+        let tableState: String
         let createTable: String
+        let addTagsColumn: String
         let read: String
+        let readVersioned: String
+        let replaceIfVersion: String
+        let createTagged: String
+        let trace: String
         let keys: String
         let upsert: String
         let upsertMany: String
@@ -428,16 +595,26 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         init(table: String) {
             let name = table.split(separator: ".").map { "\"\($0)\"" }.joined(separator: ".")
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
-            // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`.
-            tableExists = "SELECT 1 WHERE to_regclass('\(name)') IS NOT NULL"
+            // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
+            // whose column is not NULL when the table has `recent_tags`.
+            tableState = """
+                SELECT (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('\(name)') \
+                AND attname = 'recent_tags' AND NOT attisdropped) WHERE to_regclass('\(name)') IS NOT NULL
+                """
             createTable = """
                 CREATE TABLE IF NOT EXISTS \(name) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \
-                version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, key))
+                version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), \
+                recent_tags text[] NOT NULL DEFAULT '{}', PRIMARY KEY (namespace, key))
                 """
+            addTagsColumn = "ALTER TABLE \(name) ADD COLUMN IF NOT EXISTS recent_tags text[] NOT NULL DEFAULT '{}'"
             // The bytes only when they are not too large ($3), and their size.
             read = """
                 SELECT CASE WHEN octet_length(value) <= $3::bigint THEN value END, octet_length(value)::text \
                 FROM \(name) WHERE namespace = $1 AND key = $2
+                """
+            readVersioned = """
+                SELECT CASE WHEN octet_length(value) <= $3::bigint THEN value END, octet_length(value)::text, \
+                version::text FROM \(name) WHERE namespace = $1 AND key = $2
                 """
             keys = "SELECT key FROM \(name) WHERE namespace = $1 ORDER BY key"
             let insert = "INSERT INTO \(name) AS stored (namespace, key, value, version) VALUES ($1, $2, $3, 1)"
@@ -464,6 +641,24 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
             removeIfHolds = """
                 WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 AND value = $3 RETURNING 1) \
                 SELECT pg_notify($4, $5) FROM removed
+                """
+            // An update's write: on condition of the version read ($7), tagged ($6), the tag first among the last
+            // ones the row keeps.
+            let tags = "(ARRAY[$6::text] || stored.recent_tags)[1:\(WLStoragePostgresStore.keptTags)]"
+            replaceIfVersion = """
+                WITH written AS (UPDATE \(name) AS stored SET value = $3, version = stored.version + 1, \
+                updated_at = now(), recent_tags = \(tags) \
+                WHERE namespace = $1 AND key = $2 AND version = $7::bigint RETURNING 1) \
+                SELECT pg_notify($4, $5) FROM written
+                """
+            createTagged = """
+                WITH written AS (INSERT INTO \(name) (namespace, key, value, version, recent_tags) \
+                VALUES ($1, $2, $3, 1, ARRAY[$6::text]) ON CONFLICT (namespace, key) DO NOTHING RETURNING 1) \
+                SELECT pg_notify($4, $5) FROM written
+                """
+            trace = """
+                SELECT version::text, ($3::text = ANY(recent_tags))::text, cardinality(recent_tags)::text \
+                FROM \(name) WHERE namespace = $1 AND key = $2
                 """
             replaceIfHolds = """
                 WITH written AS (UPDATE \(name) SET value = $3, version = version + 1, updated_at = now() \
@@ -529,3 +724,6 @@ private final class BackendPID: Sendable {
         set { pid.withLock { $0 = newValue } }
     }
 }
+
+/// The store's updates write on condition of the row's version, tagged (see ``VersionedConditionalStore``).
+extension WLStoragePostgresStore: VersionedConditionalStore {}

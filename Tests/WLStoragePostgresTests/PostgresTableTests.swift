@@ -108,4 +108,70 @@ struct PostgresTableTests {
         #expect(try sqlValue(admin, query.replacingOccurrences(of: "%@", with: prod), [namespace]) == "7")
         #expect(try sqlValue(admin, query.replacingOccurrences(of: "%@", with: staging), [namespace]) != "7")
     }
+
+    /// The table as an earlier version of the store made it, without `recent_tags`.
+    private static func createTableWithoutTags(_ admin: PostgresConnection, _ table: String) throws {
+        try sqlValue(
+            admin,
+            """
+            CREATE TABLE public.\(table) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \
+            version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (namespace, key))
+            """)
+    }
+
+    @Test func aTableMadeWithoutTheTagsOfUpdatesIsGivenThemByAStoreOfItsOwner() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let table = Self.uniqueName("wls_untagged")
+        try Self.createTableWithoutTags(admin, table)
+        defer { _ = try? sqlValue(admin, "DROP TABLE public.\(table)") }
+        try sqlValue(admin, "INSERT INTO public.\(table) (namespace, key, value, version) VALUES ('n', 'k', '5', 1)")
+
+        ReportedErrors.install()
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: "n", table: table)
+        let storage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
+        storage.update { $0 += 1 }
+        #expect(storage.lastError == nil, "\(String(describing: storage.lastError))")
+        #expect(try sqlValue(admin, "SELECT convert_from(value, 'UTF8') FROM public.\(table)") == "6")
+        // The row kept the update's tag, and its version moved on.
+        #expect(
+            try sqlValue(admin, "SELECT cardinality(recent_tags)::text || ' ' || version FROM public.\(table)")
+                == "1 2")
+    }
+
+    @Test func aRoleThatMayNotAddTheTagsOfUpdatesIsToldTheStatementAndUpdatesByComparingBytes() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let table = Self.uniqueName("wls_untagged")
+        let role = Self.uniqueName("wls_writer")
+        try Self.createTableWithoutTags(admin, table)
+        try sqlValue(admin, "CREATE ROLE \(role) LOGIN")
+        try sqlValue(admin, "GRANT USAGE ON SCHEMA public TO \(role)")
+        try sqlValue(admin, "GRANT SELECT, INSERT, UPDATE, DELETE ON public.\(table) TO \(role)")
+        defer {
+            _ = try? sqlValue(admin, "DROP TABLE public.\(table)")
+            _ = try? sqlValue(admin, "DROP ROLE \(role)")
+        }
+
+        ReportedErrors.install()
+        let store = try WLStoragePostgresStore(
+            url: cluster.connectionURL(user: role), namespace: uniqueNamespace(), table: table)
+        let storage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
+        for _ in 0..<3 { storage.update { $0 += 1 } }
+        // What the storage's first update reported (a later read may have cleared its last error since).
+        guard case .untagged(let error) = try store.readVersioned(key: "k") else {
+            Issue.record("the store tags writes in a table without recent_tags")
+            return
+        }
+        #expect(error.code == .invalidConfiguration)
+        #expect(
+            error.message.contains("ALTER TABLE \"\(table)\" ADD COLUMN IF NOT EXISTS recent_tags"),
+            "\(error)")
+        #expect(try sqlValue(admin, "SELECT convert_from(value, 'UTF8') FROM public.\(table)") == "3")
+        #expect(
+            try sqlValue(
+                admin,
+                "SELECT count(*)::text FROM information_schema.columns WHERE table_name = $1"
+                    + " AND column_name = 'recent_tags'", [table]) == "0")
+    }
 }

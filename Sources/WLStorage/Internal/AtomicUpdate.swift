@@ -207,25 +207,30 @@ extension StorageCell {
     var isStoreBacked: Bool { fileBacker == nil }
 
     /// The update of a value in a store that writes on condition, atomic across processes (see
-    /// ``updateShared(_:storeBacker:store:)``); `nil` for any other backer, whose update is made in the process.
+    /// ``updateShared(_:storeBacker:store:versioned:)``); `nil` for any other backer, whose update is made in the process.
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
         guard let storeBacker = backer as? StoreBacker<T>,
             let store = Stores.conditional(storeBacker.store)
         else { return nil }
-        return try updateShared(body, storeBacker: storeBacker, store: store)
+        return try updateShared(
+            body, storeBacker: storeBacker, store: store, versioned: Stores.versioned(storeBacker.store))
     }
 
     /// The update of a value in a store that writes on condition (``WLStorageConditionalStore``): atomic for every
     /// process that shares the store.
     ///
     /// A change of this process still pending is written first, so that the update starts from it. Then the key is
-    /// read, `body` runs on its value, and the result is stored only while the key holds what was read; when someone
-    /// stored something else meanwhile, all of it runs again. The cell takes the result as written, unless it changed
+    /// read, `body` runs on its value, and the result is stored only while the key holds what was read (in a store that
+    /// tags its writes, ``VersionedConditionalStore``, while its version is the one read); when someone stored
+    /// something else meanwhile, all of it runs again. The cell takes the result as written, unless it changed
     /// meanwhile (a set, which is newer and will be written, or a newer value adopted). When the store cannot be
-    /// reached, or holds what does not decode, the update is made in this process only, as a set, and reported.
+    /// reached, or holds what does not decode, the update is made in this process only, as a set, and reported. When
+    /// a tagged write's outcome cannot be found out, the update is reported and not made again: it counts once or not
+    /// at all, never twice.
     private func updateShared<R>(
-        _ body: (inout T) throws -> R, storeBacker: StoreBacker<T>, store: any WLStorageConditionalStore
+        _ body: (inout T) throws -> R, storeBacker: StoreBacker<T>, store: any WLStorageConditionalStore,
+        versioned: (any VersionedConditionalStore)?
     ) rethrows -> R {
         let cell = ObjectIdentifier(self)
         if UpdatesOnThisThread.contains(cell) {
@@ -237,7 +242,7 @@ extension StorageCell {
         do {
             state.withLock { $0.updaters &+= 1 }
             defer { state.withLock { $0.updaters &-= 1 } }
-            stored = try storeUpdate(body, storeBacker: storeBacker, store: store)
+            stored = try storeUpdate(body, storeBacker: storeBacker, store: store, versioned: versioned)
         }
         if let stored { return stored }
         return try updateLocally(body)
@@ -246,7 +251,8 @@ extension StorageCell {
     /// Runs the update against the store until a conditional write stores it; `nil` when the store cannot be reached
     /// or holds what does not decode (reported), for the update to be made in the process.
     private func storeUpdate<R>(
-        _ body: (inout T) throws -> R, storeBacker: StoreBacker<T>, store: any WLStorageConditionalStore
+        _ body: (inout T) throws -> R, storeBacker: StoreBacker<T>, store: any WLStorageConditionalStore,
+        versioned: (any VersionedConditionalStore)?
     ) rethrows -> R? {
         let cell = ObjectIdentifier(self)
         var attempts = 0
@@ -258,9 +264,9 @@ extension StorageCell {
                 guard flush() == .done else { return nil }
             }
             let count = state.withLock { $0.changeCount }
-            let read: (bytes: Data?, value: T)
+            let read: UpdateRead
             do {
-                read = try readForUpdate(storeBacker)
+                read = try readForUpdate(storeBacker, versioned: versioned)
             } catch {
                 record(error)
                 return nil
@@ -281,23 +287,59 @@ extension StorageCell {
             // that fails.
             guard let data = try? storeBacker.encode(value, replacing: read.bytes) else { return nil }
             let stored: Bool
-            do {
-                // A write whose answer is lost is judged by reading the key back; when that does not tell, the update
-                // is made in the process.
-                stored = try storeBacker.write(data, ifItHolds: read.bytes, through: store)
-            } catch {
-                record(
-                    WLStorageError(
-                        code: .writeFailed,
-                        message: "the update could not be stored in \(storeBacker.identity), so it was made in"
-                            + " this process only and is written as a set is: \(error)",
-                        key: backer.key, underlying: error))
-                return nil
+            // Others wrote the key after this update: what it holds is newer than the update's value.
+            var overwritten = false
+            if let versioned, let version = read.version {
+                // On condition of the version, tagged: a write whose answer is lost is sent again and found by its
+                // tag (see StoreBacker.write(_:ifVersion:through:)).
+                switch storeBacker.write(data, ifVersion: version, through: versioned) {
+                case .stored(let later):
+                    stored = true
+                    overwritten = later
+                case .refused:
+                    stored = false
+                case .notStored(let error):
+                    record(
+                        WLStorageError(
+                            code: .writeFailed,
+                            message: "the update could not be stored in \(storeBacker.identity), so it was made in"
+                                + " this process only and is written as a set is: \(error)",
+                            key: backer.key, underlying: error))
+                    return nil
+                case .unknown(let error):
+                    // Made again, it could be counted twice; as a set, it would replace what others wrote since. So
+                    // it is neither: the storage takes what the key holds, with this update or without it.
+                    record(
+                        WLStorageError(
+                            code: .writeFailed,
+                            message: "whether the update was stored in \(storeBacker.identity) is not known (its"
+                                + " answer was lost, and \(error)); it is not made again, so that it never counts"
+                                + " twice, and the storage reads the key again",
+                            key: backer.key, underlying: error))
+                    checkForExternalChange()
+                    return result
+                }
+            } else {
+                do {
+                    // A write whose answer is lost is judged by reading the key back; when that does not tell, the
+                    // update is made in the process.
+                    stored = try storeBacker.write(data, ifItHolds: read.bytes, through: store)
+                } catch {
+                    record(
+                        WLStorageError(
+                            code: .writeFailed,
+                            message: "the update could not be stored in \(storeBacker.identity), so it was made in"
+                                + " this process only and is written as a set is: \(error)",
+                            key: backer.key, underlying: error))
+                    return nil
+                }
             }
             if stored {
                 switch adopt(&value, writtenSince: count) {
                 case .adopted:
                     storeBacker.wrote(data)
+                    // Found written by its tag after its answer was lost: the key holds a newer value.
+                    if overwritten { checkForExternalChange() }
                 case .changedMeanwhile:
                     // The cell took a value while the closure ran, one read before this write: it reads the key again,
                     // which holds this update's value or a newer one.
@@ -312,11 +354,35 @@ extension StorageCell {
         }
     }
 
-    /// The key's bytes and their value (the default when it holds nothing), for an update.
-    private func readForUpdate(_ storeBacker: StoreBacker<T>) throws(WLStorageError) -> (bytes: Data?, value: T) {
+    /// What an update read: the key's bytes, their value (the default when it holds nothing), and, from a store that
+    /// tags its writes, their version (`.some(nil)` when nothing is stored).
+    struct UpdateRead {
+        var bytes: Data?
+        var value: T
+        var version: Int64??
+    }
+
+    /// Reads the key for an update: with its version from a store that tags its writes (reporting once, when it cannot
+    /// now, that the update compares bytes instead), its bytes alone from any other.
+    private func readForUpdate(
+        _ storeBacker: StoreBacker<T>, versioned: (any VersionedConditionalStore)?
+    ) throws(WLStorageError) -> UpdateRead {
         let bytes: Data?
+        var version: Int64??
         do {
-            bytes = try storeBacker.store.read(key: storeBacker.storedKey)
+            switch try versioned?.readVersioned(key: storeBacker.storedKey) {
+            case .found(let data, let found)?:
+                bytes = data
+                version = .some(found)
+            case .absent?:
+                bytes = nil
+                version = .some(nil)
+            case .untagged(let error)?:
+                if storeBacker.firstUntaggedReport() { record(error) }
+                bytes = try storeBacker.store.read(key: storeBacker.storedKey)
+            case nil:
+                bytes = try storeBacker.store.read(key: storeBacker.storedKey)
+            }
         } catch {
             throw WLStorageError(
                 code: .readFailed,
@@ -324,9 +390,9 @@ extension StorageCell {
                     + " is written as a set is: \(error)",
                 key: backer.key, underlying: error)
         }
-        guard let bytes, !bytes.isEmpty else { return (bytes, defaultValue) }
+        guard let bytes, !bytes.isEmpty else { return UpdateRead(bytes: bytes, value: defaultValue, version: version) }
         do {
-            return (bytes, try decoding.value(of: bytes))
+            return UpdateRead(bytes: bytes, value: try decoding.value(of: bytes), version: version)
         } catch {
             // The set the update becomes replaces these bytes: it keeps their members this type does not know.
             storeBacker.willReplace(bytes)

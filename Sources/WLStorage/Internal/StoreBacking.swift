@@ -97,6 +97,8 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// The bytes a value to be rewritten was read from (in an earlier shape, or under a previous key), which a store
     /// that writes on condition replaces only while it still holds them.
     private let rewriteFrom = Lock<Data?>(nil)
+    /// Whether an update has reported that the store cannot tag writes (see ``VersionedRead/untagged(_:)``).
+    private let untaggedReported = Lock(false)
 
     init(key: String, store: any WLStorageStore, storedKey: String) {
         self.key = key
@@ -149,6 +151,80 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         } catch {
             guard (try? store.read(key: storedKey)) == data else { throw error }
             return true
+        }
+    }
+
+    /// Stores `data` through `store` only while the key's version is `version` (for `nil`, while nothing is stored),
+    /// as a write tagged with a new random tag, and finds out what became of it.
+    ///
+    /// A write whose answer is lost is sent again, the same: with the same tag, on the same condition. It stores only
+    /// if the first did not, for the first would have changed the version; and once it has been refused, the first
+    /// can no longer store either, since versions only grow. The tag then tells: kept in the row, the first one stored;
+    /// not kept while the row could not have pushed it out, it did not. Neither bytes nor timing are judged, so
+    /// another replica's write of the very same bytes is never taken for this one.
+    func write(_ data: Data, ifVersion version: Int64?, through store: any VersionedConditionalStore)
+        -> TaggedWriteOutcome
+    {
+        let tag = WriteTag.random()
+        // Whether an attempt may have reached the store, and stored.
+        var sent = false
+        var lastError: any Error = WLStorageError(code: .writeFailed, message: "no attempt", key: key)
+        for attempt in 0..<Self.taggedWriteAttempts {
+            if attempt > 1 { usleep(Self.taggedWriteBackoff(attempt)) }
+            do {
+                switch try store.write(key: storedKey, data: data, ifVersion: version, tag: tag) {
+                case .stored:
+                    return .stored(overwritten: false)
+                case .refused:
+                    guard sent else { return .refused }
+                    guard let trace = try store.trace(of: tag, key: storedKey) else {
+                        return .unknown(
+                            WLStorageError(
+                                code: .writeFailed,
+                                message: "\(identity): the key was removed while the answer to the update's write was"
+                                    + " lost",
+                                key: key))
+                    }
+                    switch trace.committed(ifVersion: version) {
+                    case true?: return .stored(overwritten: trace.version != (version ?? 0) &+ 1)
+                    case false?: return .refused
+                    case nil:
+                        return .unknown(
+                            WLStorageError(
+                                code: .writeFailed,
+                                message:
+                                    "\(identity): the key was written \(trace.version &- (version ?? 0)) times since"
+                                    + " the update read it, more than the \(trace.capacity) writes whose tags it keeps",
+                                key: key))
+                    }
+                case .notStored(let error):
+                    guard sent else { return .notStored(error) }
+                    lastError = error
+                }
+            } catch {
+                sent = true
+                lastError = error
+            }
+        }
+        return .unknown(lastError)
+    }
+
+    /// How many times a tagged write is sent, the first time and again after answers lost, before its outcome counts
+    /// as unknown.
+    static var taggedWriteAttempts: Int { 12 }
+
+    /// The pause before attempt `attempt` of a tagged write, in microseconds: none before the first resend (the
+    /// sooner the row is asked, the fewer writes of others can have pushed the tag out), then 5 ms, doubling, up to
+    /// half a second.
+    static func taggedWriteBackoff(_ attempt: Int) -> UInt32 {
+        attempt < 2 ? 0 : UInt32(min(5_000 << min(attempt - 2, 10), 500_000))
+    }
+
+    /// Reports, once per backer, that its store cannot tag writes: the first update says so, the others do not.
+    func firstUntaggedReport() -> Bool {
+        untaggedReported.withLock { reported in
+            defer { reported = true }
+            return !reported
         }
     }
 

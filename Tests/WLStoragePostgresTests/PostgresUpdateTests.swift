@@ -1,0 +1,88 @@
+import Dispatch
+import Foundation
+import Testing
+import WLStorage
+
+@testable import WLStoragePostgres
+
+/// Updates against a real server whose connections are cut: each counts exactly once.
+@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+struct PostgresUpdateTests {
+    /// Every 0.1 s rather than 0.3: at 0.3 s, 300 increments each ended with a wrong total in one run of three before
+    /// updates were tagged; at 0.1 s, in five of five (727 to 880 of 900).
+    @Test(arguments: [false, true])
+    func incrementsFromThreeReplicasAddUpWhileTheirConnectionsAreCut(encrypted: Bool) throws {
+        let cluster = try PostgresCluster.shared()
+        let namespace = uniqueNamespace()
+        // The replicas' connections carry a name of their own, so that only they are cut.
+        let application = "wls_cut_\(UInt32.random(in: 0...UInt32.max))"
+        let url = cluster.url + "&application_name=\(application)"
+        let key = encrypted ? try WLStorageEncryptionKey.random() : nil
+        let replicas = try (0..<3).map { _ in
+            try Replica(url: url, namespace: namespace, encryptionKey: key?.base64EncodedSecret)
+        }
+        let cutter = ConnectionCutter(url: cluster.url, application: application)
+        for replica in replicas { replica.send("increment 300") }
+        var done = true
+        for replica in replicas where !replica.waitFor("incremented 300", timeout: 240) { done = false }
+        let cuts = cutter.stop()
+        let described = replicas.enumerated().map { "replica \($0):\n\($1.printedErrors)" }.joined(separator: "\n")
+        #expect(done, "\(described)")
+        #expect(cuts > 0, "no connection was cut")
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace)
+        let data = try key.map { try store.encrypted(with: $0).read(key: "x") } ?? store.read(key: "x")
+        let total = try data.map { try JSONDecoder().decode(Int.self, from: $0) }
+        #expect(total == 900, "\(cuts) connections cut; what the replicas reported:\n\(described)")
+    }
+
+    @Test func anUpdateThroughAnEncryptedStoreTagsItsWrite() throws {
+        let cluster = try PostgresCluster.shared()
+        let namespace = uniqueNamespace()
+        ReportedErrors.install()
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace)
+        let storage = WLStorage(
+            key: "k", defaultValue: 0, flushInterval: nil, store: store.encrypted(with: try .random()))
+        storage.update { $0 += 1 }
+        storage.update { $0 += 1 }
+        #expect(storage.lastError == nil, "\(String(describing: storage.lastError))")
+        let admin = try adminConnection(cluster.url)
+        #expect(
+            try sqlValue(
+                admin, "SELECT cardinality(recent_tags)::text FROM wlstorage WHERE namespace = $1 AND key = 'k'",
+                [namespace]) == "2")
+    }
+}
+
+/// Ends the server processes of every connection named `application` (`pg_terminate_backend`) every 0.3 s, from a
+/// connection of its own, until stopped; the server stays up.
+final class ConnectionCutter: Sendable {
+    private let stopped = Lock(false)
+    private let ended = DispatchSemaphore(value: 0)
+    private let count = Lock(0)
+
+    init(url: String, application: String) {
+        let thread = Thread { [self] in
+            defer { ended.signal() }
+            guard let admin = try? adminConnection(url) else { return }
+            while !stopped.withLock({ $0 }) {
+                usleep(100_000)
+                let cut = try? sqlValue(
+                    admin,
+                    """
+                    SELECT count(pg_terminate_backend(pid))::text FROM pg_stat_activity \
+                    WHERE application_name = $1 AND pid <> pg_backend_pid()
+                    """, [application])
+                count.withLock { $0 += cut.flatMap { Int($0) } ?? 0 }
+            }
+            admin.close()
+        }
+        thread.start()
+    }
+
+    /// Stops cutting; returns how many connections were cut.
+    func stop() -> Int {
+        stopped.withLock { $0 = true }
+        ended.wait()
+        return count.withLock { $0 }
+    }
+}

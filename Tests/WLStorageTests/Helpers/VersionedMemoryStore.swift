@@ -1,0 +1,119 @@
+import Foundation
+import Testing
+
+@testable import WLStorage
+
+/// A conditional store over a memory store that keeps, as the PostgreSQL store does, a version for each key (one more
+/// at every write) and the tags of the last conditional writes, and whose next conditional write can lose its answer:
+/// before the write is made, or after, with another replica's write in between.
+final class VersionedMemoryStore: WLStorageConditionalStore {
+    /// When the next conditional write loses its answer.
+    enum Loss: Sendable, CustomTestStringConvertible {
+        /// The write is not made; `meanwhile` runs, and the write throws.
+        case beforeTheWrite
+        /// The write is made; `meanwhile` runs, and the write throws.
+        case afterTheWrite
+
+        var testDescription: String {
+            switch self {
+            case .beforeTheWrite: "before the write"
+            case .afterTheWrite: "after the write"
+            }
+        }
+    }
+
+    struct Row {
+        var data: Data
+        var version: Int64
+        var tags: [String] = []
+    }
+
+    struct LostAnswer: Error {}
+
+    let base = MemoryStore()
+    /// How many tags a row keeps.
+    let capacity: Int
+    private let state = Lock<(rows: [String: Row], loss: (Loss, @Sendable () -> Void)?)>(([:], nil))
+
+    init(capacity: Int = 64) {
+        self.capacity = capacity
+    }
+
+    var identity: String { base.identity }
+
+    /// Makes the next conditional write lose its answer at `loss`, running `meanwhile` (another replica's write) then.
+    func loseNextAnswer(_ loss: Loss, meanwhile: @escaping @Sendable () -> Void) {
+        state.withLock { $0.loss = (loss, meanwhile) }
+    }
+
+    /// Another replica's write, as a set is: one more to the version, the tags left as they are.
+    func writeFromOutside(_ key: String, json: String) {
+        try? write(key: key, data: Data(json.utf8))
+        base.report(.key(key))
+    }
+
+    /// Another replica's increment of the Int under `key`, made as its update makes it: on condition, tagged.
+    func incrementFromOutside(_ key: String) {
+        let current = row(key)
+        let value = current.flatMap { Int(String(decoding: $0.data, as: UTF8.self)) } ?? 0
+        let tag = "other-\(UUID().uuidString)"
+        state.withLock { state in
+            state.rows[key] = Row(
+                data: Data(String(value + 1).utf8), version: (current?.version ?? 0) + 1,
+                tags: Array(([tag] + (current?.tags ?? [])).prefix(capacity)))
+        }
+        base.report(.key(key))
+    }
+
+    func stored(_ key: String) -> String? {
+        state.withLock { $0.rows[key] }.map { String(decoding: $0.data, as: UTF8.self) }
+    }
+
+    func read(key: String) throws -> Data? { state.withLock { $0.rows[key]?.data } }
+
+    func write(key: String, data: Data) throws {
+        state.withLock { state in
+            let version = (state.rows[key]?.version ?? 0) + 1
+            state.rows[key] = Row(data: data, version: version, tags: state.rows[key]?.tags ?? [])
+        }
+    }
+
+    func remove(key: String) throws { state.withLock { $0.rows[key] = nil } }
+    func keys() throws -> [String] { state.withLock { $0.rows.keys.sorted() } }
+
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+        base.observeChanges(changed)
+    }
+
+    /// Writes on condition of the bytes (as a store that keeps no version does).
+    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+        try conditionalWrite(key: key, data: data, tag: nil) { $0?.data == expected }
+    }
+
+    /// Writes `data` when `holds` says the row is the one expected, tagged with `tag`, losing the answer as planned.
+    func conditionalWrite(key: String, data: Data, tag: String?, when holds: (Row?) -> Bool) throws -> Bool {
+        let loss = state.withLock { state in
+            defer { state.loss = nil }
+            return state.loss
+        }
+        if let (when, meanwhile) = loss, case .beforeTheWrite = when {
+            meanwhile()
+            throw LostAnswer()
+        }
+        let stored = state.withLock { state -> Bool in
+            guard holds(state.rows[key]) else { return false }
+            let row = state.rows[key]
+            state.rows[key] = Row(
+                data: data, version: (row?.version ?? 0) + 1,
+                tags: Array(((tag.map { [$0] } ?? []) + (row?.tags ?? [])).prefix(capacity)))
+            return true
+        }
+        if let (when, meanwhile) = loss, case .afterTheWrite = when {
+            meanwhile()
+            throw LostAnswer()
+        }
+        return stored
+    }
+
+    func row(_ key: String) -> Row? { state.withLock { $0.rows[key] } }
+}
