@@ -27,25 +27,16 @@ struct PostgresToolTests {
         return Run(status: end?.status ?? -1, output: process.output.text, errors: process.errors.text)
     }
 
-    private final class Output: @unchecked Sendable {  // `data` under `lock`
-        private let lock = NSLock()
-        private var data = Data()
-        func append(_ more: Data) { lock.withLock { data.append(more) } }
-        var text: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
-    }
-
-    private func start(_ arguments: [String]) throws -> (process: Process, output: Output, errors: Output) {
+    private func start(_ arguments: [String]) throws -> (
+        process: Process, output: CapturedOutput, errors: CapturedOutput
+    ) {
         let process = Process()
         process.executableURL = Self.tool
         process.arguments = arguments
-        let output = Output()
-        let errors = Output()
-        let outputPipe = Pipe()
-        let errorPipe = Pipe()
-        outputPipe.fileHandleForReading.readabilityHandler = { output.append($0.availableData) }
-        errorPipe.fileHandleForReading.readabilityHandler = { errors.append($0.availableData) }
-        process.standardOutput = outputPipe
-        process.standardError = errorPipe
+        let output = try CapturedOutput()
+        let errors = try CapturedOutput()
+        process.standardOutput = output.handle
+        process.standardError = errors.handle
         try process.run()
         return (process, output, errors)
     }
