@@ -311,7 +311,7 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         #expect(a.wrappedValue == 1)
         a.wrappedValue = 10
         b.wrappedValue = 20
-        flushAllStores()
+        flushAllStores([store])
         #expect(store.stored("a") == "10")
         #expect(store.stored("b") == "20")
         store.writeFromOutside("b", json: "21")
@@ -342,7 +342,7 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
             a.flush()
             a.wrappedValue = 2
             b.wrappedValue = 3
-            flushAllStores()
+            flushAllStores([store])
         }
         #expect(finished)
         #expect(store.stored("a") == "2")
@@ -361,13 +361,13 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         let b = WLStorage(key: "b", defaultValue: 0, flushInterval: nil, store: store)
         holder.keep(a)
         store.onBatch = { [a] store, batch in
-            flushAllStores()
+            flushAllStores([store])
             a.flush()
             for write in batch { store.state.withLock { $0.values[write.key] = write.data } }
         }
         a.wrappedValue = 1
         b.wrappedValue = 2
-        #expect(finishes(within: 10) { flushAllStores() }, "flushAll from inside a batch hangs")
+        #expect(finishes(within: 10) { flushAllStores([store]) }, "flushAll from inside a batch hangs")
         #expect(store.stored("a") == "1")
         #expect(store.stored("b") == "2")
         #expect(!a.hasPendingChanges && !b.hasPendingChanges)
@@ -386,9 +386,9 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         let storages = ["a", "b", "c"].map { WLStorage(key: $0, defaultValue: 0, flushInterval: nil, store: store) }
         for (index, storage) in storages.enumerated() { storage.wrappedValue = index + 1 }
         // The batch fails; the cells are then flushed one by one, which works.
-        flushAllStores()
+        flushAllStores([store])
         failing.store(false, ordering: .sequentiallyConsistent)
-        flushAllStores()
+        flushAllStores([store])
         for (index, key) in ["a", "b", "c"].enumerated() { #expect(store.stored(key) == "\(index + 1)") }
         #expect(storages.allSatisfy { !$0.hasPendingChanges })
         // The store's feed reports its own partial batch: not taken for another program's change.
@@ -410,12 +410,12 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         store.failReads(true)
         a.wrappedValue = 1  // based on the default
         b.wrappedValue = 2
-        flushAllStores()
-        flushAllStores()
+        flushAllStores([store])
+        flushAllStores([store])
         #expect(store.stored("a") == "9")
         #expect(store.stored("b") == "2")
         store.failReads(false)
-        flushAllStores()
+        flushAllStores([store])
         #expect(store.stored("a") == "9")
         #expect(a.wrappedValue == 9)
     }
@@ -444,14 +444,14 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         for key in ["a", "b", "c"] { store.writeFromOutside(key, json: "0") }
         let storages = ["a", "b", "c"].map { WLStorage(key: $0, defaultValue: 0, flushInterval: nil, store: store) }
         for (index, storage) in storages.enumerated() { storage.wrappedValue = index + 1 }
-        flushAllStores()
+        flushAllStores([store])
         let written = stored.withLock { $0 }
         #expect(written.count == 2)
         for (key, storage) in zip(["a", "b", "c"], storages) {
             #expect(storage.hasPendingChanges == !written.contains(key), "\(key)")
         }
         failing.store(false, ordering: .sequentiallyConsistent)
-        flushAllStores()
+        flushAllStores([store])
         for (index, key) in ["a", "b", "c"].enumerated() { #expect(store.stored(key) == "\(index + 1)") }
         #expect(storages.allSatisfy { !$0.hasPendingChanges })
     }
@@ -527,7 +527,7 @@ private final class Keeper: @unchecked Sendable {  // guarded by `lock`
         }
         DispatchQueue.global().async(group: storms) {
             while !stop.load(ordering: .sequentiallyConsistent) {
-                flushAllStores()
+                flushAllStores([store])
                 usleep(1_000)
             }
         }
@@ -660,11 +660,11 @@ private final class Touchy: Codable, Sendable {
         let good = WLStorage(key: "good", defaultValue: 0.0, flushInterval: nil, store: store)
         let bad = WLStorage(key: "bad", defaultValue: 0.0, flushInterval: nil, store: store)
         let other = WLStorage(key: "other", defaultValue: 0.0, flushInterval: nil, store: store)
-        flushAllStores()
+        flushAllStores([store])
         good.wrappedValue = 1.5
         bad.wrappedValue = .nan
         other.wrappedValue = 2.5
-        flushAllStores()
+        flushAllStores([store])
         #expect(store.stored("good") == "1.5")
         #expect(store.stored("other") == "2.5")
         #expect(bad.hasPendingChanges)
@@ -711,7 +711,7 @@ private final class Touchy: Codable, Sendable {
                 changed()
                 return WLStorageObservation { [self] in
                     guard cancels.add(1, ordering: .relaxed).newValue == 1 else { return }
-                    flushAllStores()
+                    flushAllStores([])  // a custom backer has no store: this walks every cell and flushes none
                     let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: self)
                     storage.wrappedValue = 9
                     storage.flush()
@@ -746,7 +746,7 @@ private final class Touchy: Codable, Sendable {
         let store = HostileStore()
         // Kept small: the queue of checks is the process's, and a flood of it delays other tests' checks.
         let storages = (0..<4).map { WLStorage(key: "k\($0)", defaultValue: 0, flushInterval: nil, store: store) }
-        flushAllStores()
+        flushAllStores([store])
         let before = store.reads
         let reports = 5_000
         for _ in 0..<reports { store.report(.everything) }
@@ -772,9 +772,10 @@ private final class Touchy: Codable, Sendable {
         struct Loud: Codable, Sendable {
             var n: Int
             static let storage = Lock<WLStorage<Loud>?>(nil)
+            static let store = MemoryStore()
             func encode(to encoder: any Encoder) throws {
                 if n > 0 {
-                    flushAllStores()
+                    flushAllStores([Self.store])
                     Self.storage.withLock { $0 }?.flush()
                 }
                 var container = encoder.singleValueContainer()
@@ -783,7 +784,7 @@ private final class Touchy: Codable, Sendable {
             init(n: Int) { self.n = n }
             init(from decoder: any Decoder) throws { n = try decoder.singleValueContainer().decode(Int.self) }
         }
-        let store = MemoryStore()
+        let store = Loud.store
         let loud = WLStorage(key: "loud", defaultValue: Loud(n: 0), flushInterval: nil, store: store)
         let quiet = WLStorage(key: "quiet", defaultValue: 0, flushInterval: nil, store: store)
         Loud.storage.withLock { $0 = loud }
@@ -796,7 +797,7 @@ private final class Touchy: Codable, Sendable {
         }
         loud.wrappedValue = Loud(n: 1)
         quiet.wrappedValue = 2
-        #expect(finishes(within: 10) { flushAllStores() })
+        #expect(finishes(within: 10) { flushAllStores([store]) })
         #expect(store.stored("loud") == "1")
         #expect(store.stored("quiet") == "2")
     }
@@ -822,7 +823,7 @@ private final class Touchy: Codable, Sendable {
             keeper.dropAll()
             for write in batch { store.state.withLock { $0.values[write.key] = write.data } }
         }
-        #expect(finishes(within: 10) { flushAllStores() })
+        #expect(finishes(within: 10) { flushAllStores([store]) })
         keeper.dropAll()  // when another test's flushAll wrote "a" alone, before the batch
         #expect(store.stored("a") == "1")
         #expect(store.stored("b") == "2")

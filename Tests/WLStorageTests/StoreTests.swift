@@ -143,14 +143,14 @@ private struct WrappingStore: WLStorageStore {
         for (index, storage) in storages.enumerated() { storage.wrappedValue = index + 1 }
 
         store.failWrites(true)
-        flushAllStores()
+        flushAllStores([store])
         #expect(storages.allSatisfy { $0.hasPendingChanges })
         #expect(storages.allSatisfy { $0.lastError?.code == .writeFailed })
         // A failed batch is not followed by a write of each key: a store that is down or hung would make each wait.
         #expect(store.writeAttempts == 0)
 
         store.failWrites(false)
-        flushAllStores()
+        flushAllStores([store])
         #expect(storages.allSatisfy { !$0.hasPendingChanges })
         for (index, key) in keys.enumerated() { #expect(store.stored(key) == "\(index + 1)") }
         // Every change went in a batch, and flushes of other tests may have taken some of them: at most two batches.

@@ -11,8 +11,8 @@ import WLStorage
 final class Replica: Sendable {
     private let process: Process
     private let input: FileHandle
-    private let output: Int32
-    private let errors: Int32
+    private let output: CapturedOutput
+    private let errors: CapturedOutput
 
     /// Starts a replica of `key` in `namespace` at `url` and waits until its observers are in place. With
     /// `encryptionKey` (the base64 text of a key), the replica's store is encrypted with it.
@@ -34,11 +34,11 @@ final class Replica: Sendable {
             process.environment = environment
         }
         let pipe = Pipe()
-        output = try Self.temporaryFile()
-        errors = try Self.temporaryFile()
+        output = try CapturedOutput()
+        errors = try CapturedOutput()
         process.standardInput = pipe
-        process.standardOutput = FileHandle(fileDescriptor: output, closeOnDealloc: false)
-        process.standardError = FileHandle(fileDescriptor: errors, closeOnDealloc: false)
+        process.standardOutput = output.handle
+        process.standardError = errors.handle
         try process.run()
         self.process = process
         self.input = pipe.fileHandleForWriting
@@ -48,8 +48,6 @@ final class Replica: Sendable {
     deinit {
         if process.end == nil { kill(process.processIdentifier, SIGKILL) }
         try? input.close()
-        close(output)
-        close(errors)
     }
 
     /// Sends one command line.
@@ -72,8 +70,8 @@ final class Replica: Sendable {
     /// Everything the replica printed so far, line by line.
     var lines: [String] { printed.split(separator: "\n").map(String.init) }
 
-    var printed: String { Self.read(output) }
-    var printedErrors: String { Self.read(errors) }
+    var printed: String { output.text }
+    var printedErrors: String { errors.text }
 
     /// Waits until the replica has printed `line` at least `count` times.
     func waitFor(_ line: String, count: Int = 1, timeout: Double = 30) -> Bool {
@@ -97,30 +95,5 @@ final class Replica: Sendable {
             return nil
         }
         return (end.reason, end.status)
-    }
-
-    private static func temporaryFile() throws -> Int32 {
-        var template = Array("/tmp/wlspg-replica-XXXXXX".utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-        _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-        return descriptor
-    }
-
-    private static func read(_ descriptor: Int32) -> String {
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(bytes.count)) }
-            if count > 0 {
-                bytes += chunk[..<count]
-            } else if count < 0 && errno == EINTR {
-                continue
-            } else {
-                break
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }

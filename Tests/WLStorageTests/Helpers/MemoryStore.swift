@@ -162,11 +162,12 @@ extension MemoryStore: WLStorageConditionalStore {
     }
 }
 
-/// ``WLStorage/flushAll()`` for the storages of stores other than directories only: the flush of every cell, with its
-/// batches, without writing the file-backed storages of the tests running beside (which may be keeping a change
-/// pending on purpose).
-func flushAllStores() {
-    ShutdownHandling.flushEverything(only: { $0.storeKey != nil })
+/// ``WLStorage/flushAll()`` for the storages of `stores` only: the flush of every cell, with its batches by store,
+/// without writing the storages of the tests running beside, which may be keeping a change pending on purpose (a
+/// storage of a store of its own that a test flushes only when it chooses, as Attack5Tests' wrapped directory store).
+func flushAllStores(_ stores: [any WLStorageStore]) {
+    let identities = Set(stores.map(\.identity))
+    ShutdownHandling.flushEverything(only: { cell in cell.storeKey.map { identities.contains($0.store) } ?? false })
 }
 
 /// A custom backer with a change feed: a value in memory that tests change from outside.
