@@ -9,15 +9,19 @@ import Foundation
 /// value's encoding every member of the base that the type does not know, at every depth where both hold an object.
 /// Arrays are taken as the value has them, whole.
 ///
-/// A member is *known* to the type when it makes a difference to what the base decodes to: the base without it
-/// decodes to another value, or the one decodes and the other does not. An optional field set to `nil` (which the
+/// A member is *known* to the type when it makes a difference to what the written bytes decode to: the value's encoding
+/// with it decodes to another value than without it, or does not decode. An optional field set to `nil` (which the
 /// synthesized encoder leaves out), an entry removed from a dictionary, or another case of an enum is therefore
-/// removed by the write, as the value says, while a field of a newer version, which the type's decoder never reads,
-/// is kept. When the base decodes neither with nor without a member (bytes another version stored, or bytes read
-/// through a migration), the member is kept.
+/// removed by the write, as the value says, while a field of a newer version, which the type's decoder never reads, is
+/// kept. Judged on the value's encoding rather than on the stored bytes, this holds also over bytes that do not decode
+/// (another version's, or bytes read through a migration), and the bytes written always read back as the value. A
+/// member that the type itself writes for the stored value (the stored bytes decoded and encoded again hold it) is
+/// known without a decode.
 ///
-/// The work is done only where the encoding lacks members of the base, which a value of the current type read in its
-/// own shape never does: a write of such a value costs one parse of each.
+/// The members are judged in groups: all the candidates together first, which a value of a newer version's fields
+/// passes in one decode, then halves of a group that fails. The work is done only where the encoding lacks members of
+/// the base, which a value of the current type read in its own shape never does: a write of such a value costs one
+/// parse of each.
 enum UnknownFields {
     /// `data` itself when it is a JSON object, which a write may need to keep members of; `nil` otherwise.
     static func base(_ data: Data) -> Data? {
@@ -47,26 +51,78 @@ enum UnknownFields {
         var candidates: [[String]] = []
         collectMissing(baseMembers, from: encodedMembers, at: [], into: &candidates)
         guard !candidates.isEmpty else { return nil }
-        // What the base decodes to, as its encoding; `nil` when it does not decode.
+        // What bytes decode to, as its encoding; `nil` when they do not decode.
         func decoded(_ bytes: [UInt8]) -> Data? {
             guard let value = try? JSONCoders.decoder.decode(T.self, from: Data(bytes)) else { return nil }
             return try? JSONCoders.encoder.encode(value)
         }
-        let whole = decoded(baseBytes)
-        let unknown = candidates.filter { path in
-            decoded(render(baseMembers, in: baseBytes, removing: path[...])) == whole
+        // A value that does not read back from its own encoding gives nothing to judge members by.
+        guard let target = decoded(encodedBytes) else { return nil }
+        // Members the type writes for the stored value are its own.
+        if let whole = decoded(baseBytes) {
+            let wholeBytes = [UInt8](whole)
+            var wholeParser = JSONFill.Parser(bytes: wholeBytes)
+            if case .object(let wholeMembers, _)? = wholeParser.parseValue(depth: 0) {
+                let written = Lookup(wholeMembers)
+                candidates.removeAll { written.contains($0[...]) }
+            }
+        }
+        let baseLookup = Lookup(baseMembers)
+        func merged(keeping kept: ArraySlice<[String]>) -> [UInt8] {
+            merge(encodedMembers, in: encodedBytes, with: baseLookup, in: baseBytes, keeping: kept)
+        }
+        // Group testing: a group whose members leave the value as it is is kept whole; one that changes it is split.
+        var unknown: [[String]] = []
+        var groups: [ArraySlice<[String]>] = candidates.isEmpty ? [] : [candidates[...]]
+        var tested = 0
+        while let group = groups.popLast() {
+            tested += 1
+            if decoded(merged(keeping: group)) == target {
+                unknown += group
+            } else if group.count > 1 {
+                let middle = group.startIndex + group.count / 2
+                groups.append(group[middle...])
+                groups.append(group[..<middle])
+            }
         }
         guard !unknown.isEmpty else { return nil }
-        return Data(
-            merge(encodedMembers, in: encodedBytes, with: baseMembers, in: baseBytes, keeping: unknown[...]))
+        let result = merged(keeping: unknown[...])
+        // Groups judged apart are checked together, so that what is written always reads back as the value.
+        guard tested == 1 || decoded(result) == target else { return nil }
+        return Data(result)
     }
 
-    /// The paths of the members of `base` that `encoded` lacks, looking into objects both have under one key.
+    /// The members of an object by key (the last of members with one key, as the decoder takes it), with theirs.
+    private struct Lookup {
+        var members: [String: (member: JSONFill.Member, inner: Lookup?)] = [:]
+
+        init(_ list: [JSONFill.Member]) {
+            for member in list {
+                if case .object(let inner, _) = member.value {
+                    members[member.key] = (member, Lookup(inner))
+                } else {
+                    members[member.key] = (member, nil)
+                }
+            }
+        }
+
+        func contains(_ path: ArraySlice<String>) -> Bool {
+            guard let first = path.first, let found = members[first] else { return false }
+            guard path.count > 1 else { return true }
+            return found.inner?.contains(path.dropFirst()) ?? false
+        }
+    }
+
+    /// The paths of the members of `base` that `encoded` lacks, looking into objects both have under one key. A key
+    /// that `base` holds more than once counts once.
     private static func collectMissing(
         _ base: [JSONFill.Member], from encoded: [JSONFill.Member], at path: [String], into paths: inout [[String]]
     ) {
-        for member in base {
-            guard let counterpart = encoded.last(where: { $0.key == member.key }) else {
+        var encodedByKey: [String: JSONFill.Member] = [:]
+        for member in encoded { encodedByKey[member.key] = member }
+        var seen: Set<String> = []
+        for member in base.reversed() where seen.insert(member.key).inserted {
+            guard let counterpart = encodedByKey[member.key] else {
                 paths.append(path + [member.key])
                 continue
             }
@@ -76,45 +132,34 @@ enum UnknownFields {
         }
     }
 
-    /// The object `members` (parsed from `bytes`) without the member at `path`.
-    private static func render(
-        _ members: [JSONFill.Member], in bytes: [UInt8], removing path: ArraySlice<String>
-    ) -> [UInt8] {
-        guard let first = path.first else { return object(members.map { raw($0, in: bytes) }) }
-        var parts: [[UInt8]] = []
-        for member in members {
-            if member.key != first {
-                parts.append(raw(member, in: bytes))
-            } else if path.count > 1, case .object(let inner, _) = member.value {
-                parts.append(
-                    [UInt8](bytes[member.rawKey]) + [UInt8(ascii: ":")]
-                        + render(inner, in: bytes, removing: path.dropFirst()))
-            }
-        }
-        return object(parts)
-    }
-
     /// The members of `encoded`, with those of `base` at the paths in `kept` added, sorted by key as the encoder
     /// sorts them.
     private static func merge(
-        _ encoded: [JSONFill.Member], in encodedBytes: [UInt8], with base: [JSONFill.Member],
-        in baseBytes: [UInt8], keeping kept: ArraySlice<[String]>
+        _ encoded: [JSONFill.Member], in encodedBytes: [UInt8], with base: Lookup, in baseBytes: [UInt8],
+        keeping kept: ArraySlice<[String]>
     ) -> [UInt8] {
+        var here: Set<String> = []
+        var below: [String: [[String]]] = [:]
+        for path in kept {
+            if path.count == 1 {
+                here.insert(path[0])
+            } else {
+                below[path[0], default: []].append(Array(path.dropFirst()))
+            }
+        }
         var parts: [(key: String, bytes: [UInt8])] = []
         for member in encoded {
-            let below = kept.filter { $0.count > 1 && $0[0] == member.key }.map { Array($0.dropFirst()) }
-            if !below.isEmpty, case .object(let inner, _) = member.value,
-                let baseMember = base.last(where: { $0.key == member.key }),
-                case .object(let baseInner, _) = baseMember.value
+            if let paths = below[member.key], case .object(let inner, _) = member.value,
+                let baseInner = base.members[member.key]?.inner
             {
-                let merged = merge(inner, in: encodedBytes, with: baseInner, in: baseBytes, keeping: below[...])
+                let merged = merge(inner, in: encodedBytes, with: baseInner, in: baseBytes, keeping: paths[...])
                 parts.append((member.key, [UInt8](encodedBytes[member.rawKey]) + [UInt8(ascii: ":")] + merged))
             } else {
                 parts.append((member.key, raw(member, in: encodedBytes)))
             }
         }
-        for path in kept where path.count == 1 {
-            if let member = base.last(where: { $0.key == path[0] }) {
+        for key in here {
+            if let member = base.members[key]?.member {
                 parts.append((member.key, raw(member, in: baseBytes)))
             }
         }

@@ -1,0 +1,114 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import WLStorage
+
+// The members of a stored JSON object that a type does not know survive its writes (see `UnknownFields`), whatever
+// the type holds and however the stored object is written; and the bytes written always read back as the value.
+
+private struct Tagged: Codable, Equatable, Sendable {
+    var name = ""
+    var tags: Set<String> = []
+}
+
+private struct Named: Codable, Equatable, Sendable {
+    var name: String? = nil
+    var count = 0
+}
+
+/// A type that counts its decodes.
+private struct Counted: Codable {
+    static let decodes = Atomic<Int>(0)
+    var count = 0
+
+    init(count: Int) {
+        self.count = count
+    }
+
+    init(from decoder: any Decoder) throws {
+        Self.decodes.add(1, ordering: .relaxed)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        count = try container.decode(Int.self, forKey: .count)
+    }
+}
+
+private struct CountedEntries: Codable {
+    static let decodes = Atomic<Int>(0)
+    var counts: [String: Int]
+
+    init(counts: [String: Int]) {
+        self.counts = counts
+    }
+
+    init(from decoder: any Decoder) throws {
+        Self.decodes.add(1, ordering: .relaxed)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        counts = try container.decode([String: Int].self, forKey: .counts)
+    }
+}
+
+private func merged<T: Codable>(_ value: T, over stored: String) throws -> String {
+    let encoded = try JSONCoders.encoder.encode(value)
+    let data = UnknownFields.merging(encoded, keepingUnknownOf: Data(stored.utf8), as: T.self) ?? encoded
+    return String(decoding: data, as: UTF8.self)
+}
+
+private func object(_ json: String) -> NSDictionary? {
+    (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? NSDictionary
+}
+
+@Suite
+struct UnknownFieldsTests {
+    @Test func aTypeWithASetKeepsTheFieldsOfANewerVersion() throws {
+        let stored = #"{"name":"a","tags":["x","y","z","w","v"],"zoom":2}"#
+        let value = Tagged(name: "b", tags: ["x", "y", "z", "w", "v"])
+        let written = try merged(value, over: stored)
+        #expect(object(written)?["zoom"] as? Int == 2)
+        #expect(try JSONCoders.decoder.decode(Tagged.self, from: Data(written.utf8)) == value)
+    }
+
+    @Test func anOptionalSetToNilOverAValueOfAnotherVersionIsWrittenAsNil() throws {
+        let stored = #"{"count":"many","name":"ada","zoom":2}"#
+        let value = Named(name: nil, count: 3)
+        let written = try merged(value, over: stored)
+        #expect(try JSONCoders.decoder.decode(Named.self, from: Data(written.utf8)) == value)
+        #expect(object(written)?["zoom"] as? Int == 2)
+    }
+
+    @Test func aWriteOverThousandsOfUnknownMembersDecodesTheValueAFewTimes() throws {
+        var members = (0..<1_000).map { #""extra\#($0)":\#($0)"# }
+        members.append(#""count":1"#)
+        let stored = "{" + members.joined(separator: ",") + "}"
+        let before = Counted.decodes.load(ordering: .relaxed)
+        let written = try merged(Counted(count: 2), over: stored)
+        #expect(Counted.decodes.load(ordering: .relaxed) - before < 10)
+        #expect(object(written)?.count == 1_001)
+        #expect(object(written)?["count"] as? Int == 2)
+    }
+
+    @Test func aWriteThatRemovesThousandsOfEntriesDecodesTheValueAFewTimes() throws {
+        let entries = (0..<1_000).map { #""k\#($0)":\#($0)"# }
+        let stored = #"{"counts":{"# + entries.joined(separator: ",") + "}}"
+        let before = CountedEntries.decodes.load(ordering: .relaxed)
+        let written = try merged(CountedEntries(counts: ["a": 1]), over: stored)
+        #expect(CountedEntries.decodes.load(ordering: .relaxed) - before < 10)
+        #expect(written == #"{"counts":{"a":1}}"#)
+    }
+
+    @Test func aKeyTheStoredObjectHoldsTwiceIsWrittenOnceWithItsLastValue() throws {
+        let written = try merged(Named(name: nil, count: 2), over: #"{"count":1,"zoom":1,"zoom":2}"#)
+        #expect(written == #"{"count":2,"zoom":2}"#)
+    }
+
+    @Test(arguments: [
+        #"{"co\u0075nt":1,"zo\u006fm":2}"#,
+        "\u{FEFF}{\n  \"count\" : 1,\n  \"zoom\" : 2\n}\n",
+        #"{ "zoom" : 2 , "count" : 1.0 }"#,
+    ])
+    func storedObjectsHoweverWrittenKeepTheirUnknownMembers(stored: String) throws {
+        let written = try merged(Named(name: nil, count: 2), over: stored)
+        #expect(object(written) == object(#"{"count":2,"zoom":2}"#))
+        #expect(try JSONCoders.decoder.decode(Named.self, from: Data(written.utf8)) == Named(name: nil, count: 2))
+    }
+}
