@@ -12,6 +12,28 @@ private struct Tagged: Codable, Equatable, Sendable {
     var tags: Set<String> = []
 }
 
+/// The older version's shape, and the newer one's, which has a case more.
+private enum Shape: Codable, Equatable, Sendable {
+    case circle(radius: Int)
+    case square(side: Int)
+}
+
+private enum NewerShape: Codable, Equatable, Sendable {
+    case circle(radius: Int)
+    case square(side: Int)
+    case triangle(base: Int)
+}
+
+private struct Drawing: Codable, Equatable, Sendable {
+    var shape = Shape.circle(radius: 1)
+    var title = ""
+}
+
+private struct NewerDrawing: Codable, Equatable, Sendable {
+    var shape = NewerShape.circle(radius: 1)
+    var title = ""
+}
+
 private struct Named: Codable, Equatable, Sendable {
     var name: String? = nil
     var count = 0
@@ -110,5 +132,21 @@ struct UnknownFieldsTests {
         let written = try merged(Named(name: nil, count: 2), over: stored)
         #expect(object(written) == object(#"{"count":2,"zoom":2}"#))
         #expect(try JSONCoders.decoder.decode(Named.self, from: Data(written.utf8)) == Named(name: nil, count: 2))
+    }
+
+    @Test func anOlderVersionsCaseOverANewerVersionsCaseReadsBackInBothVersions() throws {
+        let stored = #"{"shape":{"triangle":{"base":3}},"title":"t","zoom":2}"#
+        let written = try merged(Drawing(shape: .square(side: 2), title: "u"), over: stored)
+        #expect(try JSONCoders.decoder.decode(Drawing.self, from: Data(written.utf8)).shape == .square(side: 2))
+        #expect(
+            try JSONCoders.decoder.decode(NewerDrawing.self, from: Data(written.utf8))
+                == NewerDrawing(shape: .square(side: 2), title: "u"))
+        #expect(object(written)?["zoom"] as? Int == 2)
+    }
+
+    @Test func aCaseWithAFieldOfANewerVersionKeepsIt() throws {
+        let stored = #"{"shape":{"square":{"colour":"red","side":3}},"title":"t"}"#
+        let written = try merged(Drawing(shape: .square(side: 2), title: "t"), over: stored)
+        #expect(written == #"{"shape":{"square":{"colour":"red","side":2}},"title":"t"}"#)
     }
 }

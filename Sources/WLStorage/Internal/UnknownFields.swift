@@ -7,7 +7,9 @@ import Foundation
 /// value that a newer one stored, the members the older type does not have would be lost with a plain encode. So a
 /// backer keeps the bytes it last read or wrote when they are a JSON object (the *base*), and a write adds to the
 /// value's encoding every member of the base that the type does not know, at every depth where both hold an object.
-/// Arrays are taken as the value has them, whole.
+/// Arrays are taken as the value has them, whole, and so is a nested object that has no member in common with the
+/// value's (another case of an enum with associated values, which beside the value's case would make an object that
+/// neither version decodes).
 ///
 /// A member is *known* to the type when it makes a difference to what the written bytes decode to: the value's encoding
 /// with it decodes to another value than without it, or does not decode. An optional field set to `nil` (which the
@@ -126,8 +128,13 @@ enum UnknownFields {
                 paths.append(path + [member.key])
                 continue
             }
+            // A nested object with no member in common with the value's is replaced whole: an enum case of another
+            // version beside the value's would make the object one that no version decodes.
             if case .object(let inner, _) = member.value, case .object(let encodedInner, _) = counterpart.value {
-                collectMissing(inner, from: encodedInner, at: path + [member.key], into: &paths)
+                let encodedKeys = Set(encodedInner.map(\.key))
+                if encodedKeys.isEmpty || inner.contains(where: { encodedKeys.contains($0.key) }) {
+                    collectMissing(inner, from: encodedInner, at: path + [member.key], into: &paths)
+                }
             }
         }
     }
