@@ -76,6 +76,12 @@ private func merged<T: Codable>(_ value: T, over stored: String) throws -> Strin
     return String(decoding: data, as: UTF8.self)
 }
 
+private func contentsOf(_ name: String, in directory: URL) -> String? {
+    FileManager.default.contents(atPath: directory.appendingPathComponent(name).path).map {
+        String(decoding: $0, as: UTF8.self)
+    }
+}
+
 private func object(_ json: String) -> NSDictionary? {
     (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? NSDictionary
 }
@@ -148,5 +154,50 @@ struct UnknownFieldsTests {
         let stored = #"{"shape":{"square":{"colour":"red","side":3}},"title":"t"}"#
         let written = try merged(Drawing(shape: .square(side: 2), title: "t"), over: stored)
         #expect(written == #"{"shape":{"square":{"colour":"red","side":2}},"title":"t"}"#)
+    }
+
+    // MARK: Through a storage
+
+    @Test func removeUnknownFieldsLeavesAValueThisVersionCannotReadAsItIs() throws {
+        try withTemporaryDirectory { directory in
+            let newer = #"{"count":"many","name":"ada"}"#
+            try Data(newer.utf8).write(to: directory.appendingPathComponent("named"))
+            let storage = WLStorage(
+                key: "named", defaultValue: Named(), flushInterval: nil, store: .directory(directory))
+            #expect(storage.lastError?.code == .storedByAnotherVersion)
+            storage.removeUnknownFields()
+            #expect(!storage.hasPendingChanges)
+            #expect(contentsOf("named", in: directory) == newer)
+            // A set is written over it, without the fields it had.
+            storage.wrappedValue.count = 3
+            storage.flush()
+            #expect(contentsOf("named", in: directory) == #"{"count":3}"#)
+        }
+    }
+
+    @Test func removeUnknownFieldsLeavesAValueThisVersionCannotReadInAStoreAsItIs() throws {
+        let store = MemoryStore()
+        let newer = #"{"count":"many","name":"ada"}"#
+        store.writeFromOutside("named", json: newer)
+        let storage = WLStorage(key: "named", defaultValue: Named(), flushInterval: nil, store: store)
+        #expect(storage.lastError?.code == .storedByAnotherVersion)
+        storage.removeUnknownFields()
+        #expect(store.stored("named") == newer)
+    }
+
+    @Test func aSetAfterAnOutsideChangeKeepsTheFieldsOfTheChangeNotOfTheValueBefore() throws {
+        try withTemporaryDirectory { directory in
+            let file = directory.appendingPathComponent("named")
+            try Data(#"{"count":1,"old":1}"#.utf8).write(to: file)
+            let storage = WLStorage(
+                key: "named", defaultValue: Named(), flushInterval: nil, store: .directory(directory))
+            #expect(storage.wrappedValue.count == 1)
+            try replaceFromOutside(file, with: #"{"count":2,"new":2}"#)
+            storage.cell.checkForExternalChange()
+            #expect(eventually { storage.wrappedValue.count == 2 })
+            storage.wrappedValue.name = "ada"
+            storage.flush()
+            #expect(contentsOf("named", in: directory) == #"{"count":2,"name":"ada","new":2}"#)
+        }
     }
 }
