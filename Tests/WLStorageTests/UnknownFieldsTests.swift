@@ -150,6 +150,12 @@ struct UnknownFieldsTests {
         #expect(object(written)?["zoom"] as? Int == 2)
     }
 
+    @Test func anOlderVersionsCaseStoredAloneOverANewerVersionsCaseReadsBackInBothVersions() throws {
+        let written = try merged(Shape.square(side: 2), over: #"{"triangle":{"base":3}}"#)
+        #expect(try JSONCoders.decoder.decode(Shape.self, from: Data(written.utf8)) == .square(side: 2))
+        #expect(try JSONCoders.decoder.decode(NewerShape.self, from: Data(written.utf8)) == .square(side: 2))
+    }
+
     @Test func aCaseWithAFieldOfANewerVersionKeepsIt() throws {
         let stored = #"{"shape":{"square":{"colour":"red","side":3}},"title":"t"}"#
         let written = try merged(Drawing(shape: .square(side: 2), title: "t"), over: stored)

@@ -9,7 +9,8 @@ import Foundation
 /// value's encoding every member of the base that the type does not know, at every depth where both hold an object.
 /// Arrays are taken as the value has them, whole, and so is a nested object that has no member in common with the
 /// value's (another case of an enum with associated values, which beside the value's case would make an object that
-/// neither version decodes).
+/// neither version decodes); at the top, an object of one member holding an object, which the stored object lacks,
+/// replaces it whole.
 ///
 /// A member is *known* to the type when it makes a difference to what the written bytes decode to: the value's encoding
 /// with it decodes to another value than without it, or does not decode. An optional field set to `nil` (which the
@@ -50,6 +51,15 @@ enum UnknownFields {
         guard case .object(let baseMembers, _)? = baseParser.parseValue(depth: 0),
             case .object(let encodedMembers, _)? = encodedParser.parseValue(depth: 0)
         else { return nil }
+        // A value of one member holding an object, with none in common with the stored object, is an enum case
+        // replacing another: the stored case beside it would make a value that no version decodes. (Objects with
+        // no member in common are replaced whole only below the top: at the top they are a type whose every field
+        // was renamed.)
+        if encodedMembers.count == 1, case .object = encodedMembers[0].value,
+            !baseMembers.contains(where: { $0.key == encodedMembers[0].key })
+        {
+            return nil
+        }
         var candidates: [[String]] = []
         collectMissing(baseMembers, from: encodedMembers, at: [], into: &candidates)
         guard !candidates.isEmpty else { return nil }
