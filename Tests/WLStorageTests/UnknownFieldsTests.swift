@@ -162,6 +162,26 @@ struct UnknownFieldsTests {
         #expect(written == #"{"shape":{"square":{"colour":"red","side":2}},"title":"t"}"#)
     }
 
+    @Test func aValueThatFitsButNotWithTheUnknownFieldsIsRefusedSayingSo() throws {
+        let limit = ValueSizeLimit.maximum
+        // Another test may raise the limit for a moment; the bytes below are made for the default.
+        try #require(limit == ValueSizeLimit.defaultMaximum)
+        let blob = String(repeating: "b", count: limit - 40)
+        let stored = Data(#"{"blob":"\#(blob)","count":1}"#.utf8)
+        #expect(stored.count <= limit)
+        var thrown: WLStorageError?
+        do {
+            let value = Named(name: "a long enough name", count: 2)
+            _ = try JSONCoders.encode(value, key: "named", keepingUnknownOf: stored)
+        } catch {
+            thrown = error
+        }
+        let error = try #require(thrown)
+        #expect(error.code == .valueTooLarge)
+        #expect(error.message.contains("removeUnknownFields()"))
+        #expect(error.message.contains("the value encodes to 39 bytes,"))
+    }
+
     // MARK: Through a storage
 
     @Test func removeUnknownFieldsLeavesAValueThisVersionCannotReadAsItIs() throws {
