@@ -89,8 +89,13 @@ private func object(_ json: String) -> NSDictionary? {
 @Suite
 struct UnknownFieldsTests {
     @Test func aTypeWithASetKeepsTheFieldsOfANewerVersion() throws {
-        let stored = #"{"name":"a","tags":["x","y","z","w","v"],"zoom":2}"#
-        let value = Tagged(name: "b", tags: ["x", "y", "z", "w", "v"])
+        let tags = (0..<100).map { "t\($0)" }
+        let list = tags.map { #""\#($0)""# }.joined(separator: ",")
+        let stored = #"{"name":"a","tags":[\#(list)],"zoom":2}"#
+        // A set made otherwise than by decoding: its order is its own.
+        var made = Set(tags.reversed())
+        made.reserveCapacity(1_000)
+        let value = Tagged(name: "b", tags: made)
         let written = try merged(value, over: stored)
         #expect(object(written)?["zoom"] as? Int == 2)
         #expect(try JSONCoders.decoder.decode(Tagged.self, from: Data(written.utf8)) == value)
@@ -224,6 +229,24 @@ struct UnknownFieldsTests {
             storage.wrappedValue.name = "ada"
             storage.flush()
             #expect(contentsOf("named", in: directory) == #"{"count":2,"name":"ada","new":2}"#)
+        }
+    }
+
+    @Test func anOlderVersionsSetThroughAnEncryptedStoreKeepsTheFieldsOfANewerOne() throws {
+        try withTemporaryDirectory { directory in
+            let key = try WLStorageEncryptionKey.random()
+            let store = WLStorageDirectoryStore.directory(directory).encrypted(with: key)
+            try store.write(key: "named", data: Data(#"{"count":1,"name":"ada","zoom":{"level":2}}"#.utf8))
+            let storage = WLStorage(key: "named", defaultValue: Named(), flushInterval: nil, store: store)
+            #expect(storage.wrappedValue == Named(name: "ada", count: 1))
+            storage.update { $0.count += 1 }
+            storage.flush()
+            let written = try #require(try store.read(key: "named"))
+            #expect(String(decoding: written, as: UTF8.self) == #"{"count":2,"name":"ada","zoom":{"level":2}}"#)
+            storage.wrappedValue.name = nil
+            storage.flush()
+            let again = try #require(try store.read(key: "named"))
+            #expect(String(decoding: again, as: UTF8.self) == #"{"count":2,"zoom":{"level":2}}"#)
         }
     }
 }
