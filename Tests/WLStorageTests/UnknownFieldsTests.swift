@@ -70,6 +70,24 @@ private struct CountedEntries: Codable {
     }
 }
 
+private struct CountedOverAnother: Codable {
+    static let decodes = Atomic<Int>(0)
+    var count: Int
+    var counts: [String: Int]
+
+    init(count: Int, counts: [String: Int]) {
+        self.count = count
+        self.counts = counts
+    }
+
+    init(from decoder: any Decoder) throws {
+        Self.decodes.add(1, ordering: .relaxed)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        count = try container.decode(Int.self, forKey: .count)
+        counts = try container.decode([String: Int].self, forKey: .counts)
+    }
+}
+
 private func merged<T: Codable>(_ value: T, over stored: String) throws -> String {
     let encoded = try JSONCoders.encoder.encode(value)
     let data = UnknownFields.merging(encoded, keepingUnknownOf: Data(stored.utf8), as: T.self) ?? encoded
@@ -127,6 +145,21 @@ struct UnknownFieldsTests {
         let written = try merged(CountedEntries(counts: ["a": 1]), over: stored)
         #expect(CountedEntries.decodes.load(ordering: .relaxed) - before < 10)
         #expect(written == #"{"counts":{"a":1}}"#)
+    }
+
+    @Test func aWriteThatRemovesHundredsOfEntriesOverAnotherVersionsValueDecodesTheValueAFewTimes() throws {
+        // Another version's value (its count is a string), which this version's decoder cannot judge members by.
+        let entries = (0..<500).map { #""k\#($0)":\#($0)"# }.joined(separator: ",")
+        let stored = #"{"count":"many","counts":{"# + entries + #"},"zoom":2}"#
+        var counts = ["k0": 0]
+        for index in 0..<500 { counts["v\(index)"] = index }
+        let value = CountedOverAnother(count: 1, counts: counts)
+        let before = CountedOverAnother.decodes.load(ordering: .relaxed)
+        let written = try merged(value, over: stored)
+        #expect(CountedOverAnother.decodes.load(ordering: .relaxed) - before < 10)
+        let read = try JSONCoders.decoder.decode(CountedOverAnother.self, from: Data(written.utf8))
+        #expect(read.counts == counts)
+        #expect(object(written)?["zoom"] as? Int == 2)
     }
 
     @Test func aKeyTheStoredObjectHoldsTwiceIsWrittenOnceWithItsLastValue() throws {

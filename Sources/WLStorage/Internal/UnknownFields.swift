@@ -21,10 +21,11 @@ import Foundation
 /// member that the type itself writes for the stored value (the stored bytes decoded and encoded again hold it) is
 /// known without a decode.
 ///
-/// The members are judged in groups: all the candidates together first, which a value of a newer version's fields
-/// passes in one decode, then halves of a group that fails. The work is done only where the encoding lacks members of
-/// the base, which a value of the current type read in its own shape never does: a write of such a value costs one
-/// parse of each.
+/// The members are judged together first, which a newer version's fields pass in one decode; a member that the type
+/// writes back from the value with them all is known too; the rest are judged in groups, halves of a group that fails,
+/// with at most ``maximumGroupTests`` decodes (a member not judged by then is left out). The work is done only where
+/// the encoding lacks members of the base, which a value of the current type read in its own shape never does: a
+/// write of such a value costs one parse of each.
 enum UnknownFields {
     /// `data` itself when it is a JSON object, which a write may need to keep members of; `nil` otherwise.
     static func base(_ data: Data) -> Data? {
@@ -71,25 +72,36 @@ enum UnknownFields {
         // A value that does not read back from its own encoding gives nothing to judge members by.
         guard let target = decoded(encodedBytes) else { return nil }
         // Members the type writes for the stored value are its own.
-        if let whole = decoded(baseBytes) {
-            let wholeBytes = [UInt8](whole)
-            var wholeParser = JSONFill.Parser(bytes: wholeBytes)
-            if case .object(let wholeMembers, _)? = wholeParser.parseValue(depth: 0) {
-                let written = Lookup(wholeMembers)
-                candidates.removeAll { written.contains($0[...]) }
-            }
-        }
+        if let whole = decoded(baseBytes) { candidates.removeAll(where: written(in: whole)) }
         let baseLookup = Lookup(baseMembers)
         func merged(keeping kept: ArraySlice<[String]>) -> [UInt8] {
             merge(encodedMembers, in: encodedBytes, with: baseLookup, in: baseBytes, keeping: kept)
         }
-        // Group testing: a group whose members leave the value as it is is kept whole; one that changes it is split.
+        guard !candidates.isEmpty else { return nil }
+        // All of them at once: a newer version's fields pass in one decode. Otherwise those that the type writes back
+        // from the value with all of them are its own, as for the stored value (over bytes that do not decode).
+        let all = merged(keeping: candidates[...])
+        guard let withAll = decoded(all) else { return judgedInGroups(candidates, merged: merged, decoded, target) }
+        if withAll == target { return Data(all) }
+        candidates.removeAll(where: written(in: withAll))
+        return judgedInGroups(candidates, merged: merged, decoded, target)
+    }
+
+    /// At most this many decodes judge the members left after the others in groups; a group not judged by then is
+    /// left out, as known: what is written must read back as the value, and a write must not take a decode per member.
+    static let maximumGroupTests = 64
+
+    /// Group testing: a group whose members leave the value as it is is kept whole; one that changes it is split.
+    private static func judgedInGroups(
+        _ candidates: [[String]], merged: (ArraySlice<[String]>) -> [UInt8], _ decoded: ([UInt8]) -> Data?,
+        _ target: Data
+    ) -> Data? {
         var unknown: [[String]] = []
         var groups: [ArraySlice<[String]>] = candidates.isEmpty ? [] : [candidates[...]]
         var tested = 0
-        while let group = groups.popLast() {
+        while tested < maximumGroupTests, let group = groups.popLast() {
             tested += 1
-            if decoded(merged(keeping: group)) == target {
+            if decoded(merged(group)) == target {
                 unknown += group
             } else if group.count > 1 {
                 let middle = group.startIndex + group.count / 2
@@ -98,10 +110,19 @@ enum UnknownFields {
             }
         }
         guard !unknown.isEmpty else { return nil }
-        let result = merged(keeping: unknown[...])
+        let result = merged(unknown[...])
         // Groups judged apart are checked together, so that what is written always reads back as the value.
         guard tested == 1 || decoded(result) == target else { return nil }
         return Data(result)
+    }
+
+    /// Whether a path names a member of the object `encoding` (a value's encoding) holds.
+    private static func written(in encoding: Data) -> ([String]) -> Bool {
+        let bytes = [UInt8](encoding)
+        var parser = JSONFill.Parser(bytes: bytes)
+        guard case .object(let members, _)? = parser.parseValue(depth: 0) else { return { _ in false } }
+        let lookup = Lookup(members)
+        return { lookup.contains($0[...]) }
     }
 
     /// The members of an object by key (the last of members with one key, as the decoder takes it), with theirs.
