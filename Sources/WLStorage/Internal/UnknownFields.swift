@@ -82,7 +82,7 @@ enum UnknownFields {
         // from the value with all of them are its own, as for the stored value (over bytes that do not decode).
         let all = merged(keeping: candidates[...])
         guard let withAll = decoded(all) else { return judgedInGroups(candidates, merged: merged, decoded, target) }
-        if withAll == target { return Data(all) }
+        if same(withAll, target) { return Data(all) }
         candidates.removeAll(where: written(in: withAll))
         return judgedInGroups(candidates, merged: merged, decoded, target)
     }
@@ -101,7 +101,7 @@ enum UnknownFields {
         var tested = 0
         while tested < maximumGroupTests, let group = groups.popLast() {
             tested += 1
-            if decoded(merged(group)) == target {
+            if same(decoded(merged(group)), target) {
                 unknown += group
             } else if group.count > 1 {
                 let middle = group.startIndex + group.count / 2
@@ -112,8 +112,38 @@ enum UnknownFields {
         guard !unknown.isEmpty else { return nil }
         let result = merged(unknown[...])
         // Groups judged apart are checked together, so that what is written always reads back as the value.
-        guard tested == 1 || decoded(result) == target else { return nil }
+        guard tested == 1 || same(decoded(result), target) else { return nil }
         return Data(result)
+    }
+
+    /// Whether two encodings of values of one type are of the same value: equal bytes, or equal but for the order of
+    /// the elements of arrays. A `Set` encodes in the order it iterates, which differs between two equal sets decoded
+    /// apart; an array that only a member of another version would reorder is not worth losing that member for.
+    static func same(_ encoding: Data?, _ target: Data) -> Bool {
+        guard let encoding else { return false }
+        if encoding == target { return true }
+        guard encoding.count == target.count,
+            let one = try? JSONSerialization.jsonObject(with: encoding, options: .fragmentsAllowed),
+            let other = try? JSONSerialization.jsonObject(with: target, options: .fragmentsAllowed)
+        else { return false }
+        return canonical(one) == canonical(other)
+    }
+
+    /// A JSON value as text, with the members of objects sorted by key and the elements of arrays sorted.
+    private static func canonical(_ value: Any) -> String {
+        switch value {
+        case let object as [String: Any]:
+            let members = object.keys.sorted().map { String(reflecting: $0) + ":" + canonical(object[$0]!) }
+            return "{" + members.joined(separator: ",") + "}"
+        case let array as [Any]:
+            return "[" + array.map(canonical).sorted().joined(separator: ",") + "]"
+        case let string as String:
+            return String(reflecting: string)
+        case is NSNull:
+            return "null"
+        default:
+            return "\(value)"
+        }
     }
 
     /// Whether a path names a member of the object `encoding` (a value's encoding) holds.
