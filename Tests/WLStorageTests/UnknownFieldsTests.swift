@@ -269,6 +269,20 @@ struct UnknownFieldsTests {
         }
     }
 
+    @Test func anUnknownMemberNestedAsDeepAsTheDecoderReadsIsKeptByAWriteInTheBackground() throws {
+        try withTemporaryDirectory { directory in
+            let depth = JSONValidator.defaultMaximumDepth - 2
+            let deep = String(repeating: #"{"a":"#, count: depth) + "1" + String(repeating: "}", count: depth)
+            let stored = #"{"count":1,"deep":\#(deep)}"#
+            try Data(stored.utf8).write(to: directory.appendingPathComponent("named"))
+            let storage = WLStorage(key: "named", defaultValue: Named(), flushInterval: 0, store: .directory(directory))
+            #expect(storage.lastError == nil)
+            storage.wrappedValue.count = 2
+            storage.flush()
+            #expect(contentsOf("named", in: directory) == #"{"count":2,"deep":\#(deep)}"#)
+        }
+    }
+
     @Test func anOlderVersionsSetThroughAnEncryptedStoreKeepsTheFieldsOfANewerOne() throws {
         try withTemporaryDirectory { directory in
             let key = try WLStorageEncryptionKey.random()
