@@ -442,7 +442,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// of the program does not destroy what a newer one stored (see <doc:ChangingAStoredType>). A field removed from
     /// the type on purpose therefore stays in what is stored. Once every program that shares the key runs a version
     /// without the field, call this method to remove it. The write is made as a ``flush()``'s is; when it fails, the
-    /// value stays pending, and the next write that succeeds may keep the fields again.
+    /// value stays pending, and the next write that succeeds may keep the fields again. Over a value that another
+    /// version stored and this one cannot read (``WLStorageError/Code/storedByAnotherVersion``), with no change
+    /// pending, it writes nothing: the value in memory would replace that value, not remove fields from it.
     ///
     /// A custom ``WLStorageBacker`` encodes its values itself: this method only writes the value to it.
     public func removeUnknownFields() {

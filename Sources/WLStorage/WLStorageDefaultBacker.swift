@@ -460,12 +460,18 @@ enum JSONCoders {
             throw WLStorageError(
                 code: .encodingFailed, message: "the value does not encode as JSON", key: key, underlying: error)
         }
+        let plain = data.count
         if let base, let merged = UnknownFields.merging(data, keepingUnknownOf: base, as: T.self) { data = merged }
         let limit = ValueSizeLimit.maximum
         guard data.count <= limit else {
+            // A value that fits alone is refused for the fields it keeps: say so, and how to write it.
+            let kept =
+                plain <= limit
+                ? ", and to \(data.count) bytes with the fields of the stored value that its type does not know, which"
+                    + " a write keeps (removeUnknownFields() writes it without them)," : ","
             throw WLStorageError(
                 code: .valueTooLarge,
-                message: "the value encodes to \(data.count) bytes, more than the maximum value size of \(limit)"
+                message: "the value encodes to \(plain) bytes\(kept) more than the maximum value size of \(limit)"
                     + " bytes; it is not written and stays pending",
                 key: key)
         }

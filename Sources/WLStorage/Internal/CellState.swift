@@ -291,13 +291,26 @@ struct CellState<T: Sendable>: Sendable {
         extras?.checkRetryArmed = false
     }
 
-    /// Replaces the last error, handing the old one to `effects` to release after the lock.
+    /// Replaces the last error, handing the old one to `effects` to release after the lock. An error saying that
+    /// another version stored what is stored marks it so (see ``CellExtras/storedByAnotherVersion``); no error, a value
+    /// read or written, unmarks it.
     mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects<T>) {
         if error == nil && extras?.lastError == nil { return }
         withExtras { extras in
             if let old = extras.lastError { effects.released.append(old) }
             extras.lastError = error
+            if error == nil {
+                extras.storedByAnotherVersion = false
+            } else if error?.code == .storedByAnotherVersion {
+                extras.storedByAnotherVersion = true
+            }
         }
+    }
+
+    /// Whether ``StorageCell/removeUnknownFields()`` has something to write: not when what is stored is a value that
+    /// another version stored and this one cannot read, which only a set replaces, and nothing is pending.
+    var removesUnknownFields: Bool {
+        isPending || extras?.storedByAnotherVersion != true
     }
 
     // MARK: Ending jobs
@@ -566,6 +579,8 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     /// What is stored became unknown after a value was read (bytes another program stored that cannot be read): the
     /// next read that finds nothing is a removal, not a storage's first read.
     var unreadableSinceKnown = false
+    /// What is stored is JSON that another version stored and this one cannot read: left as it is until a set.
+    var storedByAnotherVersion = false
     /// Checks in a row that could not read the file.
     var failedChecks: UInt32 = 0
     /// A check is to be tried again after a failed one: no other retry is armed meanwhile.

@@ -194,6 +194,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// Writes the value as its type encodes it, without the members of the stored object that the type does not know,
     /// and returns when it is written (see ``WLStorage/removeUnknownFields()``).
     func removeUnknownFields() {
+        // A value another version stored, which this one cannot read, has nothing to remove: the value in memory (the
+        // default, at start) written in its place would destroy it.
+        guard state.withLock({ $0.removesUnknownFields }) else { return }
         access?.dropUnknownFields()
         // A change of this process (of what is stored, not of the value), so that it is written whatever is stored.
         state.withLock { $0.version &+= 1 }
@@ -204,7 +207,10 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         // The error replaced is released after the lock: its underlying error may be the user's.
         let replaced = state.withLock { state in
             state.withExtras { extras in
-                defer { extras.lastError = error }
+                defer {
+                    extras.lastError = error
+                    if error.code == .storedByAnotherVersion { extras.storedByAnotherVersion = true }
+                }
                 return extras.lastError
             }
         }

@@ -7,17 +7,25 @@ import Foundation
 /// value that a newer one stored, the members the older type does not have would be lost with a plain encode. So a
 /// backer keeps the bytes it last read or wrote when they are a JSON object (the *base*), and a write adds to the
 /// value's encoding every member of the base that the type does not know, at every depth where both hold an object.
-/// Arrays are taken as the value has them, whole.
+/// Arrays are taken as the value has them, whole, and so is a nested object that has no member in common with the
+/// value's (another case of an enum with associated values, which beside the value's case would make an object that
+/// neither version decodes); at the top, an object of one member holding an object, which the stored object lacks,
+/// replaces it whole.
 ///
-/// A member is *known* to the type when it makes a difference to what the base decodes to: the base without it
-/// decodes to another value, or the one decodes and the other does not. An optional field set to `nil` (which the
+/// A member is *known* to the type when it makes a difference to what the written bytes decode to: the value's encoding
+/// with it decodes to another value than without it, or does not decode. An optional field set to `nil` (which the
 /// synthesized encoder leaves out), an entry removed from a dictionary, or another case of an enum is therefore
-/// removed by the write, as the value says, while a field of a newer version, which the type's decoder never reads,
-/// is kept. When the base decodes neither with nor without a member (bytes another version stored, or bytes read
-/// through a migration), the member is kept.
+/// removed by the write, as the value says, while a field of a newer version, which the type's decoder never reads, is
+/// kept. Judged on the value's encoding rather than on the stored bytes, this holds also over bytes that do not decode
+/// (another version's, or bytes read through a migration), and the bytes written always read back as the value. A
+/// member that the type itself writes for the stored value (the stored bytes decoded and encoded again hold it) is
+/// known without a decode.
 ///
-/// The work is done only where the encoding lacks members of the base, which a value of the current type read in its
-/// own shape never does: a write of such a value costs one parse of each.
+/// The members are judged together first, which a newer version's fields pass in one decode; a member that the type
+/// writes back from the value with them all is known too; the rest are judged in groups, halves of a group that fails,
+/// with at most ``maximumGroupTests`` decodes (a member not judged by then is left out). The work is done only where
+/// the encoding lacks members of the base, which a value of the current type read in its own shape never does: a
+/// write of such a value costs one parse of each.
 enum UnknownFields {
     /// `data` itself when it is a JSON object, which a write may need to keep members of; `nil` otherwise.
     static func base(_ data: Data) -> Data? {
@@ -44,77 +52,182 @@ enum UnknownFields {
         guard case .object(let baseMembers, _)? = baseParser.parseValue(depth: 0),
             case .object(let encodedMembers, _)? = encodedParser.parseValue(depth: 0)
         else { return nil }
+        // A value of one member holding an object, with none in common with the stored object, is an enum case
+        // replacing another: the stored case beside it would make a value that no version decodes. (Objects with
+        // no member in common are replaced whole only below the top: at the top they are a type whose every field
+        // was renamed.)
+        if encodedMembers.count == 1, case .object = encodedMembers[0].value,
+            !baseMembers.contains(where: { $0.key == encodedMembers[0].key })
+        {
+            return nil
+        }
         var candidates: [[String]] = []
         collectMissing(baseMembers, from: encodedMembers, at: [], into: &candidates)
         guard !candidates.isEmpty else { return nil }
-        // What the base decodes to, as its encoding; `nil` when it does not decode.
+        // What bytes decode to, as its encoding; `nil` when they do not decode.
         func decoded(_ bytes: [UInt8]) -> Data? {
             guard let value = try? JSONCoders.decoder.decode(T.self, from: Data(bytes)) else { return nil }
             return try? JSONCoders.encoder.encode(value)
         }
-        let whole = decoded(baseBytes)
-        let unknown = candidates.filter { path in
-            decoded(render(baseMembers, in: baseBytes, removing: path[...])) == whole
+        // A value that does not read back from its own encoding gives nothing to judge members by.
+        guard let target = decoded(encodedBytes) else { return nil }
+        // Members the type writes for the stored value are its own.
+        if let whole = decoded(baseBytes) { candidates.removeAll(where: written(in: whole)) }
+        let baseLookup = Lookup(baseMembers)
+        func merged(keeping kept: ArraySlice<[String]>) -> [UInt8] {
+            merge(encodedMembers, in: encodedBytes, with: baseLookup, in: baseBytes, keeping: kept)
         }
-        guard !unknown.isEmpty else { return nil }
-        return Data(
-            merge(encodedMembers, in: encodedBytes, with: baseMembers, in: baseBytes, keeping: unknown[...]))
+        guard !candidates.isEmpty else { return nil }
+        // All of them at once: a newer version's fields pass in one decode. Otherwise those that the type writes back
+        // from the value with all of them are its own, as for the stored value (over bytes that do not decode).
+        let all = merged(keeping: candidates[...])
+        guard let withAll = decoded(all) else { return judgedInGroups(candidates, merged: merged, decoded, target) }
+        if same(withAll, target) { return Data(all) }
+        candidates.removeAll(where: written(in: withAll))
+        return judgedInGroups(candidates, merged: merged, decoded, target)
     }
 
-    /// The paths of the members of `base` that `encoded` lacks, looking into objects both have under one key.
+    /// At most this many decodes judge the members left after the others in groups; a group not judged by then is
+    /// left out, as known: what is written must read back as the value, and a write must not take a decode per member.
+    static let maximumGroupTests = 64
+
+    /// Group testing: a group whose members leave the value as it is is kept whole; one that changes it is split.
+    private static func judgedInGroups(
+        _ candidates: [[String]], merged: (ArraySlice<[String]>) -> [UInt8], _ decoded: ([UInt8]) -> Data?,
+        _ target: Data
+    ) -> Data? {
+        var unknown: [[String]] = []
+        var groups: [ArraySlice<[String]>] = candidates.isEmpty ? [] : [candidates[...]]
+        var tested = 0
+        while tested < maximumGroupTests, let group = groups.popLast() {
+            tested += 1
+            if same(decoded(merged(group)), target) {
+                unknown += group
+            } else if group.count > 1 {
+                let middle = group.startIndex + group.count / 2
+                groups.append(group[middle...])
+                groups.append(group[..<middle])
+            }
+        }
+        guard !unknown.isEmpty else { return nil }
+        let result = merged(unknown[...])
+        // Groups judged apart are checked together, so that what is written always reads back as the value.
+        guard tested == 1 || same(decoded(result), target) else { return nil }
+        return Data(result)
+    }
+
+    /// Whether two encodings of values of one type are of the same value: equal bytes, or equal but for the order of
+    /// the elements of arrays. A `Set` encodes in the order it iterates, which differs between two equal sets decoded
+    /// apart; an array that only a member of another version would reorder is not worth losing that member for.
+    static func same(_ encoding: Data?, _ target: Data) -> Bool {
+        guard let encoding else { return false }
+        if encoding == target { return true }
+        guard encoding.count == target.count,
+            let one = try? JSONSerialization.jsonObject(with: encoding, options: .fragmentsAllowed),
+            let other = try? JSONSerialization.jsonObject(with: target, options: .fragmentsAllowed)
+        else { return false }
+        return canonical(one) == canonical(other)
+    }
+
+    /// A JSON value as text, with the members of objects sorted by key and the elements of arrays sorted.
+    private static func canonical(_ value: Any) -> String {
+        switch value {
+        case let object as [String: Any]:
+            let members = object.keys.sorted().map { String(reflecting: $0) + ":" + canonical(object[$0]!) }
+            return "{" + members.joined(separator: ",") + "}"
+        case let array as [Any]:
+            return "[" + array.map(canonical).sorted().joined(separator: ",") + "]"
+        case let string as String:
+            return String(reflecting: string)
+        case is NSNull:
+            return "null"
+        default:
+            return "\(value)"
+        }
+    }
+
+    /// Whether a path names a member of the object `encoding` (a value's encoding) holds.
+    private static func written(in encoding: Data) -> ([String]) -> Bool {
+        let bytes = [UInt8](encoding)
+        var parser = JSONFill.Parser(bytes: bytes)
+        guard case .object(let members, _)? = parser.parseValue(depth: 0) else { return { _ in false } }
+        let lookup = Lookup(members)
+        return { lookup.contains($0[...]) }
+    }
+
+    /// The members of an object by key (the last of members with one key, as the decoder takes it), with theirs.
+    private struct Lookup {
+        var members: [String: (member: JSONFill.Member, inner: Lookup?)] = [:]
+
+        init(_ list: [JSONFill.Member]) {
+            for member in list {
+                if case .object(let inner, _) = member.value {
+                    members[member.key] = (member, Lookup(inner))
+                } else {
+                    members[member.key] = (member, nil)
+                }
+            }
+        }
+
+        func contains(_ path: ArraySlice<String>) -> Bool {
+            guard let first = path.first, let found = members[first] else { return false }
+            guard path.count > 1 else { return true }
+            return found.inner?.contains(path.dropFirst()) ?? false
+        }
+    }
+
+    /// The paths of the members of `base` that `encoded` lacks, looking into objects both have under one key. A key
+    /// that `base` holds more than once counts once.
     private static func collectMissing(
         _ base: [JSONFill.Member], from encoded: [JSONFill.Member], at path: [String], into paths: inout [[String]]
     ) {
-        for member in base {
-            guard let counterpart = encoded.last(where: { $0.key == member.key }) else {
+        var encodedByKey: [String: JSONFill.Member] = [:]
+        for member in encoded { encodedByKey[member.key] = member }
+        var seen: Set<String> = []
+        for member in base.reversed() where seen.insert(member.key).inserted {
+            guard let counterpart = encodedByKey[member.key] else {
                 paths.append(path + [member.key])
                 continue
             }
+            // A nested object with no member in common with the value's is replaced whole: an enum case of another
+            // version beside the value's would make the object one that no version decodes.
             if case .object(let inner, _) = member.value, case .object(let encodedInner, _) = counterpart.value {
-                collectMissing(inner, from: encodedInner, at: path + [member.key], into: &paths)
+                let encodedKeys = Set(encodedInner.map(\.key))
+                if encodedKeys.isEmpty || inner.contains(where: { encodedKeys.contains($0.key) }) {
+                    collectMissing(inner, from: encodedInner, at: path + [member.key], into: &paths)
+                }
             }
         }
-    }
-
-    /// The object `members` (parsed from `bytes`) without the member at `path`.
-    private static func render(
-        _ members: [JSONFill.Member], in bytes: [UInt8], removing path: ArraySlice<String>
-    ) -> [UInt8] {
-        guard let first = path.first else { return object(members.map { raw($0, in: bytes) }) }
-        var parts: [[UInt8]] = []
-        for member in members {
-            if member.key != first {
-                parts.append(raw(member, in: bytes))
-            } else if path.count > 1, case .object(let inner, _) = member.value {
-                parts.append(
-                    [UInt8](bytes[member.rawKey]) + [UInt8(ascii: ":")]
-                        + render(inner, in: bytes, removing: path.dropFirst()))
-            }
-        }
-        return object(parts)
     }
 
     /// The members of `encoded`, with those of `base` at the paths in `kept` added, sorted by key as the encoder
     /// sorts them.
     private static func merge(
-        _ encoded: [JSONFill.Member], in encodedBytes: [UInt8], with base: [JSONFill.Member],
-        in baseBytes: [UInt8], keeping kept: ArraySlice<[String]>
+        _ encoded: [JSONFill.Member], in encodedBytes: [UInt8], with base: Lookup, in baseBytes: [UInt8],
+        keeping kept: ArraySlice<[String]>
     ) -> [UInt8] {
+        var here: Set<String> = []
+        var below: [String: [[String]]] = [:]
+        for path in kept {
+            if path.count == 1 {
+                here.insert(path[0])
+            } else {
+                below[path[0], default: []].append(Array(path.dropFirst()))
+            }
+        }
         var parts: [(key: String, bytes: [UInt8])] = []
         for member in encoded {
-            let below = kept.filter { $0.count > 1 && $0[0] == member.key }.map { Array($0.dropFirst()) }
-            if !below.isEmpty, case .object(let inner, _) = member.value,
-                let baseMember = base.last(where: { $0.key == member.key }),
-                case .object(let baseInner, _) = baseMember.value
+            if let paths = below[member.key], case .object(let inner, _) = member.value,
+                let baseInner = base.members[member.key]?.inner
             {
-                let merged = merge(inner, in: encodedBytes, with: baseInner, in: baseBytes, keeping: below[...])
+                let merged = merge(inner, in: encodedBytes, with: baseInner, in: baseBytes, keeping: paths[...])
                 parts.append((member.key, [UInt8](encodedBytes[member.rawKey]) + [UInt8(ascii: ":")] + merged))
             } else {
                 parts.append((member.key, raw(member, in: encodedBytes)))
             }
         }
-        for path in kept where path.count == 1 {
-            if let member = base.last(where: { $0.key == path[0] }) {
+        for key in here {
+            if let member = base.members[key]?.member {
                 parts.append((member.key, raw(member, in: baseBytes)))
             }
         }
