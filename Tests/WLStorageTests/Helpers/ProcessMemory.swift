@@ -6,6 +6,15 @@ import Foundation
     import Musl
 #endif
 
+/// Facts about this process's memory.
+enum ProcessMemory {
+    /// Whether the process runs under ThreadSanitizer, whose runtime defines `__tsan_init`.
+    static let isUnderThreadSanitizer: Bool = {
+        guard let program = dlopen(nil, RTLD_NOW) else { return false }
+        return dlsym(program, "__tsan_init") != nil
+    }()
+}
+
 /// A secret searched for in this process's memory, held only masked: the bytes kept are the secret's XORed with a
 /// random mask, so the search itself never puts a copy of the secret in memory.
 final class MaskedSecret {
