@@ -299,12 +299,7 @@ extension StorageCell {
                 case .refused:
                     stored = false
                 case .notStored(let error):
-                    record(
-                        WLStorageError(
-                            code: .writeFailed,
-                            message: "the update could not be stored in \(storeBacker.identity), so it was made in"
-                                + " this process only and is written as a set is: \(error)",
-                            key: backer.key, underlying: error))
+                    recordMadeLocally(error, in: storeBacker)
                     return nil
                 case .unknown(let error):
                     // Made again, it could be counted twice; as a set, it would replace what others wrote since. So
@@ -325,12 +320,7 @@ extension StorageCell {
                     // update is made in the process.
                     stored = try storeBacker.write(data, ifItHolds: read.bytes, through: store)
                 } catch {
-                    record(
-                        WLStorageError(
-                            code: .writeFailed,
-                            message: "the update could not be stored in \(storeBacker.identity), so it was made in"
-                                + " this process only and is written as a set is: \(error)",
-                            key: backer.key, underlying: error))
+                    recordMadeLocally(error, in: storeBacker)
                     return nil
                 }
             }
@@ -360,6 +350,16 @@ extension StorageCell {
         var bytes: Data?
         var value: T
         var version: Int64??
+    }
+
+    /// Reports that an update could not be stored, for `error`, and is made in this process as a set.
+    private func recordMadeLocally(_ error: any Error, in storeBacker: StoreBacker<T>) {
+        record(
+            WLStorageError(
+                code: .writeFailed,
+                message: "the update could not be stored in \(storeBacker.identity), so it was made in this process"
+                    + " only and is written as a set is: \(error)",
+                key: backer.key, underlying: error))
     }
 
     /// Reads the key for an update: with its version from a store that tags its writes (reporting once, when it cannot
