@@ -57,7 +57,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         self.init(
             defaultValueClosure: defaultValueClosure,
             flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
-            backing: .file(WLStorageDefaultBacker<T>(key: key)), migrations: migrations,
+            binding: KeyBinding(file: WLStorageDefaultBacker<T>(key: key)), migrations: migrations,
             scheduler: DispatchWriteScheduler.shared)
     }
 
@@ -165,25 +165,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         self.init(
             defaultValueClosure: defaultValueClosure,
             flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
-            backing: Self.backing(key: key, store: store), migrations: migrations,
+            binding: KeyBinding(key: key, store: store), migrations: migrations,
             scheduler: DispatchWriteScheduler.shared)
-    }
-
-    /// The backer of `key` in `store`: the file backer for a directory, however it is wrapped in key-changing stores;
-    /// else the store's own backer.
-    private static func backing(key: String, store: any WLStorageStore) -> Backing {
-        let (resolved, storedKey) = Stores.resolve(store, key)
-        if let directory = resolved as? WLStorageDirectoryStore {
-            return .file(WLStorageDefaultBacker<T>(key: storedKey, directory: directory.url))
-        }
-        return .store(StoreBacker<T>(key: key, store: resolved, storedKey: storedKey))
-    }
-
-    /// A backer of the package's own, known without a cast, or another.
-    private enum Backing {
-        case file(WLStorageDefaultBacker<T>)
-        case store(StoreBacker<T>)
-        case other(any WLStorageBacker<T>)
     }
 
     /// Creates a storage with an interval of any precision and the given scheduler (tests inject a manual clock).
@@ -191,194 +174,57 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         defaultValueClosure: () -> T, flushInterval: Duration?, backer: any WLStorageBacker<T>,
         migrations: [WLStorageMigration<T>] = [], scheduler: any WriteScheduler
     ) {
-        let backing: Backing
-        if let file = backer as? WLStorageDefaultBacker<T> {
-            backing = .file(file)
-        } else if let store = backer as? StoreBacker<T> {
-            backing = .store(store)
-        } else {
-            backing = .other(backer)
-        }
         self.init(
-            defaultValueClosure: defaultValueClosure, flushInterval: flushInterval, backing: backing,
+            defaultValueClosure: defaultValueClosure, flushInterval: flushInterval, binding: KeyBinding(backer: backer),
             migrations: migrations, scheduler: scheduler)
     }
 
+    /// Opens the key of `binding`, in the same steps for every backer (see ``KeyBinding``): the storage uses the key's
+    /// live cell when another storage opened it, and a new cell of what it reads otherwise.
     private init(
-        defaultValueClosure: () -> T, flushInterval: Duration?, backing: Backing,
+        defaultValueClosure: () -> T, flushInterval: Duration?, binding: KeyBinding<T>,
         migrations: [WLStorageMigration<T>], scheduler: any WriteScheduler
     ) {
         ShutdownHandling.storageCreated()
         // Whichever cell the storage ends with counts it, until its deinit.
         defer { cell.storageAttached() }
         let interval = flushInterval.map(Self.nanoseconds)
-        // The package's own backers are known without a cast: casts of a generic existential cost microseconds each.
-        var backer: any WLStorageBacker<T>
-        var fileBacker: WLStorageDefaultBacker<T>?
-        var storeBacker: StoreBacker<T>?
-        var observedBacker: ObservedBacker<T>?
-        switch backing {
-        case .file(let file):
-            (backer, fileBacker) = (file, file)
-        case .store(let store): (backer, storeBacker) = (store, store)
-        case .other(let other): backer = other
+        var binding = binding
+        switch binding.follow(makeDefault: defaultValueClosure) {
+        case .found(let cell):
+            self.cell = cell
+            CellMigrations.add(migrations, to: cell)
+            cell.join(interval: interval)
+            return
+        case .mismatch(let other):
+            self.cell = Self.detachedCell(
+                defaultValueClosure(), backer: binding.backer, other: other, scheduler: scheduler)
+            return
+        case .none:
+            break
         }
-        var identity: DirectoryIdentity?
-        var watched = false
-        var monitorEvents: UInt64 = 0
-        var prepared = false
-        var feedTarget: FeedTarget<T>?
-        var madeDefault: T?
-        if let fileBacker, let directory = fileBacker.directory, let name = fileBacker.fileName {
-            // A failure to prepare the directory is met again, and reported, by the read below.
-            identity = try? fileBacker.prepare()
-            prepared = identity != nil
-            // The watch is in place before the file is read, so that no change after the read goes unnoticed. The
-            // cell is keyed by the directory the monitor watches, which a symlink retargeted since the preparation
-            // may have changed.
-            let watch = FileMonitor.shared.watch(directory)
-            identity = watch.identity ?? identity
-            switch StorageRegistry.shared.cell(forFile: name, in: directory, identity: identity, as: T.self) {
-            case .found(let cell):
-                FileMonitor.shared.unwatch(directory)
-                self.cell = cell
-                CellMigrations.add(migrations, to: cell)
-                cell.join(interval: interval)
-                return
-            case .mismatch(let other):
-                FileMonitor.shared.unwatch(directory)
-                self.cell = Self.detachedCell(defaultValueClosure(), backer: backer, other: other, scheduler: scheduler)
-                return
-            case .none:
-                break
-            }
-            watched = true
-            monitorEvents = watch.events
-        } else if let storeBacker {
-            // The feed is in place before the key is read, as the file's watch is.
-            let key = StoreKey(store: storeBacker.identity, key: storeBacker.storedKey)
-            monitorEvents = StoreFeeds.shared.use(storeBacker.store, identity: key.store)
-            switch StorageRegistry.shared.cell(for: key, as: T.self) {
-            case .found(let cell):
-                StoreFeeds.shared.release(key.store)
-                self.cell = cell
-                CellMigrations.add(migrations, to: cell)
-                cell.join(interval: interval)
-                return
-            case .mismatch(let other):
-                StoreFeeds.shared.release(key.store)
-                self.cell = Self.detachedCell(defaultValueClosure(), backer: backer, other: other, scheduler: scheduler)
-                return
-            case .none:
-                break
-            }
-            watched = true
-        } else if let observable = backer as? any WLStorageObservableBacker<T> {
-            // A custom backer's feed, in place before the read; a change it reports before the cell exists is checked
-            // once the cell is there.
-            let target = FeedTarget<T>()
-            let observation = observable.observeChanges { [target] in target.changed() }
-            feedTarget = target
-            let made = defaultValueClosure()
-            madeDefault = made
-            let observed = ObservedBacker(observable, defaultValue: made, observation: observation)
-            (backer, observedBacker) = (observed, observed)
-        }
-
-        let savesDefault = fileBacker != nil || storeBacker?.savesDefault == true
-        let value: T
-        let stored: StoredState
-        var readError: WLStorageError?
-        var rewrite = false
-        let access: (any StoreBacking<T>)? =
-            if let storeBacker { storeBacker } else if let observedBacker { observedBacker } else { nil }
-        let found: ReadResult<T>
-        let defaultValue: T
-        if fileBacker != nil || access != nil {
-            // A storage that follows outside changes needs its default for a removal, whatever it reads now.
-            let made = madeDefault ?? defaultValueClosure()
-            defaultValue = made
-            // Made only when the bytes do not decode as they are: bytes in the current shape cost a plain decode.
-            func decoding() -> ValueDecoding<T> { ValueDecoding(defaultValue: { made }, migrations: migrations) }
-            found =
-                fileBacker?.readStored(prepared: prepared, decoding: decoding())
-                ?? access!.readStored(decoding: decoding())
-        } else {
-            // A plain custom backer asks for the default when it holds nothing, and only then is it made, as the
-            // reference library does. Its storage never sees a removal, so a value it read stands in for the default.
-            var made: T?
-            found = StorageCell.read(backer) {
-                let value = made ?? defaultValueClosure()
-                made = value
-                return value
-            }
-            switch found {
-            case .value(let read): defaultValue = made ?? read
-            default: defaultValue = made ?? defaultValueClosure()
-            }
-        }
-        switch found {
-        case .value(let found):
-            (value, stored) = (found, .known)
-        case .reshaped(let found, let rewrites, let note):
-            // Read through the added fields or a migration: written back in the current shape, as a change.
-            (value, stored, rewrite, readError) = (found, .known, rewrites, note)
-        case .absent:
-            // Only the file and store backers save their default, and only where nothing is stored.
-            (value, stored) = (defaultValue, savesDefault ? .defaultUnsaved : .known)
-        case .movedAside(let error):
-            (value, stored, readError) = (defaultValue, savesDefault ? .defaultUnsaved : .known, error)
-        case .anotherVersion(let error):
-            // Left as it is, and not replaced by the default: only a set is written over it.
-            (value, stored, readError) = (defaultValue, .known, error)
-        case .failed(let error):
-            (value, stored, readError) = (defaultValue, .unknown, error)
-        }
-        let cell = StorageCell(
-            value: value, stored: stored, defaultValue: defaultValue, migrations: migrations, backer: backer,
-            fileBacker: fileBacker, interval: interval, scheduler: scheduler)
-        if watched { cell.adoptWatch() }
-        if identity == nil, let directory = fileBacker?.directory {
-            // The directory could not be prepared before the read, but the read may have prepared it: the cell is
-            // keyed by what the directory is, as every other storage of its file will be.
-            identity = DirectoryTable.identity(of: directory)
-        }
-        switch StorageRegistry.shared.register(cell, identity: identity) {
+        let opening = binding.read(makeDefault: defaultValueClosure, migrations: migrations)
+        let cell = binding.makeCell(opening, migrations: migrations, interval: interval, scheduler: scheduler)
+        switch binding.register(cell) {
         case .found(let existing):
-            // Another thread opened the same file meanwhile; its cell wins and this one is dropped unwritten (and
-            // its watch with it).
+            // Another thread opened the same key meanwhile; its cell wins and this one is dropped unwritten.
             self.cell = existing
             CellMigrations.add(migrations, to: existing)
             existing.join(interval: interval)
             return
         case .mismatch(let other):
-            self.cell = Self.detachedCell(value, backer: backer, other: other, scheduler: scheduler)
+            self.cell = Self.detachedCell(opening.value, backer: binding.backer, other: other, scheduler: scheduler)
             return
         case .none:
             self.cell = cell
-            // The backer is this cell's now: its writes are the storage's own (see ``WLStorageDefaultBacker``).
-            fileBacker?.attach()
         }
-        if let readError {
+        if let readError = opening.readError {
             cell.record(readError)
-            if stored == .unknown && CellState<T>.isTransient(readError) { cell.retryUnknownRead() }
+            if opening.stored == .unknown && CellState<T>.isTransient(readError) { cell.retryUnknownRead() }
         }
-        if stored == .defaultUnsaved { cell.armTick(force: true) }
-        if rewrite { cell.rewriteStoredValue() }
-        // An event that came since the watch began found no cell to tell: the cell follows the path where the
-        // monitor saw it lead, and checks its file once more.
-        if watched, let directory = fileBacker?.directory,
-            FileMonitor.shared.events(of: directory) != monitorEvents
-        {
-            if let now = FileMonitor.shared.identity(of: directory), now != identity {
-                StorageRegistry.shared.directoryChanged(path: directory, to: now)
-            }
-            cell.checkForExternalChange()
-        }
-        if let key = cell.storeKey, StoreFeeds.shared.events(of: key.store) != monitorEvents {
-            cell.checkForExternalChange()
-        }
-        if let feedTarget, feedTarget.attach(cell) { cell.checkForExternalChange() }
+        if opening.stored == .defaultUnsaved { cell.armTick(force: true) }
+        if opening.rewrite { cell.rewriteStoredValue() }
+        binding.catchUp(cell)
     }
 
     deinit {
@@ -498,32 +344,4 @@ private struct RefusingBacker<T: Codable & Sendable>: WLStorageBacker, RefusesWr
     var key: String { refusal.key ?? "" }
     func read(defaultValueClosure: () -> T) -> T { defaultValueClosure() }
     func write(value: T) throws { throw refusal }
-}
-
-/// Where a custom backer's feed sends its changes: the cell, once it exists. A change reported before is remembered,
-/// and the cell checks once it is attached.
-private final class FeedTarget<T: Codable & Sendable>: Sendable {
-    private struct State {
-        weak var cell: StorageCell<T>?
-        var attached = false
-        var missed = false
-    }
-    private let state = Lock(State())
-
-    func changed() {
-        let cell = state.withLock { state -> StorageCell<T>? in
-            if !state.attached { state.missed = true }
-            return state.cell
-        }
-        if let cell { FileMonitor.scheduleChecks([cell]) }
-    }
-
-    /// Sends later changes to `cell`; returns whether a change came before.
-    func attach(_ cell: StorageCell<T>) -> Bool {
-        state.withLock { state in
-            state.cell = cell
-            state.attached = true
-            return state.missed
-        }
-    }
 }

@@ -1,0 +1,269 @@
+/// How a storage is bound to its key: the one place that knows the kinds of backer, and the steps by which every
+/// storage opens its key, whatever the backer.
+///
+/// 1. ``follow(makeDefault:)`` starts following changes made elsewhere (the directory's watch, the store's feed, a
+///    custom backer's feed) before anything is read, so that no change after the read goes unnoticed, and finds the
+///    live cell of the key, if another storage opened it;
+/// 2. ``read(makeDefault:migrations:)`` reads what is stored, as the new cell's first state;
+/// 3. ``makeCell(_:migrations:interval:scheduler:)`` and ``register(_:)`` make a cell and the key's, unless another
+///    thread registered one meanwhile;
+/// 4. ``catchUp(_:)`` checks once more for a change that came between the first step and the third.
+///
+/// The backer kinds: the file backer of a file in a directory (followed by the file monitor, registered by the file),
+/// the backer of a key in another store (followed by the store's feed, registered by store and key), a custom backer
+/// with a change feed (wrapped, so that its cell tells its own writes from changes), and a plain custom backer.
+struct KeyBinding<T: Codable & Sendable> {
+    private enum Kind {
+        case file(WLStorageDefaultBacker<T>)
+        case store(StoreBacker<T>)
+        case observed(ObservedBacker<T>, FeedTarget<T>)
+        case plain
+    }
+
+    /// The first state of a new cell, from what was read.
+    struct Opening {
+        var value: T
+        var stored: StoredState
+        /// The value a removal returns to.
+        var defaultValue: T
+        var readError: WLStorageError?
+        /// Whether the value was read through a migration and is to be written back in the current shape.
+        var rewrite = false
+    }
+
+    /// The backer the cell writes through.
+    private(set) var backer: any WLStorageBacker<T>
+    private var kind: Kind
+    /// What the directory of the file is, when it is known.
+    private var identity: DirectoryIdentity?
+    /// Whether the directory was prepared before the read.
+    private var prepared = false
+    /// Whether this binding holds a use of the directory's watch or of the store's feed, which the new cell adopts.
+    private var watched = false
+    /// The count of the watch's or the feed's events when following began.
+    private var events: UInt64 = 0
+    /// The default, when following made it already (a custom backer's feed needs it).
+    private var madeDefault: T?
+
+    /// The binding of `backer`: the only place where a backer's kind is found by a cast.
+    init(backer: any WLStorageBacker<T>) {
+        if let file = backer as? WLStorageDefaultBacker<T> {
+            self.init(file: file)
+        } else if let store = backer as? StoreBacker<T> {
+            self.init(store: store)
+        } else {
+            self.init(plain: backer)
+        }
+    }
+
+    private init(plain backer: any WLStorageBacker<T>) {
+        (self.backer, kind) = (backer, .plain)
+    }
+
+    init(file: WLStorageDefaultBacker<T>) {
+        (backer, kind) = (file, .file(file))
+    }
+
+    init(store: StoreBacker<T>) {
+        (backer, kind) = (store, .store(store))
+    }
+
+    /// The binding of `key` in `store`: the file backer for a directory, however it is wrapped in key-changing stores;
+    /// else the store's own backer.
+    init(key: String, store: any WLStorageStore) {
+        let (resolved, storedKey) = Stores.resolve(store, key)
+        if let directory = resolved as? WLStorageDirectoryStore {
+            self.init(file: WLStorageDefaultBacker<T>(key: storedKey, directory: directory.url))
+        } else {
+            self.init(store: StoreBacker<T>(key: key, store: resolved, storedKey: storedKey))
+        }
+    }
+
+    private var fileBacker: WLStorageDefaultBacker<T>? {
+        if case .file(let file) = kind { file } else { nil }
+    }
+
+    /// Starts following changes made elsewhere, and finds the live cell of the key, if any. When one is found (or one
+    /// of another value type), following stops again: the storage uses that cell.
+    mutating func follow(makeDefault: () -> T) -> StorageRegistry.Lookup<T> {
+        switch kind {
+        case .file(let file):
+            guard let directory = file.directory, let name = file.fileName else { return .none }
+            // A failure to prepare the directory is met again, and reported, by the read.
+            identity = try? file.prepare()
+            prepared = identity != nil
+            // The cell is keyed by the directory the monitor watches, which a symlink retargeted since the preparation
+            // may have changed.
+            let watch = FileMonitor.shared.watch(directory)
+            identity = watch.identity ?? identity
+            let found = StorageRegistry.shared.cell(forFile: name, in: directory, identity: identity, as: T.self)
+            guard case .none = found else {
+                FileMonitor.shared.unwatch(directory)
+                return found
+            }
+            (watched, events) = (true, watch.events)
+            return .none
+        case .store(let store):
+            let key = StoreKey(store: store.identity, key: store.storedKey)
+            events = StoreFeeds.shared.use(store.store, identity: key.store)
+            let found = StorageRegistry.shared.cell(for: key, as: T.self)
+            guard case .none = found else {
+                StoreFeeds.shared.release(key.store)
+                return found
+            }
+            watched = true
+            return .none
+        case .plain:
+            guard let observable = backer as? any WLStorageObservableBacker<T> else { return .none }
+            // A change the feed reports before the cell exists is checked once the cell is there.
+            let target = FeedTarget<T>()
+            let observation = observable.observeChanges { [target] in target.changed() }
+            let made = makeDefault()
+            madeDefault = made
+            let observed = ObservedBacker(observable, defaultValue: made, observation: observation)
+            (backer, kind) = (observed, .observed(observed, target))
+            return .none
+        case .observed:
+            return .none
+        }
+    }
+
+    /// Reads what is stored, as the first state of a new cell.
+    ///
+    /// A storage that follows outside changes makes its default now, whatever it reads, for a removal returns to it. A
+    /// plain custom backer asks for the default when it holds nothing, and only then is it made, as the reference
+    /// library does; its storage never sees a removal, so a value it read stands in for the default.
+    func read(makeDefault: () -> T, migrations: [WLStorageMigration<T>]) -> Opening {
+        // Made only when the bytes do not decode as they are: bytes in the current shape cost a plain decode.
+        func decoding(_ made: T) -> ValueDecoding<T> { ValueDecoding(defaultValue: { made }, migrations: migrations) }
+        switch kind {
+        case .file(let file):
+            let made = makeDefault()
+            let found = file.readStored(prepared: prepared, decoding: decoding(made))
+            return Self.opening(found, defaultValue: made, savesDefault: true)
+        case .store(let store):
+            let made = makeDefault()
+            return Self.opening(
+                store.readStored(decoding: decoding(made)), defaultValue: made, savesDefault: store.savesDefault)
+        case .observed(let observed, _):
+            let made = madeDefault ?? makeDefault()
+            return Self.opening(observed.readStored(decoding: decoding(made)), defaultValue: made, savesDefault: false)
+        case .plain:
+            var made: T?
+            let found = StorageCell.read(backer) {
+                let value = made ?? makeDefault()
+                made = value
+                return value
+            }
+            let defaultValue: T
+            switch found {
+            case .value(let read): defaultValue = made ?? read
+            default: defaultValue = made ?? makeDefault()
+            }
+            return Self.opening(found, defaultValue: defaultValue, savesDefault: false)
+        }
+    }
+
+    /// The first state of a cell that read `found`. Only the file and store backers save their default, and only where
+    /// nothing is stored (`savesDefault`).
+    private static func opening(_ found: ReadResult<T>, defaultValue: T, savesDefault: Bool) -> Opening {
+        switch found {
+        case .value(let value):
+            return Opening(value: value, stored: .known, defaultValue: defaultValue)
+        case .reshaped(let value, let rewrites, let note):
+            // Read through the added fields or a migration: written back in the current shape, as a change.
+            return Opening(value: value, stored: .known, defaultValue: defaultValue, readError: note, rewrite: rewrites)
+        case .absent:
+            return Opening(
+                value: defaultValue, stored: savesDefault ? .defaultUnsaved : .known, defaultValue: defaultValue)
+        case .movedAside(let error):
+            return Opening(
+                value: defaultValue, stored: savesDefault ? .defaultUnsaved : .known, defaultValue: defaultValue,
+                readError: error)
+        case .anotherVersion(let error):
+            // Left as it is, and not replaced by the default: only a set is written over it.
+            return Opening(value: defaultValue, stored: .known, defaultValue: defaultValue, readError: error)
+        case .failed(let error):
+            return Opening(value: defaultValue, stored: .unknown, defaultValue: defaultValue, readError: error)
+        }
+    }
+
+    /// A new cell of the key, in the state `opening` read; it takes over the watch or the feed this binding holds.
+    func makeCell(
+        _ opening: Opening, migrations: [WLStorageMigration<T>], interval: UInt64?, scheduler: any WriteScheduler
+    ) -> StorageCell<T> {
+        let cell = StorageCell(
+            value: opening.value, stored: opening.stored, defaultValue: opening.defaultValue, migrations: migrations,
+            backer: backer, fileBacker: fileBacker, interval: interval, scheduler: scheduler)
+        if watched { cell.adoptWatch() }
+        return cell
+    }
+
+    /// Makes `cell` the key's. When another thread registered a cell of the key meanwhile, returns that one (or the
+    /// name of its value type), and `cell` is dropped unwritten, with its watch.
+    mutating func register(_ cell: StorageCell<T>) -> StorageRegistry.Lookup<T> {
+        if identity == nil, let directory = fileBacker?.directory {
+            // The directory could not be prepared before the read, but the read may have prepared it: the cell is
+            // keyed by what the directory is, as every other storage of its file will be.
+            identity = DirectoryTable.identity(of: directory)
+        }
+        let found = StorageRegistry.shared.register(cell, identity: identity)
+        if case .none = found {
+            // The backer is this cell's now: its writes are the storage's own (see ``WLStorageDefaultBacker``).
+            fileBacker?.attach()
+        }
+        return found
+    }
+
+    /// Checks once more for a change that came after following began and before `cell` was registered, which found no
+    /// cell to tell.
+    func catchUp(_ cell: StorageCell<T>) {
+        switch kind {
+        case .file(let file):
+            // The cell follows the path where the monitor saw it lead, and checks its file once more.
+            guard watched, let directory = file.directory, FileMonitor.shared.events(of: directory) != events else {
+                return
+            }
+            if let now = FileMonitor.shared.identity(of: directory), now != identity {
+                StorageRegistry.shared.directoryChanged(path: directory, to: now)
+            }
+            cell.checkForExternalChange()
+        case .store:
+            if let key = cell.storeKey, StoreFeeds.shared.events(of: key.store) != events {
+                cell.checkForExternalChange()
+            }
+        case .observed(_, let target):
+            if target.attach(cell) { cell.checkForExternalChange() }
+        case .plain:
+            break
+        }
+    }
+}
+
+/// Where a custom backer's feed sends its changes: the cell, once it exists. A change reported before is remembered,
+/// and the cell checks once it is attached.
+final class FeedTarget<T: Codable & Sendable>: Sendable {
+    private struct State {
+        weak var cell: StorageCell<T>?
+        var attached = false
+        var missed = false
+    }
+    private let state = Lock(State())
+
+    func changed() {
+        let cell = state.withLock { state -> StorageCell<T>? in
+            if !state.attached { state.missed = true }
+            return state.cell
+        }
+        if let cell { FileMonitor.scheduleChecks([cell]) }
+    }
+
+    /// Sends later changes to `cell`; returns whether a change came before.
+    func attach(_ cell: StorageCell<T>) -> Bool {
+        state.withLock { state in
+            state.cell = cell
+            state.attached = true
+            return state.missed
+        }
+    }
+}
