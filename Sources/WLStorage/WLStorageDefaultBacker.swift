@@ -294,6 +294,26 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
+    /// Writes `value`, the rewrite of the value read in an earlier shape, only while the file is the version this
+    /// backer read or wrote last (by its identity and contents); returns whether it did, or `nil` when the file cannot
+    /// be read, for a plain write that meets the same fault. A file changed or removed since, however the news of it
+    /// is late (a busy machine, a change made through a hard link elsewhere), is left as it is. Another program's
+    /// change in the moment between this check and the rename is not seen, as with any write of a file.
+    func rewrite(_ value: T) throws -> Bool? {
+        guard let directory, let fileName else { return nil }
+        let current: (contents: Data, identity: FileIdentity)?
+        do {
+            current = try directory.readVersion(fileName)
+        } catch {
+            return nil
+        }
+        guard let (data, identity) = current, !data.isEmpty else { return false }
+        let version = KnownVersion(identity: identity, contents: data)
+        guard known.withLock({ $0.written == version || $0.read == version }) else { return false }
+        try write(value: value)
+        return true
+    }
+
     // MARK: Internals
 
     /// Encodes `value` and writes it, replacing the file or only where none stands. Returns whether it was written.

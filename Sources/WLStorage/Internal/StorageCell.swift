@@ -529,11 +529,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         switch job {
         case .write(let value, let version):
             do {
-                // A rewrite in a store that writes on condition replaces only the bytes it read: a change another
-                // program made since, whose news has not come yet, is read instead.
-                if let storeBacker = backer as? StoreBacker<T>,
-                    state.withLock({ $0.extras?.rewriteVersion == version }),
-                    let rewritten = try storeBacker.rewrite(value)
+                // A rewrite replaces only what was read: a change another program made since, whose news has not come
+                // yet, is read instead.
+                if state.withLock({ $0.extras?.rewriteVersion == version }), let rewritten = try access?.rewrite(value)
                 {
                     return rewritten ? .written : .rewriteRefused
                 }

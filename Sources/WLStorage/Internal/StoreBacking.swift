@@ -25,6 +25,12 @@ protocol StoreBacking<Value>: Sendable {
     /// Makes the next write leave out the members of the stored JSON object that the value's type does not know
     /// (see ``UnknownFields``); a backer that keeps none does nothing.
     func dropUnknownFields()
+
+    /// Writes `value`, the rewrite in the current shape of a value read in an earlier one, only while the key holds
+    /// what this backer read (or wrote) last; returns whether it did, or `nil` when the backer cannot tell, for a plain
+    /// write. A rewrite is no change of the program's user: another program's value stored since the read, whose news
+    /// has not come yet, is read instead.
+    func rewrite(_ value: Value) throws -> Bool?
 }
 
 extension WLStorageDefaultBacker: StoreBacking {
@@ -525,6 +531,9 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
 
     /// A custom backer encodes by itself: it keeps no fields.
     func dropUnknownFields() {}
+
+    /// A custom backer's versions are known by their encoding alone, which tells nothing of who stored them.
+    func rewrite(_ value: T) throws -> Bool? { nil }
 
     var entryExists: Bool { false }
 
