@@ -190,10 +190,7 @@ extension StorageCell {
             let outcome = state.withLock { state -> (needsTick: Bool, drain: Bool)? in
                 guard state.changeCount == count else { return nil }
                 state.updaters &-= 1
-                swap(&state.value, &value)
-                state.version &+= 1
-                state.changeCount &+= 1
-                return (state.throttle.needsTick, state.hasListeners && state.queueNotification())
+                return state.changeLocally(to: &value)
             }
             guard let (needsTick, drain) = outcome else { return false }
             if drain { drainNotifications() }

@@ -150,6 +150,17 @@ struct CellState<T: Sendable>: Sendable {
         return body(made)
     }
 
+    /// A change made by this process, by a set or by an update's commit: `value` takes the place of the value, which
+    /// leaves in `value` to be released after the lock, as a new version to write. Returns whether the throttle needs a
+    /// tick, and whether notifications wait to be drained.
+    @inlinable
+    mutating func changeLocally(to value: inout T) -> (needsTick: Bool, drain: Bool) {
+        swap(&self.value, &value)
+        version &+= 1
+        changeCount &+= 1
+        return (throttle.needsTick, hasListeners && queueNotification())
+    }
+
     /// Queues the current value for delivery to every listener (or to `listener` alone), and returns whether the
     /// caller must drain the queue, outside the lock (see ``StorageCell/drainNotifications()``).
     ///
@@ -481,13 +492,9 @@ struct CellState<T: Sendable>: Sendable {
                 effects.errors.append(error)
             }
             extras?.unreadableSinceKnown = false
-            effects.released.append(value)
-            value = found
-            changeCount &+= 1
+            adopt(found, effects: &effects)
             // Bytes in an earlier type's shape are written back in the current one, as a change is.
             if rewrites { markRewrite() }
-            effects.valueChanged = true
-            if hasListeners && queueNotification() { effects.drainNotifications = true }
             return nil
         }
     }
@@ -501,12 +508,18 @@ struct CellState<T: Sendable>: Sendable {
         extras?.unreadableSinceKnown = false
         if onlyRewritePending { writtenVersion = version }
         guard !isPending else { return false }
+        adopt(defaultValue, effects: &effects)
+        return true
+    }
+
+    /// A value read from the store (another program's, or the default after a removal) takes the place of the value,
+    /// which leaves through `effects` to be released after the lock; observers are told.
+    private mutating func adopt(_ found: T, effects: inout JobEffects<T>) {
         effects.released.append(value)
-        value = defaultValue
+        value = found
         changeCount &+= 1
         effects.valueChanged = true
         if hasListeners && queueNotification() { effects.drainNotifications = true }
-        return true
     }
 
     /// Makes the value, read in an earlier type's shape, pending, so that it is written back in the current one. The
@@ -540,20 +553,15 @@ struct CellState<T: Sendable>: Sendable {
         case .unchanged, .unreadable:
             return
         case .changed(let found):
-            effects.released.append(value)
-            value = found
+            adopt(found, effects: &effects)
         case .removed:
-            effects.released.append(value)
-            value = defaultValue
+            adopt(defaultValue, effects: &effects)
         }
-        changeCount &+= 1
         if onlyRewrite { writtenVersion = version }
         // Either way nothing is left to save: a removal is respected, not undone by saving the default again. An error
         // of a default's save is moot now.
         stored = .known
         setLastError(nil, &effects)
-        effects.valueChanged = true
-        if hasListeners && queueNotification() { effects.drainNotifications = true }
     }
 }
 

@@ -147,10 +147,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             let (needsTick, drain, updating) = state.withLock { state in
                 // Any update running: this thread may be inside one, which `changeIfNotUpdating` finds out.
                 if state.updaters != 0 { return (false, false, true) }
-                swap(&state.value, &value)
-                state.version &+= 1
-                state.changeCount &+= 1
-                return (state.throttle.needsTick, state.hasListeners && state.queueNotification(), false)
+                let (needsTick, drain) = state.changeLocally(to: &value)
+                return (needsTick, drain, false)
             }
             if updating { return setWhileUpdating(&value) }
             if drain { drainNotifications() }
@@ -163,12 +161,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     @usableFromInline
     func setWhileUpdating(_ value: inout T) {
         if UpdatesOnThisThread.contains(ObjectIdentifier(self)) { return refuseChangeInsideUpdate(what: "set") }
-        let (needsTick, drain) = state.withLock { state in
-            swap(&state.value, &value)
-            state.version &+= 1
-            state.changeCount &+= 1
-            return (state.throttle.needsTick, state.hasListeners && state.queueNotification())
-        }
+        let (needsTick, drain) = state.withLock { $0.changeLocally(to: &value) }
         if drain { drainNotifications() }
         if needsTick { armTick() }
     }
