@@ -169,6 +169,19 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             scheduler: DispatchWriteScheduler.shared)
     }
 
+    /// Creates a storage of `key` in `store` whose default is made only when it is needed: a typed key's (see
+    /// ``WLStorageKey``).
+    convenience init(
+        key: String, lazyDefault: LazyDefault<T>, flushInterval: Int?, store: any WLStorageStore,
+        migrations: [WLStorageMigration<T>]
+    ) {
+        self.init(
+            defaultValueClosure: { lazyDefault.value }, lazyDefault: lazyDefault,
+            flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
+            backing: Self.backing(key: key, store: store), migrations: migrations,
+            scheduler: DispatchWriteScheduler.shared)
+    }
+
     /// The backer of `key` in `store`: the file backer for a directory, however it is wrapped in key-changing stores;
     /// else the store's own backer.
     private static func backing(key: String, store: any WLStorageStore) -> Backing {
@@ -204,8 +217,10 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             migrations: migrations, scheduler: scheduler)
     }
 
+    /// Creates a storage. `lazyDefault`, when given, is the default, made only when it is needed (a typed key's);
+    /// otherwise `defaultValueClosure` is called when the storage is created.
     private init(
-        defaultValueClosure: () -> T, flushInterval: Duration?, backing: Backing,
+        defaultValueClosure: () -> T, lazyDefault: LazyDefault<T>? = nil, flushInterval: Duration?, backing: Backing,
         migrations: [WLStorageMigration<T>], scheduler: any WriteScheduler
     ) {
         ShutdownHandling.storageCreated()
@@ -293,13 +308,14 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         let access: (any StoreBacking<T>)? =
             if let storeBacker { storeBacker } else if let observedBacker { observedBacker } else { nil }
         let found: ReadResult<T>
-        let defaultValue: T
+        let defaults: LazyDefault<T>
         if fileBacker != nil || access != nil {
-            // A storage that follows outside changes needs its default for a removal, whatever it reads now.
-            let made = madeDefault ?? defaultValueClosure()
-            defaultValue = made
+            // A storage that follows outside changes needs its default for a removal, whatever it reads now: made now,
+            // unless it is a typed key's, made when it is needed.
+            let made = lazyDefault ?? LazyDefault(made: madeDefault ?? defaultValueClosure())
+            defaults = made
             // Made only when the bytes do not decode as they are: bytes in the current shape cost a plain decode.
-            func decoding() -> ValueDecoding<T> { ValueDecoding(defaultValue: { made }, migrations: migrations) }
+            func decoding() -> ValueDecoding<T> { ValueDecoding(defaultValue: { made.value }, migrations: migrations) }
             found =
                 fileBacker?.readStored(prepared: prepared, decoding: decoding())
                 ?? access!.readStored(decoding: decoding())
@@ -313,10 +329,11 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
                 return value
             }
             switch found {
-            case .value(let read): defaultValue = made ?? read
-            default: defaultValue = made ?? defaultValueClosure()
+            case .value(let read): defaults = LazyDefault(made: made ?? read)
+            default: defaults = LazyDefault(made: made ?? defaultValueClosure())
             }
         }
+        let defaultValue = { defaults.value }
         switch found {
         case .value(let found):
             (value, stored) = (found, .known)
@@ -325,17 +342,17 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             (value, stored, rewrite, readError) = (found, .known, rewrites, note)
         case .absent:
             // Only the file and store backers save their default, and only where nothing is stored.
-            (value, stored) = (defaultValue, savesDefault ? .defaultUnsaved : .known)
+            (value, stored) = (defaultValue(), savesDefault ? .defaultUnsaved : .known)
         case .movedAside(let error):
-            (value, stored, readError) = (defaultValue, savesDefault ? .defaultUnsaved : .known, error)
+            (value, stored, readError) = (defaultValue(), savesDefault ? .defaultUnsaved : .known, error)
         case .anotherVersion(let error):
             // Left as it is, and not replaced by the default: only a set is written over it.
-            (value, stored, readError) = (defaultValue, .known, error)
+            (value, stored, readError) = (defaultValue(), .known, error)
         case .failed(let error):
-            (value, stored, readError) = (defaultValue, .unknown, error)
+            (value, stored, readError) = (defaultValue(), .unknown, error)
         }
         let cell = StorageCell(
-            value: value, stored: stored, defaultValue: defaultValue, migrations: migrations, backer: backer,
+            value: value, stored: stored, defaults: defaults, migrations: migrations, backer: backer,
             fileBacker: fileBacker, interval: interval, scheduler: scheduler)
         if watched { cell.adoptWatch() }
         if identity == nil, let directory = fileBacker?.directory {
@@ -482,7 +499,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             key: backer.key,
             path: (backer as? WLStorageDefaultBacker<T>)?.fileURL?.path)
         let cell = StorageCell(
-            value: value, stored: .known, defaultValue: value, backer: RefusingBacker<T>(refusal: mismatch),
+            value: value, stored: .known, defaults: LazyDefault(made: value),
+            backer: RefusingBacker<T>(refusal: mismatch),
             fileBacker: nil, interval: nil, scheduler: scheduler)
         cell.record(mismatch)
         return cell
