@@ -64,8 +64,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// Creates a storage of `key` in the default directory, with the property's initial value as its default:
     /// `@WLStorage(key: "theme") var theme = "dark"`.
     ///
-    /// The initial value is the default, made only when it is needed (nothing is stored, or a field is missing), as
-    /// with `defaultValueClosure`.
+    /// The initial value is the default, made once when the storage is created, as with `defaultValueClosure`. A
+    /// default made only when it is needed is a typed key's (see ``WLStorageKey``).
     ///
     /// - Parameters:
     ///   - wrappedValue: The default: the value to use, and save, when nothing is stored.
