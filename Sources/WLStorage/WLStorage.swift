@@ -64,8 +64,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// Creates a storage of `key` in the default directory, with the property's initial value as its default:
     /// `@WLStorage(key: "theme") var theme = "dark"`.
     ///
-    /// The initial value is the default, made only when it is needed (nothing is stored, or a field is missing), as
-    /// with `defaultValueClosure`.
+    /// The initial value is the default, made once when the storage is created, as with `defaultValueClosure`. A
+    /// default made only when it is needed is a typed key's (see ``WLStorageKey``).
     ///
     /// - Parameters:
     ///   - wrappedValue: The default: the value to use, and save, when nothing is stored.
@@ -169,6 +169,19 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             scheduler: DispatchWriteScheduler.shared)
     }
 
+    /// Creates a storage of `key` in `store` whose default is made only when it is needed: a typed key's (see
+    /// ``WLStorageKey``).
+    convenience init(
+        key: String, lazyDefault: LazyDefault<T>, flushInterval: Int?, store: any WLStorageStore,
+        migrations: [WLStorageMigration<T>]
+    ) {
+        self.init(
+            defaultValueClosure: { lazyDefault.value }, lazyDefault: lazyDefault,
+            flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
+            binding: KeyBinding(key: key, store: store), migrations: migrations,
+            scheduler: DispatchWriteScheduler.shared)
+    }
+
     /// Creates a storage with an interval of any precision and the given scheduler (tests inject a manual clock).
     package convenience init(
         defaultValueClosure: () -> T, flushInterval: Duration?, backer: any WLStorageBacker<T>,
@@ -181,8 +194,11 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
 
     /// Opens the key of `binding`, in the same steps for every backer (see ``KeyBinding``): the storage uses the key's
     /// live cell when another storage opened it, and a new cell of what it reads otherwise.
+    /// `lazyDefault`, when given, is the default, made only when it is needed (a typed key's); otherwise
+    /// `defaultValueClosure` is called when the storage is created.
     private init(
-        defaultValueClosure: () -> T, flushInterval: Duration?, binding: KeyBinding<T>,
+        defaultValueClosure: () -> T, lazyDefault: LazyDefault<T>? = nil, flushInterval: Duration?,
+        binding: KeyBinding<T>,
         migrations: [WLStorageMigration<T>], scheduler: any WriteScheduler
     ) {
         ShutdownHandling.storageCreated()
@@ -203,7 +219,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         case .none:
             break
         }
-        let opening = binding.read(makeDefault: defaultValueClosure, migrations: migrations)
+        let opening = binding.read(makeDefault: defaultValueClosure, lazyDefault: lazyDefault, migrations: migrations)
         let cell = binding.makeCell(opening, migrations: migrations, interval: interval, scheduler: scheduler)
         switch binding.register(cell) {
         case .found(let existing):
@@ -328,7 +344,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             key: backer.key,
             path: (backer as? WLStorageDefaultBacker<T>)?.fileURL?.path)
         let cell = StorageCell(
-            value: value, stored: .known, defaultValue: value, backer: RefusingBacker<T>(refusal: mismatch),
+            value: value, stored: .known, defaults: LazyDefault(made: value),
+            backer: RefusingBacker<T>(refusal: mismatch),
             fileBacker: nil, interval: nil, scheduler: scheduler)
         cell.record(mismatch)
         return cell

@@ -120,7 +120,10 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         if let key { text += " [key: \(key)]" }
         if let path { text += " [path: \(path)]" }
         if let errno { text += " [errno \(errno): \(String(cString: strerror(errno)))]" }
-        if let underlying { text += " [\(underlying)]" }
+        // An underlying error whose text the message quotes already is not repeated.
+        if let underlying, case let cause = String(describing: underlying), !message.contains(cause) {
+            text += " [\(cause)]"
+        }
         return text
     }
 }

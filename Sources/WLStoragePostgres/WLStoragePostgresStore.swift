@@ -399,6 +399,33 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         return rows.compactMap { row in row.first.flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) } }
     }
 
+    /// One row of the namespace, as the `wlstorage` tool lists it.
+    package struct Row: Sendable {
+        package var key: String
+        /// The size of the stored bytes.
+        package var size: Int
+        /// When the row was written last, ISO 8601 in UTC.
+        package var written: String
+        /// The bytes, or `nil` when they are larger than the largest value read.
+        package var value: Data?
+    }
+
+    /// Every row of the namespace, sorted by key.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `readFailed` when the statement failed.
+    package func rows() throws -> [Row] {
+        let limit = ValueSizeLimit.sealedMaximum
+        let rows = try run(reading: true, key: nil) { connection, deadline throws(PostgresError) in
+            try connection.query(statements.list, [.text(namespace), .text(String(limit))], deadline: deadline)
+        }
+        return rows.compactMap { row in
+            guard row.count == 4, let key = row[0], let size = row[1], let written = row[2] else { return nil }
+            return Row(
+                key: String(decoding: key, as: UTF8.self), size: Int(String(decoding: size, as: UTF8.self)) ?? 0,
+                written: String(decoding: written, as: UTF8.self), value: row[3])
+        }
+    }
+
     /// Starts listening for changes of the store's namespace made through other connections (other stores, programs,
     /// machines); the store's own writes are not reported.
     ///
@@ -585,6 +612,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         let createTagged: String
         let trace: String
         let keys: String
+        let list: String
         let upsert: String
         let upsertMany: String
         let create: String
@@ -617,6 +645,13 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
                 version::text FROM \(name) WHERE namespace = $1 AND key = $2
                 """
             keys = "SELECT key FROM \(name) WHERE namespace = $1 ORDER BY key"
+            // Each row's key, size, time of its last write (UTC, to the second) and bytes when not too large ($2).
+            list = """
+                SELECT key, octet_length(value)::text, \
+                to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), \
+                CASE WHEN octet_length(value) <= $2::bigint THEN value END \
+                FROM \(name) WHERE namespace = $1 ORDER BY key
+                """
             let insert = "INSERT INTO \(name) AS stored (namespace, key, value, version) VALUES ($1, $2, $3, 1)"
             upsert = """
                 WITH written AS (\(insert) ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, \

@@ -4,6 +4,8 @@ struct GlobalOptions: Equatable {
     var directory: String?
     /// The program whose default directory to use, given with `--program`.
     var program: String?
+    /// The suite whose directory to use, given with `--suite`: the directory `.suite(name)` names in the library.
+    var suite: String?
     /// Whether `--debug` selects the debug build's folder, `.wlstorage_debug`.
     var debug = false
     /// The PostgreSQL connection string given with `--postgres`: the commands work on the store's rows.
@@ -73,7 +75,8 @@ func nonUTF8Argument(in arguments: [[UInt8]]) -> UsageError? {
 
 /// Parses the arguments that follow the program's name.
 ///
-/// The grammar is `[--dir DIR | --program NAME [--debug] | --postgres URL [--namespace NS]] [--key-file PATH] COMMAND
+/// The grammar is `[--dir DIR | --program NAME [--debug] | --suite NAME | --postgres URL [--namespace NS]]
+/// [--key-file PATH] COMMAND
 /// [ARGUMENT...]`. Global options come before the command; `--name=value` and `--name value` are both accepted.
 /// Within a command, a token that starts with `--` is an option, `-h` asks for help and any other token (including
 /// a negative number such as `-1`) is an argument; after a lone `--` every token is an argument.
@@ -94,7 +97,7 @@ func parseArguments(_ arguments: [String]) -> Result<Invocation, UsageError> {
         case "--debug":
             guard inlineValue == nil else { return usage("option --debug takes no value") }
             options.debug = true
-        case "--dir", "--program", "--postgres", "--namespace", "--key-file":
+        case "--dir", "--program", "--suite", "--postgres", "--namespace", "--key-file":
             let value: String
             if let inlineValue {
                 value = inlineValue
@@ -108,6 +111,7 @@ func parseArguments(_ arguments: [String]) -> Result<Invocation, UsageError> {
             switch name {
             case "--dir": options.directory = value
             case "--program": options.program = value
+            case "--suite": options.suite = value
             case "--postgres": options.postgres = value
             case "--key-file": options.keyFile = value
             default: options.namespace = value
@@ -116,11 +120,16 @@ func parseArguments(_ arguments: [String]) -> Result<Invocation, UsageError> {
             return usage("unknown option '\(name)'")
         }
     }
-    if options.directory != nil && options.program != nil {
-        return usage("give --dir or --program, not both")
+    if [options.directory, options.program, options.suite].compactMap({ $0 }).count > 1 {
+        return usage("give one of --dir, --program and --suite")
     }
-    if options.postgres != nil && (options.directory != nil || options.program != nil || options.debug) {
-        return usage("give --postgres or a directory (--dir, --program, --debug), not both")
+    if options.suite != nil && options.debug {
+        return usage("--debug goes with --program: a suite's directory is the same for every build")
+    }
+    if options.postgres != nil
+        && (options.directory != nil || options.program != nil || options.suite != nil || options.debug)
+    {
+        return usage("give --postgres or a directory (--dir, --program, --suite, --debug), not both")
     }
     if options.namespace != nil && options.postgres == nil {
         return usage("--namespace goes with --postgres")

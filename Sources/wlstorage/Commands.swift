@@ -33,6 +33,10 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
         } catch {
             throw ToolFailure(error.message, status: .usage)
         }
+        if case .list = command {
+            try list(store, keyFile: keyFile)
+            return .success
+        }
         guard let keyFile else { return try run(command, on: store, keyGiven: false) }
         // rm removes whatever the row holds, whether or not it opens with the key.
         if case .remove = command { return try run(command, on: store, keyGiven: true) }
@@ -168,7 +172,12 @@ private func list(_ directory: StorageDirectory, keyFile: KeyFile?) throws(ToolF
             entry.status.modificationTime.formatted(.iso8601), entry.state.label,
         ])
     }
-    var widths = [Int](repeating: 0, count: rows[0].count)
+    Console.out(table(rows))
+}
+
+/// `rows` as a table: each column as wide as its widest cell, two spaces between columns, the last one unpadded.
+func table(_ rows: [[String]]) -> String {
+    var widths = [Int](repeating: 0, count: rows.first?.count ?? 0)
     for row in rows {
         for (column, cell) in row.enumerated() { widths[column] = max(widths[column], cell.count) }
     }
@@ -179,7 +188,7 @@ private func list(_ directory: StorageDirectory, keyFile: KeyFile?) throws(ToolF
         }
         text += cells.joined(separator: "  ") + "\n"
     }
-    Console.out(text)
+    return text
 }
 
 private func verify(_ directory: StorageDirectory, keyFile: KeyFile?) throws(ToolFailure) -> ExitStatus {

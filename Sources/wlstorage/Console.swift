@@ -30,7 +30,8 @@ struct ToolFailure: Error {
     /// A failure that says what the library reported: its message, the file, and the system's reason.
     init(_ error: WLStorageError) {
         var text = error.message
-        if let path = error.path { text += ": \(path)" }
+        // A store's errors name the store in the message already.
+        if let path = error.path, !text.contains(path) { text += ": \(path)" }
         if let code = error.errno { text += " (\(String(cString: strerror(code))))" }
         self.init(text)
     }

@@ -3,7 +3,10 @@ import WLStorage
 
 /// The storage directory the options and the environment select.
 ///
-/// `--dir` wins, made absolute against the current directory. Without it, the library's default directory is
+/// `--dir` wins, made absolute against the current directory. `--suite NAME` is the directory the library's
+/// `.suite(NAME)` names: `$WLSTORAGE_SUITES_DIRECTORY/<folder>`, or `<$XDG_DATA_HOME or ~/.local/share>/wlstorage/suites/
+/// <folder>`, where the folder is the name when it is a plain file name and `suite-<SHA-256 of the name>` otherwise.
+/// Without either, the library's default directory is
 /// used, as a program built with the library would find it: `$WLSTORAGE_DIRECTORY` when set, otherwise
 /// `<$XDG_DATA_HOME or ~/.local/share>/<program>/.wlstorage` (`.wlstorage_debug` with `--debug`).
 ///
@@ -15,10 +18,19 @@ func storageDirectory(
     if let directory = options.directory {
         return StorageDirectory(path: URL(fileURLWithPath: directory, isDirectory: true).standardizedFileURL.path)
     }
+    if let suite = options.suite {
+        guard let url = StorageLocation.suiteDirectory(suite, environment: environment) else {
+            throw ToolFailure(
+                "no directory for the suite '\(suite)': set \(StorageLocation.suitesEnvironmentVariable),"
+                    + " XDG_DATA_HOME or HOME")
+        }
+        return StorageDirectory(path: url.standardizedFileURL.path)
+    }
     let override = environment[StorageLocation.environmentVariable].map { !$0.isEmpty } ?? false
     guard let program = options.program ?? (override ? "wlstorage" : nil) else {
         throw ToolFailure(
-            "no storage directory: give --dir DIR or --program NAME, or set \(StorageLocation.environmentVariable)",
+            "no storage directory: give --dir DIR, --program NAME or --suite NAME, or set"
+                + " \(StorageLocation.environmentVariable)",
             status: .usage)
     }
     guard let url = StorageLocation.defaultDirectory(program: program, debug: options.debug, environment: environment)

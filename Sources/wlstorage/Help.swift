@@ -3,8 +3,8 @@ enum Help {
     /// The synopsis shown after a usage error.
     static func usageLine(for command: CommandName?) -> String {
         guard let command else {
-            return "Usage: wlstorage [--dir DIR | --program NAME [--debug] | --postgres URL [--namespace NS]]"
-                + " [--key-file PATH] COMMAND [ARGUMENTS]"
+            return "Usage: wlstorage [--dir DIR | --program NAME [--debug] | --suite NAME | --postgres URL"
+                + " [--namespace NS]] [--key-file PATH] COMMAND [ARGUMENTS]"
         }
         return "Usage: wlstorage [GLOBAL OPTIONS] \(synopsis(of: command))"
     }
@@ -13,7 +13,7 @@ enum Help {
     static let tool = """
         OVERVIEW: Inspect and edit the JSON files that WLStorage keeps, one file per key.
 
-        USAGE: wlstorage [--dir DIR | --program NAME [--debug] | --postgres URL [--namespace NS]]
+        USAGE: wlstorage [--dir DIR | --program NAME [--debug] | --suite NAME | --postgres URL [--namespace NS]]
                          [--key-file PATH] COMMAND [ARGUMENTS]
 
         A key is stored in a file named by the key when the key is 1 to 127 characters of [A-Za-z0-9._-]
@@ -33,6 +33,13 @@ enum Help {
                               by program-<SHA-256 of NAME>.
           --debug           With --program, use the folder of debug builds, .wlstorage_debug, in place of
                             .wlstorage.
+          --suite NAME      Use the directory of the suite NAME, as the library's .suite(NAME) names it:
+                              $WLSTORAGE_SUITES_DIRECTORY/FOLDER when it is set (a relative path is taken
+                              from the current directory); otherwise $XDG_DATA_HOME/wlstorage/suites/FOLDER,
+                              or ~/.local/share/wlstorage/suites/FOLDER. FOLDER is NAME when NAME is a plain
+                              file name (1 to 127 characters of [A-Za-z0-9._-], not ".", ".." or 64 hex
+                              digits, and not suite- followed by 64 hex digits), and suite-<SHA-256 of NAME>
+                              otherwise.
           --postgres URL    Work on the rows of a PostgreSQL store instead of a directory: URL is a libpq
                             connection string (postgresql://user@host/db, or host=... dbname=...). get,
                             set, rm, list and watch work on the same rows, and the same JSON, as
@@ -58,7 +65,7 @@ enum Help {
                             with WLSE) is recognised: set and rm leave it and exit 1, and get, list, verify
                             and watch say "sealed with key <fingerprint>; pass --key-file".
           -h, --help        Show this help.
-          Without --dir and --program, $WLSTORAGE_DIRECTORY names the directory; when it is not set either,
+          Without --dir, --program and --suite, $WLSTORAGE_DIRECTORY names the directory; when it is not set either,
           that is a usage error.
 
           Only set and watch create a missing storage directory, and only its last component, with mode
@@ -71,7 +78,8 @@ enum Help {
           rm KEY            Remove the key's file.
           path KEY          Print the absolute path of the key's file.
           hash KEY          Print the file name the key maps to.
-          list              List every file: name, key, size, modification time, state.
+          list              List every file: name, key, size, modification time, state. With --postgres,
+                            every row of the namespace: key, size, time of its last write (UTC), state.
           verify            Check that every key file holds JSON.
           watch KEY         Print the value, then each new value as the file changes.
           help [COMMAND]    Show this help, or a command's.

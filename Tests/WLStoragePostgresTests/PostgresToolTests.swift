@@ -59,8 +59,17 @@ struct PostgresToolTests {
         #expect(get.output.contains(#""max""#) && get.output.contains("5"))
 
         try store.write(key: "other", data: Data("1".utf8))
+        try store.write(key: "text", data: Data("not json".utf8))
         let list = try run(["--postgres", url, "--namespace", namespace, "list"])
-        #expect(list.output == "limit\nother\n")
+        // The columns of a directory's list: key, size, when written (UTC), state.
+        let lines = list.output.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        #expect(lines.map { $0.first } == ["KEY", "limit", "other", "text"])
+        #expect(lines.first == ["KEY", "SIZE", "MODIFIED", "STATE"])
+        #expect(lines.dropFirst().map { $0[1] } == ["9", "1", "8"])
+        #expect(lines.dropFirst().map { $0.dropFirst(3).joined(separator: " ") } == ["json", "json", "invalid JSON"])
+        let written = try #require(lines.last?[2])
+        #expect(written.count == 20 && written.hasSuffix("Z") && written.dropFirst(10).first == "T", "\(written)")
+        try store.remove(key: "text")
 
         let remove = try run(["--postgres", url, "--namespace", namespace, "rm", "other"])
         #expect(remove.status == 0)
@@ -74,6 +83,21 @@ struct PostgresToolTests {
         let notJSON = try run(["--postgres", url, "--namespace", namespace, "set", "k", "{nope"])
         #expect(notJSON.status == 1)
         #expect(try store.read(key: "k") == nil)
+    }
+
+    @Test func anUnreachableServerIsNamedOnceAndItsCauseSaidOnce() throws {
+        // Nothing listens on port 1.
+        let url = "postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=5"
+        let list = try run(["--postgres", url, "list"])
+        #expect(list.status == 1)
+        #expect(list.errors.components(separatedBy: "Connection refused").count == 2, "\(list.errors)")
+        #expect(list.errors.components(separatedBy: "127.0.0.1:1/postgres").count == 2, "\(list.errors)")
+        #expect(!list.errors.contains("\t"), "\(list.errors)")
+
+        // The library's description of the error says the cause once too.
+        let store = try WLStoragePostgresStore(url: url, timeout: .seconds(5))
+        let error = try #require(throws: WLStorageError.self) { try store.read(key: "k") }
+        #expect(String(describing: error).components(separatedBy: "Connection refused").count == 2, "\(error)")
     }
 
     @Test func withoutAKeyFileASealedRowIsLeftAndItsKeyNamed() throws {

@@ -248,7 +248,7 @@ struct CellState<T: Sendable>: Sendable {
 
     /// What a tick with `token` does: the pending work, or nothing when the tick is stale or the cell is busy (the
     /// job in flight arms a new tick when it ends).
-    mutating func startTick(_ token: UInt32, on thread: UInt, now: UInt64, defaultValue: T) -> CellJob<T>? {
+    mutating func startTick(_ token: UInt32, on thread: UInt, now: UInt64, defaultValue: T?) -> CellJob<T>? {
         guard throttle.isCurrent(token) else { return nil }
         guard !isBusy else {
             throttle.disarm()
@@ -257,7 +257,7 @@ struct CellState<T: Sendable>: Sendable {
         if isPending && !throttle.writesOnTicks {
             // A cell without a flush interval writes its changes at a flush only: a tick armed to save the default
             // saves the default, never the change made since.
-            guard stored == .defaultUnsaved else {
+            guard stored == .defaultUnsaved, let defaultValue else {
                 throttle.disarm()
                 return nil
             }
@@ -329,7 +329,7 @@ struct CellState<T: Sendable>: Sendable {
     /// Applies how `job` ended, and returns the follow-up job to run at once on the same thread (the cell stays
     /// busy), or `nil` with the cell idle. `effects` collects what to do outside the lock.
     mutating func finish(
-        _ job: CellJob<T>, _ outcome: JobOutcome<T>, defaultValue: T, key: String, now: UInt64, chaining: Bool,
+        _ job: CellJob<T>, _ outcome: JobOutcome<T>, defaultValue: T?, key: String, now: UInt64, chaining: Bool,
         effects: inout JobEffects<T>
     ) -> CellJob<T>? {
         let startVersion: UInt64
@@ -412,7 +412,7 @@ struct CellState<T: Sendable>: Sendable {
     /// A read of the stored value: a reread after a failed read, or the read of a default create that found
     /// something stored.
     private mutating func applyRead(
-        _ result: ReadResult<T>, job: CellJob<T>, startVersion: UInt64, key: String, defaultValue: T,
+        _ result: ReadResult<T>, job: CellJob<T>, startVersion: UInt64, key: String, defaultValue: T?,
         effects: inout JobEffects<T>
     ) -> CellJob<T>? {
         let isCreate: Bool
@@ -503,8 +503,9 @@ struct CellState<T: Sendable>: Sendable {
     /// program's removal, taken as one (see ``applyChange(_:startVersion:defaultValue:effects:)``): a pending rewrite
     /// gives way to it, a pending change of this process is written after it, and otherwise the value becomes the
     /// default, which is not saved. Returns whether it took the read so.
-    private mutating func takeRemovalAfterUnreadable(defaultValue: T, effects: inout JobEffects<T>) -> Bool {
-        guard extras?.unreadableSinceKnown == true else { return false }
+    private mutating func takeRemovalAfterUnreadable(defaultValue: T?, effects: inout JobEffects<T>) -> Bool {
+        // The default is made for every outcome that finds nothing (``JobOutcome/mayNeedDefault``).
+        guard extras?.unreadableSinceKnown == true, let defaultValue else { return false }
         extras?.unreadableSinceKnown = false
         if onlyRewritePending { writtenVersion = version }
         guard !isPending else { return false }
@@ -537,7 +538,7 @@ struct CellState<T: Sendable>: Sendable {
     /// check started, is written after it, so the local value is kept. A rewrite in the current type's shape of what
     /// was read is not such a change: the other program's value replaces it, and it is not written.
     private mutating func applyChange(
-        _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T, effects: inout JobEffects<T>
+        _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T?, effects: inout JobEffects<T>
     ) {
         if case .unreadable(let error) = change {
             // Whatever is pending: it waits until what is stored can be read again.
@@ -555,6 +556,8 @@ struct CellState<T: Sendable>: Sendable {
         case .changed(let found):
             adopt(found, effects: &effects)
         case .removed:
+            // Made for every removal (``JobOutcome/mayNeedDefault``).
+            guard let defaultValue else { return }
             adopt(defaultValue, effects: &effects)
         }
         if onlyRewrite { writtenVersion = version }

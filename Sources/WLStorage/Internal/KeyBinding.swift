@@ -4,7 +4,7 @@
 /// 1. ``follow(makeDefault:)`` starts following changes made elsewhere (the directory's watch, the store's feed, a
 ///    custom backer's feed) before anything is read, so that no change after the read goes unnoticed, and finds the
 ///    live cell of the key, if another storage opened it;
-/// 2. ``read(makeDefault:migrations:)`` reads what is stored, as the new cell's first state;
+/// 2. ``read(makeDefault:lazyDefault:migrations:)`` reads what is stored, as the new cell's first state;
 /// 3. ``makeCell(_:migrations:interval:scheduler:)`` and ``register(_:)`` make a cell and the key's, unless another
 ///    thread registered one meanwhile;
 /// 4. ``catchUp(_:)`` checks once more for a change that came between the first step and the third.
@@ -25,7 +25,7 @@ struct KeyBinding<T: Codable & Sendable> {
         var value: T
         var stored: StoredState
         /// The value a removal returns to.
-        var defaultValue: T
+        var defaults: LazyDefault<T>
         var readError: WLStorageError?
         /// Whether the value was read through a migration and is to be written back in the current shape.
         var rewrite = false
@@ -130,24 +130,27 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Reads what is stored, as the first state of a new cell.
     ///
-    /// A storage that follows outside changes makes its default now, whatever it reads, for a removal returns to it. A
-    /// plain custom backer asks for the default when it holds nothing, and only then is it made, as the reference
-    /// library does; its storage never sees a removal, so a value it read stands in for the default.
-    func read(makeDefault: () -> T, migrations: [WLStorageMigration<T>]) -> Opening {
+    /// A storage that follows outside changes needs its default for a removal, whatever it reads: `lazyDefault` (a
+    /// typed key's, made only when it is needed), or else made now. A plain custom backer asks for the default when it
+    /// holds nothing, and only then is it made, as the reference library does; its storage never sees a removal, so a
+    /// value it read stands in for the default.
+    func read(makeDefault: () -> T, lazyDefault: LazyDefault<T>?, migrations: [WLStorageMigration<T>]) -> Opening {
         // Made only when the bytes do not decode as they are: bytes in the current shape cost a plain decode.
-        func decoding(_ made: T) -> ValueDecoding<T> { ValueDecoding(defaultValue: { made }, migrations: migrations) }
+        func decoding(_ made: LazyDefault<T>) -> ValueDecoding<T> {
+            ValueDecoding(defaultValue: { made.value }, migrations: migrations)
+        }
         switch kind {
         case .file(let file):
-            let made = makeDefault()
+            let made = lazyDefault ?? LazyDefault(made: makeDefault())
             let found = file.readStored(prepared: prepared, decoding: decoding(made))
-            return Self.opening(found, defaultValue: made, savesDefault: true)
+            return Self.opening(found, defaults: made, savesDefault: true)
         case .store(let store):
-            let made = makeDefault()
+            let made = lazyDefault ?? LazyDefault(made: makeDefault())
             return Self.opening(
-                store.readStored(decoding: decoding(made)), defaultValue: made, savesDefault: store.savesDefault)
+                store.readStored(decoding: decoding(made)), defaults: made, savesDefault: store.savesDefault)
         case .observed(let observed, _):
-            let made = madeDefault ?? makeDefault()
-            return Self.opening(observed.readStored(decoding: decoding(made)), defaultValue: made, savesDefault: false)
+            let made = LazyDefault(made: madeDefault ?? makeDefault())
+            return Self.opening(observed.readStored(decoding: decoding(made)), defaults: made, savesDefault: false)
         case .plain:
             var made: T?
             let found = StorageCell.read(backer) {
@@ -160,31 +163,30 @@ struct KeyBinding<T: Codable & Sendable> {
             case .value(let read): defaultValue = made ?? read
             default: defaultValue = made ?? makeDefault()
             }
-            return Self.opening(found, defaultValue: defaultValue, savesDefault: false)
+            return Self.opening(found, defaults: LazyDefault(made: defaultValue), savesDefault: false)
         }
     }
 
     /// The first state of a cell that read `found`. Only the file and store backers save their default, and only where
     /// nothing is stored (`savesDefault`).
-    private static func opening(_ found: ReadResult<T>, defaultValue: T, savesDefault: Bool) -> Opening {
+    private static func opening(_ found: ReadResult<T>, defaults: LazyDefault<T>, savesDefault: Bool) -> Opening {
         switch found {
         case .value(let value):
-            return Opening(value: value, stored: .known, defaultValue: defaultValue)
+            return Opening(value: value, stored: .known, defaults: defaults)
         case .reshaped(let value, let rewrites, let note):
             // Read through the added fields or a migration: written back in the current shape, as a change.
-            return Opening(value: value, stored: .known, defaultValue: defaultValue, readError: note, rewrite: rewrites)
+            return Opening(value: value, stored: .known, defaults: defaults, readError: note, rewrite: rewrites)
         case .absent:
-            return Opening(
-                value: defaultValue, stored: savesDefault ? .defaultUnsaved : .known, defaultValue: defaultValue)
+            return Opening(value: defaults.value, stored: savesDefault ? .defaultUnsaved : .known, defaults: defaults)
         case .movedAside(let error):
             return Opening(
-                value: defaultValue, stored: savesDefault ? .defaultUnsaved : .known, defaultValue: defaultValue,
+                value: defaults.value, stored: savesDefault ? .defaultUnsaved : .known, defaults: defaults,
                 readError: error)
         case .anotherVersion(let error):
             // Left as it is, and not replaced by the default: only a set is written over it.
-            return Opening(value: defaultValue, stored: .known, defaultValue: defaultValue, readError: error)
+            return Opening(value: defaults.value, stored: .known, defaults: defaults, readError: error)
         case .failed(let error):
-            return Opening(value: defaultValue, stored: .unknown, defaultValue: defaultValue, readError: error)
+            return Opening(value: defaults.value, stored: .unknown, defaults: defaults, readError: error)
         }
     }
 
@@ -193,7 +195,7 @@ struct KeyBinding<T: Codable & Sendable> {
         _ opening: Opening, migrations: [WLStorageMigration<T>], interval: UInt64?, scheduler: any WriteScheduler
     ) -> StorageCell<T> {
         let cell = StorageCell(
-            value: opening.value, stored: opening.stored, defaultValue: opening.defaultValue, migrations: migrations,
+            value: opening.value, stored: opening.stored, defaults: opening.defaults, migrations: migrations,
             backer: backer, fileBacker: fileBacker, interval: interval, scheduler: scheduler)
         if watched { cell.adoptWatch() }
         return cell

@@ -67,11 +67,13 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The same backer when it is the file backer: the registry and the file monitor know its cell by its file.
     let fileBacker: WLStorageDefaultBacker<T>?
     let scheduler: any WriteScheduler
-    /// The value a removal returns to.
-    let defaultValue: T
+    /// The value a removal returns to, made when it is first needed.
+    let defaults: LazyDefault<T>
+    /// The value a removal returns to, made now if it has not been: never read it under a lock of the package.
+    var defaultValue: T { defaults.value }
 
     init(
-        value: T, stored: StoredState, defaultValue: T, migrations: [WLStorageMigration<T>] = [],
+        value: T, stored: StoredState, defaults: LazyDefault<T>, migrations: [WLStorageMigration<T>] = [],
         backer: any WLStorageBacker<T>, fileBacker: WLStorageDefaultBacker<T>?, interval: UInt64?,
         scheduler: any WriteScheduler
     ) {
@@ -79,7 +81,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         self.backer = backer
         self.fileBacker = fileBacker
         self.scheduler = scheduler
-        self.defaultValue = defaultValue
+        self.defaults = defaults
         super.init()
         CellMigrations.add(migrations, to: self)
     }
@@ -87,7 +89,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// How the backer's bytes become the value: fields they lack come from the default, then the migrations.
     var decoding: ValueDecoding<T> {
         ValueDecoding(
-            defaultValue: { [defaultValue] in defaultValue },
+            defaultValue: { [defaults] in defaults.value },
             migrations: CellMigrations.migrations(of: self, as: WLStorageMigration<T>.self))
     }
 
@@ -282,6 +284,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     private func runTick(_ token: UInt32) {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         let now = scheduler.now
+        // A default waiting to be saved was made when the cell took it as its value.
+        let defaultValue = defaults.ifMade
         guard let job = state.withLock({ $0.startTick(token, on: thread, now: now, defaultValue: defaultValue) })
         else { return }
         run(job, chaining: true)
@@ -462,6 +466,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         // A job that may adopt a value ends the chain, so that observers are told with the cell idle: an observer may
         // read, set or flush this very storage.
         let chains = chaining && !outcome.mayChangeValue
+        // The default is made here, outside the lock, when the outcome may return the value to it.
+        let defaultValue = outcome.mayNeedDefault ? defaults.value : defaults.ifMade
         let next = state.withLock { state in
             state.finish(
                 job, outcome, defaultValue: defaultValue, key: backer.key, now: now, chaining: chains,

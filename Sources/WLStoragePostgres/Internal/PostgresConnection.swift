@@ -356,7 +356,9 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     /// The connection's last error (`PQerrorMessage`), without secrets.
     private func message(of connection: OpaquePointer) -> String {
         let text = String(cString: PQerrorMessage(connection)).trimmingCharacters(in: .whitespacesAndNewlines)
-        return settings.redact(text.isEmpty ? "no message from libpq" : text.replacingOccurrences(of: "\n", with: "; "))
+        // libpq's lines after the first are indented with a tab: one line, its parts joined by "; ".
+        let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        return settings.redact(text.isEmpty ? "no message from libpq" : lines.joined(separator: "; "))
     }
 
     private static func withCStrings<R>(

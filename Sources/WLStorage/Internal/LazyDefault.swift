@@ -1,0 +1,51 @@
+/// A storage's default value, made at most once, and only when it is needed: nothing is stored, a stored value lacks
+/// fields, or another program removed the value.
+///
+/// The maker is user code, so it runs outside every lock of the package, the box's own included: two threads that
+/// need the default at once may both make it, and the first to finish wins; the other's value is released after the
+/// lock.
+final class LazyDefault<T: Sendable>: Sendable {
+    private let made: Lock<T?>
+    /// Makes the default; `nil` when it was made from the start (no closure is kept: a cell is kept small).
+    private let make: (@Sendable () -> T)?
+
+    /// A default made already.
+    init(made value: T) {
+        self.made = Lock(value)
+        self.make = nil
+    }
+
+    /// A default that `make` makes the first time it is needed.
+    init(_ make: @escaping @Sendable () -> T) {
+        self.made = Lock(nil)
+        self.make = make
+    }
+
+    /// The default, made now if it has not been. Never call it under a lock of the package.
+    var value: T {
+        if let value = made.withLock({ $0 }) { return value }
+        guard let make else { preconditionFailure("a default made from the start is never taken out") }
+        let value = make()
+        return made.withLock { made in
+            if let earlier = made { return earlier }
+            made = value
+            return value
+        }
+    }
+
+    /// The default when it has been made, else `nil`: what code under a lock may use.
+    var ifMade: T? {
+        made.withLock { $0 }
+    }
+}
+
+extension JobOutcome {
+    /// Whether finishing the job may return the value to the default (a read that finds nothing, another program's
+    /// removal): the default is made before the cell's lock is taken.
+    var mayNeedDefault: Bool {
+        switch self {
+        case .read(.absent), .read(.movedAside), .checked(.removed): true
+        default: false
+        }
+    }
+}

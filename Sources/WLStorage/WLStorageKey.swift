@@ -1,0 +1,134 @@
+/// A setting declared once: its key, its type, its default, where it lives, how often it is written and how earlier
+/// types become it.
+///
+/// Declare each key once, as a static member, and use it wherever the value is needed; the compiler then checks its
+/// type at every use:
+///
+/// ```swift
+/// extension WLStorageKey {
+///     static var theme: WLStorageKey<String> { .init("theme", default: "dark", store: .suite("editor")) }
+/// }
+///
+/// struct Editor {
+///     @WLStorage(.theme) var theme          // a property wrapper
+/// }
+/// let theme = WLStorage(.theme)             // a storage made in code: a `let` of a `Sendable` class, a global
+/// ```
+///
+/// Every storage of a key shares one value in the process, as storages of one string key in one store do: a set
+/// through one is seen at once through every other.
+///
+/// The default is made only when it is needed: when nothing is stored, when a stored value lacks fields of the type,
+/// or when another program removes the value. A key whose value is stored never makes it.
+///
+/// A key may name a ``WLStorageScope`` instead of a store: the program binds the scope to a store once, at start, so
+/// that tests and environments choose the store without touching the declarations.
+///
+/// Two keys of the same name in the same store with different value types cannot share a value: the storage created
+/// second keeps its value in memory only and reports ``WLStorageError/Code/typeMismatch``, naming both types.
+public struct WLStorageKey<Value: Codable & Sendable>: Sendable {
+    /// Where a key's value lives: a store, or a scope bound to one at start.
+    enum Location: Sendable {
+        case store(any WLStorageStore)
+        case scope(WLStorageScope)
+    }
+
+    /// The key the value is stored under.
+    public let key: String
+    /// Seconds between automatic writes, or `nil` for none until ``WLStorage/flush()``.
+    public let flushInterval: Int?
+    /// How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
+    public let migrations: [WLStorageMigration<Value>]
+    let location: Location
+    let makeDefault: @Sendable () -> Value
+
+    /// A key in `store`.
+    ///
+    /// - Parameters:
+    ///   - key: The key. Any string.
+    ///   - defaultValue: The value to use, and save where nothing is stored, when nothing is stored. Made only when
+    ///     it is needed, once per process (per storage when storages of the key are created one after another's end).
+    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``WLStorage/flush()``. Defaults
+    ///     to 1.
+    ///   - store: Where the value lives: `.standard`, `.directory(url)`, `.suite(name)`, a prefixed or encrypted store,
+    ///     or any other ``WLStorageStore``. A key declared as a computed static member makes its store at each use;
+    ///     keep a store that is costly to make (an encrypted store, a database's) in a constant, or name a scope.
+    ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
+    public init(
+        _ key: String, default defaultValue: @autoclosure @escaping @Sendable () -> Value, flushInterval: Int? = 1,
+        store: some WLStorageStore, migrations: [WLStorageMigration<Value>] = []
+    ) {
+        self.init(key, defaultValue, flushInterval, .store(store), migrations)
+    }
+
+    /// A key in the default directory, ``WLStorageStore/standard``.
+    ///
+    /// - Parameters:
+    ///   - key: The key. Any string.
+    ///   - defaultValue: The value to use, and save where nothing is stored, when nothing is stored. Made only when
+    ///     it is needed.
+    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``WLStorage/flush()``. Defaults
+    ///     to 1.
+    ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
+    public init(
+        _ key: String, default defaultValue: @autoclosure @escaping @Sendable () -> Value, flushInterval: Int? = 1,
+        migrations: [WLStorageMigration<Value>] = []
+    ) {
+        self.init(key, defaultValue, flushInterval, .store(WLStorageDirectoryStore.standard), migrations)
+    }
+
+    /// A key in the store that `scope` is bound to when the first storage of the key is created.
+    ///
+    /// ```swift
+    /// extension WLStorageScope {
+    ///     static let settings = WLStorageScope("settings")
+    /// }
+    /// extension WLStorageKey {
+    ///     static var retries: WLStorageKey<Int> { .init("retries", default: 3, scope: .settings) }
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - key: The key. Any string.
+    ///   - defaultValue: The value to use, and save where nothing is stored, when nothing is stored. Made only when
+    ///     it is needed.
+    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``WLStorage/flush()``. Defaults
+    ///     to 1.
+    ///   - scope: The scope, bound to a store by ``WLStorageScope/bind(to:)`` before the key's first use.
+    ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
+    public init(
+        _ key: String, default defaultValue: @autoclosure @escaping @Sendable () -> Value, flushInterval: Int? = 1,
+        scope: WLStorageScope, migrations: [WLStorageMigration<Value>] = []
+    ) {
+        self.init(key, defaultValue, flushInterval, .scope(scope), migrations)
+    }
+
+    private init(
+        _ key: String, _ makeDefault: @escaping @Sendable () -> Value, _ flushInterval: Int?, _ location: Location,
+        _ migrations: [WLStorageMigration<Value>]
+    ) {
+        self.key = key
+        self.makeDefault = makeDefault
+        self.flushInterval = flushInterval
+        self.location = location
+        self.migrations = migrations
+    }
+
+    /// The scope the key names, or `nil` when it names a store.
+    public var scope: WLStorageScope? {
+        if case .scope(let scope) = location { return scope }
+        return nil
+    }
+
+    /// The store the key's value lives in: the one it names, or the one its scope is bound to (`nil` while the scope
+    /// is not bound). Reading it does not count as a use of the scope.
+    public var store: (any WLStorageStore)? {
+        switch location {
+        case .store(let store): store
+        case .scope(let scope): scope.store
+        }
+    }
+
+    /// The default value, made now.
+    public var defaultValue: Value { makeDefault() }
+}

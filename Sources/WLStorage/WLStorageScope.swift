@@ -1,0 +1,129 @@
+import Foundation
+
+/// A name for where some keys live, bound to a store once by the program at start: declarations name the scope, and
+/// the program, its tests and each environment choose the store.
+///
+/// ```swift
+/// extension WLStorageScope {
+///     static let settings = WLStorageScope("settings")
+/// }
+/// extension WLStorageKey {
+///     static var retries: WLStorageKey<Int> { .init("retries", default: 3, scope: .settings) }
+/// }
+///
+/// // At start, before the first storage of a key of the scope is made:
+/// try WLStorageScope.settings.bind(to: .suite("com.example.service"))
+/// // In the tests: try WLStorageScope.settings.bind(to: .directory(temporaryDirectory))
+/// ```
+///
+/// The binding is process-wide. A scope is bound before its first use, the creation of the first storage of one of
+/// its keys; until then it may be bound again, and the last binding holds. After its first use, a binding to a store
+/// with another identity is refused: the storages made already would go on using the first store, and two storages
+/// of one key would hold different values. Binding it again to a store with the same identity does nothing.
+///
+/// A storage of a key whose scope is not bound at its creation keeps its default in memory, never writes, and reports
+/// ``WLStorageError/Code/invalidConfiguration`` naming the scope; the scope counts as used all the same.
+public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
+    /// The scope's name. Two scopes with the same name are the same scope.
+    public let name: String
+
+    /// A scope named `name`.
+    public init(_ name: String) {
+        self.name = name
+    }
+
+    /// `scope "name"`.
+    public var description: String { "scope \"\(name)\"" }
+
+    /// Binds the scope to `store`: storages of its keys made from now on keep their values there.
+    ///
+    /// - Parameter store: Where the keys of the scope live.
+    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the scope is in
+    ///   use already (a storage of one of its keys was made) and `store`'s identity is not the bound store's.
+    public func bind(to store: some WLStorageStore) throws(WLStorageError) {
+        let (replaced, refusal) = ScopeTable.bind(self, to: store)
+        // The store replaced before any use is released here, after the table's lock.
+        _ = replaced
+        if let refusal { throw refusal }
+    }
+
+    /// The store the scope is bound to, or `nil` when it is not bound. Reading it does not count as a use.
+    public var store: (any WLStorageStore)? {
+        ScopeTable.store(of: self)
+    }
+
+    /// The store for a storage made now: the bound one, or one that refuses everything and says why. The scope is
+    /// used from now on.
+    func storeForUse() -> any WLStorageStore {
+        ScopeTable.use(self) ?? UnboundScopeStore(scope: self)
+    }
+}
+
+/// The process's bindings of scopes to stores. Its lock guards the table only: no store is released under it.
+private enum ScopeTable {
+    struct Binding {
+        var store: (any WLStorageStore)?
+        /// The store's identity, read when it was bound: a store's code never runs under the table's lock.
+        var identity: String?
+        /// Whether a storage of one of the scope's keys was made.
+        var used = false
+    }
+
+    static let bindings = Lock<[String: Binding]>([:])
+
+    /// Binds `scope`; returns the store it replaced (to be released by the caller, after the lock) or the refusal.
+    static func bind(
+        _ scope: WLStorageScope, to store: any WLStorageStore
+    ) -> (replaced: (any WLStorageStore)?, refusal: WLStorageError?) {
+        let identity = store.identity
+        return bindings.withLock { bindings -> ((any WLStorageStore)?, WLStorageError?) in
+            var binding = bindings[scope.name] ?? Binding()
+            if binding.used {
+                if binding.identity == identity { return (nil, nil) }
+                let bound = binding.identity.map { "it is bound to \($0)" } ?? "it was used while not bound"
+                let refusal = WLStorageError(
+                    code: .invalidConfiguration,
+                    message: "\(scope) cannot be bound to \(identity): \(bound), and storages of its keys have been"
+                        + " made; bind a scope once, before the first storage of its keys is made")
+                return (nil, refusal)
+            }
+            let replaced = binding.store
+            binding.store = store
+            binding.identity = identity
+            bindings[scope.name] = binding
+            return (replaced, nil)
+        }
+    }
+
+    static func store(of scope: WLStorageScope) -> (any WLStorageStore)? {
+        bindings.withLock { $0[scope.name]?.store }
+    }
+
+    /// The bound store, marking the scope used.
+    static func use(_ scope: WLStorageScope) -> (any WLStorageStore)? {
+        bindings.withLock { bindings in
+            bindings[scope.name, default: Binding()].used = true
+            return bindings[scope.name]?.store
+        }
+    }
+}
+
+/// The store of a scope that was not bound when a storage of its keys was made: it reads and writes nothing, and says
+/// which scope to bind. Storages of one key in it share one value in memory, as in any store.
+struct UnboundScopeStore: WLStorageStore {
+    let scope: WLStorageScope
+
+    var identity: String { "unbound-scope:\(scope.name)" }
+
+    private var refusal: WLStorageError {
+        WLStorageError(
+            code: .invalidConfiguration,
+            message: "\(scope) is not bound to a store: call `try WLStorageScope(\"\(scope.name)\").bind(to: store)`"
+                + " before the first storage of its keys is made; this storage keeps its value in memory only")
+    }
+
+    func read(key: String) throws -> Data? { throw refusal }
+    func write(key: String, data: Data) throws { throw refusal }
+    func remove(key: String) throws { throw refusal }
+    func keys() throws -> [String] { throw refusal }
+}
