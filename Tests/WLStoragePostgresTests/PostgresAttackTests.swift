@@ -474,7 +474,7 @@ struct PostgresAttackTests {
         try store?.write(key: "k", data: bytes("1"))
         let calls = Counter()
         let observation = store?.observeChanges { _ in calls.increment() }
-        #expect(eventually { calls.count >= 1 })
+        #expect(eventually(timeout: 20) { calls.count >= 1 })
         try cluster.stop(mode: .immediate)
         usleep(300_000)  // the listener is now waiting to reconnect
         // A call in flight on another thread holds the store; the test's reference goes.
@@ -488,7 +488,7 @@ struct PostgresAttackTests {
         #expect(inFlight.wait(timeout: .now() + 15) == .success)
         try cluster.start()
         // The observation outlives the store: the listener reconnects and reports everything.
-        #expect(eventually { calls.count >= 2 })
+        #expect(eventually(timeout: 20) { calls.count >= 2 })
         observation?.cancel()
         usleep(200_000)
     }

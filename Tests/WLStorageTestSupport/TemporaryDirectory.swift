@@ -1,17 +1,15 @@
 import Foundation
 import Testing
 
-@testable import WLStorage
-
 /// A fresh directory for one test, removed when `body` returns.
-func withTemporaryDirectory<R>(_ body: (URL) throws -> R) throws -> R {
+public func withTemporaryDirectory<R>(_ body: (URL) throws -> R) throws -> R {
     let url = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(at: url) }
     return try body(url)
 }
 
 /// A fresh directory for one test, removed when `body` returns.
-func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> R {
+public func withTemporaryDirectory<R>(_ body: (URL) async throws -> R) async throws -> R {
     let url = try makeTemporaryDirectory()
     defer { try? FileManager.default.removeItem(at: url) }
     return try await body(url)
@@ -28,12 +26,12 @@ private func makeTemporaryDirectory() throws -> URL {
 }
 
 /// The names of the entries of `directory`, sorted.
-func entries(of directory: URL) -> [String] {
+public func entries(of directory: URL) -> [String] {
     ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).sorted()
 }
 
 /// The permission bits of the file or directory at `url`, without following a symlink.
-func mode(of url: URL) -> mode_t? {
+public func mode(of url: URL) -> mode_t? {
     var status = stat()
     guard lstat(url.path, &status) == 0 else { return nil }
     return status.st_mode & 0o7777
@@ -44,18 +42,18 @@ func mode(of url: URL) -> mode_t? {
 /// A gap between two polls longer than 100 ms, when the poller was not scheduled because the machine or the test
 /// runner's pool of threads was busy, counts as 100 ms: whatever the poll waits for could not run either, so that time
 /// is not held against it. A wait still ends after ten times `seconds` on the wall clock.
-struct Patience {
+public struct Patience {
     private let seconds: Double
     private let start = ContinuousClock.now
     private var lastPoll = ContinuousClock.now
     private var spent: Duration = .zero
 
-    init(seconds: Double) {
+    public init(seconds: Double) {
         self.seconds = seconds
     }
 
     /// Counts the time since the last poll; true once the wait has run out.
-    mutating func hasRunOut() -> Bool {
+    public mutating func hasRunOut() -> Bool {
         let now = ContinuousClock.now
         spent += min(now - lastPoll, .milliseconds(100))
         lastPoll = now
@@ -64,7 +62,7 @@ struct Patience {
 }
 
 /// Polls `condition` every 10 ms until it holds or `timeout` seconds of patience pass. Returns whether it held.
-func eventually(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
+public func eventually(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
     var patience = Patience(seconds: timeout)
     while !patience.hasRunOut() {
         if condition() { return true }
@@ -75,7 +73,7 @@ func eventually(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
 
 /// Polls `condition` every 10 ms, sleeping without blocking a thread, until it holds or `timeout` seconds of
 /// patience pass. Returns whether it held.
-func waitUntil(timeout: Double = 10, _ condition: () async -> Bool) async -> Bool {
+public func waitUntil(timeout: Double = 10, _ condition: () async -> Bool) async -> Bool {
     var patience = Patience(seconds: timeout)
     while !patience.hasRunOut() {
         if await condition() { return true }
@@ -84,24 +82,7 @@ func waitUntil(timeout: Double = 10, _ condition: () async -> Bool) async -> Boo
     return await condition()
 }
 
-/// A storage of `key` in `directory` with the default backer.
-func fileStorage<T: Codable & Sendable>(
-    _ key: String, in directory: URL, default value: T, flushInterval: Int? = 1
-) -> WLStorage<T> {
-    ReportedErrors.install()
-    return WLStorage(
-        defaultValueClosure: { value }, flushInterval: flushInterval,
-        backer: WLStorageDefaultBacker<T>(key: key, directory: directory))
-}
-
-/// The decoded content of the file of `key` in `directory`.
-func stored<T: Decodable>(_ type: T.Type, key: String, in directory: URL) -> T? {
-    let url = directory.appendingPathComponent(FileName.forKey(key)!)
-    guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
-    return try? JSONDecoder().decode(T.self, from: data)
-}
-
 /// Polls an async `condition` every 10 ms until it holds or `timeout` seconds pass. Returns whether it held.
-func eventually(timeout: Double = 10, _ condition: () async -> Bool) async -> Bool {
+public func eventually(timeout: Double = 10, _ condition: () async -> Bool) async -> Bool {
     await waitUntil(timeout: timeout, condition)
 }

@@ -12,8 +12,7 @@
 //   kept, and shown with the test's issues when, and only when, it fails.
 import Foundation
 import Testing
-
-@testable import WLStorage
+import WLStorage
 
 /// Every error the package reports in the test process, recorded instead of printed.
 ///
@@ -21,7 +20,7 @@ import Testing
 /// sets a recording handler once, and is called by the `.capturingOutput` trait before each test and by the common
 /// helpers (``withTemporaryDirectory(_:)``, ``fileStorage(_:in:default:flushInterval:)``, ``RecordingBacker``), so
 /// that it is in place before a test's first storage.
-enum ReportedErrors {
+public enum ReportedErrors {
     /// The most errors kept; the oldest half is dropped beyond it. No test reads errors that old.
     private static let capacity = 100_000
     private static let recorded = Lock<[WLStorageError]>([])
@@ -35,17 +34,17 @@ enum ReportedErrors {
     }()
 
     /// Installs the recording handler, the first time only.
-    static func install() {
+    public static func install() {
         installation
     }
 
     /// The errors recorded so far that `included` accepts, in the order they were reported.
-    static func errors(where included: (WLStorageError) -> Bool) -> [WLStorageError] {
+    public static func errors(where included: (WLStorageError) -> Bool) -> [WLStorageError] {
         recorded.withLock { errors in errors.filter(included) }
     }
 
     /// The errors recorded so far whose path is `directory` or a path under it, in the order they were reported.
-    static func errors(under directory: URL) -> [WLStorageError] {
+    public static func errors(under directory: URL) -> [WLStorageError] {
         let root = directory.standardizedFileURL.path
         return recorded.withLock { errors in
             errors.filter { error in
@@ -58,9 +57,9 @@ enum ReportedErrors {
 
 /// What one test started and made, kept to be shown with its failures: the output of its child processes and the
 /// temporary directories whose reported errors concern it.
-final class TestRecord: Sendable {
+public final class TestRecord: Sendable {
     /// The record of the test running in this task, set by the `.capturingOutput` trait.
-    @TaskLocal static var current: TestRecord?
+    @TaskLocal public static var current: TestRecord?
 
     private struct State {
         var outputs: [@Sendable () -> String] = []
@@ -69,18 +68,20 @@ final class TestRecord: Sendable {
 
     private let state = Lock(State())
 
+    public init() {}
+
     /// Keeps `describe`, which tells what a child process printed, to call when the test fails.
-    func addOutput(_ describe: @escaping @Sendable () -> String) {
+    public func addOutput(_ describe: @escaping @Sendable () -> String) {
         state.withLock { $0.outputs.append(describe) }
     }
 
     /// Keeps a temporary directory of the test: errors reported about paths in it are shown when the test fails.
-    func addDirectory(_ directory: URL) {
+    public func addDirectory(_ directory: URL) {
         state.withLock { $0.directories.append(directory) }
     }
 
     /// What to add to an issue of the test: each child's output, and the errors reported about its directories.
-    func comments() -> [Comment] {
+    public func comments() -> [Comment] {
         let (outputs, directories) = state.withLock { ($0.outputs, $0.directories) }
         var comments = outputs.map { Comment(rawValue: $0()) }
         let errors = directories.flatMap(ReportedErrors.errors(under:))
@@ -99,16 +100,18 @@ final class TestRecord: Sendable {
 
 /// Records each test's child process output and errors instead of printing them, and adds them to the test's issues.
 /// See the top of this file.
-struct CapturingOutputTrait: SuiteTrait, TestTrait, TestScoping {
+public struct CapturingOutputTrait: SuiteTrait, TestTrait, TestScoping {
+    public init() {}
+
     /// A suite passes the trait on to each of its tests.
-    var isRecursive: Bool { true }
+    public var isRecursive: Bool { true }
 
     /// Each case of a test gets a record of its own; a suite, or a parameterized test as a whole, none.
-    func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
+    public func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
         testCase == nil ? nil : self
     }
 
-    func provideScope(
+    public func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         ReportedErrors.install()
@@ -137,14 +140,14 @@ struct CapturingOutputTrait: SuiteTrait, TestTrait, TestScoping {
     }
 }
 
-extension Trait where Self == CapturingOutputTrait {
+public extension Trait where Self == CapturingOutputTrait {
     /// Errors the package reports are recorded, not printed; child processes' output is shown only with a failure.
     static var capturingOutput: Self { Self() }
 }
 
 /// What a child process printed, for an issue's comment: its command line, then its standard output and standard
 /// error, each when not empty.
-func describeOutput(command: [String], standardOutput: String, standardError: String) -> String {
+public func describeOutput(command: [String], standardOutput: String, standardError: String) -> String {
     var text = "output of " + command.joined(separator: " ") + ":"
     if standardOutput.isEmpty && standardError.isEmpty { text += " (nothing)" }
     if !standardOutput.isEmpty { text += "\n  standard output:\n" + indented(standardOutput) }

@@ -9,14 +9,19 @@ import Foundation
 /// Read from the kernel with `waitid(WNOWAIT)`, not from Foundation alone: `Process` can miss the end of a child that
 /// exits at once (its `isRunning` stays true and `waitUntilExit()` spins for ever, seen here with a zombie child). The
 /// child is left for Foundation to reap; once it has, Foundation's own record is used.
-struct ProcessEnd: Sendable, Equatable {
-    let status: Int32
-    let signaled: Bool
+public struct ProcessEnd: Sendable, Equatable {
+    public let status: Int32
+    public let signaled: Bool
 
-    var reason: Process.TerminationReason { signaled ? .uncaughtSignal : .exit }
+    public init(status: Int32, signaled: Bool) {
+        self.status = status
+        self.signaled = signaled
+    }
+
+    public var reason: Process.TerminationReason { signaled ? .uncaughtSignal : .exit }
 
     /// What the kernel says of a child.
-    enum Peek {
+    public enum Peek {
         /// It ended and waits to be reaped.
         case ended(ProcessEnd)
         /// It runs.
@@ -26,7 +31,7 @@ struct ProcessEnd: Sendable, Equatable {
     }
 
     /// How the child `pid` is: ended (not reaped yet), running, or reaped already.
-    static func peek(_ pid: pid_t) -> Peek {
+    public static func peek(_ pid: pid_t) -> Peek {
         var info = siginfo_t()
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 {
             guard errno == EINTR else { return .reaped }
@@ -45,7 +50,7 @@ extension Process {
     /// seen a poll earlier vanish (a wait that saw the tool end then returned `nil`, a compiler's status read as -1)
     /// on a busy machine, where Foundation's thread can be kept off the processor for a while right there. A reaped
     /// child has ended: its end is Foundation's record, waited for.
-    var end: ProcessEnd? {
+    public var end: ProcessEnd? {
         // `isRunning` first: once it is false, Foundation's record is complete, and the pid may belong to another child.
         if !isRunning { return recordedEnd }
         switch ProcessEnd.peek(processIdentifier) {
@@ -65,7 +70,7 @@ extension Process {
 
     /// Waits, polling, until the process has ended; kills it after `timeout` seconds and waits for that. `nil` when it
     /// had to be killed.
-    func waitForEnd(timeout: Double = 60) -> ProcessEnd? {
+    public func waitForEnd(timeout: Double = 60) -> ProcessEnd? {
         var seen: ProcessEnd?
         let ended = eventually(timeout: timeout) {
             seen = end

@@ -11,11 +11,11 @@ import Foundation
 /// as it sees the child's end can miss its last lines on a busy machine (a `watch` seen to end after printing
 /// `(missing)` while the text still lacked it); and a pipe's end of file can be held off by another test's child that
 /// inherited it while being started. The file is removed at once; the open descriptor keeps it until it is closed.
-final class CapturedOutput: Sendable {
+public final class CapturedOutput: Sendable {
     private let descriptor: Int32
 
-    init() throws {
-        var template = Array((NSTemporaryDirectory() + "/wlspg-output-XXXXXX").utf8CString)
+    public init() throws {
+        var template = Array((NSTemporaryDirectory() + "/wlstorage-child-output-XXXXXX").utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         // Only the child started with it as its output needs it; another test's child inheriting it is harmless.
@@ -29,12 +29,12 @@ final class CapturedOutput: Sendable {
     }
 
     /// The descriptor, for the child's standard output or error; the child gets a copy of it.
-    var handle: FileHandle {
+    public var handle: FileHandle {
         FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
     }
 
     /// Everything written so far.
-    var text: String {
+    public var text: String {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65_536)
         while true {
