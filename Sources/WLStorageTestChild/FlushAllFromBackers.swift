@@ -1,4 +1,4 @@
-// Modes of the test child for AttackTests2: faults that hang a process, observed from outside it.
+// A mode of the test child whose fault would hang a process: backers that call flushAll() from inside their writes.
 import Dispatch
 import Foundation
 import Synchronization

@@ -1,5 +1,6 @@
-// Modes of the test child for AttackTests: faults that need a process of their own (a crash, a signal, counts of
-// process-wide resources).
+// Modes of the test child that need a process of their own: a storage released from inside its backer, a shutdown
+// with a hung backer, counts of process-wide resources (watches, memory), values released as another program changes
+// the file.
 import Dispatch
 import Foundation
 import Synchronization
