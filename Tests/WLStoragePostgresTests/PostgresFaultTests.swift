@@ -11,7 +11,7 @@ import WLStorage
 /// Hostile uses of the store: connections killed from outside, a table dropped under it, a server that never answers,
 /// notifications it did not send, and calls from many threads while the server crashes.
 @Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
-struct PostgresAttackTests {
+struct PostgresFaultTests {
     // MARK: - Helpers
 
     /// A connection of the test's own, to run SQL as another program would.
@@ -166,7 +166,7 @@ struct PostgresAttackTests {
 
     @Test func aTerminatedWriteConnectionIsReplacedByTheNextCall() throws {
         let cluster = try PostgresCluster.shared()
-        let application = "attack-\(UUID().uuidString.prefix(8))"
+        let application = "fault-\(UUID().uuidString.prefix(8))"
         let url = cluster.url + "&application_name=\(application)"
         let store = try WLStoragePostgresStore(url: url, namespace: uniqueNamespace(), timeout: .seconds(5))
         try store.write(key: "k", data: bytes("1"))
@@ -185,7 +185,7 @@ struct PostgresAttackTests {
 
     @Test func aTerminatedListeningConnectionReportsEverythingOnceBack() throws {
         let cluster = try PostgresCluster.shared()
-        let application = "attack-\(UUID().uuidString.prefix(8))"
+        let application = "fault-\(UUID().uuidString.prefix(8))"
         let url = cluster.url + "&application_name=\(application)"
         let namespace = uniqueNamespace()
         let store = try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(5))
@@ -210,7 +210,7 @@ struct PostgresAttackTests {
 
     @Test func aDroppedTableIsCreatedAgain() throws {
         let cluster = try PostgresCluster.shared()
-        let table = "attack_\(UUID().uuidString.prefix(8).lowercased())"
+        let table = "fault_\(UUID().uuidString.prefix(8).lowercased())"
         let store = try WLStoragePostgresStore(url: cluster.url, namespace: uniqueNamespace(), table: table)
         try store.write(key: "k", data: bytes("1"))
         let admin = try Self.admin(cluster.url)
@@ -381,7 +381,7 @@ struct PostgresAttackTests {
 
     @Test func statementsBlockedByAnotherProgramsLockTimeOutAndTheStoreRecovers() throws {
         let cluster = try PostgresCluster.shared()
-        let table = "attack_\(UUID().uuidString.prefix(8).lowercased())"
+        let table = "fault_\(UUID().uuidString.prefix(8).lowercased())"
         let store = try WLStoragePostgresStore(
             url: cluster.url, namespace: uniqueNamespace(), table: table, timeout: .seconds(1))
         try store.write(key: "k", data: bytes("1"))
