@@ -33,13 +33,17 @@ let package = Package(
             dependencies: ["WLStorage", "WLStoragePostgres", "CWLStorageLibPQ"],
             path: "Benchmarks/WLStorageBenchmarks"
         ),
+        // What both test targets share: temporary directories, polling, child processes and their output.
+        .target(name: "WLStorageTestSupport", dependencies: ["WLStorage"], path: "Tests/WLStorageTestSupport"),
         .testTarget(
             name: "WLStoragePostgresTests",
-            dependencies: ["WLStorage", "WLStoragePostgres", "WLStoragePostgresTestChild", "wlstorage"]
+            dependencies: [
+                "WLStorage", "WLStoragePostgres", "WLStorageTestSupport", "WLStoragePostgresTestChild", "wlstorage",
+            ]
         ),
         .testTarget(
             name: "WLStorageTests",
-            dependencies: ["WLStorage", "WLStorageTestChild", "wlstorage", "WLStorageDemo"]
+            dependencies: ["WLStorage", "WLStorageTestSupport", "WLStorageTestChild", "wlstorage", "WLStorageDemo"]
         ),
     ]
 )

@@ -1,4 +1,4 @@
-// A mode of the test child for EncryptedAttackTests: a storage of an encrypted store, in another process.
+// A mode of the test child for the encryption tests: a storage of an encrypted store, in another process.
 import Foundation
 import WLStorage
 

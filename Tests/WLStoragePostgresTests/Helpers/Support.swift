@@ -4,38 +4,6 @@ import WLStorage
 
 @testable import WLStoragePostgres
 
-/// How long a poll may go on: `seconds` of the poller's own time. A gap between two polls longer than 100 ms (the
-/// poller was not scheduled: the machine or the test runner's pool was busy) counts as 100 ms, since what the poll
-/// waits for could not run either. A wait still ends after ten times `seconds` on the wall clock.
-struct Patience {
-    private let seconds: Double
-    private let start = ContinuousClock.now
-    private var lastPoll = ContinuousClock.now
-    private var spent: Duration = .zero
-
-    init(seconds: Double) {
-        self.seconds = seconds
-    }
-
-    /// Counts the time since the last poll; true once the wait has run out.
-    mutating func hasRunOut() -> Bool {
-        let now = ContinuousClock.now
-        spent += min(now - lastPoll, .milliseconds(100))
-        lastPoll = now
-        return spent >= .seconds(seconds) || now - start >= .seconds(seconds * 10)
-    }
-}
-
-/// Polls `condition` every 10 ms until it holds or `timeout` seconds of patience pass. Returns whether it held.
-func eventually(timeout: Double = 20, _ condition: () throws -> Bool) rethrows -> Bool {
-    var patience = Patience(seconds: timeout)
-    while !patience.hasRunOut() {
-        if try condition() { return true }
-        usleep(10_000)
-    }
-    return try condition()
-}
-
 /// A namespace no other test uses.
 func uniqueNamespace(_ name: String = #function) -> String {
     "\(name)-\(UUID().uuidString)"
@@ -80,31 +48,6 @@ final class FeedRecorder: Sendable {
     /// Stops observing.
     func cancel() {
         observation?.cancel()
-    }
-}
-
-/// A quiet `WLStorageError.handler` for the tests that create storages, installed before their first one: it keeps the
-/// errors that storages report (the tests provoke them on purpose) instead of printing them, so that a passing run
-/// prints none.
-///
-/// `swift test` runs every test target in one process, and the WLStorage tests install a recorder of their own, on
-/// which some of their tests depend: a handler already in place is left alone. (The PostgreSQL tests that create
-/// storages start after a server does, well after the WLStorage tests' first.)
-enum ReportedErrors {
-    private static let recorded = Lock<[WLStorageError]>([])
-    private static let installation: Void = {
-        guard WLStorageError.handler == nil else { return }
-        WLStorageError.handler = { error in
-            recorded.withLock { errors in
-                if errors.count >= 10_000 { errors.removeFirst(5_000) }
-                errors.append(error)
-            }
-        }
-    }()
-
-    /// Installs the recording handler, the first time only.
-    static func install() {
-        installation
     }
 }
 
