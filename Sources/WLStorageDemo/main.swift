@@ -43,7 +43,7 @@ final class CountingBacker<T: Codable & Sendable>: WLStorageBacker {
 }
 
 /// The first error the package reported. Getters and setters cannot throw, so the package reports its errors to
-/// `WLStorageError.handler`; the demo keeps the first, and stops with it at its next step.
+/// `WLStorageSystem.errorHandler`; the demo keeps the first, and stops with it at its next step.
 let firstError = Mutex<WLStorageError?>(nil)
 
 /// Prints `message` on standard error and ends the demo with status 1.
@@ -162,7 +162,7 @@ func tour(in directory: URL, waitForSignal: Bool) throws {
     while true { pause() }
 }
 
-WLStorageError.handler = { error in
+WLStorageSystem.errorHandler = { error in
     firstError.withLock { first in
         if first == nil { first = error }
     }

@@ -133,7 +133,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// connection that breaks, or stops answering without a word (a middlebox that dropped the flow), is found out
     /// within seconds, and made again, and then every storage reads its key again. While the feed cannot listen (the
     /// server refuses the connection, say, for a role's connection limit), this is the error, which is also reported to
-    /// ``WLStorageError/handler`` when it starts and once a minute while it lasts. A health check of a service can
+    /// ``WLStorageSystem/errorHandler`` when it starts and once a minute while it lasts. A health check of a service can
     /// read it.
     public var changeFeedError: WLStorageError? { listener.trouble }
 
@@ -144,7 +144,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// - Throws: ``WLStorageError`` with the code `readFailed` when the server cannot be reached, does not answer
     ///   within the timeout, or refuses the statement.
     ///
-    /// The row's size is checked by the server first (`octet_length`): bytes larger than ``WLStorage/maximumValueSize``
+    /// The row's size is checked by the server first (`octet_length`): bytes larger than ``WLStorageSystem/maximumValueSize``
     /// (and what encryption adds to a value) are not fetched, and the call throws
     /// ``WLStorageError/Code/valueTooLarge``.
     public func read(key: String) throws -> Data? {
@@ -159,7 +159,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         throw WLStorageError(
             code: .valueTooLarge,
             message: "\(identity): the row of the key holds \(size) bytes, more than the largest value read"
-                + " (\(limit) bytes, WLStorage.maximumValueSize and what encryption adds); it is not read",
+                + " (\(limit) bytes, WLStorageSystem.maximumValueSize and what encryption adds); it is not read",
             key: key, path: identity)
     }
 
@@ -329,7 +329,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         throw WLStorageError(
             code: .valueTooLarge,
             message: "\(identity): the row of the key holds \(size) bytes, more than the largest value read"
-                + " (\(limit) bytes, WLStorage.maximumValueSize and what encryption adds); it is not read",
+                + " (\(limit) bytes, WLStorageSystem.maximumValueSize and what encryption adds); it is not read",
             key: key, path: identity)
     }
 

@@ -6,7 +6,7 @@ import WLStoragePostgres
 ///
 /// Makes `STORES` stores of `URL` (namespaces `NAMESPACE-0`, `NAMESPACE-1`, …; only `NAMESPACE` for one store) with a
 /// timeout of `TIMEOUT` seconds, each with `KEYS` storages of an Int (keys `k0`, `k1`, …), sets
-/// ``WLStorage/shutdownFlushTimeout`` to `SHUTDOWN-FLUSH-TIMEOUT` seconds, and prints `ready`. On the line `go`, it
+/// ``WLStorageSystem/shutdownFlushTimeout`` to `SHUTDOWN-FLUSH-TIMEOUT` seconds, and prints `ready`. On the line `go`, it
 /// sets the storage of key `kN` to N in every store, prints `set`, and calls `exit(0)` at once: what is not written by
 /// then is left to the flush at exit.
 func runPendingMode(_ arguments: [String]) -> Never {
@@ -19,7 +19,7 @@ func runPendingMode(_ arguments: [String]) -> Never {
                     .utf8))
         exit(64)
     }
-    WLStorage.shutdownFlushTimeout = .seconds(shutdownTimeout)
+    WLStorageSystem.shutdownFlushTimeout = .seconds(shutdownTimeout)
     var storages: [WLStorage<Int>] = []
     for index in 0..<stores {
         let namespace = stores == 1 ? arguments[3] : "\(arguments[3])-\(index)"

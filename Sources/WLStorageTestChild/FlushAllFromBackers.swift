@@ -18,7 +18,7 @@ final class Meeting: Sendable {
     }
 }
 
-/// A backer over the default backer that calls `WLStorage.flushAll()` from inside its write, as a backer that
+/// A backer over the default backer that calls `WLStorageSystem.flushAll()` from inside its write, as a backer that
 /// syncs every storage before its own may: the documented case ("a storage whose backer is calling it is left to that
 /// write"). Its first write meets the other backer's first write first, so that both are inside their writes.
 final class FlushAllBacker: WLStorageBacker, Sendable {
@@ -40,7 +40,7 @@ final class FlushAllBacker: WLStorageBacker, Sendable {
     func write(value: String) throws {
         if first.exchange(false, ordering: .sequentiallyConsistent) {
             meeting.meet()
-            WLStorage.flushAll()
+            WLStorageSystem.flushAll()
         }
         try inner.write(value: value)
     }

@@ -94,7 +94,7 @@ case "ignored":
 
 case "opt-out":
     // A program that owns its shutdown: it opts out and calls flushAll() itself, then exits with status 0.
-    WLStorage.flushesOnSignals = false
+    WLStorageSystem.flushesOnSignals = false
     let stored = storage("")
     stored.flush()
     stored.wrappedValue = value
@@ -102,7 +102,7 @@ case "opt-out":
     let registered = DispatchSemaphore(value: 0)
     let source = DispatchSource.makeSignalSource(signal: SIGTERM, queue: .main)
     source.setEventHandler {
-        WLStorage.flushAll()
+        WLStorageSystem.flushAll()
         say("flushed by the program")
         exit(0)
     }
@@ -180,8 +180,8 @@ case "signals-toggle":
     pthread_sigmask(SIG_UNBLOCK, &unblocked, nil)
     let stored = storage("")
     stored.flush()
-    WLStorage.flushesOnSignals = false
-    WLStorage.flushesOnSignals = true
+    WLStorageSystem.flushesOnSignals = false
+    WLStorageSystem.flushesOnSignals = true
     stored.wrappedValue = value
     say("ready")
     waitForever()

@@ -267,7 +267,7 @@ struct PostgresStoreTests {
         #expect(try store.keys() == [])  // the table is made
         let admin = try adminConnection(try PostgresCluster.shared().url)
         // Written by hand: a store never writes a value over the limit.
-        let size = WLStorage.maximumValueSize + 64 * 1024
+        let size = WLStorageSystem.maximumValueSize + 64 * 1024
         try sqlValue(
             admin,
             "INSERT INTO wlstorage (namespace, key, value, version) VALUES ($1, 'big', convert_to(repeat('x', \(size)), 'UTF8'), 1)",
@@ -278,9 +278,9 @@ struct PostgresStoreTests {
         // A value of the limit itself is read.
         try sqlValue(
             admin,
-            "UPDATE wlstorage SET value = convert_to(repeat('x', \(WLStorage.maximumValueSize)), 'UTF8') WHERE namespace = $1",
+            "UPDATE wlstorage SET value = convert_to(repeat('x', \(WLStorageSystem.maximumValueSize)), 'UTF8') WHERE namespace = $1",
             [namespace])
-        #expect(try store.read(key: "big")?.count == WLStorage.maximumValueSize)
+        #expect(try store.read(key: "big")?.count == WLStorageSystem.maximumValueSize)
     }
 
     @Test func theIdentityNamesServerDatabaseTableAndNamespace() throws {

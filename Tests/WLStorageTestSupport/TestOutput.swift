@@ -4,7 +4,7 @@
 // processes. Printed, the package's error lines and the children's standard error would bury the summary of a
 // passing run, so:
 //
-// - the test process has one `WLStorageError.handler`, installed once and never replaced, that records every error
+// - the test process has one `WLStorageSystem.errorHandler`, installed once and never replaced, that records every error
 //   instead of printing it (`ReportedErrors`). Tests that provoke errors read their storage's `lastError`, or ask the
 //   recorder for the errors about their directory;
 // - every suite carries the `.capturingOutput` trait: the output of the child processes a test starts (`ChildProcess`,
@@ -16,7 +16,7 @@ import WLStorage
 
 /// Every error the package reports in the test process, recorded instead of printed.
 ///
-/// `WLStorageError.handler` is process-wide and tests run in parallel, so no test replaces the handler: ``install()``
+/// `WLStorageSystem.errorHandler` is process-wide and tests run in parallel, so no test replaces the handler: ``install()``
 /// sets a recording handler once, and is called by the `.capturingOutput` trait before each test and by the common
 /// helpers (``withTemporaryDirectory(_:)``, ``fileStorage(_:in:default:flushInterval:)``, ``RecordingBacker``), so
 /// that it is in place before a test's first storage.
@@ -25,7 +25,7 @@ public enum ReportedErrors {
     private static let capacity = 100_000
     private static let recorded = Lock<[WLStorageError]>([])
     private static let installation: Void = {
-        WLStorageError.handler = { error in
+        WLStorageSystem.errorHandler = { error in
             recorded.withLock { errors in
                 if errors.count >= capacity { errors.removeFirst(capacity / 2) }
                 errors.append(error)

@@ -443,7 +443,7 @@ private struct Counter: Codable, Sendable, Equatable {
             backer.failNextWrites(1)
         }
         #expect(backer.failedWrites == 1, "the deinit write did not fail")
-        WLStorage.flushAll()
+        WLStorageSystem.flushAll()
         #expect(backer.writes == ["new"])
     }
 }
@@ -600,12 +600,12 @@ private struct Counter: Codable, Sendable, Equatable {
 
     /// A limit set to `Int.max` would let a sparse file of a terabyte be allocated in full: the limit stops at 1 GiB.
     @Test func theMaximumValueSizeCannotBeSetBeyondOneGibibyte() {
-        let before = WLStorage.maximumValueSize
-        defer { WLStorage.maximumValueSize = before }
-        WLStorage.maximumValueSize = Int.max
-        #expect(WLStorage.maximumValueSize == 1 << 30)
-        WLStorage.maximumValueSize = (1 << 30) + 1
-        #expect(WLStorage.maximumValueSize == 1 << 30)
+        let before = WLStorageSystem.maximumValueSize
+        defer { WLStorageSystem.maximumValueSize = before }
+        WLStorageSystem.maximumValueSize = Int.max
+        #expect(WLStorageSystem.maximumValueSize == 1 << 30)
+        WLStorageSystem.maximumValueSize = (1 << 30) + 1
+        #expect(WLStorageSystem.maximumValueSize == 1 << 30)
     }
 }
 

@@ -804,7 +804,7 @@ extension FleetHandle {
     }
 }
 
-/// Whether the fleet runs: in a test process of its own, where no other test's `WLStorage.flushAll()` writes the
+/// Whether the fleet runs: in a test process of its own, where no other test's `WLStorageSystem.flushAll()` writes the
 /// fleet's pending sets behind the model's back (`.ci/run` runs it so, with `WLSTORAGE_FLEET=1`).
 private let fleetRuns = ProcessInfo.processInfo.environment["WLSTORAGE_FLEET"] == "1"
 

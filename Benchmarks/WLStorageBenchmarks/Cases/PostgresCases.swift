@@ -288,13 +288,13 @@ enum PostgresCases {
             : RunSettings(rounds: 15, warmUpRounds: 2, roundNanoseconds: 0, maximumOperations: 1)
         let results = harness.measure(
             [
-                Variant(name: "WLStorage.flushAll()") { _ in
+                Variant(name: "WLStorageSystem.flushAll()") { _ in
                     // Untimed: a new value in every storage, and a pause for the listener to settle.
                     libraryCount += 1
                     for storage in storages { storage.wrappedValue = libraryCount }
                     sleep(nanoseconds: 20_000_000)
                     let start = monotonicNanoseconds()
-                    WLStorage.flushAll()
+                    WLStorageSystem.flushAll()
                     let elapsed = monotonicNanoseconds() - start
                     if storages.contains(where: \.hasPendingChanges) { leftPending = true }
                     return elapsed
@@ -327,7 +327,7 @@ enum PostgresCases {
         return [
             Row(
                 caseID: "pg-flush", title: "PostgreSQL: flush of \(count) pending keys",
-                subject: "WLStorage.flushAll(), one batch write", value: results["WLStorage.flushAll()"]!,
+                subject: "WLStorageSystem.flushAll(), one batch write", value: results["WLStorageSystem.flushAll()"]!,
                 baseline: "BEGIN, \(count) upserts + pg_notify by hand (PQexecParams, JSONEncoder), COMMIT",
                 baselineValue: results["by hand"]!, target: .ratio(atMost: 1.3), note: note)
         ]

@@ -247,11 +247,11 @@ final class BenchmarkCluster: Sendable {
 enum ExitOnSignals {
     /// Installs the handling, before the first storage is created; keep the sources returned.
     static func install() -> [any DispatchSourceSignal] {
-        WLStorage.flushesOnSignals = false
+        WLStorageSystem.flushesOnSignals = false
         return [SIGINT, SIGTERM, SIGHUP].map { number in
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { @Sendable in
-                WLStorage.flushAll()
+                WLStorageSystem.flushAll()
                 BenchmarkCluster.stopShared()
                 _exit(128 + number)
             }

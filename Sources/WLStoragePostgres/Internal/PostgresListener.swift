@@ -22,7 +22,7 @@ import WLStorage
 /// TCP keepalives) leaves it open and silent. So while it listens, the listener probes the connection itself with a
 /// round trip every ``probeInterval``; a probe that fails, or gets no answer within ``probeTimeout``, counts as a lost
 /// connection. A replica that cannot hear changes says so: the first failure to listen after listening (or at the
-/// start), and a probe that fails, are reported to ``WLStorageError/handler``, and so is every further minute that
+/// start), and a probe that fails, are reported to ``WLStorageSystem/errorHandler``, and so is every further minute that
 /// it still cannot listen.
 ///
 /// Locks: `state` guards the phase and the handlers, and is never held while a handler runs or the connection is

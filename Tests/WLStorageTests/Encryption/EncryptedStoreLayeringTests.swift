@@ -16,7 +16,7 @@ struct EncryptedStoreLayeringTests: EncryptedDirectorySuite {
     /// that very store's `read(key:)` (its file is 37 bytes longer than the value).
     @Test func aValueJustUnderTheMaximumSizeReadsBackThroughAPrefixedEncryptedStore() throws {
         try withTemporaryDirectory { directory in
-            let limit = WLStorage<Never>.maximumValueSize
+            let limit = WLStorageSystem.maximumValueSize
             let big = String(repeating: "s", count: limit - 12)
             let prefixed = WLStorageDirectoryStore.directory(directory).prefixed("a.").encrypted(with: key)
             do {
@@ -37,7 +37,7 @@ struct EncryptedStoreLayeringTests: EncryptedDirectorySuite {
     /// The same through an encrypted store over an encrypted store: a value within the limit is stored and read back.
     @Test func aValueJustUnderTheMaximumSizeRoundTripsThroughNestedEncryption() throws {
         try withTemporaryDirectory { directory in
-            let limit = WLStorage<Never>.maximumValueSize
+            let limit = WLStorageSystem.maximumValueSize
             let big = String(repeating: "s", count: limit - 12)
             let inner = try WLStorageEncryptionKey.random()
             let nested = WLStorageDirectoryStore.directory(directory).encrypted(with: inner).encrypted(with: key)
@@ -252,7 +252,7 @@ struct EncryptedStoreLayeringTests: EncryptedDirectorySuite {
     /// 37 bytes longer than its JSON.
     @Test func aValueJustUnderTheMaximumSizeIsReadBackFromItsEncryptedFile() throws {
         try withTemporaryDirectory { directory in
-            let limit = WLStorage<Never>.maximumValueSize
+            let limit = WLStorageSystem.maximumValueSize
             let big = String(repeating: "s", count: limit - 12)  // JSON: limit - 10 bytes
             do {
                 let storage = WLStorage(key: "big", defaultValue: "", flushInterval: nil, store: store(directory))

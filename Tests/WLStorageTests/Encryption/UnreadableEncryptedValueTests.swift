@@ -335,7 +335,7 @@ struct UnreadableEncryptedValueTests: EncryptedDirectorySuite {
             first.update { $0 += 1 }
             first.flush()
             #expect(file("v", in: directory) == sealed)
-            WLStorage<Never>.flushAll()
+            WLStorageSystem.flushAll()
             #expect(file("v", in: directory) == sealed)
             do {
                 let second = WLStorage(key: "v", defaultValue: 0, flushInterval: 0, store: store(directory))

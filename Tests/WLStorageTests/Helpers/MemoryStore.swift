@@ -162,7 +162,7 @@ extension MemoryStore: WLStorageConditionalStore {
     }
 }
 
-/// ``WLStorage/flushAll()`` for the storages of `stores` only: the flush of every cell, with its batches by store,
+/// ``WLStorageSystem/flushAll()`` for the storages of `stores` only: the flush of every cell, with its batches by store,
 /// without writing the storages of the tests running beside, which may be keeping a change pending on purpose (a
 /// storage of a store of its own that a test flushes only when it chooses, as a test of a wrapped directory store does).
 func flushAllStores(_ stores: [any WLStorageStore]) {

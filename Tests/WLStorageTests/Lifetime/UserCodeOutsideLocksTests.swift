@@ -106,7 +106,7 @@ private final class Touchy: Codable, Sendable {
 }
 
 @Suite struct FlushAllFromBackersTests {
-    /// `WLStorage.flushAll()` documents that "a storage whose backer is calling it (from `write(value:)`) is left to
+    /// `WLStorageSystem.flushAll()` documents that "a storage whose backer is calling it (from `write(value:)`) is left to
     /// that write", so a backer may call it. Two such backers writing at the same time deadlock: the flushAll inside
     /// X's write (thread 1, X busy on it) waits for Y's job (`ShutdownHandling.flushEverything` keeps every cell
     /// busy on another thread, `needsFlush(from:)`; `StorageCell.flush()` then waits as a `WaitingFlush`), and the

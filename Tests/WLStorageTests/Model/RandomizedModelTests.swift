@@ -208,7 +208,7 @@ private struct RandomizedRun {
         _ = unlink(url.path)
     }
 
-    /// ``WLStorage/flushAll()`` for the run's own cells: the run's directories and its store, not the storages of
+    /// ``WLStorageSystem/flushAll()`` for the run's own cells: the run's directories and its store, not the storages of
     /// the tests running beside it (which may be keeping a change pending on purpose).
     func flushOwnCells() {
         let roots = real.map { $0.deletingLastPathComponent().standardizedFileURL.path + "/" }

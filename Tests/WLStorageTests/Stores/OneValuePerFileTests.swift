@@ -141,7 +141,7 @@ struct OneValuePerFileTests: EncryptedDirectorySuite {
                 wrapped.wrappedValue = round * 10
                 wrapped.flush()
                 wrapped.wrappedValue = round * 10 + 1  // set just after the write, kept pending
-                // Kept pending unless a `WLStorage.flushAll()` of a test running beside (a fault or an encryption
+                // Kept pending unless a `WLStorageSystem.flushAll()` of a test running beside (a fault or an encryption
                 // test) writes it first: the file storage may then take it without ever holding the
                 // value before, which it can only see while that value is in the file.
                 let followed = eventually {

@@ -48,7 +48,7 @@ public protocol WLStorageStore: Sendable {
     /// in between by another program; a store shared by several programs should do it in one step.
     func create(key: String, data: Data) throws -> Bool
 
-    /// Writes several keys at once: ``WLStorage/flushAll()`` and the flush at exit hand a store all of its pending
+    /// Writes several keys at once: ``WLStorageSystem/flushAll()`` and the flush at exit hand a store all of its pending
     /// values together. When it throws, every value of the batch stays pending and is written again later, except the
     /// first ``WLStorageError/storedWrites`` writes when the error is a ``WLStorageError`` that says how many were
     /// stored: a store that stores a batch in parts tells which parts it stored, so that a deadline never turns stored

@@ -15,10 +15,10 @@ import Foundation
 ///   `flushInterval` seconds collapse into one write of the latest value at the end of the interval. With a
 ///   `flushInterval` of `nil` nothing is written until ``flush()``.
 /// - ``flush()`` writes the pending value and returns when it is on disk. `deinit` flushes, and so do normal exit
-///   and SIGTERM, SIGINT and SIGHUP (see ``WLStorage/flushAll()``).
+///   and SIGTERM, SIGINT and SIGHUP (see ``WLStorageSystem/flushAll()``).
 /// - Two storages of the same file in one process share one value and one throttle. A second storage of the same
 ///   file with another value type keeps its value in memory only and reports ``WLStorageError/Code/typeMismatch``.
-/// - A failed write keeps the value pending and is retried; errors go to ``WLStorageError/handler`` and
+/// - A failed write keeps the value pending and is retried; errors go to ``WLStorageSystem/errorHandler`` and
 ///   ``lastError``.
 @propertyWrapper
 public final class WLStorage<T: Codable & Sendable>: Sendable {
@@ -291,7 +291,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// interval (at least 100 ms), the wait doubling with each further failure up to 30 s.
     ///
     /// - Important: The write runs on the calling thread, which waits for the disk or the backer. Never call it from
-    ///   this storage's backer, whose write would then wait for itself, nor from ``WLStorageError/handler`` for an
+    ///   this storage's backer, whose write would then wait for itself, nor from ``WLStorageSystem/errorHandler`` for an
     ///   error of this storage, where a write that keeps failing would retry and report again without end.
     public func flush() {
         cell.flushReportingMisuse()

@@ -11,7 +11,7 @@ import Synchronization
 /// The one error type of WLStorage: what went wrong, for which key and file, and the system's own reason.
 ///
 /// Getters and setters of ``WLStorage`` cannot throw, so errors are not thrown at the caller. They are
-/// reported to ``WLStorageError/handler`` as they happen and kept in ``WLStorage/lastError`` for
+/// reported to ``WLStorageSystem/errorHandler`` as they happen and kept in ``WLStorage/lastError`` for
 /// inspection. Nothing in the package crashes on an error, in a debug or a release build.
 ///
 /// ```swift
@@ -55,7 +55,7 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         public static let typeMismatch = Code("typeMismatch")
         /// A custom backer threw from `read` or `write`.
         public static let backerFailed = Code("backerFailed")
-        /// A file is larger than ``WLStorage/maximumValueSize``, so it is not read and is left as it is, or a value
+        /// A file is larger than ``WLStorageSystem/maximumValueSize``, so it is not read and is left as it is, or a value
         /// encodes to more than that, so it is not written and stays pending.
         public static let valueTooLarge = Code("valueTooLarge")
         /// Changes made while the stored value could not be read were dropped: they were based on the default, and
@@ -131,15 +131,15 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
 extension WLStorageError {
     private static let handlerBox = Lock<(@Sendable (WLStorageError) -> Void)?>(nil)
 
-    /// Receives every error as it happens, on the thread where it happened.
-    ///
-    /// When `nil` (the default), errors are written to standard error, one line each. Set it once, early,
-    /// to route errors to your logger.
-    ///
-    /// - Important: The handler runs on whatever thread met the error, often a background thread that writes, so it
-    ///   must be thread-safe, and should be quick. It must not call back into the storage that failed: a
-    ///   ``WLStorage/flush()`` there would retry a failing write and report it again, without end.
+    /// Receives every error as it happens: see ``WLStorageSystem/errorHandler``.
+    @available(*, deprecated, renamed: "WLStorageSystem.errorHandler")
     public static var handler: (@Sendable (WLStorageError) -> Void)? {
+        get { currentHandler }
+        set { currentHandler = newValue }
+    }
+
+    /// The handler of ``WLStorageSystem/errorHandler``.
+    static var currentHandler: (@Sendable (WLStorageError) -> Void)? {
         get { handlerBox.withLock { $0 } }
         set {
             // The old handler is released after the lock: releasing a closure can run user code.
@@ -151,9 +151,10 @@ extension WLStorageError {
         }
     }
 
-    /// Passes `error` to ``handler``, or writes it to standard error when there is none. For the package's stores.
+    /// Passes `error` to ``WLStorageSystem/errorHandler``, or writes it to standard error when there is none. For the
+    /// package's stores.
     package static func report(_ error: WLStorageError) {
-        if let handler = handler {
+        if let handler = currentHandler {
             handler(error)
         } else {
             let line = Array("\(error)\n".utf8)

@@ -11,7 +11,7 @@ extension WLStorage {
     ///
     /// When the key names a scope that is not bound to a store, the storage is still made: it keeps its default in
     /// memory, keeps its changes pending without writing them, and reports ``WLStorageError/Code/invalidConfiguration``
-    /// (to ``WLStorageError/handler`` and in ``lastError``), saying which scope to bind.
+    /// (to ``WLStorageSystem/errorHandler`` and in ``lastError``), saying which scope to bind.
     ///
     /// - Parameter key: The key, for instance a static member: `.theme`.
     public convenience init(_ key: WLStorageKey<T>) {

@@ -41,7 +41,7 @@ enum CellFlushState {
     case busyHere
 }
 
-/// Every live cell in the process: for ``WLStorage/flushAll()``, for the file monitor, and so that storages of the
+/// Every live cell in the process: for ``WLStorageSystem/flushAll()``, for the file monitor, and so that storages of the
 /// same file share one cell.
 ///
 /// Cells are held weakly, except those whose storages were all released with work left: those are held until the

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// The largest value the package reads or writes, in bytes of JSON: ``WLStorage/maximumValueSize``.
+/// The largest value the package reads or writes, in bytes of JSON: ``WLStorageSystem/maximumValueSize``.
 ///
 /// Files are read into memory whole, so without a bound a file of any size (a sparse file of a terabyte takes no
 /// disk) would be allocated in full. A larger file is reported with ``WLStorageError/Code/valueTooLarge`` and left

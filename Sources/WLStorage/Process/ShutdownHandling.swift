@@ -19,7 +19,7 @@ import Synchronization
 ///
 /// Sources, once registered, are never cancelled: libdispatch on Linux installs its process-wide handler for a signal
 /// only when the first source for it is registered, so a source cancelled and made again would never fire. Turning
-/// the handling off (``WLStorage/flushesOnSignals``) is a flag the handler reads.
+/// the handling off (``WLStorageSystem/flushesOnSignals``) is a flag the handler reads.
 enum ShutdownHandling {
     static let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
 
@@ -195,65 +195,36 @@ enum ShutdownHandling {
 }
 
 extension WLStorage where T == Never {
-    /// Writes the pending value of every live storage in the process, and returns when all are written.
-    ///
-    /// Call it from your own shutdown path when your program owns its signals (see ``flushesOnSignals``). It is
-    /// also what the package runs at exit and on SIGTERM, SIGINT and SIGHUP. Storages with nothing pending cost
-    /// nothing, so calling it again is cheap.
-    ///
-    /// The storages are written side by side, by the calling thread and threads of the package, so that one backer
-    /// that hangs (a network store that stopped answering) keeps no other storage from being written; the call
-    /// returns when every write has ended.
-    ///
-    /// - Important: The calling thread waits for every write. Called from a backer's `write(value:)`, it writes the
-    ///   storages that are idle and waits for no write in flight (which might be waiting for this one). Never call
-    ///   it from ``WLStorageError/handler``, where a write that keeps failing would retry and report again without
-    ///   end.
+    /// Writes the pending value of every live storage: see ``WLStorageSystem/flushAll()``.
+    @available(*, deprecated, renamed: "WLStorageSystem.flushAll()")
     public static func flushAll() {
-        ShutdownHandling.flushEverything()
+        WLStorageSystem.flushAll()
     }
 
-    /// How long the flush at exit and on SIGTERM, SIGINT and SIGHUP lasts at most, whatever the backers and stores do:
-    /// 10 seconds unless you set it.
-    ///
-    /// The flush writes the storages side by side (the storages of one store in one batch), and starts nothing once
-    /// this time has passed. It then returns even while writes are still running, reports
-    /// ``WLStorageError/Code/writeFailed`` for what it left, and the program ends: a value not written by then is
-    /// lost, as with `kill -9`, and what a store committed stays committed (a PostgreSQL store commits a batch in
-    /// chunks, each kept once committed). A store's own timeout bounds each of its calls; this bounds them all, so
-    /// that 40 stores of a server that does not answer hold up the exit for this time, not 40 timeouts.
-    ///
-    /// Set it below the time your supervisor waits before it kills the program (systemd's `TimeoutStopSec`, 90 s by
-    /// default; Docker's `stop` timeout, 10 s; Kubernetes' `terminationGracePeriodSeconds`, 30 s), and above the
-    /// timeout of your stores when you can. ``flushAll()`` itself waits for every write, without this bound.
+    /// How long the flush at exit and on signals lasts at most: see ``WLStorageSystem/shutdownFlushTimeout``.
+    @available(*, deprecated, renamed: "WLStorageSystem.shutdownFlushTimeout")
     public static var shutdownFlushTimeout: Duration {
-        get { ShutdownHandling.shutdownFlushTimeout }
-        set { ShutdownHandling.shutdownFlushTimeout = newValue }
+        get { WLStorageSystem.shutdownFlushTimeout }
+        set { WLStorageSystem.shutdownFlushTimeout = newValue }
     }
 
-    /// Whether the package flushes every storage on SIGTERM, SIGINT and SIGHUP, then ends the program by that
-    /// signal. `true` by default.
-    ///
-    /// Set it to `false` before the first storage is created when your program owns its shutdown (for example
-    /// with a service lifecycle library), and call ``flushAll()`` from your shutdown path. A signal whose
-    /// disposition the program set before the first storage (ignored, or a handler) is left alone either way.
-    /// Storages are flushed at normal exit (`exit()`, a return from `main`) whatever this says.
-    ///
-    /// It can be turned off and on again at any time; set to `true` after being `false` from the start, it installs
-    /// the handlers then.
-    ///
-    /// - Important: Set to `false` after the first storage, the package stops acting on these signals, but the
-    ///   signals stay handled through Dispatch (libdispatch cannot give a signal back to its default action and take
-    ///   it again later). The program must then handle them itself, with a Dispatch signal source of its own or
-    ///   `sigaction`; if it does not, they do nothing. To keep the default action, set it to `false` before the
-    ///   first storage is created.
+    /// Whether the package flushes every storage on SIGTERM, SIGINT and SIGHUP: see
+    /// ``WLStorageSystem/flushesOnSignals``.
+    @available(*, deprecated, renamed: "WLStorageSystem.flushesOnSignals")
     public static var flushesOnSignals: Bool {
-        get { ShutdownHandling.signalHandlersWanted }
-        set { ShutdownHandling.signalHandlersWanted = newValue }
+        get { WLStorageSystem.flushesOnSignals }
+        set { WLStorageSystem.flushesOnSignals = newValue }
+    }
+
+    /// The largest value, in bytes of JSON, that storages read or write: see ``WLStorageSystem/maximumValueSize``.
+    @available(*, deprecated, renamed: "WLStorageSystem.maximumValueSize")
+    public static var maximumValueSize: Int {
+        get { WLStorageSystem.maximumValueSize }
+        set { WLStorageSystem.maximumValueSize = newValue }
     }
 }
 
-/// One ``WLStorage/flushAll()``: the cells to flush, taken one at a time by every thread that works on it. A cell is
+/// One ``WLStorageSystem/flushAll()``: the cells to flush, taken one at a time by every thread that works on it. A cell is
 /// held until it is flushed and no longer, so that a flush that waits for a slow backer keeps no other cell alive.
 /// What a flush of every cell flushes as one piece of work.
 private enum FlushItem: Sendable {

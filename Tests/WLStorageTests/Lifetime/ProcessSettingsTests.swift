@@ -1,0 +1,24 @@
+import Testing
+import WLStorage
+
+/// The settings of the whole process live on `WLStorageSystem`; their earlier spellings still set the same settings.
+@Suite(.serialized)
+struct ProcessSettingsTests {
+    @available(*, deprecated, message: "checks the deprecated spellings")
+    @Test func theEarlierSpellingsSetTheSettingsOfTheProcess() {
+        let (size, timeout, signals) = (
+            WLStorageSystem.maximumValueSize, WLStorageSystem.shutdownFlushTimeout, WLStorageSystem.flushesOnSignals
+        )
+        defer {
+            WLStorageSystem.maximumValueSize = size
+            WLStorageSystem.shutdownFlushTimeout = timeout
+        }
+        WLStorage.maximumValueSize = size + 1
+        #expect(WLStorageSystem.maximumValueSize == size + 1)
+        #expect(WLStorage<Never>.maximumValueSize == size + 1)
+        WLStorage.shutdownFlushTimeout = timeout + .seconds(1)
+        #expect(WLStorageSystem.shutdownFlushTimeout == timeout + .seconds(1))
+        #expect(WLStorage<Never>.flushesOnSignals == signals)
+        #expect((WLStorageError.handler == nil) == (WLStorageSystem.errorHandler == nil))
+    }
+}
