@@ -26,8 +26,10 @@ let package = Package(
         .target(name: "WLStoragePostgres", dependencies: ["WLStorage", "CWLStorageLibPQ"]),
         .executableTarget(name: "wlstorage", dependencies: ["WLStorage", "WLStoragePostgres"]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
-        .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage"]),
-        .executableTarget(name: "WLStoragePostgresTestChild", dependencies: ["WLStorage", "WLStoragePostgres"]),
+        .target(name: "WLStorageFleet", dependencies: ["WLStorage"]),
+        .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage", "WLStorageFleet"]),
+        .executableTarget(
+            name: "WLStoragePostgresTestChild", dependencies: ["WLStorage", "WLStoragePostgres", "WLStorageFleet"]),
         .executableTarget(
             name: "WLStorageBenchmarks",
             dependencies: ["WLStorage", "WLStoragePostgres", "CWLStorageLibPQ"],
@@ -35,11 +37,13 @@ let package = Package(
         ),
         .testTarget(
             name: "WLStoragePostgresTests",
-            dependencies: ["WLStorage", "WLStoragePostgres", "WLStoragePostgresTestChild", "wlstorage"]
+            dependencies: [
+                "WLStorage", "WLStoragePostgres", "WLStoragePostgresTestChild", "wlstorage", "WLStorageFleet",
+            ]
         ),
         .testTarget(
             name: "WLStorageTests",
-            dependencies: ["WLStorage", "WLStorageTestChild", "wlstorage", "WLStorageDemo"]
+            dependencies: ["WLStorage", "WLStorageTestChild", "wlstorage", "WLStorageDemo", "WLStorageFleet"]
         ),
     ]
 )
