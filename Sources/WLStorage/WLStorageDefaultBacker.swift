@@ -294,6 +294,24 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
+    /// Writes `value`, the rewrite in the current shape of the bytes last read, only while the file is still the
+    /// version read (or one this backer wrote): a change another program made since, whose event has not come yet, is
+    /// read instead. Returns whether it wrote. A directory has no conditional write, so a change made in the moment
+    /// between this read and the rename can still be replaced.
+    func rewrite(_ value: T) throws(WLStorageError) -> Bool {
+        let (directory, fileName, _) = try location()
+        let current: (contents: Data, identity: FileIdentity)?
+        do {
+            current = try directory.readVersion(fileName)
+        } catch {
+            throw Self.keyed(error, key)
+        }
+        guard let current, !current.contents.isEmpty else { return false }
+        let version = KnownVersion(identity: current.identity, contents: current.contents)
+        guard known.withLock({ $0.read == version || $0.written == version }) else { return false }
+        return try place(value, replacing: true)
+    }
+
     // MARK: Internals
 
     /// Encodes `value` and writes it, replacing the file or only where none stands. Returns whether it was written.

@@ -529,13 +529,16 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         switch job {
         case .write(let value, let version):
             do {
-                // A rewrite in a store that writes on condition replaces only the bytes it read: a change another
-                // program made since, whose news has not come yet, is read instead.
-                if let storeBacker = backer as? StoreBacker<T>,
-                    state.withLock({ $0.extras?.rewriteVersion == version }),
-                    let rewritten = try storeBacker.rewrite(value)
-                {
-                    return rewritten ? .written : .rewriteRefused
+                // A rewrite replaces only the bytes it read (in a store that writes on condition), or the file only
+                // while it is the version read: a change another program made since, whose news has not come yet,
+                // is read instead.
+                if state.withLock({ $0.extras?.rewriteVersion == version }) {
+                    if let storeBacker = backer as? StoreBacker<T>, let rewritten = try storeBacker.rewrite(value) {
+                        return rewritten ? .written : .rewriteRefused
+                    }
+                    if let fileBacker = backer as? WLStorageDefaultBacker<T> {
+                        return try fileBacker.rewrite(value) ? .written : .rewriteRefused
+                    }
                 }
                 try backer.write(value: value)
                 return .written
