@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import WLStorage
@@ -20,6 +21,16 @@ private struct PanelV2: Codable, Equatable, Sendable {
 private let fromV1: [WLStorageMigration<PanelV2>] = [
     .from(PanelV1.self) { PanelV2(stamp: $0.stamp, width: $0.wide ? 1_600 : 800) }
 ]
+
+/// Set until taken once.
+private final class Once: Sendable {
+    private let state = Atomic<Bool>(true)
+
+    /// Whether it was still set; it is not any more.
+    func take() -> Bool { state.exchange(false, ordering: .sequentiallyConsistent) }
+
+    var isSet: Bool { state.load(ordering: .sequentiallyConsistent) }
+}
 
 @Suite(.capturingOutput)
 struct RewriteGivesWayTests {
@@ -50,6 +61,43 @@ struct RewriteGivesWayTests {
             #expect(
                 stored == #"{"stamp":2,"wide":false}"#,
                 "the rewrite of the value read before replaced another program's flushed set")
+            #expect(newer.wrappedValue == PanelV2(stamp: 2, width: 800), "the newer program did not read the set")
+            #expect(!newer.hasPendingChanges)
+        }
+    }
+
+    /// The same, with the other program's set stored while the rewrite is being written: after the rewrite checked the
+    /// file, before it renamed its temporary file over it. The rename is made only while the file is the version read.
+    @Test func aChangeStoredWhileTheRewriteIsWrittenIsNotReplaced() throws {
+        try withTemporaryDirectory { directory in
+            let file = directory.appendingPathComponent("panel")
+            try Data(#"{"stamp":1,"wide":true}"#.utf8).write(to: file)
+            let testThread = pthread_self()
+            let outsideWrite = Once()
+            FaultInjection.install(
+                { call, name in
+                    guard pthread_equal(pthread_self(), testThread) != 0 else { return .fail(EIO) }
+                    // The rewrite's temporary file is written and about to be synced: another program stores its set.
+                    if call == .fsync, let name, StorageDirectory.writtenFileName(ofTemporary: name) == "panel",
+                        outsideWrite.take()
+                    {
+                        try? replaceFromOutside(file, with: #"{"stamp":2,"wide":false}"#)
+                    }
+                    return nil
+                },
+                forDirectory: directory.standardizedFileURL.path)
+            defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
+            let newer = WLStorage(
+                key: "panel", defaultValue: PanelV2(), flushInterval: nil, store: .directory(directory),
+                migrations: fromV1)
+            #expect(newer.wrappedValue == PanelV2(stamp: 1, width: 1_600))
+
+            newer.flush()
+            try #require(!outsideWrite.isSet, "the rewrite was not written")
+            let stored = try String(contentsOf: file, encoding: .utf8)
+            #expect(
+                stored == #"{"stamp":2,"wide":false}"#,
+                "the rewrite replaced the set another program stored while it was being written")
             #expect(newer.wrappedValue == PanelV2(stamp: 2, width: 800), "the newer program did not read the set")
             #expect(!newer.hasPendingChanges)
         }
