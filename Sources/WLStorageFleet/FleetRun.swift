@@ -320,6 +320,11 @@ public final class FleetRun {
         if !faults.isEmpty {
             throw fail("\(process.name) reported: \(faults.map(\.line).joined(separator: "\n"))")
         }
+        // A program built with ThreadSanitizer prints its reports on standard error (a killed one exits without the
+        // status that says so).
+        if process.errorOutput.contains("ThreadSanitizer") {
+            throw fail("\(process.name) printed a ThreadSanitizer report:\n\(process.errorOutput)")
+        }
     }
 
     func cover(_ key: String, _ stamp: Int) {

@@ -12,7 +12,8 @@ import WLStorageFleet
 // replaced by a set that could have been written after it; never by a default or a default-filled value.
 //
 // `WLSTORAGE_SEED` replays a run's operations (not the machine's timing); `WLSTORAGE_OPERATIONS` sets the number of
-// operations over all runs (160 by default, in runs of up to 400). A failure names its seed.
+// operations over all runs (160 by default, in runs of up to 400). A failure names its seed. With
+// `WLSTORAGE_FLEET_SUMMARY=1`, each run prints what it did, in numbers (for soaks).
 
 /// A namespace of the shared server, as the run sees it.
 private struct SharedTable: FleetSharedStore {

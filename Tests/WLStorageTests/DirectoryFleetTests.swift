@@ -11,7 +11,8 @@ import WLStorageFleet
 // or a default-filled value; and nothing is moved aside.
 //
 // `WLSTORAGE_SEED` replays a run's operations (not the machine's timing); `WLSTORAGE_OPERATIONS` sets the number of
-// operations over all runs (160 by default, in runs of up to 400). A failure names its seed.
+// operations over all runs (160 by default, in runs of up to 400). A failure names its seed. With
+// `WLSTORAGE_FLEET_SUMMARY=1`, each run prints what it did, in numbers (for soaks).
 
 /// The directory the fleet shares, as the run sees it.
 private struct SharedDirectory: FleetSharedStore {
