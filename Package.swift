@@ -26,8 +26,10 @@ let package = Package(
         .target(name: "WLStoragePostgres", dependencies: ["WLStorage", "CWLStorageLibPQ"]),
         .executableTarget(name: "wlstorage", dependencies: ["WLStorage", "WLStoragePostgres"]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
-        .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage"]),
-        .executableTarget(name: "WLStoragePostgresTestChild", dependencies: ["WLStorage", "WLStoragePostgres"]),
+        .target(name: "WLStorageFleet", dependencies: ["WLStorage"]),
+        .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage", "WLStorageFleet"]),
+        .executableTarget(
+            name: "WLStoragePostgresTestChild", dependencies: ["WLStorage", "WLStoragePostgres", "WLStorageFleet"]),
         .executableTarget(
             name: "WLStorageBenchmarks",
             dependencies: ["WLStorage", "WLStoragePostgres", "CWLStorageLibPQ"],
@@ -39,11 +41,15 @@ let package = Package(
             name: "WLStoragePostgresTests",
             dependencies: [
                 "WLStorage", "WLStoragePostgres", "WLStorageTestSupport", "WLStoragePostgresTestChild", "wlstorage",
+                "WLStorageFleet",
             ]
         ),
         .testTarget(
             name: "WLStorageTests",
-            dependencies: ["WLStorage", "WLStorageTestSupport", "WLStorageTestChild", "wlstorage", "WLStorageDemo"]
+            dependencies: [
+                "WLStorage", "WLStorageTestSupport", "WLStorageTestChild", "wlstorage", "WLStorageDemo",
+                "WLStorageFleet",
+            ]
         ),
     ]
 )

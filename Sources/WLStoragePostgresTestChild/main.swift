@@ -16,6 +16,7 @@ import WLStoragePostgres
 
 let arguments = CommandLine.arguments
 if arguments.count > 1 && arguments[1] == "--pending" { runPendingMode(arguments) }
+if arguments.count > 1 && arguments[1] == "--fleet" { runFleetMode(arguments) }
 guard arguments.count == 5, let interval = Int(arguments[4]) else {
     FileHandle.standardError.write(Data("usage: WLStoragePostgresTestChild URL NAMESPACE KEY FLUSH-INTERVAL\n".utf8))
     exit(64)

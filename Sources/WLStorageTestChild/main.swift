@@ -239,6 +239,9 @@ case "encrypted":
 case "write-path":
     writePath(value, directory: directory)
 
+case "fleet":
+    fleetProgram(directory: directory, version: key, flushInterval: value)
+
 default:
     say("unknown mode \(mode)", to: FileHandle.standardError)
     exit(64)

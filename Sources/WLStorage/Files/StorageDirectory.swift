@@ -427,6 +427,16 @@ package struct StorageDirectory: Sendable, Hashable {
         try place(name, contents: contents, replacing: true, announced: announced)!
     }
 
+    /// Replaces `name` with `contents` as ``write(_:contents:announced:)`` does, but only while the file at `name` is
+    /// still the version `expected`: its identity is checked just before the rename. Returns the new file's identity,
+    /// or `nil` when another version stood there and nothing was changed. A file placed by another program in the
+    /// moment between the check and the rename is still replaced: a directory has no conditional rename.
+    package func write(
+        _ name: String, contents: Data, ifStill expected: FileIdentity, announced: Bool = true
+    ) throws(WLStorageError) -> FileIdentity? {
+        try place(name, contents: contents, replacing: true, announced: announced, ifStill: expected)
+    }
+
     /// Creates `name` with `contents`, atomically and durably, unless something already stands at `name`: then
     /// nothing is changed and `nil` is returned. Otherwise returns the new file's identity.
     ///
@@ -440,7 +450,7 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 
     private func place(
-        _ name: String, contents: Data, replacing: Bool, announced: Bool
+        _ name: String, contents: Data, replacing: Bool, announced: Bool, ifStill expected: FileIdentity? = nil
     ) throws(WLStorageError) -> FileIdentity? {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
@@ -513,11 +523,11 @@ package struct StorageDirectory: Sendable, Hashable {
         let identity = FileIdentity(status)
         if replacing {
             var target = stat()
-            if retrying(.stat, name, { fstatat(dir, name, &target, AT_SYMLINK_NOFOLLOW) }) == 0,
-                (target.st_mode & S_IFMT) != S_IFREG
-            {
+            let found = retrying(.stat, name, { fstatat(dir, name, &target, AT_SYMLINK_NOFOLLOW) }) == 0
+            if found, (target.st_mode & S_IFMT) != S_IFREG {
                 throw notRegular(name, EntryKind(mode: target.st_mode))
             }
+            if let expected, !found || FileIdentity(target) != expected { return nil }
             if announced { OwnRenames.willRename(temporary) }
             guard retrying(.rename, name, { renameat(dir, temporary, dir, name) }) == 0 else {
                 let code = errno

@@ -294,30 +294,31 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// Writes `value`, the rewrite of the value read in an earlier shape, only while the file is the version this
-    /// backer read or wrote last (by its identity and contents); returns whether it did, or `nil` when the file cannot
-    /// be read, for a plain write that meets the same fault. A file changed or removed since, however the news of it
-    /// is late (a busy machine, a change made through a hard link elsewhere), is left as it is. Another program's
-    /// change in the moment between this check and the rename is not seen, as with any write of a file.
+    /// Writes `value`, the rewrite in the current shape of the bytes last read, only while the file is still the
+    /// version read (or one this backer wrote): a change another program made since, whose event has not come yet, is
+    /// read instead. Returns whether it wrote. The file's identity is checked again just before the rename; a directory
+    /// has no conditional rename, so only a change made in the moment between that check and the rename can still be
+    /// replaced.
     func rewrite(_ value: T) throws -> Bool? {
-        guard let directory, let fileName else { return nil }
+        let (directory, fileName, _) = try location()
         let current: (contents: Data, identity: FileIdentity)?
         do {
             current = try directory.readVersion(fileName)
         } catch {
-            return nil
+            throw Self.keyed(error, key)
         }
-        guard let (data, identity) = current, !data.isEmpty else { return false }
-        let version = KnownVersion(identity: identity, contents: data)
-        guard known.withLock({ $0.written == version || $0.read == version }) else { return false }
-        try write(value: value)
-        return true
+        guard let current, !current.contents.isEmpty else { return false }
+        let version = KnownVersion(identity: current.identity, contents: current.contents)
+        guard known.withLock({ $0.read == version || $0.written == version }) else { return false }
+        return try place(value, replacing: true, ifStill: current.identity)
     }
 
     // MARK: Internals
 
     /// Encodes `value` and writes it, replacing the file or only where none stands. Returns whether it was written.
-    private func place(_ value: T, replacing: Bool) throws(WLStorageError) -> Bool {
+    private func place(_ value: T, replacing: Bool, ifStill expected: FileIdentity? = nil) throws(WLStorageError)
+        -> Bool
+    {
         let (directory, fileName, _) = try location()
         let data: Data
         do {
@@ -329,6 +330,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
         func attempt() throws(WLStorageError) -> FileIdentity? {
             let announced = attached.load(ordering: .relaxed)
+            if let expected {
+                return try directory.write(fileName, contents: data, ifStill: expected, announced: announced)
+            }
             return replacing
                 ? try directory.write(fileName, contents: data, announced: announced)
                 : try directory.create(fileName, contents: data, announced: announced)

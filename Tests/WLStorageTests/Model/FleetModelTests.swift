@@ -1,10 +1,17 @@
 import Foundation
 import Synchronization
 import Testing
+import WLStorageFleet
 
 @testable import WLStorage
 
 // A randomized fleet against a model of the compatibility rule for programs of several versions on one key.
+//
+// This is the fleet inside one process, over an in-memory store whose every read and write the model sees and judges.
+// The same two versions also run as a fleet of real processes sharing a directory (DirectoryFleetTests) and a
+// PostgreSQL table (PostgresFleetTests): programs started, killed with SIGKILL and restarted, writing in the
+// background and hearing each other through the store's feed, judged from their answers and the bytes stored at the
+// end (Sources/WLStorageFleet/FleetRun.swift).
 //
 // A few "programs" share one store: each is a replica of a `MemoryStore` with an identity of its own (as another
 // process's handle of the same database: its storages have cells of their own), runs one of two versions of a type
@@ -38,113 +45,8 @@ import Testing
 // model expects after a report; those seeds do not replay (the interleaving is the machine's), and whether the model
 // or the library is wrong there is not settled yet.
 
-// MARK: The two versions
-
-private enum FleetModeV1: String, Codable, Sendable {
-    case compact, comfortable
-}
-
-private enum FleetModeV2: String, Codable, Sendable {
-    case compact, comfortable, spacious
-}
-
-private struct FleetWindowV1: Codable, Equatable, Sendable {
-    var width: Int
-}
-
-private struct FleetWindowV2: Codable, Equatable, Sendable {
-    var width: Int
-    var depth: Int
-}
-
-/// What a program of either version needs of its value type.
-private protocol FleetValue: Codable, Equatable, Sendable {
-    static var version: FleetVersion { get }
-    static var defaultValue: Self { get }
-    static var migrations: [WLStorageMigration<Self>] { get }
-    /// What a set with `stamp` stores: every field follows from the stamp.
-    static func made(by stamp: Int) -> Self
-    /// What this version reads from `data`, as the rule says: the bytes as they are, or through the migration;
-    /// `nil` when they are another version's that it cannot read.
-    static func expected(from data: Data) -> Self?
-    var stamp: Int { get }
-}
-
-private enum FleetVersion: Int, CustomStringConvertible {
-    case v1 = 1, v2
-
-    var description: String { "V\(rawValue)" }
-
-    /// The members of the stored object this version does not know: kept by its writes.
-    var unknownPaths: [[String]] {
-        switch self {
-        case .v1: [["theme"], ["zoom"], ["note"], ["window", "depth"]]
-        case .v2: [["darkMode"]]
-        }
-    }
-}
-
-/// The older version's type.
-private struct FleetValueV1: FleetValue {
-    var stamp: Int
-    var darkMode: Bool
-    var window: FleetWindowV1
-    var mode: FleetModeV1
-
-    static var version: FleetVersion { .v1 }
-    static var defaultValue: Self { Self(stamp: 0, darkMode: false, window: FleetWindowV1(width: 800), mode: .compact) }
-    static var migrations: [WLStorageMigration<Self>] { [] }
-
-    static func made(by stamp: Int) -> Self {
-        Self(
-            stamp: stamp, darkMode: stamp % 2 == 1, window: FleetWindowV1(width: 1_000 + stamp),
-            mode: stamp % 3 == 0 ? .comfortable : .compact)
-    }
-
-    static func expected(from data: Data) -> Self? {
-        try? JSONDecoder().decode(Self.self, from: data)
-    }
-}
-
-/// The newer version's type: `darkMode` became `theme`; `zoom`, `note`, `window.depth` and the case `spacious` are
-/// new. Its migration from the older type throws for some values (stamps of 7n + 3), which it then cannot read.
-private struct FleetValueV2: FleetValue {
-    var stamp: Int
-    var theme: String
-    var window: FleetWindowV2
-    var mode: FleetModeV2
-    var zoom: Int
-    var note: String?
-
-    struct CannotConvert: Error {}
-
-    static var version: FleetVersion { .v2 }
-    static var defaultValue: Self {
-        Self(stamp: 0, theme: "light", window: FleetWindowV2(width: 800, depth: 0), mode: .compact, zoom: 100)
-    }
-    static var migrations: [WLStorageMigration<Self>] { [.from(FleetValueV1.self) { try migrated($0) }] }
-
-    static func migrated(_ old: FleetValueV1) throws -> Self {
-        guard old.stamp % 7 != 3 else { throw CannotConvert() }
-        return Self(
-            stamp: old.stamp, theme: old.darkMode ? "dark" : "light",
-            window: FleetWindowV2(width: old.window.width, depth: -old.stamp),
-            mode: old.mode == .compact ? .compact : .comfortable, zoom: -old.stamp)
-    }
-
-    static func made(by stamp: Int) -> Self {
-        Self(
-            stamp: stamp, theme: "t\(stamp)", window: FleetWindowV2(width: 1_000 + stamp, depth: 2_000 + stamp),
-            mode: [.compact, .comfortable, .spacious][stamp % 3], zoom: 3_000 + stamp,
-            note: stamp % 2 == 0 ? "n\(stamp)" : nil)
-    }
-
-    static func expected(from data: Data) -> Self? {
-        if let value = try? JSONDecoder().decode(Self.self, from: data) { return value }
-        guard let old = try? JSONDecoder().decode(FleetValueV1.self, from: data) else { return nil }
-        return try? migrated(old)
-    }
-}
+// The two versions of the type (`FleetValueV1`, `FleetValueV2`) are in Sources/WLStorageFleet/FleetValues.swift,
+// shared with the fleet of processes.
 
 // MARK: One program's handle of the store
 

@@ -1,0 +1,529 @@
+import Foundation
+
+/// The store the fleet's programs share, as a test sets it up: it starts programs on it and reads what it holds.
+public protocol FleetSharedStore {
+    /// Starts a program of `version` named `name` (unique in the run), with `flushInterval`.
+    func start(name: String, version: FleetVersion, flushInterval: Int?) throws -> FleetProcess
+    /// Returns once nothing the program `name`, just killed, started can still change the store (a PostgreSQL server
+    /// can still commit what a client sent before it died).
+    func awaitGone(name: String) throws
+    /// The bytes stored under `key`, read directly.
+    func stored(key: String) throws -> Data?
+    /// What the store holds besides the keys' values and what the package may keep beside them (the bytes of a value
+    /// kept from before its type changed; a temporary file of a killed writer): anything moved aside, for one.
+    func strays(keys: [String]) throws -> [String]
+}
+
+/// A failure of the fleet's invariant, with the seed that replays the run and its last operations.
+public struct FleetProblem: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// A small, seedable generator (SplitMix64).
+public struct FleetRandom: RandomNumberGenerator {
+    private var state: UInt64
+
+    public init(seed: UInt64) {
+        state = seed
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// One run of a fleet of programs (child processes) over a shared store, and the model that judges it.
+///
+/// Operations, drawn from the seed, one at a time (each waits for its program's answer): start a program as either
+/// version with a flush interval of 0, 1 s or none; open a key; set; update; flush; read; release a storage; exit
+/// (which flushes); kill with SIGKILL (what is pending is lost); wait a little while background writes and change feeds
+/// run. Each set has a stamp of its own, increasing in the run's order, from which every field of its value follows.
+///
+/// The programs write in the background, when they want, and hear of each other's writes through the store's feed:
+/// the order of the writes is the machine's. So the model claims only what holds whatever that order. It knows, for
+/// each set, its *window*: from the operation that made it to the operation after which its program can no longer
+/// write it (a later flush of that storage returned, or the program exited or was killed and is gone; a released
+/// storage's set stays open until its program ends). A set *covered* by a flush (or by an update answered with nothing
+/// pending, or by a normal exit) was written at some moment inside its own operation or after it, and before the cover.
+///
+/// The checks:
+///
+/// - a value a program holds (answered by open, set, update, flush, read) is its default, or made by a set of the key
+///   that started before: as the writer's version made it, or as the reader's version reads those bytes (the
+///   migration of the older value, or the older value with the fields it does not know kept from a value of the newer
+///   shape stored before); it is never a value no set made;
+/// - a program that set the key holds its set, or a set whose window ended after its own set started (a value written
+///   after its own); never the default;
+/// - a program that opened the key after a covered set holds a set's value, or its default while reporting
+///   `storedByAnotherVersion` (it cannot read what is stored): never a default-filled value it did not flag;
+/// - at the end, every program stopped, the bytes of each key are read directly: after any covered set, they are a
+///   set's value (never the default), of the last covered set or of a set whose window ended after that set started
+///   (last writer wins: it may have been written after it); their fields the writer's version knows are its set's, and
+///   the fields it does not know are absent or all those of a value of the newer shape stored before, never a
+///   default's unless the newer version's default could have been saved there (a program of it opened the key before
+///   anything was stored);
+/// - nothing is moved aside, and no program reports an error that loses or refuses a value (`changeDiscarded`,
+///   `decodingFailed`, `typeMismatch`…).
+public final class FleetRun {
+    public static let keys = ["settings", "profile"]
+    public static let programCount = 3
+
+    /// The errors a program may report without a fault: a value of another version it cannot read, and transient
+    /// failures of the system or the server (the value then stays pending and is retried).
+    static let acceptedErrors: Set<String> = [
+        "storedByAnotherVersion", "readFailed", "writeFailed", "backerFailed", "directoryUnavailable",
+    ]
+
+    struct SetRecord {
+        let program: Int
+        let version: FleetVersion
+        /// The operation that made it.
+        let start: Int
+        /// The operation after which its program can no longer write it; `nil` while it can.
+        var end: Int?
+    }
+
+    /// A program's storage of a key, from its open to its release.
+    struct Instance {
+        let opened: Int
+        /// The stamps of the sets made through it, in order.
+        var sets: [Int] = []
+    }
+
+    struct Program {
+        let index: Int
+        var version: FleetVersion
+        var generation = 0
+        var process: FleetProcess?
+        var storages: [String: Instance] = [:]
+        /// Per key, the last set of this run of the program, through any of its storages: an exit flushes it.
+        var lastSet: [String: Int] = [:]
+        /// The sets this run of the program may still write.
+        var openWindows: [(key: String, stamp: Int)] = []
+        var name: String { "P\(index)-\(generation)" }
+    }
+
+    public let seed: UInt64
+    let shared: any FleetSharedStore
+    var random: FleetRandom
+    var operation = 0
+    var nextStamp = 1
+    var programs: [Program]
+    var sets: [String: [Int: SetRecord]] = [:]
+    /// Per key: the covered sets, with the operation that covered each.
+    var covered: [String: [(stamp: Int, by: Int)]] = [:]
+    /// Per key: a program of the newer version opened it while nothing covered was stored, so its default may have
+    /// been saved (and its fields kept by a write of the older version after it).
+    var newerDefaultPossible: Set<String> = []
+    var trace: [String] = []
+    /// How many times each kind of operation ran, and what the run saw, for ``summary``.
+    var counts: [String: Int] = [:]
+
+    public init(seed: UInt64, shared: any FleetSharedStore) {
+        self.seed = seed
+        self.shared = shared
+        random = FleetRandom(seed: seed)
+        programs = (0..<Self.programCount).map { Program(index: $0, version: $0 == 0 ? .v2 : .v1) }
+    }
+
+    deinit {
+        for program in programs { try? program.process?.kill() }
+    }
+
+    func fail(_ message: String) -> FleetProblem {
+        FleetProblem(
+            description: "seed \(seed) (replay with WLSTORAGE_SEED=\(seed)): operation \(operation): \(message)\n"
+                + "last operations:\n  " + trace.suffix(40).joined(separator: "\n  "))
+    }
+
+    /// What the run did, in numbers: its operations by kind, the sets covered, the values read that a program could
+    /// not read (`storedByAnotherVersion`), and what each key ended holding.
+    public var summary: String {
+        "seed \(seed): " + counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+    }
+
+    func count(_ kind: String) {
+        counts[kind, default: 0] += 1
+    }
+
+    func note(_ line: String) {
+        trace.append("\(operation): \(line)")
+        if trace.count > 400 { trace.removeFirst(200) }
+    }
+
+    // MARK: Operations
+
+    /// Runs `operations` operations, then stops every program and checks what the store holds.
+    public func run(operations: Int) throws {
+        for _ in 0..<operations {
+            operation += 1
+            try step()
+        }
+        operation += 1
+        for index in programs.indices where programs[index].process != nil {
+            try exit(index)
+        }
+        try checkFinal()
+    }
+
+    func step() throws {
+        let roll = Int.random(in: 0..<100, using: &random)
+        let index = Int.random(in: 0..<Self.programCount, using: &random)
+        let key = Self.keys[Int.random(in: 0..<Self.keys.count, using: &random)]
+        guard programs[index].process != nil else {
+            // A stopped program starts, as its version or, now and then, as the other (a deploy or a rollback).
+            if roll % 3 == 0 { programs[index].version = programs[index].version.other }
+            try start(index)
+            return
+        }
+        guard programs[index].storages[key] != nil else {
+            try open(index, key)
+            return
+        }
+        switch roll {
+        case 0..<28: try set(index, key, update: false)
+        case 28..<34: try set(index, key, update: true)
+        case 34..<48: try flush(index, key)
+        case 48..<62: try read(index, key)
+        case 62..<66: try close(index, key)
+        case 66..<70: try exit(index)
+        case 70..<76: try kill(index)
+        case 76..<79:
+            let milliseconds = Int.random(in: 10...300, using: &random)
+            note("wait \(milliseconds) ms")
+            count("wait")
+            usleep(UInt32(milliseconds) * 1_000)
+        default: try set(index, key, update: false)
+        }
+    }
+
+    func start(_ index: Int) throws {
+        programs[index].generation += 1
+        let interval = [nil, 0, 1][Int.random(in: 0..<3, using: &random)]
+        let name = programs[index].name
+        let version = programs[index].version
+        note("\(name) starts as \(version), flush interval \(interval.map { "\($0) s" } ?? "none")")
+        count("start")
+        do {
+            programs[index].process = try shared.start(name: name, version: version, flushInterval: interval)
+        } catch { throw fail("\(name) could not start: \(error)") }
+        programs[index].storages = [:]
+        programs[index].lastSet = [:]
+        programs[index].openWindows = []
+        for key in Self.keys where Bool.random(using: &random) {
+            try open(index, key)
+        }
+    }
+
+    func ask(_ index: Int, _ command: String) throws -> [String] {
+        guard let process = programs[index].process else { throw fail("P\(index) is not running") }
+        let answer: String
+        do {
+            answer = try process.ask(command)
+        } catch { throw fail("\(error)") }
+        note("\(process.name) \(programs[index].version): \(command) -> \(answer)")
+        count(String(command.prefix { $0 != " " }))
+        return answer.split(separator: " ").map(String.init)
+    }
+
+    func open(_ index: Int, _ key: String) throws {
+        if programs[index].version == .v2 && covered[key] == nil { newerDefaultPossible.insert(key) }
+        let words = try ask(index, "open \(key)")
+        guard words.count == 3, words[0] == "opened" else { throw fail("unexpected answer \(words)") }
+        programs[index].storages[key] = Instance(opened: operation)
+        try checkHeld(index, key, json: words[1], error: words[2])
+    }
+
+    func set(_ index: Int, _ key: String, update: Bool) throws {
+        let stamp = nextStamp
+        nextStamp += 1
+        sets[key, default: [:]][stamp] = SetRecord(
+            program: index, version: programs[index].version, start: operation, end: nil)
+        programs[index].storages[key]?.sets.append(stamp)
+        programs[index].lastSet[key] = stamp
+        programs[index].openWindows.append((key, stamp))
+        let words = try ask(index, "\(update ? "update" : "set") \(key) \(stamp)")
+        let json: String
+        if update {
+            guard words.count == 4, words[0] == "updated" else { throw fail("unexpected answer \(words)") }
+            json = words[3]
+            if words[1] == "0" { cover(key, stamp) }
+        } else {
+            guard words.count == 2, words[0] == "set" else { throw fail("unexpected answer \(words)") }
+            json = words[1]
+        }
+        // The set's value; or, once it is written (at once, by an update or a leading-edge write), a value another
+        // program wrote after it, adopted before the answer: ``checkHeld`` allows only those.
+        if self.stamp(of: json) != stamp { count("answered a set with a later value") }
+        try checkHeld(index, key, json: json, error: "none")
+    }
+
+    func flush(_ index: Int, _ key: String) throws {
+        let words = try ask(index, "flush \(key)")
+        guard words.count == 4, words[0] == "flushed" else { throw fail("unexpected answer \(words)") }
+        guard let instance = programs[index].storages[key] else { return }
+        if words[1] == "0" {
+            if let last = instance.sets.last { cover(key, last) }
+            // The storage can no longer write any set made through it: what was pending is written.
+            endWindows(index) { $0.key == key && instance.sets.contains($0.stamp) }
+        } else if !Self.acceptedErrors.contains(words[2]) || words[2] == "storedByAnotherVersion" {
+            throw fail("P\(index)'s flush of \(key) returned with the value still pending, and error \(words[2])")
+        }
+        try checkHeld(index, key, json: words[3], error: words[2])
+    }
+
+    func read(_ index: Int, _ key: String) throws {
+        let words = try ask(index, "read \(key)")
+        guard words.count == 3, words[0] == "value" else { throw fail("unexpected answer \(words)") }
+        try checkHeld(index, key, json: words[1], error: words[2])
+    }
+
+    func close(_ index: Int, _ key: String) throws {
+        let words = try ask(index, "close \(key)")
+        guard words == ["closed"] else { throw fail("unexpected answer \(words)") }
+        programs[index].storages[key] = nil
+    }
+
+    /// A normal exit: every storage's pending value is flushed.
+    func exit(_ index: Int) throws {
+        guard let process = programs[index].process else { return }
+        note("\(process.name) exits")
+        count("exit")
+        do {
+            try process.exit()
+        } catch { throw fail("\(error)") }
+        for (key, stamp) in programs[index].lastSet { cover(key, stamp) }
+        try ended(index, process)
+    }
+
+    /// SIGKILL: what is pending is lost.
+    func kill(_ index: Int) throws {
+        guard let process = programs[index].process else { return }
+        note("\(process.name) is killed")
+        count("kill")
+        do {
+            try process.kill()
+            try shared.awaitGone(name: process.name)
+        } catch { throw fail("\(error)") }
+        try ended(index, process)
+    }
+
+    func ended(_ index: Int, _ process: FleetProcess) throws {
+        endWindows(index) { _ in true }
+        programs[index].process = nil
+        programs[index].storages = [:]
+        let faults = process.reportedErrors.filter { !Self.acceptedErrors.contains($0.code) }
+        if !faults.isEmpty {
+            throw fail("\(process.name) reported: \(faults.map(\.line).joined(separator: "\n"))")
+        }
+        // A program built with ThreadSanitizer prints its reports on standard error (a killed one exits without the
+        // status that says so).
+        if process.errorOutput.contains("ThreadSanitizer") {
+            throw fail("\(process.name) printed a ThreadSanitizer report:\n\(process.errorOutput)")
+        }
+    }
+
+    func cover(_ key: String, _ stamp: Int) {
+        covered[key, default: []].append((stamp, operation))
+        count("covered set")
+    }
+
+    func endWindows(_ index: Int, where matches: ((key: String, stamp: Int)) -> Bool) {
+        programs[index].openWindows.removeAll { window in
+            guard matches(window) else { return false }
+            sets[window.key]?[window.stamp]?.end = operation
+            return true
+        }
+    }
+
+    // MARK: Checks
+
+    func stamp(of json: String) -> Int? {
+        (try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])?["stamp"] as? Int
+    }
+
+    /// Whether the set `stamp` of `key` may have been written after the operation `operation` started: its window
+    /// ends after it.
+    func writable(_ key: String, _ stamp: Int, after operation: Int) -> Bool {
+        guard let record = sets[key]?[stamp] else { return false }
+        return record.end.map { $0 > operation } ?? true
+    }
+
+    /// The fields of the newer shape that the older version does not know, as one value.
+    struct NewerFields: Equatable {
+        var theme: String
+        var zoom: Int
+        var note: String?
+        var depth: Int
+
+        init(_ value: FleetValueV2) {
+            theme = value.theme
+            zoom = value.zoom
+            note = value.note
+            depth = value.window.depth
+        }
+    }
+
+    /// The newer-shape fields that values stored under `key` by sets started before `operation` carry: a newer
+    /// version's sets, the migrations of an older version's sets, and the newer default where it may have been saved.
+    func newerFields(_ key: String, before operation: Int) -> [NewerFields] {
+        var fields: [NewerFields] = []
+        for (stamp, record) in sets[key] ?? [:] where record.start <= operation {
+            switch record.version {
+            case .v2: fields.append(NewerFields(.made(by: stamp)))
+            case .v1:
+                if let migrated = try? FleetValueV2.migrated(.made(by: stamp)) { fields.append(NewerFields(migrated)) }
+            }
+        }
+        if newerDefaultPossible.contains(key) {
+            fields.append(NewerFields(.defaultValue))
+            if let migrated = try? FleetValueV2.migrated(.defaultValue) { fields.append(NewerFields(migrated)) }
+        }
+        return fields
+    }
+
+    /// Whether a value is a default as it may be stored: a version's default, or the migration of the older one's (a
+    /// program of the newer version read the older default where it was saved, and wrote it back in its shape).
+    static func isDefault(_ v1: FleetValueV1?, _ v2: FleetValueV2?) -> Bool {
+        v1 == .defaultValue || v2 == .defaultValue || (v2 != nil && v2 == (try? FleetValueV2.migrated(.defaultValue)))
+    }
+
+    /// Checks the value a program says its storage of `key` holds.
+    func checkHeld(_ index: Int, _ key: String, json: String, error: String) throws {
+        let version = programs[index].version
+        let held = "P\(index) \(version)'s \(key) holds \(json)"
+        guard let instance = programs[index].storages[key] else { return }
+        let data = Data(json.utf8)
+        let v1 = try? JSONDecoder().decode(FleetValueV1.self, from: data)
+        let v2 = try? JSONDecoder().decode(FleetValueV2.self, from: data)
+        guard let stamp = version == .v1 ? v1?.stamp : v2?.stamp else { throw fail("\(held): not its type") }
+        if error == "storedByAnotherVersion" { count("held, reporting storedByAnotherVersion") }
+        if stamp == 0 {
+            guard Self.isDefault(version == .v1 ? v1 : nil, version == .v2 ? v2 : nil) else {
+                throw fail("\(held): stamp 0, yet not a default")
+            }
+            guard instance.sets.isEmpty else { throw fail("\(held): the default, after its own set") }
+            if let first = covered[key]?.first, first.by < instance.opened, error != "storedByAnotherVersion" {
+                throw fail(
+                    "\(held): the default, opened after the set \(first.stamp) was flushed, and reports \(error),"
+                        + " not storedByAnotherVersion")
+            }
+            return
+        }
+        guard let record = sets[key]?[stamp], record.start <= operation else {
+            throw fail("\(held): no set of \(key) made the stamp \(stamp)")
+        }
+        if let own = instance.sets.last, own != stamp, let ownRecord = sets[key]?[own],
+            !writable(key, stamp, after: ownRecord.start)
+        {
+            throw fail("\(held): the set \(stamp) could not be written after its own set \(own), made later")
+        }
+        if record.program != index { count("held, another program's set") }
+        if record.version != version { count("held, another version's set") }
+        let matches: Bool
+        switch (version, record.version) {
+        case (.v1, .v1):
+            matches = v1 == .made(by: stamp)
+        case (.v2, .v2):
+            matches = v2 == .made(by: stamp)
+        case (.v2, .v1):
+            let older = FleetValueV1.made(by: stamp)
+            if let v2, v2 == (try? FleetValueV2.migrated(older)) {
+                matches = true
+            } else if let v2 {
+                // The older value's bytes, with the fields it does not know kept from a value stored before.
+                matches =
+                    v2.window.width == older.window.width && v2.mode.rawValue == older.mode.rawValue
+                    && newerFields(key, before: operation).contains(NewerFields(v2))
+            } else {
+                matches = false
+            }
+        case (.v1, .v2):
+            // The newer value's bytes, read by the older version; `darkMode` was kept from an older value.
+            let newer = FleetValueV2.made(by: stamp)
+            matches =
+                v1.map { $0.window.width == newer.window.width && $0.mode.rawValue == newer.mode.rawValue } ?? false
+        }
+        guard matches else {
+            throw fail("\(held): not what its version reads from the set \(stamp) of a \(record.version) program")
+        }
+    }
+
+    /// The end: every program stopped, what each key holds, read from the store.
+    func checkFinal() throws {
+        note("end")
+        for key in Self.keys {
+            let data: Data?
+            do {
+                data = try shared.stored(key: key)
+            } catch { throw fail("\(key) cannot be read: \(error)") }
+            let covers = covered[key] ?? []
+            guard let data else {
+                if let last = covers.last {
+                    throw fail("\(key) holds nothing, though the set \(last.stamp) was flushed")
+                }
+                continue
+            }
+            let text = String(decoding: data, as: UTF8.self)
+            guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
+                let stamp = object["stamp"] as? Int
+            else { throw fail("\(key) holds \(text): not a stamped object") }
+            let v1 = try? JSONDecoder().decode(FleetValueV1.self, from: data)
+            let v2 = try? JSONDecoder().decode(FleetValueV2.self, from: data)
+            if stamp == 0 {
+                if let last = covers.last {
+                    throw fail("\(key) holds the default \(text), though the set \(last.stamp) was flushed")
+                }
+                guard Self.isDefault(v1, v2) else { throw fail("\(key) holds \(text)") }
+                continue
+            }
+            guard let record = sets[key]?[stamp] else { throw fail("\(key) holds \(text): no set made it") }
+            count(stamp == covers.last?.stamp ? "ended holding its last covered set" : "ended holding another set")
+            for cover in covers where cover.stamp != stamp {
+                guard let coveredRecord = sets[key]?[cover.stamp], writable(key, stamp, after: coveredRecord.start)
+                else {
+                    throw fail(
+                        "\(key) holds \(text), whose set could not be written after the set \(cover.stamp), which was"
+                            + " flushed at operation \(cover.by)")
+                }
+            }
+            switch record.version {
+            case .v2:
+                guard v2 == .made(by: stamp) else { throw fail("\(key) holds \(text), not the set \(stamp) of V2") }
+            case .v1:
+                guard v1 == .made(by: stamp) else { throw fail("\(key) holds \(text), not the set \(stamp) of V1") }
+                let window = object["window"] as? [String: Any]
+                let newer =
+                    ["theme", "zoom", "note"].filter { object[$0] != nil } + (window?["depth"] != nil ? ["depth"] : [])
+                guard !newer.isEmpty else { break }
+                guard let v2, newerFields(key, before: record.end ?? operation).contains(NewerFields(v2)) else {
+                    throw fail(
+                        "\(key) holds \(text): the fields V1 does not know are not those of a value stored before")
+                }
+            }
+        }
+        let strays: [String]
+        do {
+            strays = try shared.strays(keys: Self.keys)
+        } catch { throw fail("the store cannot be listed: \(error)") }
+        if !strays.isEmpty { throw fail("the store holds \(strays)") }
+    }
+}
+
+extension FleetRun {
+    /// The runs a test makes: one of `WLSTORAGE_SEED` when set (a replay), else runs of random seeds, of
+    /// `operationsPerRun` operations each, over `WLSTORAGE_OPERATIONS` operations in all (`defaultOperations` unless
+    /// set).
+    public static func plannedRuns(defaultOperations: Int, operationsPerRun: Int) -> [(seed: UInt64, operations: Int)] {
+        let environment = ProcessInfo.processInfo.environment
+        let total = environment["WLSTORAGE_OPERATIONS"].flatMap { Int($0) } ?? defaultOperations
+        let perRun = min(operationsPerRun, max(1, total))
+        if let seed = environment["WLSTORAGE_SEED"].flatMap({ UInt64($0) }) { return [(seed, perRun)] }
+        let runs = max(1, (total + perRun - 1) / perRun)
+        return (0..<runs).map { _ in (UInt64.random(in: 0...UInt64.max), perRun) }
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+import WLStorage
+import WLStorageFleet
+
+@testable import WLStoragePostgres
+
+// A fleet of real processes sharing one PostgreSQL table: programs of two versions of a type
+// (WLStoragePostgresTestChild's `--fleet` mode), each with its connections and change feed, started, driven, killed
+// with SIGKILL and restarted as either version by a run drawn from a seed. The model and its invariant are FleetRun's
+// (Sources/WLStorageFleet/FleetRun.swift): every set whose flush returned is, at the end, what the row holds, or was
+// replaced by a set that could have been written after it; never by a default or a default-filled value.
+//
+// `WLSTORAGE_SEED` replays a run's operations (not the machine's timing); `WLSTORAGE_OPERATIONS` sets the number of
+// operations over all runs (160 by default, in runs of up to 400). A failure names its seed. With
+// `WLSTORAGE_FLEET_SUMMARY=1`, each run prints what it did, in numbers (for soaks).
+
+/// A namespace of the shared server, as the run sees it.
+private struct SharedTable: FleetSharedStore {
+    let cluster: PostgresCluster
+    let namespace: String
+
+    func url(applicationName: String) -> String {
+        cluster.connectionURL() + "&application_name=\(applicationName)"
+    }
+
+    func start(name: String, version: FleetVersion, flushInterval: Int?) throws -> FleetProcess {
+        let directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        return try FleetProcess(
+            name: name, executable: directory.appendingPathComponent("WLStoragePostgresTestChild").path,
+            arguments: [
+                "--fleet", url(applicationName: applicationName(name)), namespace, String(version.rawValue),
+                flushInterval.map(String.init) ?? "none",
+            ])
+    }
+
+    /// Each program's connections carry a name of their own (the namespace's suffix and the program's name).
+    func applicationName(_ name: String) -> String {
+        "fleet-\(namespace.suffix(12))-\(name)"
+    }
+
+    /// The server may still run, and commit, a statement that a killed program sent: its sessions must be gone.
+    func awaitGone(name: String) throws {
+        let connection = try adminConnection(cluster.url)
+        defer { connection.close() }
+        let gone = eventually(timeout: 60) {
+            (try? sqlValue(
+                connection, "SELECT count(*)::text FROM pg_stat_activity WHERE application_name = $1",
+                [applicationName(name)])) == "0"
+        }
+        guard gone else {
+            let sessions = try sqlValue(
+                connection,
+                "SELECT string_agg(pid || ' ' || state || ' ' || query, '; ')::text FROM pg_stat_activity"
+                    + " WHERE application_name = $1", [applicationName(name)])
+            throw FleetProcess.Failure(description: "the sessions of \(name) outlived it: \(sessions ?? "")")
+        }
+    }
+
+    func stored(key: String) throws -> Data? {
+        try WLStoragePostgresStore(url: cluster.url, namespace: namespace).read(key: key)
+    }
+
+    func strays(keys: [String]) throws -> [String] {
+        try WLStoragePostgresStore(url: cluster.url, namespace: namespace).keys().filter { key in
+            !keys.contains(key) && !key.hasSuffix("~before-type-change")
+        }
+    }
+}
+
+@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+struct PostgresFleetTests {
+    @Test func aFleetOfProcessesSharingATableNeverLosesAFlushedSetToADefault() throws {
+        let cluster = try PostgresCluster.shared()
+        for (seed, operations) in FleetRun.plannedRuns(defaultOperations: 160, operationsPerRun: 400) {
+            let run = FleetRun(seed: seed, shared: SharedTable(cluster: cluster, namespace: uniqueNamespace()))
+            do {
+                try run.run(operations: operations)
+                if ProcessInfo.processInfo.environment["WLSTORAGE_FLEET_SUMMARY"] == "1" { print(run.summary) }
+            } catch let problem as FleetProblem {
+                Issue.record("\(problem)")
+            }
+        }
+    }
+}
