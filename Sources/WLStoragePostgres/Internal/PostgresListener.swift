@@ -28,7 +28,7 @@ import WLStorage
 /// Locks: `state` guards the phase and the handlers, and is never held while a handler runs or the connection is
 /// used. The connection and the read source are used on `queue` only.
 final class PostgresListener: @unchecked Sendable {  // `state` under its lock; `connection` and `source` on `queue`
-    typealias Handler = @Sendable (WLStorageStoreChange) -> Void
+    typealias Handler = @Sendable (StoreFeedEvent) -> Void
 
     private enum Phase {
         case idle
@@ -137,7 +137,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         if listening {
             lastTrouble = nil
             startProbing(generation: generation)
-            deliver([.everything])
+            deliver([.change(.everything)])
         } else {
             stopListening()
         }
@@ -228,13 +228,14 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         do {
             let received = try connection.notifications()
             let own = ownPID()
-            var changes: [WLStorageStoreChange] = []
+            var changes: [StoreFeedEvent] = []
             for notification in received where notification.channel == channel && notification.pid != own {
-                if let change = WLStoragePostgresStore.change(fromPayload: notification.payload, namespace: namespace),
-                    !changes.contains(change)
-                {
-                    changes.append(change)
-                }
+                // Changes to read are reported once each; carried ones each, in order.
+                guard
+                    let change = WLStoragePostgresStore.change(fromPayload: notification.payload, namespace: namespace)
+                else { continue }
+                if case .change = change, changes.contains(change) { continue }
+                changes.append(change)
             }
             if !changes.isEmpty { deliver(changes) }
         } catch {
@@ -279,7 +280,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     /// Calls every handler with each change, outside the lock. A handler removed meanwhile (by a handler) is not
     /// called again.
-    private func deliver(_ changes: [WLStorageStoreChange]) {
+    private func deliver(_ changes: [StoreFeedEvent]) {
         let ids = state.withLock { Array($0.handlers.keys) }
         for change in changes {
             for id in ids {
