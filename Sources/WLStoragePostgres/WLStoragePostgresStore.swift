@@ -117,7 +117,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         self.writer = Lock(PostgresConnection(settings: settings))
         let pid = writerPID
         self.listener = PostgresListener(
-            settings: settings, channel: statements.channel, namespace: namespace, timeout: timeout,
+            settings: settings, channel: statements.channel, table: statements.quotedName, namespace: namespace,
+            timeout: timeout,
             identity: identity, ownPID: { pid.value })
     }
 
@@ -588,6 +589,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// The SQL of the store's statements, with its table's name quoted.
     private struct Statements: Sendable {
         let channel: String
+        /// The table's name, quoted: `"name"` or `"schema"."name"`.
+        let quotedName: String
         let tableState: String
         let createTable: String
         let addTagsColumn: String
@@ -605,19 +608,23 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         let replaceIfHolds: String
 
         /// The payload of a write's notification: `prefix` (``WLStoragePostgresStore/payload(namespace:key:)``), the
-        /// row's new `version`, and `:` with the bytes `value` in Base64 when the whole fits in
-        /// ``WLStoragePostgresStore/payloadLimit`` bytes (22 bytes are kept for the version and the colons).
-        static func carried(prefix: String, version: String, value: String) -> String {
+        /// row's new `version`, `.` and the OID of the table `name` (so that a store of a table of the same name in
+        /// another schema, which shares the channel, does not take the bytes for its own), and `:` with the bytes
+        /// `value` in Base64 when the whole fits in ``WLStoragePostgresStore/payloadLimit`` bytes (34 bytes are kept
+        /// for the version, the OID and the separators).
+        static func carried(prefix: String, version: String, value: String, name: String) -> String {
             """
-            \(prefix) || \(version)::text || CASE WHEN octet_length(\(prefix)) + 22 \
-            + 4 * ((octet_length(\(value)) + 2) / 3) <= \(WLStoragePostgresStore.payloadLimit) \
+            \(prefix) || \(version)::text || '.' || '\(name)'::regclass::oid::text || CASE WHEN octet_length(\(prefix)) \
+            + 34 + 4 * ((octet_length(\(value)) + 2) / 3) <= \(WLStoragePostgresStore.payloadLimit) \
             THEN ':' || translate(encode(\(value), 'base64'), chr(10), '') ELSE '' END
             """
         }
 
         init(table: String) {
             let name = table.split(separator: ".").map { "\"\($0)\"" }.joined(separator: ".")
-            let notifyWrite = "pg_notify($4, \(Self.carried(prefix: "$5", version: "written.version", value: "$3")))"
+            let notifyWrite =
+                "pg_notify($4, \(Self.carried(prefix: "$5", version: "written.version", value: "$3", name: name)))"
+            quotedName = name
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
             // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
             // whose column is not NULL when the table has `recent_tags`.
@@ -654,7 +661,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
                 SELECT $1, input.key, input.value, 1 FROM input ON CONFLICT (namespace, key) DO UPDATE \
                 SET value = EXCLUDED.value, version = stored.version + 1, updated_at = now() \
                 RETURNING stored.key, stored.version) SELECT pg_notify($4, \
-                \(Self.carried(prefix: "input.payload", version: "written.version", value: "input.value"))) \
+                \(Self.carried(prefix: "input.payload", version: "written.version", value: "input.value", name: name))) \
                 FROM written JOIN input ON input.key = written.key
                 """
             create = """
@@ -719,7 +726,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
 
     /// The start of the payload that announces a write of `key` in `namespace`, to which the statement adds the row's
     /// new version and, when the whole fits in ``payloadLimit``, the bytes written:
-    /// `*:<bytes of namespace>:<namespace>c<bytes of key>:<key><version>[:<Base64 of the bytes>]`. When the key is too
+    /// `*:<bytes of namespace>:<namespace>c<bytes of key>:<key><version>.<table OID>[:<Base64 of the bytes>]`. When the
+    /// key is too
     /// long for that, `*:<bytes of namespace>:<namespace>` alone, a change of every key of the namespace (what the
     /// statement adds is then ignored).
     ///
@@ -730,8 +738,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     static func payload(namespace: String, key: String) -> String {
         let prefix = "*:\(namespace.utf8.count):\(namespace)"
         let payload = prefix + "c\(key.utf8.count):" + key
-        // The statement adds up to 22 bytes of version and colons.
-        return payload.utf8.count + 22 <= payloadLimit ? payload : prefix
+        // The statement adds up to 34 bytes of version, table OID and separators.
+        return payload.utf8.count + 34 <= payloadLimit ? payload : prefix
     }
 
     /// The payload that announces the removal of `key` in `namespace`: `k:<bytes of namespace>:<namespace><key>`, a
@@ -743,9 +751,10 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     }
 
     /// The change a payload announces for `namespace`, or `nil` when it is about another namespace or is not one of
-    /// the store's payloads. A write's payload whose version or bytes do not read as such is a change of its key, to
-    /// read; what follows the namespace in a `*:` payload other than a carried change is ignored.
-    static func change(fromPayload payload: String, namespace: String) -> StoreFeedEvent? {
+    /// the store's payloads. A write's payload whose version or bytes do not read as such, or that names another table
+    /// than `table` (the OID of the store's table, as text; `nil` when unknown), is a change of its key, to read;
+    /// what follows the namespace in a `*:` payload other than a carried change is ignored.
+    static func change(fromPayload payload: String, namespace: String, table: String?) -> StoreFeedEvent? {
         let bytes = Array(payload.utf8)
         let kind = bytes.first
         guard bytes.count >= 4, kind == UInt8(ascii: "k") || kind == UInt8(ascii: "*"), bytes[1] == UInt8(ascii: ":"),
@@ -758,7 +767,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         else { return .change(.everything) }
         let key = String(decoding: bytes[keyRange], as: UTF8.self)
         let colon = bytes[carriedStart...].firstIndex(of: UInt8(ascii: ":")) ?? bytes.count
-        guard let version = Int64(String(decoding: bytes[carriedStart..<colon], as: UTF8.self)), version > 0 else {
+        let stamp = String(decoding: bytes[carriedStart..<colon], as: UTF8.self).split(separator: ".")
+        guard stamp.count == 2, let version = Int64(stamp[0]), version > 0, let table, stamp[1] == table else {
             return .change(.key(key))
         }
         guard colon < bytes.count else { return .carried(CarriedChange(key: key, version: version, data: nil)) }

@@ -49,9 +49,15 @@ struct PostgresCarriedChangeTests {
         try sqlValue(admin, "SELECT pg_notify('wlstorage_changes', $1)", [payload])
     }
 
+    /// The OID of the default table, which carried changes name.
+    private static let table: String = {
+        let admin = try! adminConnection(try! PostgresCluster.shared().url)
+        return try! sqlValue(admin, "SELECT 'public.wlstorage'::regclass::oid::text")!
+    }()
+
     /// The payload the store sends for a write of `value` (an `Int`'s JSON) at `version`.
     private static func carried(_ namespace: String, _ key: String, version: Int64, value: Int?) -> String {
-        let prefix = WLStoragePostgresStore.payload(namespace: namespace, key: key) + "\(version)"
+        let prefix = WLStoragePostgresStore.payload(namespace: namespace, key: key) + "\(version).\(table)"
         guard let value else { return prefix }
         return prefix + ":" + Data("\(value)".utf8).base64EncodedString()
     }
@@ -90,7 +96,7 @@ struct PostgresCarriedChangeTests {
         #expect(
             try eventually {
                 events += try listener.notifications().compactMap {
-                    WLStoragePostgresStore.change(fromPayload: $0.payload, namespace: namespace)
+                    WLStoragePostgresStore.change(fromPayload: $0.payload, namespace: namespace, table: Self.table)
                 }
                 return events.count >= 6
             })
@@ -105,6 +111,19 @@ struct PostgresCarriedChangeTests {
         #expect(events[3..<5].contains(.carried(CarriedChange(key: "k", version: 4, data: bytes("batch")))))
         #expect(events[3..<5].contains(.carried(CarriedChange(key: "b", version: 1, data: bytes("b")))))
         #expect(events[5] == .change(.key("b")))
+    }
+
+    /// Stores of tables of the same name in two schemas (two search paths) share the channel: a change carried for
+    /// one table is only a change to read for the other.
+    @Test func aPayloadOfAnotherTableOrOfAnUnknownOneIsAChangeToRead() {
+        let payload =
+            WLStoragePostgresStore.payload(namespace: "n", key: "k") + "3.12345:" + Data("1".utf8).base64EncodedString()
+        #expect(
+            WLStoragePostgresStore.change(fromPayload: payload, namespace: "n", table: "12345")
+                == .carried(CarriedChange(key: "k", version: 3, data: Data("1".utf8))))
+        #expect(WLStoragePostgresStore.change(fromPayload: payload, namespace: "n", table: "999") == .change(.key("k")))
+        #expect(WLStoragePostgresStore.change(fromPayload: payload, namespace: "n", table: nil) == .change(.key("k")))
+        #expect(WLStoragePostgresStore.change(fromPayload: payload, namespace: "m", table: "12345") == nil)
     }
 
     @Test func aPublicFeedReportsACarriedChangeAsAKey() throws {
@@ -202,7 +221,7 @@ struct PostgresCarriedChangeTests {
         let terminated = try sqlValue(
             admin,
             "SELECT count(pg_terminate_backend(pid))::text FROM pg_stat_activity WHERE application_name = $1 "
-                + "AND (query LIKE 'LISTEN%' OR query = 'SELECT 1')", [application])
+                + "AND (query LIKE 'LISTEN%' OR query = 'SELECT 1' OR query LIKE 'SELECT to_regclass%')", [application])
         #expect(terminated == "1")
         #expect(eventually(timeout: 30) { replica.value == 3 }, "\(replica.values)")
         // It knows the row's version now: the payload of an earlier one changes nothing.
@@ -261,7 +280,7 @@ struct PostgresCarriedChangeTests {
                 payloads += try listener.notifications().map(\.payload); return !payloads.isEmpty
             })
         let payload = try #require(payloads.first)
-        let change = WLStoragePostgresStore.change(fromPayload: payload, namespace: namespace)
+        let change = WLStoragePostgresStore.change(fromPayload: payload, namespace: namespace, table: Self.table)
         guard case .carried(let carried) = change, let sealed = carried.data else {
             Issue.record("not a carried change with bytes: \(payload)")
             return
