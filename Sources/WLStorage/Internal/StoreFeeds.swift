@@ -9,7 +9,7 @@ import Dispatch
 /// The change feeds of the stores in use: one per store identity, started by its first storage and cancelled with its
 /// last. A change a feed reports sends the cells of the key (or of every key, for ``WLStorageStoreChange/everything``)
 /// to read it, on the queue of checks, as the file monitor does with inotify events: one path for every store. A change
-/// that carries its bytes (``CarriedChange``) is handed to the cells' backers first.
+/// that carries its bytes (``CarriedChange``) is handed to the cells' backers first, and checked on the feed's thread.
 ///
 /// The lock guards the table only. A store's `observeChanges` (user code) is called, and an observation cancelled and
 /// released, outside it; a feed being started is a placeholder in the table that later users wait for.
@@ -124,7 +124,14 @@ final class StoreFeeds: Sendable {
             return true
         }
         guard startsRound else { return }
-        Self.checks.async { [weak self] in self?.checkReported(identity) }
+        // A change that carries its bytes is adopted without reading the key: its round runs here, on the feed's
+        // thread, without a hand-off to the queue of checks. A change to read goes to that queue, so that the feed's
+        // thread never waits for a read.
+        if case .carried(let change) = event, change.data != nil {
+            checkReported(identity)
+        } else {
+            Self.checks.async { [weak self] in self?.checkReported(identity) }
+        }
     }
 
     /// Has the storages of the keys reported for `identity` check them, round after round, until no report is left.
