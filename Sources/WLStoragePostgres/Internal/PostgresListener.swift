@@ -232,15 +232,17 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     private func readable(generation: UInt64) {
         do {
-            let received = try connection.notifications()
+            var received = try connection.notifications()
             let own = ownPID()
             // The table's OID, which carried changes name: looked up once per connection (the table may not exist
-            // when the listener starts).
+            // when the listener starts). Notifications that come during the lookup are read from the socket with its
+            // answer, and taken here: no event of the socket would announce them.
             if tableOID == nil, received.contains(where: { $0.channel == channel && $0.pid != own }) {
                 tableOID =
                     try connection.query(
                         "SELECT to_regclass($1)::oid::text", [.text(table)], deadline: .now + timeout
                     ).first?.first.flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
+                received += try connection.notifications()
             }
             var changes: [StoreFeedEvent] = []
             for notification in received where notification.channel == channel && notification.pid != own {
