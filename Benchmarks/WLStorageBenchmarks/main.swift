@@ -34,7 +34,12 @@ let cases = [
     BenchmarkCase(id: "daemon", title: "CPU time per durable write under a daemon-like load", run: DaemonCases.daemon),
     BenchmarkCase(
         id: "pg-propagation", title: "PostgreSQL: replica-to-replica propagation", run: PostgresCases.propagation),
+    BenchmarkCase(
+        id: "pg-fanout", title: "PostgreSQL: one writer to 3, 10 and 30 replica processes", run: FanOutCases.fanOut),
     BenchmarkCase(id: "pg-flush", title: "PostgreSQL: flush of pending keys in one batch", run: PostgresCases.flush),
+    BenchmarkCase(
+        id: "pg-batch", title: "PostgreSQL: flush of 1,000 and 10,000 keys against one statement, with round trips",
+        run: BatchCases.batch),
     BenchmarkCase(
         id: "pg-access", title: "PostgreSQL: get and set of a PostgreSQL-backed storage", run: PostgresCases.access),
 ]

@@ -29,7 +29,9 @@ import WLStorage
 ///
 /// Every write, creation and removal notifies the channel `<table>_changes` in the same statement (a batch, at its
 /// commit), with the namespace and the key; a key too long for a notification is announced as a change of every key of
-/// the namespace.
+/// the namespace. A write's notification also carries the row's new version, and the bytes written when they fit (up
+/// to about 5,800 bytes): a replica that knows the version just before takes them without reading the row, and reads
+/// it whenever it cannot trust what came (a gap in versions, a value too large, a reconnection).
 ///
 /// The store connects when it is first used, not when it is created: a server that is down does not stop a program
 /// from starting. Until it is back, reads and writes throw, and storages keep their values pending and retry. The
@@ -115,7 +117,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         self.writer = Lock(PostgresConnection(settings: settings))
         let pid = writerPID
         self.listener = PostgresListener(
-            settings: settings, channel: statements.channel, namespace: namespace, timeout: timeout,
+            settings: settings, channel: statements.channel, table: statements.quotedName, namespace: namespace,
+            timeout: timeout,
             identity: identity, ownPID: { pid.value })
     }
 
@@ -259,7 +262,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed.
     public func remove(key: String) throws {
         _ = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
-            let payload = Self.payload(namespace: namespace, key: key)
+            let payload = Self.removalPayload(namespace: namespace, key: key)
             return try connection.query(
                 statements.remove, [.text(namespace), .text(key), .text(statements.channel), .text(payload)],
                 deadline: deadline)
@@ -272,7 +275,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed.
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         let rows = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
-            let payload = Self.payload(namespace: namespace, key: key)
+            let payload = Self.removalPayload(namespace: namespace, key: key)
             return try connection.query(
                 statements.removeIfHolds,
                 [.text(namespace), .text(key), .bytes(data), .text(statements.channel), .text(payload)],
@@ -313,18 +316,25 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// The bytes of `key` and their version, read as ``read(key:)`` reads; ``VersionedRead/untagged(_:)`` when the
     /// table cannot keep tags.
     package func readVersioned(key: String) throws -> VersionedRead {
+        let found = try readWithVersion(key: key)
+        if let missing = tagging.withLock({ $0 }) { return .untagged(missing) }
+        guard let found else { return .absent }
+        return .found(found.data, version: found.version)
+    }
+
+    /// The bytes of `key` and their version, read as ``read(key:)`` reads; `nil` when there is no row.
+    package func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
         let limit = ValueSizeLimit.sealedMaximum
         let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
             try connection.query(
                 statements.readVersioned, [.text(namespace), .text(key), .text(String(limit))], deadline: deadline)
         }
-        if let missing = tagging.withLock({ $0 }) { return .untagged(missing) }
-        guard let row = rows.first, row.count == 3 else { return .absent }
+        guard let row = rows.first, row.count == 3 else { return nil }
         guard let version = row[2].flatMap({ Int64(String(decoding: $0, as: UTF8.self)) }) else {
             throw WLStorageError(
                 code: .readFailed, message: "\(identity): the row of the key has no version", key: key, path: identity)
         }
-        if let value = row[0] { return .found(value, version: version) }
+        if let value = row[0] { return (value, version) }
         let size = row[1].map { String(decoding: $0, as: UTF8.self) } ?? "?"
         throw WLStorageError(
             code: .valueTooLarge,
@@ -435,9 +445,12 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     public func observeChanges(
         _ changed: @escaping @Sendable (WLStorageStoreChange) -> Void
     ) -> WLStorageObservation? {
-        let listener = self.listener
-        let id = listener.add(changed)
-        return WLStorageObservation { listener.remove(id) }
+        observeCarriedChanges { event in
+            switch event {
+            case .change(let change): changed(change)
+            case .carried(let change): changed(.key(change.key))
+            }
+        }
     }
 
     // MARK: - Statements
@@ -603,6 +616,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// The SQL of the store's statements, with its table's name quoted.
     private struct Statements: Sendable {
         let channel: String
+        /// The table's name, quoted: `"name"` or `"schema"."name"`.
+        let quotedName: String
         let tableState: String
         let createTable: String
         let addTagsColumn: String
@@ -620,8 +635,24 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         let removeIfHolds: String
         let replaceIfHolds: String
 
+        /// The payload of a write's notification: `prefix` (``WLStoragePostgresStore/payload(namespace:key:)``), the
+        /// row's new `version`, `.` and the OID of the table `name` (so that a store of a table of the same name in
+        /// another schema, which shares the channel, does not take the bytes for its own), and `:` with the bytes
+        /// `value` in Base64 when the whole fits in ``WLStoragePostgresStore/payloadLimit`` bytes (34 bytes are kept
+        /// for the version, the OID and the separators).
+        static func carried(prefix: String, version: String, value: String, name: String) -> String {
+            """
+            \(prefix) || \(version)::text || '.' || '\(name)'::regclass::oid::text || CASE WHEN octet_length(\(prefix)) \
+            + 34 + 4 * ((octet_length(\(value)) + 2) / 3) <= \(WLStoragePostgresStore.payloadLimit) \
+            THEN ':' || translate(encode(\(value), 'base64'), chr(10), '') ELSE '' END
+            """
+        }
+
         init(table: String) {
             let name = table.split(separator: ".").map { "\"\($0)\"" }.joined(separator: ".")
+            let notifyWrite =
+                "pg_notify($4, \(Self.carried(prefix: "$5", version: "written.version", value: "$3", name: name)))"
+            quotedName = name
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
             // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
             // whose column is not NULL when the table has `recent_tags`.
@@ -655,19 +686,22 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
             let insert = "INSERT INTO \(name) AS stored (namespace, key, value, version) VALUES ($1, $2, $3, 1)"
             upsert = """
                 WITH written AS (\(insert) ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, \
-                version = stored.version + 1, updated_at = now() RETURNING 1) SELECT pg_notify($4, $5) FROM written
+                version = stored.version + 1, updated_at = now() RETURNING stored.version) SELECT \(notifyWrite) \
+                FROM written
                 """
             // The rows of a chunk of a batch, written as `upsert` writes one: the same version and notification.
             upsertMany = """
                 WITH input AS (SELECT * FROM unnest($2::text[], $3::bytea[], $5::text[]) \
                 AS input(key, value, payload)), written AS (INSERT INTO \(name) AS stored (namespace, key, value, version) \
                 SELECT $1, input.key, input.value, 1 FROM input ON CONFLICT (namespace, key) DO UPDATE \
-                SET value = EXCLUDED.value, version = stored.version + 1, updated_at = now() RETURNING stored.key) \
-                SELECT pg_notify($4, input.payload) FROM written JOIN input ON input.key = written.key
+                SET value = EXCLUDED.value, version = stored.version + 1, updated_at = now() \
+                RETURNING stored.key, stored.version) SELECT pg_notify($4, \
+                \(Self.carried(prefix: "input.payload", version: "written.version", value: "input.value", name: name))) \
+                FROM written JOIN input ON input.key = written.key
                 """
             create = """
-                WITH written AS (\(insert) ON CONFLICT (namespace, key) DO NOTHING RETURNING 1) \
-                SELECT pg_notify($4, $5) FROM written
+                WITH written AS (\(insert) ON CONFLICT (namespace, key) DO NOTHING RETURNING stored.version) \
+                SELECT \(notifyWrite) FROM written
                 """
             remove = """
                 WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 RETURNING 1) \
@@ -683,13 +717,13 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
             replaceIfVersion = """
                 WITH written AS (UPDATE \(name) AS stored SET value = $3, version = stored.version + 1, \
                 updated_at = now(), recent_tags = \(tags) \
-                WHERE namespace = $1 AND key = $2 AND version = $7::bigint RETURNING 1) \
-                SELECT pg_notify($4, $5) FROM written
+                WHERE namespace = $1 AND key = $2 AND version = $7::bigint RETURNING stored.version) \
+                SELECT \(notifyWrite) FROM written
                 """
             createTagged = """
                 WITH written AS (INSERT INTO \(name) (namespace, key, value, version, recent_tags) \
-                VALUES ($1, $2, $3, 1, ARRAY[$6::text]) ON CONFLICT (namespace, key) DO NOTHING RETURNING 1) \
-                SELECT pg_notify($4, $5) FROM written
+                VALUES ($1, $2, $3, 1, ARRAY[$6::text]) ON CONFLICT (namespace, key) DO NOTHING \
+                RETURNING version) SELECT \(notifyWrite) FROM written
                 """
             trace = """
                 SELECT version::text, ($3::text = ANY(recent_tags))::text, cardinality(recent_tags)::text \
@@ -697,7 +731,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
                 """
             replaceIfHolds = """
                 WITH written AS (UPDATE \(name) SET value = $3, version = version + 1, updated_at = now() \
-                WHERE namespace = $1 AND key = $2 AND value = $6 RETURNING 1) SELECT pg_notify($4, $5) FROM written
+                WHERE namespace = $1 AND key = $2 AND value = $6 RETURNING version) SELECT \(notifyWrite) \
+                FROM written
                 """
         }
     }
@@ -724,29 +759,66 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// The most bytes of a payload; PostgreSQL refuses 8,000 or more.
     static let payloadLimit = 7_900
 
-    /// The payload that announces a change of `key` in `namespace`: `k:<bytes of namespace>:<namespace><key>`, or,
-    /// when that is too long, `*:<bytes of namespace>:<namespace>` for every key of the namespace.
+    /// The start of the payload that announces a write of `key` in `namespace`, to which the statement adds the row's
+    /// new version and, when the whole fits in ``payloadLimit``, the bytes written:
+    /// `*:<bytes of namespace>:<namespace>c<bytes of key>:<key><version>.<table OID>[:<Base64 of the bytes>]`. When the
+    /// key is too
+    /// long for that, `*:<bytes of namespace>:<namespace>` alone, a change of every key of the namespace (what the
+    /// statement adds is then ignored).
+    ///
+    /// The payload starts as a change of every key of the namespace, which is what a program of an earlier version,
+    /// which knows only `k:` and `*:` payloads, takes it for: during a rolling deploy, such a program reads all its keys
+    /// at each write, and misses nothing. The bytes are the row's as stored: a value of an encrypted store over this
+    /// one is sealed, and travels sealed.
     static func payload(namespace: String, key: String) -> String {
+        let prefix = "*:\(namespace.utf8.count):\(namespace)"
+        let payload = prefix + "c\(key.utf8.count):" + key
+        // The statement adds up to 34 bytes of version, table OID and separators.
+        return payload.utf8.count + 34 <= payloadLimit ? payload : prefix
+    }
+
+    /// The payload that announces the removal of `key` in `namespace`: `k:<bytes of namespace>:<namespace><key>`, a
+    /// change that the storages of the key read; or, when that is too long, `*:<bytes of namespace>:<namespace>`.
+    static func removalPayload(namespace: String, key: String) -> String {
         let prefix = "\(namespace.utf8.count):\(namespace)"
         let payload = "k:" + prefix + key
         return payload.utf8.count <= payloadLimit ? payload : "*:" + prefix
     }
 
     /// The change a payload announces for `namespace`, or `nil` when it is about another namespace or is not one of
-    /// the store's payloads.
-    static func change(fromPayload payload: String, namespace: String) -> WLStorageStoreChange? {
+    /// the store's payloads. A write's payload whose version or bytes do not read as such, or that names another table
+    /// than `table` (the OID of the store's table, as text; `nil` when unknown), is a change of its key, to read;
+    /// what follows the namespace in a `*:` payload other than a carried change is ignored.
+    static func change(fromPayload payload: String, namespace: String, table: String?) -> StoreFeedEvent? {
         let bytes = Array(payload.utf8)
-        guard bytes.count >= 4, bytes[0] == UInt8(ascii: "k") || bytes[0] == UInt8(ascii: "*"),
-            bytes[1] == UInt8(ascii: ":")
+        let kind = bytes.first
+        guard bytes.count >= 4, kind == UInt8(ascii: "k") || kind == UInt8(ascii: "*"), bytes[1] == UInt8(ascii: ":"),
+            let (namespaceRange, rest) = lengthPrefixed(bytes, from: 2),
+            bytes[namespaceRange].elementsEqual(namespace.utf8)
         else { return nil }
-        guard let colon = bytes[2...].firstIndex(of: UInt8(ascii: ":")),
-            let length = Int(String(decoding: bytes[2..<colon], as: UTF8.self)),
+        if kind == UInt8(ascii: "k") { return .change(.key(String(decoding: bytes[rest...], as: UTF8.self))) }
+        guard rest < bytes.count, bytes[rest] == UInt8(ascii: "c"),
+            let (keyRange, carriedStart) = lengthPrefixed(bytes, from: rest + 1)
+        else { return .change(.everything) }
+        let key = String(decoding: bytes[keyRange], as: UTF8.self)
+        let colon = bytes[carriedStart...].firstIndex(of: UInt8(ascii: ":")) ?? bytes.count
+        let stamp = String(decoding: bytes[carriedStart..<colon], as: UTF8.self).split(separator: ".")
+        guard stamp.count == 2, let version = Int64(stamp[0]), version > 0, let table, stamp[1] == table else {
+            return .change(.key(key))
+        }
+        guard colon < bytes.count else { return .carried(CarriedChange(key: key, version: version, data: nil)) }
+        guard let data = Data(base64Encoded: Data(bytes[(colon + 1)...])) else { return .change(.key(key)) }
+        return .carried(CarriedChange(key: key, version: version, data: data))
+    }
+
+    /// The range of the bytes of `<length>:<bytes>` starting at `start` in `bytes`, and where what follows starts.
+    private static func lengthPrefixed(_ bytes: [UInt8], from start: Int) -> (Range<Int>, Int)? {
+        guard start < bytes.count, let colon = bytes[start...].firstIndex(of: UInt8(ascii: ":")),
+            colon > start, colon - start <= 6,
+            let length = Int(String(decoding: bytes[start..<colon], as: UTF8.self)),
             length >= 0, length <= bytes.count - colon - 1
         else { return nil }
-        let start = colon + 1
-        guard bytes[start..<start + length].elementsEqual(namespace.utf8) else { return nil }
-        if bytes[0] == UInt8(ascii: "*") { return .everything }
-        return .key(String(decoding: bytes[(start + length)...], as: UTF8.self))
+        return (colon + 1..<colon + 1 + length, colon + 1 + length)
     }
 }
 
@@ -762,3 +834,20 @@ private final class BackendPID: Sendable {
 
 /// The store's updates write on condition of the row's version, tagged (see ``VersionedConditionalStore``).
 extension WLStoragePostgresStore: VersionedConditionalStore {}
+
+/// Every write's notification carries the row's new version, and its bytes when they fit: a replica that knows the
+/// version before adopts them without reading the row (see ``CarriedChange``).
+extension WLStoragePostgresStore: CarriesChanges, CarriedChangeFeed {
+    package var carriedChangeFeed: (any CarriedChangeFeed)? { self }
+
+    /// The feed of ``observeChanges(_:)``, with what the notifications carry.
+    package func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void) -> WLStorageObservation?
+    {
+        let listener = self.listener
+        let id = listener.add(changed)
+        return WLStorageObservation { listener.remove(id) }
+    }
+
+    /// Carried bytes are the row's bytes.
+    package func opened(_ carried: Data, key: String) throws -> Data { carried }
+}

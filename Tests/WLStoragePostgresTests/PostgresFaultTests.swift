@@ -67,8 +67,8 @@ struct PostgresFaultTests {
     /// `NOTIFY` on the channel crashes every program listening on it.
     @Test func aPayloadWithAnEnormousLengthIsIgnoredNotACrash() async {
         await #expect(processExitsWith: .success) {
-            _ = WLStoragePostgresStore.change(fromPayload: "k:9223372036854775807:x", namespace: "x")
-            _ = WLStoragePostgresStore.change(fromPayload: "*:9223372036854775806:x", namespace: "x")
+            _ = WLStoragePostgresStore.change(fromPayload: "k:9223372036854775807:x", namespace: "x", table: "1")
+            _ = WLStoragePostgresStore.change(fromPayload: "*:9223372036854775806:x", namespace: "x", table: "1")
         }
     }
 

@@ -122,7 +122,7 @@ final class BenchmarkCluster: Sendable {
                         [
                             "-D", directory.appendingPathComponent("data").path, "-o",
                             "-k \(directory.path) -p \(port) -c listen_addresses=127.0.0.1"
-                                + " -c fsync=\(Self.fsync ? "on" : "off") -c max_connections=50",
+                                + " -c fsync=\(Self.fsync ? "on" : "off") -c max_connections=150",
                             "-l", directory.appendingPathComponent("server.log").path, "-w", "-t", "60", "start",
                         ])
                     started = port

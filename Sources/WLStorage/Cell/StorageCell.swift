@@ -649,6 +649,10 @@ extension StorageCell: RegisteredCell {
         flush(waitingForJobs: waiting)
     }
 
+    func offer(_ changes: [CarriedChange], mustRead: Bool) {
+        (backer as? StoreBacker<T>)?.offer(changes, mustRead: mustRead)
+    }
+
     func flushState(from thread: UInt) -> CellFlushState {
         state.withLock { state in
             if state.busyThread == thread { return .busyHere }

@@ -634,3 +634,44 @@ extension WLStorageStore {
         WLStorageEncryptedStore(self, key: key, previousKeys: previousKeys)
     }
 }
+
+/// An encrypted store passes the carried changes of the store under it through, when that store carries them and the
+/// keys are its own (no key prefix between): the bytes carried are sealed, as the store under it holds them, and are
+/// opened here, by the replica that has the key. Plain bytes never travel.
+extension WLStorageEncryptedStore: CarriesChanges {
+    package var carriedChangeFeed: (any CarriedChangeFeed)? {
+        guard !changesKeys, let base = Stores.carrying(base) else { return nil }
+        return EncryptedCarriedFeed(store: self, base: base)
+    }
+
+    /// `sealed`, the bytes of `key` as the store under this one holds them, opened.
+    fileprivate func open(_ sealed: Data, key: String) throws -> Data {
+        // Empty bytes stand for nothing stored, as in any store.
+        guard !sealed.isEmpty else { return sealed }
+        do {
+            return try SealedBox.open(sealed, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key))
+                .plaintext
+        } catch let error as CipherError {
+            throw failure(error, key: key, sealed: sealed)
+        }
+    }
+}
+
+/// The carried changes of the store under an encrypted one, opened with its keys.
+private struct EncryptedCarriedFeed: CarriedChangeFeed {
+    let store: WLStorageEncryptedStore
+    let base: any CarriedChangeFeed
+
+    func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void) -> WLStorageObservation? {
+        base.observeCarriedChanges(changed)
+    }
+
+    func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
+        guard let found = try base.readWithVersion(key: key) else { return nil }
+        return (try store.open(found.data, key: key), found.version)
+    }
+
+    func opened(_ carried: Data, key: String) throws -> Data {
+        try store.open(try base.opened(carried, key: key), key: key)
+    }
+}

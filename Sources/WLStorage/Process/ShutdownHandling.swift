@@ -99,21 +99,26 @@ enum ShutdownHandling {
         // too, and waiting for the caller's.
         let waiting = !insideABacker
         // The cells of one store (other than a directory) go together, so that their changes are written in one batch.
-        var items: [FlushItem] = []
+        // Each group grows in place: a group taken out of an item and put back would be copied at every cell.
+        var groups: [[any RegisteredCell]] = []
         var stores: [String: Int] = [:]
+        var single: [FlushItem] = []
         for cell in cells {
             guard let store = cell.storeKey?.store else {
-                items.append(.cell(cell))
+                single.append(.cell(cell))
                 continue
             }
-            if let index = stores[store], case .store(var group) = items[index] {
-                group.append(cell)
-                items[index] = .store(group)
+            if let index = stores[store] {
+                groups[index].append(cell)
             } else {
-                stores[store] = items.count
-                items.append(.store([cell]))
+                stores[store] = groups.count
+                groups.append([cell])
             }
         }
+        var items = groups.map(FlushItem.store)
+        items += single
+        groups = []
+        single = []
         cells = []
         guard items.count > 1 || deadline != nil else {
             items.first?.flush(waiting: waiting, on: caller)

@@ -26,6 +26,9 @@ protocol RegisteredCell: AnyObject, Sendable {
     func flushState(from thread: UInt) -> CellFlushState
     /// Reads the file when another program may have changed it, and adopts the new value.
     func checkForExternalChange()
+    /// Hands the cell's backer what its store's feed carried for its key, or (`mustRead`) that the key changed without
+    /// carrying it, before a check (see ``CarriedVersions``). A backer whose store carries nothing ignores it.
+    func offer(_ changes: [CarriedChange], mustRead: Bool)
     /// The cell's pending change as a write of a batch of its store, when it has one (see
     /// ``StorageCell/takeBatchWrite(on:)``).
     func takeBatchWrite(on thread: UInt) -> BatchWrite?

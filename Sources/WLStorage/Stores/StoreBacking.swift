@@ -105,12 +105,31 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     private let rewriteFrom = Lock<Data?>(nil)
     /// Whether an update has reported that the store cannot tag writes (see ``VersionedRead/untagged(_:)``).
     private let untaggedReported = Lock(false)
+    /// The store's feed of carried changes, when it has one, and the version of the key this backer knows, with what
+    /// the feed carried since its last check (see ``CarriedVersions``).
+    private let carriedFeed: (any CarriedChangeFeed)?
+    private let versions = Lock(CarriedVersions())
 
     init(key: String, store: any WLStorageStore, storedKey: String) {
         self.key = key
         self.store = store
         self.storedKey = storedKey
         self.identity = store.identity
+        self.carriedFeed = Stores.carrying(store)
+    }
+
+    /// Hands this backer changes its store's feed carried, or (`mustRead`) a change it reported without one: the next
+    /// check adopts them or reads the key (see ``CarriedVersions/take()``).
+    func offer(_ changes: [CarriedChange], mustRead: Bool) {
+        guard carriedFeed != nil else { return }
+        versions.withLock { $0.offer(changes, mustRead: mustRead) }
+    }
+
+    /// Forgets the version of the key: this backer is writing it, and the version its write makes is not known. The
+    /// next carried change then reads the key.
+    private func forgetVersion() {
+        guard carriedFeed != nil else { return }
+        versions.withLock { $0.known = nil }
     }
 
     func read(defaultValueClosure: () -> T) throws -> T {
@@ -132,6 +151,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
             return nil
         }
         let data = try encode(value)
+        forgetVersion()
         var stored: Bool
         do {
             stored = try write(data, ifItHolds: expected, through: conditional)
@@ -152,6 +172,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     func write(
         _ data: Data, ifItHolds expected: Data?, through conditional: any WLStorageConditionalStore
     ) throws -> Bool {
+        forgetVersion()
         do {
             return try conditional.write(key: storedKey, data: data, ifItHolds: expected)
         } catch {
@@ -172,6 +193,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         -> TaggedWriteOutcome
     {
         let tag = WriteTag.random()
+        forgetVersion()
         // Whether an attempt may have reached the store, and stored.
         var sent = false
         var lastError: any Error = WLStorageError(code: .writeFailed, message: "no attempt", key: key)
@@ -236,6 +258,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
 
     func write(value: T) throws {
         let data = try encode(value)
+        forgetVersion()
         do {
             try store.write(key: storedKey, data: data)
         } catch {
@@ -273,6 +296,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// Records `data` as the version this backer wrote (by itself, or in a batch of its store). Bytes kept from
     /// before the type changed go now: what is stored is in the current shape.
     func wrote(_ data: Data) {
+        forgetVersion()
         known.withLock { $0.wrote(data) }
         rewriteFrom.withLock { $0 = nil }
         if KeptOriginals.any, KeptOriginals.take(self) {
@@ -302,7 +326,10 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         var underPreviousKey = false
         do {
             if let encrypted = store as? WLStorageEncryptedStore {
+                forgetVersion()
                 data = try encrypted.read(key: storedKey, underPreviousKey: &underPreviousKey)
+            } else if let carriedFeed {
+                data = try readWithVersion(carriedFeed)
             } else {
                 data = try store.read(key: storedKey)
             }
@@ -368,6 +395,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     func create(value: T) throws(WLStorageError) -> Bool {
         guard savesDefault else { return true }
         let data = try encode(value)
+        forgetVersion()
         let created: Bool
         do {
             created = try store.create(key: storedKey, data: data)
@@ -382,10 +410,36 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// default).
     var entryExists: Bool { (try? store.read(key: storedKey)) != nil }
 
+    /// Reads the key through `feed`, and records its version.
+    private func readWithVersion(_ feed: any CarriedChangeFeed) throws -> Data? {
+        forgetVersion()
+        let found = try feed.readWithVersion(key: storedKey)
+        versions.withLock { $0.known = found?.version }
+        return found?.data
+    }
+
+    /// The bytes a check for another program's change looks at: what its store's feed carried when that can be
+    /// trusted (see ``CarriedVersions``), else the key read: `.some(nil)` for nothing stored, and `nil` when the feed
+    /// carried nothing newer than what this backer knows.
+    private func bytesForCheck() throws -> Data?? {
+        guard let carriedFeed else { return .some(try store.read(key: storedKey)) }
+        switch versions.withLock({ $0.take() }) {
+        case .stale:
+            return nil
+        case .adopt(let carried, let version):
+            let data = try carriedFeed.opened(carried, key: storedKey)
+            versions.withLock { $0.known = version }
+            return .some(data)
+        case .read:
+            return .some(try readWithVersion(carriedFeed))
+        }
+    }
+
     func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
         let data: Data?
         do {
-            data = try store.read(key: storedKey)
+            guard let bytes = try bytesForCheck() else { return .unchanged }
+            data = bytes
         } catch let error as WLStorageError where conceals && error.code == .decodingFailed {
             // Bytes of a secret store that do not open (another key's value): what is stored is unknown to this
             // program, which must not replace it.
@@ -442,6 +496,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
                         + " \(error)",
                     key: key, underlying: decodingError))
         }
+        forgetVersion()
         _ = known.withLock { $0.forget() }
         return .movedAside(
             WLStorageError(

@@ -8,7 +8,8 @@ import Dispatch
 
 /// The change feeds of the stores in use: one per store identity, started by its first storage and cancelled with its
 /// last. A change a feed reports sends the cells of the key (or of every key, for ``WLStorageStoreChange/everything``)
-/// to read it, on the queue of checks, as the file monitor does with inotify events: one path for every store.
+/// to read it, on the queue of checks, as the file monitor does with inotify events: one path for every store. A change
+/// that carries its bytes (``CarriedChange``) is handed to the cells' backers first, and checked on the feed's thread.
 ///
 /// The lock guards the table only. A store's `observeChanges` (user code) is called, and an observation cancelled and
 /// released, outside it; a feed being started is a placeholder in the table that later users wait for.
@@ -29,6 +30,9 @@ final class StoreFeeds: Sendable {
         /// most one round of checks waiting.
         var pendingKeys: Set<String> = []
         var pendingEverything = false
+        /// The changes carried with their bytes or versions and not handed to the cells yet, by key, in the order
+        /// reported (see ``CarriedChange``).
+        var pendingCarried: [String: [CarriedChange]] = [:]
         /// A round of checks is queued or running.
         var draining = false
     }
@@ -55,7 +59,12 @@ final class StoreFeeds: Sendable {
             return feeds.withLock { _ in feed.events }
         }
         if isNew {
-            let observation = store.observeChanges { [weak self] change in self?.changed(identity, change) }
+            let observation: WLStorageObservation?
+            if let carrying = Stores.carrying(store) {
+                observation = carrying.observeCarriedChanges { [weak self] event in self?.changed(identity, event) }
+            } else {
+                observation = store.observeChanges { [weak self] change in self?.changed(identity, .change(change)) }
+            }
             let unused = feeds.withLock { feeds -> WLStorageObservation? in
                 feed.startingThread = 0
                 guard feeds[identity] === feed else { return observation }
@@ -95,48 +104,70 @@ final class StoreFeeds: Sendable {
         feeds.withLock { $0[identity]?.events ?? 0 }
     }
 
-    private func changed(_ identity: String, _ change: WLStorageStoreChange) {
+    private func changed(_ identity: String, _ event: StoreFeedEvent) {
         let startsRound = feeds.withLock { feeds -> Bool in
             guard let feed = feeds[identity] else { return false }
             feed.events &+= 1
-            switch change {
-            case .key(let key) where !feed.pendingEverything: feed.pendingKeys.insert(key)
-            case .key: break
-            case .everything:
+            switch event {
+            case .change(.key(let key)) where !feed.pendingEverything: feed.pendingKeys.insert(key)
+            case .change(.key): break
+            case .change(.everything):
                 feed.pendingEverything = true
                 feed.pendingKeys = []
+                feed.pendingCarried = [:]
+            case .carried(let change) where !feed.pendingEverything:
+                feed.pendingCarried[change.key, default: []].append(change)
+            case .carried: break
             }
             guard !feed.draining else { return false }
             feed.draining = true
             return true
         }
         guard startsRound else { return }
-        Self.checks.async { [weak self] in self?.checkReported(identity) }
+        // A change that carries its bytes is adopted without reading the key: its round runs here, on the feed's
+        // thread, without a hand-off to the queue of checks. A change to read goes to that queue, so that the feed's
+        // thread never waits for a read.
+        if case .carried(let change) = event, change.data != nil {
+            checkReported(identity)
+        } else {
+            Self.checks.async { [weak self] in self?.checkReported(identity) }
+        }
     }
 
     /// Has the storages of the keys reported for `identity` check them, round after round, until no report is left.
     /// The checks of one store run one after another here: a store's reads go through its own connection anyway.
     private func checkReported(_ identity: String) {
         while true {
-            let taken = feeds.withLock { feeds -> (keys: Set<String>, everything: Bool)? in
+            let taken = feeds.withLock {
+                feeds -> (keys: Set<String>, everything: Bool, carried: [String: [CarriedChange]])? in
                 guard let feed = feeds[identity] else { return nil }
-                guard feed.pendingEverything || !feed.pendingKeys.isEmpty else {
+                guard feed.pendingEverything || !feed.pendingKeys.isEmpty || !feed.pendingCarried.isEmpty else {
                     feed.draining = false
                     return nil
                 }
                 defer {
                     feed.pendingKeys = []
                     feed.pendingEverything = false
+                    feed.pendingCarried = [:]
                 }
-                return (feed.pendingKeys, feed.pendingEverything)
+                return (feed.pendingKeys, feed.pendingEverything, feed.pendingCarried)
             }
             guard let taken else { return }
             let registry = StorageRegistry.shared
-            let cells =
-                taken.everything
-                ? registry.cells(ofStore: identity, key: nil)
-                : taken.keys.flatMap { registry.cells(ofStore: identity, key: $0) }
-            for cell in cells { cell.checkForExternalChange() }
+            if taken.everything {
+                for cell in registry.cells(ofStore: identity, key: nil) {
+                    cell.offer([], mustRead: true)
+                    cell.checkForExternalChange()
+                }
+                continue
+            }
+            // Each cell is handed what was carried for its key, or told to read it, before its check.
+            for key in taken.keys.union(taken.carried.keys) {
+                for cell in registry.cells(ofStore: identity, key: key) {
+                    cell.offer(taken.carried[key] ?? [], mustRead: taken.keys.contains(key))
+                    cell.checkForExternalChange()
+                }
+            }
         }
     }
 

@@ -28,7 +28,7 @@ import WLStorage
 /// Locks: `state` guards the phase and the handlers, and is never held while a handler runs or the connection is
 /// used. The connection and the read source are used on `queue` only.
 final class PostgresListener: @unchecked Sendable {  // `state` under its lock; `connection` and `source` on `queue`
-    typealias Handler = @Sendable (WLStorageStoreChange) -> Void
+    typealias Handler = @Sendable (StoreFeedEvent) -> Void
 
     private enum Phase {
         case idle
@@ -65,17 +65,22 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private let connection: PostgresConnection
     private var source: (any DispatchSourceRead)?
     private let channel: String
+    /// The store's table, quoted, and its OID as the listening connection finds it (`nil` until then, and after a
+    /// connection is closed: a table dropped and made again has another). Used on `queue` only.
+    private let table: String
+    private var tableOID: String?
     private let namespace: String
     private let timeout: Duration
     /// The server process of the store's own writing connection, whose notifications are not changes.
     private let ownPID: @Sendable () -> Int32?
 
     init(
-        settings: PostgresSettings, channel: String, namespace: String, timeout: Duration, identity: String,
-        ownPID: @escaping @Sendable () -> Int32?
+        settings: PostgresSettings, channel: String, table: String, namespace: String, timeout: Duration,
+        identity: String, ownPID: @escaping @Sendable () -> Int32?
     ) {
         self.connection = PostgresConnection(settings: settings)
         self.channel = channel
+        self.table = table
         self.namespace = namespace
         self.timeout = timeout
         self.identity = identity
@@ -137,7 +142,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         if listening {
             lastTrouble = nil
             startProbing(generation: generation)
-            deliver([.everything])
+            deliver([.change(.everything)])
         } else {
             stopListening()
         }
@@ -196,6 +201,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     /// Closes the connection, its read source and its probe.
     private func closeConnection() {
+        tableOID = nil
         probe?.cancel()
         probe = nil
         source?.cancel()
@@ -226,15 +232,27 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     private func readable(generation: UInt64) {
         do {
-            let received = try connection.notifications()
+            var received = try connection.notifications()
             let own = ownPID()
-            var changes: [WLStorageStoreChange] = []
+            // The table's OID, which carried changes name: looked up once per connection (the table may not exist
+            // when the listener starts). Notifications that come during the lookup are read from the socket with its
+            // answer, and taken here: no event of the socket would announce them.
+            if tableOID == nil, received.contains(where: { $0.channel == channel && $0.pid != own }) {
+                tableOID =
+                    try connection.query(
+                        "SELECT to_regclass($1)::oid::text", [.text(table)], deadline: .now + timeout
+                    ).first?.first.flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
+                received += try connection.notifications()
+            }
+            var changes: [StoreFeedEvent] = []
             for notification in received where notification.channel == channel && notification.pid != own {
-                if let change = WLStoragePostgresStore.change(fromPayload: notification.payload, namespace: namespace),
-                    !changes.contains(change)
-                {
-                    changes.append(change)
-                }
+                // Changes to read are reported once each; carried ones each, in order.
+                guard
+                    let change = WLStoragePostgresStore.change(
+                        fromPayload: notification.payload, namespace: namespace, table: tableOID)
+                else { continue }
+                if case .change = change, changes.contains(change) { continue }
+                changes.append(change)
             }
             if !changes.isEmpty { deliver(changes) }
         } catch {
@@ -279,7 +297,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     /// Calls every handler with each change, outside the lock. A handler removed meanwhile (by a handler) is not
     /// called again.
-    private func deliver(_ changes: [WLStorageStoreChange]) {
+    private func deliver(_ changes: [StoreFeedEvent]) {
         let ids = state.withLock { Array($0.handlers.keys) }
         for change in changes {
             for id in ids {

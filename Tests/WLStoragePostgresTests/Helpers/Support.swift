@@ -75,3 +75,14 @@ extension PostgresCluster {
         return url
     }
 }
+
+/// Polls `condition`, which may throw (a query), every 10 ms until it holds or `timeout` seconds of patience pass;
+/// returns whether it held, and throws what it throws.
+func eventuallyThrowing(timeout: Double = 20, _ condition: () throws -> Bool) throws -> Bool {
+    var patience = Patience(seconds: timeout)
+    while !patience.hasRunOut() {
+        if try condition() { return true }
+        usleep(10_000)
+    }
+    return try condition()
+}

@@ -279,7 +279,7 @@ struct KeyRotationTests: EncryptedDirectorySuite {
             migrations: rotatedVisitsMigrations)
         #expect(storage.wrappedValue == RotatedVisits(name: "ada", visits: 5))
         #expect(storage.hasPendingChanges)  // the rewrite in the current shape
-        let queue = DispatchQueue(label: "attack5.observer")
+        let queue = DispatchQueue(label: "key-rotation.observer")
         let seen = Mutex<[RotatedVisits]>([])
         let subscription = storage.onChange(queue: queue) { value in seen.withLock { $0.append(value) } }
         losing.loseNextOutcome.store(true, ordering: .releasing)

@@ -1,0 +1,105 @@
+import Foundation
+import WLStorage
+import WLStoragePostgres
+
+/// ``WLStorageSystem/flushAll()`` of 1,000 and 10,000 pending keys of one store against the same rows written by
+/// hand in one statement, over the loopback and through a proxy that adds a round trip of 1, 10 and 40 ms.
+enum BatchCases {
+    static func batch(_ harness: Harness) -> [Row] {
+        let id = "pg-batch"
+        guard let cluster = PostgresCases.cluster(for: id) else { return [] }
+        do {
+            let proxy = try DelayingProxy(to: cluster.port)
+            var rows: [Row] = []
+            for count in harness.quick ? [1_000] : [1_000, 10_000] {
+                rows += try batch(harness, cluster: cluster, proxy: proxy, count: count)
+            }
+            return rows
+        } catch {
+            return PostgresCases.skip(id, error)
+        }
+    }
+
+    /// The store's statement for many rows, written by hand for all of them at once: namespace, keys (`text[]`),
+    /// values as text (`text[]`, stored as their UTF-8 bytes), channel, payloads (`text[]`).
+    static let upsertAll = """
+        WITH input AS (SELECT * FROM unnest($2::text[], $3::text[], $5::text[]) AS input(key, value, payload)), \
+        written AS (INSERT INTO wlstorage AS stored (namespace, key, value, version) \
+        SELECT $1, input.key, convert_to(input.value, 'UTF8'), 1 FROM input ON CONFLICT (namespace, key) DO UPDATE \
+        SET value = EXCLUDED.value, version = stored.version + 1, updated_at = now() RETURNING stored.key) \
+        SELECT pg_notify($4, input.payload) FROM written JOIN input ON input.key = written.key
+        """
+
+    private static func batch(_ harness: Harness, cluster: BenchmarkCluster, proxy: DelayingProxy, count: Int) throws
+        -> [Row]
+    {
+        let url = "postgresql://postgres@127.0.0.1:\(proxy.port)/postgres"
+        let namespace = "bench-batch-\(count)"
+        let rawNamespace = "bench-batch-raw-\(count)"
+        proxy.delay.store(0, ordering: .relaxed)
+        let store = try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(60))
+        let storages = (0..<count).map { WLStorage(key: "k\($0)", defaultValue: 0, flushInterval: nil, store: store) }
+        WLStorageSystem.flushAll()
+        let raw = try RawPostgresConnection(url: url)
+        let keys = "{" + (0..<count).map { "k\($0)" }.joined(separator: ",") + "}"
+        let payloads =
+            "{" + (0..<count).map { "k:\(rawNamespace.utf8.count):\(rawNamespace)k\($0)" }.joined(separator: ",") + "}"
+        var (libraryCount, rawCount) = (0, 0)
+        var failure: (any Error)?
+        var leftPending = false
+        let settings =
+            harness.quick
+            ? RunSettings(rounds: 2, warmUpRounds: 1, roundNanoseconds: 0, maximumOperations: 1)
+            : RunSettings(rounds: 5, warmUpRounds: 1, roundNanoseconds: 0, maximumOperations: 1)
+        var rows: [Row] = []
+        for roundTrip in harness.quick ? [0] : [0, 1, 10, 40] {
+            proxy.delay.store(UInt64(roundTrip) * 500_000, ordering: .relaxed)
+            let results = harness.measure(
+                [
+                    Variant(name: "WLStorageSystem.flushAll()") { _ in
+                        libraryCount += 1
+                        for storage in storages { storage.wrappedValue = libraryCount }
+                        sleep(nanoseconds: 20_000_000)
+                        let start = monotonicNanoseconds()
+                        WLStorageSystem.flushAll()
+                        let elapsed = monotonicNanoseconds() - start
+                        if storages.contains(where: \.hasPendingChanges) { leftPending = true }
+                        return elapsed
+                    },
+                    Variant(name: "by hand") { _ in
+                        rawCount += 1
+                        let values = "{" + String(repeating: "\(rawCount),", count: count).dropLast() + "}"
+                        sleep(nanoseconds: 20_000_000)
+                        let start = monotonicNanoseconds()
+                        do {
+                            try raw.execute(
+                                upsertAll,
+                                [
+                                    .text(rawNamespace), .text(keys), .text(values), .text("wlstorage_changes"),
+                                    .text(payloads),
+                                ])
+                        } catch {
+                            failure = failure ?? error
+                        }
+                        return monotonicNanoseconds() - start
+                    },
+                ], settings: settings)
+            if let failure { throw failure }
+            var note = "\(PostgresCases.serverNote)"
+            note += roundTrip == 0 ? ", directly" : ", through a proxy adding \(roundTrip) ms to each round trip"
+            note += "; \(settings.rounds) rounds"
+            if leftPending { note += "; values were left pending after flushAll(): the flush failed" }
+            rows.append(
+                Row(
+                    caseID: "pg-batch",
+                    title: "PostgreSQL: flush of \(count) pending keys, round trip +\(roundTrip) ms",
+                    subject: "WLStorageSystem.flushAll(): statements of up to 500 rows",
+                    value: results["WLStorageSystem.flushAll()"]!,
+                    baseline: "the same rows by hand in one statement (unnest, upsert, pg_notify each)",
+                    baselineValue: results["by hand"]!, note: note))
+        }
+        proxy.delay.store(0, ordering: .relaxed)
+        withExtendedLifetime(storages) {}
+        return rows
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import Testing
+
+@testable import WLStorage
+
+/// When a store's backer adopts the bytes a notification carried, and when it reads the key instead.
+@Suite struct CarriedVersionsTests {
+    private static func change(_ version: Int64, _ text: String?) -> CarriedChange {
+        CarriedChange(key: "k", version: version, data: text.map { Data($0.utf8) })
+    }
+
+    private static func decide(known: Int64?, _ changes: [CarriedChange], mustRead: Bool = false)
+        -> CarriedVersions.Decision
+    {
+        var versions = CarriedVersions(known: known)
+        versions.offer(changes, mustRead: mustRead)
+        return versions.take()
+    }
+
+    @Test func theNextVersionIsAdopted() {
+        #expect(Self.decide(known: 4, [Self.change(5, "five")]) == .adopt(Data("five".utf8), version: 5))
+    }
+
+    @Test func consecutiveVersionsAreAdoptedUpToTheNewestInAnyOrder() {
+        let changes = [Self.change(7, "seven"), Self.change(5, "five"), Self.change(6, "six")]
+        #expect(Self.decide(known: 4, changes) == .adopt(Data("seven".utf8), version: 7))
+    }
+
+    @Test func versionsNoNewerThanTheKnownOneAreStale() {
+        #expect(Self.decide(known: 5, [Self.change(5, "other"), Self.change(3, "old")]) == .stale)
+    }
+
+    @Test func staleVersionsBesideTheNextOneDoNotStopIt() {
+        #expect(
+            Self.decide(known: 5, [Self.change(4, "old"), Self.change(6, "six")])
+                == .adopt(Data("six".utf8), version: 6))
+    }
+
+    @Test(arguments: [
+        ("a gap", Int64?(4), [CarriedVersionsTests.change(6, "six")], false),
+        (
+            "a gap before the newest", 4,
+            [CarriedVersionsTests.change(5, "five"), CarriedVersionsTests.change(7, "seven")], false
+        ),
+        ("no version known", nil, [CarriedVersionsTests.change(5, "five")], false),
+        ("a change too large to carry", 4, [CarriedVersionsTests.change(5, nil)], false),
+        ("a change reported without its bytes", 4, [CarriedVersionsTests.change(5, "five")], true),
+        ("nothing carried", 4, [], false),
+    ])
+    func readsTheKeyAfter(_ what: String, known: Int64?, changes: [CarriedChange], mustRead: Bool) {
+        #expect(Self.decide(known: known, changes, mustRead: mustRead) == .read, "\(what)")
+    }
+
+    @Test func tooManyChangesBetweenTwoChecksAreRead() {
+        let changes = (5...Int64(5 + CarriedVersions.limit)).map { Self.change($0, "\($0)") }
+        #expect(Self.decide(known: 4, changes) == .read)
+    }
+
+    @Test func whatWasOfferedIsTakenOnce() {
+        var versions = CarriedVersions(known: 4)
+        versions.offer([Self.change(5, "five")], mustRead: true)
+        #expect(versions.take() == .read)
+        versions.known = 5
+        #expect(versions.take() == .read)
+        versions.offer([Self.change(6, "six")], mustRead: false)
+        #expect(versions.take() == .adopt(Data("six".utf8), version: 6))
+    }
+}
