@@ -87,6 +87,9 @@ struct JobEffects<T: Sendable> {
     var scheduleCheck = false
     /// A check that failed to read, to try again after this many nanoseconds.
     var checkRetry: UInt64?
+    /// The backer is to take the version it read last as not seen, before the follow-up check (see
+    /// ``StoreBacking/forgetLastRead()``).
+    var forgetLastRead = false
     /// Flushes waiting for the cell to be idle.
     var waiters: [WaitingFlush] = []
     /// Listeners have notifications to deliver, and no one delivers them yet.
@@ -378,8 +381,14 @@ struct CellState<T: Sendable>: Sendable {
             followUp = applyRead(
                 result, job: job, startVersion: startVersion, key: key, defaultValue: defaultValue, effects: &effects)
         }
-        if case .checked(let change) = outcome {
-            applyChange(change, startVersion: startVersion, defaultValue: defaultValue, effects: &effects)
+        if case .checked(let change) = outcome,
+            applyChange(change, startVersion: startVersion, defaultValue: defaultValue, effects: &effects),
+            followUp == nil
+        {
+            // The check read another program's change while a change of this process was written, and did not adopt
+            // it: which of the two the key holds last is told by a check at once, with the read not taken as seen.
+            effects.forgetLastRead = true
+            followUp = .check(version: version)
         }
         if followUp == nil, chaining, extras?.checkRequested == true, extras?.waiters.isEmpty ?? true {
             extras?.checkRequested = false
@@ -537,27 +546,33 @@ struct CellState<T: Sendable>: Sendable {
     /// Another program's change, adopted by the last-writer rule: a local change still pending, or made since the
     /// check started, is written after it, so the local value is kept. A rewrite in the current type's shape of what
     /// was read is not such a change: the other program's value replaces it, and it is not written.
+    ///
+    /// Returns whether the change was left because a change of this process made since the check started is written
+    /// already (an update's): nothing pending will be written after it, so the key must be checked again.
+    @discardableResult
     private mutating func applyChange(
         _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T?, effects: inout JobEffects<T>
-    ) {
+    ) -> Bool {
         if case .unreadable(let error) = change {
             // Whatever is pending: it waits until what is stored can be read again.
             stored = .unknown
             withExtras { $0.unreadableSinceKnown = true }
             setLastError(error, &effects)
             effects.errors.append(error)
-            return
+            return false
         }
+        if case .unchanged = change { return false }
         let onlyRewrite = onlyRewritePending
-        guard !isPending || onlyRewrite, version == startVersion else { return }
+        guard !isPending || onlyRewrite else { return false }
+        guard version == startVersion else { return !isPending }
         switch change {
         case .unchanged, .unreadable:
-            return
+            return false
         case .changed(let found):
             adopt(found, effects: &effects)
         case .removed:
             // Made for every removal (``JobOutcome/mayNeedDefault``).
-            guard let defaultValue else { return }
+            guard let defaultValue else { return false }
             adopt(defaultValue, effects: &effects)
         }
         if onlyRewrite { writtenVersion = version }
@@ -565,6 +580,7 @@ struct CellState<T: Sendable>: Sendable {
         // of a default's save is moot now.
         stored = .known
         setLastError(nil, &effects)
+        return false
     }
 }
 

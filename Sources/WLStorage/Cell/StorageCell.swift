@@ -473,6 +473,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
                 job, outcome, defaultValue: defaultValue, key: backer.key, now: now, chaining: chains,
                 effects: &effects)
         }
+        if effects.forgetLastRead { access?.forgetLastRead() }
         if effects.valueChanged {
             registrar.withMutation(of: self, keyPath: valueKeyPath) {}
         }

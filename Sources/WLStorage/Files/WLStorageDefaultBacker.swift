@@ -130,6 +130,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         known.withLock { $0.dropUnknownFields() }
     }
 
+    /// Takes the version read last as not seen; the version this backer wrote last stays seen.
+    func forgetLastRead() {
+        known.withLock { $0.read = nil }
+    }
+
     /// Whether any entry stands at the file's name.
     var entryExists: Bool {
         guard let directory, let fileName else { return false }

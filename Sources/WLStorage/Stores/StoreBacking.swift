@@ -31,6 +31,12 @@ protocol StoreBacking<Value>: Sendable {
     /// write. A rewrite is no change of the program's user: another program's value stored since the read, whose news
     /// has not come yet, is read instead.
     func rewrite(_ value: Value) throws -> Bool?
+
+    /// Takes the version this backer read last as not seen, when a read came after its last write: the next check
+    /// reports what the key holds then as a change (or a removal). A version it wrote last stays seen. For a check
+    /// whose read the cell did not adopt because a change of this process was written meanwhile: which of the two the
+    /// key holds last is then told by the next check.
+    func forgetLastRead()
 }
 
 extension WLStorageDefaultBacker: StoreBacking {
@@ -43,8 +49,11 @@ extension WLStorageDefaultBacker: StoreBacking {
 /// later. Only that one is not a change: a store's bytes carry no identity, so an outside change back to an earlier
 /// version (written or read before) is a change like any other.
 struct KnownBytes: Sendable {
-    /// The hash of the version seen last, or 0 for none.
+    /// The hash of the version seen last, or 0 for none; a hash is odd, and 2 stands for a version read and then
+    /// forgotten (see ``forgetLastRead()``).
     private var last = 0
+    /// Whether the version seen last was read (not written).
+    private var lastWasRead = false
     /// The bytes of the version seen last, when they are a JSON object, whose members the value's type does not know a
     /// write keeps (see ``UnknownFields``).
     private var base = UnknownFieldsBase()
@@ -66,7 +75,14 @@ struct KnownBytes: Sendable {
 
     mutating func wrote(_ data: Data) {
         last = Self.hash(data)
+        lastWasRead = false
         base.record(data)
+    }
+
+    /// Takes the version read last, if the last version seen was read, as one no read matches, while a version is still
+    /// known (so that a removal is one).
+    mutating func forgetLastRead() {
+        if lastWasRead && last != 0 { last = 2 }
     }
 
     /// Records `data` as read; returns whether it is the version seen last.
@@ -74,6 +90,7 @@ struct KnownBytes: Sendable {
         let hash = Self.hash(data)
         defer {
             last = hash
+            lastWasRead = true
             base.record(data)
         }
         return hash == last
@@ -83,6 +100,7 @@ struct KnownBytes: Sendable {
     mutating func forget() -> Bool {
         defer {
             last = 0
+            lastWasRead = false
             base.record(nil)
         }
         return last != 0
@@ -280,6 +298,10 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// Makes the next write leave out the members of the stored object that the value's type does not know.
     func dropUnknownFields() {
         known.withLock { $0.dropUnknownFields() }
+    }
+
+    func forgetLastRead() {
+        known.withLock { $0.forgetLastRead() }
     }
 
     /// Makes `data`, bytes this version read but cannot decode, what the next write replaces: the write keeps their
@@ -589,6 +611,10 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
 
     /// A custom backer's versions are known by their encoding alone, which tells nothing of who stored them.
     func rewrite(_ value: T) throws -> Bool? { nil }
+
+    func forgetLastRead() {
+        known.withLock { $0.forgetLastRead() }
+    }
 
     var entryExists: Bool { false }
 
