@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import WLStorage
 
 /// A store that keeps values in a PostgreSQL table, one row per namespace and key, and tells its storages about
@@ -56,8 +57,9 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// How long any wait of the store lasts at most: connecting, or running a statement.
     public let timeout: Duration
 
-    // Locks, in the order they may be taken: `writer` (the writing connection, for one call), then `writerPID` or
-    // `tagging`. The listener's lock (see PostgresListener) is never taken with any; feed handlers run outside all.
+    // Locks, in the order they may be taken: `writer` (the writing connection, held for one call: a connection and a
+    // statement, each bounded by the timeout), then `tagging`, a leaf. `writerPID` is an atomic word, not a lock. The
+    // listener's lock (see PostgresListener) is never taken with any; feed handlers run outside all.
     private let settings: PostgresSettings
     private let statements: Statements
     /// The connection for reads and writes. Its lock serializes the store's statements, and is held for the time of
@@ -444,7 +446,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// listener's queue, one change at a time.
     public func observeChanges(
         _ changed: @escaping @Sendable (WLStorageStoreChange) -> Void
-    ) -> WLStorageObservation? {
+    ) -> WLStorageSubscription? {
         observeCarriedChanges { event in
             switch event {
             case .change(let change): changed(change)
@@ -823,12 +825,17 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
 }
 
 /// The server process of a store's writing connection, shared with its listener.
+/// The server process of the writing connection: an atomic word, not a lock (0 for none: no server process has it), so
+/// that the listener reads it while the writer's lock is held for a call.
 private final class BackendPID: Sendable {
-    private let pid = Lock<Int32?>(nil)
+    private let pid = Atomic<Int32>(0)
 
     var value: Int32? {
-        get { pid.withLock { $0 } }
-        set { pid.withLock { $0 = newValue } }
+        get {
+            let pid = pid.load(ordering: .acquiring)
+            return pid == 0 ? nil : pid
+        }
+        set { pid.store(newValue ?? 0, ordering: .releasing) }
     }
 }
 
@@ -841,11 +848,12 @@ extension WLStoragePostgresStore: CarriesChanges, CarriedChangeFeed {
     package var carriedChangeFeed: (any CarriedChangeFeed)? { self }
 
     /// The feed of ``observeChanges(_:)``, with what the notifications carry.
-    package func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void) -> WLStorageObservation?
+    package func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void)
+        -> WLStorageSubscription?
     {
         let listener = self.listener
         let id = listener.add(changed)
-        return WLStorageObservation { listener.remove(id) }
+        return WLStorageSubscription { listener.remove(id) }
     }
 
     /// Carried bytes are the row's bytes.

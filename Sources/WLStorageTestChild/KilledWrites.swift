@@ -28,7 +28,7 @@ final class PassThroughStore: WLStorageStore {
     func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
     func remove(key: String) throws { try base.remove(key: key) }
     func keys() throws -> [String] { try base.keys() }
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         base.observeChanges(changed)
     }
 }

@@ -58,7 +58,7 @@ struct PostgresFaultTests {
 
     /// Holds an observation, so that its own handler can cancel it.
     private final class ObservationBox: Sendable {
-        let observation = Shared<WLStorageObservation?>(nil)
+        let observation = Shared<WLStorageSubscription?>(nil)
     }
 
     // MARK: - Notifications the store did not send

@@ -388,7 +388,8 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         try base.keys()
     }
 
-    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription?
+    {
         base.observeChanges(changed)
     }
 
@@ -613,7 +614,7 @@ private struct ConditionalEncryptedStore: VersionedConditionalStore {
     func remove(key: String) throws { try store.remove(key: key) }
     func remove(key: String, ifItHolds data: Data) throws -> Bool { try store.remove(key: key, ifItHolds: data) }
     func keys() throws -> [String] { try store.keys() }
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         store.observeChanges(changed)
     }
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
@@ -662,7 +663,7 @@ private struct EncryptedCarriedFeed: CarriedChangeFeed {
     let store: WLStorageEncryptedStore
     let base: any CarriedChangeFeed
 
-    func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void) -> WLStorageObservation? {
+    func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void) -> WLStorageSubscription? {
         base.observeCarriedChanges(changed)
     }
 

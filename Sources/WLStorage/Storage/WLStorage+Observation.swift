@@ -50,23 +50,24 @@ extension WLStorage {
         let id = cell.addListener(sendingCurrent: false) { value in
             queue.async { handler(value) }
         }
-        return WLStorageSubscription { cell.removeListener(id) }
+        return WLStorageSubscription(cancel: { cell.removeListener(id) })
     }
 }
 
-/// A change handler registered with ``WLStorage/onChange(queue:_:)``. It stays registered until ``cancel()`` is
-/// called or the subscription is deinitialized.
+/// Something that runs until it is cancelled or released: a change handler registered with
+/// ``WLStorage/onChange(queue:_:)``, or a store's feed of changes (``WLStorageStore/observeChanges(_:)``).
 public final class WLStorageSubscription: Sendable {
+    /// What stops it, until it is called: taken out under the lock, and called and released after it. The handler it
+    /// releases may hold the last reference to a storage, whose deinit flushes.
     private let cancellation: Lock<(@Sendable () -> Void)?>
 
-    init(_ cancellation: @escaping @Sendable () -> Void) {
-        self.cancellation = Lock(cancellation)
+    /// Creates a subscription that calls `cancel` once, when it is cancelled or released.
+    public init(cancel: @escaping @Sendable () -> Void) {
+        self.cancellation = Lock(cancel)
     }
 
-    /// Stops the handler. Calls already queued may still run. Calling it again does nothing.
+    /// Stops it. For a change handler, calls already queued may still run. Calling it again does nothing.
     public func cancel() {
-        // Taken out under the lock, called and released after it: the handler it releases may hold the last
-        // reference to the storage, whose deinit flushes.
         let cancellation = self.cancellation.withLock { body in
             defer { body = nil }
             return body

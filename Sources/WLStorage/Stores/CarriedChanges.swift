@@ -32,7 +32,7 @@ package enum StoreFeedEvent: Sendable, Equatable {
 /// The feed of a store whose notifications carry versions and bytes, and what a replica needs to use them.
 package protocol CarriedChangeFeed: Sendable {
     /// Starts the feed, as ``WLStorageStore/observeChanges(_:)`` does, with carried changes reported as such.
-    func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void) -> WLStorageObservation?
+    func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void) -> WLStorageSubscription?
 
     /// The bytes of `key` with their version (as ``WLStorageStore/read(key:)`` returns them), or `nil` when nothing
     /// is stored.

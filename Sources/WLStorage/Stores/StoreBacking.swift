@@ -555,10 +555,10 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
     let base: any WLStorageObservableBacker<T>
     private let defaultValue: T
     /// The backer's feed, which ends with this wrapper, and so with the cell.
-    private let observation: WLStorageObservation
+    private let observation: WLStorageSubscription
     private let known = Lock(KnownBytes())
 
-    init(_ base: any WLStorageObservableBacker<T>, defaultValue: T, observation: WLStorageObservation) {
+    init(_ base: any WLStorageObservableBacker<T>, defaultValue: T, observation: WLStorageSubscription) {
         self.base = base
         self.defaultValue = defaultValue
         self.observation = observation

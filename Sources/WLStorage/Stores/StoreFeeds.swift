@@ -18,7 +18,7 @@ final class StoreFeeds: Sendable {
 
     private final class Feed: @unchecked Sendable {  // mutable parts: under `StoreFeeds.feeds`
         var users = 1
-        var observation: WLStorageObservation?
+        var observation: WLStorageSubscription?
         /// The changes reported so far: a storage being created compares it before and after its read.
         var events: UInt64 = 0
         /// Opened when the observation is in place.
@@ -59,13 +59,13 @@ final class StoreFeeds: Sendable {
             return feeds.withLock { _ in feed.events }
         }
         if isNew {
-            let observation: WLStorageObservation?
+            let observation: WLStorageSubscription?
             if let carrying = Stores.carrying(store) {
                 observation = carrying.observeCarriedChanges { [weak self] event in self?.changed(identity, event) }
             } else {
                 observation = store.observeChanges { [weak self] change in self?.changed(identity, .change(change)) }
             }
-            let unused = feeds.withLock { feeds -> WLStorageObservation? in
+            let unused = feeds.withLock { feeds -> WLStorageSubscription? in
                 feed.startingThread = 0
                 guard feeds[identity] === feed else { return observation }
                 feed.observation = observation

@@ -68,14 +68,14 @@ public protocol WLStorageBacker<T>: Sendable {
 ///     init(key: String, board: Board) { self.key = key; self.board = board }
 ///     func read(defaultValueClosure: () -> Int) -> Int { board.value(of: key) ?? defaultValueClosure() }
 ///     func write(value: Int) { board.set(key, value) }
-///     func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageObservation {
+///     func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageSubscription {
 ///         let id = board.subscribe(key, changed)
-///         return WLStorageObservation { [board] in board.unsubscribe(id) }
+///         return WLStorageSubscription { [board] in board.unsubscribe(id) }
 ///     }
 /// }
 /// ```
 public protocol WLStorageObservableBacker<T>: WLStorageBacker {
     /// Starts calling `changed`, from any thread and outside the backer's own locks, whenever the stored value may
     /// have been changed elsewhere, until the returned observation is cancelled or released.
-    func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageObservation
+    func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageSubscription
 }

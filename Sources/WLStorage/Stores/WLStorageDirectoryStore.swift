@@ -89,7 +89,8 @@ public final class WLStorageDirectoryStore: WLStorageStore {
 
     /// Reports the files that change in the directory: a file named by its key as that key, and a file named by a
     /// hash, or a lost event, as ``WLStorageStoreChange/everything``.
-    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription?
+    {
         guard let directory else { return nil }
         let subscription = FileMonitor.shared.subscribe(toEveryFileIn: directory) { event in
             switch event {
@@ -98,7 +99,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
             case .directoryGone: break
             }
         }
-        return WLStorageObservation { FileMonitor.shared.unsubscribe(subscription) }
+        return WLStorageSubscription { FileMonitor.shared.unsubscribe(subscription) }
     }
 }
 

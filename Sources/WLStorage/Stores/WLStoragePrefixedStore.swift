@@ -57,7 +57,8 @@ public struct WLStoragePrefixedStore<Base: WLStorageStore>: WLStorageStore {
     }
 
     /// The wrapped store's feed, with the keys that have the prefix, without it.
-    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription?
+    {
         let prefix = self.prefix
         return base.observeChanges { change in
             switch change {

@@ -79,7 +79,7 @@ public protocol WLStorageStore: Sendable {
     /// Call `changed` from any thread, outside the store's own locks. Reporting a change that was not one, or the
     /// store's own write, costs one read of the key; missing one leaves the storage with an old value until the next
     /// change. When the store may have missed changes (a lost connection), report ``WLStorageStoreChange/everything``.
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation?
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription?
 }
 
 /// A store that can replace a key's bytes on condition, in one step that no other program or machine sharing the store
@@ -123,29 +123,9 @@ public enum WLStorageStoreChange: Sendable, Equatable {
     case everything
 }
 
-/// A feed of changes that runs until it is cancelled or released.
-public final class WLStorageObservation: Sendable {
-    /// What stops the feed, until it is called: taken out under the lock, and called and released after it.
-    private let stop: Lock<(@Sendable () -> Void)?>
-
-    /// Creates an observation that calls `cancel` once, when it is cancelled or released.
-    public init(cancel: @escaping @Sendable () -> Void) {
-        self.stop = Lock(cancel)
-    }
-
-    /// Stops the feed. Calling it again does nothing.
-    public func cancel() {
-        let stop = self.stop.withLock { stop in
-            defer { stop = nil }
-            return stop
-        }
-        stop?()
-    }
-
-    deinit {
-        cancel()
-    }
-}
+/// A feed of a store's changes: the same class as a storage's change handler, under its earlier name.
+@available(*, deprecated, renamed: "WLStorageSubscription")
+public typealias WLStorageObservation = WLStorageSubscription
 
 extension WLStorageStore {
     /// Reads `key`, and writes `data` when nothing is stored. Not atomic: see the requirement.
@@ -175,7 +155,8 @@ extension WLStorageStore {
     }
 
     /// No feed: `nil`.
-    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription?
+    {
         nil
     }
 }

@@ -21,7 +21,7 @@ final class FeedRecorder: Sendable {
     }
 
     private let log = Log()
-    private let observation: WLStorageObservation?
+    private let observation: WLStorageSubscription?
 
     /// Starts observing `store`, and waits until its listener listens (it then reports `.everything`).
     init(_ store: WLStoragePostgresStore, waitForListening: Bool = true) throws {

@@ -45,7 +45,7 @@ private final class HookedStore: WLStorageConditionalStore {
         try base.write(key: key, data: data, ifItHolds: expected)
     }
 
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         base.observeChanges(changed)
     }
 }
@@ -80,7 +80,7 @@ private final class UnknownOutcomeStore: WLStorageConditionalStore {
         throw MemoryStore.Failure()
     }
 
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         base.observeChanges(changed)
     }
 }
@@ -127,9 +127,9 @@ private final class HeldReadStore: WLStorageConditionalStore {
         try base.write(key: key, data: data, ifItHolds: expected)
     }
 
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         handler.withLock { $0 = changed }
-        return WLStorageObservation { [weak self] in self?.handler.withLock { $0 = nil } }
+        return WLStorageSubscription { [weak self] in self?.handler.withLock { $0 = nil } }
     }
 }
 

@@ -23,7 +23,7 @@ private final class LosingStore: WLStorageStore, WLStorageConditionalStore {
     func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
     func remove(key: String) throws { try base.remove(key: key) }
     func keys() throws -> [String] { try base.keys() }
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         base.observeChanges(changed)
     }
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
@@ -56,7 +56,7 @@ private final class HookedConditionalStore: WLStorageStore, WLStorageConditional
     func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
     func remove(key: String) throws { try base.remove(key: key) }
     func keys() throws -> [String] { try base.keys() }
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         base.observeChanges(changed)
     }
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {

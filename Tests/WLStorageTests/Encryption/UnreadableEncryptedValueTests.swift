@@ -30,7 +30,7 @@ private final class HoldingStore: WLStorageStore {
     func write(_ batch: [WLStorageStoreWrite]) throws { try base.write(batch) }
     func remove(key: String) throws { try base.remove(key: key) }
     func keys() throws -> [String] { try base.keys() }
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         base.observeChanges(changed)
     }
 }

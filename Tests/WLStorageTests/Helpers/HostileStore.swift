@@ -81,7 +81,7 @@ final class HostileStore: WLStorageStore, @unchecked Sendable {  // mutable stat
         state.withLock { $0.values.keys.sorted() }
     }
 
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         let id = state.withLock { state in
             state.observeCalls += 1
             defer { state.nextHandler += 1 }
@@ -89,7 +89,7 @@ final class HostileStore: WLStorageStore, @unchecked Sendable {  // mutable stat
             return state.nextHandler
         }
         onObserve?(self)
-        return WLStorageObservation { [self] in
+        return WLStorageSubscription { [self] in
             let removed = self.state.withLock { $0.handlers.removeValue(forKey: id) }
             _ = removed
         }

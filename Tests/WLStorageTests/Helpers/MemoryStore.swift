@@ -107,13 +107,13 @@ final class MemoryStore: WLStorageStore {
         contents.state.withLock { $0.values.keys.sorted() }
     }
 
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         let id = contents.state.withLock { state in
             defer { state.nextHandler += 1 }
             state.handlers[state.nextHandler] = changed
             return state.nextHandler
         }
-        return WLStorageObservation { [contents] in
+        return WLStorageSubscription { [contents] in
             let removed = contents.state.withLock { $0.handlers.removeValue(forKey: id) }
             _ = removed
         }
@@ -183,13 +183,13 @@ final class ObservableMemoryBacker: WLStorageObservableBacker, Sendable {
     func read(defaultValueClosure: () -> Int) -> Int { state.withLock { $0.value } ?? defaultValueClosure() }
     func write(value: Int) { state.withLock { $0.value = value } }
 
-    func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageObservation {
+    func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageSubscription {
         let id = state.withLock { state in
             defer { state.next += 1 }
             state.handlers[state.next] = changed
             return state.next
         }
-        return WLStorageObservation { [self] in
+        return WLStorageSubscription { [self] in
             let removed = self.state.withLock { $0.handlers.removeValue(forKey: id) }
             _ = removed
         }

@@ -81,7 +81,7 @@ final class VersionedMemoryStore: WLStorageConditionalStore {
     func remove(key: String) throws { state.withLock { $0.rows[key] = nil } }
     func keys() throws -> [String] { state.withLock { $0.rows.keys.sorted() } }
 
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         base.observeChanges(changed)
     }
 

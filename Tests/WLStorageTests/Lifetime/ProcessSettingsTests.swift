@@ -1,5 +1,6 @@
 import Testing
-import WLStorage
+
+@testable import WLStorage
 
 /// The settings of the whole process live on `WLStorageSystem`; their earlier spellings still set the same settings.
 @Suite(.serialized)
@@ -20,5 +21,17 @@ struct ProcessSettingsTests {
         #expect(WLStorageSystem.shutdownFlushTimeout == timeout + .seconds(1))
         #expect(WLStorage<Never>.flushesOnSignals == signals)
         #expect((WLStorageError.handler == nil) == (WLStorageSystem.errorHandler == nil))
+    }
+}
+
+/// A store's feed and a storage's change handler are one class; its earlier name still works.
+struct SubscriptionNameTests {
+    @available(*, deprecated, message: "checks the deprecated spelling")
+    @Test func aFeedUnderTheEarlierNameIsCancelledOnceWhenReleased() {
+        let cancellations = Lock(0)
+        var feed: WLStorageObservation? = WLStorageObservation(cancel: { cancellations.withLock { $0 += 1 } })
+        feed?.cancel()
+        feed = nil
+        #expect(cancellations.withLock { $0 } == 1)
     }
 }

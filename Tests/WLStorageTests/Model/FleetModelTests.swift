@@ -171,7 +171,7 @@ private final class ProgramStore: WLStorageConditionalStore {
 
     func keys() throws -> [String] { try replica.keys() }
 
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         replica.observeChanges(changed)
     }
 }

@@ -58,7 +58,7 @@ private final class GatedStore: WLStorageConditionalStore {
         return stored
     }
 
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageObservation? {
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         base.observeChanges(changed)
     }
 }

@@ -124,7 +124,7 @@ struct OneValuePerFileTests: EncryptedDirectorySuite {
             func remove(key: String) throws { try base.remove(key: key) }
             func keys() throws -> [String] { try base.keys() }
             func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void)
-                -> WLStorageObservation?
+                -> WLStorageSubscription?
             { base.observeChanges(changed) }
         }
         try withTemporaryDirectory { directory in

@@ -164,11 +164,11 @@ import Testing
             let nested = Lock<WLStorage<Int>?>(nil)
             func read(defaultValueClosure: () -> Int) -> Int { value.withLock { $0 } ?? defaultValueClosure() }
             func write(value: Int) { self.value.withLock { $0 = value } }
-            func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageObservation {
+            func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageSubscription {
                 value.withLock { $0 = 2 }  // changed between the start of the feed and the first read
                 changed()
                 changed()
-                return WLStorageObservation { [self] in
+                return WLStorageSubscription { [self] in
                     guard cancels.add(1, ordering: .relaxed).newValue == 1 else { return }
                     flushAllStores([])  // a custom backer has no store: this walks every cell and flushes none
                     let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: self)

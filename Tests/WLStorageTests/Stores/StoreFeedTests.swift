@@ -227,7 +227,7 @@ import Testing
     @Test func anObservationCancelledFromManyThreadsAtOnceStopsOnce() {
         for _ in 0..<200 {
             let stops = Atomic<Int>(0)
-            let observation = WLStorageObservation { stops.add(1, ordering: .relaxed) }
+            let observation = WLStorageSubscription { stops.add(1, ordering: .relaxed) }
             DispatchQueue.concurrentPerform(iterations: 4) { _ in observation.cancel() }
             #expect(stops.load(ordering: .relaxed) == 1)
         }
