@@ -71,6 +71,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// found by the last connection; `nil` when it can, or before the first connection.
     private let tagging = Lock<WLStorageError?>(nil)
     private let listener: PostgresListener
+    /// Whether a replica takes the value a notification carries without reading the row (see the initializer).
+    public let adoptsNotifiedValues: Bool
 
     /// Creates a store of the values of `namespace` in `table` of the database at `url`. It does not connect yet.
     ///
@@ -83,11 +85,21 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///   - table: The table's name, `name` or `schema.name`, each part an unquoted SQL identifier (letters, digits and
     ///     underscores, not starting with a digit) of at most 48 bytes.
     ///   - timeout: How long to wait at most to connect, or for a statement to complete.
+    ///   - adoptsNotifiedValues: Whether a replica takes the value a notification carries without reading the row.
+    ///     `false` by default: every notification makes a replica read the row. PostgreSQL lets every role that can
+    ///     connect to the database send a notification on any channel, without any privilege on the table; with this
+    ///     on, such a role can make replicas hold a value that is not in the table, or skip the write that follows. Turn
+    ///     it on only when every role that can connect to the database may also write the table: a replica then hears
+    ///     a change without a read, and the server's work per write does not grow with the number of replicas (see the
+    ///     article on sharing values across machines). The first store of an identity that a process follows decides it for
+    ///     that process.
     /// - Throws: `WLStorageError.Code.invalidConfiguration` when libpq cannot parse `url`, or `table`
     ///   or `namespace` is not valid. The message never contains the password.
     public init(
-        url: String, namespace: String = "default", table: String = "wlstorage", timeout: Duration = .seconds(10)
+        url: String, namespace: String = "default", table: String = "wlstorage", timeout: Duration = .seconds(10),
+        adoptsNotifiedValues: Bool = false
     ) throws(WLStorageError) {
+        self.adoptsNotifiedValues = adoptsNotifiedValues
         do {
             self.settings = try PostgresSettings(url: url, timeout: timeout)
         } catch {
@@ -852,7 +864,20 @@ extension WLStoragePostgresStore: CarriesChanges, CarriedChangeFeed {
         -> WLStorageSubscription?
     {
         let listener = self.listener
-        let id = listener.add(changed)
+        let id: UInt64
+        if adoptsNotifiedValues {
+            id = listener.add(changed)
+        } else {
+            // A notification's bytes and version are not trusted: any role that can connect may send one. The key it
+            // names is read.
+            id = listener.add { event in
+                if case .carried(let change) = event {
+                    changed(.change(.key(change.key)))
+                } else {
+                    changed(event)
+                }
+            }
+        }
         return WLStorageSubscription { listener.remove(id) }
     }
 

@@ -41,7 +41,8 @@ struct PostgresCarriedChangeTests {
         -> WLStoragePostgresStore
     {
         let url = application.map { url + "&application_name=\($0)" } ?? url
-        return try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(10))
+        return try WLStoragePostgresStore(
+            url: url, namespace: namespace, timeout: .seconds(10), adoptsNotifiedValues: true)
     }
 
     /// Sends `payload` on the store's channel by hand.
@@ -274,14 +275,20 @@ struct PostgresCarriedChangeTests {
         writer.wrappedValue = secret
         writer.flush()
         #expect(eventually { replica.wrappedValue == secret })
+        // Other tests share the channel: only this namespace's carried change of the key counts.
         var payloads: [String] = []
+        func carried(_ payload: String) -> CarriedChange? {
+            let change = WLStoragePostgresStore.change(fromPayload: payload, namespace: namespace, table: Self.table)
+            guard case .carried(let carried) = change, carried.key == "s" else { return nil }
+            return carried
+        }
         #expect(
             try eventuallyThrowing {
-                payloads += try listener.notifications().map(\.payload); return !payloads.isEmpty
+                payloads += try listener.notifications().map(\.payload).filter { carried($0) != nil }
+                return !payloads.isEmpty
             })
         let payload = try #require(payloads.first)
-        let change = WLStoragePostgresStore.change(fromPayload: payload, namespace: namespace, table: Self.table)
-        guard case .carried(let carried) = change, let sealed = carried.data else {
+        guard let carried = carried(payload), let sealed = carried.data else {
             Issue.record("not a carried change with bytes: \(payload)")
             return
         }
