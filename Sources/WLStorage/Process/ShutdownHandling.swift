@@ -71,6 +71,15 @@ enum ShutdownHandling {
         set { state.withLock { $0.shutdownFlushTimeout = max(newValue, .zero) } }
     }
 
+    /// `duration` in nanoseconds, `Int.max` when it is longer: a deadline of any length (a timeout of
+    /// `.seconds(.max)`, meaning none) is a long wait, not a number that wraps around to a negative one.
+    static func nanoseconds(_ duration: Duration) -> Int {
+        guard duration > .zero else { return 0 }
+        let (seconds, attoseconds) = duration.components
+        guard seconds < Int64(Int.max / 1_000_000_000) else { return .max }
+        return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+    }
+
     /// Flushes every cell with work left, and returns when all are done, or once `timeout` has passed. The calling thread flushes cells one after
     /// another, and threads of a queue join in, so that a backer that hangs (a network store that stopped answering)
     /// holds up its own cell only, and all are flushed even when the queue's threads never come. A cell whose job is
@@ -326,9 +335,8 @@ private final class FlushRound: Sendable {
         while true {
             let remaining = ContinuousClock.now.duration(to: deadline)
             guard remaining > .zero else { return finished.load(ordering: .acquiring) == count }
-            let (seconds, attoseconds) = remaining.components
-            let nanoseconds = Int(clamping: seconds) &* 1_000_000_000 &+ Int(attoseconds / 1_000_000_000)
-            if done.wait(timeout: .now() + .nanoseconds(max(nanoseconds, 1))) == .success { return true }
+            let wait = ShutdownHandling.nanoseconds(remaining)
+            if done.wait(timeout: .now() + .nanoseconds(max(wait, 1))) == .success { return true }
         }
     }
 

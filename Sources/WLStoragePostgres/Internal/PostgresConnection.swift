@@ -331,7 +331,9 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
                     connecting ? "connecting timed out" : "the server did not answer in time; query cancelled")
             }
             let (seconds, attoseconds) = remaining.components
-            let milliseconds = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            // Any timeout the store was given, however long: a wait longer than `Int32.max` ms polls again.
+            let milliseconds = Int32(
+                clamping: min(seconds, Int64(Int32.max)) * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
             var descriptor = pollfd(fd: socket, events: events, revents: 0)
             let ready = poll(&descriptor, 1, milliseconds)
             if ready > 0 { return }

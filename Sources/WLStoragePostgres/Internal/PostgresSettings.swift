@@ -58,7 +58,10 @@ struct PostgresSettings: Sendable {
 
         var keywords = parsed.map(\.keyword)
         var values = parsed.map(\.value)
-        let seconds = max(2, Int((Double(timeout.components.seconds) + 0.999).rounded(.down)))
+        // Whole seconds, rounded up, at least 2; a timeout of any length fits (libpq reads the value as an `int`).
+        let (whole, fraction) = timeout.components
+        let rounded = fraction > 0 && whole < Int64(Int32.max) ? whole + 1 : whole
+        let seconds = max(2, min(rounded, Int64(Int32.max)))
         let defaults: [(String, String)] = [
             ("connect_timeout", String(seconds)),
             ("keepalives", "1"),

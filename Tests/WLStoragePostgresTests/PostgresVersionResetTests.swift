@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+import WLStorage
+
+@testable import WLStoragePostgres
+
+/// A key removed and written again starts its versions over: a replica that knew a higher version must not take the
+/// new writes for stale ones.
+@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+struct PostgresVersionResetTests {
+    private static func store(_ url: String, _ namespace: String) throws -> WLStoragePostgresStore {
+        try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(10))
+    }
+
+    /// A replica's storage of `k` that has followed five carried writes, so that it knows the row's version.
+    private static func followingReplica(_ url: String, _ namespace: String, writer: WLStoragePostgresStore) throws
+        -> WLStorage<Int>
+    {
+        try writer.write(key: "k", data: bytes("0"))
+        let replica = WLStorage(key: "k", defaultValue: -1, flushInterval: nil, store: try store(url, namespace))
+        for value in 1...5 {
+            try writer.write(key: "k", data: bytes("\(value)"))
+            #expect(eventually(timeout: 20) { replica.wrappedValue == value })
+        }
+        return replica
+    }
+
+    @Test func aKeyRemovedByTheStoreAndWrittenAgainReachesTheReplica() throws {
+        let cluster = try PostgresCluster.shared()
+        let namespace = uniqueNamespace()
+        let writer = try Self.store(cluster.url, namespace)
+        let replica = try Self.followingReplica(cluster.url, namespace, writer: writer)
+        try writer.remove(key: "k")
+        for value in 11...13 {
+            try writer.write(key: "k", data: bytes("\(value)"))
+            #expect(eventually(timeout: 20) { replica.wrappedValue == value })
+        }
+    }
+
+    // Disabled: the replica knows version 6 and takes the new rows' versions 1, 2 and 3 for stale ones: it keeps 5, and
+    // a set of it writes over the new value. A row deleted without the store (an operator's DELETE, a cleanup job, a
+    // restore of an older copy of the table) resets the versions without a notification. A replica that read the
+    // row at each notification, as before carried changes, met no such fault. A possible cure: a carried version no
+    // newer than the known one whose bytes differ from the known bytes is a contradiction, and is read.
+    @Test(.disabled("a replica takes the writes after a row was deleted without the store for stale ones"))
+    func aRowDeletedWithoutTheStoreAndWrittenAgainReachesTheReplica() throws {
+        let cluster = try PostgresCluster.shared()
+        let namespace = uniqueNamespace()
+        let writer = try Self.store(cluster.url, namespace)
+        let replica = try Self.followingReplica(cluster.url, namespace, writer: writer)
+        let admin = try adminConnection(cluster.url)
+        try sqlValue(admin, "DELETE FROM wlstorage WHERE namespace = $1 AND key = 'k'", [namespace])
+        for value in 11...13 {
+            try writer.write(key: "k", data: bytes("\(value)"))
+            #expect(eventually(timeout: 10) { replica.wrappedValue == value })
+        }
+    }
+}
