@@ -7,7 +7,8 @@ import WLStorage
 
 /// A notification on the store's channel can be sent by any role that can connect to the database: PostgreSQL checks
 /// no privilege for `NOTIFY`. A role that may not read or write the table must not be able to change what a replica
-/// holds, nor hide a real write from it.
+/// holds, nor hide a real write from it: by default, a replica reads the row a notification names, and takes nothing
+/// from the notification itself (a store that adopts notified values trusts every role that can connect).
 @Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresNotificationTrustTests {
     /// The OID of the default table, which carried changes name (readable by every role, in `pg_class`).
@@ -33,10 +34,7 @@ struct PostgresNotificationTrustTests {
         return connection
     }
 
-    // Disabled: the fault is in the design of carried changes (a notification's bytes are trusted as the row's), and
-    // its fix is not small: the bytes must be authenticated (a key shared by the writers), or come only from the
-    // store's own statements (which a notification cannot prove), or be read. Enable once the lead has decided.
-    @Test(.disabled("a replica trusts the bytes of any notification on its channel; see the comment"))
+    @Test
     func aNotificationSentByARoleWithoutPrivilegeDoesNotChangeAReplica() throws {
         let cluster = try PostgresCluster.shared()
         let admin = try adminConnection(cluster.url)
@@ -65,9 +63,9 @@ struct PostgresNotificationTrustTests {
         #expect(eventually(timeout: 10) { replica.wrappedValue == 2 }, "the real write was taken for a stale one")
     }
 
-    // Disabled with the test above, for the same cause: sealed bytes prove who sealed them, not that they are the row's
-    // bytes now, so an encrypted store is open to a replay of an earlier notification under a newer version.
-    @Test(.disabled("a replica of an encrypted store adopts an earlier sealed value replayed under a newer version"))
+    /// Sealed bytes prove who sealed them, not that they are the row's bytes now: a replay of an earlier notification
+    /// under a newer version must not roll an encrypted replica back.
+    @Test
     func anEarlierNotificationReplayedByARoleWithoutPrivilegeDoesNotRollBackAnEncryptedReplica() throws {
         let cluster = try PostgresCluster.shared()
         let admin = try adminConnection(cluster.url)

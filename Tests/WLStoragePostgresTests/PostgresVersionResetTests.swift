@@ -37,12 +37,11 @@ struct PostgresVersionResetTests {
         }
     }
 
-    // Disabled: the replica knows version 6 and takes the new rows' versions 1, 2 and 3 for stale ones: it keeps 5, and
-    // a set of it writes over the new value. A row deleted without the store (an operator's DELETE, a cleanup job, a
-    // restore of an older copy of the table) resets the versions without a notification. A replica that read the
-    // row at each notification, as before carried changes, met no such fault. A possible cure: a carried version no
-    // newer than the known one whose bytes differ from the known bytes is a contradiction, and is read.
-    @Test(.disabled("a replica takes the writes after a row was deleted without the store for stale ones"))
+    /// A row deleted without the store (an operator's DELETE, a cleanup job, a restore of an older copy of the table)
+    /// resets its versions without a notification: the replica, which knew version 6, must not take the new rows'
+    /// versions 1, 2 and 3 for stale ones. By default a replica reads the row each notification names. (A store that
+    /// adopts notified values does not meet this: see its initializer.)
+    @Test
     func aRowDeletedWithoutTheStoreAndWrittenAgainReachesTheReplica() throws {
         let cluster = try PostgresCluster.shared()
         let namespace = uniqueNamespace()
