@@ -68,12 +68,12 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     let fileBacker: WLStorageDefaultBacker<T>?
     let scheduler: any WriteScheduler
     /// The value a removal returns to, made when it is first needed.
-    let defaults: LazyDefault<T>
+    let defaults: CellDefault<T>
     /// The value a removal returns to, made now if it has not been: never read it under a lock of the package.
     var defaultValue: T { defaults.value }
 
     init(
-        value: T, stored: StoredState, defaults: LazyDefault<T>, migrations: [WLStorageMigration<T>] = [],
+        value: T, stored: StoredState, defaults: CellDefault<T>, migrations: [WLStorageMigration<T>] = [],
         backer: any WLStorageBacker<T>, fileBacker: WLStorageDefaultBacker<T>?, interval: UInt64?,
         scheduler: any WriteScheduler
     ) {

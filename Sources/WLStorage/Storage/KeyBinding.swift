@@ -25,7 +25,7 @@ struct KeyBinding<T: Codable & Sendable> {
         var value: T
         var stored: StoredState
         /// The value a removal returns to.
-        var defaults: LazyDefault<T>
+        var defaults: CellDefault<T>
         var readError: WLStorageError?
         /// Whether the value was read through a migration and is to be written back in the current shape.
         var rewrite = false
@@ -136,20 +136,20 @@ struct KeyBinding<T: Codable & Sendable> {
     /// value it read stands in for the default.
     func read(makeDefault: () -> T, lazyDefault: LazyDefault<T>?, migrations: [WLStorageMigration<T>]) -> Opening {
         // Made only when the bytes do not decode as they are: bytes in the current shape cost a plain decode.
-        func decoding(_ made: LazyDefault<T>) -> ValueDecoding<T> {
+        func decoding(_ made: CellDefault<T>) -> ValueDecoding<T> {
             ValueDecoding(defaultValue: { made.value }, migrations: migrations)
         }
         switch kind {
         case .file(let file):
-            let made = lazyDefault ?? LazyDefault(made: makeDefault())
+            let made = lazyDefault.map(CellDefault.lazy) ?? .made(makeDefault())
             let found = file.readStored(prepared: prepared, decoding: decoding(made))
             return Self.opening(found, defaults: made, savesDefault: true)
         case .store(let store):
-            let made = lazyDefault ?? LazyDefault(made: makeDefault())
+            let made = lazyDefault.map(CellDefault.lazy) ?? .made(makeDefault())
             return Self.opening(
                 store.readStored(decoding: decoding(made)), defaults: made, savesDefault: store.savesDefault)
         case .observed(let observed, _):
-            let made = LazyDefault(made: madeDefault ?? makeDefault())
+            let made = CellDefault.made(madeDefault ?? makeDefault())
             return Self.opening(observed.readStored(decoding: decoding(made)), defaults: made, savesDefault: false)
         case .plain:
             var made: T?
@@ -163,13 +163,13 @@ struct KeyBinding<T: Codable & Sendable> {
             case .value(let read): defaultValue = made ?? read
             default: defaultValue = made ?? makeDefault()
             }
-            return Self.opening(found, defaults: LazyDefault(made: defaultValue), savesDefault: false)
+            return Self.opening(found, defaults: .made(defaultValue), savesDefault: false)
         }
     }
 
     /// The first state of a cell that read `found`. Only the file and store backers save their default, and only where
     /// nothing is stored (`savesDefault`).
-    private static func opening(_ found: ReadResult<T>, defaults: LazyDefault<T>, savesDefault: Bool) -> Opening {
+    private static func opening(_ found: ReadResult<T>, defaults: CellDefault<T>, savesDefault: Bool) -> Opening {
         switch found {
         case .value(let value):
             return Opening(value: value, stored: .known, defaults: defaults)

@@ -6,14 +6,7 @@
 /// lock.
 final class LazyDefault<T: Sendable>: Sendable {
     private let made: Lock<T?>
-    /// Makes the default; `nil` when it was made from the start (no closure is kept: a cell is kept small).
-    private let make: (@Sendable () -> T)?
-
-    /// A default made already.
-    init(made value: T) {
-        self.made = Lock(value)
-        self.make = nil
-    }
+    private let make: @Sendable () -> T
 
     /// A default that `make` makes the first time it is needed.
     init(_ make: @escaping @Sendable () -> T) {
@@ -24,7 +17,6 @@ final class LazyDefault<T: Sendable>: Sendable {
     /// The default, made now if it has not been. Never call it under a lock of the package.
     var value: T {
         if let value = made.withLock({ $0 }) { return value }
-        guard let make else { preconditionFailure("a default made from the start is never taken out") }
         let value = make()
         return made.withLock { made in
             if let earlier = made { return earlier }
@@ -46,6 +38,29 @@ extension JobOutcome {
         switch self {
         case .read(.absent), .read(.movedAside), .checked(.removed): true
         default: false
+        }
+    }
+}
+
+/// A cell's default: made already (held in the cell, as most are: no object is allocated for it), or a typed key's,
+/// made when first needed.
+enum CellDefault<T: Sendable>: Sendable {
+    case made(T)
+    case lazy(LazyDefault<T>)
+
+    /// The default, made now if it has not been. Never call it under a lock of the package.
+    var value: T {
+        switch self {
+        case .made(let value): value
+        case .lazy(let lazy): lazy.value
+        }
+    }
+
+    /// The default when it has been made, else `nil`: what code under a lock may use.
+    var ifMade: T? {
+        switch self {
+        case .made(let value): value
+        case .lazy(let lazy): lazy.ifMade
         }
     }
 }

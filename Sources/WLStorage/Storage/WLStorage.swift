@@ -344,7 +344,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             key: backer.key,
             path: (backer as? WLStorageDefaultBacker<T>)?.fileURL?.path)
         let cell = StorageCell(
-            value: value, stored: .known, defaults: LazyDefault(made: value),
+            value: value, stored: .known, defaults: .made(value),
             backer: RefusingBacker<T>(refusal: mismatch),
             fileBacker: nil, interval: nil, scheduler: scheduler)
         cell.record(mismatch)

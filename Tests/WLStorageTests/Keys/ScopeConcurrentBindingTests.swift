@@ -26,7 +26,9 @@ struct ScopeConcurrentBindingTests {
                     storages.withLock { $0[side] = storage }
                 }
                 let (first, second) = try storages.withLock { (try #require($0[0]), try #require($0[1])) }
-                #expect(first.lastError == nil && second.lastError == nil)
+                #expect(
+                    first.lastError == nil && second.lastError == nil,
+                    "\(String(describing: first.lastError)), \(String(describing: second.lastError))")
                 // At most one binding is refused, and a refusal says why.
                 #expect(refusals.withLock { $0.count } <= 1)
                 for refusal in refusals.withLock({ Array($0.values) }) {
