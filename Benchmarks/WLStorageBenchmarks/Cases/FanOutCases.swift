@@ -82,26 +82,9 @@ enum FanOutCases {
         defer { for replica in replicas { replica.stop() } }
 
         // Warm-up: negative values until every replica and listener has received one, then 10 more of each.
-        var warmUp = 0
-        let warmUpDeadline = monotonicNanoseconds() + 120_000_000_000
-        var extra = 10
-        while extra > 0 {
-            warmUp -= 1
-            storage.wrappedValue = warmUp
-            try floorSend(warmUp)
-            sleep(nanoseconds: 2 * period)
-            let everyone =
-                replicas.allSatisfy { $0.deliveries.keys.contains { $0 < 0 } }
-                && listeners.allSatisfy { $0.received.withLock { !$0.isEmpty } }
-            if everyone {
-                extra -= 1
-            } else {
-                guard monotonicNanoseconds() < warmUpDeadline, replicas.allSatisfy(\.isRunning) else {
-                    throw PostgresCases.Failure(
-                        description: "the \(count) replicas did not receive the warm-up values within 120 s")
-                }
-            }
-        }
+        try warmUp(
+            storage, replicas: replicas, listeners: listeners, period: period, extra: 10, seconds: 120,
+            floorSend: floorSend)
 
         struct Phase {
             var p50: [Double] = []

@@ -146,25 +146,9 @@ enum PostgresCases {
         defer { for replica in replicas { replica.stop() } }
 
         // Warm-up: negative values until every replica and listener has received one, then 20 more of each.
-        var warmUp = 0
-        let warmUpDeadline = monotonicNanoseconds() + 60_000_000_000
-        var extra = 20
-        while extra > 0 {
-            warmUp -= 1
-            storage.wrappedValue = warmUp
-            try floorSend(warmUp)
-            sleep(nanoseconds: 2 * period)
-            let everyone =
-                replicas.allSatisfy { $0.deliveries.keys.contains { $0 < 0 } }
-                && listeners.allSatisfy { $0.received.withLock { !$0.isEmpty } }
-            if everyone {
-                extra -= 1
-            } else {
-                guard monotonicNanoseconds() < warmUpDeadline, replicas.allSatisfy(\.isRunning) else {
-                    throw Failure(description: "the replicas did not receive the warm-up values within 60 s")
-                }
-            }
-        }
+        try warmUp(
+            storage, replicas: replicas, listeners: listeners, period: period, extra: 20, seconds: 60,
+            floorSend: floorSend)
 
         var libraryP50: [Double] = []
         var libraryP99: [Double] = []

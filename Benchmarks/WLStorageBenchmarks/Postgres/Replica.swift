@@ -117,3 +117,33 @@ final class ReplicaProcess {
         return first
     }
 }
+
+/// Sends negative warm-up values, from `storage` and by hand (`floorSend`) in turn, one every two `period`s, until every
+/// replica process and every floor listener has received one, then `extra` more of each; throws when that takes longer
+/// than `seconds` or a replica process ended.
+func warmUp(
+    _ storage: WLStorage<Int>, replicas: [ReplicaProcess], listeners: [FloorListener], period: UInt64, extra: Int,
+    seconds: UInt64, floorSend: (Int) throws -> Void
+) throws {
+    var value = 0
+    let deadline = monotonicNanoseconds() + seconds * 1_000_000_000
+    var extra = extra
+    while extra > 0 {
+        value -= 1
+        storage.wrappedValue = value
+        try floorSend(value)
+        sleep(nanoseconds: 2 * period)
+        let everyone =
+            replicas.allSatisfy { $0.deliveries.keys.contains { $0 < 0 } }
+            && listeners.allSatisfy { $0.received.withLock { !$0.isEmpty } }
+        if everyone {
+            extra -= 1
+        } else {
+            guard monotonicNanoseconds() < deadline, replicas.allSatisfy(\.isRunning) else {
+                throw PostgresCases.Failure(
+                    description: "the \(replicas.count) replicas did not receive the warm-up values within \(seconds) s"
+                )
+            }
+        }
+    }
+}
