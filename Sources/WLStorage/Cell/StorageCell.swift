@@ -15,9 +15,9 @@ import Synchronization
 //   stored value, which thread runs the cell's job, and the boxed extras (listeners, waiting flushes, flags).
 //
 // The other locks of the core, each guarding its own table: the registry's (``StorageRegistry``: cells by file and by
-// store key), the file monitor's (``FileMonitor``: watched paths and subscribers), the store feeds' (``StoreFeeds``:
-// one feed per store identity and the keys it reported), a backer's known versions (``KnownVersions``,
-// ``KnownBytes``), and the directory table's.
+// store key), the router's (``ChangeRouter``: the sources followed and their counts), the file monitor's
+// (``FileMonitor``: watched paths and subscribers), the store feeds' (``StoreFeeds``: one feed per store identity and
+// the keys it reported), a backer's known versions (``KnownVersions``, ``KnownBytes``), and the directory table's.
 //
 // Every lock of the package is a leaf: none is held while another is taken, while a backer, an observer or a
 // listener runs, or while a user object (closure, continuation, backer, storage) is released. A value, closure or
@@ -26,9 +26,9 @@ import Synchronization
 // continuation's `yield` takes a lock of its own (the consuming task's), which a task being cancelled holds while it
 // removes its listener under the cell's.
 //
-// Outside changes reach a cell one way, whatever the store: the file monitor (inotify) and a store's feed
-// (``StoreFeeds``, for instance PostgreSQL's LISTEN/NOTIFY) each find the cells of what changed and call
-// `checkForExternalChange()`, whose job asks the backer (``StoreBacking/readExternalChange(decoding:)``) what changed since the
+// Outside changes reach a cell one way, whatever the store: the file monitor (inotify), a store's feed (``StoreFeeds``,
+// for instance PostgreSQL's LISTEN/NOTIFY) and a custom backer's feed report them to the ``ChangeRouter``, which finds
+// the cells of what changed and calls `checkForExternalChange()`, whose job asks the backer (``StoreBacking/readExternalChange(decoding:)``) what changed since the
 // version it saw last, and ``CellState`` adopts it by the last-writer rule.
 //
 // A cell runs one job on its backer at a time: a write, the save of a default, a read after a failed one, or a
@@ -128,8 +128,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         StorageRegistry.shared.unregister(ObjectIdentifier(self))
         CellMigrations.forget(self)
         if storagesAndWatch.load(ordering: .relaxed) & 1 != 0 {
-            if let directory { FileMonitor.shared.unwatch(directory) }
-            if let storeKey { StoreFeeds.shared.release(storeKey.store) }
+            if let directory { ChangeRouter.shared.unfollow(.directory(directory)) }
+            if let storeKey { ChangeRouter.shared.unfollow(.store(storeKey.store)) }
         }
     }
 

@@ -65,9 +65,6 @@ package final class FileMonitor: Sendable {
         var pollOnly = false
         /// The watches of the directories holding the symlinks of the path, which report the symlinks' replacement.
         var linkWatches: Set<Int32> = []
-        /// Counts the events that may have changed a file in the directory, and the moves of the path to another
-        /// directory: a storage being created compares it before and after, and checks its file again if it moved.
-        var events: UInt64 = 0
     }
 
     /// What one inotify watch stands for.
@@ -106,10 +103,6 @@ package final class FileMonitor: Sendable {
 
     private let state = Lock(State())
     private let queue = DispatchQueue(label: "WLStorage.monitor")
-    /// Counts the batches of events that named files, so that a storage can tell whether one came while it was being
-    /// created and check its file again.
-
-    /// The number of event batches that named a file so far.
 
     private static let mask =
         UInt32(IN_MOVED_TO) | UInt32(IN_CLOSE_WRITE) | UInt32(IN_MOVED_FROM) | UInt32(IN_DELETE)
@@ -156,27 +149,24 @@ package final class FileMonitor: Sendable {
     /// Starts one use of `directory`, watching it if it is not watched yet. With `inotify` off (tests of the
     /// fallback), the directory is polled. Balance each call with ``unwatch(_:)``.
     ///
-    /// When it returns, the directory is watched (or polled): a change made after that is reported. Returns what the
-    /// path leads to as the monitor sees it (`nil` when it cannot be reached), the directory whose changes it reports,
-    /// and the count of the path's events so far (see ``events(of:)``).
+    /// When it returns, the directory is watched (or polled): a change made after that is reported to the
+    /// ``ChangeRouter``. Returns what the path leads to as the monitor sees it (`nil` when it cannot be reached).
     @discardableResult
-    func watch(
-        _ directory: StorageDirectory, inotify: Bool = true
-    ) -> (identity: DirectoryIdentity?, events: UInt64) {
+    func watch(_ directory: StorageDirectory, inotify: Bool = true) -> DirectoryIdentity? {
         let path = directory
         // What the path leads to is looked at outside the lock (the lookup is a system call, which can be slow, and
         // which tests can stall), and only when the path is not in use yet.
         var looked: DirectoryIdentity??
         while true {
-            let done = state.withLock { state -> (identity: DirectoryIdentity?, events: UInt64)? in
+            let done = state.withLock { state -> DirectoryIdentity?? in
                 if let watched = state.paths[path] {
                     state.paths[path]?.users += 1
-                    return (watched.identity, watched.events)
+                    return .some(watched.identity)
                 }
                 guard let identity = looked else { return nil }
                 state.paths[path] = WatchedPath(users: 1, pollOnly: !inotify)
                 attach(path, identity: identity, &state)
-                return (identity, 0)
+                return .some(identity)
             }
             if let done { return done }
             looked = .some(try? directory.identity())
@@ -186,11 +176,6 @@ package final class FileMonitor: Sendable {
     /// What the path of `directory` leads to as the monitor last saw it, while it is watched.
     func identity(of directory: StorageDirectory) -> DirectoryIdentity? {
         state.withLock { $0.paths[directory]?.identity }
-    }
-
-    /// How many events may have changed a file in `directory`, or moved its path, since it was first watched.
-    func events(of directory: StorageDirectory) -> UInt64 {
-        state.withLock { $0.paths[directory]?.events ?? 0 }
     }
 
     /// Ends one use of `directory`. With the last, its watches and its polling end.
@@ -368,9 +353,7 @@ package final class FileMonitor: Sendable {
             return moved
         }
         for (path, identity) in moved { directoryMoved(path, to: identity) }
-        for path in polled {
-            check(StorageRegistry.shared.cells(inDirectoryAt: path))
-        }
+        for path in polled { ChangeRouter.shared.deliver(everyFileIn: path) }
         let paths = Set(polled)
         for subscriber in subscribers(where: { paths.contains($0.directory) }) { subscriber.handler(.any) }
     }
@@ -379,8 +362,9 @@ package final class FileMonitor: Sendable {
     private func directoryMoved(_ path: StorageDirectory, to identity: DirectoryIdentity) {
         DirectoryTable.forget(path)
         StorageRegistry.shared.directoryChanged(path: path, to: identity)
-        // A storage being created at this moment, not registered yet, moves its cell itself (see `events`).
-        state.withLock { $0.paths[path]?.events &+= 1 }
+        // A storage being opened at this moment, not registered yet, moves its cell itself (see
+        // ``KeyBinding/catchUp(_:)``).
+        ChangeRouter.shared.count([.directory(path)])
     }
 
     // MARK: Events
@@ -390,6 +374,7 @@ package final class FileMonitor: Sendable {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         var changed: Set<FileKey> = []
         var changedNames: Set<FileInDirectory> = []
+        var changedPaths: Set<StorageDirectory> = []
         var gone: Set<StorageDirectory> = []
         var relinked: Set<StorageDirectory> = []
         var overflowed = false
@@ -414,10 +399,7 @@ package final class FileMonitor: Sendable {
         let own = OwnRenames.ownEvents(in: events)
         state.withLock { state in
             for (index, event) in events.enumerated() {
-                if event.mask & UInt32(IN_Q_OVERFLOW) != 0 {
-                    overflowed = true
-                    for path in state.paths.keys { state.paths[path]?.events &+= 1 }
-                }
+                if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
                 guard let use = state.watches[event.watch] else { continue }
                 if event.mask & (UInt32(IN_IGNORED) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)) != 0 {
                     // The directory went away: its paths are polled until it is back, and re-resolved then.
@@ -433,7 +415,7 @@ package final class FileMonitor: Sendable {
                 if !use.paths.isEmpty, FileName.isKeyFileName(event.name) {
                     if let identity = use.identity, !own.contains(index) {
                         changed.insert(FileKey(directory: identity, name: event.name))
-                        for path in use.paths { state.paths[path]?.events &+= 1 }
+                        changedPaths.formUnion(use.paths)
                     }
                     for path in use.paths { changedNames.insert(FileInDirectory(directory: path, name: event.name)) }
                 }
@@ -448,14 +430,17 @@ package final class FileMonitor: Sendable {
             subscriber.handler(.directoryGone)
         }
         for path in relinked.subtracting(gone) { reresolve(path) }
-        let registry = StorageRegistry.shared
+        let router = ChangeRouter.shared
         if overflowed {
             // Events were lost: every file-backed cell and every subscriber checks its file.
-            check(registry.liveCells().filter { $0.directory != nil })
+            router.countEveryDirectory()
+            router.deliverToEveryFile()
             for subscriber in subscribers(where: { !gone.contains($0.directory) }) { subscriber.handler(.any) }
             return
         }
-        check(changed.compactMap { registry.cell(forFile: $0) })
+        // Counted before the cells are looked for: a storage not registered yet sees the count move.
+        router.count(changedPaths.map { .directory($0) })
+        router.deliver(files: changed)
         for subscriber in subscribers(where: { _ in !changedNames.isEmpty }) {
             if let fileName = subscriber.fileName {
                 let named = FileInDirectory(directory: subscriber.directory, name: fileName)
@@ -467,25 +452,6 @@ package final class FileMonitor: Sendable {
             }
         }
     }
-
-    /// Has each of `cells` check its file, on the queue of checks: the monitor's queue goes on with other events, and
-    /// a slow directory holds up no other.
-    ///
-    /// A queued check holds its cell weakly: a cell whose last storage goes meanwhile is not kept alive by it, so that
-    /// a storage opened next reads the file afresh.
-    private func check(_ cells: [any RegisteredCell]) {
-        Self.scheduleChecks(cells)
-    }
-
-    /// Has each of `cells` check its stored value for a change made elsewhere, on the queue of checks, holding each
-    /// cell weakly.
-    static func scheduleChecks(_ cells: [any RegisteredCell]) {
-        for cell in cells {
-            Self.checks.async { [weak cell] in cell?.checkForExternalChange() }
-        }
-    }
-
-    private static let checks = DispatchQueue(label: "WLStorage.checks", qos: .utility, attributes: .concurrent)
 
     /// A symlink on the way to `path` was replaced or removed: watch where the path leads now, and when that is
     /// another directory, move the path's cells there and have each check its file.
@@ -502,7 +468,7 @@ package final class FileMonitor: Sendable {
         if after != before { directoryMoved(path, to: after) }
         // Checked even when the path leads to the same directory: its watch was made anew, and an event in between
         // would be lost.
-        check(StorageRegistry.shared.cells(inDirectoryAt: path))
+        ChangeRouter.shared.deliver(everyFileIn: path)
         for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.any) }
     }
 

@@ -40,8 +40,8 @@ struct KeyBinding<T: Codable & Sendable> {
     private var prepared = false
     /// Whether this binding holds a use of the directory's watch or of the store's feed, which the new cell adopts.
     private var watched = false
-    /// The count of the watch's or the feed's events when following began.
-    private var events: UInt64 = 0
+    /// The count of the watch's or the feed's reports when following began (see ``ChangeRouter``).
+    private var reports: UInt64 = 0
     /// The default, when following made it already (a custom backer's feed needs it).
     private var madeDefault: T?
 
@@ -94,21 +94,21 @@ struct KeyBinding<T: Codable & Sendable> {
             prepared = identity != nil
             // The cell is keyed by the directory the monitor watches, which a symlink retargeted since the preparation
             // may have changed.
-            let watch = FileMonitor.shared.watch(directory)
+            let watch = ChangeRouter.shared.follow(directory: directory)
             identity = watch.identity ?? identity
             let found = StorageRegistry.shared.cell(forFile: name, in: directory, identity: identity, as: T.self)
             guard case .none = found else {
-                FileMonitor.shared.unwatch(directory)
+                ChangeRouter.shared.unfollow(.directory(directory))
                 return found
             }
-            (watched, events) = (true, watch.events)
+            (watched, reports) = (true, watch.reports)
             return .none
         case .store(let store):
             let key = StoreKey(store: store.identity, key: store.storedKey)
-            events = StoreFeeds.shared.use(store.store, identity: key.store)
+            reports = ChangeRouter.shared.follow(store: store.store, identity: key.store)
             let found = StorageRegistry.shared.cell(for: key, as: T.self)
             guard case .none = found else {
-                StoreFeeds.shared.release(key.store)
+                ChangeRouter.shared.unfollow(.store(key.store))
                 return found
             }
             watched = true
@@ -223,49 +223,21 @@ struct KeyBinding<T: Codable & Sendable> {
         switch kind {
         case .file(let file):
             // The cell follows the path where the monitor saw it lead, and checks its file once more.
-            guard watched, let directory = file.directory, FileMonitor.shared.events(of: directory) != events else {
-                return
-            }
+            guard watched, let directory = file.directory,
+                ChangeRouter.shared.reported(.directory(directory), since: reports)
+            else { return }
             if let now = FileMonitor.shared.identity(of: directory), now != identity {
                 StorageRegistry.shared.directoryChanged(path: directory, to: now)
             }
             cell.checkForExternalChange()
         case .store:
-            if let key = cell.storeKey, StoreFeeds.shared.events(of: key.store) != events {
+            if let key = cell.storeKey, ChangeRouter.shared.reported(.store(key.store), since: reports) {
                 cell.checkForExternalChange()
             }
         case .observed(_, let target):
             if target.attach(cell) { cell.checkForExternalChange() }
         case .plain:
             break
-        }
-    }
-}
-
-/// Where a custom backer's feed sends its changes: the cell, once it exists. A change reported before is remembered,
-/// and the cell checks once it is attached.
-final class FeedTarget<T: Codable & Sendable>: Sendable {
-    private struct State {
-        weak var cell: StorageCell<T>?
-        var attached = false
-        var missed = false
-    }
-    private let state = Lock(State())
-
-    func changed() {
-        let cell = state.withLock { state -> StorageCell<T>? in
-            if !state.attached { state.missed = true }
-            return state.cell
-        }
-        if let cell { FileMonitor.scheduleChecks([cell]) }
-    }
-
-    /// Sends later changes to `cell`; returns whether a change came before.
-    func attach(_ cell: StorageCell<T>) -> Bool {
-        state.withLock { state in
-            state.cell = cell
-            state.attached = true
-            return state.missed
         }
     }
 }

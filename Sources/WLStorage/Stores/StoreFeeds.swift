@@ -7,9 +7,10 @@ import Dispatch
 #endif
 
 /// The change feeds of the stores in use: one per store identity, started by its first storage and cancelled with its
-/// last. A change a feed reports sends the cells of the key (or of every key, for ``WLStorageStoreChange/everything``)
-/// to read it, on the queue of checks, as the file monitor does with inotify events: one path for every store. A change
-/// that carries its bytes (``CarriedChange``) is handed to the cells' backers first, and checked on the feed's thread.
+/// last. What a feed reports is gathered into rounds, and each round goes to the ``ChangeRouter``, which has the cells
+/// of the keys (or of every key, for ``WLStorageStoreChange/everything``) check them, as it does for the file
+/// monitor's events. A round runs on the router's queue of checks; a change that carries its bytes (``CarriedChange``)
+/// starts its round on the feed's thread, without that hop.
 ///
 /// The lock guards the table only. A store's `observeChanges` (user code) is called, and an observation cancelled and
 /// released, outside it; a feed being started is a placeholder in the table that later users wait for.
@@ -19,8 +20,6 @@ final class StoreFeeds: Sendable {
     private final class Feed: @unchecked Sendable {  // mutable parts: under `StoreFeeds.feeds`
         var users = 1
         var observation: WLStorageSubscription?
-        /// The changes reported so far: a storage being created compares it before and after its read.
-        var events: UInt64 = 0
         /// Opened when the observation is in place.
         let started = DispatchGroup()
         /// The thread starting the feed, until it is in place: a storage of the same store created from inside the
@@ -39,9 +38,9 @@ final class StoreFeeds: Sendable {
 
     private let feeds = Lock([String: Feed]())
 
-    /// Starts one use of `store`'s feed, starting the feed with the first. Returns when the feed is in place, with the
-    /// count of changes reported so far (see ``events(of:)``). Balance each call with ``release(_:)``.
-    func use(_ store: any WLStorageStore, identity: String) -> UInt64 {
+    /// Starts one use of `store`'s feed, starting the feed with the first. Returns when the feed is in place. Balance
+    /// each call with ``release(_:)``.
+    func use(_ store: any WLStorageStore, identity: String) {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         let (feed, isNew, reentered) = feeds.withLock { feeds -> (Feed, Bool, Bool) in
             if let feed = feeds[identity] {
@@ -56,7 +55,7 @@ final class StoreFeeds: Sendable {
         }
         if reentered {
             // Called from inside the store's `observeChanges`: the feed is not in place yet, and cannot be waited for.
-            return feeds.withLock { _ in feed.events }
+            return
         }
         if isNew {
             let observation: WLStorageSubscription?
@@ -76,7 +75,6 @@ final class StoreFeeds: Sendable {
         } else {
             feed.started.wait()
         }
-        return feeds.withLock { _ in feed.events }
     }
 
     /// Ends one use of the feed of `identity`; with the last, the feed is cancelled.
@@ -99,15 +97,11 @@ final class StoreFeeds: Sendable {
         observation?.cancel()
     }
 
-    /// How many changes the feed of `identity` reported since it started.
-    func events(of identity: String) -> UInt64 {
-        feeds.withLock { $0[identity]?.events ?? 0 }
-    }
-
     private func changed(_ identity: String, _ event: StoreFeedEvent) {
+        // Counted before the cells are looked for: a storage not registered yet sees the count move.
+        ChangeRouter.shared.count([.store(identity)])
         let startsRound = feeds.withLock { feeds -> Bool in
             guard let feed = feeds[identity] else { return false }
-            feed.events &+= 1
             switch event {
             case .change(.key(let key)) where !feed.pendingEverything: feed.pendingKeys.insert(key)
             case .change(.key): break
@@ -130,7 +124,7 @@ final class StoreFeeds: Sendable {
         if case .carried(let change) = event, change.data != nil {
             checkReported(identity)
         } else {
-            Self.checks.async { [weak self] in self?.checkReported(identity) }
+            ChangeRouter.shared.onChecksQueue { [weak self] in self?.checkReported(identity) }
         }
     }
 
@@ -153,24 +147,8 @@ final class StoreFeeds: Sendable {
                 return (feed.pendingKeys, feed.pendingEverything, feed.pendingCarried)
             }
             guard let taken else { return }
-            let registry = StorageRegistry.shared
-            if taken.everything {
-                for cell in registry.cells(ofStore: identity, key: nil) {
-                    cell.offer([], mustRead: true)
-                    cell.checkForExternalChange()
-                }
-                continue
-            }
-            // Each cell is handed what was carried for its key, or told to read it, before its check.
-            for key in taken.keys.union(taken.carried.keys) {
-                for cell in registry.cells(ofStore: identity, key: key) {
-                    cell.offer(taken.carried[key] ?? [], mustRead: taken.keys.contains(key))
-                    cell.checkForExternalChange()
-                }
-            }
+            ChangeRouter.shared.deliver(
+                store: identity, keys: taken.keys, everything: taken.everything, carried: taken.carried)
         }
     }
-
-    private static let checks = DispatchQueue(
-        label: "WLStorage.storeChecks", qos: .utility, attributes: .concurrent)
 }

@@ -298,8 +298,8 @@ import Testing
 /// "Reporting a change that was not one ... costs one read of the key" — and no more than that, however fast the
 /// feed reports.
 ///
-/// `StoreFeeds.changed` hands every report to `FileMonitor.scheduleChecks`, which queues one block per cell per report
-/// on the concurrent queue of checks: nothing coalesces a check already queued for a cell. A feed that reports faster
+/// When every report queued one check per cell on the concurrent queue of checks, nothing coalesced a check already
+/// queued for a cell. A feed that reports faster
 /// than the checks run (a busy `LISTEN` channel, `.everything` after each reconnection attempt of a flapping
 /// connection) grows the queue without bound: measured here, 200,000 reports of `.everything` to 20 storages queued
 /// 4,000,000 checks, grew the process by 570 MB, and took more than 80 s of both cores to drain, long after the feed

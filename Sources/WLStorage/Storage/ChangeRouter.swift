@@ -1,0 +1,184 @@
+import Dispatch
+
+/// What a cell follows to hear of changes made elsewhere: the file monitor's watch of its directory's path, or its
+/// store's feed.
+enum ChangeSource: Hashable, Sendable {
+    /// The inotify watch (or the polling) of a directory path, for the files in it.
+    case directory(StorageDirectory)
+    /// The change feed of a store other than a directory, by the store's identity.
+    case store(String)
+}
+
+/// The one way changes made elsewhere reach cells, whoever hears them: the file monitor (inotify events, polling, a
+/// symlink on the path replaced, lost events), the store feeds (a store's `observeChanges`, PostgreSQL's
+/// notifications, with what they carry), and a custom backer's own feed (``FeedTarget``).
+///
+/// It keeps, for each source in use, how many storages follow it and how many changes it reported. A storage being
+/// opened follows its source before it reads (``follow(directory:)``, ``follow(store:identity:)``), and after it
+/// registers its cell asks whether the source reported anything meanwhile (``reported(_:since:)``): a change that
+/// found no cell to tell is checked then. Producers count a change before they look for its cells
+/// (``count(_:)``), so that either the lookup finds the cell or the storage sees the count move.
+///
+/// It then finds the cells of what changed in the registry and has each check its key: on the one queue of checks,
+/// holding the cell weakly, or on the producer's thread when the change carries its bytes and no read is needed
+/// (``deliver(store:keys:everything:carried:here:)``).
+///
+/// The lock guards the counts only; producers are started and stopped, and cells called, outside it.
+final class ChangeRouter: Sendable {
+    static let shared = ChangeRouter()
+
+    private struct Followed {
+        var users = 0
+        var reports: UInt64 = 0
+    }
+
+    private let sources = Lock([ChangeSource: Followed]())
+
+    /// Where cells check their keys, and where the store feeds run their rounds: concurrent, so that a slow backer
+    /// holds up no other cell.
+    private let checks = DispatchQueue(label: "WLStorage.checks", qos: .utility, attributes: .concurrent)
+
+    // MARK: Following
+
+    /// Starts one use of the watch of `directory`: counted here, then watched (see ``FileMonitor/watch(_:inotify:)``).
+    /// Returns what the path leads to as the monitor sees it, and the count to pass to ``reported(_:since:)``. Balance
+    /// each call with ``unfollow(_:)``.
+    func follow(directory: StorageDirectory) -> (identity: DirectoryIdentity?, reports: UInt64) {
+        let reports = begin(.directory(directory))
+        return (FileMonitor.shared.watch(directory), reports)
+    }
+
+    /// Starts one use of `store`'s feed: counted here, then the feed is started with its first use (see
+    /// ``StoreFeeds/use(_:identity:)``). Returns the count to pass to ``reported(_:since:)``. Balance each call with
+    /// ``unfollow(_:)``.
+    func follow(store: any WLStorageStore, identity: String) -> UInt64 {
+        let reports = begin(.store(identity))
+        StoreFeeds.shared.use(store, identity: identity)
+        return reports
+    }
+
+    /// Ends one use of `source`: the watch or the feed ends with its last.
+    func unfollow(_ source: ChangeSource) {
+        switch source {
+        case .directory(let directory): FileMonitor.shared.unwatch(directory)
+        case .store(let identity): StoreFeeds.shared.release(identity)
+        }
+        sources.withLock { sources in
+            guard let users = sources[source]?.users else { return }
+            if users <= 1 { sources[source] = nil } else { sources[source]?.users = users - 1 }
+        }
+    }
+
+    /// Whether `source` reported a change since it counted `reports`.
+    func reported(_ source: ChangeSource, since reports: UInt64) -> Bool {
+        sources.withLock { $0[source]?.reports != reports }
+    }
+
+    /// Counted before the producer starts: a change it reports once started moves the count.
+    private func begin(_ source: ChangeSource) -> UInt64 {
+        sources.withLock { sources in
+            sources[source, default: Followed()].users += 1
+            return sources[source]!.reports
+        }
+    }
+
+    // MARK: Reporting
+
+    /// Counts a change reported by each of `changed`, before its cells are looked for.
+    func count(_ changed: some Sequence<ChangeSource>) {
+        sources.withLock { sources in
+            for source in changed where sources[source] != nil { sources[source]?.reports &+= 1 }
+        }
+    }
+
+    /// Counts a change of every directory followed (events were lost).
+    func countEveryDirectory() {
+        sources.withLock { sources in
+            for source in sources.keys {
+                if case .directory = source { sources[source]?.reports &+= 1 }
+            }
+        }
+    }
+
+    // MARK: Delivering
+
+    /// Has the cells of `files` check them, on the queue of checks.
+    func deliver(files: some Sequence<FileKey>) {
+        let registry = StorageRegistry.shared
+        check(files.compactMap { registry.cell(forFile: $0) })
+    }
+
+    /// Has the cells of every file in the directory at `path` check theirs, on the queue of checks.
+    func deliver(everyFileIn path: StorageDirectory) {
+        check(StorageRegistry.shared.cells(inDirectoryAt: path))
+    }
+
+    /// Has every cell of a file check it, on the queue of checks (events were lost).
+    func deliverToEveryFile() {
+        check(StorageRegistry.shared.liveCells().filter { $0.directory != nil })
+    }
+
+    /// Hands the cells of `store` what was reported of their keys, and has each check its key, on this thread: the
+    /// store feeds call it from their round, which runs on the queue of checks or, for changes that carry their bytes,
+    /// on the feed's own thread. With `everything`, every cell of the store reads its key.
+    func deliver(store identity: String, keys: Set<String>, everything: Bool, carried: [String: [CarriedChange]]) {
+        let registry = StorageRegistry.shared
+        if everything {
+            for cell in registry.cells(ofStore: identity, key: nil) {
+                cell.offer([], mustRead: true)
+                cell.checkForExternalChange()
+            }
+            return
+        }
+        // Each cell is handed what was carried for its key, or told to read it, before its check.
+        for key in keys.union(carried.keys) {
+            for cell in registry.cells(ofStore: identity, key: key) {
+                cell.offer(carried[key] ?? [], mustRead: keys.contains(key))
+                cell.checkForExternalChange()
+            }
+        }
+    }
+
+    /// Has each of `cells` check its stored value for a change made elsewhere, on the queue of checks.
+    ///
+    /// A queued check holds its cell weakly: a cell whose last storage goes meanwhile is not kept alive by it, so that
+    /// a storage opened next reads its key afresh.
+    func check(_ cells: [any RegisteredCell]) {
+        for cell in cells {
+            checks.async { [weak cell] in cell?.checkForExternalChange() }
+        }
+    }
+
+    /// Runs `work` on the queue of checks.
+    func onChecksQueue(_ work: @escaping @Sendable () -> Void) {
+        checks.async(execute: work)
+    }
+}
+
+/// Where a custom backer's feed sends its changes: the cell, once it exists. A change reported before is remembered,
+/// and the cell checks once it is attached.
+final class FeedTarget<T: Codable & Sendable>: Sendable {
+    private struct State {
+        weak var cell: StorageCell<T>?
+        var attached = false
+        var missed = false
+    }
+    private let state = Lock(State())
+
+    func changed() {
+        let cell = state.withLock { state -> StorageCell<T>? in
+            if !state.attached { state.missed = true }
+            return state.cell
+        }
+        if let cell { ChangeRouter.shared.check([cell]) }
+    }
+
+    /// Sends later changes to `cell`; returns whether a change came before.
+    func attach(_ cell: StorageCell<T>) -> Bool {
+        state.withLock { state in
+            state.cell = cell
+            state.attached = true
+            return state.missed
+        }
+    }
+}
