@@ -160,10 +160,7 @@ extension StorageCell {
         var attempts = 0
         while true {
             if !first { _ = UpdatesOnThisThread.begin(cell) }
-            let (start, count) = state.withLock { state -> (T, UInt32) in
-                if first { state.updaters &+= 1 }
-                return (state.value, state.changeCount)
-            }
+            let (start, count) = state.withLock { [first] in $0.startUpdate(counting: first) }
             first = false
             var value = start
             let result: R
@@ -171,7 +168,7 @@ extension StorageCell {
                 defer { UpdatesOnThisThread.end(cell) }
                 result = try body(&value)
             } catch {
-                state.withLock { $0.updaters &-= 1 }
+                state.withLock { $0.endUpdate() }
                 throw error
             }
             // The closure has returned: what observers of the commit do (a set from a handler) is not from inside it.
@@ -187,11 +184,7 @@ extension StorageCell {
     @inlinable
     func commit(_ value: inout T, ifUnchangedSince count: UInt32) -> Bool {
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
-            let outcome = state.withLock { state -> (needsTick: Bool, drain: Bool)? in
-                guard state.changeCount == count else { return nil }
-                state.updaters &-= 1
-                return state.changeLocally(to: &value)
-            }
+            let outcome = state.withLock { $0.commitUpdate(&value, ifUnchangedSince: count) }
             guard let (needsTick, drain) = outcome else { return false }
             if drain { drainNotifications() }
             if needsTick { armTick() }
@@ -237,8 +230,8 @@ extension StorageCell {
         }
         let stored: R?
         do {
-            state.withLock { $0.updaters &+= 1 }
-            defer { state.withLock { $0.updaters &-= 1 } }
+            _ = state.withLock { $0.startUpdate(counting: true) }
+            defer { state.withLock { $0.endUpdate() } }
             stored = try storeUpdate(body, storeBacker: storeBacker, store: store, versioned: versioned)
         }
         if let stored { return stored }
@@ -257,7 +250,7 @@ extension StorageCell {
         while true {
             // This process's pending change first, so that the update starts from it; but not a rewrite in the new
             // shape of what was read, which is no change of this process, and which the update makes moot.
-            if !state.withLock({ $0.onlyRewritePending }) {
+            if state.withLock({ $0.updateFlushesFirst }) {
                 guard flush() == .done else { return nil }
             }
             let count = state.withLock { $0.changeCount }
@@ -269,7 +262,7 @@ extension StorageCell {
                 return nil
             }
             // A set came since the flush: it is written first too (a few times at most, as sets may keep coming).
-            if setsMeanwhile < 3, state.withLock({ $0.isPending && !$0.onlyRewritePending }) {
+            if setsMeanwhile < 3, state.withLock({ $0.setSinceUpdateFlush }) {
                 setsMeanwhile += 1
                 continue
             }
@@ -403,34 +396,11 @@ extension StorageCell {
         }
     }
 
-    /// What became of a value an update stored.
-    enum Adoption {
-        case adopted
-        /// The cell's value changed since the update read the key (an outside change adopted).
-        case changedMeanwhile
-        /// A change of this process is pending, newer than the update.
-        case pending
-    }
-
     /// Takes `value`, just stored by an update, as the cell's value and as written, unless the cell's value changed
     /// since `count` or a change is pending.
-    private func adopt(_ value: inout T, writtenSince count: UInt32) -> Adoption {
+    private func adopt(_ value: inout T, writtenSince count: UInt32) -> CellState<T>.StoredUpdate {
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
-            let (adoption, drain) = state.withLock { state -> (Adoption, Bool) in
-                let onlyRewrite = state.onlyRewritePending
-                if state.isPending && !onlyRewrite { return (.pending, false) }
-                // A rewrite in the new shape is moot: the update wrote the new shape.
-                if onlyRewrite { state.writtenVersion = state.version }
-                guard state.changeCount == count else { return (.changedMeanwhile, false) }
-                swap(&state.value, &value)
-                state.changeCount &+= 1
-                // A new version, written already: a check for outside changes that read the key before this update
-                // wrote it finds the version moved on, and does not adopt what it read over this value.
-                state.version &+= 1
-                state.writtenVersion = state.version
-                state.stored = .known
-                return (.adopted, state.hasListeners && state.queueNotification())
-            }
+            let (adoption, drain) = state.withLock { $0.adoptStoredUpdate(&value, changeCount: count) }
             if drain { drainNotifications() }
             return adoption
         }

@@ -146,15 +146,13 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
             // The old value is swapped out and released after the lock: its deinit, if it has one, is user code.
             var value = newValue
-            let (needsTick, drain, updating) = state.withLock { state in
-                // Any update running: this thread may be inside one, which `changeIfNotUpdating` finds out.
-                if state.updaters != 0 { return (false, false, true) }
-                let (needsTick, drain) = state.changeLocally(to: &value)
-                return (needsTick, drain, false)
+            switch state.withLock({ $0.set(&value) }) {
+            case .updating:
+                setWhileUpdating(&value)
+            case .changed(let needsTick, let drain):
+                if drain { drainNotifications() }
+                if needsTick { armTick() }
             }
-            if updating { return setWhileUpdating(&value) }
-            if drain { drainNotifications() }
-            if needsTick { armTick() }
         }
     }
 
@@ -171,11 +169,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// Marks the value, read in an earlier type's shape, as a change, so that it is written back in the current one
     /// by the usual path.
     func rewriteStoredValue() {
-        let needsTick = state.withLock { state in
-            state.markRewrite()
-            return state.throttle.needsTick
-        }
-        if needsTick { armTick() }
+        if state.withLock({ $0.rewriteRead() }) { armTick() }
     }
 
     var lastError: WLStorageError? {
@@ -193,22 +187,13 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         // default, at start) written in its place would destroy it.
         guard state.withLock({ $0.removesUnknownFields }) else { return }
         access?.dropUnknownFields()
-        // A change of this process (of what is stored, not of the value), so that it is written whatever is stored.
-        state.withLock { $0.version &+= 1 }
+        state.withLock { $0.dropUnknownFields() }
         flushReportingMisuse()
     }
 
     func record(_ error: WLStorageError) {
         // The error replaced is released after the lock: its underlying error may be the user's.
-        let replaced = state.withLock { state in
-            state.withExtras { extras in
-                defer {
-                    extras.lastError = error
-                    if error.code == .storedByAnotherVersion { extras.storedByAnotherVersion = true }
-                }
-                return extras.lastError
-            }
-        }
+        let replaced = state.withLock { $0.record(error) }
         _ = replaced
         WLStorageError.report(error)
     }
@@ -219,16 +204,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// is set. Listeners are called outside the lock, in the order of the changes, by whichever thread drains the
     /// notifications; they should only enqueue (a continuation's `yield`, a queue's `async`).
     func addListener(sendingCurrent: Bool, _ listener: @escaping @Sendable (T) -> Void) -> UInt64 {
-        let (id, drain) = state.withLock { state -> (UInt64, Bool) in
-            state.hasListeners = true
-            let id = state.withExtras { extras in
-                let id = extras.nextListenerID
-                extras.nextListenerID &+= 1
-                extras.listeners[id] = listener
-                return id
-            }
-            return (id, sendingCurrent && state.queueNotification(for: id))
-        }
+        let (id, drain) = state.withLock { $0.addListener(listener, sendingCurrent: sendingCurrent) }
         if drain { drainNotifications() }
         return id
     }
@@ -253,12 +229,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// Removes a listener. The listener is released after the lock: it may hold the last reference to a storage of
     /// this very cell, whose deinit flushes.
     func removeListener(_ id: UInt64) {
-        let removed = state.withLock { state -> (@Sendable (T) -> Void)? in
-            guard let extras = state.extras else { return nil }
-            let removed = extras.listeners.removeValue(forKey: id)
-            state.hasListeners = !extras.listeners.isEmpty
-            return removed
-        }
+        let removed = state.withLock { $0.removeListener(id) }
         _ = removed
     }
 
@@ -300,12 +271,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// change waiting for a longer one is written sooner.
     func join(interval: UInt64?) {
         let now = scheduler.now
-        let tick = state.withLock { state -> (token: UInt32, delay: UInt64)? in
-            guard state.throttle.lower(to: interval), state.hasWork, !state.isBusy else { return nil }
-            state.throttle.disarm()
-            return state.throttle.arm(now: now, force: state.stored == .defaultUnsaved)
-        }
-        if let tick { schedule(tick) }
+        if let tick = state.withLock({ $0.join(interval: interval, now: now) }) { schedule(tick) }
     }
 
     // MARK: Flush
@@ -317,14 +283,6 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         /// A write failed; the value stays pending and the error was reported.
         case failed
         /// The flush was called from inside this cell's own job (its backer), which it would wait for forever.
-        case reentrant
-    }
-
-    /// A flush's next step.
-    private enum FlushStep {
-        case run(CellJob<T>)
-        case wait(WaitingFlush)
-        case done
         case reentrant
     }
 
@@ -340,17 +298,10 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         var target: UInt64?
         while true {
             let now = scheduler.now
-            let step = state.withLock { state -> FlushStep in
+            let step = state.withLock { state in
                 let goal = target ?? state.version
                 target = goal
-                if state.busyThread == thread { return .reentrant }
-                if state.isBusy {
-                    guard waitingForJobs else { return .done }
-                    let waiter = WaitingFlush()
-                    state.withExtras { $0.waiters.append(waiter) }
-                    return .wait(waiter)
-                }
-                return state.startWork(on: thread, now: now, upTo: goal).map(FlushStep.run) ?? .done
+                return state.flushStep(on: thread, now: now, upTo: goal, waitingForJobs: waitingForJobs)
             }
             switch step {
             case .done:
@@ -392,13 +343,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         guard remaining <= 0, state.withLock({ $0.hasWork }) else { return }
         StorageRegistry.shared.keep(self)
         let now = scheduler.now
-        let (orphaned, tick) = state.withLock { state -> (Bool, (token: UInt32, delay: UInt64)?) in
-            // Kept once per orphaning: a cell already orphaned is kept by that, and its job lets it go.
-            guard state.hasWork, !state.isOrphaned else { return (false, nil) }
-            state.withExtras { $0.orphaned = true }
-            state.throttle.makeUrgent()
-            return (true, state.isBusy ? nil : state.throttle.arm(now: now, force: true))
-        }
+        let (orphaned, tick) = state.withLock { $0.orphan(now: now) }
         if !orphaned { StorageRegistry.shared.letGo(self) }
         if let tick { schedule(tick) }
     }
@@ -411,10 +356,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         // Counted in the same step as the check starts or is left to the job in flight: a test that sees the count
         // grow sees the cell busy with the check, or asked for it, until the check is over.
-        let job = state.withLock { state in
-            state.withExtras { $0.externalChecks += 1 }
-            return state.startCheck(on: thread)
-        }
+        let job = state.withLock { $0.requestCheck(on: thread) }
         guard let job else { return }
         run(job, chaining: true)
     }
@@ -431,10 +373,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// change is pending to bring a read: so that the stored value is taken once it can be read.
     func retryUnknownRead() {
         var effects = JobEffects<T>()
-        state.withLock { state in
-            guard state.stored == .unknown, !state.isPending else { return }
-            state.armCheckRetry(&effects)
-        }
+        state.withLock { $0.retryUnknownRead(&effects) }
         if let delay = effects.checkRetry { scheduleCheckRetry(after: delay) }
     }
 
@@ -491,10 +430,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         let now = scheduler.now
         // A rewrite of what was read, in a store that writes on condition, is written on its own, on condition.
         let rewritesOnCondition = Stores.conditional(storeBacker.store) != nil
-        let job = state.withLock { state -> CellJob<T>? in
-            guard !state.isBusy, state.isPending, state.stored == .known else { return nil }
-            if rewritesOnCondition && state.onlyRewritePending { return nil }
-            return state.startWork(on: thread, now: now)
+        let job = state.withLock {
+            $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition)
         }
         guard let job else { return nil }
         guard case .write(let value, _) = job else {
@@ -531,8 +468,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             do {
                 // A rewrite replaces only what was read: a change another program made since, whose news has not come
                 // yet, is read instead.
-                if state.withLock({ $0.extras?.rewriteVersion == version }), let rewritten = try access?.rewrite(value)
-                {
+                if state.withLock({ $0.isRewrite(version) }), let rewritten = try access?.rewrite(value) {
                     return rewritten ? .written : .rewriteRefused
                 }
                 try backer.write(value: value)

@@ -1,0 +1,214 @@
+/// The transitions a storage's requests make: a set, an update's start, end and commit, a flush's next step, a batch's
+/// write, a storage joining or leaving the cell. Like the jobs' transitions (``CellState``), each runs under the cell's
+/// lock and returns what the cell does after it.
+extension CellState {
+    /// What a set does, under the lock.
+    @usableFromInline
+    enum SetOutcome {
+        /// Made: whether the throttle needs a tick, and whether notifications wait to be drained.
+        case changed(needsTick: Bool, drain: Bool)
+        /// An update of the cell is running, on some thread: the cell finds out whether it is this one's before
+        /// the set is made.
+        case updating
+    }
+
+    /// A set of `value`, unless an update runs (see ``SetOutcome/updating``). The value replaced leaves in `value`.
+    @inlinable
+    mutating func set(_ value: inout T) -> SetOutcome {
+        // Any update running: this thread may be inside one.
+        if updaters != 0 { return .updating }
+        let (needsTick, drain) = changeLocally(to: &value)
+        return .changed(needsTick: needsTick, drain: drain)
+    }
+
+    // MARK: Updates
+
+    /// An update's closure is about to run (again): the value it starts from and the count of changes it must find
+    /// unchanged to commit. The first attempt counts the update as running (`counting`).
+    @inlinable
+    mutating func startUpdate(counting: Bool) -> (value: T, changeCount: UInt32) {
+        if counting { updaters &+= 1 }
+        return (value, changeCount)
+    }
+
+    /// An update ends without a commit: its closure threw, or it was made in the store.
+    @inlinable
+    mutating func endUpdate() {
+        updaters &-= 1
+    }
+
+    /// An update's commit of `value`, made only if the value is unchanged since `count`: as a change of this process,
+    /// ending the update. `nil` when it is to run again.
+    @inlinable
+    mutating func commitUpdate(_ value: inout T, ifUnchangedSince count: UInt32) -> (needsTick: Bool, drain: Bool)? {
+        guard changeCount == count else { return nil }
+        updaters &-= 1
+        return changeLocally(to: &value)
+    }
+
+    /// Whether an update against the store writes this process's pending change first: a change of this process, but
+    /// not a rewrite in the new shape of what was read, which the update makes moot.
+    var updateFlushesFirst: Bool { !onlyRewritePending }
+
+    /// Whether a set came since an update's flush, to be written before the update reads the key.
+    var setSinceUpdateFlush: Bool { isPending && !onlyRewritePending }
+
+    /// What became of a value an update stored in the store.
+    enum StoredUpdate {
+        case adopted
+        /// The cell's value changed since the update read the key (an outside change adopted).
+        case changedMeanwhile
+        /// A change of this process is pending, newer than the update.
+        case pending
+    }
+
+    /// Takes `value`, just stored by an update, as the value and as written, unless the value changed since `count` or
+    /// a change is pending; returns what became of it, and whether notifications wait to be drained. The value
+    /// replaced leaves in `value`.
+    mutating func adoptStoredUpdate(_ value: inout T, changeCount count: UInt32) -> (StoredUpdate, drain: Bool) {
+        let onlyRewrite = onlyRewritePending
+        if isPending && !onlyRewrite { return (.pending, false) }
+        // A rewrite in the new shape is moot: the update wrote the new shape.
+        if onlyRewrite { writtenVersion = version }
+        guard changeCount == count else { return (.changedMeanwhile, false) }
+        swap(&self.value, &value)
+        changeCount &+= 1
+        // A new version, written already: a check for outside changes that read the key before this update wrote it
+        // finds the version moved on, and does not adopt what it read over this value.
+        version &+= 1
+        writtenVersion = version
+        stored = .known
+        return (.adopted, hasListeners && queueNotification())
+    }
+
+    // MARK: Flushes and batches
+
+    /// A flush's next step.
+    enum FlushStep {
+        /// The job to run on the flushing thread.
+        case run(CellJob<T>)
+        /// Wait for the job in flight, then ask again.
+        case wait(WaitingFlush)
+        case done
+        /// The flush comes from inside the cell's own job, which it would wait for forever.
+        case reentrant
+    }
+
+    /// The next step of a flush on `thread` of what was set up to version `goal`. With `waitingForJobs` off, a job in
+    /// flight on another thread is left to finish the work.
+    mutating func flushStep(on thread: UInt, now: UInt64, upTo goal: UInt64, waitingForJobs: Bool) -> FlushStep {
+        if busyThread == thread { return .reentrant }
+        if isBusy {
+            guard waitingForJobs else { return .done }
+            let waiter = WaitingFlush()
+            withExtras { $0.waiters.append(waiter) }
+            return .wait(waiter)
+        }
+        return startWork(on: thread, now: now, upTo: goal).map(FlushStep.run) ?? .done
+    }
+
+    /// The job that writes the pending change as part of a batch of its store's writes, marking the cell busy on
+    /// `thread`; `nil` when the cell is busy, what is stored is unknown, or only a default waits to be saved. In a store
+    /// that writes on condition (`rewritesOnCondition`), a rewrite of what was read is left to its own conditional
+    /// write.
+    mutating func startBatchWrite(on thread: UInt, now: UInt64, rewritesOnCondition: Bool) -> CellJob<T>? {
+        guard !isBusy, isPending, stored == .known else { return nil }
+        if rewritesOnCondition && onlyRewritePending { return nil }
+        return startWork(on: thread, now: now)
+    }
+
+    // MARK: Storages joining and leaving
+
+    /// Another storage joins the cell with `interval`: the shortest interval of the cell's storages holds, and a change
+    /// waiting for a longer one gets a sooner tick, returned.
+    mutating func join(interval: UInt64?, now: UInt64) -> (token: UInt32, delay: UInt64)? {
+        guard throttle.lower(to: interval), hasWork, !isBusy else { return nil }
+        throttle.disarm()
+        return throttle.arm(now: now, force: stored == .defaultUnsaved)
+    }
+
+    /// The cell's last storage is gone with work left: the cell is orphaned, kept until its work is done, and written
+    /// at once with the backoff (the tick returned, unless a job is in flight, which arms it). Returns whether it was
+    /// orphaned now: a cell orphaned already, or with no work left, is not (again).
+    mutating func orphan(now: UInt64) -> (orphaned: Bool, tick: (token: UInt32, delay: UInt64)?) {
+        // Kept once per orphaning: a cell already orphaned is kept by that, and its job lets it go.
+        guard hasWork, !isOrphaned else { return (false, nil) }
+        withExtras { $0.orphaned = true }
+        throttle.makeUrgent()
+        return (true, isBusy ? nil : throttle.arm(now: now, force: true))
+    }
+}
+
+extension CellState {
+    // MARK: What is stored
+
+    /// The value read in an earlier type's shape is to be written back in the current one, as a change; returns whether
+    /// the throttle needs a tick.
+    mutating func rewriteRead() -> Bool {
+        markRewrite()
+        return throttle.needsTick
+    }
+
+    /// Whether the write of `version` only rewrites the value read in an earlier type's shape, which replaces only what
+    /// was read.
+    func isRewrite(_ version: UInt64) -> Bool {
+        extras?.rewriteVersion == version
+    }
+
+    /// The members of the stored object the type does not know are to go: a change of this process (of what is
+    /// stored, not of the value), so that it is written whatever is stored.
+    mutating func dropUnknownFields() {
+        version &+= 1
+    }
+
+    /// Keeps `error` as the last one; returns the one it replaces, to be released after the lock.
+    mutating func record(_ error: WLStorageError) -> WLStorageError? {
+        withExtras { extras in
+            defer {
+                extras.lastError = error
+                if error.code == .storedByAnotherVersion { extras.storedByAnotherVersion = true }
+            }
+            return extras.lastError
+        }
+    }
+
+    // MARK: Listeners
+
+    /// Adds `listener`; returns its identifier, and whether notifications wait to be drained (the current value, with
+    /// `sendingCurrent`).
+    mutating func addListener(
+        _ listener: @escaping @Sendable (T) -> Void, sendingCurrent: Bool
+    ) -> (id: UInt64, drain: Bool) {
+        hasListeners = true
+        let id = withExtras { extras in
+            let id = extras.nextListenerID
+            extras.nextListenerID &+= 1
+            extras.listeners[id] = listener
+            return id
+        }
+        return (id, sendingCurrent && queueNotification(for: id))
+    }
+
+    /// Removes the listener `id`; returns it, to be released after the lock.
+    mutating func removeListener(_ id: UInt64) -> (@Sendable (T) -> Void)? {
+        guard let extras else { return nil }
+        let removed = extras.listeners.removeValue(forKey: id)
+        hasListeners = !extras.listeners.isEmpty
+        return removed
+    }
+
+    // MARK: Checks
+
+    /// A check for a change made elsewhere is asked for on `thread`: counted, and started, or left to the job in
+    /// flight (see ``startCheck(on:)``).
+    mutating func requestCheck(on thread: UInt) -> CellJob<T>? {
+        withExtras { $0.externalChecks += 1 }
+        return startCheck(on: thread)
+    }
+
+    /// What is stored could not be read, and nothing pending will bring a read: a check is retried with the backoff.
+    mutating func retryUnknownRead(_ effects: inout JobEffects<T>) {
+        guard stored == .unknown, !isPending else { return }
+        armCheckRetry(&effects)
+    }
+}
