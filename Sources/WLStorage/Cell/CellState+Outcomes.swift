@@ -1,0 +1,257 @@
+/// How a cell's job ends: the outcome of a write, a save of the default, a read or a check, applied to the state by
+/// the last-writer rule, with what the cell does after the lock.
+extension CellState {
+    /// Applies how `job` ended, and returns the follow-up job to run at once on the same thread (the cell stays
+    /// busy), or `nil` with the cell idle. `effects` collects what to do outside the lock.
+    mutating func finish(
+        _ job: CellJob<T>, _ outcome: JobOutcome<T>, defaultValue: T?, key: String, now: UInt64, chaining: Bool,
+        effects: inout JobEffects<T>
+    ) -> CellJob<T>? {
+        let startVersion: UInt64
+        switch job {
+        case .write(_, let version), .createDefault(_, let version), .reread(let version), .check(let version):
+            startVersion = version
+        }
+        var followUp: CellJob<T>?
+        switch outcome {
+        case .written:
+            writtenVersion = max(writtenVersion, startVersion)
+            stored = .known
+            throttle.writeEnded(succeeded: true)
+            setLastError(nil, &effects)
+        case .rewriteRefused:
+            // Nothing was written: the error of what the key holds, if any, stays until the check says otherwise.
+            writtenVersion = max(writtenVersion, startVersion)
+            stored = .known
+            throttle.writeEnded(succeeded: true)
+            followUp = .check(version: version)
+        case .created:
+            if stored == .defaultUnsaved { stored = .known }
+            throttle.writeEnded(succeeded: true)
+            setLastError(nil, &effects)
+        case .failed(let error):
+            throttle.writeEnded(succeeded: false)
+            setLastError(error, &effects)
+            effects.errors.append(error)
+        case .reported(let error):
+            setLastError(error, &effects)
+            effects.errors.append(error)
+            if error.code == .storedByAnotherVersion && onlyRewritePending && version == startVersion {
+                // Another version stored a value since this one was read: the rewrite of what was read gives way.
+                writtenVersion = version
+            }
+            if Self.isTransient(error) {
+                // The check could not read the file (EMFILE, EIO…): another program's change may be there, unseen.
+                // The check is tried again, with the backoff, until it can read.
+                armCheckRetry(&effects)
+            }
+        case .checked:
+            extras?.failedChecks = 0
+        case .read(let result):
+            // A read that worked ends an episode of failed checks: the next failure starts the backoff afresh.
+            if case .failed = result {} else { extras?.failedChecks = 0 }
+            followUp = applyRead(
+                result, job: job, startVersion: startVersion, key: key, defaultValue: defaultValue, effects: &effects)
+        }
+        if case .checked(let change) = outcome,
+            applyChange(change, startVersion: startVersion, defaultValue: defaultValue, effects: &effects),
+            followUp == nil
+        {
+            // The check read another program's change while a change of this process was written, and did not adopt
+            // it: which of the two the key holds last is told by a check at once, with the read not taken as seen.
+            effects.forgetLastRead = true
+            followUp = .check(version: version)
+        }
+        if followUp == nil, chaining, extras?.checkRequested == true, extras?.waiters.isEmpty ?? true {
+            extras?.checkRequested = false
+            followUp = stored == .unknown ? .reread(version: version) : .check(version: version)
+        }
+        if let followUp {
+            if case .write = followUp { throttle.writeStarts(now: now) }
+            return followUp
+        }
+        busyThread = 0
+        if let extras {
+            effects.waiters = extras.waiters
+            extras.waiters = []
+            // A check asked for while the job ran, and not run by this thread: it runs in the background now.
+            if extras.checkRequested {
+                // Still asked for until the check starts, which clears it.
+                effects.scheduleCheck = true
+            }
+        }
+        if hasWork {
+            effects.tick = throttle.arm(now: now, force: isOrphaned || stored == .defaultUnsaved)
+        } else if isOrphaned {
+            extras?.orphaned = false
+            throttle.endUrgency()
+            effects.releaseOrphan = true
+        }
+        return nil
+    }
+
+    /// A read of the stored value: a reread after a failed read, or the read of a default create that found
+    /// something stored.
+    private mutating func applyRead(
+        _ result: ReadResult<T>, job: CellJob<T>, startVersion: UInt64, key: String, defaultValue: T?,
+        effects: inout JobEffects<T>
+    ) -> CellJob<T>? {
+        let isCreate: Bool
+        if case .createDefault = job { isCreate = true } else { isCreate = false }
+        switch result {
+        case .failed(let error):
+            // Unknown again: nothing derived from the default may replace it. Retried later, with the backoff: by the
+            // next write attempt when a change is pending, else by a check.
+            stored = .unknown
+            throttle.writeEnded(succeeded: false)
+            setLastError(error, &effects)
+            effects.errors.append(error)
+            if !isPending && Self.isTransient(error) { armCheckRetry(&effects) }
+            return nil
+        case .movedAside(let error) where isCreate:
+            effects.errors.append(error)
+            throttle.writeEnded(succeeded: false)
+            return nil
+        case .absent where isCreate:
+            // Something stood there a moment ago and is gone now: the default is saved at the next attempt.
+            throttle.writeEnded(succeeded: false)
+            return nil
+        case .anotherVersion(let error):
+            // Something is stored, so there is no default to save, and nothing is adopted: the value stays, and only
+            // a change of this process is written over what another version stored.
+            stored = .known
+            if isCreate { throttle.writeEnded(succeeded: true) }
+            setLastError(error, &effects)
+            effects.errors.append(error)
+            if onlyRewritePending { writtenVersion = version }
+            if !isCreate && isPending { return .write(value, version: version) }
+            return nil
+        case .movedAside(let error):
+            effects.errors.append(error)
+            stored = .known
+            setLastError(error, &effects)
+            if takeRemovalAfterUnreadable(defaultValue: defaultValue, effects: &effects) { return nil }
+            if isPending { return .write(value, version: version) }
+            if version == 0 { stored = .defaultUnsaved }
+            return nil
+        case .absent:
+            stored = .known
+            setLastError(nil, &effects)
+            if takeRemovalAfterUnreadable(defaultValue: defaultValue, effects: &effects) { return nil }
+            if isPending { return .write(value, version: version) }
+            if version == 0 { stored = .defaultUnsaved }  // the cell still holds its default: save it
+            return nil
+        case .value(let found), .reshaped(let found, _, _):
+            stored = .known
+            setLastError(nil, &effects)
+            var rewrites = false
+            if case .reshaped(_, let rewrite, let note) = result {
+                if let note {
+                    setLastError(note, &effects)
+                    effects.errors.append(note)
+                }
+                rewrites = rewrite
+            }
+            if isCreate {
+                throttle.writeEnded(succeeded: true)
+                // A change made while the default was being saved is newer than what was found: it is written.
+                guard !isPending else { return nil }
+            } else if onlyRewritePending {
+                // A rewrite of what was read before is moot: the value read now replaces it.
+                writtenVersion = version
+            } else if isPending {
+                // The changes were made while the stored value could not be read, so they were based on a value that
+                // was not the stored one: the stored value wins, and the changes are dropped rather than written over
+                // it.
+                writtenVersion = version
+                let error = WLStorageError(
+                    code: .changeDiscarded,
+                    message: "the stored value could not be read, so the changes made since were based on another"
+                        + " value; the stored value has been read now and replaces them",
+                    key: key)
+                setLastError(error, &effects)
+                effects.errors.append(error)
+            }
+            extras?.unreadableSinceKnown = false
+            adopt(found, effects: &effects)
+            // Bytes in an earlier type's shape are written back in the current one, as a change is.
+            if rewrites { markRewrite() }
+            return nil
+        }
+    }
+
+    /// After bytes that could not be read replaced a value that was read, a read that finds nothing is another
+    /// program's removal, taken as one (see ``applyChange(_:startVersion:defaultValue:effects:)``): a pending rewrite
+    /// gives way to it, a pending change of this process is written after it, and otherwise the value becomes the
+    /// default, which is not saved. Returns whether it took the read so.
+    private mutating func takeRemovalAfterUnreadable(defaultValue: T?, effects: inout JobEffects<T>) -> Bool {
+        // The default is made for every outcome that finds nothing (``JobOutcome/mayNeedDefault``).
+        guard extras?.unreadableSinceKnown == true, let defaultValue else { return false }
+        extras?.unreadableSinceKnown = false
+        if onlyRewritePending { writtenVersion = version }
+        guard !isPending else { return false }
+        adopt(defaultValue, effects: &effects)
+        return true
+    }
+
+    /// A value read from the store (another program's, or the default after a removal) takes the place of the value,
+    /// which leaves through `effects` to be released after the lock; observers are told.
+    private mutating func adopt(_ found: T, effects: inout JobEffects<T>) {
+        effects.released.append(value)
+        value = found
+        changeCount &+= 1
+        effects.valueChanged = true
+        if hasListeners && queueNotification() { effects.drainNotifications = true }
+    }
+
+    /// Makes the value, read in an earlier type's shape, pending, so that it is written back in the current one. The
+    /// rewrite is not a change of this process: another program's change that comes before it wins over it.
+    mutating func markRewrite() {
+        version &+= 1
+        let version = self.version
+        withExtras { $0.rewriteVersion = version }
+    }
+
+    /// Whether the only change pending is the rewrite of a value read in an earlier type's shape.
+    var onlyRewritePending: Bool { isPending && extras?.rewriteVersion == version }
+
+    /// Another program's change, adopted by the last-writer rule: a local change still pending, or made since the
+    /// check started, is written after it, so the local value is kept. A rewrite in the current type's shape of what
+    /// was read is not such a change: the other program's value replaces it, and it is not written.
+    ///
+    /// Returns whether the change was left because a change of this process made since the check started is written
+    /// already (an update's): nothing pending will be written after it, so the key must be checked again.
+    @discardableResult
+    private mutating func applyChange(
+        _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T?, effects: inout JobEffects<T>
+    ) -> Bool {
+        if case .unreadable(let error) = change {
+            // Whatever is pending: it waits until what is stored can be read again.
+            stored = .unknown
+            withExtras { $0.unreadableSinceKnown = true }
+            setLastError(error, &effects)
+            effects.errors.append(error)
+            return false
+        }
+        if case .unchanged = change { return false }
+        let onlyRewrite = onlyRewritePending
+        guard !isPending || onlyRewrite else { return false }
+        guard version == startVersion else { return !isPending }
+        switch change {
+        case .unchanged, .unreadable:
+            return false
+        case .changed(let found):
+            adopt(found, effects: &effects)
+        case .removed:
+            // Made for every removal (``JobOutcome/mayNeedDefault``).
+            guard let defaultValue else { return false }
+            adopt(defaultValue, effects: &effects)
+        }
+        if onlyRewrite { writtenVersion = version }
+        // Either way nothing is left to save: a removal is respected, not undone by saving the default again. An error
+        // of a default's save is moot now.
+        stored = .known
+        setLastError(nil, &effects)
+        return false
+    }
+}

@@ -1,0 +1,260 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A 256-bit key of a ``WLStorageEncryptedStore``.
+///
+/// Its ``description`` names it by a fingerprint (the first four bytes of its SHA-256), never by its bytes.
+///
+/// A key file and an environment variable hold a key in one of two forms, and follow the same rule:
+///
+/// - the base64 text of the key's 32 bytes: 44 characters, the last of them `=` (as `base64` and
+///   `openssl rand -base64 32` print them), with any white space (spaces, tabs, line ends) around it;
+/// - or the 32 bytes themselves, exactly 32 and nothing around them.
+///
+/// Anything else is refused with ``WLStorageError/Code/invalidConfiguration``, and so is a text that could be taken
+/// either way: 32 bytes that are all printable ASCII characters or white space. Those are a key's raw bytes only by a
+/// chance of less than 1 in 10¹³ for a random key; they are far more likely the text of a shorter key (the hex of
+/// 16 bytes, the base64 of 24) or a passphrase, which taken as raw bytes would be a weaker key than it looks. An
+/// environment variable cannot hold a NUL byte, so a key with one can only be given there as base64 text.
+///
+/// - Important: What is cleared: the buffer a key file is read into, once the key is decoded from it (the base64
+///   text is decoded in place, with no `String` or `Data` made of it), and the buffer a decoding that fails filled.
+///   What is not: the key's 32 bytes, which the key keeps in an array (Swift does not clear memory it frees, and may
+///   copy arrays); the text of an environment variable, which the process's environment holds for as long as it runs;
+///   and ``base64EncodedSecret``, a `String` made on each call.
+public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
+    let bytes: [UInt8]
+    /// The first four bytes of the key's SHA-256, as sealed values carry them.
+    package let fingerprint: [UInt8]
+
+    /// A key of these 32 bytes.
+    ///
+    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when there are not 32.
+    public init(bytes: some Collection<UInt8>) throws {
+        let bytes = Array(bytes)
+        guard bytes.count == AESGCM.keyLength else {
+            throw WLStorageError(
+                code: .invalidConfiguration,
+                message: "an encryption key is \(AESGCM.keyLength) bytes, not \(bytes.count)")
+        }
+        self.bytes = bytes
+        do {
+            self.fingerprint = try SealedBox.fingerprint(of: bytes)
+        } catch {
+            throw WLStorageError(
+                code: .invalidConfiguration, message: "the key's fingerprint could not be made: \(error)",
+                underlying: error)
+        }
+    }
+
+    /// The key in the file at `url`, in one of the forms the type's documentation gives: the base64 text of 32 bytes
+    /// (white space around it is ignored), or the 32 bytes themselves.
+    ///
+    /// The file must be a regular file owned by the user the program runs as (its effective user ID: root too is
+    /// refused a file another user owns, as ssh refuses such an identity file), readable and writable by that user
+    /// only.
+    ///
+    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the file is owned
+    ///   by another user, when it can be read by its group or by others (it must have a mode such as 0600 or 0400),
+    ///   when it cannot be read, or when it holds no key or a text that could be read two ways.
+    public init(contentsOf url: URL) throws {
+        let path = url.path
+        let bytes = try Self.withContents(ofKeyFile: path) { contents in
+            do {
+                return try Self.decode(contents)
+            } catch var error as WLStorageError {
+                error.path = path
+                throw error
+            }
+        }
+        try self.init(bytes: bytes)
+    }
+
+    /// Calls `body` with the bytes of the key file at `path`, and clears them when it returns. The file is opened
+    /// first and its type, owner and mode are checked on the open descriptor, so that what is checked is what is
+    /// read (`O_NONBLOCK`: a FIFO does not block the open).
+    private static func withContents<R>(
+        ofKeyFile path: String, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
+        func failure(_ message: String, errno code: Int32? = nil) -> WLStorageError {
+            WLStorageError(code: .invalidConfiguration, message: message, path: path, errno: code)
+        }
+        var descriptor: Int32
+        repeat {
+            descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
+        } while descriptor < 0 && errno == EINTR
+        guard descriptor >= 0 else { throw failure("the key file cannot be read", errno: errno) }
+        defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { throw failure("the key file cannot be read", errno: errno) }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw failure(
+                "the key file is not a regular file" + (status.st_mode & S_IFMT == S_IFDIR ? " but a directory" : ""))
+        }
+        let user = geteuid()
+        guard status.st_uid == user else {
+            throw failure(
+                "the key file is owned by uid \(status.st_uid), not by the user reading it (uid \(user)); another"
+                    + " user could have written or replaced it: a key file must be owned by the user that reads it"
+                    + " (chown \(user) \(path))")
+        }
+        let mode = status.st_mode & 0o777
+        guard mode & 0o077 == 0 else {
+            throw failure(
+                "the key file can be read by " + (mode & 0o070 != 0 ? "its group" : "others")
+                    + " (mode \(String(mode, radix: 8))); make it readable by its owner only: chmod 600 \(path)")
+        }
+        // A key file is small: one longer than 64 KiB holds no key, and is read no further than one byte past that.
+        // The buffer is never regrown, and is cleared before it is freed, whatever happens.
+        let limit = 65_536
+        let contents = UnsafeMutableRawBufferPointer.allocate(byteCount: limit + 1, alignment: 1)
+        defer {
+            AESGCM.clear(contents)
+            contents.deallocate()
+        }
+        var filled = 0
+        while filled <= limit {
+            let count = Glibc.read(descriptor, contents.baseAddress! + filled, contents.count - filled)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw failure("the key file cannot be read", errno: errno)
+            }
+            if count == 0 { break }
+            filled += count
+        }
+        guard filled <= limit else { throw failure("the key file is longer than 64 KiB: it holds no key") }
+        return try body(UnsafeRawBufferPointer(rebasing: contents[..<filled]))
+    }
+
+    /// The key in the environment variable `name`, in one of the forms the type's documentation gives, as for a key
+    /// file: the base64 text of 32 bytes (white space around it is ignored), or the 32 bytes themselves.
+    ///
+    /// The variable is read in place (`getenv`): no copy of its text is made.
+    ///
+    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the variable is
+    ///   not set, or holds no key or a text that could be read two ways.
+    public init(environmentVariable name: String) throws {
+        guard let text = getenv(name) else {
+            throw WLStorageError(code: .invalidConfiguration, message: "the environment variable \(name) is not set")
+        }
+        let bytes: [UInt8]
+        do {
+            bytes = try Self.decode(UnsafeRawBufferPointer(start: text, count: strlen(text)))
+        } catch var error as WLStorageError {
+            error.message = "the environment variable \(name): " + error.message
+            throw error
+        }
+        try self.init(bytes: bytes)
+    }
+
+    /// The key in `contents`, by the one rule of key files and environment variables: 32 bytes are the key itself
+    /// unless they are all text, and anything else is the base64 text of 32 bytes with white space around it.
+    private static func decode(_ contents: UnsafeRawBufferPointer) throws -> [UInt8] {
+        if contents.count == AESGCM.keyLength {
+            guard contents.allSatisfy(isText) else { return Array(contents) }
+            throw WLStorageError(
+                code: .invalidConfiguration,
+                message: "no key: \(AESGCM.keyLength) characters of text are refused as a key, since they could be"
+                    + " read two ways: as a key's \(AESGCM.keyLength) raw bytes (which are never all text but by a"
+                    + " chance of less than 1 in 10^13), or as the text of a shorter key (hex or base64) or a"
+                    + " passphrase; give the base64 text of \(AESGCM.keyLength) bytes (44 characters), for instance"
+                    + " from: head -c 32 /dev/urandom | base64")
+        }
+        let start = contents.firstIndex { !isWhiteSpace($0) } ?? contents.count
+        let end = (contents.lastIndex { !isWhiteSpace($0) } ?? -1) + 1
+        guard start < end, let key = decodeBase64Key(UnsafeRawBufferPointer(rebasing: contents[start..<end])) else {
+            throw WLStorageError(
+                code: .invalidConfiguration,
+                message: "no key: expected the base64 text of \(AESGCM.keyLength) bytes (44 characters, white space"
+                    + " around them ignored), or \(AESGCM.keyLength) raw bytes")
+        }
+        return key
+    }
+
+    /// Whether `byte` is a printable ASCII character or white space.
+    private static func isText(_ byte: UInt8) -> Bool {
+        (0x20...0x7e).contains(byte) || isWhiteSpace(byte)
+    }
+
+    /// Whether `byte` is ASCII white space: a space, a tab, a line feed, a vertical tab, a form feed, a carriage return.
+    private static func isWhiteSpace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || (0x09...0x0d).contains(byte)
+    }
+
+    /// The 32 bytes whose base64 text (standard alphabet, with its padding, the unused bits zero) is `text`, or `nil`.
+    /// The bytes are decoded straight into the array returned; one that fails is cleared before it is freed.
+    private static func decodeBase64Key(_ text: UnsafeRawBufferPointer) -> [UInt8]? {
+        let characters = (AESGCM.keyLength * 8 + 5) / 6  // 43, then one "="
+        guard text.count == characters + 1, text[characters] == UInt8(ascii: "=") else { return nil }
+        var decoded = true
+        let key = [UInt8](unsafeUninitializedCapacity: AESGCM.keyLength) { buffer, count in
+            var accumulator: UInt32 = 0
+            var bits = 0
+            var filled = 0
+            for byte in text[..<characters] {
+                guard let value = base64Value(byte) else {
+                    decoded = false
+                    break
+                }
+                accumulator = accumulator << 6 | UInt32(value)
+                bits += 6
+                if bits >= 8 {
+                    bits -= 8
+                    buffer[filled] = UInt8(truncatingIfNeeded: accumulator >> UInt32(bits))
+                    filled += 1
+                }
+            }
+            if decoded, accumulator & ((1 << UInt32(bits)) - 1) != 0 { decoded = false }
+            accumulator = 0
+            if !decoded { AESGCM.clear(UnsafeMutableRawBufferPointer(buffer)) }
+            count = decoded ? filled : 0
+        }
+        return decoded ? key : nil
+    }
+
+    /// The value of a character of the standard base64 alphabet.
+    private static func base64Value(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): byte - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "+"): 62
+        case UInt8(ascii: "/"): 63
+        default: nil
+        }
+    }
+
+    /// A new random key, from OpenSSL's random generator.
+    public static func random() throws -> WLStorageEncryptionKey {
+        do {
+            return try WLStorageEncryptionKey(bytes: AESGCM.randomKey())
+        } catch let error as WLStorageError {
+            throw error
+        } catch {
+            throw WLStorageError(
+                code: .invalidConfiguration, message: "no random key could be made: \(error)", underlying: error)
+        }
+    }
+
+    /// The base64 text of the key's bytes, as a key file or an environment variable holds it. It is the secret itself:
+    /// keep it out of logs.
+    public var base64EncodedSecret: String { Data(bytes).base64EncodedString() }
+
+    /// `WLStorageEncryptionKey(fingerprint: 1a2b3c4d)`.
+    public var description: String {
+        "WLStorageEncryptionKey(fingerprint: \(fingerprintText))"
+    }
+
+    /// The fingerprint in hexadecimal.
+    package var fingerprintText: String { SHA256.hex(fingerprint) }
+}
+
+extension WLStorageEncryptionKey: CustomReflectable {
+    /// The fingerprint only: `dump`, debuggers and anything else that reflects never see the key's bytes.
+    public var customMirror: Mirror { Mirror(self, children: ["fingerprint": fingerprintText]) }
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+/// A custom backer with a change feed, wrapped so that its cell can tell its own versions from changes made
+/// elsewhere: by the JSON encoding of the values it wrote and read.
+final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
+    let base: any WLStorageObservableBacker<T>
+    private let defaultValue: T
+    /// The backer's feed, which ends with this wrapper, and so with the cell.
+    private let observation: WLStorageSubscription
+    private let known = Lock(KnownBytes())
+
+    init(_ base: any WLStorageObservableBacker<T>, defaultValue: T, observation: WLStorageSubscription) {
+        self.base = base
+        self.defaultValue = defaultValue
+        self.observation = observation
+    }
+
+    var key: String { base.key }
+
+    func read(defaultValueClosure: () -> T) throws -> T {
+        try base.read(defaultValueClosure: defaultValueClosure)
+    }
+
+    func write(value: T) throws {
+        try base.write(value: value)
+        if let data = try? JSONCoders.encoder.encode(value) { known.withLock { $0.wrote(data) } }
+    }
+
+    /// Reads the backer: the value, or `nil` when it asked for the default; with whether the value is a version this
+    /// backer wrote or read last.
+    private func readBase() throws(WLStorageError) -> (value: T, known: Bool)? {
+        var absent = false
+        let value: T
+        do {
+            value = try base.read {
+                absent = true
+                return defaultValue
+            }
+        } catch {
+            throw WLStorageError(wrapping: error, key: key)
+        }
+        if absent { return nil }
+        guard let data = try? JSONCoders.encoder.encode(value) else { return (value, false) }
+        return (value, known.withLock { $0.readKnown(data) })
+    }
+
+    /// The custom backer decodes by itself: `decoding` has no part.
+    func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> {
+        do {
+            guard let (value, _) = try readBase() else { return .absent }
+            return .value(value)
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    /// Never called: a custom backer is written with changes only, never with a default.
+    func create(value: T) throws(WLStorageError) -> Bool { true }
+
+    /// A custom backer encodes by itself: it keeps no fields.
+    func dropUnknownFields() {}
+
+    /// A custom backer's versions are known by their encoding alone, which tells nothing of who stored them.
+    func rewrite(_ value: T) throws -> Bool? { nil }
+
+    func forgetLastRead() {
+        known.withLock { $0.forgetLastRead() }
+    }
+
+    var entryExists: Bool { false }
+
+    func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
+        guard let (value, isKnown) = try readBase() else {
+            return known.withLock { $0.forget() } ? .removed : .unchanged
+        }
+        return isKnown ? .unchanged : .changed(value)
+    }
+}
