@@ -166,21 +166,17 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         } catch {
             return .failed(Self.keyed(error, key))
         }
-        // Bytes in the current shape take the plain decode alone, as before there were other steps.
-        if let value = try? JSONCoders.decoder.decode(T.self, from: data) {
+        let read = StoredBytes.read(data, at: .file(key: key, fileName, in: directory), decoding: decoding())
+        switch read {
+        case .value, .reshaped, .anotherVersion:
             known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
-            return .value(value)
+        case .sealedElsewhere, .undecodable:
+            break
         }
-        switch decoding().decode(data) {
-        case .decoded(let value, nil):
-            known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
+        switch read {
+        case .value(let value):
             return .value(value)
-        case .decoded(let value, .filledIn):
-            // Not written back: reading never writes. The fields stay missing in the file until the value is set.
-            known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
-            return .value(value)
-        case .decoded(let value, let reshape?):
-            known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
+        case .reshaped(let value, let reshape):
             let kept = Self.keptOriginalName(for: fileName)
             do throws(WLStorageError) {
                 // Made once: a copy an earlier run made is kept. Anything but a file at the name keeps nothing.
@@ -203,21 +199,12 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             }
             KeptOriginals.keep(self)
             return .reshaped(value, rewrite: true, note: nil)
-        case .anotherVersion(let decodingError, let failures):
-            // Left as it is: the version that stored it may still be at work, or come back after a rollback.
-            known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
-            return .anotherVersion(
-                WLStorageError(
-                    code: .storedByAnotherVersion,
-                    message: "the file \(ValueDecoding<T>.judge(data, migrationFailures: failures)): another version"
-                        + " of the program stored it; it is left as it is, and this storage uses its last value (the"
-                        + " default at start) until it is set",
-                    key: key, path: directory.filePath(fileName), underlying: decodingError))
-        case .undecodable(let decodingError, let failures):
-            if let sealed = SealedElsewhere.error(data, key: key, path: directory.filePath(fileName)) {
-                // Another key's secret: not moved aside, and nothing of this storage replaces it.
-                return .failed(sealed)
-            }
+        case .anotherVersion(let error):
+            return .anotherVersion(error)
+        case .sealedElsewhere(let error):
+            // Another key's secret: not moved aside, and nothing of this storage replaces it.
+            return .failed(error)
+        case .undecodable(let judged, let decodingError):
             let aside: String
             do {
                 aside = try directory.moveAside(fileName, ifStill: identity)
@@ -228,8 +215,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             return .movedAside(
                 WLStorageError(
                     code: .decodingFailed,
-                    message: "the file \(ValueDecoding<T>.judge(data, migrationFailures: failures)); it was moved"
-                        + " aside to \(aside)",
+                    message: "the file \(judged); it was moved aside to \(aside)",
                     key: key, path: directory.filePath(fileName), underlying: decodingError))
         }
     }
@@ -283,20 +269,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             return false
         }
         if isKnown { return .unchanged }
-        do {
-            return .changed(try decoding.value(of: data))
-        } catch {
-            if let sealed = SealedElsewhere.error(data, key: key, path: directory.filePath(fileName)) {
-                return .unreadable(sealed)
-            }
-            throw WLStorageError(
-                code: error.anotherVersion ? .storedByAnotherVersion : .decodingFailed,
-                message: "another program stored a file that"
-                    + " \(ValueDecoding<T>.judge(data, migrationFailures: error.migrationFailures))"
-                    + (error.anotherVersion ? " (another version of the program stored it)" : "")
-                    + "; the value in memory is kept and the file is left as it is",
-                key: key, path: directory.filePath(fileName), underlying: error.error)
-        }
+        return try StoredBytes.change(data, at: .file(key: key, fileName, in: directory), decoding: decoding)
     }
 
     /// Writes `value`, the rewrite in the current shape of the bytes last read, only while the file is still the

@@ -265,13 +265,12 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         }
         guard let data, !data.isEmpty else { return .absent }
         _ = known.withLock { $0.readKnown(data) }
-        switch decoding.decode(data) {
-        case .decoded(let value, nil), .decoded(let value, .filledIn):
-            // Bytes filled in from the default are not written back: reading never writes.
+        switch StoredBytes.read(data, at: place, decoding: decoding) {
+        case .value(let value):
             guard underPreviousKey else { return .value(value) }
             rewriteFrom.withLock { $0 = data }
             return .reshaped(value, rewrite: true, note: nil)
-        case .decoded(let value, let reshape?):
+        case .reshaped(let value, let reshape):
             do {
                 _ = try store.create(key: keptOriginalKey, data: data)
             } catch {
@@ -286,20 +285,17 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
             KeptOriginals.keep(self)
             rewriteFrom.withLock { $0 = data }
             return .reshaped(value, rewrite: true, note: nil)
-        case .anotherVersion(let decodingError, let failures):
-            // Left as it is: the version that stored it may still be at work, or come back after a rollback.
-            return .anotherVersion(
-                WLStorageError(
-                    code: .storedByAnotherVersion,
-                    message: "what \(identity) holds \(judge(data, migrationFailures: failures)): another version of"
-                        + " the program stored it; it is left as it is, and this storage uses its last value (the"
-                        + " default at start) until it is set",
-                    key: key, underlying: conceals ? nil : decodingError))
-        case .undecodable(let decodingError, let failures):
-            if !conceals, let sealed = SealedElsewhere.error(data, key: key, path: nil) { return .failed(sealed) }
-            return keepAside(data, decodingError, failures, decoding: decoding, again: again)
+        case .anotherVersion(let error):
+            return .anotherVersion(error)
+        case .sealedElsewhere(let error):
+            return .failed(error)
+        case .undecodable(let judged, let error):
+            return keepAside(data, judged: judged, error, decoding: decoding, again: again)
         }
     }
+
+    /// The key in the store, as messages name it.
+    private var place: StoredPlace { .store(key: key, identity: identity, conceals: conceals) }
 
     /// Whether a default is saved where nothing is stored. Not in a store whose values are secret: a default saved
     /// there would be sealed with whatever key the program has, and a program started once with the wrong key would
@@ -367,28 +363,15 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
             return known.withLock { $0.forget() } ? .removed : .unchanged
         }
         if known.withLock({ $0.readKnown(data) }) { return .unchanged }
-        do {
-            return .changed(try decoding.value(of: data))
-        } catch {
-            if !conceals, let sealed = SealedElsewhere.error(data, key: key, path: nil) { return .unreadable(sealed) }
-            throw WLStorageError(
-                code: error.anotherVersion ? .storedByAnotherVersion : .decodingFailed,
-                message: "someone stored bytes that"
-                    + " \(judge(data, migrationFailures: error.migrationFailures)) in \(identity)"
-                    + (error.anotherVersion ? " (another version of the program stored them)" : "")
-                    + "; the value in memory is kept and what is stored is left as it is",
-                key: key, underlying: conceals ? nil : error.error)
-        }
+        return try StoredBytes.change(data, at: place, decoding: decoding)
     }
 
     /// Bytes that do not decode are copied to another key of the store, named with `~corrupt-` and the time, and
     /// removed from this one while it still holds them: they are kept, and the key counts as holding nothing. When
     /// someone stored something else meanwhile, that is read instead.
     private func keepAside(
-        _ data: Data, _ decodingError: any Error, _ failures: [String], decoding: ValueDecoding<T>, again: Bool
+        _ data: Data, judged: String, _ decodingError: (any Error)?, decoding: ValueDecoding<T>, again: Bool
     ) -> ReadResult<T> {
-        let judged = judge(data, migrationFailures: failures)
-        let decodingError: (any Error)? = conceals ? nil : decodingError
         let aside = StorageDirectory.movedAsideName(for: storedKey)
         do {
             _ = try store.create(key: aside, data: data)
@@ -424,11 +407,6 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// Whether the store's values are secret (``ConcealsValues``): messages then say that bytes do not decode, not
     /// what is wrong in them, which could quote them, and carry no decoding error.
     private var conceals: Bool { store is any ConcealsValues }
-
-    private func judge(_ data: Data, migrationFailures: [String]) -> String {
-        conceals
-            ? "does not decode as \(T.self)" : ValueDecoding<T>.judge(data, migrationFailures: migrationFailures)
-    }
 
     private func failure(_ error: any Error, writing: Bool) -> WLStorageError {
         if var error = error as? WLStorageError {

@@ -1,0 +1,103 @@
+import Foundation
+
+/// Where bytes were read from, as a storage's messages name it: a file, or a key of a store.
+struct StoredPlace: Sendable {
+    /// The storage's key.
+    let key: String
+    /// What holds the bytes, as a sentence's subject: "the file", "what store x holds".
+    let subject: String
+    /// The file, when the bytes are a file's: its path is made only for a message.
+    let file: (directory: StorageDirectory, name: String)?
+    /// Whether the store's values are secret (``ConcealsValues``): messages then say that bytes do not decode, not what
+    /// is wrong in them, which could quote them, and carry no decoding error.
+    let conceals: Bool
+
+    /// The file's path, when the bytes are a file's.
+    var path: String? { file.map { $0.directory.filePath($0.name) } }
+
+    /// A file of a directory.
+    static func file(key: String, _ name: String, in directory: StorageDirectory) -> StoredPlace {
+        StoredPlace(key: key, subject: "the file", file: (directory, name), conceals: false)
+    }
+
+    /// A key of a store other than a directory, named by the store's identity.
+    static func store(key: String, identity: String, conceals: Bool) -> StoredPlace {
+        StoredPlace(key: key, subject: "what \(identity) holds", file: nil, conceals: conceals)
+    }
+}
+
+/// What stored bytes are to a storage of a value type: the one path from bytes to a value, for every backer, whatever
+/// holds the bytes.
+///
+/// The bytes are decoded as they are, then through the added fields and migrations (``ValueDecoding``); bytes that a
+/// newer or older version of the program stored and this one cannot read are left as they are
+/// (``anotherVersion(_:)``); bytes that an encrypted store sealed, read by a storage without its key, are no one's to
+/// replace (``sealedElsewhere(_:)``); anything else does not decode at all, and the backer keeps it aside in its own
+/// way (a file is renamed, a store's key copied and removed).
+enum StoredBytes<T: Codable & Sendable> {
+    /// The value, in the current shape or with fields filled in from the default (which are not written back: reading
+    /// never writes).
+    case value(T)
+    /// The value, read through a migration or a reshaping that is written back in the current shape, the bytes as
+    /// they were being kept until then.
+    case reshaped(T, ValueDecoding<T>.Reshape)
+    /// Bytes another version of the program stored: left as they are.
+    case anotherVersion(WLStorageError)
+    /// Bytes sealed by an encrypted store, read without its key: left as they are.
+    case sealedElsewhere(WLStorageError)
+    /// Bytes that do not decode: what is wrong with them (`judged`, a phrase after the place's subject) and the error.
+    case undecodable(judged: String, error: (any Error)?)
+
+    /// Reads `data`, read from `place`. Bytes in the current shape take the plain decode alone; `decoding` is made only
+    /// when they do not.
+    static func read(_ data: Data, at place: StoredPlace, decoding: @autoclosure () -> ValueDecoding<T>) -> Self {
+        if let value = try? JSONCoders.decoder.decode(T.self, from: data) { return .value(value) }
+        switch decoding().decode(data) {
+        case .decoded(let value, nil), .decoded(let value, .filledIn):
+            return .value(value)
+        case .decoded(let value, let reshape?):
+            return .reshaped(value, reshape)
+        case .anotherVersion(let error, let failures):
+            // Left as it is: the version that stored it may still be at work, or come back after a rollback.
+            return .anotherVersion(
+                WLStorageError(
+                    code: .storedByAnotherVersion,
+                    message: "\(place.subject) \(judge(data, failures, place)): another version of the program stored"
+                        + " it; it is left as it is, and this storage uses its last value (the default at start) until"
+                        + " it is set",
+                    key: place.key, path: place.path, underlying: place.conceals ? nil : error))
+        case .undecodable(let error, let failures):
+            if !place.conceals, let sealed = SealedElsewhere.error(data, key: place.key, path: place.path) {
+                return .sealedElsewhere(sealed)
+            }
+            return .undecodable(judged: judge(data, failures, place), error: place.conceals ? nil : error)
+        }
+    }
+
+    /// What `data`, found at `place` by a check for a change made elsewhere, changes: the value, or the bytes left as
+    /// they are (sealed with a key this storage lacks); throws for bytes this version cannot read, which a check never
+    /// keeps aside: they are reported and left to the program that stored them.
+    static func change(
+        _ data: Data, at place: StoredPlace, decoding: ValueDecoding<T>
+    ) throws(WLStorageError) -> ExternalChange<T> {
+        do {
+            return .changed(try decoding.value(of: data))
+        } catch {
+            if !place.conceals, let sealed = SealedElsewhere.error(data, key: place.key, path: place.path) {
+                return .unreadable(sealed)
+            }
+            throw WLStorageError(
+                code: error.anotherVersion ? .storedByAnotherVersion : .decodingFailed,
+                message: "someone changed \(place.subject) to bytes that"
+                    + " \(judge(data, error.migrationFailures, place))"
+                    + (error.anotherVersion ? " (another version of the program stored them)" : "")
+                    + "; the value in memory is kept and what is stored is left as it is",
+                key: place.key, path: place.path, underlying: place.conceals ? nil : error.error)
+        }
+    }
+
+    private static func judge(_ data: Data, _ failures: [String], _ place: StoredPlace) -> String {
+        place.conceals
+            ? "does not decode as \(T.self)" : ValueDecoding<T>.judge(data, migrationFailures: failures)
+    }
+}
