@@ -3,12 +3,17 @@ import WLStorage
 
 extension WLStoragePostgresStore {
     /// Stores every write of `batch`, in chunks of up to ``batchRows`` rows and about ``batchBytes`` bytes, each one
-    /// statement (`INSERT … SELECT … FROM unnest(…) ON CONFLICT … DO UPDATE`) that commits on its own and notifies the
-    /// change of each of its keys at its commit. A batch of 1,000 keys costs two round trips to the server, not 1,000.
+    /// statement (`INSERT … SELECT … FROM unnest(…) ON CONFLICT … DO UPDATE`) in a transaction of its own, which
+    /// notifies the change of each of its keys at its commit. The chunks are sent in one pipeline, without waiting for
+    /// each other's answers: a batch costs one round trip to the server, however many chunks it holds.
     ///
+    /// Each chunk commits on its own, in order: a chunk that fails is rolled back, and the server runs none after it.
     /// The whole batch has one deadline, the store's timeout. When it passes, or a chunk fails, the chunks already
     /// committed stay committed, and the error says how many writes, from the start of the batch, were stored
-    /// (``WLStorageError/storedWrites``): the storages of the others keep their values pending.
+    /// (``WLStorageError/storedWrites``): the storages of the others keep their values pending. A chunk whose commit was
+    /// sent but not confirmed before the connection broke or the deadline passed is counted as not stored; when it did
+    /// commit, its values are written again later (the same bytes, one version more, notified again). A batch whose
+    /// idle connection turns out to be lost is sent again on a new one, from the first chunk not committed.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a chunk did not commit, or it is not known whether
     ///   it did.
@@ -22,12 +27,28 @@ extension WLStoragePostgresStore {
             _ = try run(reading: false, key: nil, checking: batch.map(\.key)) {
                 connection, deadline throws(PostgresError) in
                 // A retry on a new connection (the idle one was lost) goes on from the first chunk not committed.
-                while committed < chunks.count {
-                    let chunk = batch[chunks[committed]]
+                let first = committed
+                if chunks.count - first == 1 {
+                    // One chunk: one statement, which commits by itself.
+                    let chunk = batch[chunks[first]]
                     _ = try connection.query(statements.upsertMany, upsertManyParameters(chunk), deadline: deadline)
                     committed += 1
                     stored += chunk.count
+                    return []
                 }
+                try connection.runTransactions(
+                    count: chunks.count - first,
+                    { index in
+                        [
+                            .init(
+                                sql: statements.upsertMany,
+                                parameters: upsertManyParameters(batch[chunks[first + index]]))
+                        ]
+                    },
+                    committed: { index in
+                        committed = first + index + 1
+                        stored = chunks[first + index].upperBound
+                    }, deadline: deadline)
                 return []
             }
         } catch {
