@@ -162,7 +162,6 @@ extension WLStoragePostgresStore {
     static let concurrentCreation: Set<String> = ["23505", "42P07", "42710"]
 }
 
-/// The server process of a store's writing connection, shared with its listener.
 /// The server process of the writing connection: an atomic word, not a lock (0 for none: no server process has it), so
 /// that the listener reads it while the writer's lock is held for a call.
 final class BackendPID: Sendable {
