@@ -10,10 +10,12 @@ extension WLStoragePostgresStore {
     /// Each chunk commits on its own, in order: a chunk that fails is rolled back, and the server runs none after it.
     /// The whole batch has one deadline, the store's timeout. When it passes, or a chunk fails, the chunks already
     /// committed stay committed, and the error says how many writes, from the start of the batch, were stored
-    /// (``WLStorageError/storedWrites``): the storages of the others keep their values pending. A chunk whose commit was
-    /// sent but not confirmed before the connection broke or the deadline passed is counted as not stored; when it did
-    /// commit, its values are written again later (the same bytes, one version more, notified again). A batch whose
-    /// idle connection turns out to be lost is sent again on a new one, from the first chunk not committed.
+    /// (``WLStorageError/storedWrites``): the storages of the others keep their values pending. At the deadline the
+    /// running chunk is cancelled, and the server then skips the chunks after it; but a chunk whose commit was not
+    /// confirmed in time, and the chunks after it when the cancellation does not reach the server, may still commit.
+    /// They are counted as not stored, and their values written again later (the same bytes, one version more,
+    /// notified again). A batch whose idle connection turns out to be lost is sent again on a new one, from the first
+    /// chunk not committed.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a chunk did not commit, or it is not known whether
     ///   it did.
