@@ -181,6 +181,15 @@ struct PostgresFaultTests {
         usleep(200_000)
         try store.write([WLStorageStoreWrite(key: "a", data: bytes("a")), .init(key: "b", data: bytes("b"))])
         #expect(try store.keys() == ["a", "b", "k"])
+        // And in a batch of several chunks, sent in one pipeline.
+        #expect(try Self.terminate(admin, application: application, where: "query NOT LIKE 'LISTEN%'") == 1)
+        usleep(200_000)
+        let chunked = (0..<WLStoragePostgresStore.batchRows * 3).map {
+            WLStorageStoreWrite(key: "c\($0)", data: bytes("\($0)"))
+        }
+        try store.write(chunked)
+        #expect(try store.keys().count == 3 + chunked.count)
+        #expect(try store.read(key: "c\(chunked.count - 1)") == bytes("\(chunked.count - 1)"))
     }
 
     @Test func aTerminatedListeningConnectionReportsEverythingOnceBack() throws {

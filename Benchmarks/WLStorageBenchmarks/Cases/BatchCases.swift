@@ -40,6 +40,11 @@ enum BatchCases {
         let store = try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(60))
         let storages = (0..<count).map { WLStorage(key: "k\($0)", defaultValue: 0, flushInterval: nil, store: store) }
         WLStorageSystem.flushAll()
+        // The store's batch alone, without the storages: what the flush adds to it is the core's.
+        let direct = try WLStoragePostgresStore(
+            url: url, namespace: "bench-batch-direct-\(count)", timeout: .seconds(60))
+        try direct.write(key: "warm", data: Data("0".utf8))
+        var directCount = 0
         let raw = try RawPostgresConnection(url: url)
         let keys = "{" + (0..<count).map { "k\($0)" }.joined(separator: ",") + "}"
         let payloads =
@@ -65,6 +70,19 @@ enum BatchCases {
                         let elapsed = monotonicNanoseconds() - start
                         if storages.contains(where: \.hasPendingChanges) { leftPending = true }
                         return elapsed
+                    },
+                    Variant(name: "store.write(batch)") { _ in
+                        directCount += 1
+                        let data = Data("\(directCount)".utf8)
+                        let writes = (0..<count).map { WLStorageStoreWrite(key: "k\($0)", data: data) }
+                        sleep(nanoseconds: 20_000_000)
+                        let start = monotonicNanoseconds()
+                        do {
+                            try direct.write(writes)
+                        } catch {
+                            failure = failure ?? error
+                        }
+                        return monotonicNanoseconds() - start
                     },
                     Variant(name: "by hand") { _ in
                         rawCount += 1
@@ -93,8 +111,16 @@ enum BatchCases {
                 Row(
                     caseID: "pg-batch",
                     title: "PostgreSQL: flush of \(count) pending keys, round trip +\(roundTrip) ms",
-                    subject: "WLStorageSystem.flushAll(): statements of up to 500 rows",
+                    subject: "WLStorageSystem.flushAll(): transactions of up to 500 rows, in one pipeline",
                     value: results["WLStorageSystem.flushAll()"]!,
+                    baseline: "the same rows by hand in one statement (unnest, upsert, pg_notify each)",
+                    baselineValue: results["by hand"]!, note: note))
+            rows.append(
+                Row(
+                    caseID: "pg-batch",
+                    title: "PostgreSQL: batch of \(count) writes, round trip +\(roundTrip) ms",
+                    subject: "WLStoragePostgresStore.write(_:) alone, without storages",
+                    value: results["store.write(batch)"]!,
                     baseline: "the same rows by hand in one statement (unnest, upsert, pg_notify each)",
                     baselineValue: results["by hand"]!, note: note))
         }

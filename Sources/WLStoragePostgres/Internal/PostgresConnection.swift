@@ -189,9 +189,26 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
 
     // MARK: - Sending and receiving
 
-    private func send(
+    func send(
         _ sql: String, _ parameters: [Parameter], on connection: OpaquePointer, deadline: ContinuousClock.Instant
     ) throws(PostgresError) {
+        try enqueue(sql, parameters, on: connection)
+        while true {
+            let flushed = PQflush(connection)
+            if flushed == 0 { return }
+            guard flushed > 0 else {
+                throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
+            }
+            try wait(for: PQsocket(connection), events: Int16(POLLOUT | POLLIN), deadline: deadline)
+            guard PQconsumeInput(connection) != 0 else {
+                throw PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
+            }
+        }
+    }
+
+    /// Hands one statement with `parameters` to libpq (`PQsendQueryParams`, binary parameters and results), which
+    /// keeps it in its output buffer until it is flushed.
+    func enqueue(_ sql: String, _ parameters: [Parameter], on connection: OpaquePointer) throws(PostgresError) {
         // Parameter types: text is 25, bytea is 17, text[] 1009, bytea[] 1001. Every parameter and result is binary:
         // text as its UTF-8 bytes, an array in the binary array format.
         let types: [Oid] = parameters.map {
@@ -231,17 +248,6 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         guard sent != 0 else {
             throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
         }
-        while true {
-            let flushed = PQflush(connection)
-            if flushed == 0 { return }
-            guard flushed > 0 else {
-                throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
-            }
-            try wait(for: PQsocket(connection), events: Int16(POLLOUT | POLLIN), deadline: deadline)
-            guard PQconsumeInput(connection) != 0 else {
-                throw PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
-            }
-        }
     }
 
     /// A one-dimensional array without NULLs in PostgreSQL's binary format (`array_recv`): the number of dimensions,
@@ -264,7 +270,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         return array
     }
 
-    private func receive(
+    func receive(
         on connection: OpaquePointer, deadline: ContinuousClock.Instant
     ) throws(PostgresError) -> [[Data?]] {
         var rows: [[Data?]] = []
@@ -284,18 +290,21 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
             case PGRES_TUPLES_OK:
                 rows = Self.rows(of: result)
             default:
-                let text = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
-                let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
-                let lost = PQstatus(connection) == CONNECTION_BAD
-                failure =
-                    failure
-                    ?? PostgresError(
-                        lost ? .connectionLost : .queryFailed,
-                        settings.redact(text.isEmpty ? message(of: connection) : text), sqlState: state)
+                failure = failure ?? self.failure(of: result, on: connection)
             }
         }
         if let failure { throw failure }
         return rows
+    }
+
+    /// The error a failed `result` reports, with its SQLSTATE, without secrets.
+    func failure(of result: OpaquePointer, on connection: OpaquePointer) -> PostgresError {
+        let text = String(cString: PQresultErrorMessage(result)).trimmingCharacters(in: .whitespacesAndNewlines)
+        let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+        let lost = PQstatus(connection) == CONNECTION_BAD
+        return PostgresError(
+            lost ? .connectionLost : .queryFailed, settings.redact(text.isEmpty ? message(of: connection) : text),
+            sqlState: state)
     }
 
     private static func rows(of result: OpaquePointer) -> [[Data?]] {
@@ -319,7 +328,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     }
 
     /// Waits with `poll` until `socket` is ready for `events`, or throws when `deadline` passes.
-    private func wait(
+    func wait(
         for socket: Int32, events: Int16, deadline: ContinuousClock.Instant, connecting: Bool = false
     ) throws(PostgresError) {
         guard socket >= 0 else { throw PostgresError(.connectionLost, "the connection has no socket") }
@@ -345,7 +354,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
 
     /// Asks the server to cancel the running query (`PQcancel`). The request opens a connection of its own, which can
     /// take long when the server is unreachable, so it runs on another thread and nobody waits for it.
-    private static func cancel(_ connection: OpaquePointer) {
+    static func cancel(_ connection: OpaquePointer) {
         guard let cancel = PQgetCancel(connection) else { return }
         let request = CancelRequest(cancel)
         DispatchQueue.global().async {
@@ -356,7 +365,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     }
 
     /// The connection's last error (`PQerrorMessage`), without secrets.
-    private func message(of connection: OpaquePointer) -> String {
+    func message(of connection: OpaquePointer) -> String {
         let text = String(cString: PQerrorMessage(connection)).trimmingCharacters(in: .whitespacesAndNewlines)
         // libpq's lines after the first are indented with a tab: one line, its parts joined by "; ".
         let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }

@@ -1,0 +1,152 @@
+internal import CWLStorageLibPQ
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+extension PostgresConnection {
+    /// One statement of a transaction: its SQL and its parameters.
+    struct Statement {
+        var sql: String
+        var parameters: [Parameter]
+    }
+
+    /// Runs `count` transactions in one pipeline (libpq's pipeline mode, `PQenterPipelineMode`): each is `BEGIN`, the
+    /// statements `transaction(index)` returns, and `COMMIT`. Each transaction is sent without waiting for the answers
+    /// to the ones before, and the pipeline ends with one synchronization point (`PQpipelineSync`): the whole costs
+    /// one round trip to the server, however many transactions it holds.
+    ///
+    /// The server runs the transactions in order and commits each on its own. When a statement fails, its transaction
+    /// is rolled back and the server skips everything after it until the synchronization point: the transactions
+    /// committed before stay committed, and no later one runs. `committed(index)` is called, in order, as the server
+    /// confirms each commit; a transaction whose commit was sent but not confirmed (the connection broke, the deadline
+    /// passed) may or may not have committed.
+    ///
+    /// The statements of a transaction are built when it is sent, once libpq has handed the transaction before to the
+    /// kernel: the parameters of one transaction at a time are held, whatever the number.
+    ///
+    /// Failures are handled as ``query(_:_:deadline:)`` handles them: past the deadline the pipeline is cancelled and
+    /// the connection dropped; a broken connection is dropped; after a statement's failure the connection stays, out of
+    /// pipeline mode and out of any transaction.
+    func runTransactions(
+        count: Int, _ transaction: (Int) -> [Statement], committed: (Int) -> Void, deadline: ContinuousClock.Instant
+    ) throws(PostgresError) {
+        guard case .connected(let connection, _) = state else {
+            throw PostgresError(.connectionLost, "not connected")
+        }
+        do {
+            try pipeline(count, transaction, committed, on: connection, deadline: deadline)
+        } catch {
+            if error.kind == .timedOut { Self.cancel(connection) }
+            if error.kind != .queryFailed || PQstatus(connection) == CONNECTION_BAD { disconnect() }
+            throw error
+        }
+    }
+
+    /// What the next result of a pipeline answers.
+    private enum Awaited {
+        /// `BEGIN` or a statement of a transaction.
+        case statement
+        /// The `COMMIT` of the transaction at this index.
+        case commit(Int)
+        /// The synchronization point that ends the pipeline.
+        case sync
+    }
+
+    private func pipeline(
+        _ count: Int, _ transaction: (Int) -> [Statement], _ committed: (Int) -> Void, on connection: OpaquePointer,
+        deadline: ContinuousClock.Instant
+    ) throws(PostgresError) {
+        guard PQenterPipelineMode(connection) == 1 else {
+            throw PostgresError(.connectionLost, "could not enter pipeline mode: \(message(of: connection))")
+        }
+        var awaited: [Awaited] = []
+        var next = 0  // the first result of `awaited` not yet read
+        var sent = 0  // transactions
+        var synced = false
+        var flushed = true
+        var failure: PostgresError?
+        while true {
+            // The next transaction, or the synchronization point, once libpq has sent all it held.
+            if flushed && !synced {
+                if sent < count {
+                    try enqueue("BEGIN", [], on: connection)
+                    awaited.append(.statement)
+                    for statement in transaction(sent) {
+                        try enqueue(statement.sql, statement.parameters, on: connection)
+                        awaited.append(.statement)
+                    }
+                    try enqueue("COMMIT", [], on: connection)
+                    awaited.append(.commit(sent))
+                    // The server sends what it has at once, rather than at the synchronization point: each commit is
+                    // known as soon as it is made.
+                    guard PQsendFlushRequest(connection) == 1 else {
+                        throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
+                    }
+                    sent += 1
+                } else {
+                    guard PQpipelineSync(connection) == 1 else {
+                        throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
+                    }
+                    awaited.append(.sync)
+                    synced = true
+                }
+            }
+            let flush = PQflush(connection)
+            guard flush >= 0 else {
+                throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
+            }
+            flushed = flush == 0
+            guard PQconsumeInput(connection) != 0 else {
+                throw PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
+            }
+            // Every result that has arrived whole. Each statement's results end with a null result; the
+            // synchronization point's does not.
+            while next < awaited.count, PQisBusy(connection) == 0 {
+                guard let result = PQgetResult(connection) else {
+                    if case .sync = awaited[next] { break }
+                    next += 1
+                    continue
+                }
+                defer { PQclear(result) }
+                let status = PQresultStatus(result)
+                switch (awaited[next], status) {
+                case (.sync, _):
+                    next += 1
+                case (_, PGRES_PIPELINE_ABORTED):
+                    break  // skipped after a failure
+                case (.commit(let index), PGRES_COMMAND_OK):
+                    // A commit of a transaction that failed would answer `ROLLBACK`.
+                    if String(cString: PQcmdStatus(result)) == "COMMIT" { committed(index) }
+                case (.statement, PGRES_COMMAND_OK), (.statement, PGRES_TUPLES_OK):
+                    break
+                default:
+                    failure = failure ?? self.failure(of: result, on: connection)
+                }
+            }
+            if synced && next == awaited.count { break }
+            if let failure, failure.kind == .connectionLost { throw failure }
+            if flushed && !synced { continue }
+            // Wait to read, and to write when libpq holds bytes the kernel did not take.
+            let events = flushed ? Int16(POLLIN) : Int16(POLLIN | POLLOUT)
+            try wait(for: PQsocket(connection), events: events, deadline: deadline)
+        }
+        guard PQexitPipelineMode(connection) == 1 else {
+            throw PostgresError(.connectionLost, "could not leave pipeline mode: \(message(of: connection))")
+        }
+        guard let failure else { return }
+        // The failed transaction stays open until it is rolled back; a connection that cannot roll it back is dropped.
+        if PQtransactionStatus(connection) != PQTRANS_IDLE {
+            do {
+                try send("ROLLBACK", [], on: connection, deadline: deadline)
+                _ = try receive(on: connection, deadline: deadline)
+            } catch {
+                throw error.kind == .queryFailed ? PostgresError(.connectionLost, error.message) : error
+            }
+        }
+        throw failure
+    }
+}

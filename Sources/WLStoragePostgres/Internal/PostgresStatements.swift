@@ -1,0 +1,144 @@
+import Foundation
+
+extension WLStoragePostgresStore {
+    /// The SQL of the store's statements, with its table's name quoted.
+    struct Statements: Sendable {
+        let channel: String
+        /// The table's name, quoted: `"name"` or `"schema"."name"`.
+        let quotedName: String
+        let tableState: String
+        let createTable: String
+        let addTagsColumn: String
+        let read: String
+        let readVersioned: String
+        let replaceIfVersion: String
+        let createTagged: String
+        let trace: String
+        let keys: String
+        let list: String
+        let upsert: String
+        let upsertMany: String
+        let create: String
+        let remove: String
+        let removeIfHolds: String
+        let replaceIfHolds: String
+
+        /// The payload of a write's notification: `prefix` (``WLStoragePostgresStore/payload(namespace:key:)``), the
+        /// row's new `version`, `.` and the OID of the table `name` (so that a store of a table of the same name in
+        /// another schema, which shares the channel, does not take the bytes for its own), and `:` with the bytes
+        /// `value` in Base64 when the whole fits in ``WLStoragePostgresStore/payloadLimit`` bytes (34 bytes are kept
+        /// for the version, the OID and the separators).
+        static func carried(prefix: String, version: String, value: String, name: String) -> String {
+            """
+            \(prefix) || \(version)::text || '.' || '\(name)'::regclass::oid::text || CASE WHEN octet_length(\(prefix)) \
+            + 34 + 4 * ((octet_length(\(value)) + 2) / 3) <= \(WLStoragePostgresStore.payloadLimit) \
+            THEN ':' || translate(encode(\(value), 'base64'), chr(10), '') ELSE '' END
+            """
+        }
+
+        init(table: String) {
+            let name = table.split(separator: ".").map { "\"\($0)\"" }.joined(separator: ".")
+            let notifyWrite =
+                "pg_notify($4, \(Self.carried(prefix: "$5", version: "written.version", value: "$3", name: name)))"
+            quotedName = name
+            channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
+            // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
+            // whose column is not NULL when the table has `recent_tags`.
+            tableState = """
+                SELECT (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('\(name)') \
+                AND attname = 'recent_tags' AND NOT attisdropped) WHERE to_regclass('\(name)') IS NOT NULL
+                """
+            createTable = """
+                CREATE TABLE IF NOT EXISTS \(name) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \
+                version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), \
+                recent_tags text[] NOT NULL DEFAULT '{}', PRIMARY KEY (namespace, key))
+                """
+            addTagsColumn = "ALTER TABLE \(name) ADD COLUMN IF NOT EXISTS recent_tags text[] NOT NULL DEFAULT '{}'"
+            // The bytes only when they are not too large ($3), and their size.
+            read = """
+                SELECT CASE WHEN octet_length(value) <= $3::bigint THEN value END, octet_length(value)::text \
+                FROM \(name) WHERE namespace = $1 AND key = $2
+                """
+            readVersioned = """
+                SELECT CASE WHEN octet_length(value) <= $3::bigint THEN value END, octet_length(value)::text, \
+                version::text FROM \(name) WHERE namespace = $1 AND key = $2
+                """
+            keys = "SELECT key FROM \(name) WHERE namespace = $1 ORDER BY key"
+            // Each row's key, size, time of its last write (UTC, to the second) and bytes when not too large ($2).
+            list = """
+                SELECT key, octet_length(value)::text, \
+                to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), \
+                CASE WHEN octet_length(value) <= $2::bigint THEN value END \
+                FROM \(name) WHERE namespace = $1 ORDER BY key
+                """
+            let insert = "INSERT INTO \(name) AS stored (namespace, key, value, version) VALUES ($1, $2, $3, 1)"
+            upsert = """
+                WITH written AS (\(insert) ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, \
+                version = stored.version + 1, updated_at = now() RETURNING stored.version) SELECT \(notifyWrite) \
+                FROM written
+                """
+            // The rows of a chunk of a batch, written as `upsert` writes one: the same version and notification.
+            upsertMany = """
+                WITH input AS (SELECT * FROM unnest($2::text[], $3::bytea[], $5::text[]) \
+                AS input(key, value, payload)), written AS (INSERT INTO \(name) AS stored (namespace, key, value, version) \
+                SELECT $1, input.key, input.value, 1 FROM input ON CONFLICT (namespace, key) DO UPDATE \
+                SET value = EXCLUDED.value, version = stored.version + 1, updated_at = now() \
+                RETURNING stored.key, stored.version) SELECT pg_notify($4, \
+                \(Self.carried(prefix: "input.payload", version: "written.version", value: "input.value", name: name))) \
+                FROM written JOIN input ON input.key = written.key
+                """
+            create = """
+                WITH written AS (\(insert) ON CONFLICT (namespace, key) DO NOTHING RETURNING stored.version) \
+                SELECT \(notifyWrite) FROM written
+                """
+            remove = """
+                WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 RETURNING 1) \
+                SELECT pg_notify($3, $4) FROM removed
+                """
+            removeIfHolds = """
+                WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 AND value = $3 RETURNING 1) \
+                SELECT pg_notify($4, $5) FROM removed
+                """
+            // An update's write: on condition of the version read ($7), tagged ($6), the tag first among the last
+            // ones the row keeps.
+            let tags = "(ARRAY[$6::text] || stored.recent_tags)[1:\(WLStoragePostgresStore.keptTags)]"
+            replaceIfVersion = """
+                WITH written AS (UPDATE \(name) AS stored SET value = $3, version = stored.version + 1, \
+                updated_at = now(), recent_tags = \(tags) \
+                WHERE namespace = $1 AND key = $2 AND version = $7::bigint RETURNING stored.version) \
+                SELECT \(notifyWrite) FROM written
+                """
+            createTagged = """
+                WITH written AS (INSERT INTO \(name) (namespace, key, value, version, recent_tags) \
+                VALUES ($1, $2, $3, 1, ARRAY[$6::text]) ON CONFLICT (namespace, key) DO NOTHING \
+                RETURNING version) SELECT \(notifyWrite) FROM written
+                """
+            trace = """
+                SELECT version::text, ($3::text = ANY(recent_tags))::text, cardinality(recent_tags)::text \
+                FROM \(name) WHERE namespace = $1 AND key = $2
+                """
+            replaceIfHolds = """
+                WITH written AS (UPDATE \(name) SET value = $3, version = version + 1, updated_at = now() \
+                WHERE namespace = $1 AND key = $2 AND value = $6 RETURNING version) SELECT \(notifyWrite) \
+                FROM written
+                """
+        }
+    }
+
+    /// A table name the store accepts: `name` or `schema.name`, each part `[A-Za-z_][A-Za-z0-9_]*`, at most 48 bytes
+    /// (so that the channel, `<table>_changes`, stays within PostgreSQL's 63 bytes).
+    static func isValidTable(_ table: String) -> Bool {
+        let parts = table.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), table.utf8.count <= 48 else { return false }
+        return parts.allSatisfy { part in
+            guard let first = part.utf8.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
+                return false
+            }
+            return part.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+            }
+        }
+    }
+}

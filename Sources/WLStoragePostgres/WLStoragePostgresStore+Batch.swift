@@ -1,0 +1,97 @@
+import Foundation
+import WLStorage
+
+extension WLStoragePostgresStore {
+    /// Stores every write of `batch`, in chunks of up to ``batchRows`` rows and about ``batchBytes`` bytes, each one
+    /// statement (`INSERT … SELECT … FROM unnest(…) ON CONFLICT … DO UPDATE`) in a transaction of its own, which
+    /// notifies the change of each of its keys at its commit. The chunks are sent in one pipeline, without waiting for
+    /// each other's answers: a batch costs one round trip to the server, however many chunks it holds.
+    ///
+    /// Each chunk commits on its own, in order: a chunk that fails is rolled back, and the server runs none after it.
+    /// The whole batch has one deadline, the store's timeout. When it passes, or a chunk fails, the chunks already
+    /// committed stay committed, and the error says how many writes, from the start of the batch, were stored
+    /// (``WLStorageError/storedWrites``): the storages of the others keep their values pending. At the deadline the
+    /// running chunk is cancelled, and the server then skips the chunks after it; but a chunk whose commit was not
+    /// confirmed in time, and the chunks after it when the cancellation does not reach the server, may still commit.
+    /// They are counted as not stored, and their values written again later (the same bytes, one version more,
+    /// notified again). A batch whose idle connection turns out to be lost is sent again on a new one, from the first
+    /// chunk not committed.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when a chunk did not commit, or it is not known whether
+    ///   it did.
+    public func write(_ batch: [WLStorageStoreWrite]) throws {
+        guard !batch.isEmpty else { return }
+        if batch.count == 1 { return try write(key: batch[0].key, data: batch[0].data) }
+        let chunks = Self.chunks(of: batch)
+        var committed = 0  // chunks
+        var stored = 0  // writes of the batch
+        do throws(WLStorageError) {
+            _ = try run(reading: false, key: nil, checking: batch.map(\.key)) {
+                connection, deadline throws(PostgresError) in
+                // A retry on a new connection (the idle one was lost) goes on from the first chunk not committed.
+                let first = committed
+                if chunks.count - first == 1 {
+                    // One chunk: one statement, which commits by itself.
+                    let chunk = batch[chunks[first]]
+                    _ = try connection.query(statements.upsertMany, upsertManyParameters(chunk), deadline: deadline)
+                    committed += 1
+                    stored += chunk.count
+                    return []
+                }
+                try connection.runTransactions(
+                    count: chunks.count - first,
+                    { index in
+                        [
+                            .init(
+                                sql: statements.upsertMany,
+                                parameters: upsertManyParameters(batch[chunks[first + index]]))
+                        ]
+                    },
+                    committed: { index in
+                        committed = first + index + 1
+                        stored = chunks[first + index].upperBound
+                    }, deadline: deadline)
+                return []
+            }
+        } catch {
+            var error = error
+            error.storedWrites = stored
+            error.message += " (\(stored) of the batch's \(batch.count) values were stored)"
+            throw error
+        }
+    }
+
+    /// The most rows of one statement of a batch.
+    static let batchRows = 500
+    /// The bytes of values past which a chunk of a batch ends (a chunk holds at least one row).
+    static let batchBytes = 4 * 1024 * 1024
+
+    /// The ranges of `batch` written by one statement each.
+    static func chunks(of batch: [WLStorageStoreWrite]) -> [Range<Int>] {
+        var chunks: [Range<Int>] = []
+        var start = 0
+        var bytes = 0
+        for (index, write) in batch.enumerated() {
+            if index > start && (index - start >= batchRows || bytes + write.data.count > batchBytes) {
+                chunks.append(start..<index)
+                start = index
+                bytes = 0
+            }
+            bytes += write.key.utf8.count + write.data.count
+        }
+        chunks.append(start..<batch.count)
+        return chunks
+    }
+
+    /// The parameters of ``Statements/upsertMany`` for `chunk`. A key written twice in it is written once, with its
+    /// last bytes (one statement cannot change a row twice).
+    private func upsertManyParameters(_ chunk: ArraySlice<WLStorageStoreWrite>) -> [PostgresConnection.Parameter] {
+        var last: [String: Int] = [:]
+        for (index, write) in zip(chunk.indices, chunk) { last[write.key] = index }
+        let writes = zip(chunk.indices, chunk).filter { last[$0.1.key] == $0.0 }.map(\.1)
+        return [
+            .text(namespace), .texts(writes.map(\.key)), .byteArrays(writes.map(\.data)), .text(statements.channel),
+            .texts(writes.map { Self.payload(namespace: namespace, key: $0.key) }),
+        ]
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import WLStorage
+
+extension WLStoragePostgresStore {
+    // MARK: - Notification payloads
+
+    /// The most bytes of a payload; PostgreSQL refuses 8,000 or more.
+    static let payloadLimit = 7_900
+
+    /// The start of the payload that announces a write of `key` in `namespace`, to which the statement adds the row's
+    /// new version and, when the whole fits in ``payloadLimit``, the bytes written:
+    /// `*:<bytes of namespace>:<namespace>c<bytes of key>:<key><version>.<table OID>[:<Base64 of the bytes>]`. When the
+    /// key is too
+    /// long for that, `*:<bytes of namespace>:<namespace>` alone, a change of every key of the namespace (what the
+    /// statement adds is then ignored).
+    ///
+    /// The payload starts as a change of every key of the namespace, which is what a program of an earlier version,
+    /// which knows only `k:` and `*:` payloads, takes it for: during a rolling deploy, such a program reads all its keys
+    /// at each write, and misses nothing. The bytes are the row's as stored: a value of an encrypted store over this
+    /// one is sealed, and travels sealed.
+    static func payload(namespace: String, key: String) -> String {
+        let prefix = "*:\(namespace.utf8.count):\(namespace)"
+        let payload = prefix + "c\(key.utf8.count):" + key
+        // The statement adds up to 34 bytes of version, table OID and separators.
+        return payload.utf8.count + 34 <= payloadLimit ? payload : prefix
+    }
+
+    /// The payload that announces the removal of `key` in `namespace`: `k:<bytes of namespace>:<namespace><key>`, a
+    /// change that the storages of the key read; or, when that is too long, `*:<bytes of namespace>:<namespace>`.
+    static func removalPayload(namespace: String, key: String) -> String {
+        let prefix = "\(namespace.utf8.count):\(namespace)"
+        let payload = "k:" + prefix + key
+        return payload.utf8.count <= payloadLimit ? payload : "*:" + prefix
+    }
+
+    /// The change a payload announces for `namespace`, or `nil` when it is about another namespace or is not one of
+    /// the store's payloads. A write's payload whose version or bytes do not read as such, or that names another table
+    /// than `table` (the OID of the store's table, as text; `nil` when unknown), is a change of its key, to read;
+    /// what follows the namespace in a `*:` payload other than a carried change is ignored.
+    static func change(fromPayload payload: String, namespace: String, table: String?) -> StoreFeedEvent? {
+        let bytes = Array(payload.utf8)
+        let kind = bytes.first
+        guard bytes.count >= 4, kind == UInt8(ascii: "k") || kind == UInt8(ascii: "*"), bytes[1] == UInt8(ascii: ":"),
+            let (namespaceRange, rest) = lengthPrefixed(bytes, from: 2),
+            bytes[namespaceRange].elementsEqual(namespace.utf8)
+        else { return nil }
+        if kind == UInt8(ascii: "k") { return .change(.key(String(decoding: bytes[rest...], as: UTF8.self))) }
+        guard rest < bytes.count, bytes[rest] == UInt8(ascii: "c"),
+            let (keyRange, carriedStart) = lengthPrefixed(bytes, from: rest + 1)
+        else { return .change(.everything) }
+        let key = String(decoding: bytes[keyRange], as: UTF8.self)
+        let colon = bytes[carriedStart...].firstIndex(of: UInt8(ascii: ":")) ?? bytes.count
+        let stamp = String(decoding: bytes[carriedStart..<colon], as: UTF8.self).split(separator: ".")
+        guard stamp.count == 2, let version = Int64(stamp[0]), version > 0, let table, stamp[1] == table else {
+            return .change(.key(key))
+        }
+        guard colon < bytes.count else { return .carried(CarriedChange(key: key, version: version, data: nil)) }
+        guard let data = Data(base64Encoded: Data(bytes[(colon + 1)...])) else { return .change(.key(key)) }
+        return .carried(CarriedChange(key: key, version: version, data: data))
+    }
+
+    /// The range of the bytes of `<length>:<bytes>` starting at `start` in `bytes`, and where what follows starts.
+    private static func lengthPrefixed(_ bytes: [UInt8], from start: Int) -> (Range<Int>, Int)? {
+        guard start < bytes.count, let colon = bytes[start...].firstIndex(of: UInt8(ascii: ":")),
+            colon > start, colon - start <= 6,
+            let length = Int(String(decoding: bytes[start..<colon], as: UTF8.self)),
+            length >= 0, length <= bytes.count - colon - 1
+        else { return nil }
+        return (colon + 1..<colon + 1 + length, colon + 1 + length)
+    }
+}
+
+/// Every write's notification carries the row's new version, and its bytes when they fit: a replica that knows the
+/// version before adopts them without reading the row (see ``CarriedChange``).
+extension WLStoragePostgresStore: CarriesChanges, CarriedChangeFeed {
+    package var carriedChangeFeed: (any CarriedChangeFeed)? { self }
+
+    /// The feed of ``observeChanges(_:)``, with what the notifications carry.
+    package func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void)
+        -> WLStorageSubscription?
+    {
+        let listener = self.listener
+        let id: UInt64
+        if adoptsNotifiedValues {
+            id = listener.add(changed)
+        } else {
+            // A notification's bytes and version are not trusted: any role that can connect may send one. The key it
+            // names is read.
+            id = listener.add { event in
+                if case .carried(let change) = event {
+                    changed(.change(.key(change.key)))
+                } else {
+                    changed(event)
+                }
+            }
+        }
+        return WLStorageSubscription { listener.remove(id) }
+    }
+
+    /// Carried bytes are the row's bytes.
+    package func opened(_ carried: Data, key: String) throws -> Data { carried }
+}

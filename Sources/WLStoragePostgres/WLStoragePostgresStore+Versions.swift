@@ -1,0 +1,99 @@
+import Foundation
+import WLStorage
+
+extension WLStoragePostgresStore {
+    /// The most tags of updates' writes a row keeps (`recent_tags`).
+    ///
+    /// A replica whose answer was lost asks about its tag after it has reconnected: three replicas incrementing one
+    /// key while their connections were cut every 0.1 s wrote up to 88 times meanwhile on a loaded machine.
+    static let keptTags = 256
+
+    /// The bytes of `key` and their version, read as ``read(key:)`` reads; ``VersionedRead/untagged(_:)`` when the
+    /// table cannot keep tags.
+    package func readVersioned(key: String) throws -> VersionedRead {
+        let found = try readWithVersion(key: key)
+        if let missing = tagging.withLock({ $0 }) { return .untagged(missing) }
+        guard let found else { return .absent }
+        return .found(found.data, version: found.version)
+    }
+
+    /// The bytes of `key` and their version, read as ``read(key:)`` reads; `nil` when there is no row.
+    package func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
+        let limit = ValueSizeLimit.sealedMaximum
+        let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
+            try connection.query(
+                statements.readVersioned, [.text(namespace), .text(key), .text(String(limit))], deadline: deadline)
+        }
+        guard let row = rows.first, row.count == 3 else { return nil }
+        guard let version = row[2].flatMap({ Int64(String(decoding: $0, as: UTF8.self)) }) else {
+            throw WLStorageError(
+                code: .readFailed, message: "\(identity): the row of the key has no version", key: key, path: identity)
+        }
+        if let value = row[0] { return (value, version) }
+        let size = row[1].map { String(decoding: $0, as: UTF8.self) } ?? "?"
+        throw WLStorageError(
+            code: .valueTooLarge,
+            message: "\(identity): the row of the key holds \(size) bytes, more than the largest value read"
+                + " (\(limit) bytes, WLStorageSystem.maximumValueSize and what encryption adds); it is not read",
+            key: key, path: identity)
+    }
+
+    /// Stores `data` under `key` only while its row's version is `version` (for `nil`, while there is no row), in one
+    /// statement that puts `tag` first among the row's tags (`(ARRAY[tag] || recent_tags)[1:256]`), and notifies the
+    /// change when it wrote.
+    ///
+    /// Like ``write(key:data:ifItHolds:)``, a statement whose connection is lost is not sent again here: the update
+    /// sends it again itself, and asks the row about its tag (``trace(of:key:)``).
+    package func write(key: String, data: Data, ifVersion version: Int64?, tag: WriteTag) throws -> TaggedWriteResult {
+        try check([key], reading: false)
+        var sent = false
+        let result = execute(reading: false, resending: false) { connection, deadline throws(PostgresError) in
+            sent = true
+            if let version {
+                return try connection.query(
+                    statements.replaceIfVersion,
+                    upsertParameters(key, data) + [.text(tag.text), .text(String(version))], deadline: deadline)
+            }
+            return try connection.query(
+                statements.createTagged, upsertParameters(key, data) + [.text(tag.text)], deadline: deadline)
+        }
+        switch result {
+        case .success(let rows):
+            return rows.isEmpty ? .refused : .stored
+        case .failure(let error):
+            let failure = self.failure(error, reading: false, key: key)
+            // Not sent at all, or refused by the server with an error of the statement itself (the connection still
+            // up): nothing was committed. Any other failure may have come after the commit.
+            if !sent || Self.refusesStatement(error) { return .notStored(failure) }
+            throw failure
+        }
+    }
+
+    /// Whether `error` is the server's refusal of a statement, which then committed nothing: an error of the data, a
+    /// constraint, the SQL or its privileges, or a program limit; not an error that ends the connection or the server
+    /// (classes 08, 57), which can come after a commit.
+    static func refusesStatement(_ error: PostgresError) -> Bool {
+        guard error.kind == .queryFailed, let state = error.sqlState else { return false }
+        return ["22", "23", "42", "54"].contains(String(state.prefix(2)))
+    }
+
+    /// The row of `key`: its version, whether `tag` is among the tags it keeps, and how many it keeps; `nil` when there
+    /// is no row.
+    package func trace(of tag: WriteTag, key: String) throws -> TagTrace? {
+        let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
+            try connection.query(statements.trace, [.text(namespace), .text(key), .text(tag.text)], deadline: deadline)
+        }
+        guard let row = rows.first else { return nil }
+        let texts = row.map { $0.map { String(decoding: $0, as: UTF8.self) } }
+        guard texts.count == 3, let version = texts[0].flatMap({ Int64($0) }), let kept = texts[2].flatMap({ Int($0) })
+        else {
+            throw WLStorageError(
+                code: .readFailed, message: "\(identity): the row of the key has no version or tags", key: key,
+                path: identity)
+        }
+        return TagTrace(version: version, tagFound: texts[1] == "true", tagsKept: kept, capacity: Self.keptTags)
+    }
+}
+
+/// The store's updates write on condition of the row's version, tagged (see ``VersionedConditionalStore``).
+extension WLStoragePostgresStore: VersionedConditionalStore {}

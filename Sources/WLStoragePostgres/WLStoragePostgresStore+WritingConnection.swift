@@ -1,0 +1,177 @@
+import Foundation
+import Synchronization
+import WLStorage
+
+extension WLStoragePostgresStore {
+    func upsertParameters(_ key: String, _ data: Data) -> [PostgresConnection.Parameter] {
+        [
+            .text(namespace), .text(key), .bytes(data), .text(statements.channel),
+            .text(Self.payload(namespace: namespace, key: key)),
+        ]
+    }
+
+    /// Runs `body` on the writing connection, connected (and the table created) first when needed, and throws its
+    /// failure as a ``WLStorageError`` (see ``execute(reading:key:checking:resending:_:)``).
+    func run(
+        reading: Bool, key: String?, checking keys: [String] = [], resending: Bool = true,
+        _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
+    ) throws(WLStorageError) -> [[Data?]] {
+        try check((key.map { [$0] } ?? []) + keys, reading: reading)
+        switch execute(reading: reading, resending: resending, body) {
+        case .success(let rows): return rows
+        case .failure(let error): throw failure(error, reading: reading, key: key)
+        }
+    }
+
+    /// Throws when one of `keys` cannot be stored: PostgreSQL's `text` holds no NUL character.
+    func check(_ keys: [String], reading: Bool) throws(WLStorageError) {
+        for checked in keys where checked.utf8.contains(0) {
+            throw WLStorageError(
+                code: reading ? .readFailed : .writeFailed,
+                message: "\(identity): a PostgreSQL store cannot hold a key with a NUL character", key: checked,
+                path: identity)
+        }
+    }
+
+    /// Runs `body` on the writing connection, connected (and the table created) first when needed.
+    ///
+    /// A connection lost before `body` ran (while connecting, or while the table was checked: a server that ends
+    /// connections) is made again, as is one lost under a read, while the deadline allows, a few times. A write that
+    /// fails because an idle connection was lost meanwhile (the server restarted) is run once more on a new one,
+    /// unless `resending` is off.
+    func execute(
+        reading: Bool, resending: Bool,
+        _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
+    ) -> Result<[[Data?]], PostgresError> {
+        // The deadline counts from the call, not from taking the lock: a call queued behind others that each spend
+        // their timeout (a server that does not answer) must not wait for all of them.
+        let deadline = ContinuousClock.now + timeout
+        return writer.withLock { connection -> Result<[[Data?]], PostgresError> in
+            guard ContinuousClock.now < deadline else {
+                return .failure(PostgresError(.timedOut, "timed out waiting for the store's other calls to end"))
+            }
+            var retried = false
+            var reconnections = 0
+            while true {
+                let reused = connection.isConnected
+                var started = false
+                do throws(PostgresError) {
+                    if !reused {
+                        try connection.connect(deadline: deadline)
+                        writerPID.value = connection.backendPID
+                        try prepareTable(connection, deadline: deadline)
+                    }
+                    started = true
+                    return .success(try body(connection, deadline))
+                } catch {
+                    if !connection.isConnected { writerPID.value = nil }
+                    if error.kind == .connectionLost, !started || reading, reconnections < 4,
+                        ContinuousClock.now < deadline
+                    {
+                        reconnections += 1
+                        usleep(UInt32(5_000 * reconnections))
+                        continue
+                    }
+                    if reused, !retried, resending, error.kind == .connectionLost {
+                        retried = true
+                        continue
+                    }
+                    // The table was dropped by someone else: a new connection creates it again.
+                    if !retried, error.sqlState == "42P01" {
+                        retried = true
+                        connection.disconnect()
+                        writerPID.value = nil
+                        continue
+                    }
+                    return .failure(error)
+                }
+            }
+        }
+    }
+
+    /// `error` as the store's error for a call with `key`.
+    func failure(_ error: PostgresError, reading: Bool, key: String?) -> WLStorageError {
+        // A program limit on a write: in this table, the index of the namespace and key.
+        let hint =
+            !reading && error.sqlState == "54000"
+            ? "; the key is too long for the table's index, which takes at most about 2,700 bytes of a namespace"
+                + " and a key once compressed" : ""
+        return WLStorageError(
+            code: reading ? .readFailed : .writeFailed,
+            message: "\(identity) could not \(reading ? "read" : "write"): \(error.message)\(hint)", key: key,
+            path: identity, underlying: error)
+    }
+
+    /// Creates the table when it does not exist, and adds `recent_tags` to one made without it. Whether it exists is
+    /// asked first (`to_regclass`), so that a role without `CREATE` on the schema uses a table made for it: `CREATE
+    /// TABLE IF NOT EXISTS` needs that privilege even when the table exists.
+    private func prepareTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
+    {
+        do {
+            if let table = try connection.query(statements.tableState, deadline: deadline).first {
+                if table.first.flatMap({ $0 }) != nil {
+                    tagging.withLock { $0 = nil }
+                } else {
+                    try addTagsColumn(connection, deadline: deadline)
+                }
+                return
+            }
+            do {
+                _ = try connection.query(statements.createTable, deadline: deadline)
+            } catch  where error.kind == .queryFailed && Self.concurrentCreation.contains(error.sqlState ?? "") {
+                // Two connections created the table at once; the other one won.
+                _ = try connection.query(statements.createTable, deadline: deadline)
+            }
+            tagging.withLock { $0 = nil }
+        } catch {
+            connection.disconnect()
+            throw error
+        }
+    }
+
+    /// Adds `recent_tags` to a table made without it (by an earlier version, or by a DBA). That needs the table's
+    /// owner, and a lock that waits for every transaction using the table: it waits a second at most. When it cannot,
+    /// the store's updates compare bytes, and say what to run; the next connection tries again.
+    private func addTagsColumn(_ connection: PostgresConnection, deadline: ContinuousClock.Instant)
+        throws(PostgresError)
+    {
+        do {
+            _ = try connection.query("SET lock_timeout = 1000", deadline: deadline)
+            defer { _ = try? connection.query("RESET lock_timeout", deadline: deadline) }
+            _ = try connection.query(statements.addTagsColumn, deadline: deadline)
+            tagging.withLock { $0 = nil }
+        } catch  where error.kind == .queryFailed {
+            // Added by another connection meanwhile, perhaps.
+            if try connection.query(statements.tableState, deadline: deadline).first?.first.flatMap({ $0 }) != nil {
+                tagging.withLock { $0 = nil }
+                return
+            }
+            let missing = WLStorageError(
+                code: .invalidConfiguration,
+                message: "\(identity): the table lacks the column recent_tags, in which updates tag their writes, and"
+                    + " the store could not add it (\(error.message)); updates compare bytes instead, and a"
+                    + " replica's update whose answer is lost can then be taken for another's, or made twice. Have the"
+                    + " table's owner run: \(statements.addTagsColumn)",
+                path: identity, underlying: error)
+            tagging.withLock { $0 = missing }
+        }
+    }
+
+    /// What a creation of the table can fail with when another connection creates it at the same moment: a unique
+    /// violation in the catalog (23505), the table (42P07) or its row type (42710) already there.
+    static let concurrentCreation: Set<String> = ["23505", "42P07", "42710"]
+}
+
+/// The server process of the writing connection: an atomic word, not a lock (0 for none: no server process has it), so
+/// that the listener reads it while the writer's lock is held for a call.
+final class BackendPID: Sendable {
+    private let pid = Atomic<Int32>(0)
+
+    var value: Int32? {
+        get {
+            let pid = pid.load(ordering: .acquiring)
+            return pid == 0 ? nil : pid
+        }
+        set { pid.store(newValue ?? 0, ordering: .releasing) }
+    }
+}
