@@ -386,13 +386,9 @@ extension StorageCell {
         } catch {
             // The set the update becomes replaces these bytes: it keeps their members this type does not know.
             storeBacker.willReplace(bytes)
-            throw WLStorageError(
-                code: error.anotherVersion ? .storedByAnotherVersion : .decodingFailed,
-                message: "the update found bytes in \(storeBacker.identity) that"
-                    + " \(ValueDecoding<T>.judge(bytes, migrationFailures: error.migrationFailures))"
-                    + (error.anotherVersion ? " (another version of the program stored them)" : "")
-                    + ", so it was made in this process only and is written as a set is",
-                key: backer.key, underlying: error.error)
+            throw StoredBytes<T>.failure(
+                error, bytes, at: storeBacker.place, finding: "the update found bytes in \(storeBacker.identity) that",
+                outcome: ", so it was made in this process only and is written as a set is")
         }
     }
 

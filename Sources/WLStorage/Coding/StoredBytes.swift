@@ -86,14 +86,22 @@ enum StoredBytes<T: Codable & Sendable> {
             if !place.conceals, let sealed = SealedElsewhere.error(data, key: place.key, path: place.path) {
                 return .unreadable(sealed)
             }
-            throw WLStorageError(
-                code: error.anotherVersion ? .storedByAnotherVersion : .decodingFailed,
-                message: "someone changed \(place.subject) to bytes that"
-                    + " \(judge(data, error.migrationFailures, place))"
-                    + (error.anotherVersion ? " (another version of the program stored them)" : "")
-                    + "; the value in memory is kept and what is stored is left as it is",
-                key: place.key, path: place.path, underlying: place.conceals ? nil : error.error)
+            throw failure(
+                error, data, at: place, finding: "someone changed \(place.subject) to bytes that",
+                outcome: "; the value in memory is kept and what is stored is left as it is")
         }
+    }
+
+    /// The error for `data`, found at `place`, which `error` says this version cannot read: `finding` opens the message
+    /// (what found the bytes, up to "that"), `outcome` ends it (what became of them).
+    static func failure(
+        _ error: DecodingFailure, _ data: Data, at place: StoredPlace, finding: String, outcome: String
+    ) -> WLStorageError {
+        WLStorageError(
+            code: error.anotherVersion ? .storedByAnotherVersion : .decodingFailed,
+            message: "\(finding) \(judge(data, error.migrationFailures, place))"
+                + (error.anotherVersion ? " (another version of the program stored them)" : "") + outcome,
+            key: place.key, path: place.path, underlying: place.conceals ? nil : error.error)
     }
 
     private static func judge(_ data: Data, _ failures: [String], _ place: StoredPlace) -> String {

@@ -295,7 +295,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     }
 
     /// The key in the store, as messages name it.
-    private var place: StoredPlace { .store(key: key, identity: identity, conceals: conceals) }
+    var place: StoredPlace { .store(key: key, identity: identity, conceals: conceals) }
 
     /// Whether a default is saved where nothing is stored. Not in a store whose values are secret: a default saved
     /// there would be sealed with whatever key the program has, and a program started once with the wrong key would

@@ -164,6 +164,22 @@ struct ConditionalUpdateTests: EncryptedDirectorySuite, StoredFileSuite {
         #expect(storage.wrappedValue == 1)
     }
 
+    /// "The storage's errors for an encrypted store never quote what was stored": an update that reads another
+    /// version's value in an encrypted store reports it, and the report says only that it does not decode.
+    @Test func anUpdateThatReadsAnotherVersionsSecretDoesNotQuoteIt() throws {
+        enum Level: String, Codable, Sendable { case low, high }
+        let memory = MemoryStore()
+        let encrypted = memory.encrypted(with: key)
+        let storage = WLStorage<Level>(key: "level", defaultValue: .low, flushInterval: nil, store: encrypted)
+        // Another version of the program, whose type has a case this one lacks, stores its value meanwhile.
+        try encrypted.write(key: "level", data: json("\"secret-level-7\""))
+        storage.update { $0 = .high }
+        let error = try #require(storage.lastError)
+        #expect(error.code == .storedByAnotherVersion)
+        #expect(error.message.hasPrefix("the update found bytes"), "\(error)")
+        #expect(!String(describing: error).contains("secret-level-7"), "\(error)")
+    }
+
     /// The same over the plain memory store: the update ends, and stores 1.
     @Test func anUpdateOfAKeyHoldingEmptyBytesInAPlainConditionalStoreEnds() throws {
         let memory = MemoryStore()
