@@ -1,5 +1,4 @@
-// The tool on encrypted values and on values it must print: nothing secret or hostile reaches the terminal, and nothing
-// is replaced that could not be opened.
+// The tool on encrypted values: nothing secret reaches the terminal, and nothing is replaced that could not be opened.
 import Dispatch
 import Foundation
 import Observation
@@ -32,27 +31,6 @@ private func runTool(_ arguments: [String], in root: URL) async throws -> (statu
     }
     let stderr = String(decoding: FileManager.default.contents(atPath: errorURL.path) ?? Data(), as: UTF8.self)
     return (process.end?.status ?? -1, stderr)
-}
-
-@Suite(.capturingOutput) struct ToolOutputEscapingTests {
-    /// `list` escapes names so that no terminal control reaches the terminal; `get` prints a value's strings as they
-    /// are stored. JSON allows C1 controls (U+009B is CSI) and bidirectional overrides (U+202E) raw in a string, so a
-    /// value written by another program reaches the terminal as controls. `\u009b` is the same JSON value, printed
-    /// safely.
-    @Test func getPrintsNoTerminalControlsFromAStoredValue() throws {
-        try withTemporaryDirectory { root in
-            let hostile = "\"a\u{9B}31mred\u{202E}txt.exe\""
-            try Data(hostile.utf8).write(to: root.appendingPathComponent("k"))
-            let get = try ChildProcess("wlstorage", ["--dir", root.path, "get", "k"])
-            let end = try #require(get.waitForExit(timeout: 30))
-            #expect(end.status == 0)
-            #expect(eventually(timeout: 5) { get.printed.hasSuffix("\n") })
-            let controls = get.printed.unicodeScalars.filter {
-                (0x80...0x9F).contains($0.value) || $0.properties.generalCategory == .format
-            }
-            #expect(controls.isEmpty, "printed raw: \(controls.map { String($0.value, radix: 16) })")
-        }
-    }
 }
 
 @Suite(.capturingOutput)
