@@ -6,43 +6,6 @@ import Testing
 
 @testable import WLStorage
 
-/// A backer in memory whose first `failingReads` reads throw, after which it reads normally.
-private final class FlakyReadBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
-    private struct State {
-        var stored: T?
-        var writes: [T] = []
-        var failingReads: Int
-    }
-
-    let key = "flaky"
-    private let state: Lock<State>
-
-    init(stored: T?, failingReads: Int) {
-        state = Lock(State(stored: stored, failingReads: failingReads))
-    }
-
-    func read(defaultValueClosure: () -> T) throws -> T {
-        let stored = try state.withLock { state throws -> T? in
-            if state.failingReads > 0 {
-                state.failingReads -= 1
-                throw BackerFailure()
-            }
-            return state.stored
-        }
-        return stored ?? defaultValueClosure()
-    }
-
-    func write(value: T) throws {
-        state.withLock { state in
-            state.stored = value
-            state.writes.append(value)
-        }
-    }
-
-    var stored: T? { state.withLock { $0.stored } }
-    var writes: [T] { state.withLock { $0.writes } }
-}
-
 private struct Counter: Codable, Sendable, Equatable {
     var name: String
     var count: Int
@@ -52,7 +15,7 @@ private struct Counter: Codable, Sendable, Equatable {
     @Test(arguments: [nil, 1] as [Int?])
     func aValueDerivedFromTheDefaultAfterAFailedReadNeverReplacesTheStoredValue(flushInterval: Int?) {
         let original = Counter(name: "stored", count: 41)
-        let backer = FlakyReadBacker<Counter>(stored: original, failingReads: 1)
+        let backer = RecordingBacker<Counter>(stored: original, failingReads: 1)
         do {
             let storage = WLStorage(
                 defaultValueClosure: { Counter(name: "default", count: 0) }, flushInterval: flushInterval,
