@@ -12,9 +12,7 @@ protocol PostgresFaultSuite {}
 extension PostgresFaultSuite {
     /// A connection of the test's own, to run SQL as another program would.
     static func admin(_ url: String) throws -> PostgresConnection {
-        let connection = PostgresConnection(settings: try PostgresSettings(url: url, timeout: .seconds(10)))
-        try connection.connect(deadline: .now + .seconds(10))
-        return connection
+        try adminConnection(url)
     }
 
     @discardableResult
@@ -37,12 +35,7 @@ extension PostgresFaultSuite {
 
     /// Runs `body` on a thread of its own; returns whether it ended within `seconds`.
     static func completes(within seconds: Double, _ body: @escaping @Sendable () -> Void) -> Bool {
-        let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            body()
-            done.signal()
-        }
-        return done.wait(timeout: .now() + seconds) == .success
+        finishes(within: seconds, body)
     }
 }
 

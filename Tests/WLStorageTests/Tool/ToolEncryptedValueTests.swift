@@ -9,28 +9,8 @@ import Testing
 
 /// Runs the tool built beside the tests, and returns its exit status and standard error.
 private func runTool(_ arguments: [String], in root: URL) async throws -> (status: Int32, stderr: String) {
-    let tool = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        .deletingLastPathComponent().appendingPathComponent("wlstorage")
-    let errorURL = root.appendingPathComponent("review6-\(UUID().uuidString).err")
-    _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
-    let process = Process()
-    process.executableURL = tool
-    process.arguments = arguments
-    var environment = ProcessInfo.processInfo.environment
-    for name in ["WLSTORAGE_DIRECTORY", "XDG_DATA_HOME", "HOME"] { environment[name] = nil }
-    process.environment = environment
-    process.currentDirectoryURL = root
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = try FileHandle(forWritingTo: errorURL)
-    try process.run()
-    let ended = await waitUntil(timeout: 60) { process.end != nil }
-    if !ended {
-        process.terminate()
-        _ = await waitUntil(timeout: 30) { process.end != nil }
-    }
-    let stderr = String(decoding: FileManager.default.contents(atPath: errorURL.path) ?? Data(), as: UTF8.self)
-    return (process.end?.status ?? -1, stderr)
+    let run = try await ToolRun.run(arguments, in: root)
+    return (run.status, run.stderr)
 }
 
 @Suite(.capturingOutput)

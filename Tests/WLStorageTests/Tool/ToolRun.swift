@@ -18,51 +18,23 @@ struct ToolResult {
     var stderr: String
 }
 
-/// One run of the `wlstorage` binary that `swift test` builds beside the test bundle.
+/// One run of the `wlstorage` binary that `swift test` builds beside the test bundle, as a ``ChildProcess``.
 ///
-/// Standard output and error go to files in the test's directory (never to pipes, so a chatty child cannot
-/// block), and the child's environment is the test's own without the variables that select a default
-/// directory, plus `environment`. Nothing is forwarded to the test's output: a failing test shows both files with its
-/// issues (the `.capturingOutput` trait).
+/// The child runs in `root`, with nothing on its standard input, and its environment is the test's own without the
+/// variables that select a default directory, plus `environment`. Nothing is forwarded to the test's output: a failing
+/// test shows what the child printed with its issues (the `.capturingOutput` trait).
 final class ToolRun {
-    static let tool = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        .deletingLastPathComponent().appendingPathComponent("wlstorage")
+    static let tool = builtProductsDirectory.appendingPathComponent("wlstorage")
 
-    private let process = Process()
-    private let outputURL: URL
-    private let errorURL: URL
+    private let child: ChildProcess
 
     init(
         _ arguments: [String], executable: URL = ToolRun.tool, environment: [String: String] = [:], in root: URL
     ) throws {
-        let id = UUID().uuidString
-        outputURL = root.appendingPathComponent("\(id).out")
-        errorURL = root.appendingPathComponent("\(id).err")
-        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
-
-        var childEnvironment = ProcessInfo.processInfo.environment
-        for name in ["WLSTORAGE_DIRECTORY", "XDG_DATA_HOME", "HOME"] { childEnvironment[name] = nil }
-        childEnvironment.merge(environment) { $1 }
-
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = childEnvironment
-        process.currentDirectoryURL = root
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = try FileHandle(forWritingTo: outputURL)
-        process.standardError = try FileHandle(forWritingTo: errorURL)
-        try process.run()
-        TestRecord.current?.addOutput { [outputURL, errorURL] in
-            describeOutput(
-                command: [executable.lastPathComponent] + arguments, standardOutput: Self.contents(of: outputURL),
-                standardError: Self.contents(of: errorURL))
-        }
-    }
-
-    /// The text of the file at `url`, empty when there is none.
-    private static func contents(of url: URL) -> String {
-        String(decoding: FileManager.default.contents(atPath: url.path) ?? Data(), as: UTF8.self)
+        child = try ChildProcess(
+            executableURL: executable, arguments, environment: environment,
+            unsetting: ["WLSTORAGE_DIRECTORY", "XDG_DATA_HOME", "HOME"], currentDirectory: root,
+            standardInput: FileHandle.nullDevice)
     }
 
     /// Runs the tool to its end.
@@ -75,7 +47,7 @@ final class ToolRun {
 
     /// What the tool has printed on standard output so far.
     var printed: String {
-        Self.contents(of: outputURL)
+        child.printed
     }
 
     /// Waits until the lines printed so far are `lines`. Returns `false` after `timeout` seconds.
@@ -88,30 +60,28 @@ final class ToolRun {
     /// `timeout` seconds.
     func waitForError(timeout: Double = 60, _ condition: (String) -> Bool) async -> Bool {
         await eventually(timeout: timeout) { () async in
-            condition(Self.contents(of: errorURL))
+            condition(child.printedErrors)
         }
     }
 
     func send(_ signal: Int32) {
-        kill(process.processIdentifier, signal)
+        child.send(signal)
     }
 
     /// Waits for the tool to end, killing it after `timeout` seconds, and returns what it printed.
     func finish(timeout: Double = 60) async -> ToolResult {
-        let ended = await eventually(timeout: timeout) { () async in process.end != nil }
-        if !ended {
-            send(SIGKILL)
-            Issue.record("wlstorage \(process.arguments ?? []) did not end within \(timeout) s; killed it")
-            _ = await eventually(timeout: 30) { () async in process.end != nil }
+        let end = await child.exited(timeout: timeout)
+        if end == nil {
+            Issue.record("wlstorage \(child.process.arguments ?? []) did not end within \(timeout) s; killed it")
         }
-        let end = process.end
         return ToolResult(
             status: end?.status ?? -1,
-            signaled: end?.signaled ?? true,
+            signaled: end.map { $0.reason == .uncaughtSignal } ?? true,
             stdout: printed,
-            stderr: Self.contents(of: errorURL))
+            stderr: child.printedErrors)
     }
 }
+
 /// An exclusive `flock` on a file, as a writer holds on its temporary file while it is at work.
 final class WriterLock {
     private var descriptor: CInt
