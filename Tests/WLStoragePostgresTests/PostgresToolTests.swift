@@ -13,25 +13,18 @@ struct PostgresToolTests {
         var errors: String
     }
 
-    /// The tool, built next to the test bundle.
-    private static let tool = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        .deletingLastPathComponent().appendingPathComponent("wlstorage")
-
     /// Runs the tool to its end, with a generous bound.
     private func run(_ arguments: [String]) throws -> Run {
-        let process = try start(arguments)
-        let deadline = Date().addingTimeInterval(60)
-        while process.process.end == nil && Date() < deadline { usleep(10_000) }
-        if process.process.end == nil { process.process.terminate() }
-        let end = process.process.waitForEnd(timeout: 30)
-        return Run(status: end?.status ?? -1, output: process.output.text, errors: process.errors.text)
+        let child = try ChildProcess("wlstorage", arguments)
+        let end = child.waitForExit(timeout: 60)
+        return Run(status: end?.status ?? -1, output: child.printed, errors: child.printedErrors)
     }
 
     private func start(_ arguments: [String]) throws -> (
         process: Process, output: CapturedOutput, errors: CapturedOutput
     ) {
         let process = Process()
-        process.executableURL = Self.tool
+        process.executableURL = builtProductsDirectory.appendingPathComponent("wlstorage")
         process.arguments = arguments
         let output = try CapturedOutput()
         let errors = try CapturedOutput()

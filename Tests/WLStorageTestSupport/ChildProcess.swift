@@ -20,15 +20,32 @@ public final class ChildProcess: Sendable {
     private let errorOutput: CapturedOutput
 
     /// Starts `executable` from the build folder with `arguments`, in the test's environment without the variables
-    /// named in `unsetting` and with those of `environment`.
-    public init(
-        _ executable: String, _ arguments: [String], environment: [String: String] = [:], unsetting: [String] = []
+    /// named in `unsetting` and with those of `environment`, in `currentDirectory` (the test's own by default), with
+    /// `standardInput` (the test's own by default).
+    public convenience init(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:], unsetting: [String] = [],
+        currentDirectory: URL? = nil, standardInput: FileHandle? = nil
     ) throws {
+        try self.init(
+            executableURL: builtProductsDirectory.appendingPathComponent(executable), arguments,
+            environment: environment, unsetting: unsetting, currentDirectory: currentDirectory,
+            standardInput: standardInput)
+    }
+
+    /// Starts the program at `executableURL`, as ``init(_:_:environment:unsetting:currentDirectory:standardInput:)``
+    /// starts one of the package's.
+    public init(
+        executableURL: URL, _ arguments: [String], environment: [String: String] = [:], unsetting: [String] = [],
+        currentDirectory: URL? = nil, standardInput: FileHandle? = nil
+    ) throws {
+        let executable = executableURL.lastPathComponent
         let process = Process()
-        process.executableURL = builtProductsDirectory.appendingPathComponent(executable)
+        process.executableURL = executableURL
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.filter { !unsetting.contains($0.key) }
             .merging(environment) { $1 }
+        if let currentDirectory { process.currentDirectoryURL = currentDirectory }
+        if let standardInput { process.standardInput = standardInput }
         let output = try CapturedOutput()
         let errorOutput = try CapturedOutput()
         process.standardOutput = output.handle

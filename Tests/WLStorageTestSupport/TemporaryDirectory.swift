@@ -61,28 +61,37 @@ public struct Patience {
     }
 }
 
-/// Polls `condition` every 10 ms until it holds or `timeout` seconds of patience pass. Returns whether it held.
-public func eventually(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
+/// Polls `condition` every `interval` (10 ms unless told) until it holds or `timeout` seconds of patience pass.
+/// Returns whether it held.
+public func eventually(timeout: Double = 10, every interval: Duration = .milliseconds(10), _ condition: () -> Bool)
+    -> Bool
+{
     var patience = Patience(seconds: timeout)
+    let microseconds = UInt32(interval / .microseconds(1))
     while !patience.hasRunOut() {
         if condition() { return true }
-        usleep(10_000)
+        usleep(microseconds)
     }
     return condition()
 }
 
-/// Polls `condition` every 10 ms, sleeping without blocking a thread, until it holds or `timeout` seconds of
-/// patience pass. Returns whether it held.
-public func waitUntil(timeout: Double = 10, _ condition: () async -> Bool) async -> Bool {
+/// Polls `condition` every `interval` (10 ms unless told), sleeping without blocking a thread, until it holds or
+/// `timeout` seconds of patience pass. Returns whether it held.
+public func waitUntil(
+    timeout: Double = 10, every interval: Duration = .milliseconds(10), _ condition: () async -> Bool
+) async -> Bool {
     var patience = Patience(seconds: timeout)
     while !patience.hasRunOut() {
         if await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
+        try? await Task.sleep(for: interval)
     }
     return await condition()
 }
 
-/// Polls an async `condition` every 10 ms until it holds or `timeout` seconds pass. Returns whether it held.
-public func eventually(timeout: Double = 10, _ condition: () async -> Bool) async -> Bool {
-    await waitUntil(timeout: timeout, condition)
+/// Polls an async `condition` every `interval` (10 ms unless told) until it holds or `timeout` seconds pass. Returns
+/// whether it held.
+public func eventually(
+    timeout: Double = 10, every interval: Duration = .milliseconds(10), _ condition: () async -> Bool
+) async -> Bool {
+    await waitUntil(timeout: timeout, every: interval, condition)
 }

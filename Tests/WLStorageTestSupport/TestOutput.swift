@@ -8,8 +8,8 @@
 //   instead of printing it (`ReportedErrors`). Tests that provoke errors read their storage's `lastError`, or ask the
 //   recorder for the errors about their directory;
 // - every suite carries the `.capturingOutput` trait: the output of the child processes a test starts (`ChildProcess`,
-//   the tool runs of `WLStorageCommandTests`) and the errors reported about the test's temporary directories are
-//   kept, and shown with the test's issues when, and only when, it fails.
+//   the test children and the tool alike) and the errors reported about the test's temporary directories are kept,
+//   and shown with the test's issues when, and only when, it fails.
 import Foundation
 import Testing
 import WLStorage

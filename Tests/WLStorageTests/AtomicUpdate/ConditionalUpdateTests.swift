@@ -8,131 +8,6 @@ import Testing
 
 @testable import WLStorage
 
-/// A conditional store over a memory store that runs a hook once, right after its next plain write has stored.
-private final class HookedStore: WLStorageConditionalStore {
-    let base = MemoryStore()
-    private let hook = Lock<(@Sendable () -> Void)?>(nil)
-
-    var identity: String { base.identity }
-
-    func afterNextWrite(_ body: @escaping @Sendable () -> Void) { hook.withLock { $0 = body } }
-
-    private func runHook() {
-        if let body = hook.withLock({ hook -> (@Sendable () -> Void)? in
-            defer { hook = nil }
-            return hook
-        }) {
-            body()
-        }
-    }
-
-    func read(key: String) throws -> Data? { try base.read(key: key) }
-    func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
-    func remove(key: String) throws { try base.remove(key: key) }
-    func keys() throws -> [String] { try base.keys() }
-
-    func write(key: String, data: Data) throws {
-        try base.write(key: key, data: data)
-        runHook()
-    }
-
-    func write(_ batch: [WLStorageStoreWrite]) throws {
-        try base.write(batch)
-        runHook()
-    }
-
-    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        try base.write(key: key, data: data, ifItHolds: expected)
-    }
-
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
-        base.observeChanges(changed)
-    }
-}
-
-/// A conditional store over a memory store whose next conditional write stores, runs a hook, then throws: its outcome
-/// reads as unknown.
-private final class UnknownOutcomeStore: WLStorageConditionalStore {
-    let base = MemoryStore()
-    private let hook = Lock<(@Sendable () -> Void)?>(nil)
-
-    var identity: String { base.identity }
-
-    var afterNextConditionalWrite: (@Sendable () -> Void)? {
-        get { hook.withLock { $0 } }
-        set { hook.withLock { $0 = newValue } }
-    }
-
-    func read(key: String) throws -> Data? { try base.read(key: key) }
-    func write(key: String, data: Data) throws { try base.write(key: key, data: data) }
-    func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
-    func remove(key: String) throws { try base.remove(key: key) }
-    func keys() throws -> [String] { try base.keys() }
-
-    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        let stored = try base.write(key: key, data: data, ifItHolds: expected)
-        let body = hook.withLock { hook -> (@Sendable () -> Void)? in
-            defer { hook = nil }
-            return hook
-        }
-        guard stored, let body else { return stored }
-        body()
-        throw MemoryStore.Failure()
-    }
-
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
-        base.observeChanges(changed)
-    }
-}
-
-/// A conditional store over a memory store whose feed reports only what the test announces, and whose next read, once
-/// it has read, can be held until the test lets it go.
-private final class HeldReadStore: WLStorageConditionalStore {
-    let base = MemoryStore()
-    private let hold = Lock<(reached: DispatchSemaphore, release: DispatchSemaphore)?>(nil)
-    private let handler = Lock<(@Sendable (WLStorageStoreChange) -> Void)?>(nil)
-
-    var identity: String { base.identity }
-
-    /// Holds the next read after it has read, until `release` is signalled; the returned semaphore is signalled
-    /// once the read is held.
-    func holdNextRead(until release: DispatchSemaphore) -> DispatchSemaphore {
-        let reached = DispatchSemaphore(value: 0)
-        hold.withLock { $0 = (reached, release) }
-        return reached
-    }
-
-    func announce(_ change: WLStorageStoreChange) {
-        handler.withLock { $0 }?(change)
-    }
-
-    func read(key: String) throws -> Data? {
-        let data = try base.read(key: key)
-        if let held = hold.withLock({ hold -> (reached: DispatchSemaphore, release: DispatchSemaphore)? in
-            defer { hold = nil }
-            return hold
-        }) {
-            held.reached.signal()
-            held.release.wait()
-        }
-        return data
-    }
-
-    func write(key: String, data: Data) throws { try base.write(key: key, data: data) }
-    func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
-    func remove(key: String) throws { try base.remove(key: key) }
-    func keys() throws -> [String] { try base.keys() }
-
-    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        try base.write(key: key, data: data, ifItHolds: expected)
-    }
-
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
-        handler.withLock { $0 = changed }
-        return WLStorageSubscription { [weak self] in self?.handler.withLock { $0 = nil } }
-    }
-}
-
 @Suite(.capturingOutput)
 struct ConditionalUpdateTests: EncryptedDirectorySuite, StoredFileSuite {
     let key = try! WLStorageEncryptionKey.random()
@@ -253,7 +128,7 @@ struct ConditionalUpdateTests: EncryptedDirectorySuite, StoredFileSuite {
     /// the update began (and the documentation says a pending change is written first so that the update starts
     /// from it), yet the update's change is lost.
     @Test func anUpdateOfAConditionalStoreStartsFromASetMadeBeforeItBegan() {
-        let store = HookedStore()
+        let store = InterceptedStore()
         let storage = WLStorage(key: "counter", defaultValue: 0, flushInterval: nil, store: store)
         storage.flush()
         storage.wrappedValue = 3
@@ -372,7 +247,7 @@ struct ConditionalUpdateTests: EncryptedDirectorySuite, StoredFileSuite {
     /// reads 5 while the update's closure runs, before the update writes, and its result comes after the update took
     /// 15: it must not put 5 back over the value the store holds.
     @Test func aCheckThatReadBeforeAnUpdatesWriteDoesNotAdoptWhatItReadOverTheUpdate() {
-        let store = HeldReadStore()
+        let store = InterceptedStore(feed: .announced)
         let replica = MemoryStore(replicaOf: store.base)
         let storage = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: store)
         storage.wrappedValue = 1
@@ -381,7 +256,7 @@ struct ConditionalUpdateTests: EncryptedDirectorySuite, StoredFileSuite {
         let released = DispatchSemaphore(value: 0)
         let result = storage.update { value -> Int in
             // The news arrives now; the check it starts reads 5 and is held there until the update is done.
-            let reached = store.holdNextRead(until: released)
+            let reached = store.holdNextRead(afterReadingUntil: released)
             store.announce(.key("n"))
             #expect(reached.wait(timeout: .now() + 60) == .success)
             value += 10
@@ -395,11 +270,11 @@ struct ConditionalUpdateTests: EncryptedDirectorySuite, StoredFileSuite {
     }
 
     @Test func anUpdateWhoseConditionalWriteStoredButThrewIsNotAppliedTwice() {
-        let store = UnknownOutcomeStore()
+        let store = InterceptedStore()
         let storage = WLStorage(key: "counter", defaultValue: 0, flushInterval: nil, store: store)
         storage.wrappedValue = 5
         storage.flush()
-        store.afterNextConditionalWrite = {
+        store.afterNextConditionalWrite(losingTheOutcome: true) {
             // The write is reported as another program's, and adopted, before the answer is found lost.
             store.base.report(.key("counter"))
             _ = eventually(timeout: 5) { storage.wrappedValue == 6 }

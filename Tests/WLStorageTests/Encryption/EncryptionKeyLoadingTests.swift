@@ -57,7 +57,7 @@ struct EncryptionKeyLoadingTests: EncryptedDirectorySuite {
 
     /// An environment variable holds the base64 text of the key: 32 characters that are not base64 are no key.
     @Test func anEnvironmentVariableOf32CharactersThatAreNotBase64IsRefused() throws {
-        let name = "WLSTORAGE_ATTACK_KEY_\(UInt32.random(in: 0...UInt32.max))"
+        let name = "WLSTORAGE_TEST_KEY_\(UInt32.random(in: 0...UInt32.max))"
         defer { unsetenv(name) }
         // `openssl rand -hex 16`: 32 characters, 16 bytes of entropy, not the base64 text of a 32-byte key.
         setenv(name, "00112233445566778899aabbccddeeff", 1)
@@ -66,7 +66,7 @@ struct EncryptionKeyLoadingTests: EncryptedDirectorySuite {
     }
 
     @Test func malformedEnvironmentVariablesAreRefusedWithClearErrors() throws {
-        let name = "WLSTORAGE_ATTACK_KEY_\(UInt32.random(in: 0...UInt32.max))"
+        let name = "WLSTORAGE_TEST_KEY_\(UInt32.random(in: 0...UInt32.max))"
         defer { unsetenv(name) }
         unsetenv(name)
         let unset = try #require(throws: WLStorageError.self) { try WLStorageEncryptionKey(environmentVariable: name) }

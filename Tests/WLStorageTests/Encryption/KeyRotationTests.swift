@@ -8,31 +8,6 @@ import Testing
 
 @testable import WLStorage
 
-/// A store that writes on condition over a memory store, whose next conditional write can be made to throw after it
-/// stored its bytes: an outcome the caller cannot know (a connection lost after the commit).
-private final class LosingStore: WLStorageStore, WLStorageConditionalStore {
-    struct Lost: Error {}
-    let base: MemoryStore
-    let identity = "losing:" + UUID().uuidString
-    let loseNextOutcome = Atomic<Bool>(false)
-
-    init(_ base: MemoryStore) { self.base = base }
-
-    func read(key: String) throws -> Data? { try base.read(key: key) }
-    func write(key: String, data: Data) throws { try base.write(key: key, data: data) }
-    func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
-    func remove(key: String) throws { try base.remove(key: key) }
-    func keys() throws -> [String] { try base.keys() }
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
-        base.observeChanges(changed)
-    }
-    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        let stored = try base.write(key: key, data: data, ifItHolds: expected)
-        if loseNextOutcome.exchange(false, ordering: .acquiringAndReleasing) { throw Lost() }
-        return stored
-    }
-}
-
 private struct RotatedVisits: Codable, Equatable, Sendable {
     var name: String
     var visits: Int
@@ -41,34 +16,6 @@ private struct RotatedVisits: Codable, Equatable, Sendable {
 private let rotatedVisitsMigrations: [WLStorageMigration<RotatedVisits>] = [
     .from(RotatedVisitsV0.self) { RotatedVisits(name: $0.login, visits: 5) }
 ]
-
-/// A store that writes on condition over a memory store, whose next conditional write runs a hook first (another
-/// replica's change, a set of the storage) and then fails its condition.
-private final class HookedConditionalStore: WLStorageStore, WLStorageConditionalStore {
-    let base: MemoryStore
-    let identity = "hooked:" + UUID().uuidString
-    let hook = Mutex<(@Sendable () -> Void)?>(nil)
-
-    init(_ base: MemoryStore) { self.base = base }
-
-    func read(key: String) throws -> Data? { try base.read(key: key) }
-    func write(key: String, data: Data) throws { try base.write(key: key, data: data) }
-    func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
-    func remove(key: String) throws { try base.remove(key: key) }
-    func keys() throws -> [String] { try base.keys() }
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
-        base.observeChanges(changed)
-    }
-    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        if let hook = hook.withLock({ hook in
-            defer { hook = nil }; return hook
-        }) {
-            hook()
-            return try base.write(key: key, data: data, ifItHolds: expected)
-        }
-        return try base.write(key: key, data: data, ifItHolds: expected)
-    }
-}
 
 private struct ConditionVisits: Codable, Equatable, Sendable {
     var name: String
@@ -273,7 +220,7 @@ struct KeyRotationTests: EncryptedDirectorySuite {
     @Test func aRewriteWhoseOutcomeWasLostIsNotTakenForAnotherProgramsChange() throws {
         let memory = MemoryStore()
         memory.contents.state.withLock { $0.values["profile"] = json(#"{"login":"ada"}"#) }
-        let losing = LosingStore(memory)
+        let losing = InterceptedStore(memory)
         let storage = WLStorage(
             key: "profile", defaultValue: RotatedVisits(name: "new", visits: 5), flushInterval: nil, store: losing,
             migrations: rotatedVisitsMigrations)
@@ -282,7 +229,7 @@ struct KeyRotationTests: EncryptedDirectorySuite {
         let queue = DispatchQueue(label: "key-rotation.observer")
         let seen = Mutex<[RotatedVisits]>([])
         let subscription = storage.onChange(queue: queue) { value in seen.withLock { $0.append(value) } }
-        losing.loseNextOutcome.store(true, ordering: .releasing)
+        losing.afterNextConditionalWrite(losingTheOutcome: true)
         storage.flush()
         // The answer was lost, but the key, read back, holds the rewrite: it counts as written.
         #expect(storage.lastError == nil)
@@ -388,21 +335,19 @@ struct KeyRotationTests: EncryptedDirectorySuite {
     @Test func aSetMadeWhileARewriteFailsItsConditionIsWritten() throws {
         let memory = MemoryStore()
         memory.contents.state.withLock { $0.values["profile"] = Data(#"{"login":"ada"}"#.utf8) }
-        let hooked = HookedConditionalStore(memory)
+        let hooked = InterceptedStore(memory)
         let storage = WLStorage(
             key: "profile", defaultValue: ConditionVisits(name: "new", visits: 5), flushInterval: nil, store: hooked,
             migrations: conditionVisitsMigrations)
         #expect(storage.wrappedValue == ConditionVisits(name: "ada", visits: 5))
         #expect(storage.hasPendingChanges)  // the rewrite in the current shape
-        hooked.hook.withLock {
-            $0 = {
-                // Another replica's change, without news…
-                memory.contents.state.withLock {
-                    $0.values["profile"] = Data(#"{"name":"bob","visits":7}"#.utf8)
-                }
-                // …and the program's own set, on another thread, while the rewrite is in flight.
-                DispatchQueue.global().sync { storage.wrappedValue = ConditionVisits(name: "cy", visits: 9) }
+        hooked.beforeNextConditionalWrite {
+            // Another replica's change, without news…
+            memory.contents.state.withLock {
+                $0.values["profile"] = Data(#"{"name":"bob","visits":7}"#.utf8)
             }
+            // …and the program's own set, on another thread, while the rewrite is in flight.
+            DispatchQueue.global().sync { storage.wrappedValue = ConditionVisits(name: "cy", visits: 9) }
         }
         storage.flush()
         storage.flush()

@@ -8,33 +8,6 @@ import Testing
 
 @testable import WLStorage
 
-/// A store over a memory store whose next read can be held until the test lets it go: to force a job to be in flight.
-private final class HoldingStore: WLStorageStore {
-    let base: MemoryStore
-    let identity = "holding:" + UUID().uuidString
-    let holdNextRead = Atomic<Bool>(false)
-    let reached = DispatchSemaphore(value: 0)
-    let proceed = DispatchSemaphore(value: 0)
-
-    init(_ base: MemoryStore) { self.base = base }
-
-    func read(key: String) throws -> Data? {
-        if holdNextRead.exchange(false, ordering: .acquiringAndReleasing) {
-            reached.signal()
-            proceed.wait()
-        }
-        return try base.read(key: key)
-    }
-    func write(key: String, data: Data) throws { try base.write(key: key, data: data) }
-    func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
-    func write(_ batch: [WLStorageStoreWrite]) throws { try base.write(batch) }
-    func remove(key: String) throws { try base.remove(key: key) }
-    func keys() throws -> [String] { try base.keys() }
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
-        base.observeChanges(changed)
-    }
-}
-
 @Suite(.capturingOutput)
 struct UnreadableEncryptedValueTests: EncryptedDirectorySuite {
     let key = try! WLStorageEncryptionKey.random()
@@ -163,7 +136,7 @@ struct UnreadableEncryptedValueTests: EncryptedDirectorySuite {
     /// busy on the thread that tells the observers, and an observer's flush() is refused as reentrant.
     @Test func anObserverToldOfARemovalAfterUnreadableBytesMayFlushTheStorage() throws {
         let memory = MemoryStore()
-        let holding = HoldingStore(memory)
+        let holding = PassThroughStore(base: memory)
         let encrypted = holding.encrypted(with: key)
         try encrypted.write(key: "token", data: json(#""first""#))
         let storage = WLStorage(key: "token", defaultValue: "none", flushInterval: nil, store: encrypted)
@@ -183,16 +156,16 @@ struct UnreadableEncryptedValueTests: EncryptedDirectorySuite {
             let result = storage.cell.flush()
             flushResults.withLock { $0.append("\(result)") }
         }
-        holding.holdNextRead.store(true, ordering: .releasing)
+        let held = holding.holdNextRead()
         let done = DispatchSemaphore(value: 0)
         let thread = Thread {
             storage.cell.checkForExternalChange()
             done.signal()
         }
         thread.start()
-        #expect(holding.reached.wait(timeout: .now() + 10) == .success)
+        #expect(held.entered.wait(timeout: .now() + 10) == .success)
         storage.cell.checkForExternalChange()  // the cell is busy: the check is asked for
-        holding.proceed.signal()
+        held.open.signal()
         #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(eventually { storage.wrappedValue == "none" })
         #expect(

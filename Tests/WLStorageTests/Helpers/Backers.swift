@@ -5,7 +5,8 @@ import Synchronization
 
 struct BackerFailure: Error, Equatable {}
 
-/// A backer in memory that records every write, and can be told to fail or to block.
+/// A backer in memory that records every write, and can be told to fail or to block; its first `failingReads` reads
+/// throw.
 final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
     private struct State {
         var stored: T?
@@ -13,6 +14,7 @@ final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
         var failuresLeft = 0
         var failedWrites = 0
         var readFailure = false
+        var failingReads = 0
     }
 
     let key: String
@@ -20,15 +22,21 @@ final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
     /// When set, each write signals `started` and waits for `proceed` before it stores anything.
     private let gate: (started: DispatchSemaphore, proceed: DispatchSemaphore)?
 
-    init(key: String = "recorded", stored: T? = nil, blocking: Bool = false) {
+    init(key: String = "recorded", stored: T? = nil, blocking: Bool = false, failingReads: Int = 0) {
         ReportedErrors.install()
         self.key = key
-        self.state = Lock(State(stored: stored))
+        self.state = Lock(State(stored: stored, failingReads: failingReads))
         self.gate = blocking ? (DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)) : nil
     }
 
     func read(defaultValueClosure: () -> T) throws -> T {
-        let (stored, fails) = state.withLock { ($0.stored, $0.readFailure) }
+        let (stored, fails) = state.withLock { state in
+            guard state.failingReads == 0 else {
+                state.failingReads -= 1
+                return (state.stored, true)
+            }
+            return (state.stored, state.readFailure)
+        }
         if fails { throw BackerFailure() }
         return stored ?? defaultValueClosure()
     }

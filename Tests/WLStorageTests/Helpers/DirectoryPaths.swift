@@ -37,3 +37,15 @@ final class TakenFlag: Sendable {
     /// Sets it to `false` and returns whether it was `true`.
     func take() -> Bool { value.exchange(false, ordering: .sequentiallyConsistent) }
 }
+
+/// A flag and a number that a test shares with a thread of its own.
+final class Shared: Sendable {
+    let flag = Atomic<Bool>(false)
+    let number = Atomic<Int>(0)
+}
+
+/// Whether something, of any kind, stands at `url` (a symlink is not followed).
+func exists(_ url: URL) -> Bool {
+    var status = stat()
+    return lstat(url.path, &status) == 0
+}

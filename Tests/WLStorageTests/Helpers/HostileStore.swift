@@ -116,17 +116,6 @@ final class HostileStore: WLStorageStore, @unchecked Sendable {  // mutable stat
     var reads: Int { state.withLock { $0.reads } }
 }
 
-/// Runs `body` on a thread of its own; returns whether it finished within `seconds`. A body that hangs is left
-/// hanging, and the test fails instead of the suite.
-func finishes(within seconds: Double, _ body: @escaping @Sendable () -> Void) -> Bool {
-    let done = DispatchSemaphore(value: 0)
-    Thread.detachNewThread {
-        body()
-        done.signal()
-    }
-    return done.wait(timeout: .now() + seconds) == .success
-}
-
 /// Holds storages for a hook of a store, which cannot keep them in its own (immutable) captures.
 final class Keeper: @unchecked Sendable {  // guarded by `lock`
     private let lock = Lock<[any AnyObject & Sendable]>([])

@@ -174,12 +174,7 @@ private func onThreadOfItsOwn(timeout: Double = 30, _ body: @escaping @Sendable 
 /// Polls `condition` every millisecond, without blocking a thread, until it holds or `timeout` seconds of patience
 /// pass.
 private func settles(timeout: Double = 30, _ condition: () -> Bool) async -> Bool {
-    var patience = Patience(seconds: timeout)
-    while !patience.hasRunOut() {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(1))
-    }
-    return condition()
+    await waitUntil(timeout: timeout, every: .milliseconds(1), condition)
 }
 
 // MARK: - Orders

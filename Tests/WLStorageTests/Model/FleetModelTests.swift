@@ -237,12 +237,7 @@ private final class Handle<Value: FleetValue>: FleetHandle {
 
 /// Polls `condition` without sleeping long: the operations of the run wait for the feeds' threads often.
 private func settles(timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        usleep(200)
-    }
-    return condition()
+    eventually(timeout: Double(timeout.components.seconds), every: .microseconds(200), condition)
 }
 
 private struct FleetProblem: Error {

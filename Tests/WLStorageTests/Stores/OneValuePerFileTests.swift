@@ -114,22 +114,9 @@ struct OneValuePerFileTests: EncryptedDirectorySuite {
     /// not announced) and a file storage of the same file: each follows the other's writes, and a set made just after
     /// a write is not reverted by the news of that write.
     @Test func aWrappedDirectoryStoreAndAFileStorageFollowEachOther() throws {
-        final class Wrapper: WLStorageStore {
-            let base: WLStorageDirectoryStore
-            init(_ base: WLStorageDirectoryStore) { self.base = base }
-            var identity: String { "wrapper:" + base.identity }
-            func read(key: String) throws -> Data? { try base.read(key: key) }
-            func write(key: String, data: Data) throws { try base.write(key: key, data: data) }
-            func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
-            func remove(key: String) throws { try base.remove(key: key) }
-            func keys() throws -> [String] { try base.keys() }
-            func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void)
-                -> WLStorageSubscription?
-            { base.observeChanges(changed) }
-        }
         try withTemporaryDirectory { directory in
             let wrapped = WLStorage(
-                key: "k", defaultValue: 0, flushInterval: nil, store: Wrapper(.directory(directory)))
+                key: "k", defaultValue: 0, flushInterval: nil, store: PassThroughStore(base: .directory(directory)))
             let file = fileStorage("k", in: directory, default: 0, flushInterval: nil)
             // What each side holds, and the file, for the message of a wait that runs out.
             func holdings() -> String {

@@ -6,21 +6,6 @@ import Testing
 
 @testable import WLStorage
 
-/// A store of the tests' own that keeps its bytes in another store and passes everything through, as a user's
-/// logging or metrics wrapper would.
-private struct WrappingStore: WLStorageStore {
-    let base: any WLStorageStore
-    var identity: String { "wrapped:" + base.identity }
-    func read(key: String) throws -> Data? { try base.read(key: key) }
-    func write(key: String, data: Data) throws { try base.write(key: key, data: data) }
-    func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
-    func remove(key: String) throws { try base.remove(key: key) }
-    func keys() throws -> [String] { try base.keys() }
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
-        base.observeChanges(changed)
-    }
-}
-
 @Suite(.capturingOutput) struct StoreTests {
     @Test func storagesOfOneKeyInStoresOfOneIdentityShareOneValue() {
         let store = MemoryStore()
@@ -243,7 +228,7 @@ private struct WrappingStore: WLStorageStore {
 
     @Test func aDirectoryStoreWrappedInAStoreOfOnesOwnKeepsFilesAndFollowsOtherPrograms() throws {
         try withTemporaryDirectory { directory in
-            let store = WrappingStore(base: WLStorageDirectoryStore.directory(directory))
+            let store = PassThroughStore(base: WLStorageDirectoryStore.directory(directory))
             let storage = WLStorage(key: "name", defaultValue: "", flushInterval: nil, store: store)
             storage.wrappedValue = "Ada"
             storage.flush()

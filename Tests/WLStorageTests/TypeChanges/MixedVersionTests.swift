@@ -53,17 +53,7 @@ private func hasLiveCell(in directory: URL) -> Bool {
 }
 
 @Suite(.capturingOutput)
-struct MixedVersionTests {
-    private func write(_ json: String, key: String, in directory: URL) throws {
-        try Data(json.utf8).write(to: directory.appendingPathComponent(key))
-    }
-
-    private func contents(_ name: String, in directory: URL) -> String? {
-        FileManager.default.contents(atPath: directory.appendingPathComponent(name).path).map {
-            String(decoding: $0, as: UTF8.self)
-        }
-    }
-
+struct MixedVersionTests: StoredFileSuite {
     /// The JSON object in the file, parsed, to compare without depending on the order of members.
     private func object(_ name: String, in directory: URL) -> NSDictionary? {
         guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path) else {

@@ -58,17 +58,7 @@ private let settingsMigrations: [WLStorageMigration<Settings>] = [
 ]
 
 @Suite(.capturingOutput)
-struct TypeChangeTests {
-    private func write(_ json: String, key: String, in directory: URL) throws {
-        try Data(json.utf8).write(to: directory.appendingPathComponent(key))
-    }
-
-    private func contents(_ name: String, in directory: URL) -> String? {
-        FileManager.default.contents(atPath: directory.appendingPathComponent(name).path).map {
-            String(decoding: $0, as: UTF8.self)
-        }
-    }
-
+struct TypeChangeTests: StoredFileSuite {
     private func kept(_ key: String) -> String { key + "~before-type-change" }
 
     @Test func aTypeThatGainedFieldsTakesThemFromTheDefaultAndWritesThemWithItsNextChange() throws {

@@ -1,5 +1,4 @@
-// The tool on encrypted values and on values it must print: nothing secret or hostile reaches the terminal, and nothing
-// is replaced that could not be opened.
+// The tool on encrypted values: nothing secret reaches the terminal, and nothing is replaced that could not be opened.
 import Dispatch
 import Foundation
 import Observation
@@ -10,49 +9,8 @@ import Testing
 
 /// Runs the tool built beside the tests, and returns its exit status and standard error.
 private func runTool(_ arguments: [String], in root: URL) async throws -> (status: Int32, stderr: String) {
-    let tool = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        .deletingLastPathComponent().appendingPathComponent("wlstorage")
-    let errorURL = root.appendingPathComponent("review6-\(UUID().uuidString).err")
-    _ = FileManager.default.createFile(atPath: errorURL.path, contents: nil)
-    let process = Process()
-    process.executableURL = tool
-    process.arguments = arguments
-    var environment = ProcessInfo.processInfo.environment
-    for name in ["WLSTORAGE_DIRECTORY", "XDG_DATA_HOME", "HOME"] { environment[name] = nil }
-    process.environment = environment
-    process.currentDirectoryURL = root
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = try FileHandle(forWritingTo: errorURL)
-    try process.run()
-    let ended = await waitUntil(timeout: 60) { process.end != nil }
-    if !ended {
-        process.terminate()
-        _ = await waitUntil(timeout: 30) { process.end != nil }
-    }
-    let stderr = String(decoding: FileManager.default.contents(atPath: errorURL.path) ?? Data(), as: UTF8.self)
-    return (process.end?.status ?? -1, stderr)
-}
-
-@Suite(.capturingOutput) struct ToolOutputEscapingTests {
-    /// `list` escapes names so that no terminal control reaches the terminal; `get` prints a value's strings as they
-    /// are stored. JSON allows C1 controls (U+009B is CSI) and bidirectional overrides (U+202E) raw in a string, so a
-    /// value written by another program reaches the terminal as controls. `\u009b` is the same JSON value, printed
-    /// safely.
-    @Test func getPrintsNoTerminalControlsFromAStoredValue() throws {
-        try withTemporaryDirectory { root in
-            let hostile = "\"a\u{9B}31mred\u{202E}txt.exe\""
-            try Data(hostile.utf8).write(to: root.appendingPathComponent("k"))
-            let get = try ChildProcess("wlstorage", ["--dir", root.path, "get", "k"])
-            let end = try #require(get.waitForExit(timeout: 30))
-            #expect(end.status == 0)
-            #expect(eventually(timeout: 5) { get.printed.hasSuffix("\n") })
-            let controls = get.printed.unicodeScalars.filter {
-                (0x80...0x9F).contains($0.value) || $0.properties.generalCategory == .format
-            }
-            #expect(controls.isEmpty, "printed raw: \(controls.map { String($0.value, radix: 16) })")
-        }
-    }
+    let run = try await ToolRun.run(arguments, in: root)
+    return (run.status, run.stderr)
 }
 
 @Suite(.capturingOutput)

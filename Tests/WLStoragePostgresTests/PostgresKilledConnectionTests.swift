@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+import WLStorage
+
+@testable import WLStoragePostgres
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Connections killed from outside are replaced, and what was missed meanwhile is reported.
+@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+struct PostgresKilledConnectionTests: PostgresFaultSuite {
+    @Test func aTerminatedWriteConnectionIsReplacedByTheNextCall() throws {
+        let cluster = try PostgresCluster.shared()
+        let application = "fault-\(UUID().uuidString.prefix(8))"
+        let url = cluster.url + "&application_name=\(application)"
+        let store = try WLStoragePostgresStore(url: url, namespace: uniqueNamespace(), timeout: .seconds(5))
+        try store.write(key: "k", data: bytes("1"))
+        let admin = try Self.admin(cluster.url)
+        #expect(try Self.terminate(admin, application: application, where: "query NOT LIKE 'LISTEN%'") == 1)
+        usleep(200_000)
+        // The connection died while idle: the call finds it so and runs again on a new one.
+        try store.write(key: "k", data: bytes("2"))
+        #expect(try store.read(key: "k") == bytes("2"))
+        // And again, in a batch.
+        #expect(try Self.terminate(admin, application: application, where: "query NOT LIKE 'LISTEN%'") == 1)
+        usleep(200_000)
+        try store.write([WLStorageStoreWrite(key: "a", data: bytes("a")), .init(key: "b", data: bytes("b"))])
+        #expect(try store.keys() == ["a", "b", "k"])
+        // And in a batch of several chunks, sent in one pipeline.
+        #expect(try Self.terminate(admin, application: application, where: "query NOT LIKE 'LISTEN%'") == 1)
+        usleep(200_000)
+        let chunked = (0..<WLStoragePostgresStore.batchRows * 3).map {
+            WLStorageStoreWrite(key: "c\($0)", data: bytes("\($0)"))
+        }
+        try store.write(chunked)
+        #expect(try store.keys().count == 3 + chunked.count)
+        #expect(try store.read(key: "c\(chunked.count - 1)") == bytes("\(chunked.count - 1)"))
+    }
+
+    @Test func aTerminatedListeningConnectionReportsEverythingOnceBack() throws {
+        let cluster = try PostgresCluster.shared()
+        let application = "fault-\(UUID().uuidString.prefix(8))"
+        let url = cluster.url + "&application_name=\(application)"
+        let namespace = uniqueNamespace()
+        let store = try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(5))
+        let other = try WLStoragePostgresStore(url: cluster.url, namespace: namespace)
+        try other.write(key: "warm", data: bytes("up"))
+        let feed = try FeedRecorder(store)
+        feed.clear()
+        let admin = try Self.admin(cluster.url)
+        // The listening connection's last statement is its LISTEN, its probe, or the lookup of the table a carried
+        // change names.
+        #expect(
+            try Self.terminate(
+                admin, application: application,
+                where: "(query LIKE 'LISTEN%' OR query = 'SELECT 1' OR query LIKE 'SELECT to_regclass%')") == 1)
+        #expect(feed.waitFor(.everything), "the listener did not report everything after it was terminated")
+        try other.write(key: "after", data: bytes("1"))
+        #expect(feed.waitFor(.key("after")))
+        // The store's own writes are still not reported.
+        feed.clear()
+        try store.write(key: "own", data: bytes("1"))
+        try other.write(key: "marker", data: bytes("1"))
+        #expect(feed.waitFor(.key("marker")))
+        #expect(!feed.reported.contains(.key("own")))
+    }
+}

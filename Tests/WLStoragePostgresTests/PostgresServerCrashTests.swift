@@ -1,0 +1,77 @@
+import Foundation
+import Testing
+import WLStorage
+
+@testable import WLStoragePostgres
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Calls from many threads while the server crashes neither hang nor lose a write.
+@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+struct PostgresServerCrashTests: PostgresFaultSuite {
+    @Test func manyThreadsWhileTheServerCrashesNeitherHangNorLoseAWrite() throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.remove() }
+        try cluster.start()
+        let timeout = 2.0
+        let store = try WLStoragePostgresStore(url: cluster.url, timeout: .seconds(2))
+        let other = try WLStoragePostgresStore(url: cluster.url, timeout: .seconds(2))
+        try store.write(key: "warm", data: bytes("up"))
+        let feed = try FeedRecorder(store)
+        let stop = StopFlag()
+        let threads = 6
+        /// The last value each thread saw stored, and the longest call.
+        let lastStored = Shared([Int](repeating: -1, count: threads))
+        let longest = Shared(Duration.zero)
+        let group = DispatchGroup()
+        for thread in 0..<threads {
+            group.enter()
+            Thread.detachNewThread {
+                var index = 0
+                while !stop.isSet {
+                    let start = ContinuousClock.now
+                    let key = "t\(thread)"
+                    do {
+                        switch index % 3 {
+                        case 0:
+                            try store.write(key: key, data: bytes("\(index)"))
+                        case 1:
+                            try store.write([
+                                WLStorageStoreWrite(key: key, data: bytes("\(index)")),
+                                WLStorageStoreWrite(key: key + "-batch", data: bytes("\(index)")),
+                            ])
+                        default:
+                            _ = try store.read(key: key)
+                        }
+                        if index % 3 != 2 { lastStored.withLock { $0[thread] = index } }
+                    } catch {}
+                    let duration = start.duration(to: .now)
+                    longest.withLock { $0 = max($0, duration) }
+                    index += 1
+                }
+                group.leave()
+            }
+        }
+        usleep(300_000)
+        try cluster.stop(mode: .immediate)
+        usleep(500_000)
+        try cluster.start()
+        usleep(500_000)
+        try cluster.restart(mode: .immediate)
+        usleep(500_000)
+        stop.set()
+        #expect(group.wait(timeout: .now() + timeout * 3 * Double(threads)) == .success, "calls hung")
+        let slowest = longest.withLock { $0 }
+        #expect(slowest < .seconds(timeout * 3), "a call took \(slowest)")
+        // Every write that returned is stored (or a later one).
+        for (thread, stored) in lastStored.withLock({ $0 }).enumerated() where stored >= 0 {
+            let value = try #require(try other.read(key: "t\(thread)"))
+            let number = Int(String(decoding: value, as: UTF8.self)) ?? -1
+            #expect(number >= stored, "thread \(thread): \(number) is stored, \(stored) was written")
+        }
+        #expect(feed.waitFor(.everything))
+        try store.write(key: "end", data: bytes("1"))
+    }
+}

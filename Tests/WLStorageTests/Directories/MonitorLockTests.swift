@@ -1,0 +1,52 @@
+// The monitor looks at a directory outside its lock: one that is slow to look at holds up no other.
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import WLStorage
+
+@Suite(.capturingOutput) struct MonitorLockTests {
+    @Test func aDirectoryThatIsSlowToLookAtDoesNotHoldUpTheWatchesOfOthers() throws {
+        try withTemporaryDirectory { root in
+            let slow = root.appendingPathComponent("slow")
+            let other = root.appendingPathComponent("other")
+            for directory in [slow, other] {
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+            }
+            let slowPath = slow.standardizedFileURL.path
+            let stalled = DispatchSemaphore(value: 0)
+            let proceed = DispatchSemaphore(value: 0)
+            FaultInjection.install(
+                { call, name in
+                    if call == .stat, name == nil {
+                        stalled.signal()
+                        _ = proceed.wait(timeout: .now() + 30)
+                    }
+                    return nil
+                }, forDirectory: slowPath)
+            defer { FaultInjection.remove(forDirectory: slowPath) }
+
+            let slowDone = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                FileMonitor.shared.watch(StorageDirectory(path: slowPath))
+                slowDone.signal()
+            }
+            try #require(stalled.wait(timeout: .now() + 10) == .success)
+            // While the slow directory is being looked at, another directory is watched and let go of.
+            let otherDone = DispatchSemaphore(value: 0)
+            Thread.detachNewThread {
+                let directory = StorageDirectory(path: other.standardizedFileURL.path)
+                FileMonitor.shared.watch(directory)
+                FileMonitor.shared.unwatch(directory)
+                otherDone.signal()
+            }
+            let served = otherDone.wait(timeout: .now() + 5) == .success
+            proceed.signal()
+            #expect(served, "another directory waited for the slow one")
+            try #require(slowDone.wait(timeout: .now() + 10) == .success)
+            if !served { _ = otherDone.wait(timeout: .now() + 10) }
+            FileMonitor.shared.unwatch(StorageDirectory(path: slowPath))
+        }
+    }
+}
