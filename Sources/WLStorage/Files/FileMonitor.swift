@@ -67,8 +67,17 @@ package final class FileMonitor: Sendable {
         var linkWatches: Set<Int32> = []
         /// Counts the events that may have changed a file in the directory, and the moves of the path to another
         /// directory: a storage being created compares it before and after, and checks its file again if it moved.
-        var events: UInt64 = 0
+        var events: UInt64 = 0 {
+            didSet { FileMonitor.anyEvents.add(1, ordering: .sequentiallyConsistent) }
+        }
     }
+
+    /// Counts every change of any path's ``WatchedPath/events``, under the lock as they change: a storage being
+    /// created that sees it unchanged knows, without the lock and the look-up of its path, that no event came.
+    private static let anyEvents = Atomic<UInt64>(0)
+
+    /// The count of changes of every path's events so far (see ``anyEvents``).
+    static var eventCount: UInt64 { anyEvents.load(ordering: .sequentiallyConsistent) }
 
     /// What one inotify watch stands for.
     private struct WatchUse {
@@ -169,9 +178,9 @@ package final class FileMonitor: Sendable {
         var looked: DirectoryIdentity??
         while true {
             let done = state.withLock { state -> (identity: DirectoryIdentity?, events: UInt64)? in
-                if let watched = state.paths[path] {
-                    state.paths[path]?.users += 1
-                    return (watched.identity, watched.events)
+                if let index = state.paths.index(forKey: path) {
+                    state.paths.values[index].users += 1
+                    return (state.paths.values[index].identity, state.paths.values[index].events)
                 }
                 guard let identity = looked else { return nil }
                 state.paths[path] = WatchedPath(users: 1, pollOnly: !inotify)
