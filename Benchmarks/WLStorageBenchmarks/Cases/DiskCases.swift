@@ -139,7 +139,7 @@ enum DiskCases {
                 Row(
                     caseID: "load", title: "load 1,000 keys at start", subject: "WLStorage init ×1,000",
                     value: results["WLStorage"]!, baseline: "raw open, read and decode",
-                    baselineValue: results["raw"]!, target: .ratio(atMost: 1.6))
+                    baselineValue: results["raw"]!, target: .ratio(atMost: 1.5))
             ]
         }
     }

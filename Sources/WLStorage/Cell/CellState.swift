@@ -130,6 +130,7 @@ struct CellState<T: Sendable>: Sendable {
     /// Listeners, the last error, waiting flushes and rarely set flags: allocated when first needed.
     var extras: CellExtras<T>?
 
+    @inline(__always)  // into the cell's init, which looks up the metadata of this type already
     init(value: T, stored: StoredState, throttle: WriteThrottle) {
         self.value = value
         self.stored = stored

@@ -83,7 +83,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         self.scheduler = scheduler
         self.defaults = defaults
         super.init()
-        CellMigrations.add(migrations, to: self)
+        // Checked here: the call alone would look up the metadata of the migrations' type, at every cell made.
+        if !migrations.isEmpty { CellMigrations.add(migrations, to: self) }
     }
 
     /// How the backer's bytes become the value: fields they lack come from the default, then the migrations.

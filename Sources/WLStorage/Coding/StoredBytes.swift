@@ -48,11 +48,9 @@ enum StoredBytes<T: Codable & Sendable> {
     /// Bytes that do not decode: what is wrong with them (`judged`, a phrase after the place's subject) and the error.
     case undecodable(judged: String, error: (any Error)?)
 
-    /// Reads `data`, read from `place`. Bytes in the current shape take the plain decode alone; `decoding` is made only
-    /// when they do not.
-    static func read(_ data: Data, at place: StoredPlace, decoding: @autoclosure () -> ValueDecoding<T>) -> Self {
-        if let value = try? JSONCoders.decoder.decode(T.self, from: data) { return .value(value) }
-        switch decoding().decode(data) {
+    /// Reads `data`, read from `place`, through `decoding`'s steps (the plain decode first).
+    static func read(_ data: Data, at place: StoredPlace, decoding: ValueDecoding<T>) -> Self {
+        switch decoding.decode(data) {
         case .decoded(let value, nil), .decoded(let value, .filledIn):
             return .value(value)
         case .decoded(let value, let reshape?):

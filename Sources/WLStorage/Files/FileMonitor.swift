@@ -159,9 +159,9 @@ package final class FileMonitor: Sendable {
         var looked: DirectoryIdentity??
         while true {
             let done = state.withLock { state -> DirectoryIdentity?? in
-                if let watched = state.paths[path] {
-                    state.paths[path]?.users += 1
-                    return .some(watched.identity)
+                if let index = state.paths.index(forKey: path) {
+                    state.paths.values[index].users += 1
+                    return .some(state.paths.values[index].identity)
                 }
                 guard let identity = looked else { return nil }
                 state.paths[path] = WatchedPath(users: 1, pollOnly: !inotify)

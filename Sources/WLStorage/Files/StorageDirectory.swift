@@ -94,11 +94,27 @@ package struct DirectoryIdentity: Hashable, Sendable, CustomStringConvertible {
 ///
 /// Every system call goes through ``FaultInjection``, so that tests can fail any of them.
 package struct StorageDirectory: Sendable, Hashable {
+    /// The path, with the hash of its bytes made once: the tables keyed by directory (the directory table, the file
+    /// monitor's) look a directory up several times for every storage created. One reference, shared by the copies.
+    private final class Path: Sendable {
+        let path: String
+        let hash: Int
+
+        init(_ path: String) {
+            var path = path
+            var hasher = Hasher()
+            path.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+            (self.path, self.hash) = (path, hasher.finalize())
+        }
+    }
+
+    private let storage: Path
+
     /// The directory's absolute path.
-    package let path: String
+    package var path: String { storage.path }
 
     package init(path: String) {
-        self.path = path
+        self.storage = Path(path)
     }
 
     /// Directories are equal when their paths are the same bytes, as the file system compares names: two paths that
@@ -107,6 +123,8 @@ package struct StorageDirectory: Sendable, Hashable {
     /// Compared with `memcmp`: the tables keyed by directory compare paths several times for every storage created,
     /// and `elementsEqual` over two UTF-8 views took a fifth of the load of 1,000 storages.
     package static func == (lhs: Self, rhs: Self) -> Bool {
+        if lhs.storage === rhs.storage { return true }
+        guard lhs.storage.hash == rhs.storage.hash else { return false }
         var left = lhs.path
         var right = rhs.path
         guard left.utf8.count == right.utf8.count else { return false }
@@ -118,8 +136,7 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 
     package func hash(into hasher: inout Hasher) {
-        var path = path
-        path.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        hasher.combine(storage.hash)
     }
 
     // MARK: Names
@@ -327,8 +344,8 @@ package struct StorageDirectory: Sendable, Hashable {
         _ name: String, limit: Int = ValueSizeLimit.maximum
     ) throws(WLStorageError) -> (contents: Data, identity: FileIdentity)? {
         // O_NOFOLLOW refuses a symlink as the last component; O_NONBLOCK keeps a FIFO from blocking the open.
-        let fd = retrying(.open, name) {
-            open(filePath(name), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        let fd = withFilePath(name) { filePath in
+            retrying(.open, name) { open(filePath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) }
         }
         guard fd >= 0 else {
             let code = errno
@@ -365,7 +382,7 @@ package struct StorageDirectory: Sendable, Hashable {
             if count == 0 { break }
             filled += count
         }
-        data.count = filled
+        if data.count != filled { data.count = filled }
         return (data, FileIdentity(status))
     }
 
@@ -705,6 +722,32 @@ package struct StorageDirectory: Sendable, Hashable {
     /// The absolute path of `name` in this directory.
     package func filePath(_ name: String) -> String {
         path.hasSuffix("/") ? path + name : path + "/" + name
+    }
+
+    /// Calls `body` with ``filePath(_:)`` of `name` as a C string, made on the stack rather than in two new strings: a
+    /// storage opens its file this way at every start.
+    private func withFilePath<R>(_ name: String, _ body: (UnsafePointer<CChar>) -> R) -> R {
+        var directory = path
+        var name = name
+        return directory.withUTF8 { directory in
+            name.withUTF8 { name in
+                let separator = directory.last == UInt8(ascii: "/") ? 0 : 1
+                let count = directory.count + separator + name.count + 1
+                return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { buffer in
+                    var end = buffer.baseAddress!
+                    if let base = directory.baseAddress { end.update(from: base, count: directory.count) }
+                    end += directory.count
+                    if separator == 1 {
+                        end.pointee = UInt8(ascii: "/")
+                        end += 1
+                    }
+                    if let base = name.baseAddress { end.update(from: base, count: name.count) }
+                    end += name.count
+                    end.pointee = 0
+                    return buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: count) { body($0) }
+                }
+            }
+        }
     }
 }
 

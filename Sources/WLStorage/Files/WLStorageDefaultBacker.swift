@@ -166,7 +166,25 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         } catch {
             return .failed(Self.keyed(error, key))
         }
-        let read = StoredBytes.read(data, at: .file(key: key, fileName, in: directory), decoding: decoding())
+        // Bytes in the current shape take the plain decode alone, as before there were other steps. Caught rather than
+        // made optional, and the other steps in a function of their own: in code not specialized for the value's type,
+        // each generic type touched (an optional of the value, the steps' outcomes) costs a look-up of its metadata.
+        do {
+            let value = try JSONCoders.decoder.decode(T.self, from: data)
+            known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
+            return .value(value)
+        } catch {}
+        return readStored(data, identity: identity, directory: directory, fileName: fileName, decoding: decoding())
+    }
+
+    /// Reads `data`, bytes that do not decode as they are, through the added fields and migrations, or keeps the
+    /// original of a reshaped value, or moves the file aside (see ``readStored(prepared:decoding:)``).
+    @inline(never)
+    private func readStored(
+        _ data: Data, identity: FileIdentity, directory: StorageDirectory, fileName: String,
+        decoding: ValueDecoding<T>
+    ) -> ReadResult<T> {
+        let read = StoredBytes.read(data, at: .file(key: key, fileName, in: directory), decoding: decoding)
         switch read {
         case .value, .reshaped, .anotherVersion:
             known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
@@ -362,8 +380,9 @@ struct KnownVersion: Equatable, Sendable {
     var hash: Int
 
     init(identity: FileIdentity, contents: Data) {
+        // One hasher for both: the identity's own `stamp` would cost a second one.
         var hasher = Hasher()
-        hasher.combine(identity.stamp)
+        hasher.combine(identity)
         contents.withUnsafeBytes { hasher.combine(bytes: $0) }
         // Never 0, which stands for no version in ``KnownVersions``.
         self.hash = hasher.finalize() | 1

@@ -17,6 +17,8 @@ package struct Lock<Value: ~Copyable>: ~Copyable {
     @usableFromInline let mutex: Mutex<Value>
     @usableFromInline let sanitizer: SanitizerToken?
 
+    // Inlined: in code not specialized for a value type, each call of its own looks up the lock's metadata again.
+    @inline(__always)
     package init(_ initialValue: consuming sending Value) {
         self.mutex = Mutex(initialValue)
         self.sanitizer = SanitizerToken.make()

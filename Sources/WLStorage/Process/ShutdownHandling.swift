@@ -34,15 +34,20 @@ enum ShutdownHandling {
 
     private static let state = Lock(State())
     private static let queue = DispatchQueue(label: "WLStorage.shutdown")
+    /// `State/started`, once it is set, for every later storage to see without the lock.
+    private static let started = Atomic<Bool>(false)
 
     /// Called by every storage initializer; does its work once.
     static func storageCreated() {
+        // After the first, nothing is left to do, whatever the lock would say: it said so once already.
+        if started.load(ordering: .acquiring) { return }
         // Whether to install signal handlers is decided in the same critical section that marks the start, so that
         // setting `flushesOnSignals` at the same moment either comes before (and is obeyed) or after (and removes).
         let (firstTime, wantsSignals) = state.withLock { state in
             defer { state.started = true }
             return (!state.started, state.signalHandlersWanted)
         }
+        started.store(true, ordering: .releasing)
         guard firstTime else { return }
         // libcrypto first: its closing handler is then registered before the flush's, and runs after it (handlers
         // run in the reverse order), so that the flush at exit can still hash key names and encrypt values.

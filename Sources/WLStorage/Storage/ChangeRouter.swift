@@ -1,4 +1,5 @@
 import Dispatch
+import Synchronization
 
 /// What a cell follows to hear of changes made elsewhere: the file monitor's watch of its directory's path, or its
 /// store's feed.
@@ -33,6 +34,15 @@ final class ChangeRouter: Sendable {
     }
 
     private let sources = Lock([ChangeSource: Followed]())
+    /// Counts the reports of every source, changed under the lock with theirs: a storage that finds it unchanged knows,
+    /// without the lock and the look-up of its source, that nothing was reported.
+    private let allReports = Atomic<UInt64>(0)
+
+    /// What a source had reported when a storage began following it, to pass to ``reported(_:since:)``.
+    struct Reports: Sendable {
+        fileprivate var source: UInt64 = 0
+        fileprivate var all: UInt64 = 0
+    }
 
     /// Where cells check their keys, and where the store feeds run their rounds: concurrent, so that a slow backer
     /// holds up no other cell.
@@ -43,7 +53,7 @@ final class ChangeRouter: Sendable {
     /// Starts one use of the watch of `directory`: counted here, then watched (see ``FileMonitor/watch(_:inotify:)``).
     /// Returns what the path leads to as the monitor sees it, and the count to pass to ``reported(_:since:)``. Balance
     /// each call with ``unfollow(_:)``.
-    func follow(directory: StorageDirectory) -> (identity: DirectoryIdentity?, reports: UInt64) {
+    func follow(directory: StorageDirectory) -> (identity: DirectoryIdentity?, reports: Reports) {
         let reports = begin(.directory(directory))
         return (FileMonitor.shared.watch(directory), reports)
     }
@@ -51,7 +61,7 @@ final class ChangeRouter: Sendable {
     /// Starts one use of `store`'s feed: counted here, then the feed is started with its first use (see
     /// ``StoreFeeds/use(_:identity:)``). Returns the count to pass to ``reported(_:since:)``. Balance each call with
     /// ``unfollow(_:)``.
-    func follow(store: any WLStorageStore, identity: String) -> UInt64 {
+    func follow(store: any WLStorageStore, identity: String) -> Reports {
         let reports = begin(.store(identity))
         StoreFeeds.shared.use(store, identity: identity)
         return reports
@@ -69,16 +79,25 @@ final class ChangeRouter: Sendable {
         }
     }
 
-    /// Whether `source` reported a change since it counted `reports`.
-    func reported(_ source: ChangeSource, since reports: UInt64) -> Bool {
-        sources.withLock { $0[source]?.reports != reports }
+    /// Whether `source` reported a change since `reports`.
+    ///
+    /// Called after the storage's cell is registered: a producer counts a change before it looks for the cells, so a
+    /// change whose look-up found no cell moved the counts before this reads them.
+    func reported(_ source: ChangeSource, since reports: Reports) -> Bool {
+        guard allReports.load(ordering: .sequentiallyConsistent) != reports.all else { return false }
+        return sources.withLock { $0[source]?.reports != reports.source }
     }
 
     /// Counted before the producer starts: a change it reports once started moves the count.
-    private func begin(_ source: ChangeSource) -> UInt64 {
+    private func begin(_ source: ChangeSource) -> Reports {
         sources.withLock { sources in
-            sources[source, default: Followed()].users += 1
-            return sources[source]!.reports
+            let all = allReports.load(ordering: .sequentiallyConsistent)
+            if let index = sources.index(forKey: source) {
+                sources.values[index].users += 1
+                return Reports(source: sources.values[index].reports, all: all)
+            }
+            sources[source] = Followed(users: 1)
+            return Reports(source: 0, all: all)
         }
     }
 
@@ -87,15 +106,21 @@ final class ChangeRouter: Sendable {
     /// Counts a change reported by each of `changed`, before its cells are looked for.
     func count(_ changed: some Sequence<ChangeSource>) {
         sources.withLock { sources in
-            for source in changed where sources[source] != nil { sources[source]?.reports &+= 1 }
+            for source in changed {
+                guard let index = sources.index(forKey: source) else { continue }
+                sources.values[index].reports &+= 1
+                allReports.add(1, ordering: .sequentiallyConsistent)
+            }
         }
     }
 
     /// Counts a change of every directory followed (events were lost).
     func countEveryDirectory() {
         sources.withLock { sources in
-            for source in sources.keys {
-                if case .directory = source { sources[source]?.reports &+= 1 }
+            for index in sources.indices {
+                guard case .directory = sources.keys[index] else { continue }
+                sources.values[index].reports &+= 1
+                allReports.add(1, ordering: .sequentiallyConsistent)
             }
         }
     }

@@ -29,6 +29,17 @@ struct KeyBinding<T: Codable & Sendable> {
         var readError: WLStorageError?
         /// Whether the value was read through a migration and is to be written back in the current shape.
         var rewrite = false
+
+        // Inlined, as the steps that make and take an opening are: in code not specialized for the value's type,
+        // each function that touches a generic type looks up its metadata again, at every storage opened.
+        @inline(__always)
+        init(
+            value: T, stored: StoredState, defaults: CellDefault<T>, readError: WLStorageError? = nil,
+            rewrite: Bool = false
+        ) {
+            (self.value, self.stored, self.defaults, self.readError, self.rewrite) =
+                (value, stored, defaults, readError, rewrite)
+        }
     }
 
     /// The backer the cell writes through.
@@ -40,12 +51,11 @@ struct KeyBinding<T: Codable & Sendable> {
     private var prepared = false
     /// Whether this binding holds a use of the directory's watch or of the store's feed, which the new cell adopts.
     private var watched = false
-    /// The count of the watch's or the feed's reports when following began (see ``ChangeRouter``).
-    private var reports: UInt64 = 0
-    /// The default, when following made it already (a custom backer's feed needs it).
-    private var madeDefault: T?
+    /// What the watch or the feed had reported when following began (see ``ChangeRouter``).
+    private var reports = ChangeRouter.Reports()
 
     /// The binding of `backer`: the only place where a backer's kind is found by a cast.
+    @inline(__always)
     init(backer: any WLStorageBacker<T>) {
         if let file = backer as? WLStorageDefaultBacker<T> {
             self.init(file: file)
@@ -60,6 +70,7 @@ struct KeyBinding<T: Codable & Sendable> {
         (self.backer, kind) = (backer, .plain)
     }
 
+    @inline(__always)
     init(file: WLStorageDefaultBacker<T>) {
         (backer, kind) = (file, .file(file))
     }
@@ -119,7 +130,6 @@ struct KeyBinding<T: Codable & Sendable> {
             let target = FeedTarget<T>()
             let observation = observable.observeChanges { [target] in target.changed() }
             let made = makeDefault()
-            madeDefault = made
             let observed = ObservedBacker(observable, defaultValue: made, observation: observation)
             (backer, kind) = (observed, .observed(observed, target))
             return .none
@@ -139,17 +149,25 @@ struct KeyBinding<T: Codable & Sendable> {
         func decoding(_ made: CellDefault<T>) -> ValueDecoding<T> {
             ValueDecoding(defaultValue: { made.value }, migrations: migrations)
         }
+        // Not `lazyDefault.map(…) ?? …`: in code not specialized for the value's type, the optionals of that
+        // expression each cost a look-up of their metadata, at every storage opened.
+        @inline(__always)
+        func made() -> CellDefault<T> {
+            if let lazyDefault { return .lazy(lazyDefault) }
+            return .made(makeDefault())
+        }
         switch kind {
         case .file(let file):
-            let made = lazyDefault.map(CellDefault.lazy) ?? .made(makeDefault())
+            let made = made()
             let found = file.readStored(prepared: prepared, decoding: decoding(made))
             return Self.opening(found, defaults: made, savesDefault: true)
         case .store(let store):
-            let made = lazyDefault.map(CellDefault.lazy) ?? .made(makeDefault())
+            let made = made()
             return Self.opening(
                 store.readStored(decoding: decoding(made)), defaults: made, savesDefault: store.savesDefault)
         case .observed(let observed, _):
-            let made = CellDefault.made(madeDefault ?? makeDefault())
+            // The default made when following began: the wrapper holds it.
+            let made = CellDefault.made(observed.defaultValue)
             return Self.opening(observed.readStored(decoding: decoding(made)), defaults: made, savesDefault: false)
         case .plain:
             var made: T?
@@ -169,6 +187,7 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// The first state of a cell that read `found`. Only the file and store backers save their default, and only where
     /// nothing is stored (`savesDefault`).
+    @inline(__always)
     private static func opening(_ found: ReadResult<T>, defaults: CellDefault<T>, savesDefault: Bool) -> Opening {
         switch found {
         case .value(let value):
@@ -191,6 +210,7 @@ struct KeyBinding<T: Codable & Sendable> {
     }
 
     /// A new cell of the key, in the state `opening` read; it takes over the watch or the feed this binding holds.
+    @inline(__always)
     func makeCell(
         _ opening: Opening, migrations: [WLStorageMigration<T>], interval: UInt64?, scheduler: any WriteScheduler
     ) -> StorageCell<T> {

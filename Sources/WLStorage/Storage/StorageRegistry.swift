@@ -148,9 +148,15 @@ final class StorageRegistry: Sendable {
         }
         while true {
             let existing = tables.withLock { tables -> (any RegisteredCell)? in
-                if let existing = tables.entries[key]?.cell { return existing }
-                if let stale = tables.entries[key] { tables.keys[stale.id] = nil }
-                tables.entries[key] = Entry(cell: cell, id: id)
+                // One look-up of the key where it is free, as it is for nearly every cell: put in place, and the
+                // entry it replaces put back if its cell is live.
+                if let replaced = tables.entries.updateValue(Entry(cell: cell, id: id), forKey: key) {
+                    if let existing = replaced.cell {
+                        tables.entries[key] = replaced
+                        return existing
+                    }
+                    tables.keys[replaced.id] = nil
+                }
                 tables.keys[id] = key
                 return nil
             }

@@ -4,7 +4,8 @@ import Foundation
 /// elsewhere: by the JSON encoding of the values it wrote and read.
 final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     let base: any WLStorageObservableBacker<T>
-    private let defaultValue: T
+    /// The default, made when the storage began following the feed.
+    let defaultValue: T
     /// The backer's feed, which ends with this wrapper, and so with the cell.
     private let observation: WLStorageSubscription
     private let known = Lock(KnownBytes())
