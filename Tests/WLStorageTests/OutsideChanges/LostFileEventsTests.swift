@@ -31,7 +31,8 @@ private func losingEvents(in scratch: URL, _ meanwhile: () throws -> Void) throw
     defer { release.signal() }
     // Two files written in turn: consecutive events of one file would be merged into one.
     let names = [blocker.appendingPathComponent("a").path, blocker.appendingPathComponent("b").path]
-    let limit = (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
+    let limit =
+        (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
         .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 16_384
     for index in 0..<(limit + 100) {
         let descriptor = open(names[index % 2], O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
