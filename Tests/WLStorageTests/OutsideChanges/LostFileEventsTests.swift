@@ -98,4 +98,20 @@ private func losingEvents(in scratch: URL, _ meanwhile: () throws -> Void) throw
             #expect(eventually(timeout: 10) { storage.wrappedValue == 3 }, "the storage has \(storage.wrappedValue)")
         }
     }
+
+    @Test func aSubscriberOfADirectoryRemovedWhileEventsWereDroppedIsToldItIsGone() throws {
+        try withTemporaryDirectory { scratch in
+            let directory = scratch.appendingPathComponent("d")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let gone = Atomic<Bool>(false)
+            let subscription = FileMonitor.shared.subscribe(toEveryFileIn: StorageDirectory(path: directory.path)) {
+                if case .directoryGone = $0 { gone.store(true, ordering: .sequentiallyConsistent) }
+            }
+            defer { FileMonitor.shared.unsubscribe(subscription) }
+            try losingEvents(in: scratch) { try FileManager.default.removeItem(at: directory) }
+            #expect(
+                eventually(timeout: 10) { gone.load(ordering: .sequentiallyConsistent) },
+                "the subscriber was not told that the directory is gone")
+        }
+    }
 }
