@@ -429,14 +429,21 @@ package final class FileMonitor: Sendable {
         for subscriber in subscribers(where: { gone.contains($0.directory) }) {
             subscriber.handler(.directoryGone)
         }
+        let told = gone
         for path in relinked.subtracting(gone) { reresolve(path) }
         let router = ChangeRouter.shared
         if overflowed {
             // Events were lost, and with them perhaps a directory's removal (its watch is gone with it) or a symlink's
-            // replacement on a path: every path is watched anew where it leads now. Then every file-backed cell and
-            // every subscriber checks its file.
+            // replacement on a path: every path is watched anew where it leads now. A path that leads nowhere now is
+            // polled until it is back, and its subscribers are told it is gone, as its removal would have told them.
+            // Then every file-backed cell and every other subscriber checks its file.
             let paths = state.withLock { Array($0.paths.keys) }
-            for path in paths where !gone.contains(path) && !relinked.contains(path) { _ = rewatch(path) }
+            for path in paths where !gone.contains(path) && !relinked.contains(path) {
+                if !rewatch(path) { gone.insert(path) }
+            }
+            for subscriber in subscribers(where: { gone.contains($0.directory) && !told.contains($0.directory) }) {
+                subscriber.handler(.directoryGone)
+            }
             router.countEveryDirectory()
             router.deliverToEveryFile()
             for subscriber in subscribers(where: { !gone.contains($0.directory) }) { subscriber.handler(.any) }
