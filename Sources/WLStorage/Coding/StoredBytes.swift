@@ -85,7 +85,7 @@ enum StoredBytes<T: Codable & Sendable> {
                 return .unreadable(sealed)
             }
             throw failure(
-                error, data, at: place, finding: "someone changed \(place.subject) to bytes that",
+                error, data, at: place, finding: "someone changed \(place.subject), which now",
                 outcome: "; the value in memory is kept and what is stored is left as it is")
         }
     }

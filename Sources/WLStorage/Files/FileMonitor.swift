@@ -429,10 +429,21 @@ package final class FileMonitor: Sendable {
         for subscriber in subscribers(where: { gone.contains($0.directory) }) {
             subscriber.handler(.directoryGone)
         }
+        let told = gone
         for path in relinked.subtracting(gone) { reresolve(path) }
         let router = ChangeRouter.shared
         if overflowed {
-            // Events were lost: every file-backed cell and every subscriber checks its file.
+            // Events were lost, and with them perhaps a directory's removal (its watch is gone with it) or a symlink's
+            // replacement on a path: every path is watched anew where it leads now. A path that leads nowhere now is
+            // polled until it is back, and its subscribers are told it is gone, as its removal would have told them.
+            // Then every file-backed cell and every other subscriber checks its file.
+            let paths = state.withLock { Array($0.paths.keys) }
+            for path in paths where !gone.contains(path) && !relinked.contains(path) {
+                if !rewatch(path) { gone.insert(path) }
+            }
+            for subscriber in subscribers(where: { gone.contains($0.directory) && !told.contains($0.directory) }) {
+                subscriber.handler(.directoryGone)
+            }
             router.countEveryDirectory()
             router.deliverToEveryFile()
             for subscriber in subscribers(where: { !gone.contains($0.directory) }) { subscriber.handler(.any) }
@@ -456,6 +467,16 @@ package final class FileMonitor: Sendable {
     /// A symlink on the way to `path` was replaced or removed: watch where the path leads now, and when that is
     /// another directory, move the path's cells there and have each check its file.
     private func reresolve(_ path: StorageDirectory) {
+        guard rewatch(path) else { return }
+        // Checked even when the path leads to the same directory: its watch was made anew, and an event in between
+        // would be lost.
+        ChangeRouter.shared.deliver(everyFileIn: path)
+        for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.any) }
+    }
+
+    /// Watches anew where `path` leads now, and when that is another directory, moves the path's cells there. Returns
+    /// whether the path is still in use and leads somewhere.
+    private func rewatch(_ path: StorageDirectory) -> Bool {
         let identity = try? path.identity()
         let (before, after) = state.withLock { state -> (DirectoryIdentity?, DirectoryIdentity?) in
             guard state.paths[path] != nil else { return (nil, nil) }
@@ -464,12 +485,9 @@ package final class FileMonitor: Sendable {
             attach(path, identity: identity, &state)
             return (before, identity)
         }
-        guard let after else { return }
+        guard let after else { return false }
         if after != before { directoryMoved(path, to: after) }
-        // Checked even when the path leads to the same directory: its watch was made anew, and an event in between
-        // would be lost.
-        ChangeRouter.shared.deliver(everyFileIn: path)
-        for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.any) }
+        return true
     }
 
     private func subscribers(where included: (Subscriber) -> Bool) -> [Subscriber] {
