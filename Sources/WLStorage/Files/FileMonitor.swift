@@ -353,6 +353,9 @@ package final class FileMonitor: Sendable {
             return moved
         }
         for (path, identity) in moved { directoryMoved(path, to: identity) }
+        // Counted before the cells are looked for, as an event is: a storage opened meanwhile, not registered yet,
+        // checks its file itself, even if its path has its watch back from now on.
+        ChangeRouter.shared.count(polled.map { .directory($0) })
         for path in polled { ChangeRouter.shared.deliver(everyFileIn: path) }
         let paths = Set(polled)
         for subscriber in subscribers(where: { paths.contains($0.directory) }) { subscriber.handler(.any) }
