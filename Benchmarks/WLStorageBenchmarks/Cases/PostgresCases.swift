@@ -30,10 +30,32 @@ enum HandWrittenSQL {
         updated_at = now() RETURNING 1) SELECT pg_notify($4, $5) FROM written
         """
     }
+
+    /// The upsert whose notification carries the row's new version, the table's OID and the bytes written in Base64
+    /// after the payload `$5`, as the store's does: the same statement, and the same payload size. Parameters as
+    /// ``upsert(_:)``.
+    static func upsertCarryingValue(_ table: String) -> String {
+        """
+        WITH written AS (INSERT INTO "\(table)" AS stored (namespace, key, value, version) VALUES ($1, $2, $3, 1) \
+        ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, version = stored.version + 1, \
+        updated_at = now() RETURNING stored.version) SELECT pg_notify($4, $5 || written.version::text || '.' || \
+        '"\(table)"'::regclass::oid::text || CASE WHEN octet_length($5) + 34 + 4 * ((octet_length($3) + 2) / 3) \
+        <= 7900 THEN ':' || translate(encode($3, 'base64'), chr(10), '') ELSE '' END) FROM written
+        """
+    }
+
+    /// The value a payload of ``upsertCarryingValue(_:)`` carries, when its bytes are an integer's.
+    static func carriedInteger(_ payload: String) -> Int? {
+        guard let colon = payload.utf8.lastIndex(of: UInt8(ascii: ":")),
+            let bytes = Data(base64Encoded: String(payload[payload.index(after: colon)...]))
+        else { return nil }
+        return Int(String(decoding: bytes, as: UTF8.self))
+    }
 }
 
 /// A listening connection of the propagation floor: a thread that waits on its socket with `poll`, reads with
-/// `PQconsumeInput` and takes the notifications with `PQnotifies`, noting when each value first arrived.
+/// `PQconsumeInput` and takes the notifications with `PQnotifies`, noting when each value first arrived. The value is
+/// the one the payload carries (``HandWrittenSQL/carriedInteger(_:)``).
 final class FloorListener: Sendable {
     private let connection: RawPostgresConnection
     private let stopped = Atomic<Bool>(false)
@@ -51,7 +73,9 @@ final class FloorListener: Sendable {
                 guard !payloads.isEmpty else { continue }
                 received.withLock { received in
                     for payload in payloads {
-                        if let value = Int(payload), received[value] == nil { received[value] = now }
+                        if let value = HandWrittenSQL.carriedInteger(payload), received[value] == nil {
+                            received[value] = now
+                        }
                     }
                 }
             }
@@ -127,7 +151,9 @@ enum PostgresCases {
         let floorChannel = floorTable + "_changes"
         let writer = try RawPostgresConnection(url: url)
         try writer.execute(HandWrittenSQL.createTable(floorTable))
-        let upsert = HandWrittenSQL.upsert(floorTable)
+        let upsert = HandWrittenSQL.upsertCarryingValue(floorTable)
+        // The store's payload for the key, with the floor's table: the notification is as long as the store's.
+        let payload = "*:\(namespace.utf8.count):\(namespace)c\(key.utf8.count):\(key)"
         let listeners = try (0..<3).map { _ in try FloorListener(url: url, channel: floorChannel) }
         defer { for listener in listeners { listener.stop() } }
         func floorSend(_ value: Int) throws {
@@ -135,7 +161,7 @@ enum PostgresCases {
                 upsert,
                 [
                     .text(namespace), .text(key), .bytes(Data(String(value).utf8)), .text(floorChannel),
-                    .text("\(value)"),
+                    .text(payload),
                 ])
         }
 
@@ -217,7 +243,7 @@ enum PostgresCases {
         let measurement = newMeasurement()
         func stats(_ samples: [Double]) -> Stats { Stats(unit: "ns", samples: samples, measurement: measurement) }
         let subject = "WLStorage: set on one replica → onChange on the 2 others"
-        let baseline = "upsert + NOTIFY by hand → 3 listening connections"
+        let baseline = "the store's upsert + NOTIFY (value in the payload) by hand → 3 listening connections"
         var note =
             "3 replica processes, \(serverNote); a set (flushInterval 0) every 10 ms, the floor's in between;"
             + " \(librarySamples) and \(floorSamples) deliveries over \(rounds) round(s), median of the rounds'"
