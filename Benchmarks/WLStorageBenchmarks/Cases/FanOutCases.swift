@@ -64,7 +64,9 @@ enum FanOutCases {
         let floorChannel = floorTable + "_changes"
         let writer = try RawPostgresConnection(url: url)
         try writer.execute(HandWrittenSQL.createTable(floorTable))
-        let upsert = HandWrittenSQL.upsert(floorTable)
+        let upsert = HandWrittenSQL.upsertCarryingValue(floorTable)
+        // The store's payload for the key, with the floor's table: the notification is as long as the store's.
+        let payload = "*:\(namespace.utf8.count):\(namespace)c\(key.utf8.count):\(key)"
         let listeners = try (0..<count).map { _ in try FloorListener(url: url, channel: floorChannel) }
         defer { for listener in listeners { listener.stop() } }
         func floorSend(_ value: Int) throws {
@@ -72,7 +74,7 @@ enum FanOutCases {
                 upsert,
                 [
                     .text(namespace), .text(key), .bytes(Data(String(value).utf8)), .text(floorChannel),
-                    .text("\(value)"),
+                    .text(payload),
                 ])
         }
 
@@ -146,7 +148,7 @@ enum FanOutCases {
         let measurement = newMeasurement()
         func stats(_ samples: [Double]) -> Stats { Stats(unit: "ns", samples: samples, measurement: measurement) }
         let subject = "WLStorage: set on the writer → onChange on each of \(count) replica processes"
-        let baseline = "upsert + NOTIFY by hand → \(count) listening connections"
+        let baseline = "the store's upsert + NOTIFY (value in the payload) by hand → \(count) listening connections"
         var note =
             "\(PostgresCases.serverNote); one write every 10 ms, \(sendsPerPhase) per phase, the sides' phases in turn"
             + " over \(rounds) round(s); \(library.samples) and \(floor.samples) deliveries; median of the rounds'"

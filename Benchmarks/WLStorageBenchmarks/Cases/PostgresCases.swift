@@ -30,10 +30,33 @@ enum HandWrittenSQL {
         updated_at = now() RETURNING 1) SELECT pg_notify($4, $5) FROM written
         """
     }
+
+    /// The upsert whose notification carries the row's new version, the table's OID and the bytes written in Base64
+    /// after the payload `$5`, as the store's does: the same statement, and the same payload size. Parameters as
+    /// ``upsert(_:)``.
+    static func upsertCarryingValue(_ table: String) -> String {
+        """
+        WITH written AS (INSERT INTO "\(table)" AS stored (namespace, key, value, version) VALUES ($1, $2, $3, 1) \
+        ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, version = stored.version + 1, \
+        updated_at = now() RETURNING stored.version) SELECT pg_notify($4, $5 || written.version::text || '.' || \
+        '"\(table)"'::regclass::oid::text || CASE WHEN octet_length($5) + 34 + 4 * ((octet_length($3) + 2) / 3) \
+        <= 7900 THEN ':' || translate(encode($3, 'base64'), chr(10), '') ELSE '' END) FROM written
+        """
+    }
+
+    /// The value a payload of ``upsertCarryingValue(_:)`` carries, when its bytes are an integer's.
+    static func carriedInteger(_ payload: String) -> Int? {
+        guard let colon = payload.utf8.lastIndex(of: UInt8(ascii: ":")),
+            let bytes = Data(base64Encoded: String(payload[payload.index(after: colon)...]))
+        else { return nil }
+        return Int(String(decoding: bytes, as: UTF8.self))
+    }
 }
 
 /// A listening connection of the propagation floor: a thread that waits on its socket with `poll`, reads with
-/// `PQconsumeInput` and takes the notifications with `PQnotifies`, noting when each value first arrived.
+/// `PQconsumeInput` and takes the notifications with `PQnotifies`, noting when each value first arrived. The value is
+/// the one the payload carries (``HandWrittenSQL/carriedInteger(_:)``); `heard`, when given, is called with each new
+/// value and its time, on the listener's thread.
 final class FloorListener: Sendable {
     private let connection: RawPostgresConnection
     private let stopped = Atomic<Bool>(false)
@@ -41,7 +64,7 @@ final class FloorListener: Sendable {
     /// Each value received (the payload is the value), with the monotonic time it was first received.
     let received = Mutex<[Int: UInt64]>([:])
 
-    init(url: String, channel: String) throws {
+    init(url: String, channel: String, heard: (@Sendable (Int, UInt64) -> Void)? = nil) throws {
         connection = try RawPostgresConnection(url: url)
         try connection.execute("LISTEN \"\(channel)\"")
         Thread.detachNewThread { [self] in
@@ -49,11 +72,17 @@ final class FloorListener: Sendable {
                 guard let payloads = try? connection.notifications(timeout: 50) else { break }
                 let now = monotonicNanoseconds()
                 guard !payloads.isEmpty else { continue }
-                received.withLock { received in
+                let new = received.withLock { received in
+                    var new: [Int] = []
                     for payload in payloads {
-                        if let value = Int(payload), received[value] == nil { received[value] = now }
+                        if let value = HandWrittenSQL.carriedInteger(payload), received[value] == nil {
+                            received[value] = now
+                            new.append(value)
+                        }
                     }
+                    return new
                 }
+                if let heard { for value in new { heard(value, now) } }
             }
             ended.signal()
         }
@@ -122,27 +151,34 @@ enum PostgresCases {
         let namespace = "bench-propagation"
         let key = "value"
 
-        // The floor: a writer and three listening connections, on a table and channel of their own.
+        // The floor: a writer and three listening connections, on a table and channel of their own. Two of them are in
+        // the replica processes, beside the library's listeners whose deliveries are measured, and are the ones measured:
+        // each side's notification wakes a thread in the same two processes. The third is in this process, as the
+        // writing storage's own listener is.
         let floorTable = "wlstorage_floor"
         let floorChannel = floorTable + "_changes"
         let writer = try RawPostgresConnection(url: url)
         try writer.execute(HandWrittenSQL.createTable(floorTable))
-        let upsert = HandWrittenSQL.upsert(floorTable)
-        let listeners = try (0..<3).map { _ in try FloorListener(url: url, channel: floorChannel) }
+        let upsert = HandWrittenSQL.upsertCarryingValue(floorTable)
+        // The store's payload for the key, with the floor's table: the notification is as long as the store's.
+        let payload = "*:\(namespace.utf8.count):\(namespace)c\(key.utf8.count):\(key)"
+        let listeners = [try FloorListener(url: url, channel: floorChannel)]
         defer { for listener in listeners { listener.stop() } }
         func floorSend(_ value: Int) throws {
             try writer.execute(
                 upsert,
                 [
                     .text(namespace), .text(key), .bytes(Data(String(value).utf8)), .text(floorChannel),
-                    .text("\(value)"),
+                    .text(payload),
                 ])
         }
 
         // The library: this process's replica, whose every set is written at once (flushInterval 0), and two others.
         let store = try WLStoragePostgresStore(url: url, namespace: namespace)
         let storage = WLStorage(key: key, defaultValue: 0, flushInterval: 0, store: store)
-        let replicas = try (0..<2).map { _ in try ReplicaProcess(url: url, namespace: namespace, key: key) }
+        let replicas = try (0..<2).map { _ in
+            try ReplicaProcess(url: url, namespace: namespace, key: key, floorChannel: floorChannel)
+        }
         defer { for replica in replicas { replica.stop() } }
 
         // Warm-up: negative values until every replica and listener has received one, then 20 more of each.
@@ -178,7 +214,7 @@ enum PostgresCases {
             var floorDeliveries: [[Int: UInt64]] = []
             while true {
                 libraryDeliveries = replicas.map(\.deliveries)
-                floorDeliveries = listeners.map { $0.received.withLock { $0 } }
+                floorDeliveries = replicas.map(\.floorDeliveries)
                 let complete =
                     libraryDeliveries.allSatisfy { $0[value] != nil }
                     && floorDeliveries.allSatisfy { $0[value] != nil }
@@ -217,7 +253,8 @@ enum PostgresCases {
         let measurement = newMeasurement()
         func stats(_ samples: [Double]) -> Stats { Stats(unit: "ns", samples: samples, measurement: measurement) }
         let subject = "WLStorage: set on one replica → onChange on the 2 others"
-        let baseline = "upsert + NOTIFY by hand → 3 listening connections"
+        let baseline =
+            "the store's upsert + NOTIFY (value in the payload) by hand → listening connections in the 2 replica processes"
         var note =
             "3 replica processes, \(serverNote); a set (flushInterval 0) every 10 ms, the floor's in between;"
             + " \(librarySamples) and \(floorSamples) deliveries over \(rounds) round(s), median of the rounds'"

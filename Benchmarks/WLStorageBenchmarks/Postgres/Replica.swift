@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import WLStorage
 import WLStoragePostgres
 
@@ -11,10 +12,11 @@ import WLStoragePostgres
 
 /// A replica of the propagation case: this executable run again as a process of its own, in a hidden mode.
 ///
-/// `WLStorageBenchmarks --pg-replica URL NAMESPACE KEY` opens a storage of the `Int` under `KEY` in a PostgreSQL store
-/// of `NAMESPACE`, and prints `ready`, then, for each new value its `onChange` observer receives, the monotonic time
-/// (`CLOCK_MONOTONIC`, in nanoseconds, comparable with the parent's) at which it received it and the value, one line
-/// each. It ends when its standard input ends. Storages of one key in stores of one identity share one value within a
+/// `WLStorageBenchmarks --pg-replica URL NAMESPACE KEY [FLOOR_CHANNEL]` opens a storage of the `Int` under `KEY` in a
+/// PostgreSQL store of `NAMESPACE`, and prints `ready`, then, for each new value its `onChange` observer receives, the
+/// monotonic time (`CLOCK_MONOTONIC`, in nanoseconds, comparable with the parent's) at which it received it and the
+/// value, one line each. With `FLOOR_CHANNEL`, it also listens on that channel as the floor's listeners do
+/// (``FloorListener``), and prints `F`, the time and the value for each value heard there. It ends when its standard input ends. Storages of one key in stores of one identity share one value within a
 /// process, so replicas that are to tell each other of changes must be processes of their own.
 enum ReplicaMode {
     static let flag = "--pg-replica"
@@ -23,8 +25,9 @@ enum ReplicaMode {
     static func runIfAsked() {
         let arguments = CommandLine.arguments
         guard arguments.count > 1, arguments[1] == flag else { return }
-        guard arguments.count == 5 else {
-            FileHandle.standardError.write(Data("usage: WLStorageBenchmarks \(flag) URL NAMESPACE KEY\n".utf8))
+        guard arguments.count == 5 || arguments.count == 6 else {
+            FileHandle.standardError.write(
+                Data("usage: WLStorageBenchmarks \(flag) URL NAMESPACE KEY [FLOOR_CHANNEL]\n".utf8))
             exit(2)
         }
         let store: WLStoragePostgresStore
@@ -35,13 +38,27 @@ enum ReplicaMode {
             exit(1)
         }
         let storage = WLStorage(key: arguments[4], defaultValue: 0, flushInterval: nil, store: store)
+        // Lines from two threads: one at a time.
+        let output = Mutex(())
         let subscription = storage.onChange(queue: DispatchQueue(label: "replica")) { value in
             let received = monotonicNanoseconds()
-            FileHandle.standardOutput.write(Data("\(received) \(value)\n".utf8))
+            output.withLock { _ in FileHandle.standardOutput.write(Data("\(received) \(value)\n".utf8)) }
+        }
+        var floor: FloorListener?
+        if arguments.count == 6 {
+            do {
+                floor = try FloorListener(url: arguments[2], channel: arguments[5]) { value, received in
+                    output.withLock { _ in FileHandle.standardOutput.write(Data("F \(received) \(value)\n".utf8)) }
+                }
+            } catch {
+                FileHandle.standardError.write(Data("\(error)\n".utf8))
+                exit(1)
+            }
         }
         FileHandle.standardOutput.write(Data("ready\n".utf8))
         while readLine() != nil {}
         subscription.cancel()
+        floor?.stop()
         withExtendedLifetime(storage) {}
         exit(0)
     }
@@ -58,7 +75,11 @@ final class ReplicaProcess {
     /// The replica's standard output: a temporary file, removed from its directory once the replica has it open.
     private let output: FileHandle
 
-    init(url: String, namespace: String, key: String) throws {
+    /// Whether the replica listens on a floor's channel too.
+    let hearsFloor: Bool
+
+    init(url: String, namespace: String, key: String, floorChannel: String? = nil) throws {
+        hearsFloor = floorChannel != nil
         var template = Array("/tmp/wlstorage-bench-replica-XXXXXX".utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard descriptor >= 0 else { throw Failure(description: "mkstemp failed: errno \(errno)") }
@@ -66,7 +87,7 @@ final class ReplicaProcess {
         output = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = [ReplicaMode.flag, url, namespace, key]
+        process.arguments = [ReplicaMode.flag, url, namespace, key] + (floorChannel.map { [$0] } ?? [])
         input = Pipe()
         process.standardInput = input
         process.standardOutput = output
@@ -116,6 +137,19 @@ final class ReplicaProcess {
         }
         return first
     }
+
+    /// Each value the replica's floor listener heard, with the time it first heard it.
+    var floorDeliveries: [Int: UInt64] {
+        var first: [Int: UInt64] = [:]
+        for line in lines {
+            let fields = line.split(separator: " ")
+            guard fields.count == 3, fields[0] == "F", let time = UInt64(fields[1]), let value = Int(fields[2]) else {
+                continue
+            }
+            if first[value] == nil { first[value] = time }
+        }
+        return first
+    }
 }
 
 /// Sends negative warm-up values, from `storage` and by hand (`floorSend`) in turn, one every two `period`s, until every
@@ -134,7 +168,10 @@ func warmUp(
         try floorSend(value)
         sleep(nanoseconds: 2 * period)
         let everyone =
-            replicas.allSatisfy { $0.deliveries.keys.contains { $0 < 0 } }
+            replicas.allSatisfy {
+                $0.deliveries.keys.contains { $0 < 0 }
+                    && (!$0.hearsFloor || $0.floorDeliveries.keys.contains { $0 < 0 })
+            }
             && listeners.allSatisfy { $0.received.withLock { !$0.isEmpty } }
         if everyone {
             extra -= 1

@@ -8,8 +8,8 @@ import WLStorage
     import Musl
 #endif
 
-/// The change feed of a store: a connection of its own that runs `LISTEN` on the store's channel, read by a Dispatch
-/// read source on its socket, and reconnects with a backoff when it is lost.
+/// The change feed of a store: a connection of its own that runs `LISTEN` on the store's channel, read by a thread that
+/// waits on its socket (``SocketWatch``), and reconnects with a backoff when it is lost.
 ///
 /// It connects when the first handler is added and disconnects when the last is removed. Once it listens, and again
 /// after every reconnection, it reports ``WLStorageStoreChange/everything``: changes made while it was not listening
@@ -26,8 +26,10 @@ import WLStorage
 /// it still cannot listen.
 ///
 /// Locks: `state` guards the phase and the handlers, and is never held while a handler runs or the connection is
-/// used. The connection and the read source are used on `queue` only.
-final class PostgresListener: @unchecked Sendable {  // `state` under its lock; `connection` and `source` on `queue`
+/// used. The connection and the socket's watch are used on `queue` only: the watch's thread reads the socket inside
+/// `queue.sync`, which runs on that thread itself when the queue is idle (no hand-off) and waits for a probe or a
+/// reconnection in progress otherwise.
+final class PostgresListener: @unchecked Sendable {  // `state` under its lock; `connection` and `watch` on `queue`
     typealias Handler = @Sendable (StoreFeedEvent) -> Void
 
     private enum Phase {
@@ -63,7 +65,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private let state = Lock(State())
     private let queue: DispatchQueue
     private let connection: PostgresConnection
-    private var source: (any DispatchSourceRead)?
+    private var watch: SocketWatch?
     private let channel: String
     /// The store's table, quoted, and its OID as the listening connection finds it (`nil` until then, and after a
     /// connection is closed: a table dropped and made again has another). Used on `queue` only.
@@ -161,7 +163,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     /// One probe: a statement on the listening connection, whose answer must come within the probe's timeout. A
     /// notification that came meanwhile is delivered as any other.
     private func probeConnection(generation: UInt64) {
-        guard isCurrent(generation), source != nil else { return }
+        guard isCurrent(generation), watch != nil else { return }
         do {
             _ = try connection.query("SELECT 1", deadline: .now + min(timeout, Self.probeTimeout))
         } catch {
@@ -199,13 +201,13 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     }
 
-    /// Closes the connection, its read source and its probe.
+    /// Closes the connection, its socket's watch and its probe.
     private func closeConnection() {
         tableOID = nil
         probe?.cancel()
         probe = nil
-        source?.cancel()
-        source = nil
+        watch?.cancel()
+        watch = nil
         connection.disconnect()
     }
 
@@ -215,19 +217,18 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         retry(generation: generation, attempt: 0)
     }
 
-    /// Watches a duplicate of the socket, so that libpq closing its own descriptor when the connection breaks never
-    /// closes a descriptor the source still watches; the source's cancel handler closes the duplicate.
+    /// Starts the thread that reads the socket when it is readable, on `queue` (see ``SocketWatch``).
     private func startReading(_ socket: Int32, generation: UInt64) throws(PostgresError) {
-        let watched = dup(socket)
-        guard watched >= 0 else {
-            throw PostgresError(.connectionLost, "dup failed: \(String(cString: strerror(errno)))")
+        let current = Lock<SocketWatch?>(nil)
+        let watch = try SocketWatch(socket: socket) { [weak self, queue] in
+            queue.sync {
+                // A watch replaced or cancelled meanwhile reads nothing: its thread ends.
+                guard let self, let watch = current.withLock({ $0 }), self.watch === watch else { return }
+                self.readable(generation: generation)
+            }
         }
-        _ = fcntl(watched, F_SETFD, FD_CLOEXEC)
-        let source = DispatchSource.makeReadSource(fileDescriptor: watched, queue: queue)
-        source.setEventHandler { [weak self] in self?.readable(generation: generation) }
-        source.setCancelHandler { Glibc.close(watched) }
-        self.source = source
-        source.resume()
+        current.withLock { $0 = watch }
+        self.watch = watch
     }
 
     private func readable(generation: UInt64) {
@@ -309,6 +310,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     deinit {
         probe?.cancel()
-        source?.cancel()
+        watch?.cancel()
     }
 }

@@ -1,0 +1,81 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A thread of its own that waits in `poll` for a socket to be readable and calls a handler each time it is, until
+/// cancelled: how the listening connection hears a notification.
+///
+/// A Dispatch read source does the same with two hand-offs, from the thread that waits for every descriptor to a worker
+/// thread that runs the handler. This thread is woken by the kernel and runs the handler itself (see "Where the time
+/// goes, hop by hop" in the benchmarks' article). It costs one thread per listening connection, beside which that
+/// connection's server process is far larger.
+///
+/// The thread watches a duplicate of the socket, so that libpq closing its own descriptor when the connection breaks
+/// never closes a descriptor the thread still waits on, and a pipe that ``cancel()`` writes to. The thread closes the
+/// duplicate when it ends; the pipe is closed with the watch, which the thread holds while it runs. The handler must
+/// read what arrived (or cancel the watch): `poll` reports a socket readable until it is read.
+final class SocketWatch: Sendable {
+    private let socket: Int32
+    /// The pipe's ends: the thread waits on `wake`, ``cancel()`` writes to `waker`.
+    private let wake: Int32
+    private let waker: Int32
+    private let cancelled = Atomic<Bool>(false)
+
+    /// Starts the thread, watching a duplicate of `socket`, and calling `readable` on it while the watch is not
+    /// cancelled.
+    init(socket: Int32, readable: @escaping @Sendable () -> Void) throws(PostgresError) {
+        let watched = fcntl(socket, F_DUPFD_CLOEXEC, 0)
+        guard watched >= 0 else {
+            throw PostgresError(.connectionLost, "dup failed: \(String(cString: strerror(errno)))")
+        }
+        var pipe: [Int32] = [-1, -1]
+        guard Glibc.pipe(&pipe) == 0 else {
+            let error = PostgresError(.connectionLost, "pipe failed: \(String(cString: strerror(errno)))")
+            Glibc.close(watched)
+            throw error
+        }
+        for end in pipe { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        self.socket = watched
+        self.wake = pipe[0]
+        self.waker = pipe[1]
+        let thread = Thread { [self] in run(readable) }
+        thread.name = "WLStoragePostgres.listener"
+        thread.start()
+    }
+
+    /// Ends the watch: the handler is not called again once a call in progress returns. Does not wait for the thread,
+    /// so that the handler itself may cancel.
+    func cancel() {
+        guard !cancelled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        var byte: UInt8 = 1
+        _ = write(waker, &byte, 1)
+    }
+
+    deinit {
+        Glibc.close(wake)
+        Glibc.close(waker)
+    }
+
+    private func run(_ readable: @Sendable () -> Void) {
+        defer { Glibc.close(socket) }
+        var descriptors = [
+            pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
+        ]
+        while !cancelled.load(ordering: .acquiring) {
+            descriptors[0].revents = 0
+            descriptors[1].revents = 0
+            let ready = poll(&descriptors, 2, -1)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            if descriptors[1].revents != 0 || cancelled.load(ordering: .acquiring) { return }
+            if descriptors[0].revents != 0 { readable() }
+        }
+    }
+}
