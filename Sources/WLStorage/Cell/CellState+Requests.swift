@@ -207,7 +207,7 @@ extension CellState {
     }
 
     /// What is stored could not be read, and nothing pending will bring a read: a check is retried with the backoff.
-    mutating func retryUnknownRead(_ effects: inout JobEffects<T>) {
+    mutating func retryUnknownRead(_ effects: inout JobEffects) {
         guard stored == .unknown, !isPending else { return }
         armCheckRetry(&effects)
     }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A file, by what its directory is (not by the text of its path) and its name in it.
 package struct FileKey: Hashable, Sendable {
     package let directory: DirectoryIdentity
@@ -16,6 +18,8 @@ protocol RegisteredCell: AnyObject, Sendable {
     var valueTypeName: String { get }
     /// The store and key of the cell, when its backer is a store's (other than a directory's).
     var storeKey: StoreKey? { get }
+    /// The identity of ``storeKey``'s store, without the key.
+    var storeIdentity: String? { get }
     /// The directory of the cell's file, when its backer is the file backer.
     var directory: StorageDirectory? { get }
     /// The file's name in ``directory``.
@@ -32,6 +36,11 @@ protocol RegisteredCell: AnyObject, Sendable {
     /// The cell's pending change as a write of a batch of its store, when it has one (see
     /// ``StorageCell/takeBatchWrite(on:)``).
     func takeBatchWrite(on thread: UInt) -> BatchWrite?
+    /// The store that writes the cell's batch, with its identity (see ``StorageCell/batchStore``).
+    var batchStore: (store: any WLStorageStore, identity: String)? { get }
+    /// Ends the cell's job of the batch write of `version`, as `data`, with the batch's outcome, and returns whether the
+    /// cell has work left (see ``StorageCell/finishBatchWrite(_:data:failure:)``).
+    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
 
 /// What a cell has for a flush of every cell, as seen from the flushing thread.

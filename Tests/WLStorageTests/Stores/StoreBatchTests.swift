@@ -257,3 +257,28 @@ import Testing
         _ = b
     }
 }
+
+/// What a batch of `flushAll` leaves to each storage's own flush: the changes made while the batch was written.
+@Suite(.capturingOutput) struct StoreBatchLeftoverTests {
+    /// A change made to a batched key while the store writes the batch (which holds the change before it) is written
+    /// by the same `flushAll`, after the batch; the keys the batch wrote and left unchanged are written once.
+    @Test func aChangeMadeWhileItsBatchIsWrittenIsWrittenByTheSameFlushAll() {
+        let store = HostileStore()
+        let a = WLStorage(key: "a", defaultValue: 0, flushInterval: nil, store: store)
+        let b = WLStorage(key: "b", defaultValue: 0, flushInterval: nil, store: store)
+        let writes = Mutex<[String]>([])
+        store.onBatch = { [a] store, batch in
+            for write in batch { store.state.withLock { $0.values[write.key] = write.data } }
+            writes.withLock { $0 += batch.map(\.key) }
+            a.wrappedValue = 3
+        }
+        a.wrappedValue = 1
+        b.wrappedValue = 2
+        #expect(finishes(within: 10) { flushAllStores([store]) })
+        #expect(store.stored("a") == "3")
+        #expect(store.stored("b") == "2")
+        #expect(!a.hasPendingChanges && !b.hasPendingChanges)
+        #expect(writes.withLock { $0.sorted() } == ["a", "b"], "the batch is written once")
+        store.onBatch = nil
+    }
+}
