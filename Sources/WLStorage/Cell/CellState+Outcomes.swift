@@ -70,7 +70,7 @@ extension CellState {
     }
 
     /// Applies how the write of a batch of the cell's store ended for the cell's change of `startVersion` (taken by
-    /// ``startBatchWrite(on:now:rewritesOnCondition:)``): written when `failure` is `nil`. The cell is idle after it;
+    /// ``startBatchWrite(on:now:rewritesOnCondition:started:)``): written when `failure` is `nil`. The cell is idle after it;
     /// returns whether it has no work left.
     ///
     /// The same as ``finish(_:_:defaultValue:key:now:chaining:effects:)`` for a write that is not chained, without the

@@ -129,10 +129,6 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         return StoreKey(store: storeBacker.identity, key: storeBacker.storedKey)
     }
 
-    var storeIdentity: String? {
-        storeBacker?.identity
-    }
-
     /// The directory this cell's file is in, when its backer is the file backer.
     var directory: StorageDirectory? { fileBacker?.directory }
 
@@ -454,20 +450,16 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         let now = scheduler.now
         // A rewrite of what was read, in a store that writes on condition, is written on its own, on condition.
         let rewritesOnCondition = storeBacker.writesOnCondition
-        let job = state.withLock {
-            $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition)
+        var version: UInt64 = 0
+        let value = state.withLock {
+            $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, started: &version)
         }
-        guard let job else { return nil }
-        guard case .write(let value, let version) = job else {
-            // Not a write after all: it runs as it would in a flush.
-            if let next = complete(job, perform(job), chaining: false) { run(next, chaining: false) }
-            return nil
-        }
+        guard let value else { return nil }
         let data: Data
         do {
             data = try storeBacker.encode(value)
         } catch {
-            if let next = complete(job, .failed(error), chaining: false) { run(next, chaining: false) }
+            _ = finishBatchWrite(version, data: Data(), failure: error)
             return nil
         }
         return BatchWrite(write: WLStorageStoreWrite(key: storeBacker.storedKey, data: data), version: version)
@@ -630,10 +622,12 @@ extension StorageCell: RegisteredCell {
     }
 
     func flushState(from thread: UInt) -> CellFlushState {
-        state.withLock { state in
-            if state.busyThread == thread { return .busyHere }
-            return state.hasWork || state.isBusy ? .work : .idle
+        let found = state.withLock { state in
+            if state.busyThread == thread { return CellFlushState.busyHere }
+            return state.hasWork || state.isBusy ? .work(store: nil) : .idle
         }
+        guard case .work = found, let storeBacker else { return found }
+        return .work(store: storeBacker.identity)
     }
 }
 

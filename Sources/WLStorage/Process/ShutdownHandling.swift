@@ -108,16 +108,18 @@ enum ShutdownHandling {
         // (the registry holds it weakly), where each copy costs more.
         while let cell = live.popLast() {
             if let included, !included(cell) { continue }
+            let store: String
             switch cell.flushState(from: caller) {
-            case .idle: continue
-            case .work: break
+            case .idle:
+                continue
             case .busyHere:
                 insideABacker = true
                 continue
-            }
-            guard let store = cell.storeIdentity else {
+            case .work(store: nil):
                 single.append(.cell(cell))
                 continue
+            case .work(let identity?):
+                store = identity
             }
             if let last, last.store == store {
                 groups[last.index].append(cell)

@@ -18,8 +18,6 @@ protocol RegisteredCell: AnyObject, Sendable {
     var valueTypeName: String { get }
     /// The store and key of the cell, when its backer is a store's (other than a directory's).
     var storeKey: StoreKey? { get }
-    /// The identity of ``storeKey``'s store, without the key.
-    var storeIdentity: String? { get }
     /// The directory of the cell's file, when its backer is the file backer.
     var directory: StorageDirectory? { get }
     /// The file's name in ``directory``.
@@ -47,8 +45,9 @@ protocol RegisteredCell: AnyObject, Sendable {
 enum CellFlushState {
     /// Nothing to write, and no job running.
     case idle
-    /// Work to write, or a job running on another thread to wait for.
-    case work
+    /// Work to write, or a job running on another thread to wait for; with the identity of the cell's store when its
+    /// backer is a store's (other than a directory's), whose cells are flushed together.
+    case work(store: String?)
     /// A job of the cell is running on the flushing thread: the flush is called from inside a backer.
     case busyHere
 }
@@ -229,7 +228,18 @@ final class StorageRegistry: Sendable {
 
     /// Every live cell.
     func liveCells() -> [any RegisteredCell] {
-        tables.withLock { tables in tables.entries.values.compactMap(\.cell) }
+        tables.withLock { tables in
+            // Each entry is read in place: a copy of an entry copies its weak reference, which costs as much as the rest.
+            var cells: [any RegisteredCell] = []
+            cells.reserveCapacity(tables.entries.count)
+            let values = tables.entries.values
+            var index = values.startIndex
+            while index != values.endIndex {
+                if let cell = values[index].cell { cells.append(cell) }
+                values.formIndex(after: &index)
+            }
+            return cells
+        }
     }
 
     /// The live cells whose files are in the directory at `path`.
