@@ -70,8 +70,8 @@ extension CellState {
     }
 
     /// Applies how the write of a batch of the cell's store ended for the cell's change of `startVersion` (taken by
-    /// ``startBatchWrite(on:now:rewritesOnCondition:started:)``): written when `failure` is `nil`. The cell is idle after it;
-    /// returns whether it has no work left.
+    /// ``startBatchWrite(on:now:rewritesOnCondition:started:)``): written when `failure` is `nil`. The cell is idle
+    /// after it; returns whether it has no work left.
     ///
     /// The same as ``finish(_:_:defaultValue:key:now:chaining:effects:)`` for a write that is not chained, without the
     /// job and its outcome: generic values whose type a flush of every cell would look up for each cell.
@@ -97,8 +97,8 @@ extension CellState {
         effects.errors.append(failure)
     }
 
-    /// The job in flight ended with nothing to run after it: the cell is idle, flushes waiting for it are woken, and the
-    /// throttle armed for the work left.
+    /// The job in flight ended with nothing to run after it: the cell is idle, flushes waiting for it are woken, and
+    /// the throttle armed for the work left.
     private mutating func becomeIdle(now: UInt64, effects: inout JobEffects) {
         busyThread = 0
         if let extras {

@@ -108,10 +108,10 @@ extension CellState {
     }
 
     /// The pending change, to be written as part of a batch of its store's writes, with its version in `started`,
-    /// marking the cell busy on `thread` (the write job of ``startWork(on:now:upTo:)``, without the job: a flush of every
-    /// cell would look up its generic type for each cell); `nil` when the cell is busy, what is stored is unknown, or
-    /// only a default waits to be saved. In a store that writes on condition (`rewritesOnCondition`), a rewrite of what
-    /// was read is left to its own conditional write.
+    /// marking the cell busy on `thread` (the write job of ``startWork(on:now:upTo:)``, without the job: a flush of
+    /// every cell would look up its generic type for each cell); `nil` when the cell is busy, what is stored is
+    /// unknown, or only a default waits to be saved. In a store that writes on condition (`rewritesOnCondition`), a
+    /// rewrite of what was read is left to its own conditional write.
     mutating func startBatchWrite(on thread: UInt, now: UInt64, rewritesOnCondition: Bool, started: inout UInt64)
         -> T?
     {

@@ -443,8 +443,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     // MARK: Batches
 
     /// The cell's pending change, as one write of a batch of its store, marking the cell busy on `thread` until the
-    /// batch's outcome is handed to ``finishBatchWrite(_:data:failure:)``. `nil` when the cell has no change a batch can take: it is
-    /// busy, or what is stored is unknown, or only a default waits to be saved (those take their usual path).
+    /// batch's outcome is handed to ``finishBatchWrite(_:data:failure:)``. `nil` when the cell has no change a batch
+    /// can take: it is busy, or what is stored is unknown, or only a default waits to be saved (those take their usual
+    /// path).
     func takeBatchWrite(on thread: UInt) -> BatchWrite? {
         guard let storeBacker else { return nil }
         let now = scheduler.now

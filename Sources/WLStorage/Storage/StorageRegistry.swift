@@ -36,8 +36,8 @@ protocol RegisteredCell: AnyObject, Sendable {
     func takeBatchWrite(on thread: UInt) -> BatchWrite?
     /// The store that writes the cell's batch, with its identity (see ``StorageCell/batchStore``).
     var batchStore: (store: any WLStorageStore, identity: String)? { get }
-    /// Ends the cell's job of the batch write of `version`, as `data`, with the batch's outcome, and returns whether the
-    /// cell has work left (see ``StorageCell/finishBatchWrite(_:data:failure:)``).
+    /// Ends the cell's job of the batch write of `version`, as `data`, with the batch's outcome, and returns whether
+    /// the cell has work left (see ``StorageCell/finishBatchWrite(_:data:failure:)``).
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
 
@@ -228,18 +228,7 @@ final class StorageRegistry: Sendable {
 
     /// Every live cell.
     func liveCells() -> [any RegisteredCell] {
-        tables.withLock { tables in
-            // Each entry is read in place: a copy of an entry copies its weak reference, which costs as much as the rest.
-            var cells: [any RegisteredCell] = []
-            cells.reserveCapacity(tables.entries.count)
-            let values = tables.entries.values
-            var index = values.startIndex
-            while index != values.endIndex {
-                if let cell = values[index].cell { cells.append(cell) }
-                values.formIndex(after: &index)
-            }
-            return cells
-        }
+        tables.withLock { tables in tables.entries.values.compactMap(\.cell) }
     }
 
     /// The live cells whose files are in the directory at `path`.
