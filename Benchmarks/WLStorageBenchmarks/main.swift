@@ -41,6 +41,9 @@ let cases = [
         id: "pg-batch", title: "PostgreSQL: flush of 1,000 and 10,000 keys against one statement, with round trips",
         run: BatchCases.batch),
     BenchmarkCase(
+        id: "batch-core", title: "flush of 10,000 keys of a store in memory, against encoding them",
+        run: BatchCoreCases.core),
+    BenchmarkCase(
         id: "pg-access", title: "PostgreSQL: get and set of a PostgreSQL-backed storage", run: PostgresCases.access),
 ]
 

@@ -50,6 +50,9 @@ enum BatchCases {
         let payloads =
             "{" + (0..<count).map { "k:\(rawNamespace.utf8.count):\(rawNamespace)k\($0)" }.joined(separator: ",") + "}"
         var (libraryCount, rawCount) = (0, 0)
+        // The library encodes each value with `JSONEncoder`, as the file store does; so does the fair baseline.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
         var failure: (any Error)?
         var leftPending = false
         let settings =
@@ -101,6 +104,31 @@ enum BatchCases {
                         }
                         return monotonicNanoseconds() - start
                     },
+                    Variant(name: "by hand, encoding") { _ in
+                        rawCount += 1
+                        let value = rawCount
+                        sleep(nanoseconds: 20_000_000)
+                        let start = monotonicNanoseconds()
+                        do {
+                            // Each value encoded on its own, as each storage's is, and joined into the array's text.
+                            var values = "{"
+                            values.reserveCapacity(count * 8)
+                            for index in 0..<count {
+                                if index > 0 { values += "," }
+                                values += String(decoding: try encoder.encode(value), as: UTF8.self)
+                            }
+                            values += "}"
+                            try raw.execute(
+                                upsertAll,
+                                [
+                                    .text(rawNamespace), .text(keys), .text(values), .text("wlstorage_changes"),
+                                    .text(payloads),
+                                ])
+                        } catch {
+                            failure = failure ?? error
+                        }
+                        return monotonicNanoseconds() - start
+                    },
                 ], settings: settings)
             if let failure { throw failure }
             var note = "\(PostgresCases.serverNote)"
@@ -118,6 +146,16 @@ enum BatchCases {
             rows.append(
                 Row(
                     caseID: "pg-batch",
+                    title:
+                        "PostgreSQL: flush of \(count) pending keys against encoding them, round trip +\(roundTrip) ms",
+                    subject: "WLStorageSystem.flushAll()",
+                    value: results["WLStorageSystem.flushAll()"]!,
+                    baseline:
+                        "the same statement by hand, each value encoded with JSONEncoder first, as the library does",
+                    baselineValue: results["by hand, encoding"]!, note: note))
+            rows.append(
+                Row(
+                    caseID: "pg-batch",
                     title: "PostgreSQL: batch of \(count) writes, round trip +\(roundTrip) ms",
                     subject: "WLStoragePostgresStore.write(_:) alone, without storages",
                     value: results["store.write(batch)"]!,
@@ -127,5 +165,81 @@ enum BatchCases {
         proxy.delay.store(0, ordering: .relaxed)
         withExtendedLifetime(storages) {}
         return rows
+    }
+}
+
+/// ``WLStorageSystem/flushAll()`` of 10,000 pending keys of a store that keeps its batches in memory, against the same
+/// values encoded with `JSONEncoder` and handed to the same store's batch write: what the flush of the storages costs
+/// beyond encoding the values and the store's own work.
+enum BatchCoreCases {
+    /// A store that keeps what it is given, in memory, and does nothing else.
+    private final class MemoryBatchStore: WLStorageStore, @unchecked Sendable {  // values: `lock`
+        let identity = "memory-batch:" + UUID().uuidString
+        private let lock = NSLock()
+        private var values: [String: Data] = [:]
+        private(set) var batchWrites = 0
+
+        func read(key: String) -> Data? { lock.withLock { values[key] } }
+        func write(key: String, data: Data) { lock.withLock { values[key] = data } }
+        func remove(key: String) { lock.withLock { values[key] = nil } }
+        func keys() -> [String] { lock.withLock { Array(values.keys) } }
+        func write(_ batch: [WLStorageStoreWrite]) {
+            lock.withLock {
+                batchWrites += batch.count
+                blackHole(batch)
+            }
+        }
+    }
+
+    static func core(_ harness: Harness) -> [Row] {
+        let count = harness.quick ? 1_000 : 10_000
+        let store = MemoryBatchStore()
+        let storages = (0..<count).map { WLStorage(key: "k\($0)", defaultValue: 0, flushInterval: nil, store: store) }
+        WLStorageSystem.flushAll()
+        let keys = (0..<count).map { "k\($0)" }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        var (libraryCount, rawCount) = (0, 0)
+        var leftPending = false
+        let settings =
+            harness.quick
+            ? RunSettings(rounds: 3, warmUpRounds: 1, roundNanoseconds: 0, maximumOperations: 1)
+            : RunSettings(rounds: 15, warmUpRounds: 2, roundNanoseconds: 0, maximumOperations: 1)
+        let results = harness.measure(
+            [
+                Variant(name: "WLStorageSystem.flushAll()") { _ in
+                    libraryCount += 1
+                    for storage in storages { storage.wrappedValue = libraryCount }
+                    let start = monotonicNanoseconds()
+                    WLStorageSystem.flushAll()
+                    let elapsed = monotonicNanoseconds() - start
+                    if storages.contains(where: \.hasPendingChanges) { leftPending = true }
+                    return elapsed
+                },
+                Variant(name: "encode and store.write(batch)") { _ in
+                    rawCount += 1
+                    let value = rawCount
+                    let start = monotonicNanoseconds()
+                    var writes: [WLStorageStoreWrite] = []
+                    writes.reserveCapacity(count)
+                    for key in keys {
+                        writes.append(WLStorageStoreWrite(key: key, data: (try? encoder.encode(value)) ?? Data()))
+                    }
+                    store.write(writes)
+                    return monotonicNanoseconds() - start
+                },
+            ], settings: settings)
+        withExtendedLifetime(storages) {}
+        var note = "\(settings.rounds) rounds"
+        if leftPending { note += "; values were left pending after flushAll()" }
+        return [
+            Row(
+                caseID: "batch-core",
+                title: "flush of \(count) pending keys of a store in memory",
+                subject: "WLStorageSystem.flushAll()",
+                value: results["WLStorageSystem.flushAll()"]!,
+                baseline: "each value encoded with JSONEncoder, then the store's batch write",
+                baselineValue: results["encode and store.write(batch)"]!, note: note)
+        ]
     }
 }

@@ -200,8 +200,7 @@ extension StorageCell {
     /// ``updateShared(_:storeBacker:store:versioned:)``); `nil` for any other backer, whose update is made in the process.
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
-        guard let storeBacker = backer as? StoreBacker<T>,
-            let store = Stores.conditional(storeBacker.store)
+        guard let storeBacker, let store = Stores.conditional(storeBacker.store)
         else { return nil }
         return try updateShared(
             body, storeBacker: storeBacker, store: store, versioned: Stores.versioned(storeBacker.store))

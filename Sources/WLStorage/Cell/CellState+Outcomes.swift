@@ -5,7 +5,7 @@ extension CellState {
     /// busy), or `nil` with the cell idle. `effects` collects what to do outside the lock.
     mutating func finish(
         _ job: CellJob<T>, _ outcome: JobOutcome<T>, defaultValue: T?, key: String, now: UInt64, chaining: Bool,
-        effects: inout JobEffects<T>
+        effects: inout JobEffects
     ) -> CellJob<T>? {
         let startVersion: UInt64
         switch job {
@@ -15,10 +15,7 @@ extension CellState {
         var followUp: CellJob<T>?
         switch outcome {
         case .written:
-            writtenVersion = max(writtenVersion, startVersion)
-            stored = .known
-            throttle.writeEnded(succeeded: true)
-            setLastError(nil, &effects)
+            writeEnded(startVersion, failure: nil, effects: &effects)
         case .rewriteRefused:
             // Nothing was written: the error of what the key holds, if any, stays until the check says otherwise.
             writtenVersion = max(writtenVersion, startVersion)
@@ -30,9 +27,7 @@ extension CellState {
             throttle.writeEnded(succeeded: true)
             setLastError(nil, &effects)
         case .failed(let error):
-            throttle.writeEnded(succeeded: false)
-            setLastError(error, &effects)
-            effects.errors.append(error)
+            writeEnded(startVersion, failure: error, effects: &effects)
         case .reported(let error):
             setLastError(error, &effects)
             effects.errors.append(error)
@@ -70,6 +65,41 @@ extension CellState {
             if case .write = followUp { throttle.writeStarts(now: now) }
             return followUp
         }
+        becomeIdle(now: now, effects: &effects)
+        return nil
+    }
+
+    /// Applies how the write of a batch of the cell's store ended for the cell's change of `startVersion` (taken by
+    /// ``startBatchWrite(on:now:rewritesOnCondition:started:)``): written when `failure` is `nil`. The cell is idle
+    /// after it; returns whether it has no work left.
+    ///
+    /// The same as ``finish(_:_:defaultValue:key:now:chaining:effects:)`` for a write that is not chained, without the
+    /// job and its outcome: generic values whose type a flush of every cell would look up for each cell.
+    mutating func finishBatchWrite(
+        _ startVersion: UInt64, failure: WLStorageError?, now: UInt64, effects: inout JobEffects
+    ) -> Bool {
+        writeEnded(startVersion, failure: failure, effects: &effects)
+        becomeIdle(now: now, effects: &effects)
+        return !hasWork
+    }
+
+    /// A write of the change of `startVersion` ended: written when `failure` is `nil`.
+    private mutating func writeEnded(_ startVersion: UInt64, failure: WLStorageError?, effects: inout JobEffects) {
+        guard let failure else {
+            writtenVersion = max(writtenVersion, startVersion)
+            stored = .known
+            throttle.writeEnded(succeeded: true)
+            setLastError(nil, &effects)
+            return
+        }
+        throttle.writeEnded(succeeded: false)
+        setLastError(failure, &effects)
+        effects.errors.append(failure)
+    }
+
+    /// The job in flight ended with nothing to run after it: the cell is idle, flushes waiting for it are woken, and
+    /// the throttle armed for the work left.
+    private mutating func becomeIdle(now: UInt64, effects: inout JobEffects) {
         busyThread = 0
         if let extras {
             effects.waiters = extras.waiters
@@ -87,14 +117,13 @@ extension CellState {
             throttle.endUrgency()
             effects.releaseOrphan = true
         }
-        return nil
     }
 
     /// A read of the stored value: a reread after a failed read, or the read of a default create that found
     /// something stored.
     private mutating func applyRead(
         _ result: ReadResult<T>, job: CellJob<T>, startVersion: UInt64, key: String, defaultValue: T?,
-        effects: inout JobEffects<T>
+        effects: inout JobEffects
     ) -> CellJob<T>? {
         let isCreate: Bool
         if case .createDefault = job { isCreate = true } else { isCreate = false }
@@ -184,7 +213,7 @@ extension CellState {
     /// program's removal, taken as one (see ``applyChange(_:startVersion:defaultValue:effects:)``): a pending rewrite
     /// gives way to it, a pending change of this process is written after it, and otherwise the value becomes the
     /// default, which is not saved. Returns whether it took the read so.
-    private mutating func takeRemovalAfterUnreadable(defaultValue: T?, effects: inout JobEffects<T>) -> Bool {
+    private mutating func takeRemovalAfterUnreadable(defaultValue: T?, effects: inout JobEffects) -> Bool {
         // The default is made for every outcome that finds nothing (``JobOutcome/mayNeedDefault``).
         guard extras?.unreadableSinceKnown == true, let defaultValue else { return false }
         extras?.unreadableSinceKnown = false
@@ -196,7 +225,7 @@ extension CellState {
 
     /// A value read from the store (another program's, or the default after a removal) takes the place of the value,
     /// which leaves through `effects` to be released after the lock; observers are told.
-    private mutating func adopt(_ found: T, effects: inout JobEffects<T>) {
+    private mutating func adopt(_ found: T, effects: inout JobEffects) {
         effects.released.append(value)
         value = found
         changeCount &+= 1
@@ -223,7 +252,7 @@ extension CellState {
     /// already (an update's): nothing pending will be written after it, so the key must be checked again.
     @discardableResult
     private mutating func applyChange(
-        _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T?, effects: inout JobEffects<T>
+        _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T?, effects: inout JobEffects
     ) -> Bool {
         if case .unreadable(let error) = change {
             // Whatever is pending: it waits until what is stored can be read again.

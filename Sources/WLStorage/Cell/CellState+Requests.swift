@@ -107,14 +107,20 @@ extension CellState {
         return startWork(on: thread, now: now, upTo: goal).map(FlushStep.run) ?? .done
     }
 
-    /// The job that writes the pending change as part of a batch of its store's writes, marking the cell busy on
-    /// `thread`; `nil` when the cell is busy, what is stored is unknown, or only a default waits to be saved. In a store
-    /// that writes on condition (`rewritesOnCondition`), a rewrite of what was read is left to its own conditional
-    /// write.
-    mutating func startBatchWrite(on thread: UInt, now: UInt64, rewritesOnCondition: Bool) -> CellJob<T>? {
+    /// The pending change, to be written as part of a batch of its store's writes, with its version in `started`,
+    /// marking the cell busy on `thread` (the write job of ``startWork(on:now:upTo:)``, without the job: a flush of
+    /// every cell would look up its generic type for each cell); `nil` when the cell is busy, what is stored is
+    /// unknown, or only a default waits to be saved. In a store that writes on condition (`rewritesOnCondition`), a
+    /// rewrite of what was read is left to its own conditional write.
+    mutating func startBatchWrite(on thread: UInt, now: UInt64, rewritesOnCondition: Bool, started: inout UInt64)
+        -> T?
+    {
         guard !isBusy, isPending, stored == .known else { return nil }
         if rewritesOnCondition && onlyRewritePending { return nil }
-        return startWork(on: thread, now: now)
+        throttle.writeStarts(now: now)
+        busyThread = thread
+        started = version
+        return value
     }
 
     // MARK: Storages joining and leaving
@@ -207,7 +213,7 @@ extension CellState {
     }
 
     /// What is stored could not be read, and nothing pending will bring a read: a check is retried with the backoff.
-    mutating func retryUnknownRead(_ effects: inout JobEffects<T>) {
+    mutating func retryUnknownRead(_ effects: inout JobEffects) {
         guard stored == .unknown, !isPending else { return }
         armCheckRetry(&effects)
     }

@@ -74,7 +74,7 @@ enum JobOutcome<T: Sendable>: Sendable {
 }
 
 /// What the cell does after a job, outside its lock.
-struct JobEffects<T: Sendable> {
+struct JobEffects {
     /// Errors to report, in order.
     var errors: [WLStorageError] = []
     /// The value changed (adopted from the backer): observers are told.
@@ -290,7 +290,7 @@ struct CellState<T: Sendable>: Sendable {
 
     /// Has a check tried again after the backoff, unless one is waiting already: one retry at a time, however many
     /// events found the file unreadable.
-    mutating func armCheckRetry(_ effects: inout JobEffects<T>) {
+    mutating func armCheckRetry(_ effects: inout JobEffects) {
         // The backoff counts retries, not events: checks that failed while a retry was waiting do not lengthen it.
         let failures = withExtras { extras -> UInt32? in
             guard !extras.checkRetryArmed else { return nil }
@@ -309,7 +309,7 @@ struct CellState<T: Sendable>: Sendable {
     /// Replaces the last error, handing the old one to `effects` to release after the lock. An error saying that
     /// another version stored what is stored marks it so (see ``CellExtras/storedByAnotherVersion``); no error, a value
     /// read or written, unmarks it.
-    mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects<T>) {
+    mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects) {
         if error == nil && extras?.lastError == nil { return }
         withExtras { extras in
             if let old = extras.lastError { effects.released.append(old) }

@@ -64,8 +64,20 @@ class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the 
 final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendable {  // state: `state`
     @usableFromInline let state: Lock<CellState<T>>
     let backer: any WLStorageBacker<T>
+    /// The same backer when the package made it: the file backer (the registry and the file monitor know its cell by
+    /// its file) or a store's. Found once, when the cell is made, in the word a file backer alone took: a cast from
+    /// the backer protocol to the class costs most of a microsecond, which a flush of every storage would pay for each.
+    private let ownBacker: OwnBacker<T>
     /// The same backer when it is the file backer: the registry and the file monitor know its cell by its file.
-    let fileBacker: WLStorageDefaultBacker<T>?
+    var fileBacker: WLStorageDefaultBacker<T>? {
+        if case .file(let fileBacker) = ownBacker { return fileBacker }
+        return nil
+    }
+    /// The same backer when it is a store's.
+    var storeBacker: StoreBacker<T>? {
+        if case .store(let storeBacker) = ownBacker { return storeBacker }
+        return nil
+    }
     let scheduler: any WriteScheduler
     /// The value a removal returns to, made when it is first needed.
     let defaults: CellDefault<T>
@@ -79,7 +91,13 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     ) {
         self.state = Lock(CellState(value: value, stored: stored, throttle: WriteThrottle(interval: interval)))
         self.backer = backer
-        self.fileBacker = fileBacker
+        if let fileBacker {
+            self.ownBacker = .file(fileBacker)
+        } else if let storeBacker = backer as? StoreBacker<T> {
+            self.ownBacker = .store(storeBacker)
+        } else {
+            self.ownBacker = .other
+        }
         self.scheduler = scheduler
         self.defaults = defaults
         super.init()
@@ -98,15 +116,17 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// with a change feed): telling a stored value from nothing stored, saving a default without replacing anything,
     /// and reading changes made elsewhere. Looked up when a job runs, not kept: a cell is kept small.
     var access: (any StoreBacking<T>)? {
-        if let fileBacker { return fileBacker }
-        // A cast to the class first: a cast to a generic protocol costs microseconds.
-        if let storeBacker = backer as? StoreBacker<T> { return storeBacker }
-        return backer as? any StoreBacking<T>
+        switch ownBacker {
+        case .file(let fileBacker): fileBacker
+        case .store(let storeBacker): storeBacker
+        // A cast to a generic protocol costs microseconds: only for a backer the package did not make.
+        case .other: backer as? any StoreBacking<T>
+        }
     }
 
     /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
     var storeKey: StoreKey? {
-        guard fileBacker == nil, let storeBacker = backer as? StoreBacker<T> else { return nil }
+        guard let storeBacker else { return nil }
         return StoreKey(store: storeBacker.identity, key: storeBacker.storedKey)
     }
 
@@ -373,7 +393,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// Has the file read again, with the backoff, when what is stored is unknown (the first read failed) and no
     /// change is pending to bring a read: so that the stored value is taken once it can be read.
     func retryUnknownRead() {
-        var effects = JobEffects<T>()
+        var effects = JobEffects()
         state.withLock { $0.retryUnknownRead(&effects) }
         if let delay = effects.checkRetry { scheduleCheckRetry(after: delay) }
     }
@@ -402,7 +422,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// thread, with the cell still busy on it, or `nil` with the cell idle.
     private func complete(_ job: CellJob<T>, _ outcome: JobOutcome<T>, chaining: Bool) -> CellJob<T>? {
         let now = scheduler.now
-        var effects = JobEffects<T>()
+        var effects = JobEffects()
         // A job that may adopt a value ends the chain, so that observers are told with the cell idle: an observer may
         // read, set or flush this very storage.
         let chains = chaining && !outcome.mayChangeValue
@@ -424,42 +444,49 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     // MARK: Batches
 
     /// The cell's pending change, as one write of a batch of its store, marking the cell busy on `thread` until the
-    /// batch's outcome is handed to ``BatchWrite/finish``. `nil` when the cell has no change a batch can take: it is
-    /// busy, or what is stored is unknown, or only a default waits to be saved (those take their usual path).
+    /// batch's outcome is handed to ``finishBatchWrite(_:data:failure:)``. `nil` when the cell has no change a batch
+    /// can take: it is busy, or what is stored is unknown, or only a default waits to be saved (those take their usual
+    /// path).
     func takeBatchWrite(on thread: UInt) -> BatchWrite? {
-        guard let storeBacker = backer as? StoreBacker<T> else { return nil }
+        guard let storeBacker else { return nil }
         let now = scheduler.now
         // A rewrite of what was read, in a store that writes on condition, is written on its own, on condition.
-        let rewritesOnCondition = Stores.conditional(storeBacker.store) != nil
-        let job = state.withLock {
-            $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition)
+        let rewritesOnCondition = storeBacker.writesOnCondition
+        var version: UInt64 = 0
+        let value = state.withLock {
+            $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, started: &version)
         }
-        guard let job else { return nil }
-        guard case .write(let value, _) = job else {
-            // Not a write after all: it runs as it would in a flush.
-            if let next = complete(job, perform(job), chaining: false) { run(next, chaining: false) }
-            return nil
-        }
+        guard let value else { return nil }
         let data: Data
         do {
             data = try storeBacker.encode(value)
         } catch {
-            if let next = complete(job, .failed(error), chaining: false) { run(next, chaining: false) }
+            _ = finishBatchWrite(version, data: Data(), failure: error)
             return nil
         }
-        return BatchWrite(
-            store: storeBacker.store, identity: storeBacker.identity,
-            write: WLStorageStoreWrite(key: storeBacker.storedKey, data: data)
-        ) { [self] error in
-            let outcome: JobOutcome<T>
-            if let error {
-                outcome = .failed(error)
-            } else {
-                storeBacker.wrote(data)
-                outcome = .written
-            }
-            if let next = complete(job, outcome, chaining: false) { run(next, chaining: false) }
+        return BatchWrite(write: WLStorageStoreWrite(key: storeBacker.storedKey, data: data), version: version)
+    }
+
+    /// The store that writes the batch of this cell's change, and its identity, for messages.
+    var batchStore: (store: any WLStorageStore, identity: String)? {
+        storeBacker.map { ($0.store, $0.identity) }
+    }
+
+    /// Ends the job of the batch write of `version`, as `data`, taken by ``takeBatchWrite(on:)``, with the batch's
+    /// outcome: written when `failure` is `nil`. Returns whether the cell has work left.
+    ///
+    /// What ``complete(_:_:chaining:)`` does for such a job, made for a flush of every cell: no job or outcome is
+    /// built, since a generic value costs a look-up of its type for each cell. A write that ends adopts no value
+    /// (observers have nothing to be told) and chains no job.
+    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
+        if failure == nil { storeBacker?.wrote(data) }
+        let now = scheduler.now
+        var effects = JobEffects()
+        let done = state.withLock {
+            $0.finishBatchWrite(version, failure: failure, now: now, effects: &effects)
         }
+        perform(effects)
+        return !done
     }
 
     /// Calls the backer for `job`. Runs outside the lock, with the cell busy on this thread.
@@ -502,7 +529,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     /// Does what a finished job left to do, outside the lock.
-    private func perform(_ effects: JobEffects<T>) {
+    private func perform(_ effects: JobEffects) {
         if effects.drainNotifications { drainNotifications() }
         for waiter in effects.waiters { waiter.wake() }
         for error in effects.errors { WLStorageError.report(error) }
@@ -570,14 +597,19 @@ extension CellJob {
     }
 }
 
-/// One cell's change in a batch of its store's writes.
+/// The backer of a cell, when the package made it.
+private enum OwnBacker<T: Codable & Sendable> {
+    case file(WLStorageDefaultBacker<T>)
+    case store(StoreBacker<T>)
+    /// A custom backer.
+    case other
+}
+
+/// One cell's change in a batch of its store's writes: what to write, and the version of the cell's value it is, with
+/// which ``StorageCell/finishBatchWrite(_:data:failure:)`` ends the cell's job.
 struct BatchWrite: Sendable {
-    let store: any WLStorageStore
-    /// The store's identity as its backer read it.
-    let identity: String
     let write: WLStorageStoreWrite
-    /// Ends the cell's job with the batch's outcome: `nil` when it was written.
-    let finish: @Sendable (WLStorageError?) -> Void
+    let version: UInt64
 }
 
 extension StorageCell: RegisteredCell {
@@ -588,14 +620,16 @@ extension StorageCell: RegisteredCell {
     }
 
     func offer(_ changes: [CarriedChange], mustRead: Bool) {
-        (backer as? StoreBacker<T>)?.offer(changes, mustRead: mustRead)
+        storeBacker?.offer(changes, mustRead: mustRead)
     }
 
     func flushState(from thread: UInt) -> CellFlushState {
-        state.withLock { state in
-            if state.busyThread == thread { return .busyHere }
-            return state.hasWork || state.isBusy ? .work : .idle
+        let found = state.withLock { state in
+            if state.busyThread == thread { return CellFlushState.busyHere }
+            return state.hasWork || state.isBusy ? .work(store: nil) : .idle
         }
+        guard case .work = found, let storeBacker else { return found }
+        return .work(store: storeBacker.identity)
     }
 }
 

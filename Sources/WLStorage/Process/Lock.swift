@@ -29,7 +29,10 @@ package struct Lock<Value: ~Copyable>: ~Copyable {
     package func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        try mutex.withLock { (value: inout sending Value) throws(E) -> sending Result in
+        // Read here, where the lock's generic type is at hand: read inside the closure, the field's place would be
+        // found by a look-up of that type, on every call of a generic caller.
+        let sanitizer = self.sanitizer
+        return try mutex.withLock { (value: inout sending Value) throws(E) -> sending Result in
             guard let sanitizer else { return try body(&value) }
             sanitizer.acquire()
             defer { sanitizer.release() }

@@ -100,40 +100,50 @@ enum ShutdownHandling {
     ) {
         let deadline = timeout.map { ContinuousClock.now + $0 }
         let caller = UInt(bitPattern: Int(bitPattern: pthread_self()))
-        var cells: [any RegisteredCell] = []
         var insideABacker = false
-        for cell in StorageRegistry.shared.liveCells() where included?(cell) ?? true {
+        // The cells of one store (other than a directory) go together, so that their changes are written in one batch.
+        // Each group grows in place: a group taken out of an item and put back would be copied at every cell. The cells
+        // of a store mostly come one after another, so the group of the cell before is tried first.
+        var groups: [[any RegisteredCell]] = []
+        var stores: [String: Int] = [:]
+        var single: [FlushItem] = []
+        var last: (store: String, index: Int)?
+        var live = StorageRegistry.shared.liveCells()
+        // Each cell is moved out of the list rather than copied: a cell's reference count is kept aside from the cell
+        // (the registry holds it weakly), where each copy costs more.
+        while let cell = live.popLast() {
+            if let included, !included(cell) { continue }
+            let store: String
             switch cell.flushState(from: caller) {
-            case .idle: break
-            case .work: cells.append(cell)
-            case .busyHere: insideABacker = true
+            case .idle:
+                continue
+            case .busyHere:
+                insideABacker = true
+                continue
+            case .work(store: nil):
+                single.append(.cell(cell))
+                continue
+            case .work(let identity?):
+                store = identity
+            }
+            if let last, last.store == store {
+                groups[last.index].append(cell)
+            } else if let index = stores[store] {
+                groups[index].append(cell)
+                last = (store, index)
+            } else {
+                stores[store] = groups.count
+                last = (store, groups.count)
+                groups.append([cell])
             }
         }
         // Called from inside a backer, the flush waits for no job in flight: that job's backer may be calling this
         // too, and waiting for the caller's.
         let waiting = !insideABacker
-        // The cells of one store (other than a directory) go together, so that their changes are written in one batch.
-        // Each group grows in place: a group taken out of an item and put back would be copied at every cell.
-        var groups: [[any RegisteredCell]] = []
-        var stores: [String: Int] = [:]
-        var single: [FlushItem] = []
-        for cell in cells {
-            guard let store = cell.storeKey?.store else {
-                single.append(.cell(cell))
-                continue
-            }
-            if let index = stores[store] {
-                groups[index].append(cell)
-            } else {
-                stores[store] = groups.count
-                groups.append([cell])
-            }
-        }
         var items = groups.map(FlushItem.store)
         items += single
         groups = []
         single = []
-        cells = []
         guard items.count > 1 || deadline != nil else {
             items.first?.flush(waiting: waiting, on: caller)
             return
@@ -258,27 +268,41 @@ private enum FlushItem: Sendable {
         case .cell(let cell):
             cell.flushAll(waiting: waiting)
         case .store(let cells):
+            guard cells.count > 1 else {
+                cells.first?.flushAll(waiting: waiting)
+                return
+            }
             // The cells whose changes a batch failed to write are not flushed one by one: the store has just failed
             // (a server down or hung would make each of them wait its timeout in turn, and hold up the exit); their
-            // changes stay pending and are retried with the backoff.
-            let failed = cells.count > 1 ? Self.writeBatch(of: cells, on: thread) : []
-            for cell in cells where !failed.contains(ObjectIdentifier(cell)) { cell.flushAll(waiting: waiting) }
+            // changes stay pending and are retried with the backoff. Nor are the cells the batch left with nothing to
+            // write.
+            let needsFlush = Self.writeBatch(of: cells, on: thread)
+            for (index, cell) in cells.enumerated() where needsFlush[index] { cell.flushAll(waiting: waiting) }
         }
     }
 
-    /// Writes the pending changes of `cells`, all of one store, in one batch. Returns the cells whose changes the
-    /// batch took and failed to write.
-    private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) -> Set<ObjectIdentifier> {
-        var taken: [(cell: ObjectIdentifier, write: BatchWrite)] = []
-        for cell in cells {
-            if let write = cell.takeBatchWrite(on: thread) { taken.append((ObjectIdentifier(cell), write)) }
+    /// Writes the pending changes of `cells`, all of one store, in one batch. Returns, for each cell, whether it is to
+    /// be flushed on its own: not when the batch took its change and failed to write it, nor when the batch wrote it
+    /// and left the cell with nothing to write.
+    private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) -> [Bool] {
+        var needsFlush = [Bool](repeating: true, count: cells.count)
+        // The writes taken, side by side with the versions they write and their cells' places in `cells`.
+        var writes: [WLStorageStoreWrite] = []
+        var versions: [UInt64] = []
+        var indices: [Int] = []
+        writes.reserveCapacity(cells.count)
+        versions.reserveCapacity(cells.count)
+        indices.reserveCapacity(cells.count)
+        for (index, cell) in cells.enumerated() {
+            guard let taken = cell.takeBatchWrite(on: thread) else { continue }
+            writes.append(taken.write)
+            versions.append(taken.version)
+            indices.append(index)
         }
-        let writes = taken.map(\.write)
-        guard let first = writes.first else { return [] }
-        let store = first.store
+        guard let firstIndex = indices.first, let first = cells[firstIndex].batchStore else { return needsFlush }
         var failure: WLStorageError?
         do {
-            try store.write(writes.map(\.write))
+            try first.store.write(writes)
         } catch {
             failure = WLStorageError(
                 code: .writeFailed,
@@ -288,12 +312,18 @@ private enum FlushItem: Sendable {
         // The writes a failed batch says it stored, from its start, are written; the others stay pending.
         let stored = min(
             max(failure.flatMap { ($0.underlying as? WLStorageError)?.storedWrites } ?? 0, 0), writes.count)
-        for (index, write) in writes.enumerated() {
-            var error = index < stored ? nil : failure
-            error?.key = write.write.key
-            write.finish(error)
+        for (position, index) in indices.enumerated() {
+            guard let failure, position >= stored else {
+                needsFlush[index] = cells[index].finishBatchWrite(
+                    versions[position], data: writes[position].data, failure: nil)
+                continue
+            }
+            var error = failure
+            error.key = writes[position].key
+            _ = cells[index].finishBatchWrite(versions[position], data: writes[position].data, failure: error)
+            needsFlush[index] = false
         }
-        return failure == nil ? [] : Set(taken[stored...].map(\.cell))
+        return needsFlush
     }
 }
 

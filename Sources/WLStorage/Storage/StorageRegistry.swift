@@ -1,3 +1,5 @@
+import Foundation
+
 /// A file, by what its directory is (not by the text of its path) and its name in it.
 package struct FileKey: Hashable, Sendable {
     package let directory: DirectoryIdentity
@@ -32,14 +34,20 @@ protocol RegisteredCell: AnyObject, Sendable {
     /// The cell's pending change as a write of a batch of its store, when it has one (see
     /// ``StorageCell/takeBatchWrite(on:)``).
     func takeBatchWrite(on thread: UInt) -> BatchWrite?
+    /// The store that writes the cell's batch, with its identity (see ``StorageCell/batchStore``).
+    var batchStore: (store: any WLStorageStore, identity: String)? { get }
+    /// Ends the cell's job of the batch write of `version`, as `data`, with the batch's outcome, and returns whether
+    /// the cell has work left (see ``StorageCell/finishBatchWrite(_:data:failure:)``).
+    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
 
 /// What a cell has for a flush of every cell, as seen from the flushing thread.
 enum CellFlushState {
     /// Nothing to write, and no job running.
     case idle
-    /// Work to write, or a job running on another thread to wait for.
-    case work
+    /// Work to write, or a job running on another thread to wait for; with the identity of the cell's store when its
+    /// backer is a store's (other than a directory's), whose cells are flushed together.
+    case work(store: String?)
     /// A job of the cell is running on the flushing thread: the flush is called from inside a backer.
     case busyHere
 }

@@ -20,6 +20,9 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// the feed carried since its last check (see ``CarriedVersions``).
     private let carriedFeed: (any CarriedChangeFeed)?
     private let versions = Lock(CarriedVersions())
+    /// Whether the store writes on condition (``Stores/conditional(_:)``), found once: a cast to a protocol costs
+    /// about a microsecond, and a flush of every storage asks it of each.
+    let writesOnCondition: Bool
 
     init(key: String, store: any WLStorageStore, storedKey: String) {
         self.key = key
@@ -27,6 +30,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         self.storedKey = storedKey
         self.identity = store.identity
         self.carriedFeed = Stores.carrying(store)
+        self.writesOnCondition = Stores.conditional(store) != nil
     }
 
     /// Hands this backer changes its store's feed carried, or (`mustRead`) a change it reported without one: the next
