@@ -237,7 +237,7 @@ package struct StorageDirectory: Sendable, Hashable {
 
     /// Runs `body`, a system call on `name` (or on the directory for `nil`), unless a test injects a fault into it.
     @inline(__always)
-    private func call<R: BinaryInteger>(_ call: SystemCall, _ name: String?, _ body: () -> R) -> R {
+    func call<R: BinaryInteger>(_ call: SystemCall, _ name: String?, _ body: () -> R) -> R {
         if let code = FaultInjection.fault(call, directory: path, name: name) {
             errno = code
             return -1
@@ -247,7 +247,7 @@ package struct StorageDirectory: Sendable, Hashable {
 
     /// As ``call(_:_:_:)``, and again while the call is interrupted by a signal (`EINTR`).
     @inline(__always)
-    private func retrying<R: BinaryInteger>(_ systemCall: SystemCall, _ name: String?, _ body: () -> R) -> R {
+    func retrying<R: BinaryInteger>(_ systemCall: SystemCall, _ name: String?, _ body: () -> R) -> R {
         while true {
             let result = call(systemCall, name, body)
             if result < 0 && errno == EINTR { continue }
@@ -258,7 +258,7 @@ package struct StorageDirectory: Sendable, Hashable {
     /// Closes `fd`. On Linux the descriptor is released even when `close` fails, `EINTR` included, so it is never
     /// closed twice (a second close could close a descriptor another thread has just been given). `EINTR` counts as
     /// closed; the data written to a file was synced before.
-    private func closeDescriptor(_ fd: CInt, _ name: String?) -> CInt {
+    func closeDescriptor(_ fd: CInt, _ name: String?) -> CInt {
         if let code = FaultInjection.fault(.close, directory: path, name: name) {
             // An injected failure is reported, but the descriptor is closed all the same, as Linux would.
             _ = Glibc.close(fd)
@@ -317,7 +317,7 @@ package struct StorageDirectory: Sendable, Hashable {
         return DirectoryIdentity(device: UInt64(status.st_dev), inode: UInt64(status.st_ino))
     }
 
-    private func openDirectory() throws(WLStorageError) -> CInt {
+    func openDirectory() throws(WLStorageError) -> CInt {
         let fd = retrying(.open, nil) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard fd >= 0 else {
             throw error(.directoryUnavailable, "cannot open the storage directory", errno: errno)
@@ -407,7 +407,7 @@ package struct StorageDirectory: Sendable, Hashable {
 
     /// The names of the entries whose name bytes pass `included`, in directory order, without `.` and `..`.
     /// Only those names are made into strings, so a scan of a large directory for a few names stays cheap.
-    private func entries(where included: (UnsafeBufferPointer<UInt8>) -> Bool) throws(WLStorageError) -> [String] {
+    func entries(where included: (UnsafeBufferPointer<UInt8>) -> Bool) throws(WLStorageError) -> [String] {
         let dir = try openDirectory()
         guard let stream = fdopendir(dir) else {
             let code = errno
@@ -428,290 +428,22 @@ package struct StorageDirectory: Sendable, Hashable {
         return names
     }
 
-    // MARK: Write
-
-    /// Replaces `name` with `contents`, atomically and durably, and returns the new file's identity.
-    ///
-    /// The sequence is: `openat` a temporary file (`O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`, mode 0600), `flock`
-    /// it, `write` in full, `fstat` (and `fchmod` 0600 when a umask took bits), `fsync`, `close`, check that nothing
-    /// but a regular file stands at `name`, `renameat`, `fsync` the directory. On any failure the temporary file is
-    /// removed and the old file is left as it was. With `announced`, the rename is announced to the file monitor
-    /// first (see ``OwnRenames``), so that the storage of the file, whose write it is, does not read it again; a
-    /// write that is not a storage's own (a store's, a backer's held by the program) is not, so that the storage of
-    /// the file in this process reads it as another program's.
-    @discardableResult
-    package func write(_ name: String, contents: Data, announced: Bool = true) throws(WLStorageError) -> FileIdentity {
-        try place(name, contents: contents, replacing: true, announced: announced)!
-    }
-
-    /// Replaces `name` with `contents` as ``write(_:contents:announced:)`` does, but only while the file at `name` is
-    /// still the version `expected`: its identity is checked just before the rename. Returns the new file's identity,
-    /// or `nil` when another version stood there and nothing was changed. A file placed by another program in the
-    /// moment between the check and the rename is still replaced: a directory has no conditional rename.
-    package func write(
-        _ name: String, contents: Data, ifStill expected: FileIdentity, announced: Bool = true
-    ) throws(WLStorageError) -> FileIdentity? {
-        try place(name, contents: contents, replacing: true, announced: announced, ifStill: expected)
-    }
-
-    /// Creates `name` with `contents`, atomically and durably, unless something already stands at `name`: then
-    /// nothing is changed and `nil` is returned. Otherwise returns the new file's identity.
-    ///
-    /// As ``write(_:contents:)``, but the temporary file is moved into place with `renameat2` and
-    /// `RENAME_NOREPLACE`, or, where the file system does not support that, linked with `linkat`, either of which
-    /// fails rather than replace an existing entry.
-    package func create(
-        _ name: String, contents: Data, announced: Bool = true
-    ) throws(WLStorageError) -> FileIdentity? {
-        try place(name, contents: contents, replacing: false, announced: announced)
-    }
-
-    private func place(
-        _ name: String, contents: Data, replacing: Bool, announced: Bool, ifStill expected: FileIdentity? = nil
-    ) throws(WLStorageError) -> FileIdentity? {
-        let dir = try openDirectory()
-        defer { _ = closeDescriptor(dir, nil) }
-
-        // Create and lock the temporary file under the directory's shared lock (see the type's discussion). A name
-        // that another process's writer has taken (their names come from other seeds) is drawn again.
-        _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
-        var temporary = Self.temporaryName(for: name)
-        var fd: CInt = -1
-        var openErrno: Int32 = 0
-        for _ in 0..<8 {
-            fd = retrying(.open, temporary) {
-                openat(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-            }
-            openErrno = errno
-            guard fd < 0, openErrno == EEXIST else { break }
-            temporary = Self.temporaryName(for: name)
-        }
-        if fd >= 0 { _ = retrying(.flock, temporary) { flock(fd, LOCK_EX) } }
-        _ = flock(dir, LOCK_UN)
-        guard fd >= 0 else {
-            throw error(.writeFailed, "cannot create a temporary file", name: temporary, errno: openErrno)
-        }
-
-        var placed = false
-        var isOpen = true
-        defer {
-            if isOpen { _ = closeDescriptor(fd, temporary) }
-            if !placed { _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) } }
-        }
-
-        let writeErrno = contents.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Int32? in
-            var offset = 0
-            while offset < buffer.count {
-                let written = call(.write, temporary) {
-                    Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-                }
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                offset += written
-            }
-            return nil
-        }
-        if let writeErrno {
-            throw error(.writeFailed, "cannot write the file", name: temporary, errno: writeErrno)
-        }
-        // The identity of the version written (a rename changes none of it), and the mode: the file was created 0600,
-        // which a umask can only take bits from, so it is set only when the umask did.
-        var status = stat()
-        guard retrying(.stat, temporary, { fstat(fd, &status) }) == 0 else {
-            throw error(.writeFailed, "cannot inspect the written file", name: temporary, errno: errno)
-        }
-        if status.st_mode & 0o7777 != 0o600 {
-            guard retrying(.chmod, temporary, { fchmod(fd, 0o600) }) == 0 else {
-                throw error(.writeFailed, "cannot set the file mode", name: temporary, errno: errno)
-            }
-        }
-        guard retrying(.fsync, temporary, { fsync(fd) }) == 0 else {
-            throw error(.writeFailed, "cannot sync the file", name: temporary, errno: errno)
-        }
-        // Closed before it is renamed, so that the close is reported under the temporary name, which no storage
-        // reads. Its lock goes with it: a clean-up running in the microseconds before the rename may remove it, and
-        // the rename then fails and the write is retried; nothing else can.
-        isOpen = false
-        guard closeDescriptor(fd, temporary) == 0 else {
-            throw error(.writeFailed, "cannot close the file", name: temporary, errno: errno)
-        }
-        let identity = FileIdentity(status)
-        if replacing {
-            var target = stat()
-            let found = retrying(.stat, name, { fstatat(dir, name, &target, AT_SYMLINK_NOFOLLOW) }) == 0
-            if found, (target.st_mode & S_IFMT) != S_IFREG {
-                throw notRegular(name, EntryKind(mode: target.st_mode))
-            }
-            if let expected, !found || FileIdentity(target) != expected { return nil }
-            if announced { OwnRenames.willRename(temporary) }
-            guard retrying(.rename, name, { renameat(dir, temporary, dir, name) }) == 0 else {
-                let code = errno
-                OwnRenames.didNotRename(temporary)
-                throw error(.writeFailed, "cannot rename the temporary file into place", name: name, errno: code)
-            }
-            placed = true
-        } else {
-            if announced { OwnRenames.willRename(temporary) }
-            let outcome: NoReplaceOutcome
-            do {
-                outcome = try moveWithoutReplacing(temporary, to: name, in: dir)
-            } catch {
-                OwnRenames.didNotRename(temporary)
-                throw error
-            }
-            switch outcome {
-            case .moved:
-                placed = true
-            case .linked:
-                // No rename happened. The temporary name is removed before the directory is synced, so that the
-                // sync covers both entries.
-                OwnRenames.didNotRename(temporary)
-                _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
-                placed = true
-            case .exists:
-                OwnRenames.didNotRename(temporary)
-                return nil
-            }
-        }
-        guard retrying(.fsync, nil, { fsync(dir) }) == 0 else {
-            throw error(.writeFailed, "cannot sync the storage directory", errno: errno)
-        }
-        return identity
-    }
-
-    private enum NoReplaceOutcome { case moved, linked, exists }
-
-    /// Moves `source` to `target` in `dir` unless `target` exists: `renameat2` with `RENAME_NOREPLACE`, or `linkat`
-    /// where the file system does not support that flag (the source then stays, for the caller to remove).
-    private func moveWithoutReplacing(
-        _ source: String, to target: String, in dir: CInt
-    ) throws(WLStorageError) -> NoReplaceOutcome {
-        if let renameat2 = SystemFunctions.renameat2 {
-            let result = retrying(.rename, target) {
-                renameat2(dir, source, dir, target, SystemFunctions.renameNoReplace)
-            }
-            if result == 0 { return .moved }
-            let code = errno
-            if code == EEXIST { return .exists }
-            guard code == EINVAL || code == ENOSYS || code == EOPNOTSUPP else {
-                throw error(.writeFailed, "cannot move the file into place", name: target, errno: code)
-            }
-        }
-        guard retrying(.link, target, { linkat(dir, source, dir, target, 0) }) == 0 else {
-            let code = errno
-            if code == EEXIST { return .exists }
-            throw error(.writeFailed, "cannot link the file into place", name: target, errno: code)
-        }
-        return .linked
-    }
-
-    /// Moves `name` aside to a new name that says it did not decode, and returns the new name. A file already kept
-    /// aside is never replaced.
-    ///
-    /// When `identity` is given, the file is moved only if it is still that version: a file another program has
-    /// replaced meanwhile is left in place.
-    package func moveAside(_ name: String, ifStill identity: FileIdentity? = nil) throws(WLStorageError) -> String {
-        let dir = try openDirectory()
-        defer { _ = closeDescriptor(dir, nil) }
-        if let identity {
-            var status = stat()
-            guard retrying(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
-                FileIdentity(status) == identity
-            else {
-                throw error(
-                    .readFailed, "the file changed while it was read; it is left in place", name: name, errno: nil)
-            }
-        }
-        for _ in 0..<8 {
-            let aside = Self.movedAsideName(for: name)
-            switch try moveWithoutReplacing(name, to: aside, in: dir) {
-            case .moved:
-                break
-            case .linked:
-                guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
-                    let code = errno
-                    _ = retrying(.unlink, aside) { unlinkat(dir, aside, 0) }
-                    throw error(.writeFailed, "cannot move the undecodable file aside", name: name, errno: code)
-                }
-            case .exists:
-                continue
-            }
-            _ = retrying(.fsync, nil) { fsync(dir) }
-            return aside
-        }
-        throw error(
-            .writeFailed, "cannot find a free name to move the undecodable file aside", name: name, errno: EEXIST)
-    }
-
-    /// Removes the regular file `name`. Returns `false` when there was none.
-    @discardableResult
-    package func remove(_ name: String) throws(WLStorageError) -> Bool {
-        let dir = try openDirectory()
-        defer { _ = closeDescriptor(dir, nil) }
-        var status = stat()
-        guard retrying(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0 else {
-            if errno == ENOENT { return false }
-            throw error(.writeFailed, "cannot inspect the file", name: name, errno: errno)
-        }
-        guard (status.st_mode & S_IFMT) == S_IFREG else { throw notRegular(name, EntryKind(mode: status.st_mode)) }
-        guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
-            if errno == ENOENT { return false }
-            throw error(.writeFailed, "cannot remove the file", name: name, errno: errno)
-        }
-        _ = retrying(.fsync, nil) { fsync(dir) }
-        return true
-    }
-
-    /// Removes the temporary files of writers that are no longer at work, and returns their names.
-    ///
-    /// Only regular files named exactly as the package's writers name them are candidates, and of those only the
-    /// ones no writer holds a lock on.
-    @discardableResult
-    package func removeAbandonedTemporaryFiles() throws(WLStorageError) -> [String] {
-        let candidates = try entries { $0.contains(UInt8(ascii: "~")) }.filter(Self.isTemporary)
-        guard !candidates.isEmpty else { return [] }
-        let dir = try openDirectory()
-        defer { _ = closeDescriptor(dir, nil) }
-        _ = retrying(.flock, nil) { flock(dir, LOCK_EX) }
-        defer { _ = flock(dir, LOCK_UN) }
-        var removed: [String] = []
-        for name in candidates {
-            let fd = retrying(.open, name) {
-                openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-            }
-            guard fd >= 0 else { continue }
-            defer { _ = closeDescriptor(fd, name) }
-            var status = stat()
-            guard retrying(.stat, name, { fstat(fd, &status) }) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
-                continue
-            }
-            // A writer at work holds this lock; a dead one released it when it died.
-            if flock(fd, LOCK_EX | LOCK_NB) == 0, retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 {
-                removed.append(name)
-            }
-        }
-        if !removed.isEmpty { _ = retrying(.fsync, nil) { fsync(dir) } }
-        return removed
-    }
-
     // MARK: Errors
 
-    private func error(
+    func error(
         _ code: WLStorageError.Code, _ message: String, name: String? = nil, path: String? = nil, errno: Int32?
     ) -> WLStorageError {
         WLStorageError(code: code, message: message, path: path ?? name.map(filePath) ?? self.path, errno: errno)
     }
 
-    private func notRegular(_ name: String, _ kind: EntryKind) -> WLStorageError {
+    func notRegular(_ name: String, _ kind: EntryKind) -> WLStorageError {
         WLStorageError(
             code: .notARegularFile,
             message: "the file is a \(kind.rawValue); it is left as it is and not followed",
             path: filePath(name))
     }
 
-    private func tooLarge(_ name: String, size: Int, limit: Int) -> WLStorageError {
+    func tooLarge(_ name: String, size: Int, limit: Int) -> WLStorageError {
         WLStorageError(
             code: .valueTooLarge,
             message: "the file is \(size) bytes, more than the maximum value size of \(limit) bytes; it is not read"
@@ -726,7 +458,7 @@ package struct StorageDirectory: Sendable, Hashable {
 
     /// Calls `body` with ``filePath(_:)`` of `name` as a C string, made on the stack rather than in two new strings: a
     /// storage opens its file this way at every start.
-    private func withFilePath<R>(_ name: String, _ body: (UnsafePointer<CChar>) -> R) -> R {
+    func withFilePath<R>(_ name: String, _ body: (UnsafePointer<CChar>) -> R) -> R {
         var directory = path
         var name = name
         return directory.withUTF8 { directory in
@@ -772,7 +504,7 @@ private enum SyncedParents {
 }
 
 /// C functions that the `Glibc` module does not declare, found at run time.
-private enum SystemFunctions {
+enum SystemFunctions {
     typealias Renameat2 =
         @convention(c) (
             CInt, UnsafePointer<CChar>?, CInt, UnsafePointer<CChar>?, CUnsignedInt

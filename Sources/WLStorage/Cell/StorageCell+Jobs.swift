@@ -1,0 +1,204 @@
+import Dispatch
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// A cell's jobs on its backer: checks for changes made elsewhere, the run of a job and of the jobs that follow from
+/// it, the backer's calls, and the cell's part of a batch of its store's writes.
+extension StorageCell {
+    // MARK: Outside changes
+
+    /// Reads the file if another program changed it, and adopts the value unless a local change is pending. When the
+    /// cell is busy, the check runs as soon as its job ends.
+    func checkForExternalChange() {
+        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        // Counted in the same step as the check starts or is left to the job in flight: a test that sees the count
+        // grow sees the cell busy with the check, or asked for it, until the check is over.
+        let job = state.withLock { $0.requestCheck(on: thread) }
+        guard let job else { return }
+        run(job, chaining: true)
+    }
+
+    private func scheduleCheckRetry(after delay: UInt64) {
+        scheduler.schedule(after: delay) { [weak self] in
+            guard let self else { return }
+            state.withLock { $0.checkRetryDue() }
+            checkForExternalChange()
+        }
+    }
+
+    /// Has the file read again, with the backoff, when what is stored is unknown (the first read failed) and no
+    /// change is pending to bring a read: so that the stored value is taken once it can be read.
+    func retryUnknownRead() {
+        var effects = JobEffects()
+        state.withLock { $0.retryUnknownRead(&effects) }
+        if let delay = effects.checkRetry { scheduleCheckRetry(after: delay) }
+    }
+
+    var externalChecks: Int {
+        state.withLock { $0.extras?.externalChecks ?? 0 }
+    }
+
+    // MARK: Jobs
+
+    /// Runs `job`, and the jobs that follow from it at once, on this thread; the cell is busy on this thread
+    /// throughout. Returns whether the last job succeeded.
+    @discardableResult
+    func run(_ first: CellJob<T>, chaining: Bool) -> Bool {
+        var job = first
+        while true {
+            let outcome = perform(job)
+            guard let next = complete(job, outcome, chaining: chaining) else {
+                return !outcome.isFailure && !(job.isCreate && outcome.foundNothing)
+            }
+            job = next
+        }
+    }
+
+    /// Applies how `job` ended, then does what that leaves to do outside the lock. Returns the job to run next on this
+    /// thread, with the cell still busy on it, or `nil` with the cell idle.
+    private func complete(_ job: CellJob<T>, _ outcome: JobOutcome<T>, chaining: Bool) -> CellJob<T>? {
+        let now = scheduler.now
+        var effects = JobEffects()
+        // A job that may adopt a value ends the chain, so that observers are told with the cell idle: an observer may
+        // read, set or flush this very storage.
+        let chains = chaining && !outcome.mayChangeValue
+        // The default is made here, outside the lock, when the outcome may return the value to it.
+        let defaultValue = outcome.mayNeedDefault ? defaults.value : defaults.ifMade
+        let next = state.withLock { state in
+            state.finish(
+                job, outcome, defaultValue: defaultValue, key: backer.key, now: now, chaining: chains,
+                effects: &effects)
+        }
+        if effects.forgetLastRead { access?.forgetLastRead() }
+        if effects.valueChanged {
+            registrar.withMutation(of: self, keyPath: valueKeyPath) {}
+        }
+        perform(effects)
+        return next
+    }
+
+    // MARK: Batches
+
+    /// The cell's pending change, as one write of a batch of its store, marking the cell busy on `thread` until the
+    /// batch's outcome is handed to ``finishBatchWrite(_:data:failure:)``. `nil` when the cell has no change a batch
+    /// can take: it is busy, or what is stored is unknown, or only a default waits to be saved (those take their usual
+    /// path).
+    func takeBatchWrite(on thread: UInt) -> BatchWrite? {
+        guard let storeBacker else { return nil }
+        let now = scheduler.now
+        // A rewrite of what was read, in a store that writes on condition, is written on its own, on condition.
+        let rewritesOnCondition = storeBacker.writesOnCondition
+        var version: UInt64 = 0
+        let value = state.withLock {
+            $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, started: &version)
+        }
+        guard let value else { return nil }
+        let data: Data
+        do {
+            data = try storeBacker.encode(value)
+        } catch {
+            _ = finishBatchWrite(version, data: Data(), failure: error)
+            return nil
+        }
+        return BatchWrite(write: WLStorageStoreWrite(key: storeBacker.storedKey, data: data), version: version)
+    }
+
+    /// The store that writes the batch of this cell's change, and its identity, for messages.
+    var batchStore: (store: any WLStorageStore, identity: String)? {
+        storeBacker.map { ($0.store, $0.identity) }
+    }
+
+    /// Ends the job of the batch write of `version`, as `data`, taken by ``takeBatchWrite(on:)``, with the batch's
+    /// outcome: written when `failure` is `nil`. Returns whether the cell has work left.
+    ///
+    /// What ``complete(_:_:chaining:)`` does for such a job, made for a flush of every cell: no job or outcome is
+    /// built, since a generic value costs a look-up of its type for each cell. A write that ends adopts no value
+    /// (observers have nothing to be told) and chains no job.
+    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
+        if failure == nil { storeBacker?.wrote(data) }
+        let now = scheduler.now
+        var effects = JobEffects()
+        let done = state.withLock {
+            $0.finishBatchWrite(version, failure: failure, now: now, effects: &effects)
+        }
+        perform(effects)
+        return !done
+    }
+
+    /// Calls the backer for `job`. Runs outside the lock, with the cell busy on this thread.
+    private func perform(_ job: CellJob<T>) -> JobOutcome<T> {
+        switch job {
+        case .write(let value, let version):
+            do {
+                // A rewrite replaces only what was read: a change another program made since, whose news has not come
+                // yet, is read instead.
+                if state.withLock({ $0.isRewrite(version) }), let rewritten = try access?.rewrite(value) {
+                    return rewritten ? .written : .rewriteRefused
+                }
+                try backer.write(value: value)
+                return .written
+            } catch {
+                return .failed(WLStorageError(wrapping: error, key: backer.key))
+            }
+        case .createDefault(let value, _):
+            guard let access else { return .created }
+            do {
+                if try access.create(value: value) { return .created }
+                let found = access.readStored(decoding: decoding)
+                // An empty file stands for nothing stored, but it is left alone: it is not replaced by a default.
+                if case .absent = found, access.entryExists { return .created }
+                return .read(found)
+            } catch {
+                return .failed(WLStorageError(wrapping: error, key: backer.key))
+            }
+        case .reread:
+            if let access { return .read(access.readStored(decoding: decoding)) }
+            return .read(Self.read(backer, defaultValue: defaultValue))
+        case .check:
+            guard let access else { return .checked(.unchanged) }
+            do {
+                return .checked(try access.readExternalChange(decoding: decoding))
+            } catch {
+                return .reported(error)
+            }
+        }
+    }
+
+    /// Does what a finished job left to do, outside the lock.
+    private func perform(_ effects: JobEffects) {
+        if effects.drainNotifications { drainNotifications() }
+        for waiter in effects.waiters { waiter.wake() }
+        for error in effects.errors { WLStorageError.report(error) }
+        if let tick = effects.tick { schedule(tick) }
+        if let delay = effects.checkRetry { scheduleCheckRetry(after: delay) }
+        if effects.scheduleCheck {
+            scheduler.schedule(after: 0) { [weak self] in self?.checkForExternalChange() }
+        }
+        if effects.releaseOrphan { StorageRegistry.shared.letGo(self) }
+    }
+
+    /// Reads any backer, telling a stored value from the default by whether the backer asked for the default.
+    static func read(_ backer: any WLStorageBacker<T>, defaultValue: T) -> ReadResult<T> {
+        read(backer) { defaultValue }
+    }
+
+    /// Reads any backer, telling a stored value from the default by whether the backer asked for the default, which
+    /// `makeDefault` makes.
+    static func read(_ backer: any WLStorageBacker<T>, makeDefault: () -> T) -> ReadResult<T> {
+        var askedForDefault = false
+        do {
+            let value = try backer.read {
+                askedForDefault = true
+                return makeDefault()
+            }
+            return askedForDefault ? .absent : .value(value)
+        } catch {
+            return .failed(WLStorageError(wrapping: error, key: backer.key))
+        }
+    }
+}

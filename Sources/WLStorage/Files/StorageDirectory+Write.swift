@@ -1,0 +1,280 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Writing a directory's files: durably, atomically and privately, replacing a file or only where none stands, and
+/// the renames aside and removals that keep what a storage cannot read.
+extension StorageDirectory {
+    // MARK: Write
+
+    /// Replaces `name` with `contents`, atomically and durably, and returns the new file's identity.
+    ///
+    /// The sequence is: `openat` a temporary file (`O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`, mode 0600), `flock`
+    /// it, `write` in full, `fstat` (and `fchmod` 0600 when a umask took bits), `fsync`, `close`, check that nothing
+    /// but a regular file stands at `name`, `renameat`, `fsync` the directory. On any failure the temporary file is
+    /// removed and the old file is left as it was. With `announced`, the rename is announced to the file monitor
+    /// first (see ``OwnRenames``), so that the storage of the file, whose write it is, does not read it again; a
+    /// write that is not a storage's own (a store's, a backer's held by the program) is not, so that the storage of
+    /// the file in this process reads it as another program's.
+    @discardableResult
+    package func write(_ name: String, contents: Data, announced: Bool = true) throws(WLStorageError) -> FileIdentity {
+        try place(name, contents: contents, replacing: true, announced: announced)!
+    }
+
+    /// Replaces `name` with `contents` as ``write(_:contents:announced:)`` does, but only while the file at `name` is
+    /// still the version `expected`: its identity is checked just before the rename. Returns the new file's identity,
+    /// or `nil` when another version stood there and nothing was changed. A file placed by another program in the
+    /// moment between the check and the rename is still replaced: a directory has no conditional rename.
+    package func write(
+        _ name: String, contents: Data, ifStill expected: FileIdentity, announced: Bool = true
+    ) throws(WLStorageError) -> FileIdentity? {
+        try place(name, contents: contents, replacing: true, announced: announced, ifStill: expected)
+    }
+
+    /// Creates `name` with `contents`, atomically and durably, unless something already stands at `name`: then
+    /// nothing is changed and `nil` is returned. Otherwise returns the new file's identity.
+    ///
+    /// As ``write(_:contents:)``, but the temporary file is moved into place with `renameat2` and
+    /// `RENAME_NOREPLACE`, or, where the file system does not support that, linked with `linkat`, either of which
+    /// fails rather than replace an existing entry.
+    package func create(
+        _ name: String, contents: Data, announced: Bool = true
+    ) throws(WLStorageError) -> FileIdentity? {
+        try place(name, contents: contents, replacing: false, announced: announced)
+    }
+
+    private func place(
+        _ name: String, contents: Data, replacing: Bool, announced: Bool, ifStill expected: FileIdentity? = nil
+    ) throws(WLStorageError) -> FileIdentity? {
+        let dir = try openDirectory()
+        defer { _ = closeDescriptor(dir, nil) }
+
+        // Create and lock the temporary file under the directory's shared lock (see the type's discussion). A name
+        // that another process's writer has taken (their names come from other seeds) is drawn again.
+        _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
+        var temporary = Self.temporaryName(for: name)
+        var fd: CInt = -1
+        var openErrno: Int32 = 0
+        for _ in 0..<8 {
+            fd = retrying(.open, temporary) {
+                openat(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            }
+            openErrno = errno
+            guard fd < 0, openErrno == EEXIST else { break }
+            temporary = Self.temporaryName(for: name)
+        }
+        if fd >= 0 { _ = retrying(.flock, temporary) { flock(fd, LOCK_EX) } }
+        _ = flock(dir, LOCK_UN)
+        guard fd >= 0 else {
+            throw error(.writeFailed, "cannot create a temporary file", name: temporary, errno: openErrno)
+        }
+
+        var placed = false
+        var isOpen = true
+        defer {
+            if isOpen { _ = closeDescriptor(fd, temporary) }
+            if !placed { _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) } }
+        }
+
+        let writeErrno = contents.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Int32? in
+            var offset = 0
+            while offset < buffer.count {
+                let written = call(.write, temporary) {
+                    Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                }
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += written
+            }
+            return nil
+        }
+        if let writeErrno {
+            throw error(.writeFailed, "cannot write the file", name: temporary, errno: writeErrno)
+        }
+        // The identity of the version written (a rename changes none of it), and the mode: the file was created 0600,
+        // which a umask can only take bits from, so it is set only when the umask did.
+        var status = stat()
+        guard retrying(.stat, temporary, { fstat(fd, &status) }) == 0 else {
+            throw error(.writeFailed, "cannot inspect the written file", name: temporary, errno: errno)
+        }
+        if status.st_mode & 0o7777 != 0o600 {
+            guard retrying(.chmod, temporary, { fchmod(fd, 0o600) }) == 0 else {
+                throw error(.writeFailed, "cannot set the file mode", name: temporary, errno: errno)
+            }
+        }
+        guard retrying(.fsync, temporary, { fsync(fd) }) == 0 else {
+            throw error(.writeFailed, "cannot sync the file", name: temporary, errno: errno)
+        }
+        // Closed before it is renamed, so that the close is reported under the temporary name, which no storage
+        // reads. Its lock goes with it: a clean-up running in the microseconds before the rename may remove it, and
+        // the rename then fails and the write is retried; nothing else can.
+        isOpen = false
+        guard closeDescriptor(fd, temporary) == 0 else {
+            throw error(.writeFailed, "cannot close the file", name: temporary, errno: errno)
+        }
+        let identity = FileIdentity(status)
+        if replacing {
+            var target = stat()
+            let found = retrying(.stat, name, { fstatat(dir, name, &target, AT_SYMLINK_NOFOLLOW) }) == 0
+            if found, (target.st_mode & S_IFMT) != S_IFREG {
+                throw notRegular(name, EntryKind(mode: target.st_mode))
+            }
+            if let expected, !found || FileIdentity(target) != expected { return nil }
+            if announced { OwnRenames.willRename(temporary) }
+            guard retrying(.rename, name, { renameat(dir, temporary, dir, name) }) == 0 else {
+                let code = errno
+                OwnRenames.didNotRename(temporary)
+                throw error(.writeFailed, "cannot rename the temporary file into place", name: name, errno: code)
+            }
+            placed = true
+        } else {
+            if announced { OwnRenames.willRename(temporary) }
+            let outcome: NoReplaceOutcome
+            do {
+                outcome = try moveWithoutReplacing(temporary, to: name, in: dir)
+            } catch {
+                OwnRenames.didNotRename(temporary)
+                throw error
+            }
+            switch outcome {
+            case .moved:
+                placed = true
+            case .linked:
+                // No rename happened. The temporary name is removed before the directory is synced, so that the
+                // sync covers both entries.
+                OwnRenames.didNotRename(temporary)
+                _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+                placed = true
+            case .exists:
+                OwnRenames.didNotRename(temporary)
+                return nil
+            }
+        }
+        guard retrying(.fsync, nil, { fsync(dir) }) == 0 else {
+            throw error(.writeFailed, "cannot sync the storage directory", errno: errno)
+        }
+        return identity
+    }
+
+    private enum NoReplaceOutcome { case moved, linked, exists }
+
+    /// Moves `source` to `target` in `dir` unless `target` exists: `renameat2` with `RENAME_NOREPLACE`, or `linkat`
+    /// where the file system does not support that flag (the source then stays, for the caller to remove).
+    private func moveWithoutReplacing(
+        _ source: String, to target: String, in dir: CInt
+    ) throws(WLStorageError) -> NoReplaceOutcome {
+        if let renameat2 = SystemFunctions.renameat2 {
+            let result = retrying(.rename, target) {
+                renameat2(dir, source, dir, target, SystemFunctions.renameNoReplace)
+            }
+            if result == 0 { return .moved }
+            let code = errno
+            if code == EEXIST { return .exists }
+            guard code == EINVAL || code == ENOSYS || code == EOPNOTSUPP else {
+                throw error(.writeFailed, "cannot move the file into place", name: target, errno: code)
+            }
+        }
+        guard retrying(.link, target, { linkat(dir, source, dir, target, 0) }) == 0 else {
+            let code = errno
+            if code == EEXIST { return .exists }
+            throw error(.writeFailed, "cannot link the file into place", name: target, errno: code)
+        }
+        return .linked
+    }
+
+    /// Moves `name` aside to a new name that says it did not decode, and returns the new name. A file already kept
+    /// aside is never replaced.
+    ///
+    /// When `identity` is given, the file is moved only if it is still that version: a file another program has
+    /// replaced meanwhile is left in place.
+    package func moveAside(_ name: String, ifStill identity: FileIdentity? = nil) throws(WLStorageError) -> String {
+        let dir = try openDirectory()
+        defer { _ = closeDescriptor(dir, nil) }
+        if let identity {
+            var status = stat()
+            guard retrying(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
+                FileIdentity(status) == identity
+            else {
+                throw error(
+                    .readFailed, "the file changed while it was read; it is left in place", name: name, errno: nil)
+            }
+        }
+        for _ in 0..<8 {
+            let aside = Self.movedAsideName(for: name)
+            switch try moveWithoutReplacing(name, to: aside, in: dir) {
+            case .moved:
+                break
+            case .linked:
+                guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
+                    let code = errno
+                    _ = retrying(.unlink, aside) { unlinkat(dir, aside, 0) }
+                    throw error(.writeFailed, "cannot move the undecodable file aside", name: name, errno: code)
+                }
+            case .exists:
+                continue
+            }
+            _ = retrying(.fsync, nil) { fsync(dir) }
+            return aside
+        }
+        throw error(
+            .writeFailed, "cannot find a free name to move the undecodable file aside", name: name, errno: EEXIST)
+    }
+
+    /// Removes the regular file `name`. Returns `false` when there was none.
+    @discardableResult
+    package func remove(_ name: String) throws(WLStorageError) -> Bool {
+        let dir = try openDirectory()
+        defer { _ = closeDescriptor(dir, nil) }
+        var status = stat()
+        guard retrying(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+            if errno == ENOENT { return false }
+            throw error(.writeFailed, "cannot inspect the file", name: name, errno: errno)
+        }
+        guard (status.st_mode & S_IFMT) == S_IFREG else { throw notRegular(name, EntryKind(mode: status.st_mode)) }
+        guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
+            if errno == ENOENT { return false }
+            throw error(.writeFailed, "cannot remove the file", name: name, errno: errno)
+        }
+        _ = retrying(.fsync, nil) { fsync(dir) }
+        return true
+    }
+
+    /// Removes the temporary files of writers that are no longer at work, and returns their names.
+    ///
+    /// Only regular files named exactly as the package's writers name them are candidates, and of those only the
+    /// ones no writer holds a lock on.
+    @discardableResult
+    package func removeAbandonedTemporaryFiles() throws(WLStorageError) -> [String] {
+        let candidates = try entries { $0.contains(UInt8(ascii: "~")) }.filter(Self.isTemporary)
+        guard !candidates.isEmpty else { return [] }
+        let dir = try openDirectory()
+        defer { _ = closeDescriptor(dir, nil) }
+        _ = retrying(.flock, nil) { flock(dir, LOCK_EX) }
+        defer { _ = flock(dir, LOCK_UN) }
+        var removed: [String] = []
+        for name in candidates {
+            let fd = retrying(.open, name) {
+                openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+            }
+            guard fd >= 0 else { continue }
+            defer { _ = closeDescriptor(fd, name) }
+            var status = stat()
+            guard retrying(.stat, name, { fstat(fd, &status) }) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+                continue
+            }
+            // A writer at work holds this lock; a dead one released it when it died.
+            if flock(fd, LOCK_EX | LOCK_NB) == 0, retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 {
+                removed.append(name)
+            }
+        }
+        if !removed.isEmpty { _ = retrying(.fsync, nil) { fsync(dir) } }
+        return removed
+    }
+}
