@@ -266,11 +266,11 @@ enum PostgresCases {
             Row(
                 caseID: "pg-propagation", title: "PostgreSQL: replica to replica over the loopback, p50",
                 subject: subject, value: stats(libraryP50), baseline: baseline, baselineValue: stats(floorP50),
-                note: note),
+                target: .ratio(atMost: 1.3), note: note),
             Row(
                 caseID: "pg-propagation", title: "PostgreSQL: replica to replica over the loopback, p99",
                 subject: subject, value: stats(libraryP99), baseline: baseline, baselineValue: stats(floorP99),
-                target: .ratio(atMost: 2)),
+                target: .ratio(atMost: 1.5)),
         ]
     }
 
