@@ -167,17 +167,6 @@ extension CellState {
         version &+= 1
     }
 
-    /// Keeps `error` as the last one; returns the one it replaces, to be released after the lock.
-    mutating func record(_ error: WLStorageError) -> WLStorageError? {
-        withExtras { extras in
-            defer {
-                extras.lastError = error
-                if error.code == .storedByAnotherVersion { extras.storedByAnotherVersion = true }
-            }
-            return extras.lastError
-        }
-    }
-
     // MARK: Listeners
 
     /// Adds `listener`; returns its identifier, and whether notifications wait to be drained (the current value, with

@@ -213,9 +213,10 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     func record(_ error: WLStorageError) {
-        // The error replaced is released after the lock: its underlying error may be the user's.
-        let replaced = state.withLock { $0.record(error) }
-        _ = replaced
+        // The error replaced leaves in `effects`, released after the lock: its underlying error may be the user's.
+        var effects = JobEffects()
+        state.withLock { $0.setLastError(error, &effects) }
+        _ = effects
         WLStorageError.report(error)
     }
 
