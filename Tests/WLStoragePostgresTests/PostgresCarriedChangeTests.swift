@@ -298,6 +298,7 @@ struct PostgresCarriedChangeTests {
         #expect(!payload.contains(json.base64EncodedString().dropLast(4)))
         #expect(sealed.range(of: Data(secret.utf8)) == nil)
         #expect(sealed != json)
-        #expect(try replicaStore.encrypted(with: key).carriedChangeFeed?.opened(sealed, key: "s") == json)
+        #expect(
+            try Stores.capabilities(of: replicaStore.encrypted(with: key)).carried?.opened(sealed, key: "s") == json)
     }
 }

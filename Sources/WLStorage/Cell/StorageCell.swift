@@ -65,8 +65,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     @usableFromInline let state: Lock<CellState<T>>
     let backer: any WLStorageBacker<T>
     /// The same backer when the package made it: the file backer (the registry and the file monitor know its cell by
-    /// its file) or a store's. Found once, when the cell is made, in the word a file backer alone took: a cast from
-    /// the backer protocol to the class costs most of a microsecond, which a flush of every storage would pay for each.
+    /// its file), a store's, or the wrapper of a custom backer with a change feed. Told by the binding that made the
+    /// cell, in the word a file backer alone took: a cast from the backer protocol to a class costs most of a
+    /// microsecond, which a flush of every storage would pay for each.
     private let ownBacker: OwnBacker<T>
     /// The same backer when it is the file backer: the registry and the file monitor know its cell by its file.
     var fileBacker: WLStorageDefaultBacker<T>? {
@@ -86,18 +87,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     init(
         value: T, stored: StoredState, defaults: CellDefault<T>, migrations: [WLStorageMigration<T>] = [],
-        backer: any WLStorageBacker<T>, fileBacker: WLStorageDefaultBacker<T>?, interval: UInt64?,
-        scheduler: any WriteScheduler
+        backer: any WLStorageBacker<T>, own: OwnBacker<T>, interval: UInt64?, scheduler: any WriteScheduler
     ) {
         self.state = Lock(CellState(value: value, stored: stored, throttle: WriteThrottle(interval: interval)))
         self.backer = backer
-        if let fileBacker {
-            self.ownBacker = .file(fileBacker)
-        } else if let storeBacker = backer as? StoreBacker<T> {
-            self.ownBacker = .store(storeBacker)
-        } else {
-            self.ownBacker = .other
-        }
+        self.ownBacker = own
         self.scheduler = scheduler
         self.defaults = defaults
         super.init()
@@ -119,8 +113,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         switch ownBacker {
         case .file(let fileBacker): fileBacker
         case .store(let storeBacker): storeBacker
-        // A cast to a generic protocol costs microseconds: only for a backer the package did not make.
-        case .other: backer as? any StoreBacking<T>
+        case .observed(let observed): observed
+        case .other, .refusing: nil
         }
     }
 
@@ -359,7 +353,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         let remaining = storagesAndWatch.subtract(2, ordering: .acquiringAndReleasing).newValue >> 1
         // A backer that refuses every write (a storage of a file open with another value type) keeps nothing: the
         // value lives in memory only, and goes with the last storage.
-        guard !(backer is any RefusesWrites) else { return }
+        if case .refusing = ownBacker { return }
         flush()
         // While another storage of the cell lives, the work stays with it, on its throttle.
         guard remaining <= 0, state.withLock({ $0.hasWork }) else { return }
@@ -407,11 +401,15 @@ extension CellJob {
 }
 
 /// The backer of a cell, when the package made it.
-private enum OwnBacker<T: Codable & Sendable> {
+enum OwnBacker<T: Codable & Sendable> {
     case file(WLStorageDefaultBacker<T>)
     case store(StoreBacker<T>)
-    /// A custom backer.
+    /// The wrapper of a custom backer with a change feed.
+    case observed(ObservedBacker<T>)
+    /// A plain custom backer.
     case other
+    /// A backer that refuses every write: the cell of a storage whose key is open with another value type.
+    case refusing
 }
 
 /// One cell's change in a batch of its store's writes: what to write, and the version of the cell's value it is, with

@@ -8,7 +8,7 @@ struct StoredPlace: Sendable {
     let subject: String
     /// The file, when the bytes are a file's: its path is made only for a message.
     let file: (directory: StorageDirectory, name: String)?
-    /// Whether the store's values are secret (``ConcealsValues``): messages then say that bytes do not decode, not what
+    /// Whether the store's values are secret (``StoreCapabilities/conceals``): messages then say that bytes do not decode, not what
     /// is wrong in them, which could quote them, and carry no decoding error.
     let conceals: Bool
 

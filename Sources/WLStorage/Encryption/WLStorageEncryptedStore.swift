@@ -29,7 +29,7 @@ import Foundation
 /// - The storage's errors for an encrypted store never quote what was stored.
 ///
 /// See <doc:KeepingSecrets> for what the encryption protects against, and what it does not.
-public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
+public final class WLStorageEncryptedStore: WLStorageStore {
     /// The store that holds the encrypted bytes.
     public let base: any WLStorageStore
     /// The current key first, then the earlier ones.
@@ -38,9 +38,11 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
     fileprivate let fingerprints: [[UInt8]]
     public let identity: String
 
+    /// What the store under this one can do (see ``StoreCapabilities``).
+    private let under: StoreCapabilities
     /// Whether the store under this one changes keys (a key prefix): the bytes of a key are then sealed with the key
     /// they are stored under there, so that the values of two prefixes cannot be passed off as each other's.
-    private let changesKeys: Bool
+    private var changesKeys: Bool { under.resolve != nil }
 
     /// A store that encrypts the values of `base` with `key`, and opens values stored under `previousKeys` too.
     public init(
@@ -49,7 +51,7 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         self.base = base
         self.secrets = [key.bytes] + previousKeys.map(\.bytes)
         self.fingerprints = [key.fingerprint] + previousKeys.map(\.fingerprint)
-        self.changesKeys = base is any StoreResolving
+        self.under = Stores.capabilities(of: base)
         self.identity = Self.identity(fingerprints: fingerprints, base: base)
     }
 
@@ -66,7 +68,7 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         self.base = base
         self.secrets = other.secrets
         self.fingerprints = other.fingerprints
-        self.changesKeys = base is any StoreResolving
+        self.under = Stores.capabilities(of: base)
         self.identity = Self.identity(fingerprints: other.fingerprints, base: base)
     }
 
@@ -168,10 +170,10 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
     /// by it, telling whether any layer opened them with a previous key.
     private func readSealed(_ key: String, underPreviousKey: inout Bool, allowance: Int) throws -> Data? {
         let (holder, storedKey) = changesKeys ? Stores.resolve(base, key) : (base, key)
-        if let directory = holder as? WLStorageDirectoryStore {
+        if let directory = (changesKeys ? Stores.capabilities(of: holder) : under).directory {
             return try directory.read(key: storedKey, limit: ValueSizeLimit.sealedMaximum + allowance)
         }
-        if let inner = base as? WLStorageEncryptedStore {
+        if let inner = under.encrypted {
             return try inner.read(
                 key: key, underPreviousKey: &underPreviousKey, allowance: allowance + SealedBox.minimumLength)
         }
@@ -214,7 +216,7 @@ public final class WLStorageEncryptedStore: WLStorageStore, ConcealsValues {
         }
         var path: String?
         let (holder, storedKey) = Stores.resolve(base, key)
-        if let directory = (holder as? WLStorageDirectoryStore)?.url, let name = FileName.forKey(storedKey) {
+        if let directory = Stores.capabilities(of: holder).directory?.url, let name = FileName.forKey(storedKey) {
             path = directory.appendingPathComponent(name).path
         }
         return WLStorageError(
@@ -236,47 +238,35 @@ extension WLStorageEncryptedStore: CustomReflectable {
     }
 }
 
-/// A store whose values are secret: the storage's messages about its bytes say what is wrong, never what they hold.
-protocol ConcealsValues {}
-
-extension WLStorageEncryptedStore: StoreResolving {
-    /// Over a store that changes keys (a key prefix): the same keys over the store that holds the bytes, and the key
-    /// there. So storages of two prefixes are apart, and name their files.
-    func resolve(_ key: String) -> (store: any WLStorageStore, key: String) {
-        guard changesKeys else { return (self, key) }
-        let (holder, storedKey) = Stores.resolve(base, key)
-        return (WLStorageEncryptedStore(holder, keysOf: self), storedKey)
-    }
-}
-
-/// A store that writes on condition when the store under it does: ``WLStorage/update(_:)`` looks for it when the store
-/// is not a ``WLStorageConditionalStore`` itself.
-protocol OffersConditionalWrites: WLStorageStore {
-    /// This store as one that writes on condition, or `nil` when it cannot.
-    var conditionalWrites: (any WLStorageConditionalStore)? { get }
-
-    /// This store as one that writes on condition of a version, tagged (see ``VersionedConditionalStore``), or `nil`
-    /// when it cannot.
-    var versionedWrites: (any VersionedConditionalStore)? { get }
-}
-
-extension WLStorageEncryptedStore: OffersConditionalWrites {
-    var conditionalWrites: (any WLStorageConditionalStore)? {
+extension WLStorageEncryptedStore: DeclaresCapabilities {
+    /// Its values are secret. Over a store that changes keys (a key prefix), its keys are keys of the store that holds
+    /// the bytes, under the same encryption, so that storages of two prefixes are apart and name their files. It writes
+    /// on condition (of the bytes, of a version) when the store that holds the bytes does, and passes that store's
+    /// carried changes through, still sealed, when the keys are its own.
+    var capabilities: StoreCapabilities {
         // Through key prefixes: the store that holds the bytes is the same for every key.
-        guard Stores.conditional(Stores.resolve(base, "").store) != nil else { return nil }
-        return ConditionalEncryptedStore(store: self)
-    }
-
-    var versionedWrites: (any VersionedConditionalStore)? {
-        guard Stores.versioned(Stores.resolve(base, "").store) != nil else { return nil }
-        return ConditionalEncryptedStore(store: self)
+        let holding = changesKeys ? Stores.capabilities(of: Stores.resolve(base, "").store) : under
+        var resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))?
+        if changesKeys {
+            resolve = { [self] key in
+                let (holder, storedKey) = Stores.resolve(base, key)
+                let store: any WLStorageStore = WLStorageEncryptedStore(holder, keysOf: self)
+                return (store, storedKey)
+            }
+        }
+        return StoreCapabilities(
+            resolve: resolve,
+            encrypted: self,
+            conditional: holding.conditional != nil ? ConditionalEncryptedStore(store: self) : nil,
+            versioned: holding.versioned != nil ? ConditionalEncryptedStore(store: self) : nil,
+            carried: !changesKeys ? under.carried.map { EncryptedCarriedFeed(store: self, base: $0) } : nil)
     }
 
     /// The store under this one that holds the bytes of `key`, as one that writes on condition of a version, and the
     /// key there.
     private func versionedBase(_ key: String) throws -> (store: any VersionedConditionalStore, key: String) {
         let (resolved, storedKey) = Stores.resolve(base, key)
-        guard let base = Stores.versioned(resolved) else {
+        guard let base = Stores.capabilities(of: resolved).versioned else {
             throw WLStorageError(
                 code: .writeFailed, message: "\(identity): the store under it does not write on condition of a version",
                 key: key)
@@ -323,7 +313,7 @@ extension WLStorageEncryptedStore: OffersConditionalWrites {
     /// sealed bytes that were read, so no write of another program can come between.
     fileprivate func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
         let (resolved, storedKey) = Stores.resolve(base, key)
-        guard let base = Stores.conditional(resolved) else {
+        guard let base = Stores.capabilities(of: resolved).conditional else {
             throw WLStorageError(
                 code: .writeFailed, message: "\(identity): the store under it does not write on condition", key: key)
         }
@@ -349,7 +339,7 @@ extension WLStorageEncryptedStore: OffersConditionalWrites {
 }
 
 /// An encrypted store over one that writes on condition, seen as one that does too; over one that writes on condition
-/// of a version, as one that does that too (only ``WLStorageEncryptedStore/versionedWrites`` offers it so).
+/// of a version, as one that does that too (only the encrypted store's ``StoreCapabilities/versioned`` offers it so).
 private struct ConditionalEncryptedStore: VersionedConditionalStore {
     let store: WLStorageEncryptedStore
 
@@ -386,12 +376,7 @@ extension WLStorageStore {
 /// An encrypted store passes the carried changes of the store under it through, when that store carries them and the
 /// keys are its own (no key prefix between): the bytes carried are sealed, as the store under it holds them, and are
 /// opened here, by the replica that has the key. Plain bytes never travel.
-extension WLStorageEncryptedStore: CarriesChanges {
-    package var carriedChangeFeed: (any CarriedChangeFeed)? {
-        guard !changesKeys, let base = Stores.carrying(base) else { return nil }
-        return EncryptedCarriedFeed(store: self, base: base)
-    }
-
+extension WLStorageEncryptedStore {
     /// `sealed`, the bytes of `key` as the store under this one holds them, opened.
     fileprivate func open(_ sealed: Data, key: String) throws -> Data {
         // Empty bytes stand for nothing stored, as in any store.

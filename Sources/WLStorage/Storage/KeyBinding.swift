@@ -82,16 +82,31 @@ struct KeyBinding<T: Codable & Sendable> {
     /// The binding of `key` in `store`: the file backer for a directory, however it is wrapped in key-changing stores;
     /// else the store's own backer.
     init(key: String, store: any WLStorageStore) {
-        let (resolved, storedKey) = Stores.resolve(store, key)
-        if let directory = resolved as? WLStorageDirectoryStore {
+        var (resolved, storedKey, capabilities) = (store, key, Stores.capabilities(of: store))
+        if let resolve = capabilities.resolve {
+            (resolved, storedKey) = resolve(key)
+            capabilities = Stores.capabilities(of: resolved)
+        }
+        if let directory = capabilities.directory {
             self.init(file: WLStorageDefaultBacker<T>(key: storedKey, directory: directory.url))
         } else {
-            self.init(store: StoreBacker<T>(key: key, store: resolved, storedKey: storedKey))
+            self.init(
+                store: StoreBacker<T>(key: key, store: resolved, storedKey: storedKey, capabilities: capabilities))
         }
     }
 
     private var fileBacker: WLStorageDefaultBacker<T>? {
         if case .file(let file) = kind { file } else { nil }
+    }
+
+    /// The backer, as the cell knows it.
+    private var own: OwnBacker<T> {
+        switch kind {
+        case .file(let file): .file(file)
+        case .store(let store): .store(store)
+        case .observed(let observed, _): .observed(observed)
+        case .plain: .other
+        }
     }
 
     /// Starts following changes made elsewhere, and finds the live cell of the key, if any. When one is found (or one
@@ -216,8 +231,25 @@ struct KeyBinding<T: Codable & Sendable> {
     ) -> StorageCell<T> {
         let cell = StorageCell(
             value: opening.value, stored: opening.stored, defaults: opening.defaults, migrations: migrations,
-            backer: backer, fileBacker: fileBacker, interval: interval, scheduler: scheduler)
+            backer: backer, own: own, interval: interval, scheduler: scheduler)
         if watched { cell.adoptWatch() }
+        return cell
+    }
+
+    /// A cell that keeps `value` in memory only, for a storage whose key is open with another value type, `other`. Its
+    /// changes stay pending, and every attempt to write them fails with the mismatch.
+    func detachedCell(_ value: T, other: String, scheduler: any WriteScheduler) -> StorageCell<T> {
+        let mismatch = WLStorageError(
+            code: .typeMismatch,
+            message: "the \(fileBacker != nil ? "file" : "key") is already open in this process by a storage of"
+                + " \(other), not of \(String(reflecting: T.self)); this storage keeps its value in memory only and"
+                + " never writes it",
+            key: backer.key,
+            path: fileBacker?.fileURL?.path)
+        let cell = StorageCell(
+            value: value, stored: .known, defaults: .made(value), backer: RefusingBacker<T>(refusal: mismatch),
+            own: .refusing, interval: nil, scheduler: scheduler)
+        cell.record(mismatch)
         return cell
     }
 

@@ -213,8 +213,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             cell.join(interval: interval)
             return
         case .mismatch(let other):
-            self.cell = Self.detachedCell(
-                defaultValueClosure(), backer: binding.backer, other: other, scheduler: scheduler)
+            self.cell = binding.detachedCell(defaultValueClosure(), other: other, scheduler: scheduler)
             return
         case .none:
             break
@@ -229,7 +228,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             existing.join(interval: interval)
             return
         case .mismatch(let other):
-            self.cell = Self.detachedCell(opening.value, backer: binding.backer, other: other, scheduler: scheduler)
+            self.cell = binding.detachedCell(opening.value, other: other, scheduler: scheduler)
             return
         case .none:
             self.cell = cell
@@ -330,33 +329,10 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         guard !whole.overflow else { return .max }
         return whole.partialValue &+ UInt64(max(0, attoseconds) / 1_000_000_000)
     }
-
-    /// A cell that keeps the value in memory only, for a storage whose file is open with another value type. Its
-    /// changes stay pending, and every attempt to write them fails with the mismatch.
-    private static func detachedCell(
-        _ value: T, backer: any WLStorageBacker<T>, other: String, scheduler: any WriteScheduler
-    ) -> StorageCell<T> {
-        let mismatch = WLStorageError(
-            code: .typeMismatch,
-            message: "the \(backer is WLStorageDefaultBacker<T> ? "file" : "key") is already open in this process by a"
-                + " storage of \(other), not of \(String(reflecting: T.self)); this storage keeps its value in memory"
-                + " only and never writes it",
-            key: backer.key,
-            path: (backer as? WLStorageDefaultBacker<T>)?.fileURL?.path)
-        let cell = StorageCell(
-            value: value, stored: .known, defaults: .made(value),
-            backer: RefusingBacker<T>(refusal: mismatch),
-            fileBacker: nil, interval: nil, scheduler: scheduler)
-        cell.record(mismatch)
-        return cell
-    }
 }
 
-/// A backer that refuses every write: its storage's value lives in memory only.
-protocol RefusesWrites {}
-
 /// The backer of a storage that must not write: it reads nothing, and refuses every write with the reason.
-private struct RefusingBacker<T: Codable & Sendable>: WLStorageBacker, RefusesWrites {
+struct RefusingBacker<T: Codable & Sendable>: WLStorageBacker {
     let refusal: WLStorageError
     var key: String { refusal.key ?? "" }
     func read(defaultValueClosure: () -> T) -> T { defaultValueClosure() }

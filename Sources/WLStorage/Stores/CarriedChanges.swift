@@ -50,13 +50,6 @@ package protocol CarriesChanges: WLStorageStore {
     var carriedChangeFeed: (any CarriedChangeFeed)? { get }
 }
 
-extension Stores {
-    /// The feed of carried changes of `store`, when it offers one.
-    static func carrying(_ store: any WLStorageStore) -> (any CarriedChangeFeed)? {
-        (store as? any CarriesChanges)?.carriedChangeFeed
-    }
-}
-
 /// What a store's backer knows of the version of its key and what its feed carried since its last look, to decide
 /// whether a check adopts carried bytes or reads the key.
 ///

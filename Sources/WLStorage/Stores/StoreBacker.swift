@@ -16,21 +16,24 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     private let rewriteFrom = Lock<Data?>(nil)
     /// Whether an update has reported that the store cannot tag writes (see ``VersionedRead/untagged(_:)``).
     private let untaggedReported = Lock(false)
-    /// The store's feed of carried changes, when it has one, and the version of the key this backer knows, with what
-    /// the feed carried since its last check (see ``CarriedVersions``).
-    private let carriedFeed: (any CarriedChangeFeed)?
+    /// What the store can do beyond bytes (see ``StoreCapabilities``), found once: a cast to a protocol costs about a
+    /// microsecond, and a flush of every storage asks some of it of each.
+    let capabilities: StoreCapabilities
     private let versions = Lock(CarriedVersions())
-    /// Whether the store writes on condition (``Stores/conditional(_:)``), found once: a cast to a protocol costs
-    /// about a microsecond, and a flush of every storage asks it of each.
-    let writesOnCondition: Bool
 
-    init(key: String, store: any WLStorageStore, storedKey: String) {
+    /// The store's feed of carried changes, when it has one; with ``versions``, the version of the key this backer
+    /// knows and what the feed carried since its last check (see ``CarriedVersions``).
+    private var carriedFeed: (any CarriedChangeFeed)? { capabilities.carried }
+
+    /// Whether the store writes on condition.
+    var writesOnCondition: Bool { capabilities.conditional != nil }
+
+    init(key: String, store: any WLStorageStore, storedKey: String, capabilities: StoreCapabilities) {
         self.key = key
         self.store = store
         self.storedKey = storedKey
         self.identity = store.identity
-        self.carriedFeed = Stores.carrying(store)
-        self.writesOnCondition = Stores.conditional(store) != nil
+        self.capabilities = capabilities
     }
 
     /// Hands this backer changes its store's feed carried, or (`mustRead`) a change it reported without one: the next
@@ -62,7 +65,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// from; returns whether it did, or `nil` when the store does not write on condition (or nothing is known of the
     /// bytes), for a plain write.
     func rewrite(_ value: T) throws -> Bool? {
-        guard let expected = rewriteFrom.withLock({ $0 }), let conditional = Stores.conditional(store) else {
+        guard let expected = rewriteFrom.withLock({ $0 }), let conditional = capabilities.conditional else {
             return nil
         }
         let data = try encode(value)
@@ -244,7 +247,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         // storage's own write: a rewrite, which gives way to a change made elsewhere meanwhile.
         var underPreviousKey = false
         do {
-            if let encrypted = store as? WLStorageEncryptedStore {
+            if let encrypted = capabilities.encrypted {
                 forgetVersion()
                 data = try encrypted.read(key: storedKey, underPreviousKey: &underPreviousKey)
             } else if let carriedFeed {
@@ -254,7 +257,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
             }
         } catch {
             // Bytes that are not sealed at all are no one's secret: kept aside, so that they do not block the key.
-            if let encrypted = store as? WLStorageEncryptedStore, (error as? WLStorageError)?.code == .decodingFailed,
+            if let encrypted = capabilities.encrypted, (error as? WLStorageError)?.code == .decodingFailed,
                 let aside = try? encrypted.keepUnsealedAside(key: storedKey)
             {
                 _ = known.withLock { $0.forget() }
@@ -408,9 +411,8 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
                 key: key, underlying: decodingError))
     }
 
-    /// Whether the store's values are secret (``ConcealsValues``): messages then say that bytes do not decode, not
-    /// what is wrong in them, which could quote them, and carry no decoding error.
-    private var conceals: Bool { store is any ConcealsValues }
+    /// Whether the store's values are secret (``StoreCapabilities/conceals``).
+    private var conceals: Bool { capabilities.conceals }
 
     private func failure(_ error: any Error, writing: Bool) -> WLStorageError {
         if var error = error as? WLStorageError {

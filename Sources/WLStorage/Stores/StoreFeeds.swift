@@ -59,7 +59,7 @@ final class StoreFeeds: Sendable {
         }
         if isNew {
             let observation: WLStorageSubscription?
-            if let carrying = Stores.carrying(store) {
+            if let carrying = Stores.capabilities(of: store).carried {
                 observation = carrying.observeCarriedChanges { [weak self] event in self?.changed(identity, event) }
             } else {
                 observation = store.observeChanges { [weak self] change in self?.changed(identity, .change(change)) }

@@ -102,13 +102,6 @@ package struct TagTrace: Sendable, Equatable {
     }
 }
 
-extension Stores {
-    /// `store` as one that writes on condition of a version, when it is one or offers to be one.
-    static func versioned(_ store: any WLStorageStore) -> (any VersionedConditionalStore)? {
-        store as? any VersionedConditionalStore ?? (store as? any OffersConditionalWrites)?.versionedWrites
-    }
-}
-
 /// What became of a tagged conditional write, once its outcome was looked for.
 enum TaggedWriteOutcome {
     /// It stored the bytes (known from its answer, or from its tag in the row after the answer was lost);

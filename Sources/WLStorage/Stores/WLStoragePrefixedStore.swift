@@ -83,30 +83,3 @@ extension WLStorageStore where Self == WLStoragePrefixedStore<WLStorageDirectory
         WLStorageDirectoryStore.standard.prefixed(prefix)
     }
 }
-
-/// How a store reaches the store that actually holds its bytes: a wrapper that only changes keys says so, and
-/// storages of its keys are keys of the store it wraps (sharing one cell, using its backer and its feed).
-protocol StoreResolving {
-    /// The store that holds the bytes of `key`, and the key there.
-    func resolve(_ key: String) -> (store: any WLStorageStore, key: String)
-}
-
-extension WLStoragePrefixedStore: StoreResolving {
-    func resolve(_ key: String) -> (store: any WLStorageStore, key: String) {
-        Stores.resolve(base, prefix + key)
-    }
-}
-
-/// Where the stores meet the storages.
-enum Stores {
-    /// The store that holds the bytes of `key` in `store`, through every key-changing wrapper, and the key there.
-    static func resolve(_ store: any WLStorageStore, _ key: String) -> (store: any WLStorageStore, key: String) {
-        if let resolving = store as? any StoreResolving { return resolving.resolve(key) }
-        return (store, key)
-    }
-
-    /// `store` as one that writes on condition, when it is one or offers to be one.
-    static func conditional(_ store: any WLStorageStore) -> (any WLStorageConditionalStore)? {
-        store as? any WLStorageConditionalStore ?? (store as? any OffersConditionalWrites)?.conditionalWrites
-    }
-}

@@ -1,0 +1,63 @@
+import Foundation
+
+/// What a store can do beyond reading and writing bytes, which the storages of its keys use: found once per store by
+/// ``Stores/capabilities(of:)``, the one place where a store's type is looked at.
+///
+/// A store of the package that wraps another (a key prefix, an encryption) forwards the capabilities of the store
+/// under it, changed as its wrapping changes them; a store of a program's own has those its type declares
+/// (``WLStorageConditionalStore``).
+package struct StoreCapabilities: Sendable {
+    /// The store that holds the bytes of a key, through a wrapper that changes keys, and the key there; `nil` when the
+    /// store holds its keys' bytes itself.
+    package var resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))?
+    /// The store is a directory: a storage of its key is the key's file, with everything the file backer does.
+    package var directory: WLStorageDirectoryStore?
+    /// The store encrypts its values: reads tell a value sealed with a previous key, plain bytes are kept aside, and
+    /// messages never say what the bytes hold.
+    package var encrypted: WLStorageEncryptedStore?
+    /// The store, as one that writes on condition of the bytes the key holds.
+    package var conditional: (any WLStorageConditionalStore)?
+    /// The store, as one that writes on condition of a version, tagged.
+    package var versioned: (any VersionedConditionalStore)?
+    /// The store's feed of changes that carry the bytes stored.
+    package var carried: (any CarriedChangeFeed)?
+
+    /// Whether the store's values are secret: messages then say that bytes do not decode, not what is wrong in them,
+    /// which could quote them, and carry no decoding error.
+    package var conceals: Bool { encrypted != nil }
+}
+
+/// A store of the package that tells its capabilities itself: the directory, the key prefix and the encryption, each
+/// forwarding those of the store it wraps.
+protocol DeclaresCapabilities: WLStorageStore {
+    var capabilities: StoreCapabilities { get }
+}
+
+/// Where the stores meet the storages.
+package enum Stores {
+    /// The capabilities of `store`: the only function that looks at a store's type.
+    package static func capabilities(of store: any WLStorageStore) -> StoreCapabilities {
+        if let declaring = store as? any DeclaresCapabilities { return declaring.capabilities }
+        let versioned = store as? any VersionedConditionalStore
+        return StoreCapabilities(
+            conditional: versioned ?? store as? any WLStorageConditionalStore, versioned: versioned,
+            carried: (store as? any CarriesChanges)?.carriedChangeFeed)
+    }
+
+    /// The store that holds the bytes of `key` in `store`, through every key-changing wrapper, and the key there.
+    static func resolve(_ store: any WLStorageStore, _ key: String) -> (store: any WLStorageStore, key: String) {
+        capabilities(of: store).resolve?(key) ?? (store, key)
+    }
+}
+
+extension WLStorageDirectoryStore: DeclaresCapabilities {
+    var capabilities: StoreCapabilities { StoreCapabilities(directory: self) }
+}
+
+extension WLStoragePrefixedStore: DeclaresCapabilities {
+    /// Its keys are keys of the store it wraps, with the prefix: storages of them are that store's, with its
+    /// capabilities.
+    var capabilities: StoreCapabilities {
+        StoreCapabilities(resolve: { [base, prefix] key in Stores.resolve(base, prefix + key) })
+    }
+}
