@@ -17,7 +17,7 @@ import Synchronization
 // The other locks of the core, each guarding its own table: the registry's (``StorageRegistry``: cells by file and by
 // store key), the router's (``ChangeRouter``: the sources followed and their counts), the file monitor's
 // (``FileMonitor``: watched paths and subscribers), the store feeds' (``StoreFeeds``: one feed per store identity and
-// the keys it reported), a backer's known versions (``KnownVersions``, ``KnownBytes``), and the directory table's.
+// the keys it reported), a backer's known version (``KnownVersions``), and the directory table's.
 //
 // Every lock of the package is a leaf: none is held while another is taken, while a backer, an observer or a
 // listener runs, or while a user object (closure, continuation, backer, storage) is released. A value, closure or

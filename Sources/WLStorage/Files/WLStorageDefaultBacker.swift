@@ -32,8 +32,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     package let directory: StorageDirectory?
     /// The file name; `nil` when the key needs hashing and libcrypto cannot hash it.
     package let fileName: String?
-    /// The versions of the file this backer last wrote and last read, so that its own writes and versions it already
-    /// holds are told from other programs' changes.
+    /// The version of the file this backer last wrote or read, so that its own writes and versions it already holds
+    /// are told from other programs' changes.
     private let known = Lock(KnownVersions())
     /// Whether a storage keeps its value through this backer: its writes are then the storage's own, which the
     /// storage does not read again. A backer the program calls itself (wrapped in a backer of its own) writes as
@@ -132,7 +132,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// Takes the version read last as not seen; the version this backer wrote last stays seen.
     func forgetLastRead() {
-        known.withLock { $0.read = nil }
+        known.withLock { $0.forgetLastRead() }
     }
 
     /// Whether any entry stands at the file's name.
@@ -171,7 +171,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         // each generic type touched (an optional of the value, the steps' outcomes) costs a look-up of its metadata.
         do {
             let value = try JSONCoders.decoder.decode(T.self, from: data)
-            known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
+            _ = known.withLock { $0.read(KnownVersions.stamp(data, identity: identity), data) }
             return .value(value)
         } catch {}
         return readStored(data, identity: identity, directory: directory, fileName: fileName, decoding: decoding())
@@ -187,7 +187,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         let read = StoredBytes.read(data, at: .file(key: key, fileName, in: directory), decoding: decoding)
         switch read {
         case .value, .reshaped, .anotherVersion:
-            known.withLock { $0.read(KnownVersion(identity: identity, contents: data), data) }
+            _ = known.withLock { $0.read(KnownVersions.stamp(data, identity: identity), data) }
         case .sealedElsewhere, .undecodable:
             break
         }
@@ -257,9 +257,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// What another program did to the file since this backer last wrote or read it.
     ///
-    /// A version this backer wrote or read is recognised by its identity (device, inode, size, modification time)
-    /// and its contents together: on a file system with coarse timestamps that reuses inodes, another program's write
-    /// can have the identity of ours, but not, unless it stores the same bytes, its contents. Unlike
+    /// The version this backer wrote or read last is recognised by its identity and its contents together (see
+    /// ``KnownVersions/stamp(_:identity:)``). Unlike
     /// ``read(defaultValueClosure:)`` it never moves a file aside: a file that does not decode is reported and left
     /// to the program that wrote it.
     func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
@@ -274,19 +273,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
         guard let (data, identity) = read, !data.isEmpty else {
             // Removed (or emptied): an outside change when this backer knew a stored version.
-            let knewOne = known.withLock { known in
-                defer { known = KnownVersions() }
-                return known.written != nil || known.read != nil
-            }
-            return knewOne ? .removed : .unchanged
+            return known.withLock { $0.forget() } ? .removed : .unchanged
         }
-        let version = KnownVersion(identity: identity, contents: data)
-        let isKnown = known.withLock { known in
-            if known.written == version || known.read == version { return true }
-            known.read(version, data)
-            return false
-        }
-        if isKnown { return .unchanged }
+        if known.withLock({ $0.read(KnownVersions.stamp(data, identity: identity), data) }) { return .unchanged }
         return try StoredBytes.change(data, at: .file(key: key, fileName, in: directory), decoding: decoding)
     }
 
@@ -304,8 +293,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             throw Self.keyed(error, key)
         }
         guard let current, !current.contents.isEmpty else { return false }
-        let version = KnownVersion(identity: current.identity, contents: current.contents)
-        guard known.withLock({ $0.read == version || $0.written == version }) else { return false }
+        let stamp = KnownVersions.stamp(current.contents, identity: current.identity)
+        guard known.withLock({ $0.isLast(stamp) }) else { return false }
         return try place(value, replacing: true, ifStill: current.identity)
     }
 
@@ -344,7 +333,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                 identity = try attempt()
             }
             guard let identity else { return false }
-            known.withLock { $0.wrote(KnownVersion(identity: identity, contents: data), data) }
+            known.withLock { $0.wrote(KnownVersions.stamp(data, identity: identity), data) }
             if replacing && KeptOriginals.any { removeKeptOriginal(in: directory, fileName: fileName) }
             return true
         } catch {
@@ -371,62 +360,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         var error = error
         error.key = key
         return error
-    }
-}
-
-/// One version of a file as a backer wrote or read it: a hash of its identity and its contents together, one word so
-/// that a backer stays small.
-struct KnownVersion: Equatable, Sendable {
-    var hash: Int
-
-    init(identity: FileIdentity, contents: Data) {
-        // One hasher for both: the identity's own `stamp` would cost a second one.
-        var hasher = Hasher()
-        hasher.combine(identity)
-        contents.withUnsafeBytes { hasher.combine(bytes: $0) }
-        // Never 0, which stands for no version in ``KnownVersions``.
-        self.hash = hasher.finalize() | 1
-    }
-
-    fileprivate init?(hash: Int) {
-        guard hash != 0 else { return nil }
-        self.hash = hash
-    }
-}
-
-/// The versions of its file a backer knows: the last it wrote and the last it read (two words, 0 for none, rather than
-/// two optionals, which would take a word more), and the bytes of the latest when they are a JSON object, whose members
-/// the value's type does not know a write keeps (see ``UnknownFields``).
-struct KnownVersions: Sendable {
-    private var writtenHash = 0
-    private var readHash = 0
-    /// The bytes last read or written, when they are a JSON object.
-    private var base = UnknownFieldsBase()
-
-    mutating func read(_ version: KnownVersion, _ data: Data) {
-        read = version
-        base.record(data)
-    }
-
-    mutating func wrote(_ version: KnownVersion, _ data: Data) {
-        written = version
-        base.record(data)
-    }
-
-    /// The bytes whose unknown members a write keeps: none when the next write is to drop them, which it then does.
-    mutating func takeBase() -> Data? { base.take() }
-
-    /// Makes the next write leave out the members of the stored object that the value's type does not know.
-    mutating func dropUnknownFields() { base.dropUnknownFields() }
-
-    var written: KnownVersion? {
-        get { KnownVersion(hash: writtenHash) }
-        set { writtenHash = newValue?.hash ?? 0 }
-    }
-
-    var read: KnownVersion? {
-        get { KnownVersion(hash: readHash) }
-        set { readHash = newValue?.hash ?? 0 }
     }
 }
 

@@ -8,7 +8,7 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
     let defaultValue: T
     /// The backer's feed, which ends with this wrapper, and so with the cell.
     private let observation: WLStorageSubscription
-    private let known = Lock(KnownBytes())
+    private let known = Lock(KnownVersions())
 
     init(_ base: any WLStorageObservableBacker<T>, defaultValue: T, observation: WLStorageSubscription) {
         self.base = base
@@ -24,7 +24,9 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
 
     func write(value: T) throws {
         try base.write(value: value)
-        if let data = try? JSONCoders.encoder.encode(value) { known.withLock { $0.wrote(data) } }
+        if let data = try? JSONCoders.encoder.encode(value) {
+            known.withLock { $0.wrote(KnownVersions.stamp(data), data) }
+        }
     }
 
     /// Reads the backer: the value, or `nil` when it asked for the default; with whether the value is a version this
@@ -42,7 +44,7 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
         }
         if absent { return nil }
         guard let data = try? JSONCoders.encoder.encode(value) else { return (value, false) }
-        return (value, known.withLock { $0.readKnown(data) })
+        return (value, known.withLock { $0.read(KnownVersions.stamp(data), data) })
     }
 
     /// The custom backer decodes by itself: `decoding` has no part.

@@ -10,7 +10,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// The store's identity, read once: the registry, the feeds and the batches know the backer by it, and a store
     /// whose identity changed later would leave a feed or a cell under the old one.
     let identity: String
-    private let known = Lock(KnownBytes())
+    private let known = Lock(KnownVersions())
     /// The bytes a value to be rewritten was read from (in an earlier shape, or under a previous key), which a store
     /// that writes on condition replaces only while it still holds them.
     private let rewriteFrom = Lock<Data?>(nil)
@@ -219,7 +219,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// before the type changed go now: what is stored is in the current shape.
     func wrote(_ data: Data) {
         forgetVersion()
-        known.withLock { $0.wrote(data) }
+        known.withLock { $0.wrote(KnownVersions.stamp(data), data) }
         rewriteFrom.withLock { $0 = nil }
         if KeptOriginals.any, KeptOriginals.take(self) {
             do {
@@ -271,7 +271,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
             return .failed(failure(error, writing: false))
         }
         guard let data, !data.isEmpty else { return .absent }
-        _ = known.withLock { $0.readKnown(data) }
+        _ = known.withLock { $0.read(KnownVersions.stamp(data), data) }
         switch StoredBytes.read(data, at: place, decoding: decoding) {
         case .value(let value):
             guard underPreviousKey else { return .value(value) }
@@ -369,7 +369,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         guard let data, !data.isEmpty else {
             return known.withLock { $0.forget() } ? .removed : .unchanged
         }
-        if known.withLock({ $0.readKnown(data) }) { return .unchanged }
+        if known.withLock({ $0.read(KnownVersions.stamp(data), data) }) { return .unchanged }
         return try StoredBytes.change(data, at: place, decoding: decoding)
     }
 

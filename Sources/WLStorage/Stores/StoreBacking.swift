@@ -45,18 +45,39 @@ extension WLStorageDefaultBacker: StoreBacking {
     }
 }
 
-/// The version of a key a backer saw last, by a hash of its bytes: the one it last wrote or read, whichever came
-/// later. Only that one is not a change: a store's bytes carry no identity, so an outside change back to an earlier
-/// version (written or read before) is a change like any other.
-struct KnownBytes: Sendable {
-    /// The hash of the version seen last, or 0 for none; a hash is odd, and 2 stands for a version read and then
+/// The version of a key a backer saw last: the one it last wrote or read, whichever came later, by a stamp of it (see
+/// ``stamp(_:)``, ``stamp(_:identity:)``). Only that one is not a change: an outside change back to an earlier
+/// version (written or read before) is a change like any other. A file's stamp takes in its identity (device, inode,
+/// size, modification time), which a later version never has again; a store's bytes carry no identity, so their stamp
+/// is of the bytes alone.
+///
+/// It also holds the bytes of the version seen last, when they are a JSON object, whose members the value's type does
+/// not know a write keeps (see ``UnknownFields``). Three words, as a backer is kept small.
+struct KnownVersions: Sendable {
+    /// The stamp of the version seen last, or 0 for none; a stamp is odd, and 2 stands for a version read and then
     /// forgotten (see ``forgetLastRead()``).
     private var last = 0
     /// Whether the version seen last was read (not written).
     private var lastWasRead = false
-    /// The bytes of the version seen last, when they are a JSON object, whose members the value's type does not know a
-    /// write keeps (see ``UnknownFields``).
     private var base = UnknownFieldsBase()
+
+    /// The stamp of a store's bytes.
+    static func stamp(_ data: Data) -> Int {
+        var hasher = Hasher()
+        data.withUnsafeBytes { hasher.combine(bytes: $0) }
+        return hasher.finalize() | 1
+    }
+
+    /// The stamp of a file's version: its identity and its contents together. On a file system with coarse timestamps
+    /// that reuses inodes, another program's write can have the identity of ours, but not, unless it stores the same
+    /// bytes, its contents.
+    static func stamp(_ data: Data, identity: FileIdentity) -> Int {
+        // One hasher for both: the identity's own `stamp` would cost a second one.
+        var hasher = Hasher()
+        hasher.combine(identity)
+        data.withUnsafeBytes { hasher.combine(bytes: $0) }
+        return hasher.finalize() | 1
+    }
 
     /// The bytes whose unknown members a write keeps: none when the next write is to drop them, which it then does.
     mutating func takeBase() -> Data? { base.take() }
@@ -67,33 +88,30 @@ struct KnownBytes: Sendable {
     /// members are kept. The version seen last stays, so that a check still reports the bytes.
     mutating func replacing(_ data: Data) { base.record(data) }
 
-    static func hash(_ data: Data) -> Int {
-        var hasher = Hasher()
-        data.withUnsafeBytes { hasher.combine(bytes: $0) }
-        return hasher.finalize() | 1
-    }
-
-    mutating func wrote(_ data: Data) {
-        last = Self.hash(data)
+    /// Records the version `stamp`, whose bytes are `data`, as written.
+    mutating func wrote(_ stamp: Int, _ data: Data) {
+        last = stamp
         lastWasRead = false
         base.record(data)
     }
 
-    /// Takes the version read last, if the last version seen was read, as one no read matches, while a version is still
-    /// known (so that a removal is one).
-    mutating func forgetLastRead() {
-        if lastWasRead && last != 0 { last = 2 }
-    }
-
-    /// Records `data` as read; returns whether it is the version seen last.
-    mutating func readKnown(_ data: Data) -> Bool {
-        let hash = Self.hash(data)
+    /// Records the version `stamp`, whose bytes are `data`, as read; returns whether it is the version seen last.
+    mutating func read(_ stamp: Int, _ data: Data) -> Bool {
         defer {
-            last = hash
+            last = stamp
             lastWasRead = true
             base.record(data)
         }
-        return hash == last
+        return stamp == last
+    }
+
+    /// Whether `stamp` is the version seen last.
+    func isLast(_ stamp: Int) -> Bool { stamp == last }
+
+    /// Takes the version read last, if the last version seen was read, as one no read matches, while a version is still
+    /// known (so that a removal is one). A version written last stays seen.
+    mutating func forgetLastRead() {
+        if lastWasRead && last != 0 { last = 2 }
     }
 
     /// Forgets the version; returns whether one was known.

@@ -8,11 +8,11 @@ import Testing
 
 /// "The value stored last wins": a store's change is adopted unless a local change is pending.
 ///
-/// `StoreBacker` (and `ObservedBacker`) tell their own versions from others' by `KnownBytes`, which remembers two
-/// hashes: the last bytes written and the last bytes read. A change reported by the feed whose bytes equal either is
-/// taken for "unchanged". So when another program stores again a version this backer read (or wrote) earlier, after
-/// the backer has since written (or read) another, the change is ignored: the storage keeps its value while the store
-/// holds the other one, for good (no later event brings it back unless the bytes change again).
+/// A backer tells its own versions from others' by the one version it saw last (`KnownVersions`): a change reported by
+/// the feed whose bytes are that version is taken for "unchanged", and any other is a change. So when another program
+/// stores again a version this backer read (or wrote) earlier, after it has since written (or read) another, the
+/// change is adopted: a backer that remembered every version it saw would keep its value while the store holds the
+/// other one, for good.
 @Suite(.capturingOutput) struct StoreFeedKnownVersionsTests {
     @Test func anOutsideChangeBackToTheValueReadAtStartIsAdopted() {
         let store = MemoryStore()
