@@ -34,7 +34,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     package let fileName: String?
     /// The version of the file this backer last wrote or read, so that its own writes and versions it already holds
     /// are told from other programs' changes.
-    private let known = Lock(KnownVersions())
+    let known = Lock(KnownVersions())
     /// Whether a storage keeps its value through this backer: its writes are then the storage's own, which the
     /// storage does not read again. A backer the program calls itself (wrapped in a backer of its own) writes as
     /// another program would, so that a storage of the same file in this process reads what it writes.
@@ -87,17 +87,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///   ``WLStorageError/Code/valueTooLarge``, ``WLStorageError/Code/readFailed`` or
     ///   ``WLStorageError/Code/directoryUnavailable``.
     public func read(defaultValueClosure: () -> T) throws -> T {
-        let found = withoutActuallyEscaping(defaultValueClosure) { makeDefault in
-            readStored(decoding: ValueDecoding(defaultValue: makeDefault, migrations: []))
-        }
-        switch found {
-        case .value(let value), .reshaped(let value, _, _):
-            return value
-        case .absent:
-            return defaultValueClosure()
-        case .movedAside(let error), .failed(let error), .anotherVersion(let error):
-            throw error
-        }
+        try readValue(defaultValueClosure: defaultValueClosure)
     }
 
     /// Writes `value` as JSON, atomically and durably, with mode 0600.
@@ -123,16 +113,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// An empty file stands for "nothing stored" when read, but it is not replaced here: it counts as written.
     func create(value: T) throws(WLStorageError) -> Bool {
         try place(value, replacing: false)
-    }
-
-    /// Makes the next write leave out the members of the stored object that the value's type does not know.
-    func dropUnknownFields() {
-        known.withLock { $0.dropUnknownFields() }
-    }
-
-    /// Takes the version read last as not seen; the version this backer wrote last stays seen.
-    func forgetLastRead() {
-        known.withLock { $0.forgetLastRead() }
     }
 
     /// Whether any entry stands at the file's name.
@@ -174,85 +154,72 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             _ = known.withLock { $0.read(KnownVersions.stamp(data, identity: identity), data) }
             return .value(value)
         } catch {}
-        return readStored(data, identity: identity, directory: directory, fileName: fileName, decoding: decoding())
+        return readStored(data, identity: identity, decoding: decoding())
     }
 
     /// Reads `data`, bytes that do not decode as they are, through the added fields and migrations, or keeps the
     /// original of a reshaped value, or moves the file aside (see ``readStored(prepared:decoding:)``).
     @inline(never)
-    private func readStored(
-        _ data: Data, identity: FileIdentity, directory: StorageDirectory, fileName: String,
-        decoding: ValueDecoding<T>
-    ) -> ReadResult<T> {
-        let read = StoredBytes.read(data, at: .file(key: key, fileName, in: directory), decoding: decoding)
-        switch read {
-        case .value, .reshaped, .anotherVersion:
-            _ = known.withLock { $0.read(KnownVersions.stamp(data, identity: identity), data) }
-        case .sealedElsewhere, .undecodable:
-            break
-        }
-        switch read {
-        case .value(let value):
-            return .value(value)
-        case .reshaped(let value, let reshape):
-            let kept = Self.keptOriginalName(for: fileName)
-            do throws(WLStorageError) {
-                // Made once: a copy an earlier run made is kept. Anything but a file at the name keeps nothing.
-                if try directory.create(kept, contents: data) == nil,
-                    let status = directory.status(of: kept), !status.isRegularFile
-                {
-                    throw WLStorageError(
-                        code: .notARegularFile, message: "a \(status.kind.rawValue) stands at \(kept)", key: key,
-                        path: directory.filePath(kept))
-                }
-            } catch {
-                return .reshaped(
-                    value,
-                    rewrite: false,
-                    note: WLStorageError(
-                        code: error.code,
-                        message: "the file's bytes \(reshape.description); they could not be kept in \(kept), so the"
-                            + " file is left in its old shape: \(error.message)",
-                        key: key, path: directory.filePath(fileName), errno: error.errno))
+    private func readStored(_ data: Data, identity: FileIdentity, decoding: ValueDecoding<T>) -> ReadResult<T> {
+        let read = ReadBytes(data: data, stamp: KnownVersions.stamp(data, identity: identity), identity: identity)
+        // Moved aside only while it is still the version read: a file changed meanwhile fails the move, and is read
+        // again by the next check.
+        return opening(read, decoding: decoding)
+    }
+
+    /// Where the bytes are, as messages name them.
+    var place: StoredPlace {
+        guard let directory, let fileName else { return .store(key: key, identity: "no directory", conceals: false) }
+        return .file(key: key, fileName, in: directory)
+    }
+
+    func keepOriginal(_ data: Data, _ reshape: ValueDecoding<T>.Reshape) -> WLStorageError? {
+        guard let directory, let fileName else { return setupError }
+        let kept = Self.keptOriginalName(for: fileName)
+        do throws(WLStorageError) {
+            // Made once: a copy an earlier run made is kept. Anything but a file at the name keeps nothing.
+            if try directory.create(kept, contents: data) == nil,
+                let status = directory.status(of: kept), !status.isRegularFile
+            {
+                throw WLStorageError(
+                    code: .notARegularFile, message: "a \(status.kind.rawValue) stands at \(kept)", key: key,
+                    path: directory.filePath(kept))
             }
-            KeptOriginals.keep(self)
-            return .reshaped(value, rewrite: true, note: nil)
-        case .anotherVersion(let error):
-            return .anotherVersion(error)
-        case .sealedElsewhere(let error):
-            // Another key's secret: not moved aside, and nothing of this storage replaces it.
-            return .failed(error)
-        case .undecodable(let judged, let decodingError):
-            let aside: String
-            do {
-                aside = try directory.moveAside(fileName, ifStill: identity)
-            } catch var error {
-                error.message = "the file does not decode as \(T.self), and " + error.message
-                return .failed(Self.keyed(error, key))
-            }
-            return .movedAside(
-                WLStorageError(
-                    code: .decodingFailed,
-                    message: "the file \(judged); it was moved aside to \(aside)",
-                    key: key, path: directory.filePath(fileName), underlying: decodingError))
+            return nil
+        } catch {
+            return WLStorageError(
+                code: error.code,
+                message: "the file's bytes \(reshape.description); they could not be kept in \(kept), so the file is"
+                    + " left in its old shape: \(error.message)",
+                key: key, path: directory.filePath(fileName), errno: error.errno)
         }
+    }
+
+    func removeKeptOriginal() throws {
+        guard let directory, let fileName else { return }
+        _ = try directory.remove(Self.keptOriginalName(for: fileName))
+    }
+
+    func keepAside(_ read: ReadBytes, judged: String, _ error: (any Error)?) -> KeptAside {
+        guard let directory, let fileName else { return .failed(setupError) }
+        let aside: String
+        do {
+            aside = try directory.moveAside(fileName, ifStill: read.identity)
+        } catch var failure {
+            failure.message = "the file does not decode as \(T.self), and " + failure.message
+            return .failed(Self.keyed(failure, key))
+        }
+        return .kept(
+            WLStorageError(
+                code: .decodingFailed,
+                message: "the file \(judged); it was moved aside to \(aside)",
+                key: key, path: directory.filePath(fileName), underlying: error))
     }
 
     /// The name the bytes of `fileName` are kept under, as they were, while the file is rewritten in the shape of the
     /// current type: `NAME~before-type-change`.
     static func keptOriginalName(for fileName: String) -> String {
         fileName + StorageDirectory.keptOriginalSuffix
-    }
-
-    /// Removes the bytes kept from before the type changed, once the file is written in the current shape.
-    private func removeKeptOriginal(in directory: StorageDirectory, fileName: String) {
-        guard KeptOriginals.take(self) else { return }
-        do {
-            _ = try directory.remove(Self.keptOriginalName(for: fileName))
-        } catch {
-            // Kept for the next write.
-            KeptOriginals.keep(self)
-        }
     }
 
     /// What another program did to the file since this backer last wrote or read it.
@@ -271,12 +238,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         } catch {
             throw Self.keyed(error, key)
         }
-        guard let (data, identity) = read, !data.isEmpty else {
-            // Removed (or emptied): an outside change when this backer knew a stored version.
-            return known.withLock { $0.forget() } ? .removed : .unchanged
-        }
-        if known.withLock({ $0.read(KnownVersions.stamp(data, identity: identity), data) }) { return .unchanged }
-        return try StoredBytes.change(data, at: .file(key: key, fileName, in: directory), decoding: decoding)
+        // Removed (or emptied): an outside change when this backer knew a stored version.
+        guard let (data, identity) = read, !data.isEmpty else { return try change(nil, decoding: decoding) }
+        return try change(
+            ReadBytes(data: data, stamp: KnownVersions.stamp(data, identity: identity)), decoding: decoding)
     }
 
     /// Writes `value`, the rewrite in the current shape of the bytes last read, only while the file is still the
@@ -307,7 +272,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         let (directory, fileName, _) = try location()
         let data: Data
         do {
-            data = try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.takeBase() })
+            data = try encode(value)
         } catch {
             var error = error
             error.path = directory.filePath(fileName)
@@ -333,8 +298,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                 identity = try attempt()
             }
             guard let identity else { return false }
-            known.withLock { $0.wrote(KnownVersions.stamp(data, identity: identity), data) }
-            if replacing && KeptOriginals.any { removeKeptOriginal(in: directory, fileName: fileName) }
+            recordWrite(data, stamp: KnownVersions.stamp(data, identity: identity))
             return true
         } catch {
             throw Self.keyed(error, key)

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The backer of a key in a ``WLStorageStore``: the JSON encoding of the value over the store's bytes.
-final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
+final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
     /// The key as the storage was created with it.
     let key: String
     /// The store that holds the bytes, and the key there (a prefixed store's key with its prefix).
@@ -10,7 +10,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// The store's identity, read once: the registry, the feeds and the batches know the backer by it, and a store
     /// whose identity changed later would leave a feed or a cell under the old one.
     let identity: String
-    private let known = Lock(KnownVersions())
+    let known = Lock(KnownVersions())
     /// The bytes a value to be rewritten was read from (in an earlier shape, or under a previous key), which a store
     /// that writes on condition replaces only while it still holds them.
     private let rewriteFrom = Lock<Data?>(nil)
@@ -51,14 +51,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     }
 
     func read(defaultValueClosure: () -> T) throws -> T {
-        let found = withoutActuallyEscaping(defaultValueClosure) { makeDefault in
-            readStored(decoding: ValueDecoding(defaultValue: makeDefault, migrations: []))
-        }
-        switch found {
-        case .value(let value), .reshaped(let value, _, _): return value
-        case .absent: return defaultValueClosure()
-        case .movedAside(let error), .failed(let error), .anotherVersion(let error): throw error
-        }
+        try readValue(defaultValueClosure: defaultValueClosure)
     }
 
     /// Writes `value`, the rewrite of what was read, on condition that the key still holds the bytes it was read
@@ -189,21 +182,6 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         KeptOriginals.forget(self)
     }
 
-    /// The bytes of `value`, with the members of the bytes this backer last read or wrote that its type does not know
-    /// (see ``UnknownFields``), checked against the size limit.
-    func encode(_ value: T) throws(WLStorageError) -> Data {
-        try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.takeBase() })
-    }
-
-    /// Makes the next write leave out the members of the stored object that the value's type does not know.
-    func dropUnknownFields() {
-        known.withLock { $0.dropUnknownFields() }
-    }
-
-    func forgetLastRead() {
-        known.withLock { $0.forgetLastRead() }
-    }
-
     /// Makes `data`, bytes this version read but cannot decode, what the next write replaces: the write keeps their
     /// members that the value's type does not know, rather than those of bytes read before.
     func willReplace(_ data: Data) {
@@ -219,15 +197,12 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// before the type changed go now: what is stored is in the current shape.
     func wrote(_ data: Data) {
         forgetVersion()
-        known.withLock { $0.wrote(KnownVersions.stamp(data), data) }
         rewriteFrom.withLock { $0 = nil }
-        if KeptOriginals.any, KeptOriginals.take(self) {
-            do {
-                _ = try store.remove(key: keptOriginalKey)
-            } catch {
-                KeptOriginals.keep(self)  // removed after the next write
-            }
-        }
+        recordWrite(data, stamp: KnownVersions.stamp(data))
+    }
+
+    func removeKeptOriginal() throws {
+        try store.remove(key: keptOriginalKey)
     }
 
     /// The key the bytes of a value from before its type changed are kept under until it is written in the current
@@ -271,33 +246,25 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
             return .failed(failure(error, writing: false))
         }
         guard let data, !data.isEmpty else { return .absent }
-        _ = known.withLock { $0.read(KnownVersions.stamp(data), data) }
-        switch StoredBytes.read(data, at: place, decoding: decoding) {
-        case .value(let value):
-            guard underPreviousKey else { return .value(value) }
-            rewriteFrom.withLock { $0 = data }
-            return .reshaped(value, rewrite: true, note: nil)
-        case .reshaped(let value, let reshape):
-            do {
-                _ = try store.create(key: keptOriginalKey, data: data)
-            } catch {
-                return .reshaped(
-                    value, rewrite: false,
-                    note: WLStorageError(
-                        code: .writeFailed,
-                        message: "what \(identity) holds \(reshape.description); it could not be kept under the key"
-                            + " \(keptOriginalKey), so it is left in its old shape: \(error)",
-                        key: key, underlying: error))
-            }
-            KeptOriginals.keep(self)
-            rewriteFrom.withLock { $0 = data }
-            return .reshaped(value, rewrite: true, note: nil)
-        case .anotherVersion(let error):
-            return .anotherVersion(error)
-        case .sealedElsewhere(let error):
-            return .failed(error)
-        case .undecodable(let judged, let error):
-            return keepAside(data, judged: judged, error, decoding: decoding, again: again)
+        // When the key changed while its bytes were being kept aside, what it holds then is read, once.
+        let found = opening(
+            ReadBytes(data: data, stamp: KnownVersions.stamp(data)), decoding: decoding, rewrite: underPreviousKey,
+            readAgain: again ? { self.readStored(decoding: decoding, keepingAside: false) } : nil)
+        // Written back on condition that the key still holds what was read.
+        if case .reshaped(_, true, _) = found { rewriteFrom.withLock { $0 = data } }
+        return found
+    }
+
+    func keepOriginal(_ data: Data, _ reshape: ValueDecoding<T>.Reshape) -> WLStorageError? {
+        do {
+            _ = try store.create(key: keptOriginalKey, data: data)
+            return nil
+        } catch {
+            return WLStorageError(
+                code: .writeFailed,
+                message: "what \(identity) holds \(reshape.description); it could not be kept under the key"
+                    + " \(keptOriginalKey), so it is left in its old shape: \(error)",
+                key: key, underlying: error)
         }
     }
 
@@ -366,48 +333,36 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         } catch {
             throw failure(error, writing: false)
         }
-        guard let data, !data.isEmpty else {
-            return known.withLock { $0.forget() } ? .removed : .unchanged
-        }
-        if known.withLock({ $0.read(KnownVersions.stamp(data), data) }) { return .unchanged }
-        return try StoredBytes.change(data, at: place, decoding: decoding)
+        guard let data, !data.isEmpty else { return try change(nil, decoding: decoding) }
+        return try change(ReadBytes(data: data, stamp: KnownVersions.stamp(data)), decoding: decoding)
     }
 
     /// Bytes that do not decode are copied to another key of the store, named with `~corrupt-` and the time, and
     /// removed from this one while it still holds them: they are kept, and the key counts as holding nothing. When
     /// someone stored something else meanwhile, that is read instead.
-    private func keepAside(
-        _ data: Data, judged: String, _ decodingError: (any Error)?, decoding: ValueDecoding<T>, again: Bool
-    ) -> ReadResult<T> {
+    func keepAside(_ read: ReadBytes, judged: String, _ decodingError: (any Error)?) -> KeptAside {
         let aside = StorageDirectory.movedAsideName(for: storedKey)
         do {
-            _ = try store.create(key: aside, data: data)
-            guard try store.remove(key: storedKey, ifItHolds: data) else {
-                return again
-                    ? readStored(decoding: decoding, keepingAside: false)
-                    : .failed(
-                        WLStorageError(
-                            code: .decodingFailed,
-                            message:
-                                "what \(identity) holds \(judged), and changes while it is kept aside",
-                            key: key, underlying: decodingError))
+            _ = try store.create(key: aside, data: read.data)
+            guard try store.remove(key: storedKey, ifItHolds: read.data) else {
+                return .changed(
+                    WLStorageError(
+                        code: .decodingFailed,
+                        message: "what \(identity) holds \(judged), and changes while it is kept aside",
+                        key: key, underlying: decodingError))
             }
         } catch {
             return .failed(
                 WLStorageError(
                     code: .decodingFailed,
-                    message:
-                        "what \(identity) holds \(judged), and it could not be kept aside:"
-                        + " \(error)",
+                    message: "what \(identity) holds \(judged), and it could not be kept aside: \(error)",
                     key: key, underlying: decodingError))
         }
         forgetVersion()
-        _ = known.withLock { $0.forget() }
-        return .movedAside(
+        return .kept(
             WLStorageError(
                 code: .decodingFailed,
-                message: "what \(identity) holds \(judged); it was kept aside under the key"
-                    + " \(aside)",
+                message: "what \(identity) holds \(judged); it was kept aside under the key \(aside)",
                 key: key, underlying: decodingError))
     }
 

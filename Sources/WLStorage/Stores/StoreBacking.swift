@@ -39,7 +39,7 @@ protocol StoreBacking<Value>: Sendable {
     func forgetLastRead()
 }
 
-extension WLStorageDefaultBacker: StoreBacking {
+extension WLStorageDefaultBacker: KeyMedium {
     func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> {
         readStored(prepared: false, decoding: decoding)
     }
