@@ -72,9 +72,7 @@ extension WLStoragePostgresStore {
 
 /// Every write's notification carries the row's new version, and its bytes when they fit: a replica that knows the
 /// version before adopts them without reading the row (see ``CarriedChange``).
-extension WLStoragePostgresStore: CarriesChanges, CarriedChangeFeed {
-    package var carriedChangeFeed: (any CarriedChangeFeed)? { self }
-
+extension WLStoragePostgresStore: CarriedChangeFeed {
     /// The feed of ``observeChanges(_:)``, with what the notifications carry.
     package func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void)
         -> WLStorageSubscription?

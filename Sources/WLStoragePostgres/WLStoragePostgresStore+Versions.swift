@@ -95,5 +95,8 @@ extension WLStoragePostgresStore {
     }
 }
 
-/// The store's updates write on condition of the row's version, tagged (see ``VersionedConditionalStore``).
-extension WLStoragePostgresStore: VersionedConditionalStore {}
+/// The store's updates write on condition of the row's version, tagged (see ``VersionedConditionalStore``), and its
+/// notifications carry the changes (see ``CarriedChange``).
+extension WLStoragePostgresStore: VersionedConditionalStore, DeclaresCapabilities {
+    package var capabilities: StoreCapabilities { StoreCapabilities(versioned: self, carried: self) }
+}

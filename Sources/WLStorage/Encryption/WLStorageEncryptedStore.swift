@@ -243,7 +243,7 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
     /// the bytes, under the same encryption, so that storages of two prefixes are apart and name their files. It writes
     /// on condition (of the bytes, of a version) when the store that holds the bytes does, and passes that store's
     /// carried changes through, still sealed, when the keys are its own.
-    var capabilities: StoreCapabilities {
+    package var capabilities: StoreCapabilities {
         // Through key prefixes: the store that holds the bytes is the same for every key.
         let holding = changesKeys ? Stores.capabilities(of: Stores.resolve(base, "").store) : under
         var resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))?

@@ -3,7 +3,7 @@ import Foundation
 /// A change whose notification carries the key's new version, and its bytes when they fit: a replica adopts them
 /// without reading the key, when it knows the version just before.
 ///
-/// Which stores carry their changes is a capability the core knows (``CarriesChanges``), not part of the public
+/// Which stores carry their changes is a capability the core knows (``StoreCapabilities/carried``), not part of the public
 /// ``WLStorageStoreChange``: a case added to that enum would break every exhaustive `switch` of a program's own store
 /// wrapper, and a custom store that reports only ``WLStorageStoreChange/key(_:)`` keeps working as it did, each report
 /// costing a read of the key.
@@ -41,13 +41,6 @@ package protocol CarriedChangeFeed: Sendable {
     /// The bytes a carried change of `key` stands for, as ``WLStorageStore/read(key:)`` would return them: the
     /// carried bytes themselves, or, for an encrypted store, those bytes opened.
     func opened(_ carried: Data, key: String) throws -> Data
-}
-
-/// A store that can offer a ``CarriedChangeFeed``: the PostgreSQL store does, and an encrypted store over it passes
-/// it through (the bytes carried are then sealed: plain bytes never travel).
-package protocol CarriesChanges: WLStorageStore {
-    /// The store's feed of carried changes, or `nil` when it has none.
-    var carriedChangeFeed: (any CarriedChangeFeed)? { get }
 }
 
 /// What a store's backer knows of the version of its key and what its feed carried since its last look, to decide

@@ -3,9 +3,9 @@ import Foundation
 /// What a store can do beyond reading and writing bytes, which the storages of its keys use: found once per store by
 /// ``Stores/capabilities(of:)``, the one place where a store's type is looked at.
 ///
-/// A store of the package that wraps another (a key prefix, an encryption) forwards the capabilities of the store
-/// under it, changed as its wrapping changes them; a store of a program's own has those its type declares
-/// (``WLStorageConditionalStore``).
+/// Every store of the package declares its capabilities (``DeclaresCapabilities``); one that wraps another (a key
+/// prefix, an encryption) forwards those of the store under it, changed as its wrapping changes them. A store of a
+/// program's own has those its type declares (``WLStorageConditionalStore``).
 package struct StoreCapabilities: Sendable {
     /// The store that holds the bytes of a key, through a wrapper that changes keys, and the key there; `nil` when the
     /// store holds its keys' bytes itself.
@@ -22,14 +22,24 @@ package struct StoreCapabilities: Sendable {
     /// The store's feed of changes that carry the bytes stored.
     package var carried: (any CarriedChangeFeed)?
 
+    package init(
+        resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))? = nil,
+        directory: WLStorageDirectoryStore? = nil, encrypted: WLStorageEncryptedStore? = nil,
+        conditional: (any WLStorageConditionalStore)? = nil, versioned: (any VersionedConditionalStore)? = nil,
+        carried: (any CarriedChangeFeed)? = nil
+    ) {
+        (self.resolve, self.directory, self.encrypted) = (resolve, directory, encrypted)
+        (self.conditional, self.versioned, self.carried) = (versioned ?? conditional, versioned, carried)
+    }
+
     /// Whether the store's values are secret: messages then say that bytes do not decode, not what is wrong in them,
     /// which could quote them, and carry no decoding error.
     package var conceals: Bool { encrypted != nil }
 }
 
-/// A store of the package that tells its capabilities itself: the directory, the key prefix and the encryption, each
-/// forwarding those of the store it wraps.
-protocol DeclaresCapabilities: WLStorageStore {
+/// A store of the package, which tells its capabilities itself: the directory, the key prefix and the encryption (each
+/// forwarding those of the store it wraps), and the PostgreSQL store.
+package protocol DeclaresCapabilities: WLStorageStore {
     var capabilities: StoreCapabilities { get }
 }
 
@@ -38,10 +48,7 @@ package enum Stores {
     /// The capabilities of `store`: the only function that looks at a store's type.
     package static func capabilities(of store: any WLStorageStore) -> StoreCapabilities {
         if let declaring = store as? any DeclaresCapabilities { return declaring.capabilities }
-        let versioned = store as? any VersionedConditionalStore
-        return StoreCapabilities(
-            conditional: versioned ?? store as? any WLStorageConditionalStore, versioned: versioned,
-            carried: (store as? any CarriesChanges)?.carriedChangeFeed)
+        return StoreCapabilities(conditional: store as? any WLStorageConditionalStore)
     }
 
     /// The store that holds the bytes of `key` in `store`, through every key-changing wrapper, and the key there.
@@ -51,13 +58,13 @@ package enum Stores {
 }
 
 extension WLStorageDirectoryStore: DeclaresCapabilities {
-    var capabilities: StoreCapabilities { StoreCapabilities(directory: self) }
+    package var capabilities: StoreCapabilities { StoreCapabilities(directory: self) }
 }
 
 extension WLStoragePrefixedStore: DeclaresCapabilities {
     /// Its keys are keys of the store it wraps, with the prefix: storages of them are that store's, with its
     /// capabilities.
-    var capabilities: StoreCapabilities {
+    package var capabilities: StoreCapabilities {
         StoreCapabilities(resolve: { [base, prefix] key in Stores.resolve(base, prefix + key) })
     }
 }

@@ -3,7 +3,9 @@ import Foundation
 @testable import WLStorage
 
 /// The store's writes on condition of a version, tagged, as the PostgreSQL store makes them.
-extension VersionedMemoryStore: VersionedConditionalStore {
+extension VersionedMemoryStore: VersionedConditionalStore, DeclaresCapabilities {
+    var capabilities: StoreCapabilities { StoreCapabilities(versioned: self) }
+
     func readVersioned(key: String) throws -> VersionedRead {
         guard let row = row(key) else { return .absent }
         return .found(row.data, version: row.version)
