@@ -23,6 +23,10 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     /// Whether the store writes on condition (``Stores/conditional(_:)``), found once: a cast to a protocol costs
     /// about a microsecond, and a flush of every storage asks it of each.
     let writesOnCondition: Bool
+    /// Whether the store's values are secret (``ConcealsValues``): messages then say that bytes do not decode, not
+    /// what is wrong in them, which could quote them, and carry no decoding error. Found once, as
+    /// ``writesOnCondition`` is: every check for another program's change asks it.
+    private let conceals: Bool
 
     init(key: String, store: any WLStorageStore, storedKey: String) {
         self.key = key
@@ -31,6 +35,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
         self.identity = store.identity
         self.carriedFeed = Stores.carrying(store)
         self.writesOnCondition = Stores.conditional(store) != nil
+        self.conceals = store is any ConcealsValues
     }
 
     /// Hands this backer changes its store's feed carried, or (`mustRead`) a change it reported without one: the next
@@ -407,10 +412,6 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
                     + " \(aside)",
                 key: key, underlying: decodingError))
     }
-
-    /// Whether the store's values are secret (``ConcealsValues``): messages then say that bytes do not decode, not
-    /// what is wrong in them, which could quote them, and carry no decoding error.
-    private var conceals: Bool { store is any ConcealsValues }
 
     private func failure(_ error: any Error, writing: Bool) -> WLStorageError {
         if var error = error as? WLStorageError {
