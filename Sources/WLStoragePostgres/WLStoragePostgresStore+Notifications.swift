@@ -38,7 +38,15 @@ extension WLStoragePostgresStore {
     /// than `table` (the OID of the store's table, as text; `nil` when unknown), is a change of its key, to read;
     /// what follows the namespace in a `*:` payload other than a carried change is ignored.
     static func change(fromPayload payload: String, namespace: String, table: String?) -> StoreFeedEvent? {
-        let bytes = Array(payload.utf8)
+        // Parsed in place, on the payload's own UTF-8 (a native string's is contiguous): every change a replica hears
+        // comes through here, on the listener's thread.
+        var payload = payload
+        return payload.withUTF8 { change(fromPayload: $0, namespace: namespace, table: table) }
+    }
+
+    private static func change(
+        fromPayload bytes: UnsafeBufferPointer<UInt8>, namespace: String, table: String?
+    ) -> StoreFeedEvent? {
         let kind = bytes.first
         guard bytes.count >= 4, kind == UInt8(ascii: "k") || kind == UInt8(ascii: "*"), bytes[1] == UInt8(ascii: ":"),
             let (namespaceRange, rest) = lengthPrefixed(bytes, from: 2),
@@ -50,17 +58,28 @@ extension WLStoragePostgresStore {
         else { return .change(.everything) }
         let key = String(decoding: bytes[keyRange], as: UTF8.self)
         let colon = bytes[carriedStart...].firstIndex(of: UInt8(ascii: ":")) ?? bytes.count
-        let stamp = String(decoding: bytes[carriedStart..<colon], as: UTF8.self).split(separator: ".")
-        guard stamp.count == 2, let version = Int64(stamp[0]), version > 0, let table, stamp[1] == table else {
+        // `<version>.<table OID>`: two parts between dots, empty ones left out.
+        var parts: [Range<Int>] = []
+        var partStart = carriedStart
+        for index in carriedStart...colon where index == colon || bytes[index] == UInt8(ascii: ".") {
+            if index > partStart {
+                if parts.count == 2 { return .change(.key(key)) }
+                parts.append(partStart..<index)
+            }
+            partStart = index + 1
+        }
+        guard parts.count == 2, let version = Int64(String(decoding: bytes[parts[0]], as: UTF8.self)), version > 0,
+            let table, bytes[parts[1]].elementsEqual(table.utf8)
+        else { return .change(.key(key)) }
+        guard colon < bytes.count else { return .carried(CarriedChange(key: key, version: version, data: nil)) }
+        guard let data = Data(base64Encoded: Data(buffer: UnsafeBufferPointer(rebasing: bytes[(colon + 1)...]))) else {
             return .change(.key(key))
         }
-        guard colon < bytes.count else { return .carried(CarriedChange(key: key, version: version, data: nil)) }
-        guard let data = Data(base64Encoded: Data(bytes[(colon + 1)...])) else { return .change(.key(key)) }
         return .carried(CarriedChange(key: key, version: version, data: data))
     }
 
     /// The range of the bytes of `<length>:<bytes>` starting at `start` in `bytes`, and where what follows starts.
-    private static func lengthPrefixed(_ bytes: [UInt8], from start: Int) -> (Range<Int>, Int)? {
+    private static func lengthPrefixed(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> (Range<Int>, Int)? {
         guard start < bytes.count, let colon = bytes[start...].firstIndex(of: UInt8(ascii: ":")),
             colon > start, colon - start <= 6,
             let length = Int(String(decoding: bytes[start..<colon], as: UTF8.self)),

@@ -164,6 +164,15 @@ final class ChangeRouter: Sendable {
         }
     }
 
+    /// Hands the cells of `change`'s key in `store` the change, and has each check its key, on this thread: what
+    /// ``deliver(store:keys:everything:carried:)`` does for a round of that one change.
+    func deliver(store identity: String, carried change: CarriedChange) {
+        for cell in StorageRegistry.shared.cells(ofStore: identity, key: change.key) {
+            cell.offer([change], mustRead: false)
+            cell.checkForExternalChange()
+        }
+    }
+
     /// Has each of `cells` check its stored value for a change made elsewhere, on the queue of checks.
     ///
     /// A queued check holds its cell weakly: a cell whose last storage goes meanwhile is not kept alive by it, so that

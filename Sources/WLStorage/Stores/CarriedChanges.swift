@@ -87,6 +87,12 @@ struct CarriedVersions: Sendable {
             mustRead = false
         }
         guard !mustRead, let known, !offered.isEmpty else { return .read }
+        // The usual case, one change since the last check, decided without building the set of newer ones.
+        if offered.count == 1, let (version, data) = offered.first {
+            guard version > known else { return .stale }
+            guard version == known &+ 1, let data else { return .read }
+            return .adopt(data, version: version)
+        }
         let newer = offered.filter { $0.key > known }
         guard let newest = newer.keys.max() else { return .stale }
         var version = known

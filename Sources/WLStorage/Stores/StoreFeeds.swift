@@ -100,8 +100,16 @@ final class StoreFeeds: Sendable {
     private func changed(_ identity: String, _ event: StoreFeedEvent) {
         // Counted before the cells are looked for: a storage not registered yet sees the count move.
         ChangeRouter.shared.count([.store(identity)])
-        let startsRound = feeds.withLock { feeds -> Bool in
-            guard let feed = feeds[identity] else { return false }
+        let round = feeds.withLock { feeds -> Round in
+            guard let feed = feeds[identity] else { return .none }
+            // A change that carries its bytes, with no round running and nothing waiting: handed to its cells as it
+            // is, without going through the tables of what is waiting.
+            if case .carried(let change) = event, change.data != nil, !feed.draining, !feed.pendingEverything,
+                feed.pendingKeys.isEmpty, feed.pendingCarried.isEmpty
+            {
+                feed.draining = true
+                return .carried(change)
+            }
             switch event {
             case .change(.key(let key)) where !feed.pendingEverything: feed.pendingKeys.insert(key)
             case .change(.key): break
@@ -113,19 +121,35 @@ final class StoreFeeds: Sendable {
                 feed.pendingCarried[change.key, default: []].append(change)
             case .carried: break
             }
-            guard !feed.draining else { return false }
+            guard !feed.draining else { return .none }
             feed.draining = true
-            return true
+            return .reported
         }
-        guard startsRound else { return }
         // A change that carries its bytes is adopted without reading the key: its round runs here, on the feed's
         // thread, without a hand-off to the queue of checks. A change to read goes to that queue, so that the feed's
         // thread never waits for a read.
-        if case .carried(let change) = event, change.data != nil {
+        switch round {
+        case .none:
+            return
+        case .carried(let change):
+            ChangeRouter.shared.deliver(store: identity, carried: change)
+            // What was reported meanwhile, and the end of the round.
             checkReported(identity)
-        } else {
-            ChangeRouter.shared.onChecksQueue { [weak self] in self?.checkReported(identity) }
+        case .reported:
+            if case .carried(let change) = event, change.data != nil {
+                checkReported(identity)
+            } else {
+                ChangeRouter.shared.onChecksQueue { [weak self] in self?.checkReported(identity) }
+            }
         }
+    }
+
+    /// What a report starts: nothing (a round is running, which takes it), a round of what is waiting, or the round
+    /// of one carried change.
+    private enum Round {
+        case none
+        case reported
+        case carried(CarriedChange)
     }
 
     /// Has the storages of the keys reported for `identity` check them, round after round, until no report is left.

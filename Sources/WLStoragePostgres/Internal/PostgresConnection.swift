@@ -219,29 +219,45 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
             case .byteArrays: 1001
             }
         }
-        let buffers: [Data] = parameters.map {
+        // Arrays are built in PostgreSQL's binary format first; text and bytes are copied as they are.
+        let arrays: [Data?] = parameters.map {
             switch $0 {
-            case .text(let text): Data(text.utf8)
-            case .bytes(let data): data
+            case .text, .bytes: nil
             case .texts(let texts): Self.binaryArray(of: texts.map { Data($0.utf8) }, elementType: 25)
             case .byteArrays(let elements): Self.binaryArray(of: elements, elementType: 17)
             }
         }
-        let lengths = buffers.map { Int32($0.count) }
+        let lengths: [Int32] = zip(parameters, arrays).map { parameter, array in
+            if let array { return Int32(array.count) }
+            switch parameter {
+            case .text(let text): return Int32(text.utf8.count)
+            case .bytes(let data): return Int32(data.count)
+            case .texts, .byteArrays: return 0
+            }
+        }
         let formats = [Int32](repeating: 1, count: parameters.count)
-        // Every buffer is copied into one allocation that stays alive for the call (libpq copies it into its output).
-        let total = buffers.reduce(0) { $0 + $1.count }
+        // Every parameter is copied into one allocation that stays alive for the call (libpq copies it into its
+        // output).
+        let total = lengths.reduce(0) { $0 + Int($1) }
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(total, 1), alignment: 1)
         defer { storage.deallocate() }
         var pointers: [UnsafePointer<CChar>?] = []
+        pointers.reserveCapacity(parameters.count)
         var offset = 0
-        for buffer in buffers {
+        for (index, parameter) in parameters.enumerated() {
             let start = storage.baseAddress! + offset
-            buffer.withUnsafeBytes { bytes in
+            func copy(_ bytes: UnsafeRawBufferPointer) {
                 if let base = bytes.baseAddress { start.copyMemory(from: base, byteCount: bytes.count) }
             }
+            if let array = arrays[index] {
+                array.withUnsafeBytes(copy)
+            } else if case .text(var text) = parameter {
+                text.withUTF8 { copy(UnsafeRawBufferPointer($0)) }
+            } else if case .bytes(let data) = parameter {
+                data.withUnsafeBytes(copy)
+            }
             pointers.append(UnsafePointer(start.assumingMemoryBound(to: CChar.self)))
-            offset += buffer.count
+            offset += Int(lengths[index])
         }
         let sent = PQsendQueryParams(
             connection, sql, Int32(parameters.count), types, pointers, lengths, formats, 1)

@@ -30,6 +30,12 @@ import Testing
         #expect(Self.decide(known: 5, [Self.change(5, "other"), Self.change(3, "old")]) == .stale)
     }
 
+    @Test func aSingleVersionNoNewerThanTheKnownOneIsStale() {
+        #expect(Self.decide(known: 5, [Self.change(5, "same")]) == .stale)
+        #expect(Self.decide(known: 5, [Self.change(2, "old")]) == .stale)
+        #expect(Self.decide(known: 5, [Self.change(4, nil)]) == .stale)
+    }
+
     @Test func staleVersionsBesideTheNextOneDoNotStopIt() {
         #expect(
             Self.decide(known: 5, [Self.change(4, "old"), Self.change(6, "six")])
