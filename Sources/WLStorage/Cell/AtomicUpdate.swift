@@ -408,7 +408,7 @@ extension StorageCell {
     }
 
     private func reportRefusal(what: String) {
-        record(
+        recordMisuse(
             WLStorageError(
                 code: .reentrantCall,
                 message: "\(what) was called on this storage from inside its own update, whose result replaces the"

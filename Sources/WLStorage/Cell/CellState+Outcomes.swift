@@ -89,6 +89,7 @@ extension CellState {
             writtenVersion = max(writtenVersion, startVersion)
             stored = .known
             throttle.writeEnded(succeeded: true)
+            if let misuse = extras?.misuseVersion, startVersion > misuse { extras?.misuseVersion = nil }
             setLastError(nil, &effects)
             return
         }

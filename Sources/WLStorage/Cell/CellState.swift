@@ -310,16 +310,27 @@ struct CellState<T: Sendable>: Sendable {
     /// another version stored what is stored marks it so (see ``CellExtras/storedByAnotherVersion``); no error, a value
     /// read or written, unmarks it.
     mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects) {
-        if error == nil && extras?.lastError == nil { return }
+        // A misuse stays until a later change is written (see ``recordMisuse(_:_:)``).
+        if error == nil && (extras?.lastError == nil || extras?.misuseVersion != nil) { return }
         withExtras { extras in
             if let old = extras.lastError { effects.released.append(old) }
             extras.lastError = error
+            extras.misuseVersion = nil
             if error == nil {
                 extras.storedByAnotherVersion = false
             } else if error?.code == .storedByAnotherVersion {
                 extras.storedByAnotherVersion = true
             }
         }
+    }
+
+    /// Records `error`, a misuse of the storage by the program (a set or an update from inside its own update, a flush
+    /// from inside its backer), as the last error until a change made after it is written or another error replaces
+    /// it: a write of an earlier change, already in flight or waiting for its turn, and a default saved, say nothing of
+    /// it.
+    mutating func recordMisuse(_ error: WLStorageError, _ effects: inout JobEffects) {
+        setLastError(error, &effects)
+        extras?.misuseVersion = version
     }
 
     /// Whether ``StorageCell/removeUnknownFields()`` has something to write: not when what is stored is a value that
@@ -338,6 +349,9 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     /// A thread is delivering the pending notifications.
     var draining = false
     var lastError: WLStorageError?
+    /// When ``lastError`` is a misuse, the version of the value when it was recorded: a write of a later version
+    /// clears it (see ``CellState/recordMisuse(_:_:)``).
+    var misuseVersion: UInt64?
     /// Flushes waiting for the job in flight.
     var waiters: [WaitingFlush] = []
     /// A check for another program's change came while the cell was busy.

@@ -214,6 +214,14 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         WLStorageError.report(error)
     }
 
+    /// Records and reports `error`, a misuse of the storage (see ``CellState/recordMisuse(_:_:)``).
+    func recordMisuse(_ error: WLStorageError) {
+        var effects = JobEffects()
+        state.withLock { $0.recordMisuse(error, &effects) }
+        _ = effects
+        WLStorageError.report(error)
+    }
+
     // MARK: Listeners
 
     /// Adds a listener, which is called with every change, and with the current value first when `sendingCurrent`
@@ -335,7 +343,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The flush of `WLStorage.flush()`: a reentrant call is reported rather than left to hang.
     func flushReportingMisuse() {
         if flush() == .reentrant {
-            record(
+            recordMisuse(
                 WLStorageError(
                     code: .reentrantCall,
                     message: "flush() was called from inside this storage's own backer, whose write it would wait for;"

@@ -317,7 +317,10 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         cell.hasPendingChanges
     }
 
-    /// The error of the latest failed read or write; `nil` again once a write succeeds.
+    /// The error of the latest failed read or write; `nil` again once a write succeeds. A misuse reported here (a set
+    /// or an update from inside the storage's own update, a flush from inside its backer,
+    /// ``WLStorageError/Code/reentrantCall``) stays until a change made after it is written, or another error replaces
+    /// it: the write of an earlier change, or of a default, says nothing of it.
     public var lastError: WLStorageError? {
         cell.lastError
     }

@@ -102,6 +102,49 @@ struct UpdateTests {
         }
     }
 
+    @Test func aRefusalReportedWhileAWriteIsInFlightIsNotClearedByThatWrite() {
+        let backer = RecordingBacker<Int>(stored: 0, blocking: true)
+        let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: 1, backer: backer)
+        storage.wrappedValue = 1
+        #expect(backer.waitForWriteToStart())  // the write of 1 is in flight, held by the backer
+        storage.update { value in
+            storage.wrappedValue = 50
+            value += 1
+        }
+        #expect(storage.lastError?.code == .reentrantCall)
+        // The write of 1 succeeds: it says nothing of the misuse reported after it began.
+        backer.releaseWrite()
+        #expect(backer.waitForWriteToStart())  // the write of 2 follows, once the write of 1 has ended
+        #expect(storage.lastError?.code == .reentrantCall)
+        // A write that began after it succeeds: the last error is cleared, as a successful write clears it.
+        backer.releaseWrite()
+        storage.flush()
+        #expect(backer.writes == [1, 2])
+        #expect(storage.lastError == nil)
+    }
+
+    @Test func aDefaultSavedAfterARefusalDoesNotClearIt() throws {
+        try withTemporaryDirectory { directory in
+            // The save of the default waits for the manual clock: it runs after the refusal is reported.
+            let scheduler = ManualScheduler()
+            let storage = manualStorage("value", in: directory, default: 0, scheduler: scheduler)
+            storage.update { value in
+                storage.wrappedValue = 50
+                value += 1
+            }
+            #expect(storage.lastError?.code == .reentrantCall)
+            scheduler.advance()
+            let file = directory.appendingPathComponent("value")
+            eventually { FileManager.default.fileExists(atPath: file.path) }
+            #expect((try? String(contentsOf: file, encoding: .utf8)) == "0")  // the default, not the update's change
+            #expect(storage.lastError?.code == .reentrantCall)
+            // The update's change, made after the refusal, is written: that clears it.
+            scheduler.advance(by: .seconds(10))
+            storage.flush()
+            #expect(storage.lastError == nil)
+        }
+    }
+
     @Test func theClosureMayReadAndFlushItsStorageAndChangeAnother() throws {
         try withTemporaryDirectory { directory in
             let storage = fileStorage("value", in: directory, default: 1, flushInterval: nil)
