@@ -82,3 +82,26 @@ private let rewriteMigrations: [WLStorageMigration<RewrittenProfile>] = [
         #expect(storage.lastError == nil)
     }
 }
+
+extension MigratedValueReadAfterAKeepAsideTests {
+    /// The same with encryption: the value stored meanwhile is sealed with a previous key, and is sealed again with
+    /// the current one, on condition that the key still holds it.
+    @Test func aValueSealedWithAPreviousKeyStoredWhileBadBytesWereKeptAsideIsSealedAgain() throws {
+        let (current, previous) = (try WLStorageEncryptionKey.random(), try WLStorageEncryptionKey.random())
+        let base = InterceptedStore()
+        try base.encrypted(with: current).write(key: "n", data: Data("not json".utf8))
+        base.afterNextCreate { key in
+            // Another program, still on the previous key, stores its value as the bad bytes are copied aside.
+            guard key.contains("~corrupt-") else { return }
+            try? InterceptedStore(base.base).encrypted(with: previous).write(key: "n", data: Data("7".utf8))
+        }
+        let storage = WLStorage(
+            key: "n", defaultValue: 0, flushInterval: nil,
+            store: base.encrypted(with: current, previousKeys: [previous]))
+        #expect(storage.wrappedValue == 7)
+        storage.flush()
+        let opened = try? base.encrypted(with: current).read(key: "n")
+        #expect(opened == Data("7".utf8), "the value is not sealed with the current key")
+        #expect(!storage.hasPendingChanges)
+    }
+}
