@@ -87,6 +87,34 @@ struct PostgresCarriedChangeLocalChangeTests {
         #expect(try Self.row(admin, namespace, "k") == "101")
     }
 
+    /// An encrypted store over an encrypted store over PostgreSQL passes the carried changes through both layers: a
+    /// storage of it follows another program's writes, opened twice, and its own change is written, sealed twice.
+    @Test func aStorageOfANestedEncryptedStoreFollowsCarriedChangesAndWritesItsOwn() throws {
+        let cluster = try PostgresCluster.shared()
+        let namespace = uniqueNamespace()
+        let (inner, outer) = (try WLStorageEncryptionKey.random(), try WLStorageEncryptionKey.random())
+        let nested = { try Self.store(cluster.url, namespace).encrypted(with: inner).encrypted(with: outer) }
+        let writer = try nested()
+        try writer.write(key: "s", data: bytes(#""first""#))
+        let replicaStore = try Self.store(cluster.url, namespace)
+        let marker = WLStorage(key: "marker", defaultValue: 0, flushInterval: nil, store: replicaStore)
+        let replica = WLStorage(
+            key: "s", defaultValue: "default", flushInterval: 0,
+            store: replicaStore.encrypted(with: inner).encrypted(with: outer))
+        #expect(replica.wrappedValue == "first")
+        for round in 1...3 {
+            try writer.write(key: "s", data: bytes(#""value \#(round)""#))
+            try Self.store(cluster.url, namespace).write(key: "marker", data: bytes("\(round)"))
+            #expect(eventually(timeout: 20) { marker.wrappedValue == round })
+            #expect(
+                eventually(timeout: 20) { replica.wrappedValue == "value \(round)" }, "holds \(replica.wrappedValue)")
+        }
+        replica.wrappedValue = "the replica's"
+        replica.flush()
+        #expect(replica.lastError == nil)
+        #expect(try writer.read(key: "s").map { String(decoding: $0, as: UTF8.self) } == #""the replica's""#)
+    }
+
     @Test func anEncryptedReplicaWithAnotherKeyNeitherAdoptsNorOverwritesCarriedChanges() throws {
         let cluster = try PostgresCluster.shared()
         let namespace = uniqueNamespace()

@@ -247,11 +247,17 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
         }
         guard let data, !data.isEmpty else { return .absent }
         // When the key changed while its bytes were being kept aside, what it holds then is read, once.
+        var readAgain = false
         let found = opening(
             ReadBytes(data: data, stamp: KnownVersions.stamp(data)), decoding: decoding, rewrite: underPreviousKey,
-            readAgain: again ? { self.readStored(decoding: decoding, keepingAside: false) } : nil)
-        // Written back on condition that the key still holds what was read.
-        if case .reshaped(_, true, _) = found { rewriteFrom.withLock { $0 = data } }
+            readAgain: again
+                ? {
+                    readAgain = true
+                    return self.readStored(decoding: decoding, keepingAside: false)
+                } : nil)
+        // Written back on condition that the key still holds what was read: the bytes read again, which that read
+        // recorded, when the key changed while these were kept aside.
+        if !readAgain, case .reshaped(_, true, _) = found { rewriteFrom.withLock { $0 = data } }
         return found
     }
 

@@ -153,6 +153,33 @@ private func retarget(_ link: URL, to target: String) throws {
     }
 }
 
+extension SymlinkFlipTests {
+    /// The storage writes its value into x through the link, the link is pointed at y, whose value the storage adopts,
+    /// then back at x: the file the storage names holds its own earlier write again, and that is its value now, not
+    /// y's, which no file it names holds any more.
+    @Test func aSymlinkPointedBackAtTheStoragesOwnEarlierWriteLeadsBackToIt() throws {
+        try withTemporaryDirectory { root in
+            let x = root.path + "/x"
+            let y = root.path + "/y"
+            try makeDirectory(x)
+            try makeDirectory(y)
+            try replaceFromOutside(URL(fileURLWithPath: y + "/k"), with: "\"in y\"")
+            let link = root.appendingPathComponent("link")
+            try #require(symlink(x, link.path) == 0)
+            let stored = storage("k", atPath: link.path)
+            stored.wrappedValue = "mine"
+            stored.flush()
+            try #require(storedString(atPath: x + "/k") == "mine")
+            try retarget(link, to: y)
+            try #require(eventually(timeout: 10) { stored.wrappedValue == "in y" }, "holds \(stored.wrappedValue)")
+            try retarget(link, to: x)
+            #expect(eventually(timeout: 10) { stored.wrappedValue == "mine" }, "holds \(stored.wrappedValue)")
+            #expect(storedString(atPath: x + "/k") == "mine")
+            #expect(storedString(atPath: y + "/k") == "in y")
+        }
+    }
+}
+
 @Suite(.capturingOutput) struct SymlinkRetargetedDuringCreationTests {
     /// The storage keys its cell by the identity the preparation saw, and the monitor watches what the path leads to
     /// when it looks a moment later. A symlink retargeted in between leaves the cell keyed by the old directory while

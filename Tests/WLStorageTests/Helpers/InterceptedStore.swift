@@ -29,6 +29,7 @@ final class InterceptedStore: WLStorageConditionalStore {
         var holdAfterReading: (reached: DispatchSemaphore, release: DispatchSemaphore)?
         var afterWrite: (@Sendable () -> Void)?
         var beforeConditionalWrite: (@Sendable () -> Void)?
+        var afterCreate: (@Sendable (String) -> Void)?
         var afterConditionalWrite: (body: @Sendable () -> Void, losingTheOutcome: Bool)?
         var announced: (@Sendable (WLStorageStoreChange) -> Void)?
     }
@@ -75,6 +76,12 @@ final class InterceptedStore: WLStorageConditionalStore {
         interceptions.withLock { $0.afterWrite = body }
     }
 
+    /// Runs `body` once, right after the next create (whether it stored or not), with the key created, before it
+    /// returns.
+    func afterNextCreate(_ body: @escaping @Sendable (String) -> Void) {
+        interceptions.withLock { $0.afterCreate = body }
+    }
+
     /// Runs `body` once, at the start of the next write on condition, before it compares.
     func beforeNextConditionalWrite(_ body: @escaping @Sendable () -> Void) {
         interceptions.withLock { $0.beforeConditionalWrite = body }
@@ -116,7 +123,11 @@ final class InterceptedStore: WLStorageConditionalStore {
         interceptions.withLock { taking(&$0.afterWrite) }?()
     }
 
-    func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
+    func create(key: String, data: Data) throws -> Bool {
+        let created = try base.create(key: key, data: data)
+        interceptions.withLock { taking(&$0.afterCreate) }?(key)
+        return created
+    }
     func remove(key: String) throws { try base.remove(key: key) }
     func keys() throws -> [String] { try base.keys() }
 
