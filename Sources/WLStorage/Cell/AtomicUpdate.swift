@@ -200,10 +200,10 @@ extension StorageCell {
     /// ``updateShared(_:storeBacker:store:versioned:)``); `nil` for any other backer, whose update is made in the process.
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
-        guard let storeBacker, let store = storeBacker.capabilities.conditional
-        else { return nil }
-        return try updateShared(
-            body, storeBacker: storeBacker, store: store, versioned: storeBacker.capabilities.versioned)
+        guard let storeBacker, storeBacker.writesOnCondition else { return nil }
+        let capabilities = storeBacker.capabilities
+        guard let store = capabilities.conditional else { return nil }
+        return try updateShared(body, storeBacker: storeBacker, store: store, versioned: capabilities.versioned)
     }
 
     /// The update of a value in a store that writes on condition (``WLStorageConditionalStore``): atomic for every

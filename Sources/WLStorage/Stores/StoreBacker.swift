@@ -16,24 +16,27 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
     private let rewriteFrom = Lock<Data?>(nil)
     /// Whether an update has reported that the store cannot tag writes (see ``VersionedRead/untagged(_:)``).
     private let untaggedReported = Lock(false)
-    /// What the store can do beyond bytes (see ``StoreCapabilities``), found once: a cast to a protocol costs about a
-    /// microsecond, and a flush of every storage asks some of it of each.
-    let capabilities: StoreCapabilities
-    private let versions = Lock(CarriedVersions())
-
+    /// Of the store's capabilities (see ``StoreCapabilities``), those a backer uses at every read, check or flush,
+    /// found once: a cast to a protocol costs about a microsecond. The others are found again when an update or a
+    /// rewrite needs them, as a backer is kept small.
     /// The store's feed of carried changes, when it has one; with ``versions``, the version of the key this backer
     /// knows and what the feed carried since its last check (see ``CarriedVersions``).
-    private var carriedFeed: (any CarriedChangeFeed)? { capabilities.carried }
+    private let carriedFeed: (any CarriedChangeFeed)?
+    private let encrypted: WLStorageEncryptedStore?
+    /// Whether the store writes on condition: a flush of every storage asks it of each.
+    let writesOnCondition: Bool
+    private let versions = Lock(CarriedVersions())
 
-    /// Whether the store writes on condition.
-    var writesOnCondition: Bool { capabilities.conditional != nil }
+    /// Everything the store can do.
+    var capabilities: StoreCapabilities { Stores.capabilities(of: store) }
 
     init(key: String, store: any WLStorageStore, storedKey: String, capabilities: StoreCapabilities) {
         self.key = key
         self.store = store
         self.storedKey = storedKey
         self.identity = store.identity
-        self.capabilities = capabilities
+        (carriedFeed, encrypted) = (capabilities.carried, capabilities.encrypted)
+        writesOnCondition = capabilities.conditional != nil
     }
 
     /// Hands this backer changes its store's feed carried, or (`mustRead`) a change it reported without one: the next
@@ -222,7 +225,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
         // storage's own write: a rewrite, which gives way to a change made elsewhere meanwhile.
         var underPreviousKey = false
         do {
-            if let encrypted = capabilities.encrypted {
+            if let encrypted {
                 forgetVersion()
                 data = try encrypted.read(key: storedKey, underPreviousKey: &underPreviousKey)
             } else if let carriedFeed {
@@ -232,7 +235,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
             }
         } catch {
             // Bytes that are not sealed at all are no one's secret: kept aside, so that they do not block the key.
-            if let encrypted = capabilities.encrypted, (error as? WLStorageError)?.code == .decodingFailed,
+            if let encrypted, (error as? WLStorageError)?.code == .decodingFailed,
                 let aside = try? encrypted.keepUnsealedAside(key: storedKey)
             {
                 _ = known.withLock { $0.forget() }
@@ -373,7 +376,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
     }
 
     /// Whether the store's values are secret (``StoreCapabilities/conceals``).
-    private var conceals: Bool { capabilities.conceals }
+    private var conceals: Bool { encrypted != nil }
 
     private func failure(_ error: any Error, writing: Bool) -> WLStorageError {
         if var error = error as? WLStorageError {
