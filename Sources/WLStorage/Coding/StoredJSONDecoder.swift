@@ -19,7 +19,9 @@ import Foundation
 /// - anything missing or of another kind than asked (`JSONDecoder` throws there too, with its own error, which the
 ///   caller must see), and a key asked for that is not plain ASCII;
 /// - a type's own decoding that reads more than one key through `allKeys`, whose order `JSONDecoder` does not fix
-///   (its keys come from a `Dictionary`), unless the type is a `Dictionary`, whose value does not depend on it.
+///   (its keys come from a `Dictionary`), unless the type is a `Dictionary` keyed by `String`, or by `Int` with each
+///   key written as `Int` writes it: no two keys of such a dictionary are the same, so its value does not depend on
+///   that order (`"7"` and `"007"` are both the `Int` 7, and which of their values is kept would).
 ///
 /// Once it has thrown anything, the decode as a whole throws ``Fallback`` in the end, even if the type's own
 /// `init(from:)` caught the error and went on: that code would have seen `JSONDecoder`'s error, or none. A type's
@@ -46,10 +48,28 @@ enum StoredJSONDecoder {
     }
 }
 
-/// A type whose decoding may read its keys through `allKeys` in any order and make the same value.
-protocol StoredJSONUnorderedKeys {}
+/// Whether the value a type makes from an object can depend on the order in which `allKeys` gives the keys.
+enum StoredJSONKeyOrder {
+    /// It can: more than one key through `allKeys` leaves the text to `JSONDecoder`.
+    case matters
+    /// A `Dictionary` keyed by `String`: every key of the text is a key of its own.
+    case stringDictionary
+    /// A `Dictionary` keyed by `Int`: every key of the text written as `Int` writes it is a key of its own.
+    case intDictionary
+}
 
-extension Dictionary: StoredJSONUnorderedKeys {}
+/// The dictionaries, which say how their keys are read.
+protocol StoredJSONDictionary {
+    static var storedJSONKeyOrder: StoredJSONKeyOrder { get }
+}
+
+extension Dictionary: StoredJSONDictionary {
+    static var storedJSONKeyOrder: StoredJSONKeyOrder {
+        if Key.self == String.self { return .stringDictionary }
+        if Key.self == Int.self { return .intDictionary }
+        return .matters
+    }
+}
 
 /// The bytes and tokens of one decode, shared by the decoders and containers that read them.
 final class StoredJSONDocument {
@@ -320,8 +340,8 @@ final class StoredValueDecoder: Decoder, SingleValueDecodingContainer {
     let document: StoredJSONDocument
     private var token: Int
     private var path: StoredCodingPath?
-    /// The type decoding the value pointed at; containers it asks for allow `allKeys` in any order only for a
-    /// ``StoredJSONUnorderedKeys`` type.
+    /// The type decoding the value pointed at; containers it asks for allow `allKeys` in any order only for some
+    /// dictionaries (see ``StoredJSONKeyOrder``).
     private var type: Any.Type = Void.self
 
     init(document: StoredJSONDocument, token: Int, path: StoredCodingPath?) {
@@ -347,9 +367,9 @@ final class StoredValueDecoder: Decoder, SingleValueDecodingContainer {
 
     func container<Key: CodingKey>(keyedBy _: Key.Type) throws -> KeyedDecodingContainer<Key> {
         try document.requireKind(.object, at: token)
-        let unordered = type is any StoredJSONUnorderedKeys.Type
+        let order = (type as? any StoredJSONDictionary.Type)?.storedJSONKeyOrder ?? .matters
         return KeyedDecodingContainer(
-            StoredKeyedContainer<Key>(decoder: self, object: token, path: path, unorderedKeys: unordered))
+            StoredKeyedContainer<Key>(decoder: self, object: token, path: path, keyOrder: order))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -386,8 +406,8 @@ struct StoredKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let decoder: StoredValueDecoder
     let object: Int
     let path: StoredCodingPath?
-    /// Whether the type reading the object makes the same value whatever the order of `allKeys`.
-    let unorderedKeys: Bool
+    /// Whether the value the type reading the object makes can depend on the order of `allKeys`.
+    let keyOrder: StoredJSONKeyOrder
 
     private var document: StoredJSONDocument { decoder.document }
 
@@ -400,7 +420,18 @@ struct StoredKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         for name in document.keys(ofObjectAt: object) {
             if let key = Key(stringValue: name) { keys.append(key) }
         }
-        if keys.count > 1, !unorderedKeys { _ = document.fallback() }
+        guard keys.count > 1 else { return keys }
+        switch keyOrder {
+        case .stringDictionary:
+            break
+        case .intDictionary:
+            // Keys that are the same `Int` written two ways would make the value depend on the order.
+            for key in keys where key.intValue.map({ String($0) != key.stringValue }) ?? false {
+                _ = document.fallback()
+            }
+        case .matters:
+            _ = document.fallback()
+        }
         return keys
     }
 
@@ -495,7 +526,7 @@ struct StoredKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         let member = try member(key)
         try document.requireKind(.object, at: member)
         return KeyedDecodingContainer(
-            StoredKeyedContainer<NestedKey>(decoder: decoder, object: member, path: path(key), unorderedKeys: false))
+            StoredKeyedContainer<NestedKey>(decoder: decoder, object: member, path: path(key), keyOrder: .matters))
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
@@ -592,7 +623,7 @@ struct StoredUnkeyedContainer: UnkeyedDecodingContainer {
         return try take { document, member in
             try document.requireKind(.object, at: member)
             return KeyedDecodingContainer(
-                StoredKeyedContainer<NestedKey>(decoder: decoder, object: member, path: path, unorderedKeys: false))
+                StoredKeyedContainer<NestedKey>(decoder: decoder, object: member, path: path, keyOrder: .matters))
         }
     }
 

@@ -304,8 +304,8 @@ struct JSONTextGenerator {
             let count = Int.random(in: 0...3, using: &random)
             let names = (0..<count).map { _ in
                 chance(0.3)
-                    ? random.pick(["1.0", "x", "9223372036854775808", "007", "+1"])
-                    : random.pick(["0", "-1", "42", "-9223372036854775808"])
+                    ? random.pick(["1.0", "x", "9223372036854775808", "007", "+42", "-0"])
+                    : random.pick(["0", "-1", "42", "7", "-9223372036854775808"])
             }
             object(unique(names).map { ($0, element) }, into: &out, depth: depth, extras: false)
         case .oneOf(let names):
@@ -526,6 +526,7 @@ struct DecoderTally {
             tally.check(UInt64.self, generator.text(.integer(min: "0", max: "18446744073709551615")))
             tally.check([Int?].self, generator.text(.array(.optional(.int))))
             tally.check(DecodedKeyList.self, generator.text(.stringMap(.anyScalar)))
+            tally.check([Int: String].self, generator.text(.intMap(.string)))
             tally.check(Bool?.self, generator.text(.optional(.bool)))
         }
         return tally
@@ -539,7 +540,7 @@ struct DecoderTally {
         #expect(tally.decodedByBoth > 2 * tally.decodedByJSONDecoderOnly, "seed \(seed): \(tally)")
         #expect(tally.decodedByBoth > 1_000, "seed \(seed): \(tally)")
         // Every type's texts are read, not only those of the simple types.
-        #expect(tally.decodedByBothOf.count == 16, "seed \(seed): \(tally.decodedByBothOf)")
+        #expect(tally.decodedByBothOf.count == 17, "seed \(seed): \(tally.decodedByBothOf)")
         #expect(tally.decodedByBothOf.values.allSatisfy { $0 >= 10 }, "seed \(seed): \(tally.decodedByBothOf)")
         print("seed \(seed): \(tally.decodedByBothOf)")
     }
