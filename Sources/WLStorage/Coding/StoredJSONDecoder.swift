@@ -367,9 +367,8 @@ final class StoredValueDecoder: Decoder, SingleValueDecodingContainer {
 
     func container<Key: CodingKey>(keyedBy _: Key.Type) throws -> KeyedDecodingContainer<Key> {
         try document.requireKind(.object, at: token)
-        let order = (type as? any StoredJSONDictionary.Type)?.storedJSONKeyOrder ?? .matters
         return KeyedDecodingContainer(
-            StoredKeyedContainer<Key>(decoder: self, object: token, path: path, keyOrder: order))
+            StoredKeyedContainer<Key>(decoder: self, object: token, path: path, reader: type))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
@@ -406,8 +405,9 @@ struct StoredKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
     let decoder: StoredValueDecoder
     let object: Int
     let path: StoredCodingPath?
-    /// Whether the value the type reading the object makes can depend on the order of `allKeys`.
-    let keyOrder: StoredJSONKeyOrder
+    /// The type reading the object, which says whether the value it makes can depend on the order of `allKeys`
+    /// (see ``StoredJSONKeyOrder``); `Void` for a nested container, which a type's own decoding asks for.
+    let reader: Any.Type
 
     private var document: StoredJSONDocument { decoder.document }
 
@@ -421,7 +421,8 @@ struct StoredKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
             if let key = Key(stringValue: name) { keys.append(key) }
         }
         guard keys.count > 1 else { return keys }
-        switch keyOrder {
+        // Looked up here, not with the container: most types never ask for `allKeys`.
+        switch (reader as? any StoredJSONDictionary.Type)?.storedJSONKeyOrder ?? .matters {
         case .stringDictionary:
             break
         case .intDictionary:
@@ -526,7 +527,7 @@ struct StoredKeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         let member = try member(key)
         try document.requireKind(.object, at: member)
         return KeyedDecodingContainer(
-            StoredKeyedContainer<NestedKey>(decoder: decoder, object: member, path: path(key), keyOrder: .matters))
+            StoredKeyedContainer<NestedKey>(decoder: decoder, object: member, path: path(key), reader: Void.self))
     }
 
     func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
@@ -623,7 +624,7 @@ struct StoredUnkeyedContainer: UnkeyedDecodingContainer {
         return try take { document, member in
             try document.requireKind(.object, at: member)
             return KeyedDecodingContainer(
-                StoredKeyedContainer<NestedKey>(decoder: decoder, object: member, path: path, keyOrder: .matters))
+                StoredKeyedContainer<NestedKey>(decoder: decoder, object: member, path: path, reader: Void.self))
         }
     }
 
