@@ -78,6 +78,8 @@ struct UpdateTests {
         try withTemporaryDirectory { directory in
             let storage = fileStorage("value", in: directory, default: 0, flushInterval: nil)
             let twin = fileStorage("value", in: directory, default: 0, flushInterval: nil)
+            // The default's save ends before the updates: its success would clear the error they look for.
+            storage.flush()
             storage.update { value in
                 storage.wrappedValue = 50
                 value += 1
