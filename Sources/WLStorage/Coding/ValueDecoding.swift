@@ -53,7 +53,7 @@ struct ValueDecoding<T: Codable & Sendable> {
     func decode(_ data: Data) -> Outcome {
         let firstError: any Error
         do {
-            return .decoded(try JSONCoders.decoder.decode(T.self, from: data), nil)
+            return .decoded(try JSONCoders.decodeStored(T.self, from: data), nil)
         } catch {
             firstError = error
         }

@@ -150,7 +150,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         // made optional, and the other steps in a function of their own: in code not specialized for the value's type,
         // each generic type touched (an optional of the value, the steps' outcomes) costs a look-up of its metadata.
         do {
-            let value = try JSONCoders.decoder.decode(T.self, from: data)
+            let value = try JSONCoders.decodeStored(T.self, from: data)
             _ = known.withLock { $0.read(KnownVersions.stamp(data, identity: identity), data) }
             return .value(value)
         } catch {}
@@ -358,6 +358,16 @@ enum JSONCoders {
         return encoder
     }()
     static let decoder = JSONDecoder()
+
+    /// The value of `type` in `data`, stored bytes in the current shape: through ``StoredJSONDecoder``, which makes
+    /// exactly `JSONDecoder`'s value for the bytes it is sure of, and otherwise through ``decoder``, whose error is
+    /// the one thrown.
+    static func decodeStored<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
+        do {
+            return try StoredJSONDecoder.decode(type, from: data)
+        } catch {}
+        return try decoder.decode(type, from: data)
+    }
 
     /// What is wrong with bytes that do not decode, in the words the command-line tool uses for the same bytes:
     /// they are not JSON (and why), or they are JSON of another shape.
