@@ -310,7 +310,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         case reentrant
     }
 
-    /// Writes what was set before the call, and saves an unsaved default, then returns. Waits for a job in flight
+    /// Writes what was set before the call, and saves an unsaved default (or writes back in the current shape a value
+    /// of an earlier shape found in its place), then returns. Waits for a job in flight
     /// first. Concurrent flushes take turns. Returns after the first failure.
     ///
     /// With `waitingForJobs` off, a job in flight on another thread is not waited for: the flush returns, leaving the
@@ -323,7 +324,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         while true {
             let now = scheduler.now
             let step = state.withLock { state in
-                let goal = target ?? state.version
+                var goal = target ?? state.version
+                // A rewrite in the current shape of a value read during the flush (its own save of the default, or a
+                // job it waited for, found a value of an earlier shape stored) is written too, as it would have been
+                // had the value been read before the call: no change of the caller is left behind it.
+                if state.onlyRewritePending { goal = max(goal, state.version) }
                 target = goal
                 return state.flushStep(on: thread, now: now, upTo: goal, waitingForJobs: waitingForJobs)
             }

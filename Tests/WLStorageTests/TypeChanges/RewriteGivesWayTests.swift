@@ -102,4 +102,42 @@ struct RewriteGivesWayTests {
             #expect(!newer.hasPendingChanges)
         }
     }
+
+    /// The gap the rewrite documents (`WLStorageDefaultBacker.rewrite`): a directory has no conditional rename, so a
+    /// set another program renames into place after the rewrite's last check of the file, before its rename, is
+    /// replaced. Where the value read was an older version's saved default, the key then holds a default after that
+    /// set was flushed, and the rewriting program reports nothing: what a fleet of programs of two versions sees, rarely,
+    /// when a newer program opens the key just as an older one writes a set at once. Recorded as a known issue, so that
+    /// this test fails once the gap is closed.
+    @Test func aSetRenamedIntoPlaceBetweenTheRewritesLastCheckAndItsRenameIsReplaced() throws {
+        try withTemporaryDirectory { directory in
+            let file = directory.appendingPathComponent("panel")
+            try Data(#"{"stamp":0,"wide":false}"#.utf8).write(to: file)
+            let testThread = pthread_self()
+            let outsideWrite = Once()
+            FaultInjection.install(
+                { call, name in
+                    guard pthread_equal(pthread_self(), testThread) != 0 else { return .fail(EIO) }
+                    // The rewrite has checked the file and is about to rename: another program stores its set.
+                    if call == .rename, name == "panel", outsideWrite.take() {
+                        try? replaceFromOutside(file, with: #"{"stamp":9,"wide":true}"#)
+                    }
+                    return nil
+                },
+                forDirectory: directory.standardizedFileURL.path)
+            defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
+            let newer = WLStorage(
+                key: "panel", defaultValue: PanelV2(), flushInterval: nil, store: .directory(directory),
+                migrations: fromV1)
+            #expect(newer.wrappedValue == PanelV2())
+
+            newer.flush()
+            try #require(!outsideWrite.isSet, "the rewrite was not written")
+            #expect(!newer.hasPendingChanges)
+            withKnownIssue("a directory has no conditional rename: the rewrite replaces the set") {
+                let stored = try String(contentsOf: file, encoding: .utf8)
+                #expect(stored == #"{"stamp":9,"wide":true}"#, "the rewrite of the default replaced the set")
+            }
+        }
+    }
 }
