@@ -94,9 +94,18 @@ extension CellState {
         case reentrant
     }
 
-    /// The next step of a flush on `thread` of what was set up to version `goal`. With `waitingForJobs` off, a job in
-    /// flight on another thread is left to finish the work.
-    mutating func flushStep(on thread: UInt, now: UInt64, upTo goal: UInt64, waitingForJobs: Bool) -> FlushStep {
+    /// The next step of a flush on `thread` of what was set up to version `target`, which the first step sets. With
+    /// `waitingForJobs` off, a job in flight on another thread is left to finish the work.
+    mutating func flushStep(on thread: UInt, now: UInt64, upTo target: inout UInt64?, waitingForJobs: Bool)
+        -> FlushStep
+    {
+        // The version the flush writes up to: the latest when it is called. A rewrite in the current shape of a value
+        // read during the flush (its own save of the default, or a job it waited for, found a value of an earlier
+        // shape stored) is written too, as it would have been had the value been read before the call: no change of
+        // the caller is left behind it.
+        var goal = target ?? version
+        if onlyRewritePending { goal = max(goal, version) }
+        target = goal
         if busyThread == thread { return .reentrant }
         if isBusy {
             guard waitingForJobs else { return .done }

@@ -324,13 +324,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         while true {
             let now = scheduler.now
             let step = state.withLock { state in
-                var goal = target ?? state.version
-                // A rewrite in the current shape of a value read during the flush (its own save of the default, or a
-                // job it waited for, found a value of an earlier shape stored) is written too, as it would have been
-                // had the value been read before the call: no change of the caller is left behind it.
-                if state.onlyRewritePending { goal = max(goal, state.version) }
-                target = goal
-                return state.flushStep(on: thread, now: now, upTo: goal, waitingForJobs: waitingForJobs)
+                state.flushStep(on: thread, now: now, upTo: &target, waitingForJobs: waitingForJobs)
             }
             switch step {
             case .done:
