@@ -102,20 +102,24 @@ struct StoredJSONScanner {
                 index += 1
                 guard scanValue(depth: depth) else { return false }
                 count += 1
-                skipWhitespace()
-                guard index < bytes.count else { return false }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                    continue
-                }
-                guard bytes[index] == UInt8(ascii: "}") else { return false }
-                index += 1
-                break
+                guard let more = scanSeparator(closing: UInt8(ascii: "}")) else { return false }
+                if !more { break }
             }
         }
         tokens[at].count = count
         tokens[at].end = Int32(tokens.count)
         return keysDiffer(inObjectAt: at)
+    }
+
+    /// Reads what follows a member of an object or an element of an array: a comma (`true`, another follows) or the
+    /// container's closing bracket (`false`); `nil` for anything else.
+    private mutating func scanSeparator(closing: UInt8) -> Bool? {
+        skipWhitespace()
+        guard index < bytes.count else { return nil }
+        let byte = bytes[index]
+        guard byte == UInt8(ascii: ",") || byte == closing else { return nil }
+        index += 1
+        return byte == UInt8(ascii: ",")
     }
 
     private mutating func scanArray(depth: Int) -> Bool {
@@ -131,15 +135,8 @@ struct StoredJSONScanner {
             while true {
                 guard scanValue(depth: depth) else { return false }
                 count += 1
-                skipWhitespace()
-                guard index < bytes.count else { return false }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                    continue
-                }
-                guard bytes[index] == UInt8(ascii: "]") else { return false }
-                index += 1
-                break
+                guard let more = scanSeparator(closing: UInt8(ascii: "]")) else { return false }
+                if !more { break }
             }
         }
         tokens[at].count = count
