@@ -169,7 +169,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// Where the bytes are, as messages name them.
     var place: StoredPlace {
-        guard let directory, let fileName else { return .store(key: key, identity: "no directory", conceals: false) }
+        // Without a directory or a name there are no bytes: the place is named by the file alone.
+        guard let directory, let fileName else {
+            return StoredPlace(key: key, subject: "the file", file: nil, conceals: false)
+        }
         return .file(key: key, fileName, in: directory)
     }
 
