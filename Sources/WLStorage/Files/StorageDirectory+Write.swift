@@ -27,9 +27,11 @@ extension StorageDirectory {
     }
 
     /// Replaces `name` with `contents` as ``write(_:contents:announced:)`` does, but only while the file at `name` is
-    /// still the version `expected`: its identity is checked just before the rename. Returns the new file's identity,
-    /// or `nil` when another version stood there and nothing was changed. A file placed by another program in the
-    /// moment between the check and the rename is still replaced: a directory has no conditional rename.
+    /// still the version `expected`: its identity is checked just before the file is put in place, and what the new
+    /// file displaced is checked again after (see ``exchange(_:with:in:ifStill:written:announced:)``). Returns the new
+    /// file's identity, or `nil` when another version stood there and is left in place. Where the file system cannot
+    /// exchange two names, a file placed by another program in the moment between the check and the rename is still
+    /// replaced.
     package func write(
         _ name: String, contents: Data, ifStill expected: FileIdentity, announced: Bool = true
     ) throws(WLStorageError) -> FileIdentity? {
@@ -126,7 +128,21 @@ extension StorageDirectory {
             if found, (target.st_mode & S_IFMT) != S_IFREG {
                 throw notRegular(name, EntryKind(mode: target.st_mode))
             }
-            if let expected, !found || FileIdentity(target) != expected { return nil }
+            if let expected {
+                guard found, FileIdentity(target) == expected else { return nil }
+                // The temporary name is the exchange's from here: it may come to hold another program's version.
+                placed = true
+                switch try exchange(
+                    temporary, with: name, in: dir, ifStill: expected, written: identity, announced: announced)
+                {
+                case .replaced:
+                    return identity
+                case .gaveWay:
+                    return nil
+                case .unsupported:
+                    placed = false
+                }
+            }
             if announced { OwnRenames.willRename(temporary) }
             guard retrying(.rename, name, { renameat(dir, temporary, dir, name) }) == 0 else {
                 let code = errno
@@ -164,6 +180,126 @@ extension StorageDirectory {
     }
 
     private enum NoReplaceOutcome { case moved, linked, exists }
+
+    private enum ExchangeOutcome {
+        /// The written file is in place, and the version it replaced is removed.
+        case replaced
+        /// Another version stood at the name: it is back in place (or a newer one is), and the written file is removed.
+        case gaveWay
+        /// The system or the file system cannot exchange two names: nothing was done.
+        case unsupported
+    }
+
+    /// The most times a conditional replacement puts back what it displaced before it keeps it aside instead: each
+    /// time means another program renamed a file into place in the microseconds since the last.
+    private static let putBackLimit = 16
+
+    /// Replaces `name` with the written file `temporary` only while `name` is the version `expected`, with no moment in
+    /// which another program's version can be lost.
+    ///
+    /// A directory has no conditional rename, but Linux can exchange two names atomically (`renameat2` with
+    /// `RENAME_EXCHANGE`): the written file takes the name, and the file it displaced takes the temporary name, where
+    /// it is checked. When it is the version expected, it is removed. When it is another program's, placed after the
+    /// caller's last check, it is exchanged back; should yet another file have been renamed over the written one
+    /// meanwhile, that newer one is put in place instead, until the file taken back is the written one or one put
+    /// back before. For those microseconds the name holds the written file, which a reader may see: a version the
+    /// directory held before, reshaped, never a loss. The directory's shared lock is held throughout, so that no
+    /// clean-up of abandoned temporary files removes a displaced file while it has the temporary name. The directory
+    /// is synced before returning.
+    private func exchange(
+        _ temporary: String, with name: String, in dir: CInt, ifStill expected: FileIdentity,
+        written: FileIdentity, announced: Bool
+    ) throws(WLStorageError) -> ExchangeOutcome {
+        guard let renameat2 = SystemFunctions.renameat2 else { return .unsupported }
+        _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
+        defer { _ = flock(dir, LOCK_UN) }
+        func swap() -> Int32? {
+            let result = retrying(.rename, name) {
+                renameat2(dir, temporary, dir, name, SystemFunctions.renameExchange)
+            }
+            return result == 0 ? nil : errno
+        }
+        /// The identity of what the temporary name holds, or `nil` when nothing does.
+        func displaced() throws(WLStorageError) -> FileIdentity? {
+            var status = stat()
+            guard retrying(.stat, temporary, { fstatat(dir, temporary, &status, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+                if errno == ENOENT { return nil }
+                throw error(.writeFailed, "cannot inspect the file the rewrite replaced", name: temporary, errno: errno)
+            }
+            return FileIdentity(status)
+        }
+        func finish(_ outcome: ExchangeOutcome) throws(WLStorageError) -> ExchangeOutcome {
+            // The temporary name holds the version replaced, or the written file given way: removed, then the
+            // directory synced, so that the sync covers the exchanges and the removal together.
+            _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+            guard retrying(.fsync, nil, { fsync(dir) }) == 0 else {
+                throw error(.writeFailed, "cannot sync the storage directory", errno: errno)
+            }
+            return outcome
+        }
+
+        if announced { OwnRenames.willRename(temporary) }
+        if let code = swap() {
+            OwnRenames.didNotRename(temporary)
+            switch code {
+            case EINVAL, ENOSYS, EOPNOTSUPP:
+                return .unsupported
+            case ENOENT:
+                // The file was removed since the check: not the version expected.
+                return try finish(.gaveWay)
+            default:
+                _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+                throw error(.writeFailed, "cannot exchange the file into place", name: name, errno: code)
+            }
+        }
+        let first: FileIdentity?
+        do {
+            first = try displaced()
+        } catch {
+            throw keepDisplaced(temporary, of: name, in: dir, error)
+        }
+        guard let first, first != expected else { return try finish(.replaced) }
+        // Another program's version, stored since the check: from here on, what the temporary name holds is put back
+        // or kept aside, never removed unseen.
+        do throws(WLStorageError) {
+            var (atName, atTemporary) = (written, first)
+            for _ in 0..<Self.putBackLimit {
+                if let code = swap() {
+                    // The written file was removed from the name meanwhile, after the version held was stored: that
+                    // removal is the later change, and stands.
+                    guard code == ENOENT else {
+                        throw error(
+                            .writeFailed, "cannot put back the file the write replaced", name: name, errno: code)
+                    }
+                    return try finish(.gaveWay)
+                }
+                // The name held what was put there last, so the file taken back is older than the one now in place.
+                // Any other file was renamed over it since, and is the newest: it goes in place next.
+                guard let taken = try displaced(), taken != atName else { return try finish(.gaveWay) }
+                (atName, atTemporary) = (atTemporary, taken)
+            }
+            throw error(.writeFailed, "the file kept changing while the write gave way", name: name, errno: nil)
+        } catch {
+            throw keepDisplaced(temporary, of: name, in: dir, error)
+        }
+    }
+
+    /// Moves what `temporary` holds, a version of `name` that a conditional replacement displaced and could not put
+    /// back, aside to a name the tool lists, and returns `failure` with where it is.
+    private func keepDisplaced(
+        _ temporary: String, of name: String, in dir: CInt, _ failure: WLStorageError
+    ) -> WLStorageError {
+        var failure = failure
+        let aside = Self.movedAsideName(for: name)
+        switch try? moveWithoutReplacing(temporary, to: aside, in: dir) {
+        case .moved?, .linked?:
+            _ = retrying(.fsync, nil) { fsync(dir) }
+            failure.message += "; the version it displaced was kept as \(aside)"
+        case .exists?, nil:
+            failure.message += "; the version it displaced is left as \(temporary)"
+        }
+        return failure
+    }
 
     /// Moves `source` to `target` in `dir` unless `target` exists: `renameat2` with `RENAME_NOREPLACE`, or `linkat`
     /// where the file system does not support that flag (the source then stays, for the caller to remove).

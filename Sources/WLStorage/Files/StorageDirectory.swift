@@ -515,4 +515,7 @@ enum SystemFunctions {
 
     /// `RENAME_NOREPLACE` from `<linux/fs.h>`.
     static let renameNoReplace: CUnsignedInt = 1
+
+    /// `RENAME_EXCHANGE` from `<linux/fs.h>`.
+    static let renameExchange: CUnsignedInt = 2
 }

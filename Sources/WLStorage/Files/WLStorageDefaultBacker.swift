@@ -249,9 +249,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// Writes `value`, the rewrite in the current shape of the bytes last read, only while the file is still the
     /// version read (or one this backer wrote): a change another program made since, whose event has not come yet, is
-    /// read instead. Returns whether it wrote. The file's identity is checked again just before the rename; a directory
-    /// has no conditional rename, so only a change made in the moment between that check and the rename can still be
-    /// replaced.
+    /// read instead. Returns whether it wrote. The file's identity is checked again just before the file is put in
+    /// place, and what it displaced just after, so that a change made in the moment between is put back (see
+    /// ``StorageDirectory/write(_:contents:ifStill:announced:)``).
     func rewrite(_ value: T) throws -> Bool? {
         let (directory, fileName, _) = try location()
         let current: (contents: Data, identity: FileIdentity)?

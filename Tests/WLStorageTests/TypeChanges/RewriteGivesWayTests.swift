@@ -103,13 +103,13 @@ struct RewriteGivesWayTests {
         }
     }
 
-    /// The gap the rewrite documents (`WLStorageDefaultBacker.rewrite`): a directory has no conditional rename, so a
-    /// set another program renames into place after the rewrite's last check of the file, before its rename, is
-    /// replaced. Where the value read was an older version's saved default, the key then holds a default after that
-    /// set was flushed, and the rewriting program reports nothing: what a fleet of programs of two versions sees, rarely,
-    /// when a newer program opens the key just as an older one writes a set at once. Recorded as a known issue, so that
-    /// this test fails once the gap is closed.
-    @Test func aSetRenamedIntoPlaceBetweenTheRewritesLastCheckAndItsRenameIsReplaced() throws {
+    /// The same, with the other program's set renamed into place after the rewrite's last check of the file, just
+    /// before the rewrite's own rename. Where the value read was an older version's saved default, a rename over it
+    /// would leave the key holding a default after that set was flushed, with nothing reported: what a fleet of
+    /// programs of two versions would see when a newer program opens the key just as an older one writes a set. The
+    /// rewrite exchanges its file with the one in place, finds another program's version among what it displaced, and
+    /// puts it back.
+    @Test func aSetRenamedIntoPlaceBetweenTheRewritesLastCheckAndItsRenameIsNotReplaced() throws {
         try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("panel")
             try Data(#"{"stamp":0,"wide":false}"#.utf8).write(to: file)
@@ -134,10 +134,115 @@ struct RewriteGivesWayTests {
             newer.flush()
             try #require(!outsideWrite.isSet, "the rewrite was not written")
             #expect(!newer.hasPendingChanges)
-            withKnownIssue("a directory has no conditional rename: the rewrite replaces the set") {
-                let stored = try String(contentsOf: file, encoding: .utf8)
-                #expect(stored == #"{"stamp":9,"wide":true}"#, "the rewrite of the default replaced the set")
+            let stored = try String(contentsOf: file, encoding: .utf8)
+            #expect(stored == #"{"stamp":9,"wide":true}"#, "the rewrite of the default replaced the set")
+            #expect(newer.wrappedValue == PanelV2(stamp: 9, width: 1_600), "the newer program did not read the set")
+        }
+    }
+
+    /// What another program does to the file around the rewrite's exchange of its file with the one in place: at the
+    /// exchange (`first`), and at the exchange that puts back what the first displaced (`second`).
+    private struct Interleaving: Sendable {
+        var first: @Sendable (URL) throws -> Void
+        var second: (@Sendable (URL) throws -> Void)?
+        /// The fault injected into the exchange that puts back what the first displaced.
+        var secondFault: InjectedFault?
+    }
+
+    /// Opens the older shape with a pending rewrite, runs `interleaving` at the rewrite's renames of the key's file,
+    /// flushes, and returns the storage and its directory for the caller's checks.
+    private func rewrite(
+        with interleaving: Interleaving, _ check: (WLStorage<PanelV2>, URL) throws -> Void
+    ) throws {
+        try withTemporaryDirectory { directory in
+            let file = directory.appendingPathComponent("panel")
+            try Data(#"{"stamp":0,"wide":false}"#.utf8).write(to: file)
+            let testThread = pthread_self()
+            let renames = Atomic<Int>(0)
+            FaultInjection.install(
+                { call, name in
+                    guard pthread_equal(pthread_self(), testThread) != 0 else { return .fail(EIO) }
+                    guard call == .rename, name == "panel" else { return nil }
+                    switch renames.add(1, ordering: .sequentiallyConsistent).newValue {
+                    case 1:
+                        try? interleaving.first(file)
+                    case 2:
+                        try? interleaving.second?(file)
+                        return interleaving.secondFault
+                    default:
+                        break
+                    }
+                    return nil
+                },
+                forDirectory: directory.standardizedFileURL.path)
+            defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
+            let newer = WLStorage(
+                key: "panel", defaultValue: PanelV2(), flushInterval: nil, store: .directory(directory),
+                migrations: fromV1)
+            newer.flush()
+            #expect(renames.load(ordering: .sequentiallyConsistent) >= 1, "the rewrite was not written")
+            try check(newer, directory)
+        }
+    }
+
+    /// A set renamed into place at the exchange, and another over the rewrite's file before it is exchanged back: the
+    /// newer of the two ends in place, and neither is lost to the rewrite.
+    @Test func aSecondSetRenamedOverTheRewriteBeforeItGivesWayEndsInPlace() throws {
+        let interleaving = Interleaving(
+            first: { try replaceFromOutside($0, with: #"{"stamp":8,"wide":true}"#) },
+            second: { try replaceFromOutside($0, with: #"{"stamp":9,"wide":false}"#) })
+        try rewrite(with: interleaving) { newer, directory in
+            let stored = try String(contentsOf: directory.appendingPathComponent("panel"), encoding: .utf8)
+            #expect(stored == #"{"stamp":9,"wide":false}"#, "the newest set is not the one in place")
+            #expect(newer.wrappedValue == PanelV2(stamp: 9, width: 800))
+            #expect(!newer.hasPendingChanges)
+            let left = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter {
+                $0 != "panel" && !StorageDirectory.isKeptOriginal($0)
             }
+            #expect(left.isEmpty, "files left beside the key's and its original's: \(left)")
+        }
+    }
+
+    /// The file removed after the rewrite's last check, before its exchange: the removal stands.
+    @Test func aRemovalJustBeforeTheRewriteIsNotUndone() throws {
+        let interleaving = Interleaving(first: { try FileManager.default.removeItem(at: $0) })
+        try rewrite(with: interleaving) { newer, directory in
+            #expect(
+                !FileManager.default.fileExists(atPath: directory.appendingPathComponent("panel").path),
+                "the rewrite put back a value another program removed")
+            #expect(!newer.hasPendingChanges)
+        }
+    }
+
+    /// A set renamed into place at the exchange, then the rewrite's file removed before the set is exchanged back: the
+    /// removal came after the set, and stands.
+    @Test func aRemovalOfTheRewritesFileBeforeItGivesWayStands() throws {
+        let interleaving = Interleaving(
+            first: { try replaceFromOutside($0, with: #"{"stamp":8,"wide":true}"#) },
+            second: { try FileManager.default.removeItem(at: $0) })
+        try rewrite(with: interleaving) { newer, directory in
+            #expect(!FileManager.default.fileExists(atPath: directory.appendingPathComponent("panel").path))
+            #expect(!newer.hasPendingChanges)
+            let left = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter {
+                !StorageDirectory.isKeptOriginal($0)
+            }
+            #expect(left.isEmpty, "files left beside the original's: \(left)")
+        }
+    }
+
+    /// A set renamed into place at the exchange, and the exchange that would put it back fails: the set is not lost,
+    /// but kept aside under a name the tool lists, and the failure says where.
+    @Test func aSetTheRewriteCannotPutBackIsKeptAside() throws {
+        let interleaving = Interleaving(
+            first: { try replaceFromOutside($0, with: #"{"stamp":8,"wide":true}"#) }, secondFault: .fail(EIO))
+        try rewrite(with: interleaving) { newer, directory in
+            let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+            let kept = names.filter(StorageDirectory.isMovedAside)
+            try #require(kept.count == 1, "no version kept aside among \(names)")
+            let contents = try String(contentsOf: directory.appendingPathComponent(kept[0]), encoding: .utf8)
+            #expect(contents == #"{"stamp":8,"wide":true}"#)
+            #expect(newer.lastError?.code == .writeFailed)
+            #expect(newer.lastError?.message.contains(kept[0]) == true, "\(String(describing: newer.lastError))")
         }
     }
 }
