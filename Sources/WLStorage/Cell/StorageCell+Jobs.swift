@@ -91,8 +91,8 @@ extension StorageCell {
     func takeBatchWrite(on thread: UInt) -> BatchWrite? {
         guard let storeBacker else { return nil }
         let now = scheduler.now
-        // A rewrite of what was read, in a store that writes on condition, is written on its own, on condition.
-        let rewritesOnCondition = storeBacker.writesOnCondition
+        // A rewrite of what was read, in a store that writes rewrites on condition, is written on its own, on condition.
+        let rewritesOnCondition = storeBacker.rewritesOnCondition
         var version: UInt64 = 0
         let value = state.withLock {
             $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, started: &version)

@@ -259,6 +259,7 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
             encrypted: self,
             conditional: holding.conditional != nil ? ConditionalEncryptedStore(store: self) : nil,
             versioned: holding.versioned != nil ? ConditionalEncryptedStore(store: self) : nil,
+            rewrites: holding.rewrites != nil ? ConditionalEncryptedStore(store: self, rewriting: true) : nil,
             carried: !changesKeys ? under.carried.map { EncryptedCarriedFeed(store: self, base: $0) } : nil)
     }
 
@@ -310,10 +311,12 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
     }
 
     /// Stores `data`, sealed, only while the key holds `expected` once opened. The store under this one compares the
-    /// sealed bytes that were read, so no write of another program can come between.
-    fileprivate func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+    /// sealed bytes that were read, so no write of another program can come between. A rewrite (`rewriting`) goes
+    /// through the store under this one as one that writes rewrites on condition (see ``StoreCapabilities/rewrites``).
+    fileprivate func write(key: String, data: Data, ifItHolds expected: Data?, rewriting: Bool) throws -> Bool {
         let (resolved, storedKey) = Stores.resolve(base, key)
-        guard let base = Stores.capabilities(of: resolved).conditional else {
+        let under = Stores.capabilities(of: resolved)
+        guard let base = rewriting ? under.rewrites : under.conditional else {
             throw WLStorageError(
                 code: .writeFailed, message: "\(identity): the store under it does not write on condition", key: key)
         }
@@ -342,6 +345,8 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
 /// of a version, as one that does that too (only the encrypted store's ``StoreCapabilities/versioned`` offers it so).
 private struct ConditionalEncryptedStore: VersionedConditionalStore {
     let store: WLStorageEncryptedStore
+    /// Whether its writes on condition are rewrites (see ``StoreCapabilities/rewrites``).
+    var rewriting = false
 
     var identity: String { store.identity }
     func read(key: String) throws -> Data? { try store.read(key: key) }
@@ -355,7 +360,7 @@ private struct ConditionalEncryptedStore: VersionedConditionalStore {
         store.observeChanges(changed)
     }
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        try store.write(key: key, data: data, ifItHolds: expected)
+        try store.write(key: key, data: data, ifItHolds: expected, rewriting: rewriting)
     }
     func readVersioned(key: String) throws -> VersionedRead { try store.readVersioned(key: key) }
     func write(key: String, data: Data, ifVersion version: Int64?, tag: WriteTag) throws -> TaggedWriteResult {

@@ -25,6 +25,9 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
     private let encrypted: WLStorageEncryptedStore?
     /// Whether the store writes on condition: a flush of every storage asks it of each.
     let writesOnCondition: Bool
+    /// Whether the store writes rewrites on condition (see ``StoreCapabilities/rewrites``): a flush of every storage
+    /// leaves a rewrite to its own conditional write.
+    let rewritesOnCondition: Bool
     private let versions = Lock(CarriedVersions())
 
     /// Everything the store can do.
@@ -37,6 +40,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
         self.identity = store.identity
         (carriedFeed, encrypted) = (capabilities.carried, capabilities.encrypted)
         writesOnCondition = capabilities.conditional != nil
+        rewritesOnCondition = capabilities.rewrites != nil
     }
 
     /// Hands this backer changes its store's feed carried, or (`mustRead`) a change it reported without one: the next
@@ -61,7 +65,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
     /// from; returns whether it did, or `nil` when the store does not write on condition (or nothing is known of the
     /// bytes), for a plain write.
     func rewrite(_ value: T) throws -> Bool? {
-        guard let expected = rewriteFrom.withLock({ $0 }), let conditional = capabilities.conditional else {
+        guard let expected = rewriteFrom.withLock({ $0 }), let conditional = capabilities.rewrites else {
             return nil
         }
         let data = try encode(value)

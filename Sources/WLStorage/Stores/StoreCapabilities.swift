@@ -17,6 +17,11 @@ package struct StoreCapabilities: Sendable {
     package var encrypted: WLStorageEncryptedStore?
     /// The store, as one that writes on condition of the bytes the key holds.
     package var conditional: (any WLStorageConditionalStore)?
+    /// The store, as one that writes the rewrite of a value read (in an earlier shape, or sealed under a previous key)
+    /// on condition of the bytes the key holds: the store that writes on condition, or a directory, whose conditional
+    /// replacement may show the rewrite for a moment before it gives way, which a rewrite can afford and an update
+    /// cannot.
+    package var rewrites: (any WLStorageConditionalStore)?
     /// The store, as one that writes on condition of a version, tagged.
     package var versioned: (any VersionedConditionalStore)?
     /// The store's feed of changes that carry the bytes stored.
@@ -26,10 +31,11 @@ package struct StoreCapabilities: Sendable {
         resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))? = nil,
         directory: WLStorageDirectoryStore? = nil, encrypted: WLStorageEncryptedStore? = nil,
         conditional: (any WLStorageConditionalStore)? = nil, versioned: (any VersionedConditionalStore)? = nil,
-        carried: (any CarriedChangeFeed)? = nil
+        rewrites: (any WLStorageConditionalStore)? = nil, carried: (any CarriedChangeFeed)? = nil
     ) {
         (self.resolve, self.directory, self.encrypted) = (resolve, directory, encrypted)
         (self.conditional, self.versioned, self.carried) = (versioned ?? conditional, versioned, carried)
+        self.rewrites = rewrites ?? self.conditional
     }
 
     /// Whether the store's values are secret: messages then say that bytes do not decode, not what is wrong in them,
@@ -58,7 +64,9 @@ package enum Stores {
 }
 
 extension WLStorageDirectoryStore: DeclaresCapabilities {
-    package var capabilities: StoreCapabilities { StoreCapabilities(directory: self) }
+    package var capabilities: StoreCapabilities {
+        StoreCapabilities(directory: self, rewrites: DirectoryRewrites(store: self))
+    }
 }
 
 extension WLStoragePrefixedStore: DeclaresCapabilities {

@@ -28,7 +28,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     public let identity: String
 
     /// The directory, prepared, and the name of `key`'s file in it.
-    private func file(_ key: String) throws(WLStorageError) -> (StorageDirectory, String) {
+    func file(_ key: String) throws(WLStorageError) -> (StorageDirectory, String) {
         guard let directory else {
             throw WLStorageError(
                 code: .directoryUnavailable,
@@ -100,6 +100,35 @@ public final class WLStorageDirectoryStore: WLStorageStore {
             }
         }
         return WLStorageSubscription { FileMonitor.shared.unsubscribe(subscription) }
+    }
+}
+
+/// A directory store, as one that writes a rewrite on condition of the bytes a key's file holds (see
+/// ``StoreCapabilities/rewrites``): a store's storage of a directory's key (through an encryption) rewrites its value
+/// only while the file is still the one read, and puts back another program's version stored in the moment between.
+struct DirectoryRewrites: WLStorageConditionalStore {
+    let store: WLStorageDirectoryStore
+
+    var identity: String { store.identity }
+    func read(key: String) throws -> Data? { try store.read(key: key) }
+    func write(key: String, data: Data) throws { try store.write(key: key, data: data) }
+    func create(key: String, data: Data) throws -> Bool { try store.create(key: key, data: data) }
+    func write(_ batch: [WLStorageStoreWrite]) throws { try store.write(batch) }
+    func remove(key: String) throws { try store.remove(key: key) }
+    func keys() throws -> [String] { try store.keys() }
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
+        store.observeChanges(changed)
+    }
+
+    /// Replaces `key`'s file with `data` only while it holds `expected` (or, for `nil`, while there is none).
+    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+        let (directory, name) = try store.file(key)
+        guard let expected, !expected.isEmpty else {
+            // Empty bytes stand for nothing stored.
+            return try directory.create(name, contents: data, announced: false) != nil
+        }
+        guard let current = try directory.readVersion(name), current.contents == expected else { return false }
+        return try directory.write(name, contents: data, ifStill: current.identity, announced: false) != nil
     }
 }
 

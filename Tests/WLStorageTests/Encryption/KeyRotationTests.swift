@@ -87,6 +87,46 @@ struct KeyRotationTests: EncryptedDirectorySuite {
             "the rewrite replaced another replica's update with \(String(decoding: now ?? Data(), as: UTF8.self))")
     }
 
+    /// In a directory: a storage that read a value sealed under a previous key rewrites it under the current key at its
+    /// flush, and another program stores a value after the rewrite's last read of the file, just before its file is
+    /// put in place. That value is not replaced: the rewrite exchanges its file with the one in place and puts the
+    /// other program's back. The same when every storage is flushed, with a change of another key of the store
+    /// pending, so that the store's changes go as a batch, which leaves a rewrite to its own conditional write.
+    @Test(arguments: [false, true])
+    func aRotationRewriteInADirectoryDoesNotReplaceAValueStoredJustBeforeIt(flushingEverything: Bool) throws {
+        try withTemporaryDirectory { directory in
+            let old = try WLStorageEncryptionKey.random()
+            try store(directory, key: old).write(key: "n", data: json("10"))
+            let other = try withTemporaryDirectory { elsewhere in
+                try store(elsewhere).write(key: "n", data: json("20"))
+                return try #require(file("n", in: elsewhere))
+            }
+            let rotated = store(directory, previous: [old])
+            let late = WLStorage(key: "n", defaultValue: -1, flushInterval: nil, store: rotated)
+            #expect(late.wrappedValue == 10)
+            #expect(late.hasPendingChanges, "the value read under the previous key is to be written under the current")
+            let companion = WLStorage(key: "m", defaultValue: 0, flushInterval: nil, store: rotated)
+            companion.wrappedValue = 1
+            let outsideWrite = Switch(true)
+            FaultInjection.install(
+                { call, name in
+                    if call == .rename, name == "n", outsideWrite.isOn {
+                        outsideWrite.set(false)
+                        try? writeFromOutside(other, "n", in: directory)
+                    }
+                    return nil
+                },
+                forDirectory: directory.standardizedFileURL.path)
+            defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
+
+            if flushingEverything { WLStorageSystem.flushAll() } else { late.flush() }
+            #expect(!outsideWrite.isOn, "the rewrite was not written")
+            #expect(file("n", in: directory) == other, "the rewrite replaced the value another program stored")
+            #expect(try store(directory).read(key: "n") == json("20"))
+            if flushingEverything { #expect(try store(directory).read(key: "m") == json("1")) }
+        }
+    }
+
     /// Two encrypted stores of one directory with the same current key share one identity, so storages of one key
     /// share one cell. The second storage is given the previous key of the stored value: it must read it (its store
     /// opens it), whichever storage came first.
