@@ -329,24 +329,32 @@ extension StorageDirectory {
     /// aside is never replaced.
     ///
     /// When `identity` is given, the file is moved only if it is still that version: a file another program has
-    /// replaced meanwhile is left in place.
-    package func moveAside(_ name: String, ifStill identity: FileIdentity? = nil) throws(WLStorageError) -> String {
+    /// replaced meanwhile is left in place, and `nil` is returned. Its identity is checked before the move, and the
+    /// file moved is checked after it: one that another program renamed into place in the moment between is moved
+    /// back, unless a newer one stands there already.
+    package func moveAside(_ name: String, ifStill identity: FileIdentity? = nil) throws(WLStorageError) -> String? {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
         if let identity {
             var status = stat()
             guard retrying(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
                 FileIdentity(status) == identity
-            else {
-                throw error(
-                    .readFailed, "the file changed while it was read; it is left in place", name: name, errno: nil)
-            }
+            else { return nil }
         }
         for _ in 0..<8 {
             let aside = Self.movedAsideName(for: name)
             switch try moveWithoutReplacing(name, to: aside, in: dir) {
             case .moved:
-                break
+                var status = stat()
+                if let identity, retrying(.stat, aside, { fstatat(dir, aside, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
+                    FileIdentity(status) != identity
+                {
+                    if case .linked? = try? moveWithoutReplacing(aside, to: name, in: dir) {
+                        _ = retrying(.unlink, aside) { unlinkat(dir, aside, 0) }
+                    }
+                    _ = retrying(.fsync, nil) { fsync(dir) }
+                    return nil
+                }
             case .linked:
                 guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
                     let code = errno

@@ -130,7 +130,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///   - prepared: Whether the caller has just prepared the directory (``prepare()``), which is then not looked up
     ///     again.
     ///   - decoding: How the file's bytes become the value.
-    func readStored(prepared: Bool = false, decoding: @autoclosure () -> ValueDecoding<T>) -> ReadResult<T> {
+    func readStored(
+        prepared: Bool = false, again: Bool = true, decoding: @autoclosure () -> ValueDecoding<T>
+    ) -> ReadResult<T> {
         let directory: StorageDirectory
         let fileName: String
         let data: Data
@@ -154,17 +156,20 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             _ = known.withLock { $0.read(KnownVersions.stamp(data, identity: identity), data) }
             return .value(value)
         } catch {}
-        return readStored(data, identity: identity, decoding: decoding())
+        return readStored(data, identity: identity, decoding: decoding(), again: again)
     }
 
     /// Reads `data`, bytes that do not decode as they are, through the added fields and migrations, or keeps the
-    /// original of a reshaped value, or moves the file aside (see ``readStored(prepared:decoding:)``).
+    /// original of a reshaped value, or moves the file aside (see ``readStored(prepared:again:decoding:)``).
     @inline(never)
-    private func readStored(_ data: Data, identity: FileIdentity, decoding: ValueDecoding<T>) -> ReadResult<T> {
+    private func readStored(_ data: Data, identity: FileIdentity, decoding: ValueDecoding<T>, again: Bool)
+        -> ReadResult<T>
+    {
         let read = ReadBytes(data: data, stamp: KnownVersions.stamp(data, identity: identity), identity: identity)
-        // Moved aside only while it is still the version read: a file changed meanwhile fails the move, and is read
-        // again by the next check.
-        return opening(read, decoding: decoding)
+        // Moved aside only while it is still the version read: a file changed meanwhile is read again, once.
+        return opening(
+            read, decoding: decoding,
+            readAgain: again ? { self.readStored(prepared: true, again: false, decoding: decoding) } : nil)
     }
 
     /// Where the bytes are, as messages name them.
@@ -207,7 +212,15 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         guard let directory, let fileName else { return .failed(setupError) }
         let aside: String
         do {
-            aside = try directory.moveAside(fileName, ifStill: read.identity)
+            guard let moved = try directory.moveAside(fileName, ifStill: read.identity) else {
+                return .changed(
+                    WLStorageError(
+                        code: .readFailed,
+                        message: "the file does not decode as \(T.self), and it changed while it was read; it is left"
+                            + " in place",
+                        key: key, path: directory.filePath(fileName)))
+            }
+            aside = moved
         } catch var failure {
             failure.message = "the file does not decode as \(T.self), and " + failure.message
             return .failed(Self.keyed(failure, key))

@@ -215,6 +215,35 @@ private func roundTrip<T: Codable & Sendable>(_ value: T, default defaultValue: 
         }
     }
 
+    /// A file that is not JSON, replaced by another program's set in the moment between the storage's check of the
+    /// file and its move aside: the set is not moved aside with it (nor lost), but stays the key's value, and the
+    /// storage reads it.
+    @Test func aSetStoredJustAsAnUnreadableFileIsMovedAsideStaysInPlace() throws {
+        try withTemporaryDirectory { directory in
+            let file = directory.appendingPathComponent("count")
+            try Data("not json".utf8).write(to: file)
+            let outsideWrite = Switch(true)
+            FaultInjection.install(
+                { call, name in
+                    if call == .rename, let name, name.hasPrefix("count~corrupt-"), outsideWrite.isOn {
+                        outsideWrite.set(false)
+                        try? replaceFromOutside(file, with: "42")
+                    }
+                    return nil
+                },
+                forDirectory: directory.standardizedFileURL.path)
+            defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
+            let storage = fileStorage("count", in: directory, default: 7, flushInterval: nil)
+            #expect(!outsideWrite.isOn, "the file was not moved aside")
+            #expect(storage.wrappedValue == 42, "the storage did not read the key again")
+            storage.flush()
+            #expect(stored(Int.self, key: "count", in: directory) == 42, "the set was moved aside or replaced")
+            #expect(storage.wrappedValue == 42)
+            let kept = entries(of: directory).filter { $0.hasPrefix("count~corrupt-") }
+            #expect(kept.isEmpty, "kept aside: \(kept)")
+        }
+    }
+
     @Test func aSymlinkIsNeitherFollowedNorReplaced() throws {
         try withTemporaryDirectory { outer in
             let directory = outer.appendingPathComponent("store", isDirectory: true)
