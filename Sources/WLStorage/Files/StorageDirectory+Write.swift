@@ -390,6 +390,67 @@ extension StorageDirectory {
         return true
     }
 
+    /// Removes the regular file `name` only while it is the version `expected`, and returns whether it did.
+    ///
+    /// The file is checked, then renamed to a temporary name (`renameat2` with `RENAME_NOREPLACE`) and checked again
+    /// there: a file another program renamed into place in the moment between is moved back, unless a newer one stands
+    /// there already, and is not removed. The directory's shared lock is held, so that no clean-up of abandoned
+    /// temporary files removes it meanwhile. Where the file system cannot rename without replacing, the file is linked
+    /// to the temporary name and unlinked, and a file renamed into place between the two is still removed.
+    package func remove(_ name: String, ifStill expected: FileIdentity) throws(WLStorageError) -> Bool {
+        let dir = try openDirectory()
+        defer { _ = closeDescriptor(dir, nil) }
+        func identity(_ entry: String) -> FileIdentity? {
+            var status = stat()
+            guard retrying(.stat, entry, { fstatat(dir, entry, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
+                (status.st_mode & S_IFMT) == S_IFREG
+            else { return nil }
+            return FileIdentity(status)
+        }
+        guard identity(name) == expected else { return false }
+        _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
+        defer { _ = flock(dir, LOCK_UN) }
+        var temporary = Self.temporaryName(for: name)
+        var outcome = try moveWithoutReplacing(name, to: temporary, in: dir)
+        for _ in 0..<8 where outcome == .exists {
+            // A temporary name another writer has taken: another is drawn.
+            temporary = Self.temporaryName(for: name)
+            outcome = try moveWithoutReplacing(name, to: temporary, in: dir)
+        }
+        switch outcome {
+        case .exists:
+            throw error(.writeFailed, "cannot find a free temporary name to remove the file", name: name, errno: EEXIST)
+        case .linked:
+            guard identity(temporary) == expected else {
+                _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+                return false
+            }
+            guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
+                let code = errno
+                _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+                throw error(.writeFailed, "cannot remove the file", name: name, errno: code)
+            }
+        case .moved:
+            guard identity(temporary) == expected else {
+                // Another program's version, renamed into place since the check: back in place, unless a newer one is.
+                switch try? moveWithoutReplacing(temporary, to: name, in: dir) {
+                case .moved?:
+                    break
+                case .linked?, .exists?:
+                    _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+                case nil:
+                    // Kept under a name the tool lists rather than left to the clean-up of temporary files.
+                    _ = try? moveWithoutReplacing(temporary, to: Self.movedAsideName(for: name), in: dir)
+                }
+                _ = retrying(.fsync, nil) { fsync(dir) }
+                return false
+            }
+        }
+        _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+        _ = retrying(.fsync, nil) { fsync(dir) }
+        return true
+    }
+
     /// Removes the temporary files of writers that are no longer at work, and returns their names.
     ///
     /// Only regular files named exactly as the package's writers name them are candidates, and of those only the

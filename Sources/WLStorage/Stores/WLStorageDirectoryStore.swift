@@ -79,6 +79,14 @@ public final class WLStorageDirectoryStore: WLStorageStore {
         _ = try directory.remove(name)
     }
 
+    /// Removes `key`'s file only while it holds `data`; returns whether it did. A file another program renames into
+    /// place in the moment between the comparison and the removal is left in place.
+    public func remove(key: String, ifItHolds data: Data) throws -> Bool {
+        let (directory, name) = try file(key)
+        guard let current = try directory.readVersion(name), current.contents == data else { return false }
+        return try directory.remove(name, ifStill: current.identity)
+    }
+
     /// The keys whose files are named by the key itself. A key stored under its hash cannot be told from the file
     /// name, and is not listed.
     public func keys() throws -> [String] {
@@ -115,6 +123,7 @@ struct DirectoryRewrites: WLStorageConditionalStore {
     func create(key: String, data: Data) throws -> Bool { try store.create(key: key, data: data) }
     func write(_ batch: [WLStorageStoreWrite]) throws { try store.write(batch) }
     func remove(key: String) throws { try store.remove(key: key) }
+    func remove(key: String, ifItHolds data: Data) throws -> Bool { try store.remove(key: key, ifItHolds: data) }
     func keys() throws -> [String] { try store.keys() }
     func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
         store.observeChanges(changed)

@@ -441,4 +441,54 @@ struct UnreadableEncryptedValueTests: EncryptedDirectorySuite {
             login.flush()
         }
     }
+
+    /// Where another program's sealed value comes, while plain bytes are being kept aside.
+    enum SealedValueArrival: CaseIterable, Sendable {
+        /// Just before the key's file is checked for the removal.
+        case atTheCheck
+        /// After the check, just as the file is moved out of the key's way to be removed.
+        case atTheMove
+    }
+
+    /// Plain JSON under an encrypted store (what a program started without the key saves) is kept aside when a storage
+    /// opens the key, and removed from the key only while the key still holds it: a sealed value another program
+    /// stores in the moment between the comparison and the removal stays the key's value, and the storage reads it.
+    @Test(arguments: SealedValueArrival.allCases)
+    func aSealedValueStoredWhilePlainBytesAreKeptAsideStays(arrival: SealedValueArrival) throws {
+        try withTemporaryDirectory { directory in
+            try Data("5".utf8).write(to: directory.appendingPathComponent("n"))
+            let sealed = try withTemporaryDirectory { elsewhere in
+                try store(elsewhere).write(key: "n", data: json("20"))
+                return try #require(file("n", in: elsewhere))
+            }
+            let reads = Atomic<Int>(0)
+            let arrived = Switch(false)
+            FaultInjection.install(
+                { call, name in
+                    guard !arrived.isOn, let name else { return nil }
+                    let now: Bool
+                    switch arrival {
+                    case .atTheCheck:
+                        // The second read of the key is the comparison's; the next look at its file is the removal's.
+                        if call == .read, name == "n" { reads.add(1, ordering: .sequentiallyConsistent) }
+                        now = call == .stat && name == "n" && reads.load(ordering: .sequentiallyConsistent) >= 2
+                    case .atTheMove:
+                        now = call == .rename && name.hasPrefix("n~") && name.hasSuffix(".tmp")
+                    }
+                    if now {
+                        arrived.set(true)
+                        try? writeFromOutside(sealed, "n", in: directory)
+                    }
+                    return nil
+                },
+                forDirectory: directory.standardizedFileURL.path)
+            defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
+            let storage = WLStorage(key: "n", defaultValue: -1, flushInterval: nil, store: store(directory))
+            #expect(arrived.isOn, "the sealed value was not stored during the keeping aside")
+            #expect(file("n", in: directory) == sealed, "the sealed value was removed with the plain bytes")
+            #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+            let left = entries(of: directory).filter { $0 != "n" }
+            #expect(left.allSatisfy { !$0.hasSuffix(".tmp") }, "\(left)")
+        }
+    }
 }
