@@ -343,22 +343,12 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
 
 /// An encrypted store over one that writes on condition, seen as one that does too; over one that writes on condition
 /// of a version, as one that does that too (only the encrypted store's ``StoreCapabilities/versioned`` offers it so).
-private struct ConditionalEncryptedStore: VersionedConditionalStore {
+private struct ConditionalEncryptedStore: VersionedConditionalStore, StoreView {
     let store: WLStorageEncryptedStore
     /// Whether its writes on condition are rewrites (see ``StoreCapabilities/rewrites``).
     var rewriting = false
+    var viewed: any WLStorageStore { store }
 
-    var identity: String { store.identity }
-    func read(key: String) throws -> Data? { try store.read(key: key) }
-    func write(key: String, data: Data) throws { try store.write(key: key, data: data) }
-    func create(key: String, data: Data) throws -> Bool { try store.create(key: key, data: data) }
-    func write(_ batch: [WLStorageStoreWrite]) throws { try store.write(batch) }
-    func remove(key: String) throws { try store.remove(key: key) }
-    func remove(key: String, ifItHolds data: Data) throws -> Bool { try store.remove(key: key, ifItHolds: data) }
-    func keys() throws -> [String] { try store.keys() }
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
-        store.observeChanges(changed)
-    }
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
         try store.write(key: key, data: data, ifItHolds: expected, rewriting: rewriting)
     }

@@ -76,3 +76,23 @@ extension WLStoragePrefixedStore: DeclaresCapabilities {
         StoreCapabilities(resolve: { [base, prefix] key in Stores.resolve(base, prefix + key) })
     }
 }
+
+/// A store seen as one that offers more (writes on condition): every requirement of a store is the viewed store's,
+/// and the view's type adds the rest.
+protocol StoreView: WLStorageStore {
+    var viewed: any WLStorageStore { get }
+}
+
+extension StoreView {
+    var identity: String { viewed.identity }
+    func read(key: String) throws -> Data? { try viewed.read(key: key) }
+    func write(key: String, data: Data) throws { try viewed.write(key: key, data: data) }
+    func create(key: String, data: Data) throws -> Bool { try viewed.create(key: key, data: data) }
+    func write(_ batch: [WLStorageStoreWrite]) throws { try viewed.write(batch) }
+    func remove(key: String) throws { try viewed.remove(key: key) }
+    func remove(key: String, ifItHolds data: Data) throws -> Bool { try viewed.remove(key: key, ifItHolds: data) }
+    func keys() throws -> [String] { try viewed.keys() }
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
+        viewed.observeChanges(changed)
+    }
+}

@@ -114,20 +114,9 @@ public final class WLStorageDirectoryStore: WLStorageStore {
 /// A directory store, as one that writes a rewrite on condition of the bytes a key's file holds (see
 /// ``StoreCapabilities/rewrites``): a store's storage of a directory's key (through an encryption) rewrites its value
 /// only while the file is still the one read, and puts back another program's version stored in the moment between.
-struct DirectoryRewrites: WLStorageConditionalStore {
+struct DirectoryRewrites: WLStorageConditionalStore, StoreView {
     let store: WLStorageDirectoryStore
-
-    var identity: String { store.identity }
-    func read(key: String) throws -> Data? { try store.read(key: key) }
-    func write(key: String, data: Data) throws { try store.write(key: key, data: data) }
-    func create(key: String, data: Data) throws -> Bool { try store.create(key: key, data: data) }
-    func write(_ batch: [WLStorageStoreWrite]) throws { try store.write(batch) }
-    func remove(key: String) throws { try store.remove(key: key) }
-    func remove(key: String, ifItHolds data: Data) throws -> Bool { try store.remove(key: key, ifItHolds: data) }
-    func keys() throws -> [String] { try store.keys() }
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
-        store.observeChanges(changed)
-    }
+    var viewed: any WLStorageStore { store }
 
     /// Replaces `key`'s file with `data` only while it holds `expected` (or, for `nil`, while there is none).
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
