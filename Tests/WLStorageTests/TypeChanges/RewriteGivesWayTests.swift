@@ -245,4 +245,34 @@ struct RewriteGivesWayTests {
             #expect(newer.lastError?.message.contains(kept[0]) == true, "\(String(describing: newer.lastError))")
         }
     }
+
+    /// On a file system that cannot exchange two names (`EINVAL` from the exchange), the rewrite is a plain rename
+    /// after its check: it is still written, and leaves nothing beside the key's file.
+    @Test func whereNamesCannotBeExchangedTheRewriteIsStillWritten() throws {
+        try withTemporaryDirectory { directory in
+            let file = directory.appendingPathComponent("panel")
+            try Data(#"{"stamp":3,"wide":true}"#.utf8).write(to: file)
+            let renames = Atomic<Int>(0)
+            FaultInjection.install(
+                { call, name in
+                    guard call == .rename, name == "panel" else { return nil }
+                    return renames.add(1, ordering: .sequentiallyConsistent).newValue == 1 ? .fail(EINVAL) : nil
+                },
+                forDirectory: directory.standardizedFileURL.path)
+            defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
+            let newer = WLStorage(
+                key: "panel", defaultValue: PanelV2(), flushInterval: nil, store: .directory(directory),
+                migrations: fromV1)
+            newer.flush()
+            #expect(renames.load(ordering: .sequentiallyConsistent) == 2, "the exchange, then the plain rename")
+            #expect(!newer.hasPendingChanges)
+            #expect(newer.lastError == nil)
+            let stored = try String(contentsOf: file, encoding: .utf8)
+            #expect(stored == #"{"stamp":3,"wide":true,"width":1600}"#, "the rewrite was not written")
+            let left = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter {
+                $0 != "panel" && !StorageDirectory.isKeptOriginal($0)
+            }
+            #expect(left.isEmpty, "\(left)")
+        }
+    }
 }
