@@ -116,20 +116,21 @@ extension CellState {
         return startWork(on: thread, now: now, upTo: goal).map(FlushStep.run) ?? .done
     }
 
-    /// The pending change, to be written as part of a batch of its store's writes, with its version in `started`,
-    /// marking the cell busy on `thread` (the write job of ``startWork(on:now:upTo:)``, without the job: a flush of
-    /// every cell would look up its generic type for each cell); `nil` when the cell is busy, what is stored is
-    /// unknown, or only a default waits to be saved. In a store that writes on condition (`rewritesOnCondition`), a
-    /// rewrite of what was read is left to its own conditional write.
-    mutating func startBatchWrite(on thread: UInt, now: UInt64, rewritesOnCondition: Bool, started: inout UInt64)
-        -> T?
-    {
+    /// The pending change, to be written as part of a batch of its store's writes: its value copied into `slot`, and
+    /// its version returned, marking the cell busy on `thread` (the write job of ``startWork(on:now:upTo:)``, without
+    /// the job: a flush of every cell would look up its generic type for each cell); `nil`, with `slot` left as it is,
+    /// when the cell is busy, what is stored is unknown, or only a default waits to be saved. In a store that writes on
+    /// condition (`rewritesOnCondition`), a rewrite of what was read is left to its own conditional write.
+    @inline(__always)  // into the cell's critical section: a call of a method of this type looks up its metadata
+    mutating func startBatchWrite(
+        on thread: UInt, now: UInt64, rewritesOnCondition: Bool, into slot: UnsafeMutablePointer<T>
+    ) -> UInt64? {
         guard !isBusy, isPending, stored == .known else { return nil }
         if rewritesOnCondition && onlyRewritePending { return nil }
         throttle.writeStarts(now: now)
         busyThread = thread
-        started = version
-        return value
+        slot.initialize(to: value)
+        return version
     }
 
     // MARK: Storages joining and leaving

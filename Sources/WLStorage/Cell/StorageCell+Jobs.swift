@@ -93,19 +93,25 @@ extension StorageCell {
         let now = scheduler.now
         // A rewrite of what was read, in a store that writes on condition, is written on its own, on condition.
         let rewritesOnCondition = storeBacker.writesOnCondition
-        var version: UInt64 = 0
-        let value = state.withLock {
-            $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, started: &version)
+        // The value is copied out of the lock into a place of its own rather than returned as an optional: an
+        // optional of the value's type is one more type whose metadata code not specialized for it looks up.
+        return withUnsafeTemporaryAllocation(of: T.self, capacity: 1) { buffer -> BatchWrite? in
+            guard let slot = buffer.baseAddress else { return nil }
+            let version = state.withLock {
+                $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, into: slot)
+            }
+            guard let version else { return nil }
+            // Released here, after the lock: a value's deinit is user code.
+            defer { slot.deinitialize(count: 1) }
+            let data: Data
+            do throws(WLStorageError) {
+                data = try storeBacker.encodeForBatch(slot.pointee)
+            } catch {
+                _ = finishBatchWrite(version, data: Data(), failure: error)
+                return nil
+            }
+            return BatchWrite(write: WLStorageStoreWrite(key: storeBacker.storedKey, data: data), version: version)
         }
-        guard let value else { return nil }
-        let data: Data
-        do {
-            data = try storeBacker.encode(value)
-        } catch {
-            _ = finishBatchWrite(version, data: Data(), failure: error)
-            return nil
-        }
-        return BatchWrite(write: WLStorageStoreWrite(key: storeBacker.storedKey, data: data), version: version)
     }
 
     /// The store that writes the batch of this cell's change, and its identity, for messages.

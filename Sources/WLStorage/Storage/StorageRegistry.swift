@@ -234,7 +234,16 @@ final class StorageRegistry: Sendable {
 
     /// Every live cell.
     func liveCells() -> [any RegisteredCell] {
-        tables.withLock { tables in tables.entries.values.compactMap(\.cell) }
+        tables.withLock { tables in
+            // A loop rather than `compactMap(\.cell)`: the key path's projection copies each entry, and its weak
+            // reference with it.
+            var cells: [any RegisteredCell] = []
+            cells.reserveCapacity(tables.entries.count)
+            for entry in tables.entries.values {
+                if let cell = entry.cell { cells.append(cell) }
+            }
+            return cells
+        }
     }
 
     /// The live cells whose files are in the directory at `path`.

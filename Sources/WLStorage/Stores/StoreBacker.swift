@@ -201,7 +201,22 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
     func wrote(_ data: Data) {
         forgetVersion()
         rewriteFrom.withLock { $0 = nil }
-        recordWrite(data, stamp: KnownVersions.stamp(data))
+        // As ``KeyMedium/recordWrite(_:stamp:)`` does, in this class's own code: a call of the protocol's extension
+        // looks up this class's metadata and its conformance at run time, which a flush of every storage pays for each.
+        let stamp = KnownVersions.stamp(data)
+        known.withLock { $0.wrote(stamp, data) }
+        guard KeptOriginals.any, KeptOriginals.take(self) else { return }
+        do {
+            try removeKeptOriginal()
+        } catch {
+            KeptOriginals.keep(self)  // removed after the next write
+        }
+    }
+
+    /// The bytes of `value` for a batch of its store's writes: ``KeyMedium/encode(_:)``, in this class's own code (see
+    /// ``wrote(_:)``).
+    func encodeForBatch(_ value: T) throws(WLStorageError) -> Data {
+        try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.takeBase() })
     }
 
     func removeKeptOriginal() throws {
