@@ -10,8 +10,8 @@ import Synchronization
 ///
 /// `Synchronization.Mutex` on Linux locks with atomics and futexes that ThreadSanitizer does not observe, so every
 /// access it guards is reported as a race. When the program runs under ThreadSanitizer, the lock hands the address of
-/// the value it guards to `__tsan_acquire` after locking and to `__tsan_release` before unlocking. In any other
-/// program the lock is the `Mutex` plus one predictable branch.
+/// its mutex to `__tsan_acquire` after locking and to `__tsan_release` before unlocking. In any other program the lock
+/// is the `Mutex` plus one predictable branch.
 ///
 /// The lock holds the `Mutex` alone, so that the value's place in it is the same whatever the lock is: code not
 /// specialized for the value's type (a cell's, generic in the program's own type) then reaches the mutex without
@@ -34,10 +34,11 @@ package struct Lock<Value: ~Copyable>: ~Copyable {
     package func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        try mutex.withLock { (value: inout sending Value) throws(E) -> sending Result in
-            guard let hooks = SanitizerHooks.active else { return try body(&value) }
-            // The value's place stands for the lock: it does not move while the lock is in use.
-            let token = UnsafeRawPointer(withUnsafeMutablePointer(to: &value) { $0 })
+        // The mutex's place stands for the lock: it does not move while the lock is in use, and it is found without an
+        // access to the value, which the sanitizer would see before the lock's acquisition.
+        let token = SanitizerHooks.active == nil ? nil : withUnsafePointer(to: mutex) { UnsafeRawPointer($0) }
+        return try mutex.withLock { (value: inout sending Value) throws(E) -> sending Result in
+            guard let token, let hooks = SanitizerHooks.active else { return try body(&value) }
             hooks.acquire(token)
             defer { hooks.release(token) }
             return try body(&value)

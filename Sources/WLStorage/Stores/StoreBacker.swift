@@ -22,6 +22,8 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
     /// The store's feed of carried changes, when it has one; with ``versions``, the version of the key this backer
     /// knows and what the feed carried since its last check (see ``CarriedVersions``).
     private let carriedFeed: (any CarriedChangeFeed)?
+    /// Whether there is a ``carriedFeed``: asked at every write, where a test of the optional would copy it.
+    private let carries: Bool
     private let encrypted: WLStorageEncryptedStore?
     /// Whether the store writes on condition: a flush of every storage asks it of each.
     let writesOnCondition: Bool
@@ -36,6 +38,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
         self.storedKey = storedKey
         self.identity = store.identity
         (carriedFeed, encrypted) = (capabilities.carried, capabilities.encrypted)
+        carries = capabilities.carried != nil
         writesOnCondition = capabilities.conditional != nil
     }
 
@@ -49,7 +52,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
     /// Forgets the version of the key: this backer is writing it, and the version its write makes is not known. The
     /// next carried change then reads the key.
     private func forgetVersion() {
-        guard carriedFeed != nil else { return }
+        guard carries else { return }
         versions.withLock { $0.known = nil }
     }
 
