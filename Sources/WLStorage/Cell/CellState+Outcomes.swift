@@ -70,11 +70,13 @@ extension CellState {
     }
 
     /// Applies how the write of a batch of the cell's store ended for the cell's change of `startVersion` (taken by
-    /// ``startBatchWrite(on:now:rewritesOnCondition:started:)``): written when `failure` is `nil`. The cell is idle
+    /// ``startBatchWrite(on:now:rewritesOnCondition:into:)``): written when `failure` is `nil`. The cell is idle
     /// after it; returns whether it has no work left.
     ///
     /// The same as ``finish(_:_:defaultValue:key:now:chaining:effects:)`` for a write that is not chained, without the
-    /// job and its outcome: generic values whose type a flush of every cell would look up for each cell.
+    /// job and its outcome: generic values whose type a flush of every cell would look up for each cell. Inlined, with
+    /// the steps it takes, into the cell's critical section: a call of a method of this type looks up its metadata.
+    @inline(__always)
     mutating func finishBatchWrite(
         _ startVersion: UInt64, failure: WLStorageError?, now: UInt64, effects: inout JobEffects
     ) -> Bool {
@@ -84,6 +86,7 @@ extension CellState {
     }
 
     /// A write of the change of `startVersion` ended: written when `failure` is `nil`.
+    @inline(__always)
     private mutating func writeEnded(_ startVersion: UInt64, failure: WLStorageError?, effects: inout JobEffects) {
         guard let failure else {
             writtenVersion = max(writtenVersion, startVersion)
@@ -100,6 +103,7 @@ extension CellState {
 
     /// The job in flight ended with nothing to run after it: the cell is idle, flushes waiting for it are woken, and
     /// the throttle armed for the work left.
+    @inline(__always)
     private mutating func becomeIdle(now: UInt64, effects: inout JobEffects) {
         busyThread = 0
         if let extras {
@@ -243,7 +247,7 @@ extension CellState {
     }
 
     /// Whether the only change pending is the rewrite of a value read in an earlier type's shape.
-    var onlyRewritePending: Bool { isPending && extras?.rewriteVersion == version }
+    @inline(__always) var onlyRewritePending: Bool { isPending && extras?.rewriteVersion == version }
 
     /// Another program's change, adopted by the last-writer rule: a local change still pending, or made since the
     /// check started, is written after it, so the local value is kept. A rewrite in the current type's shape of what

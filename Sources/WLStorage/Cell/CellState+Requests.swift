@@ -116,20 +116,27 @@ extension CellState {
         return startWork(on: thread, now: now, upTo: goal).map(FlushStep.run) ?? .done
     }
 
-    /// The pending change, to be written as part of a batch of its store's writes, with its version in `started`,
-    /// marking the cell busy on `thread` (the write job of ``startWork(on:now:upTo:)``, without the job: a flush of
-    /// every cell would look up its generic type for each cell); `nil` when the cell is busy, what is stored is
-    /// unknown, or only a default waits to be saved. In a store that writes on condition (`rewritesOnCondition`), a
-    /// rewrite of what was read is left to its own conditional write.
-    mutating func startBatchWrite(on thread: UInt, now: UInt64, rewritesOnCondition: Bool, started: inout UInt64)
-        -> T?
-    {
-        guard !isBusy, isPending, stored == .known else { return nil }
-        if rewritesOnCondition && onlyRewritePending { return nil }
+    /// The pending change, to be written as part of a batch of its store's writes: its value copied into `slot`, and
+    /// its version returned, marking the cell busy on `thread` (the write job of ``startWork(on:now:upTo:)``, without
+    /// the job: a flush of every cell would look up its generic type for each cell). Otherwise `slot` is left as it is,
+    /// and the answer says why: the cell has no work and no job (`idle`), its job runs on `thread` (`busyHere`: the
+    /// flush is called from inside a backer), or it has work a batch does not take (`elsewhere`: a job on another
+    /// thread, what is stored unknown, only a default to save, or, in a store that writes on condition
+    /// (`rewritesOnCondition`), a rewrite of what was read, left to its own conditional write). The same question as
+    /// ``StorageCell/flushState(from:)`` asks, in the same critical section as the take.
+    @inline(__always)  // into the cell's critical section: a call of a method of this type looks up its metadata
+    mutating func startBatchWrite(
+        on thread: UInt, now: UInt64, rewritesOnCondition: Bool, into slot: UnsafeMutablePointer<T>
+    ) -> BatchStart {
+        if busyThread == thread { return .busyHere }
+        if isBusy { return .elsewhere }
+        guard hasWork else { return .idle }
+        guard isPending, stored == .known else { return .elsewhere }
+        if rewritesOnCondition && onlyRewritePending { return .elsewhere }
         throttle.writeStarts(now: now)
         busyThread = thread
-        started = version
-        return value
+        slot.initialize(to: value)
+        return .taken(version: version)
     }
 
     // MARK: Storages joining and leaving

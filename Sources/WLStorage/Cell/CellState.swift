@@ -111,7 +111,6 @@ final class WaitingFlush: Sendable {
 /// does it outside the lock.
 @usableFromInline
 struct CellState<T: Sendable>: Sendable {
-    @usableFromInline var value: T
     /// Incremented on every local change; the value is pending while it differs from `writtenVersion`.
     @usableFromInline var version: UInt64 = 0
     var writtenVersion: UInt64 = 0
@@ -129,6 +128,9 @@ struct CellState<T: Sendable>: Sendable {
     var busyThread: UInt = 0
     /// Listeners, the last error, waiting flushes and rarely set flags: allocated when first needed.
     var extras: CellExtras<T>?
+    /// The value, last: every field before it then has the same place whatever the value's type, and code not
+    /// specialized for that type (the cell's) reaches them without looking up this type's metadata at run time.
+    @usableFromInline var value: T
 
     @inline(__always)  // into the cell's init, which looks up the metadata of this type already
     init(value: T, stored: StoredState, throttle: WriteThrottle) {
@@ -138,14 +140,14 @@ struct CellState<T: Sendable>: Sendable {
     }
 
     /// Whether a local change has not been written.
-    var isPending: Bool { version != writtenVersion }
+    @inline(__always) var isPending: Bool { version != writtenVersion }
 
     /// Whether the cell has work for its backer: a change to write or a default to save.
-    var hasWork: Bool { isPending || stored == .defaultUnsaved }
+    @inline(__always) var hasWork: Bool { isPending || stored == .defaultUnsaved }
 
-    var isBusy: Bool { busyThread != 0 }
+    @inline(__always) var isBusy: Bool { busyThread != 0 }
 
-    var isOrphaned: Bool { extras?.orphaned ?? false }
+    @inline(__always) var isOrphaned: Bool { extras?.orphaned ?? false }
 
     mutating func withExtras<R>(_ body: (CellExtras<T>) -> R) -> R {
         if let extras { return body(extras) }
@@ -309,9 +311,14 @@ struct CellState<T: Sendable>: Sendable {
     /// Replaces the last error, handing the old one to `effects` to release after the lock. An error saying that
     /// another version stored what is stored marks it so (see ``CellExtras/storedByAnotherVersion``); no error, a value
     /// read or written, unmarks it.
+    @inline(__always)  // the common case, nothing to clear, without a call that would look up this type
     mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects) {
         // A misuse stays until a later change is written (see ``recordMisuse(_:_:)``).
         if error == nil && (extras?.lastError == nil || extras?.misuseVersion != nil) { return }
+        replaceLastError(error, &effects)
+    }
+
+    private mutating func replaceLastError(_ error: WLStorageError?, _ effects: inout JobEffects) {
         withExtras { extras in
             if let old = extras.lastError { effects.released.append(old) }
             extras.lastError = error

@@ -85,28 +85,39 @@ extension StorageCell {
     // MARK: Batches
 
     /// The cell's pending change, as one write of a batch of its store, marking the cell busy on `thread` until the
-    /// batch's outcome is handed to ``finishBatchWrite(_:data:failure:)``. `nil` when the cell has no change a batch
-    /// can take: it is busy, or what is stored is unknown, or only a default waits to be saved (those take their usual
-    /// path).
-    func takeBatchWrite(on thread: UInt) -> BatchWrite? {
-        guard let storeBacker else { return nil }
+    /// batch's outcome is handed to ``finishBatchWrite(_:data:failure:)``. Otherwise, why the batch takes nothing of
+    /// the cell (see ``CellState/startBatchWrite(on:now:rewritesOnCondition:into:)``); a value that does not encode is
+    /// left to the cell's own flush, which reports it.
+    func takeBatchWrite(on thread: UInt) -> BatchTake {
+        guard let storeBacker else { return .elsewhere }
         let now = scheduler.now
         // A rewrite of what was read, in a store that writes rewrites on condition, is written on its own, on condition.
         let rewritesOnCondition = storeBacker.rewritesOnCondition
-        var version: UInt64 = 0
-        let value = state.withLock {
-            $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, started: &version)
+        // The value is copied out of the lock into a place of its own rather than returned as an optional: an
+        // optional of the value's type is one more type whose metadata code not specialized for it looks up.
+        return withUnsafeTemporaryAllocation(of: T.self, capacity: 1) { buffer -> BatchTake in
+            guard let slot = buffer.baseAddress else { return .elsewhere }
+            let start = state.withLock {
+                $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, into: slot)
+            }
+            guard case .taken(let version) = start else { return BatchTake(start) }
+            // Released here, after the lock: a value's deinit is user code.
+            defer { slot.deinitialize(count: 1) }
+            let data: Data
+            do throws(WLStorageError) {
+                data = try storeBacker.encodeForBatch(slot.pointee)
+            } catch {
+                _ = finishBatchWrite(version, data: Data(), failure: error)
+                return .elsewhere
+            }
+            return .taken(
+                BatchWrite(write: WLStorageStoreWrite(key: storeBacker.storedKey, data: data), version: version))
         }
-        guard let value else { return nil }
-        let data: Data
-        do {
-            data = try storeBacker.encode(value)
-        } catch {
-            _ = finishBatchWrite(version, data: Data(), failure: error)
-            return nil
-        }
-        return BatchWrite(write: WLStorageStoreWrite(key: storeBacker.storedKey, data: data), version: version)
     }
+
+    /// The identity of the store whose batches write this cell's changes, when its backer is a store's (other than a
+    /// directory's); read without the lock, as it never changes.
+    var batchStoreIdentity: String? { storeBacker?.identity }
 
     /// The store that writes the batch of this cell's change, and its identity, for messages.
     var batchStore: (store: any WLStorageStore, identity: String)? {

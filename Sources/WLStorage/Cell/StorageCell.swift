@@ -426,6 +426,35 @@ struct BatchWrite: Sendable {
     let version: UInt64
 }
 
+/// What a batch of its store's writes takes of a cell, seen from the flushing thread.
+enum BatchStart {
+    /// The change of this version, copied out for the batch: the cell is busy until the batch ends.
+    case taken(version: UInt64)
+    /// Nothing to write, and no job running.
+    case idle
+    /// A job of the cell runs on the flushing thread: the flush is called from inside a backer.
+    case busyHere
+    /// Work the batch does not take: the cell's own flush writes it, or waits for its job.
+    case elsewhere
+}
+
+/// What a batch of its store's writes took of a cell: its write, or why it took nothing (see ``BatchStart``).
+enum BatchTake: Sendable {
+    case taken(BatchWrite)
+    case idle
+    case busyHere
+    case elsewhere
+
+    /// A start that took nothing.
+    init(_ start: BatchStart) {
+        switch start {
+        case .idle: self = .idle
+        case .busyHere: self = .busyHere
+        case .taken, .elsewhere: self = .elsewhere
+        }
+    }
+}
+
 extension StorageCell: RegisteredCell {
     var valueTypeName: String { String(reflecting: T.self) }
 

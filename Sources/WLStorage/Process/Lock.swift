@@ -9,33 +9,39 @@ import Synchronization
 /// A `Mutex` that ThreadSanitizer can see.
 ///
 /// `Synchronization.Mutex` on Linux locks with atomics and futexes that ThreadSanitizer does not observe, so every
-/// access it guards is reported as a race. When the program runs under ThreadSanitizer, each lock carries a small
-/// token whose address it hands to `__tsan_acquire` after locking and to `__tsan_release` before unlocking. In any
-/// other program the token is `nil` and the lock is the `Mutex` plus one predictable branch.
+/// access it guards is reported as a race. When the program runs under ThreadSanitizer, the lock hands the address of
+/// its mutex to `__tsan_acquire` after locking and to `__tsan_release` before unlocking. In any other program the lock
+/// is the `Mutex` plus one predictable branch.
+///
+/// The lock holds the `Mutex` alone, so that the value's place in it is the same whatever the lock is: code not
+/// specialized for the value's type (a cell's, generic in the program's own type) then reaches the mutex without
+/// looking up the lock's metadata at run time.
 @usableFromInline
 package struct Lock<Value: ~Copyable>: ~Copyable {
     @usableFromInline let mutex: Mutex<Value>
-    @usableFromInline let sanitizer: SanitizerToken?
 
     // Inlined: in code not specialized for a value type, each call of its own looks up the lock's metadata again.
     @inline(__always)
     package init(_ initialValue: consuming sending Value) {
         self.mutex = Mutex(initialValue)
-        self.sanitizer = SanitizerToken.make()
     }
 
     /// Calls `body` with the value while holding the lock.
-    @inlinable
+    ///
+    /// Always inlined: in code not specialized for the value's type, a call of its own would look up the metadata of
+    /// the lock's type at every call.
+    @inlinable @inline(__always)
     package func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        // Read here, where the lock's generic type is at hand: read inside the closure, the field's place would be
-        // found by a look-up of that type, on every call of a generic caller.
-        let sanitizer = self.sanitizer
+        // One test of whether a sanitizer watches; without one, `body` goes to the mutex as it is.
+        guard let hooks = SanitizerHooks.active else { return try mutex.withLock(body) }
+        // The mutex's place stands for the lock: it does not move while the lock is in use, and it is found without an
+        // access to the value, which the sanitizer would see before the lock's acquisition.
+        let token = withUnsafePointer(to: mutex) { UnsafeRawPointer($0) }
         return try mutex.withLock { (value: inout sending Value) throws(E) -> sending Result in
-            guard let sanitizer else { return try body(&value) }
-            sanitizer.acquire()
-            defer { sanitizer.release() }
+            hooks.acquire(token)
+            defer { hooks.release(token) }
             return try body(&value)
         }
     }
@@ -45,36 +51,18 @@ extension Lock: @unchecked Sendable where Value: ~Copyable {}  // the Mutex guar
 
 /// ThreadSanitizer's annotation functions, found at run time: they exist only in programs built with it.
 @usableFromInline
-final class SanitizerToken: Sendable {
-    typealias Hook = @convention(c) (UnsafeRawPointer?) -> Void
+struct SanitizerHooks: Sendable {
+    @usableFromInline typealias Hook = @convention(c) (UnsafeRawPointer?) -> Void
 
-    private static let hooks: (acquire: Hook, release: Hook)? = {
+    @usableFromInline let acquire: Hook
+    @usableFromInline let release: Hook
+
+    /// The hooks when the program runs under ThreadSanitizer, else `nil`.
+    @usableFromInline static let active: SanitizerHooks? = {
         guard let acquire = dlsym(nil, "__tsan_acquire"), let release = dlsym(nil, "__tsan_release") else {
             return nil
         }
-        return (unsafeBitCast(acquire, to: Hook.self), unsafeBitCast(release, to: Hook.self))
+        return SanitizerHooks(
+            acquire: unsafeBitCast(acquire, to: Hook.self), release: unsafeBitCast(release, to: Hook.self))
     }()
-
-    private let acquireHook: Hook
-    private let releaseHook: Hook
-
-    private init(_ hooks: (acquire: Hook, release: Hook)) {
-        self.acquireHook = hooks.acquire
-        self.releaseHook = hooks.release
-    }
-
-    /// A new token when the program runs under ThreadSanitizer, else `nil`.
-    static func make() -> SanitizerToken? {
-        hooks.map(SanitizerToken.init)
-    }
-
-    @usableFromInline
-    func acquire() {
-        acquireHook(Unmanaged.passUnretained(self).toOpaque())
-    }
-
-    @usableFromInline
-    func release() {
-        releaseHook(Unmanaged.passUnretained(self).toOpaque())
-    }
 }

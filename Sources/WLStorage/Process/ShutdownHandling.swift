@@ -114,17 +114,23 @@ enum ShutdownHandling {
         while let cell = live.popLast() {
             if let included, !included(cell) { continue }
             let store: String
-            switch cell.flushState(from: caller) {
-            case .idle:
-                continue
-            case .busyHere:
-                insideABacker = true
-                continue
-            case .work(store: nil):
-                single.append(.cell(cell))
-                continue
-            case .work(let identity?):
+            if let identity = cell.batchStoreIdentity {
+                // A store's cell is grouped without its lock: the batch asks it what it has when it takes its change,
+                // in the same critical section (see below for when it is asked first).
                 store = identity
+            } else {
+                switch cell.flushState(from: caller) {
+                case .idle:
+                    continue
+                case .busyHere:
+                    insideABacker = true
+                    continue
+                case .work(store: nil):
+                    single.append(.cell(cell))
+                    continue
+                case .work(let identity?):
+                    store = identity
+                }
             }
             if let last, last.store == store {
                 groups[last.index].append(cell)
@@ -137,6 +143,29 @@ enum ShutdownHandling {
                 groups.append([cell])
             }
         }
+        // The cells of one store, and nothing else, with no deadline: the calling thread writes their batch, whose
+        // take of each cell's change tells what the cell has; whether the flush is called from inside a backer is known
+        // before any cell is flushed on its own, or waited for.
+        if deadline == nil, single.isEmpty, groups.count == 1, groups[0].count > 1 {
+            FlushItem.flushStore(groups[0], insideABacker: insideABacker, on: caller)
+            return
+        }
+        // Otherwise every cell's state is asked first, as the other cells' was: a cell with nothing to do is left out,
+        // and whether the flush is called from inside a backer is known before the items are shared out.
+        for index in groups.indices {
+            groups[index].removeAll { cell in
+                switch cell.flushState(from: caller) {
+                case .idle:
+                    return true
+                case .busyHere:
+                    insideABacker = true
+                    return true
+                case .work:
+                    return false
+                }
+            }
+        }
+        groups.removeAll { $0.isEmpty }
         // Called from inside a backer, the flush waits for no job in flight: that job's backer may be calling this
         // too, and waiting for the caller's.
         let waiting = !insideABacker
@@ -272,20 +301,31 @@ private enum FlushItem: Sendable {
                 cells.first?.flushAll(waiting: waiting)
                 return
             }
-            // The cells whose changes a batch failed to write are not flushed one by one: the store has just failed
-            // (a server down or hung would make each of them wait its timeout in turn, and hold up the exit); their
-            // changes stay pending and are retried with the backoff. Nor are the cells the batch left with nothing to
-            // write.
-            let needsFlush = Self.writeBatch(of: cells, on: thread)
-            for (index, cell) in cells.enumerated() where needsFlush[index] { cell.flushAll(waiting: waiting) }
+            Self.flushStore(cells, insideABacker: !waiting, on: thread)
         }
+    }
+
+    /// Flushes `cells`, all of one store, on `thread`: their changes in one batch, then, each on its own, whatever the
+    /// batch did not take. With `insideABacker`, or when the batch finds a cell whose job runs on `thread`, the flush
+    /// waits for no job in flight.
+    static func flushStore(_ cells: [any RegisteredCell], insideABacker: Bool, on thread: UInt) {
+        // The cells whose changes a batch failed to write are not flushed one by one: the store has just failed (a
+        // server down or hung would make each of them wait its timeout in turn, and hold up the exit); their changes
+        // stay pending and are retried with the backoff. Nor are the cells the batch left with nothing to write.
+        let (needsFlush, busyHere) = writeBatch(of: cells, on: thread)
+        let waiting = !insideABacker && !busyHere
+        for index in cells.indices where needsFlush[index] { cells[index].flushAll(waiting: waiting) }
     }
 
     /// Writes the pending changes of `cells`, all of one store, in one batch. Returns, for each cell, whether it is to
     /// be flushed on its own: not when the batch took its change and failed to write it, nor when the batch wrote it
-    /// and left the cell with nothing to write.
-    private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) -> [Bool] {
+    /// and left the cell with nothing to write, nor when it has nothing to do or its job runs on `thread`; and whether
+    /// one's did (the flush is called from inside a backer).
+    private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) -> (
+        needsFlush: [Bool], busyHere: Bool
+    ) {
         var needsFlush = [Bool](repeating: true, count: cells.count)
+        var busyHere = false
         // The writes taken, side by side with the versions they write and their cells' places in `cells`.
         var writes: [WLStorageStoreWrite] = []
         var versions: [UInt64] = []
@@ -293,13 +333,24 @@ private enum FlushItem: Sendable {
         writes.reserveCapacity(cells.count)
         versions.reserveCapacity(cells.count)
         indices.reserveCapacity(cells.count)
-        for (index, cell) in cells.enumerated() {
-            guard let taken = cell.takeBatchWrite(on: thread) else { continue }
-            writes.append(taken.write)
-            versions.append(taken.version)
-            indices.append(index)
+        for index in cells.indices {
+            switch cells[index].takeBatchWrite(on: thread) {
+            case .taken(let taken):
+                writes.append(taken.write)
+                versions.append(taken.version)
+                indices.append(index)
+            case .idle:
+                needsFlush[index] = false
+            case .busyHere:
+                needsFlush[index] = false
+                busyHere = true
+            case .elsewhere:
+                break
+            }
         }
-        guard let firstIndex = indices.first, let first = cells[firstIndex].batchStore else { return needsFlush }
+        guard let firstIndex = indices.first, let first = cells[firstIndex].batchStore else {
+            return (needsFlush, busyHere)
+        }
         var failure: WLStorageError?
         do {
             try first.store.write(writes)
@@ -323,7 +374,7 @@ private enum FlushItem: Sendable {
             _ = cells[index].finishBatchWrite(versions[position], data: writes[position].data, failure: error)
             needsFlush[index] = false
         }
-        return needsFlush
+        return (needsFlush, busyHere)
     }
 }
 

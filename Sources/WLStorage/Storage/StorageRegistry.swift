@@ -31,9 +31,12 @@ protocol RegisteredCell: AnyObject, Sendable {
     /// Hands the cell's backer what its store's feed carried for its key, or (`mustRead`) that the key changed without
     /// carrying it, before a check (see ``CarriedVersions``). A backer whose store carries nothing ignores it.
     func offer(_ changes: [CarriedChange], mustRead: Bool)
-    /// The cell's pending change as a write of a batch of its store, when it has one (see
+    /// The cell's pending change as a write of a batch of its store, or why the batch takes nothing of the cell (see
     /// ``StorageCell/takeBatchWrite(on:)``).
-    func takeBatchWrite(on thread: UInt) -> BatchWrite?
+    func takeBatchWrite(on thread: UInt) -> BatchTake
+    /// The identity of the store whose batches write the cell's changes, when its backer is a store's (other than a
+    /// directory's), read without the cell's lock (see ``StorageCell/batchStoreIdentity``).
+    var batchStoreIdentity: String? { get }
     /// The store that writes the cell's batch, with its identity (see ``StorageCell/batchStore``).
     var batchStore: (store: any WLStorageStore, identity: String)? { get }
     /// Ends the cell's job of the batch write of `version`, as `data`, with the batch's outcome, and returns whether
@@ -234,7 +237,16 @@ final class StorageRegistry: Sendable {
 
     /// Every live cell.
     func liveCells() -> [any RegisteredCell] {
-        tables.withLock { tables in tables.entries.values.compactMap(\.cell) }
+        tables.withLock { tables in
+            // A loop rather than `compactMap(\.cell)`: the key path's projection copies each entry, and its weak
+            // reference with it.
+            var cells: [any RegisteredCell] = []
+            cells.reserveCapacity(tables.entries.count)
+            for entry in tables.entries.values {
+                if let cell = entry.cell { cells.append(cell) }
+            }
+            return cells
+        }
     }
 
     /// The live cells whose files are in the directory at `path`.

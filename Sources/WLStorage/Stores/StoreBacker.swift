@@ -22,6 +22,8 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
     /// The store's feed of carried changes, when it has one; with ``versions``, the version of the key this backer
     /// knows and what the feed carried since its last check (see ``CarriedVersions``).
     private let carriedFeed: (any CarriedChangeFeed)?
+    /// Whether there is a ``carriedFeed``: asked at every write, where a test of the optional would copy it.
+    private let carries: Bool
     private let encrypted: WLStorageEncryptedStore?
     /// Whether the store writes on condition: a flush of every storage asks it of each.
     let writesOnCondition: Bool
@@ -39,6 +41,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
         self.storedKey = storedKey
         self.identity = store.identity
         (carriedFeed, encrypted) = (capabilities.carried, capabilities.encrypted)
+        carries = capabilities.carried != nil
         writesOnCondition = capabilities.conditional != nil
         rewritesOnCondition = capabilities.rewrites != nil
     }
@@ -53,7 +56,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
     /// Forgets the version of the key: this backer is writing it, and the version its write makes is not known. The
     /// next carried change then reads the key.
     private func forgetVersion() {
-        guard carriedFeed != nil else { return }
+        guard carries else { return }
         versions.withLock { $0.known = nil }
     }
 
@@ -205,7 +208,22 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
     func wrote(_ data: Data) {
         forgetVersion()
         rewriteFrom.withLock { $0 = nil }
-        recordWrite(data, stamp: KnownVersions.stamp(data))
+        // As ``KeyMedium/recordWrite(_:stamp:)`` does, in this class's own code: a call of the protocol's extension
+        // looks up this class's metadata and its conformance at run time, which a flush of every storage pays for each.
+        let stamp = KnownVersions.stamp(data)
+        known.withLock { $0.wrote(stamp, data) }
+        guard KeptOriginals.any, KeptOriginals.take(self) else { return }
+        do {
+            try removeKeptOriginal()
+        } catch {
+            KeptOriginals.keep(self)  // removed after the next write
+        }
+    }
+
+    /// The bytes of `value` for a batch of its store's writes: ``KeyMedium/encode(_:)``, in this class's own code (see
+    /// ``wrote(_:)``).
+    func encodeForBatch(_ value: T) throws(WLStorageError) -> Data {
+        try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.takeBase() })
     }
 
     func removeKeptOriginal() throws {
