@@ -256,6 +256,21 @@ case "older-sets":
     }
     say("last \(stamp) \(stored.lastError.map { "\($0.code)" } ?? "none")")
 
+case "older-watch":
+    // A program of the older shape that only reads the key, following other programs' changes: says `stamp STAMP`
+    // each time the stamp of its value changes, until the file VALUE exists, then `final STAMP`.
+    let stored = WLStorage(
+        key: key, defaultValue: OlderPanel(stamp: 0, wide: false), flushInterval: nil, store: .directory(directory))
+    var last = -1
+    say("ready")
+    while !FileManager.default.fileExists(atPath: value) {
+        let stamp = stored.wrappedValue.stamp
+        if stamp != last { say("stamp \(stamp)") }
+        last = stamp
+        usleep(2_000)
+    }
+    say("final \(stored.wrappedValue.stamp) \(stored.lastError.map { "\($0.code)" } ?? "none")")
+
 case "newer-open":
     // A program of the newer shape: opens the key (rewriting a value read in the older shape) and exits; says
     // `opened STAMP ERROR`.
