@@ -145,24 +145,25 @@ private final class CleanUpAtTheMoment: Sendable {
     }
 }
 
-/// Orders the renames at a file's name of two conditional replacements (sides 0 and 1, each on its own thread) as
-/// 0, 1, 0, 1, 1, 0, and makes another program's plain write just before the first: side 0 exchanges its file in
-/// and takes the write; side 1 exchanges its file in and takes side 0's; side 0 puts the write back and takes side
-/// 1's file; side 1 takes the write and puts side 0's file back, then puts the write back and removes side 0's file;
-/// side 0 then takes the write again. A rename is known to be done at the side's next system call. Each wait ends
-/// after a while, so that where the replacements cannot interleave so, the test goes on in whatever order they take.
+/// Orders the renames at a file's name of two conditional replacements (each on its own thread; the first to come to
+/// a rename is A, the other B) as A, B, A, B, B, A, and makes another program's plain write just before the first: A
+/// exchanges its file in and takes the write; B exchanges its file in and takes A's; A puts the write back and takes
+/// B's file; B takes the write and puts A's file back, then puts the write back and removes A's file; A then takes
+/// the write again. A rename is known to be done at the side's next system call. Each wait ends after a while, so
+/// that where the replacements cannot interleave so, the test goes on in whatever order they take.
 private final class ExchangeScript: Sendable {
     private struct State {
         var threads: [Int: pthread_t] = [:]
         var renames: [Int: Int] = [:]
         var pending: [Int: Int] = [:]
-        var arrived: Set<Int> = []
+        /// The part of each side in the order: the first side to come to a rename plays the first.
+        var roles: [Int: Int] = [:]
         var turn = 0
         var wroteBetween = false
     }
 
     private static let order = [0, 1, 0, 1, 1, 0]
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let file: URL
 
     init(file: URL) { self.file = file }
@@ -183,15 +184,16 @@ private final class ExchangeScript: Sendable {
         }
         guard call == .rename, name == "key" else { return nil }
         let global: Int? = state.withLock { state in
-            state.arrived.insert(side)
+            let role = state.roles[side] ?? state.roles.count
+            state.roles[side] = role
             let nth = state.renames[side, default: 0]
             state.renames[side] = nth + 1
-            let slots = Self.order.indices.filter { Self.order[$0] == side }
+            let slots = Self.order.indices.filter { Self.order[$0] == role }
             return nth < slots.count ? slots[nth] : nil
         }
         guard let global else { return nil }
         if global == 0 {
-            wait { $0.arrived.contains(1) }
+            wait { $0.roles.count == 2 }
             try? replaceFromOutside(file, with: "set")
             state.withLock { $0.wroteBetween = true }
         }
