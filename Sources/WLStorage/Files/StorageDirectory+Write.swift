@@ -135,10 +135,16 @@ extension StorageDirectory {
         if replacing {
             var target = stat()
             let found = retrying(.stat, name, { fstatat(dir, name, &target, AT_SYMLINK_NOFOLLOW) }) == 0
+            let statErrno = errno
             if found, (target.st_mode & S_IFMT) != S_IFREG {
                 throw notRegular(name, EntryKind(mode: target.st_mode))
             }
             if let expected {
+                // A file that cannot be looked at (EIO, ENOMEM…) is not known to be another version: an error, for the
+                // write to be made again, rather than a replacement that gives way to nothing.
+                if !found, statErrno != ENOENT {
+                    throw error(.writeFailed, "cannot inspect the file in place", name: name, errno: statErrno)
+                }
                 guard found, FileIdentity(target) == expected else { return nil }
                 // The temporary name is the exchange's from here: it may come to hold another program's version.
                 placed = true
