@@ -36,21 +36,39 @@ final class PassThroughStore: WLStorageStore {
 /// With `WLSTORAGE_TEST_KILL_AT_CALL` set to N, the program kills itself with SIGKILL on entry of the Nth system call
 /// the package makes in `directory` on the program's own behalf: calls made on the file monitor's queues, which
 /// depend on when the kernel delivers events, are not counted, so that each N stands for the same call in every run.
-func installKill(in directory: URL) {
-    guard let text = ProcessInfo.processInfo.environment["WLSTORAGE_TEST_KILL_AT_CALL"], let target = Int(text) else {
-        return
-    }
+///
+/// Before each such call that it does not kill at, `before` runs with the call and the name. The line the program
+/// says when it kills itself tells how many renames of `panel` (the key of the rewrite paths) it entered before.
+func installKill(in directory: URL, before: (@Sendable (SystemCall, String?) -> Void)? = nil) {
+    let target = ProcessInfo.processInfo.environment["WLSTORAGE_TEST_KILL_AT_CALL"].flatMap { Int($0) }
+    guard target != nil || before != nil else { return }
     let count = Atomic<Int>(0)
+    let renames = Atomic<Int>(0)
     FaultInjection.install(
         { call, name in
             let label = currentQueueLabel()
             guard label != "WLStorage.monitor", label != "WLStorage.checks" else { return nil }
             if count.add(1, ordering: .sequentiallyConsistent).newValue == target {
-                say("killed at \(call)(\(name ?? "directory"))")
+                say(
+                    "killed at \(call)(\(name ?? "directory")) renames \(renames.load(ordering: .sequentiallyConsistent))"
+                )
                 kill(getpid(), SIGKILL)
             }
+            if call == .rename, name == "panel" { renames.add(1, ordering: .sequentiallyConsistent) }
+            before?(call, name)
             return nil
         }, forDirectory: directory.standardizedFileURL.path)
+}
+
+/// The older shape of the rewrite paths' value, and the newer one the child reads it as.
+struct OlderPanel: Codable, Sendable {
+    var stamp: Int
+    var wide: Bool
+}
+
+struct NewerPanel: Codable, Sendable {
+    var stamp = 0
+    var width = 800
 }
 
 /// The label of the queue the calling code runs on, `""` for none. The corresponding C function is
@@ -69,13 +87,33 @@ private func currentQueueLabel() -> String {
 /// - `kept-aside`: `profile` holds a profile without `visits`; its bytes are kept aside and it is written back;
 /// - `moved-aside`: `bad` does not decode; it is moved aside and its default saved;
 /// - `store-kept-aside`, `store-moved-aside`: the same two through a store of the directory that is not the
-///   directory store itself (the store backer's path).
+///   directory store itself (the store backer's path);
+/// - `rewrite`: `panel` holds an older shape of the value; it is read in the newer one and rewritten so, on condition
+///   that the file is still the one read;
+/// - `raced-rewrite`: the same, with another program's set renamed into place just as the rewrite puts its file in
+///   place (the program says `raced`).
 ///
 /// Says `done` when the path has run to its end.
 func writePath(_ path: String, directory: URL) {
-    installKill(in: directory)
+    let panel = directory.appendingPathComponent("panel")
+    let raced = Atomic<Bool>(path == "raced-rewrite")
+    installKill(in: directory) { call, name in
+        // Another program's set, renamed into place just as the rewrite puts its file in place.
+        guard call == .rename, name == "panel", raced.exchange(false, ordering: .sequentiallyConsistent) else { return }
+        let temporary = directory.appendingPathComponent("outside-set")
+        try? Data(#"{"stamp":9,"wide":true}"#.utf8).write(to: temporary)
+        guard rename(temporary.path, panel.path) == 0 else { return }
+        say("raced")
+    }
     let store = PassThroughStore(directory: directory)
     switch path {
+    case "rewrite", "raced-rewrite":
+        // `panel` holds the older shape: it is read as the newer one, and rewritten so at the flush.
+        let stored = WLStorage(
+            key: "panel", defaultValue: NewerPanel(), flushInterval: nil, store: .directory(directory),
+            migrations: [.from(OlderPanel.self) { NewerPanel(stamp: $0.stamp, width: $0.wide ? 1_600 : 800) }])
+        _ = stored.wrappedValue
+        stored.flush()
     case "replace":
         let stored = WLStorage(key: "k", defaultValue: "", flushInterval: nil, store: .directory(directory))
         stored.wrappedValue = "new"

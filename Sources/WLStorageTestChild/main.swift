@@ -242,6 +242,45 @@ case "write-path":
 case "fleet":
     fleetProgram(directory: directory, version: key, flushInterval: value)
 
+case "older-sets":
+    // A program of the older shape of the key's value, storing sets in a tight loop until the file VALUE exists;
+    // says `last STAMP ERROR` with the stamp of its last set and the code of its storage's last error.
+    let stored = WLStorage(
+        key: key, defaultValue: OlderPanel(stamp: 0, wide: false), flushInterval: nil, store: .directory(directory))
+    var stamp = 0
+    while !FileManager.default.fileExists(atPath: value) {
+        stamp += 1
+        stored.wrappedValue = OlderPanel(stamp: stamp, wide: stamp % 2 == 0)
+        stored.flush()
+        if stamp == 1 { say("ready") }
+    }
+    say("last \(stamp) \(stored.lastError.map { "\($0.code)" } ?? "none")")
+
+case "older-watch":
+    // A program of the older shape that only reads the key, following other programs' changes: says `stamp STAMP`
+    // each time the stamp of its value changes, until the file VALUE exists, then `final STAMP`.
+    let stored = WLStorage(
+        key: key, defaultValue: OlderPanel(stamp: 0, wide: false), flushInterval: nil, store: .directory(directory))
+    var last = -1
+    say("ready")
+    while !FileManager.default.fileExists(atPath: value) {
+        let stamp = stored.wrappedValue.stamp
+        if stamp != last { say("stamp \(stamp)") }
+        last = stamp
+        usleep(2_000)
+    }
+    say("final \(stored.wrappedValue.stamp) \(stored.lastError.map { "\($0.code)" } ?? "none")")
+
+case "newer-open":
+    // A program of the newer shape: opens the key (rewriting a value read in the older shape) and exits; says
+    // `opened STAMP ERROR`.
+    let stored = WLStorage(
+        key: key, defaultValue: NewerPanel(), flushInterval: nil, store: .directory(directory),
+        migrations: [.from(OlderPanel.self) { NewerPanel(stamp: $0.stamp, width: $0.wide ? 1_600 : 800) }])
+    let stamp = stored.wrappedValue.stamp
+    stored.flush()
+    say("opened \(stamp) \(stored.lastError.map { "\($0.code)" } ?? "none")")
+
 default:
     say("unknown mode \(mode)", to: FileHandle.standardError)
     exit(64)

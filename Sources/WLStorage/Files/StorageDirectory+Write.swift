@@ -28,10 +28,10 @@ extension StorageDirectory {
 
     /// Replaces `name` with `contents` as ``write(_:contents:announced:)`` does, but only while the file at `name` is
     /// still the version `expected`: its identity is checked just before the file is put in place, and what the new
-    /// file displaced is checked again after (see ``exchange(_:with:in:ifStill:written:announced:)``). Returns the new
-    /// file's identity, or `nil` when another version stood there and is left in place. Where the file system cannot
-    /// exchange two names, a file placed by another program in the moment between the check and the rename is still
-    /// replaced.
+    /// file displaced is checked again after (see ``exchange(_:with:in:ifStill:written:announced:unlock:)``). Returns
+    /// the new file's identity, or `nil` when another version stood there and is left in place. Where the file system
+    /// cannot exchange two names, a file placed by another program in the moment between the check and the rename is
+    /// still replaced.
     package func write(
         _ name: String, contents: Data, ifStill expected: FileIdentity, announced: Bool = true
     ) throws(WLStorageError) -> FileIdentity? {
@@ -115,8 +115,18 @@ extension StorageDirectory {
             throw error(.writeFailed, "cannot sync the file", name: temporary, errno: errno)
         }
         // Closed before it is renamed, so that the close is reported under the temporary name, which no storage
-        // reads. Its lock goes with it: a clean-up running in the microseconds before the rename may remove it, and
-        // the rename then fails and the write is retried; nothing else can.
+        // reads. Its lock goes with it, so the directory's lock is taken first and held until the file is in place (or
+        // removed): a clean-up of abandoned temporary files, which takes that lock exclusively, cannot remove the file
+        // in the moment between (in this process, another thread's first use of the directory; in another, its start).
+        // A conditional replacement takes it exclusively, so that no other conditional replacement exchanges files at
+        // the name while it puts back what it displaced (see ``exchange(_:with:in:ifStill:written:announced:unlock:)``).
+        let exchanging = replacing && expected != nil && SystemFunctions.renameat2 != nil
+        var directoryLocked = retrying(.flock, nil) { flock(dir, exchanging ? LOCK_EX : LOCK_SH) } == 0
+        func unlockDirectory() {
+            if directoryLocked { _ = flock(dir, LOCK_UN) }
+            directoryLocked = false
+        }
+        defer { unlockDirectory() }
         isOpen = false
         guard closeDescriptor(fd, temporary) == 0 else {
             throw error(.writeFailed, "cannot close the file", name: temporary, errno: errno)
@@ -125,15 +135,22 @@ extension StorageDirectory {
         if replacing {
             var target = stat()
             let found = retrying(.stat, name, { fstatat(dir, name, &target, AT_SYMLINK_NOFOLLOW) }) == 0
+            let statErrno = errno
             if found, (target.st_mode & S_IFMT) != S_IFREG {
                 throw notRegular(name, EntryKind(mode: target.st_mode))
             }
             if let expected {
+                // A file that cannot be looked at (EIO, ENOMEM…) is not known to be another version: an error, for the
+                // write to be made again, rather than a replacement that gives way to nothing.
+                if !found, statErrno != ENOENT {
+                    throw error(.writeFailed, "cannot inspect the file in place", name: name, errno: statErrno)
+                }
                 guard found, FileIdentity(target) == expected else { return nil }
                 // The temporary name is the exchange's from here: it may come to hold another program's version.
                 placed = true
                 switch try exchange(
-                    temporary, with: name, in: dir, ifStill: expected, written: identity, announced: announced)
+                    temporary, with: name, in: dir, ifStill: expected, written: identity, announced: announced,
+                    unlock: unlockDirectory)
                 {
                 case .replaced:
                     return identity
@@ -150,6 +167,7 @@ extension StorageDirectory {
                 throw error(.writeFailed, "cannot rename the temporary file into place", name: name, errno: code)
             }
             placed = true
+            unlockDirectory()
         } else {
             if announced { OwnRenames.willRename(temporary) }
             let outcome: NoReplaceOutcome
@@ -172,6 +190,7 @@ extension StorageDirectory {
                 OwnRenames.didNotRename(temporary)
                 return nil
             }
+            unlockDirectory()
         }
         guard retrying(.fsync, nil, { fsync(dir) }) == 0 else {
             throw error(.writeFailed, "cannot sync the storage directory", errno: errno)
@@ -203,16 +222,19 @@ extension StorageDirectory {
     /// caller's last check, it is exchanged back; should yet another file have been renamed over the written one
     /// meanwhile, that newer one is put in place instead, until the file taken back is the written one or one put
     /// back before. For those microseconds the name holds the written file, which a reader may see: a version the
-    /// directory held before, reshaped, never a loss. The directory's shared lock is held throughout, so that no
-    /// clean-up of abandoned temporary files removes a displaced file while it has the temporary name. The directory
-    /// is synced before returning.
+    /// directory held before, reshaped, never a loss.
+    ///
+    /// The caller holds the directory's lock exclusively until `unlock`, called once the temporary name is removed:
+    /// no clean-up of abandoned temporary files removes a displaced file while it has the temporary name, and no
+    /// other conditional replacement exchanges files at the name meanwhile. Another's exchanges would break the
+    /// reasoning above: it could take a version this one put back and put it back again later, which this one would
+    /// take for the file it put there last, and remove. Plain renames and removals need no lock. The directory is
+    /// synced before returning.
     private func exchange(
         _ temporary: String, with name: String, in dir: CInt, ifStill expected: FileIdentity,
-        written: FileIdentity, announced: Bool
+        written: FileIdentity, announced: Bool, unlock: () -> Void
     ) throws(WLStorageError) -> ExchangeOutcome {
         guard let renameat2 = SystemFunctions.renameat2 else { return .unsupported }
-        _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
-        defer { _ = flock(dir, LOCK_UN) }
         func swap() -> Int32? {
             let result = retrying(.rename, name) {
                 renameat2(dir, temporary, dir, name, SystemFunctions.renameExchange)
@@ -232,6 +254,7 @@ extension StorageDirectory {
             // The temporary name holds the version replaced, or the written file given way: removed, then the
             // directory synced, so that the sync covers the exchanges and the removal together.
             _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+            unlock()
             guard retrying(.fsync, nil, { fsync(dir) }) == 0 else {
                 throw error(.writeFailed, "cannot sync the storage directory", errno: errno)
             }

@@ -87,10 +87,11 @@ package struct DirectoryIdentity: Hashable, Sendable, CustomStringConvertible {
 ///
 /// Temporary files are named `NAME~XXXXXXXXXXXXXXXX.tmp` (16 lowercase hex digits), `NAME` being the name of the file
 /// written: a key's file, or a copy of one kept aside (see ``writtenFileName(ofTemporary:)``). A writer holds an exclusive
-/// `flock` on its temporary file until it has renamed it; it creates and locks the file while holding a shared
-/// `flock` on the directory. Clean-up holds the directory's exclusive lock and removes only regular files of exactly
-/// that shape that it can lock itself, so it never removes the file of a writer still at work, in this process or
-/// another, nor a file of anyone else's.
+/// `flock` on its temporary file while it writes it; it creates and locks the file while holding a shared `flock` on
+/// the directory, and takes that shared lock again before it closes the file, until the file is renamed. Clean-up
+/// holds the directory's exclusive lock and removes only regular files of exactly that shape that it can lock itself,
+/// so it never removes the file of a writer still at work, in this process or another, nor a file of anyone else's. A
+/// conditional replacement holds the directory's lock exclusively from the close to the end of its exchanges.
 ///
 /// Every system call goes through ``FaultInjection``, so that tests can fail any of them.
 package struct StorageDirectory: Sendable, Hashable {

@@ -58,6 +58,9 @@ struct SystemError: Sendable, CustomTestStringConvertible {
                 // The identity of the version written, and its mode (set with `fchmod` only when a umask took bits).
                 ("stat(temporary)", .failsBeforePlacing(.writeFailed)),
                 ("fsync(temporary)", .failsBeforePlacing(.writeFailed)),
+                // The shared lock of the directory again, held from the close to the rename: it keeps clean-up away
+                // from the temporary file once its own lock is gone with the close.
+                ("flock(directory)", .harmless),
                 // Closed before the rename, so that the close is reported under the temporary name.
                 ("close(temporary)", .failsBeforePlacing(.writeFailed)),
             ]

@@ -24,6 +24,12 @@ import Testing
         case storeKeptAside = "store-kept-aside"
         /// The moved-aside path through a store of the directory: the copy is a key of the store, written as a file.
         case storeMovedAside = "store-moved-aside"
+        /// A value read in an older shape, rewritten in the newer one at the flush: the exchange of its file with the
+        /// one in place (`renameat2` with `RENAME_EXCHANGE`), checked after.
+        case rewrite
+        /// The same, with another program's set renamed into place just before the exchange, which the rewrite puts
+        /// back.
+        case racedRewrite = "raced-rewrite"
 
         var testDescription: String { rawValue }
 
@@ -34,8 +40,15 @@ import Testing
             case .createDefault: [:]
             case .keptAside, .storeKeptAside: ["profile": #"{"name":"ada"}"#]
             case .movedAside, .storeMovedAside: ["bad": "not json"]
+            case .rewrite, .racedRewrite: ["panel": Self.olderPanel]
             }
         }
+
+        static let olderPanel = #"{"stamp":0,"wide":false}"#
+        /// The rewrite in the newer shape, which keeps the member the newer shape does not know.
+        static let rewrittenPanel = #"{"stamp":0,"wide":false,"width":800}"#
+        /// The other program's set of the raced rewrite.
+        static let racedSet = #"{"stamp":9,"wide":true}"#
 
         /// Whether `contents` is a whole value that the file `name` may hold after a run of this path killed anywhere:
         /// what it held before, what the path writes, or a copy the path keeps.
@@ -47,6 +60,8 @@ import Testing
             case .keptAside, .storeKeptAside:
                 written = [#"{"name":"ada"}"#, #"{"name":"ada","visits":5}"#, #"{"visits":5,"name":"ada"}"#]
             case .movedAside, .storeMovedAside: written = ["not json", #""default""#]
+            case .rewrite: written = [Self.olderPanel, Self.rewrittenPanel]
+            case .racedRewrite: written = [Self.olderPanel, Self.rewrittenPanel, Self.racedSet]
             }
             // The child's next start (the `open` mode) saves its default, "", under `k` where nothing is stored.
             return written.contains(contents) || (name == "k" && contents == #""""#)
@@ -89,8 +104,33 @@ import Testing
                     let contents = String(decoding: contents(of: name, in: directory) ?? Data(), as: UTF8.self)
                     #expect(path.isWhole(contents, name: name), "\(at): \(name) holds \(contents)")
                 }
+                if child.lines.contains("raced") {
+                    try expectTheRacedSetKept(
+                        in: directory, at: at, killedInTheExchange: child.lines.last?.hasSuffix("renames 1") == true)
+                }
             }
         }
         #expect(finished, "the \(path) path did not end within \(Self.maximumCalls) calls")
+    }
+
+    /// After a raced rewrite, killed anywhere: the other program's set, stored after the rewrite's check, is in
+    /// place, where the rewrite put it back, or kept under a name of its own.
+    ///
+    /// Known issue: a program killed after its exchange put the rewrite in place (`renames 1`: the exchange done,
+    /// the put-back not) leaves the set under the rewrite's temporary name, unlocked, and the next program's start
+    /// removes it as an abandoned temporary file: the key holds the rewrite of the older value.
+    private func expectTheRacedSetKept(in directory: URL, at: Comment, killedInTheExchange: Bool) throws {
+        let holding = entries(of: directory).filter {
+            contents(of: $0, in: directory) == Data(WritePath.racedSet.utf8)
+        }
+        let check = {
+            #expect(!holding.isEmpty, "\(at): the other program's set is lost; \(entries(of: directory))")
+            #expect(holding.contains("panel"), "\(at): the other program's set is not in place: \(holding)")
+        }
+        if killedInTheExchange {
+            withKnownIssue("a set displaced by the exchange is removed as a temporary file after a kill", check)
+        } else {
+            check()
+        }
     }
 }
