@@ -403,6 +403,17 @@ enum KeptOriginals {
         }
     }
 
+    /// After a write of `backer` in the current shape: removes the bytes it kept, with `remove`, when it kept any; if
+    /// that fails, they are removed after its next write.
+    static func settle(_ backer: AnyObject, remove: () throws -> Void) {
+        guard any, take(backer) else { return }
+        do {
+            try remove()
+        } catch {
+            keep(backer)
+        }
+    }
+
     /// Called as a backer goes: its identifier may be reused by another object.
     static func forget(_ backer: AnyObject) {
         guard any else { return }

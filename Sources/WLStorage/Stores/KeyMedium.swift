@@ -106,12 +106,7 @@ extension KeyMedium {
     /// what is stored is in the current shape.
     func recordWrite(_ data: Data, stamp: Int) {
         known.withLock { $0.wrote(stamp, data) }
-        guard KeptOriginals.any, KeptOriginals.take(self) else { return }
-        do {
-            try removeKeptOriginal()
-        } catch {
-            KeptOriginals.keep(self)  // removed after the next write
-        }
+        KeptOriginals.settle(self) { try removeKeptOriginal() }
     }
 
     /// The bytes of `value`, with the members of the bytes this backer last read or wrote that its type does not know

@@ -212,12 +212,7 @@ final class StoreBacker<T: Codable & Sendable>: WLStorageBacker, KeyMedium {
         // looks up this class's metadata and its conformance at run time, which a flush of every storage pays for each.
         let stamp = KnownVersions.stamp(data)
         known.withLock { $0.wrote(stamp, data) }
-        guard KeptOriginals.any, KeptOriginals.take(self) else { return }
-        do {
-            try removeKeptOriginal()
-        } catch {
-            KeptOriginals.keep(self)  // removed after the next write
-        }
+        KeptOriginals.settle(self) { try removeKeptOriginal() }
     }
 
     /// The bytes of `value` for a batch of its store's writes: ``KeyMedium/encode(_:)``, in this class's own code (see
