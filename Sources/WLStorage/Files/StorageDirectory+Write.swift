@@ -358,40 +358,73 @@ extension StorageDirectory {
     package func moveAside(_ name: String, ifStill identity: FileIdentity? = nil) throws(WLStorageError) -> String? {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
-        if let identity {
-            var status = stat()
-            guard retrying(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
-                FileIdentity(status) == identity
-            else { return nil }
-        }
+        if let identity, self.identity(of: name, in: dir) != identity { return nil }
         for _ in 0..<8 {
             let aside = Self.movedAsideName(for: name)
-            switch try moveWithoutReplacing(name, to: aside, in: dir) {
+            switch try moveOut(name, to: aside, ifStill: identity, in: dir) {
             case .moved:
-                var status = stat()
-                if let identity, retrying(.stat, aside, { fstatat(dir, aside, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
-                    FileIdentity(status) != identity
-                {
-                    if case .linked? = try? moveWithoutReplacing(aside, to: name, in: dir) {
-                        _ = retrying(.unlink, aside) { unlinkat(dir, aside, 0) }
-                    }
-                    _ = retrying(.fsync, nil) { fsync(dir) }
-                    return nil
-                }
-            case .linked:
-                guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
-                    let code = errno
-                    _ = retrying(.unlink, aside) { unlinkat(dir, aside, 0) }
-                    throw error(.writeFailed, "cannot move the undecodable file aside", name: name, errno: code)
-                }
-            case .exists:
+                _ = retrying(.fsync, nil) { fsync(dir) }
+                return aside
+            case .changed:
+                return nil
+            case .taken:
                 continue
             }
-            _ = retrying(.fsync, nil) { fsync(dir) }
-            return aside
         }
         throw error(
             .writeFailed, "cannot find a free name to move the undecodable file aside", name: name, errno: EEXIST)
+    }
+
+    private enum MoveOutOutcome { case moved, changed, taken }
+
+    /// Moves `name` to `target`, where nothing may stand (`taken` when something does), only while it is the version
+    /// `expected`, when given: the file moved is checked at `target`, and one another program renamed into place since
+    /// the caller's check is moved back (`changed`), unless a newer one stands at `name` already, which makes it one
+    /// to remove. Where the file system cannot rename without replacing, the file is linked to `target` and unlinked,
+    /// and a file renamed into place between the two is still moved.
+    private func moveOut(
+        _ name: String, to target: String, ifStill expected: FileIdentity?, in dir: CInt
+    ) throws(WLStorageError) -> MoveOutOutcome {
+        switch try moveWithoutReplacing(name, to: target, in: dir) {
+        case .exists:
+            return .taken
+        case .linked:
+            if let expected, identity(of: target, in: dir) != expected {
+                _ = retrying(.unlink, target) { unlinkat(dir, target, 0) }
+                return .changed
+            }
+            guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
+                let code = errno
+                _ = retrying(.unlink, target) { unlinkat(dir, target, 0) }
+                throw error(.writeFailed, "cannot move the file out of its place", name: name, errno: code)
+            }
+            return .moved
+        case .moved:
+            guard let expected, identity(of: target, in: dir) != expected else { return .moved }
+            // Another program's version, renamed into place since the check: back in place, unless a newer one is.
+            switch try? moveWithoutReplacing(target, to: name, in: dir) {
+            case .moved?:
+                break
+            case .linked?, .exists?:
+                _ = retrying(.unlink, target) { unlinkat(dir, target, 0) }
+            case nil:
+                // Kept under a name the tool lists rather than left to the clean-up of temporary files.
+                if Self.isTemporary(target) {
+                    _ = try? moveWithoutReplacing(target, to: Self.movedAsideName(for: name), in: dir)
+                }
+            }
+            _ = retrying(.fsync, nil) { fsync(dir) }
+            return .changed
+        }
+    }
+
+    /// The identity of the regular file `entry` in `dir`, or `nil` when there is none.
+    private func identity(of entry: String, in dir: CInt) -> FileIdentity? {
+        var status = stat()
+        guard retrying(.stat, entry, { fstatat(dir, entry, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
+            (status.st_mode & S_IFMT) == S_IFREG
+        else { return nil }
+        return FileIdentity(status)
     }
 
     /// Removes the regular file `name`. Returns `false` when there was none.
@@ -423,55 +456,24 @@ extension StorageDirectory {
     package func remove(_ name: String, ifStill expected: FileIdentity) throws(WLStorageError) -> Bool {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
-        func identity(_ entry: String) -> FileIdentity? {
-            var status = stat()
-            guard retrying(.stat, entry, { fstatat(dir, entry, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
-                (status.st_mode & S_IFMT) == S_IFREG
-            else { return nil }
-            return FileIdentity(status)
-        }
-        guard identity(name) == expected else { return false }
+        guard identity(of: name, in: dir) == expected else { return false }
         _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
         defer { _ = flock(dir, LOCK_UN) }
-        var temporary = Self.temporaryName(for: name)
-        var outcome = try moveWithoutReplacing(name, to: temporary, in: dir)
-        for _ in 0..<8 where outcome == .exists {
+        for _ in 0..<8 {
             // A temporary name another writer has taken: another is drawn.
-            temporary = Self.temporaryName(for: name)
-            outcome = try moveWithoutReplacing(name, to: temporary, in: dir)
-        }
-        switch outcome {
-        case .exists:
-            throw error(.writeFailed, "cannot find a free temporary name to remove the file", name: name, errno: EEXIST)
-        case .linked:
-            guard identity(temporary) == expected else {
+            let temporary = Self.temporaryName(for: name)
+            switch try moveOut(name, to: temporary, ifStill: expected, in: dir) {
+            case .moved:
                 _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
-                return false
-            }
-            guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
-                let code = errno
-                _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
-                throw error(.writeFailed, "cannot remove the file", name: name, errno: code)
-            }
-        case .moved:
-            guard identity(temporary) == expected else {
-                // Another program's version, renamed into place since the check: back in place, unless a newer one is.
-                switch try? moveWithoutReplacing(temporary, to: name, in: dir) {
-                case .moved?:
-                    break
-                case .linked?, .exists?:
-                    _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
-                case nil:
-                    // Kept under a name the tool lists rather than left to the clean-up of temporary files.
-                    _ = try? moveWithoutReplacing(temporary, to: Self.movedAsideName(for: name), in: dir)
-                }
                 _ = retrying(.fsync, nil) { fsync(dir) }
+                return true
+            case .changed:
                 return false
+            case .taken:
+                continue
             }
         }
-        _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
-        _ = retrying(.fsync, nil) { fsync(dir) }
-        return true
+        throw error(.writeFailed, "cannot find a free temporary name to remove the file", name: name, errno: EEXIST)
     }
 
     /// Removes the temporary files of writers that are no longer at work, and returns their names.
