@@ -192,18 +192,20 @@ extension StorageCell {
         }
     }
 
-    /// Whether the backer is not the file backer: only then can it be a store's that writes on condition.
+    /// Whether the backer is not a directory's file: only then can it be a store's that writes on condition.
     @usableFromInline
-    var isStoreBacked: Bool { fileBacker == nil }
+    var isStoreBacked: Bool { keyBacker.map { $0.storeMedium != nil } ?? true }
 
     /// The update of a value in a store that writes on condition, atomic across processes (see
-    /// ``updateShared(_:storeBacker:store:versioned:)``); `nil` for any other backer, whose update is made in the process.
+    /// ``updateShared(_:in:store:versioned:)``); `nil` for any other backer, whose update is made in the process.
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
-        guard let storeBacker, storeBacker.writesOnCondition else { return nil }
-        let capabilities = storeBacker.capabilities
+        guard let keyBacker, let medium = keyBacker.storeMedium, medium.writesOnCondition else { return nil }
+        let capabilities = medium.capabilities
         guard let store = capabilities.conditional else { return nil }
-        return try updateShared(body, storeBacker: storeBacker, store: store, versioned: capabilities.versioned)
+        return try updateShared(
+            body, in: StoreKeyBacker(backer: keyBacker, medium: medium), store: store,
+            versioned: capabilities.versioned)
     }
 
     /// The update of a value in a store that writes on condition (``WLStorageConditionalStore``): atomic for every
@@ -218,7 +220,7 @@ extension StorageCell {
     /// a tagged write's outcome cannot be found out, the update is reported and not made again: it counts once or not
     /// at all, never twice.
     private func updateShared<R>(
-        _ body: (inout T) throws -> R, storeBacker: StoreBacker<T>, store: any WLStorageConditionalStore,
+        _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
         versioned: (any VersionedConditionalStore)?
     ) rethrows -> R {
         let cell = ObjectIdentifier(self)
@@ -231,7 +233,7 @@ extension StorageCell {
         do {
             _ = state.withLock { $0.startUpdate(counting: true) }
             defer { state.withLock { $0.endUpdate() } }
-            stored = try storeUpdate(body, storeBacker: storeBacker, store: store, versioned: versioned)
+            stored = try storeUpdate(body, in: key, store: store, versioned: versioned)
         }
         if let stored { return stored }
         return try updateLocally(body)
@@ -240,7 +242,7 @@ extension StorageCell {
     /// Runs the update against the store until a conditional write stores it; `nil` when the store cannot be reached
     /// or holds what does not decode (reported), for the update to be made in the process.
     private func storeUpdate<R>(
-        _ body: (inout T) throws -> R, storeBacker: StoreBacker<T>, store: any WLStorageConditionalStore,
+        _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
         versioned: (any VersionedConditionalStore)?
     ) rethrows -> R? {
         let cell = ObjectIdentifier(self)
@@ -255,7 +257,7 @@ extension StorageCell {
             let count = state.withLock { $0.changeCount }
             let read: UpdateRead
             do {
-                read = try readForUpdate(storeBacker, versioned: versioned)
+                read = try readForUpdate(key, versioned: versioned)
             } catch {
                 record(error)
                 return nil
@@ -274,21 +276,21 @@ extension StorageCell {
             }
             // A result that cannot be encoded is kept in memory, as a set of it would be, and reported by the write
             // that fails.
-            guard let data = try? storeBacker.encode(value, replacing: read.bytes) else { return nil }
+            guard let data = try? key.backer.encode(value, replacing: read.bytes) else { return nil }
             let stored: Bool
             // Others wrote the key after this update: what it holds is newer than the update's value.
             var overwritten = false
             if let versioned, let version = read.version {
                 // On condition of the version, tagged: a write whose answer is lost is sent again and found by its
-                // tag (see StoreBacker.write(_:ifVersion:through:)).
-                switch storeBacker.write(data, ifVersion: version, through: versioned) {
+                // tag (see StoreMedium.write(_:ifVersion:through:key:)).
+                switch key.medium.write(data, ifVersion: version, through: versioned, key: backer.key) {
                 case .stored(let later):
                     stored = true
                     overwritten = later
                 case .refused:
                     stored = false
                 case .notStored(let error):
-                    recordMadeLocally(error, in: storeBacker)
+                    recordMadeLocally(error, in: key.medium)
                     return nil
                 case .unknown(let error):
                     // Made again, it could be counted twice; as a set, it would replace what others wrote since. So
@@ -296,7 +298,7 @@ extension StorageCell {
                     record(
                         WLStorageError(
                             code: .writeFailed,
-                            message: "whether the update was stored in \(storeBacker.identity) is not known (its"
+                            message: "whether the update was stored in \(key.medium.identity) is not known (its"
                                 + " answer was lost, and \(error)); it is not made again, so that it never counts"
                                 + " twice, and the storage reads the key again",
                             key: backer.key, underlying: error))
@@ -307,16 +309,16 @@ extension StorageCell {
                 do {
                     // A write whose answer is lost is judged by reading the key back; when that does not tell, the
                     // update is made in the process.
-                    stored = try storeBacker.write(data, ifItHolds: read.bytes, through: store)
+                    stored = try key.medium.write(data, ifItHolds: read.bytes, through: store)
                 } catch {
-                    recordMadeLocally(error, in: storeBacker)
+                    recordMadeLocally(error, in: key.medium)
                     return nil
                 }
             }
             if stored {
                 switch adopt(&value, writtenSince: count) {
                 case .adopted:
-                    storeBacker.wrote(data)
+                    key.backer.wrote(data)
                     // Found written by its tag after its answer was lost: the key holds a newer value.
                     if overwritten { checkForExternalChange() }
                 case .changedMeanwhile:
@@ -342,11 +344,11 @@ extension StorageCell {
     }
 
     /// Reports that an update could not be stored, for `error`, and is made in this process as a set.
-    private func recordMadeLocally(_ error: any Error, in storeBacker: StoreBacker<T>) {
+    private func recordMadeLocally(_ error: any Error, in medium: StoreMedium) {
         record(
             WLStorageError(
                 code: .writeFailed,
-                message: "the update could not be stored in \(storeBacker.identity), so it was made in this process"
+                message: "the update could not be stored in \(medium.identity), so it was made in this process"
                     + " only and is written as a set is: \(error)",
                 key: backer.key, underlying: error))
     }
@@ -354,12 +356,12 @@ extension StorageCell {
     /// Reads the key for an update: with its version from a store that tags its writes (reporting once, when it cannot
     /// now, that the update compares bytes instead), its bytes alone from any other.
     private func readForUpdate(
-        _ storeBacker: StoreBacker<T>, versioned: (any VersionedConditionalStore)?
+        _ key: StoreKeyBacker<T>, versioned: (any VersionedConditionalStore)?
     ) throws(WLStorageError) -> UpdateRead {
         let bytes: Data?
         var version: Int64??
         do {
-            switch try versioned?.readVersioned(key: storeBacker.storedKey) {
+            switch try versioned?.readVersioned(key: key.medium.storedKey) {
             case .found(let data, let found)?:
                 bytes = data
                 version = .some(found)
@@ -367,15 +369,15 @@ extension StorageCell {
                 bytes = nil
                 version = .some(nil)
             case .untagged(let error)?:
-                if storeBacker.firstUntaggedReport() { record(error) }
-                bytes = try storeBacker.store.read(key: storeBacker.storedKey)
+                if key.medium.firstUntaggedReport() { record(error) }
+                bytes = try key.medium.store.read(key: key.medium.storedKey)
             case nil:
-                bytes = try storeBacker.store.read(key: storeBacker.storedKey)
+                bytes = try key.medium.store.read(key: key.medium.storedKey)
             }
         } catch {
             throw WLStorageError(
                 code: .readFailed,
-                message: "the update could not read \(storeBacker.identity), so it was made in this process only and"
+                message: "the update could not read \(key.medium.identity), so it was made in this process only and"
                     + " is written as a set is: \(error)",
                 key: backer.key, underlying: error)
         }
@@ -384,9 +386,9 @@ extension StorageCell {
             return UpdateRead(bytes: bytes, value: try decoding.value(of: bytes), version: version)
         } catch {
             // The set the update becomes replaces these bytes: it keeps their members this type does not know.
-            storeBacker.willReplace(bytes)
+            key.backer.willReplace(bytes)
             throw StoredBytes<T>.failure(
-                error, bytes, at: storeBacker.place, finding: "the update found bytes in \(storeBacker.identity) that",
+                error, bytes, at: key.backer.place, finding: "the update found bytes in \(key.medium.identity) that",
                 outcome: ", so it was made in this process only and is written as a set is")
         }
     }
@@ -415,4 +417,11 @@ extension StorageCell {
                     + " value; the \(what) was not made. Change the value through the closure's argument",
                 key: backer.key))
     }
+}
+
+/// The backer of a key in a store other than a directory, with its medium: what an update across processes writes
+/// through.
+struct StoreKeyBacker<T: Codable & Sendable> {
+    let backer: WLStorageDefaultBacker<T>
+    let medium: StoreMedium
 }

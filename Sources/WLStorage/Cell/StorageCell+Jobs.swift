@@ -89,10 +89,10 @@ extension StorageCell {
     /// the cell (see ``CellState/startBatchWrite(on:now:rewritesOnCondition:into:)``); a value that does not encode is
     /// left to the cell's own flush, which reports it.
     func takeBatchWrite(on thread: UInt) -> BatchTake {
-        guard let storeBacker else { return .elsewhere }
+        guard let keyBacker, let storeMedium = keyBacker.storeMedium else { return .elsewhere }
         let now = scheduler.now
         // A rewrite of what was read, in a store that writes rewrites on condition, is written on its own, on condition.
-        let rewritesOnCondition = storeBacker.rewritesOnCondition
+        let rewritesOnCondition = storeMedium.rewritesOnCondition
         // The value is copied out of the lock into a place of its own rather than returned as an optional: an
         // optional of the value's type is one more type whose metadata code not specialized for it looks up.
         return withUnsafeTemporaryAllocation(of: T.self, capacity: 1) { buffer -> BatchTake in
@@ -105,23 +105,23 @@ extension StorageCell {
             defer { slot.deinitialize(count: 1) }
             let data: Data
             do throws(WLStorageError) {
-                data = try storeBacker.encodeForBatch(slot.pointee)
+                data = try keyBacker.encodeForBatch(slot.pointee)
             } catch {
                 _ = finishBatchWrite(version, data: Data(), failure: error)
                 return .elsewhere
             }
             return .taken(
-                BatchWrite(write: WLStorageStoreWrite(key: storeBacker.storedKey, data: data), version: version))
+                BatchWrite(write: WLStorageStoreWrite(key: storeMedium.storedKey, data: data), version: version))
         }
     }
 
     /// The identity of the store whose batches write this cell's changes, when its backer is a store's (other than a
     /// directory's); read without the lock, as it never changes.
-    var batchStoreIdentity: String? { storeBacker?.identity }
+    var batchStoreIdentity: String? { storeMedium?.identity }
 
     /// The store that writes the batch of this cell's change, and its identity, for messages.
     var batchStore: (store: any WLStorageStore, identity: String)? {
-        storeBacker.map { ($0.store, $0.identity) }
+        storeMedium.map { ($0.store, $0.identity) }
     }
 
     /// Ends the job of the batch write of `version`, as `data`, taken by ``takeBatchWrite(on:)``, with the batch's
@@ -131,7 +131,7 @@ extension StorageCell {
     /// built, since a generic value costs a look-up of its type for each cell. A write that ends adopts no value
     /// (observers have nothing to be told) and chains no job.
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
-        if failure == nil { storeBacker?.wrote(data) }
+        if failure == nil { keyBacker?.wrote(data) }
         let now = scheduler.now
         var effects = JobEffects()
         let done = state.withLock {

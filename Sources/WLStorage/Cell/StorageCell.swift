@@ -64,21 +64,17 @@ class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the 
 final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendable {  // state: `state`
     @usableFromInline let state: Lock<CellState<T>>
     let backer: any WLStorageBacker<T>
-    /// The same backer when the package made it: the file backer (the registry and the file monitor know its cell by
-    /// its file), a store's, or the wrapper of a custom backer with a change feed. Told by the binding that made the
-    /// cell, in the word a file backer alone took: a cast from the backer protocol to a class costs most of a
-    /// microsecond, which a flush of every storage would pay for each.
+    /// The same backer when the package made it: the backer of a key in a store, or the wrapper of a custom backer
+    /// with a change feed. Told by the binding that made the cell: a cast from the backer protocol to a class costs
+    /// most of a microsecond, which a flush of every storage would pay for each.
     private let ownBacker: OwnBacker<T>
-    /// The same backer when it is the file backer: the registry and the file monitor know its cell by its file.
-    var fileBacker: WLStorageDefaultBacker<T>? {
-        if case .file(let fileBacker) = ownBacker { return fileBacker }
+    /// The same backer when it is a key's in a store (a directory's file or another store's key).
+    var keyBacker: WLStorageDefaultBacker<T>? {
+        if case .key(let keyBacker) = ownBacker { return keyBacker }
         return nil
     }
-    /// The same backer when it is a store's.
-    var storeBacker: StoreBacker<T>? {
-        if case .store(let storeBacker) = ownBacker { return storeBacker }
-        return nil
-    }
+    /// The medium of the key when it is a store's (other than a directory's).
+    var storeMedium: StoreMedium? { keyBacker?.storeMedium }
     let scheduler: any WriteScheduler
     /// The value a removal returns to, made when it is first needed.
     let defaults: CellDefault<T>
@@ -111,8 +107,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// and reading changes made elsewhere. Looked up when a job runs, not kept: a cell is kept small.
     var access: (any StoreBacking<T>)? {
         switch ownBacker {
-        case .file(let fileBacker): fileBacker
-        case .store(let storeBacker): storeBacker
+        case .key(let keyBacker): keyBacker
         case .observed(let observed): observed
         case .other, .refusing: nil
         }
@@ -120,15 +115,15 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
     var storeKey: StoreKey? {
-        guard let storeBacker else { return nil }
-        return StoreKey(store: storeBacker.identity, key: storeBacker.storedKey)
+        guard let storeMedium else { return nil }
+        return StoreKey(store: storeMedium.identity, key: storeMedium.storedKey)
     }
 
-    /// The directory this cell's file is in, when its backer is the file backer.
-    var directory: StorageDirectory? { fileBacker?.directory }
+    /// The directory this cell's file is in, when its key is a directory's.
+    var directory: StorageDirectory? { keyBacker?.directory }
 
     /// The file's name in ``directory``.
-    var fileName: String? { fileBacker?.fileName }
+    var fileName: String? { keyBacker?.fileName }
 
     /// Twice the number of live storages of the cell, plus one when the cell holds a use of its directory's watch or
     /// of its store's feed (set once, when it is registered): one word for both, as a cell is kept small.
@@ -409,8 +404,8 @@ extension CellJob {
 
 /// The backer of a cell, when the package made it.
 enum OwnBacker<T: Codable & Sendable> {
-    case file(WLStorageDefaultBacker<T>)
-    case store(StoreBacker<T>)
+    /// The backer of a key in a store: a directory's file, or another store's key.
+    case key(WLStorageDefaultBacker<T>)
     /// The wrapper of a custom backer with a change feed.
     case observed(ObservedBacker<T>)
     /// A plain custom backer.
@@ -463,7 +458,7 @@ extension StorageCell: RegisteredCell {
     }
 
     func offer(_ changes: [CarriedChange], mustRead: Bool) {
-        storeBacker?.offer(changes, mustRead: mustRead)
+        storeMedium?.offer(changes, mustRead: mustRead)
     }
 
     func flushState(from thread: UInt) -> CellFlushState {
@@ -471,8 +466,8 @@ extension StorageCell: RegisteredCell {
             if state.busyThread == thread { return CellFlushState.busyHere }
             return state.hasWork || state.isBusy ? .work(store: nil) : .idle
         }
-        guard case .work = found, let storeBacker else { return found }
-        return .work(store: storeBacker.identity)
+        guard case .work = found, let storeMedium else { return found }
+        return .work(store: storeMedium.identity)
     }
 }
 

@@ -9,13 +9,13 @@
 ///    thread registered one meanwhile;
 /// 4. ``catchUp(_:)`` checks once more for a change that came between the first step and the third.
 ///
-/// The backer kinds: the file backer of a file in a directory (followed by the file monitor, registered by the file),
-/// the backer of a key in another store (followed by the store's feed, registered by store and key), a custom backer
-/// with a change feed (wrapped, so that its cell tells its own writes from changes), and a plain custom backer.
+/// The backer kinds: the backer of a key in a store (``WLStorageDefaultBacker``: a directory's file, followed by the
+/// file monitor and registered by the file; or another store's key, followed by the store's feed and registered by
+/// store and key), a custom backer with a change feed (wrapped, so that its cell tells its own writes from changes),
+/// and a plain custom backer.
 struct KeyBinding<T: Codable & Sendable> {
     private enum Kind {
-        case file(WLStorageDefaultBacker<T>)
-        case store(StoreBacker<T>)
+        case key(WLStorageDefaultBacker<T>)
         case observed(ObservedBacker<T>, FeedTarget<T>)
         case plain
     }
@@ -57,10 +57,8 @@ struct KeyBinding<T: Codable & Sendable> {
     /// The binding of `backer`: the only place where a backer's kind is found by a cast.
     @inline(__always)
     init(backer: any WLStorageBacker<T>) {
-        if let file = backer as? WLStorageDefaultBacker<T> {
-            self.init(file: file)
-        } else if let store = backer as? StoreBacker<T> {
-            self.init(store: store)
+        if let keyBacker = backer as? WLStorageDefaultBacker<T> {
+            self.init(key: keyBacker)
         } else {
             self.init(plain: backer)
         }
@@ -71,16 +69,12 @@ struct KeyBinding<T: Codable & Sendable> {
     }
 
     @inline(__always)
-    init(file: WLStorageDefaultBacker<T>) {
-        (backer, kind) = (file, .file(file))
+    init(key keyBacker: WLStorageDefaultBacker<T>) {
+        (backer, kind) = (keyBacker, .key(keyBacker))
     }
 
-    init(store: StoreBacker<T>) {
-        (backer, kind) = (store, .store(store))
-    }
-
-    /// The binding of `key` in `store`: the file backer for a directory, however it is wrapped in key-changing stores;
-    /// else the store's own backer.
+    /// The binding of `key` in `store`: a file for a directory, however it is wrapped in key-changing stores; else the
+    /// key's bytes in the store.
     init(key: String, store: any WLStorageStore) {
         var (resolved, storedKey, capabilities) = (store, key, Stores.capabilities(of: store))
         if let resolve = capabilities.resolve {
@@ -88,22 +82,21 @@ struct KeyBinding<T: Codable & Sendable> {
             capabilities = Stores.capabilities(of: resolved)
         }
         if let directory = capabilities.directory {
-            self.init(file: WLStorageDefaultBacker<T>(key: storedKey, directory: directory.url))
+            self.init(key: WLStorageDefaultBacker<T>(key: storedKey, directory: directory.url))
         } else {
-            self.init(
-                store: StoreBacker<T>(key: key, store: resolved, storedKey: storedKey, capabilities: capabilities))
+            let medium = StoreMedium(store: resolved, storedKey: storedKey, capabilities: capabilities)
+            self.init(key: WLStorageDefaultBacker<T>(key: key, medium: medium))
         }
     }
 
-    private var fileBacker: WLStorageDefaultBacker<T>? {
-        if case .file(let file) = kind { file } else { nil }
+    private var keyBacker: WLStorageDefaultBacker<T>? {
+        if case .key(let keyBacker) = kind { keyBacker } else { nil }
     }
 
     /// The backer, as the cell knows it.
     private var own: OwnBacker<T> {
         switch kind {
-        case .file(let file): .file(file)
-        case .store(let store): .store(store)
+        case .key(let keyBacker): .key(keyBacker)
         case .observed(let observed, _): .observed(observed)
         case .plain: .other
         }
@@ -113,32 +106,15 @@ struct KeyBinding<T: Codable & Sendable> {
     /// of another value type), following stops again: the storage uses that cell.
     mutating func follow(makeDefault: () -> T) -> StorageRegistry.Lookup<T> {
         switch kind {
-        case .file(let file):
-            guard let directory = file.directory, let name = file.fileName else { return .none }
-            // A failure to prepare the directory is met again, and reported, by the read.
-            identity = try? file.prepare()
-            prepared = identity != nil
-            // The cell is keyed by the directory the monitor watches, which a symlink retargeted since the preparation
-            // may have changed.
-            let watch = ChangeRouter.shared.follow(directory: directory)
-            identity = watch.identity ?? identity
-            let found = StorageRegistry.shared.cell(forFile: name, in: directory, identity: identity, as: T.self)
-            guard case .none = found else {
-                ChangeRouter.shared.unfollow(.directory(directory))
-                return found
+        case .key(let keyBacker):
+            switch keyBacker.medium.source {
+            case .file(let directory, let name):
+                return follow(directory: directory, name: name)
+            case .store(let medium):
+                return follow(store: medium)
+            case .none:
+                return .none
             }
-            (watched, reports) = (true, watch.reports)
-            return .none
-        case .store(let store):
-            let key = StoreKey(store: store.identity, key: store.storedKey)
-            reports = ChangeRouter.shared.follow(store: store.store, identity: key.store)
-            let found = StorageRegistry.shared.cell(for: key, as: T.self)
-            guard case .none = found else {
-                ChangeRouter.shared.unfollow(.store(key.store))
-                return found
-            }
-            watched = true
-            return .none
         case .plain:
             guard let observable = backer as? any WLStorageObservableBacker<T> else { return .none }
             // A change the feed reports before the cell exists is checked once the cell is there.
@@ -151,6 +127,37 @@ struct KeyBinding<T: Codable & Sendable> {
         case .observed:
             return .none
         }
+    }
+
+    /// Starts following the directory of the file `name`, and finds the file's live cell.
+    private mutating func follow(directory: StorageDirectory, name: String) -> StorageRegistry.Lookup<T> {
+        // A failure to prepare the directory is met again, and reported, by the read.
+        identity = try? DirectoryTable.prepare(directory)
+        prepared = identity != nil
+        // The cell is keyed by the directory the monitor watches, which a symlink retargeted since the preparation
+        // may have changed.
+        let watch = ChangeRouter.shared.follow(directory: directory)
+        identity = watch.identity ?? identity
+        let found = StorageRegistry.shared.cell(forFile: name, in: directory, identity: identity, as: T.self)
+        guard case .none = found else {
+            ChangeRouter.shared.unfollow(.directory(directory))
+            return found
+        }
+        (watched, reports) = (true, watch.reports)
+        return .none
+    }
+
+    /// Starts following the feed of the store of `medium`'s key, and finds the key's live cell.
+    private mutating func follow(store medium: StoreMedium) -> StorageRegistry.Lookup<T> {
+        let key = StoreKey(store: medium.identity, key: medium.storedKey)
+        reports = ChangeRouter.shared.follow(store: medium.store, identity: key.store)
+        let found = StorageRegistry.shared.cell(for: key, as: T.self)
+        guard case .none = found else {
+            ChangeRouter.shared.unfollow(.store(key.store))
+            return found
+        }
+        watched = true
+        return .none
     }
 
     /// Reads what is stored, as the first state of a new cell.
@@ -172,14 +179,10 @@ struct KeyBinding<T: Codable & Sendable> {
             return .made(makeDefault())
         }
         switch kind {
-        case .file(let file):
+        case .key(let keyBacker):
             let made = made()
-            let found = file.readStored(prepared: prepared, decoding: decoding(made))
-            return Self.opening(found, defaults: made, savesDefault: true)
-        case .store(let store):
-            let made = made()
-            return Self.opening(
-                store.readStored(decoding: decoding(made)), defaults: made, savesDefault: store.savesDefault)
+            let found = keyBacker.readStored(prepared: prepared, decoding: decoding(made))
+            return Self.opening(found, defaults: made, savesDefault: keyBacker.medium.savesDefault)
         case .observed(let observed, _):
             // The default made when following began: the wrapper holds it.
             let made = CellDefault.made(observed.defaultValue)
@@ -200,8 +203,8 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
-    /// The first state of a cell that read `found`. Only the file and store backers save their default, and only where
-    /// nothing is stored (`savesDefault`).
+    /// The first state of a cell that read `found`. Only the backer of a key in a store saves its default, and only
+    /// where nothing is stored (`savesDefault`).
     @inline(__always)
     private static func opening(_ found: ReadResult<T>, defaults: CellDefault<T>, savesDefault: Bool) -> Opening {
         switch found {
@@ -241,11 +244,12 @@ struct KeyBinding<T: Codable & Sendable> {
     func detachedCell(_ value: T, other: String, scheduler: any WriteScheduler) -> StorageCell<T> {
         let mismatch = WLStorageError(
             code: .typeMismatch,
-            message: "the \(fileBacker != nil ? "file" : "key") is already open in this process by a storage of"
+            message:
+                "the \(keyBacker?.directory != nil ? "file" : "key") is already open in this process by a storage of"
                 + " \(other), not of \(String(reflecting: T.self)); this storage keeps its value in memory only and"
                 + " never writes it",
             key: backer.key,
-            path: fileBacker?.fileURL?.path)
+            path: keyBacker?.fileURL?.path)
         let cell = StorageCell(
             value: value, stored: .known, defaults: .made(value), backer: RefusingBacker<T>(refusal: mismatch),
             own: .refusing, interval: nil, scheduler: scheduler)
@@ -256,7 +260,7 @@ struct KeyBinding<T: Codable & Sendable> {
     /// Makes `cell` the key's. When another thread registered a cell of the key meanwhile, returns that one (or the
     /// name of its value type), and `cell` is dropped unwritten, with its watch.
     mutating func register(_ cell: StorageCell<T>) -> StorageRegistry.Lookup<T> {
-        if identity == nil, let directory = fileBacker?.directory {
+        if identity == nil, let directory = keyBacker?.directory {
             // The directory could not be prepared before the read, but the read may have prepared it: the cell is
             // keyed by what the directory is, as every other storage of its file will be.
             identity = DirectoryTable.identity(of: directory)
@@ -264,7 +268,7 @@ struct KeyBinding<T: Codable & Sendable> {
         let found = StorageRegistry.shared.register(cell, identity: identity)
         if case .none = found {
             // The backer is this cell's now: its writes are the storage's own (see ``WLStorageDefaultBacker``).
-            fileBacker?.attach()
+            keyBacker?.attach()
         }
         return found
     }
@@ -273,18 +277,22 @@ struct KeyBinding<T: Codable & Sendable> {
     /// cell to tell.
     func catchUp(_ cell: StorageCell<T>) {
         switch kind {
-        case .file(let file):
-            // The cell follows the path where the monitor saw it lead, and checks its file once more.
-            guard watched, let directory = file.directory,
-                ChangeRouter.shared.reported(.directory(directory), since: reports)
-            else { return }
-            if let now = FileMonitor.shared.identity(of: directory), now != identity {
-                StorageRegistry.shared.directoryChanged(path: directory, to: now)
-            }
-            cell.checkForExternalChange()
-        case .store:
-            if let key = cell.storeKey, ChangeRouter.shared.reported(.store(key.store), since: reports) {
+        case .key(let keyBacker):
+            guard watched else { return }
+            switch keyBacker.medium.source {
+            case .file(let directory, _):
+                // The cell follows the path where the monitor saw it lead, and checks its file once more.
+                guard ChangeRouter.shared.reported(.directory(directory), since: reports) else { return }
+                if let now = FileMonitor.shared.identity(of: directory), now != identity {
+                    StorageRegistry.shared.directoryChanged(path: directory, to: now)
+                }
                 cell.checkForExternalChange()
+            case .store(let medium):
+                if ChangeRouter.shared.reported(.store(medium.identity), since: reports) {
+                    cell.checkForExternalChange()
+                }
+            case .none:
+                break
             }
         case .observed(_, let target):
             if target.attach(cell) { cell.checkForExternalChange() }

@@ -57,7 +57,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         self.init(
             defaultValueClosure: defaultValueClosure,
             flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
-            binding: KeyBinding(file: WLStorageDefaultBacker<T>(key: key)), migrations: migrations,
+            binding: KeyBinding(key: WLStorageDefaultBacker<T>(key: key)), migrations: migrations,
             scheduler: DispatchWriteScheduler.shared)
     }
 

@@ -18,108 +18,105 @@ enum KeptAside {
     case failed(WLStorageError)
 }
 
-/// Where a backer keeps its key's bytes: a file of a directory (``WLStorageDefaultBacker``) or a key of a store
-/// (``StoreBacker``). The steps from the bytes read to what the cell adopts, and the record of what was written, are
-/// the same for both and written once, in this protocol's extension; a medium supplies what only it can do: read its
-/// bytes, and keep bytes elsewhere (a file renamed or created beside it, a store's bytes copied to another key).
-protocol KeyMedium<Value>: StoreBacking, AnyObject {
-    /// The key the storage was created with.
-    var key: String { get }
-    /// The version of the key this backer saw last.
-    var known: Lock<KnownVersions> { get }
-    /// Where the bytes are, as messages name it.
-    var place: StoredPlace { get }
+/// What a medium's read of its key found, before any decoding.
+enum MediumRead {
+    /// The key's bytes; `underPreviousKey` when an encrypted store opened them with a previous key, so that the value
+    /// is to be written again, sealed under the current one.
+    case bytes(ReadBytes, underPreviousKey: Bool)
+    /// Nothing stored (or empty bytes).
+    case absent
+    /// What the key held is not a value of its store at all (plain bytes under an encrypted store): it was kept aside,
+    /// and the key holds nothing now.
+    case keptAside(WLStorageError)
+    case failed(WLStorageError)
+}
+
+/// What a medium's read for a check of another program's change found.
+enum MediumCheck {
+    /// Nothing to look at: what was carried is not newer than what the backer knows, or no regular file stands at the
+    /// name.
+    case unchanged
+    /// The key's bytes, or `nil` for nothing stored.
+    case bytes(ReadBytes?)
+    /// What the key holds cannot be opened by this program (another key's secret): it is not to be replaced.
+    case unreadable(WLStorageError)
+}
+
+/// What a rewrite on condition of what was read became.
+enum MediumRewrite {
+    /// The medium cannot tell: the rewrite is written as a plain write.
+    case plain
+    /// Another version stands where the bytes read were: nothing was written.
+    case gaveWay
+    /// Written: the bytes, and the stamp of the version they are now.
+    case written(Data, stamp: Int)
+}
+
+/// Where the one backer of a key (``WLStorageDefaultBacker``) keeps the key's bytes: a file of a directory
+/// (``FileMedium``) or a key of any other store (``StoreMedium``). The backer's steps between the bytes and what its
+/// cell adopts are written once, over this protocol; a medium supplies only what differs by where the bytes are: how
+/// they are read and stamped, how they are written (and announced as a storage's own), and where bytes are kept that
+/// do not decode or are in an earlier shape (a file renamed or created beside it, a store's bytes copied to another
+/// key). Its calls name the key, which the backer holds: a file's medium is kept to three words, the inline size of an
+/// existential, so that a file's backer makes no second object.
+protocol KeyMedium: Sendable {
+    /// Where the bytes of `key` are, as messages name it.
+    func place(key: String) -> StoredPlace
+
+    /// Where the storage follows changes made elsewhere, and how the registry knows its cell.
+    var source: MediumSource { get }
+
+    /// The store medium, when the bytes are a store's (other than a directory's): its conditional and batch writes.
+    var storeMedium: StoreMedium? { get }
+
+    /// Whether a default is saved where nothing is stored.
+    var savesDefault: Bool { get }
+
+    /// Whether anything stands at the key, even empty bytes (which read as nothing stored, and are not replaced by a
+    /// default).
+    func entryExists(key: String) -> Bool
+
+    /// Reads the key. `prepared` says the caller has just prepared a directory, which is then not looked up again.
+    func read(key: String, prepared: Bool) -> MediumRead
+
+    /// Reads the key for a check of another program's change.
+    func readForCheck(key: String) throws(WLStorageError) -> MediumCheck
+
+    /// Writes `encode()`'s bytes: replacing what is stored, or (`replacing` off) only where nothing is. Returns the
+    /// bytes and the stamp of the version written, or `nil` when something was stored and is left. `announced` marks
+    /// the write as a storage's own, which the file monitor does not report.
+    func write(key: String, replacing: Bool, announced: Bool, encode: () throws(WLStorageError) -> Data)
+        throws(WLStorageError)
+        -> (data: Data, stamp: Int)?
+
+    /// Writes `encode()`'s bytes, the rewrite of what was read in an earlier shape or under a previous key, only while
+    /// the key holds the version read (`isLast` tells a stamp of it).
+    func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data) throws
+        -> MediumRewrite
+
+    /// Marks `read`, bytes just read and reshaped, as those a rewrite replaces on condition.
+    func willRewrite(_ read: ReadBytes)
 
     /// Keeps `data`, bytes in an earlier shape (`reshape` says how they were read), as they are until the value is
     /// written back in the current shape; returns why they could not be kept, in which case they are left in their
     /// old shape.
-    func keepOriginal(_ data: Data, _ reshape: ValueDecoding<Value>.Reshape) -> WLStorageError?
+    func keepOriginal(_ data: Data, _ reshape: String, key: String) -> WLStorageError?
 
     /// Removes the bytes kept by ``keepOriginal(_:_:)``.
     func removeKeptOriginal() throws
 
-    /// Keeps `read`, bytes that do not decode (`judged` says how, `error` why), aside, out of the key's way.
-    func keepAside(_ read: ReadBytes, judged: String, _ error: (any Error)?) -> KeptAside
+    /// Keeps `read`, bytes that do not decode as `type` (`judged` says how, `error` why), aside, out of the key's way.
+    func keepAside(_ read: ReadBytes, judged: String, type: String, _ error: (any Error)?, key: String) -> KeptAside
+
+    /// Called as the backer goes.
+    func release()
 }
 
-extension KeyMedium {
-    /// The value of what is stored, or `defaultValueClosure()` when nothing is: the custom backer's read
-    /// (``WLStorageBacker/read(defaultValueClosure:)``), through the same steps as a storage's.
-    func readValue(defaultValueClosure: () -> Value) throws -> Value {
-        let found = withoutActuallyEscaping(defaultValueClosure) { makeDefault in
-            readStored(decoding: ValueDecoding(defaultValue: makeDefault, migrations: []))
-        }
-        switch found {
-        case .value(let value), .reshaped(let value, _, _):
-            return value
-        case .absent:
-            return defaultValueClosure()
-        case .movedAside(let error), .failed(let error), .anotherVersion(let error):
-            throw error
-        }
-    }
-
-    /// What `read`, the bytes the key holds, are to the storage opening it (see ``StoredBytes``): the value; the value
-    /// reshaped, with the bytes kept as they were until it is written back (`rewrite` also when the bytes are in the
-    /// current shape but to be written again, sealed under the current key); bytes of another version, left as they
-    /// are; or bytes kept aside, when they do not decode. When the key changed while they were being kept aside,
-    /// `readAgain` reads it again; without it, the read fails.
-    func opening(
-        _ read: ReadBytes, decoding: ValueDecoding<Value>, rewrite: Bool = false,
-        readAgain: (() -> ReadResult<Value>)? = nil
-    ) -> ReadResult<Value> {
-        _ = known.withLock { $0.read(read.stamp, read.data) }
-        switch StoredBytes.read(read.data, at: place, decoding: decoding) {
-        case .value(let value):
-            return rewrite ? .reshaped(value, rewrite: true, note: nil) : .value(value)
-        case .reshaped(let value, let reshape):
-            if let note = keepOriginal(read.data, reshape) { return .reshaped(value, rewrite: false, note: note) }
-            KeptOriginals.keep(self)
-            return .reshaped(value, rewrite: true, note: nil)
-        case .anotherVersion(let error):
-            return .anotherVersion(error)
-        case .sealedElsewhere(let error):
-            // Another key's secret: not kept aside, and nothing of this storage replaces it.
-            return .failed(error)
-        case .undecodable(let judged, let error):
-            switch keepAside(read, judged: judged, error) {
-            case .kept(let error):
-                _ = known.withLock { $0.forget() }
-                return .movedAside(error)
-            case .changed(let error):
-                return readAgain?() ?? .failed(error)
-            case .failed(let error):
-                return .failed(error)
-            }
-        }
-    }
-
-    /// What `read`, the bytes a check found (`nil` for nothing stored), change: nothing when they are the version seen
-    /// last, a removal when a version was known, and else the value (see ``StoredBytes/change(_:at:decoding:)``).
-    func change(_ read: ReadBytes?, decoding: ValueDecoding<Value>) throws(WLStorageError) -> ExternalChange<Value> {
-        guard let read else { return known.withLock { $0.forget() } ? .removed : .unchanged }
-        if known.withLock({ $0.read(read.stamp, read.data) }) { return .unchanged }
-        return try StoredBytes.change(read.data, at: place, decoding: decoding)
-    }
-
-    /// Records `data`, version `stamp`, as written by this backer. Bytes kept from before the type changed go now:
-    /// what is stored is in the current shape.
-    func recordWrite(_ data: Data, stamp: Int) {
-        known.withLock { $0.wrote(stamp, data) }
-        KeptOriginals.settle(self) { try removeKeptOriginal() }
-    }
-
-    /// The bytes of `value`, with the members of the bytes this backer last read or wrote that its type does not know
-    /// (see ``UnknownFields``), checked against the size limit.
-    func encode(_ value: Value) throws(WLStorageError) -> Data {
-        try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.takeBase() })
-    }
-
-    func dropUnknownFields() {
-        known.withLock { $0.dropUnknownFields() }
-    }
-
-    func forgetLastRead() {
-        known.withLock { $0.forgetLastRead() }
-    }
+/// Where a storage follows changes made elsewhere, and how the registry knows its cell: by the file in its directory,
+/// or by the key in its store.
+enum MediumSource {
+    case file(StorageDirectory, name: String)
+    case store(StoreMedium)
+    /// No directory, or a key no file can be named for: nothing to follow.
+    case none
 }

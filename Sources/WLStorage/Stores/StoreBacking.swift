@@ -39,12 +39,6 @@ protocol StoreBacking<Value>: Sendable {
     func forgetLastRead()
 }
 
-extension WLStorageDefaultBacker: KeyMedium {
-    func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> {
-        readStored(prepared: false, decoding: decoding)
-    }
-}
-
 /// The version of a key a backer saw last: the one it last wrote or read, whichever came later, by a stamp of it (see
 /// ``stamp(_:)``, ``stamp(_:identity:)``). Only that one is not a change: an outside change back to an earlier
 /// version (written or read before) is a change like any other. A file's stamp takes in its identity (device, inode,

@@ -1,0 +1,241 @@
+import Foundation
+
+/// A key's bytes as a file of a directory: the medium of a directory store's key (see ``KeyMedium``).
+///
+/// A version is stamped by the file's identity and contents together (``KnownVersions/stamp(_:identity:)``). Writes
+/// are atomic and durable, and a storage's own are announced, so that the file monitor does not report them. Bytes
+/// that do not decode are renamed aside while the file is still the version read; bytes in an earlier shape are kept
+/// as they were in a file beside it.
+struct FileMedium: KeyMedium {
+    /// The directory, shared with every backer of the same directory; `nil` when none is available.
+    let directory: StorageDirectory?
+    /// The file name; `nil` when the key needs hashing and libcrypto cannot hash it.
+    let fileName: String?
+
+    init(key: String, directory: URL?) {
+        self.directory = directory.map(DirectoryTable.directory(for:))
+        self.fileName = FileName.forKey(key)
+    }
+
+    func release() {
+        if let directory { DirectoryTable.release(directory) }
+    }
+
+    var source: MediumSource {
+        guard let directory, let fileName else { return .none }
+        return .file(directory, name: fileName)
+    }
+
+    var storeMedium: StoreMedium? { nil }
+
+    var savesDefault: Bool { true }
+
+    func place(key: String) -> StoredPlace {
+        // Without a directory or a name there are no bytes: the place is named by the file alone.
+        guard let directory, let fileName else {
+            return StoredPlace(key: key, subject: "the file", file: nil, conceals: false)
+        }
+        return .file(key: key, fileName, in: directory)
+    }
+
+    func entryExists(key: String) -> Bool {
+        guard let directory, let fileName else { return false }
+        return directory.status(of: fileName) != nil
+    }
+
+    /// Why there is no file to read or write.
+    private func setupError(key: String) -> WLStorageError {
+        directory == nil
+            ? WLStorageError(
+                code: .directoryUnavailable,
+                message: "no storage directory: set WLSTORAGE_DIRECTORY, XDG_DATA_HOME or HOME", key: key)
+            : WLStorageError(
+                code: .directoryUnavailable, message: "cannot hash the key: OpenSSL SHA-256 is unavailable", key: key)
+    }
+
+    /// The directory (prepared), the file name and the directory's identity; throws the setup error when there are
+    /// none.
+    func location(key: String) throws(WLStorageError) -> (
+        directory: StorageDirectory, fileName: String, identity: DirectoryIdentity
+    ) {
+        guard let directory, let fileName else {
+            throw setupError(key: key)
+        }
+        do {
+            return (directory, fileName, try DirectoryTable.prepare(directory))
+        } catch {
+            throw Self.keyed(error, key)
+        }
+    }
+
+    func read(key: String, prepared: Bool) -> MediumRead {
+        let directory: StorageDirectory
+        let fileName: String
+        do {
+            if prepared, let known = self.directory, let name = self.fileName {
+                (directory, fileName) = (known, name)
+            } else {
+                (directory, fileName, _) = try location(key: key)
+            }
+            guard let (data, identity) = try directory.readVersion(fileName), !data.isEmpty else { return .absent }
+            return .bytes(
+                ReadBytes(data: data, stamp: KnownVersions.stamp(data, identity: identity), identity: identity),
+                underPreviousKey: false)
+        } catch {
+            return .failed(Self.keyed(error, key))
+        }
+    }
+
+    /// Unlike a first read, a check never moves a file aside: a file that does not decode is reported and left to
+    /// the program that wrote it. A non-regular file at the name is no change the storage can read.
+    func readForCheck(key: String) throws(WLStorageError) -> MediumCheck {
+        guard let directory, let fileName else { return .unchanged }
+        let read: (contents: Data, identity: FileIdentity)?
+        do {
+            read = try directory.readVersion(fileName)
+        } catch let error where error.code == .notARegularFile {
+            return .unchanged
+        } catch {
+            throw Self.keyed(error, key)
+        }
+        // Removed (or emptied): an outside change when the backer knew a stored version.
+        guard let (data, identity) = read, !data.isEmpty else { return .bytes(nil) }
+        return .bytes(ReadBytes(data: data, stamp: KnownVersions.stamp(data, identity: identity)))
+    }
+
+    func write(key: String, replacing: Bool, announced: Bool, encode: () throws(WLStorageError) -> Data)
+        throws(WLStorageError) -> (data: Data, stamp: Int)?
+    {
+        try place(key: key, replacing: replacing, announced: announced, encode: encode)
+    }
+
+    /// The file is read again, and rewritten only while it is still the version the backer read (or wrote) last: a
+    /// change another program made since, whose event has not come yet, is read instead. Its identity is checked again
+    /// just before the file is put in place, and what it displaced just after, so that a change made in the moment
+    /// between is put back (see ``StorageDirectory/write(_:contents:ifStill:announced:)``).
+    func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data)
+        throws -> MediumRewrite
+    {
+        let (directory, fileName, _) = try location(key: key)
+        let current: (contents: Data, identity: FileIdentity)?
+        do {
+            current = try directory.readVersion(fileName)
+        } catch {
+            throw Self.keyed(error, key)
+        }
+        guard let current, !current.contents.isEmpty else { return .gaveWay }
+        guard isLast(KnownVersions.stamp(current.contents, identity: current.identity)) else { return .gaveWay }
+        guard
+            let (data, stamp) = try place(
+                key: key, replacing: true, announced: announced, ifStill: current.identity, encode: encode)
+        else { return .gaveWay }
+        return .written(data, stamp: stamp)
+    }
+
+    /// A file's version is told by its identity, which the backer reads again for a rewrite.
+    func willRewrite(_ read: ReadBytes) {}
+
+    func keepOriginal(_ data: Data, _ reshape: String, key: String) -> WLStorageError? {
+        guard let directory, let fileName else { return setupError(key: key) }
+        let kept = Self.keptOriginalName(for: fileName)
+        do throws(WLStorageError) {
+            // Made once: a copy an earlier run made is kept. Anything but a file at the name keeps nothing.
+            if try directory.create(kept, contents: data) == nil,
+                let status = directory.status(of: kept), !status.isRegularFile
+            {
+                throw WLStorageError(
+                    code: .notARegularFile, message: "a \(status.kind.rawValue) stands at \(kept)", key: key,
+                    path: directory.filePath(kept))
+            }
+            return nil
+        } catch {
+            return WLStorageError(
+                code: error.code,
+                message:
+                    "the file's bytes \(reshape); they could not be kept in \(kept), so the file is left in its old"
+                    + " shape: \(error.message)",
+                key: key, path: directory.filePath(fileName), errno: error.errno)
+        }
+    }
+
+    func removeKeptOriginal() throws {
+        guard let directory, let fileName else { return }
+        _ = try directory.remove(Self.keptOriginalName(for: fileName))
+    }
+
+    func keepAside(_ read: ReadBytes, judged: String, type: String, _ error: (any Error)?, key: String) -> KeptAside {
+        guard let directory, let fileName else { return .failed(setupError(key: key)) }
+        let aside: String
+        do {
+            guard let moved = try directory.moveAside(fileName, ifStill: read.identity) else {
+                return .changed(
+                    WLStorageError(
+                        code: .readFailed,
+                        message: "the file does not decode as \(type), and it changed while it was read; it is left"
+                            + " in place",
+                        key: key, path: directory.filePath(fileName)))
+            }
+            aside = moved
+        } catch var failure {
+            failure.message = "the file does not decode as \(type), and " + failure.message
+            return .failed(Self.keyed(failure, key))
+        }
+        return .kept(
+            WLStorageError(
+                code: .decodingFailed,
+                message: "the file \(judged); it was moved aside to \(aside)",
+                key: key, path: directory.filePath(fileName), underlying: error))
+    }
+
+    /// The name the bytes of `fileName` are kept under, as they were, while the file is rewritten in the shape of the
+    /// current type: `NAME~before-type-change`.
+    static func keptOriginalName(for fileName: String) -> String {
+        fileName + StorageDirectory.keptOriginalSuffix
+    }
+
+    /// Encodes and writes, replacing the file, or only where none stands, or (`expected`) only while the file is that
+    /// version. Returns the bytes and the stamp of the version written, or `nil` when nothing was written.
+    private func place(
+        key: String, replacing: Bool, announced: Bool, ifStill expected: FileIdentity? = nil,
+        encode: () throws(WLStorageError) -> Data
+    ) throws(WLStorageError) -> (data: Data, stamp: Int)? {
+        let (directory, fileName, _) = try location(key: key)
+        let data: Data
+        do {
+            data = try encode()
+        } catch {
+            var error = error
+            error.path = directory.filePath(fileName)
+            throw error
+        }
+        func attempt() throws(WLStorageError) -> FileIdentity? {
+            if let expected {
+                return try directory.write(fileName, contents: data, ifStill: expected, announced: announced)
+            }
+            return replacing
+                ? try directory.write(fileName, contents: data, announced: announced)
+                : try directory.create(fileName, contents: data, announced: announced)
+        }
+        do {
+            let identity: FileIdentity?
+            do {
+                identity = try attempt()
+            } catch let error where error.code == .directoryUnavailable && error.errno == ENOENT {
+                // The directory was removed after it was prepared: make it again, once.
+                DirectoryTable.forget(directory)
+                _ = try DirectoryTable.prepare(directory)
+                identity = try attempt()
+            }
+            guard let identity else { return nil }
+            return (data, KnownVersions.stamp(data, identity: identity))
+        } catch {
+            throw Self.keyed(error, key)
+        }
+    }
+
+    private static func keyed(_ error: WLStorageError, _ key: String) -> WLStorageError {
+        var error = error
+        error.key = key
+        return error
+    }
+}

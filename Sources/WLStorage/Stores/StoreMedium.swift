@@ -1,0 +1,372 @@
+import Foundation
+
+/// A key's bytes as a key of a ``WLStorageStore`` other than a directory: the medium of such a key (see
+/// ``KeyMedium``), with what only a store offers: a feed that carries the bytes stored, encryption, and writes on
+/// condition of the bytes or of a version, and in batches.
+///
+/// A version is stamped by its bytes alone (``KnownVersions/stamp(_:)``). Bytes that do not decode are copied to
+/// another key and removed while the key still holds them; bytes in an earlier shape are copied to another key.
+final class StoreMedium: KeyMedium {
+    /// The store that holds the bytes, and the key there (a prefixed store's key with its prefix).
+    let store: any WLStorageStore
+    let storedKey: String
+    /// The store's identity, read once: the registry, the feeds and the batches know the key by it, and a store whose
+    /// identity changed later would leave a feed or a cell under the old one.
+    let identity: String
+    /// The bytes a value to be rewritten was read from (in an earlier shape, or under a previous key), which a store
+    /// that writes on condition replaces only while it still holds them.
+    private let rewriteFrom = Lock<Data?>(nil)
+    /// Whether an update has reported that the store cannot tag writes (see ``VersionedRead/untagged(_:)``).
+    private let untaggedReported = Lock(false)
+    /// Of the store's capabilities (see ``StoreCapabilities``), those used at every read, check or flush, found once:
+    /// a cast to a protocol costs about a microsecond. The others are found again when an update or a rewrite needs
+    /// them.
+    /// The store's feed of carried changes, when it has one; with ``versions``, the version of the key the backer
+    /// knows and what the feed carried since its last check (see ``CarriedVersions``).
+    private let carriedFeed: (any CarriedChangeFeed)?
+    /// Whether there is a ``carriedFeed``: asked at every write, where a test of the optional would copy it.
+    private let carries: Bool
+    private let encrypted: WLStorageEncryptedStore?
+    /// Whether the store writes on condition: a flush of every storage asks it of each.
+    let writesOnCondition: Bool
+    /// Whether the store writes rewrites on condition (see ``StoreCapabilities/rewrites``): a flush of every storage
+    /// leaves a rewrite to its own conditional write.
+    let rewritesOnCondition: Bool
+    private let versions = Lock(CarriedVersions())
+
+    /// Everything the store can do.
+    var capabilities: StoreCapabilities { Stores.capabilities(of: store) }
+
+    init(store: any WLStorageStore, storedKey: String, capabilities: StoreCapabilities) {
+        self.store = store
+        self.storedKey = storedKey
+        self.identity = store.identity
+        (carriedFeed, encrypted) = (capabilities.carried, capabilities.encrypted)
+        carries = capabilities.carried != nil
+        writesOnCondition = capabilities.conditional != nil
+        rewritesOnCondition = capabilities.rewrites != nil
+    }
+
+    func release() {}
+
+    var source: MediumSource { .store(self) }
+
+    var storeMedium: StoreMedium? { self }
+
+    /// The key in the store, as messages name it.
+    func place(key: String) -> StoredPlace { .store(key: key, identity: identity, conceals: conceals) }
+
+    /// Whether the store's values are secret (``StoreCapabilities/conceals``).
+    var conceals: Bool { encrypted != nil }
+
+    /// Whether a default is saved where nothing is stored. Not in a store whose values are secret: a default saved
+    /// there would be sealed with whatever key the program has, and a program started once with the wrong key would
+    /// leave bytes that the programs with the right key can neither open nor replace. Nothing stored reads as the
+    /// default all the same.
+    var savesDefault: Bool { !conceals }
+
+    func entryExists(key: String) -> Bool { (try? store.read(key: storedKey)) != nil }
+
+    /// Hands this medium changes its store's feed carried, or (`mustRead`) a change it reported without one: the next
+    /// check adopts them or reads the key (see ``CarriedVersions/take()``).
+    func offer(_ changes: [CarriedChange], mustRead: Bool) {
+        guard carriedFeed != nil else { return }
+        versions.withLock { $0.offer(changes, mustRead: mustRead) }
+    }
+
+    /// Forgets the version of the key: the backer is writing it, and the version its write makes is not known. The
+    /// next carried change then reads the key.
+    private func forgetVersion() {
+        guard carries else { return }
+        versions.withLock { $0.known = nil }
+    }
+
+    // MARK: Reads
+
+    func read(key: String, prepared: Bool) -> MediumRead {
+        let data: Data?
+        // A value of an encrypted store sealed with a previous key is written again under the current one, by the
+        // storage's own write: a rewrite, which gives way to a change made elsewhere meanwhile.
+        var underPreviousKey = false
+        do {
+            if let encrypted {
+                forgetVersion()
+                data = try encrypted.read(key: storedKey, underPreviousKey: &underPreviousKey)
+            } else if let carriedFeed {
+                data = try readWithVersion(carriedFeed)
+            } else {
+                data = try store.read(key: storedKey)
+            }
+        } catch {
+            // Bytes that are not sealed at all are no one's secret: kept aside, so that they do not block the key.
+            if let encrypted, (error as? WLStorageError)?.code == .decodingFailed,
+                let aside = try? encrypted.keepUnsealedAside(key: storedKey)
+            {
+                return .keptAside(
+                    WLStorageError(
+                        code: .decodingFailed,
+                        message: "what \(identity) holds is not an encrypted value (plain JSON saved by a program"
+                            + " started without the key, perhaps); it was kept aside, as it is, under the key \(aside)",
+                        key: key, path: (error as? WLStorageError)?.path))
+            }
+            return .failed(failure(error, writing: false, key: key))
+        }
+        guard let data, !data.isEmpty else { return .absent }
+        return .bytes(ReadBytes(data: data, stamp: KnownVersions.stamp(data)), underPreviousKey: underPreviousKey)
+    }
+
+    /// Reads the key through `feed`, and records its version.
+    private func readWithVersion(_ feed: any CarriedChangeFeed) throws -> Data? {
+        forgetVersion()
+        let found = try feed.readWithVersion(key: storedKey)
+        versions.withLock { $0.known = found?.version }
+        return found?.data
+    }
+
+    /// The bytes a check for another program's change looks at: what its store's feed carried when that can be
+    /// trusted (see ``CarriedVersions``), else the key read: `.some(nil)` for nothing stored, and `nil` when the feed
+    /// carried nothing newer than what the backer knows.
+    private func bytesForCheck() throws -> Data?? {
+        guard let carriedFeed else { return .some(try store.read(key: storedKey)) }
+        switch versions.withLock({ $0.take() }) {
+        case .stale:
+            return nil
+        case .adopt(let carried, let version):
+            let data = try carriedFeed.opened(carried, key: storedKey)
+            versions.withLock { $0.known = version }
+            return .some(data)
+        case .read:
+            return .some(try readWithVersion(carriedFeed))
+        }
+    }
+
+    func readForCheck(key: String) throws(WLStorageError) -> MediumCheck {
+        let data: Data?
+        do {
+            guard let bytes = try bytesForCheck() else { return .unchanged }
+            data = bytes
+        } catch let error as WLStorageError where conceals && error.code == .decodingFailed {
+            // Bytes of a secret store that do not open (another key's value): what is stored is unknown to this
+            // program, which must not replace it.
+            return .unreadable(failure(error, writing: false, key: key))
+        } catch {
+            throw failure(error, writing: false, key: key)
+        }
+        guard let data, !data.isEmpty else { return .bytes(nil) }
+        return .bytes(ReadBytes(data: data, stamp: KnownVersions.stamp(data)))
+    }
+
+    // MARK: Writes
+
+    func write(key: String, replacing: Bool, announced: Bool, encode: () throws(WLStorageError) -> Data)
+        throws(WLStorageError) -> (data: Data, stamp: Int)?
+    {
+        let data = try encode()
+        forgetVersion()
+        do {
+            if replacing {
+                try store.write(key: storedKey, data: data)
+            } else if try !store.create(key: storedKey, data: data) {
+                return nil
+            }
+        } catch {
+            throw failure(error, writing: true, key: key)
+        }
+        wrote()
+        return (data, KnownVersions.stamp(data))
+    }
+
+    /// Written on condition that the key still holds the bytes it was read from, when the store writes on condition
+    /// and those bytes are known; otherwise the rewrite is a plain write.
+    func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data)
+        throws -> MediumRewrite
+    {
+        guard let expected = rewriteFrom.withLock({ $0 }), let conditional = capabilities.rewrites else {
+            return .plain
+        }
+        let data = try encode()
+        forgetVersion()
+        var stored: Bool
+        do {
+            stored = try write(data, ifItHolds: expected, through: conditional)
+        } catch {
+            throw failure(error, writing: true, key: key)
+        }
+        // A write whose answer was lost, retried: the key holds the rewrite already.
+        if !stored, (try? store.read(key: storedKey)) == data { stored = true }
+        rewriteFrom.withLock { $0 = nil }
+        guard stored else { return .gaveWay }
+        wrote()
+        return .written(data, stamp: KnownVersions.stamp(data))
+    }
+
+    func willRewrite(_ read: ReadBytes) {
+        rewriteFrom.withLock { $0 = read.data }
+    }
+
+    /// After a write of the key (by the backer, or in a batch of its store): the version written is not known to the
+    /// feed, and nothing is left to rewrite.
+    func wrote() {
+        forgetVersion()
+        rewriteFrom.withLock { $0 = nil }
+    }
+
+    // MARK: Writes on condition, for updates
+
+    /// Stores `data` only while the key holds `expected`, through `conditional` (this medium's store, seen as one
+    /// that writes on condition), and returns whether it did. When the answer is lost, the key, read again, tells:
+    /// holding `data`, it was stored (another program storing the very same bytes meanwhile is told from it by
+    /// nothing); otherwise the write's error is thrown, and whether it was made is not known.
+    func write(
+        _ data: Data, ifItHolds expected: Data?, through conditional: any WLStorageConditionalStore
+    ) throws -> Bool {
+        forgetVersion()
+        do {
+            return try conditional.write(key: storedKey, data: data, ifItHolds: expected)
+        } catch {
+            guard (try? store.read(key: storedKey)) == data else { throw error }
+            return true
+        }
+    }
+
+    /// Stores `data` through `store` only while the key's version is `version` (for `nil`, while nothing is stored),
+    /// as a write tagged with a new random tag, and finds out what became of it.
+    ///
+    /// A write whose answer is lost is sent again, the same: with the same tag, on the same condition. It stores only
+    /// if the first did not, for the first would have changed the version; and once it has been refused, the first
+    /// can no longer store either, since versions only grow. The tag then tells: kept in the row, the first one stored;
+    /// not kept while the row could not have pushed it out, it did not. Neither bytes nor timing are judged, so
+    /// another replica's write of the very same bytes is never taken for this one.
+    func write(
+        _ data: Data, ifVersion version: Int64?, through store: any VersionedConditionalStore, key: String
+    ) -> TaggedWriteOutcome
+    {
+        let tag = WriteTag.random()
+        forgetVersion()
+        // Whether an attempt may have reached the store, and stored.
+        var sent = false
+        var lastError: any Error = WLStorageError(code: .writeFailed, message: "no attempt", key: key)
+        for attempt in 0..<Self.taggedWriteAttempts {
+            if attempt > 1 { usleep(Self.taggedWriteBackoff(attempt)) }
+            do {
+                switch try store.write(key: storedKey, data: data, ifVersion: version, tag: tag) {
+                case .stored:
+                    return .stored(overwritten: false)
+                case .refused:
+                    guard sent else { return .refused }
+                    guard let trace = try store.trace(of: tag, key: storedKey) else {
+                        return .unknown(
+                            WLStorageError(
+                                code: .writeFailed,
+                                message: "\(identity): the key was removed while the answer to the update's write was"
+                                    + " lost",
+                                key: key))
+                    }
+                    switch trace.committed(ifVersion: version) {
+                    case true?: return .stored(overwritten: trace.version != (version ?? 0) &+ 1)
+                    case false?: return .refused
+                    case nil:
+                        return .unknown(
+                            WLStorageError(
+                                code: .writeFailed,
+                                message:
+                                    "\(identity): the key was written \(trace.version &- (version ?? 0)) times since"
+                                    + " the update read it, more than the \(trace.capacity) writes whose tags it keeps",
+                                key: key))
+                    }
+                case .notStored(let error):
+                    guard sent else { return .notStored(error) }
+                    lastError = error
+                }
+            } catch {
+                sent = true
+                lastError = error
+            }
+        }
+        return .unknown(lastError)
+    }
+
+    /// How many times a tagged write is sent, the first time and again after answers lost, before its outcome counts
+    /// as unknown.
+    static var taggedWriteAttempts: Int { 12 }
+
+    /// The pause before attempt `attempt` of a tagged write, in microseconds: none before the first resend (the
+    /// sooner the row is asked, the fewer writes of others can have pushed the tag out), then 5 ms, doubling, up to
+    /// half a second.
+    static func taggedWriteBackoff(_ attempt: Int) -> UInt32 {
+        attempt < 2 ? 0 : UInt32(min(5_000 << min(attempt - 2, 10), 500_000))
+    }
+
+    /// Reports, once per backer, that its store cannot tag writes: the first update says so, the others do not.
+    func firstUntaggedReport() -> Bool {
+        untaggedReported.withLock { reported in
+            defer { reported = true }
+            return !reported
+        }
+    }
+
+    // MARK: Bytes kept elsewhere
+
+    /// The key the bytes of a value from before its type changed are kept under until it is written in the current
+    /// shape.
+    var keptOriginalKey: String { storedKey + StorageDirectory.keptOriginalSuffix }
+
+    func keepOriginal(_ data: Data, _ reshape: String, key: String) -> WLStorageError? {
+        do {
+            _ = try store.create(key: keptOriginalKey, data: data)
+            return nil
+        } catch {
+            return WLStorageError(
+                code: .writeFailed,
+                message: "what \(identity) holds \(reshape); it could not be kept under the key"
+                    + " \(keptOriginalKey), so it is left in its old shape: \(error)",
+                key: key, underlying: error)
+        }
+    }
+
+    func removeKeptOriginal() throws {
+        try store.remove(key: keptOriginalKey)
+    }
+
+    /// Bytes that do not decode are copied to another key of the store, named with `~corrupt-` and the time, and
+    /// removed from this one while it still holds them: they are kept, and the key counts as holding nothing. When
+    /// someone stored something else meanwhile, that is read instead.
+    func keepAside(_ read: ReadBytes, judged: String, type: String, _ decodingError: (any Error)?, key: String)
+        -> KeptAside
+    {
+        let aside = StorageDirectory.movedAsideName(for: storedKey)
+        do {
+            _ = try store.create(key: aside, data: read.data)
+            guard try store.remove(key: storedKey, ifItHolds: read.data) else {
+                return .changed(
+                    WLStorageError(
+                        code: .decodingFailed,
+                        message: "what \(identity) holds \(judged), and changes while it is kept aside",
+                        key: key, underlying: decodingError))
+            }
+        } catch {
+            return .failed(
+                WLStorageError(
+                    code: .decodingFailed,
+                    message: "what \(identity) holds \(judged), and it could not be kept aside: \(error)",
+                    key: key, underlying: decodingError))
+        }
+        forgetVersion()
+        return .kept(
+            WLStorageError(
+                code: .decodingFailed,
+                message: "what \(identity) holds \(judged); it was kept aside under the key \(aside)",
+                key: key, underlying: decodingError))
+    }
+
+    func failure(_ error: any Error, writing: Bool, key: String) -> WLStorageError {
+        if var error = error as? WLStorageError {
+            if error.key == nil { error.key = key }
+            return error
+        }
+        return WLStorageError(
+            code: writing ? .writeFailed : .readFailed,
+            message: "\(identity) could not \(writing ? "store" : "read") the value: \(error)", key: key,
+            underlying: error)
+    }
+}

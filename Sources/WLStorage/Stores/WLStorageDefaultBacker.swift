@@ -1,0 +1,345 @@
+import Foundation
+import Synchronization
+
+/// The backer that keeps each value in its own JSON file in a directory.
+///
+/// The file is named by the key when the key is 1 to 127 bytes of `[A-Za-z0-9._-]` (and not `.`, `..` or 64 lowercase
+/// hex digits), and by the lowercase hex SHA-256 of the key's UTF-8 bytes otherwise, so no key can name a file
+/// outside the directory, nor another key's file. The file holds the `JSONEncoder` output of the value, with sorted
+/// keys so that equal values give equal files; the reference library reads it as it reads its own.
+///
+/// Writes are atomic and durable: the bytes go to a temporary file created with mode 0600, which is synced and
+/// renamed over the file, and then the directory is synced. A reader sees the old content or the new, never a
+/// mix, even after a crash or a power loss.
+///
+/// Reading never follows a symlink. A file that is not JSON is moved aside, to a name with `~corrupt-` in it, and
+/// kept; JSON that does not decode (another version of the type stored it) and a value an encrypted store sealed are
+/// left as they are. A symlink, directory or other non-regular file where the file should be is left alone and
+/// reported, and writes refuse to replace it. A write keeps the members of the stored JSON object that the value's
+/// type does not know (see <doc:ChangingAStoredType>).
+///
+/// Every storage of a key in a store keeps its value through this class, whatever the store: a directory's key is a
+/// file, any other store's key its bytes there (see ``KeyMedium``). The steps between the bytes and the value are
+/// written here once, for both.
+public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
+    /// The key the value is stored under.
+    public let key: String
+
+    /// The file that holds the value, or `nil` when no directory is available (the error is reported on the
+    /// first read or write).
+    public var fileURL: URL? {
+        guard case .file(let directory, let fileName) = medium.source else { return nil }
+        return URL(fileURLWithPath: directory.filePath(fileName), isDirectory: false)
+    }
+
+    /// Where the bytes are: a file of a directory, or a key of another store.
+    let medium: any KeyMedium
+    /// The version of the key this backer last wrote or read, so that its own writes and versions it already holds
+    /// are told from other programs' changes.
+    let known = Lock(KnownVersions())
+    /// Whether a storage keeps its value through this backer: its writes are then the storage's own, which the
+    /// storage does not read again. A backer the program calls itself (wrapped in a backer of its own) writes as
+    /// another program would, so that a storage of the same file in this process reads what it writes.
+    private let attached = Atomic<Bool>(false)
+
+    /// Marks the backer as a storage's own (see ``attached``).
+    func attach() { attached.store(true, ordering: .relaxed) }
+
+    /// Creates a backer for `key` in `directory`.
+    ///
+    /// The directory and its missing parents are created with mode 0700 on first use, and temporary files that
+    /// a crashed writer left in it are removed.
+    ///
+    /// - Parameters:
+    ///   - key: The key. Any string is accepted.
+    ///   - directory: The directory to keep the file in. Defaults to ``defaultDirectory``.
+    public init(key: String, directory: URL? = defaultDirectory) {
+        self.key = key
+        self.medium = FileMedium(key: key, directory: directory)
+    }
+
+    /// Creates the backer of `key`, whose bytes `medium` keeps.
+    init(key: String, medium: any KeyMedium) {
+        self.key = key
+        self.medium = medium
+    }
+
+    deinit {
+        medium.release()
+        KeptOriginals.forget(self)
+    }
+
+    /// Reads the file. A missing or empty file gives `defaultValueClosure()`.
+    ///
+    /// A file that lacks fields of the type, and has none the type does not know, is read with them taken from
+    /// `defaultValueClosure()` (see <doc:ChangingAStoredType>); the file is left as it is.
+    ///
+    /// - Parameter defaultValueClosure: Makes the value to use when the file is missing or empty, and the fields a file
+    ///   lacks.
+    /// - Returns: The decoded value, or the default.
+    /// - Throws: ``WLStorageError`` when the file exists but cannot be used: ``WLStorageError/Code/decodingFailed``
+    ///   (the file is not JSON, and was moved aside and kept; or it is a sealed value, left as it is),
+    ///   ``WLStorageError/Code/storedByAnotherVersion`` (JSON that does not decode, left as it is),
+    ///   ``WLStorageError/Code/notARegularFile``,
+    ///   ``WLStorageError/Code/valueTooLarge``, ``WLStorageError/Code/readFailed`` or
+    ///   ``WLStorageError/Code/directoryUnavailable``.
+    public func read(defaultValueClosure: () -> T) throws -> T {
+        let found = withoutActuallyEscaping(defaultValueClosure) { makeDefault in
+            readStored(decoding: ValueDecoding(defaultValue: makeDefault, migrations: []))
+        }
+        switch found {
+        case .value(let value), .reshaped(let value, _, _):
+            return value
+        case .absent:
+            return defaultValueClosure()
+        case .movedAside(let error), .failed(let error), .anotherVersion(let error):
+            throw error
+        }
+    }
+
+    /// Writes `value` as JSON, atomically and durably, with mode 0600.
+    ///
+    /// - Parameter value: The value to store.
+    /// - Throws: ``WLStorageError`` with ``WLStorageError/Code/encodingFailed``,
+    ///   ``WLStorageError/Code/valueTooLarge``, ``WLStorageError/Code/writeFailed``,
+    ///   ``WLStorageError/Code/notARegularFile`` or ``WLStorageError/Code/directoryUnavailable``. The file is
+    ///   unchanged when it throws.
+    public func write(value: T) throws {
+        _ = try place(value, replacing: true)
+    }
+
+    // MARK: What the storage uses beyond the protocol
+
+    /// The directory of the file, when the bytes are a file's.
+    package var directory: StorageDirectory? {
+        if case .file(let directory, _) = medium.source { return directory }
+        return nil
+    }
+
+    /// The file's name in ``directory``.
+    package var fileName: String? {
+        if case .file(_, let name) = medium.source { return name }
+        return nil
+    }
+
+    /// The medium, when the bytes are a store's (other than a directory's).
+    var storeMedium: StoreMedium? { medium.storeMedium }
+
+    /// Writes `value` unless something is stored already. Returns whether it was written. A store whose values are
+    /// secret saves no default (see ``StoreMedium/savesDefault``): nothing stored reads as the default all the same.
+    ///
+    /// An empty file stands for "nothing stored" when read, but it is not replaced here: it counts as written.
+    func create(value: T) throws(WLStorageError) -> Bool {
+        guard medium.savesDefault else { return true }
+        return try place(value, replacing: false)
+    }
+
+    /// Whether any entry stands where the bytes are.
+    var entryExists: Bool { medium.entryExists(key: key) }
+
+    /// Where the bytes are, as messages name them.
+    var place: StoredPlace { medium.place(key: key) }
+
+    /// Reads the key: its value, its absence (nothing stored, or empty bytes), or why it cannot be read. Bytes that do
+    /// not decode, even through `decoding`'s added fields and migrations, are kept aside, and then count as absent.
+    /// Bytes that decode only through them are kept as they are until this backer next writes the key.
+    ///
+    /// - Parameters:
+    ///   - prepared: Whether the caller has just prepared the directory, which is then not looked up again.
+    ///   - again: Whether the key is read once more when it changed while its bytes were kept aside.
+    ///   - decoding: How the bytes become the value.
+    func readStored(
+        prepared: Bool = false, again: Bool = true, decoding: @autoclosure () -> ValueDecoding<T>
+    ) -> ReadResult<T> {
+        let read: ReadBytes
+        let rewrite: Bool
+        switch medium.read(key: key, prepared: prepared) {
+        case .bytes(let bytes, let underPreviousKey):
+            (read, rewrite) = (bytes, underPreviousKey)
+        case .absent:
+            return .absent
+        case .keptAside(let error):
+            _ = known.withLock { $0.forget() }
+            return .movedAside(error)
+        case .failed(let error):
+            return .failed(error)
+        }
+        // Bytes in the current shape take the plain decode alone, as before there were other steps. Caught rather than
+        // made optional, and the other steps in a function of their own: in code not specialized for the value's type,
+        // each generic type touched (an optional of the value, the steps' outcomes) costs a look-up of its metadata.
+        if !rewrite {
+            do {
+                let value = try JSONCoders.decodeStored(T.self, from: read.data)
+                _ = known.withLock { $0.read(read.stamp, read.data) }
+                return .value(value)
+            } catch {}
+        }
+        return readStored(read, rewrite: rewrite, decoding: decoding(), again: again)
+    }
+
+    /// Reads `read`, bytes that do not decode as they are (or are to be written again), through the added fields and
+    /// migrations, or keeps the original of a reshaped value, or keeps the bytes aside (see
+    /// ``readStored(prepared:again:decoding:)``).
+    @inline(never)
+    private func readStored(_ read: ReadBytes, rewrite: Bool, decoding: ValueDecoding<T>, again: Bool)
+        -> ReadResult<T>
+    {
+        // Kept aside only while the key still holds the version read: a key changed meanwhile is read again, once.
+        var readAgain = false
+        let found = opening(
+            read, decoding: decoding, rewrite: rewrite,
+            readAgain: again
+                ? {
+                    readAgain = true
+                    return self.readStored(prepared: true, again: false, decoding: decoding)
+                } : nil)
+        // Written back on condition that the key still holds what was read: the bytes read again, which that read
+        // recorded, when the key changed while these were kept aside.
+        if !readAgain, case .reshaped(_, true, _) = found { medium.willRewrite(read) }
+        return found
+    }
+
+    /// What `read`, the bytes the key holds, are to the storage opening it (see ``StoredBytes``): the value; the value
+    /// reshaped, with the bytes kept as they were until it is written back (`rewrite` also when the bytes are in the
+    /// current shape but to be written again, sealed under the current key); bytes of another version, left as they
+    /// are; or bytes kept aside, when they do not decode. When the key changed while they were being kept aside,
+    /// `readAgain` reads it again; without it, the read fails.
+    private func opening(
+        _ read: ReadBytes, decoding: ValueDecoding<T>, rewrite: Bool, readAgain: (() -> ReadResult<T>)?
+    ) -> ReadResult<T> {
+        _ = known.withLock { $0.read(read.stamp, read.data) }
+        let place = self.place
+        switch StoredBytes.read(read.data, at: place, decoding: decoding) {
+        case .value(let value):
+            return rewrite ? .reshaped(value, rewrite: true, note: nil) : .value(value)
+        case .reshaped(let value, let reshape):
+            if let note = medium.keepOriginal(read.data, reshape.description, key: key) {
+                return .reshaped(value, rewrite: false, note: note)
+            }
+            KeptOriginals.keep(self)
+            return .reshaped(value, rewrite: true, note: nil)
+        case .anotherVersion(let error):
+            return .anotherVersion(error)
+        case .sealedElsewhere(let error):
+            // Another key's secret: not kept aside, and nothing of this storage replaces it.
+            return .failed(error)
+        case .undecodable(let judged, let error):
+            switch medium.keepAside(read, judged: judged, type: "\(T.self)", error, key: key) {
+            case .kept(let error):
+                _ = known.withLock { $0.forget() }
+                return .movedAside(error)
+            case .changed(let error):
+                return readAgain?() ?? .failed(error)
+            case .failed(let error):
+                return .failed(error)
+            }
+        }
+    }
+
+    /// What another program did to the key since this backer last wrote or read it.
+    ///
+    /// The version this backer wrote or read last is recognised by its stamp (see ``KnownVersions``). Unlike
+    /// ``read(defaultValueClosure:)`` it never keeps bytes aside: bytes that do not decode are reported and left to
+    /// the program that wrote them.
+    func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
+        switch try medium.readForCheck(key: key) {
+        case .unchanged:
+            return .unchanged
+        case .unreadable(let error):
+            _ = known.withLock { $0.forget() }
+            return .unreadable(error)
+        case .bytes(nil):
+            return known.withLock { $0.forget() } ? .removed : .unchanged
+        case .bytes(let read?):
+            if known.withLock({ $0.read(read.stamp, read.data) }) { return .unchanged }
+            return try StoredBytes.change(read.data, at: place, decoding: decoding)
+        }
+    }
+
+    /// Writes `value`, the rewrite in the current shape of the bytes last read (or sealed under the current key), only
+    /// while the key still holds the version read: a change another program made since, whose news has not come yet,
+    /// is read instead. Returns whether it wrote, or `nil` when the medium cannot tell, for a plain write.
+    func rewrite(_ value: T) throws -> Bool? {
+        let outcome = try medium.rewrite(
+            key: key, announced: attached.load(ordering: .relaxed),
+            isLast: { stamp in known.withLock { $0.isLast(stamp) } },
+            encode: { () throws(WLStorageError) -> Data in
+                try encode(value)
+            })
+        switch outcome {
+        case .plain:
+            return nil
+        case .gaveWay:
+            return false
+        case .written(let data, let stamp):
+            recordWrite(data, stamp: stamp)
+            return true
+        }
+    }
+
+    func dropUnknownFields() {
+        known.withLock { $0.dropUnknownFields() }
+    }
+
+    func forgetLastRead() {
+        known.withLock { $0.forgetLastRead() }
+    }
+
+    // MARK: Writes
+
+    /// Encodes `value` and writes it, replacing what is stored or only where nothing is. Returns whether it was
+    /// written.
+    private func place(_ value: T, replacing: Bool) throws(WLStorageError) -> Bool {
+        guard
+            let (data, stamp) = try medium.write(
+                key: key, replacing: replacing, announced: attached.load(ordering: .relaxed),
+                encode: { () throws(WLStorageError) -> Data in try encode(value) })
+        else { return false }
+        recordWrite(data, stamp: stamp)
+        return true
+    }
+
+    /// Records `data`, version `stamp`, as written by this backer. Bytes kept from before the type changed go now:
+    /// what is stored is in the current shape.
+    private func recordWrite(_ data: Data, stamp: Int) {
+        known.withLock { $0.wrote(stamp, data) }
+        KeptOriginals.settle(self) { try medium.removeKeptOriginal() }
+    }
+
+    /// The bytes of `value`, with the members of the bytes this backer last read or wrote that its type does not know
+    /// (see ``UnknownFields``), checked against the size limit.
+    private func encode(_ value: T) throws(WLStorageError) -> Data {
+        try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.takeBase() })
+    }
+
+    // MARK: A store's writes on condition and in batches
+
+    /// Makes `data`, bytes this version read but cannot decode, what the next write replaces: the write keeps their
+    /// members that the value's type does not know, rather than those of bytes read before.
+    func willReplace(_ data: Data) {
+        known.withLock { $0.replacing(data) }
+    }
+
+    /// The bytes of `value` to replace `stored`, with the members of `stored` that its type does not know.
+    func encode(_ value: T, replacing stored: Data?) throws(WLStorageError) -> Data {
+        try JSONCoders.encode(value, key: key, keepingUnknownOf: stored.flatMap(UnknownFields.base))
+    }
+
+    /// The bytes of `value` for a batch of its store's writes.
+    func encodeForBatch(_ value: T) throws(WLStorageError) -> Data {
+        try encode(value)
+    }
+
+    /// Records `data` as the version written to a store's key (by an update, or in a batch of the store). Bytes kept
+    /// from before the type changed go now: what is stored is in the current shape.
+    func wrote(_ data: Data) {
+        medium.storeMedium?.wrote()
+        recordWrite(data, stamp: KnownVersions.stamp(data))
+    }
+}
+
+extension WLStorageDefaultBacker: StoreBacking {
+    func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> {
+        readStored(prepared: false, decoding: decoding)
+    }
+}
