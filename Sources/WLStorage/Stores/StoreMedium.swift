@@ -239,8 +239,7 @@ final class StoreMedium: KeyMedium {
     /// another replica's write of the very same bytes is never taken for this one.
     func write(
         _ data: Data, ifVersion version: Int64?, through store: any VersionedConditionalStore, key: String
-    ) -> TaggedWriteOutcome
-    {
+    ) -> TaggedWriteOutcome {
         let tag = WriteTag.random()
         forgetVersion()
         // Whether an attempt may have reached the store, and stored.
