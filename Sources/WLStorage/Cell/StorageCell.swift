@@ -114,9 +114,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
-    var storeKey: StoreKey? {
+    var storeKey: CellKey? {
         guard let storeMedium else { return nil }
-        return StoreKey(store: storeMedium.identity, key: storeMedium.storedKey)
+        return .store(storeMedium.identity, key: storeMedium.storedKey)
     }
 
     /// The directory this cell's file is in, when its key is a directory's.
@@ -139,7 +139,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         CellMigrations.forget(self)
         if storagesAndWatch.load(ordering: .relaxed) & 1 != 0 {
             if let directory { ChangeRouter.shared.unfollow(.directory(directory)) }
-            if let storeKey { ChangeRouter.shared.unfollow(.store(storeKey.store)) }
+            if let storeMedium { ChangeRouter.shared.unfollow(.store(storeMedium.identity)) }
         }
     }
 

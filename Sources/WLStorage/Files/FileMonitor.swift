@@ -375,7 +375,7 @@ package final class FileMonitor: Sendable {
     /// Reads every queued inotify event and hands each change of a storage file to its cell and subscribers.
     private func readEvents(_ descriptor: Int32) {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        var changed: Set<FileKey> = []
+        var changed: Set<CellKey> = []
         var changedNames: Set<FileInDirectory> = []
         var changedPaths: Set<StorageDirectory> = []
         var gone: Set<StorageDirectory> = []
@@ -417,7 +417,7 @@ package final class FileMonitor: Sendable {
                 for link in use.links where link.name == event.name { relinked.insert(link.path) }
                 if !use.paths.isEmpty, FileName.isKeyFileName(event.name) {
                     if let identity = use.identity, !own.contains(index) {
-                        changed.insert(FileKey(directory: identity, name: event.name))
+                        changed.insert(.file(event.name, in: identity))
                         changedPaths.formUnion(use.paths)
                     }
                     for path in use.paths { changedNames.insert(FileInDirectory(directory: path, name: event.name)) }

@@ -128,9 +128,9 @@ final class ChangeRouter: Sendable {
     // MARK: Delivering
 
     /// Has the cells of `files` check them, on the queue of checks.
-    func deliver(files: some Sequence<FileKey>) {
+    func deliver(files: some Sequence<CellKey>) {
         let registry = StorageRegistry.shared
-        check(files.compactMap { registry.cell(forFile: $0) })
+        check(files.compactMap { registry.cell(for: $0) })
     }
 
     /// Has the cells of every file in the directory at `path` check theirs, on the queue of checks.

@@ -149,11 +149,10 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Starts following the feed of the store of `medium`'s key, and finds the key's live cell.
     private mutating func follow(store medium: StoreMedium) -> StorageRegistry.Lookup<T> {
-        let key = StoreKey(store: medium.identity, key: medium.storedKey)
-        reports = ChangeRouter.shared.follow(store: medium.store, identity: key.store)
-        let found = StorageRegistry.shared.cell(for: key, as: T.self)
+        reports = ChangeRouter.shared.follow(store: medium.store, identity: medium.identity)
+        let found = StorageRegistry.shared.cell(for: .store(medium.identity, key: medium.storedKey), as: T.self)
         guard case .none = found else {
-            ChangeRouter.shared.unfollow(.store(key.store))
+            ChangeRouter.shared.unfollow(.store(medium.identity))
             return found
         }
         watched = true

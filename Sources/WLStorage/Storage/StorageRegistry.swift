@@ -1,15 +1,37 @@
 import Foundation
 
-/// A file, by what its directory is (not by the text of its path) and its name in it.
-package struct FileKey: Hashable, Sendable {
-    package let directory: DirectoryIdentity
-    package let name: String
-}
+/// What a cell is registered by: a key in a store, as the cell's backer reads and writes it.
+///
+/// A directory is told by what it is (its device and inode, not the text of its path), so that two spellings of one
+/// directory (a symlink, a relative path) share their cells; while it cannot be reached, by its path, until it can.
+/// Any other store is told by its identity.
+package struct CellKey: Hashable, Sendable {
+    package enum Holder: Hashable, Sendable {
+        case directory(DirectoryIdentity)
+        case unreachableDirectory(StorageDirectory)
+        case store(String)
+    }
 
-/// A key of a store that is not a directory, by the store's identity.
-struct StoreKey: Hashable, Sendable {
-    let store: String
-    let key: String
+    /// The directory or store that holds the key.
+    package let holder: Holder
+    /// The key in the store: for a directory, the file's name.
+    package let key: String
+
+    /// The file `name` in the directory `identity`.
+    package static func file(_ name: String, in identity: DirectoryIdentity) -> CellKey {
+        CellKey(holder: .directory(identity), key: name)
+    }
+
+    /// The key `key` of the store `identity`.
+    static func store(_ identity: String, key: String) -> CellKey {
+        CellKey(holder: .store(identity), key: key)
+    }
+
+    /// The identity of the store, when it is not a directory.
+    var store: String? {
+        if case .store(let identity) = holder { return identity }
+        return nil
+    }
 }
 
 /// What the registry needs of a cell, whatever its value type.
@@ -17,7 +39,7 @@ protocol RegisteredCell: AnyObject, Sendable {
     /// The Swift type of the cell's value, as a program names it (`Int`, `Settings`), for messages.
     var valueTypeName: String { get }
     /// The store and key of the cell, when its backer is a store's (other than a directory's).
-    var storeKey: StoreKey? { get }
+    var storeKey: CellKey? { get }
     /// The directory of the cell's file, when its backer is the file backer.
     var directory: StorageDirectory? { get }
     /// The file's name in ``directory``.
@@ -64,23 +86,19 @@ enum CellFlushState {
 final class StorageRegistry: Sendable {
     static let shared = StorageRegistry()
 
-    /// A file-backed cell is found by its file, or by its directory's path while the directory cannot be reached;
-    /// any other cell by its identity.
-    private enum Key: Hashable {
-        case file(FileKey)
-        case path(StorageDirectory, String)
-        case store(StoreKey)
-        case object(ObjectIdentifier)
-    }
-
     private struct Entry: Sendable {
         weak var cell: (any RegisteredCell)?
         let id: ObjectIdentifier
     }
 
     private struct Tables {
-        var entries: [Key: Entry] = [:]
-        var keys: [ObjectIdentifier: Key] = [:]
+        /// The cells of keys in stores, by their keys.
+        var entries: [CellKey: Entry] = [:]
+        /// The key of each cell in ``entries``.
+        var keys: [ObjectIdentifier: CellKey] = [:]
+        /// The cells of no key: those of custom backers, and those moved out of their key's way (see
+        /// ``StorageRegistry/stillMatches(_:directory:identity:)``), live for a flush of every cell only.
+        var unkeyed: [ObjectIdentifier: Entry] = [:]
         /// Cells kept alive until their work is done, with the number of ``keep(_:)`` calls not balanced yet.
         var kept: [ObjectIdentifier: (cell: any RegisteredCell, count: Int)] = [:]
     }
@@ -95,8 +113,8 @@ final class StorageRegistry: Sendable {
     private let tables = Lock(Tables())
 
     /// The key of the file `name` in `directory`, whose identity is `identity` when it is known.
-    private static func key(directory: StorageDirectory, name: String, identity: DirectoryIdentity?) -> Key {
-        identity.map { .file(FileKey(directory: $0, name: name)) } ?? .path(directory, name)
+    private static func key(directory: StorageDirectory, name: String, identity: DirectoryIdentity?) -> CellKey {
+        identity.map { .file(name, in: $0) } ?? CellKey(holder: .unreachableDirectory(directory), key: name)
     }
 
     /// The live cell of the file `name` in `directory`, if any, as a cell of `T`.
@@ -120,42 +138,43 @@ final class StorageRegistry: Sendable {
         let id = ObjectIdentifier(cell)
         tables.withLock { tables in
             guard let key = tables.keys[id], tables.entries[key]?.id == id else { return }
-            tables.entries[.object(id)] = tables.entries.removeValue(forKey: key)
-            tables.keys[id] = .object(id)
+            tables.unkeyed[id] = tables.entries.removeValue(forKey: key)
+            tables.keys[id] = nil
         }
         return false
     }
 
     /// The live cell of `key` in a store, if any, as a cell of `T`.
-    func cell<T>(for key: StoreKey, as type: T.Type) -> Lookup<T> {
-        guard let cell = tables.withLock({ $0.entries[.store(key)]?.cell }) else { return .none }
+    func cell<T>(for key: CellKey, as type: T.Type) -> Lookup<T> {
+        guard let cell = tables.withLock({ $0.entries[key]?.cell }) else { return .none }
         return Self.match(cell, as: type)
     }
 
     /// The live cells of the store `identity`: of `key` alone, or of every key.
     func cells(ofStore identity: String, key: String?) -> [any RegisteredCell] {
         if let key {
-            return tables.withLock { $0.entries[.store(StoreKey(store: identity, key: key))]?.cell }.map { [$0] } ?? []
+            return tables.withLock { $0.entries[.store(identity, key: key)]?.cell }.map { [$0] } ?? []
         }
         return liveCells().filter { $0.storeKey?.store == identity }
     }
 
-    /// The live cell of `fileKey`, whatever its value type.
-    func cell(forFile fileKey: FileKey) -> (any RegisteredCell)? {
-        tables.withLock { $0.entries[.file(fileKey)]?.cell }
+    /// The live cell of `key`, whatever its value type.
+    func cell(for key: CellKey) -> (any RegisteredCell)? {
+        tables.withLock { $0.entries[key]?.cell }
     }
 
     /// Registers `cell` as the cell of its file (`identity` being its directory's), or by its own identity when it
     /// has no file. When a live cell of the same file was registered meanwhile, returns that one instead.
     func register<T>(_ cell: StorageCell<T>, identity: DirectoryIdentity?) -> Lookup<T> {
         let id = ObjectIdentifier(cell)
-        let key: Key
+        let key: CellKey
         if let directory = cell.directory, let name = cell.fileName {
             key = Self.key(directory: directory, name: name, identity: identity)
         } else if let storeKey = cell.storeKey {
-            key = .store(storeKey)
+            key = storeKey
         } else {
-            key = .object(id)
+            tables.withLock { $0.unkeyed[id] = Entry(cell: cell, id: id) }
+            return .none
         }
         while true {
             let existing = tables.withLock { tables -> (any RegisteredCell)? in
@@ -181,7 +200,10 @@ final class StorageRegistry: Sendable {
 
     func unregister(_ id: ObjectIdentifier) {
         tables.withLock { tables in
-            guard let key = tables.keys.removeValue(forKey: id) else { return }
+            guard let key = tables.keys.removeValue(forKey: id) else {
+                tables.unkeyed[id] = nil
+                return
+            }
             if tables.entries[key]?.id == id { tables.entries[key] = nil }
         }
     }
@@ -196,7 +218,7 @@ final class StorageRegistry: Sendable {
                 guard let cell = entry.cell else { continue }
                 moved.append(cell)
                 guard let directory = cell.directory, directory == path, let name = cell.fileName else { continue }
-                let newKey = Key.file(FileKey(directory: identity, name: name))
+                let newKey = CellKey.file(name, in: identity)
                 guard newKey != key else { continue }
                 if let occupant = tables.entries[newKey]?.cell {
                     moved.append(occupant)
@@ -205,6 +227,20 @@ final class StorageRegistry: Sendable {
                 tables.entries[key] = nil
                 tables.entries[newKey] = entry
                 tables.keys[entry.id] = newKey
+            }
+            // A cell moved out of its key's way, of a file in that directory, takes its key again where it is free.
+            for (id, entry) in tables.unkeyed {
+                guard let cell = entry.cell else { continue }
+                moved.append(cell)
+                guard let directory = cell.directory, directory == path, let name = cell.fileName else { continue }
+                let newKey = CellKey.file(name, in: identity)
+                if let occupant = tables.entries[newKey]?.cell {
+                    moved.append(occupant)
+                    continue
+                }
+                tables.unkeyed[id] = nil
+                tables.entries[newKey] = entry
+                tables.keys[id] = newKey
             }
             return moved
         }
@@ -241,8 +277,11 @@ final class StorageRegistry: Sendable {
             // A loop rather than `compactMap(\.cell)`: the key path's projection copies each entry, and its weak
             // reference with it.
             var cells: [any RegisteredCell] = []
-            cells.reserveCapacity(tables.entries.count)
+            cells.reserveCapacity(tables.entries.count + tables.unkeyed.count)
             for entry in tables.entries.values {
+                if let cell = entry.cell { cells.append(cell) }
+            }
+            for entry in tables.unkeyed.values {
                 if let cell = entry.cell { cells.append(cell) }
             }
             return cells

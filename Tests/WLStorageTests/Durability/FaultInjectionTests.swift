@@ -266,8 +266,8 @@ struct SystemError: Sendable, CustomTestStringConvertible {
             let error = storage.lastError
             let second = manualStorage(key, in: directory, default: "default")
             let sharesCell = second.cell === storage.cell
-            let file = FileKey(directory: try StorageDirectory(path: plan.path).identity(), name: key)
-            let reachedByEvents = StorageRegistry.shared.cell(forFile: file) === storage.cell
+            let file = CellKey.file(key, in: try StorageDirectory(path: plan.path).identity())
+            let reachedByEvents = StorageRegistry.shared.cell(for: file) === storage.cell
             storage.wrappedValue = "changed"
             storage.flush()
             return ReadRun(

@@ -167,7 +167,7 @@ extension MemoryStore: WLStorageConditionalStore {
 /// storage of a store of its own that a test flushes only when it chooses, as a test of a wrapped directory store does).
 func flushAllStores(_ stores: [any WLStorageStore]) {
     let identities = Set(stores.map(\.identity))
-    ShutdownHandling.flushEverything(only: { cell in cell.storeKey.map { identities.contains($0.store) } ?? false })
+    ShutdownHandling.flushEverything(only: { cell in cell.storeKey?.store.map(identities.contains) ?? false })
 }
 
 /// A custom backer with a change feed: a value in memory that tests change from outside.
