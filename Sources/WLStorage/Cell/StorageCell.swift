@@ -102,8 +102,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             migrations: CellMigrations.migrations(of: self, as: WLStorageMigration<T>.self))
     }
 
-    /// The backer when it offers more than ``WLStorageBacker`` (the file backer, a store's backer, a custom backer
-    /// with a change feed): telling a stored value from nothing stored, saving a default without replacing anything,
+    /// The backer when it offers more than ``WLStorageBacker`` (the backer of a key in a store, a custom backer with a
+    /// change feed): telling a stored value from nothing stored, saving a default without replacing anything,
     /// and reading changes made elsewhere. Looked up when a job runs, not kept: a cell is kept small.
     var access: (any StoreBacking<T>)? {
         switch ownBacker {

@@ -40,7 +40,7 @@ protocol RegisteredCell: AnyObject, Sendable {
     var valueTypeName: String { get }
     /// The store and key of the cell, when its backer is a store's (other than a directory's).
     var storeKey: CellKey? { get }
-    /// The directory of the cell's file, when its backer is the file backer.
+    /// The directory of the cell's file, when its key is a directory's.
     var directory: StorageDirectory? { get }
     /// The file's name in ``directory``.
     var fileName: String? { get }

@@ -1,8 +1,8 @@
 import Foundation
 
 /// What a cell needs of its backer beyond ``WLStorageBacker``: to tell a stored value from nothing stored, to save a
-/// default only where nothing is stored, and to read a change made elsewhere. The file backer, the backer of a
-/// ``WLStorageStore`` and the wrapper of a custom backer with a change feed provide it; a plain custom backer does not,
+/// default only where nothing is stored, and to read a change made elsewhere. The backer of a key in a store
+/// (``WLStorageDefaultBacker``) and the wrapper of a custom backer with a change feed provide it; a plain custom backer does not,
 /// and its cell reads it through ``StorageCell/read(_:defaultValue:)`` and never saves a default.
 protocol StoreBacking<Value>: Sendable {
     associatedtype Value: Codable & Sendable

@@ -119,9 +119,9 @@ import Testing
 /// "A default is saved only where nothing is stored", and a released storage's cell is kept only "until the work is
 /// done".
 ///
-/// `StoreBacker.readStored` counts empty bytes as nothing stored, so the cell starts `.defaultUnsaved`; the store's
+/// `WLStorageDefaultBacker.readStored` counts empty bytes as nothing stored, so the cell starts `.defaultUnsaved`; the store's
 /// `create` rightly refuses (something is stored), the read after it finds "nothing" again, and
-/// `StoreBacker.entryExists` is always `false`, so `StorageCell.perform(.createDefault)` returns `.read(.absent)`:
+/// `StoreMedium.entryExists` is always `false`, so `StorageCell.perform(.createDefault)` returns `.read(.absent)`:
 /// the save failed, to be retried. It never succeeds. The cell tries again forever with the backoff, and once its
 /// last storage is released it is orphaned and kept by the registry for good, with the store's feed.
 @Suite(.capturingOutput) struct StoreFeedEmptyBytesTests {

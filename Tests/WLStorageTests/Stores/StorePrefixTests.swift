@@ -43,7 +43,7 @@ import Testing
 
 /// "Bytes that do not decode are kept aside" and another program's value is never lost.
 ///
-/// `StoreBacker.keepAside` copies the undecodable bytes to a `~corrupt-` key, then removes the key unconditionally
+/// `StoreMedium.keepAside` copies the undecodable bytes to a `~corrupt-` key, then removes the key unconditionally
 /// (`store.remove(key:)`). When another program stores a good value in between (the store is shared, as stores are
 /// meant to be), that value is removed: it is neither kept aside nor adopted, and the storage goes on with its
 /// default. The file backer does not lose it: it moves whatever stands at the name aside with a rename.
