@@ -26,8 +26,6 @@ struct FileMedium: KeyMedium {
         return .file(directory, name: fileName)
     }
 
-    var storeMedium: StoreMedium? { nil }
-
     var savesDefault: Bool { true }
 
     func place(key: String) -> StoredPlace {

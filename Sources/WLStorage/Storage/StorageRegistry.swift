@@ -12,19 +12,21 @@ package struct CellKey: Hashable, Sendable {
         case store(String)
     }
 
-    /// The directory or store that holds the key.
-    package let holder: Holder
+    // The key first: the holder's case then ends the layout, where the registry's table of cells finds room for its
+    // own case, and an entry of that table takes five words rather than six.
     /// The key in the store: for a directory, the file's name.
     package let key: String
+    /// The directory or store that holds the key.
+    package let holder: Holder
 
     /// The file `name` in the directory `identity`.
     package static func file(_ name: String, in identity: DirectoryIdentity) -> CellKey {
-        CellKey(holder: .directory(identity), key: name)
+        CellKey(key: name, holder: .directory(identity))
     }
 
     /// The key `key` of the store `identity`.
     static func store(_ identity: String, key: String) -> CellKey {
-        CellKey(holder: .store(identity), key: key)
+        CellKey(key: key, holder: .store(identity))
     }
 
     /// The identity of the store, when it is not a directory.
@@ -86,6 +88,12 @@ enum CellFlushState {
 final class StorageRegistry: Sendable {
     static let shared = StorageRegistry()
 
+    /// How a cell is registered: by its key, or by itself.
+    private enum Registration {
+        case keyed(CellKey)
+        case unkeyed(Entry)
+    }
+
     private struct Entry: Sendable {
         weak var cell: (any RegisteredCell)?
         let id: ObjectIdentifier
@@ -94,11 +102,10 @@ final class StorageRegistry: Sendable {
     private struct Tables {
         /// The cells of keys in stores, by their keys.
         var entries: [CellKey: Entry] = [:]
-        /// The key of each cell in ``entries``.
-        var keys: [ObjectIdentifier: CellKey] = [:]
-        /// The cells of no key: those of custom backers, and those moved out of their key's way (see
-        /// ``StorageRegistry/stillMatches(_:directory:identity:)``), live for a flush of every cell only.
-        var unkeyed: [ObjectIdentifier: Entry] = [:]
+        /// Every registered cell: by its key in ``entries``, or, for a cell of no key, itself. A cell of no key (of a
+        /// custom backer, or moved out of its key's way, see ``StorageRegistry/stillMatches(_:directory:identity:)``)
+        /// is registered for a flush of every cell only. One table for both, so that its room serves either.
+        var cells: [ObjectIdentifier: Registration] = [:]
         /// Cells kept alive until their work is done, with the number of ``keep(_:)`` calls not balanced yet.
         var kept: [ObjectIdentifier: (cell: any RegisteredCell, count: Int)] = [:]
     }
@@ -114,7 +121,7 @@ final class StorageRegistry: Sendable {
 
     /// The key of the file `name` in `directory`, whose identity is `identity` when it is known.
     private static func key(directory: StorageDirectory, name: String, identity: DirectoryIdentity?) -> CellKey {
-        identity.map { .file(name, in: $0) } ?? CellKey(holder: .unreachableDirectory(directory), key: name)
+        identity.map { .file(name, in: $0) } ?? CellKey(key: name, holder: .unreachableDirectory(directory))
     }
 
     /// The live cell of the file `name` in `directory`, if any, as a cell of `T`.
@@ -137,9 +144,11 @@ final class StorageRegistry: Sendable {
         if (try? other.identity()) == identity { return true }
         let id = ObjectIdentifier(cell)
         tables.withLock { tables in
-            guard let key = tables.keys[id], tables.entries[key]?.id == id else { return }
-            tables.unkeyed[id] = tables.entries.removeValue(forKey: key)
-            tables.keys[id] = nil
+            guard case .keyed(let key)? = tables.cells[id], let entry = tables.entries[key], entry.id == id else {
+                return
+            }
+            tables.entries[key] = nil
+            tables.cells[id] = .unkeyed(entry)
         }
         return false
     }
@@ -173,7 +182,7 @@ final class StorageRegistry: Sendable {
         } else if let storeKey = cell.storeKey {
             key = storeKey
         } else {
-            tables.withLock { $0.unkeyed[id] = Entry(cell: cell, id: id) }
+            tables.withLock { $0.cells[id] = .unkeyed(Entry(cell: cell, id: id)) }
             return .none
         }
         while true {
@@ -185,9 +194,9 @@ final class StorageRegistry: Sendable {
                         tables.entries[key] = replaced
                         return existing
                     }
-                    tables.keys[replaced.id] = nil
+                    tables.cells[replaced.id] = nil
                 }
-                tables.keys[id] = key
+                tables.cells[id] = .keyed(key)
                 return nil
             }
             guard let existing else { return .none }
@@ -200,10 +209,7 @@ final class StorageRegistry: Sendable {
 
     func unregister(_ id: ObjectIdentifier) {
         tables.withLock { tables in
-            guard let key = tables.keys.removeValue(forKey: id) else {
-                tables.unkeyed[id] = nil
-                return
-            }
+            guard case .keyed(let key)? = tables.cells.removeValue(forKey: id) else { return }
             if tables.entries[key]?.id == id { tables.entries[key] = nil }
         }
     }
@@ -226,11 +232,11 @@ final class StorageRegistry: Sendable {
                 }
                 tables.entries[key] = nil
                 tables.entries[newKey] = entry
-                tables.keys[entry.id] = newKey
+                tables.cells[entry.id] = .keyed(newKey)
             }
             // A cell moved out of its key's way, of a file in that directory, takes its key again where it is free.
-            for (id, entry) in tables.unkeyed {
-                guard let cell = entry.cell else { continue }
+            for (id, registration) in tables.cells {
+                guard case .unkeyed(let entry) = registration, let cell = entry.cell else { continue }
                 moved.append(cell)
                 guard let directory = cell.directory, directory == path, let name = cell.fileName else { continue }
                 let newKey = CellKey.file(name, in: identity)
@@ -238,9 +244,8 @@ final class StorageRegistry: Sendable {
                     moved.append(occupant)
                     continue
                 }
-                tables.unkeyed[id] = nil
                 tables.entries[newKey] = entry
-                tables.keys[id] = newKey
+                tables.cells[id] = .keyed(newKey)
             }
             return moved
         }
@@ -277,11 +282,11 @@ final class StorageRegistry: Sendable {
             // A loop rather than `compactMap(\.cell)`: the key path's projection copies each entry, and its weak
             // reference with it.
             var cells: [any RegisteredCell] = []
-            cells.reserveCapacity(tables.entries.count + tables.unkeyed.count)
+            cells.reserveCapacity(tables.cells.count)
             for entry in tables.entries.values {
                 if let cell = entry.cell { cells.append(cell) }
             }
-            for entry in tables.unkeyed.values {
+            for case .unkeyed(let entry) in tables.cells.values {
                 if let cell = entry.cell { cells.append(cell) }
             }
             return cells

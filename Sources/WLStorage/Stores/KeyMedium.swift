@@ -57,17 +57,14 @@ enum MediumRewrite {
 /// cell adopts are written once, over this protocol; a medium supplies only what differs by where the bytes are: how
 /// they are read and stamped, how they are written (and announced as a storage's own), and where bytes are kept that
 /// do not decode or are in an earlier shape (a file renamed or created beside it, a store's bytes copied to another
-/// key). Its calls name the key, which the backer holds: a file's medium is kept to three words, the inline size of an
-/// existential, so that a file's backer makes no second object.
+/// key). Its calls name the key, which the backer holds: a file's medium is kept to three words, held inline, so that
+/// a file's backer makes no second object.
 protocol KeyMedium: Sendable {
     /// Where the bytes of `key` are, as messages name it.
     func place(key: String) -> StoredPlace
 
     /// Where the storage follows changes made elsewhere, and how the registry knows its cell.
     var source: MediumSource { get }
-
-    /// The store medium, when the bytes are a store's (other than a directory's): its conditional and batch writes.
-    var storeMedium: StoreMedium? { get }
 
     /// Whether a default is saved where nothing is stored.
     var savesDefault: Bool { get }

@@ -51,8 +51,6 @@ final class StoreMedium: KeyMedium {
 
     var source: MediumSource { .store(self) }
 
-    var storeMedium: StoreMedium? { self }
-
     /// The key in the store, as messages name it.
     func place(key: String) -> StoredPlace { .store(key: key, identity: identity, conceals: conceals) }
 

@@ -33,7 +33,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// Where the bytes are: a file of a directory, or a key of another store.
-    let medium: any KeyMedium
+    private let held: HeldMedium
+
+    /// Where the bytes are, as the protocol of every medium.
+    var medium: any KeyMedium { held.medium }
     /// The version of the key this backer last wrote or read, so that its own writes and versions it already holds
     /// are told from other programs' changes.
     let known = Lock(KnownVersions())
@@ -55,13 +58,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///   - directory: The directory to keep the file in. Defaults to ``defaultDirectory``.
     public init(key: String, directory: URL? = defaultDirectory) {
         self.key = key
-        self.medium = FileMedium(key: key, directory: directory)
+        self.held = .file(FileMedium(key: key, directory: directory))
     }
 
-    /// Creates the backer of `key`, whose bytes `medium` keeps.
-    init(key: String, medium: any KeyMedium) {
+    /// Creates the backer of `key`, whose bytes `medium`, a key of a store other than a directory, keeps.
+    init(key: String, medium: StoreMedium) {
         self.key = key
-        self.medium = medium
+        self.held = .store(medium)
     }
 
     deinit {
@@ -123,7 +126,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// The medium, when the bytes are a store's (other than a directory's).
-    var storeMedium: StoreMedium? { medium.storeMedium }
+    var storeMedium: StoreMedium? {
+        if case .store(let medium) = held { return medium }
+        return nil
+    }
 
     /// Writes `value` unless something is stored already. Returns whether it was written. A store whose values are
     /// secret saves no default (see ``StoreMedium/savesDefault``): nothing stored reads as the default all the same.
@@ -333,7 +339,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Records `data` as the version written to a store's key (by an update, or in a batch of the store). Bytes kept
     /// from before the type changed go now: what is stored is in the current shape.
     func wrote(_ data: Data) {
-        medium.storeMedium?.wrote()
+        storeMedium?.wrote()
         recordWrite(data, stamp: KnownVersions.stamp(data))
     }
 }
@@ -341,5 +347,19 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 extension WLStorageDefaultBacker: StoreBacking {
     func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> {
         readStored(prepared: false, decoding: decoding)
+    }
+}
+
+/// The medium of a backer, in three words: a file's held inline, a store's key by reference. An existential of the
+/// medium protocol would take five, in every file storage.
+private enum HeldMedium: Sendable {
+    case file(FileMedium)
+    case store(StoreMedium)
+
+    var medium: any KeyMedium {
+        switch self {
+        case .file(let file): file
+        case .store(let store): store
+        }
     }
 }
