@@ -21,6 +21,7 @@ struct FileMedium: KeyMedium {
         if let directory { DirectoryTable.release(directory) }
     }
 
+    /// Where the storage follows changes made elsewhere, and how the registry knows its cell.
     var source: MediumSource {
         guard let directory, let fileName else { return .none }
         return .file(directory, name: fileName)

@@ -107,7 +107,7 @@ struct KeyBinding<T: Codable & Sendable> {
     mutating func follow(makeDefault: () -> T) -> StorageRegistry.Lookup<T> {
         switch kind {
         case .key(let keyBacker):
-            switch keyBacker.medium.source {
+            switch keyBacker.source {
             case .file(let directory, let name):
                 return follow(directory: directory, name: name)
             case .store(let medium):
@@ -181,7 +181,7 @@ struct KeyBinding<T: Codable & Sendable> {
         case .key(let keyBacker):
             let made = made()
             let found = keyBacker.readStored(prepared: prepared, decoding: decoding(made))
-            return Self.opening(found, defaults: made, savesDefault: keyBacker.medium.savesDefault)
+            return Self.opening(found, defaults: made, savesDefault: keyBacker.savesDefault)
         case .observed(let observed, _):
             // The default made when following began: the wrapper holds it.
             let made = CellDefault.made(observed.defaultValue)
@@ -278,7 +278,7 @@ struct KeyBinding<T: Codable & Sendable> {
         switch kind {
         case .key(let keyBacker):
             guard watched else { return }
-            switch keyBacker.medium.source {
+            switch keyBacker.source {
             case .file(let directory, _):
                 // The cell follows the path where the monitor saw it lead, and checks its file once more.
                 guard ChangeRouter.shared.reported(.directory(directory), since: reports) else { return }

@@ -63,9 +63,6 @@ protocol KeyMedium: Sendable {
     /// Where the bytes of `key` are, as messages name it.
     func place(key: String) -> StoredPlace
 
-    /// Where the storage follows changes made elsewhere, and how the registry knows its cell.
-    var source: MediumSource { get }
-
     /// Whether a default is saved where nothing is stored.
     var savesDefault: Bool { get }
 

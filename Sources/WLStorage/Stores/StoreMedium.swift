@@ -49,8 +49,6 @@ final class StoreMedium: KeyMedium {
 
     func release() {}
 
-    var source: MediumSource { .store(self) }
-
     /// The key in the store, as messages name it.
     func place(key: String) -> StoredPlace { .store(key: key, identity: identity, conceals: conceals) }
 

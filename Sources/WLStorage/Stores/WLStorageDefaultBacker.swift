@@ -28,7 +28,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// The file that holds the value, or `nil` when no directory is available (the error is reported on the
     /// first read or write).
     public var fileURL: URL? {
-        guard case .file(let directory, let fileName) = medium.source else { return nil }
+        guard let directory, let fileName else { return nil }
         return URL(fileURLWithPath: directory.filePath(fileName), isDirectory: false)
     }
 
@@ -68,7 +68,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     deinit {
-        medium.release()
+        held.release()
         KeptOriginals.forget(self)
     }
 
@@ -115,14 +115,22 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// The directory of the file, when the bytes are a file's.
     package var directory: StorageDirectory? {
-        if case .file(let directory, _) = medium.source { return directory }
+        if case .file(let file) = held { return file.directory }
         return nil
     }
 
     /// The file's name in ``directory``.
     package var fileName: String? {
-        if case .file(_, let name) = medium.source { return name }
+        if case .file(let file) = held { return file.fileName }
         return nil
+    }
+
+    /// Where the storage follows changes made elsewhere, and how the registry knows its cell.
+    var source: MediumSource {
+        switch held {
+        case .file(let file): file.source
+        case .store(let store): .store(store)
+        }
     }
 
     /// The medium, when the bytes are a store's (other than a directory's).
@@ -136,9 +144,12 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///
     /// An empty file stands for "nothing stored" when read, but it is not replaced here: it counts as written.
     func create(value: T) throws(WLStorageError) -> Bool {
-        guard medium.savesDefault else { return true }
+        guard savesDefault else { return true }
         return try place(value, replacing: false)
     }
+
+    /// Whether a default is saved where nothing is stored (see ``create(value:)``).
+    var savesDefault: Bool { held.savesDefault }
 
     /// Whether any entry stands where the bytes are.
     var entryExists: Bool { medium.entryExists(key: key) }
@@ -159,7 +170,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ) -> ReadResult<T> {
         let read: ReadBytes
         let rewrite: Bool
-        switch medium.read(key: key, prepared: prepared) {
+        switch held.read(key: key, prepared: prepared) {
         case .bytes(let bytes, let underPreviousKey):
             (read, rewrite) = (bytes, underPreviousKey)
         case .absent:
@@ -248,7 +259,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// ``read(defaultValueClosure:)`` it never keeps bytes aside: bytes that do not decode are reported and left to
     /// the program that wrote them.
     func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
-        switch try medium.readForCheck(key: key) {
+        switch try held.readForCheck(key: key) {
         case .unchanged:
             return .unchanged
         case .unreadable(let error):
@@ -297,7 +308,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// written.
     private func place(_ value: T, replacing: Bool) throws(WLStorageError) -> Bool {
         guard
-            let (data, stamp) = try medium.write(
+            let (data, stamp) = try held.write(
                 key: key, replacing: replacing, announced: attached.load(ordering: .relaxed),
                 encode: { () throws(WLStorageError) -> Data in try encode(value) })
         else { return false }
@@ -351,7 +362,8 @@ extension WLStorageDefaultBacker: StoreBacking {
 }
 
 /// The medium of a backer, in three words: a file's held inline, a store's key by reference. An existential of the
-/// medium protocol would take five, in every file storage.
+/// medium protocol would take five, in every file storage. The calls of every read, check and write are made on the
+/// medium itself, without an existential's copy of it.
 private enum HeldMedium: Sendable {
     case file(FileMedium)
     case store(StoreMedium)
@@ -361,5 +373,39 @@ private enum HeldMedium: Sendable {
         case .file(let file): file
         case .store(let store): store
         }
+    }
+
+    var savesDefault: Bool {
+        switch self {
+        case .file(let file): file.savesDefault
+        case .store(let store): store.savesDefault
+        }
+    }
+
+    func read(key: String, prepared: Bool) -> MediumRead {
+        switch self {
+        case .file(let file): file.read(key: key, prepared: prepared)
+        case .store(let store): store.read(key: key, prepared: prepared)
+        }
+    }
+
+    func readForCheck(key: String) throws(WLStorageError) -> MediumCheck {
+        switch self {
+        case .file(let file): try file.readForCheck(key: key)
+        case .store(let store): try store.readForCheck(key: key)
+        }
+    }
+
+    func write(key: String, replacing: Bool, announced: Bool, encode: () throws(WLStorageError) -> Data)
+        throws(WLStorageError) -> (data: Data, stamp: Int)?
+    {
+        switch self {
+        case .file(let file): try file.write(key: key, replacing: replacing, announced: announced, encode: encode)
+        case .store(let store): try store.write(key: key, replacing: replacing, announced: announced, encode: encode)
+        }
+    }
+
+    func release() {
+        if case .file(let file) = self { file.release() }
     }
 }
