@@ -16,6 +16,8 @@
 struct KeyBinding<T: Codable & Sendable> {
     private enum Kind {
         case key(WLStorageDefaultBacker<T>)
+        /// A custom backer with a change feed, until following begins: then it is wrapped (``observed``).
+        case observable(any WLStorageObservableBacker<T>)
         case observed(ObservedBacker<T>, FeedTarget<T>)
         case plain
     }
@@ -54,18 +56,20 @@ struct KeyBinding<T: Codable & Sendable> {
     /// What the watch or the feed had reported when following began (see ``ChangeRouter``).
     private var reports = ChangeRouter.Reports()
 
-    /// The binding of `backer`: the only place where a backer's kind is found by a cast.
+    /// The binding of `backer`: the only place where a backer's kind is found by casts.
     @inline(__always)
     init(backer: any WLStorageBacker<T>) {
         if let keyBacker = backer as? WLStorageDefaultBacker<T> {
             self.init(key: keyBacker)
+        } else if let observable = backer as? any WLStorageObservableBacker<T> {
+            self.init(custom: backer, .observable(observable))
         } else {
-            self.init(plain: backer)
+            self.init(custom: backer, .plain)
         }
     }
 
-    private init(plain backer: any WLStorageBacker<T>) {
-        (self.backer, kind) = (backer, .plain)
+    private init(custom backer: any WLStorageBacker<T>, _ kind: Kind) {
+        (self.backer, self.kind) = (backer, kind)
     }
 
     @inline(__always)
@@ -98,7 +102,7 @@ struct KeyBinding<T: Codable & Sendable> {
         switch kind {
         case .key(let keyBacker): .key(keyBacker)
         case .observed(let observed, _): .observed(observed)
-        case .plain: .other
+        case .observable, .plain: .other
         }
     }
 
@@ -115,8 +119,7 @@ struct KeyBinding<T: Codable & Sendable> {
             case .none:
                 return .none
             }
-        case .plain:
-            guard let observable = backer as? any WLStorageObservableBacker<T> else { return .none }
+        case .observable(let observable):
             // A change the feed reports before the cell exists is checked once the cell is there.
             let target = FeedTarget<T>()
             let observation = observable.observeChanges { [target] in target.changed() }
@@ -124,7 +127,7 @@ struct KeyBinding<T: Codable & Sendable> {
             let observed = ObservedBacker(observable, defaultValue: made, observation: observation)
             (backer, kind) = (observed, .observed(observed, target))
             return .none
-        case .observed:
+        case .observed, .plain:
             return .none
         }
     }
@@ -186,7 +189,7 @@ struct KeyBinding<T: Codable & Sendable> {
             // The default made when following began: the wrapper holds it.
             let made = CellDefault.made(observed.defaultValue)
             return Self.opening(observed.readStored(decoding: decoding(made)), defaults: made, savesDefault: false)
-        case .plain:
+        case .observable, .plain:
             var made: T?
             let found = StorageCell.read(backer) {
                 let value = made ?? makeDefault()
@@ -295,7 +298,7 @@ struct KeyBinding<T: Codable & Sendable> {
             }
         case .observed(_, let target):
             if target.attach(cell) { cell.checkForExternalChange() }
-        case .plain:
+        case .observable, .plain:
             break
         }
     }
