@@ -241,19 +241,19 @@ extension StorageDirectory {
     ) throws(WLStorageError) -> ExchangeOutcome {
         guard let renameat2 = SystemFunctions.renameat2 else { return .unsupported }
         let exchanging = Self.exchangeName(for: name, replacing: expected, with: written)
-        let renamed = retrying(.rename, exchanging) {
+        var renamed = retrying(.rename, exchanging) {
             renameat2(dir, temporary, dir, exchanging, SystemFunctions.renameNoReplace)
         }
-        if renamed != 0 {
+        if renamed != 0, [EINVAL, ENOSYS, EOPNOTSUPP].contains(errno) {
+            // The file system cannot rename without replacing (it may still exchange): a plain rename, to a name that
+            // the stamp of a version just written makes this writer's own.
+            renamed = retrying(.rename, exchanging) { renameat(dir, temporary, dir, exchanging) }
+        }
+        guard renamed == 0 else {
+            // `EEXIST`: a file of a writer that died with the same two versions, which is left for the clean-up.
             let code = errno
-            switch code {
-            case EINVAL, ENOSYS, EOPNOTSUPP:
-                return .unsupported
-            default:
-                // `EEXIST`: a file of a writer that died with the same two versions, which is left for the clean-up.
-                _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
-                throw error(.writeFailed, "cannot name the file for its exchange", name: exchanging, errno: code)
-            }
+            _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+            throw error(.writeFailed, "cannot name the file for its exchange", name: exchanging, errno: code)
         }
         temporary = exchanging
         func finish(_ outcome: ExchangeOutcome) throws(WLStorageError) -> ExchangeOutcome {
