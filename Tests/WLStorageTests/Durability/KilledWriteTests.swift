@@ -30,6 +30,10 @@ import Testing
         /// The same, with another program's set renamed into place just before the exchange, which the rewrite puts
         /// back.
         case racedRewrite = "raced-rewrite"
+        /// What the raced rewrite leaves when it is killed between its exchange and the exchange back (the rewrite in
+        /// place, the other program's set under the exchange's name), resolved by the next program's clean-up: the
+        /// clean-up killed at any of its calls.
+        case interruptedExchange = "interrupted-exchange"
 
         var testDescription: String { rawValue }
 
@@ -40,7 +44,7 @@ import Testing
             case .createDefault: [:]
             case .keptAside, .storeKeptAside: ["profile": #"{"name":"ada"}"#]
             case .movedAside, .storeMovedAside: ["bad": "not json"]
-            case .rewrite, .racedRewrite: ["panel": Self.olderPanel]
+            case .rewrite, .racedRewrite, .interruptedExchange: ["panel": Self.olderPanel]
             }
         }
 
@@ -61,7 +65,7 @@ import Testing
                 written = [#"{"name":"ada"}"#, #"{"name":"ada","visits":5}"#, #"{"visits":5,"name":"ada"}"#]
             case .movedAside, .storeMovedAside: written = ["not json", #""default""#]
             case .rewrite: written = [Self.olderPanel, Self.rewrittenPanel]
-            case .racedRewrite: written = [Self.olderPanel, Self.rewrittenPanel, Self.racedSet]
+            case .racedRewrite, .interruptedExchange: written = [Self.olderPanel, Self.rewrittenPanel, Self.racedSet]
             }
             // The child's next start (the `open` mode) saves its default, "", under `k` where nothing is stored.
             return written.contains(contents) || (name == "k" && contents == #""""#)
