@@ -91,11 +91,16 @@ private func currentQueueLabel() -> String {
 /// - `rewrite`: `panel` holds an older shape of the value; it is read in the newer one and rewritten so, on condition
 ///   that the file is still the one read;
 /// - `raced-rewrite`: the same, with another program's set renamed into place just as the rewrite puts its file in
-///   place (the program says `raced`).
+///   place (the program says `raced`);
+/// - `interrupted-exchange`: `panel` holds an older shape of the value; the program makes what a raced rewrite
+///   killed between its exchange and the exchange back leaves (the rewrite in place, the other program's set under
+///   the exchange's name; it says `raced`), then, counting calls from there, uses the directory, whose clean-up puts
+///   the set back.
 ///
 /// Says `done` when the path has run to its end.
 func writePath(_ path: String, directory: URL) {
     let panel = directory.appendingPathComponent("panel")
+    if path == "interrupted-exchange" { leaveAnInterruptedExchange(of: panel) }
     let raced = Atomic<Bool>(path == "raced-rewrite")
     installKill(in: directory) { call, name in
         // Another program's set, renamed into place just as the rewrite puts its file in place.
@@ -114,9 +119,9 @@ func writePath(_ path: String, directory: URL) {
             migrations: [.from(OlderPanel.self) { NewerPanel(stamp: $0.stamp, width: $0.wide ? 1_600 : 800) }])
         _ = stored.wrappedValue
         stored.flush()
-    case "replace":
+    case "replace", "interrupted-exchange":
         let stored = WLStorage(key: "k", defaultValue: "", flushInterval: nil, store: .directory(directory))
-        stored.wrappedValue = "new"
+        if path == "replace" { stored.wrappedValue = "new" }
         stored.flush()
     case "create-default":
         let stored = WLStorage(key: "d", defaultValue: "default", flushInterval: nil, store: .directory(directory))
@@ -143,4 +148,32 @@ func writePath(_ path: String, directory: URL) {
     }
     say("done")
     exit(0)
+}
+
+/// Leaves in `panel`'s directory what a rewrite of `panel` killed between its exchange and the exchange back leaves
+/// when another program's set was renamed into place after the rewrite's check: the rewrite at `panel`, and the set
+/// under the exchange's name, which names the version read (what `panel` holds now) and the rewrite.
+private func leaveAnInterruptedExchange(of panel: URL) {
+    let directory = StorageDirectory(path: panel.deletingLastPathComponent().standardizedFileURL.path)
+    let written = panel.deletingLastPathComponent().appendingPathComponent("outside-rewrite")
+    let set = panel.deletingLastPathComponent().appendingPathComponent("outside-set")
+    do {
+        try Data(#"{"stamp":0,"wide":false,"width":800}"#.utf8).write(to: written)
+        try Data(#"{"stamp":9,"wide":true}"#.utf8).write(to: set)
+    } catch {
+        say("cannot write the versions: \(error)", to: FileHandle.standardError)
+        exit(1)
+    }
+    guard let expected = directory.status(of: "panel")?.identity,
+        let rewrite = directory.status(of: "outside-rewrite")?.identity
+    else {
+        say("cannot inspect the versions", to: FileHandle.standardError)
+        exit(1)
+    }
+    let exchange = directory.filePath(StorageDirectory.exchangeName(for: "panel", replacing: expected, with: rewrite))
+    guard rename(set.path, exchange) == 0, rename(written.path, panel.path) == 0 else {
+        say("cannot place the versions", to: FileHandle.standardError)
+        exit(1)
+    }
+    say("raced")
 }

@@ -194,7 +194,13 @@ func table(_ rows: [[String]]) -> String {
 private func verify(_ directory: StorageDirectory, keyFile: KeyFile?) throws(ToolFailure) -> ExitStatus {
     var report = ""
     for removed in try cleanTemporaryFiles(in: directory) {
-        report += "note: \(printableName(removed)): removed: the temporary file of a writer that crashed\n"
+        if isExchangeFile(removed) {
+            report +=
+                "note: \(printableName(removed)): resolved: the file of a rewrite that crashed during its exchange (a"
+                + " value another program stored meanwhile is put back in place, anything else removed)\n"
+        } else {
+            report += "note: \(printableName(removed)): removed: the temporary file of a writer that crashed\n"
+        }
     }
     var problems = 0
     var checked = 0
@@ -296,11 +302,22 @@ private func cleanTemporaryFiles(in directory: StorageDirectory) throws(ToolFail
     try inDirectory(directory) { () throws(WLStorageError) in try removeAbandonedTemporaryFiles(in: directory) }
 }
 
-/// Names on standard error the temporary files `cleanTemporaryFiles(in:)` removed.
+/// Names on standard error the temporary files `cleanTemporaryFiles(in:)` removed, and the exchange files it resolved.
 private func announceRemoved(_ names: [String]) {
     for name in names {
-        Console.error("wlstorage: removed the temporary file of a writer that crashed: \(printableName(name))\n")
+        if isExchangeFile(name) {
+            Console.error(
+                "wlstorage: resolved the file of a rewrite that crashed during its exchange: \(printableName(name))\n")
+        } else {
+            Console.error("wlstorage: removed the temporary file of a writer that crashed: \(printableName(name))\n")
+        }
     }
+}
+
+/// Whether `name` is the file a rewrite gives its written value for its exchange with the file in place, which the
+/// clean-up resolves rather than removes (see ``StorageDirectory/removeAbandonedTemporaryFiles()``).
+private func isExchangeFile(_ name: String) -> Bool {
+    StorageDirectory.interruptedExchange(name) != nil
 }
 
 /// Runs a library call on `directory`, turning a missing directory into a failure with a plain message.

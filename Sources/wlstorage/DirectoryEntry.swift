@@ -14,7 +14,8 @@ struct DirectoryEntry {
     enum Role: Equatable {
         /// The file of a key: a plain key, or a 64-digit hex digest.
         case keyFile
-        /// A writer's temporary file, `NAME~` and 16 lowercase hex digits and `.tmp`, for the key file `base`.
+        /// A writer's temporary file, `NAME~` and 16 lowercase hex digits and `.tmp`, or a rewrite's file during its
+        /// exchange (`NAME~`, 16 lowercase hex digits, `-`, 16 more, `.xchg`), for the key file `base`.
         case temporary(base: String)
         /// A file the library moved aside because it did not decode (`NAME~corrupt-…`), for the key file `base`.
         case movedAside(base: String)
@@ -106,7 +107,10 @@ struct DirectoryEntry {
             } else {
                 state = Self.contentState(of: name, in: directory)
             }
-        case .temporary: state = .temporary(inUse: Self.isLocked(name, in: directory))
+        case .temporary:
+            // A rewrite at work holds the directory's lock exclusively through its exchange, not its file's lock.
+            let isExchange = name.hasSuffix(Array(StorageDirectory.exchangeSuffix.utf8))
+            state = .temporary(inUse: isExchange ? directory.isLockedExclusively() : Self.isLocked(name, in: directory))
         case .movedAside: state = .movedAside
         case .keptOriginal: state = .keptOriginal
         case .foreign: state = .other
@@ -129,8 +133,9 @@ struct DirectoryEntry {
         return .foreign(isUTF8: true)
     }
 
-    /// The key file name a writer's temporary file `NAME~XXXXXXXXXXXXXXXX.tmp` (16 lowercase hex digits) belongs to,
-    /// or `nil` for a name of any other form. `NAME` is the key's file or a copy of it kept aside
+    /// The key file name a writer's temporary file `NAME~XXXXXXXXXXXXXXXX.tmp` (16 lowercase hex digits), or a
+    /// rewrite's exchange file `NAME~XXXXXXXXXXXXXXXX-XXXXXXXXXXXXXXXX.xchg`, belongs to, or `nil` for a name of any
+    /// other form. `NAME` is the key's file or a copy of it kept aside
     /// (`NAME~before-type-change`, `NAME~corrupt-…`), as the library's clean-up takes them.
     static func writerTemporaryBase(of name: [UInt8]) -> String? {
         guard let text = String(validating: name, as: UTF8.self),

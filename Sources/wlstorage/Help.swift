@@ -21,7 +21,8 @@ enum Help {
         otherwise. So every name a key maps to is that key's file, whatever it looks like: cursor.tmp is the
         file of the key "cursor.tmp", and is listed, read and checked as that key. No key's file name has a
         "~": the library's writers name their temporary files NAME~ followed by 16 lowercase hex digits and
-        .tmp, and only names of that form are taken for temporary files.
+        .tmp, or, for the moment a rewrite exchanges its file with the one in place, NAME~, 16 lowercase hex
+        digits, "-", 16 more and .xchg; only names of those forms are taken for temporary files.
 
         GLOBAL OPTIONS (before the command):
           --dir DIR         The storage directory.
@@ -188,7 +189,8 @@ enum Help {
               too large       the file is larger than the maximum value size the library reads (16 MiB);
                               it is not read
               temporary       the temporary file of a writer at work (NAME~ and 16 lowercase hex digits and
-                              .tmp); a name such as cursor.tmp, without them, is the file of a key
+                              .tmp, or the .xchg name of a rewrite's exchange); a name such as cursor.tmp,
+                              without them, is the file of a key
               moved aside     a file the library moved aside because it did not decode
               before type change
                               what a key's file held before its type changed (NAME~before-type-change),
@@ -214,8 +216,10 @@ enum Help {
               empty, too large, unreadable, and the states of other entries, as above
 
             Before listing, the temporary files of writers that crashed are removed, with the library's own
-            locks, and each is named on standard error. A temporary file still listed belongs to a writer at
-            work: the writer holds its lock. Nothing of another name is removed.
+            locks, and each is named on standard error. A rewrite that crashed in the middle of its exchange
+            may have left another program's value under its .xchg name: that value is put back in place rather
+            than removed, when the rewrite's file is still in place. A temporary file still listed belongs to a
+            writer at work: the writer holds its lock. Nothing of another name is removed.
 
             Names are printed one per line whatever bytes they hold: printable characters as they are, a
             backslash as \\\\, a tab as \\t, a newline as \\n, and any other byte (control characters, DEL,

@@ -149,7 +149,7 @@ extension StorageDirectory {
                 // The temporary name is the exchange's from here: it may come to hold another program's version.
                 placed = true
                 switch try exchange(
-                    temporary, with: name, in: dir, ifStill: expected, written: identity, announced: announced,
+                    &temporary, with: name, in: dir, ifStill: expected, written: identity, announced: announced,
                     unlock: unlockDirectory)
                 {
                 case .replaced:
@@ -217,43 +217,49 @@ extension StorageDirectory {
     /// which another program's version can be lost.
     ///
     /// A directory has no conditional rename, but Linux can exchange two names atomically (`renameat2` with
-    /// `RENAME_EXCHANGE`): the written file takes the name, and the file it displaced takes the temporary name, where
-    /// it is checked. When it is the version expected, it is removed. When it is another program's, placed after the
-    /// caller's last check, it is exchanged back; should yet another file have been renamed over the written one
+    /// `RENAME_EXCHANGE`): the written file takes the name, and the file it displaced takes the written file's name,
+    /// where it is checked. When it is the version expected, it is removed. When it is another program's, placed after
+    /// the caller's last check, it is exchanged back; should yet another file have been renamed over the written one
     /// meanwhile, that newer one is put in place instead, until the file taken back is the written one or one put
     /// back before. For those microseconds the name holds the written file, which a reader may see: a version the
     /// directory held before, reshaped, never a loss.
     ///
-    /// The caller holds the directory's lock exclusively until `unlock`, called once the temporary name is removed:
-    /// no clean-up of abandoned temporary files removes a displaced file while it has the temporary name, and no
-    /// other conditional replacement exchanges files at the name meanwhile. Another's exchanges would break the
-    /// reasoning above: it could take a version this one put back and put it back again later, which this one would
-    /// take for the file it put there last, and remove. Plain renames and removals need no lock. The directory is
-    /// synced before returning.
+    /// Before the exchange the written file is renamed from its temporary name to one that says which version it
+    /// expects to displace and which it is (``exchangeName(for:replacing:with:)``), and `temporary` becomes that name.
+    /// So a process killed between the exchange and the exchange back leaves another program's version under a name
+    /// that a clean-up does not take for an abandoned temporary file: it puts the version back (see
+    /// ``resolveInterruptedExchange(_:in:)``).
+    ///
+    /// The caller holds the directory's lock exclusively until `unlock`, called once the exchange's name is removed:
+    /// no clean-up removes or resolves a displaced file while it has that name, and no other conditional replacement
+    /// exchanges files at the name meanwhile. Another's exchanges would break the reasoning above: it could take a
+    /// version this one put back and put it back again later, which this one would take for the file it put there
+    /// last, and remove. Plain renames and removals need no lock. The directory is synced before returning.
     private func exchange(
-        _ temporary: String, with name: String, in dir: CInt, ifStill expected: FileIdentity,
+        _ temporary: inout String, with name: String, in dir: CInt, ifStill expected: FileIdentity,
         written: FileIdentity, announced: Bool, unlock: () -> Void
     ) throws(WLStorageError) -> ExchangeOutcome {
         guard let renameat2 = SystemFunctions.renameat2 else { return .unsupported }
-        func swap() -> Int32? {
-            let result = retrying(.rename, name) {
-                renameat2(dir, temporary, dir, name, SystemFunctions.renameExchange)
-            }
-            return result == 0 ? nil : errno
+        let exchanging = Self.exchangeName(for: name, replacing: expected, with: written)
+        var renamed = retrying(.rename, exchanging) {
+            renameat2(dir, temporary, dir, exchanging, SystemFunctions.renameNoReplace)
         }
-        /// The identity of what the temporary name holds, or `nil` when nothing does.
-        func displaced() throws(WLStorageError) -> FileIdentity? {
-            var status = stat()
-            guard retrying(.stat, temporary, { fstatat(dir, temporary, &status, AT_SYMLINK_NOFOLLOW) }) == 0 else {
-                if errno == ENOENT { return nil }
-                throw error(.writeFailed, "cannot inspect the file the rewrite replaced", name: temporary, errno: errno)
-            }
-            return FileIdentity(status)
+        if renamed != 0, [EINVAL, ENOSYS, EOPNOTSUPP].contains(errno) {
+            // The file system cannot rename without replacing (it may still exchange): a plain rename, to a name that
+            // the stamp of a version just written makes this writer's own.
+            renamed = retrying(.rename, exchanging) { renameat(dir, temporary, dir, exchanging) }
         }
-        func finish(_ outcome: ExchangeOutcome) throws(WLStorageError) -> ExchangeOutcome {
-            // The temporary name holds the version replaced, or the written file given way: removed, then the
-            // directory synced, so that the sync covers the exchanges and the removal together.
+        guard renamed == 0 else {
+            // `EEXIST`: a file of a writer that died with the same two versions, which is left for the clean-up.
+            let code = errno
             _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+            throw error(.writeFailed, "cannot name the file for its exchange", name: exchanging, errno: code)
+        }
+        temporary = exchanging
+        func finish(_ outcome: ExchangeOutcome) throws(WLStorageError) -> ExchangeOutcome {
+            // The exchange's name holds the version replaced, or the written file given way: removed, then the
+            // directory synced, so that the sync covers the exchanges and the removal together.
+            _ = retrying(.unlink, exchanging) { unlinkat(dir, exchanging, 0) }
             unlock()
             guard retrying(.fsync, nil, { fsync(dir) }) == 0 else {
                 throw error(.writeFailed, "cannot sync the storage directory", errno: errno)
@@ -261,9 +267,9 @@ extension StorageDirectory {
             return outcome
         }
 
-        if announced { OwnRenames.willRename(temporary) }
-        if let code = swap() {
-            OwnRenames.didNotRename(temporary)
+        if announced { OwnRenames.willRename(exchanging) }
+        if let code = swap(exchanging, name, in: dir, renameat2) {
+            OwnRenames.didNotRename(exchanging)
             switch code {
             case EINVAL, ENOSYS, EOPNOTSUPP:
                 return .unsupported
@@ -271,40 +277,111 @@ extension StorageDirectory {
                 // The file was removed since the check: not the version expected.
                 return try finish(.gaveWay)
             default:
-                _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+                _ = retrying(.unlink, exchanging) { unlinkat(dir, exchanging, 0) }
                 throw error(.writeFailed, "cannot exchange the file into place", name: name, errno: code)
             }
         }
         let first: FileIdentity?
         do {
-            first = try displaced()
+            first = try displaced(exchanging, in: dir)
         } catch {
-            throw keepDisplaced(temporary, of: name, in: dir, error)
+            throw keepDisplaced(exchanging, of: name, in: dir, error)
         }
         guard let first, first != expected else { return try finish(.replaced) }
-        // Another program's version, stored since the check: from here on, what the temporary name holds is put back
+        // Another program's version, stored since the check: from here on, what the exchange's name holds is put back
         // or kept aside, never removed unseen.
-        do throws(WLStorageError) {
-            var (atName, atTemporary) = (written, first)
-            for _ in 0..<Self.putBackLimit {
-                if let code = swap() {
-                    // The written file was removed from the name meanwhile, after the version held was stored: that
-                    // removal is the later change, and stands.
-                    guard code == ENOENT else {
-                        throw error(
-                            .writeFailed, "cannot put back the file the write replaced", name: name, errno: code)
-                    }
-                    return try finish(.gaveWay)
-                }
-                // The name held what was put there last, so the file taken back is older than the one now in place.
-                // Any other file was renamed over it since, and is the newest: it goes in place next.
-                guard let taken = try displaced(), taken != atName else { return try finish(.gaveWay) }
-                (atName, atTemporary) = (atTemporary, taken)
-            }
-            throw error(.writeFailed, "the file kept changing while the write gave way", name: name, errno: nil)
+        do {
+            try putBack(exchanging, holding: first, at: name, holding: written, in: dir, renameat2)
         } catch {
-            throw keepDisplaced(temporary, of: name, in: dir, error)
+            throw keepDisplaced(exchanging, of: name, in: dir, error)
         }
+        return try finish(.gaveWay)
+    }
+
+    /// Exchanges `first` and `second` in `dir`: `renameat2` with `RENAME_EXCHANGE`, reported under `second`, the
+    /// file's name. Returns the `errno` of a failure, or `nil`.
+    private func swap(
+        _ first: String, _ second: String, in dir: CInt, _ renameat2: SystemFunctions.Renameat2
+    ) -> Int32? {
+        let result = retrying(.rename, second) {
+            renameat2(dir, first, dir, second, SystemFunctions.renameExchange)
+        }
+        return result == 0 ? nil : errno
+    }
+
+    /// The identity of what `entry` holds, or `nil` when nothing does.
+    private func displaced(_ entry: String, in dir: CInt) throws(WLStorageError) -> FileIdentity? {
+        var status = stat()
+        guard retrying(.stat, entry, { fstatat(dir, entry, &status, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+            if errno == ENOENT { return nil }
+            throw error(.writeFailed, "cannot inspect the file the rewrite replaced", name: entry, errno: errno)
+        }
+        return FileIdentity(status)
+    }
+
+    /// Puts the version `taken`, which `holder` holds, back at `name`, which holds the version `placed`: exchanges
+    /// the two, and while what comes back is neither `placed` nor a version put back before (another file renamed over
+    /// the one put in place meanwhile, and so the newest), puts that in place instead. Returns when `holder` holds a
+    /// version older than the one in place, or nothing, for the caller to remove.
+    private func putBack(
+        _ holder: String, holding taken: FileIdentity, at name: String, holding placed: FileIdentity, in dir: CInt,
+        _ renameat2: SystemFunctions.Renameat2
+    ) throws(WLStorageError) {
+        var (atName, atHolder) = (placed, taken)
+        for _ in 0..<Self.putBackLimit {
+            if let code = swap(holder, name, in: dir, renameat2) {
+                // The file in place was removed meanwhile, after the version held was stored: that removal is the
+                // later change, and stands.
+                guard code == ENOENT else {
+                    throw error(.writeFailed, "cannot put back the file the write replaced", name: name, errno: code)
+                }
+                return
+            }
+            // The name held what was put there last, so the file taken back is older than the one now in place. Any
+            // other file was renamed over it since, and is the newest: it goes in place next.
+            guard let taken = try displaced(holder, in: dir), taken != atName else { return }
+            (atName, atHolder) = (atHolder, taken)
+        }
+        throw error(.writeFailed, "the file kept changing while the write gave way", name: name, errno: nil)
+    }
+
+    /// Resolves the exchange's file `entry` (see ``exchangeName(for:replacing:with:)``) of a conditional replacement
+    /// that died in the middle of its exchange, and returns whether `entry` is gone. The caller holds the directory's
+    /// lock exclusively, as every exchange at work does, so no writer at work has such a name.
+    ///
+    /// The file holds the written version (the exchange did not happen, or its exchange back did): removed. It holds
+    /// the version expected (the exchange replaced it): removed. It holds another program's version, which the
+    /// exchange displaced: put back while the file in place is still the written version, by the exchange back that
+    /// the writer would have made (a newer file renamed in meanwhile wins); otherwise the file in place changed since
+    /// (or was removed), a later change, and this version is removed as the older one. A file that cannot be looked at
+    /// or put back is left or kept aside (`NAME~corrupt-…`), never removed unseen.
+    private func resolveInterruptedExchange(_ entry: String, in dir: CInt) -> Bool {
+        guard let (name, expected, written) = Self.interruptedExchange(entry) else { return false }
+        var status = stat()
+        guard retrying(.stat, entry, { fstatat(dir, entry, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
+            (status.st_mode & S_IFMT) == S_IFREG
+        else { return false }
+        let held = FileIdentity(status)
+        func remove() -> Bool { retrying(.unlink, entry) { unlinkat(dir, entry, 0) } == 0 }
+        if held.lastingStamp == written || held.lastingStamp == expected { return remove() }
+
+        var target = stat()
+        guard retrying(.stat, name, { fstatat(dir, name, &target, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+            // The file was removed since: a later change. A file that cannot be looked at is left as it is.
+            return errno == ENOENT ? remove() : false
+        }
+        guard (target.st_mode & S_IFMT) == S_IFREG else { return false }
+        let placed = FileIdentity(target)
+        guard placed.lastingStamp == written else { return remove() }
+        guard let renameat2 = SystemFunctions.renameat2 else { return false }
+        do {
+            try putBack(entry, holding: held, at: name, holding: placed, in: dir, renameat2)
+        } catch {
+            _ = keepDisplaced(entry, of: name, in: dir, error)
+            return false
+        }
+        _ = remove()
+        return true
     }
 
     /// Moves what `temporary` holds, a version of `name` that a conditional replacement displaced and could not put
@@ -476,10 +553,24 @@ extension StorageDirectory {
         throw error(.writeFailed, "cannot find a free temporary name to remove the file", name: name, errno: EEXIST)
     }
 
+    /// Whether a conditional replacement in the middle of its exchanges, or a clean-up, holds the directory's lock
+    /// exclusively now: whether a shared lock of it cannot be had. An exchange's file (see
+    /// ``exchangeName(for:replacing:with:)``) is that of a writer at work only while this is `true`.
+    package func isLockedExclusively() -> Bool {
+        guard let dir = try? openDirectory() else { return false }
+        defer { _ = closeDescriptor(dir, nil) }
+        guard flock(dir, LOCK_SH | LOCK_NB) == 0 else { return errno == EWOULDBLOCK }
+        _ = flock(dir, LOCK_UN)
+        return false
+    }
+
     /// Removes the temporary files of writers that are no longer at work, and returns their names.
     ///
     /// Only regular files named exactly as the package's writers name them are candidates, and of those only the
-    /// ones no writer holds a lock on.
+    /// ones no writer holds a lock on. The file of a conditional replacement that died in the middle of its exchange
+    /// (see ``exchangeName(for:replacing:with:)``) may hold another program's version: it is resolved rather than
+    /// removed (see ``resolveInterruptedExchange(_:in:)``), and its name returned once it is gone, removed or put
+    /// back in place.
     @discardableResult
     package func removeAbandonedTemporaryFiles() throws(WLStorageError) -> [String] {
         let candidates = try entries { $0.contains(UInt8(ascii: "~")) }.filter(Self.isTemporary)
@@ -490,6 +581,11 @@ extension StorageDirectory {
         defer { _ = flock(dir, LOCK_UN) }
         var removed: [String] = []
         for name in candidates {
+            // No exchange at work has such a name: each holds the directory's lock exclusively, as this clean-up does.
+            if Self.interruptedExchange(name) != nil {
+                if resolveInterruptedExchange(name, in: dir) { removed.append(name) }
+                continue
+            }
             let fd = retrying(.open, name) {
                 openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
             }

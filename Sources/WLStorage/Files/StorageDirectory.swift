@@ -28,6 +28,17 @@ package struct FileIdentity: Hashable, Sendable {
         hashValue
     }
 
+    /// A number that stands for this version in any process, for naming it: made of the inode number, the size and
+    /// the modification time, which a rename keeps (the change time it does not) and a restart does not change (the
+    /// device number can: it is left out, as the files of one directory share it). Equal versions of a directory's
+    /// files have equal stamps, and different ones differ but for a chance of about one in 2^64.
+    package var lastingStamp: UInt64 {
+        var value = StorageDirectory.mix(inode)
+        value = StorageDirectory.mix(value ^ UInt64(bitPattern: size))
+        value = StorageDirectory.mix(value ^ UInt64(bitPattern: Int64(modified.tv_sec)))
+        return StorageDirectory.mix(value ^ UInt64(bitPattern: Int64(modified.tv_nsec)))
+    }
+
     package static func == (lhs: Self, rhs: Self) -> Bool {
         (lhs.device, lhs.inode, lhs.size, lhs.modified.tv_sec, lhs.modified.tv_nsec)
             == (rhs.device, rhs.inode, rhs.size, rhs.modified.tv_sec, rhs.modified.tv_nsec)
@@ -91,7 +102,9 @@ package struct DirectoryIdentity: Hashable, Sendable, CustomStringConvertible {
 /// the directory, and takes that shared lock again before it closes the file, until the file is renamed. Clean-up
 /// holds the directory's exclusive lock and removes only regular files of exactly that shape that it can lock itself,
 /// so it never removes the file of a writer still at work, in this process or another, nor a file of anyone else's. A
-/// conditional replacement holds the directory's lock exclusively from the close to the end of its exchanges.
+/// conditional replacement holds the directory's lock exclusively from the close to the end of its exchanges, and
+/// renames its file for the exchange to a name that says what it expects to displace and what it wrote (see
+/// ``exchangeName(for:replacing:with:)``): a clean-up that finds such a name resolves it from what the file holds.
 ///
 /// Every system call goes through ``FaultInjection``, so that tests can fail any of them.
 package struct StorageDirectory: Sendable, Hashable {
@@ -143,6 +156,7 @@ package struct StorageDirectory: Sendable, Hashable {
     // MARK: Names
 
     /// Whether `name` is a temporary file of the package's writers: `NAME~` and 16 lowercase hex digits and `.tmp`,
+    /// or the name a conditional replacement gives its file for its exchange (see ``exchangeName(for:replacing:with:)``),
     /// where `NAME` is a name the writers give a file (see ``writtenFileName(ofTemporary:)``).
     package static func isTemporary(_ name: String) -> Bool {
         writtenFileName(ofTemporary: name) != nil
@@ -151,10 +165,12 @@ package struct StorageDirectory: Sendable, Hashable {
     /// The name of the file that the temporary file `name` was to become, or `nil` when `name` is not a temporary file
     /// of the package's writers.
     ///
-    /// A temporary file is `NAME~` and 16 lowercase hex digits and `.tmp`, where `NAME` is any name the writers give a
-    /// file: a key's file name, or the name of a key's bytes kept from before its type changed
-    /// (`NAME~before-type-change`) or moved aside (`NAME~corrupt-…`), for a key's file name `NAME`.
+    /// A temporary file is `NAME~` and 16 lowercase hex digits and `.tmp`, or an exchange's file (see
+    /// ``exchangeName(for:replacing:with:)``), where `NAME` is any name the writers give a file: a key's file name, or
+    /// the name of a key's bytes kept from before its type changed (`NAME~before-type-change`) or moved aside
+    /// (`NAME~corrupt-…`), for a key's file name `NAME`.
     package static func writtenFileName(ofTemporary name: String) -> String? {
+        if name.hasSuffix(exchangeSuffix) { return interruptedExchange(name)?.name }
         let utf8 = Array(name.utf8)
         let suffix = 1 + 16 + 4
         guard utf8.count > suffix, name.hasSuffix(".tmp") else { return nil }
@@ -163,6 +179,41 @@ package struct StorageDirectory: Sendable, Hashable {
         guard utf8[(tilde + 1)..<(tilde + 17)].allSatisfy(FileName.isLowercaseHexDigit) else { return nil }
         let written = String(decoding: utf8[..<tilde], as: UTF8.self)
         return keyFileName(of: written) != nil ? written : nil
+    }
+
+    /// What the name of an exchange's file ends with.
+    package static let exchangeSuffix = ".xchg"
+
+    /// The name a conditional replacement of `name` gives its written file, the version `written`, for the exchange
+    /// with the version `expected` in place: `NAME~`, the 16 lowercase hex digits of `expected`'s
+    /// ``FileIdentity/lastingStamp``, `-`, those of `written`'s, and `.xchg`.
+    ///
+    /// After the exchange the name holds what the written file displaced. The replacement holds the directory's lock
+    /// exclusively while the name exists, so a clean-up, which takes that lock too, that finds one knows that its
+    /// writer died in the middle of the exchange, and what it was doing: see ``removeAbandonedTemporaryFiles()``.
+    package static func exchangeName(for name: String, replacing expected: FileIdentity, with written: FileIdentity)
+        -> String
+    {
+        "\(name)~\(FileName.hex(of: expected.lastingStamp))-\(FileName.hex(of: written.lastingStamp))\(exchangeSuffix)"
+    }
+
+    /// The file name, and the stamps of the version expected and of the version written, of the exchange's file
+    /// `name` (see ``exchangeName(for:replacing:with:)``), or `nil` when `name` is not one.
+    package static func interruptedExchange(_ name: String) -> (name: String, expected: UInt64, written: UInt64)? {
+        let utf8 = Array(name.utf8)
+        let suffix = 1 + 16 + 1 + 16 + exchangeSuffix.utf8.count
+        guard utf8.count > suffix, name.hasSuffix(exchangeSuffix) else { return nil }
+        let tilde = utf8.count - suffix
+        guard utf8[tilde] == UInt8(ascii: "~"), utf8[tilde + 17] == UInt8(ascii: "-") else { return nil }
+        let expected = utf8[(tilde + 1)..<(tilde + 17)]
+        let written = utf8[(tilde + 18)..<(tilde + 34)]
+        guard expected.allSatisfy(FileName.isLowercaseHexDigit), written.allSatisfy(FileName.isLowercaseHexDigit),
+            let expectedStamp = UInt64(String(decoding: expected, as: UTF8.self), radix: 16),
+            let writtenStamp = UInt64(String(decoding: written, as: UTF8.self), radix: 16)
+        else { return nil }
+        let file = String(decoding: utf8[..<tilde], as: UTF8.self)
+        guard keyFileName(of: file) != nil else { return nil }
+        return (file, expectedStamp, writtenStamp)
     }
 
     /// The file name of the key that the file `name` belongs to, or `nil` when the package's writers never give a
@@ -211,7 +262,7 @@ package struct StorageDirectory: Sendable, Hashable {
     private static let temporaryNameCounter = Atomic<UInt64>(0)
 
     /// A bijection of 64-bit numbers that scatters consecutive ones (the finalizer of SplitMix64).
-    private static func mix(_ value: UInt64) -> UInt64 {
+    static func mix(_ value: UInt64) -> UInt64 {
         var z = value
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
         z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB

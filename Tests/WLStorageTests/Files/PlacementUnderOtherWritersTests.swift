@@ -264,4 +264,31 @@ struct ConditionalReplacementFaultTests {
         }
         #expect(finished, "the replacement did not end within 200 calls")
     }
+
+    /// On a file system that cannot rename without replacing (`EINVAL` from `RENAME_NOREPLACE`) but can exchange, the
+    /// written file is renamed to the exchange's name with a plain rename, and the replacement is made.
+    @Test func whereFilesCannotBeRenamedWithoutReplacingTheExchangeIsStillMade() throws {
+        try withTemporaryDirectory { url in
+            let directory = StorageDirectory(path: url.path)
+            let file = url.appendingPathComponent("key")
+            try Data("old".utf8).write(to: file)
+            let expected = try #require(try directory.readVersion("key")?.identity)
+            let renames = Atomic<Int>(0)
+            FaultInjection.install(
+                { call, name in
+                    guard call == .rename, let name, StorageDirectory.interruptedExchange(name) != nil else {
+                        return nil
+                    }
+                    return renames.add(1, ordering: .sequentiallyConsistent).newValue == 1 ? .fail(EINVAL) : nil
+                }, forDirectory: directory.path)
+            defer { FaultInjection.remove(forDirectory: directory.path) }
+            let placed = try directory.write("key", contents: Data("new".utf8), ifStill: expected, announced: false)
+            let count = renames.load(ordering: .sequentiallyConsistent)
+            #expect(count == 2, "the rename without replacing, then the plain rename")
+            #expect(placed != nil)
+            #expect(placed == (try directory.readVersion("key")?.identity))
+            #expect(try String(contentsOf: file, encoding: .utf8) == "new")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: url.path) == ["key"])
+        }
+    }
 }

@@ -100,9 +100,10 @@ func withFaultPlan<R>(
     return try body(plan)
 }
 
-/// The names in `directory` that are temporary files of the package's writers (`NAME~…tmp`).
+/// The names in `directory` that are temporary files of the package's writers (`NAME~…tmp`), or the files of
+/// conditional replacements' exchanges (`NAME~…xchg`).
 func temporaryFiles(in directory: URL) -> [String] {
-    entries(of: directory).filter { $0.contains("~") && $0.hasSuffix(".tmp") }
+    entries(of: directory).filter { $0.contains("~") && ($0.hasSuffix(".tmp") || $0.hasSuffix(".xchg")) }
 }
 
 /// The bytes of the file `name` in `directory`, or `nil` when there is none.

@@ -68,11 +68,63 @@ import WLStorage
         }
     }
 
+    /// A rewrite that crashed between the exchange of its file with the one in place and the exchange back left
+    /// another program's value, stored meanwhile, under the exchange's name: list puts it back in place, as the
+    /// rewrite would have, and says so.
+    @Test func listPutsBackAValueThatACrashedRewriteDisplaced() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "key", "1"], in: root).status == 0)
+            // The rewrite's file is in place; what it expected stands apart, under a name that is no key's.
+            try Data("0".utf8).write(to: store.appendingPathComponent("kept~expected"))
+            let directory = StorageDirectory(path: store.path)
+            let written = try #require(directory.status(of: "key")?.identity)
+            let expected = try #require(directory.status(of: "kept~expected")?.identity)
+            let name = StorageDirectory.exchangeName(for: "key", replacing: expected, with: written)
+            try Data("2".utf8).write(to: store.appendingPathComponent(name))
+
+            let list = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            #expect(list.status == 0)
+            #expect(list.stderr.contains("resolved the file of a rewrite that crashed during its exchange: \(name)"))
+            #expect(entries(of: store) == ["kept~expected", "key"])
+            let get = try await ToolRun.run(["--dir", store.path, "get", "key"], in: root)
+            #expect(get.stdout == "2\n")
+        }
+    }
+
+    /// The same rewrite's file holding the version it replaced, which verify removes, with a note.
+    @Test func verifyRemovesTheVersionACrashedRewriteReplaced() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "key", "1"], in: root).status == 0)
+            let directory = StorageDirectory(path: store.path)
+            let expected = try #require(directory.status(of: "key")?.identity)
+            try Data("2".utf8).write(to: store.appendingPathComponent("kept~written"))
+            let written = try #require(directory.status(of: "kept~written")?.identity)
+            let name = StorageDirectory.exchangeName(for: "key", replacing: expected, with: written)
+            #expect(rename(store.appendingPathComponent("key").path, store.appendingPathComponent(name).path) == 0)
+            #expect(
+                rename(store.appendingPathComponent("kept~written").path, store.appendingPathComponent("key").path)
+                    == 0)
+
+            let verify = try await ToolRun.run(["--dir", store.path, "verify"], in: root)
+            #expect(verify.status == 0)
+            #expect(
+                verify.stdout
+                    == "note: \(name): resolved: the file of a rewrite that crashed during its exchange (a value"
+                    + " another program stored meanwhile is put back in place, anything else removed)\n"
+                    + "1 key file checked in \(store.path): no problems\n")
+            #expect(entries(of: store) == ["key"])
+            #expect(FileManager.default.contents(atPath: store.appendingPathComponent("key").path) == Data("2".utf8))
+        }
+    }
+
     /// Only the writer's shape, `NAME~` and 16 lowercase hex digits and `.tmp`, is a temporary file; anything else
     /// with a `~` and `.tmp` is someone's file, which list, verify and set never remove.
     @Test(arguments: [
         "report~draft.tmp", "key~0123456789ABCDEF.tmp", "key~0123456789abcde.tmp", "~0123456789abcdef.tmp",
-        "my key~0123456789abcdef.tmp", "key~0123456789abcdef.tmp.tmp",
+        "my key~0123456789abcdef.tmp", "key~0123456789abcdef.tmp.tmp", "key~0123456789abcdef0123456789abcdef.xchg",
+        "key~0123456789ABCDEF-0123456789abcdef.xchg", "my key~0123456789abcdef-0123456789abcdef.xchg",
     ])
     func aFileThatIsNotInTheWritersShapeIsNeverRemoved(name: String) async throws {
         try await withTemporaryDirectory { root in
