@@ -17,29 +17,18 @@ import Testing
 private func losingEvents(in scratch: URL, _ meanwhile: () throws -> Void) throws {
     let blocker = scratch.appendingPathComponent("blocker")
     try FileManager.default.createDirectory(at: blocker, withIntermediateDirectories: true)
-    let held = DispatchSemaphore(value: 0)
-    let release = DispatchSemaphore(value: 0)
-    let first = Atomic<Bool>(true)
-    let subscription = FileMonitor.shared.subscribe(toEveryFileIn: StorageDirectory(path: blocker.path)) { _ in
-        guard first.exchange(false, ordering: .sequentiallyConsistent) else { return }
-        held.signal()
-        release.wait()
+    try whileTheFileMonitorIsHeld(scratch: scratch) {
+        // Two files written in turn: consecutive events of one file would be merged into one.
+        let names = [blocker.appendingPathComponent("a").path, blocker.appendingPathComponent("b").path]
+        let limit =
+            (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
+            .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 16_384
+        for index in 0..<(limit + 100) {
+            let descriptor = open(names[index % 2], O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+            if descriptor >= 0 { close(descriptor) }
+        }
+        try meanwhile()
     }
-    defer { FileMonitor.shared.unsubscribe(subscription) }
-    try Data("1".utf8).write(to: blocker.appendingPathComponent("hold"))
-    #expect(held.wait(timeout: .now() + 30) == .success, "the monitor's queue was not held")
-    defer { release.signal() }
-    // Two files written in turn: consecutive events of one file would be merged into one.
-    let names = [blocker.appendingPathComponent("a").path, blocker.appendingPathComponent("b").path]
-    let limit =
-        (try? String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8))
-        .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 16_384
-    for index in 0..<(limit + 100) {
-        let descriptor = open(names[index % 2], O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
-        if descriptor >= 0 { close(descriptor) }
-    }
-    try meanwhile()
-    release.signal()
 }
 
 @Suite(.capturingOutput, .serialized) struct LostFileEventsTests {

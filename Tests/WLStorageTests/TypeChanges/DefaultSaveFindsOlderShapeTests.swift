@@ -23,16 +23,23 @@ private let savedProfileMigrations: [WLStorageMigration<SavedProfile>] = [
 /// open: a flush that returns with no error leaves nothing pending.
 @Suite struct DefaultSaveFindsOlderShapeTests {
     @Test func aFlushWhoseDefaultSaveFindsAnOlderShapeWritesItBackBeforeReturning() throws {
-        try withTemporaryDirectory { directory in
+        try withTemporaryDirectory { scratch in
+            let directory = scratch.appendingPathComponent("store")
             let scheduler = ManualScheduler()
             let storage = WLStorage(
                 defaultValueClosure: { SavedProfile(name: "new", visits: 0) }, flushInterval: nil,
                 backer: WLStorageDefaultBacker<SavedProfile>(key: "profile", directory: directory),
                 migrations: savedProfileMigrations, scheduler: scheduler)
-            // The default waits to be saved (the manual clock runs no tick); another program stores the earlier shape.
-            try Data(#"{"login":"ada"}"#.utf8).write(to: directory.appendingPathComponent("profile"), options: .atomic)
+            // The file monitor is held until the flush has run: had the storage heard of the other program's value
+            // first, it would have read it as a change made elsewhere, which it never writes back.
+            try whileTheFileMonitorIsHeld(scratch: scratch) {
+                // The default waits to be saved (the manual clock runs no tick); another program stores the earlier
+                // shape.
+                try Data(#"{"login":"ada"}"#.utf8).write(
+                    to: directory.appendingPathComponent("profile"), options: .atomic)
 
-            storage.flush()
+                storage.flush()
+            }
             #expect(storage.wrappedValue == SavedProfile(name: "ada", visits: 1))
             #expect(!storage.hasPendingChanges, "the flush returned with the rewrite pending")
             #expect(storage.lastError == nil)
