@@ -237,7 +237,9 @@ struct KeyRotationTests: EncryptedDirectorySuite {
             key: "n", defaultValue: -1, flushInterval: nil, store: memory.encrypted(with: key, previousKeys: [old]))
         #expect(late.wrappedValue == 10)
         let seen = Mutex<[Int]>([])
-        let subscription = late.onChange(queue: .global()) { value in seen.withLock { $0.append(value) } }
+        let subscription = late.onChange(queue: DispatchQueue(label: "test.rotation")) { value in
+            seen.withLock { $0.append(value) }
+        }
         // Another replica removes the key, without news.
         memory.contents.state.withLock { $0.values["n"] = nil }
         late.flush()

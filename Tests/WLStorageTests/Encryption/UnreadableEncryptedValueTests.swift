@@ -182,7 +182,9 @@ struct UnreadableEncryptedValueTests: EncryptedDirectorySuite {
         let storage = WLStorage(key: "token", defaultValue: "none", flushInterval: 0, store: encrypted)
         #expect(storage.wrappedValue == "first")
         let seen = Mutex<[String]>([])
-        let subscription = storage.onChange(queue: .global()) { value in seen.withLock { $0.append(value) } }
+        let subscription = storage.onChange(queue: DispatchQueue(label: "test.unreadable")) { value in
+            seen.withLock { $0.append(value) }
+        }
         let other = try WLStorageEncryptionKey.random()
         func unreadable(_ text: String) throws -> Data {
             try SealedBox.seal(json(text), key: other.bytes, associatedKey: "token")

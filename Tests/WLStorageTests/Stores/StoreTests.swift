@@ -49,7 +49,9 @@ import Testing
             observed.store(true, ordering: .sequentiallyConsistent)
         }
         let changes = Lock<[String]>([])
-        let handler = storage.onChange(queue: .global()) { value in changes.withLock { $0.append(value) } }
+        let handler = storage.onChange(queue: DispatchQueue(label: "test.store")) { value in
+            changes.withLock { $0.append(value) }
+        }
         defer { handler.cancel() }
         var values = storage.values.makeAsyncIterator()
         #expect(await values.next() == "a")
