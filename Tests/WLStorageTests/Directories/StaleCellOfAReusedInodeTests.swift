@@ -45,4 +45,34 @@ import Testing
             if !reused { print("no inode was reused; the case did not arise") }
         }
     }
+    /// A storage moved out of a new directory's way, with a set pending, is still one of every storage: a flush of
+    /// every storage writes its set, at its own path.
+    @Test func aStorageMovedOutOfAReusedInodesWayIsWrittenByAFlushOfEveryStorage() throws {
+        try withTemporaryDirectory { root in
+            var reused = false
+            for round in 0..<20 where !reused {
+                let old = root.path + "/old\(round)"
+                try makeDirectory(old)
+                let oldStorage = storage("k", atPath: old)
+                oldStorage.wrappedValue = "old value"
+                oldStorage.flush()
+                let inode = try #require(identity(ofPath: old))
+                try FileManager.default.removeItem(atPath: old)
+                let new = root.path + "/new\(round)"
+                try makeDirectory(new)
+                guard identity(ofPath: new).map({ $0 == inode }) == true else { continue }
+                reused = true
+                let newStorage = storage("k", atPath: new, default: "new default")
+                #expect(newStorage.wrappedValue == "new default")
+
+                oldStorage.wrappedValue = "pending"
+                #expect(oldStorage.hasPendingChanges)
+                WLStorageSystem.flushAll()
+                #expect(!oldStorage.hasPendingChanges)
+                #expect(storedString(atPath: old + "/k") == "pending")
+                #expect(storedString(atPath: new + "/k") == "new default")
+            }
+            if !reused { print("no inode was reused; the case did not arise") }
+        }
+    }
 }
