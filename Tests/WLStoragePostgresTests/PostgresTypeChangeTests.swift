@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+import WLStorage
+
+@testable import WLStoragePostgres
+
+/// The current version of a type kept in a row.
+private struct Visits: Codable, Equatable, Sendable {
+    var name: String
+    var visits: Int
+}
+
+/// The shape an earlier version of the program stored.
+private struct VisitsV0: Codable {
+    var login: String
+}
+
+private let visitsMigrations: [WLStorageMigration<Visits>] = [
+    .from(VisitsV0.self) { Visits(name: $0.login, visits: 5) }
+]
+
+/// A row in the shape of an earlier version of its type, through a store whose notifications carry the values: read
+/// through its migration, its bytes kept under another key until the value is written back in the current shape, and
+/// written back only while the row still holds what was read.
+@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+struct PostgresTypeChangeTests {
+    private static let kept = "profile~before-type-change"
+
+    private func store(_ namespace: String) throws -> WLStoragePostgresStore {
+        try WLStoragePostgresStore(
+            url: try PostgresCluster.shared().url, namespace: namespace, timeout: .seconds(10),
+            adoptsNotifiedValues: true)
+    }
+
+    @Test func aRowInAnEarlierShapeIsWrittenBackInTheCurrentOneAndItsKeptBytesGo() throws {
+        let namespace = uniqueNamespace()
+        let other = try store(namespace)
+        try other.write(key: "profile", data: bytes(#"{"login":"ada"}"#))
+        let storage = WLStorage(
+            key: "profile", defaultValue: Visits(name: "new", visits: 0), flushInterval: nil,
+            store: try store(namespace), migrations: visitsMigrations)
+        #expect(storage.wrappedValue == Visits(name: "ada", visits: 5))
+        #expect(storage.hasPendingChanges, "the value read through the migration is to be written back")
+        #expect(try other.read(key: Self.kept) == bytes(#"{"login":"ada"}"#))
+        storage.flush()
+        #expect(!storage.hasPendingChanges)
+        let row = try #require(try other.read(key: "profile"))
+        #expect(try JSONDecoder().decode(Visits.self, from: row) == Visits(name: "ada", visits: 5))
+        #expect(try other.read(key: Self.kept) == nil)
+    }
+
+    /// Another program stores a value in the current shape before the storage writes its rewrite: the rewrite gives
+    /// way, and the storage ends on that value.
+    @Test func aRewriteOfARowInAnEarlierShapeGivesWayToAValueStoredMeanwhile() throws {
+        let namespace = uniqueNamespace()
+        let other = try store(namespace)
+        try other.write(key: "profile", data: bytes(#"{"login":"ada"}"#))
+        let storage = WLStorage(
+            key: "profile", defaultValue: Visits(name: "new", visits: 0), flushInterval: nil,
+            store: try store(namespace), migrations: visitsMigrations)
+        #expect(storage.wrappedValue == Visits(name: "ada", visits: 5))
+        #expect(storage.hasPendingChanges)
+        try other.write(key: "profile", data: bytes(#"{"name":"bob","visits":1}"#))
+        storage.flush()
+        #expect(try other.read(key: "profile") == bytes(#"{"name":"bob","visits":1}"#))
+        #expect(
+            try eventuallyThrowing { storage.wrappedValue == Visits(name: "bob", visits: 1) },
+            "holds \(storage.wrappedValue)")
+        #expect(!storage.hasPendingChanges)
+    }
+}
