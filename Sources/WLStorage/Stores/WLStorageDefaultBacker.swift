@@ -19,7 +19,7 @@ import Synchronization
 /// type does not know (see <doc:ChangingAStoredType>).
 ///
 /// Every storage of a key in a store keeps its value through this class, whatever the store: a directory's key is a
-/// file, any other store's key its bytes there (see ``KeyMedium``). The steps between the bytes and the value are
+/// file, any other store's key its bytes there (see <doc:Architecture>). The steps between the bytes and the value are
 /// written here once, for both.
 public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
     /// The key the value is stored under.
