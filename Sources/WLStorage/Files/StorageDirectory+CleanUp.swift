@@ -1,0 +1,101 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// What a directory's first use in a process clears: the temporary files of writers that died, and the files of
+/// rewrites killed in the middle of their exchange.
+extension StorageDirectory {
+    /// Whether a conditional replacement in the middle of its exchanges, or a clean-up, holds the directory's lock
+    /// exclusively now: whether a shared lock of it cannot be had. An exchange's file (see
+    /// ``exchangeName(for:replacing:with:)``) is that of a writer at work only while this is `true`.
+    package func isLockedExclusively() -> Bool {
+        guard let dir = try? openDirectory() else { return false }
+        defer { _ = closeDescriptor(dir, nil) }
+        guard flock(dir, LOCK_SH | LOCK_NB) == 0 else { return errno == EWOULDBLOCK }
+        _ = flock(dir, LOCK_UN)
+        return false
+    }
+
+    /// Removes the temporary files of writers that are no longer at work, and returns their names.
+    ///
+    /// Only regular files named exactly as the package's writers name them are candidates, and of those only the
+    /// ones no writer holds a lock on. The file of a conditional replacement that died in the middle of its exchange
+    /// (see ``exchangeName(for:replacing:with:)``) may hold another program's version: it is resolved rather than
+    /// removed (see ``resolveInterruptedExchange(_:in:)``), and its name returned once it is gone, removed or put
+    /// back in place.
+    @discardableResult
+    package func removeAbandonedTemporaryFiles() throws(WLStorageError) -> [String] {
+        let candidates = try entries { $0.contains(UInt8(ascii: "~")) }.filter(Self.isTemporary)
+        guard !candidates.isEmpty else { return [] }
+        let dir = try openDirectory()
+        defer { _ = closeDescriptor(dir, nil) }
+        _ = retrying(.flock, nil) { flock(dir, LOCK_EX) }
+        defer { _ = flock(dir, LOCK_UN) }
+        var removed: [String] = []
+        for name in candidates {
+            // No exchange at work has such a name: each holds the directory's lock exclusively, as this clean-up does.
+            if Self.interruptedExchange(name) != nil {
+                if resolveInterruptedExchange(name, in: dir) { removed.append(name) }
+                continue
+            }
+            let fd = retrying(.open, name) {
+                openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+            }
+            guard fd >= 0 else { continue }
+            defer { _ = closeDescriptor(fd, name) }
+            var status = stat()
+            guard retrying(.stat, name, { fstat(fd, &status) }) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+                continue
+            }
+            // A writer at work holds this lock; a dead one released it when it died.
+            if flock(fd, LOCK_EX | LOCK_NB) == 0, retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 {
+                removed.append(name)
+            }
+        }
+        if !removed.isEmpty { _ = retrying(.fsync, nil) { fsync(dir) } }
+        return removed
+    }
+
+    /// Resolves the exchange's file `entry` (see ``exchangeName(for:replacing:with:)``) of a conditional replacement
+    /// that died in the middle of its exchange, and returns whether `entry` is gone. The caller holds the directory's
+    /// lock exclusively, as every exchange at work does, so no writer at work has such a name.
+    ///
+    /// The file holds the written version (the exchange did not happen, or its exchange back did): removed. It holds
+    /// the version expected (the exchange replaced it): removed. It holds another program's version, which the
+    /// exchange displaced: put back while the file in place is still the written version, by the exchange back that
+    /// the writer would have made (a newer file renamed in meanwhile wins); otherwise the file in place changed since
+    /// (or was removed), a later change, and this version is removed as the older one. A file that cannot be looked at
+    /// or put back is left or kept aside (`NAME~corrupt-…`), never removed unseen.
+    private func resolveInterruptedExchange(_ entry: String, in dir: CInt) -> Bool {
+        guard let (name, expected, written) = Self.interruptedExchange(entry) else { return false }
+        var status = stat()
+        guard retrying(.stat, entry, { fstatat(dir, entry, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
+            (status.st_mode & S_IFMT) == S_IFREG
+        else { return false }
+        let held = FileIdentity(status)
+        func remove() -> Bool { retrying(.unlink, entry) { unlinkat(dir, entry, 0) } == 0 }
+        if held.lastingStamp == written || held.lastingStamp == expected { return remove() }
+
+        var target = stat()
+        guard retrying(.stat, name, { fstatat(dir, name, &target, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+            // The file was removed since: a later change. A file that cannot be looked at is left as it is.
+            return errno == ENOENT ? remove() : false
+        }
+        guard (target.st_mode & S_IFMT) == S_IFREG else { return false }
+        let placed = FileIdentity(target)
+        guard placed.lastingStamp == written else { return remove() }
+        guard let renameat2 = SystemFunctions.renameat2 else { return false }
+        do {
+            try putBack(entry, holding: held, at: name, holding: placed, in: dir, renameat2)
+        } catch {
+            _ = keepDisplaced(entry, of: name, in: dir, error)
+            return false
+        }
+        _ = remove()
+        return true
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import Synchronization
+
+/// The names the package's writers give files in a directory: a key's file, its temporary files, the files of a
+/// rewrite's exchange, and the names bytes are kept under.
+extension StorageDirectory {
+    /// Whether `name` is a temporary file of the package's writers: `NAME~` and 16 lowercase hex digits and `.tmp`,
+    /// or the name a conditional replacement gives its file for its exchange (see ``exchangeName(for:replacing:with:)``),
+    /// where `NAME` is a name the writers give a file (see ``writtenFileName(ofTemporary:)``).
+    package static func isTemporary(_ name: String) -> Bool {
+        writtenFileName(ofTemporary: name) != nil
+    }
+
+    /// The name of the file that the temporary file `name` was to become, or `nil` when `name` is not a temporary file
+    /// of the package's writers.
+    ///
+    /// A temporary file is `NAME~` and 16 lowercase hex digits and `.tmp`, or an exchange's file (see
+    /// ``exchangeName(for:replacing:with:)``), where `NAME` is any name the writers give a file: a key's file name, or
+    /// the name of a key's bytes kept from before its type changed (`NAME~before-type-change`) or moved aside
+    /// (`NAME~corrupt-…`), for a key's file name `NAME`.
+    package static func writtenFileName(ofTemporary name: String) -> String? {
+        if name.hasSuffix(exchangeSuffix) { return interruptedExchange(name)?.name }
+        let utf8 = Array(name.utf8)
+        let suffix = 1 + 16 + 4
+        guard utf8.count > suffix, name.hasSuffix(".tmp") else { return nil }
+        let tilde = utf8.count - suffix
+        guard utf8[tilde] == UInt8(ascii: "~") else { return nil }
+        guard utf8[(tilde + 1)..<(tilde + 17)].allSatisfy(FileName.isLowercaseHexDigit) else { return nil }
+        let written = String(decoding: utf8[..<tilde], as: UTF8.self)
+        return keyFileName(of: written) != nil ? written : nil
+    }
+
+    /// What the name of an exchange's file ends with.
+    package static let exchangeSuffix = ".xchg"
+
+    /// The name a conditional replacement of `name` gives its written file, the version `written`, for the exchange
+    /// with the version `expected` in place: `NAME~`, the 16 lowercase hex digits of `expected`'s
+    /// ``FileIdentity/lastingStamp``, `-`, those of `written`'s, and `.xchg`.
+    ///
+    /// After the exchange the name holds what the written file displaced. The replacement holds the directory's lock
+    /// exclusively while the name exists, so a clean-up, which takes that lock too, that finds one knows that its
+    /// writer died in the middle of the exchange, and what it was doing: see ``removeAbandonedTemporaryFiles()``.
+    package static func exchangeName(for name: String, replacing expected: FileIdentity, with written: FileIdentity)
+        -> String
+    {
+        "\(name)~\(FileName.hex(of: expected.lastingStamp))-\(FileName.hex(of: written.lastingStamp))\(exchangeSuffix)"
+    }
+
+    /// The file name, and the stamps of the version expected and of the version written, of the exchange's file
+    /// `name` (see ``exchangeName(for:replacing:with:)``), or `nil` when `name` is not one.
+    package static func interruptedExchange(_ name: String) -> (name: String, expected: UInt64, written: UInt64)? {
+        let utf8 = Array(name.utf8)
+        let suffix = 1 + 16 + 1 + 16 + exchangeSuffix.utf8.count
+        guard utf8.count > suffix, name.hasSuffix(exchangeSuffix) else { return nil }
+        let tilde = utf8.count - suffix
+        guard utf8[tilde] == UInt8(ascii: "~"), utf8[tilde + 17] == UInt8(ascii: "-") else { return nil }
+        let expected = utf8[(tilde + 1)..<(tilde + 17)]
+        let written = utf8[(tilde + 18)..<(tilde + 34)]
+        guard expected.allSatisfy(FileName.isLowercaseHexDigit), written.allSatisfy(FileName.isLowercaseHexDigit),
+            let expectedStamp = UInt64(String(decoding: expected, as: UTF8.self), radix: 16),
+            let writtenStamp = UInt64(String(decoding: written, as: UTF8.self), radix: 16)
+        else { return nil }
+        let file = String(decoding: utf8[..<tilde], as: UTF8.self)
+        guard keyFileName(of: file) != nil else { return nil }
+        return (file, expectedStamp, writtenStamp)
+    }
+
+    /// The file name of the key that the file `name` belongs to, or `nil` when the package's writers never give a
+    /// file that name: `name` itself for a key's file name, `NAME` for `NAME~before-type-change` and for
+    /// `NAME~corrupt-…` when `NAME` is a key's file name.
+    package static func keyFileName(of name: String) -> String? {
+        if FileName.isKeyFileName(name) { return name }
+        guard let tilde = name.utf8.firstIndex(of: UInt8(ascii: "~")) else { return nil }
+        let base = String(name[..<tilde])
+        let rest = name[tilde...]
+        guard FileName.isKeyFileName(base), rest == keptOriginalSuffix || rest.hasPrefix(movedAsideMarker) else {
+            return nil
+        }
+        return base
+    }
+
+    /// What the name of a value's bytes kept from before its type changed ends with, after the name of its file.
+    package static let keptOriginalSuffix = "~before-type-change"
+
+    /// Whether `name` holds a value's bytes kept from before its type changed, until the value is written in the
+    /// current shape.
+    package static func isKeptOriginal(_ name: String) -> Bool {
+        name.hasSuffix(keptOriginalSuffix)
+    }
+
+    /// Whether `name` is a file moved aside because it did not decode.
+    package static func isMovedAside(_ name: String) -> Bool {
+        name.contains(movedAsideMarker)
+    }
+
+    /// What follows the name of a file in the name it is moved aside to, before the time and a random number.
+    package static let movedAsideMarker = "~corrupt-"
+
+    /// `NAME~` and 16 hex digits and `.tmp`. The digits come from a counter, mixed with a random seed drawn once per
+    /// process: unique within the process, and a system call saved on every write.
+    static func temporaryName(for name: String) -> String {
+        let count = temporaryNameCounter.add(1, ordering: .relaxed).newValue
+        return "\(name)~\(FileName.hex(of: mix(temporaryNameSeed &+ count))).tmp"
+    }
+
+    private static let temporaryNameSeed: UInt64 = {
+        var generator = SystemRandomNumberGenerator()
+        return generator.next()
+    }()
+
+    private static let temporaryNameCounter = Atomic<UInt64>(0)
+
+    /// A bijection of 64-bit numbers that scatters consecutive ones (the finalizer of SplitMix64).
+    static func mix(_ value: UInt64) -> UInt64 {
+        var z = value
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    static func movedAsideName(for name: String, at date: Date = Date()) -> String {
+        var time = time_t(date.timeIntervalSince1970)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        let stamp = String(
+            format: "%04d%02d%02dT%02d%02d%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+            parts.tm_hour, parts.tm_min, parts.tm_sec)
+        return "\(name)\(movedAsideMarker)\(stamp)-\(randomHex())"
+    }
+
+    /// 16 lowercase hex digits from one 64-bit random number: one `getrandom` call, not one per byte.
+    private static func randomHex() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return FileName.hex(of: generator.next())
+    }
+}
