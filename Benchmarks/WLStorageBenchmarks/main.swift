@@ -35,6 +35,9 @@ let cases = [
     BenchmarkCase(
         id: "pg-propagation", title: "PostgreSQL: replica-to-replica propagation", run: PostgresCases.propagation),
     BenchmarkCase(
+        id: "pg-propagation-no-queue", title: "PostgreSQL: replica-to-replica propagation, onChange(queue: nil)",
+        run: PostgresCases.propagationWithoutQueue),
+    BenchmarkCase(
         id: "pg-fanout", title: "PostgreSQL: one writer to 3, 10 and 30 replica processes", run: FanOutCases.fanOut),
     BenchmarkCase(id: "pg-flush", title: "PostgreSQL: flush of pending keys in one batch", run: PostgresCases.flush),
     BenchmarkCase(

@@ -130,12 +130,28 @@ enum PostgresCases {
     // MARK: Propagation
 
     static func propagation(_ harness: Harness) -> [Row] {
-        let id = "pg-propagation"
+        propagation(harness, delivery: .queue)
+    }
+
+    /// The same, with the replicas' handlers called on the thread that delivers the change (`onChange(queue: nil)`).
+    static func propagationWithoutQueue(_ harness: Harness) -> [Row] {
+        propagation(harness, delivery: .noQueue)
+    }
+
+    private static func propagation(_ harness: Harness, delivery: ReplicaDelivery) -> [Row] {
+        let id = propagationID(delivery)
         guard let cluster = cluster(for: id) else { return [] }
         do {
-            return try propagation(harness, url: cluster.url)
+            return try propagation(harness, url: cluster.url, delivery: delivery)
         } catch {
             return skip(id, error)
+        }
+    }
+
+    private static func propagationID(_ delivery: ReplicaDelivery) -> String {
+        switch delivery {
+        case .queue: "pg-propagation"
+        case .noQueue: "pg-propagation-no-queue"
         }
     }
 
@@ -143,7 +159,8 @@ enum PostgresCases {
         var description: String
     }
 
-    private static func propagation(_ harness: Harness, url: String) throws -> [Row] {
+    private static func propagation(_ harness: Harness, url: String, delivery: ReplicaDelivery) throws -> [Row] {
+        let id = propagationID(delivery)
         let rounds = harness.quick ? 1 : 3
         let sendsPerRound = harness.quick ? 30 : 300
         // One send every 5 ms, the library's and the floor's in turn: each side sends every 10 ms.
@@ -177,7 +194,7 @@ enum PostgresCases {
         let store = try WLStoragePostgresStore(url: url, namespace: namespace)
         let storage = WLStorage(key: key, defaultValue: 0, flushInterval: 0, store: store)
         let replicas = try (0..<2).map { _ in
-            try ReplicaProcess(url: url, namespace: namespace, key: key, floorChannel: floorChannel)
+            try ReplicaProcess(url: url, namespace: namespace, key: key, delivery: delivery, floorChannel: floorChannel)
         }
         defer { for replica in replicas { replica.stop() } }
 
@@ -252,7 +269,11 @@ enum PostgresCases {
 
         let measurement = newMeasurement()
         func stats(_ samples: [Double]) -> Stats { Stats(unit: "ns", samples: samples, measurement: measurement) }
-        let subject = "WLStorage: set on one replica → onChange on the 2 others"
+        let subject =
+            switch delivery {
+            case .queue: "WLStorage: set on one replica → onChange on the 2 others, on a queue"
+            case .noQueue: "WLStorage: set on one replica → onChange(queue: nil) on the 2 others"
+            }
         let baseline =
             "the store's upsert + NOTIFY (value in the payload) by hand → listening connections in the 2 replica processes"
         var note =
@@ -262,13 +283,14 @@ enum PostgresCases {
         if libraryMissing + floorMissing > 0 {
             note += "; not delivered: \(libraryMissing) of the library's, \(floorMissing) of the floor's"
         }
+        let titleSuffix = delivery == .noQueue ? ", handler on the delivering thread" : ""
         return [
             Row(
-                caseID: "pg-propagation", title: "PostgreSQL: replica to replica over the loopback, p50",
+                caseID: id, title: "PostgreSQL: replica to replica over the loopback, p50\(titleSuffix)",
                 subject: subject, value: stats(libraryP50), baseline: baseline, baselineValue: stats(floorP50),
                 target: .ratio(atMost: 1.3), note: note),
             Row(
-                caseID: "pg-propagation", title: "PostgreSQL: replica to replica over the loopback, p99",
+                caseID: id, title: "PostgreSQL: replica to replica over the loopback, p99\(titleSuffix)",
                 subject: subject, value: stats(libraryP99), baseline: baseline, baselineValue: stats(floorP99),
                 target: .ratio(atMost: 1.5)),
         ]

@@ -12,8 +12,10 @@ import WLStoragePostgres
 
 /// A replica of the propagation case: this executable run again as a process of its own, in a hidden mode.
 ///
-/// `WLStorageBenchmarks --pg-replica URL NAMESPACE KEY [FLOOR_CHANNEL]` opens a storage of the `Int` under `KEY` in a
-/// PostgreSQL store of `NAMESPACE`, and prints `ready`, then, for each new value its `onChange` observer receives, the
+/// `WLStorageBenchmarks --pg-replica URL NAMESPACE KEY DELIVERY [FLOOR_CHANNEL]` opens a storage of the `Int` under
+/// `KEY` in a PostgreSQL store of `NAMESPACE`, and prints `ready`, then, for each new value its `onChange` observer
+/// receives (on a serial queue of its own with `DELIVERY` `queue`, on the thread that delivers the change with
+/// `no-queue`: ``ReplicaDelivery``), the
 /// monotonic time (`CLOCK_MONOTONIC`, in nanoseconds, comparable with the parent's) at which it received it and the
 /// value, one line each. With `FLOOR_CHANNEL`, it also listens on that channel as the floor's listeners do
 /// (``FloorListener``), and prints `F`, the time and the value for each value heard there. It ends when its standard input ends. Storages of one key in stores of one identity share one value within a
@@ -25,9 +27,10 @@ enum ReplicaMode {
     static func runIfAsked() {
         let arguments = CommandLine.arguments
         guard arguments.count > 1, arguments[1] == flag else { return }
-        guard arguments.count == 5 || arguments.count == 6 else {
+        guard arguments.count == 6 || arguments.count == 7, let delivery = ReplicaDelivery(rawValue: arguments[5])
+        else {
             FileHandle.standardError.write(
-                Data("usage: WLStorageBenchmarks \(flag) URL NAMESPACE KEY [FLOOR_CHANNEL]\n".utf8))
+                Data("usage: WLStorageBenchmarks \(flag) URL NAMESPACE KEY queue|no-queue [FLOOR_CHANNEL]\n".utf8))
             exit(2)
         }
         let store: WLStoragePostgresStore
@@ -40,14 +43,15 @@ enum ReplicaMode {
         let storage = WLStorage(key: arguments[4], defaultValue: 0, flushInterval: nil, store: store)
         // Lines from two threads: one at a time.
         let output = Mutex(())
-        let subscription = storage.onChange(queue: DispatchQueue(label: "replica")) { value in
+        let queue = delivery == .queue ? DispatchQueue(label: "replica") : nil
+        let subscription = storage.onChange(queue: queue) { value in
             let received = monotonicNanoseconds()
             output.withLock { _ in FileHandle.standardOutput.write(Data("\(received) \(value)\n".utf8)) }
         }
         var floor: FloorListener?
-        if arguments.count == 6 {
+        if arguments.count == 7 {
             do {
-                floor = try FloorListener(url: arguments[2], channel: arguments[5]) { value, received in
+                floor = try FloorListener(url: arguments[2], channel: arguments[6]) { value, received in
                     output.withLock { _ in FileHandle.standardOutput.write(Data("F \(received) \(value)\n".utf8)) }
                 }
             } catch {
@@ -64,6 +68,14 @@ enum ReplicaMode {
     }
 }
 
+/// Where a replica's `onChange` handler runs.
+enum ReplicaDelivery: String {
+    /// On a serial queue of the replica's: `onChange(queue: DispatchQueue(label:))`.
+    case queue
+    /// On the thread that delivers the change: `onChange(queue: nil)`.
+    case noQueue = "no-queue"
+}
+
 /// The parent's handle on a replica process: started with this executable, its output read from a file.
 final class ReplicaProcess {
     struct Failure: Error, CustomStringConvertible {
@@ -78,7 +90,9 @@ final class ReplicaProcess {
     /// Whether the replica listens on a floor's channel too.
     let hearsFloor: Bool
 
-    init(url: String, namespace: String, key: String, floorChannel: String? = nil) throws {
+    init(
+        url: String, namespace: String, key: String, delivery: ReplicaDelivery = .queue, floorChannel: String? = nil
+    ) throws {
         hearsFloor = floorChannel != nil
         var template = Array("/tmp/wlstorage-bench-replica-XXXXXX".utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
@@ -87,7 +101,8 @@ final class ReplicaProcess {
         output = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = [ReplicaMode.flag, url, namespace, key] + (floorChannel.map { [$0] } ?? [])
+        process.arguments =
+            [ReplicaMode.flag, url, namespace, key, delivery.rawValue] + (floorChannel.map { [$0] } ?? [])
         input = Pipe()
         process.standardInput = input
         process.standardOutput = output

@@ -186,8 +186,8 @@ extension StorageCell {
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
             let outcome = state.withLock { $0.commitUpdate(&value, ifUnchangedSince: count) }
             guard let (needsTick, drain) = outcome else { return false }
-            if drain { drainNotifications() }
             if needsTick { armTick() }
+            if drain { drainNotifications() }
             return true
         }
     }

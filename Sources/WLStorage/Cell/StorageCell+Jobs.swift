@@ -182,8 +182,9 @@ extension StorageCell {
 
     /// Does what a finished job left to do, outside the lock.
     private func perform(_ effects: JobEffects) {
-        if effects.drainNotifications { drainNotifications() }
+        // Flushes waiting for this job are woken before listeners run: a handler called on this thread may be slow.
         for waiter in effects.waiters { waiter.wake() }
+        if effects.drainNotifications { drainNotifications() }
         for error in effects.errors { WLStorageError.report(error) }
         if let tick = effects.tick { schedule(tick) }
         if let delay = effects.checkRetry { scheduleCheckRetry(after: delay) }

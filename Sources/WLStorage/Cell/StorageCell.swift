@@ -160,8 +160,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             case .updating:
                 setWhileUpdating(&value)
             case .changed(let needsTick, let drain):
-                if drain { drainNotifications() }
                 if needsTick { armTick() }
+                if drain { drainNotifications() }
             }
         }
     }
@@ -172,8 +172,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     func setWhileUpdating(_ value: inout T) {
         if UpdatesOnThisThread.contains(ObjectIdentifier(self)) { return refuseChangeInsideUpdate(what: "set") }
         let (needsTick, drain) = state.withLock { $0.changeLocally(to: &value) }
-        if drain { drainNotifications() }
         if needsTick { armTick() }
+        if drain { drainNotifications() }
     }
 
     /// Marks the value, read in an earlier type's shape, as a change, so that it is written back in the current one
@@ -220,8 +220,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     // MARK: Listeners
 
     /// Adds a listener, which is called with every change, and with the current value first when `sendingCurrent`
-    /// is set. Listeners are called outside the lock, in the order of the changes, by whichever thread drains the
-    /// notifications; they should only enqueue (a continuation's `yield`, a queue's `async`).
+    /// is set. Listeners are called outside the lock, one at a time, in the order of the changes, by whichever thread
+    /// drains the notifications; the package's own only enqueue (a continuation's `yield`, a queue's `async`), and a
+    /// handler of `onChange(queue: nil)` is the program's code, run on that thread.
     func addListener(sendingCurrent: Bool, _ listener: @escaping @Sendable (T) -> Void) -> UInt64 {
         let (id, drain) = state.withLock { $0.addListener(listener, sendingCurrent: sendingCurrent) }
         if drain { drainNotifications() }

@@ -39,16 +39,36 @@ extension WLStorage {
     /// reference library's SwiftUI updates are; the main queue runs only while the program runs `dispatchMain()`
     /// or a run loop.
     ///
+    /// Pass `nil` to be called without a hop to a queue, on the thread that delivers the change, as
+    /// `NotificationCenter` does for an observer with no queue: a thread that sets the storage, before its set
+    /// returns, or a thread of the package for a change made elsewhere (the PostgreSQL store's listener, the check
+    /// of a file another program replaced). A change then reaches the handler sooner, by the wake-up of a thread.
+    /// The handler is called for one change at a time, in the order of the changes, and with no lock of the package
+    /// held, so it may read, set or flush the storage, or cancel its subscription. Keep it short: while it runs,
+    /// later changes of the key wait, and a thread that set the storage is not back from its set.
+    ///
+    /// ```swift
+    /// let latest = Mutex(0)
+    /// let subscription = $counter.onChange(queue: nil) { value in
+    ///     latest.withLock { $0 = value }
+    /// }
+    /// ```
+    ///
     /// - Parameters:
-    ///   - queue: The queue `handler` runs on.
+    ///   - queue: The queue `handler` runs on, or `nil` to run it on the thread that delivers the change.
     ///   - handler: Receives each new value.
     /// - Returns: A subscription. Keep it: the handler is called until it is cancelled or deinitialized.
     public func onChange(
-        queue: DispatchQueue, _ handler: @escaping @Sendable (T) -> Void
+        queue: DispatchQueue?, _ handler: @escaping @Sendable (T) -> Void
     ) -> WLStorageSubscription {
         let cell = self.cell
-        let id = cell.addListener(sendingCurrent: false) { value in
-            queue.async { handler(value) }
+        let id: UInt64
+        if let queue {
+            id = cell.addListener(sendingCurrent: false) { value in
+                queue.async { handler(value) }
+            }
+        } else {
+            id = cell.addListener(sendingCurrent: false, handler)
         }
         return WLStorageSubscription(cancel: { cell.removeListener(id) })
     }

@@ -16,6 +16,23 @@ enum HandlerReleaseHolder: String, CaseIterable, Sendable, CustomTestStringConve
     var testDescription: String { rawValue }
 }
 
+/// Where the handler under test is called.
+enum HandlerDelivery: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    /// On a serial queue of the test's.
+    case onAQueue
+    /// With no queue, on the thread that delivers the change.
+    case onTheDeliveringThread
+
+    var testDescription: String { rawValue }
+
+    var queue: DispatchQueue? {
+        switch self {
+        case .onAQueue: DispatchQueue(label: "ReleaseFromItsOwnHandlerTests.handler")
+        case .onTheDeliveringThread: nil
+        }
+    }
+}
+
 /// A reference a handler lets go of.
 private final class Held<T: Sendable>: Sendable {
     private let value: Lock<T?>
@@ -46,9 +63,9 @@ private final class WeakStorageCell: Sendable {
     /// A change made elsewhere reaches the storage's handler, which sets a value and lets go of the storage and of its
     /// own subscription, the last references to both. The value is written, the cell goes, and a storage opened
     /// afterwards reads the value, with nothing pending.
-    @Test(arguments: HandlerReleaseHolder.allCases)
+    @Test(arguments: HandlerReleaseHolder.allCases, HandlerDelivery.allCases)
     func theLastStorageLetGoOfInItsHandlerWritesItsChangeAndLeavesNothingRegistered(
-        _ holder: HandlerReleaseHolder
+        _ holder: HandlerReleaseHolder, _ delivery: HandlerDelivery
     ) throws {
         try withTemporaryDirectory { directory in
             let memory = MemoryStore()
@@ -70,9 +87,8 @@ private final class WeakStorageCell: Sendable {
             #expect(storage.current?.wrappedValue == (holder == .customBackerWithAFeed ? 1 : -1))
             let subscription = Held<WLStorageSubscription>(nil)
             let released = DispatchSemaphore(value: 0)
-            let queue = DispatchQueue(label: "ReleaseFromItsOwnHandlerTests.handler")
             subscription.hold(
-                try #require(storage.current).onChange(queue: queue) { value in
+                try #require(storage.current).onChange(queue: delivery.queue) { value in
                     guard value == 5 else { return }
                     storage.current?.wrappedValue = 9
                     let (lastStorage, lastSubscription) = (storage.take(), subscription.take())
