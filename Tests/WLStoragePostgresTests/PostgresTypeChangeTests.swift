@@ -32,13 +32,20 @@ struct PostgresTypeChangeTests {
             adoptsNotifiedValues: true)
     }
 
-    @Test func aRowInAnEarlierShapeIsWrittenBackInTheCurrentOneAndItsKeptBytesGo() throws {
+    /// Another program's store writes the row `profile` in the earlier shape; a storage of it is then opened, through
+    /// another store of the same namespace and the migration.
+    private func rowInTheEarlierShape() throws -> (other: WLStoragePostgresStore, storage: WLStorage<Visits>) {
         let namespace = uniqueNamespace()
         let other = try store(namespace)
         try other.write(key: "profile", data: bytes(#"{"login":"ada"}"#))
         let storage = WLStorage(
             key: "profile", defaultValue: Visits(name: "new", visits: 0), flushInterval: nil,
             store: try store(namespace), migrations: visitsMigrations)
+        return (other, storage)
+    }
+
+    @Test func aRowInAnEarlierShapeIsWrittenBackInTheCurrentOneAndItsKeptBytesGo() throws {
+        let (other, storage) = try rowInTheEarlierShape()
         #expect(storage.wrappedValue == Visits(name: "ada", visits: 5))
         #expect(storage.hasPendingChanges, "the value read through the migration is to be written back")
         #expect(try other.read(key: Self.kept) == bytes(#"{"login":"ada"}"#))
@@ -52,12 +59,7 @@ struct PostgresTypeChangeTests {
     /// Another program stores a value in the current shape before the storage writes its rewrite: the rewrite gives
     /// way, and the storage ends on that value.
     @Test func aRewriteOfARowInAnEarlierShapeGivesWayToAValueStoredMeanwhile() throws {
-        let namespace = uniqueNamespace()
-        let other = try store(namespace)
-        try other.write(key: "profile", data: bytes(#"{"login":"ada"}"#))
-        let storage = WLStorage(
-            key: "profile", defaultValue: Visits(name: "new", visits: 0), flushInterval: nil,
-            store: try store(namespace), migrations: visitsMigrations)
+        let (other, storage) = try rowInTheEarlierShape()
         #expect(storage.wrappedValue == Visits(name: "ada", visits: 5))
         #expect(storage.hasPendingChanges)
         try other.write(key: "profile", data: bytes(#"{"name":"bob","visits":1}"#))

@@ -44,6 +44,26 @@ struct InterruptedExchangeCleanUpTests {
         func contents(of name: String) -> String? {
             WLStorageTests.contents(of: name, in: url).map { String(decoding: $0, as: UTF8.self) }
         }
+
+        /// Killed after an exchange that displaced another program's version ("other", stored at `key` after the
+        /// check): the exchange's name holds that version, and the version expected is apart. The written file is
+        /// still apart too, unless ``placeTheWrittenFile()`` puts it where the exchange left it.
+        func displaceAnotherProgramsVersion() throws {
+            try move("key", to: "expected-apart")
+            try write("other", to: name)
+        }
+
+        /// The written file where the exchange left it: at `key`.
+        func placeTheWrittenFile() throws {
+            try move("written-apart", to: "key")
+        }
+
+        /// The directory's clean-up, with `plan` asked about its system calls; returns the names it resolved.
+        func cleanUp(injecting plan: @escaping FaultInjection.Plan) throws -> [String] {
+            FaultInjection.install(plan, forDirectory: directory.path)
+            defer { FaultInjection.remove(forDirectory: directory.path) }
+            return try directory.removeAbandonedTemporaryFiles()
+        }
     }
 
     @Test func theNameSaysWhatItWasToBecomeAndTheTwoVersions() throws {
@@ -102,9 +122,8 @@ struct InterruptedExchangeCleanUpTests {
     @Test func anotherProgramsVersionIsPutBackOverTheWrittenFile() throws {
         try withTemporaryDirectory { url in
             let exchange = try Exchange(in: url)
-            try exchange.move("key", to: "expected-apart")
-            try exchange.write("other", to: exchange.name)
-            try exchange.move("written-apart", to: "key")
+            try exchange.displaceAnotherProgramsVersion()
+            try exchange.placeTheWrittenFile()
             #expect(try exchange.directory.removeAbandonedTemporaryFiles() == [exchange.name])
             #expect(entries(of: url) == ["expected-apart", "key"])
             #expect(exchange.contents(of: "key") == "other")
@@ -116,21 +135,17 @@ struct InterruptedExchangeCleanUpTests {
     @Test func aVersionRenamedInDuringThePutBackWins() throws {
         try withTemporaryDirectory { url in
             let exchange = try Exchange(in: url)
-            try exchange.move("key", to: "expected-apart")
-            try exchange.write("other", to: exchange.name)
-            try exchange.move("written-apart", to: "key")
+            try exchange.displaceAnotherProgramsVersion()
+            try exchange.placeTheWrittenFile()
             try exchange.write("newest", to: "newest-apart")
             let raced = Atomic<Bool>(false)
-            FaultInjection.install(
-                { call, name in
-                    if call == .rename, name == "key", !raced.exchange(true, ordering: .sequentiallyConsistent) {
-                        _ = rename(
-                            url.appendingPathComponent("newest-apart").path, url.appendingPathComponent("key").path)
-                    }
-                    return nil
-                }, forDirectory: exchange.directory.path)
-            defer { FaultInjection.remove(forDirectory: exchange.directory.path) }
-            #expect(try exchange.directory.removeAbandonedTemporaryFiles() == [exchange.name])
+            let cleaned = try exchange.cleanUp(injecting: { call, name in
+                if call == .rename, name == "key", !raced.exchange(true, ordering: .sequentiallyConsistent) {
+                    _ = rename(url.appendingPathComponent("newest-apart").path, url.appendingPathComponent("key").path)
+                }
+                return nil
+            })
+            #expect(cleaned == [exchange.name])
             let didRace = raced.load(ordering: .sequentiallyConsistent)
             #expect(didRace)
             #expect(entries(of: url) == ["expected-apart", "key"])
@@ -144,8 +159,7 @@ struct InterruptedExchangeCleanUpTests {
     func anotherProgramsVersionIsRemovedWhenTheFileMovedOnSince(removed: Bool) throws {
         try withTemporaryDirectory { url in
             let exchange = try Exchange(in: url)
-            try exchange.move("key", to: "expected-apart")
-            try exchange.write("other", to: exchange.name)
+            try exchange.displaceAnotherProgramsVersion()
             if !removed { try exchange.write("later", to: "key") }
             #expect(try exchange.directory.removeAbandonedTemporaryFiles() == [exchange.name])
             #expect(
@@ -161,15 +175,12 @@ struct InterruptedExchangeCleanUpTests {
     func aFileThatCannotBeLookedAtIsLeft(unreadable: String) throws {
         try withTemporaryDirectory { url in
             let exchange = try Exchange(in: url)
-            try exchange.move("key", to: "expected-apart")
-            try exchange.write("other", to: exchange.name)
-            try exchange.move("written-apart", to: "key")
+            try exchange.displaceAnotherProgramsVersion()
+            try exchange.placeTheWrittenFile()
             let failing = unreadable == "key" ? "key" : exchange.name
-            FaultInjection.install(
-                { call, name in call == .stat && name == failing ? .fail(EIO) : nil },
-                forDirectory: exchange.directory.path)
-            let cleaned = try exchange.directory.removeAbandonedTemporaryFiles()
-            FaultInjection.remove(forDirectory: exchange.directory.path)
+            let cleaned = try exchange.cleanUp(injecting: { call, name in
+                call == .stat && name == failing ? .fail(EIO) : nil
+            })
             #expect(cleaned == [])
             #expect(exchange.contents(of: exchange.name) == "other")
             #expect(exchange.contents(of: "key") == "new")
@@ -184,14 +195,11 @@ struct InterruptedExchangeCleanUpTests {
     @Test func anotherProgramsVersionThatCannotBePutBackIsKeptAside() throws {
         try withTemporaryDirectory { url in
             let exchange = try Exchange(in: url)
-            try exchange.move("key", to: "expected-apart")
-            try exchange.write("other", to: exchange.name)
-            try exchange.move("written-apart", to: "key")
-            FaultInjection.install(
-                { call, name in call == .rename && name == "key" ? .fail(EIO) : nil },
-                forDirectory: exchange.directory.path)
-            let cleaned = try exchange.directory.removeAbandonedTemporaryFiles()
-            FaultInjection.remove(forDirectory: exchange.directory.path)
+            try exchange.displaceAnotherProgramsVersion()
+            try exchange.placeTheWrittenFile()
+            let cleaned = try exchange.cleanUp(injecting: { call, name in
+                call == .rename && name == "key" ? .fail(EIO) : nil
+            })
             #expect(cleaned == [])
             #expect(exchange.contents(of: "key") == "new")
             let aside = entries(of: url).filter(StorageDirectory.isMovedAside)
