@@ -34,7 +34,9 @@ struct PostgresOwnWriteTests: PostgresFaultSuite {
             """)
         let url = cluster.connectionURL(options: "-c search_path=\(schema),pg_catalog")
         let namespace = uniqueNamespace()
-        let store = try WLStoragePostgresStore(url: url, namespace: namespace, table: "held_lookup")
+        // The lookup waits with the store's timeout: a long one, for a busy machine.
+        let store = try WLStoragePostgresStore(
+            url: url, namespace: namespace, table: "held_lookup", timeout: .seconds(60))
         let other = try WLStoragePostgresStore(url: url, namespace: namespace, table: "held_lookup")
         try other.write(key: "warm", data: bytes("up"))
         let feed = try FeedRecorder(store)
