@@ -291,6 +291,12 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// Starts listening for changes of the store's namespace made through other connections (other stores, programs,
     /// machines); the store's own writes are not reported.
     ///
+    /// The feed tells the store's own writes by the server process of its writing connection. A write that the feed
+    /// hears only once that connection was replaced is reported as a change of its key, which costs one read: a
+    /// write whose answer was lost with its connection, and that was sent again on a new one, can have been committed
+    /// by the first, and the number of a process that is no longer the store's may be another connection's by then,
+    /// whose changes must not be dropped.
+    ///
     /// The listening connection is made in the background. Once it listens, and again each time it has reconnected
     /// after losing the server, the feed reports ``WLStorageStoreChange/everything``. `changed` is called on the
     /// listener's queue, one change at a time.

@@ -66,4 +66,55 @@ struct PostgresKilledConnectionTests: PostgresFaultSuite {
         #expect(feed.waitFor(.key("marker")))
         #expect(!feed.reported.contains(.key("own")))
     }
+
+    /// The feed tells the store's own writes by the server process of its writing connection. A write that the feed
+    /// hears only after that connection was replaced comes from a process that is no longer the store's, whose number
+    /// the system may have given to another connection since: it is reported, which costs a read of the key, rather
+    /// than dropped, which could lose another program's change.
+    @Test func aWriteHeardAfterItsConnectionWasReplacedIsReportedRatherThanDropped() throws {
+        let cluster = try PostgresCluster.shared()
+        let namespace = uniqueNamespace()
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(10))
+        let other = try WLStoragePostgresStore(url: cluster.url, namespace: namespace)
+        // The handler holds the listener while it reports "hold": what comes meanwhile waits on its socket.
+        let held = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        let reported = Lock<[WLStorageStoreChange]>([])
+        let observation = store.observeChanges { change in
+            reported.withLock { $0.append(change) }
+            if change == .key("hold") {
+                held.signal()
+                gate.wait()
+            }
+        }
+        defer {
+            gate.signal()
+            observation?.cancel()
+        }
+        try #require(eventually(timeout: 20) { reported.withLock { $0.contains(.everything) } })
+        try other.write(key: "hold", data: bytes("1"))
+        try #require(held.wait(timeout: .now() + 20) == .success, "the other store's write was not reported")
+
+        // Written on one connection, which then ends; the next write makes another.
+        try store.write(key: "own", data: bytes("1"))
+        let replaced = try #require(store.writerPID.value)
+        let admin = try Self.admin(cluster.url)
+        defer { admin.close() }
+        #expect(try sqlValue(admin, "SELECT pg_terminate_backend($1::int)::text", [String(replaced)]) == "true")
+        #expect(
+            try eventuallyThrowing {
+                try sqlValue(
+                    admin, "SELECT count(*)::text FROM pg_stat_activity WHERE pid = $1::int", [String(replaced)])
+                    == "0"
+            })
+        try store.write(key: "next", data: bytes("2"))
+        #expect(store.writerPID.value != replaced)
+
+        gate.signal()
+        try other.write(key: "marker", data: bytes("3"))
+        #expect(eventually(timeout: 20) { reported.withLock { $0.contains(.key("marker")) } })
+        let changes = reported.withLock { $0 }
+        #expect(changes.contains(.key("own")), "\(changes)")
+        #expect(!changes.contains(.key("next")), "\(changes)")
+    }
 }

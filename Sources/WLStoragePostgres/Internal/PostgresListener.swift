@@ -233,20 +233,19 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     private func readable(generation: UInt64) {
         do {
-            var received = try connection.notifications()
-            let own = ownPID()
+            var received = try othersNotifications()
             // The table's OID, which carried changes name: looked up once per connection (the table may not exist
             // when the listener starts). Notifications that come during the lookup are read from the socket with its
             // answer, and taken here: no event of the socket would announce them.
-            if tableOID == nil, received.contains(where: { $0.channel == channel && $0.pid != own }) {
+            if tableOID == nil, !received.isEmpty {
                 tableOID =
                     try connection.query(
                         "SELECT to_regclass($1)::oid::text", [.text(table)], deadline: .now + timeout
                     ).first?.first.flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
-                received += try connection.notifications()
+                received += try othersNotifications()
             }
             var changes: [StoreFeedEvent] = []
-            for notification in received where notification.channel == channel && notification.pid != own {
+            for notification in received {
                 // Changes to read are reported once each; carried ones each, in order.
                 guard
                     let change = WLStoragePostgresStore.change(
@@ -259,6 +258,17 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         } catch {
             lost(generation: generation)
         }
+    }
+
+    /// The notifications on the store's channel received now, but those of the store's own writing connection. The
+    /// writing connection's process is read once they are in: it made its writes before the listener heard them, so
+    /// a process it had when an earlier batch came (none, before its first call) would take its writes for others'.
+    /// One that it had before a reconnection is not the store's any more, and what it sent is reported: the system may
+    /// have given its number to another connection since.
+    private func othersNotifications() throws(PostgresError) -> [PostgresConnection.Notification] {
+        let received = try connection.notifications()
+        let own = ownPID()
+        return received.filter { $0.channel == channel && $0.pid != own }
     }
 
     private func retry(generation: UInt64, attempt: Int) {

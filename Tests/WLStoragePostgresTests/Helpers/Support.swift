@@ -18,6 +18,8 @@ func bytes(_ text: String) -> Data {
 final class FeedRecorder: Sendable {
     private final class Log: Sendable {
         let changes = Lock<[WLStorageStoreChange]>([])
+        /// How many times ``WLStorageStoreChange/everything`` was reported after the first time; not cleared.
+        let reconnections = Lock(-1)
     }
 
     private let log = Log()
@@ -26,7 +28,10 @@ final class FeedRecorder: Sendable {
     /// Starts observing `store`, and waits until its listener listens (it then reports `.everything`).
     init(_ store: WLStoragePostgresStore, waitForListening: Bool = true) throws {
         let log = self.log
-        observation = store.observeChanges { change in log.changes.withLock { $0.append(change) } }
+        observation = store.observeChanges { change in
+            if change == .everything { log.reconnections.withLock { $0 += 1 } }
+            log.changes.withLock { $0.append(change) }
+        }
         if waitForListening {
             try #require(waitFor(.everything), "the listener did not start listening")
         }
@@ -43,6 +48,13 @@ final class FeedRecorder: Sendable {
     /// Waits until `change` is reported. Returns whether it was, within `timeout` seconds.
     func waitFor(_ change: WLStorageStoreChange, timeout: Double = 20) -> Bool {
         eventually(timeout: timeout) { reported.contains(change) }
+    }
+
+    /// Waits until a change of `key` is reported, or an ``WLStorageStoreChange/everything`` after the one that
+    /// started the feed (the listener reconnected: notifications sent meanwhile were lost, and every key is to be read
+    /// again). Returns whether one was, within `timeout` seconds.
+    func waitForChange(of key: String, timeout: Double = 20) -> Bool {
+        eventually(timeout: timeout) { reported.contains(.key(key)) || log.reconnections.withLock { $0 } > 0 }
     }
 
     /// Stops observing.
