@@ -25,7 +25,9 @@ private final class HeldByHandler<T: Sendable>: Sendable {
 enum ReentryDelivery: String, CaseIterable, Sendable, CustomTestStringConvertible {
     /// A set of this process: the setting thread.
     case localSet
-    /// A set made by a handler of the same storage: the package's notification-delivery queue.
+    /// An update of a store that writes on condition: the updating thread, once the store took the update.
+    case updateInAStore
+    /// A set made by a handler of the same storage: a thread of the package.
     case setFromAnotherHandler
     /// A file replaced by another program: the queue of checks.
     case fileReplacedElsewhere
@@ -64,7 +66,7 @@ private struct Fixture: Sendable {
         let memory = MemoryStore()
         let number: @Sendable (Data?) -> Int? = { data in data.flatMap { Int(String(decoding: $0, as: UTF8.self)) } }
         switch delivery {
-        case .localSet, .setFromAnotherHandler, .storeFeed:
+        case .localSet, .updateInAStore, .setFromAnotherHandler, .storeFeed:
             let open: @Sendable (String) -> WLStorage<Int> = { key in
                 WLStorage(key: key, defaultValue: 0, flushInterval: nil, store: memory)
             }
@@ -73,6 +75,8 @@ private struct Fixture: Sendable {
             switch delivery {
             case .localSet:
                 change = { value in storage.current?.wrappedValue = value }
+            case .updateInAStore:
+                change = { value in storage.current?.update { $0 = value } }
             case .setFromAnotherHandler:
                 // A handler of the storage turns the change into the one asked for: made while the first is being
                 // delivered, it is delivered on the package's queue.
