@@ -170,6 +170,9 @@ case "subscription-cancel", "subscription-drop", "subscription-cancel-in-handler
     lastHolder(mode)
     say("done")
 
+case "handler-blocked-exit", "handler-blocked-signal", "handler-exits":
+    handlerAtShutdown(mode, directory: directory, key: key, value: value)
+
 case "signals-toggle":
     // The program switches the package's signal handling off and on again after the first storage exists. It
     // starts as from a shell, with the signals unblocked: a child of the test runner inherits the runner's thread's

@@ -31,17 +31,27 @@ struct PostgresHandlerWithoutQueueTests {
     @Test func aHandlerOnTheListenersThreadOpensAndLetsGoOfStoragesOfItsStore() throws {
         let cluster = try PostgresCluster.shared()
         let namespace = uniqueNamespace()
-        let writer = WLStorage(
-            key: "k", defaultValue: 0, flushInterval: 0, store: try Self.store(cluster.url, namespace))
+        // Another program's writes: a store with no storage. (A storage of the same store and key in this process
+        // would share the replica's cell, and call its handlers on its own setting thread.)
+        let outside = try Self.store(cluster.url, namespace)
         let replicaStore = try Self.store(cluster.url, namespace)
         let replica = Held(WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: replicaStore))
         // Another key of the same store, opened from inside the handler, and told of later changes.
         let opened = Held<WLStorage<Int>>(nil)
+        // The listener listens once a first change reaches the replica.
+        try outside.write(key: "k", data: Data("1".utf8))
+        try #require(eventually(timeout: 30) { replica.current?.wrappedValue == 1 }, "the replica hears nothing")
         let subscription = Held<WLStorageSubscription>(nil)
         let handled = DispatchSemaphore(value: 0)
+        let onTheListener = Held<Bool>(nil)
         subscription.hold(
             try #require(replica.current).onChange(queue: nil) { value in
                 guard value == 5 else { return }
+                // The socket's watch: a thread of Foundation's own, reading inside a `sync` on the listener's queue.
+                let stack = Thread.callStackSymbols
+                onTheListener.hold(
+                    stack.contains { $0.contains("$s10Foundation6ThreadC4main") }
+                        && stack.contains { $0.contains("$s8Dispatch0A5QueueC4sync") })
                 opened.hold(WLStorage(key: "other", defaultValue: -1, flushInterval: nil, store: replicaStore))
                 let (lastStorage, lastSubscription) = (replica.take(), subscription.take())
                 _ = lastStorage
@@ -49,15 +59,14 @@ struct PostgresHandlerWithoutQueueTests {
                 handled.signal()
             })
 
-        writer.wrappedValue = 5
+        try outside.write(key: "k", data: Data("5".utf8))
         try #require(handled.wait(timeout: .now() + 30) == .success, "the handler was not called")
+        #expect(onTheListener.current == true, "not called on the listener's thread")
         let other = try #require(opened.current)
         #expect(other.wrappedValue == -1)
-        // The listener still hears the store's changes: another replica's set of the key opened in the handler
+        // The listener still hears the store's changes: another program's write of the key opened in the handler
         // reaches it.
-        let otherWriter = WLStorage(
-            key: "other", defaultValue: 0, flushInterval: 0, store: try Self.store(cluster.url, namespace))
-        otherWriter.wrappedValue = 8
+        try outside.write(key: "other", data: Data("8".utf8))
         #expect(eventually(timeout: 30) { other.wrappedValue == 8 }, "holds \(other.wrappedValue)")
         // A storage of the key let go of in the handler reads the row anew.
         let fresh = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: replicaStore)

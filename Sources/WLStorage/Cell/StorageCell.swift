@@ -35,13 +35,6 @@ import Synchronization
 // check for another program's change. The thread that runs it marks the cell busy (`busyThread`) under the lock and
 // runs the job outside it; others who need the backer wait (`flush()`) or leave the work to it (ticks, checks).
 
-/// Where notifications queued faster than their first deliverer could deliver them are delivered, one batch of one
-/// cell at a time, each cell queueing its next batch behind the others'. Serial, so that it has a thread of its own
-/// (an overcommitting queue in libdispatch): a concurrent queue shares the process's worker threads, and waits for
-/// as long as they are all blocked (in backers, in the program's own waits), leaving a consumer of `values` without
-/// its first value.
-private let notificationDelivery = DispatchQueue(label: "WLStorage.notifications")
-
 /// What every cell is observed through, whatever its value type: one registrar each, and one key path for all.
 ///
 /// The key path names a property of this non-generic class, so it is formed once per process; a key path into the
@@ -230,20 +223,29 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     /// Delivers the queued notifications, in order, outside the lock. One thread drains at a time; the others only
-    /// queue. The caller delivers one batch; what was queued meanwhile is delivered on a thread of the delivery
-    /// queue, batch after batch, so that no caller of `set` or `values` delivers other threads' changes for long.
+    /// queue. The caller delivers one batch; what was queued meanwhile is delivered on a thread of the package, batch
+    /// after batch, so that no caller of `set` or `values` delivers other threads' changes for long.
+    ///
+    /// A listener removed while the batch is delivered (a handler may cancel another's subscription) is not called
+    /// after its removal: each is looked up again just before its call.
     @usableFromInline
     func drainNotifications() {
         guard let batch = state.withLock({ $0.takeNotifications() }) else { return }
         for (value, target) in batch.values {
             if let target {
-                batch.listeners[target]?(value)
+                if let listener = batch.listeners[target], isListening(target) { listener(value) }
             } else {
-                for listener in batch.listeners.values { listener(value) }
+                for (id, listener) in batch.listeners where isListening(id) { listener(value) }
             }
         }
         guard state.withLock({ $0.hasNotificationsLeft() }) else { return }
-        notificationDelivery.async { [self] in drainNotifications() }
+        // What was queued meanwhile is delivered on a serial queue made for it, so that it has a thread of its own (an
+        // overcommitting queue in libdispatch): a concurrent queue shares the process's worker threads, and waits for
+        // as long as they are all blocked (in backers, in the program's own waits), leaving a consumer of `values`
+        // without its first value. One queue per batch rather than one for the process: a handler given no queue runs
+        // there, and one storage's slow handler must hold up no other storage's changes. A cell has at most one batch
+        // in flight, as one thread drains at a time.
+        DispatchQueue(label: "WLStorage.notifications").async { [self] in drainNotifications() }
     }
 
     /// Removes a listener. The listener is released after the lock: it may hold the last reference to a storage of
@@ -251,6 +253,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     func removeListener(_ id: UInt64) {
         let removed = state.withLock { $0.removeListener(id) }
         _ = removed
+    }
+
+    /// Whether the listener `id` is still registered.
+    private func isListening(_ id: UInt64) -> Bool {
+        state.withLock { $0.extras?.listeners[id] != nil }
     }
 
     var listenerCount: Int {

@@ -44,8 +44,12 @@ extension WLStorage {
     /// returns, or a thread of the package for a change made elsewhere (the PostgreSQL store's listener, the check
     /// of a file another program replaced). A change then reaches the handler sooner, by the wake-up of a thread.
     /// The handler is called for one change at a time, in the order of the changes, and with no lock of the package
-    /// held, so it may read, set or flush the storage, or cancel its subscription. Keep it short: while it runs,
-    /// later changes of the key wait, and a thread that set the storage is not back from its set.
+    /// held, so it may read, set or flush the storage, or cancel its subscription or another's. Keep it short: while
+    /// it runs, later changes of the key wait, and a thread that set the storage is not back from its set. A change
+    /// made while a handler of the storage runs (by another thread, or by the handler itself) is delivered after it,
+    /// by the thread that runs it or by a thread of the package, and so may reach the handler after its set returned.
+    /// A handler whose subscription is cancelled is not called again, except by a call that another thread was
+    /// already starting.
     ///
     /// ```swift
     /// let latest = Mutex(0)
