@@ -51,8 +51,18 @@ final class MaskedSecret {
 
     /// The number of copies of the secret in this process's writable memory that is not mapped from a file: the
     /// heap, anonymous mappings (malloc's arenas and large blocks) and the stacks. Read through `/proc/self/mem`.
+    ///
+    /// `/proc/self/maps` is read twice and the regions of both reads are searched: the kernel makes the list a page at
+    /// a time, and a region can be left out of one read while other threads map and unmap memory (thread stacks). A
+    /// copy is then counted more than once, which neither "none" nor "at least one" minds.
     func copiesInProcessMemory() throws -> Int {
-        let maps = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        let firstRead = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        let secondRead = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
+        var seen = Set<Substring>()
+        let maps = (firstRead.split(separator: "\n") + secondRead.split(separator: "\n")).filter {
+            seen.insert($0).inserted
+        }
+        .joined(separator: "\n")
         let memory = open("/proc/self/mem", O_RDONLY | O_CLOEXEC)
         guard memory >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         defer { close(memory) }
