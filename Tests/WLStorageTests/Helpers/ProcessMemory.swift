@@ -86,7 +86,12 @@ final class MaskedSecret {
             while address < bounds[1] {
                 let length = Int(min(UInt(chunk + masked.count - 1), bounds[1] - address))
                 let count = pread(memory, buffer.baseAddress!, length, off_t(Int64(bitPattern: UInt64(address))))
-                if count <= 0 { break }
+                guard count > 0 else {
+                    // A page that cannot be read (a guard page inside the region, a page unmapped meanwhile): the
+                    // search goes on at the next page rather than leave the rest of the region unread.
+                    address = (address | 4095) + 1
+                    continue
+                }
                 let read = UnsafeRawBufferPointer(rebasing: buffer[..<count])
                 var offset = 0
                 // Only starts within the chunk count: the overlap is searched again with the next chunk.
@@ -100,7 +105,8 @@ final class MaskedSecret {
                     }
                     offset = position + 1
                 }
-                address += UInt(chunk)
+                // A read cut short at a page that cannot be read goes on from where it stopped.
+                address += UInt(starts)
             }
         }
         return found
