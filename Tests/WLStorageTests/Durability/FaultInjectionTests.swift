@@ -154,7 +154,18 @@ struct SystemError: Sendable, CustomTestStringConvertible {
             run.retryHasWork = storage.cell.state.withLock { $0.hasWork }
             run.retryFile = contents(of: key, in: directory)
             run.retryTemporaryFiles = temporaryFiles(in: directory)
-            run.cleanedUp = try StorageDirectory(path: plan.path).removeAbandonedTemporaryFiles()
+            // A file locked for a moment by another thread's child process, between its spawn and its exec (which
+            // closes the descriptors it inherited open), is a writer at work to the clean-up: it is tried again then. A
+            // lock that stays (a descriptor of the package left open) still fails the test.
+            let cleanUp = StorageDirectory(path: plan.path)
+            var cleanedUp = try cleanUp.removeAbandonedTemporaryFiles()
+            if cleanedUp.isEmpty, !run.retryTemporaryFiles.isEmpty {
+                _ = eventually(timeout: 10) {
+                    cleanedUp += (try? cleanUp.removeAbandonedTemporaryFiles()) ?? []
+                    return !cleanedUp.isEmpty
+                }
+            }
+            run.cleanedUp = cleanedUp
             return run
         }
     }
