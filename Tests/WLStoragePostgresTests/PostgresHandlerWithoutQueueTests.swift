@@ -10,19 +10,6 @@ import WLStorage
 /// own subscription) neither deadlocks the listener nor stops it hearing later changes.
 @Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresHandlerWithoutQueueTests {
-    /// A reference the handler lets go of.
-    private final class Held<T: Sendable>: Sendable {
-        private let value: Lock<T?>
-        init(_ value: T?) { self.value = Lock(value) }
-        var current: T? { value.withLock { $0 } }
-        func hold(_ newValue: T) { value.withLock { $0 = newValue } }
-        func take() -> T? {
-            value.withLock { value in
-                defer { value = nil }
-                return value
-            }
-        }
-    }
 
     private static func store(_ url: String, _ namespace: String) throws -> WLStoragePostgresStore {
         try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(10), adoptsNotifiedValues: true)
@@ -35,15 +22,15 @@ struct PostgresHandlerWithoutQueueTests {
         // would share the replica's cell, and call its handlers on its own setting thread.)
         let outside = try Self.store(cluster.url, namespace)
         let replicaStore = try Self.store(cluster.url, namespace)
-        let replica = Held(WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: replicaStore))
+        let replica = HeldReference(WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: replicaStore))
         // Another key of the same store, opened from inside the handler, and told of later changes.
-        let opened = Held<WLStorage<Int>>(nil)
+        let opened = HeldReference<WLStorage<Int>>(nil)
         // The listener listens once a first change reaches the replica.
         try outside.write(key: "k", data: Data("1".utf8))
         try #require(eventually(timeout: 30) { replica.current?.wrappedValue == 1 }, "the replica hears nothing")
-        let subscription = Held<WLStorageSubscription>(nil)
+        let subscription = HeldReference<WLStorageSubscription>(nil)
         let handled = DispatchSemaphore(value: 0)
-        let onTheListener = Held<Bool>(nil)
+        let onTheListener = HeldReference<Bool>(nil)
         subscription.hold(
             try #require(replica.current).onChange(queue: nil) { value in
                 guard value == 5 else { return }

@@ -12,19 +12,6 @@ import Testing
 /// are heard afterwards. For `onChange(queue: nil)`, and for the `onChange` closure of `withObservationTracking`.
 @Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresListenerThreadHandlerTests {
-    /// A reference the handler uses or lets go of.
-    private final class Held<T: Sendable>: Sendable {
-        private let value: Lock<T?>
-        init(_ value: T? = nil) { self.value = Lock(value) }
-        var current: T? { value.withLock { $0 } }
-        func hold(_ newValue: T?) { value.withLock { $0 = newValue } }
-        func take() -> T? {
-            value.withLock { value in
-                defer { value = nil }
-                return value
-            }
-        }
-    }
 
     enum Observer: String, CaseIterable, Sendable, CustomTestStringConvertible {
         case handlerWithoutQueue
@@ -57,18 +44,20 @@ struct PostgresListenerThreadHandlerTests {
         // same store and key in this process would share the replica's cell, and call its handlers itself.)
         let outside = try Self.store(cluster.url, namespace)
         // The replica's store is held by its storage alone (and by the handler, through it).
-        let (replica, storeIdentity) = try { () throws -> (Held<WLStorage<Int>>, String) in
+        let (replica, storeIdentity) = try { () throws -> (HeldReference<WLStorage<Int>>, String) in
             let store = try Self.store(cluster.url, namespace)
-            return (Held(WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)), store.identity)
+            return (
+                HeldReference(WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)), store.identity
+            )
         }()
         // The listener listens once a first change reaches the replica.
         try outside.write(key: "k", data: bytes("1"))
         try #require(eventually(timeout: 30) { replica.current?.wrappedValue == 1 }, "the replica hears nothing")
 
-        let subscription = Held<WLStorageSubscription>()
+        let subscription = HeldReference<WLStorageSubscription>()
         let handled = DispatchSemaphore(value: 0)
-        let onTheListener = Held<Bool>()
-        let acted = Held<Bool>()
+        let onTheListener = HeldReference<Bool>()
+        let acted = HeldReference<Bool>()
         let act: @Sendable () -> Void = {
             // The Observation framework calls a tracking's `onChange` again for a set made inside it: once is enough.
             guard acted.current == nil else { return }

@@ -33,25 +33,6 @@ enum HandlerDelivery: String, CaseIterable, Sendable, CustomTestStringConvertibl
     }
 }
 
-/// A reference a handler lets go of.
-private final class Held<T: Sendable>: Sendable {
-    private let value: Lock<T?>
-
-    init(_ value: T?) { self.value = Lock(value) }
-
-    var current: T? { value.withLock { $0 } }
-
-    func hold(_ newValue: T) { value.withLock { $0 = newValue } }
-
-    /// Takes the value out, so that the caller releases it, after the lock.
-    func take() -> T? {
-        value.withLock { value in
-            defer { value = nil }
-            return value
-        }
-    }
-}
-
 /// A weak reference to a cell, to tell when nothing holds it any more.
 private final class WeakStorageCell: Sendable {
     weak let cell: StorageCell<Int>?
@@ -82,10 +63,10 @@ private final class WeakStorageCell: Sendable {
                     WLStorage(defaultValueClosure: { -1 }, flushInterval: nil, backer: backer)
                 }
             }
-            let storage = Held(open())
+            let storage = HeldReference(open())
             let weakCell = try WeakStorageCell(#require(storage.current?.cell))
             #expect(storage.current?.wrappedValue == (holder == .customBackerWithAFeed ? 1 : -1))
-            let subscription = Held<WLStorageSubscription>(nil)
+            let subscription = HeldReference<WLStorageSubscription>(nil)
             let released = DispatchSemaphore(value: 0)
             subscription.hold(
                 try #require(storage.current).onChange(queue: delivery.queue) { value in

@@ -7,20 +7,6 @@ import Testing
 
 @testable import WLStorage
 
-/// A reference a handler uses or lets go of.
-private final class HeldByHandler<T: Sendable>: Sendable {
-    private let value: Lock<T?>
-    init(_ value: T? = nil) { self.value = Lock(value) }
-    var current: T? { value.withLock { $0 } }
-    func hold(_ newValue: T?) { value.withLock { $0 = newValue } }
-    func take() -> T? {
-        value.withLock { value in
-            defer { value = nil }
-            return value
-        }
-    }
-}
-
 /// Where the change that reaches the handler comes from, and so the thread it runs on.
 enum ReentryDelivery: String, CaseIterable, Sendable, CustomTestStringConvertible {
     /// A set of this process: the setting thread.
@@ -52,7 +38,7 @@ enum ReentryAction: String, CaseIterable, Sendable, CustomTestStringConvertible 
 
 /// One storage of key "k" fed by `delivery`, and the way to make a change reach it.
 private struct Fixture: Sendable {
-    let storage: HeldByHandler<WLStorage<Int>>
+    let storage: HeldReference<WLStorage<Int>>
     /// Opens another storage of `key` with the same backing.
     let open: @Sendable (_ key: String) -> WLStorage<Int>
     /// What is stored for `key`, as a number.
@@ -70,7 +56,7 @@ private struct Fixture: Sendable {
             let open: @Sendable (String) -> WLStorage<Int> = { key in
                 WLStorage(key: key, defaultValue: 0, flushInterval: nil, store: memory)
             }
-            let storage = HeldByHandler(open("k"))
+            let storage = HeldReference(open("k"))
             let change: @Sendable (Int) throws -> Void
             switch delivery {
             case .localSet:
@@ -80,7 +66,7 @@ private struct Fixture: Sendable {
             case .setFromAnotherHandler:
                 // A handler of the storage turns the change into the one asked for: made while the first is being
                 // delivered, it is delivered on the package's queue.
-                let relay = HeldByHandler<WLStorageSubscription>()
+                let relay = HeldReference<WLStorageSubscription>()
                 relay.hold(
                     storage.current?.onChange(queue: nil) { value in
                         if value < 0 { storage.current?.wrappedValue = -value }
@@ -101,7 +87,7 @@ private struct Fixture: Sendable {
                     defaultValueClosure: { 0 }, flushInterval: nil,
                     backer: WLStorageDefaultBacker(key: key, directory: directory))
             }
-            let storage = HeldByHandler(open("k"))
+            let storage = HeldReference(open("k"))
             storage.current?.flush()
             return Fixture(
                 storage: storage, open: open,
@@ -117,7 +103,7 @@ private struct Fixture: Sendable {
                     : WLStorage(key: key, defaultValue: 0, flushInterval: nil, store: others)
             }
             return Fixture(
-                storage: HeldByHandler(open("k")), open: open,
+                storage: HeldReference(open("k")), open: open,
                 stored: { key in key == "k" ? backer.stored : number(others.stored(key).map { Data($0.utf8) }) },
                 change: { value in backer.setFromOutside(value) })
         }
@@ -133,9 +119,9 @@ private struct Fixture: Sendable {
             let cell = try #require(storage.current?.cell)
             let done = DispatchSemaphore(value: 0)
             // What the handler found: the value of another storage of its key, opened inside.
-            let foundInside = HeldByHandler<Int>()
+            let foundInside = HeldReference<Int>()
             // Subscriptions made inside, and what they were given.
-            let inner = HeldByHandler<[WLStorageSubscription]>([])
+            let inner = HeldReference<[WLStorageSubscription]>([])
             let innerValues = Lock<[Int]>([])
             let innerQueue = DispatchQueue(label: "HandlerWithoutQueueReentryTests.inner")
             let subscription = try #require(storage.current).onChange(queue: nil) { value in
