@@ -59,8 +59,8 @@ import Testing
         store.writeFromOutside("mode", json: #""b""#)
         #expect(await values.next() == "b")
         #expect(storage.wrappedValue == "b")
-        #expect(eventually { observed.load(ordering: .sequentiallyConsistent) })
-        #expect(eventually { !changes.withLock { $0.isEmpty } })
+        #expect(await waitUntil { observed.load(ordering: .sequentiallyConsistent) })
+        #expect(await waitUntil { !changes.withLock { $0.isEmpty } })
     }
 
     @Test func aRemovalReportedByTheFeedReturnsToTheDefault() {
