@@ -85,7 +85,16 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         self.defaults = defaults
         super.init()
         // Checked here: the call alone would look up the metadata of the migrations' type, at every cell made.
-        if !migrations.isEmpty { CellMigrations.add(migrations, to: self) }
+        if !migrations.isEmpty { add(migrations) }
+    }
+
+    /// Adds the migrations of a storage of this cell, after those it has (see ``CellMigrations``). Their renames go
+    /// to the backer of a key, whose writes hold each renamed field under both names.
+    func add(_ migrations: [WLStorageMigration<T>]) {
+        guard !migrations.isEmpty else { return }
+        CellMigrations.add(migrations, to: self)
+        let renames = migrations.compactMap(\.rename)
+        if !renames.isEmpty, case .key(let backer) = ownBacker { backer.addRenames(renames) }
     }
 
     /// How the backer's bytes become the value: fields they lack come from the default, then the migrations.

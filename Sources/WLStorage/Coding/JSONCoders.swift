@@ -29,11 +29,12 @@ enum JSONCoders {
         return "holds JSON that does not decode as"
     }
 
-    /// The bytes of `value`, the value of `key`, with the members of `base` (the stored bytes it replaces) that its
-    /// type does not know (see ``UnknownFields``), checked against the maximum value size.
-    static func encode<T: Codable>(_ value: T, key: String, keepingUnknownOf base: Data?) throws(WLStorageError)
-        -> Data
-    {
+    /// The bytes of `value`, the value of `key`, with its renamed fields under their old names too (see
+    /// ``FieldRename``) and the members of `base` (the stored bytes it replaces) that its type does not know (see
+    /// ``UnknownFields``), checked against the maximum value size.
+    static func encode<T: Codable>(
+        _ value: T, key: String, renaming renames: [FieldRename] = [], keepingUnknownOf base: Data?
+    ) throws(WLStorageError) -> Data {
         var data: Data
         do {
             data = try encoder.encode(value)
@@ -41,6 +42,7 @@ enum JSONCoders {
             throw WLStorageError(
                 code: .encodingFailed, message: "the value does not encode as JSON", key: key, underlying: error)
         }
+        if !renames.isEmpty { data = FieldRename.writing(data, renames) }
         let plain = data.count
         if let base, let merged = UnknownFields.merging(data, keepingUnknownOf: base, as: T.self) { data = merged }
         let limit = ValueSizeLimit.maximum

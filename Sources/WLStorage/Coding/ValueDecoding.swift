@@ -44,30 +44,38 @@ struct ValueDecoding<T: Codable & Sendable> {
         case undecodable(any Error, migrationFailures: [String])
     }
 
-    /// Reads `data` through the steps. Bytes in the current shape are the value. Bytes that lack fields of the type,
-    /// and have none that it does not know, are read with those fields taken from the default value (the type gained
-    /// fields). Bytes that a migration converts are the value, to be written back in the current shape. Anything else
-    /// that is JSON was stored by another version of the type: an older version reading a newer value (it has fields
-    /// this version does not know, and lacks some this version needs), a value with a newer enum case, or a migration
-    /// that threw. Such bytes are never read as a value filled in from the default.
-    func decode(_ data: Data) -> Outcome {
+    /// Reads `stored` through the steps, after the renames among the migrations (see ``FieldRename``). Bytes in the
+    /// current shape are the value. Bytes that lack fields of the type, and have none that it does not know, are read
+    /// with those fields taken from the default value (the type gained fields). Bytes that a migration converts are
+    /// the value, to be written back in the current shape. Bytes that no migration reads, with some fields this type
+    /// knows, are read as those fields and the rest from the default value (another version's value, whose fields
+    /// this one does not know its writes keep). Anything else that is JSON was stored by another version of the type
+    /// that this one cannot map: a field it knows holds JSON it cannot read (a newer enum case, another type), no
+    /// field it knows, or a migration that read the bytes threw.
+    func decode(_ stored: Data) -> Outcome {
+        let renames = migrations.compactMap(\.rename)
+        let data = renames.isEmpty ? stored : FieldRename.reading(stored, renames)
         let firstError: any Error
         do {
             return .decoded(try JSONCoders.decodeStored(T.self, from: data), nil)
         } catch {
             firstError = error
         }
+        // A value filled in that keeps some of the bytes' members, but not all: taken after the migrations.
+        var mapped: T?
         if let defaultValue, let defaults = try? JSONCoders.encoder.encode(defaultValue()),
             let value = JSONFill.fillingLeast(data, from: defaults, as: T.self),
             let encoded = try? JSONCoders.encoder.encode(value)
         {
-            // Taken only when the value keeps every member of the bytes: bytes with members this type does not know
-            // are another version's, even when the fields filled in would make them decode.
+            // Taken at once when the value keeps every member of the bytes: the type gained fields. With members this
+            // type does not know, a migration whose type decodes the bytes comes first (a renamed field would
+            // otherwise take the default's value).
             let coverage = JSONFill.coverage(of: data, in: encoded)
             if coverage.any && coverage.all { return .decoded(value, .filledIn) }
+            if coverage.any { mapped = value }
         }
         var failures: [String] = []
-        for migration in migrations {
+        for migration in migrations where migration.rename == nil {
             switch migration.attempt(data) {
             case .notDecoded:
                 continue
@@ -82,6 +90,9 @@ struct ValueDecoding<T: Codable & Sendable> {
                 failures.append("the migration from \(migration.sourceType) threw \(error)")
             }
         }
+        // Another version's value that this one can map: the fields it knows, the rest from the default. Those it
+        // does not know are kept by its writes. Not when a migration that read the bytes threw.
+        if failures.isEmpty, let mapped { return .decoded(mapped, .filledIn) }
         if JSONValidator.problem(in: data) == nil { return .anotherVersion(firstError, migrationFailures: failures) }
         return .undecodable(firstError, migrationFailures: failures)
     }

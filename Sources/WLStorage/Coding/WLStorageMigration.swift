@@ -33,10 +33,48 @@ public struct WLStorageMigration<Value>: Sendable {
     /// The name of the type the migration decodes, for messages.
     let sourceType: String
     let attempt: @Sendable (Data) -> Attempt
+    /// The field it renames, for a rename: read before the other steps, and written under both names.
+    let rename: FieldRename?
 
-    private init(sourceType: String, attempt: @escaping @Sendable (Data) -> Attempt) {
+    private init(sourceType: String, rename: FieldRename? = nil, attempt: @escaping @Sendable (Data) -> Attempt) {
         self.sourceType = sourceType
+        self.rename = rename
         self.attempt = attempt
+    }
+
+    /// A field of the value renamed from `oldName` to `newName`, safe while versions that know only the old name still
+    /// run (the expand step of an expand-and-contract rename).
+    ///
+    /// The storage reads the old name while it is stored, and writes the value under both names, so that a change
+    /// made through either version is seen by the other:
+    ///
+    /// - A value stored with the old name alone (by an earlier version) reads as if it had the new name too, and is
+    ///   not written back: reading never writes.
+    /// - A value with both names that differ was last changed by a version that knows only the old name (this version
+    ///   always writes both alike), so the old name's value is read.
+    /// - Every write holds the new name and the old name with the same value.
+    ///
+    /// ```swift
+    /// @WLStorage(key: "settings", defaultValue: Settings(), migrations: [
+    ///     .renamed(from: "theme", to: "colorScheme"),
+    /// ])
+    /// var settings: Settings    // Settings has `colorScheme`, no longer `theme`
+    /// ```
+    ///
+    /// Once no program that knows only the old name runs, contract: release a version without the rename, which
+    /// reads and writes the new name alone, and call ``WLStorage/removeUnknownFields()`` to drop the old one.
+    ///
+    /// A rename applies to a field of the stored object itself, not to fields of objects inside it. Renames are
+    /// applied in the order given, before every other step.
+    ///
+    /// - Parameters:
+    ///   - oldName: The field's name in the earlier versions, as they encode it.
+    ///   - newName: The field's name in this version, as the type encodes it.
+    public static func renamed(from oldName: String, to newName: String) -> Self {
+        Self(sourceType: "the rename of \(oldName) to \(newName)", rename: FieldRename(old: oldName, new: newName)) {
+            _ in
+            .notDecoded
+        }
     }
 
     /// A migration from values stored as `type`.

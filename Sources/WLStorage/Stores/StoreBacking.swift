@@ -54,6 +54,8 @@ struct KnownVersions: Sendable {
     /// Whether the version seen last was read (not written).
     private var lastWasRead = false
     private var base = UnknownFieldsBase()
+    /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
+    var renames: [FieldRename] = []
 
     /// The stamp of a store's bytes.
     static func stamp(_ data: Data) -> Int {

@@ -184,7 +184,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         // Bytes in the current shape take the plain decode alone, as before there were other steps. Caught rather than
         // made optional, and the other steps in a function of their own: in code not specialized for the value's type,
         // each generic type touched (an optional of the value, the steps' outcomes) costs a look-up of its metadata.
-        if !rewrite {
+        // A declared rename is read before the plain decode.
+        if !rewrite, known.withLock({ $0.renames.isEmpty }) {
             do {
                 let value = try JSONCoders.decodeStored(T.self, from: read.data)
                 _ = known.withLock { $0.read(read.stamp, read.data) }
@@ -326,7 +327,15 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// The bytes of `value`, with the members of the bytes this backer last read or wrote that its type does not know
     /// (see ``UnknownFields``), checked against the size limit.
     private func encode(_ value: T) throws(WLStorageError) -> Data {
-        try JSONCoders.encode(value, key: key, keepingUnknownOf: known.withLock { $0.takeBase() })
+        let (base, renames) = known.withLock { ($0.takeBase(), $0.renames) }
+        return try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: base)
+    }
+
+    /// Has writes hold each of `renames`' fields under its old name too.
+    func addRenames(_ renames: [FieldRename]) {
+        known.withLock { known in
+            for rename in renames where !known.renames.contains(rename) { known.renames.append(rename) }
+        }
     }
 
     // MARK: A store's writes on condition and in batches
@@ -339,7 +348,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// The bytes of `value` to replace `stored`, with the members of `stored` that its type does not know.
     func encode(_ value: T, replacing stored: Data?) throws(WLStorageError) -> Data {
-        try JSONCoders.encode(value, key: key, keepingUnknownOf: stored.flatMap(UnknownFields.base))
+        try JSONCoders.encode(
+            value, key: key, renaming: known.withLock { $0.renames },
+            keepingUnknownOf: stored.flatMap(UnknownFields.base))
     }
 
     /// The bytes of `value` for a batch of its store's writes.

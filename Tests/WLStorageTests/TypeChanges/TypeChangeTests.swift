@@ -149,15 +149,23 @@ struct TypeChangeTests: StoredFileSuite {
                 ])
             #expect(renamed.wrappedValue == Settings(theme: "dark", fontSize: 18))
             // With no migration that applies, bytes with a field the type does not know and without one it needs are
-            // another version's: they are not filled in, and left as they are.
+            // another version's that this one maps: the field it knows is read, the one it lacks comes from the
+            // default, and nothing is written.
             try write(#"{"retired":true,"fontSize":18}"#, key: "reshaped", in: directory)
             let reshaped = WLStorage(
                 key: "reshaped", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
                 migrations: settingsMigrations)
-            #expect(reshaped.wrappedValue == defaultSettings)
-            #expect(reshaped.lastError?.code == .storedByAnotherVersion)
+            #expect(reshaped.wrappedValue == Settings(theme: defaultSettings.theme, fontSize: 18))
+            #expect(reshaped.lastError == nil)
             #expect(!reshaped.hasPendingChanges)
             #expect(contents("reshaped", in: directory) == #"{"retired":true,"fontSize":18}"#)
+            // A migration that reads the bytes and throws leaves them another version's.
+            try write(#"{"darkMode":true,"fontSize":18,"retired":1}"#, key: "failed", in: directory)
+            let failed = WLStorage(
+                key: "failed", defaultValue: defaultSettings, flushInterval: nil, store: .directory(directory),
+                migrations: [.from(Before.self) { _ in throw CocoaError(.coderInvalidValue) }])
+            #expect(failed.wrappedValue == defaultSettings)
+            #expect(failed.lastError?.code == .storedByAnotherVersion)
         }
     }
 
