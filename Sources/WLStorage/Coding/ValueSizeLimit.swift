@@ -21,6 +21,11 @@ package enum ValueSizeLimit {
     /// The limit now.
     package static var maximum: Int {
         get { current.load(ordering: .relaxed) }
-        set { current.store(min(max(1, newValue), ceiling), ordering: .relaxed) }
+        set { current.store(clamped(newValue), ordering: .relaxed) }
+    }
+
+    /// The limit that setting `size` gives: at least 1 byte, at most ``ceiling``.
+    package static func clamped(_ size: Int) -> Int {
+        min(max(1, size), ceiling)
     }
 }

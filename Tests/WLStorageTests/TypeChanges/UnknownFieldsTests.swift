@@ -206,7 +206,7 @@ struct UnknownFieldsTests {
 
     @Test func aValueThatFitsButNotWithTheUnknownFieldsIsRefusedSayingSo() throws {
         let limit = ValueSizeLimit.maximum
-        // Another test may raise the limit for a moment; the bytes below are made for the default.
+        // The bytes below are made for the default limit, which no test of this process changes.
         try #require(limit == ValueSizeLimit.defaultMaximum)
         let blob = String(repeating: "b", count: limit - 40)
         let stored = Data(#"{"blob":"\#(blob)","count":1}"#.utf8)
