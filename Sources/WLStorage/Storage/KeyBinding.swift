@@ -134,8 +134,9 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Starts following the directory of the file `name`, and finds the file's live cell.
     private mutating func follow(directory: StorageDirectory, name: String) -> StorageRegistry.Lookup<T> {
-        // A failure to prepare the directory is met again, and reported, by the read.
-        identity = try? DirectoryTable.prepare(directory)
+        // A failure to prepare the directory is met again, and reported, by the read. A lock another holds on the
+        // directory is not waited for here (see ``DirectoryTable/prepare(_:waiting:)``).
+        identity = try? DirectoryTable.prepare(directory, waiting: false)
         prepared = identity != nil
         // The cell is keyed by the directory the monitor watches, which a symlink retargeted since the preparation
         // may have changed.
