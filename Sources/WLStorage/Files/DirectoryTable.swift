@@ -14,6 +14,9 @@ package enum DirectoryTable {
         var backers: Int
         /// The directory's identity, once it has been prepared; `nil` until then, or after ``forget(_:)``.
         var identity: DirectoryIdentity?
+        /// Whether the preparation left the removal of abandoned temporary files to a job that waits for the
+        /// directory's lock (see ``prepare(_:waiting:)``).
+        var cleanUpPending = false
         /// The URLs that were standardized to this path, so that the next backer of the same URL skips that work.
         var urls: Set<URLText> = []
     }
@@ -67,14 +70,39 @@ package enum DirectoryTable {
 
     /// Creates `directory` when it is missing, syncs its parents and removes abandoned temporary files, once per
     /// process, and returns its identity.
-    package static func prepare(_ directory: StorageDirectory) throws(WLStorageError) -> DirectoryIdentity {
-        if let identity = state.withLock({ $0.byPath[directory]?.identity }) { return identity }
+    ///
+    /// The removal waits for the directory's lock, which another program (a backup, a deploy script) may hold for
+    /// long. Without `waiting` (a storage being created, a read), the preparation does not wait for it: when the lock
+    /// is held, the removal is left to a job on the disk queue that waits for it, and the next preparation with
+    /// `waiting` (a write) does it first, so that nothing this process writes in the directory comes before it.
+    package static func prepare(
+        _ directory: StorageDirectory, waiting: Bool = true
+    ) throws(WLStorageError) -> DirectoryIdentity {
+        let known = state.withLock { state in state.byPath[directory].map { ($0.identity, $0.cleanUpPending) } }
+        if case let (identity?, pending)? = known {
+            if pending && waiting { removeAbandonedTemporaryFiles(in: directory) }
+            return identity
+        }
         let identity = try directory.create()
-        try directory.removeAbandonedTemporaryFiles()
+        let pending = try directory.removeAbandonedTemporaryFiles(waiting: waiting) == nil
         state.withLock { state in
-            if state.byPath[directory] != nil { state.byPath[directory]?.identity = identity }
+            guard state.byPath[directory] != nil else { return }
+            state.byPath[directory]?.identity = identity
+            state.byPath[directory]?.cleanUpPending = pending
+        }
+        if pending {
+            DispatchWriteScheduler.shared.schedule(after: 0) { removeAbandonedTemporaryFiles(in: directory) }
         }
         return identity
+    }
+
+    /// The removal of abandoned temporary files that a preparation left to later, waiting for the directory's lock.
+    private static func removeAbandonedTemporaryFiles(in directory: StorageDirectory) {
+        // A directory that cannot be listed now is tried again by the next preparation with `waiting`.
+        guard (try? directory.removeAbandonedTemporaryFiles()) != nil else { return }
+        state.withLock { state in
+            if state.byPath[directory] != nil { state.byPath[directory]?.cleanUpPending = false }
+        }
     }
 
     /// The identity of `directory` as last prepared, if it was.

@@ -52,16 +52,16 @@ struct FileMedium: KeyMedium {
                 code: .directoryUnavailable, message: "cannot hash the key: OpenSSL SHA-256 is unavailable", key: key)
     }
 
-    /// The directory (prepared), the file name and the directory's identity; throws the setup error when there are
-    /// none.
-    func location(key: String) throws(WLStorageError) -> (
+    /// The directory (prepared, see ``DirectoryTable/prepare(_:waiting:)``), the file name and the directory's
+    /// identity; throws the setup error when there are none.
+    func location(key: String, waiting: Bool = true) throws(WLStorageError) -> (
         directory: StorageDirectory, fileName: String, identity: DirectoryIdentity
     ) {
         guard let directory, let fileName else {
             throw setupError(key: key)
         }
         do {
-            return (directory, fileName, try DirectoryTable.prepare(directory))
+            return (directory, fileName, try DirectoryTable.prepare(directory, waiting: waiting))
         } catch {
             throw Self.keyed(error, key)
         }
@@ -74,7 +74,8 @@ struct FileMedium: KeyMedium {
             if prepared, let known = self.directory, let name = self.fileName {
                 (directory, fileName) = (known, name)
             } else {
-                (directory, fileName, _) = try location(key: key)
+                // A read, on a storage's creating thread, does not wait for a lock another holds on the directory.
+                (directory, fileName, _) = try location(key: key, waiting: false)
             }
             guard let (data, identity) = try directory.readVersion(fileName), !data.isEmpty else { return .absent }
             return .bytes(

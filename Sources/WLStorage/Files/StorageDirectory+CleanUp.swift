@@ -29,11 +29,19 @@ extension StorageDirectory {
     /// back in place.
     @discardableResult
     package func removeAbandonedTemporaryFiles() throws(WLStorageError) -> [String] {
+        try removeAbandonedTemporaryFiles(waiting: true) ?? []
+    }
+
+    /// As ``removeAbandonedTemporaryFiles()``; without `waiting`, does nothing and returns `nil` when there are
+    /// candidates and another holds the directory's lock (a writer of the package at work, or another program: a
+    /// backup, a deploy script), rather than wait for it.
+    package func removeAbandonedTemporaryFiles(waiting: Bool) throws(WLStorageError) -> [String]? {
         let candidates = try entries { $0.contains(UInt8(ascii: "~")) }.filter(Self.isTemporary)
         guard !candidates.isEmpty else { return [] }
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
-        _ = retrying(.flock, nil) { flock(dir, LOCK_EX) }
+        let locked = retrying(.flock, nil) { flock(dir, waiting ? LOCK_EX : LOCK_EX | LOCK_NB) } == 0
+        if !locked, !waiting, errno == EWOULDBLOCK { return nil }
         defer { _ = flock(dir, LOCK_UN) }
         var removed: [String] = []
         for name in candidates {

@@ -3,7 +3,8 @@
 ///
 /// 1. ``follow(makeDefault:)`` starts following changes made elsewhere (the directory's watch, the store's feed, a
 ///    custom backer's feed) before anything is read, so that no change after the read goes unnoticed, and finds the
-///    live cell of the key, if another storage opened it;
+///    live cell of the key, if another storage opened it, waiting while another thread opens it (so that the key is
+///    read, and its default made, once);
 /// 2. ``read(makeDefault:lazyDefault:migrations:)`` reads what is stored, as the new cell's first state;
 /// 3. ``makeCell(_:migrations:interval:scheduler:)`` and ``register(_:)`` make a cell and the key's, unless another
 ///    thread registered one meanwhile;
@@ -55,6 +56,9 @@ struct KeyBinding<T: Codable & Sendable> {
     private var watched = false
     /// What the watch or the feed had reported when following began (see ``ChangeRouter``).
     private var reports = ChangeRouter.Reports()
+    /// The right to open the key, which had no live cell, held from following until ``register(_:)``: other storages
+    /// of the key wait for this one's cell rather than read the key and make its default again.
+    private var gate: OpeningGate?
 
     /// The binding of `backer`: the only place where a backer's kind is found by casts.
     @inline(__always)
@@ -134,14 +138,16 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Starts following the directory of the file `name`, and finds the file's live cell.
     private mutating func follow(directory: StorageDirectory, name: String) -> StorageRegistry.Lookup<T> {
-        // A failure to prepare the directory is met again, and reported, by the read.
-        identity = try? DirectoryTable.prepare(directory)
+        // A failure to prepare the directory is met again, and reported, by the read. A lock another holds on the
+        // directory is not waited for here (see ``DirectoryTable/prepare(_:waiting:)``).
+        identity = try? DirectoryTable.prepare(directory, waiting: false)
         prepared = identity != nil
         // The cell is keyed by the directory the monitor watches, which a symlink retargeted since the preparation
         // may have changed.
         let watch = ChangeRouter.shared.follow(directory: directory)
         identity = watch.identity ?? identity
-        let found = StorageRegistry.shared.cell(forFile: name, in: directory, identity: identity, as: T.self)
+        let found: StorageRegistry.Lookup<T>
+        (found, gate) = StorageRegistry.shared.open(file: name, in: directory, identity: identity, as: T.self)
         guard case .none = found else {
             ChangeRouter.shared.unfollow(.directory(directory))
             return found
@@ -153,7 +159,8 @@ struct KeyBinding<T: Codable & Sendable> {
     /// Starts following the feed of the store of `medium`'s key, and finds the key's live cell.
     private mutating func follow(store medium: StoreMedium) -> StorageRegistry.Lookup<T> {
         reports = ChangeRouter.shared.follow(store: medium.store, identity: medium.identity)
-        let found = StorageRegistry.shared.cell(for: .store(medium.identity, key: medium.storedKey), as: T.self)
+        let found: StorageRegistry.Lookup<T>
+        (found, gate) = StorageRegistry.shared.open(.store(medium.identity, key: medium.storedKey), as: T.self)
         guard case .none = found else {
             ChangeRouter.shared.unfollow(.store(medium.identity))
             return found
@@ -261,8 +268,13 @@ struct KeyBinding<T: Codable & Sendable> {
     }
 
     /// Makes `cell` the key's. When another thread registered a cell of the key meanwhile, returns that one (or the
-    /// name of its value type), and `cell` is dropped unwritten, with its watch.
+    /// name of its value type), and `cell` is dropped unwritten, with its watch. Either way, the storages of the key
+    /// that wait for this one's opening go on.
     mutating func register(_ cell: StorageCell<T>) -> StorageRegistry.Lookup<T> {
+        defer {
+            if let gate { StorageRegistry.shared.opened(gate) }
+            gate = nil
+        }
         if identity == nil, let directory = keyBacker?.directory {
             // The directory could not be prepared before the read, but the read may have prepared it: the cell is
             // keyed by what the directory is, as every other storage of its file will be.

@@ -108,6 +108,8 @@ final class StorageRegistry: Sendable {
         var cells: [ObjectIdentifier: Registration] = [:]
         /// Cells kept alive until their work is done, with the number of ``keep(_:)`` calls not balanced yet.
         var kept: [ObjectIdentifier: (cell: any RegisteredCell, count: Int)] = [:]
+        /// The keys being opened, by the threads that read them and make their defaults (see ``OpeningGate``).
+        var opening: [CellKey: OpeningGate] = [:]
     }
 
     enum Lookup<T: Codable & Sendable> {
@@ -117,6 +119,13 @@ final class StorageRegistry: Sendable {
         case mismatch(String)
     }
 
+    /// What a look-up of a key to open finds: its live cell, another thread opening it, or the right to open it.
+    private enum OpeningStep {
+        case found(any RegisteredCell)
+        case wait(OpeningGate)
+        case open(OpeningGate?)
+    }
+
     private let tables = Lock(Tables())
 
     /// The key of the file `name` in `directory`, whose identity is `identity` when it is known.
@@ -124,14 +133,58 @@ final class StorageRegistry: Sendable {
         identity.map { .file(name, in: $0) } ?? CellKey(key: name, holder: .unreachableDirectory(directory))
     }
 
-    /// The live cell of the file `name` in `directory`, if any, as a cell of `T`.
-    func cell<T>(
-        forFile name: String, in directory: StorageDirectory, identity: DirectoryIdentity?, as type: T.Type
-    ) -> Lookup<T> {
+    /// The live cell of the file `name` in `directory`, if any, as a cell of `T`; when there is none, the right to
+    /// open the file (see ``open(_:as:matches:)``).
+    func open<T>(
+        file name: String, in directory: StorageDirectory, identity: DirectoryIdentity?, as type: T.Type
+    ) -> (found: Lookup<T>, gate: OpeningGate?) {
         let key = Self.key(directory: directory, name: name, identity: identity)
-        guard let cell = tables.withLock({ $0.entries[key]?.cell }) else { return .none }
-        guard stillMatches(cell, directory: directory, identity: identity) else { return .none }
-        return Self.match(cell, as: type)
+        return open(key, as: type) { stillMatches($0, directory: directory, identity: identity) }
+    }
+
+    /// The live cell of `key` in a store, if any, as a cell of `T`; when there is none, the right to open the key
+    /// (see ``open(_:as:matches:)``).
+    func open<T>(_ key: CellKey, as type: T.Type) -> (found: Lookup<T>, gate: OpeningGate?) {
+        open(key, as: type) { _ in true }
+    }
+
+    /// The live cell of `key` that `matches`, if any, as a cell of `T`. When there is none, the gate of the key,
+    /// held by this thread until it is passed to ``opened(_:)`` once the new cell is registered: a thread that
+    /// opens the key meanwhile waits for it, outside the lock, and then finds that cell, so that the key is read,
+    /// and its default made, once. A thread that holds a gate (its default, user code, may open keys) waits for
+    /// none, and opens a key being opened by another as if there were no gate: no two threads wait for each other.
+    private func open<T>(
+        _ key: CellKey, as type: T.Type, matches: (any RegisteredCell) -> Bool
+    ) -> (found: Lookup<T>, gate: OpeningGate?) {
+        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        while true {
+            let step = tables.withLock { tables -> OpeningStep in
+                if let cell = tables.entries[key]?.cell { return .found(cell) }
+                let holdsAGate = tables.opening.values.contains { $0.owner == thread }
+                if let gate = tables.opening[key] { return holdsAGate ? .open(nil) : .wait(gate) }
+                let gate = OpeningGate(key: key, owner: thread)
+                tables.opening[key] = gate
+                return .open(gate)
+            }
+            switch step {
+            case .found(let cell):
+                // A stale cell was moved out of the key's way: the key is looked up again.
+                guard matches(cell) else { continue }
+                return (Self.match(cell, as: type), nil)
+            case .wait(let gate):
+                gate.wait()
+            case .open(let gate):
+                return (.none, gate)
+            }
+        }
+    }
+
+    /// Ends the opening of the key of `gate` (see ``open(_:as:matches:)``): its cell is registered, or another's was.
+    func opened(_ gate: OpeningGate) {
+        tables.withLock { tables in
+            if tables.opening[gate.key] === gate { tables.opening[gate.key] = nil }
+        }
+        gate.open()
     }
 
     /// Whether `cell`, found under the key of `directory`, is still the cell of that directory's file. A directory
@@ -151,12 +204,6 @@ final class StorageRegistry: Sendable {
             tables.cells[id] = .unkeyed(entry)
         }
         return false
-    }
-
-    /// The live cell of `key` in a store, if any, as a cell of `T`.
-    func cell<T>(for key: CellKey, as type: T.Type) -> Lookup<T> {
-        guard let cell = tables.withLock({ $0.entries[key]?.cell }) else { return .none }
-        return Self.match(cell, as: type)
     }
 
     /// The live cells of the store `identity`: of `key` alone, or of every key.
@@ -301,5 +348,28 @@ final class StorageRegistry: Sendable {
     private static func match<T>(_ cell: any RegisteredCell, as type: T.Type) -> Lookup<T> {
         if let typed = cell as? StorageCell<T> { return .found(typed) }
         return .mismatch(cell.valueTypeName)
+    }
+}
+
+/// The right to open a key that has no live cell, held by one thread from its look-up until its cell is registered
+/// (see ``StorageRegistry/open(_:as:matches:)``). Other threads wait for it outside every lock of the package.
+final class OpeningGate: Sendable {
+    let key: CellKey
+    /// The thread that holds it.
+    let owner: UInt
+    private let group = DispatchGroup()
+
+    init(key: CellKey, owner: UInt) {
+        (self.key, self.owner) = (key, owner)
+        group.enter()
+    }
+
+    /// Waits until the key is opened. Never call it under a lock of the package.
+    func wait() {
+        group.wait()
+    }
+
+    fileprivate func open() {
+        group.leave()
     }
 }

@@ -27,8 +27,9 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// `file://` and the directory's path.
     public let identity: String
 
-    /// The directory, prepared, and the name of `key`'s file in it.
-    func file(_ key: String) throws(WLStorageError) -> (StorageDirectory, String) {
+    /// The directory, prepared (see ``DirectoryTable/prepare(_:waiting:)``: a read does not wait for a lock another
+    /// holds on the directory), and the name of `key`'s file in it.
+    func file(_ key: String, waiting: Bool = true) throws(WLStorageError) -> (StorageDirectory, String) {
         guard let directory else {
             throw WLStorageError(
                 code: .directoryUnavailable,
@@ -39,7 +40,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
                 code: .directoryUnavailable, message: "cannot hash the key: OpenSSL SHA-256 is unavailable", key: key)
         }
         do {
-            _ = try DirectoryTable.prepare(directory)
+            _ = try DirectoryTable.prepare(directory, waiting: waiting)
         } catch {
             var error = error
             error.key = key
@@ -56,7 +57,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// The bytes of `key`'s file, when it is no larger than `limit` (an encrypted value's file is larger than its
     /// value).
     func read(key: String, limit: Int) throws -> Data? {
-        let (directory, name) = try file(key)
+        let (directory, name) = try file(key, waiting: false)
         return try directory.read(name, limit: limit)
     }
 
@@ -91,7 +92,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// name, and is not listed.
     public func keys() throws -> [String] {
         guard let directory else { return [] }
-        _ = try DirectoryTable.prepare(directory)
+        _ = try DirectoryTable.prepare(directory, waiting: false)
         return try directory.entries().filter { FileName.isPlain($0) }.sorted()
     }
 
