@@ -14,19 +14,27 @@ extension WLStoragePostgresStore {
     /// running chunk is cancelled, and the server then skips the chunks after it; but a chunk whose commit was not
     /// confirmed in time, and the chunks after it when the cancellation does not reach the server, may still commit.
     /// They are counted as not stored, and their values written again later (the same bytes, one version more,
-    /// notified again). A batch whose idle connection turns out to be lost is sent again on a new one, from the first
-    /// chunk not committed.
+    /// notified again). A batch whose connection is lost, or that cannot connect because the server is restarting
+    /// (refused, starting up, shutting down), is tried again with a backoff until the deadline, on a new connection,
+    /// from the first chunk not committed: the flush at exit writes its values once the server is back.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a chunk did not commit, or it is not known whether
     ///   it did.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
         guard !batch.isEmpty else { return }
-        if batch.count == 1 { return try write(key: batch[0].key, data: batch[0].data) }
+        if batch.count == 1 {
+            _ = try run(reading: false, key: batch[0].key, patient: true) {
+                connection, deadline throws(PostgresError) in
+                try connection.query(
+                    statements.upsert, upsertParameters(batch[0].key, batch[0].data), deadline: deadline)
+            }
+            return
+        }
         let chunks = Self.chunks(of: batch)
         var committed = 0  // chunks
         var stored = 0  // writes of the batch
         do throws(WLStorageError) {
-            _ = try run(reading: false, key: nil, checking: batch.map(\.key)) {
+            _ = try run(reading: false, key: nil, checking: batch.map(\.key), patient: true) {
                 connection, deadline throws(PostgresError) in
                 // A retry on a new connection (the idle one was lost) goes on from the first chunk not committed.
                 let first = committed

@@ -13,11 +13,11 @@ extension WLStoragePostgresStore {
     /// Runs `body` on the writing connection, connected (and the table created) first when needed, and throws its
     /// failure as a ``WLStorageError`` (see ``execute(reading:key:checking:resending:_:)``).
     func run(
-        reading: Bool, key: String?, checking keys: [String] = [], resending: Bool = true,
+        reading: Bool, key: String?, checking keys: [String] = [], resending: Bool = true, patient: Bool = false,
         _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
     ) throws(WLStorageError) -> [[Data?]] {
         try check((key.map { [$0] } ?? []) + keys, reading: reading)
-        switch execute(reading: reading, resending: resending, body) {
+        switch execute(reading: reading, resending: resending, patient: patient, body) {
         case .success(let rows): return rows
         case .failure(let error): throw failure(error, reading: reading, key: key)
         }
@@ -39,8 +39,12 @@ extension WLStoragePostgresStore {
     /// connections) is made again, as is one lost under a read, while the deadline allows, a few times. A write that
     /// fails because an idle connection was lost meanwhile (the server restarted) is run once more on a new one,
     /// unless `resending` is off.
+    ///
+    /// A `patient` call goes on past that: while the deadline allows, it tries again, with a backoff, after every
+    /// failure that a server restarting or failing over causes (see ``isTransient(_:)``), so that a batch at exit
+    /// is written once the server is back rather than given up at the first refused connection.
     func execute(
-        reading: Bool, resending: Bool,
+        reading: Bool, resending: Bool, patient: Bool = false,
         _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
     ) -> Result<[[Data?]], PostgresError> {
         // The deadline counts from the call, not from taking the lock: a call queued behind others that each spend
@@ -52,6 +56,7 @@ extension WLStoragePostgresStore {
             }
             var retried = false
             var reconnections = 0
+            var failures = 0
             while true {
                 let reused = connection.isConnected
                 var started = false
@@ -83,9 +88,37 @@ extension WLStoragePostgresStore {
                         writerPID.value = nil
                         continue
                     }
+                    if patient, Self.isTransient(error) {
+                        // 10 ms, doubling, up to a quarter of a second, and never past the deadline.
+                        failures += 1
+                        let pause = Duration.milliseconds(min(10 << min(failures - 1, 5), 250))
+                        let remaining = ContinuousClock.now.duration(to: deadline)
+                        if remaining > pause {
+                            connection.disconnect()
+                            writerPID.value = nil
+                            usleep(UInt32(pause / .microseconds(1)))
+                            continue
+                        }
+                    }
                     return .failure(error)
                 }
             }
+        }
+    }
+
+    /// Whether `error` is one a server that restarts or fails over causes, and that passes once it is back: a
+    /// connection refused or made to fail ("the database system is starting up" or "is shutting down"), a connection
+    /// broken, or a statement ended by the server's shutdown (SQLSTATE 57P01 admin shutdown, 57P02 crash shutdown,
+    /// 57P03 cannot connect now) or by a connection exception (class 08).
+    static func isTransient(_ error: PostgresError) -> Bool {
+        switch error.kind {
+        case .connectionFailed, .connectionLost:
+            return true
+        case .queryFailed:
+            guard let state = error.sqlState else { return false }
+            return ["57P01", "57P02", "57P03"].contains(state) || state.hasPrefix("08")
+        case .invalidSettings, .timedOut:
+            return false
         }
     }
 

@@ -56,6 +56,27 @@ struct PostgresExitFlushTests {
         #expect(child.printedErrors.contains("ran out of time"), "\(child.printedErrors)")
     }
 
+    /// The server is stopped as the program exits with 1,000 values pending, and started again while the flush at exit
+    /// runs: the flush tries again until it is back. It gave up at the first refused connection, about 0.1 s into its
+    /// budget, with none of the values written.
+    @Test(arguments: [PostgresCluster.StopMode.fast, .immediate])
+    func theFlushAtExitWritesEveryValueOnceARestartingServerIsBack(mode: PostgresCluster.StopMode) throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.remove() }
+        try cluster.start()
+        let namespace = uniqueNamespace()
+        // A store timeout of 10 s, the flush at exit bounded by 20 s.
+        let child = try Replica(arguments: ["--pending", cluster.url, namespace, "1", "1000", "10", "20"])
+        try cluster.stop(mode: mode)
+        child.send("go")
+        #expect(child.waitFor("set"))
+        try cluster.start()
+        let end = child.waitForExit(timeout: 120)
+        #expect(end?.reason == .exit && end?.status == 0, "\(child.printedErrors)")
+        let admin = try adminConnection(cluster.url)
+        #expect(try Self.rowsHoldingTheirNumber(admin, namespace) == 1000, "\(child.printedErrors)")
+    }
+
     @Test func aBatchThatFailsPartWayKeepsTheChunksItCommittedAndSaysHowMany() throws {
         let url = try PostgresCluster.shared().url
         let namespace = uniqueNamespace()

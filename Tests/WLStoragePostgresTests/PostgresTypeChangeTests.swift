@@ -15,6 +15,12 @@ private struct VisitsV0: Codable {
     var login: String
 }
 
+/// A type whose enum a newer version extended.
+private struct Mood: Codable, Equatable, Sendable {
+    enum Kind: String, Codable, Sendable { case calm }
+    var kind: Kind
+}
+
 private let visitsMigrations: [WLStorageMigration<Visits>] = [
     .from(VisitsV0.self) { Visits(name: $0.login, visits: 5) }
 ]
@@ -69,5 +75,19 @@ struct PostgresTypeChangeTests {
             try eventuallyThrowing { storage.wrappedValue == Visits(name: "bob", visits: 1) },
             "holds \(storage.wrappedValue)")
         #expect(!storage.hasPendingChanges)
+    }
+
+    /// The message says what holds the row once: it read "what <store> holds holds JSON that does not decode".
+    @Test func aRowAnotherVersionStoredIsReportedInOneSentence() throws {
+        let namespace = uniqueNamespace()
+        let other = try store(namespace)
+        try other.write(key: "mood", data: bytes(#"{"kind":"elated"}"#))
+        let storage = WLStorage(
+            key: "mood", defaultValue: Mood(kind: .calm), flushInterval: nil, store: try store(namespace))
+        #expect(storage.wrappedValue == Mood(kind: .calm))
+        let error = try #require(storage.lastError)
+        #expect(error.code == .storedByAnotherVersion)
+        #expect(!error.message.contains("holds holds"), "\(error.message)")
+        #expect(error.message.hasPrefix("the key's value in \(other.identity) holds JSON"), "\(error.message)")
     }
 }

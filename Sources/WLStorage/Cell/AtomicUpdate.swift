@@ -215,10 +215,15 @@ extension StorageCell {
     /// read, `body` runs on its value, and the result is stored only while the key holds what was read (in a store that
     /// tags its writes, ``VersionedConditionalStore``, while its version is the one read); when someone stored
     /// something else meanwhile, all of it runs again. The cell takes the result as written, unless it changed
-    /// meanwhile (a set, which is newer and will be written, or a newer value adopted). When the store cannot be
-    /// reached, or holds what does not decode, the update is made in this process only, as a set, and reported. When
-    /// a tagged write's outcome cannot be found out, the update is reported and not made again: it counts once or not
-    /// at all, never twice.
+    /// meanwhile (a set, which is newer and will be written, or a newer value adopted).
+    ///
+    /// The update stays conditional whatever fails: it is never made in this process and written later as a set,
+    /// which would replace what other processes stored meanwhile. When the store cannot be reached (a read or a write
+    /// fails; a server restarting refuses connections for a moment), all of it runs again, with a backoff, for
+    /// ``unreachableStoreRetry``; after that the update is not made, and reported. When a write's outcome cannot be
+    /// found out, the update is reported and not made again: it counts once or not at all, never twice. Only when the
+    /// key holds what does not decode, or the result does not encode, is the update made in this process, as a set,
+    /// and reported.
     private func updateShared<R>(
         _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
         versioned: (any VersionedConditionalStore)?
@@ -229,38 +234,105 @@ extension StorageCell {
             refuseChangeInsideUpdate(what: "update")
             return try body(&copy)
         }
+        // What the update returns, unless it is made in this process.
         let stored: R?
         do {
             _ = state.withLock { $0.startUpdate(counting: true) }
             defer { state.withLock { $0.endUpdate() } }
-            stored = try storeUpdate(body, in: key, store: store, versioned: versioned)
+            switch try storeUpdate(body, in: key, store: store, versioned: versioned) {
+            case .done(let result), .notMade(let result?):
+                stored = result
+            case .notMade(nil):
+                // The closure never ran: it runs once on a copy, for its result, which is not stored (still counted as
+                // an update, so that a change of this storage from inside it is refused).
+                var copy = get()
+                _ = UpdatesOnThisThread.begin(cell)
+                defer { UpdatesOnThisThread.end(cell) }
+                stored = try body(&copy)
+            case .inProcess:
+                stored = nil
+            }
         }
         if let stored { return stored }
         return try updateLocally(body)
     }
 
-    /// Runs the update against the store until a conditional write stores it; `nil` when the store cannot be reached
-    /// or holds what does not decode (reported), for the update to be made in the process.
+    /// How an update against the store ended.
+    private enum StoreUpdateEnd<R> {
+        /// Stored, or reported as not known and not made again: what the closure returned.
+        case done(R)
+        /// To be made in this process, as a set (reported).
+        case inProcess
+        /// Not made, and reported: the store could not be reached in time. What the closure returned last, if it ran.
+        case notMade(R?)
+    }
+
+    /// How long an update tries to reach a store that cannot be reached (a server restarting, a connection refused or
+    /// broken) before it is given up and reported as not made: long enough for a database server's restart or
+    /// failover.
+    static var unreachableStoreRetry: Duration { .seconds(10) }
+
+    /// Whether a failure of the store may pass if the update tries again: a read or a write that failed, not bytes
+    /// that do not decode, a value too large, or settings the store cannot use.
+    private static func mayPass(_ error: WLStorageError) -> Bool {
+        [.readFailed, .writeFailed, .backerFailed].contains(error.code)
+    }
+
+    /// Runs the update against the store until a conditional write stores it (see ``updateShared(_:in:store:versioned:)``).
     private func storeUpdate<R>(
         _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
         versioned: (any VersionedConditionalStore)?
-    ) rethrows -> R? {
+    ) rethrows -> StoreUpdateEnd<R> {
         let cell = ObjectIdentifier(self)
         var attempts = 0
         var setsMeanwhile = 0
+        var lastResult: R?
+        // When the store first failed to answer in a row of failures, and how many came since.
+        var unreachable: (since: ContinuousClock.Instant, failures: Int)?
+        /// Whether to try again after `error`, after a pause; otherwise the update is reported as not made.
+        func tryAgain(after error: WLStorageError) -> Bool {
+            let now = ContinuousClock.now
+            let since = unreachable?.since ?? now
+            let failures = (unreachable?.failures ?? 0) + 1
+            unreachable = (since, failures)
+            guard Self.mayPass(error), since.duration(to: now) < Self.unreachableStoreRetry else {
+                record(
+                    WLStorageError(
+                        code: .writeFailed,
+                        message: "the update was not made: \(key.medium.identity) could not be reached"
+                            + " (\(error.message)); the value is left as it was, and the update is not made later",
+                        key: backer.key, underlying: error))
+                return false
+            }
+            // 10 ms, doubling, up to half a second.
+            usleep(UInt32(min(10_000 << min(failures - 1, 6), 500_000)))
+            return true
+        }
         while true {
             // This process's pending change first, so that the update starts from it; but not a rewrite in the new
             // shape of what was read, which is no change of this process, and which the update makes moot.
             if state.withLock({ $0.updateFlushesFirst }) {
-                guard flush() == .done else { return nil }
+                guard flush() == .done else {
+                    let error =
+                        lastError
+                        ?? WLStorageError(code: .writeFailed, message: "the pending change could not be written")
+                    guard tryAgain(after: error) else { return .notMade(lastResult) }
+                    continue
+                }
             }
             let count = state.withLock { $0.changeCount }
             let read: UpdateRead
             do {
                 read = try readForUpdate(key, versioned: versioned)
             } catch {
-                record(error)
-                return nil
+                switch error {
+                case .unreadable(let error):
+                    guard tryAgain(after: error) else { return .notMade(lastResult) }
+                    continue
+                case .undecodable(let error):
+                    record(error)
+                    return .inProcess
+                }
             }
             // A set came since the flush: it is written first too (a few times at most, as sets may keep coming).
             if setsMeanwhile < 3, state.withLock({ $0.setSinceUpdateFlush }) {
@@ -274,9 +346,10 @@ extension StorageCell {
                 defer { UpdatesOnThisThread.end(cell) }
                 result = try body(&value)
             }
+            lastResult = result
             // A result that cannot be encoded is kept in memory, as a set of it would be, and reported by the write
             // that fails.
-            guard let data = try? key.backer.encode(value, replacing: read.bytes) else { return nil }
+            guard let data = try? key.backer.encode(value, replacing: read.bytes) else { return .inProcess }
             let stored: Bool
             // Others wrote the key after this update: what it holds is newer than the update's value.
             var overwritten = false
@@ -290,31 +363,34 @@ extension StorageCell {
                 case .refused:
                     stored = false
                 case .notStored(let error):
-                    recordMadeLocally(error, in: key.medium)
-                    return nil
+                    // Nothing was stored: the update reads the key again, once the store can be reached.
+                    guard tryAgain(after: key.medium.failure(error, writing: true, key: backer.key)) else {
+                        return .notMade(result)
+                    }
+                    continue
                 case .unknown(let error):
-                    // Made again, it could be counted twice; as a set, it would replace what others wrote since. So
-                    // it is neither: the storage takes what the key holds, with this update or without it.
-                    record(
-                        WLStorageError(
-                            code: .writeFailed,
-                            message: "whether the update was stored in \(key.medium.identity) is not known (its"
-                                + " answer was lost, and \(error)); it is not made again, so that it never counts"
-                                + " twice, and the storage reads the key again",
-                            key: backer.key, underlying: error))
-                    checkForExternalChange()
-                    return result
+                    reportUnknownOutcome(error, in: key.medium)
+                    return .done(result)
                 }
             } else {
                 do {
-                    // A write whose answer is lost is judged by reading the key back; when that does not tell, the
-                    // update is made in the process.
+                    // A write whose answer is lost is judged by reading the key back.
                     stored = try key.medium.write(data, ifItHolds: read.bytes, through: store)
                 } catch {
-                    recordMadeLocally(error, in: key.medium)
-                    return nil
+                    // The key, read back, still holds what the update read: the write was not stored (or, as bytes
+                    // cannot tell, stored and written back since), and the update reads again once the store answers.
+                    // Otherwise it may have been stored, and overwritten since.
+                    guard let holds = try? key.medium.store.read(key: key.medium.storedKey), holds == read.bytes else {
+                        reportUnknownOutcome(error, in: key.medium)
+                        return .done(result)
+                    }
+                    guard tryAgain(after: key.medium.failure(error, writing: true, key: backer.key)) else {
+                        return .notMade(result)
+                    }
+                    continue
                 }
             }
+            unreachable = nil
             if stored {
                 switch adopt(&value, writtenSince: count) {
                 case .adopted:
@@ -328,11 +404,25 @@ extension StorageCell {
                 case .pending:
                     break  // a set made meanwhile is newer, and is written after this
                 }
-                return result
+                return .done(result)
             }
             attempts += 1
             if attempts > 2 { sched_yield() }
         }
+    }
+
+    /// Reports that whether the update was stored is not known, for `error`: made again, it could be counted twice; as
+    /// a set, it would replace what others wrote since. So it is neither: the storage reads the key again, and holds
+    /// it with this update or without it.
+    private func reportUnknownOutcome(_ error: any Error, in medium: StoreMedium) {
+        record(
+            WLStorageError(
+                code: .writeFailed,
+                message: "whether the update was stored in \(medium.identity) is not known (its answer was lost, and"
+                    + " \(error)); it is not made again, so that it never counts twice, and the storage reads the key"
+                    + " again",
+                key: backer.key, underlying: error))
+        checkForExternalChange()
     }
 
     /// What an update read: the key's bytes, their value (the default when it holds nothing), and, from a store that
@@ -343,21 +433,19 @@ extension StorageCell {
         var version: Int64??
     }
 
-    /// Reports that an update could not be stored, for `error`, and is made in this process as a set.
-    private func recordMadeLocally(_ error: any Error, in medium: StoreMedium) {
-        record(
-            WLStorageError(
-                code: .writeFailed,
-                message: "the update could not be stored in \(medium.identity), so it was made in this process"
-                    + " only and is written as a set is: \(error)",
-                key: backer.key, underlying: error))
+    /// Why an update could not read the key.
+    enum UpdateReadFailure: Error {
+        /// The store could not be read (not reached, or it failed): tried again.
+        case unreadable(WLStorageError)
+        /// The key holds what this type cannot decode: the update is made in this process, as a set.
+        case undecodable(WLStorageError)
     }
 
     /// Reads the key for an update: with its version from a store that tags its writes (reporting once, when it cannot
     /// now, that the update compares bytes instead), its bytes alone from any other.
     private func readForUpdate(
         _ key: StoreKeyBacker<T>, versioned: (any VersionedConditionalStore)?
-    ) throws(WLStorageError) -> UpdateRead {
+    ) throws(UpdateReadFailure) -> UpdateRead {
         let bytes: Data?
         var version: Int64??
         do {
@@ -375,11 +463,16 @@ extension StorageCell {
                 bytes = try key.medium.store.read(key: key.medium.storedKey)
             }
         } catch {
-            throw WLStorageError(
-                code: .readFailed,
-                message: "the update could not read \(key.medium.identity), so it was made in this process only and"
-                    + " is written as a set is: \(error)",
-                key: backer.key, underlying: error)
+            // What does not open or is too large is no failure to reach the store: the update is made in this process.
+            if let error = error as? WLStorageError, !Self.mayPass(error) {
+                throw .undecodable(
+                    WLStorageError(
+                        code: .readFailed,
+                        message: "the update could not read \(key.medium.identity), so it was made in this process"
+                            + " only and is written as a set is: \(error)",
+                        key: backer.key, underlying: error))
+            }
+            throw .unreadable(key.medium.failure(error, writing: false, key: backer.key))
         }
         guard let bytes, !bytes.isEmpty else { return UpdateRead(bytes: bytes, value: defaultValue, version: version) }
         do {
@@ -387,9 +480,11 @@ extension StorageCell {
         } catch {
             // The set the update becomes replaces these bytes: it keeps their members this type does not know.
             key.backer.willReplace(bytes)
-            throw StoredBytes<T>.failure(
-                error, bytes, at: key.backer.place, finding: "the update found bytes in \(key.medium.identity) that",
-                outcome: ", so it was made in this process only and is written as a set is")
+            throw .undecodable(
+                StoredBytes<T>.failure(
+                    error, bytes, at: key.backer.place,
+                    finding: "the update found bytes in \(key.medium.identity) that",
+                    outcome: ", so it was made in this process only and is written as a set is"))
         }
     }
 

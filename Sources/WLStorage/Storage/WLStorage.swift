@@ -271,8 +271,15 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///   the outer update goes on. Nor should `body` wait for another thread that changes this storage: each of its
     ///   changes makes `body` run again.
     ///
+    /// In a store that writes on condition (``WLStorageConditionalStore``, such as the PostgreSQL store), the update is
+    /// made in the store, atomic for every process that shares it, and waits for it: while the store cannot be reached
+    /// (a server restarting), it is tried again, with a backoff, for up to 10 seconds, each time on the value the store
+    /// then holds. It is never made in memory alone and written later, which would replace what other processes stored
+    /// meanwhile. An update that could not be stored in that time, or whose outcome cannot be found out, is reported
+    /// (``WLStorageError/Code/writeFailed``, in ``lastError``) and not made later: it counts once or not at all.
+    ///
     /// - Parameter body: Changes the value it is given.
-    /// - Returns: What `body` returns, from the run whose value was stored.
+    /// - Returns: What `body` returns, from the run whose value was stored (from its last run when none was).
     /// - Throws: What `body` throws; the value is then left as it was.
     @discardableResult
     public func update<R>(_ body: (inout T) throws -> R) rethrows -> R {

@@ -49,8 +49,11 @@ final class StoreMedium: KeyMedium {
 
     func release() {}
 
-    /// The key in the store, as messages name it.
-    func place(key: String) -> StoredPlace { .store(key: key, identity: identity, conceals: conceals) }
+    /// The key in the store, as messages name it: "the key's value in <identity>", a subject that reads well before
+    /// "holds …" and "is not JSON …".
+    func place(key: String) -> StoredPlace {
+        StoredPlace(key: key, subject: "the key's value in \(identity)", file: nil, conceals: conceals)
+    }
 
     /// Whether the store's values are secret (``StoreCapabilities/conceals``).
     var conceals: Bool { encrypted != nil }
