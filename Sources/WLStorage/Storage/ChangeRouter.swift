@@ -22,7 +22,7 @@ enum ChangeSource: Hashable, Sendable {
 ///
 /// It then finds the cells of what changed in the registry and has each check its key: on the one queue of checks,
 /// holding the cell weakly, or on the producer's thread when the change carries its bytes and no read is needed
-/// (``deliver(store:keys:everything:carried:here:)``).
+/// (``deliver(store:keys:mustRead:everything:carried:)``).
 ///
 /// The lock guards the counts only; producers are started and stopped, and cells called, outside it.
 final class ChangeRouter: Sendable {
@@ -145,8 +145,12 @@ final class ChangeRouter: Sendable {
 
     /// Hands the cells of `store` what was reported of their keys, and has each check its key, on this thread: the
     /// store feeds call it from their round, which runs on the queue of checks or, for changes that carry their bytes,
-    /// on the feed's own thread. With `everything`, every cell of the store reads its key.
-    func deliver(store identity: String, keys: Set<String>, everything: Bool, carried: [String: [CarriedChange]]) {
+    /// on the feed's own thread. `keys` are handed in their order (the order they were last reported in), those in
+    /// `mustRead` told to read their key. With `everything`, every cell of the store reads its key.
+    func deliver(
+        store identity: String, keys: [String], mustRead: Set<String>, everything: Bool,
+        carried: [String: [CarriedChange]]
+    ) {
         let registry = StorageRegistry.shared
         if everything {
             for cell in registry.cells(ofStore: identity, key: nil) {
@@ -156,16 +160,16 @@ final class ChangeRouter: Sendable {
             return
         }
         // Each cell is handed what was carried for its key, or told to read it, before its check.
-        for key in keys.union(carried.keys) {
+        for key in keys {
             for cell in registry.cells(ofStore: identity, key: key) {
-                cell.offer(carried[key] ?? [], mustRead: keys.contains(key))
+                cell.offer(carried[key] ?? [], mustRead: mustRead.contains(key))
                 cell.checkForExternalChange()
             }
         }
     }
 
     /// Hands the cells of `change`'s key in `store` the change, and has each check its key, on this thread: what
-    /// ``deliver(store:keys:everything:carried:)`` does for a round of that one change.
+    /// ``deliver(store:keys:mustRead:everything:carried:)`` does for a round of that one change.
     func deliver(store identity: String, carried change: CarriedChange) {
         for cell in StorageRegistry.shared.cells(ofStore: identity, key: change.key) {
             cell.offer([change], mustRead: false)

@@ -32,6 +32,10 @@ final class StoreFeeds: Sendable {
         /// The changes carried with their bytes or versions and not handed to the cells yet, by key, in the order
         /// reported (see ``CarriedChange``).
         var pendingCarried: [String: [CarriedChange]] = [:]
+        /// When each key waiting was last reported, counted in reports of the feed: a round hands the keys to their
+        /// cells in that order, so that a program that writes a key and then another is seen to do so.
+        var lastReport: [String: UInt64] = [:]
+        var reports: UInt64 = 0
         /// A round of checks is queued or running.
         var draining = false
     }
@@ -110,15 +114,20 @@ final class StoreFeeds: Sendable {
                 feed.draining = true
                 return .carried(change)
             }
+            feed.reports &+= 1
             switch event {
-            case .change(.key(let key)) where !feed.pendingEverything: feed.pendingKeys.insert(key)
+            case .change(.key(let key)) where !feed.pendingEverything:
+                feed.pendingKeys.insert(key)
+                feed.lastReport[key] = feed.reports
             case .change(.key): break
             case .change(.everything):
                 feed.pendingEverything = true
                 feed.pendingKeys = []
                 feed.pendingCarried = [:]
+                feed.lastReport = [:]
             case .carried(let change) where !feed.pendingEverything:
                 feed.pendingCarried[change.key, default: []].append(change)
+                feed.lastReport[change.key] = feed.reports
             case .carried: break
             }
             guard !feed.draining else { return .none }
@@ -157,7 +166,9 @@ final class StoreFeeds: Sendable {
     private func checkReported(_ identity: String) {
         while true {
             let taken = feeds.withLock {
-                feeds -> (keys: Set<String>, everything: Bool, carried: [String: [CarriedChange]])? in
+                feeds -> (
+                    order: [String: UInt64], keys: Set<String>, everything: Bool, carried: [String: [CarriedChange]]
+                )? in
                 guard let feed = feeds[identity] else { return nil }
                 guard feed.pendingEverything || !feed.pendingKeys.isEmpty || !feed.pendingCarried.isEmpty else {
                     feed.draining = false
@@ -167,12 +178,15 @@ final class StoreFeeds: Sendable {
                     feed.pendingKeys = []
                     feed.pendingEverything = false
                     feed.pendingCarried = [:]
+                    feed.lastReport = [:]
                 }
-                return (feed.pendingKeys, feed.pendingEverything, feed.pendingCarried)
+                return (feed.lastReport, feed.pendingKeys, feed.pendingEverything, feed.pendingCarried)
             }
             guard let taken else { return }
             ChangeRouter.shared.deliver(
-                store: identity, keys: taken.keys, everything: taken.everything, carried: taken.carried)
+                store: identity, keys: taken.order.sorted { $0.value < $1.value }.map(\.key), mustRead: taken.keys,
+                everything: taken.everything,
+                carried: taken.carried)
         }
     }
 }

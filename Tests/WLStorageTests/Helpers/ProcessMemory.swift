@@ -13,6 +13,54 @@ enum ProcessMemory {
         guard let program = dlopen(nil, RTLD_NOW) else { return false }
         return dlsym(program, "__tsan_init") != nil
     }()
+
+    /// The text of `/proc/self/maps`, read to its end: one line per region of the process's memory, by address.
+    ///
+    /// Read with `read` until it returns 0: Foundation's `String(contentsOfFile:)` stops after its first read, which
+    /// the kernel fills with the whole lines that fit in a page, so it returns only the first forty regions or so. A
+    /// region that exists from the start of the read to its end is listed, whatever other threads map and unmap.
+    static func regionList() throws -> String {
+        let descriptor = open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            if count == 0 { return String(decoding: bytes, as: UTF8.self) }
+            bytes += chunk[..<count]
+        }
+    }
+
+    /// Maps a page of private anonymous memory above every region but the main thread's stack and those above it, so
+    /// that it comes last but for those in ``regionList()``; `nil` when the list has no `[stack]` or the page cannot
+    /// be mapped there. Unmap it with `munmap`.
+    static func mapPageAtTheEndOfTheRegionList() throws -> UnsafeMutableRawBufferPointer? {
+        let regions = try regionList().split(separator: "\n").compactMap {
+            line -> (start: UInt, end: UInt, name: Substring)? in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            let bounds = fields.first?.split(separator: "-").compactMap { UInt(String($0), radix: 16) } ?? []
+            guard bounds.count == 2 else { return nil }
+            return (bounds[0], bounds[1], fields.count >= 6 ? fields[5] : "")
+        }
+        guard let stack = regions.first(where: { $0.name == "[stack]" }),
+            let below = regions.filter({ $0.end <= stack.start }).map(\.end).max()
+        else { return nil }
+        // A megabyte clear of the region below and of the stack's guard gap (the kernel leaves at least 128 MB there).
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        let hint = below + (1 << 20)
+        guard hint + UInt(page) + (1 << 20) <= stack.start else { return nil }
+        let mapped = mmap(
+            UnsafeMutableRawPointer(bitPattern: hint), page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        guard let mapped, mapped != MAP_FAILED else { return nil }
+        guard UInt(bitPattern: mapped) == hint else {
+            munmap(mapped, page)
+            return nil
+        }
+        return UnsafeMutableRawBufferPointer(start: mapped, count: page)
+    }
 }
 
 /// A secret searched for in this process's memory, held only masked: the bytes kept are the secret's XORed with a
@@ -50,19 +98,10 @@ final class MaskedSecret {
     }
 
     /// The number of copies of the secret in this process's writable memory that is not mapped from a file: the
-    /// heap, anonymous mappings (malloc's arenas and large blocks) and the stacks. Read through `/proc/self/mem`.
-    ///
-    /// `/proc/self/maps` is read twice and the regions of both reads are searched: the kernel makes the list a page at
-    /// a time, and a region can be left out of one read while other threads map and unmap memory (thread stacks). A
-    /// copy is then counted more than once, which neither "none" nor "at least one" minds.
+    /// heap, anonymous mappings (malloc's arenas and large blocks) and the stacks. Read through `/proc/self/mem`, region
+    /// by region as ``ProcessMemory/regionList()`` lists them.
     func copiesInProcessMemory() throws -> Int {
-        let firstRead = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
-        let secondRead = try String(contentsOfFile: "/proc/self/maps", encoding: .utf8)
-        var seen = Set<Substring>()
-        let maps = (firstRead.split(separator: "\n") + secondRead.split(separator: "\n")).filter {
-            seen.insert($0).inserted
-        }
-        .joined(separator: "\n")
+        let maps = try ProcessMemory.regionList()
         let memory = open("/proc/self/mem", O_RDONLY | O_CLOEXEC)
         guard memory >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         defer { close(memory) }
