@@ -5,11 +5,13 @@ import WLStorageFleet
 
 @testable import WLStoragePostgres
 
-// A fleet of real processes sharing one PostgreSQL table: programs of two versions of a type
-// (WLStoragePostgresTestChild's `--fleet` mode), each with its connections and change feed, started, driven, killed
-// with SIGKILL and restarted as either version by a run drawn from a seed. The model and its invariant are FleetRun's
-// (Sources/WLStorageFleet/FleetRun.swift): every set whose flush returned is, at the end, what the row holds, or was
-// replaced by a set that could have been written after it; never by a default or a default-filled value.
+// A fleet of real processes sharing one PostgreSQL table: programs of three versions of a type
+// (WLStoragePostgresTestChild's `--fleet` mode; the versions add a field, rename one with `.renamed`, drop one and add
+// an enum case), each with its connections and change feed, started, driven, killed with SIGKILL and restarted as any
+// version by a run drawn from a seed. The model and its invariants are FleetRun's (Sources/WLStorageFleet/FleetRun.swift):
+// every set whose flush returned is, at the end, what the row holds, or was replaced by a set that could have been
+// written after it; never by a default or a default-filled value; no version serves its default while a value it can
+// map is stored; a flushed change is seen by every running version, under any name.
 //
 // `WLSTORAGE_SEED` replays a run's operations (not the machine's timing); `WLSTORAGE_OPERATIONS` sets the number of
 // operations over all runs (160 by default, in runs of up to 400). A failure names its seed. With
