@@ -14,7 +14,7 @@ import WLStorageFleet
 // map is stored; a flushed change is seen by every running version, under any name.
 //
 // `WLSTORAGE_SEED` replays a run's operations (not the machine's timing); `WLSTORAGE_OPERATIONS` sets the number of
-// operations over all runs (160 by default, in runs of up to 400). A failure names its seed. With
+// operations over all runs (400 by default, one run). A failure names its seed. With
 // `WLSTORAGE_FLEET_SUMMARY=1`, each run prints what it did, in numbers (for soaks).
 
 /// A namespace of the shared server, as the run sees it.
@@ -74,7 +74,7 @@ private struct SharedTable: FleetSharedStore {
 struct PostgresFleetTests {
     @Test func aFleetOfProcessesSharingATableNeverLosesAFlushedSetToADefault() throws {
         let cluster = try PostgresCluster.shared()
-        for (seed, operations) in FleetRun.plannedRuns(defaultOperations: 160, operationsPerRun: 400) {
+        for (seed, operations) in FleetRun.plannedRuns(defaultOperations: 400, operationsPerRun: 400) {
             let run = FleetRun(seed: seed, shared: SharedTable(cluster: cluster, namespace: uniqueNamespace()))
             do {
                 try run.run(operations: operations)

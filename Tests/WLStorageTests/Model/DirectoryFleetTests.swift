@@ -13,7 +13,7 @@ import WLStorageFleet
 // under any name; and nothing is moved aside.
 //
 // `WLSTORAGE_SEED` replays a run's operations (not the machine's timing); `WLSTORAGE_OPERATIONS` sets the number of
-// operations over all runs (160 by default, in runs of up to 400). A failure names its seed. With
+// operations over all runs (400 by default, one run). A failure names its seed. With
 // `WLSTORAGE_FLEET_SUMMARY=1`, each run prints what it did, in numbers (for soaks).
 
 /// The directory the fleet shares, as the run sees it.
@@ -45,7 +45,7 @@ private struct SharedDirectory: FleetSharedStore {
 @Suite(.capturingOutput)
 struct DirectoryFleetTests {
     @Test func aFleetOfProcessesSharingADirectoryNeverLosesAFlushedSetToADefault() throws {
-        for (seed, operations) in FleetRun.plannedRuns(defaultOperations: 160, operationsPerRun: 400) {
+        for (seed, operations) in FleetRun.plannedRuns(defaultOperations: 400, operationsPerRun: 400) {
             try withTemporaryDirectory { directory in
                 let run = FleetRun(seed: seed, shared: SharedDirectory(directory: directory))
                 do {
