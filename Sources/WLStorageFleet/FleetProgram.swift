@@ -36,6 +36,7 @@ public enum FleetProgram {
                     switch version {
                     case .v1: ProgramStorage<FleetValueV1>(key: key, flushInterval: flushInterval, store: store)
                     case .v2: ProgramStorage<FleetValueV2>(key: key, flushInterval: flushInterval, store: store)
+                    case .v3: ProgramStorage<FleetValueV3>(key: key, flushInterval: flushInterval, store: store)
                     }
                 storages[key] = storage
                 answer("opened \(storage.encodedValue) \(storage.errorCode)")
@@ -68,7 +69,7 @@ public enum FleetProgram {
     }
 }
 
-/// A storage of the program, of either version.
+/// A storage of the program, of any version.
 protocol FleetProgramStorage: AnyObject {
     var encodedValue: String { get }
     var errorCode: String { get }

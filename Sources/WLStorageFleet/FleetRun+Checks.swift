@@ -13,43 +13,27 @@ extension FleetRun {
         return record.end.map { $0 > operation } ?? true
     }
 
-    /// The fields of the newer shape that the older version does not know, as one value.
-    struct NewerFields: Equatable {
-        var theme: String
-        var zoom: Int
-        var note: String?
-        var depth: Int
-
-        init(_ value: FleetValueV2) {
-            theme = value.theme
-            zoom = value.zoom
-            note = value.note
-            depth = value.window.depth
+    /// The values that the stored member `name` of `key` may hold, kept by writes of versions that do not know it:
+    /// those of the sets started before `operation` by versions that write it, and the defaults' where one may have
+    /// been saved (or where `withDefault`: a reader fills what is missing from its default).
+    func keptValues(_ key: String, storedName name: String, before operation: Int, withDefault: Bool) -> Set<String> {
+        let field = FleetVersion.field(ofStoredName: name)
+        let writers = FleetVersion.writers(ofStoredName: name)
+        var values = Set<String>()
+        for (stamp, record) in sets[key] ?? [:] where record.start <= operation && writers.contains(record.version) {
+            if let value = record.version.made(by: stamp)[field] { values.insert(value) }
         }
+        if withDefault || defaultPossible.contains(key) {
+            for writer in writers { if let value = writer.made(by: 0)[field] { values.insert(value) } }
+        }
+        return values
     }
 
-    /// The newer-shape fields that values stored under `key` by sets started before `operation` carry: a newer
-    /// version's sets, the migrations of an older version's sets, and the newer default where it may have been saved.
-    func newerFields(_ key: String, before operation: Int) -> [NewerFields] {
-        var fields: [NewerFields] = []
-        for (stamp, record) in sets[key] ?? [:] where record.start <= operation {
-            switch record.version {
-            case .v2: fields.append(NewerFields(.made(by: stamp)))
-            case .v1:
-                if let migrated = try? FleetValueV2.migrated(.made(by: stamp)) { fields.append(NewerFields(migrated)) }
-            }
+    /// Whether a set of `key` started before now makes a value that `version` cannot read.
+    func someSetUnreadable(by version: FleetVersion, _ key: String) -> Bool {
+        (sets[key] ?? [:]).contains { stamp, record in
+            record.start <= operation && version.cannotRead(setOf: record.version, stamp: stamp)
         }
-        if newerDefaultPossible.contains(key) {
-            fields.append(NewerFields(.defaultValue))
-            if let migrated = try? FleetValueV2.migrated(.defaultValue) { fields.append(NewerFields(migrated)) }
-        }
-        return fields
-    }
-
-    /// Whether a value is a default as it may be stored: a version's default, or the migration of the older one's (a
-    /// program of the newer version read the older default where it was saved, and wrote it back in its shape).
-    static func isDefault(_ v1: FleetValueV1?, _ v2: FleetValueV2?) -> Bool {
-        v1 == .defaultValue || v2 == .defaultValue || (v2 != nil && v2 == (try? FleetValueV2.migrated(.defaultValue)))
     }
 
     /// Checks the value a program says its storage of `key` holds.
@@ -57,20 +41,25 @@ extension FleetRun {
         let version = programs[index].version
         let held = "P\(index) \(version)'s \(key) holds \(json)"
         guard let instance = programs[index].storages[key] else { return }
-        let data = Data(json.utf8)
-        let v1 = try? JSONDecoder().decode(FleetValueV1.self, from: data)
-        let v2 = try? JSONDecoder().decode(FleetValueV2.self, from: data)
-        guard let stamp = version == .v1 ? v1?.stamp : v2?.stamp else { throw fail("\(held): not its type") }
-        if error == "storedByAnotherVersion" { count("held, reporting storedByAnotherVersion") }
+        guard let fields = version.value(Data(json.utf8)), let stamp = fields["stamp"].flatMap({ Int($0) }) else {
+            throw fail("\(held): not its type")
+        }
+        if error == "storedByAnotherVersion" { count("held a value reporting storedByAnotherVersion") }
         if stamp == 0 {
-            guard Self.isDefault(version == .v1 ? v1 : nil, version == .v2 ? v2 : nil) else {
-                throw fail("\(held): stamp 0, yet not a default")
-            }
+            guard fields == version.made(by: 0) else { throw fail("\(held): stamp 0, yet not its default") }
             guard instance.sets.isEmpty else { throw fail("\(held): the default, after its own set") }
-            if let first = covered[key]?.first, first.by < instance.opened, error != "storedByAnotherVersion" {
-                throw fail(
-                    "\(held): the default, opened after the set \(first.stamp) was flushed, and reports \(error),"
-                        + " not storedByAnotherVersion")
+            if let first = covered[key]?.first, first.by < instance.opened {
+                // No version serves its default while a value it can map is stored.
+                guard error == "storedByAnotherVersion" else {
+                    throw fail(
+                        "\(held): the default, opened after the set \(first.stamp) was flushed, and reports \(error),"
+                            + " not storedByAnotherVersion")
+                }
+                guard someSetUnreadable(by: version, key) else {
+                    throw fail(
+                        "\(held): the default, opened after the set \(first.stamp) was flushed, though every set of"
+                            + " \(key) so far makes a value it can map")
+                }
             }
             return
         }
@@ -82,34 +71,23 @@ extension FleetRun {
         {
             throw fail("\(held): the set \(stamp) could not be written after its own set \(own), made later")
         }
-        if record.program != index { count("held, another program's set") }
-        if record.version != version { count("held, another version's set") }
-        let matches: Bool
-        switch (version, record.version) {
-        case (.v1, .v1):
-            matches = v1 == .made(by: stamp)
-        case (.v2, .v2):
-            matches = v2 == .made(by: stamp)
-        case (.v2, .v1):
-            let older = FleetValueV1.made(by: stamp)
-            if let v2, v2 == (try? FleetValueV2.migrated(older)) {
-                matches = true
-            } else if let v2 {
-                // The older value's bytes, with the fields it does not know kept from a value stored before.
-                matches =
-                    v2.window.width == older.window.width && v2.mode.rawValue == older.mode.rawValue
-                    && newerFields(key, before: operation).contains(NewerFields(v2))
-            } else {
-                matches = false
-            }
-        case (.v1, .v2):
-            // The newer value's bytes, read by the older version; `darkMode` was kept from an older value.
-            let newer = FleetValueV2.made(by: stamp)
-            matches =
-                v1.map { $0.window.width == newer.window.width && $0.mode.rawValue == newer.mode.rawValue } ?? false
+        if record.program != index { count("held another program's set") }
+        if record.version != version { count("held another version's set") }
+        // The fields both versions know, under any name, are the set's.
+        if let disagreement = version.disagreement(fields, with: record.version.made(by: stamp), of: record.version) {
+            throw fail(
+                "\(held): not what it reads from the set \(stamp) of a \(record.version) program: \(disagreement)")
         }
-        guard matches else {
-            throw fail("\(held): not what its version reads from the set \(stamp) of a \(record.version) program")
+        // The others are its default's, or kept from a set stored before.
+        for field in version.fields where !record.version.fields.contains(field) {
+            let name = version.storedName(field)
+            guard let value = fields[field],
+                keptValues(key, storedName: name, before: operation, withDefault: true).contains(value)
+            else {
+                throw fail(
+                    "\(held): its \(field), which the \(record.version) set \(stamp) does not have, is neither its"
+                        + " default's nor that of a set stored before")
+            }
         }
     }
 
@@ -132,13 +110,13 @@ extension FleetRun {
             guard let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
                 let stamp = object["stamp"] as? Int
             else { throw fail("\(key) holds \(text): not a stamped object") }
-            let v1 = try? JSONDecoder().decode(FleetValueV1.self, from: data)
-            let v2 = try? JSONDecoder().decode(FleetValueV2.self, from: data)
             if stamp == 0 {
                 if let last = covers.last {
                     throw fail("\(key) holds the default \(text), though the set \(last.stamp) was flushed")
                 }
-                guard Self.isDefault(v1, v2) else { throw fail("\(key) holds \(text)") }
+                guard FleetVersion.allCases.contains(where: { $0.value(data) == $0.made(by: 0) }) else {
+                    throw fail("\(key) holds \(text)")
+                }
                 continue
             }
             guard let record = sets[key]?[stamp] else { throw fail("\(key) holds \(text): no set made it") }
@@ -151,18 +129,21 @@ extension FleetRun {
                             + " flushed at operation \(cover.by)")
                 }
             }
-            switch record.version {
-            case .v2:
-                guard v2 == .made(by: stamp) else { throw fail("\(key) holds \(text), not the set \(stamp) of V2") }
-            case .v1:
-                guard v1 == .made(by: stamp) else { throw fail("\(key) holds \(text), not the set \(stamp) of V1") }
-                let window = object["window"] as? [String: Any]
-                let newer =
-                    ["theme", "zoom", "note"].filter { object[$0] != nil } + (window?["depth"] != nil ? ["depth"] : [])
-                guard !newer.isEmpty else { break }
-                guard let v2, newerFields(key, before: record.end ?? operation).contains(NewerFields(v2)) else {
+            let writer = record.version
+            guard writer.written(data) == writer.made(by: stamp) else {
+                throw fail("\(key) holds \(text), not the set \(stamp) of \(writer)")
+            }
+            // The members the writer does not know are absent, or kept from a set stored before: never a default's
+            // unless one may have been saved.
+            let known = Set(writer.fields.map(writer.storedName)).union(writer == .v3 ? ["theme"] : [])
+            for (name, member) in object where !known.contains(name) {
+                guard writer.unknownNames.contains(name), let value = FleetVersion.text(ofMember: member),
+                    keptValues(key, storedName: name, before: record.end ?? operation, withDefault: false)
+                        .contains(value)
+                else {
                     throw fail(
-                        "\(key) holds \(text): the fields V1 does not know are not those of a value stored before")
+                        "\(key) holds \(text): its \(name), which \(writer) does not know, is not a set's stored before"
+                    )
                 }
             }
         }

@@ -38,10 +38,12 @@ public struct FleetRandom: RandomNumberGenerator {
 
 /// One run of a fleet of programs (child processes) over a shared store, and the model that judges it.
 ///
-/// Operations, drawn from the seed, one at a time (each waits for its program's answer): start a program as either
-/// version with a flush interval of 0, 1 s or none; open a key; set; update; flush; read; release a storage; exit
+/// Operations, drawn from the seed, one at a time (each waits for its program's answer): start a program as any of the
+/// three versions (FleetValues.swift; restarted as its version or, now and then, as any other: a deploy or a rollback
+/// in any order) with a flush interval of 0, 1 s or none; open a key; set; update; flush; read; release a storage; exit
 /// (which flushes); kill with SIGKILL (what is pending is lost); wait a little while background writes and change feeds
-/// run. Each set has a stamp of its own, increasing in the run's order, from which every field of its value follows.
+/// run; and a change seen by the fleet (below). Each set has a stamp of its own, increasing in the run's order, from
+/// which every field of its value follows.
 ///
 /// The programs write in the background, when they want, and hear of each other's writes through the store's feed:
 /// the order of the writes is the machine's. So the model claims only what holds whatever that order. It knows, for
@@ -53,19 +55,22 @@ public struct FleetRandom: RandomNumberGenerator {
 /// The checks:
 ///
 /// - a value a program holds (answered by open, set, update, flush, read) is its default, or made by a set of the key
-///   that started before: as the writer's version made it, or as the reader's version reads those bytes (the
-///   migration of the older value, or the older value with the fields it does not know kept from a value of the newer
-///   shape stored before); it is never a value no set made;
+///   that started before, as the reader's version reads it: the fields that the writer's version knows too (under any
+///   name) are the set's, the others are its default's or kept from a set stored before; it is never a value no set
+///   made;
 /// - a program that set the key holds its set, or a set whose window ended after its own set started (a value written
 ///   after its own); never the default;
-/// - a program that opened the key after a covered set holds a set's value, or its default while reporting
-///   `storedByAnotherVersion` (it cannot read what is stored): never a default-filled value it did not flag;
+/// - no version serves its default while a value it can map is stored: a program that opened the key after a covered
+///   set holds a set's value, or its default while reporting `storedByAnotherVersion`, and then only V1 or V2 after a
+///   V3 set of the case they do not know; V3 reads every version's values and never reports it;
+/// - a change made on one version is seen by every running version that has the field, under any name: now and then
+///   every other program flushes the key, one sets and flushes it, and every other program's storage of it comes to
+///   hold that set as its version reads it (unless it cannot read it: V1 and V2 meeting `spacious`);
 /// - at the end, every program stopped, the bytes of each key are read directly: after any covered set, they are a
 ///   set's value (never the default), of the last covered set or of a set whose window ended after that set started
-///   (last writer wins: it may have been written after it); their fields the writer's version knows are its set's, and
-///   the fields it does not know are absent or all those of a value of the newer shape stored before, never a
-///   default's unless the newer version's default could have been saved there (a program of it opened the key before
-///   anything was stored);
+///   (last writer wins: it may have been written after it); their fields the writer's version knows are its set's (V3
+///   writes `theme` alike), and the members it does not know are absent or those of a set stored before, never a
+///   default's unless a default could have been saved there (a program opened the key before anything was stored);
 /// - nothing is moved aside, and no program reports an error that loses or refuses a value (`changeDiscarded`,
 ///   `decodingFailed`, `typeMismatch`…).
 public final class FleetRun {
@@ -116,9 +121,9 @@ public final class FleetRun {
     var sets: [String: [Int: SetRecord]] = [:]
     /// Per key: the covered sets, with the operation that covered each.
     var covered: [String: [(stamp: Int, by: Int)]] = [:]
-    /// Per key: a program of the newer version opened it while nothing covered was stored, so its default may have
-    /// been saved (and its fields kept by a write of the older version after it).
-    var newerDefaultPossible: Set<String> = []
+    /// Per key: a program opened it while nothing covered was stored, so its default may have been saved (and its
+    /// members kept by a write of another version after it).
+    var defaultPossible: Set<String> = []
     var trace: [String] = []
     /// How many times each kind of operation ran, and what the run saw, for ``summary``.
     var counts: [String: Int] = [:]
@@ -127,7 +132,7 @@ public final class FleetRun {
         self.seed = seed
         self.shared = shared
         random = FleetRandom(seed: seed)
-        programs = (0..<Self.programCount).map { Program(index: $0, version: $0 == 0 ? .v2 : .v1) }
+        programs = (0..<Self.programCount).map { Program(index: $0, version: FleetVersion.allCases.reversed()[$0 % 3]) }
     }
 
     deinit {
@@ -175,8 +180,11 @@ public final class FleetRun {
         let index = Int.random(in: 0..<Self.programCount, using: &random)
         let key = Self.keys[Int.random(in: 0..<Self.keys.count, using: &random)]
         guard programs[index].process != nil else {
-            // A stopped program starts, as its version or, now and then, as the other (a deploy or a rollback).
-            if roll % 3 == 0 { programs[index].version = programs[index].version.other }
+            // A stopped program starts, as its version or, now and then, as any other (a deploy or a rollback).
+            if roll % 3 == 0 {
+                let others = FleetVersion.allCases.filter { $0 != programs[index].version }
+                programs[index].version = others[Int.random(in: 0..<others.count, using: &random)]
+            }
             try start(index)
             return
         }
@@ -192,6 +200,7 @@ public final class FleetRun {
         case 62..<66: try close(index, key)
         case 66..<70: try exit(index)
         case 70..<76: try kill(index)
+        case 79..<84: try propagate(index, key)
         case 76..<79:
             let milliseconds = Int.random(in: 10...300, using: &random)
             note("wait \(milliseconds) ms")
@@ -207,7 +216,7 @@ public final class FleetRun {
         let name = programs[index].name
         let version = programs[index].version
         note("\(name) starts as \(version), flush interval \(interval.map { "\($0) s" } ?? "none")")
-        count("start")
+        count("start as \(version)")
         do {
             programs[index].process = try shared.start(name: name, version: version, flushInterval: interval)
         } catch { throw fail("\(name) could not start: \(error)") }
@@ -219,19 +228,21 @@ public final class FleetRun {
         }
     }
 
-    func ask(_ index: Int, _ command: String) throws -> [String] {
+    func ask(_ index: Int, _ command: String, noted: Bool = true) throws -> [String] {
         guard let process = programs[index].process else { throw fail("P\(index) is not running") }
         let answer: String
         do {
             answer = try process.ask(command)
         } catch { throw fail("\(error)") }
-        note("\(process.name) \(programs[index].version): \(command) -> \(answer)")
-        count(String(command.prefix { $0 != " " }))
+        if noted {
+            note("\(process.name) \(programs[index].version): \(command) -> \(answer)")
+            count(String(command.prefix { $0 != " " }))
+        }
         return answer.split(separator: " ").map(String.init)
     }
 
     func open(_ index: Int, _ key: String) throws {
-        if programs[index].version == .v2 && covered[key] == nil { newerDefaultPossible.insert(key) }
+        if covered[key] == nil { defaultPossible.insert(key) }
         let words = try ask(index, "open \(key)")
         guard words.count == 3, words[0] == "opened" else { throw fail("unexpected answer \(words)") }
         programs[index].storages[key] = Instance(opened: operation)
@@ -262,10 +273,12 @@ public final class FleetRun {
         try checkHeld(index, key, json: json, error: "none")
     }
 
-    func flush(_ index: Int, _ key: String) throws {
+    /// Flushes a storage; returns whether nothing is pending after it.
+    @discardableResult
+    func flush(_ index: Int, _ key: String) throws -> Bool {
         let words = try ask(index, "flush \(key)")
         guard words.count == 4, words[0] == "flushed" else { throw fail("unexpected answer \(words)") }
-        guard let instance = programs[index].storages[key] else { return }
+        guard let instance = programs[index].storages[key] else { return false }
         if words[1] == "0" {
             if let last = instance.sets.last { cover(key, last) }
             // The storage can no longer write any set made through it: what was pending is written.
@@ -274,12 +287,72 @@ public final class FleetRun {
             throw fail("P\(index)'s flush of \(key) returned with the value still pending, and error \(words[2])")
         }
         try checkHeld(index, key, json: words[3], error: words[2])
+        return words[1] == "0"
     }
 
     func read(_ index: Int, _ key: String) throws {
         let words = try ask(index, "read \(key)")
         guard words.count == 3, words[0] == "value" else { throw fail("unexpected answer \(words)") }
         try checkHeld(index, key, json: words[1], error: words[2])
+    }
+
+    /// A change seen by the fleet: every other program's storage of `key` flushes, so that none has a set of its own
+    /// pending; the program `index` sets the key and flushes it; then every other program's storage of the key comes to
+    /// hold that set as its version reads it (the fields its version shares with the writer's, under any name, are the
+    /// set's), unless its version cannot read the set. Not claimed where the model cannot: a flush left a value
+    /// pending (a transient failure), or a released storage's set may still be written.
+    func propagate(_ index: Int, _ key: String) throws {
+        let others = programs.indices.filter { $0 != index && programs[$0].storages[key] != nil }
+        for other in others {
+            guard try flush(other, key) else {
+                count("change not followed: a flush left a value pending")
+                return
+            }
+        }
+        try set(index, key, update: Bool.random(using: &random))
+        let stamp = nextStamp - 1
+        guard try flush(index, key) else {
+            count("change not followed: a flush left a value pending")
+            return
+        }
+        guard !programs.contains(where: { $0.openWindows.contains { $0.key == key } }) else {
+            count("change not followed: a released storage's set may still be written")
+            return
+        }
+        let writer = programs[index].version
+        let made = writer.made(by: stamp)
+        note("every other program's \(key) is to come to hold the set \(stamp) of \(writer)")
+        count("change followed")
+        for other in others {
+            let version = programs[other].version
+            if version.cannotRead(setOf: writer, stamp: stamp) {
+                count("change followed by a version that cannot read it")
+                continue
+            }
+            let deadline = ContinuousClock.now + .seconds(60)
+            var polls = 0
+            while true {
+                let words = try ask(other, "read \(key)", noted: false)
+                guard words.count == 3, words[0] == "value" else { throw fail("unexpected answer \(words)") }
+                try checkHeld(other, key, json: words[1], error: words[2])
+                polls += 1
+                let held = version.value(Data(words[1].utf8))
+                if let held, held["stamp"] == "\(stamp)" {
+                    if let disagreement = version.disagreement(held, with: made, of: writer) {
+                        throw fail("P\(other) \(version) holds \(words[1]) for the set \(stamp): \(disagreement)")
+                    }
+                    note("P\(other) \(version) holds \(words[1]) after \(polls) reads")
+                    count(version == writer ? "change seen by another program" : "change seen by another version")
+                    break
+                }
+                guard ContinuousClock.now < deadline else {
+                    throw fail(
+                        "P\(other) \(version)'s \(key) holds \(words[1]) (\(words[2])) 60 s after the set \(stamp) of"
+                            + " \(writer) was flushed, and nothing else was pending: the change is not seen")
+                }
+                usleep(10_000)
+            }
+        }
     }
 
     func close(_ index: Int, _ key: String) throws {
@@ -319,6 +392,14 @@ public final class FleetRun {
         let faults = process.reportedErrors.filter { !Self.acceptedErrors.contains($0.code) }
         if !faults.isEmpty {
             throw fail("\(process.name) reported: \(faults.map(\.line).joined(separator: "\n"))")
+        }
+        // Only a value of a case it does not know is another version's: V3 reads every version's values, and V1 and V2
+        // those of every set but V3's `spacious` ones.
+        let version = programs[index].version
+        if let line = process.reportedErrors.first(where: { $0.code == "storedByAnotherVersion" })?.line,
+            !sets.values.contains(where: { $0.contains { version.cannotRead(setOf: $0.value.version, stamp: $0.key) } })
+        {
+            throw fail("\(process.name) \(version) reported a value it can map as another version's: \(line)")
         }
         // A program built with ThreadSanitizer prints its reports on standard error (a killed one exits without the
         // status that says so).

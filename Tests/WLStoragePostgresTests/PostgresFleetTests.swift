@@ -5,14 +5,16 @@ import WLStorageFleet
 
 @testable import WLStoragePostgres
 
-// A fleet of real processes sharing one PostgreSQL table: programs of two versions of a type
-// (WLStoragePostgresTestChild's `--fleet` mode), each with its connections and change feed, started, driven, killed
-// with SIGKILL and restarted as either version by a run drawn from a seed. The model and its invariant are FleetRun's
-// (Sources/WLStorageFleet/FleetRun.swift): every set whose flush returned is, at the end, what the row holds, or was
-// replaced by a set that could have been written after it; never by a default or a default-filled value.
+// A fleet of real processes sharing one PostgreSQL table: programs of three versions of a type
+// (WLStoragePostgresTestChild's `--fleet` mode; the versions add a field, rename one with `.renamed`, drop one and add
+// an enum case), each with its connections and change feed, started, driven, killed with SIGKILL and restarted as any
+// version by a run drawn from a seed. The model and its invariants are FleetRun's (Sources/WLStorageFleet/FleetRun.swift):
+// every set whose flush returned is, at the end, what the row holds, or was replaced by a set that could have been
+// written after it; never by a default or a default-filled value; no version serves its default while a value it can
+// map is stored; a flushed change is seen by every running version, under any name.
 //
 // `WLSTORAGE_SEED` replays a run's operations (not the machine's timing); `WLSTORAGE_OPERATIONS` sets the number of
-// operations over all runs (160 by default, in runs of up to 400). A failure names its seed. With
+// operations over all runs (400 by default, one run). A failure names its seed. With
 // `WLSTORAGE_FLEET_SUMMARY=1`, each run prints what it did, in numbers (for soaks).
 
 /// A namespace of the shared server, as the run sees it.
@@ -72,7 +74,7 @@ private struct SharedTable: FleetSharedStore {
 struct PostgresFleetTests {
     @Test func aFleetOfProcessesSharingATableNeverLosesAFlushedSetToADefault() throws {
         let cluster = try PostgresCluster.shared()
-        for (seed, operations) in FleetRun.plannedRuns(defaultOperations: 160, operationsPerRun: 400) {
+        for (seed, operations) in FleetRun.plannedRuns(defaultOperations: 400, operationsPerRun: 400) {
             let run = FleetRun(seed: seed, shared: SharedTable(cluster: cluster, namespace: uniqueNamespace()))
             do {
                 try run.run(operations: operations)

@@ -8,35 +8,37 @@ import WLStorageFleet
 // A randomized fleet against a model of the compatibility rule for programs of several versions on one key.
 //
 // This is the fleet inside one process, over an in-memory store whose every read and write the model sees and judges.
-// The same two versions also run as a fleet of real processes sharing a directory (DirectoryFleetTests) and a
+// The same three versions also run as a fleet of real processes sharing a directory (DirectoryFleetTests) and a
 // PostgreSQL table (PostgresFleetTests): programs started, killed with SIGKILL and restarted, writing in the
 // background and hearing each other through the store's feed, judged from their answers and the bytes stored at the
 // end (Sources/WLStorageFleet/FleetRun.swift).
 //
 // A few "programs" share one store: each is a replica of a `MemoryStore` with an identity of its own (as another
-// process's handle of the same database: its storages have cells of their own), runs one of two versions of a type
-// (`FleetValueV1`, and `FleetValueV2`, which renames a field, adds fields at the top and in a nested object, adds an
-// enum case and an optional, and migrates from the first), and hears of another program's writes only when the run
-// reports them through the store's feed. Random operations: start a program or one of its storages, set, update,
-// flush, release, stop, crash (its pending writes are lost), restart (as either version: a rolling deploy or a
-// rollback), and feeds that reach every program or one. Storages have no flush interval, so that every write happens
-// inside an operation of the run, in an order the seed decides.
+// process's handle of the same database: its storages have cells of their own), runs one of three versions of a type
+// (`FleetValueV1`; `FleetValueV2`, which adds a field; `FleetValueV3`, which renames a field with `.renamed`, drops
+// V2's and adds an enum case), and hears of another program's writes only when the run reports them through the
+// store's feed. Random operations: start a program or one of its storages, set, update, flush, release, stop, crash
+// (its pending writes are lost), restart (as its version or any other, in any order: a rolling deploy or a rollback),
+// and feeds that reach every program or one. Storages have no flush interval, so that every write happens inside an
+// operation of the run, in an order the seed decides.
 //
 // Each program's handle records what it reads and writes, and every write is judged when it happens:
 //
-// - a write of a key is the value of the last set (or update) of that program, not yet written; or, by a program of
-//   the newer version, the migration of the older value it read, written on condition that the key still holds it;
-//   or the default, created where nothing is stored. Anything else (a default over a value, a value filled in from the
-//   default and written back, a value written twice) breaks "reading never writes";
-// - its fields that the writer's version knows are the set's, and its fields that the version does not know are
-//   those of the bytes the program last read or wrote (kept, never dropped, never taken from a default);
+// - a write of a key is the value of the last set (or update) of that program, not yet written, or the default,
+//   created where nothing is stored. Anything else (a default over a value, a value filled in from the default and
+//   written back, a value written twice) breaks "reading never writes";
+// - its fields that the writer's version knows are the set's (V3 writes the renamed field under both names), and its
+//   members that the version does not know are those of the bytes the program last read or wrote (kept, never
+//   dropped, never taken from a default);
 // - nothing is moved aside and no key is removed.
 //
 // And after each operation: a flush (or an update stored at once) leaves the key holding its set; a storage that
-// starts, or hears a feed, holds what the key holds when its version reads it (the migration's result for the older
-// shape), or else keeps its last good value and reports `storedByAnotherVersion`. At the end, with every program
-// stopped, each key holds the value of the last set whose flush returned or of a set written after it, never the
-// default's.
+// starts, or hears a feed, holds what the key holds as its version maps it (FleetVersion.reads: the fields it knows,
+// the old name of a rename winning, the rest from its default), so that no version serves its default while a value
+// it can map is stored, and its fields shared with the version that wrote last, under any name, are that write's; or,
+// when it cannot map the value (V1 and V2 meeting V3's `spacious`), it keeps its last good value and reports
+// `storedByAnotherVersion`. At the end, with every program stopped, each key holds the value of the last set whose
+// flush returned or of a set written after it, never the default's.
 //
 // `WLSTORAGE_SEED` replays one run (its operations; the timing of the feeds' threads is the machine's, and the run
 // waits for them after each report). `WLSTORAGE_OPERATIONS` sets the number of operations over all runs (600 by
@@ -45,8 +47,7 @@ import WLStorageFleet
 // model expects after a report; those seeds do not replay (the interleaving is the machine's), and whether the model
 // or the library is wrong there is not settled yet.
 
-// The two versions of the type (`FleetValueV1`, `FleetValueV2`) are in Sources/WLStorageFleet/FleetValues.swift,
-// shared with the fleet of processes.
+// The three versions of the type are in Sources/WLStorageFleet/FleetValues.swift, shared with the fleet of processes.
 
 // MARK: One program's handle of the store
 
@@ -176,7 +177,7 @@ private final class ProgramStore: WLStorageConditionalStore {
     }
 }
 
-// MARK: A program's storage of a key, of either version
+// MARK: A program's storage of a key, of any version
 
 private protocol FleetHandle: AnyObject {
     var version: FleetVersion { get }
@@ -192,8 +193,6 @@ private protocol FleetHandle: AnyObject {
     func checkNow()
     /// Whether the cell has no job running or waiting, no default to save, and has made more checks than `checks`.
     func isSettled(checksAbove checks: Int?) -> Bool
-    /// Whether the storage holds what its version reads from `data`; `nil` when that is no value.
-    func holdsWhatItReads(from data: Data?) -> Bool?
 }
 
 private final class Handle<Value: FleetValue>: FleetHandle {
@@ -224,12 +223,6 @@ private final class Handle<Value: FleetValue>: FleetHandle {
             !state.isBusy && state.stored != .defaultUnsaved && !(state.extras?.checkRequested ?? false)
         }
         return idle && checks.map { storage.cell.externalChecks > $0 } ?? true
-    }
-
-    func holdsWhatItReads(from data: Data?) -> Bool? {
-        guard let data else { return storage.wrappedValue == Value.defaultValue }
-        guard let expected = Value.expected(from: data) else { return nil }
-        return storage.wrappedValue == expected
     }
 }
 
@@ -276,16 +269,21 @@ private final class FleetRun {
     var nextStamp = 1
     /// Per key: the stamp of the last set that a flush (or an update stored at once) saw written.
     var durable: [String: Int] = [:]
+    /// Per key: the version and stamp of the last value written (0 for a default created).
+    var lastWrite: [String: (FleetVersion, Int)] = [:]
     /// Per key: the stamps written after the last durable set.
     var writtenSinceDurable: [String: Set<Int>] = [:]
     /// The stamps that the current operation may write, per program and key (its pending set, and those it makes).
     var writable: [Int: [String: Set<Int>]] = [:]
     var trace: [String] = []
+    /// What the run saw, in numbers, for soaks (`WLSTORAGE_FLEET_SUMMARY=1`).
+    var counts: [String: Int] = [:]
 
     init(seed: UInt64) {
         self.seed = seed
         random = SplitMix64(seed: seed)
-        programs = (0..<Self.programCount).map { index in Program(version: index == 0 ? .v2 : .v1) }
+        programs = (0..<Self.programCount).map { index in Program(version: FleetVersion.allCases.reversed()[index % 3])
+        }
     }
 
     func fail(_ message: String) -> FleetProblem {
@@ -338,8 +336,11 @@ private final class FleetRun {
         let program = Int.random(in: 0..<Self.programCount, using: &random)
         let key = Self.keys[Int.random(in: 0..<Self.keys.count, using: &random)]
         guard programs[program].store != nil else {
-            // A stopped program starts, as its version or, now and then, as the other (a deploy or a rollback).
-            if roll % 3 == 0 { programs[program].version = programs[program].version == .v1 ? .v2 : .v1 }
+            // A stopped program starts, as its version or, now and then, as any other (a deploy or a rollback).
+            if roll % 3 == 0 {
+                let others = FleetVersion.allCases.filter { $0 != programs[program].version }
+                programs[program].version = others[Int.random(in: 0..<others.count, using: &random)]
+            }
             try start(program)
             return
         }
@@ -372,6 +373,7 @@ private final class FleetRun {
         programs[index].store = ProgramStore(program: index, of: store, log: log)
         cells[index] = [:]
         note("P\(index) starts as \(programs[index].version)")
+        counts["start as \(programs[index].version)", default: 0] += 1
         for key in Self.keys where Bool.random(using: &random) {
             try open(index, key)
         }
@@ -385,6 +387,7 @@ private final class FleetRun {
             switch programs[index].version {
             case .v1: Handle<FleetValueV1>(key: key, store: programStore)
             case .v2: Handle<FleetValueV2>(key: key, store: programStore)
+            case .v3: Handle<FleetValueV3>(key: key, store: programStore)
             }
         programs[index].storages[key] = handle
         cells[index, default: [:]][key] = Cell()
@@ -494,13 +497,10 @@ private final class FleetRun {
             }
             return
         }
-        switch handle.holdsWhatItReads(from: data) {
-        case true?:
-            return
-        case false?:
-            throw fail(
-                "P\(index) \(handle.version)'s \(key) holds \(handle.encodedValue) after reading \(describe(data))")
-        case nil:
+        let held = handle.version.value(Data(handle.encodedValue.utf8))
+        let writer = lastWrite[key].map(\.0)
+        guard let expected = handle.version.reads(data) else {
+            counts["read a value it cannot map", default: 0] += 1
             guard handle.lastErrorCode == .storedByAnotherVersion else {
                 throw fail(
                     "P\(index) \(handle.version) cannot read \(describe(data)) in \(key), and its last error is"
@@ -512,6 +512,29 @@ private final class FleetRun {
                     "P\(index) \(handle.version) cannot read \(describe(data)) in \(key), and holds"
                         + " \(handle.encodedValue) instead of its last value \(kept)")
             }
+            return
+        }
+        guard held == expected else {
+            // No version serves its default while a value it can map is stored.
+            let what = held == handle.version.made(by: 0) && data != nil ? "its default" : handle.encodedValue
+            throw fail(
+                "P\(index) \(handle.version)'s \(key) holds \(what) after reading \(describe(data)), which it maps to"
+                    + " \(expected.sorted { $0.key < $1.key })")
+        }
+        if data != nil, let writer, writer != handle.version { counts["read another version's value", default: 0] += 1 }
+        if handle.version == .v3, let data,
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let old = object["theme"] as? String, old != object["colorScheme"] as? String
+        {
+            counts["read a rename's old name over the new", default: 0] += 1
+        }
+        // A change made on one version is seen by every version that has the field, under any name.
+        if let (writer, stamp) = lastWrite[key], data != nil,
+            let disagreement = handle.version.disagreement(expected, with: writer.made(by: stamp), of: writer)
+        {
+            throw fail(
+                "P\(index) \(handle.version)'s \(key) holds \(handle.encodedValue), the key's last write being the set"
+                    + " \(stamp) of \(writer): \(disagreement)")
         }
     }
 
@@ -619,30 +642,21 @@ private final class FleetRun {
         let base = cells[index]?[key]?.base
         let written = "P\(index) \(version) wrote \(describe(data)) to \(key), its last read \(describe(base))"
         if case .create = kind {
-            guard stamp == 0, decodes(data, as: version, to: nil) else {
+            guard stamp == 0, version.written(data) == version.made(by: 0) else {
                 throw fail("\(written), as a creation, which is not its default")
             }
+            lastWrite[key] = (version, 0)
             return
         }
-        if writable[index]?[key]?.contains(stamp) ?? false {
-            guard decodes(data, as: version, to: stamp) else {
-                throw fail("\(written): not the value of its set \(stamp)")
-            }
-            writable[index]?[key]?.remove(stamp)
-            if cells[index]?[key]?.pending == stamp { cells[index]?[key]?.pending = nil }
-        } else if version == .v2, let base, (try? JSONDecoder().decode(FleetValueV2.self, from: base)) == nil,
-            let old = try? JSONDecoder().decode(FleetValueV1.self, from: base), old.stamp == stamp
-        {
-            // The rewrite of a value read through the migration, on condition that the key still holds it.
-            guard case .conditional(let expected) = kind, expected == base else {
-                throw fail("\(written): a migrated value written without the condition that the key holds \(base)")
-            }
-            guard let migrated = try? FleetValueV2.migrated(old),
-                (try? JSONDecoder().decode(FleetValueV2.self, from: data)) == migrated
-            else { throw fail("\(written): not the migration of what it read") }
-        } else {
+        guard writable[index]?[key]?.contains(stamp) ?? false else {
             throw fail("\(written): a value no user of it set (reading never writes)")
         }
+        guard version.written(data) == version.made(by: stamp) else {
+            throw fail("\(written): not the value of its set \(stamp)")
+        }
+        writable[index]?[key]?.remove(stamp)
+        if cells[index]?[key]?.pending == stamp { cells[index]?[key]?.pending = nil }
+        lastWrite[key] = (version, stamp)
         // Fields the writer's version does not know are those of the bytes it read or wrote last.
         let bases = [base] + (cells[index]?[key]?.otherBases ?? [])
         var mismatch: String?
@@ -657,35 +671,15 @@ private final class FleetRun {
     /// How the members of `written` that `version` does not know differ from those of `base`; `nil` when they do not.
     private func unknownMismatch(_ version: FleetVersion, written: [String: Any], base: Data?) -> String? {
         let baseObject = base.flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] }
-        for path in version.unknownPaths {
-            let kept = member(at: path, of: baseObject)
-            let now = member(at: path, of: written)
+        for name in version.unknownNames {
+            let kept = baseObject?[name] as? NSObject
+            let now = written[name] as? NSObject
             if kept != now {
-                return "the member \(path.joined(separator: ".")) it does not know is"
-                    + " \(now.map { "\($0)" } ?? "absent"), and was \(kept.map { "\($0)" } ?? "absent")"
+                return "the member \(name) it does not know is \(now.map { "\($0)" } ?? "absent"), and was"
+                    + " \(kept.map { "\($0)" } ?? "absent")"
             }
         }
         return nil
-    }
-
-    private func member(at path: [String], of object: [String: Any]?) -> NSObject? {
-        var node: Any? = object
-        for name in path {
-            node = (node as? [String: Any])?[name]
-        }
-        return node as? NSObject
-    }
-
-    /// Whether `data` reads, as `version`'s type, as the value a set with `stamp` makes (the default for `nil`).
-    private func decodes(_ data: Data, as version: FleetVersion, to stamp: Int?) -> Bool {
-        switch version {
-        case .v1:
-            (try? JSONDecoder().decode(FleetValueV1.self, from: data))
-                == stamp.map(FleetValueV1.made(by:)) ?? .defaultValue
-        case .v2:
-            (try? JSONDecoder().decode(FleetValueV2.self, from: data))
-                == stamp.map(FleetValueV2.made(by:)) ?? .defaultValue
-        }
     }
 }
 
@@ -696,6 +690,7 @@ extension FleetHandle {
             switch version {
             case .v1: try? JSONCoders.encoder.encode(FleetValueV1.defaultValue)
             case .v2: try? JSONCoders.encoder.encode(FleetValueV2.defaultValue)
+            case .v3: try? JSONCoders.encoder.encode(FleetValueV3.defaultValue)
             }
         return data.map { String(decoding: $0, as: UTF8.self) } ?? "?"
     }
@@ -713,7 +708,7 @@ private let fleetRuns = ProcessInfo.processInfo.environment["WLSTORAGE_FLEET"] =
 struct FleetModelTests {
     static let operationsPerRun = 300
 
-    @Test func aFleetOfTwoVersionsNeverLosesAFlushedSetNorWritesWhatItOnlyRead() throws {
+    @Test func aFleetOfThreeVersionsNeverLosesAFlushedSetNorWritesWhatItOnlyRead() throws {
         let environment = ProcessInfo.processInfo.environment
         let operations = environment["WLSTORAGE_OPERATIONS"].flatMap { Int($0) } ?? 600
         let seeds: [UInt64]
@@ -727,6 +722,12 @@ struct FleetModelTests {
             let run = FleetRun(seed: seed)
             do {
                 try run.run(operations: Self.operationsPerRun)
+                if environment["WLSTORAGE_FLEET_SUMMARY"] == "1" {
+                    print(
+                        "seed \(seed): \(Self.operationsPerRun) operations, "
+                            + run.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(
+                                separator: ", "))
+                }
             } catch let problem as FleetProblem {
                 Issue.record("\(problem.message)")
                 // The run's programs go before the next run starts.
