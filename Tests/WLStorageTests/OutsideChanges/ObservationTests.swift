@@ -232,19 +232,30 @@ private final class Received<T: Sendable>: Sendable {
             let queue = DispatchQueue(label: "test.own")
             let subscription = storage.onChange(queue: queue) { received.append($0) }
             defer { subscription.cancel() }
-            let marker = fileStorage("marker", in: directory, default: 0, flushInterval: nil)
+            // The marker lives in a directory of its own, so that its change is no report of the storage's directory.
+            let markers = directory.appendingPathComponent("markers")
+            let marker = fileStorage("marker", in: markers, default: 0, flushInterval: nil)
             marker.flush()
+            let watched = ChangeSource.directory(StorageDirectory(path: directory.standardizedFileURL.path))
+            let (_, reports) = ChangeRouter.shared.follow(
+                directory: StorageDirectory(path: directory.standardizedFileURL.path))
+            defer { ChangeRouter.shared.unfollow(watched) }
             let checksBefore = storage.cell.externalChecks
             storage.wrappedValue = 1
             storage.flush()
             // The rename of the write raises inotify events, which the monitor knows for this process's own and does
             // not even check. Another program's write after it is a marker: once the marker's storage has seen it,
-            // the events of the write before it have been handled too.
-            let temporary = directory.appendingPathComponent("marker.outside")
+            // the events of the write before it have been handled too (one inotify queue holds both directories').
+            let temporary = markers.appendingPathComponent("marker.outside")
             try Data("7".utf8).write(to: temporary)
-            #expect(rename(temporary.path, directory.appendingPathComponent("marker").path) == 0)
+            #expect(rename(temporary.path, markers.appendingPathComponent("marker").path) == 0)
             #expect(eventually { marker.wrappedValue == 7 })
-            #expect(storage.cell.externalChecks == checksBefore)
+            // Events lost meanwhile (the queue overflowed, as it can while a busy machine runs the other tests) are a
+            // report of every directory, after which every cell checks its file: a check then is no fault, but what it
+            // finds is the storage's own write, which does not come back as a change (below).
+            if !ChangeRouter.shared.reported(watched, since: reports) {
+                #expect(storage.cell.externalChecks == checksBefore)
+            }
             queue.sync {}
             #expect(received.all == [1])
             #expect(storage.wrappedValue == 1)
