@@ -17,7 +17,8 @@ struct FieldRename: Sendable, Equatable {
     }
 
     /// `data`, the encoding of a value, with each old name holding its new name's value, and left out where the value
-    /// leaves the new name out (an optional set to `nil`): the old name would otherwise be read as the value. The last
+    /// leaves the new name out or writes `null` (an optional set to `nil`): the old name would otherwise be read as the
+    /// value. The last
     /// rename declared goes first, so that in a chain (`a` to `b`, then `b` to `c`) every earlier name takes the value.
     static func writing(_ data: Data, _ renames: [FieldRename]) -> Data {
         renames.reversed().reduce(data) { data, rename in
@@ -26,8 +27,8 @@ struct FieldRename: Sendable, Equatable {
     }
 
     /// The members of `object` with the one named `target` given the value of the one named `source`, byte for byte
-    /// (and without it when there is no `source` and `removingWithoutSource`); `object` itself when there is nothing to
-    /// change, or when it is no JSON object.
+    /// (and without it when there is no `source`, or a `null` one, and `removingWithoutSource`); `object` itself when
+    /// there is nothing to change, or when it is no JSON object.
     private static func copy(
         _ source: String, to target: String, in object: Data, removingWithoutSource: Bool = false
     ) -> Data {
@@ -35,7 +36,10 @@ struct FieldRename: Sendable, Equatable {
         let bytes = JSONFill.withoutByteOrderMark([UInt8](object))
         var parser = JSONFill.Parser(bytes: bytes)
         guard case .object(let members, let range)? = parser.parseValue(depth: 0) else { return object }
-        guard let from = members.last(where: { $0.key == source }) else {
+        let from = members.last { $0.key == source }
+        // A `null` written under the new name is no value for the old one, which an earlier version may need.
+        let absent = from.map { removingWithoutSource && bytes[$0.value.range].elementsEqual("null".utf8) } ?? true
+        guard let from, !absent else {
             guard removingWithoutSource, let index = members.lastIndex(where: { $0.key == target }) else {
                 return object
             }

@@ -31,6 +31,29 @@ private struct WrappingAppearance: Codable, Equatable, Sendable {
     var wraps = false
 }
 
+/// `Appearance` encoded with `null` for a `nil` color scheme, as a custom encoder may.
+private struct NullEncodedAppearance: Codable, Equatable, Sendable {
+    var colorScheme: String? = "light"
+    var fontSize = 13
+
+    init(colorScheme: String? = "light", fontSize: Int = 13) {
+        self.colorScheme = colorScheme
+        self.fontSize = fontSize
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(colorScheme, forKey: .colorScheme)
+        try container.encode(fontSize, forKey: .fontSize)
+    }
+}
+
+/// The version before the rename, whose `theme` is no optional.
+private struct ThemedAppearance: Codable, Equatable, Sendable {
+    var theme = "light"
+    var fontSize = 13
+}
+
 /// How a test changes the value: a set, or an update (on condition, through a conditional store).
 enum RenameChange: String, CaseIterable, CustomTestStringConvertible, Sendable {
     case set, update
@@ -195,5 +218,39 @@ struct FieldRenameTests {
         // The earlier version's `theme` was never read: it is not replaced by the default's.
         let stored = try #require(object(store.stored("appearance")))
         #expect(stored["theme"] as? String == "dark", "\(stored)")
+    }
+
+    @Test func aRenameThatJoinsKeepsAChangeOfThisProcessNotYetWritten() throws {
+        struct Scheme: Codable, Equatable, Sendable {
+            var colorScheme = "light"
+            var fontSize = 13
+        }
+        let store = MemoryStore()
+        store.writeFromOutside("appearance", json: #"{"fontSize":15,"theme":"dark"}"#)
+        let first = WLStorage(key: "appearance", defaultValue: Scheme(), flushInterval: nil, store: store)
+        first.wrappedValue.colorScheme = "blue"
+        let second = WLStorage(
+            key: "appearance", defaultValue: Scheme(), flushInterval: nil, store: store,
+            migrations: [.renamed(from: "theme", to: "colorScheme")])
+        #expect(second.wrappedValue == Scheme(colorScheme: "blue", fontSize: 15))
+        second.flush()
+        #expect(store.stored("appearance") == #"{"colorScheme":"blue","fontSize":15,"theme":"blue"}"#)
+    }
+
+    @Test func aRenamedFieldEncodedAsNullLeavesTheOldNameOutForTheEarlierVersion() throws {
+        let store = MemoryStore()
+        store.writeFromOutside("appearance", json: #"{"fontSize":15,"theme":"dark"}"#)
+        do {
+            let storage = WLStorage(
+                key: "appearance", defaultValue: NullEncodedAppearance(), flushInterval: nil, store: store,
+                migrations: [.renamed(from: "theme", to: "colorScheme")])
+            storage.wrappedValue.colorScheme = nil
+            storage.flush()
+        }
+        #expect(store.stored("appearance") == #"{"colorScheme":null,"fontSize":15}"#)
+        // The earlier version, which needs a theme, reads the value as far as it maps it rather than not at all.
+        let earlier = WLStorage(key: "appearance", defaultValue: ThemedAppearance(), flushInterval: nil, store: store)
+        #expect(earlier.wrappedValue == ThemedAppearance(theme: "light", fontSize: 15))
+        #expect(earlier.lastError == nil)
     }
 }
