@@ -144,6 +144,7 @@ public enum ThreeVersionDeploy {
         }
         do {
             let third = v3(store)
+            #expect(third.lastError == nil, "\(third.lastError?.message ?? "")")
             #expect(
                 third.wrappedValue == DeployV3(colorScheme: "blue", fontSize: 16),
                 "the rename split the value: \(storedText(in: store) ?? "nothing")")
