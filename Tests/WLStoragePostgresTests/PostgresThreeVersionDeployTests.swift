@@ -10,9 +10,22 @@ import WLStorageTestSupport
 struct PostgresThreeVersionDeployTests {
     /// A namespace of its own, encrypted or not.
     private func store(encrypted: Bool, _ name: String = #function) throws -> any WLStorageStore {
-        let store = try WLStoragePostgresStore(
-            url: try PostgresCluster.shared().url, namespace: uniqueNamespace(name), timeout: .seconds(10))
-        return encrypted ? store.encrypted(with: try .random()) : store
+        try stores(encrypted: encrypted, name).store
+    }
+
+    /// Two handles of a namespace of its own, with connections of their own, encrypted or not with one key: the second
+    /// is another program's, whose writes the first one's feed reports.
+    private func stores(encrypted: Bool, _ name: String = #function) throws
+        -> (store: any WLStorageStore, outside: any WLStorageStore)
+    {
+        let (url, namespace, key) = (
+            try PostgresCluster.shared().url, uniqueNamespace(name), try WLStorageEncryptionKey.random()
+        )
+        let handles = try (0..<2).map { _ -> any WLStorageStore in
+            let store = try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(10))
+            return encrypted ? store.encrypted(with: key) : store
+        }
+        return (handles[0], handles[1])
     }
 
     @Test(arguments: [false, true], [true, false])
@@ -25,7 +38,8 @@ struct PostgresThreeVersionDeployTests {
 
     @Test(arguments: [false, true])
     func aRunningOlderVersionFollowsTheNewerOnesChanges(encrypted: Bool) throws {
-        try ThreeVersionDeploy.aRunningOlderVersionFollowsTheNewerOnesChanges(in: store(encrypted: encrypted))
+        let (store, outside) = try stores(encrypted: encrypted)
+        try ThreeVersionDeploy.aRunningOlderVersionFollowsTheNewerOnesChanges(in: store, outside: outside)
     }
 
     @Test(arguments: [false, true])

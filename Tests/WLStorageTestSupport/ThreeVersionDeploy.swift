@@ -99,13 +99,16 @@ public enum ThreeVersionDeploy {
         #expect(first["colorScheme"] as? String == "dark", "the rolled-back update dropped a field: \(first)")
     }
 
-    /// A V2 running while V3 deploys follows V3's changes.
-    public static func aRunningOlderVersionFollowsTheNewerOnesChanges(in store: any WLStorageStore) throws {
+    /// A V2 running while V3 deploys follows V3's changes. `outside` is another program's handle of the same keys: a
+    /// store does not report its own writes as changes.
+    public static func aRunningOlderVersionFollowsTheNewerOnesChanges(
+        in store: any WLStorageStore, outside: any WLStorageStore
+    ) throws {
         try storeFromAnotherProgram(#"{"fontSize":15,"theme":"dark"}"#, in: store)
         let running = v2(store)
         #expect(running.wrappedValue.fontSize == 15)
         // V3, deployed beside it, sets the font size: it writes both names.
-        try storeFromAnotherProgram(#"{"colorScheme":"dark","fontSize":20,"theme":"dark"}"#, in: store)
+        try storeFromAnotherProgram(#"{"colorScheme":"dark","fontSize":20,"theme":"dark"}"#, in: outside)
         let followed = eventually { running.wrappedValue.fontSize == 20 }
         #expect(followed, "the running V2 holds \(running.wrappedValue)")
         #expect(running.wrappedValue.theme == "dark")
@@ -137,9 +140,11 @@ public enum ThreeVersionDeploy {
             let second = v2(store)
             second.update { $0.theme = "blue" }
             second.flush()
+            #expect(second.lastError == nil, "\(second.lastError?.message ?? "")")
         }
         do {
             let third = v3(store)
+            #expect(third.lastError == nil, "\(third.lastError?.message ?? "")")
             #expect(
                 third.wrappedValue == DeployV3(colorScheme: "blue", fontSize: 16),
                 "the rename split the value: \(storedText(in: store) ?? "nothing")")

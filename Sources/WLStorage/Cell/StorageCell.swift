@@ -89,12 +89,16 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     /// Adds the migrations of a storage of this cell, after those it has (see ``CellMigrations``). Their renames go
-    /// to the backer of a key, whose writes hold each renamed field under both names.
-    func add(_ migrations: [WLStorageMigration<T>]) {
+    /// to the backer of a key, whose writes hold each renamed field under both names. For a storage that `joins` the
+    /// cell, which read its value without them, a rename new to the backer has the key read again, as a change made
+    /// elsewhere: a write would otherwise put under the old name a value not read from it.
+    func add(_ migrations: [WLStorageMigration<T>], joining: Bool = false) {
         guard !migrations.isEmpty else { return }
         CellMigrations.add(migrations, to: self)
         let renames = migrations.compactMap(\.rename)
-        if !renames.isEmpty, case .key(let backer) = ownBacker { backer.addRenames(renames) }
+        guard !renames.isEmpty, case .key(let backer) = ownBacker, backer.addRenames(renames), joining else { return }
+        backer.forgetLastRead()
+        checkForExternalChange()
     }
 
     /// How the backer's bytes become the value: fields they lack come from the default, then the migrations.

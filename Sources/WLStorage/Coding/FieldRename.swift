@@ -16,19 +16,35 @@ struct FieldRename: Sendable, Equatable {
         renames.reduce(data) { data, rename in copy(rename.old, to: rename.new, in: data) }
     }
 
-    /// `data`, the encoding of a value, with each old name holding its new name's value.
+    /// `data`, the encoding of a value, with each old name holding its new name's value, and left out where the value
+    /// leaves the new name out or writes `null` (an optional set to `nil`): the old name would otherwise be read as the
+    /// value. The last
+    /// rename declared goes first, so that in a chain (`a` to `b`, then `b` to `c`) every earlier name takes the value.
     static func writing(_ data: Data, _ renames: [FieldRename]) -> Data {
-        renames.reduce(data) { data, rename in copy(rename.new, to: rename.old, in: data) }
+        renames.reversed().reduce(data) { data, rename in
+            copy(rename.new, to: rename.old, in: data, removingWithoutSource: true)
+        }
     }
 
-    /// The members of `object` with the one named `target` given the value of the one named `source`, byte for byte;
-    /// `object` itself when there is no `source`, when the two are alike already, or when it is no JSON object.
-    private static func copy(_ source: String, to target: String, in object: Data) -> Data {
+    /// The members of `object` with the one named `target` given the value of the one named `source`, byte for byte
+    /// (and without it when there is no `source`, or a `null` one, and `removingWithoutSource`); `object` itself when
+    /// there is nothing to change, or when it is no JSON object.
+    private static func copy(
+        _ source: String, to target: String, in object: Data, removingWithoutSource: Bool = false
+    ) -> Data {
+        guard source != target else { return object }
         let bytes = JSONFill.withoutByteOrderMark([UInt8](object))
         var parser = JSONFill.Parser(bytes: bytes)
-        guard case .object(let members, let range)? = parser.parseValue(depth: 0),
-            let from = members.last(where: { $0.key == source })
-        else { return object }
+        guard case .object(let members, let range)? = parser.parseValue(depth: 0) else { return object }
+        let from = members.last { $0.key == source }
+        // A `null` written under the new name is no value for the old one, which an earlier version may need.
+        let absent = from.map { removingWithoutSource && bytes[$0.value.range].elementsEqual("null".utf8) } ?? true
+        guard let from, !absent else {
+            guard removingWithoutSource, let index = members.lastIndex(where: { $0.key == target }) else {
+                return object
+            }
+            return Data(removing(members, at: index, from: bytes))
+        }
         let value = bytes[from.value.range]
         var result = bytes
         if let to = members.last(where: { $0.key == target }) {
@@ -50,5 +66,21 @@ struct FieldRename: Sendable, Equatable {
             result.insert(contentsOf: member, at: position)
         }
         return Data(result)
+    }
+
+    /// `bytes`, an object, without its member at `index` and the comma that parts it from the others.
+    private static func removing(_ members: [JSONFill.Member], at index: Int, from bytes: [UInt8]) -> [UInt8] {
+        let member = members[index]
+        let removed: Range<Int>
+        if index + 1 < members.count {
+            removed = member.rawKey.lowerBound..<members[index + 1].rawKey.lowerBound
+        } else if index > 0 {
+            removed = members[index - 1].value.range.upperBound..<member.value.range.upperBound
+        } else {
+            removed = member.rawKey.lowerBound..<member.value.range.upperBound
+        }
+        var result = bytes
+        result.removeSubrange(removed)
+        return result
     }
 }

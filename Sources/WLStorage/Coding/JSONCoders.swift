@@ -44,7 +44,10 @@ enum JSONCoders {
         }
         if !renames.isEmpty { data = FieldRename.writing(data, renames) }
         let plain = data.count
-        if let base, let merged = UnknownFields.merging(data, keepingUnknownOf: base, as: T.self) { data = merged }
+        if let base, let merged = UnknownFields.merging(data, keepingUnknownOf: base, as: T.self) {
+            // An old name the value left out (see above) may come back from the stored bytes: it goes again.
+            data = renames.isEmpty ? merged : FieldRename.writing(merged, renames)
+        }
         let limit = ValueSizeLimit.maximum
         guard data.count <= limit else {
             // A value that fits alone is refused for the fields it keeps: say so, and how to write it.

@@ -70,7 +70,9 @@ struct ValueDecoding<T: Codable & Sendable> {
             // Taken at once when the value keeps every member of the bytes: the type gained fields. With members this
             // type does not know, a migration whose type decodes the bytes comes first (a renamed field would
             // otherwise take the default's value).
-            let coverage = JSONFill.coverage(of: data, in: encoded)
+            // The old names of renames are the type's too: it writes them.
+            let written = renames.isEmpty ? encoded : FieldRename.writing(encoded, renames)
+            let coverage = JSONFill.coverage(of: data, in: written)
             if coverage.any && coverage.all { return .decoded(value, .filledIn) }
             if coverage.any { mapped = value }
         }

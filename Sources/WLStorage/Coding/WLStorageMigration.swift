@@ -52,7 +52,8 @@ public struct WLStorageMigration<Value>: Sendable {
     ///   not written back: reading never writes.
     /// - A value with both names that differ was last changed by a version that knows only the old name (this version
     ///   always writes both alike), so the old name's value is read.
-    /// - Every write holds the new name and the old name with the same value.
+    /// - Every write holds the new name and the old name with the same value; when the value leaves the new name out
+    ///   or writes `null` (an optional set to `nil`), the old name is left out too.
     ///
     /// ```swift
     /// @WLStorage(key: "settings", defaultValue: Settings(), migrations: [
@@ -65,7 +66,10 @@ public struct WLStorageMigration<Value>: Sendable {
     /// reads and writes the new name alone, and call ``WLStorage/removeUnknownFields()`` to drop the old one.
     ///
     /// A rename applies to a field of the stored object itself, not to fields of objects inside it. Renames are
-    /// applied in the order given, before every other step.
+    /// read in the order given, before every other step, and written in the reverse order: declare a field renamed
+    /// twice oldest first, `.renamed(from: "a", to: "b"), .renamed(from: "b", to: "c")`, and every write holds all
+    /// three names. Declare the same renames in every storage of a key: a storage that brings a rename to a key open
+    /// already has it read again.
     ///
     /// - Parameters:
     ///   - oldName: The field's name in the earlier versions, as they encode it.

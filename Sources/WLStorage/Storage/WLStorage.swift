@@ -209,7 +209,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         switch binding.follow(makeDefault: defaultValueClosure) {
         case .found(let cell):
             self.cell = cell
-            cell.add(migrations)
+            cell.add(migrations, joining: true)
             cell.join(interval: interval)
             return
         case .mismatch(let other):
@@ -224,7 +224,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         case .found(let existing):
             // Another thread opened the same key meanwhile; its cell wins and this one is dropped unwritten.
             self.cell = existing
-            existing.add(migrations)
+            existing.add(migrations, joining: true)
             existing.join(interval: interval)
             return
         case .mismatch(let other):

@@ -331,10 +331,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: base)
     }
 
-    /// Has writes hold each of `renames`' fields under its old name too.
-    func addRenames(_ renames: [FieldRename]) {
+    /// Has writes hold each of `renames`' fields under its old name too. Returns whether any was new.
+    @discardableResult
+    func addRenames(_ renames: [FieldRename]) -> Bool {
         known.withLock { known in
-            for rename in renames where !known.renames.contains(rename) { known.renames.append(rename) }
+            let added = renames.filter { !known.renames.contains($0) }
+            known.renames += added
+            return !added.isEmpty
         }
     }
 

@@ -32,7 +32,8 @@ enum DeployStore: String, CaseIterable, CustomTestStringConvertible, Sendable {
     @Test(arguments: DeployStore.allCases)
     func aRunningOlderVersionFollowsTheNewerOnesChanges(in kind: DeployStore) throws {
         try withTemporaryDirectory { directory in
-            try ThreeVersionDeploy.aRunningOlderVersionFollowsTheNewerOnesChanges(in: kind.store(in: directory))
+            let store = try kind.store(in: directory)
+            try ThreeVersionDeploy.aRunningOlderVersionFollowsTheNewerOnesChanges(in: store, outside: store)
         }
     }
 
