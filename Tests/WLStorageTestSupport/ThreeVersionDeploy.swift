@@ -34,13 +34,31 @@ private let v3Migrations: [WLStorageMigration<DeployV3>] = [
 private let v3MigrationsOnly = Array(v3Migrations.dropFirst())
 
 private func v2(_ store: any WLStorageStore) -> WLStorage<DeployV2> {
-    WLStorage(key: "settings", defaultValue: DeployV2(), flushInterval: nil, store: store)
+    opened { WLStorage(key: "settings", defaultValue: DeployV2(), flushInterval: nil, store: store) }
 }
 
 private func v3(_ store: any WLStorageStore, _ migrations: [WLStorageMigration<DeployV3>] = v3Migrations)
     -> WLStorage<DeployV3>
 {
-    WLStorage(key: "settings", defaultValue: DeployV3(), flushInterval: nil, store: store, migrations: migrations)
+    opened {
+        WLStorage(key: "settings", defaultValue: DeployV3(), flushInterval: nil, store: store, migrations: migrations)
+    }
+}
+
+/// A storage of the key as another version, once the storage of the version before it is gone.
+///
+/// One process stands for every version here, and a process opens a key as one type at a time: the cell of a storage
+/// just let go of may outlive it for a moment (a store's feed or a write still holds it), and a storage of another
+/// type opened meanwhile is refused (`typeMismatch`). Real versions run in processes of their own.
+private func opened<V>(_ open: () -> WLStorage<V>) -> WLStorage<V> {
+    var storage = open()
+    _ = eventually(timeout: 30) {
+        guard storage.lastError?.code == .typeMismatch else { return true }
+        storage = open()
+        return storage.lastError?.code != .typeMismatch
+    }
+    #expect(storage.lastError?.code != .typeMismatch, "the storage of the version before still holds the key")
+    return storage
 }
 
 /// The stored object's members, as JSON values.
