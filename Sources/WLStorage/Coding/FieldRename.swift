@@ -18,8 +18,8 @@ struct FieldRename: Sendable, Equatable {
 
     /// `data`, the encoding of a value, with each old name holding its new name's value, and left out where the value
     /// leaves the new name out or writes `null` (an optional set to `nil`): the old name would otherwise be read as the
-    /// value. The last
-    /// rename declared goes first, so that in a chain (`a` to `b`, then `b` to `c`) every earlier name takes the value.
+    /// value. The last rename declared goes first, so that in a chain (`a` to `b`, then `b` to `c`) every earlier name
+    /// takes the value.
     static func writing(_ data: Data, _ renames: [FieldRename]) -> Data {
         renames.reversed().reduce(data) { data, rename in
             copy(rename.new, to: rename.old, in: data, removingWithoutSource: true)
