@@ -379,8 +379,10 @@ extension StorageCell {
                 } catch {
                     // The key, read back, still holds what the update read: the write was not stored (or, as bytes
                     // cannot tell, stored and written back since), and the update reads again once the store answers.
-                    // Otherwise it may have been stored, and overwritten since.
-                    guard let holds = try? key.medium.store.read(key: key.medium.storedKey), holds == read.bytes else {
+                    // Otherwise it may have been stored, and overwritten since. (A key that held nothing and still does
+                    // reads back as `nil`: the read is told from its failure by the error, not by the optional.)
+                    let holds = Result { try key.medium.store.read(key: key.medium.storedKey) }
+                    guard case .success(let bytes) = holds, bytes == read.bytes else {
                         reportUnknownOutcome(error, in: key.medium)
                         return .done(result)
                     }

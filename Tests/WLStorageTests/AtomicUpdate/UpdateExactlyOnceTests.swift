@@ -41,6 +41,24 @@ struct UpdateExactlyOnceTests {
         #expect(reported.first?.message.contains("is not known") == true, "\(reported)")
     }
 
+    /// A store that compares bytes: the write of an update of a key that holds nothing (another program removed it)
+    /// fails before it stores; the
+    /// key, read back, still holds nothing, so the update is tried again and made. It was reported as "not known" and
+    /// not made, as if the key read back had been unreadable.
+    @Test func anUpdateOfAnEmptyKeyWhoseWriteFailsBeforeStoringIsMade() {
+        let store = MemoryStore()
+        let storage = WLStorage(key: "counter", defaultValue: 0, flushInterval: nil, store: store)
+        storage.flush()
+        store.removeFromOutside("counter")
+        store.failConditionalWrites(1)
+        storage.update { $0 += 1 }
+        storage.flush()
+        #expect(store.stored("counter") == "1")
+        #expect(eventually { storage.wrappedValue == 1 }, "the storage holds \(storage.wrappedValue)")
+        let reported = ReportedErrors.errors { $0.message.contains(store.identity) }
+        #expect(!reported.contains { $0.message.contains("is not known") }, "\(reported)")
+    }
+
     @Test func manyIncrementsWhoseAnswersAreLostWhileAnotherReplicaIncrementsAddUp() {
         let store = VersionedMemoryStore()
         let storage = WLStorage(key: "counter", defaultValue: 0, flushInterval: nil, store: store)

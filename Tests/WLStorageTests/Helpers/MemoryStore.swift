@@ -20,6 +20,8 @@ final class MemoryStore: WLStorageStore {
             /// 0: no faults; 1: every third write fails; 2: every second write stalls for a moment.
             var faultMode = 0
             var faultCounter = 0
+            /// Conditional writes still to fail, before they store anything.
+            var conditionalWritesToFail = 0
         }
         let state = Lock(State())
     }
@@ -143,6 +145,8 @@ final class MemoryStore: WLStorageStore {
 
     func failReads(_ fail: Bool) { contents.state.withLock { $0.failReads = fail } }
     func failWrites(_ fail: Bool) { contents.state.withLock { $0.failWrites = fail } }
+    /// Makes the next `count` conditional writes fail before they store anything.
+    func failConditionalWrites(_ count: Int) { contents.state.withLock { $0.conditionalWritesToFail = count } }
     var batches: [[String]] { contents.state.withLock { $0.batches } }
     var feedCount: Int { contents.state.withLock { $0.handlers.count } }
     var reads: Int { contents.state.withLock { $0.reads } }
@@ -154,6 +158,10 @@ extension MemoryStore: WLStorageConditionalStore {
         try injectFault()
         return try contents.state.withLock { state in
             if state.failWrites { throw Failure() }
+            if state.conditionalWritesToFail > 0 {
+                state.conditionalWritesToFail -= 1
+                throw Failure()
+            }
             guard state.values[key] == expected else { return false }
             state.writes += 1
             state.values[key] = data
