@@ -297,10 +297,8 @@ private enum FlushItem: Sendable {
         case .cell(let cell):
             cell.flushAll(waiting: waiting)
         case .store(let cells):
-            guard cells.count > 1 else {
-                cells.first?.flushAll(waiting: waiting)
-                return
-            }
+            // A store's only cell goes through a batch too: a batch of one is written as patiently as a larger one
+            // (a store may try it again until a restarting server is back, as the PostgreSQL store does).
             Self.flushStore(cells, insideABacker: !waiting, on: thread)
         }
     }
