@@ -45,7 +45,7 @@ struct PostgresTypedKeyTests {
         // Two declarations of one key with different types: the second is refused, naming both types.
         let asText = WLStorage(WLStorageKey<String>("limit", default: "five", flushInterval: nil, scope: scope))
         #expect(asText.lastError?.code == .typeMismatch)
-        #expect(asText.lastError?.message.contains("Swift.Int") == true)
-        #expect(asText.lastError?.message.contains("Swift.String") == true)
+        #expect(asText.lastError?.message.contains("a storage of Int") == true)
+        #expect(asText.lastError?.message.contains("type is String") == true)
     }
 }

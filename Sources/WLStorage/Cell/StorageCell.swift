@@ -472,7 +472,7 @@ enum BatchTake: Sendable {
 }
 
 extension StorageCell: RegisteredCell {
-    var valueTypeName: String { String(reflecting: T.self) }
+    var valueTypeName: String { TypeName.of(T.self) }
 
     func flushAll(waiting: Bool) {
         flush(waitingForJobs: waiting)

@@ -255,9 +255,9 @@ struct KeyBinding<T: Codable & Sendable> {
         let mismatch = WLStorageError(
             code: .typeMismatch,
             message:
-                "the \(keyBacker?.directory != nil ? "file" : "key") is already open in this process by a storage of"
-                + " \(other), not of \(String(reflecting: T.self)); this storage keeps its value in memory only and"
-                + " never writes it",
+                "a storage of \(other) has the \(keyBacker?.directory != nil ? "file" : "key") in use in this"
+                + " process, and this storage's type is \(TypeName.of(T.self)): it keeps its value in memory only and"
+                + " never writes it (storages of one key share one value, of one type)",
             key: backer.key,
             path: keyBacker?.fileURL?.path)
         let cell = StorageCell(

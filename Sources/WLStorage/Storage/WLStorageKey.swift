@@ -1,32 +1,42 @@
 /// A setting declared once: its key, its type, its default, where it lives, how often it is written and how earlier
 /// types become it.
 ///
-/// Declare each key once, as a static member, and use it wherever the value is needed; the compiler then checks its
-/// type at every use:
+/// Declare each key once, as a constant in an extension of ``WLStorageKeys``, and use it wherever the value is needed;
+/// the compiler then checks its type at every use:
 ///
 /// ```swift
-/// extension WLStorageKey {
-///     static var theme: WLStorageKey<String> { .init("theme", default: "dark", store: .suite("editor")) }
+/// extension WLStorageKeys {
+///     static let theme = WLStorageKey<String>("theme", default: "dark", store: .suite("editor"))
 /// }
 ///
 /// struct Editor {
 ///     @WLStorage(.theme) var theme          // a property wrapper
 /// }
 /// let theme = WLStorage(.theme)             // a storage made in code: a `let` of a `Sendable` class, a global
+/// WLStorageKeys[.theme] = "light"           // one-shot access, with no storage of your own
 /// ```
+///
+/// A key declared as a constant makes its store once. A computed static member of `WLStorageKey` works too
+/// (`static var theme: WLStorageKey<String> { .init("theme", default: "dark") }`), but makes its store at each use,
+/// which costs much for an encrypted or a database's store.
 ///
 /// Every storage of a key shares one value in the process, as storages of one string key in one store do: a set
 /// through one is seen at once through every other.
 ///
 /// The default is made only when it is needed: when nothing is stored, when a stored value lacks fields of the type,
-/// or when another program removes the value. A key whose value is stored never makes it.
+/// or when another program removes the value. A key whose value is stored never makes it. (The default of
+/// `@WLStorage(key:) var value = 3` is made at once, as any initial value of a property is.)
 ///
 /// A key may name a ``WLStorageScope`` instead of a store: the program binds the scope to a store once, at start, so
 /// that tests and environments choose the store without touching the declarations.
 ///
-/// Two keys of the same name in the same store with different value types cannot share a value: the storage created
-/// second keeps its value in memory only and reports ``WLStorageError/Code/typeMismatch``, naming both types.
-public struct WLStorageKey<Value: Codable & Sendable>: Sendable {
+/// Two keys of the same name in the same store with different value types cannot share a value: while a storage of
+/// the first is alive, a storage of the second keeps its value in memory only and reports
+/// ``WLStorageError/Code/typeMismatch``, naming both types. Once no storage of the first is left, the second reads
+/// what the first stored as any version of a type reads another's: what it cannot read is reported as
+/// ``WLStorageError/Code/storedByAnotherVersion`` and left as it is.
+public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unchecked Sendable {
+    // Sendable: every stored property is a constant of a Sendable type, or a lock.
     /// Where a key's value lives: a store, or a scope bound to one at start.
     enum Location: Sendable {
         case store(any WLStorageStore)
@@ -41,6 +51,9 @@ public struct WLStorageKey<Value: Codable & Sendable>: Sendable {
     public let migrations: [WLStorageMigration<Value>]
     let location: Location
     let makeDefault: @Sendable () -> Value
+    /// The storage of one-shot access (``WLStorageKeys/subscript(_:)``), made at its first use and kept as long as the
+    /// key.
+    let shared = Lock<WLStorage<Value>?>(nil)
 
     /// A key in `store`.
     ///
@@ -52,9 +65,9 @@ public struct WLStorageKey<Value: Codable & Sendable>: Sendable {
     ///     to 1.
     ///   - store: Where the value lives: `.standard`, `.directory(url)`, `.suite(name)`, a prefixed or encrypted store,
     ///     or any other ``WLStorageStore``. A key declared as a computed static member makes its store at each use;
-    ///     keep a store that is costly to make (an encrypted store, a database's) in a constant, or name a scope.
+    ///     declare it as a constant of ``WLStorageKeys`` instead, or name a scope.
     ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
-    public init(
+    public convenience init(
         _ key: String, default defaultValue: @autoclosure @escaping @Sendable () -> Value, flushInterval: Int? = 1,
         store: some WLStorageStore, migrations: [WLStorageMigration<Value>] = []
     ) {
@@ -70,7 +83,7 @@ public struct WLStorageKey<Value: Codable & Sendable>: Sendable {
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``WLStorage/flush()``. Defaults
     ///     to 1.
     ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
-    public init(
+    public convenience init(
         _ key: String, default defaultValue: @autoclosure @escaping @Sendable () -> Value, flushInterval: Int? = 1,
         migrations: [WLStorageMigration<Value>] = []
     ) {
@@ -83,8 +96,8 @@ public struct WLStorageKey<Value: Codable & Sendable>: Sendable {
     /// extension WLStorageScope {
     ///     static let settings = WLStorageScope("settings")
     /// }
-    /// extension WLStorageKey {
-    ///     static var retries: WLStorageKey<Int> { .init("retries", default: 3, scope: .settings) }
+    /// extension WLStorageKeys {
+    ///     static let retries = WLStorageKey<Int>("retries", default: 3, scope: .settings)
     /// }
     /// ```
     ///
@@ -96,7 +109,7 @@ public struct WLStorageKey<Value: Codable & Sendable>: Sendable {
     ///     to 1.
     ///   - scope: The scope, bound to a store by ``WLStorageScope/bind(to:)`` before the key's first use.
     ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
-    public init(
+    public convenience init(
         _ key: String, default defaultValue: @autoclosure @escaping @Sendable () -> Value, flushInterval: Int? = 1,
         scope: WLStorageScope, migrations: [WLStorageMigration<Value>] = []
     ) {
@@ -112,6 +125,7 @@ public struct WLStorageKey<Value: Codable & Sendable>: Sendable {
         self.flushInterval = flushInterval
         self.location = location
         self.migrations = migrations
+        super.init()
     }
 
     /// The scope the key names, or `nil` when it names a store.

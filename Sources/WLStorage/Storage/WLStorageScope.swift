@@ -7,8 +7,8 @@ import Foundation
 /// extension WLStorageScope {
 ///     static let settings = WLStorageScope("settings")
 /// }
-/// extension WLStorageKey {
-///     static var retries: WLStorageKey<Int> { .init("retries", default: 3, scope: .settings) }
+/// extension WLStorageKeys {
+///     static let retries = WLStorageKey<Int>("retries", default: 3, scope: .settings)
 /// }
 ///
 /// // At start, before the first storage of a key of the scope is made:

@@ -137,7 +137,7 @@ struct TypedKeyTests {
             let text = WLStorage(asText)
             let error = try #require(text.lastError)
             #expect(error.code == .typeMismatch)
-            #expect(error.message.contains("Swift.Int") && error.message.contains("Swift.String"))
+            #expect(error.message.contains("a storage of Int") && error.message.contains("type is String"), "\(error)")
             #expect(!error.message.contains("StorageCell"))
             // The refused storage never writes: the file keeps the first declaration's value.
             text.wrappedValue = "many"

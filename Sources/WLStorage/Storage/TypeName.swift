@@ -1,0 +1,96 @@
+/// A type's name as a user writes it in Swift, for messages: `[String: Int?]` rather than
+/// `Swift.Dictionary<Swift.String, Swift.Optional<Swift.Int>>`. The standard library's and Foundation's names lose
+/// their module; a type of the program keeps its module, which tells two types of one name apart.
+enum TypeName {
+    static func of(_ type: Any.Type) -> String {
+        let reflected = String(reflecting: type)
+        var parser = Parser(Array(reflected))
+        guard let name = parser.type(), parser.isAtEnd else { return reflected }
+        return name
+    }
+
+    /// Reads the names `String(reflecting:)` writes: dotted names with generic arguments, tuples and functions.
+    private struct Parser {
+        private let characters: [Character]
+        private var index = 0
+
+        init(_ characters: [Character]) { self.characters = characters }
+
+        var isAtEnd: Bool { index == characters.count }
+
+        private var next: Character? { index < characters.count ? characters[index] : nil }
+
+        private mutating func skip(_ text: String) -> Bool {
+            let expected = Array(text)
+            guard characters[index...].starts(with: expected) else { return false }
+            index += expected.count
+            return true
+        }
+
+        /// A type, or `nil` when the text is not one this parser knows.
+        mutating func type() -> String? {
+            var result: String
+            if skip("(") {
+                guard let elements = list(closing: ")") else { return nil }
+                result = "(" + elements.joined(separator: ", ") + ")"
+            } else {
+                guard let named = named() else { return nil }
+                result = named
+            }
+            if skip(" -> ") {
+                guard let returned = type() else { return nil }
+                result += " -> " + returned
+            }
+            return result
+        }
+
+        /// Types separated by `, `, up to `closing`, which is read.
+        private mutating func list(closing: Character) -> [String]? {
+            var elements: [String] = []
+            if next == closing {
+                index += 1
+                return elements
+            }
+            while true {
+                guard let element = type() else { return nil }
+                elements.append(element)
+                if skip(", ") { continue }
+                guard next == closing else { return nil }
+                index += 1
+                return elements
+            }
+        }
+
+        /// A dotted name, each part with its generic arguments, written in the standard library's short forms.
+        private mutating func named() -> String? {
+            var parts: [(name: String, arguments: [String]?)] = []
+            repeat {
+                let start = index
+                while let character = next, !"<>(), .".contains(character) { index += 1 }
+                guard index > start else { return nil }
+                let name = String(characters[start..<index])
+                var arguments: [String]?
+                if skip("<") {
+                    guard let list = list(closing: ">") else { return nil }
+                    arguments = list
+                }
+                parts.append((name, arguments))
+            } while skip(".")
+            if ["Swift", "Foundation", "FoundationEssentials"].contains(parts.first?.name), parts.count > 1 {
+                parts.removeFirst()
+            }
+            if parts.count == 1, let arguments = parts[0].arguments {
+                switch (parts[0].name, arguments.count) {
+                case ("Optional", 1):
+                    return arguments[0].contains(" -> ") ? "(\(arguments[0]))?" : arguments[0] + "?"
+                case ("Array", 1): return "[\(arguments[0])]"
+                case ("Dictionary", 2): return "[\(arguments[0]): \(arguments[1])]"
+                default: break
+                }
+            }
+            return parts.map { part in
+                part.name + (part.arguments.map { "<" + $0.joined(separator: ", ") + ">" } ?? "")
+            }.joined(separator: ".")
+        }
+    }
+}
