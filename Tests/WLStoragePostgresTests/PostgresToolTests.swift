@@ -89,7 +89,7 @@ struct PostgresToolTests {
         let list = try run(["--postgres", url, "--namespace", namespace, "list", "plain", "absent", "a/b"])
         #expect(list.status == 1)
         let rows = list.output.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
-        #expect(rows.map { $0.first } == ["KEY", "plain", "absent", "a/b"])
+        try #require(rows.map { $0.first } == ["KEY", "plain", "absent", "a/b"])
         #expect(rows[2].dropFirst() == ["-", "-", "no", "value", "(no", "row)"])
         #expect(rows[3].last == "json")
 

@@ -66,7 +66,7 @@ import WLStorage
             let list = try await ToolRun.run(["--dir", store.path, "list", "a/b", "absent", "plain"], in: root)
             #expect(list.status == 1)
             let rows = list.stdout.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
-            #expect(
+            try #require(
                 rows.map { $0.prefix(2) } == [
                     ["NAME", "KEY"], [hashed, "a/b"], [hashed + "~corrupt-20240101T000000Z-ab", "a/b"],
                     ["absent", "absent"],

@@ -66,7 +66,7 @@ import WLStorage
             let all = ["get", "set", "rm", "path", "hash", "list", "verify", "watch", "help"]
             for (offset, command) in all.enumerated() {
                 // One line each, in order, right under the heading.
-                #expect(lines[commands + 1 + offset].hasPrefix("  \(command) "), "\(command)")
+                #expect(lines.dropFirst(commands + 1 + offset).first?.hasPrefix("  \(command) ") == true, "\(command)")
             }
             let examples = try #require(lines.firstIndex(of: "EXAMPLES:"))
             #expect(lines[(examples + 1)...].prefix { $0.hasPrefix("  wlstorage ") }.count == 5)
