@@ -21,16 +21,25 @@ enum CommandName: String, CaseIterable, Equatable {
     case get, set, rm, path, hash, list, verify, watch, help
 }
 
+/// What `help` shows besides the tool's help: a command's, or how keys and programs name files and folders.
+enum HelpTopic: Equatable {
+    case command(CommandName)
+    case naming
+}
+
 /// A command with its arguments.
 enum Command: Equatable {
-    /// Help for the tool, or for one command.
-    case help(CommandName?)
-    case get(key: String)
+    /// Help for the tool, or on one topic.
+    case help(HelpTopic?)
+    /// Prints the values of `keys`, one or more.
+    case get(keys: [String])
+    /// Stores `json`; `set KEY --string TEXT` gives the JSON string of TEXT.
     case set(key: String, json: String)
     case remove(key: String)
     case path(key: String)
     case hash(key: String)
-    case list
+    /// Lists the directory's entries, or only those of `keys` when there are any.
+    case list(keys: [String])
     case verify
     /// Prints the value of `key` at each change; stops after `count` values when it is given.
     case watch(key: String, count: Int?)
@@ -145,6 +154,7 @@ func parseArguments(_ arguments: [String]) -> Result<Invocation, UsageError> {
 private func parseCommand(_ name: CommandName, _ arguments: [String]) -> Result<Command, UsageError> {
     var positional: [String] = []
     var count: Int?
+    var string: String?
     var index = 0
     var onlyArguments = false
     while index < arguments.count {
@@ -159,7 +169,14 @@ private func parseCommand(_ name: CommandName, _ arguments: [String]) -> Result<
         case "--":
             onlyArguments = true
         case "--help", "-h":
-            return .success(.help(name))
+            return .success(.help(.command(name)))
+        case "--string" where name == .set:
+            // The next token is the text whatever it looks like, so that `--string --x` stores "--x".
+            guard let text = inlineValue ?? (index < arguments.count ? arguments[index] : nil) else {
+                return usage("option --string needs a value (give '' for the empty string)", name)
+            }
+            if inlineValue == nil { index += 1 }
+            string = text
         case "--count" where name == .watch:
             guard let text = inlineValue ?? (index < arguments.count ? arguments[index] : nil) else {
                 return usage("option --count needs a value", name)
@@ -179,29 +196,39 @@ private func parseCommand(_ name: CommandName, _ arguments: [String]) -> Result<
     case .help:
         guard positional.count <= 1 else { return usage("unexpected argument '\(positional[1])'", name) }
         guard let topic = positional.first else { return .success(.help(nil)) }
-        guard let command = CommandName(rawValue: topic) else { return usage("unknown command '\(topic)'", name) }
-        return .success(.help(command))
-    case .list, .verify: expected = []
-    case .set: expected = ["KEY", "JSON"]
-    case .get, .rm, .path, .hash, .watch: expected = ["KEY"]
+        if topic == "naming" { return .success(.help(.naming)) }
+        guard let command = CommandName(rawValue: topic) else {
+            let topics = CommandName.allCases.map(\.rawValue) + ["naming"]
+            return usage("unknown help topic '\(topic)' (topics: \(topics.joined(separator: ", ")))", name)
+        }
+        return .success(.help(.command(command)))
+    case .list: return .success(.list(keys: positional))
+    case .get:
+        guard !positional.isEmpty else { return usage("missing argument KEY", name) }
+        return .success(.get(keys: positional))
+    case .verify: expected = []
+    case .set: expected = string == nil ? ["KEY", "JSON"] : ["KEY"]
+    case .rm, .path, .hash, .watch: expected = ["KEY"]
     }
     if positional.count < expected.count {
         return usage("missing argument \(expected[positional.count])", name)
     }
     if positional.count > expected.count {
-        return usage("unexpected argument '\(positional[expected.count])'", name)
+        let extra = positional[expected.count]
+        if name == .set, string != nil {
+            return usage("unexpected argument '\(extra)': with --string, the text is the one after --string", name)
+        }
+        return usage("unexpected argument '\(extra)'", name)
     }
 
     switch name {
-    case .get: return .success(.get(key: positional[0]))
-    case .set: return .success(.set(key: positional[0], json: positional[1]))
+    case .set: return .success(.set(key: positional[0], json: string.map(JSONText.string) ?? positional[1]))
     case .rm: return .success(.remove(key: positional[0]))
     case .path: return .success(.path(key: positional[0]))
     case .hash: return .success(.hash(key: positional[0]))
-    case .list: return .success(.list)
     case .verify: return .success(.verify)
     case .watch: return .success(.watch(key: positional[0], count: count))
-    case .help: return .success(.help(nil))  // handled above
+    case .help, .get, .list: return .success(.help(nil))  // each returned above
     }
 }
 

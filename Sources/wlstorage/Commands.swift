@@ -15,11 +15,18 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
     let command = invocation.command
     switch command {
     case .help(let topic):
-        Console.out(topic.map(Help.text(for:)) ?? Help.tool)
+        Console.out(Help.text(for: topic))
         return .success
     case .hash(let key):
         Console.out(try fileName(for: key) + "\n")
         return .success
+    case .set(let key, let json):
+        // Checked before anything is opened, for every store.
+        if let problem = JSONText.problem(in: Data(json.utf8)) {
+            throw ToolFailure(
+                "the value is not valid JSON: \(problem)\nTo store it as a JSON string, type: "
+                    + setStringCommand(invocation.options, key: key, text: json))
+        }
     default:
         break
     }
@@ -33,21 +40,35 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
         } catch {
             throw ToolFailure(error.message, status: .usage)
         }
-        if case .list = command {
-            try list(store, keyFile: keyFile)
-            return .success
-        }
+        if case .list(let keys) = command { return try list(store, keys: keys, keyFile: keyFile) }
         guard let keyFile else { return try run(command, on: store, keyGiven: false) }
         // rm removes whatever the row holds, whether or not it opens with the key.
         if case .remove = command { return try run(command, on: store, keyGiven: true) }
         return try run(command, on: WLStorageEncryptedStore(store, key: keyFile.key), keyGiven: true)
     }
     let directory = try storageDirectory(for: invocation.options, environment: environment)
+    if isStorageDirectoryMissing(directory) {
+        let otherBuild = otherBuildsFolder(for: invocation.options, environment: environment)
+        let missing = "no storage directory at \(directory.path)" + (otherBuild.map { "; \($0)" } ?? "")
+        switch command {
+        case .path(let key):
+            Console.out(directory.filePath(try fileName(for: key)) + "\n")
+            Console.error("wlstorage: note: \(missing)\n")
+            return .success
+        case .set, .watch:
+            // They create a missing directory, but not one beside the other build's, where the values likely are.
+            if otherBuild != nil { throw ToolFailure(missing) }
+        default:
+            throw ToolFailure(missing)
+        }
+    }
     switch command {
     case .help, .hash:
         return .success
-    case .get(let key):
-        try get(key, in: directory, keyFile: keyFile)
+    case .get(let keys):
+        return try printValues(of: keys) { key throws(ToolFailure) in
+            try value(of: key, in: directory, keyFile: keyFile)
+        }
     case .set(let key, let json):
         try set(key, json: json, in: directory, keyFile: keyFile)
     case .remove(let key):
@@ -60,11 +81,8 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
         }
     case .path(let key):
         Console.out(directory.filePath(try fileName(for: key)) + "\n")
-        if isStorageDirectoryMissing(directory) {
-            Console.error("wlstorage: note: no storage directory at \(directory.path)\n")
-        }
-    case .list:
-        try list(directory, keyFile: keyFile)
+    case .list(let keys):
+        return try list(directory, keys: keys, keyFile: keyFile)
     case .verify:
         return try verify(directory, keyFile: keyFile)
     case .watch(let key, let count):
@@ -79,7 +97,8 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
 
 // MARK: Commands
 
-private func get(_ key: String, in directory: StorageDirectory, keyFile: KeyFile?) throws(ToolFailure) {
+/// The JSON stored for `key`, to print: opened with the key of `keyFile` when there is one.
+private func value(of key: String, in directory: StorageDirectory, keyFile: KeyFile?) throws(ToolFailure) -> Data {
     let name = try fileName(for: key)
     let path = directory.filePath(name)
     let contents = try inDirectory(directory) { () throws(WLStorageError) in
@@ -101,8 +120,7 @@ private func get(_ key: String, in directory: StorageDirectory, keyFile: KeyFile
             if let problem = JSONText.problem(in: contents) {
                 throw ToolFailure("the file does not hold JSON (\(problem)): \(path)")
             }
-            Console.out(String(decoding: JSONText.pretty(contents), as: UTF8.self) + "\n")
-            return
+            return contents
         }
         switch keyFile.open(contents, storedUnder: key, path: path) {
         case .notEncrypted:
@@ -116,7 +134,7 @@ private func get(_ key: String, in directory: StorageDirectory, keyFile: KeyFile
             if JSONText.problem(in: plaintext) != nil {
                 throw ToolFailure("the file opens, but its value is not JSON: \(path)")
             }
-            Console.out(String(decoding: JSONText.pretty(plaintext), as: UTF8.self) + "\n")
+            return plaintext
         }
     }
 }
@@ -125,10 +143,7 @@ private func set(
     _ key: String, json: String, in directory: StorageDirectory, keyFile: KeyFile?
 ) throws(ToolFailure) {
     let name = try fileName(for: key)
-    let data = Data(json.utf8)
-    if let problem = JSONText.problem(in: data) {
-        throw ToolFailure("the value is not valid JSON: \(problem)")
-    }
+    let data = Data(json.utf8)  // checked by run(_:environment:)
     try createStorageDirectoryIfMissing(directory)
     announceRemoved(try cleanTemporaryFiles(in: directory))
     guard let keyFile else {
@@ -162,17 +177,36 @@ private func set(
     }
 }
 
-private func list(_ directory: StorageDirectory, keyFile: KeyFile?) throws(ToolFailure) {
+/// Lists the entries of `directory`, or, when `keys` are given, the entries of each of them in turn, named by their
+/// key (a file named by a hash too), and a line that says so for a key with no file.
+///
+/// - Returns: ``ExitStatus/failure`` when a key given has no file.
+private func list(_ directory: StorageDirectory, keys: [String], keyFile: KeyFile?) throws(ToolFailure) -> ExitStatus {
     announceRemoved(try cleanTemporaryFiles(in: directory))
+    let names = try entryNames(of: directory)
     var rows = [["NAME", "KEY", "SIZE", "MODIFIED", "STATE"]]
-    for name in try entryNames(of: directory) {
-        guard let entry = DirectoryEntry(name: name, in: directory, keyFile: keyFile) else { continue }
+    func append(_ entry: DirectoryEntry?) {
+        guard let entry else { return }  // removed since it was listed
         rows.append([
             entry.printedName, entry.key, String(entry.status.size),
             entry.status.modificationTime.formatted(.iso8601), entry.state.label,
         ])
     }
+    if keys.isEmpty {
+        for name in names { append(DirectoryEntry(name: name, in: directory, keyFile: keyFile)) }
+    }
+    var status = ExitStatus.success
+    for key in keys {
+        let file = try fileName(for: key)
+        let belonging = names.filter { DirectoryEntry.keyFileName(of: $0) == file }
+        for name in belonging { append(DirectoryEntry(name: name, in: directory, keyFile: keyFile, storageKey: key)) }
+        if !belonging.contains(Array(file.utf8)) {
+            rows.append([printableName(file), printableName(key), "-", "-", "no value (no file)"])
+            status = .failure
+        }
+    }
     Console.out(table(rows))
+    return status
 }
 
 /// `rows` as a table: each column as wide as its widest cell, two spaces between columns, the last one unpadded.
@@ -268,6 +302,57 @@ private func verify(_ directory: StorageDirectory, keyFile: KeyFile?) throws(Too
 }
 
 // MARK: Helpers
+
+/// Prints the values `value` gives for `keys`: one key's as indented JSON, several as one line each, `KEY: JSON`.
+/// With several keys, a key without a value is said on standard error, and the others are still printed.
+///
+/// - Returns: ``ExitStatus/failure`` when a key of several has no value to print.
+func printValues(
+    of keys: [String], _ value: (String) throws(ToolFailure) -> Data
+) throws(ToolFailure) -> ExitStatus {
+    if keys.count == 1 {
+        Console.out(String(decoding: JSONText.pretty(try value(keys[0])), as: UTF8.self) + "\n")
+        return .success
+    }
+    var status = ExitStatus.success
+    for key in keys {
+        do {
+            let json = JSONText.compact(try value(key), forTerminal: true)
+            Console.out(printableName(key) + ": " + String(decoding: json, as: UTF8.self) + "\n")
+        } catch {
+            Console.error("wlstorage: \(error.message)\n")
+            status = .failure
+        }
+    }
+    return status
+}
+
+/// The command line that stores `text` as a JSON string under `key`, with the global `options` given, quoted for a
+/// POSIX shell. A PostgreSQL connection string may hold a password, and is shown as URL unless it names where it is
+/// (`env:NAME`, `file:PATH`).
+private func setStringCommand(_ options: GlobalOptions, key: String, text: String) -> String {
+    var words = ["wlstorage"]
+    if let directory = options.directory { words += ["--dir", directory] }
+    if let program = options.program { words += ["--program", program] }
+    if options.debug { words.append("--debug") }
+    if let suite = options.suite { words += ["--suite", suite] }
+    if let postgres = options.postgres {
+        words += ["--postgres", postgres.hasPrefix("env:") || postgres.hasPrefix("file:") ? postgres : "URL"]
+    }
+    if let namespace = options.namespace { words += ["--namespace", namespace] }
+    if let keyFile = options.keyFile { words += ["--key-file", keyFile] }
+    // A key that starts with '-' goes after '--', where it cannot be taken for an option.
+    words += key.hasPrefix("-") ? ["set", "--string", text, "--", key] : ["set", key, "--string", text]
+    return words.map(shellQuoted).joined(separator: " ")
+}
+
+/// `word` as a POSIX shell reads it back: as it is when every character is one no shell treats specially, otherwise
+/// in single quotes (a quote in it as `'\''`).
+func shellQuoted(_ word: String) -> String {
+    let plain = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@%+,"
+    if !word.isEmpty, word.allSatisfy(plain.contains) { return word }
+    return "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
+}
 
 /// Refuses to `toDo` ("replace it", "remove it") the value of `key`, the file `name`, without a key file when it is
 /// sealed: it would be lost for good, and the key that sealed it was not given.

@@ -39,3 +39,24 @@ func storageDirectory(
     }
     return StorageDirectory(path: url.standardizedFileURL.path)
 }
+
+/// Where the values of the program `--program` names are when its storage directory is missing but the folder of its
+/// other build exists, as a sentence that says which option to change; `nil` otherwise.
+///
+/// A program built in debug (`swift build`, `swift run`) keeps its values in `.wlstorage_debug`, a release build in
+/// `.wlstorage`: `--debug` chooses between them.
+func otherBuildsFolder(for options: GlobalOptions, environment: [String: String]) -> String? {
+    guard let program = options.program,
+        let chosen = StorageLocation.defaultDirectory(program: program, debug: options.debug, environment: environment),
+        let other = StorageLocation.defaultDirectory(program: program, debug: !options.debug, environment: environment),
+        other != chosen
+    else { return nil }
+    var isDirectory: ObjCBool = false
+    let path = other.standardizedFileURL.path
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
+        return nil
+    }
+    return options.debug
+        ? "the release build of '\(program)' keeps its values in \(path): leave out --debug"
+        : "the debug build of '\(program)' keeps its values in \(path): pass --debug"
+}

@@ -76,34 +76,35 @@ struct DirectoryEntry {
     var status: FileStatus
     var role: Role
     var state: State
+    /// The key the file is stored under, when it was given: the name of a hashed file does not say it.
+    var storageKey: String?
 
     /// The name as the tool prints it, escaped (see `printableName(_:)`).
     var printedName: String { printableName(name) }
 
-    /// The KEY column of `list`: the key a file belongs to, `(hashed)` for a digest, `-` for none.
+    /// The KEY column of `list`: the key a file belongs to, `(hashed)` for a digest whose key was not given, `-` for
+    /// none.
     var key: String {
-        let base: String
-        switch role {
-        case .keyFile: base = String(decoding: name, as: UTF8.self)
-        case .temporary(let name), .movedAside(let name), .keptOriginal(let name): base = name
-        case .foreign: return "-"
-        }
+        if let storageKey { return printableName(storageKey) }
+        guard let base = Self.keyFileName(of: name) else { return "-" }
         if FileName.isDigest(base) { return "(hashed)" }
         return FileName.isPlain(base) ? base : "-"
     }
 
     /// The entry named `name` in `directory`, or `nil` when it is gone. With `keyFile`, a key file is judged as the
-    /// value of an encrypted store: whether it opens with the key, and holds JSON once opened.
-    init?(name: [UInt8], in directory: StorageDirectory, keyFile: KeyFile? = nil) {
+    /// value of an encrypted store: whether it opens with the key, and holds JSON once opened. `storageKey` is the
+    /// key the entry belongs to, when it is known; a file named by a hash opens only with it.
+    init?(name: [UInt8], in directory: StorageDirectory, keyFile: KeyFile? = nil, storageKey: String? = nil) {
         guard let status = directory.status(ofEntryNamed: name) else { return nil }  // removed since it was listed
         self.name = name
         self.status = status
         self.role = Self.role(of: name)
+        self.storageKey = storageKey
         switch role {
         case _ where !status.isRegularFile: state = .notRegular(status.kind.rawValue)
         case .keyFile:
             if let keyFile {
-                state = Self.encryptedState(of: name, in: directory, keyFile: keyFile)
+                state = Self.encryptedState(of: name, in: directory, keyFile: keyFile, storageKey: storageKey)
             } else {
                 state = Self.contentState(of: name, in: directory)
             }
@@ -131,6 +132,16 @@ struct DirectoryEntry {
             if FileName.isPlain(base) || FileName.isDigest(base) { return .keptOriginal(base: base) }
         }
         return .foreign(isUTF8: true)
+    }
+
+    /// The name of the key file an entry named `name` is, or belongs to (a temporary, moved-aside or kept file of
+    /// it), or `nil` for a name no key maps to.
+    static func keyFileName(of name: [UInt8]) -> String? {
+        switch role(of: name) {
+        case .keyFile: String(decoding: name, as: UTF8.self)
+        case .temporary(let base), .movedAside(let base), .keptOriginal(let base): base
+        case .foreign: nil
+        }
     }
 
     /// The key file name a writer's temporary file `NAME~XXXXXXXXXXXXXXXX.tmp` (16 lowercase hex digits), or a
@@ -171,9 +182,11 @@ struct DirectoryEntry {
     }
 
     /// What the key file `name` holds, opened with the key of `keyFile`. The storage key a file of a plain name is
-    /// stored under is its name; a file named by a hash is only checked for the layout and fingerprint of an
-    /// encrypted value (see ``KeyFile/checkWithoutStorageKey(_:)``).
-    private static func encryptedState(of name: [UInt8], in directory: StorageDirectory, keyFile: KeyFile) -> State {
+    /// stored under is its name; a file named by a hash opens with `storageKey`, and without it is only checked for
+    /// the layout and fingerprint of an encrypted value (see ``KeyFile/checkWithoutStorageKey(_:)``).
+    private static func encryptedState(
+        of name: [UInt8], in directory: StorageDirectory, keyFile: KeyFile, storageKey: String?
+    ) -> State {
         let contents: StoredFile.Contents?
         do {
             contents = try StoredFile.read(name, in: directory, sealed: true)
@@ -188,8 +201,8 @@ struct DirectoryEntry {
             let text = String(decoding: name, as: UTF8.self)
             let path = directory.filePath(text)
             let opened: KeyFile.Opened
-            if FileName.isPlain(text) {
-                opened = keyFile.open(bytes, storedUnder: text, path: path)
+            if let key = storageKey ?? (FileName.isPlain(text) ? text : nil) {
+                opened = keyFile.open(bytes, storedUnder: key, path: path)
             } else {
                 guard let problem = keyFile.checkWithoutStorageKey(bytes) else { return .encryptedUnchecked }
                 opened = problem

@@ -9,38 +9,43 @@ enum Help {
         return "Usage: wlstorage [GLOBAL OPTIONS] \(synopsis(of: command))"
     }
 
-    /// The help of the tool.
+    /// The help of the tool: what a first-time user needs in its first 25 lines, then the options.
     static let tool = """
-        OVERVIEW: Inspect and edit the JSON files that WLStorage keeps, one file per key.
+        OVERVIEW: Inspect and edit the values that programs using WLStorage keep, one JSON file per key.
 
         USAGE: wlstorage [--dir DIR | --program NAME [--debug] | --suite NAME | --postgres URL [--namespace NS]]
                          [--key-file PATH] COMMAND [ARGUMENTS]
 
-        A key is stored in a file named by the key when the key is 1 to 127 characters of [A-Za-z0-9._-]
-        (and not ".", ".." or 64 lowercase hex digits), and by the lowercase hex SHA-256 of its UTF-8 bytes
-        otherwise. So every name a key maps to is that key's file, whatever it looks like: cursor.tmp is the
-        file of the key "cursor.tmp", and is listed, read and checked as that key. No key's file name has a
-        "~": the library's writers name their temporary files NAME~ followed by 16 lowercase hex digits and
-        .tmp, or, for the moment a rewrite exchanges its file with the one in place, NAME~, 16 lowercase hex
-        digits, "-", 16 more and .xchg; only names of those forms are taken for temporary files.
+        COMMANDS:
+          get KEY...              Print the value of each KEY as JSON.
+          set KEY JSON            Store a JSON value (set KEY --string TEXT stores TEXT as a JSON string).
+          rm KEY                  Remove the value of KEY.
+          path KEY                Print the path of the file of KEY.
+          hash KEY                Print the name of the file of KEY.
+          list [KEY...]           List the files (or those of each KEY): name, key, size, time, state.
+          verify                  Check that every key file holds JSON.
+          watch KEY               Print the value of KEY, then each new value as it changes.
+          help [COMMAND|naming]   Show this help, a command's, or how keys and programs name files.
+
+        EXAMPLES:
+          wlstorage --program myapp list                  What the program myapp keeps (release build)
+          wlstorage --program myapp --debug get cursor    A value of myapp's debug build (swift run)
+          wlstorage --dir ./data set limit '{"max": 5}'   Store JSON
+          wlstorage --dir ./data set name --string Ada    Store the string "Ada", without JSON quotes
+          wlstorage --dir ./data watch limit              Print each new value of limit, until Ctrl-C
+
+        Run 'wlstorage COMMAND --help' for a command's details, 'wlstorage help naming' for file names.
 
         GLOBAL OPTIONS (before the command):
           --dir DIR         The storage directory.
-          --program NAME    Use the default directory of the program NAME (its executable's name), found
-                            as the library finds it:
-                              $WLSTORAGE_DIRECTORY when it is set; otherwise
-                              $XDG_DATA_HOME/NAME/.wlstorage, or ~/.local/share/NAME/.wlstorage when
-                              XDG_DATA_HOME is not set. A NAME that is not a plain file name is replaced
-                              by program-<SHA-256 of NAME>.
-          --debug           With --program, use the folder of debug builds, .wlstorage_debug, in place of
-                            .wlstorage.
-          --suite NAME      Use the directory of the suite NAME, as the library's .suite(NAME) names it:
-                              $WLSTORAGE_SUITES_DIRECTORY/FOLDER when it is set (a relative path is taken
-                              from the current directory); otherwise $XDG_DATA_HOME/wlstorage/suites/FOLDER,
-                              or ~/.local/share/wlstorage/suites/FOLDER. FOLDER is NAME when NAME is a plain
-                              file name (1 to 127 characters of [A-Za-z0-9._-], not ".", ".." or 64 hex
-                              digits, and not suite- followed by 64 hex digits), and suite-<SHA-256 of NAME>
-                              otherwise.
+          --program NAME    The default directory of the program NAME (its executable's name), as the library
+                            finds it: $WLSTORAGE_DIRECTORY when it is set, otherwise $XDG_DATA_HOME/NAME/.wlstorage,
+                            or ~/.local/share/NAME/.wlstorage when XDG_DATA_HOME is not set.
+          --debug           With --program, the folder of debug builds (swift build, swift run), .wlstorage_debug,
+                            in place of .wlstorage. When only the other build's folder exists, the tool says so.
+          --suite NAME      The directory of the suite NAME, as the library's .suite(NAME) names it: in
+                            $WLSTORAGE_SUITES_DIRECTORY, or $XDG_DATA_HOME/wlstorage/suites, or
+                            ~/.local/share/wlstorage/suites.
           --postgres URL    Work on the rows of a PostgreSQL store instead of a directory: URL is a libpq
                             connection string (postgresql://user@host/db, or host=... dbname=...). get,
                             set, rm, list and watch work on the same rows, and the same JSON, as
@@ -73,20 +78,6 @@ enum Help {
           0700; they name it on standard error. A missing parent is an error. get, rm, list and verify exit 1
           with "no storage directory at PATH"; path prints the path and says so on standard error.
 
-        COMMANDS:
-          get KEY           Print the stored value as indented JSON.
-          set KEY JSON      Check JSON and store it, atomically and durably, with mode 0600.
-          rm KEY            Remove the key's file.
-          path KEY          Print the absolute path of the key's file.
-          hash KEY          Print the file name the key maps to.
-          list              List every file: name, key, size, modification time, state. With --postgres,
-                            every row of the namespace: key, size, time of its last write (UTC), state.
-          verify            Check that every key file holds JSON.
-          watch KEY         Print the value, then each new value as the file changes.
-          help [COMMAND]    Show this help, or a command's.
-
-          Run 'wlstorage COMMAND --help' for a command's details.
-
         EXIT STATUS:
           0   Success.
           1   The key was not found, a file did not verify or does not open with the key, the key file
@@ -96,22 +87,62 @@ enum Help {
 
         """
 
-    /// The help of `command`.
-    static func text(for command: CommandName) -> String {
-        "Usage: wlstorage [GLOBAL OPTIONS] \(synopsis(of: command))\n\n\(details(of: command))\n"
+    /// The help topic `naming`: how a key names its file, which files are temporary, and where the directories of a
+    /// program and of a suite are.
+    static let naming = """
+        KEYS AND FILE NAMES
+
+        A key is stored in a file named by the key when the key is 1 to 127 characters of [A-Za-z0-9._-]
+        (and not ".", ".." or 64 lowercase hex digits), and by the lowercase hex SHA-256 of its UTF-8 bytes
+        otherwise. So every name a key maps to is that key's file, whatever it looks like: cursor.tmp is the
+        file of the key "cursor.tmp", and is listed, read and checked as that key. 'wlstorage hash KEY' prints
+        the name of a key's file. list shows a file named by a hash with the key "(hashed)", unless its key is
+        given: 'wlstorage list KEY' names it.
+
+        No key's file name has a "~": the library's writers name their temporary files NAME~ followed by 16
+        lowercase hex digits and .tmp, or, for the moment a rewrite exchanges its file with the one in place,
+        NAME~, 16 lowercase hex digits, "-", 16 more and .xchg; only names of those forms are taken for temporary
+        files. NAME~corrupt-... is a file the library moved aside because it did not decode, and
+        NAME~before-type-change what a key's file held before its type changed.
+
+        THE DIRECTORY OF A PROGRAM (--program NAME [--debug])
+
+        $WLSTORAGE_DIRECTORY when it is set; otherwise $XDG_DATA_HOME/NAME/.wlstorage, or
+        ~/.local/share/NAME/.wlstorage when XDG_DATA_HOME is not set. NAME is the name of the program's
+        executable; a NAME that is not a plain file name is replaced by program-<SHA-256 of NAME>. A program built
+        in debug (swift build, swift run) keeps its values in .wlstorage_debug in place of .wlstorage: give
+        --debug to use that folder.
+
+        THE DIRECTORY OF A SUITE (--suite NAME)
+
+        $WLSTORAGE_SUITES_DIRECTORY/FOLDER when it is set (a relative path is taken from the current
+        directory); otherwise $XDG_DATA_HOME/wlstorage/suites/FOLDER, or ~/.local/share/wlstorage/suites/FOLDER.
+        FOLDER is NAME when NAME is a plain file name (1 to 127 characters of [A-Za-z0-9._-], not ".", ".." or 64
+        hex digits, and not suite- followed by 64 hex digits), and suite-<SHA-256 of NAME> otherwise.
+
+        """
+
+    /// The help on `topic`, or the tool's.
+    static func text(for topic: HelpTopic?) -> String {
+        switch topic {
+        case nil: tool
+        case .naming: naming
+        case .command(let command):
+            "Usage: wlstorage [GLOBAL OPTIONS] \(synopsis(of: command))\n\n\(details(of: command))\n"
+        }
     }
 
     private static func synopsis(of command: CommandName) -> String {
         switch command {
-        case .get: "get KEY"
-        case .set: "set KEY JSON"
+        case .get: "get KEY..."
+        case .set: "set KEY JSON | set KEY --string TEXT"
         case .rm: "rm KEY"
         case .path: "path KEY"
         case .hash: "hash KEY"
-        case .list: "list"
+        case .list: "list [KEY...]"
         case .verify: "verify"
         case .watch: "watch [--count N] KEY"
-        case .help: "help [COMMAND]"
+        case .help: "help [COMMAND | naming]"
         }
     }
 
@@ -133,13 +164,18 @@ enum Help {
             Without --key-file, a file that holds a value sealed by WLStorageEncryptedStore is an error that
             says so, with the fingerprint of the key that sealed it: "sealed with key <fingerprint>; pass
             --key-file", with exit status 1.
+
+            With several keys, each value is printed on one line, KEY: JSON, in the order given. A key that has
+            no value (or one that cannot be printed, for the reasons above) is said on standard error, the other
+            values are still printed, and the tool exits 1.
             """
         case .set:
             """
             Stores JSON for KEY. JSON may be any JSON text, including a top-level fragment such as 42, "abc" or
             null. It is checked first, as the library reads it: UTF-8, nested at most 512 deep, and every number
             within the range of a Double (1e400 is too large, and 1e-400 would read as 0, so both are refused).
-            When it is not JSON, the tool says why and at which byte, exits 1 and changes nothing. The text is
+            When it is not JSON, the tool says why and at which byte, and the command that stores it as a string,
+            exits 1 and changes nothing. The text is
             stored as given, with the whitespace between tokens removed. The file is written as the library
             writes it: a temporary file with mode 0600, synced, renamed over the old file, and the directory
             synced. The temporary files of writers that crashed are removed first, as list removes them, and
@@ -155,6 +191,9 @@ enum Help {
 
             Without --key-file, a value sealed by WLStorageEncryptedStore is not replaced: the tool says which
             key sealed it and to pass --key-file, and exits 1.
+
+            set KEY --string TEXT stores TEXT as a JSON string, quoted and escaped for you: set name --string Ada
+            stores "Ada", as set name '"Ada"' does. The word after --string is TEXT, whatever it starts with.
 
             Give '--' before a KEY or JSON that starts with '--'.
             """
@@ -180,7 +219,10 @@ enum Help {
         case .list:
             """
             Lists every entry of the directory with its name, its key, its size in bytes, its modification time
-            (ISO 8601, UTC) and its state:
+            (ISO 8601, UTC) and its state. With KEY..., lists only the entries of each KEY in turn: its file,
+            named by KEY even when its name is a hash, and the temporary and moved-aside files that belong to it.
+            A KEY without a file is listed with the state "no value (no file)", and the tool then exits 1. With
+            --postgres, the rows of each KEY, and "no value (no row)" for a KEY without one. The states:
               json            the file holds JSON
               empty           the file is empty; the library reads it as the default value
               invalid JSON    the file does not hold JSON the library can decode
@@ -199,9 +241,9 @@ enum Help {
               symlink, directory, special file
                               not a regular file; the library neither follows nor replaces it
             The key is the name itself for a plain name (cursor.tmp is the file of the key "cursor.tmp"),
-            "(hashed)" for a name of 64 lowercase hex digits (the SHA-256 of a key that is not a plain name),
-            and "-" for a name no key maps to. For temporary, moved-aside and before-type-change files it is the key
-            of the file they belong to.
+            "(hashed)" for a name of 64 lowercase hex digits (the SHA-256 of a key that is not a plain name)
+            unless the key was given, and "-" for a name no key maps to. For temporary, moved-aside and
+            before-type-change files it is the key of the file they belong to.
 
             With --key-file, each key file is opened with the key, and its state is one of:
               encrypted       the file opens with the key, and holds JSON
@@ -212,7 +254,7 @@ enum Help {
               encrypted, not opened
                               a file named by a hash, laid out as a value encrypted with the key; the tag
                               authenticates the key it was stored under, which the name does not give, so it
-                              cannot be checked
+                              cannot be checked (give its key, list KEY, to open it)
               empty, too large, unreadable, and the states of other entries, as above
 
             Before listing, the temporary files of writers that crashed are removed, with the library's own
@@ -272,7 +314,10 @@ enum Help {
               --count N     Exit with status 0 after printing N values.
             """
         case .help:
-            "Shows the help of the tool, or of COMMAND."
+            """
+            Shows the help of the tool, or of COMMAND. 'wlstorage help naming' says how a key names its file, which
+            files are temporary, and where the directories of a program (--program, --debug) and of a suite are.
+            """
         }
     }
 }

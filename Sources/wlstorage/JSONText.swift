@@ -15,6 +15,26 @@ enum JSONText {
         JSONValidator.problem(in: data)?.description
     }
 
+    /// `text` as a JSON string: in quotes, with `"`, `\` and the control characters escaped, as `set --string` stores
+    /// it.
+    static func string(_ text: String) -> String {
+        var json = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": json += "\\\""
+            case "\\": json += "\\\\"
+            case "\n": json += "\\n"
+            case "\r": json += "\\r"
+            case "\t": json += "\\t"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                json += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: json.unicodeScalars.append(scalar)
+            }
+        }
+        return json + "\""
+    }
+
     /// `json` without whitespace between tokens. `json` must be valid JSON (see ``problem(in:)``). With
     /// `forTerminal`, invisible characters in strings are escaped as by ``pretty(_:)``.
     static func compact(_ json: Data, forTerminal: Bool = false) -> Data {

@@ -4,8 +4,11 @@ import WLStoragePostgres
 
 /// `list` on a PostgreSQL store: the columns of a directory's `list`, for rows. Each row's key, the size of its bytes,
 /// when it was written last (the row's `updated_at`, in UTC), and what it holds, as the STATE column of a directory
-/// says it. With a key file, each value is opened with the key.
-func list(_ store: WLStoragePostgresStore, keyFile: KeyFile?) throws(ToolFailure) {
+/// says it. With a key file, each value is opened with the key. When `keys` are given, only their rows are listed, in
+/// that order, and a key without a row is listed as having no value.
+///
+/// - Returns: ``ExitStatus/failure`` when a key given has no row.
+func list(_ store: WLStoragePostgresStore, keys: [String], keyFile: KeyFile?) throws(ToolFailure) -> ExitStatus {
     let rows: [WLStoragePostgresStore.Row]
     do {
         rows = try store.rows()
@@ -15,10 +18,17 @@ func list(_ store: WLStoragePostgresStore, keyFile: KeyFile?) throws(ToolFailure
         throw ToolFailure("\(store.identity): \(error)")
     }
     var lines = [["KEY", "SIZE", "MODIFIED", "STATE"]]
-    for row in rows {
+    var status = ExitStatus.success
+    for key in keys.isEmpty ? rows.map(\.key) : keys {
+        guard let row = rows.first(where: { $0.key == key }) else {
+            lines.append([printableName(key), "-", "-", "no value (no row)"])
+            status = .failure
+            continue
+        }
         lines.append([printableName(row.key), String(row.size), row.written, state(of: row, keyFile: keyFile).label])
     }
     Console.out(table(lines))
+    return status
 }
 
 /// What a row holds.

@@ -17,24 +17,23 @@ import WLStorage
 func run(_ command: Command, on store: any WLStorageStore, keyGiven: Bool) throws(ToolFailure) -> ExitStatus {
     switch command {
     case .help(let topic):
-        Console.out(topic.map(Help.text(for:)) ?? Help.tool)
-    case .get(let key):
-        guard let data = try read(key, from: store), !data.isEmpty else {
-            throw ToolFailure("no value stored for '\(key)' in \(store.identity)")
+        Console.out(Help.text(for: topic))
+    case .get(let keys):
+        return try printValues(of: keys) { key throws(ToolFailure) in
+            guard let data = try read(key, from: store), !data.isEmpty else {
+                throw ToolFailure("no value stored for '\(key)' in \(store.identity)")
+            }
+            if !keyGiven, let sealed = SealedValue.description(of: data) {
+                throw ToolFailure(
+                    "the value of '\(key)' is \(sealed); pass --key-file with that key to read it: \(store.identity)")
+            }
+            if let problem = JSONText.problem(in: data) {
+                throw ToolFailure("the value of '\(key)' is not JSON (\(problem)) in \(store.identity)")
+            }
+            return data
         }
-        if !keyGiven, let sealed = SealedValue.description(of: data) {
-            throw ToolFailure(
-                "the value of '\(key)' is \(sealed); pass --key-file with that key to read it: \(store.identity)")
-        }
-        if let problem = JSONText.problem(in: data) {
-            throw ToolFailure("the value of '\(key)' is not JSON (\(problem)) in \(store.identity)")
-        }
-        Console.out(String(decoding: JSONText.pretty(data), as: UTF8.self) + "\n")
     case .set(let key, let json):
-        let data = Data(json.utf8)
-        if let problem = JSONText.problem(in: data) {
-            throw ToolFailure("the value is not valid JSON: \(problem)")
-        }
+        let data = Data(json.utf8)  // checked by run(_:environment:)
         if !keyGiven { try refuseSealed(key, in: store, toDo: "replace it") }
         try calling(store) { try store.write(key: key, data: JSONText.compact(data)) }
     case .remove(let key):
@@ -43,10 +42,10 @@ func run(_ command: Command, on store: any WLStorageStore, keyGiven: Bool) throw
         }
         if !keyGiven { try refuseSealed(key, in: store, toDo: "remove it") }
         try calling(store) { try store.remove(key: key) }
-    case .list:
+    case .list(let given):
         let keys = try calling(store) { try store.keys() }.sorted()
         var text = ""
-        for key in keys { text += printableName(key) + "\n" }
+        for key in keys where given.isEmpty || given.contains(key) { text += printableName(key) + "\n" }
         Console.out(text)
     case .watch(let key, let count):
         try watch(key, in: store, count: count, keyGiven: keyGiven)

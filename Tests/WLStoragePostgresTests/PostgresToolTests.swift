@@ -78,6 +78,43 @@ struct PostgresToolTests {
         #expect(try store.read(key: "k") == nil)
     }
 
+    @Test func listAndGetWithKeysShowTheRowsOfThoseKeysAndSayWhichHaveNone() throws {
+        let url = try PostgresCluster.shared().url
+        let namespace = uniqueNamespace()
+        let store = try WLStoragePostgresStore(url: url, namespace: namespace)
+        try store.write(key: "a/b", data: Data("1".utf8))
+        try store.write(key: "plain", data: Data(#""x""#.utf8))
+        try store.write(key: "other", data: Data("2".utf8))
+
+        let list = try run(["--postgres", url, "--namespace", namespace, "list", "plain", "absent", "a/b"])
+        #expect(list.status == 1)
+        let rows = list.output.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        try #require(rows.map { $0.first } == ["KEY", "plain", "absent", "a/b"])
+        #expect(rows[2].dropFirst() == ["-", "-", "no", "value", "(no", "row)"])
+        #expect(rows[3].last == "json")
+
+        let get = try run(["--postgres", url, "--namespace", namespace, "get", "plain", "absent", "a/b"])
+        #expect(get.status == 1)
+        #expect(get.output == "plain: \"x\"\na/b: 1\n")
+        #expect(get.errors.contains("no value stored for 'absent'"))
+
+        let all = try run(["--postgres", url, "--namespace", namespace, "list"])
+        #expect(all.status == 0)
+        #expect(all.output.split(separator: "\n").map { $0.prefix { $0 != " " } } == ["KEY", "a/b", "other", "plain"])
+    }
+
+    @Test func aValueThatIsNotJSONSuggestsSetStringWithoutShowingTheConnectionString() throws {
+        let url = try PostgresCluster.shared().url
+        let namespace = uniqueNamespace()
+        let set = try run(["--postgres", url, "--namespace", namespace, "set", "k", "hello"])
+        #expect(set.status == 1)
+        #expect(
+            set.errors.hasSuffix(
+                "To store it as a JSON string, type: wlstorage --postgres URL --namespace '\(namespace)' set k --string hello\n"
+            ), "\(set.errors)")
+        #expect(!set.errors.contains(url))
+    }
+
     @Test func anUnreachableServerIsNamedOnceAndItsCauseSaidOnce() throws {
         // Nothing listens on port 1.
         let url = "postgresql://postgres@127.0.0.1:1/postgres?connect_timeout=5"

@@ -99,6 +99,59 @@ import WLStorage
         }
     }
 
+    @Test(arguments: [["get", "k"], ["list"], ["rm", "k"], ["verify"], ["set", "k", "1"], ["watch", "k"]])
+    func withProgramAndOnlyTheDebugBuildsFolderTheErrorSaysPassDebug(command: [String]) async throws {
+        try await withTemporaryDirectory { root in
+            let program = root.appendingPathComponent("data/myapp")
+            let debug = program.appendingPathComponent(".wlstorage_debug")
+            try FileManager.default.createDirectory(at: debug, withIntermediateDirectories: true)
+            let run = try await ToolRun.run(
+                ["--program", "myapp"] + command,
+                environment: ["XDG_DATA_HOME": root.appendingPathComponent("data").path],
+                in: root)
+            #expect(run.status == 1)
+            #expect(
+                run.stderr
+                    == "wlstorage: no storage directory at \(program.path)/.wlstorage; the debug build of 'myapp' keeps"
+                    + " its values in \(debug.path): pass --debug\n")
+            #expect(entries(of: program) == [".wlstorage_debug"])
+        }
+    }
+
+    @Test(arguments: [["get", "k"], ["list"], ["set", "k", "1"]])
+    func withDebugAndOnlyTheReleaseBuildsFolderTheErrorSaysLeaveOutDebug(command: [String]) async throws {
+        try await withTemporaryDirectory { root in
+            let program = root.appendingPathComponent("data/myapp")
+            let release = program.appendingPathComponent(".wlstorage")
+            try FileManager.default.createDirectory(at: release, withIntermediateDirectories: true)
+            let run = try await ToolRun.run(
+                ["--program", "myapp", "--debug"] + command,
+                environment: ["XDG_DATA_HOME": root.appendingPathComponent("data").path], in: root)
+            #expect(run.status == 1)
+            #expect(
+                run.stderr
+                    == "wlstorage: no storage directory at \(program.path)/.wlstorage_debug; the release build of 'myapp'"
+                    + " keeps its values in \(release.path): leave out --debug\n")
+            #expect(entries(of: program) == [".wlstorage"])
+        }
+    }
+
+    @Test func pathWithOnlyTheOtherBuildsFolderPrintsThePathAndSaysWhichOptionToChange() async throws {
+        try await withTemporaryDirectory { root in
+            let program = root.appendingPathComponent("data/myapp")
+            try FileManager.default.createDirectory(
+                at: program.appendingPathComponent(".wlstorage_debug"), withIntermediateDirectories: true)
+            let path = try await ToolRun.run(
+                ["--program", "myapp", "path", "k"],
+                environment: ["XDG_DATA_HOME": root.appendingPathComponent("data").path],
+                in: root)
+            #expect(path.status == 0)
+            #expect(path.stdout == program.appendingPathComponent(".wlstorage/k").path + "\n")
+            #expect(path.stderr.hasPrefix("wlstorage: note: no storage directory at "))
+            #expect(path.stderr.hasSuffix(": pass --debug\n"))
+        }
+    }
+
     @Test(arguments: DefaultDirectoryCase.all)
     func withoutDirTheLibrarysDefaultDirectoryIsUsed(example: DefaultDirectoryCase) async throws {
         try await withTemporaryDirectory { root in

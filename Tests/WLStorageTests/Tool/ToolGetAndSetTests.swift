@@ -119,7 +119,81 @@ import WLStorage
         try await withTemporaryDirectory { root in
             let set = try await ToolRun.run(["--dir", root.path, "set", "k", #"{"a": tru}"#], in: root)
             #expect(set.status == 1)
-            #expect(set.stderr == "wlstorage: the value is not valid JSON: expected 'true', found '}' at byte 9\n")
+            #expect(
+                set.stderr.hasPrefix("wlstorage: the value is not valid JSON: expected 'true', found '}' at byte 9\n"))
+        }
+    }
+
+    @Test(arguments: [
+        "Ada", "it's \"quoted\"", #"back\slash"#, "line\nbreak\ttab\r", "\u{1}\u{1f}", "", "--x", "ünï 🔑",
+    ])
+    func setWithStringStoresTheTextAsAJSONString(text: String) async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let set = try await ToolRun.run(["--dir", store.path, "set", "name", "--string", text], in: root)
+            #expect(set.status == 0, "\(set.stderr)")
+            let stored = try #require(FileManager.default.contents(atPath: store.appendingPathComponent("name").path))
+            #expect(try JSONDecoder().decode(String.self, from: stored) == text)
+
+            let get = try await ToolRun.run(["--dir", store.path, "get", "name"], in: root)
+            #expect(get.status == 0)
+            #expect(try JSONDecoder().decode(String.self, from: Data(get.stdout.utf8)) == text)
+        }
+    }
+
+    @Test(arguments: [
+        ["set", "--string", "Ada", "name"], ["set", "name", "--string=Ada"], ["set", "--string=Ada", "--", "name"],
+    ])
+    func setWithStringTakesTheOptionBeforeOrAfterTheKey(command: [String]) async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let set = try await ToolRun.run(["--dir", store.path] + command, in: root)
+            #expect(set.status == 0)
+            #expect(
+                FileManager.default.contents(atPath: store.appendingPathComponent("name").path) == Data(#""Ada""#.utf8))
+        }
+    }
+
+    /// The command suggested is run as a reader would paste it into a shell, and stores the text as a string.
+    @Test(arguments: ["hello world", "it's", "{nope", "-1x", "a\nb"])
+    func aValueThatIsNotJSONIsRefusedWithTheSetStringCommandToType(value: String) async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let key = value.hasPrefix("-") ? "-k" : "k"
+            let set = try await ToolRun.run(["--dir", store.path, "set", key, value], in: root)
+            #expect(set.status == 1)
+            #expect(!FileManager.default.fileExists(atPath: store.path))
+            let lines = set.stderr.components(separatedBy: "\n")
+            #expect(lines.first?.hasPrefix("wlstorage: the value is not valid JSON: ") == true)
+            let prompt = "To store it as a JSON string, type: "
+            let suggested = try #require(set.stderr.components(separatedBy: prompt).dropFirst().first)
+            #expect(suggested.hasPrefix("wlstorage --dir \(store.path) set "))
+
+            let run = try await ToolRun.run(
+                ["-c", String(suggested.dropLast())], executable: URL(fileURLWithPath: "/bin/bash"),
+                environment: ["PATH": ToolRun.tool.deletingLastPathComponent().path], in: root)
+            #expect(run.status == 0, "\(suggested): \(run.stderr)")
+            let stored = try #require(FileManager.default.contents(atPath: store.appendingPathComponent(key).path))
+            #expect(try JSONDecoder().decode(String.self, from: stored) == value)
+        }
+    }
+
+    @Test func getWithSeveralKeysPrintsALineForEachAndSaysWhichHaveNoValue() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(
+                try await ToolRun.run(["--dir", store.path, "set", "a/b", #"{"x": [1, 2]}"#], in: root).status == 0)
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "count", "3"], in: root).status == 0)
+            let get = try await ToolRun.run(["--dir", store.path, "get", "count", "absent", "a/b"], in: root)
+            #expect(get.status == 1)
+            #expect(get.stdout == "count: 3\na/b: {\"x\":[1,2]}\n")
+            #expect(
+                get.stderr
+                    == "wlstorage: no value stored for 'absent': \(store.appendingPathComponent("absent").path)\n")
+
+            let all = try await ToolRun.run(["--dir", store.path, "get", "count", "a/b"], in: root)
+            #expect(all.status == 0)
+            #expect(all.stderr.isEmpty)
         }
     }
 

@@ -95,6 +95,24 @@ import WLStorage
         }
     }
 
+    @Test func listWithItsKeyOpensAnEncryptedFileNamedByAHash() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            let (keyFile, _) = try makeKeyFile(in: root)
+            let options = ["--dir", store.path, "--key-file", keyFile.path]
+            #expect(try await ToolRun.run(options + ["set", "user/token", #""t""#], in: root).status == 0)
+
+            let unnamed = try await ToolRun.run(options + ["list"], in: root)
+            #expect(unnamed.stdout.contains("(hashed)"))
+            #expect(unnamed.stdout.hasSuffix("encrypted, not opened\n"))
+            let named = try await ToolRun.run(options + ["list", "user/token"], in: root)
+            #expect(named.status == 0)
+            let row = try #require(named.stdout.split(separator: "\n").last)
+            #expect(row.contains("  user/token  "))
+            #expect(row.hasSuffix("  encrypted"))
+        }
+    }
+
     @Test func aKeyFileThatOthersCanReadIsRefused() async throws {
         try await withTemporaryDirectory { root in
             let store = root.appendingPathComponent("store")

@@ -54,6 +54,36 @@ import WLStorage
         }
     }
 
+    @Test func listWithKeysShowsTheirFilesNamedByTheKeyAndSaysWhichKeysHaveNoValue() async throws {
+        try await withTemporaryDirectory { root in
+            let store = root.appendingPathComponent("store")
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "a/b", #""x""#], in: root).status == 0)
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "plain", "1"], in: root).status == 0)
+            #expect(try await ToolRun.run(["--dir", store.path, "set", "other", "2"], in: root).status == 0)
+            let hashed = "c14cddc033f64b9dea80ea675cf280a015e672516090a5626781153dc68fea11"  // SHA-256 of "a/b"
+            try Data("{".utf8).write(to: store.appendingPathComponent(hashed + "~corrupt-20240101T000000Z-ab"))
+
+            let list = try await ToolRun.run(["--dir", store.path, "list", "a/b", "absent", "plain"], in: root)
+            #expect(list.status == 1)
+            let rows = list.stdout.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+            try #require(
+                rows.map { $0.prefix(2) } == [
+                    ["NAME", "KEY"], [hashed, "a/b"], [hashed + "~corrupt-20240101T000000Z-ab", "a/b"],
+                    ["absent", "absent"],
+                    ["plain", "plain"],
+                ])
+            #expect(rows[1].last == "json")
+            #expect(rows[3].dropFirst(2) == ["-", "-", "no", "value", "(no", "file)"])
+
+            // Without keys, every entry, and the file of a hash named as such.
+            let all = try await ToolRun.run(["--dir", store.path, "list"], in: root)
+            #expect(all.status == 0)
+            let keys = all.stdout.split(separator: "\n").map { $0.split(separator: " ").prefix(2).map(String.init) }
+            #expect(keys.contains([hashed, "(hashed)"]))
+            #expect(keys.contains(["other", "other"]))
+        }
+    }
+
     @Test func verifyPassesWhenEveryKeyFileHoldsJSON() async throws {
         try await withTemporaryDirectory { root in
             let store = root.appendingPathComponent("store")
