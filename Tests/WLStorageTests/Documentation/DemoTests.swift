@@ -56,12 +56,12 @@ import Testing
                     contents(of: "last-seen", in: directory).map { String(decoding: $0, as: UTF8.self) } == inMemory)
                 #expect(demo.printedErrors.isEmpty)
 
-                // The README and the shutdown article show this very output, with their own time and directory.
+                // The shutdown article shows this very output, with its own time and directory.
                 let shown = Self.asDocumented(step, directory: directory)
                 let transcript =
                     (shown + ["^C", "$ cat ~/.local/share/WLStorageDemo/.wlstorage_debug/last-seen"]
                     + Self.asDocumented([inMemory], directory: directory)).joined(separator: "\n")
-                for document in ["README.md", "Docs/WLStorage.docc/ShutdownAndSignals.md"] {
+                for document in ["Docs/WLStorage.docc/ShutdownAndSignals.md"] {
                     let text = try String(
                         contentsOf: packageDirectory.appendingPathComponent(document), encoding: .utf8)
                     #expect(text.contains(transcript), "\(document) does not show what the demo prints:\n\(transcript)")
