@@ -12,6 +12,14 @@ public protocol FleetSharedStore {
     /// What the store holds besides the keys' values and what the package may keep beside them (the bytes of a value
     /// kept from before its type changed; a temporary file of a killed writer): anything moved aside, for one.
     func strays(keys: [String]) throws -> [String]
+    /// Disrupts the store as its server does when it restarts or drops its clients' connections, the disruption
+    /// `kind` (0, 1 or 2) picks, and returns once it is over (the server answers again), saying what it did; `nil` for a
+    /// store that has no server (a directory).
+    func disrupt(kind: Int) throws -> String?
+}
+
+extension FleetSharedStore {
+    public func disrupt(kind: Int) throws -> String? { nil }
 }
 
 /// A failure of the fleet's invariant, with the seed that replays the run and its last operations.
@@ -42,7 +50,8 @@ public struct FleetRandom: RandomNumberGenerator {
 /// three versions (FleetValues.swift; restarted as its version or, now and then, as any other: a deploy or a rollback
 /// in any order) with a flush interval of 0, 1 s or none; open a key; set; update; flush; read; release a storage; exit
 /// (which flushes); kill with SIGKILL (what is pending is lost); wait a little while background writes and change feeds
-/// run; and a change seen by the fleet (below). Each set has a stamp of its own, increasing in the run's order, from
+/// run; a disruption of the store's server, where it has one (a restart, fast or as after a crash, or every connection
+/// dropped); and a change seen by the fleet (below). Each set has a stamp of its own, increasing in the run's order, from
 /// which every field of its value follows.
 ///
 /// The programs write in the background, when they want, and hear of each other's writes through the store's feed:
@@ -179,6 +188,18 @@ public final class FleetRun {
         let roll = Int.random(in: 0..<100, using: &random)
         let index = Int.random(in: 0..<Self.programCount, using: &random)
         let key = Self.keys[Int.random(in: 0..<Self.keys.count, using: &random)]
+        // Now and then the store's server restarts or drops every connection, while the programs run.
+        if (84..<87).contains(roll) {
+            let disruption: String?
+            do {
+                disruption = try shared.disrupt(kind: roll - 84)
+            } catch { throw fail("the store could not be disrupted: \(error)") }
+            if let disruption {
+                note(disruption)
+                count(disruption)
+                return
+            }
+        }
         guard programs[index].process != nil else {
             // A stopped program starts, as its version or, now and then, as any other (a deploy or a rollback).
             if roll % 3 == 0 {

@@ -8,7 +8,7 @@ import WLStorageFleet
 // A fleet of real processes sharing one PostgreSQL table: programs of three versions of a type
 // (WLStoragePostgresTestChild's `--fleet` mode; the versions add a field, rename one with `.renamed`, drop one and add
 // an enum case), each with its connections and change feed, started, driven, killed with SIGKILL and restarted as any
-// version by a run drawn from a seed. The model and its invariants are FleetRun's (Sources/WLStorageFleet/FleetRun.swift):
+// version by a run drawn from a seed, while the server restarts (fast, and as after a crash) and ends their connections. The model and its invariants are FleetRun's (Sources/WLStorageFleet/FleetRun.swift):
 // every set whose flush returned is, at the end, what the row holds, or was replaced by a set that could have been
 // written after it; never by a default or a default-filled value; no version serves its default while a value it can
 // map is stored; a flushed change is seen by every running version, under any name.
@@ -59,6 +59,27 @@ private struct SharedTable: FleetSharedStore {
         }
     }
 
+    /// A restart of the server (`pg_ctl restart -m fast`, or `-m immediate`: a crash and its recovery), or every
+    /// connection of the fleet's programs ended by the server (`pg_terminate_backend`, as a failover or a proxy does).
+    func disrupt(kind: Int) throws -> String? {
+        switch kind {
+        case 0:
+            try cluster.restart(mode: .fast)
+            return "server restarted (fast)"
+        case 1:
+            try cluster.restart(mode: .immediate)
+            return "server restarted (immediate)"
+        default:
+            let connection = try adminConnection(cluster.url)
+            defer { connection.close() }
+            _ = try sqlValue(
+                connection,
+                "SELECT count(pg_terminate_backend(pid))::text FROM pg_stat_activity WHERE application_name LIKE $1",
+                ["fleet-\(namespace.suffix(12))-%"])
+            return "connections ended"
+        }
+    }
+
     func stored(key: String) throws -> Data? {
         try WLStoragePostgresStore(url: cluster.url, namespace: namespace).read(key: key)
     }
@@ -73,7 +94,10 @@ private struct SharedTable: FleetSharedStore {
 @Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresFleetTests {
     @Test func aFleetOfProcessesSharingATableNeverLosesAFlushedSetToADefault() throws {
-        let cluster = try PostgresCluster.shared()
+        // A server of its own: the run restarts it.
+        let cluster = try PostgresCluster()
+        defer { cluster.remove() }
+        try cluster.start()
         for (seed, operations) in FleetRun.plannedRuns(defaultOperations: 400, operationsPerRun: 400) {
             let run = FleetRun(seed: seed, shared: SharedTable(cluster: cluster, namespace: uniqueNamespace()))
             do {
