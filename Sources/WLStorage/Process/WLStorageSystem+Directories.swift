@@ -55,11 +55,11 @@ extension WLStorageSystem {
     /// declared with no store or with `.standard`, and ``defaultDirectory``. A storage keeps its directory after `body`
     /// returns. A store made from the default directory (`.prefix(_:)`, `.standard.prefixed(_:)`) is the directory of
     /// when it was made, and a typed key declared with one keeps the directory of when the key was made (a static
-    /// constant is made at its first use). Suites, scopes, and other threads and unstructured tasks (`Task {}` takes task locals along,
-    /// `Task.detached` and Dispatch do not) are not affected.
+    /// constant is made at its first use). Suites, scopes, and storages made on other threads or in detached tasks
+    /// (`Task {}` takes task locals along; `Task.detached` and Dispatch do not) are not affected.
     ///
     /// One-shot access to a key of the default directory (``WLStorageKeys/subscript(_:)``) goes through a storage of
-    /// `url` made for `body`, released and flushed when `body` has returned and its child tasks have ended.
+    /// `url` made for `body`, released and flushed when `body` has returned and the tasks started in it have ended.
     ///
     /// - Parameters:
     ///   - url: The directory, created with mode 0700 on first use.

@@ -13,8 +13,8 @@ struct TaskBindings: Sendable {
 
 /// A store set for a closure, with the storages of one-shot access (``WLStorageKeys/storage(_:)``) made in it: one per
 /// key, kept as long as the binding, so that one-shot access inside the closure shares one storage per key as it does
-/// outside. The storages are released, and so flushed, when the closure has returned and no child task holds the
-/// binding.
+/// outside. The storages are released, and so flushed, when the closure has returned and no task started in it holds
+/// the binding.
 ///
 /// Its lock guards the table of storages only: no storage is made or released under it.
 final class TaskBinding: Sendable {

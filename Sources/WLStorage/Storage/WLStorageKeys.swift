@@ -20,7 +20,8 @@
 ///
 /// Inside ``WLStorageScope/withBinding(to:_:)`` for the key's scope, or ``WLStorageSystem/withDefaultDirectory(_:_:)``
 /// for a key of the default directory, one-shot access goes through another storage of the key, in the store set for
-/// the closure, kept until the closure has returned (and its child tasks have ended), then released and flushed.
+/// the closure, kept until the closure has returned (and the tasks started in it have ended), then released and
+/// flushed.
 public class WLStorageKeys: @unchecked Sendable {
     // Sendable: no state; only ``WLStorageKey`` inherits from it.
     init() {}

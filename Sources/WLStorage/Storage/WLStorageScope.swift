@@ -16,10 +16,11 @@ import Foundation
 /// // In each test: WLStorageScope.settings.withBinding(to: .directory(temporaryDirectory)) { … }
 /// ```
 ///
-/// The binding of ``bind(to:)`` is process-wide. A scope is bound before its first use, the creation of the first storage of one of
-/// its keys; until then it may be bound again, and the last binding holds. After its first use, a binding to a store
-/// with another identity is refused: the storages made already would go on using the first store, and two storages
-/// of one key would hold different values. Binding it again to a store with the same identity does nothing.
+/// The binding of ``bind(to:)`` is process-wide. A scope is bound before its first use, the creation of the first
+/// storage of one of its keys; until then it may be bound again, and the last binding holds. After its first use, a
+/// binding to a store with another identity is refused: the storages made already would go on using the first store,
+/// and two storages of one key would hold different values. Binding it again to a store with the same identity does
+/// nothing.
 ///
 /// A storage of a key whose scope is not bound at its creation keeps its default in memory, never writes, and reports
 /// ``WLStorageError/Code/invalidConfiguration`` naming the scope; the scope counts as used all the same.
@@ -87,7 +88,7 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// directories share nothing, and two that bind it to the same directory share the values there.
     ///
     /// One-shot access to the scope's keys (``WLStorageKeys/subscript(_:)``) goes through a storage of `store` made
-    /// for `body`, released and flushed when `body` has returned and its child tasks have ended.
+    /// for `body`, released and flushed when `body` has returned and the tasks started in it have ended.
     ///
     /// - Parameters:
     ///   - store: Where the keys of the scope live while `body` runs.

@@ -77,7 +77,8 @@ struct DefaultDirectoryBindingTests {
 
     @Test func theSuitesDirectoryHoldsTheFolderOfEverySuiteWhateverTheDefaultDirectory() throws {
         let suites = try #require(WLStorageSystem.suitesDirectory)
-        #expect(WLStorageDirectoryStore.suite("editor").url == suites.appendingPathComponent("editor", isDirectory: true))
+        let editor = suites.appendingPathComponent("editor", isDirectory: true)
+        #expect(WLStorageDirectoryStore.suite("editor").url == editor)
         try withTemporaryDirectory { directory in
             WLStorageSystem.withDefaultDirectory(directory) {
                 #expect(WLStorageSystem.suitesDirectory == suites)
