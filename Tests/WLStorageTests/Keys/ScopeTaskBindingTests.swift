@@ -196,14 +196,3 @@ private func countInTurns(as index: Int, storedIn directory: URL) async {
     await flushOffThePool(storage)
     #expect(stored(Int.self, key: "count", in: directory) == index * 1000 + 50)
 }
-
-/// Flushes `storage` on a Dispatch thread: a flush may wait for a write in flight, which a thread of the concurrency
-/// pool must not do.
-func flushOffThePool<Value>(_ storage: WLStorage<Value>) async {
-    await withCheckedContinuation { continuation in
-        DispatchQueue.global().async {
-            storage.flush()
-            continuation.resume()
-        }
-    }
-}
