@@ -5,7 +5,7 @@
 //     swift run WLStorageDemo --wait     # then a change left pending: Ctrl-C or SIGTERM writes it before exiting
 //
 // The files are where every storage created with a key alone keeps them, your own default directory
-// (WLStorageDefaultBacker.defaultDirectory): ~/.local/share/WLStorageDemo/.wlstorage_debug for `swift run`, or
+// (WLStorageSystem.defaultDirectory): ~/.local/share/WLStorageDemo/.wlstorage_debug for `swift run`, or
 // $WLSTORAGE_DIRECTORY when it is set. When anything fails, the demo says what and exits with status 1.
 import Dispatch
 import Foundation
@@ -167,7 +167,7 @@ WLStorageSystem.errorHandler = { error in
         if first == nil { first = error }
     }
 }
-guard let directory = WLStorageDefaultBacker<Int>.defaultDirectory else {
+guard let directory = WLStorageSystem.defaultDirectory else {
     fail("no storage directory: set WLSTORAGE_DIRECTORY, XDG_DATA_HOME or HOME")
 }
 do {

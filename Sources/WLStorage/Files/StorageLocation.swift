@@ -1,22 +1,10 @@
 import Foundation
 
 extension WLStorageDefaultBacker {
-    /// The directory that storages created with a key alone keep their files in.
-    ///
-    /// It is `$WLSTORAGE_DIRECTORY` when that variable is set. Otherwise it is a folder named after the program
-    /// in the user's data directory (`$XDG_DATA_HOME`, or `~/.local/share` when that is unset), with the reference
-    /// library's `.wlstorage` folder in it, or `.wlstorage_debug` in debug builds:
-    /// `~/.local/share/<program>/.wlstorage`. Linux has no per-application sandbox, so the program's name keeps
-    /// two programs' keys apart.
-    ///
-    /// `nil` when neither `XDG_DATA_HOME` nor a home directory is known.
-    ///
-    /// - Important: The program's name is the name of its executable file, and debug and release builds use
-    ///   different folders. Renaming the executable, or switching between `swift run` and a release build, gives a
-    ///   program another directory, and its stored values seem to be gone. Set `WLSTORAGE_DIRECTORY`, or pass a
-    ///   directory to ``init(key:directory:)``, to keep values in one place.
+    /// The directory that storages created with a key alone keep their files in: ``WLStorageSystem/defaultDirectory``.
+    @available(*, deprecated, renamed: "WLStorageSystem.defaultDirectory", message: "it needs no type parameter")
     public static var defaultDirectory: URL? {
-        StorageLocation.defaultDirectory(program: ProcessInfo.processInfo.processName, debug: StorageLocation.isDebug)
+        WLStorageSystem.defaultDirectory
     }
 }
 
@@ -24,6 +12,11 @@ extension WLStorageDefaultBacker {
 package enum StorageLocation {
     /// The environment variable that overrides the default directory.
     package static let environmentVariable = "WLSTORAGE_DIRECTORY"
+
+    /// The process's default directory: for this program and this build, from the environment now.
+    package static var processDefaultDirectory: URL? {
+        defaultDirectory(program: ProcessInfo.processInfo.processName, debug: isDebug)
+    }
 
     /// Whether this build of the library is a debug build.
     package static var isDebug: Bool {

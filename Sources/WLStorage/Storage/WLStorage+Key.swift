@@ -15,18 +15,35 @@ extension WLStorage {
     ///
     /// - Parameter key: The key, for instance a static member: `.theme`.
     public convenience init(_ key: WLStorageKey<T>) {
+        self.init(key, in: key.storeForUse())
+    }
+
+    /// Creates a storage of a typed key in `store`, whatever the key names.
+    convenience init(_ key: WLStorageKey<T>, in store: any WLStorageStore) {
         self.init(
             key: key.key, lazyDefault: LazyDefault(key.makeDefault), flushInterval: key.flushInterval,
-            store: key.storeForUse(), migrations: key.migrations)
+            store: store, migrations: key.migrations)
     }
 }
 
 extension WLStorageKey {
-    /// The store a storage of the key is made in; a scope counts as used from now on.
+    /// The store a storage of the key is made in: the one set for the current task, if any, or the process's. A scope
+    /// bound process-wide counts as used from now on.
     func storeForUse() -> any WLStorageStore {
         switch location {
         case .store(let store): store
+        case .standard(let store): TaskBindings.current.defaultDirectory?.store ?? store
         case .scope(let scope): scope.storeForUse()
+        }
+    }
+
+    /// The store set for the current task by ``WLStorageScope/withBinding(to:_:)`` (for a key of a scope) or
+    /// ``WLStorageSystem/withDefaultDirectory(_:_:)`` (for a key of the default directory), if any.
+    var taskBinding: TaskBinding? {
+        switch location {
+        case .store: nil
+        case .standard: TaskBindings.current.defaultDirectory
+        case .scope(let scope): TaskBindings.current.scopes[scope.name]
         }
     }
 }

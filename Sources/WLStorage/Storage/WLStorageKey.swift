@@ -37,9 +37,12 @@
 /// ``WLStorageError/Code/storedByAnotherVersion`` and left as it is.
 public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unchecked Sendable {
     // Sendable: every stored property is a constant of a Sendable type, or a lock.
-    /// Where a key's value lives: a store, or a scope bound to one at start.
+    /// Where a key's value lives: a store, the default directory, or a scope bound to one at start.
     enum Location: Sendable {
         case store(any WLStorageStore)
+        /// The default directory: the process's (this store, made with the key), or the one that
+        /// ``WLStorageSystem/withDefaultDirectory(_:_:)`` sets for a task.
+        case standard(WLStorageDirectoryStore)
         case scope(WLStorageScope)
     }
 
@@ -65,16 +68,22 @@ public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unch
     ///     to 1.
     ///   - store: Where the value lives: `.standard`, `.directory(url)`, `.suite(name)`, a prefixed or encrypted store,
     ///     or any other ``WLStorageStore``. A key declared as a computed static member makes its store at each use;
-    ///     declare it as a constant of ``WLStorageKeys`` instead, or name a scope.
+    ///     declare it as a constant of ``WLStorageKeys`` instead, or name a scope. `.standard` is the default
+    ///     directory at each storage's creation (see ``WLStorageSystem/withDefaultDirectory(_:_:)``); any other store,
+    ///     including one made from `.standard` such as `.prefix(_:)`, is the one made with the key.
     ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
     public convenience init(
         _ key: String, default defaultValue: @autoclosure @escaping @Sendable () -> Value, flushInterval: Int? = 1,
         store: some WLStorageStore, migrations: [WLStorageMigration<Value>] = []
     ) {
-        self.init(key, defaultValue, flushInterval, .store(store), migrations)
+        // `.standard` is the default directory wherever the key is used, not the one of the task that made the key.
+        let followsDefault = (store as? WLStorageDirectoryStore)?.followsDefaultDirectory == true
+        let location = followsDefault ? Location.standard(.processStandard()) : .store(store)
+        self.init(key, defaultValue, flushInterval, location, migrations)
     }
 
-    /// A key in the default directory, ``WLStorageStore/standard``.
+    /// A key in the default directory, ``WLStorageStore/standard``: the process's, or, for a storage made inside
+    /// ``WLStorageSystem/withDefaultDirectory(_:_:)``, the directory set for the closure.
     ///
     /// - Parameters:
     ///   - key: The key. Any string.
@@ -87,7 +96,7 @@ public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unch
         _ key: String, default defaultValue: @autoclosure @escaping @Sendable () -> Value, flushInterval: Int? = 1,
         migrations: [WLStorageMigration<Value>] = []
     ) {
-        self.init(key, defaultValue, flushInterval, .store(WLStorageDirectoryStore.standard), migrations)
+        self.init(key, defaultValue, flushInterval, .standard(.processStandard()), migrations)
     }
 
     /// A key in the store that `scope` is bound to when the first storage of the key is created.
@@ -135,11 +144,15 @@ public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unch
     }
 
     /// The store the key's value lives in: the one it names, or the one its scope is bound to (`nil` while the scope
-    /// is not bound). Reading it does not count as a use of the scope.
+    /// is not bound). Inside ``WLStorageScope/withBinding(to:_:)`` for its scope, or
+    /// ``WLStorageSystem/withDefaultDirectory(_:_:)`` for a key of the default directory, the store set for the
+    /// closure. Reading it does not count as a use of the scope.
     public var store: (any WLStorageStore)? {
+        if let binding = taskBinding { return binding.store }
         switch location {
-        case .store(let store): store
-        case .scope(let scope): scope.store
+        case .store(let store): return store
+        case .standard(let store): return store
+        case .scope(let scope): return scope.store
         }
     }
 

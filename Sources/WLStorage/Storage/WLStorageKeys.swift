@@ -17,6 +17,11 @@
 /// One-shot access goes through one storage of the key, made at its first use and kept as long as the key: for a
 /// constant, until the program ends, when it is flushed with every other storage. It shares its value with every
 /// other storage of the key in the process, and writes and observes it as they do.
+///
+/// Inside ``WLStorageScope/withBinding(to:_:)`` for the key's scope, or ``WLStorageSystem/withDefaultDirectory(_:_:)``
+/// for a key of the default directory, one-shot access goes through another storage of the key, in the store set for
+/// the closure, kept until the closure has returned (and the tasks started in it have ended), then released and
+/// flushed.
 public class WLStorageKeys: @unchecked Sendable {
     // Sendable: no state; only ``WLStorageKey`` inherits from it.
     init() {}
@@ -53,6 +58,8 @@ public class WLStorageKeys: @unchecked Sendable {
     /// The storage that one-shot access to `key` goes through: for what else a storage does (``WLStorage/flush()``,
     /// ``WLStorage/onChange(queue:_:)``, ``WLStorage/lastError``).
     public static func storage<Value>(_ key: WLStorageKey<Value>) -> WLStorage<Value> {
+        // Inside `withBinding(to:_:)` or `withDefaultDirectory(_:_:)`, the storage of the store set for the closure.
+        if let binding = key.taskBinding { return binding.storage(of: key) }
         if let storage = key.shared.withLock({ $0 }) { return storage }
         // Made outside the lock: making a storage may make the key's default, which is user code.
         let made = WLStorage(key)

@@ -13,16 +13,22 @@ import Foundation
 ///
 /// // At start, before the first storage of a key of the scope is made:
 /// try WLStorageScope.settings.bind(to: .suite("com.example.service"))
-/// // In the tests: try WLStorageScope.settings.bind(to: .directory(temporaryDirectory))
+/// // In each test: WLStorageScope.settings.withBinding(to: .directory(temporaryDirectory)) { … }
 /// ```
 ///
-/// The binding is process-wide. A scope is bound before its first use, the creation of the first storage of one of
-/// its keys; until then it may be bound again, and the last binding holds. After its first use, a binding to a store
-/// with another identity is refused: the storages made already would go on using the first store, and two storages
-/// of one key would hold different values. Binding it again to a store with the same identity does nothing.
+/// The binding of ``bind(to:)`` is process-wide. A scope is bound before its first use, the creation of the first
+/// storage of one of its keys; until then it may be bound again, and the last binding holds. After its first use, a
+/// binding to a store with another identity is refused: the storages made already would go on using the first store,
+/// and two storages of one key would hold different values. Binding it again to a store with the same identity does
+/// nothing.
 ///
 /// A storage of a key whose scope is not bound at its creation keeps its default in memory, never writes, and reports
 /// ``WLStorageError/Code/invalidConfiguration`` naming the scope; the scope counts as used all the same.
+///
+/// ``withBinding(to:_:)`` binds the scope for the storages made while a closure runs, in its task and child tasks
+/// only: tests that run side by side in one process each bind the scope to a directory of their own. Such a binding
+/// takes precedence over the process's, is not a use of it, and works whether the scope is bound process-wide, used,
+/// or neither (see <doc:TestingWithStorages>).
 public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// The scope's name. Two scopes with the same name are the same scope.
     public let name: String
@@ -37,6 +43,9 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
 
     /// Binds the scope to `store`: storages of its keys made from now on keep their values there.
     ///
+    /// The binding is the process's, also when made inside ``withBinding(to:_:)``, whose binding holds for the
+    /// storages made in its closure.
+    ///
     /// - Parameter store: Where the keys of the scope live.
     /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the scope is in
     ///   use already (a storage of one of its keys was made) and `store`'s identity is not the bound store's.
@@ -47,15 +56,77 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
         if let refusal { throw refusal }
     }
 
-    /// The store the scope is bound to, or `nil` when it is not bound. Reading it does not count as a use.
+    /// The store the scope is bound to, or `nil` when it is not bound. Inside ``withBinding(to:_:)``, the store set
+    /// for the closure. Reading it does not count as a use.
     public var store: (any WLStorageStore)? {
-        ScopeTable.store(of: self)
+        TaskBindings.current.scopes[name]?.store ?? ScopeTable.store(of: self)
     }
 
-    /// The store for a storage made now: the bound one, or one that refuses everything and says why. The scope is
-    /// used from now on.
+    /// Runs `body` with the scope bound to `store` for the storages made while it runs: in `body`, and in the child
+    /// tasks it starts.
+    ///
+    /// Made for tests, which Swift Testing runs side by side in one process: each test binds the scope to a temporary
+    /// directory of its own, and sees neither the other tests' values nor the program's.
+    ///
+    /// ```swift
+    /// try withTemporaryDirectory { directory in
+    ///     try WLStorageScope.settings.withBinding(to: .directory(directory)) {
+    ///         WLStorageKeys[.retries] = 5                 // stored in `directory`
+    ///         try checkRetries()
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// The binding takes precedence over the process-wide one of ``bind(to:)`` for storages of the scope's keys made
+    /// in `body`, and leaves it as it is: it does not count as a use of the scope, so the scope may still be bound
+    /// process-wide afterwards, and it works as well for a scope that is bound, used, or not bound at all. Storages
+    /// made before `body`, or on other threads and in unstructured tasks that do not inherit task locals
+    /// (`Task.detached`, Dispatch), keep the process's store; a storage made in `body` keeps `store` after `body`
+    /// returns. Bindings nest: the innermost one of a scope holds, and bindings of other scopes stay.
+    ///
+    /// Storages of one key in one store share one value, as everywhere: two tests that bind the scope to different
+    /// directories share nothing, and two that bind it to the same directory share the values there.
+    ///
+    /// One-shot access to the scope's keys (``WLStorageKeys/subscript(_:)``) goes through a storage of `store` made
+    /// for `body`, released and flushed when `body` has returned and the tasks started in it have ended.
+    ///
+    /// - Parameters:
+    ///   - store: Where the keys of the scope live while `body` runs.
+    ///   - body: The code whose storages use `store`.
+    /// - Returns: What `body` returns.
+    /// - Throws: What `body` throws.
+    public func withBinding<Result>(to store: some WLStorageStore, _ body: () throws -> Result) rethrows -> Result {
+        try TaskBindings.$current.withValue(binding(to: store), operation: body)
+    }
+
+    /// Runs `body` with the scope bound to `store` for the storages made while it runs: in `body`, and in the child
+    /// tasks it starts (see ``withBinding(to:_:)``).
+    ///
+    /// - Parameters:
+    ///   - store: Where the keys of the scope live while `body` runs.
+    ///   - isolation: The actor `body` runs on: the caller's.
+    ///   - body: The code whose storages use `store`.
+    /// - Returns: What `body` returns.
+    /// - Throws: What `body` throws.
+    public func withBinding<Result>(
+        to store: some WLStorageStore, isolation: isolated (any Actor)? = #isolation,
+        _ body: () async throws -> Result
+    ) async rethrows -> Result {
+        try await TaskBindings.$current.withValue(binding(to: store), operation: body, isolation: isolation)
+    }
+
+    /// The current task's bindings, with the scope bound to `store`.
+    private func binding(to store: any WLStorageStore) -> TaskBindings {
+        var bindings = TaskBindings.current
+        bindings.scopes[name] = TaskBinding(store)
+        return bindings
+    }
+
+    /// The store for a storage made now: the one set for the current task, the bound one, or one that refuses
+    /// everything and says why. Unless a task's binding applies, the scope is used from now on.
     func storeForUse() -> any WLStorageStore {
-        ScopeTable.use(self) ?? UnboundScopeStore(scope: self)
+        if let binding = TaskBindings.current.scopes[name] { return binding.store }
+        return ScopeTable.use(self) ?? UnboundScopeStore(scope: self)
     }
 }
 

@@ -55,8 +55,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///
     /// - Parameters:
     ///   - key: The key. Any string is accepted.
-    ///   - directory: The directory to keep the file in. Defaults to ``defaultDirectory``.
-    public init(key: String, directory: URL? = defaultDirectory) {
+    ///   - directory: The directory to keep the file in. Defaults to ``WLStorageSystem/defaultDirectory``.
+    public init(key: String, directory: URL? = WLStorageSystem.defaultDirectory) {
         self.key = key
         self.held = .file(FileMedium(key: key, directory: directory))
     }

@@ -13,9 +13,18 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     public let url: URL?
     let directory: StorageDirectory?
 
+    /// Whether the store is `.standard`: a key declared with it uses the default directory of each storage's
+    /// creation (see ``WLStorageSystem/withDefaultDirectory(_:_:)``).
+    let followsDefaultDirectory: Bool
+
     /// Creates a store of the files in `url`, which is created with mode 0700, with its missing parents, on first use.
-    public init(url: URL?) {
+    public convenience init(url: URL?) {
+        self.init(url: url, followsDefaultDirectory: false)
+    }
+
+    init(url: URL?, followsDefaultDirectory: Bool) {
         self.url = url
+        self.followsDefaultDirectory = followsDefaultDirectory
         self.directory = url.map(DirectoryTable.directory(for:))
         self.identity = url.map { "file://" + $0.standardizedFileURL.path } ?? "file:(no directory)"
     }
@@ -132,10 +141,15 @@ struct DirectoryRewrites: WLStorageConditionalStore, StoreView {
 }
 
 extension WLStorageStore where Self == WLStorageDirectoryStore {
-    /// The default directory, ``WLStorageDefaultBacker/defaultDirectory``: where storages created with a key alone
-    /// keep their files.
+    /// The default directory, ``WLStorageSystem/defaultDirectory``: where storages created with a key alone keep their
+    /// files. Inside ``WLStorageSystem/withDefaultDirectory(_:_:)``, the directory set for the closure.
     public static var standard: WLStorageDirectoryStore {
-        WLStorageDirectoryStore(url: WLStorageDefaultBacker<Int>.defaultDirectory)
+        WLStorageDirectoryStore(url: WLStorageSystem.defaultDirectory, followsDefaultDirectory: true)
+    }
+
+    /// The process's default directory, whatever a task set: the store of a key declared with `.standard`.
+    static func processStandard() -> WLStorageDirectoryStore {
+        WLStorageDirectoryStore(url: StorageLocation.processDefaultDirectory, followsDefaultDirectory: true)
     }
 
     /// The files in the directory at `url`.
@@ -177,14 +191,19 @@ extension StorageLocation {
     package static func suiteDirectory(
         _ name: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> URL? {
-        let folder = suiteFolder(name)
+        suitesDirectory(environment: environment)?.appendingPathComponent(suiteFolder(name), isDirectory: true)
+    }
+
+    /// The directory that holds the suites' folders.
+    package static func suitesDirectory(
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> URL? {
         // A relative path is taken from the current directory, as WLSTORAGE_DIRECTORY's is.
         if let override = environment[suitesEnvironmentVariable], !override.isEmpty {
-            return URL(fileURLWithPath: override, isDirectory: true).appendingPathComponent(folder, isDirectory: true)
+            return URL(fileURLWithPath: override, isDirectory: true)
         }
         guard let base = dataHome(environment: environment) else { return nil }
         return URL(fileURLWithPath: base, isDirectory: true)
             .appendingPathComponent("wlstorage/suites", isDirectory: true)
-            .appendingPathComponent(folder, isDirectory: true)
     }
 }

@@ -127,7 +127,7 @@ import Testing
     }
 
     @Test func theLibraryDefaultIsUnderTheProgramsName() throws {
-        let url = try #require(WLStorageDefaultBacker<Int>.defaultDirectory)
+        let url = try #require(WLStorageSystem.defaultDirectory)
         if ProcessInfo.processInfo.environment["WLSTORAGE_DIRECTORY"] == nil {
             #expect(url.lastPathComponent == (StorageLocation.isDebug ? ".wlstorage_debug" : ".wlstorage"))
         }

@@ -18,3 +18,14 @@ func stored<T: Decodable>(_ type: T.Type, key: String, in directory: URL) -> T? 
     guard let data = FileManager.default.contents(atPath: url.path) else { return nil }
     return try? JSONDecoder().decode(T.self, from: data)
 }
+
+/// Flushes `storage` on a Dispatch thread: a flush may wait for a write in flight, which a thread of the concurrency
+/// pool must not do.
+func flushOffThePool<Value>(_ storage: WLStorage<Value>) async {
+    await withCheckedContinuation { continuation in
+        DispatchQueue.global().async {
+            storage.flush()
+            continuation.resume()
+        }
+    }
+}
