@@ -398,11 +398,11 @@ extension StorageCell {
                 case .adopted:
                     key.backer.wrote(data)
                     // Found written by its tag after its answer was lost: the key holds a newer value.
-                    if overwritten { checkForExternalChange() }
+                    if overwritten { checkForExternalChangeBeforeReturning() }
                 case .changedMeanwhile:
                     // The cell took a value while the closure ran, one read before this write: it reads the key again,
-                    // which holds this update's value or a newer one.
-                    checkForExternalChange()
+                    // which holds this update's value or a newer one, before the update returns.
+                    checkForExternalChangeBeforeReturning()
                 case .pending:
                     break  // a set made meanwhile is newer, and is written after this
                 }

@@ -23,6 +23,23 @@ extension StorageCell {
         run(job, chaining: true)
     }
 
+    /// ``checkForExternalChange()``, over before it returns: run on this thread, or, when a job of the cell is in flight
+    /// (which then takes the check), waited for. So that an update that stored its value, while the cell took another
+    /// program's, holds its own value (or a newer one) when it returns, even while a job of the cell runs elsewhere (a
+    /// check of a change feed that is catching up after a reconnection).
+    func checkForExternalChangeBeforeReturning() {
+        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        // A few rounds at most: each waits for a job that other threads may follow with another.
+        for _ in 0..<8 {
+            if let job = state.withLock({ $0.requestCheck(on: thread) }) {
+                _ = run(job, chaining: true)
+                return
+            }
+            // Left to the job in flight: its end runs the check, or schedules it, which the next round runs here.
+            guard flush() == .done else { return }
+        }
+    }
+
     private func scheduleCheckRetry(after delay: UInt64) {
         scheduler.schedule(after: delay) { [weak self] in
             guard let self else { return }
