@@ -67,7 +67,7 @@ enum TypeName {
             var parts: [(name: String, arguments: [String]?)] = []
             repeat {
                 // A private or local type's context: its module alone names it.
-                if skip("(unknown context at $") {
+                while skip("(unknown context at $") {
                     while let character = next, character != ")" { index += 1 }
                     guard skip(")"), skip(".") else { return nil }
                 }

@@ -22,6 +22,14 @@ struct TypeNamesOfPrivateTypesTests {
         #expect(TypeName.of(PrivateSettings??.self) == "WLStorageTests.PrivateSettings??")
     }
 
+    @Test func aLocalTypeIsNamedByItsModuleAndName() {
+        struct LocalSettings: Codable {}
+        // A type local to a method is named as if nested in the method's type.
+        #expect(TypeName.of(LocalSettings.self) == "WLStorageTests.TypeNamesOfPrivateTypesTests.LocalSettings")
+        #expect(
+            TypeName.of([LocalSettings]?.self) == "[WLStorageTests.TypeNamesOfPrivateTypesTests.LocalSettings]?")
+    }
+
     @Test func aTypeMismatchOfAPrivateTypeNamesItAsWritten() throws {
         try withTemporaryDirectory { directory in
             let first = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: .directory(directory))
