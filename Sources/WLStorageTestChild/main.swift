@@ -242,6 +242,9 @@ case "encrypted":
 case "write-path":
     writePath(value, directory: directory)
 
+case _ where mode.hasPrefix("one-shot-exit"):
+    oneShotExit(mode, directory: directory, key: key, value: value)
+
 case "fleet":
     fleetProgram(directory: directory, version: key, flushInterval: value)
 

@@ -66,6 +66,12 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         if case .key(let keyBacker) = ownBacker { return keyBacker }
         return nil
     }
+    /// Whether the cell is a storage's whose key was open with another value type when it was made: it keeps its value
+    /// in memory only, and writes nothing (see ``KeyBinding/detachedCell(_:other:scheduler:)``).
+    var refusesEveryWrite: Bool {
+        if case .refusing = ownBacker { return true }
+        return false
+    }
     /// The medium of the key when it is a store's (other than a directory's).
     var storeMedium: StoreMedium? { keyBacker?.storeMedium }
     let scheduler: any WriteScheduler

@@ -12,15 +12,23 @@ struct TaskBindings: Sendable {
 }
 
 /// A store set for a closure, with the storages of one-shot access (``WLStorageKeys/storage(_:)``) made in it: one per
-/// key, kept as long as the binding, so that one-shot access inside the closure shares one storage per key as it does
-/// outside. The storages are released, and so flushed, when the closure has returned and no task started in it holds
-/// the binding.
+/// key, kept as long as the binding and the key, so that one-shot access inside the closure shares one storage per key
+/// as it does outside. The storages are released, and so flushed, when the closure has returned and no task started in
+/// it holds the binding, or earlier once their key is gone (a key declared as a computed member is made at each use,
+/// and no one-shot access can reach its storage again).
 ///
 /// Its lock guards the table of storages only: no storage is made or released under it.
 final class TaskBinding: Sendable {
+    /// A storage of one-shot access, with its key, held weakly: its identifier is not that of a later key while it
+    /// lives, and the storage goes once the key has gone.
+    private struct OneShot: Sendable {
+        weak var key: WLStorageKeys?
+        let storage: any Sendable
+    }
+
     let store: any WLStorageStore
-    /// The storages of one-shot access, by key; the key is kept with its storage so that its identifier is not reused.
-    private let oneShot = Lock<[ObjectIdentifier: (key: WLStorageKeys, storage: any Sendable)]>([:])
+    /// The storages of one-shot access, by key.
+    private let oneShot = Lock<[ObjectIdentifier: OneShot]>([:])
 
     init(_ store: any WLStorageStore) {
         self.store = store
@@ -29,16 +37,31 @@ final class TaskBinding: Sendable {
     /// The storage that one-shot access to `key` goes through inside the closure: in this binding's store.
     func storage<Value>(of key: WLStorageKey<Value>) -> WLStorage<Value> {
         let id = ObjectIdentifier(key)
-        if let kept = oneShot.withLock({ $0[id]?.storage }) as? WLStorage<Value> { return kept }
+        if let kept = oneShot.withLock({ $0[id].flatMap { $0.key === key ? $0.storage : nil } }) as? WLStorage<Value>,
+            kept.isUsable
+        {
+            return kept
+        }
         // Made outside the lock: making a storage may make the key's default, which is user code.
         let made = WLStorage(key, in: store)
-        let (kept, extra) = oneShot.withLock { table -> (WLStorage<Value>, WLStorage<Value>?) in
-            if let kept = table[id]?.storage as? WLStorage<Value> { return (kept, made) }
-            table[id] = (key, made)
-            return (made, nil)
+        let (kept, released) = oneShot.withLock { table -> (WLStorage<Value>, [any Sendable]) in
+            // The storages of keys gone since leave the table with the lock's result.
+            var released: [any Sendable] = []
+            for (gone, entry) in table where entry.key == nil && gone != id {
+                released.append(entry.storage)
+                table[gone] = nil
+            }
+            if let entry = table[id], entry.key === key, let kept = entry.storage as? WLStorage<Value>,
+                kept.isUsable || !made.isUsable
+            {
+                return (kept, released + [made])
+            }
+            if let replaced = table[id] { released.append(replaced.storage) }
+            table[id] = OneShot(key: key, storage: made)
+            return (made, released)
         }
-        // A storage made at the same time by another thread is released after the lock.
-        _ = extra
+        // A storage made at the same time by another thread, and those of keys gone, are released after the lock.
+        _ = released
         return kept
     }
 }

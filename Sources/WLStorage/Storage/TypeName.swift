@@ -1,6 +1,7 @@
 /// A type's name as a user writes it in Swift, for messages: `[String: Int?]` rather than
 /// `Swift.Dictionary<Swift.String, Swift.Optional<Swift.Int>>`. The standard library's and Foundation's names lose
-/// their module; a type of the program keeps its module, which tells two types of one name apart.
+/// their module; a type of the program keeps its module, which tells two types of one name apart, and loses the
+/// context `(unknown context at $…)` that a private or local type's name has.
 enum TypeName {
     static func of(_ type: Any.Type) -> String {
         let reflected = String(reflecting: type)
@@ -65,6 +66,11 @@ enum TypeName {
         private mutating func named() -> String? {
             var parts: [(name: String, arguments: [String]?)] = []
             repeat {
+                // A private or local type's context: its module alone names it.
+                while skip("(unknown context at $") {
+                    while let character = next, character != ")" { index += 1 }
+                    guard skip(")"), skip(".") else { return nil }
+                }
                 let start = index
                 while let character = next, !"<>(), .".contains(character) { index += 1 }
                 guard index > start else { return nil }

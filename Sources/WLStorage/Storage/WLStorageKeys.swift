@@ -60,16 +60,25 @@ public class WLStorageKeys: @unchecked Sendable {
     public static func storage<Value>(_ key: WLStorageKey<Value>) -> WLStorage<Value> {
         // Inside `withBinding(to:_:)` or `withDefaultDirectory(_:_:)`, the storage of the store set for the closure.
         if let binding = key.taskBinding { return binding.storage(of: key) }
-        if let storage = key.shared.withLock({ $0 }) { return storage }
+        if let storage = key.shared.withLock({ $0 }), storage.isUsable { return storage }
         // Made outside the lock: making a storage may make the key's default, which is user code.
         let made = WLStorage(key)
         let (kept, extra) = key.shared.withLock { shared -> (WLStorage<Value>, WLStorage<Value>?) in
-            if let shared { return (shared, made) }
+            if let current = shared, current.isUsable || !made.isUsable { return (current, made) }
+            let replaced = shared
             shared = made
-            return (made, nil)
+            return (made, replaced)
         }
-        // A storage made at the same time by another thread is released after the lock.
+        // A storage made at the same time by another thread, or the one replaced, is released after the lock.
         _ = extra
         return kept
     }
+}
+
+extension WLStorage {
+    /// Whether the storage can be kept for one-shot access: any storage but one made while its key was open with
+    /// another value type, which keeps its value in memory only. Such a storage is made again at each access until
+    /// no storage of the other type is left, so that one-shot access then stores its values, and shares them with
+    /// every other storage of the key, rather than keeping them in memory for as long as the key.
+    var isUsable: Bool { !cell.refusesEveryWrite }
 }
