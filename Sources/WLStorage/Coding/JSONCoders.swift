@@ -15,7 +15,7 @@ enum JSONCoders {
     /// What is wrong with bytes that do not decode, in the words the command-line tool uses for the same bytes:
     /// they are not JSON (and why), or they are JSON of another shape.
     static func judge(_ data: Data) -> String {
-        if let problem = JSONValidator.problem(in: data) { return "is not JSON (\(problem)), so it does not decode as" }
+        if let problem = JSONSyntax.problem(in: data) { return "is not JSON (\(problem)), so it does not decode as" }
         return "holds JSON that does not decode as"
     }
 

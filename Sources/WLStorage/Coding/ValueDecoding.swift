@@ -103,7 +103,7 @@ struct ValueDecoding<T: Codable & Sendable> {
         // Another version's value that this one can map: the fields it knows, the rest from the default. Those it
         // does not know are kept by its writes. Not when a migration that read the bytes threw.
         if failures.isEmpty, let mapped { return .decoded(mapped, .filledIn) }
-        if JSONValidator.problem(in: data) == nil { return .anotherVersion(firstError, migrationFailures: failures) }
+        if JSONSyntax.problem(in: data) == nil { return .anotherVersion(firstError, migrationFailures: failures) }
         return .undecodable(firstError, migrationFailures: failures)
     }
 
