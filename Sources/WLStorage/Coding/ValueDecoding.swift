@@ -276,8 +276,8 @@ enum JSONFill {
         var value: Node
     }
 
-    /// A parser of JSON text already known to be valid: it finds where values start and end, and parses objects
-    /// into members; anything else it only skips.
+    /// A parser of JSON text that `JSONDecoder` has read (stored bytes) or `JSONEncoder` written: it finds where
+    /// values start and end, and parses objects into members; anything else it only skips.
     struct Parser {
         let bytes: [UInt8]
         var index = 0
@@ -286,7 +286,8 @@ enum JSONFill {
             self.bytes = bytes
         }
 
-        /// Objects nest no deeper than the validator allows; this bound only keeps a wrong input from recursing far.
+        /// Objects nest no deeper than `JSONDecoder` reads (512); this bound only keeps a wrong input from recursing
+        /// far.
         private static let maximumDepth = 1_024
 
         mutating func parseValue(depth: Int) -> Node? {
