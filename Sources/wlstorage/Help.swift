@@ -172,11 +172,11 @@ enum Help {
         case .set:
             """
             Stores JSON for KEY. JSON may be any JSON text, including a top-level fragment such as 42, "abc" or
-            null. It is checked first, as the library reads it: UTF-8, nested at most 512 deep, and every number
-            within the range of a Double (1e400 is too large, and 1e-400 would read as 0, so both are refused).
-            When it is not JSON, the tool says why and at which byte, and the command that stores it as a string,
-            exits 1 and changes nothing. The text is
-            stored as given, with the whitespace between tokens removed. The file is written as the library
+            null. It is checked first, as the library reads it (Foundation's JSONSerialization): UTF-8, nested at
+            most 512 deep, and every number within the range of a Double (1e400 is refused). When it is not JSON,
+            the tool says why, in Foundation's words (with the byte where it tells one), and the command that
+            stores it as a string, exits 1 and changes nothing. The text is stored as given, with the whitespace
+            between tokens removed. The file is written as the library
             writes it: a temporary file with mode 0600, synced, renamed over the old file, and the directory
             synced. The temporary files of writers that crashed are removed first, as list removes them, and
             each is named on standard error.

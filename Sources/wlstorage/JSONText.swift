@@ -1,18 +1,17 @@
 import Foundation
 import WLStorage
 
-/// JSON as the bytes of a file: checked with the package's ``JSONValidator``, and re-laid out without being
-/// re-encoded.
+/// JSON as the bytes of a file: checked as the library checks it (`JSONSerialization`, through `JSONSyntax`), and
+/// re-laid out without being re-encoded.
 ///
-/// The validator judges a text as the library's `JSONDecoder` reads it, numbers included: a file the tool calls
-/// JSON is one the library can decode. Laying out the text, rather than parsing and serializing it again, keeps
+/// Laying out the text, rather than parsing and serializing it again, keeps
 /// every number, string escape and key order exactly as stored: `1.0` stays `1.0` and a 20-digit integer keeps its
 /// digits.
 enum JSONText {
-    /// Why `data` is not a JSON text (top-level fragments such as `42` or `null` allowed), as a reason and the
-    /// offset of the byte it is about (`unexpected end of the text in a string at byte 9`), or `nil` when it is.
+    /// Why `data` is not a JSON text (top-level fragments such as `42` or `null` allowed), in Foundation's words
+    /// with the offset of the byte it is about (`Invalid value around character 9`), or `nil` when it is.
     static func problem(in data: Data) -> String? {
-        JSONValidator.problem(in: data)?.description
+        JSONSyntax.problem(in: data)
     }
 
     /// `text` as a JSON string: in quotes, with `"`, `\` and the control characters escaped, as `set --string` stores
@@ -90,7 +89,7 @@ enum JSONText {
             index += 1
             if inString {
                 if escapingInvisibles && byte >= 0x80 && !escaped {
-                    // A multi-byte character: the validator has checked that it is well-formed UTF-8.
+                    // A multi-byte character: `problem(in:)` has checked that it is well-formed UTF-8.
                     let length = byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : 2
                     let end = min(bytes.count, index - 1 + length)
                     let sequence = bytes[(index - 1)..<end]

@@ -8,9 +8,6 @@ import WLStorage
 /// limit is reported as too large without being read. A file that grows while it is read stops being read one byte
 /// past the limit. So a sparse file of a terabyte costs no more than a small one.
 enum StoredFile {
-    /// The size of the buffer `check` streams a file through.
-    static let bufferSize = 64 * 1024
-
     /// The largest file the library reads, in bytes.
     static var limit: Int { ValueSizeLimit.maximum }
 
@@ -21,9 +18,9 @@ enum StoredFile {
         case tooLarge(size: Int64)
     }
 
-    /// What a file holds, judged without keeping it.
+    /// What a file holds, judged.
     enum Verdict {
-        case json, empty, invalid(JSONProblem), tooLarge(size: Int64)
+        case json, empty, invalid(String), tooLarge(size: Int64)
     }
 
     /// The contents of the file `name`, or `nil` when there is no such file.
@@ -95,29 +92,18 @@ enum StoredFile {
         }
     }
 
-    /// Streams the file `name` through a ``JSONValidator`` with a buffer of ``bufferSize`` bytes, and returns what
-    /// it holds, or `nil` when there is no such file. Reading stops at the first problem.
+    /// What the file `name` holds, judged by ``JSONText/problem(in:)``, or `nil` when there is no such file.
     ///
-    /// - Throws: As ``read(_:in:)``.
+    /// - Throws: As ``read(_:in:sealed:)``.
     static func check(_ name: [UInt8], in directory: StorageDirectory) throws(WLStorageError) -> Verdict? {
-        guard let file = try directory.openEntryForReading(named: name) else { return nil }
-        guard file.size <= limit else { return .tooLarge(size: file.size) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bufferSize, alignment: 1)
-        defer { buffer.deallocate() }
-        var validator = JSONValidator()
-        var total = 0
-        while true {
-            let count = try file.read(into: buffer)
-            if count == 0 { break }
-            total += count
-            if total > limit { return .tooLarge(size: Int64(total)) }
-            if let problem = validator.feed(UnsafeRawBufferPointer(rebasing: buffer[..<count])) {
-                return .invalid(problem)
-            }
+        switch try read(name, in: directory) {
+        case nil: return nil
+        case .tooLarge(let size): return .tooLarge(size: size)
+        case .bytes(let data):
+            if data.isEmpty { return .empty }
+            if let problem = JSONText.problem(in: data) { return .invalid(problem) }
+            return .json
         }
-        if total == 0 { return .empty }
-        if let problem = validator.finish() { return .invalid(problem) }
-        return .json
     }
 
     /// The sentence for a file larger than ``limit``, without the file.

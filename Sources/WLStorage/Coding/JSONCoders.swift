@@ -12,20 +12,10 @@ enum JSONCoders {
     }()
     static let decoder = JSONDecoder()
 
-    /// The value of `type` in `data`, stored bytes in the current shape: through ``StoredJSONDecoder``, which makes
-    /// exactly `JSONDecoder`'s value for the bytes it is sure of, and otherwise through ``decoder``, whose error is
-    /// the one thrown.
-    static func decodeStored<T: Decodable>(_ type: T.Type, from data: Data) throws -> T {
-        do {
-            return try StoredJSONDecoder.decode(type, from: data)
-        } catch {}
-        return try decoder.decode(type, from: data)
-    }
-
     /// What is wrong with bytes that do not decode, in the words the command-line tool uses for the same bytes:
     /// they are not JSON (and why), or they are JSON of another shape.
     static func judge(_ data: Data) -> String {
-        if let problem = JSONValidator.problem(in: data) { return "is not JSON (\(problem)), so it does not decode as" }
+        if let problem = JSONSyntax.problem(in: data) { return "is not JSON (\(problem)), so it does not decode as" }
         return "holds JSON that does not decode as"
     }
 

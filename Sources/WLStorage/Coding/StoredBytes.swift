@@ -48,9 +48,12 @@ enum StoredBytes<T: Codable & Sendable> {
     /// Bytes that do not decode: what is wrong with them (`judged`, a phrase after the place's subject) and the error.
     case undecodable(judged: String, error: (any Error)?)
 
-    /// Reads `data`, read from `place`, through `decoding`'s steps (the plain decode first).
-    static func read(_ data: Data, at place: StoredPlace, decoding: ValueDecoding<T>) -> Self {
-        switch decoding.decode(data) {
+    /// Reads `data`, read from `place`, through `decoding`'s steps (the plain decode first, unless `plainError` is
+    /// what it threw).
+    static func read(
+        _ data: Data, at place: StoredPlace, decoding: ValueDecoding<T>, plainError: (any Error)? = nil
+    ) -> Self {
+        switch decoding.decode(data, plainError: plainError) {
         case .decoded(let value, nil), .decoded(let value, .filledIn):
             return .value(value)
         case .decoded(let value, let reshape?):

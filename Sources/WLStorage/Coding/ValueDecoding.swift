@@ -52,19 +52,27 @@ struct ValueDecoding<T: Codable & Sendable> {
     /// this one does not know its writes keep). Anything else that is JSON was stored by another version of the type
     /// that this one cannot map: a field it knows holds JSON it cannot read (a newer enum case, another type), no
     /// field it knows, or a migration that read the bytes threw.
-    func decode(_ stored: Data) -> Outcome {
+    ///
+    /// - Parameter plainError: What decoding `stored` as the type threw, when the caller has tried it already: the
+    ///   bytes are then not decoded as they are a second time (a type's `init(from:)` runs once for them). Only for
+    ///   storages without renames, whose bytes are decoded as they are stored.
+    func decode(_ stored: Data, plainError: (any Error)? = nil) -> Outcome {
         let renames = migrations.compactMap(\.rename)
         let data = renames.isEmpty ? stored : FieldRename.reading(stored, renames)
         let firstError: any Error
-        do {
-            return .decoded(try JSONCoders.decodeStored(T.self, from: data), nil)
-        } catch {
-            firstError = error
+        if let plainError, renames.isEmpty {
+            firstError = plainError
+        } else {
+            do {
+                return .decoded(try JSONCoders.decoder.decode(T.self, from: data), nil)
+            } catch {
+                firstError = error
+            }
         }
         // A value filled in that keeps some of the bytes' members, but not all: taken after the migrations.
         var mapped: T?
         if let defaultValue, let defaults = try? JSONCoders.encoder.encode(defaultValue()),
-            let value = JSONFill.fillingLeast(data, from: defaults, as: T.self),
+            let value = JSONFill.filled(data, failing: firstError, from: defaults, as: T.self)?.value,
             let encoded = try? JSONCoders.encoder.encode(value)
         {
             // Taken at once when the value keeps every member of the bytes: the type gained fields. With members this
@@ -95,7 +103,7 @@ struct ValueDecoding<T: Codable & Sendable> {
         // Another version's value that this one can map: the fields it knows, the rest from the default. Those it
         // does not know are kept by its writes. Not when a migration that read the bytes threw.
         if failures.isEmpty, let mapped { return .decoded(mapped, .filledIn) }
-        if JSONValidator.problem(in: data) == nil { return .anotherVersion(firstError, migrationFailures: failures) }
+        if JSONSyntax.problem(in: data) == nil { return .anotherVersion(firstError, migrationFailures: failures) }
         return .undecodable(firstError, migrationFailures: failures)
     }
 
@@ -169,37 +177,45 @@ enum JSONFill {
         }
     }
 
-    /// The value of `type` from `data` with the members it cannot decode without taken from `defaults`; `nil` when
-    /// `data` is not JSON, when nothing needs adding (it decodes as it is, or it does not for another reason), or when
+    /// The value of `type` from `data` with the members it cannot decode without taken from `defaults`, and the bytes
+    /// that decoded; `nil` when nothing needs adding (it decodes as it is, or it does not for another reason), or when
     /// a member it needs is not in `defaults` at the same place (inside an array, for instance).
-    static func fillingLeast<T: Decodable>(_ data: Data, from defaults: Data, as type: T.Type) -> T? {
-        filled(data, from: defaults, as: type)?.value
+    static func filled<T: Decodable>(_ data: Data, from defaults: Data, as type: T.Type) -> (value: T, bytes: Data)? {
+        do {
+            _ = try JSONCoders.decoder.decode(T.self, from: data)
+            return nil
+        } catch {
+            return filled(data, failing: error, from: defaults, as: type)
+        }
     }
 
-    /// ``fillingLeast(_:from:as:)``, with the bytes that decoded.
-    static func filled<T: Decodable>(_ data: Data, from defaults: Data, as type: T.Type) -> (value: T, bytes: Data)? {
+    /// ``filled(_:from:as:)`` for `data` that threw `error` when decoded as it is, which is not decoded again.
+    ///
+    /// Only a key that `JSONDecoder` did not find is added: it found the text to be JSON, which the parser below
+    /// relies on.
+    static func filled<T: Decodable>(
+        _ data: Data, failing error: any Error, from defaults: Data, as type: T.Type
+    ) -> (value: T, bytes: Data)? {
+        guard case DecodingError.keyNotFound(_, _) = error else { return nil }
         var bytes = withoutByteOrderMark([UInt8](data))
-        guard JSONValidator.problem(in: bytes) == nil else { return nil }
         let model = [UInt8](defaults)
         var modelParser = Parser(bytes: model)
         guard let modelRoot = modelParser.parseValue(depth: 0) else { return nil }
-        var added = 0
-        while added <= maximumAdded {
+        var failure = error
+        for _ in 0..<maximumAdded {
+            guard case DecodingError.keyNotFound(let key, let context) = failure else { return nil }
+            let path = context.codingPath + [key]
+            // A key inside an array has no counterpart in the default.
+            guard path.allSatisfy({ $0.intValue == nil }) else { return nil }
+            let names = path.map(\.stringValue)
+            guard let member = member(at: names[...], in: modelRoot),
+                let filled = inserting(member, from: model, at: names.dropLast(), into: bytes)
+            else { return nil }
+            bytes = filled
             do {
-                let value = try JSONCoders.decoder.decode(T.self, from: Data(bytes))
-                return added > 0 ? (value, Data(bytes)) : nil
-            } catch DecodingError.keyNotFound(let key, let context) {
-                let path = context.codingPath + [key]
-                // A key inside an array has no counterpart in the default.
-                guard path.allSatisfy({ $0.intValue == nil }) else { return nil }
-                let names = path.map(\.stringValue)
-                guard let member = member(at: names[...], in: modelRoot),
-                    let filled = inserting(member, from: model, at: names.dropLast(), into: bytes)
-                else { return nil }
-                bytes = filled
-                added += 1
+                return (try JSONCoders.decoder.decode(T.self, from: Data(bytes)), Data(bytes))
             } catch {
-                return nil
+                failure = error
             }
         }
         return nil
@@ -260,8 +276,8 @@ enum JSONFill {
         var value: Node
     }
 
-    /// A parser of JSON text already known to be valid: it finds where values start and end, and parses objects
-    /// into members; anything else it only skips.
+    /// A parser of JSON text that `JSONDecoder` has read (stored bytes) or `JSONEncoder` written: it finds where
+    /// values start and end, and parses objects into members; anything else it only skips.
     struct Parser {
         let bytes: [UInt8]
         var index = 0
@@ -270,7 +286,8 @@ enum JSONFill {
             self.bytes = bytes
         }
 
-        /// Objects nest no deeper than the validator allows; this bound only keeps a wrong input from recursing far.
+        /// Objects nest no deeper than `JSONDecoder` reads (512); this bound only keeps a wrong input from recursing
+        /// far.
         private static let maximumDepth = 1_024
 
         mutating func parseValue(depth: Int) -> Node? {

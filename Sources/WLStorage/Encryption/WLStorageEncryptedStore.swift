@@ -121,7 +121,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
     /// nothing, or anything else (another key's value, or damaged bytes, which stay where they are).
     func keepUnsealedAside(key: String) throws -> String? {
         guard let raw = try readSealed(key), !raw.isEmpty, !raw.starts(with: SealedBox.magic),
-            JSONValidator.problem(in: raw) == nil
+            JSONSyntax.problem(in: raw) == nil
         else { return nil }
         let aside = StorageDirectory.movedAsideName(for: key)
         guard try base.create(key: aside, data: raw) else { return nil }

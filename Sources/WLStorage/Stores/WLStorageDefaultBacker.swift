@@ -185,27 +185,32 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         // made optional, and the other steps in a function of their own: in code not specialized for the value's type,
         // each generic type touched (an optional of the value, the steps' outcomes) costs a look-up of its metadata.
         // A declared rename is read before the plain decode.
+        // Its error goes on to the other steps, which do not decode the bytes as they are a second time: a type's
+        // `init(from:)` runs once for bytes in its shape.
+        var plainError: (any Error)?
         if !rewrite, known.withLock({ $0.renames.isEmpty }) {
             do {
-                let value = try JSONCoders.decodeStored(T.self, from: read.data)
+                let value = try JSONCoders.decoder.decode(T.self, from: read.data)
                 _ = known.withLock { $0.read(read.stamp, read.data) }
                 return .value(value)
-            } catch {}
+            } catch {
+                plainError = error
+            }
         }
-        return readStored(read, rewrite: rewrite, decoding: decoding(), again: again)
+        return readStored(read, rewrite: rewrite, decoding: decoding(), plainError: plainError, again: again)
     }
 
     /// Reads `read`, bytes that do not decode as they are (or are to be written again), through the added fields and
     /// migrations, or keeps the original of a reshaped value, or keeps the bytes aside (see
     /// ``readStored(prepared:again:decoding:)``).
     @inline(never)
-    private func readStored(_ read: ReadBytes, rewrite: Bool, decoding: ValueDecoding<T>, again: Bool)
-        -> ReadResult<T>
-    {
+    private func readStored(
+        _ read: ReadBytes, rewrite: Bool, decoding: ValueDecoding<T>, plainError: (any Error)?, again: Bool
+    ) -> ReadResult<T> {
         // Kept aside only while the key still holds the version read: a key changed meanwhile is read again, once.
         var readAgain = false
         let found = opening(
-            read, decoding: decoding, rewrite: rewrite,
+            read, decoding: decoding, plainError: plainError, rewrite: rewrite,
             readAgain: again
                 ? {
                     readAgain = true
@@ -223,11 +228,12 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// are; or bytes kept aside, when they do not decode. When the key changed while they were being kept aside,
     /// `readAgain` reads it again; without it, the read fails.
     private func opening(
-        _ read: ReadBytes, decoding: ValueDecoding<T>, rewrite: Bool, readAgain: (() -> ReadResult<T>)?
+        _ read: ReadBytes, decoding: ValueDecoding<T>, plainError: (any Error)?, rewrite: Bool,
+        readAgain: (() -> ReadResult<T>)?
     ) -> ReadResult<T> {
         _ = known.withLock { $0.read(read.stamp, read.data) }
         let place = self.place
-        switch StoredBytes.read(read.data, at: place, decoding: decoding) {
+        switch StoredBytes.read(read.data, at: place, decoding: decoding, plainError: plainError) {
         case .value(let value):
             return rewrite ? .reshaped(value, rewrite: true, note: nil) : .value(value)
         case .reshaped(let value, let reshape):

@@ -4,8 +4,8 @@ import WLStorageTestSupport
 
 @testable import WLStorage
 
-// What a storage reads where the decoder of stored bytes leaves them to `JSONDecoder`: the same value, and the same
-// error, as `JSONDecoder` alone gives.
+// What a storage reads for the types `JSONDecoder` decodes its own way, and for bytes of another version: the same
+// value, and the same error, as `JSONDecoder` alone gives.
 
 private struct Receipt: Codable, Equatable, Sendable {
     var paid: Date
@@ -41,15 +41,10 @@ private struct Appearance: Codable, Equatable, Sendable {
             #expect(storage.wrappedValue == (try JSONDecoder().decode(Receipt.self, from: text)))
             #expect(storage.wrappedValue == receipt)
             #expect(storage.lastError == nil)
-            // The decoder of stored bytes itself left them to JSONDecoder.
-            #expect(throws: StoredJSONDecoder.Fallback.self) {
-                try StoredJSONDecoder.decode(Receipt.self, from: text)
-            }
         }
     }
 
-    /// Bytes of another version: a newer enum case. The message and the underlying error are `JSONDecoder`'s, as they
-    /// were before the decoder of stored bytes came in front of it.
+    /// Bytes of another version: a newer enum case. The message and the underlying error are `JSONDecoder`'s.
     @Test func bytesOfAnotherVersionGiveTheSameErrorCodeAndMessageAsBefore() throws {
         try withTemporaryDirectory { directory in
             let newer = #"{"fontSize":18,"theme":"sepia"}"#

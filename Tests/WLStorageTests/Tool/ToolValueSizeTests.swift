@@ -69,8 +69,7 @@ import WLStorage
             let bad = verify.stdout.split(separator: "\n").filter { $0.hasPrefix("bad: ") }
             #expect(
                 bad == [
-                    "bad: full-bad: does not hold JSON: a control character (byte 0x01) in a string; write it as an "
-                        + "escape at byte \(limit / 2)",
+                    "bad: full-bad: does not hold JSON: Unescaped control character around character \(limit / 2)",
                     "bad: over: larger than the maximum value size the library reads (\(limit) bytes)",
                 ])
         }

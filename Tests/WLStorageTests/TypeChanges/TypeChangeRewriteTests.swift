@@ -99,9 +99,8 @@ struct TypeChangeRewriteTests: StoredFileSuite {
         #expect(store.stored("profile")?.contains("bob") == true)
     }
 
-    /// The validator and the decoder accept a UTF-8 byte order mark, and a file in the current shape with one reads;
-    /// the same file lacking a field added to the type is not filled in (the fill's parser does not skip the mark),
-    /// so it is moved aside as undecodable and the user's value is replaced by the default.
+    /// `JSONDecoder` and `JSONSerialization` accept a UTF-8 byte order mark: a file in the current shape with one
+    /// reads, and the same file lacking a field added to the type is filled in as it would be without the mark.
     @Test func aFileWithAByteOrderMarkIsFilledInAsTheSameFileWithoutOne() throws {
         try withTemporaryDirectory { directory in
             let mark = Data([0xEF, 0xBB, 0xBF])
