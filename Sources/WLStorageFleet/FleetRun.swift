@@ -12,9 +12,9 @@ public protocol FleetSharedStore {
     /// What the store holds besides the keys' values and what the package may keep beside them (the bytes of a value
     /// kept from before its type changed; a temporary file of a killed writer): anything moved aside, for one.
     func strays(keys: [String]) throws -> [String]
-    /// Disrupts the store as its server does when it restarts or drops its clients' connections, the disruption
-    /// `kind` (0, 1 or 2) picks, and returns once it is over (the server answers again), saying what it did; `nil` for a
-    /// store that has no server (a directory).
+    /// Disrupts the store as its server, or the network to it, does: restarts, dropped connections, latency; the
+    /// disruption `kind` (0 to 3) picks. Returns once the server answers again, saying what it did; `nil` for a store
+    /// that has no server (a directory).
     func disrupt(kind: Int) throws -> String?
 }
 
@@ -50,8 +50,8 @@ public struct FleetRandom: RandomNumberGenerator {
 /// three versions (FleetValues.swift; restarted as its version or, now and then, as any other: a deploy or a rollback
 /// in any order) with a flush interval of 0, 1 s or none; open a key; set; update; flush; read; release a storage; exit
 /// (which flushes); kill with SIGKILL (what is pending is lost); wait a little while background writes and change feeds
-/// run; a disruption of the store's server, where it has one (a restart, fast or as after a crash, or every connection
-/// dropped); and a change seen by the fleet (below). Each set has a stamp of its own, increasing in the run's order, from
+/// run; a disruption of the store's server, where it has one (a restart, fast or as after a crash, every connection
+/// dropped, latency turned on or off); and a change seen by the fleet (below). Each set has a stamp of its own, increasing in the run's order, from
 /// which every field of its value follows.
 ///
 /// The programs write in the background, when they want, and hear of each other's writes through the store's feed:
@@ -149,9 +149,16 @@ public final class FleetRun {
     }
 
     func fail(_ message: String) -> FleetProblem {
-        FleetProblem(
+        // What each running program reported last: the errors behind an answer.
+        let reported = programs.compactMap { program -> String? in
+            guard let process = program.process else { return nil }
+            let lines = process.reportedErrors.suffix(5).map(\.line)
+            return lines.isEmpty ? nil : "\(process.name) reported:\n    " + lines.joined(separator: "\n    ")
+        }
+        return FleetProblem(
             description: "seed \(seed) (replay with WLSTORAGE_SEED=\(seed)): operation \(operation): \(message)\n"
-                + "last operations:\n  " + trace.suffix(40).joined(separator: "\n  "))
+                + "last operations:\n  " + trace.suffix(40).joined(separator: "\n  ")
+                + (reported.isEmpty ? "" : "\n" + reported.joined(separator: "\n")))
     }
 
     /// What the run did, in numbers: its operations by kind, the sets covered, the values read that a program could
@@ -189,7 +196,7 @@ public final class FleetRun {
         let index = Int.random(in: 0..<Self.programCount, using: &random)
         let key = Self.keys[Int.random(in: 0..<Self.keys.count, using: &random)]
         // Now and then the store's server restarts or drops every connection, while the programs run.
-        if (84..<87).contains(roll) {
+        if (84..<88).contains(roll) {
             let disruption: String?
             do {
                 disruption = try shared.disrupt(kind: roll - 84)

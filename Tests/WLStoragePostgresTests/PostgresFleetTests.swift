@@ -8,7 +8,8 @@ import WLStorageFleet
 // A fleet of real processes sharing one PostgreSQL table: programs of three versions of a type
 // (WLStoragePostgresTestChild's `--fleet` mode; the versions add a field, rename one with `.renamed`, drop one and add
 // an enum case), each with its connections and change feed, started, driven, killed with SIGKILL and restarted as any
-// version by a run drawn from a seed, while the server restarts (fast, and as after a crash) and ends their connections. The model and its invariants are FleetRun's (Sources/WLStorageFleet/FleetRun.swift):
+// version by a run drawn from a seed, while the server restarts (fast, and as after a crash) and ends their connections,
+// and the network they reach it through (a TCP proxy) is 10 ms away for spells. The model and its invariants are FleetRun's (Sources/WLStorageFleet/FleetRun.swift):
 // every set whose flush returned is, at the end, what the row holds, or was replaced by a set that could have been
 // written after it; never by a default or a default-filled value; no version serves its default while a value it can
 // map is stored; a flushed change is seen by every running version, under any name.
@@ -17,13 +18,30 @@ import WLStorageFleet
 // operations over all runs (400 by default, one run). A failure names its seed. With
 // `WLSTORAGE_FLEET_SUMMARY=1`, each run prints what it did, in numbers (for soaks).
 
+/// A switch that several threads may flip.
+private final class Toggle: Sendable {
+    private let on = Lock(false)
+
+    /// Flips the switch; returns whether it is on now.
+    func flip() -> Bool {
+        on.withLock { on in
+            on.toggle()
+            return on
+        }
+    }
+}
+
 /// A namespace of the shared server, as the run sees it.
 private struct SharedTable: FleetSharedStore {
     let cluster: PostgresCluster
     let namespace: String
+    /// The TCP proxy the programs reach the server through, whose latency the run turns on and off.
+    let proxy: LatencyProxy
+    /// Whether the proxy delays what it forwards now.
+    let delayed = Toggle()
 
     func url(applicationName: String) -> String {
-        cluster.connectionURL() + "&application_name=\(applicationName)"
+        "host=127.0.0.1 port=\(proxy.port) user=postgres dbname=postgres application_name=\(applicationName)"
     }
 
     func start(name: String, version: FleetVersion, flushInterval: Int?) throws -> FleetProcess {
@@ -59,8 +77,9 @@ private struct SharedTable: FleetSharedStore {
         }
     }
 
-    /// A restart of the server (`pg_ctl restart -m fast`, or `-m immediate`: a crash and its recovery), or every
-    /// connection of the fleet's programs ended by the server (`pg_terminate_backend`, as a failover or a proxy does).
+    /// A restart of the server (`pg_ctl restart -m fast`, or `-m immediate`: a crash and its recovery); every
+    /// connection of the fleet's programs ended by the server (`pg_terminate_backend`, as a failover or a proxy does);
+    /// or a network 10 ms away each way, from now until the next such disruption.
     func disrupt(kind: Int) throws -> String? {
         switch kind {
         case 0:
@@ -69,6 +88,10 @@ private struct SharedTable: FleetSharedStore {
         case 1:
             try cluster.restart(mode: .immediate)
             return "server restarted (immediate)"
+        case 3:
+            let delay = delayed.flip()
+            try proxy.delay(milliseconds: delay ? 10 : 0)
+            return delay ? "latency of 10 ms" : "latency gone"
         default:
             let connection = try adminConnection(cluster.url)
             defer { connection.close() }
@@ -98,8 +121,11 @@ struct PostgresFleetTests {
         let cluster = try PostgresCluster()
         defer { cluster.remove() }
         try cluster.start()
+        let proxy = try LatencyProxy(to: cluster.socketPath)
         for (seed, operations) in FleetRun.plannedRuns(defaultOperations: 400, operationsPerRun: 400) {
-            let run = FleetRun(seed: seed, shared: SharedTable(cluster: cluster, namespace: uniqueNamespace()))
+            try proxy.delay(milliseconds: 0)
+            let run = FleetRun(
+                seed: seed, shared: SharedTable(cluster: cluster, namespace: uniqueNamespace(), proxy: proxy))
             do {
                 try run.run(operations: operations)
                 if ProcessInfo.processInfo.environment["WLSTORAGE_FLEET_SUMMARY"] == "1" { print(run.summary) }
