@@ -41,7 +41,7 @@ func oneShotExit(_ mode: String, directory: URL, key: String, value: String) -> 
         }
     default:
         // In a task started inside the binding, which holds the binding's one-shot storage.
-        WLStorageScope.childOneShot.withBinding(to: .directory(directory)) {
+        _ = WLStorageScope.childOneShot.withBinding(to: .directory(directory)) {
             Task {
                 WLStorageKeys[.childScoped] = value
                 exit(0)
