@@ -35,8 +35,9 @@
 /// ``WLStorageError/Code/typeMismatch``, naming both types. Once no storage of the first is left, the second reads
 /// what the first stored as any version of a type reads another's: what it cannot read is reported as
 /// ``WLStorageError/Code/storedByAnotherVersion`` and left as it is.
+// @unchecked Sendable: a subclass cannot be checked. Every stored property is a constant of a Sendable type, and the
+// one mutable state, the one-shot storage, is guarded by its own lock, `shared`.
 public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unchecked Sendable {
-    // Sendable: every stored property is a constant of a Sendable type, or a lock.
     /// Where a key's value lives: a store, the default directory, or a scope bound to one at start.
     enum Location: Sendable {
         case store(any WLStorageStore)

@@ -22,8 +22,9 @@
 /// for a key of the default directory, one-shot access goes through another storage of the key, in the store set for
 /// the closure, kept until the closure has returned (and the tasks started in it have ended), then released and
 /// flushed.
+// @unchecked Sendable: a non-final class cannot be checked. It has no stored state, so no lock; only WLStorageKey,
+// whose one mutable state is guarded by its lock `shared`, inherits from it.
 public class WLStorageKeys: @unchecked Sendable {
-    // Sendable: no state; only ``WLStorageKey`` inherits from it.
     init() {}
 
     /// The value of `key`: read from memory, and set as a storage's value is (written in the background, throttled by
