@@ -147,7 +147,7 @@ struct KeyBinding<T: Codable & Sendable> {
         let watch = ChangeRouter.shared.follow(directory: directory)
         identity = watch.identity ?? identity
         let found: StorageRegistry.Lookup<T>
-        (found, gate) = StorageRegistry.shared.open(file: name, in: directory, identity: identity, as: T.self)
+        (found, gate) = StorageRegistry.shared.open(file: name, in: directory, identity: &identity, as: T.self)
         guard case .none = found else {
             ChangeRouter.shared.unfollow(.directory(directory))
             return found
@@ -280,7 +280,7 @@ struct KeyBinding<T: Codable & Sendable> {
             // keyed by what the directory is, as every other storage of its file will be.
             identity = DirectoryTable.identity(of: directory)
         }
-        let found = StorageRegistry.shared.register(cell, identity: identity)
+        let found = StorageRegistry.shared.register(cell, identity: &identity)
         if case .none = found {
             // The backer is this cell's now: its writes are the storage's own (see ``WLStorageDefaultBacker``).
             keyBacker?.attach()

@@ -91,7 +91,8 @@ final class StorageRegistry: Sendable {
     /// How a cell is registered: by its key, or by itself.
     private enum Registration {
         case keyed(CellKey)
-        case unkeyed(Entry)
+        /// With the directory path of a cell moved out of its key's way (see ``match(_:directory:identity:)``).
+        case unkeyed(Entry, movedAsideFrom: StorageDirectory?)
     }
 
     private struct Entry: Sendable {
@@ -103,13 +104,23 @@ final class StorageRegistry: Sendable {
         /// The cells of keys in stores, by their keys.
         var entries: [CellKey: Entry] = [:]
         /// Every registered cell: by its key in ``entries``, or, for a cell of no key, itself. A cell of no key (of a
-        /// custom backer, or moved out of its key's way, see ``StorageRegistry/stillMatches(_:directory:identity:)``)
+        /// custom backer, or moved out of its key's way, see ``StorageRegistry/match(_:directory:identity:)``)
         /// is registered for a flush of every cell only. One table for both, so that its room serves either.
         var cells: [ObjectIdentifier: Registration] = [:]
         /// Cells kept alive until their work is done, with the number of ``keep(_:)`` calls not balanced yet.
         var kept: [ObjectIdentifier: (cell: any RegisteredCell, count: Int)] = [:]
         /// The keys being opened, by the threads that read them and make their defaults (see ``OpeningGate``).
         var opening: [CellKey: OpeningGate] = [:]
+        /// The directory paths of cells moved out of their keys' way, with how many: a path whose directory was
+        /// removed, whose record (here, in the file monitor and in ``DirectoryTable``) may be stale until the file
+        /// monitor has looked at it again.
+        var movedAside: [StorageDirectory: Int] = [:]
+
+        /// Counts one cell less moved aside from its path, when the registration of `id` was one.
+        mutating func endMovedAside(_ id: ObjectIdentifier) {
+            guard case .unkeyed(_, let path?)? = cells[id] else { return }
+            if let count = movedAside[path], count > 1 { movedAside[path] = count - 1 } else { movedAside[path] = nil }
+        }
     }
 
     enum Lookup<T: Codable & Sendable> {
@@ -135,17 +146,40 @@ final class StorageRegistry: Sendable {
 
     /// The live cell of the file `name` in `directory`, if any, as a cell of `T`; when there is none, the right to
     /// open the file (see ``open(_:as:matches:)``).
+    ///
+    /// `identity` is corrected when it proves stale (see ``match(_:directory:identity:)``), or, while a cell of
+    /// `directory` is moved out of its key's way, when `directory` is no longer what it was.
     func open<T>(
-        file name: String, in directory: StorageDirectory, identity: DirectoryIdentity?, as type: T.Type
+        file name: String, in directory: StorageDirectory, identity: inout DirectoryIdentity?, as type: T.Type
     ) -> (found: Lookup<T>, gate: OpeningGate?) {
-        let key = Self.key(directory: directory, name: name, identity: identity)
-        return open(key, as: type) { stillMatches($0, directory: directory, identity: identity) }
+        if identity != nil, tables.withLock({ $0.movedAside[directory] != nil }) {
+            let current = try? directory.identity()
+            if let current, current != identity {
+                directoryChanged(path: directory, to: current)
+                identity = current
+            }
+        }
+        while true {
+            let key = Self.key(directory: directory, name: name, identity: identity)
+            var corrected: DirectoryIdentity??
+            let opened = open(key, as: type) { cell in
+                switch match(cell, directory: directory, identity: identity) {
+                case .matches: return true
+                case .movedAside: return false
+                case .staleIdentity(let current):
+                    corrected = .some(current)
+                    return nil
+                }
+            }
+            if let opened { return opened }
+            if let corrected { identity = corrected }
+        }
     }
 
     /// The live cell of `key` in a store, if any, as a cell of `T`; when there is none, the right to open the key
     /// (see ``open(_:as:matches:)``).
     func open<T>(_ key: CellKey, as type: T.Type) -> (found: Lookup<T>, gate: OpeningGate?) {
-        open(key, as: type) { _ in true }
+        open(key, as: type) { _ in true }!
     }
 
     /// The live cell of `key` that `matches`, if any, as a cell of `T`. When there is none, the gate of the key,
@@ -153,9 +187,12 @@ final class StorageRegistry: Sendable {
     /// opens the key meanwhile waits for it, outside the lock, and then finds that cell, so that the key is read,
     /// and its default made, once. A thread that holds a gate (its default, user code, may open keys) waits for
     /// none, and opens a key being opened by another as if there were no gate: no two threads wait for each other.
+    ///
+    /// `matches` says whether a cell found is the key's (`false`: it was moved out of the key's way, and the key is
+    /// looked up again), or that the key itself is wrong (`nil`, returned as is).
     private func open<T>(
-        _ key: CellKey, as type: T.Type, matches: (any RegisteredCell) -> Bool
-    ) -> (found: Lookup<T>, gate: OpeningGate?) {
+        _ key: CellKey, as type: T.Type, matches: (any RegisteredCell) -> Bool?
+    ) -> (found: Lookup<T>, gate: OpeningGate?)? {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         while true {
             let step = tables.withLock { tables -> OpeningStep in
@@ -169,7 +206,8 @@ final class StorageRegistry: Sendable {
             switch step {
             case .found(let cell):
                 // A stale cell was moved out of the key's way: the key is looked up again.
-                guard matches(cell) else { continue }
+                guard let matching = matches(cell) else { return nil }
+                guard matching else { continue }
                 return (Self.match(cell, as: type), nil)
             case .wait(let gate):
                 gate.wait()
@@ -187,23 +225,43 @@ final class StorageRegistry: Sendable {
         gate.open()
     }
 
-    /// Whether `cell`, found under the key of `directory`, is still the cell of that directory's file. A directory
-    /// removed while its cell lives can leave its inode to a new directory, which then has its old identity; such a
-    /// stale cell is moved out of the way, under its object identity, and stays live until it is done.
-    private func stillMatches(
+    /// Whether a cell found under the key of `directory`'s file is that file's cell.
+    private enum Match {
+        case matches
+        /// The cell was of a directory removed since; it is moved out of the key's way.
+        case movedAside
+        /// The key was: what `directory` is now, as looked at.
+        case staleIdentity(DirectoryIdentity?)
+    }
+
+    /// Whether `cell`, found under the key of `directory` (whose identity is `identity`), is still the cell of that
+    /// directory's file, when it is a cell of another path. A directory removed while its cell lives can leave its
+    /// inode to a new directory, which then has its old identity:
+    /// - when the cell's path no longer leads to `identity`, the cell is stale: it is moved out of the way, under its
+    ///   object identity, and stays live until it is done;
+    /// - when it does but `directory` no longer does, `identity` is stale: `directory` was removed and made again (with
+    ///   the file monitor not told yet), and the cell is another directory's. The cells of `directory` are keyed by
+    ///   what it is now, and so is the look-up.
+    private func match(
         _ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?
-    ) -> Bool {
-        guard let identity, let other = cell.directory, other != directory else { return true }
-        if (try? other.identity()) == identity { return true }
+    ) -> Match {
+        guard let identity, let other = cell.directory, other != directory else { return .matches }
+        if (try? other.identity()) == identity {
+            let current = try? directory.identity()
+            if current == identity { return .matches }
+            if let current { directoryChanged(path: directory, to: current) }
+            return .staleIdentity(current)
+        }
         let id = ObjectIdentifier(cell)
         tables.withLock { tables in
             guard case .keyed(let key)? = tables.cells[id], let entry = tables.entries[key], entry.id == id else {
                 return
             }
             tables.entries[key] = nil
-            tables.cells[id] = .unkeyed(entry)
+            tables.cells[id] = .unkeyed(entry, movedAsideFrom: other)
+            tables.movedAside[other, default: 0] += 1
         }
-        return false
+        return .movedAside
     }
 
     /// The live cells of the store `identity`: of `key` alone, or of every key.
@@ -221,15 +279,16 @@ final class StorageRegistry: Sendable {
 
     /// Registers `cell` as the cell of its file (`identity` being its directory's), or by its own identity when it
     /// has no file. When a live cell of the same file was registered meanwhile, returns that one instead.
-    func register<T>(_ cell: StorageCell<T>, identity: DirectoryIdentity?) -> Lookup<T> {
+    /// `identity` is corrected when it proves stale (see ``match(_:directory:identity:)``).
+    func register<T>(_ cell: StorageCell<T>, identity: inout DirectoryIdentity?) -> Lookup<T> {
         let id = ObjectIdentifier(cell)
-        let key: CellKey
+        var key: CellKey
         if let directory = cell.directory, let name = cell.fileName {
             key = Self.key(directory: directory, name: name, identity: identity)
         } else if let storeKey = cell.storeKey {
             key = storeKey
         } else {
-            tables.withLock { $0.cells[id] = .unkeyed(Entry(cell: cell, id: id)) }
+            tables.withLock { $0.cells[id] = .unkeyed(Entry(cell: cell, id: id), movedAsideFrom: nil) }
             return .none
         }
         while true {
@@ -247,8 +306,15 @@ final class StorageRegistry: Sendable {
                 return nil
             }
             guard let existing else { return .none }
-            if let directory = cell.directory, !stillMatches(existing, directory: directory, identity: identity) {
-                continue
+            if let directory = cell.directory, let name = cell.fileName {
+                switch match(existing, directory: directory, identity: identity) {
+                case .matches: break
+                case .movedAside: continue
+                case .staleIdentity(let current):
+                    identity = current
+                    key = Self.key(directory: directory, name: name, identity: current)
+                    continue
+                }
             }
             return Self.match(existing, as: T.self)
         }
@@ -256,6 +322,7 @@ final class StorageRegistry: Sendable {
 
     func unregister(_ id: ObjectIdentifier) {
         tables.withLock { tables in
+            tables.endMovedAside(id)
             guard case .keyed(let key)? = tables.cells.removeValue(forKey: id) else { return }
             if tables.entries[key]?.id == id { tables.entries[key] = nil }
         }
@@ -283,7 +350,7 @@ final class StorageRegistry: Sendable {
             }
             // A cell moved out of its key's way, of a file in that directory, takes its key again where it is free.
             for (id, registration) in tables.cells {
-                guard case .unkeyed(let entry) = registration, let cell = entry.cell else { continue }
+                guard case .unkeyed(let entry, _) = registration, let cell = entry.cell else { continue }
                 moved.append(cell)
                 guard let directory = cell.directory, directory == path, let name = cell.fileName else { continue }
                 let newKey = CellKey.file(name, in: identity)
@@ -292,6 +359,7 @@ final class StorageRegistry: Sendable {
                     continue
                 }
                 tables.entries[newKey] = entry
+                tables.endMovedAside(id)
                 tables.cells[id] = .keyed(newKey)
             }
             return moved
@@ -333,7 +401,7 @@ final class StorageRegistry: Sendable {
             for entry in tables.entries.values {
                 if let cell = entry.cell { cells.append(cell) }
             }
-            for case .unkeyed(let entry) in tables.cells.values {
+            for case .unkeyed(let entry, _) in tables.cells.values {
                 if let cell = entry.cell { cells.append(cell) }
             }
             return cells

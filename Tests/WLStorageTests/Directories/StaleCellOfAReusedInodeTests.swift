@@ -22,16 +22,6 @@ struct StaleCellOfAReusedInodeTests {
             #expect(
                 eventually(timeout: 10) { oldStorage.wrappedValue == "outside" },
                 "holds \(oldStorage.wrappedValue)")
-            // The old storage may take that write through a check of its own before the file monitor's poll (every
-            // 500 ms, later on a loaded machine) has seen that the old path is a new directory; until then the path's
-            // record still names the reused inode, and a storage opened there would join the new directory's cell
-            // (a race in the package, not fixed yet). The test opens the next storage once the poll has seen it.
-            let reusedIdentity = DirectoryTable.identity(of: StorageDirectory(path: new))
-            #expect(
-                eventually(timeout: 30) {
-                    let current = DirectoryTable.identity(of: StorageDirectory(path: old))
-                    return current == nil || current != reusedIdentity
-                }, "the old path still names the reused inode")
             // Opened at the old path now, a storage shares the old storage's cell: a set through one is the
             // other's at once, with no flush.
             let later = storage("k", atPath: old)
@@ -40,6 +30,55 @@ struct StaleCellOfAReusedInodeTests {
             later.flush()
             #expect(storedString(atPath: old + "/k") == "shared")
             #expect(newStorage.wrappedValue == "new default")
+            #expect(storedString(atPath: new + "/k") == "new default")
+        }
+    }
+
+    /// A storage opened at the removed directory's path as soon as it is made again, before the file monitor's poll
+    /// (every 500 ms) has looked at the path, is that path's storage: it shares the old storage's value and writes at
+    /// its own path, not in the new directory that took the old one's inode.
+    @Test func aStorageOpenedAtAPathMadeAgainBeforeThePollIsThatPathsStorage() throws {
+        try withTemporaryDirectory { root in
+            let reused = try directoryReusingARemovedOnesInode(in: root)
+            let (old, oldStorage, new) = (reused.oldPath, reused.oldStorage, reused.newPath)
+            let newStorage = storage("k", atPath: new, default: "new default")
+            #expect(newStorage.wrappedValue == "new default")
+
+            try makeDirectory(old)
+            let later = storage("k", atPath: old)
+            later.wrappedValue = "made at the old path"
+            #expect(oldStorage.wrappedValue == "made at the old path")
+            #expect(newStorage.wrappedValue == "new default")
+            later.flush()
+            newStorage.flush()
+            #expect(storedString(atPath: old + "/k") == "made at the old path")
+            #expect(storedString(atPath: new + "/k") == "new default")
+        }
+    }
+
+    /// The same once the new directory's storage is gone: a storage opened at the path made again shares the value
+    /// of the old storage, which was moved out of the new directory's way, rather than open a second cell of the
+    /// file.
+    @Test func aStorageOpenedAtAPathMadeAgainSharesTheValueOfTheStorageMovedOutOfTheWay() throws {
+        try withTemporaryDirectory { root in
+            let reused = try directoryReusingARemovedOnesInode(in: root)
+            let (old, oldStorage, new) = (reused.oldPath, reused.oldStorage, reused.newPath)
+            weak var newCell: AnyObject?
+            do {
+                let newStorage = storage("k", atPath: new, default: "new default")
+                #expect(newStorage.wrappedValue == "new default")
+                newStorage.flush()
+                newCell = newStorage.cell
+            }
+            // A job that just ended may hold the cell a moment longer.
+            #expect(eventually(timeout: 10) { newCell == nil }, "the new directory's storage is let go of")
+
+            try makeDirectory(old)
+            let later = storage("k", atPath: old)
+            later.wrappedValue = "made at the old path"
+            #expect(oldStorage.wrappedValue == "made at the old path")
+            later.flush()
+            #expect(storedString(atPath: old + "/k") == "made at the old path")
             #expect(storedString(atPath: new + "/k") == "new default")
         }
     }
