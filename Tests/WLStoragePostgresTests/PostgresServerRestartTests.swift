@@ -56,6 +56,9 @@ struct PostgresServerRestartTests {
             #expect(program.waitForExit(timeout: 60) != nil)
         }
 
+        for program in programs {
+            #expect(!program.printedErrors.contains("storeFailedOver"), "a restart was reported as a failover")
+        }
         let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace)
         let data = try #require(try store.read(key: "list"))
         let list = try JSONDecoder().decode([Int].self, from: data)

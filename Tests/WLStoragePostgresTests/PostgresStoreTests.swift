@@ -302,6 +302,11 @@ struct PostgresStoreTests {
         #expect(store.description == "WLStoragePostgresStore(\(store.identity))")
         let keywords = try WLStoragePostgresStore(url: "host=/run/x port=7 dbname=d password=s3cret")
         #expect(keywords.identity == "postgresql://%2Frun%2Fx:7/d?table=wlstorage#default")
+        // A primary and its standbys: each server with its port, as a URI lists them.
+        let servers = try WLStoragePostgresStore(url: "postgresql://a.example.com:5433,b.example.com/app")
+        #expect(servers.identity == "postgresql://a.example.com:5433,b.example.com:5432/app?table=wlstorage#default")
+        let sockets = try WLStoragePostgresStore(url: "host=/run/a,/run/b port=1,2 dbname=d")
+        #expect(sockets.identity == "postgresql://%2Frun%2Fa:1,%2Frun%2Fb:2/d?table=wlstorage#default")
     }
 
     @Test func aConnectionStringGivenAsTheDatabaseNameShowsNoPasswordInTheIdentityOrAnError() throws {

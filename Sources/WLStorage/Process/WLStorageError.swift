@@ -66,6 +66,11 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         /// the first update of a storage, when a store's table lacks what its updates need and the store may not add
         /// it (the message names the statement to run); the update is made all the same.
         public static let invalidConfiguration = Code("invalidConfiguration")
+        /// The server of a store is now another one that took its place: a standby was promoted (a failover). Writes
+        /// that the old server acknowledged and had not yet sent to the standby (with asynchronous replication) are
+        /// not on the new one; every storage of the store reads its keys again, and takes what the new server holds.
+        /// See <doc:SharingValuesAcrossMachines>.
+        public static let storeFailedOver = Code("storeFailedOver")
         /// A call that would wait for itself, such as ``WLStorage/flush()`` from inside the storage's own backer,
         /// returned without doing its work.
         public static let reentrantCall = Code("reentrantCall")

@@ -58,6 +58,9 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     /// When the listener last reported that it cannot listen; `nil` while it listens. Used on `queue` only.
     private var lastTrouble: ContinuousClock.Instant?
+    /// The timeline of the server's history where the listener last listened: a promoted standby starts a new one.
+    /// Used on `queue` only.
+    private var timeline: UInt32?
     /// The probe's timer while the listener listens. Used on `queue` only.
     private var probe: (any DispatchSourceTimer)?
     private let identity: String
@@ -127,6 +130,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         do {
             try connection.connect(deadline: .now + timeout)
             _ = try connection.query(#"LISTEN "\#(channel)""#, deadline: .now + timeout)
+            noticeFailover()
             guard let socket = connection.socket else { throw PostgresError(.connectionLost, "no socket") }
             try startReading(socket, generation: generation)
         } catch {
@@ -148,6 +152,25 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         } else {
             stopListening()
         }
+    }
+
+    /// Reports a failover: the server listened to now is on a later timeline than the one listened to before, so a
+    /// standby was promoted in between. The name of the current WAL file starts with the timeline; a server where it
+    /// cannot be asked is not judged.
+    private func noticeFailover() {
+        let rows = try? connection.query(
+            "SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)", deadline: .now + timeout)
+        guard let text = rows?.first?.first.flatMap({ $0 }),
+            let current = UInt32(String(decoding: text, as: UTF8.self), radix: 16)
+        else { return }
+        defer { timeline = current }
+        guard let timeline, current > timeline else { return }
+        WLStorageError.report(
+            WLStorageError(
+                code: .storeFailedOver,
+                message: "the server of \(identity) is a promoted standby now (its history went from timeline"
+                    + " \(timeline) to \(current)): writes the old server acknowledged and had not sent to it are not"
+                    + " there (with asynchronous replication); every storage of the store reads its keys again"))
     }
 
     /// Probes the listening connection with a round trip every ``probeInterval``.

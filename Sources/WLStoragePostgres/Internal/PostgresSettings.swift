@@ -93,7 +93,7 @@ struct PostgresSettings: Sendable {
         let host = value("host") ?? value("hostaddr") ?? ""
         let port = value("port") ?? "5432"
         let database = Self.redact(value("dbname") ?? value("user") ?? "", secrets: self.secrets)
-        self.location = "postgresql://\(Self.escape(host)):\(Self.escape(port))/\(Self.escape(database))"
+        self.location = "postgresql://\(Self.servers(hosts: host, ports: port))/\(Self.escape(database))"
         let hidden = self.secrets
         self.searchPath = value("options").flatMap(Self.searchPath(inOptions:)).map {
             Self.redact($0, secrets: hidden)
@@ -233,6 +233,17 @@ struct PostgresSettings: Sendable {
         charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
     /// `text` percent-encoded for a URI component.
+    /// `host:port`, or for several servers (`host=a,b port=1,2`, a primary and its standbys) `a:1,b:2`, as a URI
+    /// names them; one port serves every host.
+    static func servers(hosts: String, ports: String) -> String {
+        let hostList = hosts.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        let portList = ports.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        return hostList.enumerated().map { index, host in
+            let port = portList.count == hostList.count ? portList[index] : (portList.first ?? "5432")
+            return "\(escape(host)):\(escape(port.isEmpty ? "5432" : port))"
+        }.joined(separator: ",")
+    }
+
     static func escape(_ text: String) -> String {
         text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
     }

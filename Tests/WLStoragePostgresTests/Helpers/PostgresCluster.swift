@@ -75,10 +75,21 @@ final class PostgresCluster: Sendable {
     private static let live = Lock<[URL: Int]>([:])
     private static let exitCleanup: Void = { atexit { PostgresCluster.removeAll() } }()
 
-    /// Makes a cluster (a copy of the template) in a new temporary directory; it is not started.
-    init() throws {
-        _ = Self.exitCleanup
+    /// Settings the server starts with (`-c name=value` each), beyond the tests' own.
+    let settings: [String]
+
+    /// Makes a cluster (a copy of the template) in a new temporary directory; it is not started. `settings` are
+    /// given to the server at every start (`name=value`, quoted as a shell word).
+    convenience init(settings: [String] = []) throws {
+        try self.init(empty: (), settings: settings)
         let template = try Self.template.get()
+        try Self.run("/bin/cp", ["-a", template.appendingPathComponent("data").path, directory.path])
+    }
+
+    /// A cluster whose data directory is left to be made (``standby(of:)``).
+    private init(empty: Void, settings: [String]) throws {
+        _ = Self.exitCleanup
+        self.settings = settings
         var pattern = Array("/tmp/wlspg-XXXXXX".utf8CString)
         guard let made = pattern.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
             throw Failure(description: "mkdtemp failed")
@@ -87,7 +98,42 @@ final class PostgresCluster: Sendable {
         port = Int.random(in: 20_000..<60_000)
         Self.live.withLock { $0[directory] = port }
         if Self.isRoot { try Self.run("/usr/bin/chown", ["postgres:postgres", directory.path]) }
-        try Self.run("/bin/cp", ["-a", template.appendingPathComponent("data").path, directory.path])
+    }
+
+    /// A streaming standby of `primary` (which runs), made by `pg_basebackup -R`; it is not started. Once started, it
+    /// follows the primary until ``promote()``.
+    static func standby(of primary: PostgresCluster) throws -> PostgresCluster {
+        let standby = try PostgresCluster(empty: (), settings: [])
+        try runServerProgram(
+            try program("pg_basebackup"),
+            [
+                "-D", standby.directory.appendingPathComponent("data").path, "-R", "-X", "stream", "-c", "fast",
+                "--no-sync", "-h", primary.directory.path, "-p", String(primary.port), "-U", "postgres",
+            ])
+        return standby
+    }
+
+    /// Makes the server, stopped, start next as a standby of `primary` (`standby.signal` and `primary_conninfo`): a
+    /// server that failed over coming back. It refuses writes.
+    func followOnNextStart(_ primary: PostgresCluster) throws {
+        let data = directory.appendingPathComponent("data")
+        let conninfo = "primary_conninfo = 'host=\(primary.directory.path) port=\(primary.port) user=postgres'\n"
+        let settings = data.appendingPathComponent("postgresql.auto.conf")
+        let handle = try FileHandle(forWritingTo: settings)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(conninfo.utf8))
+        try handle.close()
+        _ = FileManager.default.createFile(atPath: data.appendingPathComponent("standby.signal").path, contents: Data())
+        if Self.isRoot {
+            try Self.run("/usr/bin/chown", ["postgres:postgres", data.appendingPathComponent("standby.signal").path])
+        }
+    }
+
+    /// Promotes the standby to a primary (`pg_ctl promote -w`).
+    func promote() throws {
+        try Self.runServerProgram(
+            try Self.program("pg_ctl"),
+            ["-D", directory.appendingPathComponent("data").path, "-w", "-t", "60", "promote"])
     }
 
     /// The data directory made by `initdb` once, copied by every cluster.
@@ -123,7 +169,9 @@ final class PostgresCluster: Sendable {
 
     /// Starts the server and waits until it accepts connections (`pg_ctl start -w`).
     func start() throws {
-        let options = "-k \(directory.path) -p \(port) -c listen_addresses='' -c fsync=off -c max_connections=40"
+        let options =
+            "-k \(directory.path) -p \(port) -c listen_addresses='' -c fsync=off -c max_connections=40"
+            + settings.map { " -c " + $0 }.joined()
         try Self.runServerProgram(
             try Self.program("pg_ctl"),
             [
