@@ -129,8 +129,8 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         closeConnection()
         do {
             try connection.connect(deadline: .now + timeout)
-            _ = try connection.query(#"LISTEN "\#(channel)""#, deadline: .now + timeout)
             noticeFailover()
+            _ = try connection.query(#"LISTEN "\#(channel)""#, deadline: .now + timeout)
             guard let socket = connection.socket else { throw PostgresError(.connectionLost, "no socket") }
             try startReading(socket, generation: generation)
         } catch {
