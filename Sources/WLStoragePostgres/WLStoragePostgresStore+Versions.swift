@@ -8,9 +8,9 @@ extension WLStoragePostgresStore {
     /// key while their connections were cut every 0.1 s wrote up to 88 times meanwhile on a loaded machine.
     static let keptTags = 256
 
-    /// The bytes of `key` and their version, read as ``read(key:)`` reads; ``VersionedRead/untagged(_:)`` when the
+    /// The bytes of `key` and their version, read as ``read(key:)`` reads; `WLStorageVersionedRead/untagged(_:)` when the
     /// table cannot keep tags.
-    package func readVersioned(key: String) throws -> VersionedRead {
+    public func readVersioned(key: String) throws -> WLStorageVersionedRead {
         let found = try readWithVersion(key: key)
         if let missing = tagging.withLock({ $0 }) { return .untagged(missing) }
         guard let found else { return .absent }
@@ -44,7 +44,9 @@ extension WLStoragePostgresStore {
     ///
     /// Like ``write(key:data:ifItHolds:)``, a statement whose connection is lost is not sent again here: the update
     /// sends it again itself, and asks the row about its tag (``trace(of:key:)``).
-    package func write(key: String, data: Data, ifVersion version: Int64?, tag: WriteTag) throws -> TaggedWriteResult {
+    public func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws
+        -> WLStorageTaggedWriteResult
+    {
         try check([key], reading: false)
         var sent = false
         let result = execute(reading: false, resending: false) { connection, deadline throws(PostgresError) in
@@ -79,7 +81,7 @@ extension WLStoragePostgresStore {
 
     /// The row of `key`: its version, whether `tag` is among the tags it keeps, and how many it keeps; `nil` when there
     /// is no row.
-    package func trace(of tag: WriteTag, key: String) throws -> TagTrace? {
+    public func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
         let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
             try connection.query(statements.trace, [.text(namespace), .text(key), .text(tag.text)], deadline: deadline)
         }
@@ -91,12 +93,11 @@ extension WLStoragePostgresStore {
                 code: .readFailed, message: "\(identity): the row of the key has no version or tags", key: key,
                 path: identity)
         }
-        return TagTrace(version: version, tagFound: texts[1] == "true", tagsKept: kept, capacity: Self.keptTags)
+        return WLStorageTagTrace(
+            version: version, tagFound: texts[1] == "true", tagsKept: kept, capacity: Self.keptTags)
     }
 }
 
-/// The store's updates write on condition of the row's version, tagged (see ``VersionedConditionalStore``), and its
+/// The store's updates write on condition of the row's version, tagged (see `WLStorageVersionedStore`), and its
 /// notifications carry the changes (see ``CarriedChange``).
-extension WLStoragePostgresStore: VersionedConditionalStore, DeclaresCapabilities {
-    package var capabilities: StoreCapabilities { StoreCapabilities(versioned: self, carried: self) }
-}
+extension WLStoragePostgresStore: WLStorageVersionedStore {}

@@ -213,7 +213,7 @@ extension StorageCell {
     ///
     /// A change of this process still pending is written first, so that the update starts from it. Then the key is
     /// read, `body` runs on its value, and the result is stored only while the key holds what was read (in a store that
-    /// tags its writes, ``VersionedConditionalStore``, while its version is the one read); when someone stored
+    /// tags its writes, `WLStorageVersionedStore`, while its version is the one read); when someone stored
     /// something else meanwhile, all of it runs again. The cell takes the result as written, unless it changed
     /// meanwhile (a set, which is newer and will be written, or a newer value adopted).
     ///
@@ -226,7 +226,7 @@ extension StorageCell {
     /// and reported.
     private func updateShared<R>(
         _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
-        versioned: (any VersionedConditionalStore)?
+        versioned: (any WLStorageVersionedStore)?
     ) rethrows -> R {
         let cell = ObjectIdentifier(self)
         if UpdatesOnThisThread.contains(cell) {
@@ -281,7 +281,7 @@ extension StorageCell {
     /// Runs the update against the store until a conditional write stores it (see ``updateShared(_:in:store:versioned:)``).
     private func storeUpdate<R>(
         _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
-        versioned: (any VersionedConditionalStore)?
+        versioned: (any WLStorageVersionedStore)?
     ) rethrows -> StoreUpdateEnd<R> {
         let cell = ObjectIdentifier(self)
         var attempts = 0
@@ -446,7 +446,7 @@ extension StorageCell {
     /// Reads the key for an update: with its version from a store that tags its writes (reporting once, when it cannot
     /// now, that the update compares bytes instead), its bytes alone from any other.
     private func readForUpdate(
-        _ key: StoreKeyBacker<T>, versioned: (any VersionedConditionalStore)?
+        _ key: StoreKeyBacker<T>, versioned: (any WLStorageVersionedStore)?
     ) throws(UpdateReadFailure) -> UpdateRead {
         let bytes: Data?
         var version: Int64??

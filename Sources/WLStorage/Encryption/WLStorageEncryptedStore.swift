@@ -265,7 +265,7 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
 
     /// The store under this one that holds the bytes of `key`, as one that writes on condition of a version, and the
     /// key there.
-    private func versionedBase(_ key: String) throws -> (store: any VersionedConditionalStore, key: String) {
+    private func versionedBase(_ key: String) throws -> (store: any WLStorageVersionedStore, key: String) {
         let (resolved, storedKey) = Stores.resolve(base, key)
         guard let base = Stores.capabilities(of: resolved).versioned else {
             throw WLStorageError(
@@ -277,7 +277,7 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
 
     /// The bytes of `key`, opened, with the version of the sealed bytes: sealing is new each time, so the version,
     /// not the bytes, tells one write from another.
-    fileprivate func readVersioned(key: String) throws -> VersionedRead {
+    fileprivate func readVersioned(key: String) throws -> WLStorageVersionedRead {
         let (base, storedKey) = try versionedBase(key)
         switch try base.readVersioned(key: storedKey) {
         case .found(let sealed, let version):
@@ -298,14 +298,14 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
     }
 
     /// Stores `data`, sealed, on condition of the version and tagged, through the store under this one.
-    fileprivate func write(key: String, data: Data, ifVersion version: Int64?, tag: WriteTag) throws
-        -> TaggedWriteResult
+    fileprivate func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws
+        -> WLStorageTaggedWriteResult
     {
         let (base, storedKey) = try versionedBase(key)
         return try base.write(key: storedKey, data: seal(data, key: key), ifVersion: version, tag: tag)
     }
 
-    fileprivate func trace(of tag: WriteTag, key: String) throws -> TagTrace? {
+    fileprivate func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
         let (base, storedKey) = try versionedBase(key)
         return try base.trace(of: tag, key: storedKey)
     }
@@ -343,7 +343,7 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
 
 /// An encrypted store over one that writes on condition, seen as one that does too; over one that writes on condition
 /// of a version, as one that does that too (only the encrypted store's ``StoreCapabilities/versioned`` offers it so).
-private struct ConditionalEncryptedStore: VersionedConditionalStore, StoreView {
+private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
     let store: WLStorageEncryptedStore
     /// Whether its writes on condition are rewrites (see ``StoreCapabilities/rewrites``).
     var rewriting = false
@@ -352,11 +352,15 @@ private struct ConditionalEncryptedStore: VersionedConditionalStore, StoreView {
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
         try store.write(key: key, data: data, ifItHolds: expected, rewriting: rewriting)
     }
-    func readVersioned(key: String) throws -> VersionedRead { try store.readVersioned(key: key) }
-    func write(key: String, data: Data, ifVersion version: Int64?, tag: WriteTag) throws -> TaggedWriteResult {
+    func readVersioned(key: String) throws -> WLStorageVersionedRead { try store.readVersioned(key: key) }
+    func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws
+        -> WLStorageTaggedWriteResult
+    {
         try store.write(key: key, data: data, ifVersion: version, tag: tag)
     }
-    func trace(of tag: WriteTag, key: String) throws -> TagTrace? { try store.trace(of: tag, key: key) }
+    func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
+        try store.trace(of: tag, key: key)
+    }
 }
 
 extension WLStorageStore {

@@ -3,9 +3,10 @@ import Foundation
 /// What a store can do beyond reading and writing bytes, which the storages of its keys use: found once per store by
 /// ``Stores/capabilities(of:)``, the one place where a store's type is looked at.
 ///
-/// Every store of the package declares its capabilities (``DeclaresCapabilities``); one that wraps another (a key
-/// prefix, an encryption) forwards those of the store under it, changed as its wrapping changes them. A store of a
-/// program's own has those its type declares (``WLStorageConditionalStore``).
+/// The directory, the key prefix and the encryption declare their capabilities (``DeclaresCapabilities``); one that
+/// wraps another forwards those of the store under it, changed as its wrapping changes them. Any other store (the
+/// PostgreSQL store, a store of a program's own) has those of the public protocols its type conforms to
+/// (``WLStorageConditionalStore``, `WLStorageVersionedStore`).
 package struct StoreCapabilities: Sendable {
     /// The store that holds the bytes of a key, through a wrapper that changes keys, and the key there; `nil` when the
     /// store holds its keys' bytes itself.
@@ -23,14 +24,14 @@ package struct StoreCapabilities: Sendable {
     /// cannot.
     package var rewrites: (any WLStorageConditionalStore)?
     /// The store, as one that writes on condition of a version, tagged.
-    package var versioned: (any VersionedConditionalStore)?
+    package var versioned: (any WLStorageVersionedStore)?
     /// The store's feed of changes that carry the bytes stored.
     package var carried: (any CarriedChangeFeed)?
 
     package init(
         resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))? = nil,
         directory: WLStorageDirectoryStore? = nil, encrypted: WLStorageEncryptedStore? = nil,
-        conditional: (any WLStorageConditionalStore)? = nil, versioned: (any VersionedConditionalStore)? = nil,
+        conditional: (any WLStorageConditionalStore)? = nil, versioned: (any WLStorageVersionedStore)? = nil,
         rewrites: (any WLStorageConditionalStore)? = nil, carried: (any CarriedChangeFeed)? = nil
     ) {
         (self.resolve, self.directory, self.encrypted) = (resolve, directory, encrypted)
@@ -43,8 +44,8 @@ package struct StoreCapabilities: Sendable {
     package var conceals: Bool { encrypted != nil }
 }
 
-/// A store of the package, which tells its capabilities itself: the directory, the key prefix and the encryption (each
-/// forwarding those of the store it wraps), and the PostgreSQL store.
+/// A store of the package that tells its capabilities itself: the directory, the key prefix and the encryption (each
+/// forwarding those of the store it wraps).
 package protocol DeclaresCapabilities: WLStorageStore {
     var capabilities: StoreCapabilities { get }
 }
@@ -54,7 +55,9 @@ package enum Stores {
     /// The capabilities of `store`: the only function that looks at a store's type.
     package static func capabilities(of store: any WLStorageStore) -> StoreCapabilities {
         if let declaring = store as? any DeclaresCapabilities { return declaring.capabilities }
-        return StoreCapabilities(conditional: store as? any WLStorageConditionalStore)
+        return StoreCapabilities(
+            conditional: store as? any WLStorageConditionalStore, versioned: store as? any WLStorageVersionedStore,
+            carried: store as? any CarriedChangeFeed)
     }
 
     /// The store that holds the bytes of `key` in `store`, through every key-changing wrapper, and the key there.

@@ -16,7 +16,7 @@ final class StoreMedium: KeyMedium {
     /// The bytes a value to be rewritten was read from (in an earlier shape, or under a previous key), which a store
     /// that writes on condition replaces only while it still holds them.
     private let rewriteFrom = Lock<Data?>(nil)
-    /// Whether an update has reported that the store cannot tag writes (see ``VersionedRead/untagged(_:)``).
+    /// Whether an update has reported that the store cannot tag writes (see `WLStorageVersionedRead/untagged(_:)`).
     private let untaggedReported = Lock(false)
     /// Of the store's capabilities (see ``StoreCapabilities``), those used at every read, check or flush, found once:
     /// a cast to a protocol costs about a microsecond. The others are found again when an update or a rewrite needs
@@ -237,9 +237,9 @@ final class StoreMedium: KeyMedium {
     /// not kept while the row could not have pushed it out, it did not. Neither bytes nor timing are judged, so
     /// another replica's write of the very same bytes is never taken for this one.
     func write(
-        _ data: Data, ifVersion version: Int64?, through store: any VersionedConditionalStore, key: String
+        _ data: Data, ifVersion version: Int64?, through store: any WLStorageVersionedStore, key: String
     ) -> TaggedWriteOutcome {
-        let tag = WriteTag.random()
+        let tag = WLStorageWriteTag.random()
         forgetVersion()
         // Whether an attempt may have reached the store, and stored.
         var sent = false

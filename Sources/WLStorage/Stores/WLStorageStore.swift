@@ -96,8 +96,8 @@ public protocol WLStorageConditionalStore: WLStorageStore {
     /// - Throws: When it is not known whether `data` was stored. The update then reads the key back and counts itself
     ///   made when it holds `data` (which another program's write of the same bytes also makes true: bytes are no
     ///   version); otherwise it makes its change in the process only, as a set, to be written when the store can be
-    ///   reached. The PostgreSQL store's updates write on condition of a version instead, and tag their writes, so
-    ///   that a lost answer is told exactly.
+    ///   reached. A store that also conforms to `WLStorageVersionedStore` (the PostgreSQL store does) writes on
+    ///   condition of a version instead, and tags its writes, so that a lost answer is told exactly.
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool
 }
 

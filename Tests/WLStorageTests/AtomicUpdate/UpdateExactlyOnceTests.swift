@@ -75,18 +75,18 @@ struct UpdateExactlyOnceTests {
     /// The row after a write whose answer was lost: its version, whether it keeps the write's tag, how many tags it
     /// keeps of 4; the version the write expected; whether the write committed (`nil`: cannot be told).
     @Test(arguments: [
-        (TagTrace(version: 9, tagFound: true, tagsKept: 4, capacity: 4), Int64?(5), Bool?(true)),
+        (WLStorageTagTrace(version: 9, tagFound: true, tagsKept: 4, capacity: 4), Int64?(5), Bool?(true)),
         // Fewer tags than it can keep: none was pushed out.
-        (TagTrace(version: 20, tagFound: false, tagsKept: 3, capacity: 4), 5, false),
+        (WLStorageTagTrace(version: 20, tagFound: false, tagsKept: 3, capacity: 4), 5, false),
         // Written at 6 it would be among the tags of versions 6 to 9.
-        (TagTrace(version: 9, tagFound: false, tagsKept: 4, capacity: 4), 5, false),
-        (TagTrace(version: 10, tagFound: false, tagsKept: 4, capacity: 4), 5, nil),
+        (WLStorageTagTrace(version: 9, tagFound: false, tagsKept: 4, capacity: 4), 5, false),
+        (WLStorageTagTrace(version: 10, tagFound: false, tagsKept: 4, capacity: 4), 5, nil),
         // A row the write would have made, at version 1.
-        (TagTrace(version: 4, tagFound: false, tagsKept: 4, capacity: 4), nil, false),
-        (TagTrace(version: 5, tagFound: false, tagsKept: 4, capacity: 4), nil, nil),
+        (WLStorageTagTrace(version: 4, tagFound: false, tagsKept: 4, capacity: 4), nil, false),
+        (WLStorageTagTrace(version: 5, tagFound: false, tagsKept: 4, capacity: 4), nil, nil),
     ])
     func theRowTellsWhetherAWriteCommittedUntilItsTagCanHaveBeenPushedOut(
-        trace: TagTrace, expected: Int64?, committed: Bool?
+        trace: WLStorageTagTrace, expected: Int64?, committed: Bool?
     ) {
         #expect(trace.committed(ifVersion: expected) == committed)
     }

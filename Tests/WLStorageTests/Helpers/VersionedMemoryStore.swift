@@ -1,12 +1,14 @@
+// Written against the package's public API alone, as a store of a program's own would be: `.ci/run` type-checks this
+// file outside the package, where nothing but the public API is seen.
 import Foundation
+import Synchronization
 import Testing
+import WLStorage
 
-@testable import WLStorage
-
-/// A conditional store over a memory store that keeps, as the PostgreSQL store does, a version for each key (one more
-/// at every write) and the tags of the last conditional writes, and whose next conditional write can lose its answer:
-/// before the write is made, or after, with another replica's write in between.
-final class VersionedMemoryStore: WLStorageConditionalStore {
+/// A store in memory that keeps, as the PostgreSQL store does, a version for each key (one more at every write) and the
+/// tags of the last conditional writes, so that updates of its keys are made exactly once; and whose next conditional
+/// write can lose its answer: before the write is made, or after, with another replica's write in between.
+final class VersionedMemoryStore: WLStorageVersionedStore {
     /// When the next conditional write loses its answer.
     enum Loss: Sendable, CustomTestStringConvertible {
         /// The write is not made; `meanwhile` runs, and the write throws.
@@ -30,16 +32,73 @@ final class VersionedMemoryStore: WLStorageConditionalStore {
 
     struct LostAnswer: Error {}
 
-    let base = MemoryStore()
+    private struct State {
+        var rows: [String: Row] = [:]
+        var loss: (Loss, @Sendable () -> Void)?
+        var handlers: [Int: @Sendable (WLStorageStoreChange) -> Void] = [:]
+        var nextHandler = 0
+    }
+
+    let identity = "versioned-memory:" + UUID().uuidString
     /// How many tags a row keeps.
     let capacity: Int
-    private let state = Lock<(rows: [String: Row], loss: (Loss, @Sendable () -> Void)?)>(([:], nil))
+    private let state = Mutex(State())
 
     init(capacity: Int = 64) {
         self.capacity = capacity
     }
 
-    var identity: String { base.identity }
+    // MARK: The store
+
+    func read(key: String) throws -> Data? { state.withLock { $0.rows[key]?.data } }
+
+    /// A plain write: one more to the version, the tags left as they are.
+    func write(key: String, data: Data) throws {
+        state.withLock { state in
+            let version = (state.rows[key]?.version ?? 0) + 1
+            state.rows[key] = Row(data: data, version: version, tags: state.rows[key]?.tags ?? [])
+        }
+    }
+
+    func remove(key: String) throws { state.withLock { $0.rows[key] = nil } }
+    func keys() throws -> [String] { state.withLock { $0.rows.keys.sorted() } }
+
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
+        let id = state.withLock { state in
+            defer { state.nextHandler += 1 }
+            state.handlers[state.nextHandler] = changed
+            return state.nextHandler
+        }
+        return WLStorageSubscription { [self] in
+            let removed = self.state.withLock { $0.handlers.removeValue(forKey: id) }
+            _ = removed  // released after the lock
+        }
+    }
+
+    /// Writes on condition of the bytes (as a store that keeps no version does).
+    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+        try conditionalWrite(key: key, data: data, tag: nil) { $0?.data == expected }
+    }
+
+    func readVersioned(key: String) throws -> WLStorageVersionedRead {
+        guard let row = row(key) else { return .absent }
+        return .found(row.data, version: row.version)
+    }
+
+    func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws
+        -> WLStorageTaggedWriteResult
+    {
+        try conditionalWrite(key: key, data: data, tag: tag.text) { $0?.version == version } ? .stored : .refused
+    }
+
+    func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
+        row(key).map {
+            WLStorageTagTrace(
+                version: $0.version, tagFound: $0.tags.contains(tag.text), tagsKept: $0.tags.count, capacity: capacity)
+        }
+    }
+
+    // MARK: What tests do from outside
 
     /// Makes the next conditional write lose its answer at `loss`, running `meanwhile` (another replica's write) then.
     func loseNextAnswer(_ loss: Loss, meanwhile: @escaping @Sendable () -> Void) {
@@ -49,7 +108,7 @@ final class VersionedMemoryStore: WLStorageConditionalStore {
     /// Another replica's write, as a set is: one more to the version, the tags left as they are.
     func writeFromOutside(_ key: String, json: String) {
         try? write(key: key, data: Data(json.utf8))
-        base.report(.key(key))
+        report(.key(key))
     }
 
     /// Another replica's increment of the Int under `key`, made as its update makes it: on condition, tagged.
@@ -62,36 +121,21 @@ final class VersionedMemoryStore: WLStorageConditionalStore {
                 data: Data(String(value + 1).utf8), version: (current?.version ?? 0) + 1,
                 tags: Array(([tag] + (current?.tags ?? [])).prefix(capacity)))
         }
-        base.report(.key(key))
+        report(.key(key))
     }
 
     func stored(_ key: String) -> String? {
         state.withLock { $0.rows[key] }.map { String(decoding: $0.data, as: UTF8.self) }
     }
 
-    func read(key: String) throws -> Data? { state.withLock { $0.rows[key]?.data } }
+    func row(_ key: String) -> Row? { state.withLock { $0.rows[key] } }
 
-    func write(key: String, data: Data) throws {
-        state.withLock { state in
-            let version = (state.rows[key]?.version ?? 0) + 1
-            state.rows[key] = Row(data: data, version: version, tags: state.rows[key]?.tags ?? [])
-        }
-    }
-
-    func remove(key: String) throws { state.withLock { $0.rows[key] = nil } }
-    func keys() throws -> [String] { state.withLock { $0.rows.keys.sorted() } }
-
-    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
-        base.observeChanges(changed)
-    }
-
-    /// Writes on condition of the bytes (as a store that keeps no version does).
-    func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        try conditionalWrite(key: key, data: data, tag: nil) { $0?.data == expected }
+    private func report(_ change: WLStorageStoreChange) {
+        for handler in state.withLock({ Array($0.handlers.values) }) { handler(change) }
     }
 
     /// Writes `data` when `holds` says the row is the one expected, tagged with `tag`, losing the answer as planned.
-    func conditionalWrite(key: String, data: Data, tag: String?, when holds: (Row?) -> Bool) throws -> Bool {
+    private func conditionalWrite(key: String, data: Data, tag: String?, when holds: (Row?) -> Bool) throws -> Bool {
         let loss = state.withLock { state in
             defer { state.loss = nil }
             return state.loss
@@ -114,6 +158,4 @@ final class VersionedMemoryStore: WLStorageConditionalStore {
         }
         return stored
     }
-
-    func row(_ key: String) -> Row? { state.withLock { $0.rows[key] } }
 }
