@@ -178,6 +178,15 @@ package final class FileMonitor: Sendable {
         state.withLock { $0.paths[directory]?.identity }
     }
 
+    /// Records that the path of `directory`, in use, was found to lead to `identity` (`nil`: nowhere) before the
+    /// monitor looked at it again (its event, or its poll): the next storage opened there is keyed by that. Its watch,
+    /// and the check of its files, are left to the event or the poll, which finds no move left to make.
+    func correct(_ directory: StorageDirectory, to identity: DirectoryIdentity?) {
+        state.withLock { state in
+            if state.paths[directory] != nil { state.paths[directory]?.identity = identity }
+        }
+    }
+
     /// Ends one use of `directory`. With the last, its watches and its polling end.
     func unwatch(_ directory: StorageDirectory) {
         state.withLock { state in

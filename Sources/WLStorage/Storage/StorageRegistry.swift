@@ -152,11 +152,18 @@ final class StorageRegistry: Sendable {
     func open<T>(
         file name: String, in directory: StorageDirectory, identity: inout DirectoryIdentity?, as type: T.Type
     ) -> (found: Lookup<T>, gate: OpeningGate?) {
-        if identity != nil, tables.withLock({ $0.movedAside[directory] != nil }) {
+        // A cell of the path keyed by the path alone (it was found to lead nowhere) is keyed by what it leads to
+        // once it leads somewhere: looked at while such a cell lives.
+        let unreachable = Self.key(directory: directory, name: name, identity: nil)
+        if identity != nil,
+            tables.withLock({ $0.movedAside[directory] != nil || $0.entries[unreachable] != nil })
+        {
             let current = try? directory.identity()
-            if let current, current != identity {
-                directoryChanged(path: directory, to: current)
+            if current != identity {
+                pathFound(directory, leadingTo: current)
                 identity = current
+            } else if let current {
+                directoryChanged(path: directory, to: current)
             }
         }
         while true {
@@ -249,7 +256,7 @@ final class StorageRegistry: Sendable {
         if (try? other.identity()) == identity {
             let current = try? directory.identity()
             if current == identity { return .matches }
-            if let current { directoryChanged(path: directory, to: current) }
+            pathFound(directory, leadingTo: current)
             return .staleIdentity(current)
         }
         let id = ObjectIdentifier(cell)
@@ -262,6 +269,17 @@ final class StorageRegistry: Sendable {
             tables.movedAside[other, default: 0] += 1
         }
         return .movedAside
+    }
+
+    /// `directory` was found to lead to `current` (`nil`: nowhere), not to the identity it was recorded with. Its
+    /// cells are keyed by what it leads to, and the records of what it leads to, the file monitor's and
+    /// ``DirectoryTable``'s, are corrected as the monitor's event or poll would correct them: the next storage opened
+    /// there, with no cell of the path moved aside left to make it look (the cell it found was keyed again, or another
+    /// directory's cell it found was let go of), is keyed by what the directory is, rather than by the stale record.
+    private func pathFound(_ directory: StorageDirectory, leadingTo current: DirectoryIdentity?) {
+        FileMonitor.shared.correct(directory, to: current)
+        DirectoryTable.forget(directory)
+        directoryChanged(path: directory, to: current)
     }
 
     /// The live cells of the store `identity`: of `key` alone, or of every key.
@@ -329,8 +347,9 @@ final class StorageRegistry: Sendable {
     }
 
     /// The cells of files in the directory at `path` are now those of the directory `identity`: its path was
-    /// retargeted, or the directory was removed and made again. A cell whose new key is taken keeps its old one.
-    func directoryChanged(path: StorageDirectory, to identity: DirectoryIdentity) {
+    /// retargeted, or the directory was removed and made again; with `identity` `nil`, the path leads nowhere now,
+    /// and they are keyed by the path. A cell whose new key is taken keeps its old one.
+    func directoryChanged(path: StorageDirectory, to identity: DirectoryIdentity?) {
         let moved = tables.withLock { tables -> [any RegisteredCell] in
             var moved: [any RegisteredCell] = []
             for (key, entry) in tables.entries {
@@ -338,7 +357,7 @@ final class StorageRegistry: Sendable {
                 guard let cell = entry.cell else { continue }
                 moved.append(cell)
                 guard let directory = cell.directory, directory == path, let name = cell.fileName else { continue }
-                let newKey = CellKey.file(name, in: identity)
+                let newKey = Self.key(directory: path, name: name, identity: identity)
                 guard newKey != key else { continue }
                 if let occupant = tables.entries[newKey]?.cell {
                     moved.append(occupant)
@@ -353,7 +372,7 @@ final class StorageRegistry: Sendable {
                 guard case .unkeyed(let entry, _) = registration, let cell = entry.cell else { continue }
                 moved.append(cell)
                 guard let directory = cell.directory, directory == path, let name = cell.fileName else { continue }
-                let newKey = CellKey.file(name, in: identity)
+                let newKey = Self.key(directory: path, name: name, identity: identity)
                 if let occupant = tables.entries[newKey]?.cell {
                     moved.append(occupant)
                     continue
