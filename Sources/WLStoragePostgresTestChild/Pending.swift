@@ -8,7 +8,8 @@ import WLStoragePostgres
 /// timeout of `TIMEOUT` seconds, each with `KEYS` storages of an Int (keys `k0`, `k1`, …), sets
 /// ``WLStorageSystem/shutdownFlushTimeout`` to `SHUTDOWN-FLUSH-TIMEOUT` seconds, and prints `ready`. On the line `go`, it
 /// sets the storage of key `kN` to N in every store, prints `set`, and calls `exit(0)` at once: what is not written by
-/// then is left to the flush at exit.
+/// then is left to the flush at exit. On the line `hold`, it sets them and prints `set` too, then waits for a signal
+/// (SIGTERM): the package's flush on that signal writes what is pending, and ends the program by it.
 func runPendingMode(_ arguments: [String]) -> Never {
     guard arguments.count == 8, let stores = Int(arguments[4]), let keys = Int(arguments[5]),
         let timeout = Int(arguments[6]), let shutdownTimeout = Int(arguments[7])
@@ -35,12 +36,13 @@ func runPendingMode(_ arguments: [String]) -> Never {
     }
     say("ready")
     while let line = readLine() {
-        guard line == "go" else { continue }
+        guard line == "go" || line == "hold" else { continue }
         for (index, storage) in storages.enumerated() {
             storage.wrappedValue = index % keys
         }
         say("set")
-        exit(0)
+        if line == "go" { exit(0) }
+        while true { pause() }
     }
     exit(0)
 }

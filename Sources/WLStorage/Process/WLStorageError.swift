@@ -69,6 +69,8 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         /// The server of a store is now another one that took its place: a standby was promoted (a failover). Writes
         /// that the old server acknowledged and had not yet sent to the standby (with asynchronous replication) are
         /// not on the new one; every storage of the store reads its keys again, and takes what the new server holds.
+        /// Also reported when the server is one on an earlier timeline than before (an old primary started again as
+        /// a primary after its standby was promoted): what was written on the later one is not there.
         /// See <doc:SharingValuesAcrossMachines>.
         public static let storeFailedOver = Code("storeFailedOver")
         /// A call that would wait for itself, such as ``WLStorage/flush()`` from inside the storage's own backer,

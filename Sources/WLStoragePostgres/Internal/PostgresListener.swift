@@ -154,9 +154,11 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         }
     }
 
-    /// Reports a failover: the server listened to now is on a later timeline than the one listened to before, so a
-    /// standby was promoted in between. The name of the current WAL file starts with the timeline; a server where it
-    /// cannot be asked is not judged.
+    /// Reports a failover: the server listened to now is on another timeline than the one listened to before. A later
+    /// one: a standby was promoted in between. An earlier one: the server is one whose history stops before the
+    /// timeline listened to before (an old primary started again as a primary after its standby was promoted, two
+    /// servers taking writes; a server restored from a backup), and what was written since is not on it. The name of
+    /// the current WAL file starts with the timeline; a server where it cannot be asked is not judged.
     private func noticeFailover() {
         let rows = try? connection.query(
             "SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)", deadline: .now + timeout)
@@ -164,13 +166,17 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
             let current = UInt32(String(decoding: text, as: UTF8.self), radix: 16)
         else { return }
         defer { timeline = current }
-        guard let timeline, current > timeline else { return }
-        WLStorageError.report(
-            WLStorageError(
-                code: .storeFailedOver,
-                message: "the server of \(identity) is a promoted standby now (its history went from timeline"
-                    + " \(timeline) to \(current)): writes the old server acknowledged and had not sent to it are not"
-                    + " there (with asynchronous replication); every storage of the store reads its keys again"))
+        guard let timeline, current != timeline else { return }
+        let message =
+            current > timeline
+            ? "the server of \(identity) is a promoted standby now (its history went from timeline \(timeline) to"
+                + " \(current)): writes the old server acknowledged and had not sent to it are not there (with"
+                + " asynchronous replication); every storage of the store reads its keys again"
+            : "the server of \(identity) is now one on an earlier timeline of PostgreSQL's history (\(current)) than"
+                + " the server before (\(timeline)): an old primary started again as a primary after its standby was"
+                + " promoted (two servers take writes), or a server restored from a backup; writes made on the later"
+                + " timeline are not there; every storage of the store reads its keys again"
+        WLStorageError.report(WLStorageError(code: .storeFailedOver, message: message))
     }
 
     /// Probes the listening connection with a round trip every ``probeInterval``.
