@@ -2,7 +2,6 @@
 // `WLStorageVersionedStore` when it conforms to them), checked the same way on every store: the directory, its
 // wrappers, the test stores, PostgreSQL. Written against the public API alone, as a store's author would use it.
 import Foundation
-import Synchronization
 import Testing
 import WLStorage
 
@@ -180,9 +179,9 @@ public enum StoreContract {
     private static func checkFeed(
         _ store: any WLStorageStore, writeElsewhere: (String, Data) throws -> Void, sourceLocation: SourceLocation
     ) throws {
-        let reported = Mutex<[WLStorageStoreChange]>([])
+        let reported = ReportedChanges()
         let subscription = try #require(
-            store.observeChanges { change in reported.withLock { $0.append(change) } }, "the store offers a feed",
+            store.observeChanges { change in reported.append(change) }, "the store offers a feed",
             sourceLocation: sourceLocation)
         defer { subscription.cancel() }
         // A feed may need a moment to start listening (a write before is not its to report): written again until
@@ -190,9 +189,18 @@ public enum StoreContract {
         var heard = false
         for attempt in 0..<20 where !heard {
             try writeElsewhere("fed", bytes(String(attempt)))
-            heard = eventually(timeout: 3) { reported.withLock { $0.contains(.key("fed")) } }
+            heard = eventually(timeout: 3) { reported.contains(.key("fed")) }
         }
         #expect(heard, "the feed reports another program's write", sourceLocation: sourceLocation)
         try store.remove(key: "fed")
     }
+}
+
+/// What a feed reported, under an `NSLock` (which ThreadSanitizer sees, as it does not `Mutex` on Linux).
+private final class ReportedChanges: @unchecked Sendable {  // `changes` under `lock`
+    private let lock = NSLock()
+    private var changes: [WLStorageStoreChange] = []
+
+    func append(_ change: WLStorageStoreChange) { lock.withLock { changes.append(change) } }
+    func contains(_ change: WLStorageStoreChange) -> Bool { lock.withLock { changes.contains(change) } }
 }

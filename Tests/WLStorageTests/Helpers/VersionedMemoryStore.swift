@@ -1,14 +1,13 @@
 // Written against the package's public API alone, as a store of a program's own would be: `.ci/run` type-checks this
 // file outside the package, where nothing but the public API is seen.
 import Foundation
-import Synchronization
 import Testing
 import WLStorage
 
 /// A store in memory that keeps, as the PostgreSQL store does, a version for each key (one more at every write) and the
 /// tags of the last conditional writes, so that updates of its keys are made exactly once; and whose next conditional
 /// write can lose its answer: before the write is made, or after, with another replica's write in between.
-final class VersionedMemoryStore: WLStorageVersionedStore {
+final class VersionedMemoryStore: WLStorageVersionedStore, @unchecked Sendable {  // `state` under `lock`
     /// When the next conditional write loses its answer.
     enum Loss: Sendable, CustomTestStringConvertible {
         /// The write is not made; `meanwhile` runs, and the write throws.
@@ -42,7 +41,9 @@ final class VersionedMemoryStore: WLStorageVersionedStore {
     let identity = "versioned-memory:" + UUID().uuidString
     /// How many tags a row keeps.
     let capacity: Int
-    private let state = Mutex(State())
+    /// An `NSLock`, which ThreadSanitizer sees (`Mutex` on Linux locks with futexes it does not observe).
+    private let lock = NSLock()
+    nonisolated(unsafe) private var state = State()
 
     init(capacity: Int = 64) {
         self.capacity = capacity
@@ -50,27 +51,27 @@ final class VersionedMemoryStore: WLStorageVersionedStore {
 
     // MARK: The store
 
-    func read(key: String) throws -> Data? { state.withLock { $0.rows[key]?.data } }
+    func read(key: String) throws -> Data? { withState { $0.rows[key]?.data } }
 
     /// A plain write: one more to the version, the tags left as they are.
     func write(key: String, data: Data) throws {
-        state.withLock { state in
+        withState { state in
             let version = (state.rows[key]?.version ?? 0) + 1
             state.rows[key] = Row(data: data, version: version, tags: state.rows[key]?.tags ?? [])
         }
     }
 
-    func remove(key: String) throws { state.withLock { $0.rows[key] = nil } }
-    func keys() throws -> [String] { state.withLock { $0.rows.keys.sorted() } }
+    func remove(key: String) throws { withState { $0.rows[key] = nil } }
+    func keys() throws -> [String] { withState { $0.rows.keys.sorted() } }
 
     func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
-        let id = state.withLock { state in
+        let id = withState { state in
             defer { state.nextHandler += 1 }
             state.handlers[state.nextHandler] = changed
             return state.nextHandler
         }
         return WLStorageSubscription { [self] in
-            let removed = self.state.withLock { $0.handlers.removeValue(forKey: id) }
+            let removed = self.withState { $0.handlers.removeValue(forKey: id) }
             _ = removed  // released after the lock
         }
     }
@@ -102,7 +103,7 @@ final class VersionedMemoryStore: WLStorageVersionedStore {
 
     /// Makes the next conditional write lose its answer at `loss`, running `meanwhile` (another replica's write) then.
     func loseNextAnswer(_ loss: Loss, meanwhile: @escaping @Sendable () -> Void) {
-        state.withLock { $0.loss = (loss, meanwhile) }
+        withState { $0.loss = (loss, meanwhile) }
     }
 
     /// Another replica's write, as a set is: one more to the version, the tags left as they are.
@@ -116,7 +117,7 @@ final class VersionedMemoryStore: WLStorageVersionedStore {
         let current = row(key)
         let value = current.flatMap { Int(String(decoding: $0.data, as: UTF8.self)) } ?? 0
         let tag = "other-\(UUID().uuidString)"
-        state.withLock { state in
+        withState { state in
             state.rows[key] = Row(
                 data: Data(String(value + 1).utf8), version: (current?.version ?? 0) + 1,
                 tags: Array(([tag] + (current?.tags ?? [])).prefix(capacity)))
@@ -125,18 +126,22 @@ final class VersionedMemoryStore: WLStorageVersionedStore {
     }
 
     func stored(_ key: String) -> String? {
-        state.withLock { $0.rows[key] }.map { String(decoding: $0.data, as: UTF8.self) }
+        withState { $0.rows[key] }.map { String(decoding: $0.data, as: UTF8.self) }
     }
 
-    func row(_ key: String) -> Row? { state.withLock { $0.rows[key] } }
+    func row(_ key: String) -> Row? { withState { $0.rows[key] } }
+
+    private func withState<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        try lock.withLock { try body(&state) }
+    }
 
     private func report(_ change: WLStorageStoreChange) {
-        for handler in state.withLock({ Array($0.handlers.values) }) { handler(change) }
+        for handler in withState({ Array($0.handlers.values) }) { handler(change) }
     }
 
     /// Writes `data` when `holds` says the row is the one expected, tagged with `tag`, losing the answer as planned.
     private func conditionalWrite(key: String, data: Data, tag: String?, when holds: (Row?) -> Bool) throws -> Bool {
-        let loss = state.withLock { state in
+        let loss = withState { state in
             defer { state.loss = nil }
             return state.loss
         }
@@ -144,7 +149,7 @@ final class VersionedMemoryStore: WLStorageVersionedStore {
             meanwhile()
             throw LostAnswer()
         }
-        let stored = state.withLock { state -> Bool in
+        let stored = withState { state -> Bool in
             guard holds(state.rows[key]) else { return false }
             let row = state.rows[key]
             state.rows[key] = Row(
