@@ -260,14 +260,17 @@ final class StorageRegistry: Sendable {
             return .staleIdentity(current)
         }
         let id = ObjectIdentifier(cell)
-        tables.withLock { tables in
-            guard case .keyed(let key)? = tables.cells[id], let entry = tables.entries[key], entry.id == id else {
-                return
+        let ownMovedAside = tables.withLock { tables -> Bool in
+            if case .keyed(let key)? = tables.cells[id], let entry = tables.entries[key], entry.id == id {
+                tables.entries[key] = nil
+                tables.cells[id] = .unkeyed(entry, movedAsideFrom: other)
+                tables.movedAside[other, default: 0] += 1
             }
-            tables.entries[key] = nil
-            tables.cells[id] = .unkeyed(entry, movedAsideFrom: other)
-            tables.movedAside[other, default: 0] += 1
+            return tables.movedAside[directory] != nil
         }
+        // A cell of `directory` itself, moved aside earlier, could not take its key back while the stale cell held
+        // it: it takes it now, and the look-up finds it.
+        if ownMovedAside { directoryChanged(path: directory, to: identity) }
         return .movedAside
     }
 
