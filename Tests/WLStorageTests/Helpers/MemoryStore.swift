@@ -22,6 +22,9 @@ final class MemoryStore: WLStorageStore {
             var faultCounter = 0
             /// Conditional writes still to fail, before they store anything.
             var conditionalWritesToFail = 0
+            /// Run before the next conditional write once the given number of them failed while writes fail (see
+            /// ``failWrites(_:)``).
+            var afterFailedConditionalWrites: (count: Int, body: @Sendable () -> Void)?
         }
         let state = Lock(State())
     }
@@ -145,6 +148,11 @@ final class MemoryStore: WLStorageStore {
 
     func failReads(_ fail: Bool) { contents.state.withLock { $0.failReads = fail } }
     func failWrites(_ fail: Bool) { contents.state.withLock { $0.failWrites = fail } }
+    /// Runs `body`, outside the lock, as the next conditional write begins once `count` of them have failed while
+    /// writes fail.
+    func afterFailedConditionalWrites(_ count: Int, _ body: @escaping @Sendable () -> Void) {
+        contents.state.withLock { $0.afterFailedConditionalWrites = (count, body) }
+    }
     /// Makes the next `count` conditional writes fail before they store anything.
     func failConditionalWrites(_ count: Int) { contents.state.withLock { $0.conditionalWritesToFail = count } }
     var batches: [[String]] { contents.state.withLock { $0.batches } }
@@ -156,8 +164,20 @@ final class MemoryStore: WLStorageStore {
 extension MemoryStore: WLStorageConditionalStore {
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
         try injectFault()
+        // The body planned for after the last failed write runs, after the lock, before the next write.
+        let planned = contents.state.withLock { state -> (@Sendable () -> Void)? in
+            guard let (count, body) = state.afterFailedConditionalWrites, count == 0 else { return nil }
+            state.afterFailedConditionalWrites = nil
+            return body
+        }
+        planned?()
         return try contents.state.withLock { state in
-            if state.failWrites { throw Failure() }
+            if state.failWrites {
+                if let (count, body) = state.afterFailedConditionalWrites, count > 0 {
+                    state.afterFailedConditionalWrites = (count - 1, body)
+                }
+                throw Failure()
+            }
             if state.conditionalWritesToFail > 0 {
                 state.conditionalWritesToFail -= 1
                 throw Failure()
