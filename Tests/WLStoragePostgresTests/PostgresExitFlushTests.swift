@@ -65,13 +65,15 @@ struct PostgresExitFlushTests {
         defer { cluster.remove() }
         try cluster.start()
         let namespace = uniqueNamespace()
-        // A store timeout of 10 s, the flush at exit bounded by 20 s.
-        let child = try Replica(arguments: ["--pending", cluster.url, namespace, "1", String(values), "10", "20"])
+        // A store timeout of 90 s and the flush at exit bounded by 100 s (not the 10 s and 20 s of the defaults): the
+        // test starts the server again after the flush began, which a loaded machine may take longer than 10 s to do
+        // (crash recovery included), and the outcome must not depend on its speed.
+        let child = try Replica(arguments: ["--pending", cluster.url, namespace, "1", String(values), "90", "100"])
         try cluster.stop(mode: mode)
         child.send("go")
         #expect(child.waitFor("set"))
         try cluster.start()
-        let end = child.waitForExit(timeout: 120)
+        let end = child.waitForExit(timeout: 200)
         #expect(end?.reason == .exit && end?.status == 0, "\(child.printedErrors)")
         let admin = try adminConnection(cluster.url)
         #expect(try Self.rowsHoldingTheirNumber(admin, namespace) == values, "\(child.printedErrors)")
