@@ -124,7 +124,7 @@ import Testing
                         }
                         FaultInjection.remove(forDirectory: path)
                         let label = "\(kind) #\(occurrence)\(twice ? "+1" : "") errno \(errno)"
-                        if !eventually(timeout: 5, { stored(String.self, key: "k", in: directory) == "set" }) {
+                        if !eventually(timeout: 30, { stored(String.self, key: "k", in: directory) == "set" }) {
                             findings.append(
                                 "\(label): the file holds \(stored(String.self, key: "k", in: directory) ?? "nil")")
                         }

@@ -73,7 +73,7 @@ private struct HookedText: Codable, Sendable, Equatable {
                 shared.flag.store(true, ordering: .sequentiallyConsistent)
                 done.wait()
                 let final = shared.number.load(ordering: .sequentiallyConsistent)
-                if !eventually(timeout: 2, { storage.wrappedValue == final }) {
+                if !eventually(timeout: 30, { storage.wrappedValue == final }) {
                     missed.append("round \(round): file \(final), storage \(storage.wrappedValue)")
                 }
             }

@@ -23,7 +23,7 @@ import Testing
             func written() -> Int {
                 (0..<30).filter { stored(String.self, key: "k\($0)", in: directory) == "pending \($0)" }.count
             }
-            #expect(eventually(timeout: 5) { written() == 30 }, "\(written()) of 30 written after SIGTERM")
+            #expect(eventually(timeout: 60) { written() == 30 }, "\(written()) of 30 written after SIGTERM")
         }
     }
 }

@@ -28,7 +28,7 @@ import Testing
         store.writeFromOutside("theme", json: #""dark""#)
         #expect(eventually { storage.cell.externalChecks > checks && !storage.hasPendingChanges })
         #expect(
-            eventually(timeout: 3) { storage.wrappedValue == "dark" }, "the storage kept a value the store replaced")
+            eventually(timeout: 30) { storage.wrappedValue == "dark" }, "the storage kept a value the store replaced")
         #expect(store.stored("theme") == #""dark""#)
     }
 
@@ -42,7 +42,7 @@ import Testing
         #expect(eventually { storage.wrappedValue == "c" })
         // Another program stores "b" again: the store holds "b", last.
         store.writeFromOutside("mode", json: #""b""#)
-        #expect(eventually(timeout: 3) { storage.wrappedValue == "b" }, "the storage kept a value the store replaced")
+        #expect(eventually(timeout: 30) { storage.wrappedValue == "b" }, "the storage kept a value the store replaced")
     }
 
     @Test func aCustomBackersChangeBackToTheValueReadAtStartIsAdopted() {
@@ -53,7 +53,7 @@ import Testing
         storage.flush()
         #expect(backer.stored == 2)
         backer.setFromOutside(1)
-        #expect(eventually(timeout: 3) { storage.wrappedValue == 1 }, "the storage kept a value the backer replaced")
+        #expect(eventually(timeout: 30) { storage.wrappedValue == 1 }, "the storage kept a value the backer replaced")
     }
 }
 
@@ -101,7 +101,7 @@ import Testing
             storage.wrappedValue = 1
         }
         #expect(store.stored("n") == "1")
-        #expect(eventually(timeout: 3) { store.feedCount == 0 }, "the feed outlives every storage of the store")
+        #expect(eventually(timeout: 30) { store.feedCount == 0 }, "the feed outlives every storage of the store")
     }
 
     @Test func aChangeToEveryKeyReachesTheStorageWhenTheIdentityChangedMeanwhile() {
@@ -112,7 +112,7 @@ import Testing
         store.newGeneration()  // the store reconnected; its feed, started before, goes on
         store.state.withLock { $0.values["n"] = Data("4".utf8) }
         store.report(.everything)  // events may have been lost while reconnecting
-        #expect(eventually(timeout: 3) { storage.wrappedValue == 4 }, "the feed's report reached no cell")
+        #expect(eventually(timeout: 30) { storage.wrappedValue == 4 }, "the feed's report reached no cell")
     }
 }
 
@@ -136,8 +136,8 @@ import Testing
             storage.flush()
         }
         #expect(store.stored("k") == "")  // left alone: a default is not saved over what is stored
-        #expect(eventually(timeout: 3) { cell == nil }, "the released cell is kept, retrying its default for good")
-        #expect(eventually(timeout: 1) { store.feedCount == 0 }, "the store's feed outlives every storage")
+        #expect(eventually(timeout: 30) { cell == nil }, "the released cell is kept, retrying its default for good")
+        #expect(eventually(timeout: 30) { store.feedCount == 0 }, "the store's feed outlives every storage")
     }
 }
 
