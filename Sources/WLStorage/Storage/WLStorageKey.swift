@@ -37,7 +37,7 @@
 /// ``WLStorageError/Code/storedByAnotherVersion`` and left as it is.
 // @unchecked Sendable: a subclass cannot be checked. Every stored property is a constant of a Sendable type, and the
 // one mutable state, the one-shot storage, is guarded by its own lock, `shared`.
-public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unchecked Sendable {
+public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unchecked Sendable {  // lock: `shared`
     /// Where a key's value lives: a store, the default directory, or a scope bound to one at start.
     enum Location: Sendable {
         case store(any WLStorageStore)

@@ -24,7 +24,7 @@
 /// flushed.
 // @unchecked Sendable: a non-final class cannot be checked. It has no stored state, so no lock; only WLStorageKey,
 // whose one mutable state is guarded by its lock `shared`, inherits from it.
-public class WLStorageKeys: @unchecked Sendable {
+public class WLStorageKeys: @unchecked Sendable {  // no stored state, no lock (see above)
     init() {}
 
     /// The value of `key`: read from memory, and set as a storage's value is (written in the background, throttled by
