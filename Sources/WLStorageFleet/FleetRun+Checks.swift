@@ -130,7 +130,10 @@ extension FleetRun {
                 }
             }
             let writer = record.version
-            guard writer.written(data) == writer.made(by: stamp) else {
+            guard writer.holdsFieldsOfItsSet(object, writer.made(by: stamp)),
+                let mode = object["mode"].flatMap(FleetVersion.text(ofMember:)),
+                keptValues(key, storedName: "mode", before: operation, withDefault: true).contains(mode)
+            else {
                 throw fail("\(key) holds \(text), not the set \(stamp) of \(writer)")
             }
             // The members the writer does not know are absent, or kept from a set stored before: never a default's

@@ -357,6 +357,11 @@ public final class FleetRun {
                 count("change followed by a version that cannot read it")
                 continue
             }
+            // A set writes the fields it changed: one it left as it read it (`mode`) may hold another version's case.
+            if let stored = try? shared.stored(key: key), version.reads(stored) == nil {
+                count("change followed by a version that cannot read a field another set left")
+                continue
+            }
             let deadline = ContinuousClock.now + .seconds(60)
             var polls = 0
             while true {

@@ -1,7 +1,8 @@
 // The three versions of one stored type that the fleet tests run side by side: the in-process model
 // (Tests/WLStorageTests/Model/FleetModelTests.swift) and the fleet of processes over a directory or a PostgreSQL table
 // (FleetRun.swift, with the program in FleetProgram.swift). Every field of a value follows from the stamp of the set
-// that made it, so that a reader can tell which set a stored value comes from, and which fields came from elsewhere.
+// that made it, so that a reader can tell which set a stored value comes from, and which fields came from elsewhere;
+// `mode`, which sets share, may be another set's (see `FleetVersion.changedBySet`).
 //
 // V1 `{stamp, theme, fontSize, mode}`; V2 adds `lineSpacing` (no migration: the added field comes from the default);
 // V3 renames `theme` to `colorScheme` (declared with `.renamed`, so it reads `theme` and writes both), drops
@@ -142,10 +143,31 @@ public enum FleetVersion: Int, CaseIterable, CustomStringConvertible, Sendable {
         return fields
     }
 
-    /// The first field that both this version and `other` know on which `fields` (this version's) and `others`
-    /// (`other`'s) differ, described; `nil` when they agree on every one.
+    /// The fields that every set changes: each follows from the stamp alone, so no two sets share its value. A write
+    /// carries only the fields its value changed against what it was read from, so `mode`, which sets share, is
+    /// written only by a set that changes it, and may hold another set's.
+    public static let changedBySet: Set<String> = ["stamp", "theme", "fontSize", "lineSpacing"]
+
+    /// `fields` without those that a set may leave as another set made them (see ``changedBySet``).
+    public static func setsOwn(_ fields: FleetFields?) -> FleetFields? {
+        fields?.filter { changedBySet.contains($0.key) }
+    }
+
+    /// Whether `object`, stored by a set of this version that made `made`, holds the fields that every set changes as
+    /// the set made them, under every name this version writes them (V3's `theme` as its old name too).
+    public func holdsFieldsOfItsSet(_ object: [String: Any], _ made: FleetFields) -> Bool {
+        for field in fields where Self.changedBySet.contains(field) {
+            let names = self == .v3 && field == "theme" ? ["colorScheme", "theme"] : [storedName(field)]
+            for name in names where object[name].flatMap(Self.text(ofMember:)) != made[field] { return false }
+        }
+        return true
+    }
+
+    /// The first field that every set changes (see ``changedBySet``) and that both this version and `other` know on
+    /// which `fields` (this version's) and `others` (`other`'s) differ, described; `nil` when they agree on every one.
     public func disagreement(_ fields: FleetFields, with others: FleetFields, of other: FleetVersion) -> String? {
-        for field in self.fields where other.fields.contains(field) && fields[field] != others[field] {
+        for field in self.fields
+        where Self.changedBySet.contains(field) && other.fields.contains(field) && fields[field] != others[field] {
             return "\(field) is \(fields[field] ?? "absent") here, \(others[field] ?? "absent") in the \(other) value"
         }
         return nil

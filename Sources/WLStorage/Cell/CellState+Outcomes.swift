@@ -16,6 +16,9 @@ extension CellState {
         switch outcome {
         case .written:
             writeEnded(startVersion, failure: nil, effects: &effects)
+        case .writtenOver:
+            writeEnded(startVersion, failure: nil, effects: &effects)
+            followUp = .check(version: version)
         case .rewriteRefused:
             // Nothing was written: the error of what the key holds, if any, stays until the check says otherwise.
             writtenVersion = max(writtenVersion, startVersion)
@@ -276,6 +279,7 @@ extension CellState {
             return false
         case .changed(let found):
             adopt(found, effects: &effects)
+            effects.adoptSeen = true
         case .removed:
             // Made for every removal (``JobOutcome/mayNeedDefault``).
             guard let defaultValue else { return false }

@@ -60,6 +60,9 @@ enum ExternalChange<T: Sendable>: Sendable {
 /// How a job ended.
 enum JobOutcome<T: Sendable>: Sendable {
     case written
+    /// The change was written onto another program's, which the key now holds too: the key is checked at once, on the
+    /// same thread, and the value takes what the other program changed.
+    case writtenOver
     /// A rewrite on condition of what was read found other bytes in its place: it is dropped, and the key is checked
     /// at once, on the same thread, for the change that came first.
     case rewriteRefused
@@ -90,6 +93,9 @@ struct JobEffects {
     /// The backer is to take the version it read last as not seen, before the follow-up check (see
     /// ``StoreBacking/forgetLastRead()``).
     var forgetLastRead = false
+    /// The cell took the value the check read: the backer takes its bytes as the base of later changes (see
+    /// ``StoreBacking/adoptSeen()``).
+    var adoptSeen = false
     /// Flushes waiting for the cell to be idle.
     var waiters: [WaitingFlush] = []
     /// Listeners have notifications to deliver, and no one delivers them yet.

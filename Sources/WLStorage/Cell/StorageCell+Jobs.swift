@@ -92,6 +92,7 @@ extension StorageCell {
                 effects: &effects)
         }
         if effects.forgetLastRead { access?.forgetLastRead() }
+        if effects.adoptSeen { access?.adoptSeen() }
         if effects.valueChanged {
             registrar.withMutation(of: self, keyPath: valueKeyPath) {}
         }
@@ -167,6 +168,12 @@ extension StorageCell {
                 // yet, is read instead.
                 if state.withLock({ $0.isRewrite(version) }), let rewritten = try access?.rewrite(value) {
                     return rewritten ? .written : .rewriteRefused
+                }
+                // A change is written as the fields it changed, onto what the key holds now, where the backer can.
+                switch try access?.writeChange(value) {
+                case .written?: return .written
+                case .writtenOver?: return .writtenOver
+                case .plain?, nil: break
                 }
                 try backer.write(value: value)
                 return .written

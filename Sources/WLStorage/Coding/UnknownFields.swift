@@ -278,6 +278,12 @@ struct UnknownFieldsBase: Sendable {
         box = bytes == nil && !drops ? nil : Box(bytes: bytes, drops: drops)
     }
 
+    /// The bytes kept, whether or not the next write drops their unknown members.
+    var bytes: Data? { box?.bytes }
+
+    /// Whether the next write is to drop the unknown members.
+    var drops: Bool { box?.drops ?? false }
+
     /// Makes the next write leave out the members of the stored object that the value's type does not know.
     mutating func dropUnknownFields() {
         box = Box(bytes: box?.bytes, drops: true)

@@ -37,6 +37,29 @@ protocol StoreBacking<Value>: Sendable {
     /// whose read the cell did not adopt because a change of this process was written meanwhile: which of the two the
     /// key holds last is then told by the next check.
     func forgetLastRead()
+
+    /// Writes `value`, a change of the storage, as the changes it makes to the bytes it was read from, onto what the key
+    /// holds now (see ``FieldMerge``). Returns `.plain` when the backer writes values whole (the storage then writes
+    /// it so), `.written`, or `.writtenOver` when the key holds changes of another program too, which the storage then
+    /// reads.
+    func writeChange(_ value: Value) throws(WLStorageError) -> ChangeWrite
+
+    /// The storage took the value the last check read: the changes made from now on are taken against its bytes.
+    func adoptSeen()
+}
+
+/// How ``StoreBacking/writeChange(_:)`` wrote a change.
+enum ChangeWrite {
+    /// The backer writes values whole: the change is to be written so.
+    case plain
+    case written
+    /// Written onto another program's change, which the key now holds beside it.
+    case writtenOver
+}
+
+extension StoreBacking {
+    func writeChange(_ value: Value) throws(WLStorageError) -> ChangeWrite { .plain }
+    func adoptSeen() {}
 }
 
 /// The version of a key a backer saw last: the one it last wrote or read, whichever came later, by a stamp of it (see
@@ -53,7 +76,9 @@ struct KnownVersions: Sendable {
     private var last = 0
     /// Whether the version seen last was read (not written).
     private var lastWasRead = false
-    private var base = UnknownFieldsBase()
+    private var unknownFieldsBase = UnknownFieldsBase()
+    /// The bytes the last check saw, until the storage adopts them (see ``saw(_:_:)``).
+    private var seen: Data?
     /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
     var renames: [FieldRename] = []
 
@@ -76,19 +101,60 @@ struct KnownVersions: Sendable {
     }
 
     /// The bytes whose unknown members a write keeps: none when the next write is to drop them, which it then does.
-    mutating func takeBase() -> Data? { base.take() }
+    ///
+    /// Those of the bytes a check saw last, when the storage kept its own change over them: a write of the whole value
+    /// (a store's) keeps the members the other program's bytes hold.
+    mutating func takeBase() -> Data? {
+        let dropping = unknownFieldsBase.drops
+        let taken = unknownFieldsBase.take()
+        guard !dropping else { return nil }
+        return seen.flatMap(UnknownFields.base) ?? taken
+    }
 
-    mutating func dropUnknownFields() { base.dropUnknownFields() }
+    mutating func dropUnknownFields() { unknownFieldsBase.dropUnknownFields() }
 
     /// Takes `data`, read but not adopted (bytes another version stored), as what the next write replaces: its unknown
     /// members are kept. The version seen last stays, so that a check still reports the bytes.
-    mutating func replacing(_ data: Data) { base.record(data) }
+    mutating func replacing(_ data: Data) { unknownFieldsBase.record(data) }
 
     /// Records the version `stamp`, whose bytes are `data`, as written.
     mutating func wrote(_ stamp: Int, _ data: Data) {
         last = stamp
         lastWasRead = false
-        base.record(data)
+        unknownFieldsBase.record(data)
+        seen = nil
+    }
+
+    /// The bytes the value was read from or written as, which a write takes its changes against (see ``FieldMerge``);
+    /// `nil` when they are not a JSON object, or not known.
+    var base: Data? { unknownFieldsBase.bytes }
+
+    /// Records the version `stamp`, whose bytes are `data`, as seen by a check: the storage adopts them, or keeps its
+    /// own change and writes it onto them later, so they become the base only when it adopts them (``adoptSeen()``).
+    /// Returns whether it is the version seen last.
+    mutating func saw(_ stamp: Int, _ data: Data) -> Bool {
+        defer {
+            last = stamp
+            lastWasRead = true
+            seen = data
+        }
+        return stamp == last
+    }
+
+    /// The storage adopted what the last check saw: its bytes are the base of the changes made from now on.
+    mutating func adoptSeen() {
+        if let seen { unknownFieldsBase.record(seen) }
+        seen = nil
+    }
+
+    /// Records `data`, the bytes of the storage's value, as written onto another program's change, which the
+    /// bytes written hold too: the version written is taken as not seen, so that the next check reads it and the
+    /// storage takes those changes, while `data` stays the base of the changes made until then.
+    mutating func wroteOver(_ data: Data) {
+        last = 2
+        lastWasRead = true
+        unknownFieldsBase.record(data)
+        seen = nil
     }
 
     /// Records the version `stamp`, whose bytes are `data`, as read; returns whether it is the version seen last.
@@ -96,7 +162,8 @@ struct KnownVersions: Sendable {
         defer {
             last = stamp
             lastWasRead = true
-            base.record(data)
+            unknownFieldsBase.record(data)
+            seen = nil
         }
         return stamp == last
     }
@@ -115,7 +182,8 @@ struct KnownVersions: Sendable {
         defer {
             last = 0
             lastWasRead = false
-            base.record(nil)
+            unknownFieldsBase.record(nil)
+            seen = nil
         }
         return last != 0
     }

@@ -275,7 +275,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         case .bytes(nil):
             return known.withLock { $0.forget() } ? .removed : .unchanged
         case .bytes(let read?):
-            if known.withLock({ $0.read(read.stamp, read.data) }) { return .unchanged }
+            if known.withLock({ $0.saw(read.stamp, read.data) }) { return .unchanged }
             return try StoredBytes.change(read.data, at: place, decoding: decoding)
         }
     }
@@ -299,6 +299,44 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             recordWrite(data, stamp: stamp)
             return true
         }
+    }
+
+    /// A file's key is written field by field onto what it holds now; a store's, whole.
+    func writeChange(_ value: T) throws(WLStorageError) -> ChangeWrite {
+        // Without bytes read as a JSON object there are no fields to take changes against: the value goes whole.
+        guard case .file(let file) = held, known.withLock({ $0.base != nil }) else { return .plain }
+        let (keeping, base, renames) = known.withLock { ($0.takeBase(), $0.base, $0.renames) }
+        let data = try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: keeping)
+        var over = false
+        let (written, stamp) = try file.write(key: key, announced: attached.load(ordering: .relaxed)) {
+            stored throws(WLStorageError) -> (Data?, over: Bool) in
+            over = false
+            guard let stored, let base, stored != base,
+                let merged = FieldMerge.merge(base: base, value: data, stored: stored)
+            else { return (data, false) }
+            over = true
+            if merged == stored { return (nil, true) }
+            guard merged.count <= ValueSizeLimit.maximum else {
+                throw WLStorageError(
+                    code: .valueTooLarge,
+                    message: "the value's changes, written onto what another program stored since it was read, make"
+                        + " \(merged.count) bytes, more than the maximum value size of \(ValueSizeLimit.maximum) bytes;"
+                        + " it is not written and stays pending",
+                    key: key)
+            }
+            return (merged, true)
+        }
+        guard over else {
+            recordWrite(written, stamp: stamp)
+            return .written
+        }
+        known.withLock { $0.wroteOver(data) }
+        KeptOriginals.settle(self) { try medium.removeKeptOriginal() }
+        return .writtenOver
+    }
+
+    func adoptSeen() {
+        known.withLock { $0.adoptSeen() }
     }
 
     func dropUnknownFields() {

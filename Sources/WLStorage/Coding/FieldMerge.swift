@@ -1,0 +1,87 @@
+import Foundation
+
+/// A change made over bytes that another program has replaced since, taken onto what is stored now, field by field.
+///
+/// A storage's write carries the members its value changed against the bytes it was read from (its *base*), onto the
+/// bytes stored now: a three-way merge of JSON objects, which is what applying a JSON Merge Patch (RFC 7396) of the
+/// change does. At every depth where the base, the value's encoding and the stored bytes all hold an object, each
+/// member the writer left as the base had it keeps what is stored now; a member it changed, added or removed is
+/// written so. Anything else, an array, a scalar, an object that another program replaced by something else, is taken
+/// whole: the writer's when it changed it, else what is stored. Two programs that change one field: the one that
+/// writes last sets it. Two programs that change different fields: both changes are kept, whichever writes first.
+///
+/// Members are compared by their JSON values, through Foundation's decoder; the members of the result are written
+/// again by Foundation's encoder with sorted keys, as the package writes every value.
+enum FieldMerge {
+    /// The bytes of `stored` with the changes `value` makes to `base`, or `nil` when one of the three is not JSON.
+    static func merge(base: Data, value: Data, stored: Data) -> Data? {
+        guard let base = try? JSONCoders.decoder.decode(JSONValue.self, from: base),
+            let value = try? JSONCoders.decoder.decode(JSONValue.self, from: value),
+            let stored = try? JSONCoders.decoder.decode(JSONValue.self, from: stored)
+        else { return nil }
+        // The whole value removed by this writer is no JSON to write: the value's own bytes stand.
+        guard let merged = merge(base: base, value: value, stored: stored) else { return nil }
+        return try? JSONCoders.encoder.encode(merged)
+    }
+
+    /// The member (or value) to write, `nil` for none: what is stored where the writer left the base as it was, the
+    /// members merged one by one where all three are objects, else the writer's.
+    private static func merge(base: JSONValue?, value: JSONValue?, stored: JSONValue?) -> JSONValue? {
+        if value == base { return stored }
+        guard case .object(let baseMembers)? = base, case .object(let valueMembers)? = value,
+            case .object(var members)? = stored
+        else { return value }
+        for name in Set(baseMembers.keys).union(valueMembers.keys) {
+            members[name] = merge(base: baseMembers[name], value: valueMembers[name], stored: members[name])
+        }
+        return .object(members)
+    }
+}
+
+/// Any JSON value, as Foundation's decoder reads it. Integers keep their exact value (as `Int64` or `UInt64`); other
+/// numbers are read as `Double`.
+enum JSONValue: Codable, Equatable, Sendable {
+    case null
+    case bool(Bool)
+    case integer(Int64)
+    case unsigned(UInt64)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if container.decodeNil() {
+            self = .null
+        } else if let value = try? container.decode(Bool.self) {
+            self = .bool(value)
+        } else if let value = try? container.decode(Int64.self) {
+            self = .integer(value)
+        } else if let value = try? container.decode(UInt64.self) {
+            self = .unsigned(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .number(value)
+        } else if let value = try? container.decode(String.self) {
+            self = .string(value)
+        } else if let value = try? container.decode([JSONValue].self) {
+            self = .array(value)
+        } else {
+            self = .object(try container.decode([String: JSONValue].self))
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        switch self {
+        case .null: try container.encodeNil()
+        case .bool(let value): try container.encode(value)
+        case .integer(let value): try container.encode(value)
+        case .unsigned(let value): try container.encode(value)
+        case .number(let value): try container.encode(value)
+        case .string(let value): try container.encode(value)
+        case .array(let value): try container.encode(value)
+        case .object(let value): try container.encode(value)
+        }
+    }
+}

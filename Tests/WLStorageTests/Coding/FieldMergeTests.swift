@@ -1,0 +1,55 @@
+// The three-way merge of JSON that a storage's write makes onto another program's change (see `FieldMerge`).
+import Foundation
+import Testing
+
+@testable import WLStorage
+
+@Suite struct FieldMergeTests {
+    func merge(base: String, value: String, stored: String) -> String? {
+        FieldMerge.merge(base: Data(base.utf8), value: Data(value.utf8), stored: Data(stored.utf8))
+            .map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    @Test func theMembersTheValueChangedGoOntoWhatIsStoredAndTheOthersKeepIt() {
+        #expect(
+            merge(base: #"{"a":1,"b":1,"c":1}"#, value: #"{"a":2,"b":1,"c":1}"#, stored: #"{"a":1,"b":3,"c":1,"d":4}"#)
+                == #"{"a":2,"b":3,"c":1,"d":4}"#)
+    }
+
+    @Test func aMemberTheValueRemovedGoesAndOneItAddedComes() {
+        #expect(
+            merge(base: #"{"a":1,"b":1}"#, value: #"{"a":1,"n":true}"#, stored: #"{"a":5,"b":1}"#)
+                == #"{"a":5,"n":true}"#)
+    }
+
+    @Test func nestedObjectsAreMergedAndArraysAndScalarsTakenWhole() {
+        #expect(
+            merge(
+                base: #"{"o":{"x":1,"y":1},"list":[1,2]}"#, value: #"{"o":{"x":2,"y":1},"list":[1,2,3]}"#,
+                stored: #"{"o":{"x":1,"y":9},"list":[7]}"#)
+                == #"{"list":[1,2,3],"o":{"x":2,"y":9}}"#)
+        // An object that the other program replaced by something else is the value's whole, where the value changed it.
+        #expect(
+            merge(base: #"{"o":{"x":1}}"#, value: #"{"o":{"x":2}}"#, stored: #"{"o":"gone"}"#) == #"{"o":{"x":2}}"#)
+        // Both changed one member: the value's.
+        #expect(merge(base: #"{"a":1}"#, value: #"{"a":2}"#, stored: #"{"a":3}"#) == #"{"a":2}"#)
+    }
+
+    @Test func aValueThatChangedNothingGivesWhatIsStored() {
+        #expect(merge(base: #"{"a":1}"#, value: #"{"a":1}"#, stored: #"{"a":3,"z":[1]}"#) == #"{"a":3,"z":[1]}"#)
+    }
+
+    @Test func numbersKeepTheirValue() {
+        #expect(
+            merge(
+                base: #"{"a":1,"big":9007199254740993,"u":18446744073709551615,"d":0.1}"#,
+                value: #"{"a":2,"big":9007199254740993,"u":18446744073709551615,"d":0.1}"#,
+                stored: #"{"a":1,"big":9007199254740993,"u":18446744073709551615,"d":0.1,"e":-2.5e-300}"#)
+                == #"{"a":2,"big":9007199254740993,"d":0.1,"e":-2.5e-300,"u":18446744073709551615}"#)
+    }
+
+    @Test func bytesThatAreNotJSONMergeNothing() {
+        #expect(merge(base: #"{"a":1}"#, value: #"{"a":2}"#, stored: "not json") == nil)
+        #expect(merge(base: "{", value: #"{"a":2}"#, stored: #"{"a":1}"#) == nil)
+    }
+}
