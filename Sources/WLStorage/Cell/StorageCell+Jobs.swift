@@ -108,6 +108,8 @@ extension StorageCell {
     /// left to the cell's own flush, which reports it.
     func takeBatchWrite(on thread: UInt) -> BatchTake {
         guard let keyBacker, let storeMedium = keyBacker.storeMedium else { return .elsewhere }
+        // A change to be written onto another program's, on condition, is the cell's own flush's.
+        if keyBacker.writesChangeOnItsOwn { return .elsewhere }
         let now = scheduler.now
         // A rewrite of what was read, in a store that writes rewrites on condition, is written on its own, on condition.
         let rewritesOnCondition = storeMedium.rewritesOnCondition
@@ -170,7 +172,7 @@ extension StorageCell {
                     return rewritten ? .written : .rewriteRefused
                 }
                 // A change is written as the fields it changed, onto what the key holds now, where the backer can.
-                switch try access?.writeChange(value) {
+                switch try access?.writeChange(value, defaultValue: { defaults.value }) {
                 case .written?: return .written
                 case .writtenOver?: return .writtenOver
                 case .plain?, nil: break

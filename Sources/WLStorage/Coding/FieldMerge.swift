@@ -14,27 +14,57 @@ import Foundation
 /// again by Foundation's encoder with sorted keys, as the package writes every value.
 enum FieldMerge {
     /// The bytes of `stored` with the changes `value` makes to `base`, or `nil` when one of the three is not JSON.
-    static func merge(base: Data, value: Data, stored: Data) -> Data? {
+    ///
+    /// With `replacingCases`, an object of the value whose members have none in common with the base's or the stored
+    /// one's is taken whole: another case of an enum with associated values, which the encoder writes as an object of
+    /// one member, and which beside the other case would make a value that no version decodes. (A dictionary whose
+    /// entries all changed looks the same, so the writer tries the merge without it first.)
+    static func merge(base: Data, value: Data, stored: Data, replacingCases: Bool = false) -> Data? {
         guard let base = try? JSONCoders.decoder.decode(JSONValue.self, from: base),
             let value = try? JSONCoders.decoder.decode(JSONValue.self, from: value),
             let stored = try? JSONCoders.decoder.decode(JSONValue.self, from: stored)
         else { return nil }
         // The whole value removed by this writer is no JSON to write: the value's own bytes stand.
-        guard let merged = merge(base: base, value: value, stored: stored) else { return nil }
+        guard let merged = merge(base: base, value: value, stored: stored, replacingCases: replacingCases) else {
+            return nil
+        }
         return try? JSONCoders.encoder.encode(merged)
     }
 
+    /// `merged` with the members of `value` at its top that it lacks (another program removed members that the
+    /// value's type needs); `nil` when it lacks none, or either is not a JSON object.
+    static func filling(_ merged: Data, from value: Data) -> Data? {
+        guard case .object(var members)? = try? JSONCoders.decoder.decode(JSONValue.self, from: merged),
+            case .object(let valueMembers)? = try? JSONCoders.decoder.decode(JSONValue.self, from: value)
+        else { return nil }
+        let missing = valueMembers.filter { members[$0.key] == nil }
+        guard !missing.isEmpty else { return nil }
+        members.merge(missing) { stored, _ in stored }
+        return try? JSONCoders.encoder.encode(JSONValue.object(members))
+    }
+
     /// The member (or value) to write, `nil` for none: what is stored where the writer left the base as it was, the
-    /// members merged one by one where all three are objects, else the writer's.
-    private static func merge(base: JSONValue?, value: JSONValue?, stored: JSONValue?) -> JSONValue? {
+    /// members merged one by one where all three are objects, else the writer's (see ``merge(base:value:stored:replacingCases:)``
+    /// for `replacingCases`).
+    private static func merge(
+        base: JSONValue?, value: JSONValue?, stored: JSONValue?, replacingCases: Bool
+    ) -> JSONValue? {
         if value == base { return stored }
         guard case .object(let baseMembers)? = base, case .object(let valueMembers)? = value,
-            case .object(var members)? = stored
+            case .object(var members)? = stored,
+            !replacingCases || (!disjoint(valueMembers, baseMembers) && !disjoint(valueMembers, members))
         else { return value }
         for name in Set(baseMembers.keys).union(valueMembers.keys) {
-            members[name] = merge(base: baseMembers[name], value: valueMembers[name], stored: members[name])
+            members[name] = merge(
+                base: baseMembers[name], value: valueMembers[name], stored: members[name],
+                replacingCases: replacingCases)
         }
         return .object(members)
+    }
+
+    /// Whether two objects, neither empty, have no member in common.
+    private static func disjoint(_ one: [String: JSONValue], _ other: [String: JSONValue]) -> Bool {
+        !one.isEmpty && !other.isEmpty && !one.keys.contains { other[$0] != nil }
     }
 }
 

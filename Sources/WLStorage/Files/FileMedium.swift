@@ -109,36 +109,33 @@ struct FileMedium: KeyMedium {
         try place(key: key, replacing: replacing, announced: announced, encode: encode)
     }
 
-    /// Writes the bytes `make` makes of what the file holds now (`nil` for nothing, or an empty file). `make` says
-    /// whether the bytes are made over another program's change: they then replace the file only while it is still
-    /// the version read, and when another program replaced it meanwhile, it is read again and `make` asked again (after
-    /// a few such rounds, the last bytes made replace the file); other bytes replace the file as a plain write does.
-    /// `make` returns `nil` bytes when what is stored holds everything the write would: nothing is written then, and
-    /// the version stored is returned.
-    func write(key: String, announced: Bool, onto make: (Data?) throws(WLStorageError) -> (Data?, over: Bool))
-        throws(WLStorageError) -> (data: Data, stamp: Int)
+    /// Writes the bytes `make` makes of what the file holds now (`nil` for nothing, or an empty file). They replace the file only while it is still the version read (or
+    /// are put only where nothing stands): when another program replaced it meanwhile, it is read again and `make`
+    /// asked again. `make` returns `nil` bytes when what is stored holds everything the write would: nothing is written
+    /// then, and the version stored is returned. Returns `nil` when other programs replaced the file in each of a few
+    /// rounds.
+    func write(key: String, announced: Bool, onto make: (Data?) throws(WLStorageError) -> Data?)
+        throws(WLStorageError) -> (data: Data, stamp: Int)?
     {
         let (directory, fileName, _) = try location(key: key)
-        for round in 0..<8 {
+        for _ in 0..<8 {
             let current: (contents: Data, identity: FileIdentity)?
             do {
                 current = try directory.readVersion(fileName)
             } catch {
                 throw Self.keyed(error, key)
             }
-            let (made, over) = try make(current.flatMap { $0.contents.isEmpty ? nil : $0.contents })
+            let made = try make(current.flatMap { $0.contents.isEmpty ? nil : $0.contents })
             guard let data = made else {
                 guard let current else { continue }
                 return (current.contents, KnownVersions.stamp(current.contents, identity: current.identity))
             }
-            let onCondition = over && round < 7 ? current?.identity : nil
             let written = try place(
-                key: key, replacing: current != nil || onCondition == nil, announced: announced, ifStill: onCondition,
+                key: key, replacing: current != nil, announced: announced, ifStill: current?.identity,
                 encode: { data })
             if let written { return written }
         }
-        // Not reached: the last round replaces the file whatever stands there.
-        throw WLStorageError(code: .writeFailed, message: "the file kept changing while it was written", key: key)
+        return nil
     }
 
     /// The file is read again, and rewritten only while it is still the version the backer read (or wrote) last: a

@@ -38,17 +38,17 @@ protocol StoreBacking<Value>: Sendable {
     /// key holds last is then told by the next check.
     func forgetLastRead()
 
-    /// Writes `value`, a change of the storage, as the changes it makes to the bytes it was read from, onto what the key
-    /// holds now (see ``FieldMerge``). Returns `.plain` when the backer writes values whole (the storage then writes
+    /// Writes `value`, a change of the storage, as the changes it makes to the bytes it was read from (or to the default,
+    /// `defaultValue`'s, when it was not read), onto what the key holds now (see ``FieldMerge``). Returns `.plain` when the backer writes values whole (the storage then writes
     /// it so), `.written`, or `.writtenOver` when the key holds changes of another program too, which the storage then
     /// reads.
-    func writeChange(_ value: Value) throws(WLStorageError) -> ChangeWrite
+    func writeChange(_ value: Value, defaultValue: () -> Value) throws(WLStorageError) -> ChangeWrite
 
     /// The storage took the value the last check read: the changes made from now on are taken against its bytes.
     func adoptSeen()
 }
 
-/// How ``StoreBacking/writeChange(_:)`` wrote a change.
+/// How ``StoreBacking/writeChange(_:defaultValue:)`` wrote a change.
 enum ChangeWrite {
     /// The backer writes values whole: the change is to be written so.
     case plain
@@ -58,7 +58,7 @@ enum ChangeWrite {
 }
 
 extension StoreBacking {
-    func writeChange(_ value: Value) throws(WLStorageError) -> ChangeWrite { .plain }
+    func writeChange(_ value: Value, defaultValue: () -> Value) throws(WLStorageError) -> ChangeWrite { .plain }
     func adoptSeen() {}
 }
 
@@ -124,6 +124,17 @@ struct KnownVersions: Sendable {
         unknownFieldsBase.record(data)
         seen = nil
     }
+
+    /// The bytes the last check saw, when they are a JSON object and the storage has not taken them: another
+    /// program's change that a change of the storage, pending then, is to be written onto.
+    var seenObject: Data? { seen.flatMap(UnknownFields.base) }
+
+    /// The bytes whose unknown members a write of a change keeps, that change being taken against them (see
+    /// ``base``): none when the write is to drop them, which it then does.
+    mutating func takeOrigin() -> Data? { unknownFieldsBase.take() }
+
+    /// Forgets what the last check saw.
+    mutating func forgetSeen() { seen = nil }
 
     /// The bytes the value was read from or written as, which a write takes its changes against (see ``FieldMerge``);
     /// `nil` when they are not a JSON object, or not known.

@@ -301,38 +301,148 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// A file's key is written field by field onto what it holds now; a store's, whole.
-    func writeChange(_ value: T) throws(WLStorageError) -> ChangeWrite {
-        // Without bytes read as a JSON object there are no fields to take changes against: the value goes whole.
-        guard case .file(let file) = held, known.withLock({ $0.base != nil }) else { return .plain }
-        let (keeping, base, renames) = known.withLock { ($0.takeBase(), $0.base, $0.renames) }
+    /// A file's key is written field by field onto what it holds now; a store's, whole, unless another program's change
+    /// was seen since the value was read (see ``writeChange(_:to:base:)``). `defaultValue` makes the default, the base
+    /// of a value that was not read from the key.
+    func writeChange(_ value: T, defaultValue: () -> T) throws(WLStorageError) -> ChangeWrite {
+        // Without bytes read as a JSON object there are no fields to take changes against: the value goes whole,
+        // unless a check saw another program's object since: the value is then the default's, changed.
+        guard let (base, renames) = try changeBase(defaultValue) else { return .plain }
+        switch held {
+        case .file(let file): return try writeChange(value, to: file, base: base, renames: renames)
+        case .store(let medium): return try writeChange(value, to: medium, base: base, renames: renames)
+        }
+    }
+
+    /// The bytes a change is taken against: those the value was read from or written as, or, when a check saw another
+    /// program's object though none were (nothing was stored), the default's; `nil` when there are none.
+    private func changeBase(_ defaultValue: () -> T) throws(WLStorageError) -> (Data, [FieldRename])? {
+        let (base, seen, renames) = known.withLock { ($0.base, $0.seenObject, $0.renames) }
+        if let base { return (base, renames) }
+        guard seen != nil else { return nil }
+        let made = try JSONCoders.encode(defaultValue(), key: key, renaming: renames, keepingUnknownOf: nil)
+        return UnknownFields.base(made).map { ($0, renames) }
+    }
+
+    /// The bytes to write for `data`, the value's, changed against `base`, onto `stored`, another program's: the merge
+    /// (see ``FieldMerge``), when it decodes as the value's type; else the merge that takes another case of an enum
+    /// whole, when that decodes; else, with the members it lacks taken from `data`
+    /// (another program removed members the type needs), when that decodes; else `data` itself, the value whole, unless
+    /// `stored` did not decode either (another version's value, whose members the merge keeps); `nil` when the merge
+    /// cannot be made (bytes that are not JSON), for `data` whole.
+    private func merging(_ data: Data, base: Data, onto stored: Data) -> Data? {
+        guard let merged = FieldMerge.merge(base: base, value: data, stored: stored) else { return nil }
+        func decodes(_ bytes: Data) -> Bool { (try? JSONCoders.decoder.decode(T.self, from: bytes)) != nil }
+        if decodes(merged) { return merged }
+        if let cases = FieldMerge.merge(base: base, value: data, stored: stored, replacingCases: true), cases != merged,
+            decodes(cases)
+        {
+            return cases
+        }
+        if let filled = FieldMerge.filling(merged, from: data), decodes(filled) { return filled }
+        return decodes(stored) ? data : merged
+    }
+
+    /// The error of a change that could not be written onto other programs' changes, which kept coming: it stays
+    /// pending and is tried again.
+    private var changesKeptComing: WLStorageError {
+        WLStorageError(
+            code: .writeFailed,
+            message: "other programs kept changing the value while this program's change was written onto it; the"
+                + " change stays pending and is tried again",
+            key: key)
+    }
+
+    /// Refuses `merged`, a change written onto another program's, when it is larger than the maximum value size.
+    private func checkSize(_ merged: Data) throws(WLStorageError) {
+        guard merged.count > ValueSizeLimit.maximum else { return }
+        throw WLStorageError(
+            code: .valueTooLarge,
+            message: "the value's changes, written onto what another program stored since it was read, make"
+                + " \(merged.count) bytes, more than the maximum value size of \(ValueSizeLimit.maximum) bytes;"
+                + " it is not written and stays pending",
+            key: key)
+    }
+
+    private func writeChange(
+        _ value: T, to file: FileMedium, base: Data, renames: [FieldRename]
+    ) throws(WLStorageError) -> ChangeWrite {
+        let keeping = known.withLock { $0.takeOrigin() }
         let data = try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: keeping)
         var over = false
-        let (written, stamp) = try file.write(key: key, announced: attached.load(ordering: .relaxed)) {
-            stored throws(WLStorageError) -> (Data?, over: Bool) in
+        let written = try file.write(key: key, announced: attached.load(ordering: .relaxed)) {
+            stored throws(WLStorageError) -> Data? in
             over = false
-            guard let stored, let base, stored != base,
-                let merged = FieldMerge.merge(base: base, value: data, stored: stored)
-            else { return (data, false) }
+            guard let stored, stored != base, let merged = merging(data, base: base, onto: stored) else { return data }
             over = true
-            if merged == stored { return (nil, true) }
-            guard merged.count <= ValueSizeLimit.maximum else {
-                throw WLStorageError(
-                    code: .valueTooLarge,
-                    message: "the value's changes, written onto what another program stored since it was read, make"
-                        + " \(merged.count) bytes, more than the maximum value size of \(ValueSizeLimit.maximum) bytes;"
-                        + " it is not written and stays pending",
-                    key: key)
-            }
-            return (merged, true)
+            if merged == stored { return nil }
+            try checkSize(merged)
+            return merged
         }
+        guard let (bytes, stamp) = written else { throw changesKeptComing }
         guard over else {
-            recordWrite(written, stamp: stamp)
+            recordWrite(bytes, stamp: stamp)
             return .written
         }
         known.withLock { $0.wroteOver(data) }
         KeptOriginals.settle(self) { try medium.removeKeptOriginal() }
         return .writtenOver
+    }
+
+    /// Whether a change of the storage is to be written by ``writeChange(_:defaultValue:)``, on its own, rather than
+    /// whole in a batch of its store: another program's change was seen since the value was read, and the change goes
+    /// onto it.
+    var writesChangeOnItsOwn: Bool {
+        guard let medium = storeMedium, medium.writesOnCondition, !medium.conceals else { return false }
+        return known.withLock { known in known.seenObject.map { $0 != known.base } ?? false }
+    }
+
+    /// A store reads a key at a cost (a round trip), so a store's key is written whole as before, unless a check saw
+    /// another program's change since the value was read (its feed told of it) and the store writes on condition: then
+    /// the fields the value changed go onto the bytes seen, only while the key still holds them; when it holds others
+    /// by then, they are read and the change goes onto them, for a few rounds, after which the change stays pending
+    /// and is tried again. A store whose values are secret writes whole.
+    private func writeChange(
+        _ value: T, to medium: StoreMedium, base: Data, renames: [FieldRename]
+    ) throws(WLStorageError) -> ChangeWrite {
+        guard !medium.conceals, let conditional = medium.capabilities.conditional,
+            var stored = known.withLock({ $0.seenObject }), stored != base
+        else { return .plain }
+        let keeping = known.withLock { $0.takeOrigin() }
+        let data = try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: keeping)
+        for _ in 0..<8 {
+            let merged = merging(data, base: base, onto: stored) ?? data
+            if merged != stored {
+                try checkSize(merged)
+                let written: Bool
+                do {
+                    written = try medium.write(merged, ifItHolds: stored, through: conditional)
+                } catch {
+                    throw medium.failure(error, writing: true, key: key)
+                }
+                if !written {
+                    // Changed again: the change goes onto what the key holds now.
+                    let current: Data?
+                    do {
+                        current = try medium.store.read(key: medium.storedKey)
+                    } catch {
+                        throw medium.failure(error, writing: false, key: key)
+                    }
+                    guard let current, !current.isEmpty else {
+                        // Removed meanwhile: the value is written whole, as onto nothing stored.
+                        known.withLock { $0.forgetSeen() }
+                        return .plain
+                    }
+                    stored = current
+                    continue
+                }
+            }
+            known.withLock { $0.wroteOver(data) }
+            medium.wrote()
+            KeptOriginals.settle(self) { try medium.removeKeptOriginal() }
+            return .writtenOver
+        }
+        throw changesKeptComing
     }
 
     func adoptSeen() {

@@ -196,4 +196,26 @@ import WLStorageTestSupport
         #expect(object["lineSpacing"] as? Int == 2)
         #expect(object["fontSize"] as? Int == 16)
     }
+
+    /// A store that writes on condition takes a change onto another program's change that its feed told of, whether the
+    /// storage's own flush writes it or a flush of every storage of the store.
+    @Test(arguments: [false, true])
+    func aStoresWriteGoesOntoAnotherProgramsChangeItsFeedToldOf(flushingEveryStorage: Bool) throws {
+        let store = MemoryStore()
+        store.writeFromOutside(Self.key, json: Self.initial)
+        let storage = WLStorage(key: Self.key, defaultValue: Self.defaultValue, flushInterval: nil, store: store)
+        try #require(storage.wrappedValue.theme == "dark")
+        storage.wrappedValue.fontSize = 16
+        let checks = storage.cell.externalChecks
+        store.writeFromOutside(
+            Self.key, json: #"{"fontSize":15,"tags":["a"],"theme":"blue","window":{"height":600,"width":800}}"#)
+        try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+        if flushingEveryStorage { flushAllStores([store]) }
+        storage.flush()
+        let expected = Preferences(theme: "blue", fontSize: 16, tags: ["a"])
+        let stored = try JSONDecoder().decode(Preferences.self, from: Data(try #require(store.stored(Self.key)).utf8))
+        #expect(stored == expected)
+        #expect(storage.wrappedValue == expected)
+        #expect(!storage.hasPendingChanges)
+    }
 }
