@@ -110,7 +110,9 @@ struct PostgresBatchTests {
     @Test func aChunkBlockedPastTheDeadlineKeepsTheChunksCommittedBeforeItAndSaysHowMany() throws {
         let url = try PostgresCluster.shared().url
         let namespace = uniqueNamespace()
-        let store = try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(3))
+        // The deadline must leave the first chunk time to commit, on a loaded machine and server too; the second
+        // chunk waits for it whatever its length.
+        let store = try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(10))
         let rows = WLStoragePostgresStore.batchRows
         let batch = Self.numbered(rows * 3)
         let blocked = "k\(rows + 1)"

@@ -31,7 +31,7 @@ struct PostgresCarriedChangeLocalChangeTests {
     ) throws -> Bool {
         try writer.write(key: key, data: bytes("\(value)"))
         try writer.write(key: "marker", data: bytes("\(round)"))
-        return eventually(timeout: 20) { marker.wrappedValue == round }
+        return eventually(timeout: 30) { marker.wrappedValue == round }
     }
 
     @Test func aLocalChangePendingWhenACarriedChangeArrivesIsKeptAndWritten() throws {
@@ -77,7 +77,7 @@ struct PostgresCarriedChangeLocalChangeTests {
             if runs.withLock({ $0.count }) == 1 {
                 // The first run: another program's write comes, and is carried, before it ends.
                 _ = try? Self.writeAndWait(writer, "k", 100, marker: marker, round: 4)
-                _ = eventually(timeout: 20) { replica.wrappedValue == 100 }
+                _ = eventually(timeout: 30) { replica.wrappedValue == 100 }
             }
             value += 1
         }
@@ -105,9 +105,9 @@ struct PostgresCarriedChangeLocalChangeTests {
         for round in 1...3 {
             try writer.write(key: "s", data: bytes(#""value \#(round)""#))
             try Self.store(cluster.url, namespace).write(key: "marker", data: bytes("\(round)"))
-            #expect(eventually(timeout: 20) { marker.wrappedValue == round })
+            #expect(eventually(timeout: 30) { marker.wrappedValue == round })
             #expect(
-                eventually(timeout: 20) { replica.wrappedValue == "value \(round)" }, "holds \(replica.wrappedValue)")
+                eventually(timeout: 30) { replica.wrappedValue == "value \(round)" }, "holds \(replica.wrappedValue)")
         }
         replica.wrappedValue = "the replica's"
         replica.flush()
@@ -137,7 +137,7 @@ struct PostgresCarriedChangeLocalChangeTests {
             writer.wrappedValue = "value \(round)"
             writer.flush()
             try Self.store(cluster.url, namespace).write(key: "marker", data: bytes("\(round)"))
-            #expect(eventually(timeout: 20) { marker.wrappedValue == round })
+            #expect(eventually(timeout: 30) { marker.wrappedValue == round })
             #expect(replica.wrappedValue == "default")
         }
         #expect(replica.lastError != nil)

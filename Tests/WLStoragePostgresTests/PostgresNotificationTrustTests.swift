@@ -60,7 +60,7 @@ struct PostgresNotificationTrustTests {
         #expect(!adopted, "the replica holds 7, which is not in the table")
         // A real write of the next version must reach the replica, whatever was forged at that version.
         try writer.write(key: "k", data: bytes("2"))
-        #expect(eventually(timeout: 10) { replica.wrappedValue == 2 }, "the real write was taken for a stale one")
+        #expect(eventually(timeout: 30) { replica.wrappedValue == 2 }, "the real write was taken for a stale one")
     }
 
     /// Sealed bytes prove who sealed them, not that they are the row's bytes now: a replay of an earlier notification

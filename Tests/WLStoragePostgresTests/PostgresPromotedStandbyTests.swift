@@ -176,7 +176,7 @@ struct PostgresPromotedStandbyTests {
         func expectReports(_ count: Int, _ what: String) {
             for program in [follower, setter] {
                 // The feed of a store listens again some time after the store writes; its report comes then.
-                _ = eventually(timeout: 20) { reports(program) >= count }
+                _ = eventually(timeout: 30) { reports(program) >= count }
                 #expect(reports(program) == count, "\(what): \(program.printedErrors)")
             }
         }

@@ -34,7 +34,7 @@ struct PostgresStorageOutageTests {
         try cluster.start()
         // The storage reads the row before it writes anything: the stored value wins over the changes made on the
         // default.
-        #expect(eventually(timeout: 20) { storage.wrappedValue == 9 }, "\(String(describing: storage.lastError))")
+        #expect(eventually(timeout: 30) { storage.wrappedValue == 9 }, "\(String(describing: storage.lastError))")
         storage.flush()
         #expect(try writer.read(key: "limit") == bytes("9"))
         #expect(!storage.hasPendingChanges)
@@ -60,7 +60,7 @@ struct PostgresStorageOutageTests {
         try cluster.start()
         // Retried with the backoff: no flush needed.
         let reader = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(2))
-        #expect(eventually(timeout: 20) { (try? reader.read(key: "cursor")) == bytes("5") })
-        #expect(eventually(timeout: 20) { !storage.hasPendingChanges })
+        #expect(eventually(timeout: 30) { (try? reader.read(key: "cursor")) == bytes("5") })
+        #expect(eventually(timeout: 30) { !storage.hasPendingChanges })
     }
 }

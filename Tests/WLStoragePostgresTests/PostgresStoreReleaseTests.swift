@@ -19,7 +19,7 @@ struct PostgresStoreReleaseTests: PostgresFaultSuite {
         try store?.write(key: "k", data: bytes("1"))
         let calls = Counter()
         let observation = store?.observeChanges { _ in calls.increment() }
-        #expect(eventually(timeout: 20) { calls.count >= 1 })
+        #expect(eventually(timeout: 30) { calls.count >= 1 })
         try cluster.stop(mode: .immediate)
         usleep(300_000)  // the listener is now waiting to reconnect
         // A call in flight on another thread holds the store; the test's reference goes.
@@ -30,10 +30,10 @@ struct PostgresStoreReleaseTests: PostgresFaultSuite {
             for _ in 0..<5 { _ = try? captured.read(key: "k") }
             inFlight.signal()
         }
-        #expect(inFlight.wait(timeout: .now() + 15) == .success)
+        #expect(inFlight.wait(timeout: .now() + 60) == .success)
         try cluster.start()
         // The observation outlives the store: the listener reconnects and reports everything.
-        #expect(eventually(timeout: 20) { calls.count >= 2 })
+        #expect(eventually(timeout: 30) { calls.count >= 2 })
         observation?.cancel()
         usleep(200_000)
     }

@@ -45,7 +45,7 @@ struct PostgresToolTests {
         #expect(set.status == 0, "\(set.errors)")
         #expect(try store.read(key: "limit") == Data(#"{"max":5}"#.utf8))
         // A running program picks up what the tool writes.
-        #expect(eventually(timeout: 20) { storage.wrappedValue == ["max": 5] })
+        #expect(eventually(timeout: 30) { storage.wrappedValue == ["max": 5] })
 
         let get = try run(["--postgres", url, "--namespace", namespace, "get", "limit"])
         #expect(get.status == 0)
@@ -201,12 +201,12 @@ struct PostgresToolTests {
         try store.write(key: "mode", data: Data(#""a""#.utf8))
         let watch = try start(["--postgres", url, "--namespace", namespace, "watch", "mode", "--count", "3"])
         defer { if watch.process.end == nil { watch.process.terminate() } }
-        #expect(eventually(timeout: 20) { watch.output.text == "\"a\"\n" })
+        #expect(eventually(timeout: 30) { watch.output.text == "\"a\"\n" })
         try store.write(key: "other", data: Data("1".utf8))  // another key: nothing printed
         try store.write(key: "mode", data: Data(#""b""#.utf8))
-        #expect(eventually(timeout: 20) { watch.output.text == "\"a\"\n\"b\"\n" })
+        #expect(eventually(timeout: 30) { watch.output.text == "\"a\"\n\"b\"\n" })
         try store.remove(key: "mode")
-        #expect(eventually(timeout: 20) { watch.process.end != nil })
+        #expect(eventually(timeout: 30) { watch.process.end != nil })
         #expect(watch.output.text == "\"a\"\n\"b\"\n(missing)\n")
         #expect(watch.process.end?.status == 0)
     }

@@ -20,7 +20,7 @@ struct PostgresVersionResetTests {
         let replica = WLStorage(key: "k", defaultValue: -1, flushInterval: nil, store: try store(url, namespace))
         for value in 1...5 {
             try writer.write(key: "k", data: bytes("\(value)"))
-            #expect(eventually(timeout: 20) { replica.wrappedValue == value })
+            #expect(eventually(timeout: 30) { replica.wrappedValue == value })
         }
         return replica
     }
@@ -33,7 +33,7 @@ struct PostgresVersionResetTests {
         try writer.remove(key: "k")
         for value in 11...13 {
             try writer.write(key: "k", data: bytes("\(value)"))
-            #expect(eventually(timeout: 20) { replica.wrappedValue == value })
+            #expect(eventually(timeout: 30) { replica.wrappedValue == value })
         }
     }
 
@@ -51,7 +51,7 @@ struct PostgresVersionResetTests {
         try sqlValue(admin, "DELETE FROM wlstorage WHERE namespace = $1 AND key = 'k'", [namespace])
         for value in 11...13 {
             try writer.write(key: "k", data: bytes("\(value)"))
-            #expect(eventually(timeout: 10) { replica.wrappedValue == value })
+            #expect(eventually(timeout: 30) { replica.wrappedValue == value })
         }
     }
 }

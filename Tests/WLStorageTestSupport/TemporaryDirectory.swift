@@ -63,7 +63,7 @@ public struct Patience {
 
 /// Polls `condition` every `interval` (10 ms unless told) until it holds or `timeout` seconds of patience pass.
 /// Returns whether it held.
-public func eventually(timeout: Double = 10, every interval: Duration = .milliseconds(10), _ condition: () -> Bool)
+public func eventually(timeout: Double = 30, every interval: Duration = .milliseconds(10), _ condition: () -> Bool)
     -> Bool
 {
     var patience = Patience(seconds: timeout)
@@ -78,7 +78,7 @@ public func eventually(timeout: Double = 10, every interval: Duration = .millise
 /// Polls `condition` every `interval` (10 ms unless told), sleeping without blocking a thread, until it holds or
 /// `timeout` seconds of patience pass. Returns whether it held.
 public func waitUntil(
-    timeout: Double = 10, every interval: Duration = .milliseconds(10), _ condition: () async -> Bool
+    timeout: Double = 30, every interval: Duration = .milliseconds(10), _ condition: () async -> Bool
 ) async -> Bool {
     var patience = Patience(seconds: timeout)
     while !patience.hasRunOut() {
@@ -91,7 +91,7 @@ public func waitUntil(
 /// Polls an async `condition` every `interval` (10 ms unless told) until it holds or `timeout` seconds pass. Returns
 /// whether it held.
 public func eventually(
-    timeout: Double = 10, every interval: Duration = .milliseconds(10), _ condition: () async -> Bool
+    timeout: Double = 30, every interval: Duration = .milliseconds(10), _ condition: () async -> Bool
 ) async -> Bool {
     await waitUntil(timeout: timeout, every: interval, condition)
 }

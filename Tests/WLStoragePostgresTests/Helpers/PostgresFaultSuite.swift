@@ -33,6 +33,22 @@ extension PostgresFaultSuite {
         return rows.count
     }
 
+    /// Waits until no server process of `application` whose last statement matches `condition` is left: a terminated
+    /// one ends when the server gets to it. Returns whether none was, within 30 s.
+    static func waitUntilGone(
+        _ connection: PostgresConnection, application: String, where condition: String
+    ) throws -> Bool {
+        try eventuallyThrowing(timeout: 30) {
+            try sql(
+                connection,
+                """
+                SELECT pid FROM pg_stat_activity WHERE application_name = '\(application)' \
+                AND pid <> pg_backend_pid() AND \(condition)
+                """
+            ).isEmpty
+        }
+    }
+
     /// Runs `body` on a thread of its own; returns whether it ended within `seconds`.
     static func completes(within seconds: Double, _ body: @escaping @Sendable () -> Void) -> Bool {
         finishes(within: seconds, body)

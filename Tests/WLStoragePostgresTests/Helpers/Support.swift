@@ -46,14 +46,14 @@ final class FeedRecorder: Sendable {
     }
 
     /// Waits until `change` is reported. Returns whether it was, within `timeout` seconds.
-    func waitFor(_ change: WLStorageStoreChange, timeout: Double = 20) -> Bool {
+    func waitFor(_ change: WLStorageStoreChange, timeout: Double = 30) -> Bool {
         eventually(timeout: timeout) { reported.contains(change) }
     }
 
     /// Waits until a change of `key` is reported, or an ``WLStorageStoreChange/everything`` after the one that
     /// started the feed (the listener reconnected: notifications sent meanwhile were lost, and every key is to be read
     /// again). Returns whether one was, within `timeout` seconds.
-    func waitForChange(of key: String, timeout: Double = 20) -> Bool {
+    func waitForChange(of key: String, timeout: Double = 30) -> Bool {
         eventually(timeout: timeout) { reported.contains(.key(key)) || log.reconnections.withLock { $0 } > 0 }
     }
 
@@ -90,7 +90,7 @@ extension PostgresCluster {
 
 /// Polls `condition`, which may throw (a query), every 10 ms until it holds or `timeout` seconds of patience pass;
 /// returns whether it held, and throws what it throws.
-func eventuallyThrowing(timeout: Double = 20, _ condition: () throws -> Bool) throws -> Bool {
+func eventuallyThrowing(timeout: Double = 30, _ condition: () throws -> Bool) throws -> Bool {
     var patience = Patience(seconds: timeout)
     while !patience.hasRunOut() {
         if try condition() { return true }

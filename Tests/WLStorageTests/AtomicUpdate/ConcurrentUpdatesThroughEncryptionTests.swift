@@ -47,7 +47,7 @@ import Testing
         let stored = try programs[0].read(key: "counter").flatMap { try JSONDecoder().decode(Int.self, from: $0) }
         #expect(stored == total)
         for counter in counters {
-            #expect(eventually(timeout: 10) { counter.wrappedValue == total }, "holds \(counter.wrappedValue)")
+            #expect(eventually(timeout: 30) { counter.wrappedValue == total }, "holds \(counter.wrappedValue)")
             #expect(counter.lastError == nil)
         }
     }

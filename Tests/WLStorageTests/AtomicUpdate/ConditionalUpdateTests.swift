@@ -22,14 +22,19 @@ struct ConditionalUpdateTests: EncryptedDirectorySuite, StoredFileSuite {
         #expect(storage.wrappedValue == 5)
         // Another replica empties the key (no feed event: the update reads the store itself).
         memory.contents.state.withLock { $0.values["n"] = Data() }
+        let readsBefore = memory.reads
         let done = Atomic<Bool>(false)
         let thread = Thread {
             storage.update { $0 += 1 }
             done.store(true, ordering: .releasing)
         }
         thread.start()
-        let ended = eventually(timeout: 5) { done.load(ordering: .acquiring) }
-        #expect(ended, "update() still running after 5 s: it retries its conditional write forever")
+        // Counted, not timed: each try of the conditional write reads the key first, so an update that tries without
+        // end soon reads it far more often than one that ends ever does, however slow the machine.
+        _ = eventually(timeout: 60) { done.load(ordering: .acquiring) || memory.reads - readsBefore > 1_000 }
+        let ended = done.load(ordering: .acquiring)
+        let reads = memory.reads - readsBefore
+        #expect(ended, "update() read the key \(reads) times without ending: it retries its conditional write forever")
         if !ended {
             // Unblock the spinning update: a sealed empty value compares equal to the empty bytes it expects.
             let emptySealed = try SealedBox.seal(Data(), key: key.bytes, associatedKey: "n")
@@ -112,14 +117,14 @@ struct ConditionalUpdateTests: EncryptedDirectorySuite, StoredFileSuite {
             if run == 1 {
                 // The notification arrives now, and the cell adopts 5.
                 store.report(.key("counter"))
-                _ = eventually { storage.wrappedValue == 5 }
+                _ = eventually(timeout: 30) { storage.wrappedValue == 5 }
             }
             value += 1
         }
         #expect(store.stored("counter") == "6")
         // The store's feed would report the update's own write too (the PostgreSQL store does).
         store.report(.key("counter"))
-        #expect(eventually(timeout: 5) { storage.wrappedValue == 6 })
+        #expect(eventually(timeout: 30) { storage.wrappedValue == 6 })
         #expect(storage.wrappedValue == Int(store.stored("counter") ?? "") ?? -1)
     }
 
@@ -234,7 +239,7 @@ struct ConditionalUpdateTests: EncryptedDirectorySuite, StoredFileSuite {
         store.report(.key("window"))
         #expect(store.stored("window")?.contains("theirs") == true, "stored: \(store.stored("window") ?? "nil")")
         let expected = PanedWindow(name: "theirs", pane: WindowPane(width: 11, height: 2))
-        #expect(eventually(timeout: 5) { storage.wrappedValue == expected })
+        #expect(eventually(timeout: 30) { storage.wrappedValue == expected })
     }
 
     /// The conditional write stores the update's result, but its answer is lost (the PostgreSQL store's connection
@@ -277,7 +282,7 @@ struct ConditionalUpdateTests: EncryptedDirectorySuite, StoredFileSuite {
         store.afterNextConditionalWrite(losingTheOutcome: true) {
             // The write is reported as another program's, and adopted, before the answer is found lost.
             store.base.report(.key("counter"))
-            _ = eventually(timeout: 5) { storage.wrappedValue == 6 }
+            _ = eventually(timeout: 30) { storage.wrappedValue == 6 }
         }
         storage.update { $0 += 1 }
         storage.flush()

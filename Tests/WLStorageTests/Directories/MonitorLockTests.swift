@@ -15,24 +15,29 @@ import Testing
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
             }
             let slowPath = slow.standardizedFileURL.path
+            // The first stat of the slow directory is held until the test lets it go, however long the other
+            // directory's watch takes meanwhile.
+            let stall = TakenFlag(true)
             let stalled = DispatchSemaphore(value: 0)
             let proceed = DispatchSemaphore(value: 0)
             FaultInjection.install(
                 { call, name in
-                    if call == .stat, name == nil {
+                    if call == .stat, name == nil, stall.take() {
                         stalled.signal()
-                        _ = proceed.wait(timeout: .now() + 30)
+                        proceed.wait()
                     }
                     return nil
                 }, forDirectory: slowPath)
             defer { FaultInjection.remove(forDirectory: slowPath) }
+            // Whatever happens below, the held stat ends (a second signal is never waited for).
+            defer { proceed.signal() }
 
             let slowDone = DispatchSemaphore(value: 0)
             Thread.detachNewThread {
                 FileMonitor.shared.watch(StorageDirectory(path: slowPath))
                 slowDone.signal()
             }
-            try #require(stalled.wait(timeout: .now() + 10) == .success)
+            try #require(stalled.wait(timeout: .now() + 60) == .success)
             // While the slow directory is being looked at, another directory is watched and let go of.
             let otherDone = DispatchSemaphore(value: 0)
             Thread.detachNewThread {
@@ -41,11 +46,11 @@ import Testing
                 FileMonitor.shared.unwatch(directory)
                 otherDone.signal()
             }
-            let served = otherDone.wait(timeout: .now() + 5) == .success
+            let served = otherDone.wait(timeout: .now() + 60) == .success
             proceed.signal()
             #expect(served, "another directory waited for the slow one")
-            try #require(slowDone.wait(timeout: .now() + 10) == .success)
-            if !served { _ = otherDone.wait(timeout: .now() + 10) }
+            try #require(slowDone.wait(timeout: .now() + 60) == .success)
+            if !served { _ = otherDone.wait(timeout: .now() + 60) }
             FileMonitor.shared.unwatch(StorageDirectory(path: slowPath))
         }
     }

@@ -60,7 +60,7 @@ import Testing
             #expect(rename(newLink.path, link.path) == 0)
 
             try replaceFromOutside(link.appendingPathComponent("k"), with: "\"written through the link\"")
-            let seen = eventually(timeout: 10) { storage.wrappedValue == "written through the link" }
+            let seen = eventually(timeout: 30) { storage.wrappedValue == "written through the link" }
             #expect(seen, "the storage still has \(storage.wrappedValue)")
         }
     }

@@ -52,7 +52,7 @@ struct PathMadeAgainAfterItsInodeWasReusedTests {
                     try makeDirectory(old)
                     first = storage("k", atPath: old)
                 }
-                #expect(eventually(timeout: 10) { newCell == nil }, "the new directory's storage is let go of")
+                #expect(eventually(timeout: 30) { newCell == nil }, "the new directory's storage is let go of")
                 let second = storage("k", atPath: old)
                 #expect(first?.cell === oldStorage.cell, "the first storage has a cell of its own")
                 #expect(second.cell === oldStorage.cell, "the second storage has a cell of its own")
@@ -122,16 +122,16 @@ struct PathMadeAgainAfterItsInodeWasReusedTests {
             later.wrappedValue = "first"
             later.flush()
             #expect(storedString(atPath: old + "/k") == "first")
-            #expect(eventually(timeout: 10) { oldStorage.wrappedValue == "first" }, "holds \(oldStorage.wrappedValue)")
+            #expect(eventually(timeout: 30) { oldStorage.wrappedValue == "first" }, "holds \(oldStorage.wrappedValue)")
             // Once the monitor watches the directory made again, and no longer polls it.
-            #expect(eventually(timeout: 10) { !FileMonitor.shared.isPolled(StorageDirectory(path: old)) })
+            #expect(eventually(timeout: 30) { !FileMonitor.shared.isPolled(StorageDirectory(path: old)) })
             later.wrappedValue = "second"
             later.flush()
-            #expect(eventually(timeout: 10) { oldStorage.wrappedValue == "second" }, "holds \(oldStorage.wrappedValue)")
+            #expect(eventually(timeout: 30) { oldStorage.wrappedValue == "second" }, "holds \(oldStorage.wrappedValue)")
             try replaceFromOutside(URL(fileURLWithPath: old + "/k"), with: "\"outside\"")
             #expect(
-                eventually(timeout: 10) { oldStorage.wrappedValue == "outside" }, "holds \(oldStorage.wrappedValue)")
-            #expect(eventually(timeout: 10) { later.wrappedValue == "outside" }, "holds \(later.wrappedValue)")
+                eventually(timeout: 30) { oldStorage.wrappedValue == "outside" }, "holds \(oldStorage.wrappedValue)")
+            #expect(eventually(timeout: 30) { later.wrappedValue == "outside" }, "holds \(later.wrappedValue)")
             #expect(newStorage.wrappedValue == "new default")
             newStorage.flush()
             #expect(storedString(atPath: new + "/k") == "new default")
@@ -154,7 +154,7 @@ struct PathMadeAgainAfterItsInodeWasReusedTests {
                     newCell = newStorage.cell
                     first = storage("k", atPath: old)
                 }
-                #expect(eventually(timeout: 10) { newCell == nil }, "the new directory's storage is let go of")
+                #expect(eventually(timeout: 30) { newCell == nil }, "the new directory's storage is let go of")
                 let second = storage("k", atPath: old)
                 #expect(first?.cell === oldStorage.cell, "the first storage has a cell of its own")
                 #expect(second.cell === oldStorage.cell, "the second storage has a cell of its own")
@@ -324,7 +324,7 @@ private func openAndLetGoOfAStorage(atPath path: String) throws {
         cell = opened.cell
     }
     // A job that just ended may hold the cell a moment longer.
-    try #require(eventually(timeout: 10) { cell == nil }, "the storage of \(path) is let go of")
+    try #require(eventually(timeout: 30) { cell == nil }, "the storage of \(path) is let go of")
 }
 
 /// A storage that a test lets go of on a thread of its choosing.

@@ -20,7 +20,7 @@ struct StaleCellOfAReusedInodeTests {
             try makeDirectory(old)
             try replaceFromOutside(URL(fileURLWithPath: old + "/k"), with: "\"outside\"")
             #expect(
-                eventually(timeout: 10) { oldStorage.wrappedValue == "outside" },
+                eventually(timeout: 30) { oldStorage.wrappedValue == "outside" },
                 "holds \(oldStorage.wrappedValue)")
             // Opened at the old path now, a storage shares the old storage's cell: a set through one is the
             // other's at once, with no flush.
@@ -71,7 +71,7 @@ struct StaleCellOfAReusedInodeTests {
                 newCell = newStorage.cell
             }
             // A job that just ended may hold the cell a moment longer.
-            #expect(eventually(timeout: 10) { newCell == nil }, "the new directory's storage is let go of")
+            #expect(eventually(timeout: 30) { newCell == nil }, "the new directory's storage is let go of")
 
             try makeDirectory(old)
             let later = storage("k", atPath: old)

@@ -39,7 +39,7 @@ private func retarget(_ link: URL, to target: String) throws {
             try #require(real.wrappedValue == "in x")
 
             try retarget(link, to: y)
-            try #require(eventually(timeout: 10) { throughLink.wrappedValue == "in y" }, "the link was not followed")
+            try #require(eventually(timeout: 30) { throughLink.wrappedValue == "in y" }, "the link was not followed")
             #expect(real.wrappedValue == "in x", "the storage of \(x) now holds the value of \(y)")
             real.wrappedValue = "x again"
             real.flush()
@@ -71,7 +71,7 @@ private func retarget(_ link: URL, to target: String) throws {
 
             try retarget(link, to: y)
             #expect(
-                eventually(timeout: 5) { throughLink.wrappedValue == "in y" },
+                eventually(timeout: 30) { throughLink.wrappedValue == "in y" },
                 "the storage of \(link.path) still holds \(throughLink.wrappedValue)")
             throughLink.wrappedValue = "through the link"
             throughLink.flush()
@@ -100,11 +100,11 @@ private func retarget(_ link: URL, to target: String) throws {
 
             try retarget(cur, to: r2)
             #expect(
-                eventually(timeout: 5) { stored.wrappedValue == "in r2" },
+                eventually(timeout: 30) { stored.wrappedValue == "in r2" },
                 "the storage still holds \(stored.wrappedValue)")
             // Another program writes the file the path leads to now: the storage must see it, not overwrite it.
             try replaceFromOutside(URL(fileURLWithPath: data.path + "/k"), with: "\"outside\"")
-            #expect(eventually(timeout: 5) { stored.wrappedValue == "outside" }, "never saw the write")
+            #expect(eventually(timeout: 30) { stored.wrappedValue == "outside" }, "never saw the write")
         }
     }
 
@@ -144,7 +144,7 @@ private func retarget(_ link: URL, to target: String) throws {
             try #require(stored.wrappedValue == "in x")
             for round in 0..<50 { try retarget(link, to: round.isMultiple(of: 2) ? y : x) }
             try retarget(link, to: y)
-            #expect(eventually(timeout: 10) { stored.wrappedValue == "in y" }, "holds \(stored.wrappedValue)")
+            #expect(eventually(timeout: 30) { stored.wrappedValue == "in y" }, "holds \(stored.wrappedValue)")
             stored.wrappedValue = "after"
             stored.flush()
             #expect(storedString(atPath: y + "/k") == "after")
@@ -171,9 +171,9 @@ extension SymlinkFlipTests {
             stored.flush()
             try #require(storedString(atPath: x + "/k") == "mine")
             try retarget(link, to: y)
-            try #require(eventually(timeout: 10) { stored.wrappedValue == "in y" }, "holds \(stored.wrappedValue)")
+            try #require(eventually(timeout: 30) { stored.wrappedValue == "in y" }, "holds \(stored.wrappedValue)")
             try retarget(link, to: x)
-            #expect(eventually(timeout: 10) { stored.wrappedValue == "mine" }, "holds \(stored.wrappedValue)")
+            #expect(eventually(timeout: 30) { stored.wrappedValue == "mine" }, "holds \(stored.wrappedValue)")
             #expect(storedString(atPath: x + "/k") == "mine")
             #expect(storedString(atPath: y + "/k") == "in y")
         }
@@ -206,9 +206,9 @@ extension SymlinkFlipTests {
             FaultInjection.remove(forDirectory: path)
             try #require(calls.load(ordering: .relaxed) >= 2)
             // The default is saved first (into y, where the path leads): the storage is settled.
-            try #require(eventually(timeout: 5) { FileManager.default.fileExists(atPath: y + "/k") })
+            try #require(eventually(timeout: 30) { FileManager.default.fileExists(atPath: y + "/k") })
             try replaceFromOutside(URL(fileURLWithPath: y + "/k"), with: "\"outside\"")
-            #expect(eventually(timeout: 5) { watched.wrappedValue == "outside" }, "holds \(watched.wrappedValue)")
+            #expect(eventually(timeout: 30) { watched.wrappedValue == "outside" }, "holds \(watched.wrappedValue)")
         }
     }
 }
@@ -236,11 +236,11 @@ extension SymlinkFlipTests {
             let inY = storage("k", atPath: y)
             try #require(throughLink.wrappedValue == "in x")
             try retarget(link, to: y)
-            try #require(eventually(timeout: 10) { throughLink.wrappedValue == "in y" }, "the link was not followed")
+            try #require(eventually(timeout: 30) { throughLink.wrappedValue == "in y" }, "the link was not followed")
             inY.wrappedValue = "set in y"
             inY.flush()
             #expect(
-                eventually(timeout: 5) { throughLink.wrappedValue == "set in y" },
+                eventually(timeout: 30) { throughLink.wrappedValue == "set in y" },
                 "the storage of link -> y holds \(throughLink.wrappedValue)")
             let inX = storage("k", atPath: x)
             #expect(inX.wrappedValue == "in x", "a storage of x holds \(inX.wrappedValue)")

@@ -160,7 +160,7 @@ struct SystemError: Sendable, CustomTestStringConvertible {
             let cleanUp = StorageDirectory(path: plan.path)
             var cleanedUp = try cleanUp.removeAbandonedTemporaryFiles()
             if cleanedUp.isEmpty, !run.retryTemporaryFiles.isEmpty {
-                _ = eventually(timeout: 10) {
+                _ = eventually(timeout: 30) {
                     cleanedUp += (try? cleanUp.removeAbandonedTemporaryFiles()) ?? []
                     return !cleanedUp.isEmpty
                 }
@@ -391,7 +391,7 @@ struct SystemError: Sendable, CustomTestStringConvertible {
     }
 
     /// The write stalls 200 ms at `point`, as on a slow disk, and then stays in flight, its next call held, until the
-    /// test's get and set on another thread have returned (or 10 s have passed). A get or a set that waited for the
+    /// test's get and set on another thread have returned (or 60 s have passed). A get or a set that waited for the
     /// write would return only after the flush did.
     @Test(arguments: ["fsync(temporary)", "rename(file)", "fsync(directory)"])
     func aStalledWriteNeverBlocksAGetOrASetOnAnotherThread(point: String) throws {
@@ -407,7 +407,7 @@ struct SystemError: Sendable, CustomTestStringConvertible {
                     else { return nil }
                     if probe.stalled.load(ordering: .acquiring) {
                         if !probe.getAndSetDone.load(ordering: .acquiring) {
-                            _ = probe.proceed.wait(timeout: .now() + 10)
+                            _ = probe.proceed.wait(timeout: .now() + 60)
                         }
                         return nil
                     }

@@ -27,7 +27,7 @@ import Testing
         backer.releaseWrite()  // the write of 1 ends
         #expect(backer.waitForWriteToStart())  // flush writes 2
         backer.releaseWrite()
-        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(done.wait(timeout: .now() + 60) == .success)
         #expect(backer.writes == [1, 2])
     }
 
@@ -89,7 +89,7 @@ import Testing
         backer.releaseWrite()
         #expect(backer.waitForWriteToStart())
         backer.releaseWrite()
-        #expect(deinitialized.wait(timeout: .now() + 10) == .success)
+        #expect(deinitialized.wait(timeout: .now() + 60) == .success)
         #expect(backer.writes == [1, 2])
     }
 

@@ -18,7 +18,7 @@ import Testing
             let automatic = fileStorage("k", in: directory, default: "", flushInterval: 1)
             automatic.wrappedValue = "set"
             #expect(
-                eventually(timeout: 5) { stored(String.self, key: "k", in: directory) == "set" },
+                eventually(timeout: 30) { stored(String.self, key: "k", in: directory) == "set" },
                 "not written within 5 s with an interval of 1 s")
         }
     }
@@ -55,8 +55,8 @@ import Testing
             try #require(second.wrappedValue == "released")
             failing.set(false)
             // The released storage's value is retried at once, whatever the interval: promised.
-            try #require(await waitUntil(timeout: 10) { stored(String.self, key: "k", in: directory) == "released" })
-            try #require(await waitUntil(timeout: 10) { !second.hasPendingChanges })
+            try #require(await waitUntil(timeout: 30) { stored(String.self, key: "k", in: directory) == "released" })
+            try #require(await waitUntil(timeout: 30) { !second.hasPendingChanges })
             // Within an hour of that write, a change of the live storage waits for the end of its interval. Asked of
             // the throttle rather than watched on the disk: another test's `flushAll()`, in this process, may write
             // the change at any moment.

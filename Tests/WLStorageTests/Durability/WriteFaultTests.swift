@@ -30,7 +30,7 @@ import Testing
             // The deinit write failed; space comes back.
             failing.set(false)
             #expect(
-                eventually(timeout: 10) { stored(String.self, key: "k", in: directory) == "pending" },
+                eventually(timeout: 30) { stored(String.self, key: "k", in: directory) == "pending" },
                 "not written within 10 s; the file holds \(stored(String.self, key: "k", in: directory) ?? "nil")")
         }
     }

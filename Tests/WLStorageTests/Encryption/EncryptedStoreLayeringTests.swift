@@ -119,7 +119,7 @@ struct EncryptedStoreLayeringTests: EncryptedDirectorySuite {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let sealed = try SealedBox.seal(json(#""b""#), key: key.bytes, associatedKey: "t")
             try writeFromOutside(sealed, "t", in: directory)
-            #expect(eventually(timeout: 20) { storage.wrappedValue == "b" }, "holds \(storage.wrappedValue)")
+            #expect(eventually(timeout: 30) { storage.wrappedValue == "b" }, "holds \(storage.wrappedValue)")
         }
     }
 
@@ -199,7 +199,7 @@ struct EncryptedStoreLayeringTests: EncryptedDirectorySuite {
             a.flush()
             b.flush()
             var last: Data?
-            let converged = eventually(timeout: 20) {
+            let converged = eventually(timeout: 30) {
                 last = try? store(directory).read(key: "v")
                 guard let last, let value = Int(String(decoding: last, as: UTF8.self)) else { return false }
                 return a.wrappedValue == value && b.wrappedValue == value && !a.hasPendingChanges

@@ -290,7 +290,7 @@ struct KeyRotationTests: EncryptedDirectorySuite {
         #expect(!told, "observers told of a change that is none: \(seen.withLock { $0 })")
         #expect(storage.wrappedValue == RotatedVisits(name: "ada", visits: 5))
         #expect(
-            eventually(timeout: 3) { (try? memory.keys()) == ["profile"] },
+            eventually(timeout: 30) { (try? memory.keys()) == ["profile"] },
             "keys left: \((try? memory.keys()) ?? [])")
         subscription.cancel()
     }
@@ -362,7 +362,7 @@ struct KeyRotationTests: EncryptedDirectorySuite {
             var stablePolls = 0
             var changes = 0
             // Settled: unchanged over 100 polls in a row (about a second).
-            let settled = eventually(timeout: 20) {
+            let settled = eventually(timeout: 30) {
                 let now = FileManager.default.contents(atPath: url.path)
                 if now == last {
                     stablePolls += 1

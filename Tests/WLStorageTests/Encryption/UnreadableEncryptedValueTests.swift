@@ -163,10 +163,10 @@ struct UnreadableEncryptedValueTests: EncryptedDirectorySuite {
             done.signal()
         }
         thread.start()
-        #expect(held.entered.wait(timeout: .now() + 10) == .success)
+        #expect(held.entered.wait(timeout: .now() + 60) == .success)
         storage.cell.checkForExternalChange()  // the cell is busy: the check is asked for
         held.open.signal()
-        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(done.wait(timeout: .now() + 60) == .success)
         #expect(eventually { storage.wrappedValue == "none" })
         #expect(
             flushResults.withLock { $0 } == ["done"],

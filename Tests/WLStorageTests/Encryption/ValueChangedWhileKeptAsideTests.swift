@@ -33,7 +33,7 @@ struct ValueChangedWhileKeptAsideTests {
         try MemoryStore(replicaOf: intercepted.base).encrypted(with: key).write(key: "n", data: json("8"))
         storage.flush()
         #expect(try intercepted.base.encrypted(with: key).read(key: "n") == json("8"))
-        #expect(eventually(timeout: 10) { storage.wrappedValue == 8 }, "holds \(storage.wrappedValue)")
+        #expect(eventually(timeout: 30) { storage.wrappedValue == 8 }, "holds \(storage.wrappedValue)")
     }
 
     /// The same, with the value stored meanwhile sealed under the current key: the storage reads it and has nothing

@@ -29,7 +29,7 @@ struct CleanUpUnderAHeldDirectoryLockTests {
             try #require(locked)
 
             let storage = Lock<WLStorage<Int>?>(nil)
-            let created = finishes(within: 10) {
+            let created = finishes(within: 60) {
                 let made = fileStorage("k", in: directory, default: 1, flushInterval: nil)
                 storage.withLock { $0 = made }
             }

@@ -68,7 +68,7 @@ final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
     func failReads() { state.withLock { $0.readFailure = true } }
 
     /// Waits until a blocked write has started. Returns `false` after `timeout` seconds.
-    func waitForWriteToStart(timeout: Double = 10) -> Bool {
+    func waitForWriteToStart(timeout: Double = 30) -> Bool {
         gate!.started.wait(timeout: .now() + timeout) == .success
     }
 

@@ -29,3 +29,9 @@ func flushOffThePool<Value>(_ storage: WLStorage<Value>) async {
         }
     }
 }
+
+/// Whether `storage`'s cell has no job running and no check asked for: every check for another program's change asked
+/// for so far has ended. A test waits for this rather than for a fixed time.
+func hasNoCheckLeft<Value>(_ storage: WLStorage<Value>) -> Bool {
+    storage.cell.state.withLock { !$0.isBusy && !($0.extras?.checkRequested ?? false) }
+}

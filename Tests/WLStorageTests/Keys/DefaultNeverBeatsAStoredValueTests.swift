@@ -14,7 +14,7 @@ import Testing
                 let storage = fileStorage("k", in: directory, default: "default", flushInterval: nil)
                 try #require(!exists(file), "the default was written at init")
                 try replaceFromOutside(file, with: "\"outside\"")
-                let adopted = eventually(timeout: 10) { storage.wrappedValue == "outside" }
+                let adopted = eventually(timeout: 30) { storage.wrappedValue == "outside" }
                 #expect(adopted, "the storage kept \(storage.wrappedValue)")
                 storage.flush()
                 #expect(stored(String.self, key: "k", in: directory) == "outside")

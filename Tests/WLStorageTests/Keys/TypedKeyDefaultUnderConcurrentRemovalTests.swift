@@ -36,9 +36,9 @@ struct TypedKeyDefaultUnderConcurrentRemovalTests {
             }
             for round in 1...20 {
                 try FileManager.default.removeItem(at: file)
-                _ = eventually(timeout: 5) { first.wrappedValue == -1 }
+                _ = eventually(timeout: 30) { first.wrappedValue == -1 }
                 try Data("\(round)".utf8).write(to: file, options: .atomic)
-                _ = eventually(timeout: 5) { first.wrappedValue == round }
+                _ = eventually(timeout: 30) { first.wrappedValue == round }
             }
             done.store(true, ordering: .relaxed)
             group.wait()

@@ -17,7 +17,7 @@ private final class StorageHolder<T: Codable & Sendable>: @unchecked Sendable { 
         try withTemporaryDirectory { directory in
             let stored = fileStorage("k", in: directory, default: 0, flushInterval: nil)
             do { _ = stored.values }
-            #expect(eventually(timeout: 5) { stored.cell.listenerCount == 0 }, "\(stored.cell.listenerCount) left")
+            #expect(eventually(timeout: 30) { stored.cell.listenerCount == 0 }, "\(stored.cell.listenerCount) left")
         }
     }
 
@@ -25,7 +25,7 @@ private final class StorageHolder<T: Codable & Sendable>: @unchecked Sendable { 
         try await withTemporaryDirectory { directory in
             let stored = fileStorage("k", in: directory, default: 0, flushInterval: nil)
             for await _ in stored.values { break }
-            #expect(await waitUntil(timeout: 5) { stored.cell.listenerCount == 0 })
+            #expect(await waitUntil(timeout: 30) { stored.cell.listenerCount == 0 })
         }
     }
 }
@@ -78,7 +78,7 @@ private final class StorageHolder<T: Codable & Sendable>: @unchecked Sendable { 
                 released = number.cell
             }
             #expect(
-                await waitUntil(timeout: 10) { released == nil },
+                await waitUntil(timeout: 30) { released == nil },
                 "the mismatched storage's cell is still alive, retrying a write that can never succeed")
             #expect(stored(String.self, key: "k", in: directory) == "text")
         }
@@ -143,7 +143,7 @@ private final class StorageHolder<T: Codable & Sendable>: @unchecked Sendable { 
                 stored(String.self, key: "k", in: directory) == "second",
                 "the file holds \(stored(String.self, key: "k", in: directory) ?? "nil"); \"second\" was lost")
             // Other tests' `flushAll()` and the monitor's checks can hold the cell for a moment.
-            #expect(eventually(timeout: 10) { cell == nil }, "the cell is still kept after its value was written")
+            #expect(eventually(timeout: 30) { cell == nil }, "the cell is still kept after its value was written")
         }
     }
 }

@@ -98,7 +98,7 @@ private final class Touchy: Codable, Sendable {
                 done.signal()
             }
             try replaceFromOutside(directory.appendingPathComponent("k"), with: "\"outside\"")
-            try #require(done.wait(timeout: .now() + 10) == .success)
+            try #require(done.wait(timeout: .now() + 60) == .success)
             #expect(errors.withLock { $0 } == [], "flush() from an observer reported \(errors.withLock { $0 })")
             #expect(stored(String.self, key: "other", in: directory) == "saw a change")
         }

@@ -228,8 +228,9 @@ private final class Handle<Value: FleetValue>: FleetHandle {
 
 // MARK: The run
 
-/// Polls `condition` without sleeping long: the operations of the run wait for the feeds' threads often.
-private func settles(timeout: Duration = .seconds(20), _ condition: () -> Bool) -> Bool {
+/// Polls `condition` without sleeping long: the operations of the run wait for the feeds' threads often. A storage
+/// that never settles fails the run after a minute; one that is only slow, on a loaded machine, does not.
+private func settles(timeout: Duration = .seconds(60), _ condition: () -> Bool) -> Bool {
     eventually(timeout: Double(timeout.components.seconds), every: .microseconds(200), condition)
 }
 

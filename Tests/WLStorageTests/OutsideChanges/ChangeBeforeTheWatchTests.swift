@@ -44,7 +44,7 @@ private struct HookedText: Codable, Sendable, Equatable {
             let storage = fileStorage("k", in: directory, default: HookedText("default"), flushInterval: nil)
             try #require(HookedText.hook.withLock { $0 == nil }, "the hook did not run")
             try #require(stored(String.self, key: "k", in: directory) == "new")
-            let seen = eventually(timeout: 10) { storage.wrappedValue == HookedText("new") }
+            let seen = eventually(timeout: 30) { storage.wrappedValue == HookedText("new") }
             #expect(seen, "the storage still has \(storage.wrappedValue.text)")
         }
     }

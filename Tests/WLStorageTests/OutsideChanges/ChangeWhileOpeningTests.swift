@@ -112,7 +112,7 @@ private final class BackerChangedWhileOpening: WLStorageObservableBacker, Sendab
         store.afterNextRead { store.storeFromOutside("k", json: "2", reporting: change) }
         let storage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
         try #require(store.hookRan, "the hook did not run")
-        #expect(eventually(timeout: 10) { storage.wrappedValue == 2 }, "the storage has \(storage.wrappedValue)")
+        #expect(eventually(timeout: 30) { storage.wrappedValue == 2 }, "the storage has \(storage.wrappedValue)")
     }
 
     /// The last other storage of the store goes while this one reads: the feed, still used by this one, goes on.
@@ -131,10 +131,10 @@ private final class BackerChangedWhileOpening: WLStorageObservableBacker, Sendab
         }
         let storage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
         try #require(store.hookRan, "the hook did not run")
-        #expect(eventually(timeout: 10) { storage.wrappedValue == 2 }, "the storage has \(storage.wrappedValue)")
+        #expect(eventually(timeout: 30) { storage.wrappedValue == 2 }, "the storage has \(storage.wrappedValue)")
         // And later changes still come.
         store.storeFromOutside("k", json: "5", reporting: .key("k"))
-        #expect(eventually(timeout: 10) { storage.wrappedValue == 5 }, "the storage has \(storage.wrappedValue)")
+        #expect(eventually(timeout: 30) { storage.wrappedValue == 5 }, "the storage has \(storage.wrappedValue)")
     }
 
     @Test(arguments: [(true, false), (false, true), (true, true)])
@@ -143,8 +143,8 @@ private final class BackerChangedWhileOpening: WLStorageObservableBacker, Sendab
         let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: backer)
         let expected = afterRead ? 3 : 2
         #expect(
-            eventually(timeout: 10) { storage.wrappedValue == expected }, "the storage has \(storage.wrappedValue)")
+            eventually(timeout: 30) { storage.wrappedValue == expected }, "the storage has \(storage.wrappedValue)")
         backer.changeFromOutside(to: 7)
-        #expect(eventually(timeout: 10) { storage.wrappedValue == 7 }, "the storage has \(storage.wrappedValue)")
+        #expect(eventually(timeout: 30) { storage.wrappedValue == 7 }, "the storage has \(storage.wrappedValue)")
     }
 }

@@ -31,7 +31,7 @@ import Testing
             defer { FaultInjection.remove(forDirectory: path) }
 
             storage.wrappedValue = "b"  // written at once, in the background
-            try #require(stopped.wait(timeout: .now() + 10) == .success)
+            try #require(stopped.wait(timeout: .now() + 60) == .success)
             var released = false
             defer { if !released { proceed.signal() } }
             let flushed = DispatchSemaphore(value: 0)
@@ -47,8 +47,8 @@ import Testing
             try #require(eventually { storage.cell.externalChecks > checks })
             released = true
             proceed.signal()
-            try #require(flushed.wait(timeout: .now() + 10) == .success)
-            #expect(eventually(timeout: 5) { storage.wrappedValue == "outside" }, "still \(storage.wrappedValue)")
+            try #require(flushed.wait(timeout: .now() + 60) == .success)
+            #expect(eventually(timeout: 30) { storage.wrappedValue == "outside" }, "still \(storage.wrappedValue)")
         }
     }
 }

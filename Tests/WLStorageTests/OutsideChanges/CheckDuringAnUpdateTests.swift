@@ -25,7 +25,7 @@ import Testing
             let held = store.holdNextRead()
             gate.withLock { $0 = held }
             store.base.report(.key("counter"))
-            entered.withLock { $0 = held.entered.wait(timeout: .now() + 10) == .success }
+            entered.withLock { $0 = held.entered.wait(timeout: .now() + 60) == .success }
         }
         storage.update { $0 += 1 }
         #expect(entered.withLock { $0 })

@@ -22,10 +22,10 @@ import Testing
             try #require(Glibc.link(file.path, backup.path) == 0)
 
             try replaceFromOutside(file, with: "\"theirs\"")
-            try #require(eventually(timeout: 10) { storage.wrappedValue == "theirs" }, "holds \(storage.wrappedValue)")
+            try #require(eventually(timeout: 30) { storage.wrappedValue == "theirs" }, "holds \(storage.wrappedValue)")
 
             try #require(rename(backup.path, file.path) == 0)
-            #expect(eventually(timeout: 10) { storage.wrappedValue == "mine" }, "holds \(storage.wrappedValue)")
+            #expect(eventually(timeout: 30) { storage.wrappedValue == "mine" }, "holds \(storage.wrappedValue)")
             #expect(stored(String.self, key: "k", in: directory) == "mine")
             #expect(!storage.hasPendingChanges)
         }

@@ -27,9 +27,9 @@ private final class Delivered<T: Sendable>: Sendable {
             defer { subscription.cancel() }
 
             try #require(unlink(file.path) == 0)
-            let reset = eventually(timeout: 10) { storage.wrappedValue == "default" }
+            let reset = eventually(timeout: 30) { storage.wrappedValue == "default" }
             #expect(reset, "the storage still has \(storage.wrappedValue)")
-            let notified = eventually(timeout: 10) { delivered.all.contains("default") }
+            let notified = eventually(timeout: 30) { delivered.all.contains("default") }
             #expect(notified, "delivered: \(delivered.all)")
             storage.flush()
             #expect(stored(String.self, key: "k", in: directory) != "v")

@@ -232,7 +232,7 @@ private struct Fixture: Sendable {
         defer { subscription.cancel() }
         Thread.detachNewThread { storage.wrappedValue = 1 }
         try #require(entered.wait(timeout: .now() + 30) == .success, "the handler was not called")
-        #expect(eventually(timeout: 10) { backer.stored == 1 }, "the change waits for the handler to be written")
+        #expect(eventually(timeout: 30) { backer.stored == 1 }, "the change waits for the handler to be written")
         storage.wrappedValue = 2
         #expect(finishes(within: 30) { storage.flush() }, "the flush waits for the handler")
         #expect(backer.stored == 2)
@@ -279,7 +279,7 @@ private struct Fixture: Sendable {
         try #require(bIn.wait(timeout: .now() + 30) == .success, "B's handler was not called")
         b.wrappedValue = 2
         bGate.signal()
-        #expect(eventually(timeout: 10) { seen.values == [1, 2] }, "B's handler got \(seen.values) while A's is held")
+        #expect(eventually(timeout: 30) { seen.values == [1, 2] }, "B's handler got \(seen.values) while A's is held")
     }
 
     /// Threads set the storage while handlers set it too, cancel their own subscriptions and subscribe anew from

@@ -41,7 +41,7 @@ private func losingEvents(in scratch: URL, _ meanwhile: () throws -> Void) throw
             let storage = fileStorage("k", in: directory, default: 0, flushInterval: nil)
             #expect(storage.wrappedValue == 1)
             try losingEvents(in: scratch) { try replaceFromOutside(file, with: "2") }
-            #expect(eventually(timeout: 10) { storage.wrappedValue == 2 }, "the storage has \(storage.wrappedValue)")
+            #expect(eventually(timeout: 30) { storage.wrappedValue == 2 }, "the storage has \(storage.wrappedValue)")
         }
     }
 
@@ -58,10 +58,10 @@ private func losingEvents(in scratch: URL, _ meanwhile: () throws -> Void) throw
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
                 try Data("2".utf8).write(to: file)
             }
-            #expect(eventually(timeout: 10) { storage.wrappedValue == 2 }, "the storage has \(storage.wrappedValue)")
+            #expect(eventually(timeout: 30) { storage.wrappedValue == 2 }, "the storage has \(storage.wrappedValue)")
             // Later changes, in the directory made again, are heard of.
             try replaceFromOutside(file, with: "3")
-            #expect(eventually(timeout: 10) { storage.wrappedValue == 3 }, "the storage has \(storage.wrappedValue)")
+            #expect(eventually(timeout: 30) { storage.wrappedValue == 3 }, "the storage has \(storage.wrappedValue)")
         }
     }
 
@@ -81,10 +81,10 @@ private func losingEvents(in scratch: URL, _ meanwhile: () throws -> Void) throw
                 try #require(symlink("r1", temporary.path) == 0)
                 try #require(rename(temporary.path, link.path) == 0)
             }
-            #expect(eventually(timeout: 10) { storage.wrappedValue == 2 }, "the storage has \(storage.wrappedValue)")
+            #expect(eventually(timeout: 30) { storage.wrappedValue == 2 }, "the storage has \(storage.wrappedValue)")
             // Later changes, where the link leads now, are heard of.
             try replaceFromOutside(scratch.appendingPathComponent("r1/k"), with: "3")
-            #expect(eventually(timeout: 10) { storage.wrappedValue == 3 }, "the storage has \(storage.wrappedValue)")
+            #expect(eventually(timeout: 30) { storage.wrappedValue == 3 }, "the storage has \(storage.wrappedValue)")
         }
     }
 
@@ -99,7 +99,7 @@ private func losingEvents(in scratch: URL, _ meanwhile: () throws -> Void) throw
             defer { FileMonitor.shared.unsubscribe(subscription) }
             try losingEvents(in: scratch) { try FileManager.default.removeItem(at: directory) }
             #expect(
-                eventually(timeout: 10) { gone.load(ordering: .sequentiallyConsistent) },
+                eventually(timeout: 30) { gone.load(ordering: .sequentiallyConsistent) },
                 "the subscriber was not told that the directory is gone")
         }
     }

@@ -49,7 +49,7 @@ private func openWhileWriting<S: AnyObject & Sendable>(
         writerDone.wait()
         let last = shared.last.load(ordering: .sequentiallyConsistent)
         let storages = held.withLock { $0 }
-        if !eventually(timeout: 10, { storages.allSatisfy { value($0) == last } }) {
+        if !eventually(timeout: 30, { storages.allSatisfy { value($0) == last } }) {
             missed.append("round \(round): stored \(last), storages \(storages.map(value))")
             break
         }

@@ -23,7 +23,7 @@ import Testing
             let watched = fileStorage("k", in: directory, default: "default", flushInterval: nil)
             try #require(watched.lastError?.code == .readFailed)
             try replaceFromOutside(directory.appendingPathComponent("k"), with: "\"outside\"")
-            #expect(eventually(timeout: 10) { watched.wrappedValue == "outside" })
+            #expect(eventually(timeout: 30) { watched.wrappedValue == "outside" })
             watched.wrappedValue = "mine"
             watched.flush()
             #expect(stored(String.self, key: "k", in: directory) == "mine")
@@ -88,8 +88,8 @@ import Testing
                 forDirectory: path)
             defer { FaultInjection.remove(forDirectory: path) }
             try replaceFromOutside(directory.appendingPathComponent("k"), with: "\"outside\"")
-            try #require(eventually(timeout: 5) { !armed.isSet }, "the check did not run")
-            #expect(eventually(timeout: 5) { watched.wrappedValue == "outside" }, "holds \(watched.wrappedValue)")
+            try #require(eventually(timeout: 30) { !armed.isSet }, "the check did not run")
+            #expect(eventually(timeout: 30) { watched.wrappedValue == "outside" }, "holds \(watched.wrappedValue)")
             watched.wrappedValue += "+1"
             watched.flush()
             #expect(stored(String.self, key: "k", in: directory) == "outside+1")
@@ -129,12 +129,12 @@ import Testing
             for round in 1...5 {
                 try replaceFromOutside(file, with: "\"outside \(round)\"")
                 try #require(
-                    await waitUntil(timeout: 10) { failing.tallied >= round && watched.cell.externalChecks >= round },
+                    await waitUntil(timeout: 30) { failing.tallied >= round && watched.cell.externalChecks >= round },
                     "the check of outside change \(round) did not run")
             }
-            // Let the checks end (each ends by scheduling its retry on the manual clock).
-            try #require(await waitUntil(timeout: 10) { scheduler.pendingJobs >= 1 })
-            try await Task.sleep(for: .milliseconds(200))
+            // Let the checks end (each ends by scheduling its retry on the manual clock): the retries waiting are then
+            // all there will be, however long the checks took.
+            try #require(await waitUntil(timeout: 30) { scheduler.pendingJobs >= 1 && hasNoCheckLeft(watched) })
             #expect(scheduler.pendingJobs <= 1, "\(scheduler.pendingJobs) retries wait: \(scheduler.pendingDelays)")
             // Ten minutes of a file that stays unreadable: with the backoff capped at 30 s, about 20 retries and a
             // few for the doublings. Each chain retries on its own.
@@ -179,8 +179,9 @@ import Testing
             let failedBefore = failing.tallied
             try replaceFromOutside(file, with: "\"outside\"")
             try #require(
-                await waitUntil(timeout: 10) { failing.tallied > failedBefore }, "the outside change was not checked")
-            try await Task.sleep(for: .milliseconds(200))
+                await waitUntil(timeout: 30) { failing.tallied > failedBefore }, "the outside change was not checked")
+            // The failed reread ends before the disk recovers, however long it takes.
+            try #require(await waitUntil(timeout: 30) { hasNoCheckLeft(watched) }, "the failed reread did not end")
             failing.set(false)  // the disk recovers
             // The retries back off (100 ms, doubling): generous, for a loaded machine.
             #expect(
@@ -221,7 +222,7 @@ import Testing
             reads.set(true)
             try replaceFromOutside(file, with: "\"outside\"")
             try #require(
-                await waitUntil(timeout: 10) { scheduler.pendingJobs >= 1 }, "the failed check scheduled no retry")
+                await waitUntil(timeout: 30) { scheduler.pendingJobs >= 1 }, "the failed check scheduled no retry")
             let delay = scheduler.pendingDelays.first ?? 0
             #expect(
                 delay <= WriteThrottle.minimumRetryDelay,

@@ -24,7 +24,7 @@ import Testing
             subscription = nil
             try replaceFromOutside(file, with: "2")
             #expect(
-                eventually(timeout: 10) { storage?.wrappedValue == 2 }, "the storage has \(storage?.wrappedValue ?? -1)"
+                eventually(timeout: 30) { storage?.wrappedValue == 2 }, "the storage has \(storage?.wrappedValue ?? -1)"
             )
 
             // A subscriber comes back, and the storage goes: the subscriber still hears.
@@ -36,14 +36,14 @@ import Testing
             let before = heard.load(ordering: .sequentiallyConsistent)
             try replaceFromOutside(file, with: "3")
             #expect(
-                eventually(timeout: 10) { heard.load(ordering: .sequentiallyConsistent) > before },
+                eventually(timeout: 30) { heard.load(ordering: .sequentiallyConsistent) > before },
                 "the subscriber heard nothing after the storage went")
 
             // A storage opened again reads the file afresh and hears later changes.
             let reopened = fileStorage("k", in: directory, default: 0, flushInterval: nil)
             #expect(reopened.wrappedValue == 3)
             try replaceFromOutside(file, with: "4")
-            #expect(eventually(timeout: 10) { reopened.wrappedValue == 4 }, "the storage has \(reopened.wrappedValue)")
+            #expect(eventually(timeout: 30) { reopened.wrappedValue == 4 }, "the storage has \(reopened.wrappedValue)")
         }
     }
 }

@@ -15,10 +15,10 @@ struct DirectStoreWriteTests {
             #expect(storage.wrappedValue == 1)
             for value in 2...3 {
                 try store.write(key: "k", data: Data("\(value)".utf8))
-                #expect(eventually(timeout: 10) { storage.wrappedValue == value })
+                #expect(eventually(timeout: 30) { storage.wrappedValue == value })
             }
             try store.remove(key: "k")
-            #expect(eventually(timeout: 10) { storage.wrappedValue == 0 })
+            #expect(eventually(timeout: 30) { storage.wrappedValue == 0 })
         }
     }
 }

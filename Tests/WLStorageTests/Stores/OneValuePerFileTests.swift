@@ -33,7 +33,7 @@ struct OneValuePerFileTests: EncryptedDirectorySuite {
             wrapped.wrappedValue = 7
             wrapped.flush()
             #expect(stored(Int.self, key: "n", in: directory) == 7)
-            #expect(eventually(timeout: 5) { plain.wrappedValue == 7 }, "plain still holds \(plain.wrappedValue)")
+            #expect(eventually(timeout: 30) { plain.wrappedValue == 7 }, "plain still holds \(plain.wrappedValue)")
         }
     }
 
@@ -77,7 +77,7 @@ struct OneValuePerFileTests: EncryptedDirectorySuite {
             #expect(storage.wrappedValue == 0)
             let directoryStore = WLStorageDirectoryStore.directory(directory)
             for value in 1...300 { try directoryStore.write(key: "k", data: json("\(value)")) }
-            #expect(eventually(timeout: 20) { storage.wrappedValue == 300 })
+            #expect(eventually(timeout: 30) { storage.wrappedValue == 300 })
             // A set after it wins, and is not reverted by any late event.
             storage.wrappedValue = 301
             storage.flush()
@@ -105,7 +105,7 @@ struct OneValuePerFileTests: EncryptedDirectorySuite {
             }
             try held.write(value: 7)
             #expect(
-                eventually(timeout: 5) { storage.wrappedValue == 7 },
+                eventually(timeout: 30) { storage.wrappedValue == 7 },
                 "the storage holds \(storage.wrappedValue) while its file holds 7")
         }
     }

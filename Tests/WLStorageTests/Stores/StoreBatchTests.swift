@@ -22,7 +22,7 @@ import Testing
         }
         a.wrappedValue = 1
         b.wrappedValue = 2
-        #expect(finishes(within: 10) { flushAllStores([store]) }, "flushAll from inside a batch hangs")
+        #expect(finishes(within: 60) { flushAllStores([store]) }, "flushAll from inside a batch hangs")
         #expect(store.stored("a") == "1")
         #expect(store.stored("b") == "2")
         #expect(!a.hasPendingChanges && !b.hasPendingChanges)
@@ -46,9 +46,14 @@ import Testing
         flushAllStores([store])
         for (index, key) in ["a", "b", "c"].enumerated() { #expect(store.stored(key) == "\(index + 1)") }
         #expect(storages.allSatisfy { !$0.hasPendingChanges })
-        // The store's feed reports its own partial batch: not taken for another program's change.
+        // The store's feed reports its own partial batch: not taken for another program's change. The checks the
+        // report starts end before the values are looked at, however long they take.
+        let checksBefore = storages.map { $0.cell.externalChecks }
         store.report(.everything)
-        usleep(100_000)
+        #expect(
+            eventually(timeout: 30) {
+                zip(storages, checksBefore).allSatisfy { $0.cell.externalChecks > $1 && hasNoCheckLeft($0) }
+            }, "the report started no check")
         for (index, storage) in storages.enumerated() { #expect(storage.wrappedValue == index + 1) }
     }
 
@@ -142,7 +147,7 @@ import Testing
             nested.wrappedValue = 5
             keeper.keep(nested)
         }
-        let finished = finishes(within: 10) {
+        let finished = finishes(within: 60) {
             let outer = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
             #expect(outer.wrappedValue == 5)
             outer.wrappedValue = 6
@@ -179,7 +184,7 @@ import Testing
         }
         ReportedErrors.install()
         let backer = EagerBacker()
-        let finished = finishes(within: 10) {
+        let finished = finishes(within: 60) {
             let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: backer)
             #expect(storage.wrappedValue == 2)
             storage.wrappedValue = 3
@@ -222,7 +227,7 @@ import Testing
         }
         loud.wrappedValue = Loud(n: 1)
         quiet.wrappedValue = 2
-        #expect(finishes(within: 10) { flushAllStores([store]) })
+        #expect(finishes(within: 60) { flushAllStores([store]) })
         #expect(store.stored("loud") == "1")
         #expect(store.stored("quiet") == "2")
     }
@@ -248,7 +253,7 @@ import Testing
             keeper.dropAll()
             for write in batch { store.state.withLock { $0.values[write.key] = write.data } }
         }
-        #expect(finishes(within: 10) { flushAllStores([store]) })
+        #expect(finishes(within: 60) { flushAllStores([store]) })
         keeper.dropAll()  // when another test's flushAll wrote "a" alone, before the batch
         #expect(store.stored("a") == "1")
         #expect(store.stored("b") == "2")
@@ -283,7 +288,7 @@ import Testing
             attempt.store(round, ordering: .sequentiallyConsistent)
             a.wrappedValue = round
             b.wrappedValue = round
-            #expect(finishes(within: 10) { flushAllStores([store]) })
+            #expect(finishes(within: 60) { flushAllStores([store]) })
             let change = madeInside.load(ordering: .sequentiallyConsistent)
             guard change != 0 else { continue }
             #expect(store.stored("a") == "\(change)")

@@ -73,7 +73,7 @@ import Testing
             keeper.keep(WLStorage(key: "cursor", defaultValue: 0, flushInterval: nil, store: store))
         }
         let keeperOfFirst = Keeper()
-        let finished = finishes(within: 5) {
+        let finished = finishes(within: 60) {
             keeperOfFirst.keep(WLStorage(key: "value", defaultValue: 1, flushInterval: nil, store: store))
         }
         #expect(finished, "the storage's initializer hangs: the nested one waits for the feed its own thread starts")
@@ -187,7 +187,7 @@ import Testing
                 store.state.withLock { $0.values[write.key] = write.data }
             }
         }
-        let finished = finishes(within: 10) {
+        let finished = finishes(within: 60) {
             let a = WLStorage(key: "a", defaultValue: 0, flushInterval: nil, store: store)
             let b = WLStorage(key: "b", defaultValue: 0, flushInterval: nil, store: store)
             a.wrappedValue = 1
@@ -288,7 +288,7 @@ import Testing
             }
         }
         stop.store(true, ordering: .sequentiallyConsistent)
-        #expect(storms.wait(timeout: .now() + 10) == .success)
+        #expect(storms.wait(timeout: .now() + 60) == .success)
         #expect(finished)
         for thread in 0..<4 { #expect(eventually { store.stored("k\(thread)") == "99" }) }
         #expect(eventually { store.feedCount == 0 })

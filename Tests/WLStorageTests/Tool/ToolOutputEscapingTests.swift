@@ -19,7 +19,7 @@ import Testing
             let get = try ChildProcess("wlstorage", ["--dir", root.path, "get", "k"])
             let end = try #require(get.waitForExit(timeout: 30))
             #expect(end.status == 0)
-            #expect(eventually(timeout: 5) { get.printed.hasSuffix("\n") })
+            #expect(eventually(timeout: 30) { get.printed.hasSuffix("\n") })
             let controls = get.printed.unicodeScalars.filter {
                 (0x80...0x9F).contains($0.value) || $0.properties.generalCategory == .format
             }

@@ -25,6 +25,6 @@ import Testing
         flushAllStores([store])
         #expect(store.stored("migrated") == "42", "the rewrite replaced another program's change")
         #expect(store.stored("other") == "7")
-        #expect(eventually(timeout: 10) { migrated.wrappedValue == 42 }, "the storage has \(migrated.wrappedValue)")
+        #expect(eventually(timeout: 30) { migrated.wrappedValue == 42 }, "the storage has \(migrated.wrappedValue)")
     }
 }

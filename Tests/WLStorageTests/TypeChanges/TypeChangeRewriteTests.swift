@@ -77,7 +77,7 @@ struct TypeChangeRewriteTests: StoredFileSuite {
             // Another program (say, the new version running beside) stores a value of its own.
             let theirs = #"{"name":"bob","pane":{"height":2,"width":1},"visits":42}"#
             try replaceFromOutside(directory.appendingPathComponent("profile"), with: theirs)
-            #expect(await waitUntil(timeout: 5) { storage.wrappedValue.name == "bob" })
+            #expect(await waitUntil(timeout: 30) { storage.wrappedValue.name == "bob" })
             storage.flush()
             #expect(stored(PanedProfile.self, key: "profile", in: directory)?.name == "bob")
             #expect(stored(PanedProfile.self, key: "profile", in: directory)?.visits == 42)
@@ -94,7 +94,7 @@ struct TypeChangeRewriteTests: StoredFileSuite {
         #expect(storage.wrappedValue.name == "ada")
         #expect(storage.hasPendingChanges)
         store.writeFromOutside("profile", json: #"{"name":"bob","pane":{"height":2,"width":1},"visits":42}"#)
-        #expect(eventually(timeout: 5) { storage.wrappedValue.name == "bob" })
+        #expect(eventually(timeout: 30) { storage.wrappedValue.name == "bob" })
         storage.flush()
         #expect(store.stored("profile")?.contains("bob") == true)
     }
@@ -158,7 +158,7 @@ struct TypeChangeRewriteTests: StoredFileSuite {
                 key: "mode", defaultValue: JoinedMode(theme: "light"), store: .directory(directory),
                 migrations: [.from(JoinedModeV1.self) { JoinedMode(theme: $0.dark ? "dark" : "light") }])
             try replaceFromOutside(directory.appendingPathComponent("mode"), with: #"{"dark":true}"#)
-            #expect(await waitUntil(timeout: 5) { second.wrappedValue.theme == "dark" })
+            #expect(await waitUntil(timeout: 30) { second.wrappedValue.theme == "dark" })
             #expect(second.lastError == nil)
         }
     }
