@@ -42,7 +42,9 @@ extension WLStoragePostgresStore {
     ///
     /// A `patient` call goes on past that: while the deadline allows, it tries again, with a backoff, after every
     /// failure that a server restarting or failing over causes (see ``isTransient(_:)``), so that a batch at exit
-    /// is written once the server is back rather than given up at the first refused connection.
+    /// is written once the server is back rather than given up at the first refused connection. Every call is patient
+    /// once the flush at exit has begun (``WLStorageSystem/isFlushingAtExit``): a storage's own write or read then (its
+    /// job was in flight when the flush began, or what is stored is to be read again first) has no later retry either.
     func execute(
         reading: Bool, resending: Bool, patient: Bool = false,
         _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
@@ -88,7 +90,8 @@ extension WLStoragePostgresStore {
                         writerPID.value = nil
                         continue
                     }
-                    if patient, Self.isTransient(error) {
+                    // Patient too once the program flushes at exit: no later retry will come.
+                    if patient || WLStorageSystem.isFlushingAtExit, Self.isTransient(error) {
                         // 10 ms, doubling, up to a quarter of a second, and never past the deadline.
                         failures += 1
                         let pause = Duration.milliseconds(min(10 << min(failures - 1, 5), 250))

@@ -79,6 +79,29 @@ struct PostgresExitFlushTests {
         #expect(try Self.rowsHoldingTheirNumber(admin, namespace) == values, "\(child.printedErrors)")
     }
 
+    /// A program started while the server is down cannot read its keys, so their changes are not written in a batch:
+    /// each storage reads its key first, then writes, on its own. The server comes back while the flush at exit runs:
+    /// those reads and writes try again until it is back, as a batch does. They gave up at the first refused
+    /// connection, with none of the values written.
+    @Test(arguments: [1, 20])
+    func theFlushAtExitReadsAndWritesKeysThatCouldNotBeReadOnceTheServerIsBack(values: Int) throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.remove() }
+        try cluster.start()
+        let namespace = uniqueNamespace()
+        try cluster.stop(mode: .fast)
+        // A store timeout of 90 s and the flush at exit bounded by 100 s, as above.
+        let child = try Replica(arguments: ["--pending", cluster.url, namespace, "1", String(values), "90", "100"])
+        child.send("go")
+        #expect(child.waitFor("set"))
+        try cluster.start()
+        let end = child.waitForExit(timeout: 200)
+        #expect(end?.reason == .exit && end?.status == 0, "\(child.printedErrors)")
+        let admin = try adminConnection(cluster.url)
+        defer { admin.close() }
+        #expect(try Self.rowsHoldingTheirNumber(admin, namespace) == values, "\(child.printedErrors)")
+    }
+
     @Test func aBatchThatFailsPartWayKeepsTheChunksItCommittedAndSaysHowMany() throws {
         let url = try PostgresCluster.shared().url
         let namespace = uniqueNamespace()

@@ -36,6 +36,8 @@ enum ShutdownHandling {
     private static let queue = DispatchQueue(label: "WLStorage.shutdown")
     /// `State/started`, once it is set, for every later storage to see without the lock.
     private static let started = Atomic<Bool>(false)
+    /// Whether the flush at exit or on a signal has begun (see ``WLStorageSystem/isFlushingAtExit``).
+    static let exitFlushStarted = Atomic<Bool>(false)
 
     /// Called by every storage initializer; does its work once.
     static func storageCreated() {
@@ -98,6 +100,7 @@ enum ShutdownHandling {
     static func flushEverything(
         only included: ((any RegisteredCell) -> Bool)? = nil, within timeout: Duration? = nil
     ) {
+        if timeout != nil { exitFlushStarted.store(true, ordering: .releasing) }
         let deadline = timeout.map { ContinuousClock.now + $0 }
         let caller = UInt(bitPattern: Int(bitPattern: pthread_self()))
         var insideABacker = false

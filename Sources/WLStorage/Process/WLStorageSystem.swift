@@ -27,6 +27,15 @@ public enum WLStorageSystem {
         ShutdownHandling.flushEverything()
     }
 
+    /// Whether the flush at exit or on SIGTERM, SIGINT or SIGHUP has begun.
+    ///
+    /// A store reads it to be patient then: a call that fails for a reason that passes (a server restarting or failing
+    /// over refuses connections for a moment) is tried again until the store's own timeout, rather than given up at
+    /// once, since the program ends after the flush and nothing would try again later. The PostgreSQL store does so.
+    public static var isFlushingAtExit: Bool {
+        ShutdownHandling.exitFlushStarted.load(ordering: .acquiring)
+    }
+
     /// How long the flush at exit and on SIGTERM, SIGINT and SIGHUP lasts at most, whatever the backers and stores do:
     /// 10 seconds unless you set it.
     ///
