@@ -442,6 +442,17 @@ private final class FleetRun {
                 "P\(index)'s flush of \(key) returned, and the key holds \(describe(stored(key))), not \(pending)")
         }
         markDurable(key, pending)
+        // A set written onto another program's change (the fields it did not change are the other program's) is
+        // followed by a read of what it wrote: the storage holds what its version reads there, or its set's value when
+        // it cannot read it.
+        let held = handle.version.value(Data(handle.encodedValue.utf8))
+        let reads = handle.version.reads(stored(key))
+        guard held == reads || held == handle.version.made(by: pending) else {
+            throw fail(
+                "P\(index)'s \(key) holds \(handle.encodedValue) after its flush of \(pending), which wrote"
+                    + " \(describe(stored(key))): neither what it reads there nor its set")
+        }
+        cells[index]?[key]?.value = handle.encodedValue
     }
 
     func markDurable(_ key: String, _ stamp: Int) {
@@ -652,14 +663,24 @@ private final class FleetRun {
         guard writable[index]?[key]?.contains(stamp) ?? false else {
             throw fail("\(written): a value no user of it set (reading never writes)")
         }
-        guard version.written(data) == version.made(by: stamp) else {
+        // A write carries the fields its set changed against what it read: `mode`, which sets share, is the set's, or
+        // that of bytes it read (another program's, kept where the set left it as it read it).
+        let bases = [base] + (cells[index]?[key]?.otherBases ?? [])
+        let made = version.made(by: stamp)
+        let modes = Set(
+            bases.compactMap { base in
+                base.flatMap { (try? JSONSerialization.jsonObject(with: $0)) as? [String: Any] }?["mode"]
+                    .flatMap(FleetVersion.text(ofMember:))
+            } + [made["mode"] ?? ""])
+        guard version.holdsFieldsOfItsSet(object, made),
+            let mode = object["mode"].flatMap(FleetVersion.text(ofMember:)), modes.contains(mode)
+        else {
             throw fail("\(written): not the value of its set \(stamp)")
         }
         writable[index]?[key]?.remove(stamp)
         if cells[index]?[key]?.pending == stamp { cells[index]?[key]?.pending = nil }
         lastWrite[key] = (version, stamp)
         // Fields the writer's version does not know are those of the bytes it read or wrote last.
-        let bases = [base] + (cells[index]?[key]?.otherBases ?? [])
         var mismatch: String?
         for candidate in bases {
             mismatch = unknownMismatch(version, written: object, base: candidate)
