@@ -20,8 +20,7 @@ import Testing
         let threadsPerProgram = 3
         let increments = 40
         let running = Lock(true)
-        let reporter = DispatchGroup()
-        DispatchQueue.global().async(group: reporter) {
+        let reporter = startThread {
             while running.withLock({ $0 }) {
                 base.base.report(.everything)
                 usleep(200)

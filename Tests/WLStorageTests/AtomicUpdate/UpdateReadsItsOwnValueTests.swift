@@ -47,7 +47,7 @@ private final class HeldReadStore: WLStorageConditionalStore {
 
 /// An update that stored its value holds it when it returns: also when the cell took another program's value while
 /// the closure ran and a check of the key is in flight on another thread as the update ends.
-@Suite(.capturingOutput, .timeLimit(.minutes(2)))
+@Suite(.capturingOutput, .timeLimit(.minutes(5)))
 struct UpdateReadsItsOwnValueTests {
     @Test func anUpdateHoldsWhatItStoredWhenItReturnsWhileACheckRunsElsewhere() throws {
         let store = HeldReadStore()
@@ -57,7 +57,7 @@ struct UpdateReadsItsOwnValueTests {
         // The held check is let go of once the update waits for the cell (an update that waited for a release after
         // it returned would never return), or once the test has looked at what the update left.
         let looked = Lock(false)
-        DispatchQueue.global().async {
+        startThread {
             _ = eventually(timeout: 60) {
                 looked.withLock { $0 } || storage.cell.state.withLock { !($0.extras?.waiters.isEmpty ?? true) }
             }

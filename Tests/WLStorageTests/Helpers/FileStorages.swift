@@ -19,11 +19,11 @@ func stored<T: Decodable>(_ type: T.Type, key: String, in directory: URL) -> T? 
     return try? JSONDecoder().decode(T.self, from: data)
 }
 
-/// Flushes `storage` on a Dispatch thread: a flush may wait for a write in flight, which a thread of the concurrency
+/// Flushes `storage` on a thread of its own: a flush may wait for a write in flight, which a thread of the concurrency
 /// pool must not do.
 func flushOffThePool<Value>(_ storage: WLStorage<Value>) async {
     await withCheckedContinuation { continuation in
-        DispatchQueue.global().async {
+        startThread {
             storage.flush()
             continuation.resume()
         }

@@ -24,9 +24,8 @@ struct TypedKeyDefaultUnderConcurrentRemovalTests {
             #expect(first.wrappedValue == 0)
             let done = Atomic<Bool>(false)
             let unexpected = Lock<[Int]>([])
-            let group = DispatchGroup()
-            for _ in 0..<4 {
-                DispatchQueue.global().async(group: group) {
+            let openers = (0..<4).map { _ in
+                startThread {
                     while !done.load(ordering: .relaxed) {
                         let storage = WLStorage(key)
                         let value = storage.wrappedValue
@@ -41,7 +40,7 @@ struct TypedKeyDefaultUnderConcurrentRemovalTests {
                 _ = eventually(timeout: 30) { first.wrappedValue == round }
             }
             done.store(true, ordering: .relaxed)
-            group.wait()
+            openers.forEach { $0.wait() }
             #expect(unexpected.withLock { $0 }.isEmpty)
             #expect(made.load(ordering: .relaxed) == 1)
             #expect(eventually { first.wrappedValue == 20 })

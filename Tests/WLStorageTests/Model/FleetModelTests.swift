@@ -509,7 +509,6 @@ private final class FleetRun {
             }
             return
         }
-        let held = handle.version.value(Data(handle.encodedValue.utf8))
         let writer = lastWrite[key].map(\.0)
         guard let expected = handle.version.reads(data) else {
             counts["read a value it cannot map", default: 0] += 1
@@ -525,6 +524,16 @@ private final class FleetRun {
                         + " \(handle.encodedValue) instead of its last value \(kept)")
             }
             return
+        }
+        // A report reaches the storages through a queue: a check an earlier operation started can end after the report
+        // and make the storage look settled before the report's own check has run. What the storage holds is judged
+        // once it holds what it read, or after a while.
+        var held = handle.version.value(Data(handle.encodedValue.utf8))
+        if held != expected {
+            _ = settles(timeout: .seconds(30)) {
+                held = handle.version.value(Data(handle.encodedValue.utf8))
+                return held == expected && handle.isSettled(checksAbove: nil)
+            }
         }
         guard held == expected else {
             // No version serves its default while a value it can map is stored.

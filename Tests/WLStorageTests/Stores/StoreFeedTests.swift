@@ -267,16 +267,17 @@ import Testing
     @Test func releasesFlushAllAndAStormOfEverythingEndWithTheFeedCancelled() {
         let store = HostileStore()
         let stop = Atomic<Bool>(false)
-        let storms = DispatchGroup()
-        DispatchQueue.global().async(group: storms) {
-            while !stop.load(ordering: .sequentiallyConsistent) { store.report(.everything) }
-        }
-        DispatchQueue.global().async(group: storms) {
-            while !stop.load(ordering: .sequentiallyConsistent) {
-                flushAllStores([store])
-                usleep(1_000)
-            }
-        }
+        let storms = [
+            startThread {
+                while !stop.load(ordering: .sequentiallyConsistent) { store.report(.everything) }
+            },
+            startThread {
+                while !stop.load(ordering: .sequentiallyConsistent) {
+                    flushAllStores([store])
+                    usleep(1_000)
+                }
+            },
+        ]
         let finished = finishes(within: 30) {
             DispatchQueue.concurrentPerform(iterations: 4) { thread in
                 for round in 0..<100 {
@@ -288,7 +289,7 @@ import Testing
             }
         }
         stop.store(true, ordering: .sequentiallyConsistent)
-        #expect(storms.wait(timeout: .now() + 60) == .success)
+        #expect(storms.allSatisfy { $0.wait(timeout: .now() + 60) == .success })
         #expect(finished)
         for thread in 0..<4 { #expect(eventually { store.stored("k\(thread)") == "99" }) }
         #expect(eventually { store.feedCount == 0 })
