@@ -397,28 +397,34 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return known.withLock { known in known.seenObject.map { $0 != known.base } ?? false }
     }
 
-    /// A store reads a key at a cost (a round trip), so a store's key is written whole as before, unless a check saw
-    /// another program's change since the value was read (its feed told of it) and the store writes on condition: then
-    /// the fields the value changed go onto the bytes seen, only while the key still holds them; when it holds others
-    /// by then, they are read and the change goes onto them, for a few rounds, after which the change stays pending
-    /// and is tried again. A store whose values are secret writes whole.
+    /// A store that writes on condition is written the value whole, in one round trip as a plain write, but only while
+    /// the key holds the bytes the value was read from or written as; or, when a check saw another program's change
+    /// since (its feed told of it), the fields the value changed go onto the bytes seen, only while the key still
+    /// holds them. When the key holds others by then, they are read and the change goes onto them, for a few rounds,
+    /// after which the change stays pending and is tried again. A store that cannot write on condition, or whose values
+    /// are secret, is written whole.
     private func writeChange(
         _ value: T, to medium: StoreMedium, base: Data, renames: [FieldRename]
     ) throws(WLStorageError) -> ChangeWrite {
-        guard !medium.conceals, let conditional = medium.capabilities.conditional,
-            var stored = known.withLock({ $0.seenObject }), stored != base
-        else { return .plain }
+        guard !medium.conceals, let conditional = medium.capabilities.conditional else { return .plain }
+        var stored = known.withLock { $0.seenObject } ?? base
         let keeping = known.withLock { $0.takeOrigin() }
         let data = try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: keeping)
         for _ in 0..<8 {
-            let merged = merging(data, base: base, onto: stored) ?? data
-            if merged != stored {
+            let merged = stored == base ? data : merging(data, base: base, onto: stored) ?? data
+            if merged != stored || stored == base {
                 try checkSize(merged)
                 let written: Bool
                 do {
                     written = try medium.write(merged, ifItHolds: stored, through: conditional)
                 } catch {
                     throw medium.failure(error, writing: true, key: key)
+                }
+                if written, stored == base {
+                    // No other program's change came between: the value went whole, as a plain write's would.
+                    medium.wrote()
+                    recordWrite(merged, stamp: KnownVersions.stamp(merged))
+                    return .written
                 }
                 if !written {
                     // Changed again: the change goes onto what the key holds now.

@@ -132,6 +132,11 @@ final class MemoryStore: WLStorageStore {
         report(.key(key))
     }
 
+    /// Another program's write of `json` under `key` whose news the feed has not brought yet.
+    func writeUnreported(_ key: String, json: String) {
+        contents.state.withLock { $0.values[key] = Data(json.utf8) }
+    }
+
     /// Another program's removal of `key`, reported by the feed.
     func removeFromOutside(_ key: String) {
         contents.state.withLock { $0.values[key] = nil }

@@ -218,4 +218,30 @@ import WLStorageTestSupport
         #expect(storage.wrappedValue == expected)
         #expect(!storage.hasPendingChanges)
     }
+
+    /// A store that writes on condition writes a change only while the key holds what the value was read from: another
+    /// program's change of another field, which its feed has not told of yet, is read and the change goes onto it.
+    @Test func aStoresWriteGoesOntoAnotherProgramsChangeItsFeedHasNotToldOfYet() throws {
+        let store = MemoryStore()
+        store.writeFromOutside(Self.key, json: Self.initial)
+        let storage = WLStorage(key: Self.key, defaultValue: Self.defaultValue, flushInterval: nil, store: store)
+        try #require(storage.wrappedValue.theme == "dark")
+        storage.wrappedValue.fontSize = 16
+        store.writeUnreported(
+            Self.key, json: #"{"fontSize":15,"tags":["a"],"theme":"blue","window":{"height":600,"width":800}}"#)
+        storage.flush()
+        let expected = Preferences(theme: "blue", fontSize: 16, tags: ["a"])
+        let stored = try JSONDecoder().decode(Preferences.self, from: Data(try #require(store.stored(Self.key)).utf8))
+        #expect(stored == expected)
+        #expect(eventually { storage.wrappedValue == expected }, "holds \(storage.wrappedValue)")
+        #expect(!storage.hasPendingChanges)
+        // With nothing changed in between, the next change is one write on condition, with no read before it.
+        let reads = store.reads
+        storage.wrappedValue.fontSize = 17
+        storage.flush()
+        #expect(
+            try JSONDecoder().decode(Preferences.self, from: Data(try #require(store.stored(Self.key)).utf8))
+                == Preferences(theme: "blue", fontSize: 17, tags: ["a"]))
+        #expect(store.reads == reads)
+    }
 }
