@@ -34,56 +34,68 @@ enum DiskCases {
     static func flush(_ harness: Harness) -> [Row] {
         var rows: [Row] = []
         for (label, size) in [("100 B", 100), ("100 KB", 102_400)] {
-            rows += withTemporaryDirectory("flush") { directory in
-                // Two strings whose JSON is `size` bytes each; the sets alternate, so every flush writes a change.
-                let values = ["a", "b"].map { String(repeating: $0, count: size - 2) }
-                let encoder = JSONEncoder()
-                precondition(try! encoder.encode(values[0]).count == size)
-                let storage = WLStorage<String>(
-                    defaultValueClosure: { values[1] }, flushInterval: nil,
-                    backer: WLStorageDefaultBacker(key: "value", directory: directory))
-                storage.flush()
-                let descriptor = openDirectory(directory)
-                defer { close(descriptor) }
-                let raw = RawDurableWriter(directory: descriptor, name: "raw")
-                let atomicURL = directory.appendingPathComponent("atomic")
-                // Rounds of one operation each: a counter per variant, not the loop index, alternates the values.
-                var (storageCount, rawCount, atomicCount) = (0, 0, 0)
-                let results = harness.measure(
-                    [
-                        Variant("WLStorage") { n in
-                            for _ in 0..<n {
-                                storageCount += 1
-                                storage.wrappedValue = values[storageCount & 1]
-                                storage.flush()
-                            }
-                        },
-                        Variant("raw") { n in
-                            for _ in 0..<n {
-                                rawCount += 1
-                                raw.write(try! encoder.encode(values[rawCount & 1]))
-                            }
-                        },
-                        Variant("atomic") { n in
-                            for _ in 0..<n {
-                                atomicCount += 1
-                                try! encoder.encode(values[atomicCount & 1]).write(to: atomicURL, options: .atomic)
-                            }
-                        },
-                    ], settings: harness.disk)
-                let title = "flush of a \(label) value"
-                return [
-                    Row(
-                        caseID: "flush", title: title, subject: "WLStorage set + flush()", value: results["WLStorage"]!,
-                        baseline: "raw durable sequence + encoding", baselineValue: results["raw"]!,
-                        target: .ratio(atMost: 1.15)),
-                    Row(
-                        caseID: "flush", title: title, subject: "WLStorage set + flush()", value: results["WLStorage"]!,
-                        baseline: "encoding + Data.write(.atomic)", baselineValue: results["atomic"]!),
-                ]
-            }
+            // Two strings whose JSON is `size` bytes each; the sets alternate, so every flush writes a change.
+            let values = ["a", "b"].map { String(repeating: $0, count: size - 2) }
+            precondition(try! JSONEncoder().encode(values[0]).count == size)
+            rows += flushRows(harness, of: "a \(label) value", alternating: values, target: 1.15)
         }
+        // A value stored as a JSON object is written as the fields it changed: the write reads the file first, to
+        // learn whether another program replaced it since.
+        let settings = [true, false].map { SampleSettings(name: "window", count: 42, enabled: $0) }
+        rows += flushRows(harness, of: "a settings object (about 50 B)", alternating: settings, target: 1.3)
         return rows
+    }
+
+    /// Rows of a flush of each of `values` in turn, set on a storage of a directory, against the raw durable sequence
+    /// (and against `Data.write(.atomic)`) writing the same values encoded.
+    private static func flushRows<Value: Codable & Sendable>(
+        _ harness: Harness, of what: String, alternating values: [Value], target: Double
+    ) -> [Row] {
+        withTemporaryDirectory("flush") { directory in
+            let encoder = JSONEncoder()
+            let storage = WLStorage<Value>(
+                defaultValueClosure: { values[1] }, flushInterval: nil,
+                backer: WLStorageDefaultBacker(key: "value", directory: directory))
+            storage.flush()
+            let descriptor = openDirectory(directory)
+            defer { close(descriptor) }
+            let raw = RawDurableWriter(directory: descriptor, name: "raw")
+            let atomicURL = directory.appendingPathComponent("atomic")
+            // Rounds of one operation each: a counter per variant, not the loop index, alternates the values.
+            var (storageCount, rawCount, atomicCount) = (0, 0, 0)
+            let results = harness.measure(
+                [
+                    Variant("WLStorage") { n in
+                        for _ in 0..<n {
+                            storageCount += 1
+                            storage.wrappedValue = values[storageCount & 1]
+                            storage.flush()
+                        }
+                    },
+                    Variant("raw") { n in
+                        for _ in 0..<n {
+                            rawCount += 1
+                            raw.write(try! encoder.encode(values[rawCount & 1]))
+                        }
+                    },
+                    Variant("atomic") { n in
+                        for _ in 0..<n {
+                            atomicCount += 1
+                            try! encoder.encode(values[atomicCount & 1]).write(to: atomicURL, options: .atomic)
+                        }
+                    },
+                ], settings: harness.disk)
+            let title = "flush of \(what)"
+            return [
+                Row(
+                    caseID: "flush", title: title, subject: "WLStorage set + flush()", value: results["WLStorage"]!,
+                    baseline: "raw durable sequence + encoding", baselineValue: results["raw"]!,
+                    target: .ratio(atMost: target)),
+                Row(
+                    caseID: "flush", title: title, subject: "WLStorage set + flush()", value: results["WLStorage"]!,
+                    baseline: "encoding + Data.write(.atomic)", baselineValue: results["atomic"]!),
+            ]
+        }
     }
 
     static func load(_ harness: Harness) -> [Row] {
