@@ -1,0 +1,16 @@
+import Foundation
+import Observation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The backer of a key in a store other than a directory, with its medium: what an update across processes writes
+/// through.
+struct StoreKeyBacker<T: Codable & Sendable> {
+    let backer: WLStorageDefaultBacker<T>
+    let medium: StoreMedium
+}

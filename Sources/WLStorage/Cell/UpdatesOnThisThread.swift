@@ -1,0 +1,95 @@
+import Foundation
+import Observation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// The cells whose `update` closure the calling thread is running, innermost last: a set or an update of one of them
+/// from this thread is a change from inside its own update. Kept per thread (a `pthread` key), so that a cell needs no
+/// more than a count of its running updates (``CellState/updaters``), and a set looks here only while that count is
+/// not zero.
+@usableFromInline
+enum UpdatesOnThisThread {
+    /// What a thread records: the cells of the updates it runs, innermost last, in a buffer that grows with the
+    /// nesting; and whether it is reporting a refusal.
+    private struct Record {
+        var depth = 0
+        var capacity = 0
+        var cells: UnsafeMutablePointer<UInt>?
+        var reporting = false
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let made = pthread_key_create(&key) { pointer in
+            guard let record = pointer?.assumingMemoryBound(to: Record.self) else { return }
+            record.pointee.cells?.deallocate()
+            record.deinitialize(count: 1)
+            record.deallocate()
+        }
+        precondition(made == 0, "pthread_key_create failed")
+        return key
+    }()
+
+    private static var record: UnsafeMutablePointer<Record> {
+        if let pointer = pthread_getspecific(key) { return pointer.assumingMemoryBound(to: Record.self) }
+        let record = UnsafeMutablePointer<Record>.allocate(capacity: 1)
+        record.initialize(to: Record())
+        pthread_setspecific(key, record)
+        return record
+    }
+
+    /// Whether this thread runs an update of `cell`.
+    @usableFromInline
+    static func contains(_ cell: ObjectIdentifier) -> Bool {
+        contains(UInt(bitPattern: cell), in: record)
+    }
+
+    private static func contains(_ cell: UInt, in record: UnsafeMutablePointer<Record>) -> Bool {
+        guard let cells = record.pointee.cells else { return false }
+        for index in 0..<record.pointee.depth where cells[index] == cell { return true }
+        return false
+    }
+
+    /// Records that this thread runs an update of `cell`; `false`, recording nothing, when it runs one already.
+    @usableFromInline
+    static func begin(_ cell: ObjectIdentifier) -> Bool {
+        let record = self.record
+        let cell = UInt(bitPattern: cell)
+        if contains(cell, in: record) { return false }
+        if record.pointee.depth == record.pointee.capacity {
+            let capacity = max(8, record.pointee.capacity * 2)
+            let cells = UnsafeMutablePointer<UInt>.allocate(capacity: capacity)
+            if let old = record.pointee.cells {
+                cells.initialize(from: old, count: record.pointee.depth)
+                old.deallocate()
+            }
+            record.pointee.cells = cells
+            record.pointee.capacity = capacity
+        }
+        record.pointee.cells![record.pointee.depth] = cell
+        record.pointee.depth += 1
+        return true
+    }
+
+    /// Ends the innermost update that ``begin(_:)`` recorded.
+    @usableFromInline
+    static func end(_ cell: ObjectIdentifier) {
+        let record = self.record
+        if record.pointee.depth > 0 { record.pointee.depth -= 1 }
+    }
+
+    /// Runs `report` unless this thread is reporting a refusal already: an error handler that makes the same mistake
+    /// again is not told of it again, without end.
+    static func reportingOnce(_ report: () -> Void) {
+        let record = self.record
+        guard !record.pointee.reporting else { return }
+        record.pointee.reporting = true
+        defer { record.pointee.reporting = false }
+        report()
+    }
+}

@@ -1,0 +1,59 @@
+import Dispatch
+
+/// Where the package gets the time and runs delayed work. Injected so that tests of the throttle need no sleep.
+package protocol WriteScheduler: AnyObject, Sendable {
+    /// Monotonic time in nanoseconds.
+    var now: UInt64 { get }
+
+    /// Runs `work` off the caller's thread, `delay` nanoseconds from now (as soon as possible for 0).
+    func schedule(after delay: UInt64, _ work: @escaping @Sendable () -> Void)
+}
+
+/// The scheduler used outside tests: the monotonic clock, and one labelled concurrent queue shared by every
+/// storage. Each storage's jobs stay serial through its own cell, so no storage needs a queue of its own.
+///
+/// Work due 200 ms or more from now (the trailing writes of a throttle, retries) is gathered in slots of 20 ms: one
+/// timer per slot, not one per storage, which is most of what a busy daemon's writes cost besides the disk. Such work
+/// runs up to 20 ms late. When a slot is due, its first piece of work runs on the timer's thread and each other one
+/// is handed to the queue, so that a slow backer holds up no other storage.
+package final class DispatchWriteScheduler: WriteScheduler {
+    package static let shared = DispatchWriteScheduler()
+
+    private let queue = DispatchQueue(label: "WLStorage.disk", qos: .utility, attributes: .concurrent)
+    /// Work waiting for its slot, by the slot's due time.
+    private let slots = Lock<[UInt64: [@Sendable () -> Void]]>([:])
+
+    static let slotWidth: UInt64 = 20_000_000
+    static let gatheringThreshold: UInt64 = 200_000_000
+
+    package var now: UInt64 {
+        DispatchTime.now().uptimeNanoseconds
+    }
+
+    package func schedule(after delay: UInt64, _ work: @escaping @Sendable () -> Void) {
+        if delay == 0 {
+            queue.async(execute: work)
+            return
+        }
+        guard delay >= Self.gatheringThreshold else {
+            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay)), execute: work)
+            return
+        }
+        let (due, overflow) = now.addingReportingOverflow(delay)
+        guard !overflow, due <= UInt64.max - Self.slotWidth else {
+            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay)), execute: work)
+            return
+        }
+        let slot = (due / Self.slotWidth + 1) * Self.slotWidth
+        let isNew = slots.withLock { slots in
+            slots[slot, default: []].append(work)
+            return slots[slot]?.count == 1
+        }
+        guard isNew else { return }
+        queue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: slot)) { [self] in
+            let works = slots.withLock { $0.removeValue(forKey: slot) } ?? []
+            for work in works.dropFirst() { queue.async(execute: work) }
+            works.first?()
+        }
+    }
+}

@@ -1,0 +1,275 @@
+import Foundation
+import Synchronization
+
+/// The added-fields step: a JSON object completed with the members it lacks from another.
+///
+/// Members are added one at a time, each where the decoder reports a key not found, from the same place in the
+/// default value's JSON, until the bytes decode: only the fields the type cannot do without are added, so that an
+/// optional left out because it was `nil`, an entry removed from a dictionary, or another case of an enum, does not
+/// come back from the default. The stored members are copied byte for byte.
+///
+/// Bytes filled in this way are taken when the value keeps every field they have: the type gained fields. When the
+/// value drops some of them, a migration whose type decodes the bytes is preferred (a field renamed would otherwise be
+/// dropped and its value replaced by the default's), and the filled-in value is taken only when none does. When the
+/// value keeps none of the bytes' fields, they are not taken for this type at all: an object of another type, or an
+/// empty one, is not read as a default.
+enum JSONFill {
+    /// The most members added to one value.
+    private static let maximumAdded = 1_024
+
+    /// Whether the value encoded as `encoded` keeps the members of `stored`: all of them (at every depth where both
+    /// have an object), and any of them (at the top).
+    static func coverage(of stored: Data, in encoded: Data) -> (all: Bool, any: Bool) {
+        let storedBytes = withoutByteOrderMark([UInt8](stored))
+        let encodedBytes = [UInt8](encoded)
+        var storedParser = Parser(bytes: storedBytes)
+        var encodedParser = Parser(bytes: encodedBytes)
+        guard case .object(let storedMembers, _)? = storedParser.parseValue(depth: 0),
+            case .object(let encodedMembers, _)? = encodedParser.parseValue(depth: 0)
+        else { return (false, false) }
+        let any = storedMembers.contains { member in encodedMembers.contains { $0.key == member.key } }
+        return (keepsAll(storedMembers, encodedMembers), any)
+    }
+
+    private static func keepsAll(_ stored: [Member], _ encoded: [Member]) -> Bool {
+        var byKey: [String: Member] = [:]
+        for member in encoded { byKey[member.key] = member }
+        return stored.allSatisfy { member in
+            guard let kept = byKey[member.key] else { return false }
+            if case .object(let inner, _) = member.value, case .object(let keptInner, _) = kept.value {
+                return keepsAll(inner, keptInner)
+            }
+            return true
+        }
+    }
+
+    /// The value of `type` from `data` with the members it cannot decode without taken from `defaults`, and the bytes
+    /// that decoded; `nil` when nothing needs adding (it decodes as it is, or it does not for another reason), or when
+    /// a member it needs is not in `defaults` at the same place (inside an array, for instance).
+    static func filled<T: Decodable>(_ data: Data, from defaults: Data, as type: T.Type) -> (value: T, bytes: Data)? {
+        do {
+            _ = try JSONCoders.decoder.decode(T.self, from: data)
+            return nil
+        } catch {
+            return filled(data, failing: error, from: defaults, as: type)
+        }
+    }
+
+    /// ``filled(_:from:as:)`` for `data` that threw `error` when decoded as it is, which is not decoded again.
+    ///
+    /// Only a key that `JSONDecoder` did not find is added: it found the text to be JSON, which the parser below
+    /// relies on.
+    static func filled<T: Decodable>(
+        _ data: Data, failing error: any Error, from defaults: Data, as type: T.Type
+    ) -> (value: T, bytes: Data)? {
+        guard case DecodingError.keyNotFound(_, _) = error else { return nil }
+        var bytes = withoutByteOrderMark([UInt8](data))
+        let model = [UInt8](defaults)
+        var modelParser = Parser(bytes: model)
+        guard let modelRoot = modelParser.parseValue(depth: 0) else { return nil }
+        var failure = error
+        for _ in 0..<maximumAdded {
+            guard case DecodingError.keyNotFound(let key, let context) = failure else { return nil }
+            let path = context.codingPath + [key]
+            // A key inside an array has no counterpart in the default.
+            guard path.allSatisfy({ $0.intValue == nil }) else { return nil }
+            let names = path.map(\.stringValue)
+            guard let member = member(at: names[...], in: modelRoot),
+                let filled = inserting(member, from: model, at: names.dropLast(), into: bytes)
+            else { return nil }
+            bytes = filled
+            do {
+                return (try JSONCoders.decoder.decode(T.self, from: Data(bytes)), Data(bytes))
+            } catch {
+                failure = error
+            }
+        }
+        return nil
+    }
+
+    static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
+        // A byte order mark, which the decoder accepts, is left out.
+        bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+    }
+
+    /// The member at `path` (keys of objects inside each other) of `node`.
+    private static func member(at path: ArraySlice<String>, in node: Node) -> Member? {
+        guard let first = path.first, case .object(let members, _) = node,
+            let member = members.last(where: { $0.key == first })
+        else { return nil }
+        return path.count == 1 ? member : self.member(at: path.dropFirst(), in: member.value)
+    }
+
+    /// `bytes` with `member` of `model` added to the object at `path`; `nil` when there is no object there.
+    private static func inserting(
+        _ member: Member, from model: [UInt8], at path: ArraySlice<String>, into bytes: [UInt8]
+    ) -> [UInt8]? {
+        var parser = Parser(bytes: bytes)
+        guard var node = parser.parseValue(depth: 0) else { return nil }
+        for name in path {
+            guard case .object(let members, _) = node, let inner = members.last(where: { $0.key == name }) else {
+                return nil
+            }
+            node = inner.value
+        }
+        guard case .object(let members, let range) = node else { return nil }
+        var text: [UInt8] = members.isEmpty ? [] : [UInt8(ascii: ",")]
+        text += model[member.rawKey]
+        text.append(UInt8(ascii: ":"))
+        text += model[member.value.range]
+        var result = bytes
+        result.insert(contentsOf: text, at: range.upperBound - 1)  // before the closing brace
+        return result
+    }
+
+    /// A parsed JSON value: an object's members, or any other value; with where it is.
+    indirect enum Node {
+        case object([Member], Range<Int>)
+        case other(Range<Int>)
+
+        var range: Range<Int> {
+            switch self {
+            case .object(_, let range), .other(let range): range
+            }
+        }
+    }
+
+    struct Member {
+        /// The key as written, quotes included.
+        var rawKey: Range<Int>
+        /// The key itself, escapes resolved, for comparing keys however they are written.
+        var key: String
+        var value: Node
+    }
+
+    /// A parser of JSON text that `JSONDecoder` has read (stored bytes) or `JSONEncoder` written: it finds where
+    /// values start and end, and parses objects into members; anything else it only skips.
+    struct Parser {
+        let bytes: [UInt8]
+        var index = 0
+
+        init(bytes: [UInt8]) {
+            self.bytes = bytes
+        }
+
+        /// Objects nest no deeper than `JSONDecoder` reads (512); this bound only keeps a wrong input from recursing
+        /// far.
+        private static let maximumDepth = 1_024
+
+        mutating func parseValue(depth: Int) -> Node? {
+            skipWhitespace()
+            guard index < bytes.count, depth < Self.maximumDepth else { return nil }
+            if bytes[index] == UInt8(ascii: "{") {
+                let start = index
+                guard let members = parseObject(depth: depth) else { return nil }
+                return .object(members, start..<index)
+            }
+            let start = index
+            guard skipValue() else { return nil }
+            return .other(start..<index)
+        }
+
+        private mutating func parseObject(depth: Int) -> [Member]? {
+            index += 1  // {
+            var members: [Member] = []
+            skipWhitespace()
+            if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return members
+            }
+            while true {
+                skipWhitespace()
+                let keyStart = index
+                guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), skipString() else { return nil }
+                let rawKey = keyStart..<index
+                skipWhitespace()
+                guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+                index += 1
+                guard let value = parseValue(depth: depth + 1), let key = Self.key(bytes[rawKey]) else { return nil }
+                members.append(Member(rawKey: rawKey, key: key, value: value))
+                skipWhitespace()
+                guard index < bytes.count else { return nil }
+                if bytes[index] == UInt8(ascii: ",") {
+                    index += 1
+                    continue
+                }
+                guard bytes[index] == UInt8(ascii: "}") else { return nil }
+                index += 1
+                return members
+            }
+        }
+
+        /// The string a quoted key stands for.
+        private static func key(_ quoted: ArraySlice<UInt8>) -> String? {
+            if !quoted.contains(UInt8(ascii: "\\")) {
+                return String(decoding: quoted.dropFirst().dropLast(), as: UTF8.self)
+            }
+            return try? JSONCoders.decoder.decode(String.self, from: Data(quoted))
+        }
+
+        private mutating func skipWhitespace() {
+            while index < bytes.count {
+                switch bytes[index] {
+                case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): index += 1
+                default: return
+                }
+            }
+        }
+
+        /// Skips a string, an array, a number or a literal.
+        private mutating func skipValue() -> Bool {
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                return skipString()
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                var depth = 0
+                while index < bytes.count {
+                    switch bytes[index] {
+                    case UInt8(ascii: "\""):
+                        guard skipString() else { return false }
+                        continue
+                    case UInt8(ascii: "["), UInt8(ascii: "{"):
+                        depth += 1
+                    case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                        depth -= 1
+                        if depth == 0 {
+                            index += 1
+                            return true
+                        }
+                    default:
+                        break
+                    }
+                    index += 1
+                }
+                return false
+            default:
+                let start = index
+                while index < bytes.count {
+                    switch bytes[index] {
+                    case UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), UInt8(ascii: " "),
+                        UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"):
+                        return index > start
+                    default:
+                        index += 1
+                    }
+                }
+                return index > start
+            }
+        }
+
+        /// Skips a string from its opening quote to past its closing one.
+        private mutating func skipString() -> Bool {
+            index += 1
+            while index < bytes.count {
+                switch bytes[index] {
+                case UInt8(ascii: "\\"): index += 2
+                case UInt8(ascii: "\""):
+                    index += 1
+                    return true
+                default: index += 1
+                }
+            }
+            return false
+        }
+    }
+}

@@ -1,0 +1,45 @@
+import Foundation
+import Synchronization
+
+/// The backers that keep a stored value's bytes from before its type changed, to remove once they have written the
+/// value in the current shape. A table rather than a flag in each backer, which would make every backer larger for
+/// what happens once in a type's life; writes look it up only while it is not empty.
+enum KeptOriginals {
+    private static let backers = Lock(Set<ObjectIdentifier>())
+    private static let count = Atomic<Int>(0)
+
+    /// Whether any backer keeps bytes: one atomic load, before a write looks further.
+    static var any: Bool { count.load(ordering: .relaxed) > 0 }
+
+    static func keep(_ backer: AnyObject) {
+        backers.withLock { backers in
+            if backers.insert(ObjectIdentifier(backer)).inserted { count.add(1, ordering: .relaxed) }
+        }
+    }
+
+    /// Whether `backer` kept bytes; it no longer counts as keeping them.
+    static func take(_ backer: AnyObject) -> Bool {
+        backers.withLock { backers in
+            guard backers.remove(ObjectIdentifier(backer)) != nil else { return false }
+            count.subtract(1, ordering: .relaxed)
+            return true
+        }
+    }
+
+    /// After a write of `backer` in the current shape: removes the bytes it kept, with `remove`, when it kept any; if
+    /// that fails, they are removed after its next write.
+    static func settle(_ backer: AnyObject, remove: () throws -> Void) {
+        guard any, take(backer) else { return }
+        do {
+            try remove()
+        } catch {
+            keep(backer)
+        }
+    }
+
+    /// Called as a backer goes: its identifier may be reused by another object.
+    static func forget(_ backer: AnyObject) {
+        guard any else { return }
+        _ = take(backer)
+    }
+}
