@@ -28,7 +28,7 @@ public struct FleetProblem: Error, CustomStringConvertible {
 }
 
 /// A small, seedable generator (SplitMix64).
-public struct FleetRandom: RandomNumberGenerator {
+public struct SplitMix64: RandomNumberGenerator {
     private var state: UInt64
 
     public init(seed: UInt64) {
@@ -123,7 +123,7 @@ public final class FleetRun {
 
     public let seed: UInt64
     let shared: any FleetSharedStore
-    var random: FleetRandom
+    var random: SplitMix64
     var operation = 0
     var nextStamp = 1
     var programs: [Program]
@@ -140,7 +140,7 @@ public final class FleetRun {
     public init(seed: UInt64, shared: any FleetSharedStore) {
         self.seed = seed
         self.shared = shared
-        random = FleetRandom(seed: seed)
+        random = SplitMix64(seed: seed)
         programs = (0..<Self.programCount).map { Program(index: $0, version: FleetVersion.allCases.reversed()[$0 % 3]) }
     }
 

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import WLStorageFleet
 
 @testable import WLStorage
 
@@ -26,23 +27,6 @@ import Testing
 //
 // `WLSTORAGE_SEED` replays a seed (each thread's operations are replayed; their interleaving is the machine's).
 // `WLSTORAGE_OPERATIONS` sets the number of operations (10,000 by default, as CI runs it); a soak run takes millions.
-
-/// A small, fast, seedable generator (SplitMix64).
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// What happened to one file, in order.
 private enum Change: Equatable {
