@@ -97,20 +97,8 @@ extension WLStoragePostgresStore: CarriedChangeFeed {
         -> WLStorageSubscription?
     {
         let listener = self.listener
-        let id: UInt64
-        if adoptsNotifiedValues {
-            id = listener.add(changed)
-        } else {
-            // A notification's bytes and version are not trusted: any role that can connect may send one. The key it
-            // names is read.
-            id = listener.add { event in
-                if case .carried(let change) = event {
-                    changed(.change(.key(change.key)))
-                } else {
-                    changed(event)
-                }
-            }
-        }
+        // The listener passes on the bytes of the senders it trusts only (see `PostgresListener`).
+        let id = listener.add(changed)
         return WLStorageSubscription { listener.remove(id) }
     }
 

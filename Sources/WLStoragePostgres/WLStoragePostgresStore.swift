@@ -71,7 +71,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// found by the last connection; `nil` when it can, or before the first connection.
     let tagging = Lock<WLStorageError?>(nil)
     let listener: PostgresListener
-    /// Whether a replica takes the value a notification carries without reading the row (see the initializer).
+    /// Whether a replica takes the value a notification carries from every sender, not only from the roles that may
+    /// update the table (see the initializer).
     public let adoptsNotifiedValues: Bool
 
     /// Creates a store of the values of `namespace` in `table` of the database at `url`. It does not connect yet.
@@ -85,14 +86,14 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///   - table: The table's name, `name` or `schema.name`, each part an unquoted SQL identifier (letters, digits and
     ///     underscores, not starting with a digit) of at most 48 bytes.
     ///   - timeout: How long to wait at most to connect, or for a statement to complete.
-    ///   - adoptsNotifiedValues: Whether a replica takes the value a notification carries without reading the row.
-    ///     `false` by default: every notification makes a replica read the row. PostgreSQL lets every role that can
-    ///     connect to the database send a notification on any channel, without any privilege on the table; with this
-    ///     on, such a role can make replicas hold a value that is not in the table, or skip the write that follows. Turn
-    ///     it on only when every role that can connect to the database may also write the table: a replica then hears
-    ///     a change without a read, and the server's work per write does not grow with the number of replicas (see the
-    ///     article on sharing values across machines). The first store of an identity that a process follows decides it for
-    ///     that process.
+    ///   - adoptsNotifiedValues: Whether a replica takes the value a notification carries from every sender. PostgreSQL
+    ///     lets every role that can connect to the database send a notification on any channel, without any privilege
+    ///     on the table, and tells which server process sent it. `false` by default: a replica takes the value only from
+    ///     a process whose role may update the table (learnt once per process), and reads the row for any other
+    ///     notification. With this on, any role that can connect can make replicas hold a value that is not in the
+    ///     table, or skip the write that follows; turn it on only when every role that can connect may also write the
+    ///     table, to save the statement that learns a new process's role (see the article on sharing values across
+    ///     machines). The first store of an identity that a process follows decides it for that process.
     /// - Throws: `WLStorageError.Code.invalidConfiguration` when libpq cannot parse `url`, or `table`
     ///   or `namespace` is not valid. The message never contains the password.
     public init(
@@ -133,7 +134,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         self.listener = PostgresListener(
             settings: settings, channel: statements.channel, table: statements.quotedName, namespace: namespace,
             timeout: timeout,
-            identity: identity, ownPID: { pid.value })
+            identity: identity, trustsEveryRole: adoptsNotifiedValues, ownPID: { pid.value })
     }
 
     deinit {

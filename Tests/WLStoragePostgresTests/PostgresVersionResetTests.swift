@@ -39,8 +39,7 @@ struct PostgresVersionResetTests {
 
     /// A row deleted without the store (an operator's DELETE, a cleanup job, a restore of an older copy of the table)
     /// resets its versions without a notification: the replica, which knew version 6, must not take the new rows'
-    /// versions 1, 2 and 3 for stale ones. By default a replica reads the row each notification names. (A store that
-    /// adopts notified values does not meet this: see its initializer.)
+    /// versions 1, 2 and 3 for stale ones: versions older than the one it knows make it read the row.
     @Test
     func aRowDeletedWithoutTheStoreAndWrittenAgainReachesTheReplica() throws {
         let cluster = try PostgresCluster.shared()

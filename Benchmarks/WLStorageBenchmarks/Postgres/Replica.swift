@@ -35,7 +35,7 @@ enum ReplicaMode {
         }
         let store: WLStoragePostgresStore
         do {
-            store = try WLStoragePostgresStore(url: arguments[2], namespace: arguments[3], adoptsNotifiedValues: true)
+            store = try WLStoragePostgresStore(url: arguments[2], namespace: arguments[3])
         } catch {
             FileHandle.standardError.write(Data("\(error)\n".utf8))
             exit(1)

@@ -47,10 +47,11 @@ package protocol CarriedChangeFeed: Sendable {
 /// whether a check adopts carried bytes or reads the key.
 ///
 /// The rule: carried bytes are adopted only when their versions follow on, one by one, from the version the backer
-/// knows (read with its bytes, or adopted), up to the newest carried. A carried version no newer than the known one is
-/// stale and changes nothing. Anything else reads the key: no version known (the backer wrote since, or never read
-/// with a version), a gap in versions, a change too large to carry, a change reported without a version, or a
-/// reconnection of the feed.
+/// knows (read with its bytes, or adopted), up to the newest carried. When the newest carried is the known version, it
+/// is stale and changes nothing. Anything else reads the key: no version known (the backer wrote since, or never read
+/// with a version), a gap in versions, a change too large to carry, a change reported without a version, a
+/// reconnection of the feed, or versions all older than the known one: the key was removed and made anew without a
+/// removal the feed told of (an operator's `DELETE`), and its versions started again.
 struct CarriedVersions: Sendable {
     /// The version of the bytes the backer last read or adopted; `nil` when unknown.
     var known: Int64?
@@ -89,12 +90,12 @@ struct CarriedVersions: Sendable {
         guard !mustRead, let known, !offered.isEmpty else { return .read }
         // The usual case, one change since the last check, decided without building the set of newer ones.
         if offered.count == 1, let (version, data) = offered.first {
-            guard version > known else { return .stale }
+            if version == known { return .stale }
             guard version == known &+ 1, let data else { return .read }
             return .adopt(data, version: version)
         }
         let newer = offered.filter { $0.key > known }
-        guard let newest = newer.keys.max() else { return .stale }
+        guard let newest = newer.keys.max() else { return offered[known] != nil ? .stale : .read }
         var version = known
         while newer[version &+ 1] != nil { version &+= 1 }
         guard version == newest, let data = newer[newest] ?? nil else { return .read }

@@ -78,11 +78,19 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private let timeout: Duration
     /// The server process of the store's own writing connection, whose notifications are not changes.
     private let ownPID: @Sendable () -> Int32?
+    /// Whether the bytes a notification carries are taken from any sender (the store's `adoptsNotifiedValues`), rather
+    /// than only from the server processes whose role may update the table.
+    private let trustsEveryRole: Bool
+    /// What the listening connection learnt of the server processes that sent carried changes: the role of each, and
+    /// whether it may update the table. Used on `queue` only; forgotten with the connection, and checked again at each
+    /// probe (see ``trustedSenders(of:)``).
+    private var senders: [Int32: (role: String, trusted: Bool)] = [:]
 
     init(
         settings: PostgresSettings, channel: String, table: String, namespace: String, timeout: Duration,
-        identity: String, ownPID: @escaping @Sendable () -> Int32?
+        identity: String, trustsEveryRole: Bool, ownPID: @escaping @Sendable () -> Int32?
     ) {
+        self.trustsEveryRole = trustsEveryRole
         self.connection = PostgresConnection(settings: settings)
         self.channel = channel
         self.table = table
@@ -194,7 +202,11 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private func probeConnection(generation: UInt64) {
         guard isCurrent(generation), watch != nil else { return }
         do {
-            _ = try connection.query("SELECT 1", deadline: .now + min(timeout, Self.probeTimeout))
+            if senders.isEmpty {
+                _ = try connection.query("SELECT 1", deadline: .now + min(timeout, Self.probeTimeout))
+            } else {
+                try checkSenders(deadline: .now + min(timeout, Self.probeTimeout))
+            }
         } catch {
             reportTrouble("stopped answering (\(error)); it reconnects, and the storages read their keys again")
             lost(generation: generation)
@@ -233,6 +245,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     /// Closes the connection, its socket's watch and its probe.
     private func closeConnection() {
         tableOID = nil
+        senders = [:]
         probe?.cancel()
         probe = nil
         watch?.cancel()
@@ -273,20 +286,85 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
                     ).first?.first.flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
                 received += try othersNotifications()
             }
-            var changes: [StoreFeedEvent] = []
-            for notification in received {
-                // Changes to read are reported once each; carried ones each, in order.
-                guard
-                    let change = WLStoragePostgresStore.change(
-                        fromPayload: notification.payload, namespace: namespace, table: tableOID)
-                else { continue }
-                if case .change = change, changes.contains(change) { continue }
-                changes.append(change)
+            while !received.isEmpty {
+                let parsed = received.compactMap { notification in
+                    WLStoragePostgresStore.change(
+                        fromPayload: notification.payload, namespace: namespace, table: tableOID
+                    ).map { (notification.pid, $0) }
+                }
+                let (trusted, asked) = try trustedSenders(of: parsed)
+                var changes: [StoreFeedEvent] = []
+                for (pid, parsedChange) in parsed {
+                    var change = parsedChange
+                    // Bytes from a sender not trusted are not taken: the key it names is read.
+                    if case .carried(let carried) = change, !trusted.contains(pid) {
+                        change = .change(.key(carried.key))
+                    }
+                    // Changes to read are reported once each; carried ones each, in order.
+                    if case .change = change, changes.contains(change) { continue }
+                    changes.append(change)
+                }
+                if !changes.isEmpty { deliver(changes) }
+                // Those that came with the answer of a look-up of senders, which no event of the socket announces.
+                received = asked ? try othersNotifications() : []
             }
-            if !changes.isEmpty { deliver(changes) }
         } catch {
             lost(generation: generation)
         }
+    }
+
+    // MARK: Trusted senders
+
+    /// The senders of `changes` whose carried bytes are taken: every one when the store trusts every role; otherwise
+    /// those whose role may update the table. Also returns whether the server was asked.
+    ///
+    /// PostgreSQL lets any role that can connect send a notification on any channel, and tells the listener which server
+    /// process sent it. A process's role is learnt once, with one statement for every process not known yet, and kept:
+    /// a writer's connection sends many. A process that ended may see its number given to another connection, perhaps
+    /// of another role; each probe of the connection (every ``probeInterval``) checks the processes known, and forgets
+    /// those that ended or changed role. The system hands out process numbers in turn, so another connection gets the
+    /// number of one that ended only once the numbers have wrapped around, which takes far longer than a probe interval.
+    private func trustedSenders(of changes: [(Int32, StoreFeedEvent)]) throws(PostgresError) -> (
+        trusted: Set<Int32>, asked: Bool
+    ) {
+        var carriedBy = Set<Int32>()
+        for case (let pid, .carried) in changes { carriedBy.insert(pid) }
+        if trustsEveryRole { return (carriedBy, false) }
+        let unknown = carriedBy.filter { senders[$0] == nil }
+        let asked = !unknown.isEmpty && tableOID != nil
+        if asked, let tableOID {
+            let rows = try connection.query(
+                "SELECT pid::text, usesysid::text, has_table_privilege(usesysid, $1::oid, 'UPDATE')::text"
+                    + " FROM pg_stat_activity WHERE pid = ANY($2::int[]) AND usesysid IS NOT NULL",
+                [.text(tableOID), .text(Self.array(unknown))], deadline: .now + timeout)
+            for row in rows {
+                guard row.count == 3, let pid = row[0].flatMap({ Int32(String(decoding: $0, as: UTF8.self)) }),
+                    let role = row[1].map({ String(decoding: $0, as: UTF8.self) })
+                else { continue }
+                senders[pid] = (role, row[2].map { String(decoding: $0, as: UTF8.self) } == "true")
+            }
+        }
+        return (carriedBy.filter { senders[$0]?.trusted ?? false }, asked)
+    }
+
+    /// Forgets the senders whose process ended, or whose number another role's process has now.
+    private func checkSenders(deadline: ContinuousClock.Instant) throws(PostgresError) {
+        let rows = try connection.query(
+            "SELECT pid::text, usesysid::text FROM pg_stat_activity WHERE pid = ANY($1::int[])",
+            [.text(Self.array(senders.keys))], deadline: deadline)
+        var roles: [Int32: String] = [:]
+        for row in rows {
+            guard row.count == 2, let pid = row[0].flatMap({ Int32(String(decoding: $0, as: UTF8.self)) }),
+                let role = row[1].map({ String(decoding: $0, as: UTF8.self) })
+            else { continue }
+            roles[pid] = role
+        }
+        senders = senders.filter { pid, sender in roles[pid] == sender.role }
+    }
+
+    /// Process numbers as an SQL array literal.
+    private static func array(_ pids: some Sequence<Int32>) -> String {
+        "{" + pids.map(String.init).joined(separator: ",") + "}"
     }
 
     /// The notifications on the store's channel received now, but those of the store's own writing connection. The

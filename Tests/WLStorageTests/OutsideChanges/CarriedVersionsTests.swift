@@ -30,10 +30,17 @@ import Testing
         #expect(Self.decide(known: 5, [Self.change(5, "other"), Self.change(3, "old")]) == .stale)
     }
 
-    @Test func aSingleVersionNoNewerThanTheKnownOneIsStale() {
+    @Test func theKnownVersionAloneIsStale() {
         #expect(Self.decide(known: 5, [Self.change(5, "same")]) == .stale)
-        #expect(Self.decide(known: 5, [Self.change(2, "old")]) == .stale)
-        #expect(Self.decide(known: 5, [Self.change(4, nil)]) == .stale)
+        #expect(Self.decide(known: 5, [Self.change(5, nil)]) == .stale)
+    }
+
+    /// Versions all older than the known one come from a key removed and made anew behind the store's back (its versions
+    /// start again), or from a sender replaying old ones: the key is read.
+    @Test func versionsAllOlderThanTheKnownOneAreRead() {
+        #expect(Self.decide(known: 5, [Self.change(2, "old")]) == .read)
+        #expect(Self.decide(known: 5, [Self.change(4, nil)]) == .read)
+        #expect(Self.decide(known: 6, [Self.change(1, "one"), Self.change(2, "two")]) == .read)
     }
 
     @Test func staleVersionsBesideTheNextOneDoNotStopIt() {
