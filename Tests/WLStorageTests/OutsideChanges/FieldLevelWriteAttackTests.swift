@@ -44,4 +44,51 @@ import WLStorageTestSupport
             }
         }
     }
+
+    struct Prefs: Codable, Sendable, Equatable {
+        var theme: String
+        var fontSize: Int
+    }
+
+    /// The removal of the members the type does not know is asked for, and its write fails once: the retry must still
+    /// remove them, not write them back as the bytes read held them.
+    @Test func aRemovalOfUnknownFieldsWhoseConditionalWriteFailedIsMadeByTheRetry() throws {
+        let store = MemoryStore()
+        store.writeFromOutside("prefs", json: #"{"extra":1,"fontSize":15,"theme":"dark"}"#)
+        let storage = WLStorage(
+            key: "prefs", defaultValue: Prefs(theme: "light", fontSize: 13), flushInterval: nil, store: store)
+        try #require(storage.wrappedValue.theme == "dark")
+        store.failConditionalWrites(1)
+        storage.removeUnknownFields()
+        #expect(storage.lastError != nil)
+        #expect(storage.hasPendingChanges)
+        storage.flush()
+        #expect(storage.lastError == nil)
+        let object = try Self.object(store.stored("prefs").map { Data($0.utf8) })
+        #expect(object["extra"] == nil, "the unknown member was written back: \(object)")
+        #expect(object["fontSize"] as? Int == 15)
+    }
+
+    /// The same through a file whose writes fail once.
+    @Test func aRemovalOfUnknownFieldsWhoseFileWriteFailedIsMadeByTheRetry() throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent("prefs")
+            try Data(#"{"extra":1,"fontSize":15,"theme":"dark"}"#.utf8).write(to: url)
+            let storage = manualStorage("prefs", in: directory, default: Prefs(theme: "light", fontSize: 13))
+            try #require(storage.wrappedValue.theme == "dark")
+            let reads = Switch(false)
+            let writes = Switch(true)
+            installReadWriteFaults(in: directory, name: "prefs", reads: reads, writes: writes)
+            defer { FaultInjection.remove(forDirectory: directory.standardizedFileURL.path) }
+            storage.removeUnknownFields()
+            #expect(storage.hasPendingChanges)
+            #expect(writes.tallied > 0)
+            writes.set(false)
+            storage.flush()
+            #expect(storage.lastError == nil)
+            let object = try Self.object(contents(of: "prefs", in: directory))
+            #expect(object["extra"] == nil, "the unknown member was written back: \(object)")
+        }
+    }
+
 }
