@@ -91,4 +91,34 @@ import WLStorageTestSupport
         }
     }
 
+    /// A write on condition refused because another program removed the key, which it then stores anew (a reset,
+    /// then its own change) before this storage's change is written: the change goes onto the new value as onto any
+    /// other program's, rather than replace it whole.
+    @Test func aChangeOntoAKeyRemovedAndStoredAnewAfterARefusalKeepsTheNewValuesFields() throws {
+        let store = InterceptedStore()
+        store.base.writeFromOutside("prefs", json: #"{"fontSize":15,"theme":"dark"}"#)
+        let storage = WLStorage(
+            key: "prefs", defaultValue: Prefs(theme: "light", fontSize: 13), flushInterval: nil, store: store)
+        try #require(storage.wrappedValue.theme == "dark")
+        storage.wrappedValue.fontSize = 16
+        // Removed just before the write compares (unreported): the write is refused, and the read after it finds
+        // nothing; the other program stores its new value while that read returns.
+        store.beforeNextConditionalWrite { try? store.base.remove(key: "prefs") }
+        let release = DispatchSemaphore(value: 0)
+        let reached = store.holdNextRead(afterReadingUntil: release)
+        let flushed = DispatchSemaphore(value: 0)
+        startThread {
+            storage.flush()
+            flushed.signal()
+        }
+        let held = reached.wait(timeout: .now() + 120) == .success
+        store.base.writeUnreported("prefs", json: #"{"fontSize":13,"theme":"blue"}"#)
+        release.signal()
+        try #require(held, "the read after the refused write was not held")
+        try #require(flushed.wait(timeout: .now() + 120) == .success)
+        let text = try #require(store.base.stored("prefs"))
+        let stored = try JSONDecoder().decode(Prefs.self, from: Data(text.utf8))
+        #expect(stored == Prefs(theme: "blue", fontSize: 16), "the other program's new theme was replaced")
+        #expect(storage.lastError == nil)
+    }
 }
