@@ -121,4 +121,82 @@ import WLStorageTestSupport
         #expect(stored == Prefs(theme: "blue", fontSize: 16), "the other program's new theme was replaced")
         #expect(storage.lastError == nil)
     }
+
+    // MARK: Three versions of a type on one key of a store that writes on condition
+
+    struct V1: Codable, Sendable, Equatable {
+        var theme = "light"
+        var fontSize = 13
+    }
+
+    struct V2: Codable, Sendable, Equatable {
+        var theme = "light"
+        var fontSize = 13
+        var lineSpacing = 1.0
+    }
+
+    struct V3: Codable, Sendable, Equatable {
+        var colorScheme = "light"
+        var fontSize = 13
+    }
+
+    static let v3Migrations: [WLStorageMigration<V3>] = [
+        .renamed(from: "theme", to: "colorScheme"),
+        .from(V2.self) { V3(colorScheme: $0.theme, fontSize: $0.fontSize) },
+        .from(V1.self) { V3(colorScheme: $0.theme, fontSize: $0.fontSize) },
+    ]
+
+    /// Three programs, one of each version, each through its own handle of one store, change one field each in turn,
+    /// none told of the others' writes: each write is refused, reads and goes onto the others'. Every change stays, and
+    /// once the feed tells, every version reads every change, under either name.
+    @Test func threeVersionsChangingDifferentFieldsOfOneKeyKeepEveryChange() throws {
+        let shared = MemoryStore()
+        shared.writeUnreported("settings", json: #"{"fontSize":13,"theme":"dark"}"#)
+        let s1 = WLStorage(
+            key: "settings", defaultValue: V1(), flushInterval: nil, store: MemoryStore(replicaOf: shared))
+        let s2 = WLStorage(
+            key: "settings", defaultValue: V2(), flushInterval: nil, store: MemoryStore(replicaOf: shared))
+        let s3 = WLStorage(
+            key: "settings", defaultValue: V3(), flushInterval: nil, store: MemoryStore(replicaOf: shared),
+            migrations: Self.v3Migrations)
+        try #require(s1.wrappedValue.theme == "dark")
+        try #require(s2.wrappedValue.theme == "dark")
+        try #require(s3.wrappedValue.colorScheme == "dark")
+        func object() throws -> [String: Any] { try Self.object(shared.stored("settings").map { Data($0.utf8) }) }
+        s2.wrappedValue.lineSpacing = 2
+        s2.flush()
+        s1.wrappedValue.fontSize = 20
+        s1.flush()
+        s3.wrappedValue.colorScheme = "blue"
+        s3.flush()
+        var stored = try object()
+        #expect(stored["lineSpacing"] as? Double == 2, "\(stored)")
+        #expect(stored["fontSize"] as? Int == 20, "\(stored)")
+        #expect(stored["colorScheme"] as? String == "blue", "\(stored)")
+        #expect(stored["theme"] as? String == "blue", "\(stored)")
+        // The version before the rename changes the old name, the one with line spacing the size, again unheard of.
+        s1.wrappedValue.theme = "green"
+        s1.flush()
+        s2.wrappedValue.fontSize = 30
+        s2.flush()
+        stored = try object()
+        #expect(stored["lineSpacing"] as? Double == 2, "\(stored)")
+        #expect(stored["fontSize"] as? Int == 30, "\(stored)")
+        #expect(stored["theme"] as? String == "green", "\(stored)")
+        #expect(s1.lastError == nil && s2.lastError == nil && s3.lastError == nil)
+        shared.report(.key("settings"))
+        #expect(eventually(timeout: 60) { s1.wrappedValue == V1(theme: "green", fontSize: 30) }, "\(s1.wrappedValue)")
+        #expect(
+            eventually(timeout: 60) { s2.wrappedValue == V2(theme: "green", fontSize: 30, lineSpacing: 2) },
+            "\(s2.wrappedValue)")
+        #expect(
+            eventually(timeout: 60) { s3.wrappedValue == V3(colorScheme: "green", fontSize: 30) }, "\(s3.wrappedValue)")
+        // The newest version writes once more, knowing all: a value each version reads as the others left it.
+        s3.wrappedValue.fontSize = 31
+        s3.flush()
+        stored = try object()
+        #expect(stored["lineSpacing"] as? Double == 2, "\(stored)")
+        #expect(stored["theme"] as? String == "green" && stored["colorScheme"] as? String == "green", "\(stored)")
+        #expect(stored["fontSize"] as? Int == 31, "\(stored)")
+    }
 }
