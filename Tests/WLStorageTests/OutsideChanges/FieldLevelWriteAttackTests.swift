@@ -199,4 +199,40 @@ import WLStorageTestSupport
         #expect(stored["theme"] as? String == "green" && stored["colorScheme"] as? String == "green", "\(stored)")
         #expect(stored["fontSize"] as? Int == 31, "\(stored)")
     }
+
+    /// A change written onto another program's is adopted, with both, and the storage's handler is told; the handler
+    /// changes another field and lets go of the storage and its subscription, the last references to both. The
+    /// handler's change is written, onto the merged value, and nothing of the other program's is lost.
+    @Test func aHandlerToldOfAMergedValueThatChangesItAndLetsGoOfTheStorageKeepsEveryChange() throws {
+        final class Held: Sendable {
+            let storage = Lock<WLStorage<Prefs>?>(nil)
+            let subscription = Lock<WLStorageSubscription?>(nil)
+            let seen = Lock<[Prefs]>([])
+        }
+        let store = MemoryStore()
+        store.writeFromOutside("prefs", json: #"{"fontSize":15,"theme":"dark"}"#)
+        let held = Held()
+        do {
+            let storage = WLStorage(
+                key: "prefs", defaultValue: Prefs(theme: "light", fontSize: 13), flushInterval: nil, store: store)
+            try #require(storage.wrappedValue.theme == "dark")
+            held.storage.withLock { $0 = storage }
+            let subscription = storage.onChange(queue: nil) { [held] value in
+                held.seen.withLock { $0.append(value) }
+                guard value.theme == "blue", let storage = held.storage.withLock({ $0 }) else { return }
+                storage.wrappedValue.fontSize = 30
+                held.storage.withLock { $0 = nil }
+                held.subscription.withLock { $0 = nil }
+            }
+            held.subscription.withLock { $0 = subscription }
+            storage.wrappedValue.fontSize = 16
+            store.writeUnreported("prefs", json: #"{"fontSize":15,"theme":"blue"}"#)
+            storage.flush()
+        }
+        #expect(
+            eventually(timeout: 60) { store.stored("prefs") == #"{"fontSize":30,"theme":"blue"}"# },
+            "the key holds \(store.stored("prefs") ?? "nothing")")
+        #expect(held.seen.withLock { $0.contains(Prefs(theme: "blue", fontSize: 16)) }, "\(held.seen.withLock { $0 })")
+        #expect(eventually(timeout: 60) { held.storage.withLock { $0 == nil } && store.feedCount == 0 })
+    }
 }
