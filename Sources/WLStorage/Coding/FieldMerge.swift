@@ -69,13 +69,15 @@ enum FieldMerge {
 }
 
 /// Any JSON value, as Foundation's decoder reads it. Integers keep their exact value (as `Int64` or `UInt64`); other
-/// numbers are read as `Double`.
+/// numbers are read as `Double`, unless they have more digits than a `Double` holds (a `Decimal`'s, which Foundation's
+/// encoder writes in full): those are read as `Decimal`, so that an amount merged through is not rounded.
 enum JSONValue: Codable, Equatable, Sendable {
     case null
     case bool(Bool)
     case integer(Int64)
     case unsigned(UInt64)
     case number(Double)
+    case decimal(Decimal)
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
@@ -86,6 +88,18 @@ enum JSONValue: Codable, Equatable, Sendable {
             self = .null
         } else if let value = try? container.decode(Bool.self) {
             self = .bool(value)
+        } else if let exact = try? container.decode(Decimal.self) {
+            // Foundation reads a number as an integer or a `Double` through a `Double`, which may round it: each is
+            // taken only when it holds the number's digits.
+            if let value = try? container.decode(Int64.self), Decimal(value) == exact {
+                self = .integer(value)
+            } else if let value = try? container.decode(UInt64.self), Decimal(value) == exact {
+                self = .unsigned(value)
+            } else if let value = try? container.decode(Double.self), Decimal(string: "\(value)") == exact {
+                self = .number(value)
+            } else {
+                self = .decimal(exact)
+            }
         } else if let value = try? container.decode(Int64.self) {
             self = .integer(value)
         } else if let value = try? container.decode(UInt64.self) {
@@ -109,6 +123,7 @@ enum JSONValue: Codable, Equatable, Sendable {
         case .integer(let value): try container.encode(value)
         case .unsigned(let value): try container.encode(value)
         case .number(let value): try container.encode(value)
+        case .decimal(let value): try container.encode(value)
         case .string(let value): try container.encode(value)
         case .array(let value): try container.encode(value)
         case .object(let value): try container.encode(value)

@@ -257,14 +257,20 @@ enum UnknownFields {
 /// What a backer keeps for ``UnknownFields``: the bytes last read or written when they are a JSON object, and whether
 /// the next write is to leave their unknown members out. A reference, `nil` for values that are not objects, so that a
 /// backer of a number or a string grows by one word only.
+///
+/// A removal of the unknown members stays asked for until a write that left them out is stored (``wrote()``): a write
+/// that fails leaves it to the retry.
 struct UnknownFieldsBase: Sendable {
     private final class Box: Sendable {
         let bytes: Data?
         let drops: Bool
+        /// Whether a write took the removal asked for (see ``take()``): stored, it makes it.
+        let taken: Bool
 
-        init(bytes: Data?, drops: Bool) {
+        init(bytes: Data?, drops: Bool, taken: Bool = false) {
             self.bytes = bytes
             self.drops = drops
+            self.taken = taken
         }
     }
 
@@ -275,7 +281,7 @@ struct UnknownFieldsBase: Sendable {
     mutating func record(_ data: Data?) {
         let bytes = data.flatMap(UnknownFields.base)
         let drops = box?.drops ?? false
-        box = bytes == nil && !drops ? nil : Box(bytes: bytes, drops: drops)
+        box = bytes == nil && !drops ? nil : Box(bytes: bytes, drops: drops, taken: box?.taken ?? false)
     }
 
     /// The bytes kept, whether or not the next write drops their unknown members.
@@ -289,13 +295,20 @@ struct UnknownFieldsBase: Sendable {
         box = Box(bytes: box?.bytes, drops: true)
     }
 
-    /// The bytes whose unknown members a write keeps: none when the next write is to drop them, which it then does.
+    /// The bytes whose unknown members a write keeps: none when the write is to drop them, which it then does once it
+    /// is stored (``wrote()``).
     mutating func take() -> Data? {
         guard let box else { return nil }
         guard !box.drops else {
-            self.box = box.bytes.map { Box(bytes: $0, drops: false) }
+            if !box.taken { self.box = Box(bytes: box.bytes, drops: true, taken: true) }
             return nil
         }
         return box.bytes
+    }
+
+    /// A write was stored: a removal of the unknown members that a write took is made.
+    mutating func wrote() {
+        guard let box, box.drops, box.taken else { return }
+        self.box = box.bytes.map { Box(bytes: $0, drops: false) }
     }
 }

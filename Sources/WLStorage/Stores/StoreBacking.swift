@@ -122,6 +122,7 @@ struct KnownVersions: Sendable {
         last = stamp
         lastWasRead = false
         unknownFieldsBase.record(data)
+        unknownFieldsBase.wrote()
         seen = nil
     }
 
@@ -165,6 +166,7 @@ struct KnownVersions: Sendable {
         last = 2
         lastWasRead = true
         unknownFieldsBase.record(data)
+        unknownFieldsBase.wrote()
         seen = nil
     }
 

@@ -435,9 +435,19 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                         throw medium.failure(error, writing: false, key: key)
                     }
                     guard let current, !current.isEmpty else {
-                        // Removed meanwhile: the value is written whole, as onto nothing stored.
+                        // Removed meanwhile: the value is written whole, as onto nothing stored, but only while nothing
+                        // is; a value another program stored anew by then is read, and the change goes onto it.
                         known.withLock { $0.forgetSeen() }
-                        return .plain
+                        let created: Bool
+                        do {
+                            created = try medium.write(data, ifItHolds: current, through: conditional)
+                        } catch {
+                            throw medium.failure(error, writing: true, key: key)
+                        }
+                        guard created else { continue }
+                        medium.wrote()
+                        recordWrite(data, stamp: KnownVersions.stamp(data))
+                        return .written
                     }
                     stored = current
                     continue

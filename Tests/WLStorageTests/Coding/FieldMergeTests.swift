@@ -48,6 +48,23 @@ import Testing
                 == #"{"a":2,"big":9007199254740993,"d":0.1,"e":-2.5e-300,"u":18446744073709551615}"#)
     }
 
+    /// A number with more digits than a `Double` holds (a `Decimal`'s, as Foundation's encoder writes it) keeps them:
+    /// neither another program's, in a member the value left as it was, nor the value's own is rounded.
+    @Test func aNumberWithMoreDigitsThanADoubleHoldsKeepsThem() {
+        #expect(
+            merge(
+                base: #"{"a":1,"m":1.5}"#, value: #"{"a":2,"m":1.5}"#, stored: #"{"a":1,"m":12345678901234567.89}"#)
+                == #"{"a":2,"m":12345678901234567.89}"#)
+        #expect(
+            merge(base: #"{"a":1,"m":1.5}"#, value: #"{"a":1,"m":0.1234567890123456789}"#, stored: #"{"a":3,"m":1.5}"#)
+                == #"{"a":3,"m":0.1234567890123456789}"#)
+        // Equal digits written otherwise are no change.
+        #expect(
+            merge(
+                base: #"{"a":1,"m":12345678901234567.890}"#, value: #"{"a":1,"m":12345678901234567.89}"#,
+                stored: #"{"a":3,"m":12345678901234567.89}"#) == #"{"a":3,"m":12345678901234567.89}"#)
+    }
+
     @Test func bytesThatAreNotJSONMergeNothing() {
         #expect(merge(base: #"{"a":1}"#, value: #"{"a":2}"#, stored: "not json") == nil)
         #expect(merge(base: "{", value: #"{"a":2}"#, stored: #"{"a":1}"#) == nil)
