@@ -1,4 +1,4 @@
-// Field-level writes under a hostile fleet: numbers a `Double` cannot hold, a removal of unknown fields whose write
+// Field-level writes in a fleet: numbers a `Double` cannot hold, a removal of unknown fields whose write
 // failed, three versions of a type changing one key of a store that writes on condition, and a key another program
 // removes or empties while a change goes onto it (Guarantees.md: Several programs, one file).
 import Dispatch
@@ -8,7 +8,7 @@ import WLStorageTestSupport
 
 @testable import WLStorage
 
-@Suite(.capturingOutput, .serialized) struct FieldLevelWriteAttackTests {
+@Suite(.capturingOutput, .serialized) struct FieldLevelWritesAcrossVersionsAndFailuresTests {
     struct Ledger: Codable, Sendable, Equatable {
         var owner: String
         var balance: Decimal
