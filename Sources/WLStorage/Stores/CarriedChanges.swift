@@ -3,10 +3,8 @@ import Foundation
 /// A change whose notification carries the key's new version, and its bytes when they fit: a replica adopts them
 /// without reading the key, when it knows the version just before.
 ///
-/// Which stores carry their changes is a capability the core knows (``StoreCapabilities/carried``), not part of the public
-/// ``WLStorageStoreChange``: a case added to that enum would break every exhaustive `switch` of a program's own store
-/// wrapper, and a custom store that reports only ``WLStorageStoreChange/key(_:)`` keeps working as it did, each report
-/// costing a read of the key.
+/// Which stores carry their changes is a capability of the core (``StoreCapabilities/carried``), not a case of the
+/// public ``WLStorageStoreChange``, which would break every exhaustive `switch` of a program's own store wrapper.
 package struct CarriedChange: Sendable, Equatable {
     /// The key, as the store's feed names it.
     package var key: String
@@ -47,10 +45,8 @@ package protocol CarriedChangeFeed: Sendable {
 /// whether a check adopts carried bytes or reads the key.
 ///
 /// The rule: carried bytes are adopted only when their versions follow on, one by one, from the version the backer
-/// knows (read with its bytes, or adopted), up to the newest carried. A carried version no newer than the known one is
-/// stale and changes nothing. Anything else reads the key: no version known (the backer wrote since, or never read
-/// with a version), a gap in versions, a change too large to carry, a change reported without a version, or a
-/// reconnection of the feed.
+/// knows, up to the newest carried. A carried version no newer than the known one is stale. Anything else (no version
+/// known, a gap, a change too large to carry or without a version, a reconnection) reads the key.
 struct CarriedVersions: Sendable {
     /// The version of the bytes the backer last read or adopted; `nil` when unknown.
     var known: Int64?
@@ -87,7 +83,6 @@ struct CarriedVersions: Sendable {
             mustRead = false
         }
         guard !mustRead, let known, !offered.isEmpty else { return .read }
-        // The usual case, one change since the last check, decided without building the set of newer ones.
         if offered.count == 1, let (version, data) = offered.first {
             guard version > known else { return .stale }
             guard version == known &+ 1, let data else { return .read }
