@@ -9,15 +9,11 @@ import Synchronization
 #endif
 
 extension StorageCell {
-    /// Runs `body` on the value and stores what it leaves, atomically: no change made meanwhile, by a set, another
-    /// update or an outside change adopted, is lost.
+    /// Runs `body` on the value and stores what it leaves, atomically: no change made meanwhile is lost.
     ///
-    /// `body` runs on a copy, outside every lock of the package, so that it may read this storage, flush it, or use
-    /// any other. The copy is stored only if the value is still the one it started from; otherwise `body` runs
-    /// again, on the new value. A change to this very storage from inside `body` would make that go on forever, so
-    /// it is refused and reported (``WLStorageError/Code/reentrantCall``), and `body`'s result is stored.
-    ///
-    /// Inlinable, as `get` and `set` are, so that it is specialized for the value type where it is called.
+    /// `body` runs on a copy, outside every lock of the package, and runs again on the new value if the value changed
+    /// meanwhile. A change to this very storage from inside `body` would make that go on forever, so it is refused and
+    /// reported (``WLStorageError/Code/reentrantCall``), and `body`'s result is stored.
     @inlinable
     func update<R>(_ body: (inout T) throws -> R) rethrows -> R {
         if isStoreBacked, let stored = try updateInStore(body) { return stored }
@@ -29,7 +25,6 @@ extension StorageCell {
     func updateLocally<R>(_ body: (inout T) throws -> R) rethrows -> R {
         let cell = ObjectIdentifier(self)
         guard UpdatesOnThisThread.begin(cell) else {
-            // An update of this storage from inside an update of it.
             var copy = get()
             refuseChangeInsideUpdate(what: "update")
             return try body(&copy)
@@ -49,16 +44,14 @@ extension StorageCell {
                 state.withLock { $0.endUpdate() }
                 throw error
             }
-            // The closure has returned: what observers of the commit do (a set from a handler) is not from inside it.
+            // After the closure returned: what observers of the commit do is not from inside it.
             if commit(&value, ifUnchangedSince: count) { return result }
             attempts += 1
-            // Others keep changing the value: give them the processor for a moment rather than spin.
             if attempts > 2 { sched_yield() }
         }
     }
 
     /// Stores `value` if the value is unchanged since `count`, ending the update; returns whether it stored it.
-    /// Whatever value leaves the lock (the one replaced, or `value` when it is not stored) is released after it.
     @inlinable
     func commit(_ value: inout T, ifUnchangedSince count: UInt32) -> Bool {
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
@@ -89,19 +82,14 @@ extension StorageCell {
     /// The update of a value in a store that writes on condition (``WLStorageConditionalStore``): atomic for every
     /// process that shares the store.
     ///
-    /// A change of this process still pending is written first, so that the update starts from it. Then the key is
-    /// read, `body` runs on its value, and the result is stored only while the key holds what was read (in a store that
-    /// tags its writes, `WLStorageVersionedStore`, while its version is the one read); when someone stored
-    /// something else meanwhile, all of it runs again. The cell takes the result as written, unless it changed
-    /// meanwhile (a set, which is newer and will be written, or a newer value adopted).
+    /// A pending change of this process is written first. Then the key is read, `body` runs on its value, and the
+    /// result is stored only while the key holds what was read (or, in a ``WLStorageVersionedStore``, the version
+    /// read); otherwise all of it runs again.
     ///
-    /// The update stays conditional whatever fails: it is never made in this process and written later as a set,
-    /// which would replace what other processes stored meanwhile. When the store cannot be reached (a read or a write
-    /// fails; a server restarting refuses connections for a moment), all of it runs again, with a backoff, for
-    /// ``unreachableStoreRetry``; after that the update is not made, and reported. When a write's outcome cannot be
-    /// found out, the update is reported and not made again: it counts once or not at all, never twice. Only when the
-    /// key holds what does not decode, or the result does not encode, is the update made in this process, as a set,
-    /// and reported.
+    /// The update is never turned into a set, which would replace what other processes stored meanwhile. An unreachable
+    /// store is retried with a backoff for ``unreachableStoreRetry``, then the update is reported and not made. A write
+    /// of unknown outcome is reported and not made again, so that it never counts twice. Only bytes that do not decode,
+    /// or a result that does not encode, make the update happen in this process, as a set, and reported.
     private func updateShared<R>(
         _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
         versioned: (any WLStorageVersionedStore)?
@@ -112,7 +100,6 @@ extension StorageCell {
             refuseChangeInsideUpdate(what: "update")
             return try body(&copy)
         }
-        // What the update returns, unless it is made in this process.
         let stored: R?
         do {
             _ = state.withLock { $0.startUpdate(counting: true) }
@@ -121,8 +108,7 @@ extension StorageCell {
             case .done(let result), .notMade(let result?):
                 stored = result
             case .notMade(nil):
-                // The closure never ran: it runs once on a copy, for its result, which is not stored (still counted as
-                // an update, so that a change of this storage from inside it is refused).
+                // The closure never ran: it runs once on a copy for its result, which is not stored.
                 var copy = get()
                 _ = UpdatesOnThisThread.begin(cell)
                 defer { UpdatesOnThisThread.end(cell) }
@@ -145,9 +131,8 @@ extension StorageCell {
         case notMade(R?)
     }
 
-    /// How long an update tries to reach a store that cannot be reached (a server restarting, a connection refused or
-    /// broken) before it is given up and reported as not made: long enough for a database server's restart or
-    /// failover.
+    /// How long an update retries a store that cannot be reached (long enough for a database server's restart or
+    /// failover) before it is reported as not made.
     static var unreachableStoreRetry: Duration { .seconds(10) }
 
     /// Whether a failure of the store may pass if the update tries again: a read or a write that failed, not bytes
@@ -156,7 +141,8 @@ extension StorageCell {
         [.readFailed, .writeFailed, .backerFailed].contains(error.code)
     }
 
-    /// Runs the update against the store until a conditional write stores it (see ``updateShared(_:in:store:versioned:)``).
+    /// Runs the update against the store until a conditional write stores it (see
+    /// ``updateShared(_:in:store:versioned:)``).
     private func storeUpdate<R>(
         _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
         versioned: (any WLStorageVersionedStore)?
@@ -165,7 +151,6 @@ extension StorageCell {
         var attempts = 0
         var setsMeanwhile = 0
         var lastResult: R?
-        // When the store first failed to answer in a row of failures, and how many came since.
         var unreachable: (since: ContinuousClock.Instant, failures: Int)?
         /// Whether to try again after `error`, after a pause; otherwise the update is reported as not made.
         func tryAgain(after error: WLStorageError) -> Bool {
@@ -182,13 +167,11 @@ extension StorageCell {
                         key: backer.key, underlying: error))
                 return false
             }
-            // 10 ms, doubling, up to half a second.
             usleep(UInt32(min(10_000 << min(failures - 1, 6), 500_000)))
             return true
         }
         while true {
-            // This process's pending change first, so that the update starts from it; but not a rewrite in the new
-            // shape of what was read, which is no change of this process, and which the update makes moot.
+            // This process's pending change first, but not a rewrite of what was read, which the update makes moot.
             if state.withLock({ $0.updateFlushesFirst }) {
                 guard flush() == .done else {
                     let error =
@@ -212,7 +195,7 @@ extension StorageCell {
                     return .inProcess
                 }
             }
-            // A set came since the flush: it is written first too (a few times at most, as sets may keep coming).
+            // A set came since the flush: it is written first too, a few times at most.
             if setsMeanwhile < 3, state.withLock({ $0.setSinceUpdateFlush }) {
                 setsMeanwhile += 1
                 continue
@@ -225,15 +208,12 @@ extension StorageCell {
                 result = try body(&value)
             }
             lastResult = result
-            // A result that cannot be encoded is kept in memory, as a set of it would be, and reported by the write
-            // that fails.
+            // A result that cannot be encoded stays in memory, as a set would, and the failing write reports it.
             guard let data = try? key.backer.encode(value, replacing: read.bytes) else { return .inProcess }
             let stored: Bool
-            // Others wrote the key after this update: what it holds is newer than the update's value.
             var overwritten = false
             if let versioned, let version = read.version {
-                // On condition of the version, tagged: a write whose answer is lost is sent again and found by its
-                // tag (see StoreMedium.write(_:ifVersion:through:key:)).
+                // A write whose answer is lost is sent again and found by its tag.
                 switch key.medium.write(data, ifVersion: version, through: versioned, key: backer.key) {
                 case .stored(let later):
                     stored = true
@@ -241,7 +221,6 @@ extension StorageCell {
                 case .refused:
                     stored = false
                 case .notStored(let error):
-                    // Nothing was stored: the update reads the key again, once the store can be reached.
                     guard tryAgain(after: key.medium.failure(error, writing: true, key: backer.key)) else {
                         return .notMade(result)
                     }
@@ -252,13 +231,11 @@ extension StorageCell {
                 }
             } else {
                 do {
-                    // A write whose answer is lost is judged by reading the key back.
                     stored = try key.medium.write(data, ifItHolds: read.bytes, through: store)
                 } catch {
-                    // The key, read back, still holds what the update read: the write was not stored (or, as bytes
-                    // cannot tell, stored and written back since), and the update reads again once the store answers.
-                    // Otherwise it may have been stored, and overwritten since. (A key that held nothing and still does
-                    // reads back as `nil`: the read is told from its failure by the error, not by the optional.)
+                    // If the key, read back, still holds what the update read, the write was not stored and the update
+                    // retries; otherwise it may have been stored. A failed read is told by the error, not by a `nil`
+                    // result.
                     let holds = Result { try key.medium.store.read(key: key.medium.storedKey) }
                     guard case .success(let bytes) = holds, bytes == read.bytes else {
                         reportUnknownOutcome(error, in: key.medium)
@@ -275,11 +252,9 @@ extension StorageCell {
                 switch adopt(&value, writtenSince: count) {
                 case .adopted:
                     key.backer.wrote(data)
-                    // Found written by its tag after its answer was lost: the key holds a newer value.
                     if overwritten { checkForExternalChangeBeforeReturning() }
                 case .changedMeanwhile:
-                    // The cell took a value while the closure ran, one read before this write: it reads the key again,
-                    // which holds this update's value or a newer one, before the update returns.
+                    // The cell took a value while the closure ran: it reads the key again before the update returns.
                     checkForExternalChangeBeforeReturning()
                 case .pending:
                     break  // a set made meanwhile is newer, and is written after this
@@ -291,9 +266,8 @@ extension StorageCell {
         }
     }
 
-    /// Reports that whether the update was stored is not known, for `error`: made again, it could be counted twice; as
-    /// a set, it would replace what others wrote since. So it is neither: the storage reads the key again, and holds
-    /// it with this update or without it.
+    /// Reports that whether the update was stored is not known: it is neither made again nor set, and the key is read
+    /// again.
     private func reportUnknownOutcome(_ error: any Error, in medium: StoreMedium) {
         record(
             WLStorageError(
@@ -343,7 +317,7 @@ extension StorageCell {
                 bytes = try key.medium.store.read(key: key.medium.storedKey)
             }
         } catch {
-            // What does not open or is too large is no failure to reach the store: the update is made in this process.
+            // What does not open or is too large is not a failure to reach the store.
             if let error = error as? WLStorageError, !Self.mayPass(error) {
                 throw .undecodable(
                     WLStorageError(

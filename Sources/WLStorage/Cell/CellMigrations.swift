@@ -8,14 +8,12 @@ import Synchronization
     import Musl
 #endif
 
-/// The migrations of the cells that have some, by cell: a table rather than a field, so that the cells of the many
-/// storages without migrations stay as small as they were. Read only when a cell reads its backer.
+/// The migrations of the cells that have some: a table rather than a field, so that cells stay small.
 enum CellMigrations {
     private static let table = Lock<[ObjectIdentifier: any Sendable]>([:])
     private static let count = Atomic<Int>(0)
 
-    /// Adds `migrations` after those `cell` has: a storage that joins the cell of another brings its own, which are
-    /// tried after the first one's.
+    /// Adds `migrations` after those `cell` has (a storage joining the cell of another brings its own).
     static func add<M: Sendable>(_ migrations: [M], to cell: AnyObject) {
         guard !migrations.isEmpty else { return }
         let replaced = table.withLock { table -> (any Sendable)? in

@@ -1,8 +1,8 @@
 /// How a cell's job ends: the outcome of a write, a save of the default, a read or a check, applied to the state by
 /// the last-writer rule, with what the cell does after the lock.
 extension CellState {
-    /// Applies how `job` ended, and returns the follow-up job to run at once on the same thread (the cell stays
-    /// busy), or `nil` with the cell idle. `effects` collects what to do outside the lock.
+    /// Applies how `job` ended, and returns the follow-up job to run at once on the same thread, or `nil` with the cell
+    /// idle.
     mutating func finish(
         _ job: CellJob<T>, _ outcome: JobOutcome<T>, defaultValue: T?, key: String, now: UInt64, chaining: Bool,
         effects: inout JobEffects
@@ -20,7 +20,6 @@ extension CellState {
             writeEnded(startVersion, failure: nil, effects: &effects)
             followUp = .check(version: version)
         case .rewriteRefused:
-            // Nothing was written: the error of what the key holds, if any, stays until the check says otherwise.
             writtenVersion = max(writtenVersion, startVersion)
             stored = .known
             throttle.writeEnded(succeeded: true)
@@ -39,14 +38,13 @@ extension CellState {
                 writtenVersion = version
             }
             if Self.isTransient(error) {
-                // The check could not read the file (EMFILE, EIO…): another program's change may be there, unseen.
-                // The check is tried again, with the backoff, until it can read.
+                // Another program's change may be there, unseen: the check is retried with the backoff.
                 armCheckRetry(&effects)
             }
         case .checked:
             extras?.failedChecks = 0
         case .read(let result):
-            // A read that worked ends an episode of failed checks: the next failure starts the backoff afresh.
+            // A read that worked ends an episode of failed checks.
             if case .failed = result {} else { extras?.failedChecks = 0 }
             followUp = applyRead(
                 result, job: job, startVersion: startVersion, key: key, defaultValue: defaultValue, effects: &effects)
@@ -55,8 +53,8 @@ extension CellState {
             applyChange(change, startVersion: startVersion, defaultValue: defaultValue, effects: &effects),
             followUp == nil
         {
-            // The check read another program's change while a change of this process was written, and did not adopt
-            // it: which of the two the key holds last is told by a check at once, with the read not taken as seen.
+            // The check read another program's change while this process's was written, and did not adopt it: a check
+            // at once, with the read not taken as seen, tells which the key holds last.
             effects.forgetLastRead = true
             followUp = .check(version: version)
         }
@@ -72,13 +70,9 @@ extension CellState {
         return nil
     }
 
-    /// Applies how the write of a batch of the cell's store ended for the cell's change of `startVersion` (taken by
-    /// ``startBatchWrite(on:now:rewritesOnCondition:into:)``): written when `failure` is `nil`. The cell is idle
-    /// after it; returns whether it has no work left.
-    ///
-    /// The same as ``finish(_:_:defaultValue:key:now:chaining:effects:)`` for a write that is not chained, without the
-    /// job and its outcome: generic values whose type a flush of every cell would look up for each cell. Inlined, with
-    /// the steps it takes, into the cell's critical section: a call of a method of this type looks up its metadata.
+    /// Applies how a batch write of the cell's store ended for the change of `startVersion`: written when `failure` is
+    /// `nil`. Returns whether the cell has no work left. Like ``finish(_:_:defaultValue:key:now:chaining:effects:)``
+    /// without the generic job and outcome, which a flush of every cell would pay for.
     @inline(__always)
     mutating func finishBatchWrite(
         _ startVersion: UInt64, failure: WLStorageError?, now: UInt64, effects: inout JobEffects
@@ -112,9 +106,7 @@ extension CellState {
         if let extras {
             effects.waiters = extras.waiters
             extras.waiters = []
-            // A check asked for while the job ran, and not run by this thread: it runs in the background now.
             if extras.checkRequested {
-                // Still asked for until the check starts, which clears it.
                 effects.scheduleCheck = true
             }
         }
@@ -137,8 +129,7 @@ extension CellState {
         if case .createDefault = job { isCreate = true } else { isCreate = false }
         switch result {
         case .failed(let error):
-            // Unknown again: nothing derived from the default may replace it. Retried later, with the backoff: by the
-            // next write attempt when a change is pending, else by a check.
+            // Unknown again: retried later, with the backoff.
             stored = .unknown
             throttle.writeEnded(succeeded: false)
             setLastError(error, &effects)
@@ -150,12 +141,10 @@ extension CellState {
             throttle.writeEnded(succeeded: false)
             return nil
         case .absent where isCreate:
-            // Something stood there a moment ago and is gone now: the default is saved at the next attempt.
             throttle.writeEnded(succeeded: false)
             return nil
         case .anotherVersion(let error):
-            // Something is stored, so there is no default to save, and nothing is adopted: the value stays, and only
-            // a change of this process is written over what another version stored.
+            // Something is stored, so there is no default to save; only a change of this process is written over it.
             stored = .known
             if isCreate { throttle.writeEnded(succeeded: true) }
             setLastError(error, &effects)
@@ -191,15 +180,11 @@ extension CellState {
             }
             if isCreate {
                 throttle.writeEnded(succeeded: true)
-                // A change made while the default was being saved is newer than what was found: it is written.
                 guard !isPending else { return nil }
             } else if onlyRewritePending {
-                // A rewrite of what was read before is moot: the value read now replaces it.
                 writtenVersion = version
             } else if isPending {
-                // The changes were made while the stored value could not be read, so they were based on a value that
-                // was not the stored one: the stored value wins, and the changes are dropped rather than written over
-                // it.
+                // The changes were based on a value that was not the stored one: the stored value wins.
                 writtenVersion = version
                 let error = WLStorageError(
                     code: .changeDiscarded,
@@ -211,18 +196,14 @@ extension CellState {
             }
             extras?.unreadableSinceKnown = false
             adopt(found, effects: &effects)
-            // Bytes in an earlier type's shape are written back in the current one, as a change is.
             if rewrites { markRewrite() }
             return nil
         }
     }
 
-    /// After bytes that could not be read replaced a value that was read, a read that finds nothing is another
-    /// program's removal, taken as one (see ``applyChange(_:startVersion:defaultValue:effects:)``): a pending rewrite
-    /// gives way to it, a pending change of this process is written after it, and otherwise the value becomes the
-    /// default, which is not saved. Returns whether it took the read so.
+    /// After unreadable bytes replaced a value that was read, a read that finds nothing is taken as another program's
+    /// removal. Returns whether it took the read so.
     private mutating func takeRemovalAfterUnreadable(defaultValue: T?, effects: inout JobEffects) -> Bool {
-        // The default is made for every outcome that finds nothing (``JobOutcome/mayNeedDefault``).
         guard extras?.unreadableSinceKnown == true, let defaultValue else { return false }
         extras?.unreadableSinceKnown = false
         if onlyRewritePending { writtenVersion = version }
@@ -231,8 +212,7 @@ extension CellState {
         return true
     }
 
-    /// A value read from the store (another program's, or the default after a removal) takes the place of the value,
-    /// which leaves through `effects` to be released after the lock; observers are told.
+    /// A value read from the store takes the place of the value, which leaves through `effects`; observers are told.
     private mutating func adopt(_ found: T, effects: inout JobEffects) {
         effects.released.append(value)
         value = found
@@ -252,18 +232,16 @@ extension CellState {
     /// Whether the only change pending is the rewrite of a value read in an earlier type's shape.
     @inline(__always) var onlyRewritePending: Bool { isPending && extras?.rewriteVersion == version }
 
-    /// Another program's change, adopted by the last-writer rule: a local change still pending, or made since the
-    /// check started, is written after it, so the local value is kept. A rewrite in the current type's shape of what
-    /// was read is not such a change: the other program's value replaces it, and it is not written.
+    /// Another program's change, adopted by the last-writer rule: a local change pending or made since the check
+    /// started is written after it. A pending rewrite of what was read is not such a change, and gives way.
     ///
-    /// Returns whether the change was left because a change of this process made since the check started is written
-    /// already (an update's): nothing pending will be written after it, so the key must be checked again.
+    /// Returns whether the key must be checked again: a change of this process made since the check started is
+    /// written already.
     @discardableResult
     private mutating func applyChange(
         _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T?, effects: inout JobEffects
     ) -> Bool {
         if case .unreadable(let error) = change {
-            // Whatever is pending: it waits until what is stored can be read again.
             stored = .unknown
             withExtras { $0.unreadableSinceKnown = true }
             setLastError(error, &effects)
@@ -281,13 +259,11 @@ extension CellState {
             adopt(found, effects: &effects)
             effects.adoptSeen = true
         case .removed:
-            // Made for every removal (``JobOutcome/mayNeedDefault``).
             guard let defaultValue else { return false }
             adopt(defaultValue, effects: &effects)
         }
         if onlyRewrite { writtenVersion = version }
-        // Either way nothing is left to save: a removal is respected, not undone by saving the default again. An error
-        // of a default's save is moot now.
+        // Nothing is left to save: a removal is respected, not undone by saving the default again.
         stored = .known
         setLastError(nil, &effects)
         return false

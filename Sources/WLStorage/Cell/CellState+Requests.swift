@@ -1,21 +1,18 @@
-/// The transitions a storage's requests make: a set, an update's start, end and commit, a flush's next step, a batch's
-/// write, a storage joining or leaving the cell. Like the jobs' transitions (``CellState``), each runs under the cell's
-/// lock and returns what the cell does after it.
+/// The transitions a storage's requests make (a set, an update, a flush's step, a batch's write, a storage joining or
+/// leaving), each under the cell's lock, returning what the cell does after it.
 extension CellState {
     /// What a set does, under the lock.
     @usableFromInline
     enum SetOutcome {
         /// Made: whether the throttle needs a tick, and whether notifications wait to be drained.
         case changed(needsTick: Bool, drain: Bool)
-        /// An update of the cell is running, on some thread: the cell finds out whether it is this one's before
-        /// the set is made.
+        /// An update of the cell is running on some thread: the cell finds out whether it is this one's first.
         case updating
     }
 
     /// A set of `value`, unless an update runs (see ``SetOutcome/updating``). The value replaced leaves in `value`.
     @inlinable
     mutating func set(_ value: inout T) -> SetOutcome {
-        // Any update running: this thread may be inside one.
         if updaters != 0 { return .updating }
         let (needsTick, drain) = changeLocally(to: &value)
         return .changed(needsTick: needsTick, drain: drain)
@@ -23,8 +20,8 @@ extension CellState {
 
     // MARK: Updates
 
-    /// An update's closure is about to run (again): the value it starts from and the count of changes it must find
-    /// unchanged to commit. The first attempt counts the update as running (`counting`).
+    /// An update's closure is about to run (again): the value it starts from and the change count it must find
+    /// unchanged to commit.
     @inlinable
     mutating func startUpdate(counting: Bool) -> (value: T, changeCount: UInt32) {
         if counting { updaters &+= 1 }
@@ -37,8 +34,7 @@ extension CellState {
         updaters &-= 1
     }
 
-    /// An update's commit of `value`, made only if the value is unchanged since `count`: as a change of this process,
-    /// ending the update. `nil` when it is to run again.
+    /// An update's commit of `value`, made only if the value is unchanged since `count`; `nil` when it is to run again.
     @inlinable
     mutating func commitUpdate(_ value: inout T, ifUnchangedSince count: UInt32) -> (needsTick: Bool, drain: Bool)? {
         guard changeCount == count else { return nil }
@@ -46,8 +42,8 @@ extension CellState {
         return changeLocally(to: &value)
     }
 
-    /// Whether an update against the store writes this process's pending change first: a change of this process, but
-    /// not a rewrite in the new shape of what was read, which the update makes moot.
+    /// Whether an update against the store writes this process's pending change first (not a mere rewrite of what was
+    /// read, which the update makes moot).
     var updateFlushesFirst: Bool { !onlyRewritePending }
 
     /// Whether a set came since an update's flush, to be written before the update reads the key.
@@ -63,18 +59,15 @@ extension CellState {
     }
 
     /// Takes `value`, just stored by an update, as the value and as written, unless the value changed since `count` or
-    /// a change is pending; returns what became of it, and whether notifications wait to be drained. The value
-    /// replaced leaves in `value`.
+    /// a change is pending. The value replaced leaves in `value`.
     mutating func adoptStoredUpdate(_ value: inout T, changeCount count: UInt32) -> (StoredUpdate, drain: Bool) {
         let onlyRewrite = onlyRewritePending
         if isPending && !onlyRewrite { return (.pending, false) }
-        // A rewrite in the new shape is moot: the update wrote the new shape.
         if onlyRewrite { writtenVersion = version }
         guard changeCount == count else { return (.changedMeanwhile, false) }
         swap(&self.value, &value)
         changeCount &+= 1
-        // A new version, written already: a check for outside changes that read the key before this update wrote it
-        // finds the version moved on, and does not adopt what it read over this value.
+        // A new version, written already: a check that read the key before this update wrote it does not adopt that.
         version &+= 1
         writtenVersion = version
         stored = .known
@@ -99,10 +92,8 @@ extension CellState {
     mutating func flushStep(on thread: UInt, now: UInt64, upTo target: inout UInt64?, waitingForJobs: Bool)
         -> FlushStep
     {
-        // The version the flush writes up to: the latest when it is called. A rewrite in the current shape of a value
-        // read during the flush (its own save of the default, or a job it waited for, found a value of an earlier
-        // shape stored) is written too, as it would have been had the value been read before the call: no change of
-        // the caller is left behind it.
+        // The flush writes up to the latest version at the call, and also a rewrite of a value read during the flush,
+        // so that no change of the caller is left behind it.
         var goal = target ?? version
         if onlyRewritePending { goal = max(goal, version) }
         target = goal
@@ -116,15 +107,12 @@ extension CellState {
         return startWork(on: thread, now: now, upTo: goal).map(FlushStep.run) ?? .done
     }
 
-    /// The pending change, to be written as part of a batch of its store's writes: its value copied into `slot`, and
-    /// its version returned, marking the cell busy on `thread` (the write job of ``startWork(on:now:upTo:)``, without
-    /// the job: a flush of every cell would look up its generic type for each cell). Otherwise `slot` is left as it is,
-    /// and the answer says why: the cell has no work and no job (`idle`), its job runs on `thread` (`busyHere`: the
-    /// flush is called from inside a backer), or it has work a batch does not take (`elsewhere`: a job on another
-    /// thread, what is stored unknown, only a default to save, or, in a store that writes on condition
-    /// (`rewritesOnCondition`), a rewrite of what was read, left to its own conditional write). The same question as
-    /// ``StorageCell/flushState(from:)`` asks, in the same critical section as the take.
-    @inline(__always)  // into the cell's critical section: a call of a method of this type looks up its metadata
+    /// The pending change for a batch of its store's writes: its value copied into `slot`, its version returned, and
+    /// the cell marked busy on `thread`. Otherwise `slot` is left as it is, and the answer says why (see
+    /// ``BatchStart``): a rewrite of what was read in a store that writes on condition (`rewritesOnCondition`) is left
+    /// to its own conditional write. The same question as ``StorageCell/flushState(from:)``, in the same critical
+    /// section as the take.
+    @inline(__always)  // into the cell's critical section
     mutating func startBatchWrite(
         on thread: UInt, now: UInt64, rewritesOnCondition: Bool, into slot: UnsafeMutablePointer<T>
     ) -> BatchStart {
@@ -150,10 +138,8 @@ extension CellState {
     }
 
     /// The cell's last storage is gone with work left: the cell is orphaned, kept until its work is done, and written
-    /// at once with the backoff (the tick returned, unless a job is in flight, which arms it). Returns whether it was
-    /// orphaned now: a cell orphaned already, or with no work left, is not (again).
+    /// at once with the backoff. Returns whether it was orphaned now.
     mutating func orphan(now: UInt64) -> (orphaned: Bool, tick: (token: UInt32, delay: UInt64)?) {
-        // Kept once per orphaning: a cell already orphaned is kept by that, and its job lets it go.
         guard hasWork, !isOrphaned else { return (false, nil) }
         withExtras { $0.orphaned = true }
         throttle.makeUrgent()
@@ -171,14 +157,12 @@ extension CellState {
         return throttle.needsTick
     }
 
-    /// Whether the write of `version` only rewrites the value read in an earlier type's shape, which replaces only what
-    /// was read.
+    /// Whether the write of `version` only rewrites the value read in an earlier type's shape.
     func isRewrite(_ version: UInt64) -> Bool {
         extras?.rewriteVersion == version
     }
 
-    /// The members of the stored object the type does not know are to go: a change of this process (of what is
-    /// stored, not of the value), so that it is written whatever is stored.
+    /// The members of the stored object the type does not know are to go: a change of what is stored, not of the value.
     mutating func dropUnknownFields() {
         version &+= 1
     }
@@ -210,8 +194,7 @@ extension CellState {
 
     // MARK: Checks
 
-    /// A check for a change made elsewhere is asked for on `thread`: counted, and started, or left to the job in
-    /// flight (see ``startCheck(on:)``).
+    /// A check for a change made elsewhere is asked for on `thread`: counted, and started or left to the job in flight.
     mutating func requestCheck(on thread: UInt) -> CellJob<T>? {
         withExtras { $0.externalChecks += 1 }
         return startCheck(on: thread)

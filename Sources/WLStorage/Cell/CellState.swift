@@ -5,11 +5,9 @@ import Dispatch
 enum StoredState: UInt8, Sendable {
     /// The backer's value was read, written, or found absent: the cell's value may replace it.
     case known
-    /// Nothing is stored, and the default the cell holds has not been saved yet. The default is saved only where
-    /// nothing is stored (a create that never replaces), and any value found stored wins over it.
+    /// Nothing is stored, and the default the cell holds has not been saved yet; any value found stored wins over it.
     case defaultUnsaved
-    /// The last read failed (`EIO`, `EMFILE`, a file too large…): what is stored is unknown, so the value in memory,
-    /// derived from the default, must not replace it. The backer is read again before any write.
+    /// The last read failed: what is stored is unknown, so the value in memory must not replace it until it is read.
     case unknown
 }
 
@@ -29,15 +27,15 @@ enum CellJob<T: Sendable>: Sendable {
 enum ReadResult<T: Sendable>: Sendable {
     /// A stored value.
     case value(T)
-    /// A stored value that was not in the current type's shape (see ``ValueDecoding``): to be written back in it when
-    /// `rewrite` is set, which it is once the bytes as they were are kept; `note` says why they could not be.
+    /// A stored value in an earlier shape of the type (see ``ValueDecoding``): written back in the current one when
+    /// `rewrite` is set; `note` says why it could not be.
     case reshaped(T, rewrite: Bool, note: WLStorageError?)
     /// Nothing is stored.
     case absent
     /// What was stored did not decode and was moved aside: nothing is stored now.
     case movedAside(WLStorageError)
-    /// What is stored is JSON that another version of the type stored, which this one cannot read: it is left as it
-    /// is, and the cell keeps its value; only a change of this process replaces it.
+    /// What is stored is JSON that another version of the type stored, which this one cannot read: it is left as it is
+    /// until a change of this process replaces it.
     case anotherVersion(WLStorageError)
     /// The read failed; what is stored is unknown.
     case failed(WLStorageError)
@@ -51,20 +49,18 @@ enum ExternalChange<T: Sendable>: Sendable {
     case changed(T)
     /// Another program removed the stored value.
     case removed
-    /// Another program stored what this one cannot read at all (a value of an encrypted store under a key it
-    /// lacks): the error is reported, and what is stored counts as unknown, so that nothing of this program replaces
-    /// it until a value it can read is stored.
+    /// Another program stored what this one cannot read at all (a value of an encrypted store under a key it lacks):
+    /// what is stored counts as unknown until a readable value is stored.
     case unreadable(WLStorageError)
 }
 
 /// How a job ended.
 enum JobOutcome<T: Sendable>: Sendable {
     case written
-    /// The change was written onto another program's, which the key now holds too: the key is checked at once, on the
-    /// same thread, and the value takes what the other program changed.
+    /// The change was written onto another program's: the key is checked at once, on the same thread.
     case writtenOver
-    /// A rewrite on condition of what was read found other bytes in its place: it is dropped, and the key is checked
-    /// at once, on the same thread, for the change that came first.
+    /// A rewrite on condition of what was read found other bytes in its place: it is dropped, and the key checked at
+    /// once.
     case rewriteRefused
     case failed(WLStorageError)
     /// The default was saved.
@@ -100,8 +96,7 @@ struct JobEffects {
     var waiters: [WaitingFlush] = []
     /// Listeners have notifications to deliver, and no one delivers them yet.
     var drainNotifications = false
-    /// Values and errors the state let go of, released after the lock: a value's deinit, or an error's underlying
-    /// error, is user code.
+    /// Values and errors the state let go of, released after the lock: their deinit may be user code.
     var released: [Any] = []
 }
 
@@ -112,9 +107,8 @@ final class WaitingFlush: Sendable {
     func wake() { semaphore.signal() }
 }
 
-/// The memory cell's state: the value, its version, what is known of the stored value, the throttle and the job in
-/// flight, with the rarely used parts boxed. Every transition is a method here that returns what to do; the cell
-/// does it outside the lock.
+/// The memory cell's state. Every transition is a method here that returns what to do; the cell does it outside the
+/// lock.
 @usableFromInline
 struct CellState<T: Sendable>: Sendable {
     /// Incremented on every local change; the value is pending while it differs from `writtenVersion`.
@@ -123,19 +117,16 @@ struct CellState<T: Sendable>: Sendable {
     @usableFromInline var throttle: WriteThrottle
     @usableFromInline var hasListeners = false
     var stored: StoredState
-    /// How many `update`s of the cell are running, on any thread: while there are some, a set checks that its thread
-    /// is not inside one of them (see ``UpdatesOnThisThread``).
+    /// How many `update`s of the cell are running, on any thread (see ``UpdatesOnThisThread``).
     @usableFromInline var updaters: UInt16 = 0
-    /// Incremented on every change of the value, local or adopted: an `update` commits only when it is unchanged
-    /// since its closure read the value. (32 bits: with the three fields above it fills the word after the throttle,
-    /// and it would take four billion changes during one closure to wrap around to the same count.)
+    /// Incremented on every change of the value, local or adopted: an `update` commits only when it is unchanged since
+    /// its closure read the value.
     @usableFromInline var changeCount: UInt32 = 0
     /// The thread running the cell's job, or 0 when none runs.
     var busyThread: UInt = 0
     /// Listeners, the last error, waiting flushes and rarely set flags: allocated when first needed.
     var extras: CellExtras<T>?
-    /// The value, last: every field before it then has the same place whatever the value's type, and code not
-    /// specialized for that type (the cell's) reaches them without looking up this type's metadata at run time.
+    /// The value, last: the fields before it then have the same offsets whatever the value's type.
     @usableFromInline var value: T
 
     @inline(__always)  // into the cell's init, which looks up the metadata of this type already
@@ -162,9 +153,8 @@ struct CellState<T: Sendable>: Sendable {
         return body(made)
     }
 
-    /// A change made by this process, by a set or by an update's commit: `value` takes the place of the value, which
-    /// leaves in `value` to be released after the lock, as a new version to write. Returns whether the throttle needs a
-    /// tick, and whether notifications wait to be drained.
+    /// A change made by this process (a set or an update's commit): swaps `value` in, leaving the old value in `value`
+    /// to be released after the lock. Returns whether the throttle needs a tick, and whether to drain notifications.
     @inlinable
     mutating func changeLocally(to value: inout T) -> (needsTick: Bool, drain: Bool) {
         swap(&self.value, &value)
@@ -173,19 +163,15 @@ struct CellState<T: Sendable>: Sendable {
         return (throttle.needsTick, hasListeners && queueNotification())
     }
 
-    /// Queues the current value for delivery to every listener (or to `listener` alone), and returns whether the
-    /// caller must drain the queue, outside the lock (see ``StorageCell/drainNotifications()``).
-    ///
-    /// Listeners are never called under the lock: a continuation's `yield` resumes the consuming task, which takes
-    /// that task's lock, and a task being cancelled holds its lock while its stream's termination handler removes the
-    /// listener under this one.
+    /// Queues the current value for every listener (or `listener` alone), and returns whether the caller must drain the
+    /// queue, outside the lock (see ``StorageCell/drainNotifications()``).
     @usableFromInline
     mutating func queueNotification(for listener: UInt64? = nil) -> Bool {
         let value = self.value
         return withExtras { extras in
             if listener == nil && extras.pendingNotifications.count >= Self.notificationBacklog {
-                // Changes come faster than listeners take them: the older changes for every listener are dropped, so
-                // that the backlog stays bounded and each listener still gets the latest value, in order.
+                // Changes come faster than listeners take them: older changes are dropped, keeping the latest, in
+                // order.
                 extras.pendingNotifications.removeAll { $0.listener == nil }
             }
             extras.pendingNotifications.append((value, listener))
@@ -198,8 +184,7 @@ struct CellState<T: Sendable>: Sendable {
     /// The most notifications queued before older changes are dropped.
     static var notificationBacklog: Int { 256 }
 
-    /// The next notifications to deliver, with the listeners to deliver them to; `nil` (and draining over) when none
-    /// is left.
+    /// The next notifications to deliver, with their listeners; `nil` (and draining over) when none is left.
     mutating func takeNotifications() -> (
         values: [(value: T, listener: UInt64?)], listeners: [UInt64: @Sendable (T) -> Void]
     )? {
@@ -222,10 +207,8 @@ struct CellState<T: Sendable>: Sendable {
 
     // MARK: Starting jobs
 
-    /// The job that does the cell's pending work, or `nil` when there is none. Marks the cell busy on `thread`.
-    ///
-    /// A change is written; but while what is stored is unknown, it is read first. A default is saved only when no
-    /// change is pending. With `upTo`, only changes up to that version count (a flush writes what was set before it).
+    /// The job that does the cell's pending work, or `nil`; marks the cell busy on `thread`. While what is stored is
+    /// unknown, it is read first. With `upTo`, only changes up to that version count.
     mutating func startWork(on thread: UInt, now: UInt64, upTo target: UInt64? = nil) -> CellJob<T>? {
         let job: CellJob<T>
         if isPending && target.map({ writtenVersion < $0 }) ?? true {
@@ -252,7 +235,6 @@ struct CellState<T: Sendable>: Sendable {
             withExtras { $0.checkRequested = true }
             return nil
         }
-        // A check asked for while the cell was busy is this one.
         extras?.checkRequested = false
         busyThread = thread
         return stored == .unknown ? .reread(version: version) : .check(version: version)
@@ -267,8 +249,7 @@ struct CellState<T: Sendable>: Sendable {
             return nil
         }
         if isPending && !throttle.writesOnTicks {
-            // A cell without a flush interval writes its changes at a flush only: a tick armed to save the default
-            // saves the default, never the change made since.
+            // Without a flush interval changes are written at a flush only: this tick saves the default alone.
             guard stored == .defaultUnsaved, let defaultValue else {
                 throttle.disarm()
                 return nil
@@ -278,17 +259,15 @@ struct CellState<T: Sendable>: Sendable {
             return .createDefault(defaultValue, version: writtenVersion)
         }
         guard let job = startWork(on: thread, now: now) else {
-            // A tick can be armed with nothing pending (a set's tick armed just after a flush wrote its value);
-            // leaving it armed would keep every later change from arming one.
+            // A tick armed with nothing pending is disarmed, or it would keep later changes from arming one.
             throttle.disarm()
             return nil
         }
         return job
     }
 
-    /// Whether a failed read may succeed when tried again, with nothing changed in the file: a failure of the system
-    /// (`EMFILE`, `EIO`…), not a file that is too large, not a regular file, or not decodable, of which any change
-    /// brings an event.
+    /// Whether a failed read may succeed when tried again with nothing changed: a failure of the system, not a file
+    /// too large, irregular or undecodable, whose change brings an event.
     static func isTransient(_ error: WLStorageError) -> Bool {
         switch error.code {
         case .decodingFailed, .valueTooLarge, .notARegularFile: false
@@ -296,10 +275,9 @@ struct CellState<T: Sendable>: Sendable {
         }
     }
 
-    /// Has a check tried again after the backoff, unless one is waiting already: one retry at a time, however many
-    /// events found the file unreadable.
+    /// Has a check tried again after the backoff, unless one is waiting already.
     mutating func armCheckRetry(_ effects: inout JobEffects) {
-        // The backoff counts retries, not events: checks that failed while a retry was waiting do not lengthen it.
+        // The backoff counts retries, not events.
         let failures = withExtras { extras -> UInt32? in
             guard !extras.checkRetryArmed else { return nil }
             extras.checkRetryArmed = true
@@ -314,9 +292,8 @@ struct CellState<T: Sendable>: Sendable {
         extras?.checkRetryArmed = false
     }
 
-    /// Replaces the last error, handing the old one to `effects` to release after the lock. An error saying that
-    /// another version stored what is stored marks it so (see ``CellExtras/storedByAnotherVersion``); no error, a value
-    /// read or written, unmarks it.
+    /// Replaces the last error, handing the old one to `effects` to release after the lock, and keeps
+    /// ``CellExtras/storedByAnotherVersion`` in step with it.
     @inline(__always)  // the common case, nothing to clear, without a call that would look up this type
     mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects) {
         // A misuse stays until a later change is written (see ``recordMisuse(_:_:)``).
@@ -337,17 +314,15 @@ struct CellState<T: Sendable>: Sendable {
         }
     }
 
-    /// Records `error`, a misuse of the storage by the program (a set or an update from inside its own update, a flush
-    /// from inside its backer), as the last error until a change made after it is written or another error replaces
-    /// it: a write of an earlier change, already in flight or waiting for its turn, and a default saved, say nothing of
-    /// it.
+    /// Records `error`, a misuse of the storage by the program, as the last error until a change made after it is
+    /// written or another error replaces it.
     mutating func recordMisuse(_ error: WLStorageError, _ effects: inout JobEffects) {
         setLastError(error, &effects)
         extras?.misuseVersion = version
     }
 
-    /// Whether ``StorageCell/removeUnknownFields()`` has something to write: not when what is stored is a value that
-    /// another version stored and this one cannot read, which only a set replaces, and nothing is pending.
+    /// Whether ``StorageCell/removeUnknownFields()`` has something to write: not for a value another version stored,
+    /// unless something is pending.
     var removesUnknownFields: Bool {
         isPending || extras?.storedByAnotherVersion != true
     }
@@ -375,8 +350,8 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var externalChecks = 0
     /// The version that only rewrites the value read in an earlier type's shape (see ``CellState/markRewrite()``).
     var rewriteVersion: UInt64?
-    /// What is stored became unknown after a value was read (bytes another program stored that cannot be read): the
-    /// next read that finds nothing is a removal, not a storage's first read.
+    /// Bytes another program stored that cannot be read replaced a value that was read: the next read that finds
+    /// nothing is a removal.
     var unreadableSinceKnown = false
     /// What is stored is JSON that another version stored and this one cannot read: left as it is until a set.
     var storedByAnotherVersion = false

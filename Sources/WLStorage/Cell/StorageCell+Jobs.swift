@@ -7,8 +7,8 @@ import Foundation
     import Musl
 #endif
 
-/// A cell's jobs on its backer: checks for changes made elsewhere, the run of a job and of the jobs that follow from
-/// it, the backer's calls, and the cell's part of a batch of its store's writes.
+/// A cell's jobs on its backer: checks for changes made elsewhere, the run of a job and its follow-ups, and the
+/// cell's part of a batch of its store's writes.
 extension StorageCell {
     // MARK: Outside changes
 
@@ -16,17 +16,14 @@ extension StorageCell {
     /// cell is busy, the check runs as soon as its job ends.
     func checkForExternalChange() {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
-        // Counted in the same step as the check starts or is left to the job in flight: a test that sees the count
-        // grow sees the cell busy with the check, or asked for it, until the check is over.
+        // Counted in the same step as the check starts: a test that sees the count grow sees the check under way.
         let job = state.withLock { $0.requestCheck(on: thread) }
         guard let job else { return }
         run(job, chaining: true)
     }
 
-    /// ``checkForExternalChange()``, over before it returns: run on this thread, or, when a job of the cell is in flight
-    /// (which then takes the check), waited for. So that an update that stored its value, while the cell took another
-    /// program's, holds its own value (or a newer one) when it returns, even while a job of the cell runs elsewhere (a
-    /// check of a change feed that is catching up after a reconnection).
+    /// ``checkForExternalChange()``, over before it returns: run here, or waited for when a job of the cell is in
+    /// flight. An update that stored its value then holds it (or a newer one) when it returns.
     func checkForExternalChangeBeforeReturning() {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         // A few rounds at most: each waits for a job that other threads may follow with another.
@@ -35,7 +32,6 @@ extension StorageCell {
                 _ = run(job, chaining: true)
                 return
             }
-            // Left to the job in flight: its end runs the check, or schedules it, which the next round runs here.
             guard flush() == .done else { return }
         }
     }
@@ -48,8 +44,8 @@ extension StorageCell {
         }
     }
 
-    /// Has the file read again, with the backoff, when what is stored is unknown (the first read failed) and no
-    /// change is pending to bring a read: so that the stored value is taken once it can be read.
+    /// Has the file read again, with the backoff, when what is stored is unknown and no pending change will bring a
+    /// read.
     func retryUnknownRead() {
         var effects = JobEffects()
         state.withLock { $0.retryUnknownRead(&effects) }
@@ -81,10 +77,9 @@ extension StorageCell {
     private func complete(_ job: CellJob<T>, _ outcome: JobOutcome<T>, chaining: Bool) -> CellJob<T>? {
         let now = scheduler.now
         var effects = JobEffects()
-        // A job that may adopt a value ends the chain, so that observers are told with the cell idle: an observer may
-        // read, set or flush this very storage.
+        // A job that may adopt a value ends the chain, so that observers (who may use this storage) are told with the
+        // cell idle.
         let chains = chaining && !outcome.mayChangeValue
-        // The default is made here, outside the lock, when the outcome may return the value to it.
         let defaultValue = outcome.mayNeedDefault ? defaults.value : defaults.ifMade
         let next = state.withLock { state in
             state.finish(
@@ -102,26 +97,20 @@ extension StorageCell {
 
     // MARK: Batches
 
-    /// The cell's pending change, as one write of a batch of its store, marking the cell busy on `thread` until the
-    /// batch's outcome is handed to ``finishBatchWrite(_:data:failure:)``. Otherwise, why the batch takes nothing of
-    /// the cell (see ``CellState/startBatchWrite(on:now:rewritesOnCondition:into:)``); a value that does not encode is
-    /// left to the cell's own flush, which reports it.
+    /// The cell's pending change, as one write of a batch of its store, marking the cell busy on `thread` until
+    /// ``finishBatchWrite(_:data:failure:)``; otherwise why the batch takes nothing of the cell.
     func takeBatchWrite(on thread: UInt) -> BatchTake {
         guard let keyBacker, let storeMedium = keyBacker.storeMedium else { return .elsewhere }
-        // A change to be written onto another program's, on condition, is the cell's own flush's.
         if keyBacker.writesChangeOnItsOwn { return .elsewhere }
         let now = scheduler.now
-        // A rewrite of what was read, in a store that writes rewrites on condition, is written on its own, on condition.
         let rewritesOnCondition = storeMedium.rewritesOnCondition
-        // The value is copied out of the lock into a place of its own rather than returned as an optional: an
-        // optional of the value's type is one more type whose metadata code not specialized for it looks up.
+        // Copied into a slot rather than returned as an optional, which would be another generic type to look up.
         return withUnsafeTemporaryAllocation(of: T.self, capacity: 1) { buffer -> BatchTake in
             guard let slot = buffer.baseAddress else { return .elsewhere }
             let start = state.withLock {
                 $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, into: slot)
             }
             guard case .taken(let version) = start else { return BatchTake(start) }
-            // Released here, after the lock: a value's deinit is user code.
             defer { slot.deinitialize(count: 1) }
             let data: Data
             do throws(WLStorageError) {
@@ -135,8 +124,7 @@ extension StorageCell {
         }
     }
 
-    /// The identity of the store whose batches write this cell's changes, when its backer is a store's (other than a
-    /// directory's); read without the lock, as it never changes.
+    /// The identity of the store whose batches write this cell's changes; read without the lock, as it never changes.
     var batchStoreIdentity: String? { storeMedium?.identity }
 
     /// The store that writes the batch of this cell's change, and its identity, for messages.
@@ -144,12 +132,9 @@ extension StorageCell {
         storeMedium.map { ($0.store, $0.identity) }
     }
 
-    /// Ends the job of the batch write of `version`, as `data`, taken by ``takeBatchWrite(on:)``, with the batch's
-    /// outcome: written when `failure` is `nil`. Returns whether the cell has work left.
-    ///
-    /// What ``complete(_:_:chaining:)`` does for such a job, made for a flush of every cell: no job or outcome is
-    /// built, since a generic value costs a look-up of its type for each cell. A write that ends adopts no value
-    /// (observers have nothing to be told) and chains no job.
+    /// Ends the job of the batch write of `version`, as `data`, with the batch's outcome: written when `failure` is
+    /// `nil`. Returns whether the cell has work left. What ``complete(_:_:chaining:)`` does, without a generic job or
+    /// outcome; such a write adopts no value and chains no job.
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
         if failure == nil { keyBacker?.wrote(data) }
         let now = scheduler.now
@@ -166,12 +151,11 @@ extension StorageCell {
         switch job {
         case .write(let value, let version):
             do {
-                // A rewrite replaces only what was read: a change another program made since, whose news has not come
-                // yet, is read instead.
+                // A rewrite replaces only what was read: a change made since elsewhere is read instead.
                 if state.withLock({ $0.isRewrite(version) }), let rewritten = try access?.rewrite(value) {
                     return rewritten ? .written : .rewriteRefused
                 }
-                // A change is written as the fields it changed, onto what the key holds now, where the backer can.
+                // Where the backer can, a change is written as the fields it changed, onto what the key holds now.
                 switch try access?.writeChange(value, defaultValue: { defaults.value }) {
                 case .written?: return .written
                 case .writtenOver?: return .writtenOver
@@ -187,7 +171,7 @@ extension StorageCell {
             do {
                 if try access.create(value: value) { return .created }
                 let found = access.readStored(decoding: decoding)
-                // An empty file stands for nothing stored, but it is left alone: it is not replaced by a default.
+                // An empty file stands for nothing stored, but it is not replaced by a default.
                 if case .absent = found, access.entryExists { return .created }
                 return .read(found)
             } catch {
@@ -208,7 +192,7 @@ extension StorageCell {
 
     /// Does what a finished job left to do, outside the lock.
     private func perform(_ effects: JobEffects) {
-        // Flushes waiting for this job are woken before listeners run: a handler called on this thread may be slow.
+        // Waiting flushes are woken before listeners run: a handler called on this thread may be slow.
         for waiter in effects.waiters { waiter.wake() }
         if effects.drainNotifications { drainNotifications() }
         for error in effects.errors { WLStorageError.report(error) }
@@ -225,8 +209,8 @@ extension StorageCell {
         read(backer) { defaultValue }
     }
 
-    /// Reads any backer, telling a stored value from the default by whether the backer asked for the default, which
-    /// `makeDefault` makes.
+    /// Reads any backer, telling a stored value from the default `makeDefault` makes by whether the backer asked for
+    /// it.
     static func read(_ backer: any WLStorageBacker<T>, makeDefault: () -> T) -> ReadResult<T> {
         var askedForDefault = false
         do {

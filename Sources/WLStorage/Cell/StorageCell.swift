@@ -9,36 +9,20 @@ import Synchronization
     import Musl
 #endif
 
-// Locks, and what they guard:
+// Locks: `StorageCell.state` guards a cell's ``CellState``. The registry, the router, the file monitor, the store
+// feeds, a backer's known version and the directory table each guard their own table with a lock of their own.
 //
-// - `StorageCell.state` guards a cell's ``CellState``: the value, its versions, the throttle, what is known of the
-//   stored value, which thread runs the cell's job, and the boxed extras (listeners, waiting flushes, flags).
+// Every lock of the package is a leaf: none is held while another is taken, while a backer, an observer or a listener
+// runs, or while a user object (closure, continuation, backer, storage) is released; such objects are moved out and
+// released after the lock. Listeners are called outside the lock, in order, by one draining thread at a time.
 //
-// The other locks of the core, each guarding its own table: the registry's (``StorageRegistry``: cells by file and by
-// store key), the router's (``ChangeRouter``: the sources followed and their counts), the file monitor's
-// (``FileMonitor``: watched paths and subscribers), the store feeds' (``StoreFeeds``: one feed per store identity and
-// the keys it reported), a backer's known version (``KnownVersions``), and the directory table's.
-//
-// Every lock of the package is a leaf: none is held while another is taken, while a backer, an observer or a
-// listener runs, or while a user object (closure, continuation, backer, storage) is released. A value, closure or
-// cell that leaves a locked state is moved out and released after the lock. Listeners are called outside the lock
-// too, in the order of the changes, by one draining thread at a time (see `drainNotifications()`): even a
-// continuation's `yield` takes a lock of its own (the consuming task's), which a task being cancelled holds while it
-// removes its listener under the cell's.
-//
-// Outside changes reach a cell one way, whatever the store: the file monitor (inotify), a store's feed (``StoreFeeds``,
-// for instance PostgreSQL's LISTEN/NOTIFY) and a custom backer's feed report them to the ``ChangeRouter``, which finds
-// the cells of what changed and calls `checkForExternalChange()`, whose job asks the backer (``StoreBacking/readExternalChange(decoding:)``) what changed since the
-// version it saw last, and ``CellState`` adopts it by the last-writer rule.
-//
-// A cell runs one job on its backer at a time: a write, the save of a default, a read after a failed one, or a
-// check for another program's change. The thread that runs it marks the cell busy (`busyThread`) under the lock and
-// runs the job outside it; others who need the backer wait (`flush()`) or leave the work to it (ticks, checks).
+// Outside changes (inotify, a store's feed, a custom backer's feed) all reach the ``ChangeRouter``, which calls
+// `checkForExternalChange()` on the cells concerned; ``CellState`` adopts what the backer reports by the last-writer
+// rule. A cell runs one job on its backer at a time, on the thread marked `busyThread`, outside the lock.
 
 /// What every cell is observed through, whatever its value type: one registrar each, and one key path for all.
 ///
-/// The key path names a property of this non-generic class, so it is formed once per process; a key path into the
-/// generic ``StorageCell`` would be formed again, at a cost of microseconds and a hundred bytes, for every cell.
+/// The key path names a property of this non-generic class, so it is formed once per process rather than per cell.
 @usableFromInline
 class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the registrar does its own locking
     @usableFromInline let registrar = ObservationRegistrar()
@@ -51,15 +35,14 @@ class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the 
 
 /// One value in memory, shared by every ``WLStorage`` of the same file in this process.
 ///
-/// Gets and sets take `state`, a ``Lock``, for a few nanoseconds. Backer calls run off the caller's thread, one at a
-/// time per cell, and only ``flush()`` waits for them.
+/// Gets and sets take the `state` lock briefly. Backer calls run off the caller's thread, one at a time per cell,
+/// and only ``flush()`` waits for them.
 @usableFromInline
 final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendable {  // state: `state`
     @usableFromInline let state: Lock<CellState<T>>
     let backer: any WLStorageBacker<T>
-    /// The same backer when the package made it: the backer of a key in a store, or the wrapper of a custom backer
-    /// with a change feed. Told by the binding that made the cell: a cast from the backer protocol to a class costs
-    /// most of a microsecond, which a flush of every storage would pay for each.
+    /// The same backer when the package made it (a key's backer, or the wrapper of a custom backer with a change feed).
+    /// Told by the binding that made the cell, which spares a cast from the backer protocol on every flush.
     private let ownBacker: OwnBacker<T>
     /// The same backer when it is a key's in a store (a directory's file or another store's key).
     var keyBacker: WLStorageDefaultBacker<T>? {
@@ -90,7 +73,6 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         self.scheduler = scheduler
         self.defaults = defaults
         super.init()
-        // Checked here: the call alone would look up the metadata of the migrations' type, at every cell made.
         if !migrations.isEmpty { add(migrations) }
     }
 
@@ -114,9 +96,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             migrations: CellMigrations.migrations(of: self, as: WLStorageMigration<T>.self))
     }
 
-    /// The backer when it offers more than ``WLStorageBacker`` (the backer of a key in a store, a custom backer with a
-    /// change feed): telling a stored value from nothing stored, saving a default without replacing anything,
-    /// and reading changes made elsewhere. Looked up when a job runs, not kept: a cell is kept small.
+    /// The backer when it offers more than ``WLStorageBacker``: telling a stored value from nothing stored, saving a
+    /// default without replacing anything, and reading changes made elsewhere.
     var access: (any StoreBacking<T>)? {
         switch ownBacker {
         case .key(let keyBacker): keyBacker
@@ -137,8 +118,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The file's name in ``directory``.
     var fileName: String? { keyBacker?.fileName }
 
-    /// Twice the number of live storages of the cell, plus one when the cell holds a use of its directory's watch or
-    /// of its store's feed (set once, when it is registered): one word for both, as a cell is kept small.
+    /// Twice the number of live storages of the cell, plus one when the cell holds a use of its directory's watch or of
+    /// its store's feed.
     private let storagesAndWatch = Atomic<Int>(0)
 
     /// Takes over the use of the directory's watch, or of the store's feed, made for this cell; it ends with the cell.
@@ -166,7 +147,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     @inlinable
     func set(_ newValue: T) {
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
-            // The old value is swapped out and released after the lock: its deinit, if it has one, is user code.
+            // The old value is released after the lock: its deinit is user code.
             var value = newValue
             switch state.withLock({ $0.set(&value) }) {
             case .updating:
@@ -205,8 +186,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// Writes the value as its type encodes it, without the members of the stored object that the type does not know,
     /// and returns when it is written (see ``WLStorage/removeUnknownFields()``).
     func removeUnknownFields() {
-        // A value another version stored, which this one cannot read, has nothing to remove: the value in memory (the
-        // default, at start) written in its place would destroy it.
+        // A value this version cannot read has nothing to remove, and writing the value in memory would destroy it.
         guard state.withLock({ $0.removesUnknownFields }) else { return }
         access?.dropUnknownFields()
         state.withLock { $0.dropUnknownFields() }
@@ -214,7 +194,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     func record(_ error: WLStorageError) {
-        // The error replaced leaves in `effects`, released after the lock: its underlying error may be the user's.
+        // The error replaced is released after the lock: its underlying error may be the user's.
         var effects = JobEffects()
         state.withLock { $0.setLastError(error, &effects) }
         _ = effects
@@ -231,22 +211,17 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     // MARK: Listeners
 
-    /// Adds a listener, which is called with every change, and with the current value first when `sendingCurrent`
-    /// is set. Listeners are called outside the lock, one at a time, in the order of the changes, by whichever thread
-    /// drains the notifications; the package's own only enqueue (a continuation's `yield`, a queue's `async`), and a
-    /// handler of `onChange(queue: nil)` is the program's code, run on that thread.
+    /// Adds a listener, called with every change, and with the current value first when `sendingCurrent` is set.
+    /// Listeners are called outside the lock, in order, by the thread that drains the notifications.
     func addListener(sendingCurrent: Bool, _ listener: @escaping @Sendable (T) -> Void) -> UInt64 {
         let (id, drain) = state.withLock { $0.addListener(listener, sendingCurrent: sendingCurrent) }
         if drain { drainNotifications() }
         return id
     }
 
-    /// Delivers the queued notifications, in order, outside the lock. One thread drains at a time; the others only
-    /// queue. The caller delivers one batch; what was queued meanwhile is delivered on a thread of the package, batch
-    /// after batch, so that no caller of `set` or `values` delivers other threads' changes for long.
-    ///
-    /// A listener removed while the batch is delivered (a handler may cancel another's subscription) is not called
-    /// after its removal: each is looked up again just before its call.
+    /// Delivers the queued notifications, in order, outside the lock. One thread drains at a time; the caller delivers
+    /// one batch, and what was queued meanwhile is delivered on a thread of the package. A listener removed meanwhile
+    /// is not called: each is looked up again just before its call.
     @usableFromInline
     func drainNotifications() {
         guard let batch = state.withLock({ $0.takeNotifications() }) else { return }
@@ -258,17 +233,12 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             }
         }
         guard state.withLock({ $0.hasNotificationsLeft() }) else { return }
-        // What was queued meanwhile is delivered on a serial queue made for it, so that it has a thread of its own (an
-        // overcommitting queue in libdispatch): a concurrent queue shares the process's worker threads, and waits for
-        // as long as they are all blocked (in backers, in the program's own waits), leaving a consumer of `values`
-        // without its first value. One queue per batch rather than one for the process: a handler given no queue runs
-        // there, and one storage's slow handler must hold up no other storage's changes. A cell has at most one batch
-        // in flight, as one thread drains at a time.
+        // A serial queue per batch has a thread of its own, unlike the shared concurrent pool, which waits while its
+        // workers are blocked; and one storage's slow handler holds up no other storage's changes.
         DispatchQueue(label: "WLStorage.notifications").async { [self] in drainNotifications() }
     }
 
-    /// Removes a listener. The listener is released after the lock: it may hold the last reference to a storage of
-    /// this very cell, whose deinit flushes.
+    /// Removes a listener, released after the lock: it may hold the last reference to a storage of this cell.
     func removeListener(_ id: UInt64) {
         let removed = state.withLock { $0.removeListener(id) }
         _ = removed
@@ -301,7 +271,6 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     private func runTick(_ token: UInt32) {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         let now = scheduler.now
-        // A default waiting to be saved was made when the cell took it as its value.
         let defaultValue = defaults.ifMade
         guard let job = state.withLock({ $0.startTick(token, on: thread, now: now, defaultValue: defaultValue) })
         else { return }
@@ -332,13 +301,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         case reentrant
     }
 
-    /// Writes what was set before the call, and saves an unsaved default (or writes back in the current shape a value
-    /// of an earlier shape found in its place), then returns. Waits for a job in flight
-    /// first. Concurrent flushes take turns. Returns after the first failure.
-    ///
-    /// With `waitingForJobs` off, a job in flight on another thread is not waited for: the flush returns, leaving the
-    /// work to that job (a flush of every cell from inside a backer, which could otherwise wait for a backer that
-    /// waits for it).
+    /// Writes what was set before the call, and saves an unsaved default (or rewrites a value of an earlier shape),
+    /// then returns; waits for a job in flight first. Returns after the first failure. With `waitingForJobs` off, a job
+    /// in flight on another thread is left to finish the work (a flush from inside a backer must not wait for it).
     @discardableResult
     func flush(waitingForJobs: Bool = true) -> FlushResult {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
@@ -375,16 +340,13 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     // MARK: Storages released
 
-    /// Called when a storage of this cell is released: flushes, and when work is left (the write failed, or the
-    /// release came from inside the cell's own job), has the registry keep the cell until the work is done, retrying
-    /// with the backoff whatever the flush interval.
+    /// Called when a storage of this cell is released: flushes, and when work is left, has the registry keep the cell
+    /// until the work is done.
     func storageReleased() {
         let remaining = storagesAndWatch.subtract(2, ordering: .acquiringAndReleasing).newValue >> 1
-        // A backer that refuses every write (a storage of a file open with another value type) keeps nothing: the
-        // value lives in memory only, and goes with the last storage.
+        // A cell that refuses every write keeps its value in memory only.
         if case .refusing = ownBacker { return }
         flush()
-        // While another storage of the cell lives, the work stays with it, on its throttle.
         guard remaining <= 0, state.withLock({ $0.hasWork }) else { return }
         StorageRegistry.shared.keep(self)
         let now = scheduler.now

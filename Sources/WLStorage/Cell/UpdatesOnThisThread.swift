@@ -8,14 +8,12 @@ import Synchronization
     import Musl
 #endif
 
-/// The cells whose `update` closure the calling thread is running, innermost last: a set or an update of one of them
-/// from this thread is a change from inside its own update. Kept per thread (a `pthread` key), so that a cell needs no
-/// more than a count of its running updates (``CellState/updaters``), and a set looks here only while that count is
+/// The cells whose `update` closure the calling thread is running, innermost last, kept per thread (a `pthread` key):
+/// a cell needs only a count of its running updates (``CellState/updaters``), and a set looks here only while it is
 /// not zero.
 @usableFromInline
 enum UpdatesOnThisThread {
-    /// What a thread records: the cells of the updates it runs, innermost last, in a buffer that grows with the
-    /// nesting; and whether it is reporting a refusal.
+    /// The cells of the updates a thread runs, innermost last, and whether it is reporting a refusal.
     private struct Record {
         var depth = 0
         var capacity = 0

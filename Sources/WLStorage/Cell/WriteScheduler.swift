@@ -9,13 +9,12 @@ package protocol WriteScheduler: AnyObject, Sendable {
     func schedule(after delay: UInt64, _ work: @escaping @Sendable () -> Void)
 }
 
-/// The scheduler used outside tests: the monotonic clock, and one labelled concurrent queue shared by every
-/// storage. Each storage's jobs stay serial through its own cell, so no storage needs a queue of its own.
+/// The scheduler used outside tests: the monotonic clock, and one concurrent queue shared by every storage (a cell
+/// keeps its own jobs serial).
 ///
-/// Work due 200 ms or more from now (the trailing writes of a throttle, retries) is gathered in slots of 20 ms: one
-/// timer per slot, not one per storage, which is most of what a busy daemon's writes cost besides the disk. Such work
-/// runs up to 20 ms late. When a slot is due, its first piece of work runs on the timer's thread and each other one
-/// is handed to the queue, so that a slow backer holds up no other storage.
+/// Work due 200 ms or more from now is gathered in slots of 20 ms, one timer per slot rather than per storage, and
+/// runs up to 20 ms late. A due slot runs its first piece of work on the timer's thread and hands the others to the
+/// queue, so that a slow backer holds up no other storage.
 package final class DispatchWriteScheduler: WriteScheduler {
     package static let shared = DispatchWriteScheduler()
 

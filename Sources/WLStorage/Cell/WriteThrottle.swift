@@ -2,18 +2,15 @@ import Dispatch
 
 /// The throttle's state: when the last write started, whether a tick is armed, and how many writes in a row failed.
 ///
-/// The first change after a quiet interval arms a tick with no delay (the leading edge). Changes while a tick is
-/// armed do nothing more: the tick writes the latest value. A change after a write arms a tick for one interval
-/// after that write started (the trailing edge). Every write, and every tick or flush that finds nothing to write,
-/// disarms: a stale tick finds its token out of date and does nothing. After a failed write the retry waits one
-/// interval (at least 100 ms), doubling with each further failure up to 30 s (or the interval, if longer).
+/// The first change after a quiet interval arms a tick with no delay; later changes while it is armed do nothing, as
+/// the tick writes the latest value. A change after a write arms a tick one interval after that write started. A write
+/// disarms, so a stale tick finds its token out of date. Retries back off as ``retryDelay(afterFailures:interval:)``
+/// says.
 @usableFromInline
 struct WriteThrottle: Sendable {
     /// The flush interval in nanoseconds; `UInt64.max` for no automatic writes. When storages with different
     /// intervals share a value, the shortest one holds.
-    // The properties are declared from the widest to the narrowest, which Swift keeps as their layout: 24 bytes, so that
-    // a cell's state fits in one less malloc size class than with the flags between the words, with room after it for
-    // the cell's flags and counts (see `CellState`).
+    // Properties are declared widest first, which keeps the layout at 24 bytes (see `CellState`).
     @usableFromInline private(set) var interval: UInt64
     /// When the last write started; 0 before the first.
     private var lastWriteStart: UInt64 = 0
@@ -65,11 +62,9 @@ struct WriteThrottle: Sendable {
         isUrgent || interval == .max ? 0 : interval
     }
 
-    /// Whether a change must arm a tick: automatic writes are on and none is armed.
-    /// Whether ticks write changes: the throttle has an interval, or a release made it urgent. Without either, only a
-    /// flush writes a change.
+    /// Whether ticks write changes: the throttle has an interval, or a release made it urgent.
     var writesOnTicks: Bool { interval != .max || isUrgent }
-
+    /// Whether a change must arm a tick: automatic writes are on and none is armed.
     @usableFromInline
     var needsTick: Bool {
         !isArmed && interval != .max
@@ -77,9 +72,7 @@ struct WriteThrottle: Sendable {
 
     /// Arms a tick, unless one is armed or automatic writes are off, and returns its token and delay.
     ///
-    /// With `force`, a tick is armed even when automatic writes are off: for work that must not wait for a flush
-    /// (a storage released with a write left, a default to save). Its delay is the retry delay after a failure, and
-    /// none otherwise.
+    /// With `force`, a tick is armed even when automatic writes are off, for work that must not wait for a flush.
     mutating func arm(now: UInt64, force: Bool = false) -> (token: UInt32, delay: UInt64)? {
         guard interval != .max || force || isUrgent, !isArmed else { return nil }
         isArmed = true

@@ -2,13 +2,11 @@ import Foundation
 
 /// A change made over bytes that another program has replaced since, taken onto what is stored now, field by field.
 ///
-/// A storage's write carries the members its value changed against the bytes it was read from (its *base*), onto the
-/// bytes stored now: a three-way merge of JSON objects, which is what applying a JSON Merge Patch (RFC 7396) of the
-/// change does. At every depth where the base, the value's encoding and the stored bytes all hold an object, each
-/// member the writer left as the base had it keeps what is stored now; a member it changed, added or removed is
-/// written so. Anything else, an array, a scalar, an object that another program replaced by something else, is taken
-/// whole: the writer's when it changed it, else what is stored. Two programs that change one field: the one that
-/// writes last sets it. Two programs that change different fields: both changes are kept, whichever writes first.
+/// A storage's write carries the members its value changed against the bytes it was read from (its *base*) onto the
+/// bytes stored now: a three-way merge of JSON objects, as a JSON Merge Patch (RFC 7396) of the change would do. Where
+/// all three hold an object, each member the writer left unchanged keeps what is stored now, and one it changed,
+/// added or removed is written so. Anything else is taken whole: the writer's when it changed it, else what is stored.
+/// So of two programs that change one field, the last writer wins; changes to different fields are both kept.
 ///
 /// Members are compared by their JSON values, through Foundation's decoder; the members of the result are written
 /// again by Foundation's encoder with sorted keys, as the package writes every value.
@@ -16,9 +14,8 @@ enum FieldMerge {
     /// The bytes of `stored` with the changes `value` makes to `base`, or `nil` when one of the three is not JSON.
     ///
     /// With `replacingCases`, an object of the value whose members have none in common with the base's or the stored
-    /// one's is taken whole: another case of an enum with associated values, which the encoder writes as an object of
-    /// one member, and which beside the other case would make a value that no version decodes. (A dictionary whose
-    /// entries all changed looks the same, so the writer tries the merge without it first.)
+    /// one's is taken whole: another case of an enum with associated values. (A dictionary whose entries all changed
+    /// looks the same, so the writer tries the merge without it first.)
     static func merge(base: Data, value: Data, stored: Data, replacingCases: Bool = false) -> Data? {
         guard let base = try? JSONCoders.decoder.decode(JSONValue.self, from: base),
             let value = try? JSONCoders.decoder.decode(JSONValue.self, from: value),
@@ -44,8 +41,8 @@ enum FieldMerge {
     }
 
     /// The member (or value) to write, `nil` for none: what is stored where the writer left the base as it was, the
-    /// members merged one by one where all three are objects, else the writer's (see ``merge(base:value:stored:replacingCases:)``
-    /// for `replacingCases`).
+    /// members merged one by one where all three are objects, else the writer's (see
+    /// ``merge(base:value:stored:replacingCases:)`` for `replacingCases`).
     private static func merge(
         base: JSONValue?, value: JSONValue?, stored: JSONValue?, replacingCases: Bool
     ) -> JSONValue? {

@@ -8,8 +8,8 @@ struct StoredPlace: Sendable {
     let subject: String
     /// The file, when the bytes are a file's: its path is made only for a message.
     let file: (directory: StorageDirectory, name: String)?
-    /// Whether the store's values are secret (``StoreCapabilities/conceals``): messages then say that bytes do not decode, not what
-    /// is wrong in them, which could quote them, and carry no decoding error.
+    /// Whether the store's values are secret (``StoreCapabilities/conceals``): messages then say that bytes do not
+    /// decode, not what is wrong in them, which could quote them, and carry no decoding error.
     let conceals: Bool
 
     /// The file's path, when the bytes are a file's.
@@ -26,14 +26,9 @@ struct StoredPlace: Sendable {
     }
 }
 
-/// What stored bytes are to a storage of a value type: the one path from bytes to a value, for every backer, whatever
-/// holds the bytes.
-///
-/// The bytes are decoded as they are, then through the added fields and migrations (``ValueDecoding``); bytes that a
-/// newer or older version of the program stored and this one cannot read are left as they are
-/// (``anotherVersion(_:)``); bytes that an encrypted store sealed, read by a storage without its key, are no one's to
-/// replace (``sealedElsewhere(_:)``); anything else does not decode at all, and the backer keeps it aside in its own
-/// way (a file is renamed, a store's key copied and removed).
+/// What stored bytes are to a storage of a value type: the one path from bytes to a value, for every backer. Bytes
+/// another version stored, or an encrypted store sealed under a key this storage lacks, are left as they are; anything
+/// else that does not decode is kept aside by the backer in its own way.
 enum StoredBytes<T: Codable & Sendable> {
     /// The value, in the current shape or with fields filled in from the default (which are not written back: reading
     /// never writes).

@@ -3,33 +3,24 @@ import Foundation
 /// The package's compatibility rule: fields of a stored JSON object that the current type does not know survive its
 /// writes.
 ///
-/// A fleet runs several versions of a program at once (a rolling deploy, a rollback). When an older version writes a
-/// value that a newer one stored, the members the older type does not have would be lost with a plain encode. So a
-/// backer keeps the bytes it last read or wrote when they are a JSON object (the *base*), and a write adds to the
-/// value's encoding every member of the base that the type does not know, at every depth where both hold an object.
-/// Arrays are taken as the value has them, whole, and so is a nested object that has no member in common with the
-/// value's (another case of an enum with associated values, which beside the value's case would make an object that
-/// neither version decodes); at the top, an object of one member holding an object, which the stored object lacks,
-/// replaces it whole.
+/// A fleet runs several versions of a program at once, and an older version's plain encode would lose the members a
+/// newer one stored. So a backer keeps the bytes it last read or wrote when they are a JSON object (the *base*), and a
+/// write adds every member of the base that the type does not know, at every depth where both hold an object. Arrays
+/// are taken whole, as the value has them, and so is a nested object with no member in common with the value's
+/// (another enum case, which beside the value's would decode in no version); at the top, an object of one member
+/// holding an object the stored object lacks replaces it whole.
 ///
-/// A member is *known* to the type when it makes a difference to what the written bytes decode to: the value's encoding
-/// with it decodes to another value than without it, or does not decode. An optional field set to `nil` (which the
-/// synthesized encoder leaves out), an entry removed from a dictionary, or another case of an enum is therefore
-/// removed by the write, as the value says, while a field of a newer version, which the type's decoder never reads, is
-/// kept. Judged on the value's encoding rather than on the stored bytes, this holds also over bytes that do not decode
-/// (another version's, or bytes read through a migration), and the bytes written always read back as the value. A
-/// member that the type itself writes for the stored value (the stored bytes decoded and encoded again hold it) is
-/// known without a decode.
+/// A member is *known* when the value's encoding decodes to another value with it than without it, or does not
+/// decode: so a `nil` optional, a removed dictionary entry or another enum case is removed by the write, while a
+/// newer version's field is kept, even over bytes that do not decode, and the bytes written always read back as the
+/// value. A member the type writes itself for the stored value is known without a decode.
 ///
-/// The members are judged together first, which a newer version's fields pass in one decode; a member that the type
-/// writes back from the value with them all is known too; the rest are judged in groups, halves of a group that fails,
-/// with at most ``maximumGroupTests`` decodes (a member not judged by then is left out). The work is done only where
-/// the encoding lacks members of the base, which a value of the current type read in its own shape never does: a
-/// write of such a value costs one parse of each.
+/// Members are judged all together first (one decode for a newer version's fields), then in halving groups, with at
+/// most ``maximumGroupTests`` decodes. A value read in its own shape lacks no member of the base, and costs one parse.
 enum UnknownFields {
     /// `data` itself when it is a JSON object, which a write may need to keep members of; `nil` otherwise.
     static func base(_ data: Data) -> Data? {
-        // Over the bytes in place: iterating `Data` itself costs an access check per byte, at every read of a file.
+        // Over the bytes in place: iterating `Data` costs an access check per byte.
         let isObject = data.withUnsafeBytes { bytes in
             for byte in bytes {
                 switch byte {
@@ -57,9 +48,8 @@ enum UnknownFields {
             case .object(let encodedMembers, _)? = encodedParser.parseValue(depth: 0)
         else { return nil }
         // A value of one member holding an object, with none in common with the stored object, is an enum case
-        // replacing another: the stored case beside it would make a value that no version decodes. (Objects with
-        // no member in common are replaced whole only below the top: at the top they are a type whose every field
-        // was renamed.)
+        // replacing another. (Below the top, any such objects are replaced whole; at the top they are a type whose
+        // fields were all renamed.)
         if encodedMembers.count == 1, case .object = encodedMembers[0].value,
             !baseMembers.contains(where: { $0.key == encodedMembers[0].key })
         {
@@ -82,8 +72,7 @@ enum UnknownFields {
             merge(encodedMembers, in: encodedBytes, with: baseLookup, in: baseBytes, keeping: kept)
         }
         guard !candidates.isEmpty else { return nil }
-        // All of them at once: a newer version's fields pass in one decode. Otherwise those that the type writes back
-        // from the value with all of them are its own, as for the stored value (over bytes that do not decode).
+        // All at once first; then those the type writes back from the value with all of them are its own.
         let all = merged(keeping: candidates[...])
         guard let withAll = decoded(all) else { return judgedInGroups(candidates, merged: merged, decoded, target) }
         if same(withAll, target) { return Data(all) }
@@ -91,8 +80,8 @@ enum UnknownFields {
         return judgedInGroups(candidates, merged: merged, decoded, target)
     }
 
-    /// At most this many decodes judge the members left after the others in groups; a group not judged by then is
-    /// left out, as known: what is written must read back as the value, and a write must not take a decode per member.
+    /// At most this many decodes judge the members left in groups; a group not judged by then is left out, so that a
+    /// write takes no decode per member.
     static let maximumGroupTests = 64
 
     /// Group testing: a group whose members leave the value as it is is kept whole; one that changes it is split.
@@ -121,8 +110,7 @@ enum UnknownFields {
     }
 
     /// Whether two encodings of values of one type are of the same value: equal bytes, or equal but for the order of
-    /// the elements of arrays. A `Set` encodes in the order it iterates, which differs between two equal sets decoded
-    /// apart; an array that only a member of another version would reorder is not worth losing that member for.
+    /// array elements (a `Set` encodes in its iteration order, which differs between equal sets).
     static func same(_ encoding: Data?, _ target: Data) -> Bool {
         guard let encoding else { return false }
         if encoding == target { return true }
@@ -193,8 +181,7 @@ enum UnknownFields {
                 paths.append(path + [member.key])
                 continue
             }
-            // A nested object with no member in common with the value's is replaced whole: an enum case of another
-            // version beside the value's would make the object one that no version decodes.
+            // A nested object with no member in common with the value's is replaced whole (another enum case).
             if case .object(let inner, _) = member.value, case .object(let encodedInner, _) = counterpart.value {
                 let encodedKeys = Set(encodedInner.map(\.key))
                 if encodedKeys.isEmpty || inner.contains(where: { encodedKeys.contains($0.key) }) {

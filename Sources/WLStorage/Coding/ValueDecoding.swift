@@ -3,10 +3,9 @@ import Synchronization
 
 /// How stored bytes became the value: the layer between the bytes any store holds and the storage's type.
 ///
-/// Bytes that decode as the type are the value. Bytes that do not are tried twice more before they count as
-/// undecodable: with the fields they lack taken from the default value's JSON (a type that gained a field), then
-/// through the storage's migrations, in order (a type that was renamed, reshaped or retyped). Only the first step
-/// runs for bytes in the current shape, so a matching value costs what a plain decode costs.
+/// Bytes that decode as the type are the value. Bytes that do not are tried with the fields they lack taken from the
+/// default value's JSON (a type that gained a field), then through the storage's migrations, in order. Bytes in the
+/// current shape take a plain decode only.
 struct ValueDecoding<T: Codable & Sendable> {
     /// Makes the value whose fields fill in those that stored bytes lack; `nil` for none. Called only for bytes that
     /// do not decode as they are.
@@ -35,27 +34,20 @@ struct ValueDecoding<T: Codable & Sendable> {
     enum Outcome {
         /// The value, and how it was reshaped; `nil` when the bytes were in its shape.
         case decoded(T, Reshape?)
-        /// The bytes are JSON, but no step reads them as this type: another version of the program stored them (a
-        /// newer one, with an enum case or a field type this one does not know, or an older one whose migration
-        /// threw). They are left as they are. The error of decoding them as the type, and what the migrations that
-        /// decoded them threw.
+        /// The bytes are JSON, but no step reads them as this type: another version of the program stored them. They
+        /// are left as they are. The error of decoding them as the type, and what the migrations that decoded them
+        /// threw.
         case anotherVersion(any Error, migrationFailures: [String])
         /// The bytes are not JSON: nothing can read them.
         case undecodable(any Error, migrationFailures: [String])
     }
 
-    /// Reads `stored` through the steps, after the renames among the migrations (see ``FieldRename``). Bytes in the
-    /// current shape are the value. Bytes that lack fields of the type, and have none that it does not know, are read
-    /// with those fields taken from the default value (the type gained fields). Bytes that a migration converts are
-    /// the value, to be written back in the current shape. Bytes that no migration reads, with some fields this type
-    /// knows, are read as those fields and the rest from the default value (another version's value, whose fields
-    /// this one does not know its writes keep). Anything else that is JSON was stored by another version of the type
-    /// that this one cannot map: a field it knows holds JSON it cannot read (a newer enum case, another type), no
-    /// field it knows, or a migration that read the bytes threw.
+    /// Reads `stored` through the steps, after the renames among the migrations (see ``FieldRename``). Bytes that no
+    /// migration reads, with some fields this type knows, are read as those fields and the rest from the default value
+    /// (another version's value). Other JSON was stored by a version of the type that this one cannot map.
     ///
     /// - Parameter plainError: What decoding `stored` as the type threw, when the caller has tried it already: the
-    ///   bytes are then not decoded as they are a second time (a type's `init(from:)` runs once for them). Only for
-    ///   storages without renames, whose bytes are decoded as they are stored.
+    ///   bytes are then not decoded a second time. Only for storages without renames.
     func decode(_ stored: Data, plainError: (any Error)? = nil) -> Outcome {
         let renames = migrations.compactMap(\.rename)
         let data = renames.isEmpty ? stored : FieldRename.reading(stored, renames)
@@ -75,10 +67,9 @@ struct ValueDecoding<T: Codable & Sendable> {
             let value = JSONFill.filled(data, failing: firstError, from: defaults, as: T.self)?.value,
             let encoded = try? JSONCoders.encoder.encode(value)
         {
-            // Taken at once when the value keeps every member of the bytes: the type gained fields. With members this
-            // type does not know, a migration whose type decodes the bytes comes first (a renamed field would
-            // otherwise take the default's value).
-            // The old names of renames are the type's too: it writes them.
+            // Taken at once when the value keeps every member of the bytes; otherwise a migration whose type decodes
+            // the bytes comes first (a renamed field would otherwise take the default's value). The old names of
+            // renames are the type's too.
             let written = renames.isEmpty ? encoded : FieldRename.writing(encoded, renames)
             let coverage = JSONFill.coverage(of: data, in: written)
             if coverage.any && coverage.all { return .decoded(value, .filledIn) }
@@ -100,8 +91,7 @@ struct ValueDecoding<T: Codable & Sendable> {
                 failures.append("the migration from \(migration.sourceType) threw \(error)")
             }
         }
-        // Another version's value that this one can map: the fields it knows, the rest from the default. Those it
-        // does not know are kept by its writes. Not when a migration that read the bytes threw.
+        // Another version's value that this one can map, unless a migration that read the bytes threw.
         if failures.isEmpty, let mapped { return .decoded(mapped, .filledIn) }
         if JSONSyntax.problem(in: data) == nil { return .anotherVersion(firstError, migrationFailures: failures) }
         return .undecodable(firstError, migrationFailures: failures)

@@ -54,12 +54,10 @@ enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
 /// nonces 12 bytes and tags 16 bytes; other lengths are refused. A nonce must never be used twice with one key:
 /// ``randomNonce()`` makes one from OpenSSL's random generator.
 ///
-/// Key material: the key is passed to libcrypto straight from the caller's array; this code makes no copy of it.
-/// libcrypto copies it into the cipher context's key schedule, and `EVP_CIPHER_CTX_free` clears that memory before
-/// freeing it. The caller's array itself is not cleared: Swift may have copied it (arrays are copied on write) and
-/// does not clear memory it frees, so a caller that keeps keys in arrays owns their lifetime. When `open` fails, the
-/// bytes it had decrypted are cleared before it throws. The plaintext given to `seal` and returned by `open`, and the
-/// copies Foundation makes of `Data`, are the caller's and are not cleared.
+/// Key material: the key is passed to libcrypto straight from the caller's array, without a copy here; libcrypto
+/// copies it into the context's key schedule, which `EVP_CIPHER_CTX_free` clears. The caller's array, which Swift may
+/// have copied, is the caller's to manage. When `open` fails, the bytes it had decrypted are cleared before it throws;
+/// plaintexts and Foundation's copies of `Data` are not cleared.
 enum AESGCM {
     /// The length of a key in bytes.
     static let keyLength = 32
@@ -315,11 +313,10 @@ enum AESGCM {
 /// | n | the ciphertext, as long as the plaintext |
 /// | 16 | the tag |
 ///
-/// The additional authenticated data is the 21 header bytes followed by the UTF-8 bytes of the storage key the value
-/// is stored under. So no header byte can be changed, and the sealed bytes of one storage key do not open under
-/// another. The fingerprint lets ``open(_:keys:associatedKey:)`` pick the key a box was sealed with from a list of
-/// current and older keys without trying each; it reveals 32 bits of a hash of the key, which tells nothing useful
-/// about a random 256-bit key.
+/// The additional authenticated data is the 21 header bytes followed by the UTF-8 bytes of the storage key, so that
+/// no header byte can be changed and the sealed bytes of one key do not open under another. The fingerprint lets
+/// ``open(_:keys:associatedKey:)`` pick the key from a list of current and older keys; 32 bits of a hash tell nothing
+/// useful about a random 256-bit key.
 ///
 /// Key material is handled as ``AESGCM`` describes: no copies of key bytes are made here.
 package enum SealedBox {

@@ -71,10 +71,9 @@ package enum DirectoryTable {
     /// Creates `directory` when it is missing, syncs its parents and removes abandoned temporary files, once per
     /// process, and returns its identity.
     ///
-    /// The removal waits for the directory's lock, which another program (a backup, a deploy script) may hold for
-    /// long. Without `waiting` (a storage being created, a read), the preparation does not wait for it: when the lock
-    /// is held, the removal is left to a job on the disk queue that waits for it, and the next preparation with
-    /// `waiting` (a write) does it first, so that nothing this process writes in the directory comes before it.
+    /// The removal waits for the directory's lock, which another program may hold for long. Without `waiting`, it is
+    /// left to a job that waits for it when the lock is held, and the next preparation with `waiting` (a write) does it
+    /// first, so that nothing this process writes in the directory comes before it.
     package static func prepare(
         _ directory: StorageDirectory, waiting: Bool = true
     ) throws(WLStorageError) -> DirectoryIdentity {

@@ -22,9 +22,8 @@ package enum InjectedFault: Sendable, Equatable {
 /// A test seam below the file backer: every system call ``StorageDirectory`` makes in a directory first asks the
 /// plan installed for that directory, if any, whether to fail or stall.
 ///
-/// Outside tests no plan is installed and each call costs one relaxed atomic load. A plan is a closure of the test's
-/// that sees the call and the entry's name: `nil` for the directory itself, `..` for one of its parents (synced once
-/// per process when the directory is first used). It is called outside every lock of the package.
+/// Outside tests no plan is installed and each call costs one atomic load. A plan sees the call and the entry's name:
+/// `nil` for the directory itself, `..` for one of its parents. It is called outside every lock of the package.
 package enum FaultInjection {
     package typealias Plan = @Sendable (_ call: SystemCall, _ name: String?) -> InjectedFault?
 

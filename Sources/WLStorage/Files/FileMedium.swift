@@ -109,11 +109,11 @@ struct FileMedium: KeyMedium {
         try place(key: key, replacing: replacing, announced: announced, encode: encode)
     }
 
-    /// Writes the bytes `make` makes of what the file holds now (`nil` for nothing, or an empty file). They replace the file only while it is still the version read (or
-    /// are put only where nothing stands): when another program replaced it meanwhile, it is read again and `make`
-    /// asked again. `make` returns `nil` bytes when what is stored holds everything the write would: nothing is written
-    /// then, and the version stored is returned. Returns `nil` when other programs replaced the file in each of a few
-    /// rounds.
+    /// Writes the bytes `make` makes of what the file holds now (`nil` for nothing, or an empty file). They replace the
+    /// file only while it is still the version read (or are put only where nothing stands): when another program
+    /// replaced it meanwhile, it is read again and `make` asked again. `make` returns `nil` bytes when what is stored
+    /// holds everything the write would: nothing is written then, and the version stored is returned. Returns `nil`
+    /// when other programs replaced the file in each of a few rounds.
     func write(key: String, announced: Bool, onto make: (Data?) throws(WLStorageError) -> Data?)
         throws(WLStorageError) -> (data: Data, stamp: Int)?
     {
@@ -138,10 +138,8 @@ struct FileMedium: KeyMedium {
         return nil
     }
 
-    /// The file is read again, and rewritten only while it is still the version the backer read (or wrote) last: a
-    /// change another program made since, whose event has not come yet, is read instead. Its identity is checked again
-    /// just before the file is put in place, and what it displaced just after, so that a change made in the moment
-    /// between is put back (see ``StorageDirectory/write(_:contents:ifStill:announced:)``).
+    /// The file is rewritten only while it is still the version the backer read (or wrote) last: a change another
+    /// program made since is read instead (see ``StorageDirectory/write(_:contents:ifStill:announced:)``).
     func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data)
         throws -> MediumRewrite
     {

@@ -9,21 +9,16 @@ import Synchronization
 
 /// Tells file-backed storages when another program changed their file.
 ///
-/// One inotify descriptor for the process, read by a Dispatch source on one labelled serial queue, with one watch
-/// per storage directory for `IN_MOVED_TO` (an atomic replace arrives as a rename into the directory),
-/// `IN_CLOSE_WRITE` (a program that writes the file in place), and `IN_DELETE` and `IN_MOVED_FROM` (a removal). An
-/// event names a file; the registry finds the live cell of that file, which reads the file and adopts the value
-/// unless it is a version it wrote or read, and explicit subscribers (the command-line tool's `watch`) are called.
+/// One inotify descriptor for the process, read on one serial queue, with one watch per storage directory for
+/// `IN_MOVED_TO` (an atomic replace), `IN_CLOSE_WRITE` (a write in place), `IN_DELETE` and `IN_MOVED_FROM` (a
+/// removal). An event names a file: the registry finds its live cell, which reads it, and subscribers are called.
 ///
-/// A directory is watched while a storage or a subscriber uses it, counted by ``watch(_:inotify:)`` and
-/// ``unwatch(_:)``; when the last one goes, so do its watch and any polling of it, so the process keeps no inotify
-/// watch (a per-user resource) and no timer for directories it no longer uses.
+/// A directory is watched while a storage or a subscriber uses it (``watch(_:inotify:)``, ``unwatch(_:)``), so that
+/// no inotify watch, a per-user resource, is kept for directories no longer used.
 ///
-/// A directory's path is followed, not pinned: when a symlink in the path is replaced (`ln -sfn`, `mv -T`, as
-/// deployments do), the parent directory of the symlink, watched too, reports it; the directory is then watched
-/// where the path leads now, its cells are keyed by the new directory, and each checks its file there. When inotify
-/// is not available (no descriptor, or no watch left), or the directory is missing, the path is polled every half
-/// second until it can be watched.
+/// A directory's path is followed, not pinned: when a symlink in the path is replaced (`ln -sfn`, `mv -T`), the
+/// symlink's parent directory, watched too, reports it, and the path is watched where it leads now, its cells keyed
+/// by the new directory. Without inotify, or while the directory is missing, the path is polled every half second.
 ///
 /// The lock guards the tables only: cells and subscribers are called, and subscribers released, outside it.
 package final class FileMonitor: Sendable {
@@ -143,19 +138,19 @@ package final class FileMonitor: Sendable {
     package func unsubscribe(_ id: UInt64) {
         let removed = state.withLock { $0.subscribers.removeValue(forKey: id) }
         if let removed { unwatch(removed.directory) }
-        // `removed`, with the subscriber's handler, is released here, outside the lock.
+        // The subscriber's handler is released here, outside the lock.
     }
 
     /// Starts one use of `directory`, watching it if it is not watched yet. With `inotify` off (tests of the
     /// fallback), the directory is polled. Balance each call with ``unwatch(_:)``.
     ///
-    /// When it returns, the directory is watched (or polled): a change made after that is reported to the
-    /// ``ChangeRouter``. Returns what the path leads to as the monitor sees it (`nil` when it cannot be reached).
+    /// When it returns, a change is reported to the ``ChangeRouter``. Returns what the path leads to as the monitor
+    /// sees it (`nil` when it cannot be reached).
     @discardableResult
     func watch(_ directory: StorageDirectory, inotify: Bool = true) -> DirectoryIdentity? {
         let path = directory
-        // What the path leads to is looked at outside the lock (the lookup is a system call, which can be slow, and
-        // which tests can stall), and only when the path is not in use yet.
+        // What the path leads to is looked up outside the lock (a system call that can be slow), and only for a new
+        // path.
         var looked: DirectoryIdentity??
         while true {
             let done = state.withLock { state -> DirectoryIdentity?? in
@@ -179,8 +174,7 @@ package final class FileMonitor: Sendable {
     }
 
     /// Records that the path of `directory`, in use, was found to lead to `identity` (`nil`: nowhere) before the
-    /// monitor looked at it again (its event, or its poll): the next storage opened there is keyed by that. Its watch,
-    /// and the check of its files, are left to the event or the poll, which finds no move left to make.
+    /// monitor looked at it again: the next storage opened there is keyed by that; the event or the poll does the rest.
     func correct(_ directory: StorageDirectory, to identity: DirectoryIdentity?) {
         state.withLock { state in
             if state.paths[directory] != nil { state.paths[directory]?.identity = identity }
@@ -264,9 +258,8 @@ package final class FileMonitor: Sendable {
         return watch >= 0 ? watch : nil
     }
 
-    /// The symlinks on the way to `path`: among its components, and, through each, among the components of where
-    /// it leads (`data -> cur/store` with `cur -> r1`: `data` and `cur`). For each, the directory that holds it and
-    /// its name. Replacing any of them changes where `path` leads.
+    /// The symlinks on the way to `path`, in its components and in those of where each leads (`data -> cur/store` with
+    /// `cur -> r1`: `data` and `cur`), each with the directory that holds it.
     private func symlinks(in path: String, depth: Int = 0) -> [(parent: String, name: String)] {
         var found: [(String, String)] = []
         var prefix = ""
@@ -278,8 +271,7 @@ package final class FileMonitor: Sendable {
             guard lstat(prefix, &status) == 0 else { break }
             guard (status.st_mode & S_IFMT) == S_IFLNK else { continue }
             found.append((parent, String(component)))
-            // Where the rest of the path goes through the symlink's target. Bounded, as the system bounds it (a loop
-            // of symlinks fails to resolve anyway).
+            // The rest of the path goes through the symlink's target; bounded, as the system bounds it.
             guard depth < 8, let target = Self.target(ofSymlink: prefix) else { break }
             let base = target.hasPrefix("/") ? target : (parent == "/" ? "" : parent) + "/" + target
             let rest = components[(index + 1)...].joined(separator: "/")
@@ -314,8 +306,7 @@ package final class FileMonitor: Sendable {
         state.source = source
     }
 
-    /// How long events gather after a batch is read, before the next read: a busy directory then costs one wakeup
-    /// per interval, not one per write, and another program's change is noticed that much later at most.
+    /// How long events gather after a batch is read: a busy directory costs one wakeup per interval, not one per write.
     static let batchingInterval: DispatchTimeInterval = .milliseconds(50)
 
     /// Stops reading events for ``batchingInterval``. The monitor is never released, so its source always resumes.
@@ -345,9 +336,8 @@ package final class FileMonitor: Sendable {
     }
 
     private func poll() {
-        // A path that can be watched again (its directory is back, or a watch is free) gets its watch, and the files
-        // of every polled path are checked for what changed while nothing watched them. What each path leads to is
-        // looked at outside the lock.
+        // A path that can be watched again gets its watch, and the files of every polled path are checked for what
+        // changed meanwhile.
         let polled = state.withLock { $0.polledPaths }
         guard !polled.isEmpty else { return }
         let identities = polled.map { try? $0.identity() }
@@ -362,8 +352,7 @@ package final class FileMonitor: Sendable {
             return moved
         }
         for (path, identity) in moved { directoryMoved(path, to: identity) }
-        // Counted before the cells are looked for, as an event is: a storage opened meanwhile, not registered yet,
-        // checks its file itself, even if its path has its watch back from now on.
+        // Counted before the cells are looked for, as an event is: a storage opened meanwhile checks its file itself.
         ChangeRouter.shared.count(polled.map { .directory($0) })
         for path in polled { ChangeRouter.shared.deliver(everyFileIn: path) }
         let paths = Set(polled)
@@ -374,8 +363,7 @@ package final class FileMonitor: Sendable {
     private func directoryMoved(_ path: StorageDirectory, to identity: DirectoryIdentity) {
         DirectoryTable.forget(path)
         StorageRegistry.shared.directoryChanged(path: path, to: identity)
-        // A storage being opened at this moment, not registered yet, moves its cell itself (see
-        // ``KeyBinding/catchUp(_:)``).
+        // A storage being opened now, not registered yet, moves its cell itself (see ``KeyBinding/catchUp(_:)``).
         ChangeRouter.shared.count([.directory(path)])
     }
 
@@ -445,10 +433,9 @@ package final class FileMonitor: Sendable {
         for path in relinked.subtracting(gone) { reresolve(path) }
         let router = ChangeRouter.shared
         if overflowed {
-            // Events were lost, and with them perhaps a directory's removal (its watch is gone with it) or a symlink's
-            // replacement on a path: every path is watched anew where it leads now. A path that leads nowhere now is
-            // polled until it is back, and its subscribers are told it is gone, as its removal would have told them.
-            // Then every file-backed cell and every other subscriber checks its file.
+            // Events were lost, perhaps a directory's removal or a symlink's replacement: every path is watched anew, a
+            // path that leads nowhere is polled and its subscribers told it is gone, and every file-backed cell and
+            // subscriber checks its file.
             let paths = state.withLock { Array($0.paths.keys) }
             for path in paths where !gone.contains(path) && !relinked.contains(path) {
                 if !rewatch(path) { gone.insert(path) }
@@ -480,8 +467,7 @@ package final class FileMonitor: Sendable {
     /// another directory, move the path's cells there and have each check its file.
     private func reresolve(_ path: StorageDirectory) {
         guard rewatch(path) else { return }
-        // Checked even when the path leads to the same directory: its watch was made anew, and an event in between
-        // would be lost.
+        // Checked even when the path leads to the same directory: an event before the new watch would be lost.
         ChangeRouter.shared.deliver(everyFileIn: path)
         for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.any) }
     }

@@ -7,12 +7,10 @@
 /// The renames this process makes to put its own writes in place, so that the file monitor does not take them for
 /// other programs' changes.
 ///
-/// A writer announces its temporary file's name just before renaming it over the file. The rename reaches the monitor
-/// as two inotify events with one cookie: `IN_MOVED_FROM` with the temporary name, then `IN_MOVED_TO` with the file's.
-/// The monitor pairs them by the cookie and skips that `IN_MOVED_TO`: the cell that wrote the file knows what it
-/// holds, and reading it back to find that out cost as much as the write's own work. Every other event, another
-/// program's rename over the same file included, is checked as before; when events are lost (a queue overflow),
-/// everything is checked and the announcements are forgotten.
+/// A writer announces its temporary file's name just before renaming it over the file. The monitor pairs the
+/// rename's `IN_MOVED_FROM` and `IN_MOVED_TO` events by their cookie and skips that `IN_MOVED_TO`: the cell that wrote
+/// the file knows what it holds. Every other event is checked; when events are lost, everything is checked and the
+/// announcements are forgotten.
 ///
 /// The lock guards the two sets; nothing else runs under it.
 enum OwnRenames {
@@ -24,8 +22,8 @@ enum OwnRenames {
     }
 
     private static let state = Lock(State())
-    /// More than this many announcements waiting means events were lost without an overflow being seen (a watch
-    /// removed with events pending): they are forgotten, which costs checks, not correctness.
+    /// More than this many announcements waiting means events were lost unseen: they are forgotten, which costs checks,
+    /// not correctness.
     private static let limit = 4_096
 
     /// `temporary` is about to be renamed into place.

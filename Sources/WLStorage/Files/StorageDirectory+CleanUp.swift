@@ -22,19 +22,16 @@ extension StorageDirectory {
 
     /// Removes the temporary files of writers that are no longer at work, and returns their names.
     ///
-    /// Only regular files named exactly as the package's writers name them are candidates, and of those only the
-    /// ones no writer holds a lock on. The file of a conditional replacement that died in the middle of its exchange
-    /// (see ``exchangeName(for:replacing:with:)``) may hold another program's version: it is resolved rather than
-    /// removed (see ``resolveInterruptedExchange(_:in:)``), and its name returned once it is gone, removed or put
-    /// back in place.
+    /// Only regular files named as the package's writers name them, and that no writer holds a lock on, are removed.
+    /// The file of a conditional replacement that died in its exchange may hold another program's version: it is
+    /// resolved (see ``resolveInterruptedExchange(_:in:)``), and its name returned once it is gone.
     @discardableResult
     package func removeAbandonedTemporaryFiles() throws(WLStorageError) -> [String] {
         try removeAbandonedTemporaryFiles(waiting: true) ?? []
     }
 
-    /// As ``removeAbandonedTemporaryFiles()``; without `waiting`, does nothing and returns `nil` when there are
-    /// candidates and another holds the directory's lock (a writer of the package at work, or another program: a
-    /// backup, a deploy script), rather than wait for it.
+    /// As ``removeAbandonedTemporaryFiles()``; without `waiting`, returns `nil` rather than wait when there are
+    /// candidates and another holds the directory's lock.
     package func removeAbandonedTemporaryFiles(waiting: Bool) throws(WLStorageError) -> [String]? {
         let candidates = try entries { $0.contains(UInt8(ascii: "~")) }.filter(Self.isTemporary)
         guard !candidates.isEmpty else { return [] }
@@ -72,12 +69,10 @@ extension StorageDirectory {
     /// that died in the middle of its exchange, and returns whether `entry` is gone. The caller holds the directory's
     /// lock exclusively, as every exchange at work does, so no writer at work has such a name.
     ///
-    /// The file holds the written version (the exchange did not happen, or its exchange back did): removed. It holds
-    /// the version expected (the exchange replaced it): removed. It holds another program's version, which the
-    /// exchange displaced: put back while the file in place is still the written version, by the exchange back that
-    /// the writer would have made (a newer file renamed in meanwhile wins); otherwise the file in place changed since
-    /// (or was removed), a later change, and this version is removed as the older one. A file that cannot be looked at
-    /// or put back is left or kept aside (`NAME~corrupt-…`), never removed unseen.
+    /// The file holds the written version or the version expected: removed. It holds another program's version, which
+    /// the exchange displaced: put back while the file in place is still the written version (a newer file wins), and
+    /// otherwise removed as the older one. A file that cannot be looked at or put back is left or kept aside
+    /// (`NAME~corrupt-…`), never removed unseen.
     private func resolveInterruptedExchange(_ entry: String, in dir: CInt) -> Bool {
         guard let (name, expected, written) = Self.interruptedExchange(entry) else { return false }
         var status = stat()

@@ -4,8 +4,8 @@ import Synchronization
 /// The names the package's writers give files in a directory: a key's file, its temporary files, the files of a
 /// rewrite's exchange, and the names bytes are kept under.
 extension StorageDirectory {
-    /// Whether `name` is a temporary file of the package's writers: `NAME~` and 16 lowercase hex digits and `.tmp`,
-    /// or the name a conditional replacement gives its file for its exchange (see ``exchangeName(for:replacing:with:)``),
+    /// Whether `name` is a temporary file of the package's writers: `NAME~` and 16 lowercase hex digits and `.tmp`, or
+    /// the name a conditional replacement gives its file for its exchange (see ``exchangeName(for:replacing:with:)``),
     /// where `NAME` is a name the writers give a file (see ``writtenFileName(ofTemporary:)``).
     package static func isTemporary(_ name: String) -> Bool {
         writtenFileName(ofTemporary: name) != nil
@@ -14,10 +14,8 @@ extension StorageDirectory {
     /// The name of the file that the temporary file `name` was to become, or `nil` when `name` is not a temporary file
     /// of the package's writers.
     ///
-    /// A temporary file is `NAME~` and 16 lowercase hex digits and `.tmp`, or an exchange's file (see
-    /// ``exchangeName(for:replacing:with:)``), where `NAME` is any name the writers give a file: a key's file name, or
-    /// the name of a key's bytes kept from before its type changed (`NAME~before-type-change`) or moved aside
-    /// (`NAME~corrupt-…`), for a key's file name `NAME`.
+    /// `NAME` is any name the writers give a file: a key's file name, or that name followed by `~before-type-change` or
+    /// `~corrupt-…`.
     package static func writtenFileName(ofTemporary name: String) -> String? {
         if name.hasSuffix(exchangeSuffix) { return interruptedExchange(name)?.name }
         let utf8 = Array(name.utf8)
@@ -38,8 +36,8 @@ extension StorageDirectory {
     /// ``FileIdentity/lastingStamp``, `-`, those of `written`'s, and `.xchg`.
     ///
     /// After the exchange the name holds what the written file displaced. The replacement holds the directory's lock
-    /// exclusively while the name exists, so a clean-up, which takes that lock too, that finds one knows that its
-    /// writer died in the middle of the exchange, and what it was doing: see ``removeAbandonedTemporaryFiles()``.
+    /// exclusively while the name exists, so a clean-up that finds one knows its writer died in the middle of the
+    /// exchange (see ``removeAbandonedTemporaryFiles()``).
     package static func exchangeName(for name: String, replacing expected: FileIdentity, with written: FileIdentity)
         -> String
     {
@@ -96,8 +94,7 @@ extension StorageDirectory {
     /// What follows the name of a file in the name it is moved aside to, before the time and a random number.
     package static let movedAsideMarker = "~corrupt-"
 
-    /// `NAME~` and 16 hex digits and `.tmp`. The digits come from a counter, mixed with a random seed drawn once per
-    /// process: unique within the process, and a system call saved on every write.
+    /// `NAME~` and 16 hex digits and `.tmp`, from a counter mixed with a random seed drawn once per process.
     static func temporaryName(for name: String) -> String {
         let count = temporaryNameCounter.add(1, ordering: .relaxed).newValue
         return "\(name)~\(FileName.hex(of: mix(temporaryNameSeed &+ count))).tmp"

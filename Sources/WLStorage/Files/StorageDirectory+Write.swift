@@ -14,24 +14,20 @@ extension StorageDirectory {
 
     /// Replaces `name` with `contents`, atomically and durably, and returns the new file's identity.
     ///
-    /// The sequence is: `openat` a temporary file (`O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`, mode 0600), `flock`
-    /// it, `write` in full, `fstat` (and `fchmod` 0600 when a umask took bits), `fsync`, `close`, check that nothing
-    /// but a regular file stands at `name`, `renameat`, `fsync` the directory. On any failure the temporary file is
-    /// removed and the old file is left as it was. With `announced`, the rename is announced to the file monitor
-    /// first (see ``OwnRenames``), so that the storage of the file, whose write it is, does not read it again; a
-    /// write that is not a storage's own (a store's, a backer's held by the program) is not, so that the storage of
-    /// the file in this process reads it as another program's.
+    /// The temporary file is created 0600 with `O_EXCL|O_NOFOLLOW`, locked, written in full, synced and closed, then
+    /// renamed over `name` (only a regular file is replaced), and the directory synced. On any failure the temporary
+    /// file is removed and the old file left as it was. With `announced`, the rename is announced to the file monitor
+    /// first (see ``OwnRenames``), so that the storage whose write it is does not read it again; a write that is not a
+    /// storage's own is read by the storage of the file as another program's.
     @discardableResult
     package func write(_ name: String, contents: Data, announced: Bool = true) throws(WLStorageError) -> FileIdentity {
         try place(name, contents: contents, replacing: true, announced: announced)!
     }
 
     /// Replaces `name` with `contents` as ``write(_:contents:announced:)`` does, but only while the file at `name` is
-    /// still the version `expected`: its identity is checked just before the file is put in place, and what the new
-    /// file displaced is checked again after (see ``exchange(_:with:in:ifStill:written:announced:unlock:)``). Returns
-    /// the new file's identity, or `nil` when another version stood there and is left in place. Where the file system
-    /// cannot exchange two names, a file placed by another program in the moment between the check and the rename is
-    /// still replaced.
+    /// still the version `expected` (see ``exchange(_:with:in:ifStill:written:announced:unlock:)``). Returns the new
+    /// file's identity, or `nil` when another version stood there and is left in place. Where the file system cannot
+    /// exchange two names, a file placed by another program between the check and the rename is still replaced.
     package func write(
         _ name: String, contents: Data, ifStill expected: FileIdentity, announced: Bool = true
     ) throws(WLStorageError) -> FileIdentity? {
@@ -41,9 +37,8 @@ extension StorageDirectory {
     /// Creates `name` with `contents`, atomically and durably, unless something already stands at `name`: then
     /// nothing is changed and `nil` is returned. Otherwise returns the new file's identity.
     ///
-    /// As ``write(_:contents:)``, but the temporary file is moved into place with `renameat2` and
-    /// `RENAME_NOREPLACE`, or, where the file system does not support that, linked with `linkat`, either of which
-    /// fails rather than replace an existing entry.
+    /// As ``write(_:contents:)``, but the file is moved into place with `renameat2` and `RENAME_NOREPLACE`, or linked
+    /// with `linkat` where that is not supported: either fails rather than replace an existing entry.
     package func create(
         _ name: String, contents: Data, announced: Bool = true
     ) throws(WLStorageError) -> FileIdentity? {
@@ -56,8 +51,8 @@ extension StorageDirectory {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
 
-        // Create and lock the temporary file under the directory's shared lock (see the type's discussion). A name
-        // that another process's writer has taken (their names come from other seeds) is drawn again.
+        // Created and locked under the directory's shared lock; a name another process's writer has taken is drawn
+        // again.
         _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
         var temporary = Self.temporaryName(for: name)
         var fd: CInt = -1
@@ -100,8 +95,7 @@ extension StorageDirectory {
         if let writeErrno {
             throw error(.writeFailed, "cannot write the file", name: temporary, errno: writeErrno)
         }
-        // The identity of the version written (a rename changes none of it), and the mode: the file was created 0600,
-        // which a umask can only take bits from, so it is set only when the umask did.
+        // The identity of the version written, and the mode: set only when a umask took bits from 0600.
         var status = stat()
         guard retrying(.stat, temporary, { fstat(fd, &status) }) == 0 else {
             throw error(.writeFailed, "cannot inspect the written file", name: temporary, errno: errno)
@@ -114,12 +108,10 @@ extension StorageDirectory {
         guard retrying(.fsync, temporary, { fsync(fd) }) == 0 else {
             throw error(.writeFailed, "cannot sync the file", name: temporary, errno: errno)
         }
-        // Closed before it is renamed, so that the close is reported under the temporary name, which no storage
-        // reads. Its lock goes with it, so the directory's lock is taken first and held until the file is in place (or
-        // removed): a clean-up of abandoned temporary files, which takes that lock exclusively, cannot remove the file
-        // in the moment between (in this process, another thread's first use of the directory; in another, its start).
-        // A conditional replacement takes it exclusively, so that no other conditional replacement exchanges files at
-        // the name while it puts back what it displaced (see ``exchange(_:with:in:ifStill:written:announced:unlock:)``).
+        // Closed before the rename, so that a failed close is reported under the temporary name. The directory's lock
+        // is held until the file is in place, so that a clean-up of abandoned temporary files cannot remove it
+        // meanwhile; exclusively for a conditional replacement, so that no other one exchanges files at the name while
+        // it runs.
         let exchanging = replacing && expected != nil && SystemFunctions.renameat2 != nil
         var directoryLocked = retrying(.flock, nil) { flock(dir, exchanging ? LOCK_EX : LOCK_SH) } == 0
         func unlockDirectory() {
@@ -140,8 +132,8 @@ extension StorageDirectory {
                 throw notRegular(name, EntryKind(mode: target.st_mode))
             }
             if let expected {
-                // A file that cannot be looked at (EIO, ENOMEM…) is not known to be another version: an error, for the
-                // write to be made again, rather than a replacement that gives way to nothing.
+                // A file that cannot be looked at is not known to be another version: an error, so that the write is
+                // made again.
                 if !found, statErrno != ENOENT {
                     throw error(.writeFailed, "cannot inspect the file in place", name: name, errno: statErrno)
                 }
@@ -181,8 +173,8 @@ extension StorageDirectory {
             case .moved:
                 placed = true
             case .linked:
-                // No rename happened. The temporary name is removed before the directory is synced, so that the
-                // sync covers both entries.
+                // Linked, not renamed: the temporary name is removed before the directory is synced, so that one sync
+                // covers both.
                 OwnRenames.didNotRename(temporary)
                 _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
                 placed = true
@@ -209,32 +201,25 @@ extension StorageDirectory {
         case unsupported
     }
 
-    /// The most times a conditional replacement puts back what it displaced before it keeps it aside instead: each
-    /// time means another program renamed a file into place in the microseconds since the last.
+    /// The most times a conditional replacement puts back what it displaced before it keeps it aside instead.
     private static let putBackLimit = 16
 
     /// Replaces `name` with the written file `temporary` only while `name` is the version `expected`, with no moment in
     /// which another program's version can be lost.
     ///
-    /// A directory has no conditional rename, but Linux can exchange two names atomically (`renameat2` with
-    /// `RENAME_EXCHANGE`): the written file takes the name, and the file it displaced takes the written file's name,
-    /// where it is checked. When it is the version expected, it is removed. When it is another program's, placed after
-    /// the caller's last check, it is exchanged back; should yet another file have been renamed over the written one
-    /// meanwhile, that newer one is put in place instead, until the file taken back is the written one or one put
-    /// back before. For those microseconds the name holds the written file, which a reader may see: a version the
-    /// directory held before, reshaped, never a loss.
+    /// Linux exchanges two names atomically (`renameat2` with `RENAME_EXCHANGE`): the written file takes the name, and
+    /// the displaced file takes the written file's name, where it is checked. The version expected is removed; another
+    /// program's version is exchanged back, or a newer one renamed over the written file meanwhile is put in place,
+    /// until the file taken back is the written one or one put back before. A reader may meanwhile see the written
+    /// file: a version the directory held before, reshaped, never a loss.
     ///
-    /// Before the exchange the written file is renamed from its temporary name to one that says which version it
-    /// expects to displace and which it is (``exchangeName(for:replacing:with:)``), and `temporary` becomes that name.
-    /// So a process killed between the exchange and the exchange back leaves another program's version under a name
-    /// that a clean-up does not take for an abandoned temporary file: it puts the version back (see
-    /// ``resolveInterruptedExchange(_:in:)``).
+    /// The written file is first renamed to a name that says which version it displaces and which it is
+    /// (``exchangeName(for:replacing:with:)``), so that a process killed between the exchange and the exchange back
+    /// leaves the other version where a clean-up puts it back (``resolveInterruptedExchange(_:in:)``).
     ///
     /// The caller holds the directory's lock exclusively until `unlock`, called once the exchange's name is removed:
-    /// no clean-up removes or resolves a displaced file while it has that name, and no other conditional replacement
-    /// exchanges files at the name meanwhile. Another's exchanges would break the reasoning above: it could take a
-    /// version this one put back and put it back again later, which this one would take for the file it put there
-    /// last, and remove. Plain renames and removals need no lock. The directory is synced before returning.
+    /// another exchange at the name could put back a version this one put back, which this one would then remove. Plain
+    /// renames and removals need no lock. The directory is synced before returning.
     private func exchange(
         _ temporary: inout String, with name: String, in dir: CInt, ifStill expected: FileIdentity,
         written: FileIdentity, announced: Bool, unlock: () -> Void
@@ -245,20 +230,19 @@ extension StorageDirectory {
             renameat2(dir, temporary, dir, exchanging, SystemFunctions.renameNoReplace)
         }
         if renamed != 0, [EINVAL, ENOSYS, EOPNOTSUPP].contains(errno) {
-            // The file system cannot rename without replacing (it may still exchange): a plain rename, to a name that
-            // the stamp of a version just written makes this writer's own.
+            // No rename without replacing here: a plain rename, to a name that the stamp of the version written makes
+            // unique.
             renamed = retrying(.rename, exchanging) { renameat(dir, temporary, dir, exchanging) }
         }
         guard renamed == 0 else {
-            // `EEXIST`: a file of a writer that died with the same two versions, which is left for the clean-up.
+            // `EEXIST`: a file of a writer that died with the same two versions, left for the clean-up.
             let code = errno
             _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
             throw error(.writeFailed, "cannot name the file for its exchange", name: exchanging, errno: code)
         }
         temporary = exchanging
         func finish(_ outcome: ExchangeOutcome) throws(WLStorageError) -> ExchangeOutcome {
-            // The exchange's name holds the version replaced, or the written file given way: removed, then the
-            // directory synced, so that the sync covers the exchanges and the removal together.
+            // Removed before the directory is synced, so that one sync covers the exchanges and the removal.
             _ = retrying(.unlink, exchanging) { unlinkat(dir, exchanging, 0) }
             unlock()
             guard retrying(.fsync, nil, { fsync(dir) }) == 0 else {
@@ -288,8 +272,8 @@ extension StorageDirectory {
             throw keepDisplaced(exchanging, of: name, in: dir, error)
         }
         guard let first, first != expected else { return try finish(.replaced) }
-        // Another program's version, stored since the check: from here on, what the exchange's name holds is put back
-        // or kept aside, never removed unseen.
+        // Another program's version, stored since the check: what the exchange's name holds is put back or kept aside,
+        // never removed unseen.
         do {
             try putBack(exchanging, holding: first, at: name, holding: written, in: dir, renameat2)
         } catch {
@@ -319,10 +303,9 @@ extension StorageDirectory {
         return FileIdentity(status)
     }
 
-    /// Puts the version `taken`, which `holder` holds, back at `name`, which holds the version `placed`: exchanges
-    /// the two, and while what comes back is neither `placed` nor a version put back before (another file renamed over
-    /// the one put in place meanwhile, and so the newest), puts that in place instead. Returns when `holder` holds a
-    /// version older than the one in place, or nothing, for the caller to remove.
+    /// Puts the version `taken`, which `holder` holds, back at `name`, which holds `placed`; while what comes back is
+    /// neither `placed` nor a version put back before (and so is newer), puts that in place instead. Returns when
+    /// `holder` holds an older version, or nothing, for the caller to remove.
     func putBack(
         _ holder: String, holding taken: FileIdentity, at name: String, holding placed: FileIdentity, in dir: CInt,
         _ renameat2: SystemFunctions.Renameat2
@@ -330,15 +313,14 @@ extension StorageDirectory {
         var (atName, atHolder) = (placed, taken)
         for _ in 0..<Self.putBackLimit {
             if let code = swap(holder, name, in: dir, renameat2) {
-                // The file in place was removed meanwhile, after the version held was stored: that removal is the
-                // later change, and stands.
+                // The file in place was removed after the version held was stored: that removal is the later change.
                 guard code == ENOENT else {
                     throw error(.writeFailed, "cannot put back the file the write replaced", name: name, errno: code)
                 }
                 return
             }
-            // The name held what was put there last, so the file taken back is older than the one now in place. Any
-            // other file was renamed over it since, and is the newest: it goes in place next.
+            // What comes back is older than the file in place, unless another file was renamed over it since: that one
+            // is the newest and goes in place next.
             guard let taken = try displaced(holder, in: dir), taken != atName else { return }
             (atName, atHolder) = (atHolder, taken)
         }
@@ -389,10 +371,9 @@ extension StorageDirectory {
     /// Moves `name` aside to a new name that says it did not decode, and returns the new name. A file already kept
     /// aside is never replaced.
     ///
-    /// When `identity` is given, the file is moved only if it is still that version: a file another program has
-    /// replaced meanwhile is left in place, and `nil` is returned. Its identity is checked before the move, and the
-    /// file moved is checked after it: one that another program renamed into place in the moment between is moved
-    /// back, unless a newer one stands there already.
+    /// With `identity`, the file is moved only if it is still that version, else `nil` is returned; a file another
+    /// program renamed into place in the moment between the check and the move is moved back, unless a newer one stands
+    /// there already.
     package func moveAside(_ name: String, ifStill identity: FileIdentity? = nil) throws(WLStorageError) -> String? {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
@@ -415,11 +396,10 @@ extension StorageDirectory {
 
     private enum MoveOutOutcome { case moved, changed, taken }
 
-    /// Moves `name` to `target`, where nothing may stand (`taken` when something does), only while it is the version
-    /// `expected`, when given: the file moved is checked at `target`, and one another program renamed into place since
-    /// the caller's check is moved back (`changed`), unless a newer one stands at `name` already, which makes it one
-    /// to remove. Where the file system cannot rename without replacing, the file is linked to `target` and unlinked,
-    /// and a file renamed into place between the two is still moved.
+    /// Moves `name` to `target`, where nothing may stand (`taken`), only while it is the version `expected`, when
+    /// given: a file another program renamed into place since the caller's check is moved back (`changed`), unless a
+    /// newer one stands at `name`. Where the file system cannot rename without replacing, a file renamed into place
+    /// between the link and the unlink is still moved.
     private func moveOut(
         _ name: String, to target: String, ifStill expected: FileIdentity?, in dir: CInt
     ) throws(WLStorageError) -> MoveOutOutcome {
@@ -486,11 +466,8 @@ extension StorageDirectory {
 
     /// Removes the regular file `name` only while it is the version `expected`, and returns whether it did.
     ///
-    /// The file is checked, then renamed to a temporary name (`renameat2` with `RENAME_NOREPLACE`) and checked again
-    /// there: a file another program renamed into place in the moment between is moved back, unless a newer one stands
-    /// there already, and is not removed. The directory's shared lock is held, so that no clean-up of abandoned
-    /// temporary files removes it meanwhile. Where the file system cannot rename without replacing, the file is linked
-    /// to the temporary name and unlinked, and a file renamed into place between the two is still removed.
+    /// The file is renamed to a temporary name and checked there, as ``moveAside(_:ifStill:)`` does, under the
+    /// directory's shared lock so that no clean-up removes it meanwhile.
     package func remove(_ name: String, ifStill expected: FileIdentity) throws(WLStorageError) -> Bool {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }

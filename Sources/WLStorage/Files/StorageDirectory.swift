@@ -28,10 +28,9 @@ package struct FileIdentity: Hashable, Sendable {
         hashValue
     }
 
-    /// A number that stands for this version in any process, for naming it: made of the inode number, the size and
-    /// the modification time, which a rename keeps (the change time it does not) and a restart does not change (the
-    /// device number can: it is left out, as the files of one directory share it). Equal versions of a directory's
-    /// files have equal stamps, and different ones differ but for a chance of about one in 2^64.
+    /// A number that stands for this version in any process, for naming it: the inode number, size and modification
+    /// time, which a rename and a restart keep (unlike the change time and the device number). Different versions
+    /// differ but for a chance of about one in 2^64.
     package var lastingStamp: UInt64 {
         var value = StorageDirectory.mix(inode)
         value = StorageDirectory.mix(value ^ UInt64(bitPattern: size))
@@ -90,26 +89,21 @@ package struct DirectoryIdentity: Hashable, Sendable, CustomStringConvertible {
 
 /// A storage directory and every file operation the package does in it, with POSIX calls.
 ///
-/// The directory is opened afresh for each operation (`open` with `O_DIRECTORY`), so a path that is a symlink is
-/// followed to wherever it points now, and files are reached relative to that descriptor. The last component is
-/// opened with `O_NOFOLLOW` or checked with `lstat`, so a symlink where a file should be is never followed. Writes go
-/// through a temporary file that is created exclusively with mode 0600, written in full, synced, and renamed over
-/// the file, after which the directory is synced.
+/// The directory is opened afresh for each operation, so a symlink in its path is followed to wherever it points
+/// now, and files are reached relative to that descriptor; a symlink where a file should be is never followed.
 ///
 /// Temporary files are named `NAME~XXXXXXXXXXXXXXXX.tmp` (16 lowercase hex digits), `NAME` being the name of the file
-/// written: a key's file, or a copy of one kept aside (see ``writtenFileName(ofTemporary:)``). A writer holds an exclusive
-/// `flock` on its temporary file while it writes it; it creates and locks the file while holding a shared `flock` on
-/// the directory, and takes that shared lock again before it closes the file, until the file is renamed. Clean-up
-/// holds the directory's exclusive lock and removes only regular files of exactly that shape that it can lock itself,
-/// so it never removes the file of a writer still at work, in this process or another, nor a file of anyone else's. A
-/// conditional replacement holds the directory's lock exclusively from the close to the end of its exchanges, and
-/// renames its file for the exchange to a name that says what it expects to displace and what it wrote (see
-/// ``exchangeName(for:replacing:with:)``): a clean-up that finds such a name resolves it from what the file holds.
+/// written (see ``writtenFileName(ofTemporary:)``). A writer holds an exclusive `flock` on its temporary file, and a
+/// shared `flock` on the directory while it creates it and from its close to its rename. Clean-up holds the
+/// directory's exclusive lock and removes only files of exactly that shape that it can lock itself, so it never
+/// removes a file of a writer at work, or anyone else's. A conditional replacement holds the directory's lock
+/// exclusively through its exchanges, under a name that a clean-up resolves (see
+/// ``exchangeName(for:replacing:with:)``).
 ///
 /// Every system call goes through ``FaultInjection``, so that tests can fail any of them.
 package struct StorageDirectory: Sendable, Hashable {
-    /// The path, with the hash of its bytes made once: the tables keyed by directory (the directory table, the file
-    /// monitor's) look a directory up several times for every storage created. One reference, shared by the copies.
+    /// The path, with the hash of its bytes made once, as the tables keyed by directory look it up often. One
+    /// reference, shared by the copies.
     private final class Path: Sendable {
         let path: String
         let hash: Int
@@ -133,9 +127,6 @@ package struct StorageDirectory: Sendable, Hashable {
 
     /// Directories are equal when their paths are the same bytes, as the file system compares names: two paths that
     /// Swift holds equal as strings (a precomposed `é` and `e` with a combining accent) can name two directories.
-    ///
-    /// Compared with `memcmp`: the tables keyed by directory compare paths several times for every storage created,
-    /// and `elementsEqual` over two UTF-8 views took a fifth of the load of 1,000 storages.
     package static func == (lhs: Self, rhs: Self) -> Bool {
         if lhs.storage === rhs.storage { return true }
         guard lhs.storage.hash == rhs.storage.hash else { return false }
@@ -175,12 +166,10 @@ package struct StorageDirectory: Sendable, Hashable {
         }
     }
 
-    /// Closes `fd`. On Linux the descriptor is released even when `close` fails, `EINTR` included, so it is never
-    /// closed twice (a second close could close a descriptor another thread has just been given). `EINTR` counts as
-    /// closed; the data written to a file was synced before.
+    /// Closes `fd`. On Linux the descriptor is released even when `close` fails, so it is never closed twice (which
+    /// could close another thread's new descriptor); `EINTR` counts as closed.
     func closeDescriptor(_ fd: CInt, _ name: String?) -> CInt {
         if let code = FaultInjection.fault(.close, directory: path, name: name) {
-            // An injected failure is reported, but the descriptor is closed all the same, as Linux would.
             _ = Glibc.close(fd)
             errno = code
             return code == EINTR ? 0 : -1
@@ -192,9 +181,8 @@ package struct StorageDirectory: Sendable, Hashable {
 
     // MARK: Directory
 
-    /// Creates the directory and any missing parents with mode 0700, and syncs every parent of the directory so that
-    /// its entry is durable, whether this process created it or found it (a process killed between the `mkdir` and
-    /// the sync leaves it unsynced). Existing directories are left as they are. Returns the directory's identity.
+    /// Creates the directory and any missing parents with mode 0700, and syncs every parent so that its entry is
+    /// durable, whether this process created it or found it. Returns the directory's identity.
     @discardableResult
     package func create() throws(WLStorageError) -> DirectoryIdentity {
         var prefix = ""
@@ -283,9 +271,8 @@ package struct StorageDirectory: Sendable, Hashable {
         }
         let size = max(0, Int(status.st_size))
         guard size <= limit else { throw tooLarge(name, size: size, limit: limit) }
-        // The size `fstat` gave is read and no more: the package's writers replace files whole, so a file that was
-        // ours to read does not change under us. A file written in place meanwhile is read again on its next event.
-        // A file that says it is empty is read to its end, in case it is one whose size the system does not know.
+        // Only the size `fstat` gave is read: the package's writers replace files whole. A file that says it is empty
+        // is read to its end, in case the system does not know its size.
         var data = Data(count: max(size, 1))
         var filled = 0
         while size == 0 || filled < size {
@@ -376,8 +363,7 @@ package struct StorageDirectory: Sendable, Hashable {
         path.hasSuffix("/") ? path + name : path + "/" + name
     }
 
-    /// Calls `body` with ``filePath(_:)`` of `name` as a C string, made on the stack rather than in two new strings: a
-    /// storage opens its file this way at every start.
+    /// Calls `body` with ``filePath(_:)`` of `name` as a C string made on the stack.
     func withFilePath<R>(_ name: String, _ body: (UnsafePointer<CChar>) -> R) -> R {
         var directory = path
         var name = name
@@ -403,8 +389,8 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 }
 
-/// The parent directories this process has synced, so that each is synced once however many storage directories it
-/// holds. Bounded: past a few thousand the set starts again, which costs a few more syncs, not correctness.
+/// The parent directories this process has synced, so that each is synced once. Past a few thousand the set starts
+/// again, which costs only a few more syncs.
 private enum SyncedParents {
     /// Paths compared as bytes (see ``StorageDirectory``).
     private static let synced = Lock<Set<StorageDirectory>>([])

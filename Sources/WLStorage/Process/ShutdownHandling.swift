@@ -11,15 +11,12 @@ import Synchronization
 /// The one place in the process that flushes storages at shutdown: an `atexit` handler, and Dispatch signal sources
 /// for SIGTERM, SIGINT and SIGHUP on one labelled serial queue.
 ///
-/// Both are installed once, when the first storage is created, which returns once the sources are registered. A
-/// signal whose disposition the program had already changed (ignored, or a handler of its own) is left alone. On a
-/// signal the handler flushes every live storage, then ends the program by that signal's default action, so a shell
-/// reports 128 + the signal number. A second signal during the flush waits its turn on the queue: the flush completes
-/// and the program ends by the first.
+/// Both are installed once, by the first storage created. A signal whose disposition the program had already changed
+/// is left alone. On a signal the handler flushes every live storage, then ends the program by that signal's default
+/// action (a shell reports 128 + the signal number); a second signal waits its turn on the queue.
 ///
-/// Sources, once registered, are never cancelled: libdispatch on Linux installs its process-wide handler for a signal
-/// only when the first source for it is registered, so a source cancelled and made again would never fire. Turning
-/// the handling off (``WLStorageSystem/flushesOnSignals``) is a flag the handler reads.
+/// Sources are never cancelled: libdispatch on Linux installs its handler for a signal only with the first source for
+/// it, so a source made again would never fire. ``WLStorageSystem/flushesOnSignals`` is a flag the handler reads.
 enum ShutdownHandling {
     static let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
 
@@ -41,18 +38,17 @@ enum ShutdownHandling {
 
     /// Called by every storage initializer; does its work once.
     static func storageCreated() {
-        // After the first, nothing is left to do, whatever the lock would say: it said so once already.
         if started.load(ordering: .acquiring) { return }
-        // Whether to install signal handlers is decided in the same critical section that marks the start, so that
-        // setting `flushesOnSignals` at the same moment either comes before (and is obeyed) or after (and removes).
+        // Decided in the same critical section that marks the start, so that a concurrent change of `flushesOnSignals`
+        // either comes before (and is obeyed) or after (and removes).
         let (firstTime, wantsSignals) = state.withLock { state in
             defer { state.started = true }
             return (!state.started, state.signalHandlersWanted)
         }
         started.store(true, ordering: .releasing)
         guard firstTime else { return }
-        // libcrypto first: its closing handler is then registered before the flush's, and runs after it (handlers
-        // run in the reverse order), so that the flush at exit can still hash key names and encrypt values.
+        // libcrypto first: its closing handler then runs after the flush's (handlers run in reverse order), so that the
+        // flush at exit can still hash key names and encrypt values.
         _ = OpenSSLLibrary.initialized
         atexit {
             ShutdownHandling.flushEverything(within: ShutdownHandling.shutdownFlushTimeout)
@@ -78,8 +74,7 @@ enum ShutdownHandling {
         set { state.withLock { $0.shutdownFlushTimeout = max(newValue, .zero) } }
     }
 
-    /// `duration` in nanoseconds, `Int.max` when it is longer: a deadline of any length (a timeout of
-    /// `.seconds(.max)`, meaning none) is a long wait, not a number that wraps around to a negative one.
+    /// `duration` in nanoseconds, `Int.max` when it is longer, so that a deadline of any length never wraps around.
     static func nanoseconds(_ duration: Duration) -> Int {
         guard duration > .zero else { return 0 }
         let (seconds, attoseconds) = duration.components
@@ -87,16 +82,13 @@ enum ShutdownHandling {
         return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     }
 
-    /// Flushes every cell with work left, and returns when all are done, or once `timeout` has passed. The calling thread flushes cells one after
-    /// another, and threads of a queue join in, so that a backer that hangs (a network store that stopped answering)
-    /// holds up its own cell only, and all are flushed even when the queue's threads never come. A cell whose job is
-    /// running on the calling thread (a backer that calls this) is left to that job.
+    /// Flushes every cell with work left, and returns when all are done, or once `timeout` has passed. The calling
+    /// thread and threads of a queue share the cells, so that a backer that hangs holds up its own cell only. A cell
+    /// whose job runs on the calling thread (a backer that calls this) is left to that job. With `included`, only the
+    /// cells it accepts are flushed (tests).
     ///
-    /// With `included`, only the cells it accepts are flushed (tests flush their own cells, not those of the tests
-    /// running beside them).
-    ///
-    /// With `timeout` (the flush at exit and on signals), no cell or store is started once it has passed, and the call
-    /// returns then even while writes are still running: it reports what it left, and the program ends meanwhile.
+    /// With `timeout` (the flush at exit and on signals), nothing is started once it has passed, and the call returns
+    /// then, reporting what it left.
     static func flushEverything(
         only included: ((any RegisteredCell) -> Bool)? = nil, within timeout: Duration? = nil
     ) {
@@ -104,22 +96,18 @@ enum ShutdownHandling {
         let deadline = timeout.map { ContinuousClock.now + $0 }
         let caller = UInt(bitPattern: Int(bitPattern: pthread_self()))
         var insideABacker = false
-        // The cells of one store (other than a directory) go together, so that their changes are written in one batch.
-        // Each group grows in place: a group taken out of an item and put back would be copied at every cell. The cells
-        // of a store mostly come one after another, so the group of the cell before is tried first.
+        // The cells of one store (other than a directory) are grouped, so that their changes are written in one batch.
         var groups: [[any RegisteredCell]] = []
         var stores: [String: Int] = [:]
         var single: [FlushItem] = []
         var last: (store: String, index: Int)?
         var live = StorageRegistry.shared.liveCells()
-        // Each cell is moved out of the list rather than copied: a cell's reference count is kept aside from the cell
-        // (the registry holds it weakly), where each copy costs more.
+        // Moved out of the list rather than copied: each copy of a weakly held cell's reference costs more.
         while let cell = live.popLast() {
             if let included, !included(cell) { continue }
             let store: String
             if let identity = cell.batchStoreIdentity {
-                // A store's cell is grouped without its lock: the batch asks it what it has when it takes its change,
-                // in the same critical section (see below for when it is asked first).
+                // Grouped without its lock: the batch asks the cell what it has when it takes its change.
                 store = identity
             } else {
                 switch cell.flushState(from: caller) {
@@ -146,15 +134,14 @@ enum ShutdownHandling {
                 groups.append([cell])
             }
         }
-        // The cells of one store, and nothing else, with no deadline: the calling thread writes their batch, whose
-        // take of each cell's change tells what the cell has; whether the flush is called from inside a backer is known
-        // before any cell is flushed on its own, or waited for.
+        // The cells of one store, and nothing else, with no deadline: the calling thread writes their batch, which
+        // tells what each cell has.
         if deadline == nil, single.isEmpty, groups.count == 1, groups[0].count > 1 {
             FlushItem.flushStore(groups[0], insideABacker: insideABacker, on: caller)
             return
         }
-        // Otherwise every cell's state is asked first, as the other cells' was: a cell with nothing to do is left out,
-        // and whether the flush is called from inside a backer is known before the items are shared out.
+        // Otherwise every cell's state is asked first: idle cells are left out, and a call from inside a backer is
+        // known.
         for index in groups.indices {
             groups[index].removeAll { cell in
                 switch cell.flushState(from: caller) {
@@ -169,8 +156,8 @@ enum ShutdownHandling {
             }
         }
         groups.removeAll { $0.isEmpty }
-        // Called from inside a backer, the flush waits for no job in flight: that job's backer may be calling this
-        // too, and waiting for the caller's.
+        // Called from inside a backer, the flush waits for no job in flight, whose backer may be waiting for the
+        // caller.
         let waiting = !insideABacker
         var items = groups.map(FlushItem.store)
         items += single
@@ -213,10 +200,9 @@ enum ShutdownHandling {
         state.withLock { state in
             guard state.signalHandlersWanted else { return }
             for signal in signals where state.sources[signal] == nil && hasDefaultDisposition(signal) {
-                // On registration Dispatch replaces the default action with a handler of its own, which stops the
-                // signal from ending the program before the flush. Until then the default action stands, so a
-                // signal that comes first still ends the program rather than being lost: the signal is not set to
-                // SIG_IGN beforehand, since an ignored signal that arrives before registration is discarded.
+                // Registration replaces the default action with Dispatch's handler. Until then the default action
+                // stands, so a signal that comes first still ends the program; it is not set to SIG_IGN, which would
+                // discard it.
                 let source = DispatchSource.makeSignalSource(signal: signal, queue: queue)
                 source.setEventHandler {
                     // Turned off: the program handles the signal itself (a Dispatch source of its own sees it too).
@@ -285,8 +271,6 @@ extension WLStorage where T == Never {
     }
 }
 
-/// One ``WLStorageSystem/flushAll()``: the cells to flush, taken one at a time by every thread that works on it. A cell is
-/// held until it is flushed and no longer, so that a flush that waits for a slow backer keeps no other cell alive.
 /// What a flush of every cell flushes as one piece of work.
 private enum FlushItem: Sendable {
     /// A cell, flushed on its own.
@@ -300,8 +284,7 @@ private enum FlushItem: Sendable {
         case .cell(let cell):
             cell.flushAll(waiting: waiting)
         case .store(let cells):
-            // A store's only cell goes through a batch too: a batch of one is written as patiently as a larger one
-            // (a store may try it again until a restarting server is back, as the PostgreSQL store does).
+            // A store's only cell goes through a batch too, which a store may retry more patiently than a single write.
             Self.flushStore(cells, insideABacker: !waiting, on: thread)
         }
     }
@@ -310,18 +293,16 @@ private enum FlushItem: Sendable {
     /// batch did not take. With `insideABacker`, or when the batch finds a cell whose job runs on `thread`, the flush
     /// waits for no job in flight.
     static func flushStore(_ cells: [any RegisteredCell], insideABacker: Bool, on thread: UInt) {
-        // The cells whose changes a batch failed to write are not flushed one by one: the store has just failed (a
-        // server down or hung would make each of them wait its timeout in turn, and hold up the exit); their changes
-        // stay pending and are retried with the backoff. Nor are the cells the batch left with nothing to write.
+        // A store whose batch failed has just failed: its cells are not flushed one by one, which would wait out a
+        // timeout each; their changes stay pending and are retried with the backoff.
         let (needsFlush, busyHere) = writeBatch(of: cells, on: thread)
         let waiting = !insideABacker && !busyHere
         for index in cells.indices where needsFlush[index] { cells[index].flushAll(waiting: waiting) }
     }
 
-    /// Writes the pending changes of `cells`, all of one store, in one batch. Returns, for each cell, whether it is to
-    /// be flushed on its own: not when the batch took its change and failed to write it, nor when the batch wrote it
-    /// and left the cell with nothing to write, nor when it has nothing to do or its job runs on `thread`; and whether
-    /// one's did (the flush is called from inside a backer).
+    /// Writes the pending changes of `cells`, all of one store, in one batch. Returns, for each cell, whether it is
+    /// still to be flushed on its own, and whether one's job runs on `thread` (the flush is called from inside a
+    /// backer).
     private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) -> (
         needsFlush: [Bool], busyHere: Bool
     ) {
@@ -379,6 +360,8 @@ private enum FlushItem: Sendable {
     }
 }
 
+/// One ``WLStorageSystem/flushAll()``: the items, taken one at a time by every thread that works on it. A cell is held
+/// until it is flushed and no longer, so that a flush that waits for a slow backer keeps no other cell alive.
 private final class FlushRound: Sendable {
     private let items: Lock<[FlushItem?]>
     private let count: Int

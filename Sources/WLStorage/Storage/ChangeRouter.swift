@@ -10,21 +10,16 @@ enum ChangeSource: Hashable, Sendable {
     case store(String)
 }
 
-/// The one way changes made elsewhere reach cells, whoever hears them: the file monitor (inotify events, polling, a
-/// symlink on the path replaced, lost events), the store feeds (a store's `observeChanges`, PostgreSQL's
-/// notifications, with what they carry), and a custom backer's own feed (``FeedTarget``).
+/// The one way changes made elsewhere reach cells: from the file monitor, the store feeds, and a custom backer's own
+/// feed (``FeedTarget``).
 ///
-/// It keeps, for each source in use, how many storages follow it and how many changes it reported. A storage being
-/// opened follows its source before it reads (``follow(directory:)``, ``follow(store:identity:)``), and after it
-/// registers its cell asks whether the source reported anything meanwhile (``reported(_:since:)``): a change that
-/// found no cell to tell is checked then. Producers count a change before they look for its cells
-/// (``count(_:)``), so that either the lookup finds the cell or the storage sees the count move.
+/// It counts, for each source in use, the storages that follow it and the changes it reported. A storage follows its
+/// source before it reads, and once its cell is registered asks whether anything was reported meanwhile
+/// (``reported(_:since:)``). Producers count a change (``count(_:)``) before they look for its cells, so that either
+/// the look-up finds the cell or the storage sees the count move.
 ///
-/// It then finds the cells of what changed in the registry and has each check its key: on the one queue of checks,
-/// holding the cell weakly, or on the producer's thread when the change carries its bytes and no read is needed
-/// (``deliver(store:keys:mustRead:everything:carried:)``).
-///
-/// The lock guards the counts only; producers are started and stopped, and cells called, outside it.
+/// The cells of what changed each check their key, on the one queue of checks, or on the producer's thread when the
+/// change carries its bytes (``deliver(store:keys:mustRead:everything:carried:)``). The lock guards the counts only.
 final class ChangeRouter: Sendable {
     static let shared = ChangeRouter()
 
@@ -34,8 +29,8 @@ final class ChangeRouter: Sendable {
     }
 
     private let sources = Lock([ChangeSource: Followed]())
-    /// Counts the reports of every source, changed under the lock with theirs: a storage that finds it unchanged knows,
-    /// without the lock and the look-up of its source, that nothing was reported.
+    /// Counts the reports of every source: a storage that finds it unchanged knows, without the lock, that nothing was
+    /// reported.
     private let allReports = Atomic<UInt64>(0)
 
     /// What a source had reported when a storage began following it, to pass to ``reported(_:since:)``.
@@ -81,8 +76,8 @@ final class ChangeRouter: Sendable {
 
     /// Whether `source` reported a change since `reports`.
     ///
-    /// Called after the storage's cell is registered: a producer counts a change before it looks for the cells, so a
-    /// change whose look-up found no cell moved the counts before this reads them.
+    /// Called after the storage's cell is registered: a change whose look-up found no cell moved the counts before this
+    /// reads them.
     func reported(_ source: ChangeSource, since reports: Reports) -> Bool {
         guard allReports.load(ordering: .sequentiallyConsistent) != reports.all else { return false }
         return sources.withLock { $0[source]?.reports != reports.source }
@@ -143,10 +138,9 @@ final class ChangeRouter: Sendable {
         check(StorageRegistry.shared.liveCells().filter { $0.directory != nil })
     }
 
-    /// Hands the cells of `store` what was reported of their keys, and has each check its key, on this thread: the
-    /// store feeds call it from their round, which runs on the queue of checks or, for changes that carry their bytes,
-    /// on the feed's own thread. `keys` are handed in their order (the order they were last reported in), those in
-    /// `mustRead` told to read their key. With `everything`, every cell of the store reads its key.
+    /// Hands the cells of `store` what was reported of their keys, and has each check its key, on this thread (the
+    /// store feeds' round). `keys` are handed in the order they were last reported in, those in `mustRead` told to read
+    /// their key; with `everything`, every cell of the store reads its key.
     func deliver(
         store identity: String, keys: [String], mustRead: Set<String>, everything: Bool,
         carried: [String: [CarriedChange]]
@@ -179,8 +173,7 @@ final class ChangeRouter: Sendable {
 
     /// Has each of `cells` check its stored value for a change made elsewhere, on the queue of checks.
     ///
-    /// A queued check holds its cell weakly: a cell whose last storage goes meanwhile is not kept alive by it, so that
-    /// a storage opened next reads its key afresh.
+    /// A queued check holds its cell weakly, so that a storage opened next reads its key afresh.
     func check(_ cells: [any RegisteredCell]) {
         for cell in cells {
             checks.async { [weak cell] in cell?.checkForExternalChange() }

@@ -1,19 +1,17 @@
 /// How a storage is bound to its key: the one place that knows the kinds of backer, and the steps by which every
 /// storage opens its key, whatever the backer.
 ///
-/// 1. ``follow(makeDefault:)`` starts following changes made elsewhere (the directory's watch, the store's feed, a
-///    custom backer's feed) before anything is read, so that no change after the read goes unnoticed, and finds the
-///    live cell of the key, if another storage opened it, waiting while another thread opens it (so that the key is
-///    read, and its default made, once);
+/// 1. ``follow(makeDefault:)`` starts following changes made elsewhere before anything is read, so that no change
+///    after the read goes unnoticed, and finds the key's live cell, waiting while another thread opens the key (so
+///    that it is read, and its default made, once);
 /// 2. ``read(makeDefault:lazyDefault:migrations:)`` reads what is stored, as the new cell's first state;
 /// 3. ``makeCell(_:migrations:interval:scheduler:)`` and ``register(_:)`` make a cell and the key's, unless another
 ///    thread registered one meanwhile;
 /// 4. ``catchUp(_:)`` checks once more for a change that came between the first step and the third.
 ///
-/// The backer kinds: the backer of a key in a store (``WLStorageDefaultBacker``: a directory's file, followed by the
-/// file monitor and registered by the file; or another store's key, followed by the store's feed and registered by
-/// store and key), a custom backer with a change feed (wrapped, so that its cell tells its own writes from changes),
-/// and a plain custom backer.
+/// The backer kinds: the backer of a key in a store (``WLStorageDefaultBacker``: a directory's file, or another
+/// store's key), a custom backer with a change feed (wrapped, so that its cell tells its own writes from changes), and
+/// a plain custom backer.
 struct KeyBinding<T: Codable & Sendable> {
     private enum Kind {
         case key(WLStorageDefaultBacker<T>)
@@ -33,8 +31,7 @@ struct KeyBinding<T: Codable & Sendable> {
         /// Whether the value was read through a migration and is to be written back in the current shape.
         var rewrite = false
 
-        // Inlined, as the steps that make and take an opening are: in code not specialized for the value's type,
-        // each function that touches a generic type looks up its metadata again, at every storage opened.
+        // Inlined, as the steps that make and take an opening are, so that they are specialized for the value's type.
         @inline(__always)
         init(
             value: T, stored: StoredState, defaults: CellDefault<T>, readError: WLStorageError? = nil,
@@ -56,8 +53,8 @@ struct KeyBinding<T: Codable & Sendable> {
     private var watched = false
     /// What the watch or the feed had reported when following began (see ``ChangeRouter``).
     private var reports = ChangeRouter.Reports()
-    /// The right to open the key, which had no live cell, held from following until ``register(_:)``: other storages
-    /// of the key wait for this one's cell rather than read the key and make its default again.
+    /// The right to open the key, held from following until ``register(_:)``: other storages of the key wait for this
+    /// one's cell rather than read the key and make its default again.
     private var gate: OpeningGate?
 
     /// The binding of `backer`: the only place where a backer's kind is found by casts.
@@ -110,8 +107,8 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
-    /// Starts following changes made elsewhere, and finds the live cell of the key, if any. When one is found (or one
-    /// of another value type), following stops again: the storage uses that cell.
+    /// Starts following changes made elsewhere, and finds the live cell of the key, if any; when one is found,
+    /// following stops again.
     mutating func follow(makeDefault: () -> T) -> StorageRegistry.Lookup<T> {
         switch kind {
         case .key(let keyBacker):
@@ -138,12 +135,12 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Starts following the directory of the file `name`, and finds the file's live cell.
     private mutating func follow(directory: StorageDirectory, name: String) -> StorageRegistry.Lookup<T> {
-        // A failure to prepare the directory is met again, and reported, by the read. A lock another holds on the
-        // directory is not waited for here (see ``DirectoryTable/prepare(_:waiting:)``).
+        // A failure to prepare the directory is reported by the read; a lock another holds on it is not waited for
+        // here.
         identity = try? DirectoryTable.prepare(directory, waiting: false)
         prepared = identity != nil
-        // The cell is keyed by the directory the monitor watches, which a symlink retargeted since the preparation
-        // may have changed.
+        // Keyed by the directory the monitor watches, which a retargeted symlink may have changed since the
+        // preparation.
         let watch = ChangeRouter.shared.follow(directory: directory)
         identity = watch.identity ?? identity
         let found: StorageRegistry.Lookup<T>
@@ -171,17 +168,15 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Reads what is stored, as the first state of a new cell.
     ///
-    /// A storage that follows outside changes needs its default for a removal, whatever it reads: `lazyDefault` (a
-    /// typed key's, made only when it is needed), or else made now. A plain custom backer asks for the default when it
-    /// holds nothing, and only then is it made, as the reference library does; its storage never sees a removal, so a
-    /// value it read stands in for the default.
+    /// A storage that follows outside changes needs its default for a removal: `lazyDefault`, or else made now. A plain
+    /// custom backer asks for the default only when it holds nothing; its storage never sees a removal.
     func read(makeDefault: () -> T, lazyDefault: LazyDefault<T>?, migrations: [WLStorageMigration<T>]) -> Opening {
-        // Made only when the bytes do not decode as they are: bytes in the current shape cost a plain decode.
+        // Made only when the bytes do not decode as they are.
         func decoding(_ made: CellDefault<T>) -> ValueDecoding<T> {
             ValueDecoding(defaultValue: { made.value }, migrations: migrations)
         }
-        // Not `lazyDefault.map(…) ?? …`: in code not specialized for the value's type, the optionals of that
-        // expression each cost a look-up of their metadata, at every storage opened.
+        // Not `lazyDefault.map(…) ?? …`, whose optionals would be more generic types to look up at every storage
+        // opened.
         @inline(__always)
         func made() -> CellDefault<T> {
             if let lazyDefault { return .lazy(lazyDefault) }
@@ -268,16 +263,15 @@ struct KeyBinding<T: Codable & Sendable> {
     }
 
     /// Makes `cell` the key's. When another thread registered a cell of the key meanwhile, returns that one (or the
-    /// name of its value type), and `cell` is dropped unwritten, with its watch. Either way, the storages of the key
-    /// that wait for this one's opening go on.
+    /// name of its value type), and `cell` is dropped unwritten. Either way, storages waiting for this opening go on.
     mutating func register(_ cell: StorageCell<T>) -> StorageRegistry.Lookup<T> {
         defer {
             if let gate { StorageRegistry.shared.opened(gate) }
             gate = nil
         }
         if identity == nil, let directory = keyBacker?.directory {
-            // The directory could not be prepared before the read, but the read may have prepared it: the cell is
-            // keyed by what the directory is, as every other storage of its file will be.
+            // The read may have prepared the directory: the cell is keyed by what it is, as every storage of its file
+            // will be.
             identity = DirectoryTable.identity(of: directory)
         }
         let found = StorageRegistry.shared.register(cell, identity: &identity)
@@ -288,8 +282,7 @@ struct KeyBinding<T: Codable & Sendable> {
         return found
     }
 
-    /// Checks once more for a change that came after following began and before `cell` was registered, which found no
-    /// cell to tell.
+    /// Checks once more for a change that came between following and registering `cell`, which found no cell to tell.
     func catchUp(_ cell: StorageCell<T>) {
         switch kind {
         case .key(let keyBacker):

@@ -2,9 +2,8 @@ import Foundation
 
 /// What a cell is registered by: a key in a store, as the cell's backer reads and writes it.
 ///
-/// A directory is told by what it is (its device and inode, not the text of its path), so that two spellings of one
-/// directory (a symlink, a relative path) share their cells; while it cannot be reached, by its path, until it can.
-/// Any other store is told by its identity.
+/// A directory is told by its device and inode, so that two spellings of one directory share their cells, or by its
+/// path while it cannot be reached. Any other store is told by its identity.
 package struct CellKey: Hashable, Sendable {
     package enum Holder: Hashable, Sendable {
         case directory(DirectoryIdentity)
@@ -12,8 +11,7 @@ package struct CellKey: Hashable, Sendable {
         case store(String)
     }
 
-    // The key first: the holder's case then ends the layout, where the registry's table of cells finds room for its
-    // own case, and an entry of that table takes five words rather than six.
+    // The key first: the holder's case then ends the layout, which keeps the registry's entries a word smaller.
     /// The key in the store: for a directory, the file's name.
     package let key: String
     /// The directory or store that holds the key.
@@ -53,18 +51,17 @@ protocol RegisteredCell: AnyObject, Sendable {
     /// Reads the file when another program may have changed it, and adopts the new value.
     func checkForExternalChange()
     /// Hands the cell's backer what its store's feed carried for its key, or (`mustRead`) that the key changed without
-    /// carrying it, before a check (see ``CarriedVersions``). A backer whose store carries nothing ignores it.
+    /// carrying it (see ``CarriedVersions``).
     func offer(_ changes: [CarriedChange], mustRead: Bool)
     /// The cell's pending change as a write of a batch of its store, or why the batch takes nothing of the cell (see
     /// ``StorageCell/takeBatchWrite(on:)``).
     func takeBatchWrite(on thread: UInt) -> BatchTake
-    /// The identity of the store whose batches write the cell's changes, when its backer is a store's (other than a
-    /// directory's), read without the cell's lock (see ``StorageCell/batchStoreIdentity``).
+    /// The identity of the store whose batches write the cell's changes, read without the cell's lock.
     var batchStoreIdentity: String? { get }
     /// The store that writes the cell's batch, with its identity (see ``StorageCell/batchStore``).
     var batchStore: (store: any WLStorageStore, identity: String)? { get }
-    /// Ends the cell's job of the batch write of `version`, as `data`, with the batch's outcome, and returns whether
-    /// the cell has work left (see ``StorageCell/finishBatchWrite(_:data:failure:)``).
+    /// Ends the cell's job of the batch write of `version` and returns whether the cell has work left (see
+    /// ``StorageCell/finishBatchWrite(_:data:failure:)``).
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
 
@@ -72,19 +69,19 @@ protocol RegisteredCell: AnyObject, Sendable {
 enum CellFlushState {
     /// Nothing to write, and no job running.
     case idle
-    /// Work to write, or a job running on another thread to wait for; with the identity of the cell's store when its
-    /// backer is a store's (other than a directory's), whose cells are flushed together.
+    /// Work to write, or a job running on another thread to wait for; with the identity of the cell's store, whose
+    /// cells are flushed together.
     case work(store: String?)
     /// A job of the cell is running on the flushing thread: the flush is called from inside a backer.
     case busyHere
 }
 
-/// Every live cell in the process: for ``WLStorageSystem/flushAll()``, for the file monitor, and so that storages of the
-/// same file share one cell.
+/// Every live cell in the process: for ``WLStorageSystem/flushAll()``, for the file monitor, and so that storages of
+/// the same file share one cell.
 ///
-/// Cells are held weakly, except those whose storages were all released with work left: those are held until the
-/// work is done (``keep(_:)``, ``letGo(_:)``). The lock guards the tables only. A cell is never released under it:
-/// a strong reference taken out of the tables is dropped after the lock, since the cell's `deinit` unregisters.
+/// Cells are held weakly, except those whose storages were all released with work left, held until the work is done
+/// (``keep(_:)``, ``letGo(_:)``). The lock guards the tables only; a cell is never released under it, as its `deinit`
+/// unregisters.
 final class StorageRegistry: Sendable {
     static let shared = StorageRegistry()
 
@@ -103,17 +100,15 @@ final class StorageRegistry: Sendable {
     private struct Tables {
         /// The cells of keys in stores, by their keys.
         var entries: [CellKey: Entry] = [:]
-        /// Every registered cell: by its key in ``entries``, or, for a cell of no key, itself. A cell of no key (of a
-        /// custom backer, or moved out of its key's way, see ``StorageRegistry/match(_:directory:identity:)``)
-        /// is registered for a flush of every cell only. One table for both, so that its room serves either.
+        /// Every registered cell: by its key in ``entries``, or itself for a cell of no key (a custom backer's, or one
+        /// moved out of its key's way), registered for a flush of every cell only.
         var cells: [ObjectIdentifier: Registration] = [:]
         /// Cells kept alive until their work is done, with the number of ``keep(_:)`` calls not balanced yet.
         var kept: [ObjectIdentifier: (cell: any RegisteredCell, count: Int)] = [:]
         /// The keys being opened, by the threads that read them and make their defaults (see ``OpeningGate``).
         var opening: [CellKey: OpeningGate] = [:]
-        /// The directory paths of cells moved out of their keys' way, with how many: a path whose directory was
-        /// removed, whose record (here, in the file monitor and in ``DirectoryTable``) may be stale until the file
-        /// monitor has looked at it again.
+        /// The directory paths of cells moved out of their keys' way, with how many: their records may be stale until
+        /// the file monitor has looked at them again.
         var movedAside: [StorageDirectory: Int] = [:]
 
         /// Counts one cell less moved aside from its path, when the registration of `id` was one.
@@ -147,13 +142,12 @@ final class StorageRegistry: Sendable {
     /// The live cell of the file `name` in `directory`, if any, as a cell of `T`; when there is none, the right to
     /// open the file (see ``open(_:as:matches:)``).
     ///
-    /// `identity` is corrected when it proves stale (see ``match(_:directory:identity:)``), or, while a cell of
-    /// `directory` is moved out of its key's way, when `directory` is no longer what it was.
+    /// `identity` is corrected when it proves stale (see ``match(_:directory:identity:)``).
     func open<T>(
         file name: String, in directory: StorageDirectory, identity: inout DirectoryIdentity?, as type: T.Type
     ) -> (found: Lookup<T>, gate: OpeningGate?) {
-        // A cell of the path keyed by the path alone (it was found to lead nowhere) is keyed by what it leads to
-        // once it leads somewhere: looked at while such a cell lives.
+        // A cell of the path keyed by the path alone (it led nowhere) is keyed by what it leads to once it leads
+        // somewhere.
         let unreachable = Self.key(directory: directory, name: name, identity: nil)
         if identity != nil,
             tables.withLock({ $0.movedAside[directory] != nil || $0.entries[unreachable] != nil })
@@ -189,14 +183,13 @@ final class StorageRegistry: Sendable {
         open(key, as: type) { _ in true }!
     }
 
-    /// The live cell of `key` that `matches`, if any, as a cell of `T`. When there is none, the gate of the key,
-    /// held by this thread until it is passed to ``opened(_:)`` once the new cell is registered: a thread that
-    /// opens the key meanwhile waits for it, outside the lock, and then finds that cell, so that the key is read,
-    /// and its default made, once. A thread that holds a gate (its default, user code, may open keys) waits for
-    /// none, and opens a key being opened by another as if there were no gate: no two threads wait for each other.
+    /// The live cell of `key` that `matches`, if any, as a cell of `T`. When there is none, the gate of the key, held
+    /// by this thread until ``opened(_:)``: a thread that opens the key meanwhile waits for it, outside the lock, so
+    /// that the key is read, and its default made, once. A thread that holds a gate (its default may open keys) waits
+    /// for none, so that no two threads wait for each other.
     ///
-    /// `matches` says whether a cell found is the key's (`false`: it was moved out of the key's way, and the key is
-    /// looked up again), or that the key itself is wrong (`nil`, returned as is).
+    /// `matches` says whether a cell found is the key's (`false`: it was moved out of the way, and the key is looked up
+    /// again), or that the key itself is wrong (`nil`, returned as is).
     private func open<T>(
         _ key: CellKey, as type: T.Type, matches: (any RegisteredCell) -> Bool?
     ) -> (found: Lookup<T>, gate: OpeningGate?)? {
@@ -212,7 +205,6 @@ final class StorageRegistry: Sendable {
             }
             switch step {
             case .found(let cell):
-                // A stale cell was moved out of the key's way: the key is looked up again.
                 guard let matching = matches(cell) else { return nil }
                 guard matching else { continue }
                 return (Self.match(cell, as: type), nil)
@@ -241,14 +233,12 @@ final class StorageRegistry: Sendable {
         case staleIdentity(DirectoryIdentity?)
     }
 
-    /// Whether `cell`, found under the key of `directory` (whose identity is `identity`), is still the cell of that
-    /// directory's file, when it is a cell of another path. A directory removed while its cell lives can leave its
-    /// inode to a new directory, which then has its old identity:
-    /// - when the cell's path no longer leads to `identity`, the cell is stale: it is moved out of the way, under its
-    ///   object identity, and stays live until it is done;
-    /// - when it does but `directory` no longer does, `identity` is stale: `directory` was removed and made again (with
-    ///   the file monitor not told yet), and the cell is another directory's. The cells of `directory` are keyed by
-    ///   what it is now, and so is the look-up.
+    /// Whether `cell`, found under the key of `directory`, is still the cell of that directory's file, when it is a
+    /// cell of another path. A directory removed while its cell lives can leave its inode to a new directory:
+    /// - when the cell's path no longer leads to `identity`, the cell is stale and moved out of the way, under its
+    ///   object identity;
+    /// - when `directory` no longer leads to `identity`, `identity` is stale: the cells of `directory` and the look-up
+    ///   are keyed by what it is now.
     private func match(
         _ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?
     ) -> Match {
@@ -268,17 +258,14 @@ final class StorageRegistry: Sendable {
             }
             return tables.movedAside[directory] != nil
         }
-        // A cell of `directory` itself, moved aside earlier, could not take its key back while the stale cell held
-        // it: it takes it now, and the look-up finds it.
+        // A cell of `directory` itself, moved aside earlier, takes its key back now that the stale cell has left it.
         if ownMovedAside { directoryChanged(path: directory, to: identity) }
         return .movedAside
     }
 
-    /// `directory` was found to lead to `current` (`nil`: nowhere), not to the identity it was recorded with. Its
-    /// cells are keyed by what it leads to, and the records of what it leads to, the file monitor's and
-    /// ``DirectoryTable``'s, are corrected as the monitor's event or poll would correct them: the next storage opened
-    /// there, with no cell of the path moved aside left to make it look (the cell it found was keyed again, or another
-    /// directory's cell it found was let go of), is keyed by what the directory is, rather than by the stale record.
+    /// `directory` was found to lead to `current` (`nil`: nowhere), not to the identity it was recorded with: its
+    /// cells, and the records of the file monitor and ``DirectoryTable``, are keyed by what it leads to, as the
+    /// monitor's event would key them.
     private func pathFound(_ directory: StorageDirectory, leadingTo current: DirectoryIdentity?) {
         FileMonitor.shared.correct(directory, to: current)
         DirectoryTable.forget(directory)
@@ -298,9 +285,8 @@ final class StorageRegistry: Sendable {
         tables.withLock { $0.entries[key]?.cell }
     }
 
-    /// Registers `cell` as the cell of its file (`identity` being its directory's), or by its own identity when it
-    /// has no file. When a live cell of the same file was registered meanwhile, returns that one instead.
-    /// `identity` is corrected when it proves stale (see ``match(_:directory:identity:)``).
+    /// Registers `cell` as the cell of its file, or by its own identity when it has no file. When a live cell of the
+    /// same file was registered meanwhile, returns that one instead. `identity` is corrected when it proves stale.
     func register<T>(_ cell: StorageCell<T>, identity: inout DirectoryIdentity?) -> Lookup<T> {
         let id = ObjectIdentifier(cell)
         var key: CellKey
@@ -314,8 +300,7 @@ final class StorageRegistry: Sendable {
         }
         while true {
             let existing = tables.withLock { tables -> (any RegisteredCell)? in
-                // One look-up of the key where it is free, as it is for nearly every cell: put in place, and the
-                // entry it replaces put back if its cell is live.
+                // One look-up where the key is free, as for nearly every cell; a live entry replaced is put back.
                 if let replaced = tables.entries.updateValue(Entry(cell: cell, id: id), forKey: key) {
                     if let existing = replaced.cell {
                         tables.entries[key] = replaced
@@ -349,14 +334,13 @@ final class StorageRegistry: Sendable {
         }
     }
 
-    /// The cells of files in the directory at `path` are now those of the directory `identity`: its path was
-    /// retargeted, or the directory was removed and made again; with `identity` `nil`, the path leads nowhere now,
-    /// and they are keyed by the path. A cell whose new key is taken keeps its old one.
+    /// The cells of files in the directory at `path` are now those of the directory `identity` (`nil`: keyed by the
+    /// path, which leads nowhere). A cell whose new key is taken keeps its old one.
     func directoryChanged(path: StorageDirectory, to identity: DirectoryIdentity?) {
         let moved = tables.withLock { tables -> [any RegisteredCell] in
             var moved: [any RegisteredCell] = []
             for (key, entry) in tables.entries {
-                // Every strong reference taken here leaves with `moved`, so none is the last one dropped under the lock.
+                // Strong references leave with `moved`, so none is the last one dropped under the lock.
                 guard let cell = entry.cell else { continue }
                 moved.append(cell)
                 guard let directory = cell.directory, directory == path, let name = cell.fileName else { continue }
@@ -389,8 +373,7 @@ final class StorageRegistry: Sendable {
         _ = moved  // released here, outside the lock
     }
 
-    /// Keeps `cell` alive until each call is balanced by ``letGo(_:)``: counted, so that a cell kept again while
-    /// its earlier keep is being let go of stays kept.
+    /// Keeps `cell` alive until each call is balanced by ``letGo(_:)``.
     func keep(_ cell: any RegisteredCell) {
         tables.withLock { tables in
             let id = ObjectIdentifier(cell)
@@ -398,8 +381,7 @@ final class StorageRegistry: Sendable {
         }
     }
 
-    /// Balances one ``keep(_:)``. With the last, the cell is no longer kept alive, and its last reference may go
-    /// with this, after the lock.
+    /// Balances one ``keep(_:)``; with the last, the cell's last reference may go, after the lock.
     func letGo(_ cell: any RegisteredCell) {
         let released = tables.withLock { tables -> (any RegisteredCell)? in
             let id = ObjectIdentifier(cell)
@@ -416,8 +398,7 @@ final class StorageRegistry: Sendable {
     /// Every live cell.
     func liveCells() -> [any RegisteredCell] {
         tables.withLock { tables in
-            // A loop rather than `compactMap(\.cell)`: the key path's projection copies each entry, and its weak
-            // reference with it.
+            // A loop rather than `compactMap(\.cell)`, which copies each entry and its weak reference.
             var cells: [any RegisteredCell] = []
             cells.reserveCapacity(tables.cells.count)
             for entry in tables.entries.values {

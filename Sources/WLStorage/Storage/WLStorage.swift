@@ -9,8 +9,8 @@ import Foundation
 ///
 /// - The initializer reads the value once from its backer. When nothing is stored, the default is used, and the
 ///   file backer saves it where nothing is stored: a default never replaces a value someone stored.
-/// - Every get and set is serialized by a lock that is held for a few nanoseconds. A set is visible to every thread
-///   at once and never waits for the disk.
+/// - Every get and set is serialized by a lock held only briefly. A set is visible to every thread at once and never
+///   waits for the disk.
 /// - Writes are throttled: the first change after a quiet interval is written at once; later changes within
 ///   `flushInterval` seconds collapse into one write of the latest value at the end of the interval. With a
 ///   `flushInterval` of `nil` nothing is written until ``flush()``.
@@ -192,10 +192,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             migrations: migrations, scheduler: scheduler)
     }
 
-    /// Opens the key of `binding`, in the same steps for every backer (see ``KeyBinding``): the storage uses the key's
-    /// live cell when another storage opened it, and a new cell of what it reads otherwise.
-    /// `lazyDefault`, when given, is the default, made only when it is needed (a typed key's); otherwise
-    /// `defaultValueClosure` is called when the storage is created.
+    /// Opens the key of `binding` (see ``KeyBinding``): the storage uses the key's live cell when another storage
+    /// opened it, and a new cell of what it reads otherwise. `lazyDefault`, when given, is a default made only when
+    /// needed; otherwise `defaultValueClosure` is called now.
     private init(
         defaultValueClosure: () -> T, lazyDefault: LazyDefault<T>? = nil, flushInterval: Duration?,
         binding: KeyBinding<T>,
@@ -297,8 +296,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// interval (at least 100 ms), the wait doubling with each further failure up to 30 s.
     ///
     /// - Important: The write runs on the calling thread, which waits for the disk or the backer. Never call it from
-    ///   this storage's backer, whose write would then wait for itself, nor from ``WLStorageSystem/errorHandler`` for an
-    ///   error of this storage, where a write that keeps failing would retry and report again without end.
+    /// this storage's backer, whose write would then wait for itself, nor from ``WLStorageSystem/errorHandler`` for an
+    /// error of this storage, where a write that keeps failing would retry and report again without end.
     public func flush() {
         cell.flushReportingMisuse()
     }

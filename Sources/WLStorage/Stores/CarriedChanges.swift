@@ -3,10 +3,8 @@ import Foundation
 /// A change whose notification carries the key's new version, and its bytes when they fit: a replica adopts them
 /// without reading the key, when it knows the version just before.
 ///
-/// Which stores carry their changes is a capability the core knows (``StoreCapabilities/carried``), not part of the public
-/// ``WLStorageStoreChange``: a case added to that enum would break every exhaustive `switch` of a program's own store
-/// wrapper, and a custom store that reports only ``WLStorageStoreChange/key(_:)`` keeps working as it did, each report
-/// costing a read of the key.
+/// Which stores carry their changes is a capability of the core (``StoreCapabilities/carried``), not a case of the
+/// public ``WLStorageStoreChange``, which would break every exhaustive `switch` of a program's own store wrapper.
 package struct CarriedChange: Sendable, Equatable {
     /// The key, as the store's feed names it.
     package var key: String
@@ -88,7 +86,6 @@ struct CarriedVersions: Sendable {
             mustRead = false
         }
         guard !mustRead, let known, !offered.isEmpty else { return .read }
-        // The usual case, one change since the last check, decided without building the set of newer ones.
         if offered.count == 1, let (version, data) = offered.first {
             if version == known { return .stale }
             guard version == known &+ 1, let data else { return .read }

@@ -53,12 +53,10 @@ enum MediumRewrite {
 }
 
 /// Where the one backer of a key (``WLStorageDefaultBacker``) keeps the key's bytes: a file of a directory
-/// (``FileMedium``) or a key of any other store (``StoreMedium``). The backer's steps between the bytes and what its
-/// cell adopts are written once, over this protocol; a medium supplies only what differs by where the bytes are: how
-/// they are read and stamped, how they are written (and announced as a storage's own), and where bytes are kept that
-/// do not decode or are in an earlier shape (a file renamed or created beside it, a store's bytes copied to another
-/// key). Its calls name the key, which the backer holds: a file's medium is kept to three words, held inline, so that
-/// a file's backer makes no second object.
+/// (``FileMedium``) or a key of any other store (``StoreMedium``). The backer's steps are written once, over this
+/// protocol; a medium supplies only how bytes are read, stamped and written, and where bytes that do not decode or are
+/// in an earlier shape are kept. Its calls name the key, which the backer holds, so that a file's medium stays small
+/// enough to be held inline.
 protocol KeyMedium: Sendable {
     /// Where the bytes of `key` are, as messages name it.
     func place(key: String) -> StoredPlace

@@ -1,9 +1,8 @@
 import Foundation
 
 /// What a cell needs of its backer beyond ``WLStorageBacker``: to tell a stored value from nothing stored, to save a
-/// default only where nothing is stored, and to read a change made elsewhere. The backer of a key in a store
-/// (``WLStorageDefaultBacker``) and the wrapper of a custom backer with a change feed provide it; a plain custom backer does not,
-/// and its cell reads it through ``StorageCell/read(_:defaultValue:)`` and never saves a default.
+/// default only where nothing is stored, and to read a change made elsewhere. A plain custom backer lacks it: its cell
+/// reads it through ``StorageCell/read(_:defaultValue:)`` and never saves a default.
 protocol StoreBacking<Value>: Sendable {
     associatedtype Value: Codable & Sendable
 
@@ -28,20 +27,17 @@ protocol StoreBacking<Value>: Sendable {
 
     /// Writes `value`, the rewrite in the current shape of a value read in an earlier one, only while the key holds
     /// what this backer read (or wrote) last; returns whether it did, or `nil` when the backer cannot tell, for a plain
-    /// write. A rewrite is no change of the program's user: another program's value stored since the read, whose news
-    /// has not come yet, is read instead.
+    /// write.
     func rewrite(_ value: Value) throws -> Bool?
 
-    /// Takes the version this backer read last as not seen, when a read came after its last write: the next check
-    /// reports what the key holds then as a change (or a removal). A version it wrote last stays seen. For a check
-    /// whose read the cell did not adopt because a change of this process was written meanwhile: which of the two the
-    /// key holds last is then told by the next check.
+    /// Takes the version this backer read last as not seen, so that the next check reports what the key holds then as a
+    /// change. A version it wrote last stays seen. Used when a check's read was not adopted because a change of this
+    /// process was written meanwhile.
     func forgetLastRead()
 
-    /// Writes `value`, a change of the storage, as the changes it makes to the bytes it was read from (or to the default,
-    /// `defaultValue`'s, when it was not read), onto what the key holds now (see ``FieldMerge``). Returns `.plain` when the backer writes values whole (the storage then writes
-    /// it so), `.written`, or `.writtenOver` when the key holds changes of another program too, which the storage then
-    /// reads.
+    /// Writes `value` as the changes it makes to the bytes it was read from (or to `defaultValue`'s), onto what the key
+    /// holds now (see ``FieldMerge``). Returns `.plain` when the backer writes values whole, `.written`, or
+    /// `.writtenOver` when the key holds another program's changes too.
     func writeChange(_ value: Value, defaultValue: () -> Value) throws(WLStorageError) -> ChangeWrite
 
     /// The storage took the value the last check read: the changes made from now on are taken against its bytes.
@@ -62,14 +58,12 @@ extension StoreBacking {
     func adoptSeen() {}
 }
 
-/// The version of a key a backer saw last: the one it last wrote or read, whichever came later, by a stamp of it (see
-/// ``stamp(_:)``, ``stamp(_:identity:)``). Only that one is not a change: an outside change back to an earlier
-/// version (written or read before) is a change like any other. A file's stamp takes in its identity (device, inode,
-/// size, modification time), which a later version never has again; a store's bytes carry no identity, so their stamp
-/// is of the bytes alone.
+/// The version of a key a backer saw last, written or read, by a stamp of it (``stamp(_:)``, ``stamp(_:identity:)``).
+/// Only that one is not a change: a change back to an earlier version is a change like any other. A file's stamp
+/// takes in its identity, which a later version never has again; a store's stamp is of the bytes alone.
 ///
-/// It also holds the bytes of the version seen last, when they are a JSON object, whose members the value's type does
-/// not know a write keeps (see ``UnknownFields``). Three words, as a backer is kept small.
+/// It also holds the bytes of the version seen last, when they are a JSON object, whose unknown members a write
+/// keeps (see ``UnknownFields``).
 struct KnownVersions: Sendable {
     /// The stamp of the version seen last, or 0 for none; a stamp is odd, and 2 stands for a version read and then
     /// forgotten (see ``forgetLastRead()``).
@@ -89,11 +83,9 @@ struct KnownVersions: Sendable {
         return hasher.finalize() | 1
     }
 
-    /// The stamp of a file's version: its identity and its contents together. On a file system with coarse timestamps
-    /// that reuses inodes, another program's write can have the identity of ours, but not, unless it stores the same
-    /// bytes, its contents.
+    /// The stamp of a file's version: its identity and its contents together, as a file system with coarse timestamps
+    /// can reuse an inode with our identity.
     static func stamp(_ data: Data, identity: FileIdentity) -> Int {
-        // One hasher for both: the identity's own `stamp` would cost a second one.
         var hasher = Hasher()
         hasher.combine(identity)
         data.withUnsafeBytes { hasher.combine(bytes: $0) }
@@ -102,8 +94,7 @@ struct KnownVersions: Sendable {
 
     /// The bytes whose unknown members a write keeps: none when the next write is to drop them, which it then does.
     ///
-    /// Those of the bytes a check saw last, when the storage kept its own change over them: a write of the whole value
-    /// (a store's) keeps the members the other program's bytes hold.
+    /// Those of the bytes a check saw last, when the storage kept its own change over them.
     mutating func takeBase() -> Data? {
         let dropping = unknownFieldsBase.drops
         let taken = unknownFieldsBase.take()
@@ -141,9 +132,8 @@ struct KnownVersions: Sendable {
     /// `nil` when they are not a JSON object, or not known.
     var base: Data? { unknownFieldsBase.bytes }
 
-    /// Records the version `stamp`, whose bytes are `data`, as seen by a check: the storage adopts them, or keeps its
-    /// own change and writes it onto them later, so they become the base only when it adopts them (``adoptSeen()``).
-    /// Returns whether it is the version seen last.
+    /// Records the version `stamp`, whose bytes are `data`, as seen by a check; they become the base only when the
+    /// storage adopts them (``adoptSeen()``). Returns whether it is the version seen last.
     mutating func saw(_ stamp: Int, _ data: Data) -> Bool {
         defer {
             last = stamp
@@ -159,9 +149,8 @@ struct KnownVersions: Sendable {
         seen = nil
     }
 
-    /// Records `data`, the bytes of the storage's value, as written onto another program's change, which the
-    /// bytes written hold too: the version written is taken as not seen, so that the next check reads it and the
-    /// storage takes those changes, while `data` stays the base of the changes made until then.
+    /// Records `data` as written onto another program's change: the version written is taken as not seen, so that the
+    /// next check reads it, while `data` stays the base of the changes made until then.
     mutating func wroteOver(_ data: Data) {
         last = 2
         lastWasRead = true

@@ -3,9 +3,8 @@ import Foundation
 /// What a store can do beyond reading and writing bytes, which the storages of its keys use: found once per store by
 /// ``Stores/capabilities(of:)``, the one place where a store's type is looked at.
 ///
-/// The directory, the key prefix and the encryption declare their capabilities (``DeclaresCapabilities``); one that
-/// wraps another forwards those of the store under it, changed as its wrapping changes them. Any other store (the
-/// PostgreSQL store, a store of a program's own) has those of the public protocols its type conforms to
+/// The directory, the key prefix and the encryption declare their capabilities (``DeclaresCapabilities``), forwarding
+/// those of the store they wrap; any other store has those of the public protocols its type conforms to
 /// (``WLStorageConditionalStore``, `WLStorageVersionedStore`).
 package struct StoreCapabilities: Sendable {
     /// The store that holds the bytes of a key, through a wrapper that changes keys, and the key there; `nil` when the
@@ -18,10 +17,9 @@ package struct StoreCapabilities: Sendable {
     package var encrypted: WLStorageEncryptedStore?
     /// The store, as one that writes on condition of the bytes the key holds.
     package var conditional: (any WLStorageConditionalStore)?
-    /// The store, as one that writes the rewrite of a value read (in an earlier shape, or sealed under a previous key)
-    /// on condition of the bytes the key holds: the store that writes on condition, or a directory, whose conditional
-    /// replacement may show the rewrite for a moment before it gives way, which a rewrite can afford and an update
-    /// cannot.
+    /// The store, as one that writes the rewrite of a value read on condition of the bytes the key holds: the store
+    /// that writes on condition, or a directory, whose conditional replacement may show the rewrite for a moment before
+    /// it gives way (acceptable for a rewrite, not for an update).
     package var rewrites: (any WLStorageConditionalStore)?
     /// The store, as one that writes on condition of a version, tagged.
     package var versioned: (any WLStorageVersionedStore)?

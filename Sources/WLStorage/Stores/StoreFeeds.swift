@@ -7,13 +7,11 @@ import Dispatch
 #endif
 
 /// The change feeds of the stores in use: one per store identity, started by its first storage and cancelled with its
-/// last. What a feed reports is gathered into rounds, and each round goes to the ``ChangeRouter``, which has the cells
-/// of the keys (or of every key, for ``WLStorageStoreChange/everything``) check them, as it does for the file
-/// monitor's events. A round runs on the router's queue of checks; a change that carries its bytes (``CarriedChange``)
-/// starts its round on the feed's thread, without that hop.
+/// last. What a feed reports is gathered into rounds for the ``ChangeRouter``, run on the router's queue of checks,
+/// or on the feed's thread for a change that carries its bytes (``CarriedChange``).
 ///
 /// The lock guards the table only. A store's `observeChanges` (user code) is called, and an observation cancelled and
-/// released, outside it; a feed being started is a placeholder in the table that later users wait for.
+/// released, outside it; a feed being started is a placeholder that later users wait for.
 final class StoreFeeds: Sendable {
     static let shared = StoreFeeds()
 
@@ -22,18 +20,17 @@ final class StoreFeeds: Sendable {
         var observation: WLStorageSubscription?
         /// Opened when the observation is in place.
         let started = DispatchGroup()
-        /// The thread starting the feed, until it is in place: a storage of the same store created from inside the
-        /// store's `observeChanges` must not wait for the call it is part of.
+        /// The thread starting the feed, until it is in place: a storage of the store created from inside
+        /// `observeChanges` must not wait for the call it is part of.
         var startingThread: UInt = 0
-        /// The keys reported and not checked yet, or every key: however fast a store reports, its storages have at
-        /// most one round of checks waiting.
+        /// The keys reported and not checked yet, or every key: a store's storages have at most one round waiting.
         var pendingKeys: Set<String> = []
         var pendingEverything = false
         /// The changes carried with their bytes or versions and not handed to the cells yet, by key, in the order
         /// reported (see ``CarriedChange``).
         var pendingCarried: [String: [CarriedChange]] = [:]
-        /// When each key waiting was last reported, counted in reports of the feed: a round hands the keys to their
-        /// cells in that order, so that a program that writes a key and then another is seen to do so.
+        /// When each key waiting was last reported: a round hands the keys to their cells in that order, so that a
+        /// program that writes a key and then another is seen to do so.
         var lastReport: [String: UInt64] = [:]
         var reports: UInt64 = 0
         /// A round of checks is queued or running.
@@ -106,8 +103,8 @@ final class StoreFeeds: Sendable {
         ChangeRouter.shared.count([.store(identity)])
         let round = feeds.withLock { feeds -> Round in
             guard let feed = feeds[identity] else { return .none }
-            // A change that carries its bytes, with no round running and nothing waiting: handed to its cells as it
-            // is, without going through the tables of what is waiting.
+            // A change that carries its bytes, with no round running and nothing waiting, is handed to its cells as it
+            // is.
             if case .carried(let change) = event, change.data != nil, !feed.draining, !feed.pendingEverything,
                 feed.pendingKeys.isEmpty, feed.pendingCarried.isEmpty
             {
@@ -134,15 +131,13 @@ final class StoreFeeds: Sendable {
             feed.draining = true
             return .reported
         }
-        // A change that carries its bytes is adopted without reading the key: its round runs here, on the feed's
-        // thread, without a hand-off to the queue of checks. A change to read goes to that queue, so that the feed's
-        // thread never waits for a read.
+        // A carried change's round runs here, on the feed's thread; a change to read goes to the queue of checks, so
+        // that the feed's thread never waits for a read.
         switch round {
         case .none:
             return
         case .carried(let change):
             ChangeRouter.shared.deliver(store: identity, carried: change)
-            // What was reported meanwhile, and the end of the round.
             checkReported(identity)
         case .reported:
             if case .carried(let change) = event, change.data != nil {
@@ -162,7 +157,6 @@ final class StoreFeeds: Sendable {
     }
 
     /// Has the storages of the keys reported for `identity` check them, round after round, until no report is left.
-    /// The checks of one store run one after another here: a store's reads go through its own connection anyway.
     private func checkReported(_ identity: String) {
         while true {
             let taken = feeds.withLock {

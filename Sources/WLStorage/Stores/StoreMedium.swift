@@ -10,19 +10,17 @@ final class StoreMedium: KeyMedium {
     /// The store that holds the bytes, and the key there (a prefixed store's key with its prefix).
     let store: any WLStorageStore
     let storedKey: String
-    /// The store's identity, read once: the registry, the feeds and the batches know the key by it, and a store whose
-    /// identity changed later would leave a feed or a cell under the old one.
+    /// The store's identity, read once, so that a store whose identity changed later leaves no feed or cell under the
+    /// old one.
     let identity: String
     /// The bytes a value to be rewritten was read from (in an earlier shape, or under a previous key), which a store
     /// that writes on condition replaces only while it still holds them.
     private let rewriteFrom = Lock<Data?>(nil)
     /// Whether an update has reported that the store cannot tag writes (see `WLStorageVersionedRead/untagged(_:)`).
     private let untaggedReported = Lock(false)
-    /// Of the store's capabilities (see ``StoreCapabilities``), those used at every read, check or flush, found once:
-    /// a cast to a protocol costs about a microsecond. The others are found again when an update or a rewrite needs
-    /// them.
-    /// The store's feed of carried changes, when it has one; with ``versions``, the version of the key the backer
-    /// knows and what the feed carried since its last check (see ``CarriedVersions``).
+    /// The store's feed of carried changes, when it has one; with ``versions``, the version of the key the backer knows
+    /// and what the feed carried since its last check (see ``CarriedVersions``). This and the fields below are the
+    /// capabilities used at every read, check or flush, found once rather than cast each time.
     private let carriedFeed: (any CarriedChangeFeed)?
     /// Whether there is a ``carriedFeed``: asked at every write, where a test of the optional would copy it.
     private let carries: Bool
@@ -49,8 +47,7 @@ final class StoreMedium: KeyMedium {
 
     func release() {}
 
-    /// The key in the store, as messages name it: "the key's value in <identity>", a subject that reads well before
-    /// "holds …" and "is not JSON …".
+    /// The key in the store, as messages name it: "the key's value in <identity>".
     func place(key: String) -> StoredPlace {
         StoredPlace(key: key, subject: "the key's value in \(identity)", file: nil, conceals: conceals)
     }
@@ -58,10 +55,8 @@ final class StoreMedium: KeyMedium {
     /// Whether the store's values are secret (``StoreCapabilities/conceals``).
     var conceals: Bool { encrypted != nil }
 
-    /// Whether a default is saved where nothing is stored. Not in a store whose values are secret: a default saved
-    /// there would be sealed with whatever key the program has, and a program started once with the wrong key would
-    /// leave bytes that the programs with the right key can neither open nor replace. Nothing stored reads as the
-    /// default all the same.
+    /// Whether a default is saved where nothing is stored. Not in a store whose values are secret: a default sealed
+    /// with a wrong key would leave bytes the programs with the right key can neither open nor replace.
     var savesDefault: Bool { !conceals }
 
     func entryExists(key: String) -> Bool { (try? store.read(key: storedKey)) != nil }
@@ -73,8 +68,7 @@ final class StoreMedium: KeyMedium {
         versions.withLock { $0.offer(changes, mustRead: mustRead) }
     }
 
-    /// Forgets the version of the key: the backer is writing it, and the version its write makes is not known. The
-    /// next carried change then reads the key.
+    /// Forgets the version of the key while the backer writes it: the next carried change then reads the key.
     private func forgetVersion() {
         guard carries else { return }
         versions.withLock { $0.known = nil }
@@ -84,8 +78,7 @@ final class StoreMedium: KeyMedium {
 
     func read(key: String, prepared: Bool) -> MediumRead {
         let data: Data?
-        // A value of an encrypted store sealed with a previous key is written again under the current one, by the
-        // storage's own write: a rewrite, which gives way to a change made elsewhere meanwhile.
+        // A value sealed with a previous key is written again under the current one, as a rewrite.
         var underPreviousKey = false
         do {
             if let encrypted {
@@ -145,8 +138,7 @@ final class StoreMedium: KeyMedium {
             guard let bytes = try bytesForCheck() else { return .unchanged }
             data = bytes
         } catch let error as WLStorageError where conceals && error.code == .decodingFailed {
-            // Bytes of a secret store that do not open (another key's value): what is stored is unknown to this
-            // program, which must not replace it.
+            // Bytes of a secret store that do not open: what is stored is unknown, and must not be replaced.
             return .unreadable(failure(error, writing: false, key: key))
         } catch {
             throw failure(error, writing: false, key: key)
@@ -212,10 +204,9 @@ final class StoreMedium: KeyMedium {
 
     // MARK: Writes on condition, for updates
 
-    /// Stores `data` only while the key holds `expected`, through `conditional` (this medium's store, seen as one
-    /// that writes on condition), and returns whether it did. When the answer is lost, the key, read again, tells:
-    /// holding `data`, it was stored (another program storing the very same bytes meanwhile is told from it by
-    /// nothing); otherwise the write's error is thrown, and whether it was made is not known.
+    /// Stores `data` only while the key holds `expected`, and returns whether it did. When the answer is lost, the key,
+    /// read again, tells: holding `data`, it was stored; otherwise the write's error is thrown, and the outcome is not
+    /// known.
     func write(
         _ data: Data, ifItHolds expected: Data?, through conditional: any WLStorageConditionalStore
     ) throws -> Bool {
@@ -231,11 +222,9 @@ final class StoreMedium: KeyMedium {
     /// Stores `data` through `store` only while the key's version is `version` (for `nil`, while nothing is stored),
     /// as a write tagged with a new random tag, and finds out what became of it.
     ///
-    /// A write whose answer is lost is sent again, the same: with the same tag, on the same condition. It stores only
-    /// if the first did not, for the first would have changed the version; and once it has been refused, the first
-    /// can no longer store either, since versions only grow. The tag then tells: kept in the row, the first one stored;
-    /// not kept while the row could not have pushed it out, it did not. Neither bytes nor timing are judged, so
-    /// another replica's write of the very same bytes is never taken for this one.
+    /// A write whose answer is lost is sent again with the same tag and condition: it stores only if the first did not,
+    /// and once refused the first can no longer store either, since versions only grow. The tag then tells whether the
+    /// first stored, and another replica's write of the same bytes is never taken for this one.
     func write(
         _ data: Data, ifVersion version: Int64?, through store: any WLStorageVersionedStore, key: String
     ) -> TaggedWriteOutcome {
@@ -288,9 +277,8 @@ final class StoreMedium: KeyMedium {
     /// as unknown.
     static var taggedWriteAttempts: Int { 12 }
 
-    /// The pause before attempt `attempt` of a tagged write, in microseconds: none before the first resend (the
-    /// sooner the row is asked, the fewer writes of others can have pushed the tag out), then 5 ms, doubling, up to
-    /// half a second.
+    /// The pause before attempt `attempt` of a tagged write, in microseconds: none before the first resend (the sooner
+    /// the row is asked, the less likely the tag was pushed out), then 5 ms, doubling, up to half a second.
     static func taggedWriteBackoff(_ attempt: Int) -> UInt32 {
         attempt < 2 ? 0 : UInt32(min(5_000 << min(attempt - 2, 10), 500_000))
     }
@@ -327,8 +315,8 @@ final class StoreMedium: KeyMedium {
     }
 
     /// Bytes that do not decode are copied to another key of the store, named with `~corrupt-` and the time, and
-    /// removed from this one while it still holds them: they are kept, and the key counts as holding nothing. When
-    /// someone stored something else meanwhile, that is read instead.
+    /// removed from this one while it still holds them. When someone stored something else meanwhile, that is read
+    /// instead.
     func keepAside(_ read: ReadBytes, judged: String, type: String, _ decodingError: (any Error)?, key: String)
         -> KeptAside
     {

@@ -19,8 +19,7 @@ import Synchronization
 /// type does not know (see <doc:ChangingAStoredType>).
 ///
 /// Every storage of a key in a store keeps its value through this class, whatever the store: a directory's key is a
-/// file, any other store's key its bytes there (see <doc:Architecture>). The steps between the bytes and the value are
-/// written here once, for both.
+/// file, any other store's key its bytes there (see <doc:Architecture>).
 public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
     /// The key the value is stored under.
     public let key: String
@@ -40,9 +39,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// The version of the key this backer last wrote or read, so that its own writes and versions it already holds
     /// are told from other programs' changes.
     let known = Lock(KnownVersions())
-    /// Whether a storage keeps its value through this backer: its writes are then the storage's own, which the
-    /// storage does not read again. A backer the program calls itself (wrapped in a backer of its own) writes as
-    /// another program would, so that a storage of the same file in this process reads what it writes.
+    /// Whether a storage keeps its value through this backer: its writes are then the storage's own, which it does not
+    /// read again. A backer the program calls itself writes as another program would.
     private let attached = Atomic<Bool>(false)
 
     /// Marks the backer as a storage's own (see ``attached``).
@@ -181,12 +179,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         case .failed(let error):
             return .failed(error)
         }
-        // Bytes in the current shape take the plain decode alone, as before there were other steps. Caught rather than
-        // made optional, and the other steps in a function of their own: in code not specialized for the value's type,
-        // each generic type touched (an optional of the value, the steps' outcomes) costs a look-up of its metadata.
-        // A declared rename is read before the plain decode.
-        // Its error goes on to the other steps, which do not decode the bytes as they are a second time: a type's
-        // `init(from:)` runs once for bytes in its shape.
+        // The plain decode first, caught rather than optional, and the other steps in a function of their own, so that
+        // bytes in the current shape touch no other generic type. A declared rename is read before it. Its error goes
+        // on to the other steps, so that a type's `init(from:)` runs once for bytes in its shape.
         var plainError: (any Error)?
         if !rewrite, known.withLock({ $0.renames.isEmpty }) {
             do {
@@ -216,17 +211,15 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                     readAgain = true
                     return self.readStored(prepared: true, again: false, decoding: decoding)
                 } : nil)
-        // Written back on condition that the key still holds what was read: the bytes read again, which that read
-        // recorded, when the key changed while these were kept aside.
+        // Written back on condition that the key still holds what was read (or read again).
         if !readAgain, case .reshaped(_, true, _) = found { medium.willRewrite(read) }
         return found
     }
 
     /// What `read`, the bytes the key holds, are to the storage opening it (see ``StoredBytes``): the value; the value
-    /// reshaped, with the bytes kept as they were until it is written back (`rewrite` also when the bytes are in the
-    /// current shape but to be written again, sealed under the current key); bytes of another version, left as they
-    /// are; or bytes kept aside, when they do not decode. When the key changed while they were being kept aside,
-    /// `readAgain` reads it again; without it, the read fails.
+    /// reshaped, with the bytes kept until it is written back; bytes of another version, left as they are; or bytes
+    /// kept aside. When the key changed while they were being kept aside, `readAgain` reads it again; otherwise the
+    /// read fails.
     private func opening(
         _ read: ReadBytes, decoding: ValueDecoding<T>, plainError: (any Error)?, rewrite: Bool,
         readAgain: (() -> ReadResult<T>)?
@@ -280,9 +273,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// Writes `value`, the rewrite in the current shape of the bytes last read (or sealed under the current key), only
-    /// while the key still holds the version read: a change another program made since, whose news has not come yet,
-    /// is read instead. Returns whether it wrote, or `nil` when the medium cannot tell, for a plain write.
+    /// Writes `value`, the rewrite in the current shape of the bytes last read, only while the key still holds them.
+    /// Returns whether it wrote, or `nil` when the medium cannot tell, for a plain write.
     func rewrite(_ value: T) throws -> Bool? {
         let outcome = try medium.rewrite(
             key: key, announced: attached.load(ordering: .relaxed),
@@ -305,8 +297,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// was seen since the value was read (see ``writeChange(_:to:base:)``). `defaultValue` makes the default, the base
     /// of a value that was not read from the key.
     func writeChange(_ value: T, defaultValue: () -> T) throws(WLStorageError) -> ChangeWrite {
-        // Without bytes read as a JSON object there are no fields to take changes against: the value goes whole,
-        // unless a check saw another program's object since: the value is then the default's, changed.
+        // Without bytes read as a JSON object there are no fields to take changes against: the value goes whole, unless
+        // a check saw another program's object since, when the default is the base.
         guard let (base, renames) = try changeBase(defaultValue) else { return .plain }
         switch held {
         case .file(let file): return try writeChange(value, to: file, base: base, renames: renames)
@@ -324,12 +316,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return UnknownFields.base(made).map { ($0, renames) }
     }
 
-    /// The bytes to write for `data`, the value's, changed against `base`, onto `stored`, another program's: the merge
-    /// (see ``FieldMerge``), when it decodes as the value's type; else the merge that takes another case of an enum
-    /// whole, when that decodes; else, with the members it lacks taken from `data`
-    /// (another program removed members the type needs), when that decodes; else `data` itself, the value whole, unless
-    /// `stored` did not decode either (another version's value, whose members the merge keeps); `nil` when the merge
-    /// cannot be made (bytes that are not JSON), for `data` whole.
+    /// The bytes to write for `data`, the value's, changed against `base`, onto `stored`, another program's: the first
+    /// of these that decodes as the value's type: the merge (see ``FieldMerge``), the merge that takes another case of
+    /// an enum whole, the merge with the members it lacks taken from `data`. Else `data` whole, unless `stored` did not
+    /// decode either (another version's value, whose members the merge keeps). `nil` when the merge cannot be made.
     private func merging(_ data: Data, base: Data, onto stored: Data) -> Data? {
         guard let merged = FieldMerge.merge(base: base, value: data, stored: stored) else { return nil }
         func decodes(_ bytes: Data) -> Bool { (try? JSONCoders.decoder.decode(T.self, from: bytes)) != nil }
@@ -389,20 +379,17 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return .writtenOver
     }
 
-    /// Whether a change of the storage is to be written by ``writeChange(_:defaultValue:)``, on its own, rather than
-    /// whole in a batch of its store: another program's change was seen since the value was read, and the change goes
-    /// onto it.
+    /// Whether a change is to be written by ``writeChange(_:defaultValue:)``, on its own, rather than whole in a batch:
+    /// another program's change was seen since the value was read, and the change goes onto it.
     var writesChangeOnItsOwn: Bool {
         guard let medium = storeMedium, medium.writesOnCondition, !medium.conceals else { return false }
         return known.withLock { known in known.seenObject.map { $0 != known.base } ?? false }
     }
 
-    /// A store that writes on condition is written the value whole, in one round trip as a plain write, but only while
-    /// the key holds the bytes the value was read from or written as; or, when a check saw another program's change
-    /// since (its feed told of it), the fields the value changed go onto the bytes seen, only while the key still
-    /// holds them. When the key holds others by then, they are read and the change goes onto them, for a few rounds,
-    /// after which the change stays pending and is tried again. A store that cannot write on condition, or whose values
-    /// are secret, is written whole.
+    /// A store that writes on condition is written the value whole, only while the key holds the bytes the value was
+    /// read from or written as; or, after a check saw another program's change, the fields the value changed go onto
+    /// the bytes seen, on the same condition. When the key holds others by then, the change goes onto them, for a few
+    /// rounds, after which it stays pending. Any other store is written whole.
     private func writeChange(
         _ value: T, to medium: StoreMedium, base: Data, renames: [FieldRename]
     ) throws(WLStorageError) -> ChangeWrite {
@@ -421,13 +408,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                     throw medium.failure(error, writing: true, key: key)
                 }
                 if written, stored == base {
-                    // No other program's change came between: the value went whole, as a plain write's would.
                     medium.wrote()
                     recordWrite(merged, stamp: KnownVersions.stamp(merged))
                     return .written
                 }
                 if !written {
-                    // Changed again: the change goes onto what the key holds now.
                     let current: Data?
                     do {
                         current = try medium.store.read(key: medium.storedKey)
@@ -545,9 +530,8 @@ extension WLStorageDefaultBacker: StoreBacking {
     }
 }
 
-/// The medium of a backer, in three words: a file's held inline, a store's key by reference. An existential of the
-/// medium protocol would take five, in every file storage. The calls of every read, check and write are made on the
-/// medium itself, without an existential's copy of it.
+/// The medium of a backer, in three words: a file's held inline, a store's key by reference (an existential would
+/// take five, in every file storage).
 private enum HeldMedium: Sendable {
     case file(FileMedium)
     case store(StoreMedium)
