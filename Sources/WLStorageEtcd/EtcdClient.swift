@@ -1,0 +1,206 @@
+import Dispatch
+import Foundation
+import WLStorage
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Why a call to etcd failed, and what is known of its effect.
+struct EtcdFailure: Error, CustomStringConvertible {
+    enum Outcome {
+        /// The request reached no server (the connection was refused, the name was not found): nothing was done.
+        case notSent
+        /// A server refused the request: nothing was done.
+        case refused
+        /// The request may have been carried out: its answer was lost, or did not come in time.
+        case unknown
+    }
+
+    var outcome: Outcome
+    var description: String
+}
+
+/// Calls etcd's gRPC JSON gateway (`POST /v3/…` over HTTP/1.1) with `URLSession`, trying the endpoints in turn from the
+/// last one that answered.
+final class EtcdClient: @unchecked Sendable {  // `preferred` under `lock`; the rest is immutable
+    let endpoints: [URL]
+    let timeout: Duration
+    private let session: URLSession
+    private let lock = NSLock()
+    private var preferred = 0
+
+    init(endpoints: [URL], timeout: Duration) {
+        self.endpoints = endpoints
+        self.timeout = timeout
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        configuration.urlCache = nil
+        configuration.httpCookieStorage = nil
+        configuration.httpMaximumConnectionsPerHost = 8
+        self.session = URLSession(configuration: configuration)
+    }
+
+    deinit {
+        // Not here: the last reference can go on the queue of a watch's session, whose invalidation waits for a queue
+        // that this one may be running.
+        DispatchQueue.global().async { [session] in session.invalidateAndCancel() }
+    }
+
+    /// The endpoint that answered last, to start from.
+    var preferredIndex: Int { lock.withLock { preferred } }
+
+    /// Sends `body` to `path` and decodes the answer, within the timeout.
+    ///
+    /// A request that reached no server is sent to the next endpoint. One whose answer was lost, or that a server
+    /// could not carry out for a passing reason (no leader, a timeout of its own), is sent again to the next endpoint
+    /// only when `resending`: a conditional write sent twice could find its own bytes the second time and say it did not
+    /// store them.
+    func call<Body: Encodable, Answer: Decodable>(
+        _ path: String, _ body: Body, resending: Bool, as answer: Answer.Type = Answer.self
+    ) throws(EtcdFailure) -> Answer {
+        let deadline = ContinuousClock.now + timeout
+        let encoded: Data
+        do {
+            encoded = try JSONEncoder.etcd.encode(body)
+        } catch {
+            throw EtcdFailure(outcome: .notSent, description: "the request could not be encoded: \(error)")
+        }
+        let start = preferredIndex
+        var failures: [String] = []
+        for attempt in 0..<endpoints.count {
+            let index = (start + attempt) % endpoints.count
+            let endpoint = endpoints[index]
+            let data: Data
+            do throws(EtcdFailure) {
+                data = try send(encoded, to: endpoint, path: path, until: deadline)
+            } catch {
+                failures.append("\(EtcdClient.describe(endpoint)): \(error.description)")
+                let next = error.outcome == .notSent || (resending && error.outcome == .unknown)
+                guard next, attempt + 1 < endpoints.count, ContinuousClock.now < deadline else {
+                    throw EtcdFailure(outcome: error.outcome, description: failures.joined(separator: "; "))
+                }
+                continue
+            }
+            lock.withLock { preferred = index }
+            do {
+                return try JSONDecoder.etcd.decode(Answer.self, from: data)
+            } catch {
+                throw EtcdFailure(
+                    outcome: .unknown,
+                    description: "\(EtcdClient.describe(endpoint)): an answer that does not decode: \(error)")
+            }
+        }
+        throw EtcdFailure(outcome: .notSent, description: failures.joined(separator: "; "))
+    }
+
+    /// Sends one request to `endpoint` and returns the body of its `200 OK` answer.
+    func send(_ body: Data, to endpoint: URL, path: String, until deadline: ContinuousClock.Instant) throws(EtcdFailure)
+        -> Data
+    {
+        let remaining = deadline - ContinuousClock.now
+        guard remaining > .zero else {
+            throw EtcdFailure(outcome: .notSent, description: "the timeout passed before the request was sent")
+        }
+        var request = URLRequest(url: endpoint.appendingPathComponent(path))
+        request.httpMethod = "POST"
+        request.httpBody = body
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.timeoutInterval = max(0.001, remaining.seconds)
+
+        let answer = AnswerBox()
+        let task = session.dataTask(with: request) { data, response, error in
+            answer.set(data: data, response: response, error: error)
+        }
+        task.resume()
+        if !answer.wait(until: deadline) {
+            task.cancel()
+            // The completion handler runs once the task is cancelled; the answer is not waited for beyond a second.
+            _ = answer.wait(until: .now + .seconds(1))
+            throw EtcdFailure(outcome: .unknown, description: "no answer within the timeout")
+        }
+        let (data, response, error) = answer.result
+        if let error {
+            throw EtcdFailure(outcome: EtcdClient.outcome(of: error), description: EtcdClient.describe(error))
+        }
+        guard let http = response as? HTTPURLResponse else {
+            throw EtcdFailure(outcome: .unknown, description: "no HTTP answer")
+        }
+        let bytes = data ?? Data()
+        guard http.statusCode == 200 else {
+            let failure = try? JSONDecoder.etcd.decode(GatewayError.self, from: bytes)
+            let text = failure?.text ?? String(decoding: bytes.prefix(200), as: UTF8.self)
+            // gRPC 14 (unavailable: no leader, stopping) and 4 (deadline exceeded) say nothing of whether a write was
+            // carried out; any other status is a refusal.
+            let passing = [4, 14].contains(failure?.status ?? 14) || http.statusCode >= 500 && failure?.status == nil
+            throw EtcdFailure(
+                outcome: passing ? .unknown : .refused, description: "HTTP \(http.statusCode): \(text)")
+        }
+        return bytes
+    }
+
+    /// Whether a request that failed with `error` reached a server.
+    static func outcome(of error: any Error) -> EtcdFailure.Outcome {
+        guard let error = error as? URLError else { return .unknown }
+        switch error.code {
+        case .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet, .badURL,
+            .unsupportedURL, .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+            .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected:
+            return .notSent
+        default:
+            return .unknown
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? URLError {
+            return "\(error.localizedDescription) (URLError \(error.code.rawValue))"
+        }
+        return String(describing: error)
+    }
+
+    /// `scheme://host:port` of an endpoint, as it appears in messages.
+    static func describe(_ endpoint: URL) -> String {
+        endpoint.absoluteString
+    }
+}
+
+/// The answer of one request, set once by its completion handler.
+private final class AnswerBox: @unchecked Sendable {  // every field under `condition`
+    private let condition = NSCondition()
+    private var done = false
+    private var data: Data?
+    private var response: URLResponse?
+    private var error: (any Error)?
+
+    func set(data: Data?, response: URLResponse?, error: (any Error)?) {
+        condition.withLock {
+            self.data = data
+            self.response = response
+            self.error = error
+            done = true
+            condition.broadcast()
+        }
+    }
+
+    /// Waits until the answer is set or `deadline` passes; returns whether it is set.
+    func wait(until deadline: ContinuousClock.Instant) -> Bool {
+        condition.withLock {
+            while !done {
+                let remaining = deadline - ContinuousClock.now
+                guard remaining > .zero else { return false }
+                _ = condition.wait(until: Date(timeIntervalSinceNow: remaining.seconds))
+            }
+            return true
+        }
+    }
+
+    var result: (Data?, URLResponse?, (any Error)?) { condition.withLock { (data, response, error) } }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `Double`.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) * 1e-18
+    }
+}
