@@ -94,8 +94,10 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         while true {
             let endpoint = client.endpoints[index]
             guard let task = makeTask(endpoint) else { return }
+            let started = ContinuousClock.now
             task.resume()
-            var nextProbe = ContinuousClock.now + probeInterval
+            var nextProbe = started + probeInterval
+            var answered = true
             while true {
                 let (ended, stopped) = condition.withLock {
                     while !taskEnded && !cancelled && ContinuousClock.now < nextProbe {
@@ -109,6 +111,7 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
                 }
                 if ended { break }
                 if !probe(endpoint) {
+                    answered = false
                     task.cancel()
                     condition.withLock {
                         let giveUp = ContinuousClock.now + .seconds(5)
@@ -123,12 +126,15 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
                 }
                 nextProbe = ContinuousClock.now + probeInterval
             }
-            if condition.withLock({ created }) {
-                // It ended after it worked: made again at once, on the same endpoint.
+            let worked = answered && condition.withLock { created }
+            if worked && ContinuousClock.now - started >= .seconds(1) {
+                // It ended after it worked a while: made again at once, on the same endpoint.
                 backoff = .milliseconds(50)
                 continue
             }
-            index = (index + 1) % client.endpoints.count
+            // It could not be made, its endpoint stopped answering, or it ended at once: the next endpoint, after a
+            // pause that doubles each time, up to two seconds.
+            if !worked { index = (index + 1) % client.endpoints.count }
             let stopped = condition.withLock {
                 let until = ContinuousClock.now + backoff
                 while !cancelled && ContinuousClock.now < until {

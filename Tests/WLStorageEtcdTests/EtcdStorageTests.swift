@@ -85,9 +85,8 @@ struct EtcdStorageTests {
     /// value.
     @Test func aWatchWhoseServerRestartsMissesNoChange() async throws {
         try await onItsOwnThread {
-            let server = try EtcdServer()
+            let server = try EtcdServer.started()
             defer { server.remove() }
-            try server.start()
             let namespace = uniqueNamespace()
             let store = try WLStorageEtcdStore(endpoints: [server.endpoint], namespace: namespace)
             let recorder = try FeedRecorder(store)
@@ -119,9 +118,8 @@ struct EtcdStorageTests {
     /// reports `.everything`, which makes the storage read its key.
     @Test func aWatchWhoseRevisionWasCompactedReadsEverything() async throws {
         try await onItsOwnThread {
-            let server = try EtcdServer()
+            let server = try EtcdServer.started()
             defer { server.remove() }
-            try server.start()
             let namespace = uniqueNamespace()
             let store = try WLStorageEtcdStore(endpoints: [server.endpoint], namespace: namespace)
             let recorder = try FeedRecorder(store)

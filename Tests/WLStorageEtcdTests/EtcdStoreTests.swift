@@ -23,6 +23,7 @@ struct EtcdStoreTests {
 
     @Test func readsWritesCreationsAndRemovalsRoundTrip() async throws {
         try await onItsOwnThread {
+            #expect(isOnATestThreadOfItsOwn, "the test's calls block a thread of its own, not the pool's")
             let namespace = uniqueNamespace()
             let store = try makeStore(namespace)
             #expect(try store.read(key: "a/b") == nil)

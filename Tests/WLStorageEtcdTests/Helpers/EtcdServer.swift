@@ -47,10 +47,23 @@ final class EtcdServer: Sendable {
         try sharedServer.get()
     }
 
-    private static let sharedServer = Result { () throws -> EtcdServer in
-        let server = try EtcdServer()
-        try server.start()
-        return server
+    private static let sharedServer = Result { try started() }
+
+    /// A server of its own, started. Ports found free can be taken before the server binds them (by a connection's
+    /// local port, say): a server that cannot bind its ports is made again on others, three times at most.
+    static func started() throws -> EtcdServer {
+        for attempt in 1... {
+            let server = try EtcdServer()
+            do {
+                try server.start()
+                return server
+            } catch {
+                let taken = server.log.contains("address already in use")
+                server.remove()
+                if !taken || attempt == 3 { throw error }
+            }
+        }
+        fatalError("unreachable")
     }
 
     let directory: URL
@@ -184,24 +197,42 @@ final class EtcdServer: Sendable {
         return address
     }
 
-    /// A loopback TCP port that no socket is bound to now.
+    /// A loopback TCP port that no socket is bound to now: a random one below the range the system takes the local
+    /// ports of connections from (32768 and up by default), or, when none of 100 is free, one the system picks.
     private static func freePort() throws -> Int {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socket >= 0 else { throw Failure(description: "socket failed") }
-        defer { close(socket) }
-        var address = loopback(0)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        for _ in 0..<100 {
+            let port = Int.random(in: 20_000..<32_768)
+            if let socket = try? bound(port) {
+                close(socket)
+                return port
             }
         }
-        guard bound == 0 else { throw Failure(description: "bind failed") }
+        let socket = try bound(0)
+        defer { close(socket) }
+        var address = loopback(0)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let named = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
         }
         guard named == 0 else { throw Failure(description: "getsockname failed") }
         return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// A socket bound to `port` on the loopback address.
+    private static func bound(_ port: Int) throws -> Int32 {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw Failure(description: "socket failed") }
+        var address = loopback(port)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0 else {
+            close(socket)
+            throw Failure(description: "bind failed")
+        }
+        return socket
     }
 
     /// Starts `path` in a process group of its own, its output to the file at `output`; returns its process ID.

@@ -23,6 +23,11 @@ func onItsOwnThread<R: Sendable>(_ body: () throws -> R) async throws -> R {
     return try await withTaskExecutorPreference(executor) { try body() }
 }
 
+/// Whether the caller runs on the thread of ``onItsOwnThread(_:)``.
+var isOnATestThreadOfItsOwn: Bool {
+    Thread.current.threadDictionary[ThreadExecutor.marker] != nil
+}
+
 /// A task executor that runs its jobs on one thread of its own, until stopped.
 private final class ThreadExecutor: TaskExecutor, @unchecked Sendable {  // `jobs` and `stopped` under `condition`
     private let condition = NSCondition()
@@ -30,10 +35,14 @@ private final class ThreadExecutor: TaskExecutor, @unchecked Sendable {  // `job
     private var stopped = false
 
     init() {
-        let thread = Thread { [self] in run() }
-        thread.name = "etcd test"
-        thread.start()
+        Thread.detachNewThread { [self] in
+            Thread.current.threadDictionary[Self.marker] = true
+            run()
+        }
     }
+
+    /// What marks the thread of an executor (a thread's name is not reliable: ThreadSanitizer keeps the one it had).
+    static let marker = "WLStorageEtcdTests.ThreadExecutor"
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
