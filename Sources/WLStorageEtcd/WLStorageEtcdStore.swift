@@ -30,6 +30,11 @@ import WLStorage
 /// by reading the key back, as bytes, so it can count twice or not at all when another program wrote the same bytes
 /// meanwhile); its feed carries no values (every change costs a read of the key); it has no TLS client certificates,
 /// no user and password (etcd's authentication), and no lease on its keys.
+///
+/// - Important: An error answer from etcd's gateway (no leader, a request timed out on the server, a member
+///   stopping) ends with an HTTP trailer, which `URLSession` on Linux (swift-corelibs-foundation, Swift 6.3.1) does
+///   not survive: the process stops with `Fatal error: Transfer completed, but there's no response.` The store sends
+///   nothing etcd is known to refuse (see ``maximumRequestBytes``), but cannot prevent the others.
 public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringConvertible {
     /// `etcd:<endpoints, sorted, separated by commas>#<namespace>`: two stores with the same endpoints and namespace
     /// are one store. The same cluster reached through endpoints written otherwise (`localhost` rather than
@@ -50,9 +55,15 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
 
     /// The most operations in one transaction of a batch: etcd's default `--max-txn-ops`.
     static let transactionOperations = 128
-    /// The bytes of keys and values past which a transaction of a batch ends (before Base64, which adds a third):
-    /// etcd refuses a request of more than `--max-request-bytes`, 1.5 MiB by default.
+    /// The bytes of keys and values past which a transaction of a batch ends (before Base64, which adds a third).
     static let transactionBytes = 1024 * 1024
+    /// The most bytes of keys and values one request may hold: etcd refuses a request of more than
+    /// `--max-request-bytes`, 1.5 MiB by default (1,572,864 bytes), less what its encoding adds.
+    ///
+    /// A larger request is not sent: etcd's refusal comes with an HTTP trailer, which `URLSession` on Linux
+    /// (swift-corelibs-foundation) takes for the start of another response, and then stops the program
+    /// (`Fatal error: Transfer completed, but there's no response.`).
+    public static let maximumRequestBytes = 1_500_000
 
     /// Creates a store of the values of `namespace` in the etcd cluster at `endpoints`. It does not connect yet.
     ///
@@ -143,6 +154,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when nothing was stored, or it is not known whether it
     ///   was.
     public func write(key: String, data: Data) throws {
+        try checkSize(of: [key], [data], key: key)
         let _: WriteResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
             try client.call("v3/kv/put", PutRequest(key: etcdKey(key), value: data), resending: true)
         }
@@ -164,6 +176,8 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
     ///   it was carried out. A transaction whose answer was lost is not sent again: it may have been carried out, and
     ///   a second one would find the new bytes and say it did not store them.
     public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+        // The transaction names the key twice: in its comparison and in its put.
+        try checkSize(of: [key, key], [data, expected ?? Data()], key: key)
         let etcdKey = etcdKey(key)
         let condition =
             if let expected {
@@ -193,6 +207,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
     ///   it was carried out.
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
+        try checkSize(of: [key, key], [data], key: key)
         let etcdKey = etcdKey(key)
         let request = TxnRequest(
             compare: [Compare(target: "VALUE", key: etcdKey, value: data)],
@@ -219,6 +234,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
                 RequestOp(requestPut: PutRequest(key: etcdKey(batch[index].key), value: batch[index].data))
             }
             do {
+                try checkSize(of: chunk.map { batch[$0].key }, chunk.map { batch[$0].data }, key: nil)
                 let _: TxnResponse = try perform(reading: false, key: nil) {
                     () throws(EtcdFailure) in
                     try client.call("v3/kv/txn", TxnRequest(compare: [], success: puts), resending: true)
@@ -251,21 +267,19 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
         return chunks
     }
 
-    /// Every key of the namespace, sorted by their bytes; read in pages of 1,000, at one revision.
+    /// Every key of the namespace, sorted by their bytes; read in pages of 1,000, each at the revision of its read (a
+    /// page pinned to the first one's revision would be refused once it is compacted).
     ///
     /// - Throws: ``WLStorageError`` with the code `readFailed` when a request failed.
     public func keys() throws -> [String] {
         var keys: [String] = []
         var start = prefix
-        var revision: String?
         while true {
-            let request = RangeRequest(
-                key: start, rangeEnd: prefixEnd, limit: "1000", revision: revision, keysOnly: true)
+            let request = RangeRequest(key: start, rangeEnd: prefixEnd, limit: "1000", keysOnly: true)
             let answer: RangeResponse = try perform(reading: true, key: nil) {
                 () throws(EtcdFailure) in
                 try client.call("v3/kv/range", request, resending: true)
             }
-            revision = revision ?? answer.header?.revision
             let found = answer.kvs ?? []
             keys += found.compactMap { key(of: $0.key) }
             guard answer.more == true, let last = found.last else { return keys }
@@ -293,6 +307,18 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
     }
 
     // MARK: - Errors
+
+    /// Throws ``WLStorageError/Code/valueTooLarge`` when the keys and bytes of a request would make more than
+    /// ``maximumRequestBytes``: the request is not sent.
+    private func checkSize(of keys: [String], _ values: [Data], key: String?) throws(WLStorageError) {
+        let size = keys.reduce(0) { $0 + prefix.count + $1.utf8.count } + values.reduce(0) { $0 + $1.count }
+        guard size > Self.maximumRequestBytes else { return }
+        throw WLStorageError(
+            code: .valueTooLarge,
+            message: "\(identity): the write holds \(size) bytes of keys and values, more than one request to etcd may"
+                + " (\(Self.maximumRequestBytes) bytes, under its default --max-request-bytes); it is not sent",
+            key: key, path: identity)
+    }
 
     /// Runs `body`, and turns its failure into a ``WLStorageError`` (`readFailed` or `writeFailed`) that names the store
     /// and the key.

@@ -93,6 +93,53 @@ struct EtcdStoreTests {
         }
     }
 
+    /// The third transaction of a batch holds a value larger than etcd takes in a request (1.5 MiB by default): the
+    /// two before it are stored, and the error says so. The third is not sent: etcd's refusal would stop the program
+    /// (see `WLStorageEtcdStore.maximumRequestBytes`).
+    @Test func aBatchRefusedPartWaySaysHowManyWritesWereStored() async throws {
+        try await onItsOwnThread {
+            let store = try makeStore(uniqueNamespace())
+            var batch = (0..<130).map { WLStorageStoreWrite(key: "k\($0)", data: bytes(String($0))) }
+            batch.append(WLStorageStoreWrite(key: "large", data: Data(repeating: UInt8(ascii: "x"), count: 2 << 20)))
+            batch.append(WLStorageStoreWrite(key: "after", data: bytes("1")))
+            #expect {
+                try store.write(batch)
+            } throws: { error in
+                guard let error = error as? WLStorageError else { return false }
+                return error.code == .valueTooLarge && error.storedWrites == 130
+            }
+            #expect(try store.read(key: "k129") == bytes("129"))
+            #expect(try store.read(key: "large") == nil)
+            #expect(try store.read(key: "after") == nil)
+        }
+    }
+
+    /// A value larger than one request may hold is refused before it is sent, by every kind of write.
+    @Test func aValueTooLargeForOneRequestIsNotSent() async throws {
+        try await onItsOwnThread {
+            let store = try makeStore(uniqueNamespace())
+            let large = Data(repeating: UInt8(ascii: "x"), count: WLStorageEtcdStore.maximumRequestBytes + 1)
+            let calls: [() throws -> Void] = [
+                { try store.write(key: "k", data: large) },
+                { _ = try store.write(key: "k", data: large, ifItHolds: nil) },
+                { _ = try store.create(key: "k", data: large) },
+                { _ = try store.remove(key: "k", ifItHolds: large) },
+                { try store.write([WLStorageStoreWrite(key: "k", data: large)]) },
+            ]
+            for call in calls {
+                #expect {
+                    try call()
+                } throws: { error in
+                    (error as? WLStorageError)?.code == .valueTooLarge
+                }
+            }
+            // Just under the limit is stored, and read back.
+            let fits = Data(repeating: UInt8(ascii: "y"), count: WLStorageEtcdStore.maximumRequestBytes - 100)
+            try store.write(key: "k", data: fits)
+            #expect(try store.read(key: "k") == fits)
+        }
+    }
+
     @Test func aServerThatCannotBeReachedFailsTheCallWithinTheTimeout() async throws {
         try await onItsOwnThread {
             // A port found free, on which nothing listens: refused at once.
@@ -114,7 +161,10 @@ struct EtcdStoreTests {
             #expect(ContinuousClock.now - start < .seconds(30))
         }
     }
+}
 
+/// The settings a store is made with, checked without a server.
+struct EtcdStoreSettingsTests {
     @Test func endpointsThatAreNotURLsAreRefusedWithoutTheirPassword() {
         for endpoints in [[], ["127.0.0.1:2379"], ["http://user:secret@127.0.0.1:2379"], ["http://h:1/path"]] {
             #expect {
