@@ -130,9 +130,15 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` under `lock`; the 
         guard http.statusCode == 200 else {
             let failure = try? JSONDecoder.etcd.decode(GatewayError.self, from: bytes)
             let text = failure?.text ?? String(decoding: bytes.prefix(200), as: UTF8.self)
-            // gRPC 14 (unavailable: no leader, stopping) and 4 (deadline exceeded) say nothing of whether a write was
-            // carried out; any other status is a refusal.
-            let passing = [4, 14].contains(failure?.status ?? 14) || http.statusCode >= 500 && failure?.status == nil
+            // gRPC 1 (cancelled: the gateway's connection to its member is closing), 4 (deadline exceeded) and 14
+            // (unavailable: no leader, stopping) say nothing of whether a write was carried out, nor does an answer
+            // without a gRPC status from a server in trouble or a proxy; anything else is a refusal.
+            let passing =
+                if let status = failure?.status {
+                    [1, 4, 14].contains(status)
+                } else {
+                    http.statusCode >= 500 || http.statusCode == 408
+                }
             throw EtcdFailure(
                 outcome: passing ? .unknown : .refused, description: "HTTP \(http.statusCode): \(text)")
         }

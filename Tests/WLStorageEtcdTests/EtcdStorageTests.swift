@@ -114,6 +114,35 @@ struct EtcdStorageTests {
         }
     }
 
+    /// The server is replaced by another cluster on the same port (its data directory wiped): the watch cannot
+    /// resume there, starts anew, and reports `.everything`, which makes the storage read its key.
+    @Test func aWatchWhoseClusterWasReplacedReadsEverything() async throws {
+        try await onItsOwnThread {
+            let server = try EtcdServer.started()
+            defer { server.remove() }
+            let namespace = uniqueNamespace()
+            let store = try WLStorageEtcdStore(endpoints: [server.endpoint], namespace: namespace)
+            let recorder = try FeedRecorder(store)
+            defer { recorder.cancel() }
+            let storage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
+            let other = try WLStorageEtcdStore(endpoints: [server.otherSpelling], namespace: namespace)
+            for value in 1...5 { try other.write(key: "k", data: bytes(String(value))) }
+            #expect(eventuallyHolds(storage, 5))
+
+            server.stop()
+            try FileManager.default.removeItem(at: server.directory.appendingPathComponent("data"))
+            try server.start(onAlternatePort: true)
+            // The new cluster's revision (2) is behind the one the watch would resume from (6 or more).
+            try WLStorageEtcdStore(endpoints: [server.alternateEndpoint], namespace: namespace)
+                .write(key: "k", data: bytes("100"))
+            server.stop()
+            try server.start()
+
+            #expect(eventually(timeout: 60) { recorder.everythingCount == 2 }, "\(recorder.reported)")
+            #expect(eventuallyHolds(storage, 100))
+        }
+    }
+
     /// The revision the watch would resume from is compacted while it cannot reach the server: it starts anew, and
     /// reports `.everything`, which makes the storage read its key.
     @Test func aWatchWhoseRevisionWasCompactedReadsEverything() async throws {
