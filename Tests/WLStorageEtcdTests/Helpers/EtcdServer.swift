@@ -121,10 +121,12 @@ final class EtcdServer: Sendable {
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
             "--initial-cluster", "default=\(peer)", "--log-outputs", "stderr",
         ]
-        // The shell starts etcd, then waits for it or for the test process to end, whichever comes first.
+        // The shell starts etcd, then waits for it or for the test process to end (or to be a zombie that its parent
+        // does not reap), whichever comes first.
         let script = """
             "$0" "$@" & server=$!
-            while kill -0 \(getpid()) 2>/dev/null && kill -0 $server 2>/dev/null; do sleep 1; done
+            while kill -0 \(getpid()) 2>/dev/null && ! grep -q '^State:.*Z' /proc/\(getpid())/status 2>/dev/null \\
+                && kill -0 $server 2>/dev/null; do sleep 1; done
             kill -9 $server 2>/dev/null
             """
         let pid = try Self.spawn(
