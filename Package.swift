@@ -26,7 +26,12 @@ let package = Package(
         ),
         .target(name: "WLStoragePostgres", dependencies: ["WLStorage", "CWLStorageLibPQ"]),
         // Written against WLStorage's public API only, as a store of a program's own would be.
-        .target(name: "WLStorageEtcd", dependencies: ["WLStorage"]),
+        .systemLibrary(
+            name: "CWLStorageCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(name: "WLStorageEtcd", dependencies: ["WLStorage", "CWLStorageCurl"]),
         .executableTarget(name: "wlstorage", dependencies: ["WLStorage", "WLStoragePostgres"]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
         .target(name: "WLStorageFleet", dependencies: ["WLStorage"]),

@@ -21,30 +21,17 @@ struct EtcdFailure: Error, CustomStringConvertible {
     var description: String
 }
 
-/// Calls etcd's gRPC JSON gateway (`POST /v3/…` over HTTP/1.1) with `URLSession`, trying the endpoints in turn from the
+/// Calls etcd's gRPC JSON gateway (`POST /v3/…` over HTTP/1.1) with libcurl, trying the endpoints in turn from the
 /// last one that answered.
 final class EtcdClient: @unchecked Sendable {  // `preferred` under `lock`; the rest is immutable
     let endpoints: [URL]
     let timeout: Duration
-    private let session: URLSession
     private let lock = NSLock()
     private var preferred = 0
 
     init(endpoints: [URL], timeout: Duration) {
         self.endpoints = endpoints
         self.timeout = timeout
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.urlCache = nil
-        configuration.httpCookieStorage = nil
-        configuration.httpMaximumConnectionsPerHost = 8
-        self.session = URLSession(configuration: configuration)
-    }
-
-    deinit {
-        // Not here: the last reference can go on the queue of a watch's session, whose invalidation waits for a queue
-        // that this one may be running.
-        DispatchQueue.global().async { [session] in session.invalidateAndCancel() }
     }
 
     /// The endpoint that answered last, to start from.
@@ -94,7 +81,9 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` under `lock`; the 
         throw EtcdFailure(outcome: .notSent, description: failures.joined(separator: "; "))
     }
 
-    /// Sends one request to `endpoint` and returns the body of its `200 OK` answer.
+    /// Sends one request to `endpoint` and returns the body of its `200 OK` answer, with libcurl: etcd's error answers
+    /// end with an HTTP trailer, which stops a program that reads them with `URLSession` on Linux (Swift 6.3), and
+    /// which libcurl reads as the protocol says.
     func send(_ body: Data, to endpoint: URL, path: String, until deadline: ContinuousClock.Instant) throws(EtcdFailure)
         -> Data
     {
@@ -102,32 +91,10 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` under `lock`; the 
         guard remaining > .zero else {
             throw EtcdFailure(outcome: .notSent, description: "the timeout passed before the request was sent")
         }
-        var request = URLRequest(url: endpoint.appendingPathComponent(path))
-        request.httpMethod = "POST"
-        request.httpBody = body
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        request.timeoutInterval = max(0.001, remaining.seconds)
-
-        let answer = AnswerBox()
-        let task = session.dataTask(with: request) { data, response, error in
-            answer.set(data: data, response: response, error: error)
-        }
-        task.resume()
-        if !answer.wait(until: deadline) {
-            task.cancel()
-            // The completion handler runs once the task is cancelled; the answer is not waited for beyond a second.
-            _ = answer.wait(until: .now + .seconds(1))
-            throw EtcdFailure(outcome: .unknown, description: "no answer within the timeout")
-        }
-        let (data, response, error) = answer.result
-        if let error {
-            throw EtcdFailure(outcome: EtcdClient.outcome(of: error), description: EtcdClient.describe(error))
-        }
-        guard let http = response as? HTTPURLResponse else {
-            throw EtcdFailure(outcome: .unknown, description: "no HTTP answer")
-        }
-        let bytes = data ?? Data()
-        guard http.statusCode == 200 else {
+        let (status, bytes) = try CurlPost.post(
+            endpoint.appendingPathComponent(path).absoluteString, body: body,
+            milliseconds: max(1, Int(remaining.seconds * 1000)))
+        guard status == 200 else {
             let failure = try? JSONDecoder.etcd.decode(GatewayError.self, from: bytes)
             let text = failure?.text ?? String(decoding: bytes.prefix(200), as: UTF8.self)
             // gRPC 1 (cancelled: the gateway's connection to its member is closing), 4 (deadline exceeded) and 14
@@ -137,10 +104,9 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` under `lock`; the 
                 if let status = failure?.status {
                     [1, 4, 14].contains(status)
                 } else {
-                    http.statusCode >= 500 || http.statusCode == 408
+                    status >= 500 || status == 408
                 }
-            throw EtcdFailure(
-                outcome: passing ? .unknown : .refused, description: "HTTP \(http.statusCode): \(text)")
+            throw EtcdFailure(outcome: passing ? .unknown : .refused, description: "HTTP \(status): \(text)")
         }
         return bytes
     }
@@ -169,39 +135,6 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` under `lock`; the 
     static func describe(_ endpoint: URL) -> String {
         endpoint.absoluteString
     }
-}
-
-/// The answer of one request, set once by its completion handler.
-private final class AnswerBox: @unchecked Sendable {  // every field under `condition`
-    private let condition = NSCondition()
-    private var done = false
-    private var data: Data?
-    private var response: URLResponse?
-    private var error: (any Error)?
-
-    func set(data: Data?, response: URLResponse?, error: (any Error)?) {
-        condition.withLock {
-            self.data = data
-            self.response = response
-            self.error = error
-            done = true
-            condition.broadcast()
-        }
-    }
-
-    /// Waits until the answer is set or `deadline` passes; returns whether it is set.
-    func wait(until deadline: ContinuousClock.Instant) -> Bool {
-        condition.withLock {
-            while !done {
-                let remaining = deadline - ContinuousClock.now
-                guard remaining > .zero else { return false }
-                _ = condition.wait(until: Date(timeIntervalSinceNow: remaining.seconds))
-            }
-            return true
-        }
-    }
-
-    var result: (Data?, URLResponse?, (any Error)?) { condition.withLock { (data, response, error) } }
 }
 
 extension Duration {

@@ -19,7 +19,7 @@ import WLStorage
 /// The value is the bytes the storage writes (its JSON), as they are.
 ///
 /// The store talks to etcd's gRPC JSON gateway (`POST /v3/kv/range`, `/v3/kv/put`, `/v3/kv/deleterange`,
-/// `/v3/kv/txn` and `/v3/watch`) over HTTP/1.1, with `URLSession`. It connects when it is first used, not when it is
+/// `/v3/kv/txn` and `/v3/watch`) over HTTP/1.1: calls with libcurl, the watch with `URLSession`. It connects when it is first used, not when it is
 /// created. A call that cannot reach an endpoint tries the next one, from the one that answered last; every call ends
 /// within the store's timeout.
 ///
@@ -30,11 +30,7 @@ import WLStorage
 /// by reading the key back, as bytes, so it can count twice or not at all when another program wrote the same bytes
 /// meanwhile); its feed carries no values (every change costs a read of the key); it has no TLS client certificates,
 /// no user and password (etcd's authentication), and no lease on its keys.
-///
-/// - Important: An error answer from etcd's gateway (no leader, a request timed out on the server, a member
-///   stopping) ends with an HTTP trailer, which `URLSession` on Linux (swift-corelibs-foundation, Swift 6.3.1) does
-///   not survive: the process stops with `Fatal error: Transfer completed, but there's no response.` The store sends
-///   nothing etcd is known to refuse (see ``maximumRequestBytes``), but cannot prevent the others.
+
 public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringConvertible {
     /// `etcd:<endpoints, sorted, separated by commas>#<namespace>`: two stores with the same endpoints and namespace
     /// are one store. The same cluster reached through endpoints written otherwise (`localhost` rather than
@@ -60,9 +56,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
     /// The most bytes of keys and values one request may hold: etcd refuses a request of more than
     /// `--max-request-bytes`, 1.5 MiB by default (1,572,864 bytes), less what its encoding adds.
     ///
-    /// A larger request is not sent: etcd's refusal comes with an HTTP trailer, which `URLSession` on Linux
-    /// (swift-corelibs-foundation) takes for the start of another response, and then stops the program
-    /// (`Fatal error: Transfer completed, but there's no response.`).
+    /// A larger request is not sent: etcd would refuse it.
     public static let maximumRequestBytes = 1_500_000
 
     /// Creates a store of the values of `namespace` in the etcd cluster at `endpoints`. It does not connect yet.
