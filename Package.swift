@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "WLStorage", targets: ["WLStorage"]),
         .library(name: "WLStoragePostgres", targets: ["WLStoragePostgres"]),
+        .library(name: "WLStorageEtcd", targets: ["WLStorageEtcd"]),
         .executable(name: "wlstorage", targets: ["wlstorage"]),
         .executable(name: "WLStorageDemo", targets: ["WLStorageDemo"]),
         .executable(name: "WLStorageBenchmarks", targets: ["WLStorageBenchmarks"]),
@@ -24,6 +25,13 @@ let package = Package(
             providers: [.apt(["libpq-dev"])]
         ),
         .target(name: "WLStoragePostgres", dependencies: ["WLStorage", "CWLStorageLibPQ"]),
+        // Written against WLStorage's public API only, as a store of a program's own would be.
+        .systemLibrary(
+            name: "CWLStorageCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(name: "WLStorageEtcd", dependencies: ["WLStorage", "CWLStorageCurl"]),
         .executableTarget(name: "wlstorage", dependencies: ["WLStorage", "WLStoragePostgres"]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
         .target(name: "WLStorageFleet", dependencies: ["WLStorage"]),
@@ -44,6 +52,8 @@ let package = Package(
                 "WLStorageFleet",
             ]
         ),
+        .testTarget(
+            name: "WLStorageEtcdTests", dependencies: ["WLStorage", "WLStorageEtcd", "WLStorageTestSupport"]),
         .testTarget(
             name: "WLStorageTests",
             dependencies: [

@@ -1,0 +1,32 @@
+#ifndef CWLSTORAGE_CURL_SHIM_H
+#define CWLSTORAGE_CURL_SHIM_H
+
+// libcurl's easy interface, seen by the WLStorageEtcd product only. Its option and information calls are variadic,
+// which Swift cannot call: these functions give each use a fixed signature.
+#include <curl/curl.h>
+
+typedef size_t (*wlstorage_curl_write)(char *data, size_t size, size_t count, void *context);
+
+static inline CURLcode wlstorage_curl_set_long(CURL *handle, CURLoption option, long value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode wlstorage_curl_set_pointer(CURL *handle, CURLoption option, const void *value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode wlstorage_curl_set_size(CURL *handle, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode wlstorage_curl_set_write(CURL *handle, wlstorage_curl_write function) {
+    return curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, function);
+}
+
+static inline long wlstorage_curl_status(CURL *handle) {
+    long status = 0;
+    curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+#endif

@@ -1,0 +1,68 @@
+import CWLStorageCurl
+import Foundation
+
+/// One `POST` with libcurl's easy interface, on the calling thread, within a number of milliseconds.
+enum CurlPost {
+    /// libcurl's global set-up, made once before the first handle.
+    private static let ready: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+
+    /// The body of a request without one.
+    private static let empty: StaticString = ""
+
+    /// The answer's bytes, collected by the write callback.
+    private final class Received {
+        var data = Data()
+    }
+
+    /// Posts `body` as JSON to `url`; returns the answer's status and body.
+    ///
+    /// - Throws: `EtcdFailure` with `notSent` when no connection was made (refused, no such host, a bad URL), and
+    ///   `unknown` when the request may have reached the server (the connection broke, the time ran out).
+    static func post(_ url: String, body: Data, milliseconds: Int) throws(EtcdFailure) -> (status: Int, body: Data) {
+        guard ready, let handle = curl_easy_init() else {
+            throw EtcdFailure(outcome: .notSent, description: "libcurl could not be set up")
+        }
+        defer { curl_easy_cleanup(handle) }
+        var headers: UnsafeMutablePointer<curl_slist>?
+        headers = curl_slist_append(headers, "Content-Type: application/json")
+        // No `Expect: 100-continue` round trip before a large body.
+        headers = curl_slist_append(headers, "Expect:")
+        defer { curl_slist_free_all(headers) }
+        let received = Received()
+        let context = Unmanaged.passUnretained(received).toOpaque()
+        let code: CURLcode = withExtendedLifetime(received) {
+            body.withUnsafeBytes { bytes in
+                _ = wlstorage_curl_set_pointer(handle, CURLOPT_URL, url)
+                _ = wlstorage_curl_set_long(handle, CURLOPT_POST, 1)
+                _ = wlstorage_curl_set_pointer(
+                    handle, CURLOPT_POSTFIELDS, bytes.baseAddress ?? UnsafeRawPointer(Self.empty.utf8Start))
+                _ = wlstorage_curl_set_size(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
+                _ = wlstorage_curl_set_pointer(handle, CURLOPT_HTTPHEADER, headers)
+                _ = wlstorage_curl_set_long(handle, CURLOPT_TIMEOUT_MS, milliseconds)
+                _ = wlstorage_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, milliseconds)
+                // No signals: the handle is used on threads of the program's, where SIGALRM would stop it.
+                _ = wlstorage_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
+                _ = wlstorage_curl_set_pointer(handle, CURLOPT_WRITEDATA, context)
+                _ = wlstorage_curl_set_write(handle) { data, size, count, context in
+                    guard let data, let context else { return 0 }
+                    let received = Unmanaged<Received>.fromOpaque(context).takeUnretainedValue()
+                    received.data.append(
+                        UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: size * count)
+                    return size * count
+                }
+                return curl_easy_perform(handle)
+            }
+        }
+        guard code == CURLE_OK else {
+            let text = String(cString: curl_easy_strerror(code))
+            switch code {
+            case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_URL_MALFORMAT,
+                CURLE_UNSUPPORTED_PROTOCOL:
+                throw EtcdFailure(outcome: .notSent, description: "\(text) (libcurl \(code.rawValue))")
+            default:
+                throw EtcdFailure(outcome: .unknown, description: "\(text) (libcurl \(code.rawValue))")
+            }
+        }
+        return (wlstorage_curl_status(handle), received.data)
+    }
+}

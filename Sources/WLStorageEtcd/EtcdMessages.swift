@@ -1,0 +1,127 @@
+import Foundation
+
+// The messages of etcd's v3 API as its gRPC JSON gateway takes and gives them: field names in snake case, bytes
+// (keys, values) in Base64 (`Data`'s own coding), 64-bit integers as decimal strings, fields at their zero value left
+// out of answers.
+
+struct RangeRequest: Encodable {
+    var key: Data
+    var rangeEnd: Data?
+    var limit: String?
+    var revision: String?
+    var keysOnly: Bool?
+    var countOnly: Bool?
+}
+
+struct PutRequest: Encodable {
+    var key: Data
+    var value: Data
+}
+
+struct DeleteRangeRequest: Encodable {
+    var key: Data
+    var rangeEnd: Data?
+}
+
+struct Compare: Encodable {
+    /// `VALUE` or `CREATE`.
+    var target: String
+    var key: Data
+    /// Compared with the key's bytes. A comparison of bytes fails where nothing is stored.
+    var value: Data?
+    /// Compared with the revision the key was created at: `0` where nothing is stored.
+    var createRevision: String?
+    var result = "EQUAL"
+}
+
+struct RequestOp: Encodable {
+    var requestPut: PutRequest?
+    var requestDeleteRange: DeleteRangeRequest?
+}
+
+struct TxnRequest: Encodable {
+    var compare: [Compare]
+    var success: [RequestOp]
+}
+
+struct WatchCreateRequest: Encodable {
+    struct Create: Encodable {
+        var key: Data
+        var rangeEnd: Data
+        var startRevision: String?
+    }
+    var createRequest: Create
+}
+
+struct ResponseHeader: Decodable {
+    var clusterId: String?
+    var revision: String?
+
+    var revisionNumber: Int64 { revision.flatMap { Int64($0) } ?? 0 }
+}
+
+struct KeyValue: Decodable {
+    var key: Data
+    var value: Data?
+    var modRevision: String?
+}
+
+struct RangeResponse: Decodable {
+    var header: ResponseHeader?
+    var kvs: [KeyValue]?
+    var more: Bool?
+}
+
+struct WriteResponse: Decodable {
+    var header: ResponseHeader?
+}
+
+struct TxnResponse: Decodable {
+    var header: ResponseHeader?
+    var succeeded: Bool?
+}
+
+/// One line of a watch's answer: a response, or the error that ended the stream.
+struct WatchLine: Decodable {
+    struct Result: Decodable {
+        struct Event: Decodable {
+            var kv: KeyValue?
+        }
+        var header: ResponseHeader?
+        var created: Bool?
+        var canceled: Bool?
+        var compactRevision: String?
+        var cancelReason: String?
+        var events: [Event]?
+    }
+    var result: Result?
+    var error: GatewayError?
+}
+
+/// What the gateway answers with an HTTP status other than 200, or ends a stream with.
+struct GatewayError: Decodable {
+    /// The gRPC status code: 14 (unavailable) and 4 (deadline exceeded) are the server's passing troubles.
+    var code: Int?
+    var grpcCode: Int?
+    var message: String?
+    var error: String?
+
+    var text: String { message ?? error ?? "no message" }
+    var status: Int? { code ?? grpcCode }
+}
+
+extension JSONEncoder {
+    static let etcd: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        return encoder
+    }()
+}
+
+extension JSONDecoder {
+    static let etcd: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        return decoder
+    }()
+}

@@ -1,0 +1,265 @@
+import Foundation
+import WLStorage
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A watch of a store's keys: one `POST /v3/watch` whose answer streams a JSON object per line, read by a
+/// `URLSession` data delegate as it comes, made again whenever it ends.
+///
+/// A thread of its own makes the watch, waits for its end, and probes its endpoint every few seconds with a
+/// linearizable read of one key (a member that lost its leader, or a connection that died without a word, ends no
+/// stream by itself). The answers are read on a serial queue, which reports the changes, one at a time.
+///
+/// The watch remembers the last revision whose events it reported. A watch that ends is made again from the revision
+/// after it, which etcd replays: a change made while the watch was away is reported when it is back. It reports
+/// ``WLStorageStoreChange/everything`` when it starts anew instead: the first time, once etcd says the revision it
+/// resumes from was compacted, or when the cluster is another one (its ID changed, or its revision went back).
+final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {  // mutable state under `condition`
+    private let client: EtcdClient
+    private let prefix: Data
+    private let prefixEnd: Data
+    private let keyOf: @Sendable (Data) -> String?
+    private let changed: @Sendable (WLStorageStoreChange) -> Void
+    private let queue: OperationQueue
+    /// How often the endpoint of a running watch is probed.
+    private let probeInterval: Duration
+
+    private let condition = NSCondition()
+    private var session: URLSession?
+    private var cancelled = false
+    /// The watch running, and what is known of it.
+    private var task: URLSessionDataTask?
+    private var taskEnded = true
+    private var created = false
+    private var resumedFrom: Int64?
+    private var buffer = Data()
+    /// The revision up to which every event was reported; `nil` before the first watch, or when it starts anew.
+    private var lastRevision: Int64?
+    private var clusterID: String?
+
+    init(
+        client: EtcdClient, prefix: Data, prefixEnd: Data,
+        key: @escaping @Sendable (Data) -> String?, changed: @escaping @Sendable (WLStorageStoreChange) -> Void
+    ) {
+        self.client = client
+        self.prefix = prefix
+        self.prefixEnd = prefixEnd
+        self.keyOf = key
+        self.changed = changed
+        self.probeInterval = min(.seconds(5), client.timeout)
+        queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        queue.name = "WLStorageEtcd watch"
+        super.init()
+    }
+
+    /// Starts the watch's thread.
+    func start() {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        configuration.httpCookieStorage = nil
+        // A watch's answer has no end: the probes, not a timeout, tell when it is dead.
+        configuration.timeoutIntervalForRequest = Self.noTimeout
+        configuration.timeoutIntervalForResource = Self.noTimeout
+        let session = URLSession(configuration: configuration, delegate: self, delegateQueue: queue)
+        condition.withLock { self.session = session }
+        let thread = Thread { [self] in run() }
+        thread.name = "WLStorageEtcd watch"
+        thread.start()
+    }
+
+    /// Stops the watch. Changes already being reported may still be.
+    func cancel() {
+        let (task, session) = condition.withLock {
+            cancelled = true
+            condition.broadcast()
+            defer { self.session = nil }
+            return (self.task, self.session)
+        }
+        task?.cancel()
+        // The session holds its delegate, this watcher, until it is invalidated; not here, where the call may come from
+        // a change being reported, on the session's own queue.
+        if let session { DispatchQueue.global().async { session.invalidateAndCancel() } }
+    }
+
+    private static let noTimeout: TimeInterval = 7 * 24 * 3600
+
+    // MARK: - The watch's thread
+
+    private func run() {
+        var index = client.preferredIndex
+        var backoff = Duration.milliseconds(50)
+        while true {
+            let endpoint = client.endpoints[index]
+            guard let task = makeTask(endpoint) else { return }
+            let started = ContinuousClock.now
+            task.resume()
+            var nextProbe = started + probeInterval
+            var answered = true
+            while true {
+                let (ended, stopped) = condition.withLock {
+                    while !taskEnded && !cancelled && ContinuousClock.now < nextProbe {
+                        _ = condition.wait(until: Date(timeIntervalSinceNow: (nextProbe - ContinuousClock.now).seconds))
+                    }
+                    return (taskEnded, cancelled)
+                }
+                if stopped {
+                    task.cancel()
+                    return
+                }
+                if ended { break }
+                if !probe(endpoint) {
+                    answered = false
+                    task.cancel()
+                    condition.withLock {
+                        let giveUp = ContinuousClock.now + .seconds(5)
+                        while !taskEnded && !cancelled && ContinuousClock.now < giveUp {
+                            _ = condition.wait(until: Date(timeIntervalSinceNow: 0.1))
+                        }
+                        // A task that says nothing of its end is left to end by itself.
+                        taskEnded = true
+                        self.task = nil
+                    }
+                    break
+                }
+                nextProbe = ContinuousClock.now + probeInterval
+            }
+            let worked = answered && condition.withLock { created }
+            if worked && ContinuousClock.now - started >= .seconds(1) {
+                // It ended after it worked a while: made again at once, on the same endpoint.
+                backoff = .milliseconds(50)
+                continue
+            }
+            // It could not be made, its endpoint stopped answering, or it ended at once: the next endpoint, after a
+            // pause that doubles each time, up to two seconds.
+            if !worked { index = (index + 1) % client.endpoints.count }
+            let stopped = condition.withLock {
+                let until = ContinuousClock.now + backoff
+                while !cancelled && ContinuousClock.now < until {
+                    _ = condition.wait(until: Date(timeIntervalSinceNow: (until - ContinuousClock.now).seconds))
+                }
+                return cancelled
+            }
+            if stopped { return }
+            backoff = min(backoff * 2, .seconds(2))
+        }
+    }
+
+    /// A watch of the store's keys on `endpoint`, from the revision after the last one reported (or from now); `nil`
+    /// once cancelled.
+    private func makeTask(_ endpoint: URL) -> URLSessionDataTask? {
+        condition.withLock {
+            guard !cancelled, let session else { return nil }
+            let start = lastRevision.map { $0 + 1 }
+            let body = WatchCreateRequest(
+                createRequest: .init(key: prefix, rangeEnd: prefixEnd, startRevision: start.map { String($0) }))
+            var request = URLRequest(url: endpoint.appendingPathComponent("v3/watch"))
+            request.httpMethod = "POST"
+            request.httpBody = try? JSONEncoder.etcd.encode(body)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.timeoutInterval = Self.noTimeout
+            let task = session.dataTask(with: request)
+            self.task = task
+            taskEnded = false
+            created = false
+            resumedFrom = start
+            buffer = Data()
+            return task
+        }
+    }
+
+    /// Whether `endpoint` answers a linearizable read of one key within the probe's time.
+    private func probe(_ endpoint: URL) -> Bool {
+        guard let body = try? JSONEncoder.etcd.encode(RangeRequest(key: prefix, keysOnly: true)) else { return true }
+        do {
+            _ = try client.send(body, to: endpoint, path: "v3/kv/range", until: ContinuousClock.now + probeInterval)
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    // MARK: - URLSessionDataDelegate (on `queue`)
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let lines: [Data]? = condition.withLock {
+            guard dataTask === task, !cancelled else { return nil }
+            buffer.append(data)
+            var lines: [Data] = []
+            while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                lines.append(Data(buffer[buffer.startIndex..<newline]))
+                buffer.removeSubrange(buffer.startIndex...newline)
+            }
+            return lines
+        }
+        for line in lines ?? [] where !handle(line, of: dataTask) {
+            // A watch that cannot go on (compacted, cancelled by the server, another cluster) is made again.
+            dataTask.cancel()
+            return
+        }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        condition.withLock {
+            guard task === self.task else { return }
+            taskEnded = true
+            self.task = nil
+            condition.broadcast()
+        }
+    }
+
+    /// Reports what one line of the watch's answer says; returns whether the watch may go on.
+    private func handle(_ line: Data, of dataTask: URLSessionDataTask) -> Bool {
+        guard line.contains(where: { $0 > 0x20 }) else { return true }
+        guard let parsed = try? JSONDecoder.etcd.decode(WatchLine.self, from: line), parsed.error == nil else {
+            return false
+        }
+        guard let result = parsed.result else { return true }
+        var reports: [WLStorageStoreChange] = []
+        let goesOn: Bool = condition.withLock {
+            guard dataTask === task, !cancelled else { return false }
+            if let id = result.header?.clusterId {
+                if let known = clusterID, known != id {
+                    // Another cluster: nothing of what was seen holds.
+                    clusterID = id
+                    lastRevision = nil
+                    return false
+                }
+                clusterID = id
+            }
+            if let compacted = result.compactRevision.flatMap({ Int64($0) }), compacted > 0 {
+                // The revision to resume from is gone: the watch starts anew, and every key is read again.
+                lastRevision = nil
+                return false
+            }
+            if result.canceled == true { return false }
+            if result.created == true {
+                created = true
+                let revision = result.header?.revisionNumber ?? 0
+                if let resumedFrom {
+                    // A cluster whose revision went back (restored from a backup) replays nothing of what it lost.
+                    if revision < resumedFrom - 1 {
+                        lastRevision = nil
+                        return false
+                    }
+                } else {
+                    lastRevision = revision
+                    reports.append(.everything)
+                }
+            }
+            var seen = Set<String>()
+            for event in result.events ?? [] {
+                guard let kv = event.kv else { continue }
+                if let revision = kv.modRevision.flatMap({ Int64($0) }) {
+                    lastRevision = max(lastRevision ?? 0, revision)
+                }
+                if let key = keyOf(kv.key), seen.insert(key).inserted { reports.append(.key(key)) }
+            }
+            return true
+        }
+        for report in reports { changed(report) }
+        return goesOn
+    }
+}

@@ -1,0 +1,337 @@
+import Foundation
+import WLStorage
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A store that keeps values in an etcd cluster (v3 API), one etcd key per namespace and key, and tells its storages
+/// about changes made by other programs and machines through a watch.
+///
+/// ```swift
+/// let store = try WLStorageEtcdStore(
+///     endpoints: ["http://etcd-1:2379", "http://etcd-2:2379", "http://etcd-3:2379"], namespace: "settings")
+/// @WLStorage(key: "theme", defaultValue: "dark", store: store) var theme: String
+/// ```
+///
+/// A key is stored under the etcd key `wlstorage/<namespace>/<key>`, with the namespace's `%` and `/` written `%25`
+/// and `%2F`: a key may contain any character, `/` included, and the keys of one namespace are never among another's.
+/// The value is the bytes the storage writes (its JSON), as they are.
+///
+/// The store talks to etcd's gRPC JSON gateway (`POST /v3/kv/range`, `/v3/kv/put`, `/v3/kv/deleterange`,
+/// `/v3/kv/txn` and `/v3/watch`) over HTTP/1.1: calls with libcurl, the watch with `URLSession`. It connects when it is first used, not when it is
+/// created. A call that cannot reach an endpoint tries the next one, from the one that answered last; every call ends
+/// within the store's timeout.
+///
+/// ``WLStorage/update(_:)`` is atomic across programs: ``write(key:data:ifItHolds:)`` is one transaction that compares
+/// the key's bytes (or, where nothing should be stored, its creation revision) before it writes.
+///
+/// What this store does not do yet: it is not a `WLStorageVersionedStore` (an update whose answer is lost is judged
+/// by reading the key back, as bytes, so it can count twice or not at all when another program wrote the same bytes
+/// meanwhile); its feed carries no values (every change costs a read of the key); it has no TLS client certificates,
+/// no user and password (etcd's authentication), and no lease on its keys.
+
+public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringConvertible {
+    /// `etcd:<endpoints, sorted, separated by commas>#<namespace>`: two stores with the same endpoints and namespace
+    /// are one store. The same cluster reached through endpoints written otherwise (`localhost` rather than
+    /// `127.0.0.1`) is another store to the storages of a process.
+    public let identity: String
+    /// The namespace the store's keys live in.
+    public let namespace: String
+    /// The endpoints, as given.
+    public let endpoints: [String]
+    /// How long a call waits at most, for all the endpoints it tries.
+    public let timeout: Duration
+
+    let client: EtcdClient
+    /// `wlstorage/<escaped namespace>/`: the start of every etcd key of the store.
+    let prefix: Data
+    /// The end of the range of the store's keys: the prefix with its last byte (`/`) made `0`.
+    let prefixEnd: Data
+
+    /// The most operations in one transaction of a batch: etcd's default `--max-txn-ops`.
+    static let transactionOperations = 128
+    /// The bytes of keys and values past which a transaction of a batch ends (before Base64, which adds a third).
+    static let transactionBytes = 1024 * 1024
+    /// The most bytes of keys and values one request may hold: etcd refuses a request of more than
+    /// `--max-request-bytes`, 1.5 MiB by default (1,572,864 bytes), less what its encoding adds.
+    ///
+    /// A larger request is not sent: etcd would refuse it.
+    public static let maximumRequestBytes = 1_500_000
+
+    /// Creates a store of the values of `namespace` in the etcd cluster at `endpoints`. It does not connect yet.
+    ///
+    /// - Parameters:
+    ///   - endpoints: The client URLs of the cluster's members, `http://host:port` (or `https://`, checked against the
+    ///     system's trusted certificates), without a path, user or password.
+    ///   - namespace: The namespace of the keys: lets several programs or environments share one cluster. Any text of
+    ///     1 to 1,000 bytes.
+    ///   - timeout: How long a call waits at most, for all the endpoints it tries.
+    /// - Throws: `WLStorageError.Code.invalidConfiguration` when there is no endpoint, an endpoint is not such a URL,
+    ///   the namespace is empty or too long, or the timeout is not positive.
+    public init(endpoints: [String], namespace: String = "default", timeout: Duration = .seconds(10))
+        throws(WLStorageError)
+    {
+        guard !endpoints.isEmpty else {
+            throw WLStorageError(code: .invalidConfiguration, message: "an etcd store needs at least one endpoint")
+        }
+        var urls: [URL] = []
+        for endpoint in endpoints {
+            urls.append(try Self.endpointURL(endpoint))
+        }
+        guard !namespace.isEmpty, namespace.utf8.count <= 1000 else {
+            throw WLStorageError(code: .invalidConfiguration, message: "invalid namespace: it must be 1 to 1000 bytes")
+        }
+        guard timeout > .zero else {
+            throw WLStorageError(code: .invalidConfiguration, message: "the timeout must be positive")
+        }
+        self.endpoints = endpoints
+        self.namespace = namespace
+        self.timeout = timeout
+        let escaped = namespace.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "/", with: "%2F")
+        self.prefix = Data("wlstorage/\(escaped)/".utf8)
+        self.prefixEnd = Data("wlstorage/\(escaped)0".utf8)
+        self.identity = "etcd:" + Set(urls.map(\.absoluteString)).sorted().joined(separator: ",") + "#" + escaped
+        self.client = EtcdClient(endpoints: urls, timeout: timeout)
+    }
+
+    /// `WLStorageEtcdStore(<identity>)`.
+    public var description: String { "WLStorageEtcdStore(\(identity))" }
+
+    /// The URL of an endpoint, `scheme://host[:port]`, or an error that quotes it without a user or password.
+    private static func endpointURL(_ text: String) throws(WLStorageError) -> URL {
+        let trimmed = text.hasSuffix("/") ? String(text.dropLast()) : text
+        guard let components = URLComponents(string: trimmed), let scheme = components.scheme?.lowercased(),
+            scheme == "http" || scheme == "https", let host = components.host, !host.isEmpty,
+            components.user == nil, components.password == nil, components.path.isEmpty, components.query == nil,
+            components.fragment == nil, let url = components.url
+        else {
+            // The text may hold a password where a user was given: only its scheme and host are quoted.
+            let shown = URLComponents(string: text).map { "\($0.scheme ?? "?")://\($0.host ?? "?")" } ?? "it"
+            throw WLStorageError(
+                code: .invalidConfiguration,
+                message: "invalid etcd endpoint (\(shown)): use http://host:port or https://host:port, without a path,"
+                    + " user or password")
+        }
+        return url
+    }
+
+    // MARK: - Keys
+
+    /// The etcd key of `key`.
+    func etcdKey(_ key: String) -> Data {
+        prefix + Data(key.utf8)
+    }
+
+    /// The key of an etcd key of the store, or `nil` when it is not one.
+    func key(of etcdKey: Data) -> String? {
+        guard etcdKey.starts(with: prefix) else { return nil }
+        return String(decoding: etcdKey.dropFirst(prefix.count), as: UTF8.self)
+    }
+
+    // MARK: - WLStorageStore
+
+    /// The bytes stored under `key`, or `nil` when nothing is (a linearizable read).
+    ///
+    /// - Throws: ``WLStorageError`` with the code `readFailed` when no endpoint answered within the timeout, or the
+    ///   server refused the request.
+    public func read(key: String) throws -> Data? {
+        let answer: RangeResponse = try perform(reading: true, key: key) { () throws(EtcdFailure) in
+            try client.call("v3/kv/range", RangeRequest(key: etcdKey(key)), resending: true)
+        }
+        guard let found = answer.kvs?.first else { return nil }
+        return found.value ?? Data()
+    }
+
+    /// Stores `data` under `key` (a put).
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when nothing was stored, or it is not known whether it
+    ///   was.
+    public func write(key: String, data: Data) throws {
+        try checkSize(of: [key], [data], key: key)
+        let _: WriteResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
+            try client.call("v3/kv/put", PutRequest(key: etcdKey(key), value: data), resending: true)
+        }
+    }
+
+    /// Stores `data` under `key` unless something is stored there, in one transaction (the key's creation revision is
+    /// 0), and returns whether it did.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
+    ///   it was carried out.
+    public func create(key: String, data: Data) throws -> Bool {
+        try write(key: key, data: data, ifItHolds: nil)
+    }
+
+    /// Stores `data` under `key` only while it holds `expected` (for `nil`, while nothing is stored), in one
+    /// transaction, and returns whether it did.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
+    ///   it was carried out. A transaction whose answer was lost is not sent again: it may have been carried out, and
+    ///   a second one would find the new bytes and say it did not store them.
+    public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+        // The transaction names the key twice: in its comparison and in its put.
+        try checkSize(of: [key, key], [data, expected ?? Data()], key: key)
+        let etcdKey = etcdKey(key)
+        let condition =
+            if let expected {
+                Compare(target: "VALUE", key: etcdKey, value: expected)
+            } else {
+                Compare(target: "CREATE", key: etcdKey, createRevision: "0")
+            }
+        let request = TxnRequest(
+            compare: [condition], success: [RequestOp(requestPut: PutRequest(key: etcdKey, value: data))])
+        let answer: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
+            try client.call("v3/kv/txn", request, resending: false)
+        }
+        return answer.succeeded == true
+    }
+
+    /// Removes what is stored under `key`; nothing stored is no error.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the request failed.
+    public func remove(key: String) throws {
+        let _: WriteResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
+            try client.call("v3/kv/deleterange", DeleteRangeRequest(key: etcdKey(key)), resending: true)
+        }
+    }
+
+    /// Removes what is stored under `key` only while it is `data`, in one transaction, and returns whether it did.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
+    ///   it was carried out.
+    public func remove(key: String, ifItHolds data: Data) throws -> Bool {
+        try checkSize(of: [key, key], [data], key: key)
+        let etcdKey = etcdKey(key)
+        let request = TxnRequest(
+            compare: [Compare(target: "VALUE", key: etcdKey, value: data)],
+            success: [RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey))])
+        let answer: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
+            try client.call("v3/kv/txn", request, resending: false)
+        }
+        return answer.succeeded == true
+    }
+
+    /// Stores every write of `batch`, in transactions of at most 128 puts (etcd's default `--max-txn-ops`) and about
+    /// 1 MiB of keys and values, sent one after the other; a key written twice in one transaction is written once,
+    /// with its last bytes (etcd refuses a transaction that puts a key twice).
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether
+    ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes of the transactions carried out before
+    ///   it.
+    public func write(_ batch: [WLStorageStoreWrite]) throws {
+        var stored = 0
+        for chunk in Self.chunks(of: batch) {
+            var last: [String: Int] = [:]
+            for index in chunk { last[batch[index].key] = index }
+            let puts = chunk.filter { last[batch[$0].key] == $0 }.map { index in
+                RequestOp(requestPut: PutRequest(key: etcdKey(batch[index].key), value: batch[index].data))
+            }
+            do {
+                try checkSize(of: chunk.map { batch[$0].key }, chunk.map { batch[$0].data }, key: nil)
+                let _: TxnResponse = try perform(reading: false, key: nil) {
+                    () throws(EtcdFailure) in
+                    try client.call("v3/kv/txn", TxnRequest(compare: [], success: puts), resending: true)
+                }
+            } catch {
+                var error = error
+                error.storedWrites = stored
+                error.message += " (\(stored) of the batch's \(batch.count) values were stored)"
+                throw error
+            }
+            stored = chunk.upperBound
+        }
+    }
+
+    /// The ranges of `batch` written by one transaction each.
+    static func chunks(of batch: [WLStorageStoreWrite]) -> [Range<Int>] {
+        var chunks: [Range<Int>] = []
+        var start = 0
+        var bytes = 0
+        for (index, write) in batch.enumerated() {
+            let size = write.key.utf8.count + write.data.count
+            if index > start && (index - start >= transactionOperations || bytes + size > transactionBytes) {
+                chunks.append(start..<index)
+                start = index
+                bytes = 0
+            }
+            bytes += size
+        }
+        if start < batch.count { chunks.append(start..<batch.count) }
+        return chunks
+    }
+
+    /// Every key of the namespace, sorted by their bytes; read in pages of 1,000, each at the revision of its read (a
+    /// page pinned to the first one's revision would be refused once it is compacted).
+    ///
+    /// - Throws: ``WLStorageError`` with the code `readFailed` when a request failed.
+    public func keys() throws -> [String] {
+        var keys: [String] = []
+        var start = prefix
+        while true {
+            let request = RangeRequest(key: start, rangeEnd: prefixEnd, limit: "1000", keysOnly: true)
+            let answer: RangeResponse = try perform(reading: true, key: nil) {
+                () throws(EtcdFailure) in
+                try client.call("v3/kv/range", request, resending: true)
+            }
+            let found = answer.kvs ?? []
+            keys += found.compactMap { key(of: $0.key) }
+            guard answer.more == true, let last = found.last else { return keys }
+            start = last.key + Data([0])
+        }
+    }
+
+    /// Starts watching the namespace from the current revision; see ``EtcdWatcher``.
+    ///
+    /// Once the watch is made, and again whenever it is made anew rather than resumed (the revision it stopped at was
+    /// compacted, or the cluster is another one), the feed reports ``WLStorageStoreChange/everything``. A watch whose
+    /// connection is lost is made again from the revision after the last one it reported, on the next endpoint when
+    /// one fails: no change is missed, and nothing more is reported. Every change is reported, the store's own writes
+    /// included (each costs a read of its key). `changed` is called on the watch's queue, one change at a time.
+    public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void)
+        -> WLStorageSubscription?
+    {
+        let watcher = EtcdWatcher(
+            client: client, prefix: prefix, prefixEnd: prefixEnd,
+            key: { [prefix] etcdKey in
+                etcdKey.starts(with: prefix) ? String(decoding: etcdKey.dropFirst(prefix.count), as: UTF8.self) : nil
+            }, changed: changed)
+        watcher.start()
+        return WLStorageSubscription { watcher.cancel() }
+    }
+
+    // MARK: - Errors
+
+    /// Throws ``WLStorageError/Code/valueTooLarge`` when the keys and bytes of a request would make more than
+    /// ``maximumRequestBytes``: the request is not sent.
+    private func checkSize(of keys: [String], _ values: [Data], key: String?) throws(WLStorageError) {
+        let size = keys.reduce(0) { $0 + prefix.count + $1.utf8.count } + values.reduce(0) { $0 + $1.count }
+        guard size > Self.maximumRequestBytes else { return }
+        throw WLStorageError(
+            code: .valueTooLarge,
+            message: "\(identity): the write holds \(size) bytes of keys and values, more than one request to etcd may"
+                + " (\(Self.maximumRequestBytes) bytes, under its default --max-request-bytes); it is not sent",
+            key: key, path: identity)
+    }
+
+    /// Runs `body`, and turns its failure into a ``WLStorageError`` (`readFailed` or `writeFailed`) that names the store
+    /// and the key.
+    private func perform<Answer>(
+        reading: Bool, key: String?, _ body: () throws(EtcdFailure) -> Answer
+    ) throws(WLStorageError) -> Answer {
+        do {
+            return try body()
+        } catch {
+            let outcome =
+                switch error.outcome {
+                case .notSent: "failed: no endpoint answered"
+                case .refused: "was refused"
+                case .unknown: reading ? "failed" : "failed, and it is not known whether it was carried out"
+                }
+            throw WLStorageError(
+                code: reading ? .readFailed : .writeFailed,
+                message: "\(identity): the \(reading ? "read" : "write") \(outcome) (\(error.description))", key: key,
+                path: identity, underlying: error)
+        }
+    }
+}

@@ -1,0 +1,209 @@
+import Foundation
+import Testing
+import WLStorage
+import WLStorageEtcd
+
+/// The etcd store's calls against a real server: bytes in and out, conditions, batches, keys.
+@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+struct EtcdStoreTests {
+    private func makeStore(_ namespace: String, _ endpoint: String? = nil) throws -> WLStorageEtcdStore {
+        try WLStorageEtcdStore(endpoints: [endpoint ?? EtcdServer.shared().endpoint], namespace: namespace)
+    }
+
+    @Test func theEtcdStoreKeepsTheContract() async throws {
+        try await onItsOwnThread {
+            let namespace = uniqueNamespace()
+            // Another program's write: a store of its own.
+            let elsewhere = try makeStore(namespace, try EtcdServer.shared().otherSpelling)
+            try StoreContract.check(try makeStore(namespace), other: try makeStore(namespace)) { key, data in
+                try elsewhere.write(key: key, data: data)
+            }
+        }
+    }
+
+    @Test func readsWritesCreationsAndRemovalsRoundTrip() async throws {
+        try await onItsOwnThread {
+            #expect(isOnATestThreadOfItsOwn, "the test's calls block a thread of its own, not the pool's")
+            let namespace = uniqueNamespace()
+            let store = try makeStore(namespace)
+            #expect(try store.read(key: "a/b") == nil)
+            try store.write(key: "a/b", data: bytes("{\"x\":1}"))
+            #expect(try store.read(key: "a/b") == bytes("{\"x\":1}"))
+            try store.write(key: "empty", data: Data())
+            #expect(try store.read(key: "empty") == Data(), "empty bytes are stored, not absent")
+            #expect(try store.create(key: "a/b", data: bytes("2")) == false)
+            #expect(try store.create(key: "c", data: bytes("3")) == true)
+            #expect(try store.keys().sorted() == ["a/b", "c", "empty"])
+            #expect(try store.remove(key: "c", ifItHolds: bytes("4")) == false)
+            #expect(try store.remove(key: "c", ifItHolds: bytes("3")) == true)
+            try store.remove(key: "a/b")
+            try store.remove(key: "a/b")
+            #expect(try store.read(key: "a/b") == nil)
+            #expect(try store.keys() == ["empty"])
+        }
+    }
+
+    /// Namespaces are kept apart, also where one is the start of another followed by `/`.
+    @Test func namespacesThatLookNestedAreApart() async throws {
+        try await onItsOwnThread {
+            let base = uniqueNamespace()
+            let outer = try makeStore(base)
+            let inner = try makeStore(base + "/inner")
+            try outer.write(key: "inner/k", data: bytes("1"))
+            try inner.write(key: "k", data: bytes("2"))
+            #expect(try outer.read(key: "inner/k") == bytes("1"))
+            #expect(try inner.read(key: "k") == bytes("2"))
+            #expect(try outer.keys() == ["inner/k"])
+            #expect(try inner.keys() == ["k"])
+        }
+    }
+
+    @Test func aConditionalWriteIsRefusedOnceTheKeyChanged() async throws {
+        try await onItsOwnThread {
+            let namespace = uniqueNamespace()
+            let store = try makeStore(namespace)
+            let other = try makeStore(namespace, try EtcdServer.shared().otherSpelling)
+            #expect(try store.write(key: "k", data: bytes("1"), ifItHolds: nil) == true)
+            let read = try #require(try store.read(key: "k"))
+            // Another program writes between the read and the conditional write.
+            try other.write(key: "k", data: bytes("2"))
+            #expect(try store.write(key: "k", data: bytes("11"), ifItHolds: read) == false)
+            #expect(try store.read(key: "k") == bytes("2"))
+            #expect(try store.write(key: "k", data: bytes("3"), ifItHolds: nil) == false)
+            #expect(try store.write(key: "k", data: bytes("3"), ifItHolds: bytes("2")) == true)
+            #expect(try other.read(key: "k") == bytes("3"))
+            // Empty bytes compare as bytes: they are not "nothing stored".
+            try other.write(key: "e", data: Data())
+            #expect(try store.write(key: "e", data: bytes("1"), ifItHolds: nil) == false)
+            #expect(try store.write(key: "e", data: bytes("1"), ifItHolds: Data()) == true)
+        }
+    }
+
+    /// 300 writes, with keys written twice, are more operations than etcd takes in one transaction (128).
+    @Test func aBatchLargerThanOneTransactionIsStoredWhole() async throws {
+        try await onItsOwnThread {
+            let store = try makeStore(uniqueNamespace())
+            var batch = (0..<300).map { WLStorageStoreWrite(key: "k\($0)", data: bytes(String($0))) }
+            batch += (0..<10).map { WLStorageStoreWrite(key: "k\($0)", data: bytes("again \($0)")) }
+            batch.insert(WLStorageStoreWrite(key: "k5", data: bytes("first")), at: 3)
+            try store.write(batch)
+            #expect(try store.keys().count == 300)
+            #expect(try store.read(key: "k5") == bytes("again 5"))
+            #expect(try store.read(key: "k299") == bytes("299"))
+        }
+    }
+
+    /// The third transaction of a batch holds a value larger than etcd takes in a request (1.5 MiB by default): the
+    /// two before it are stored, and the error says so. The third is not sent: etcd's refusal would stop the program
+    /// (see `WLStorageEtcdStore.maximumRequestBytes`).
+    @Test func aBatchRefusedPartWaySaysHowManyWritesWereStored() async throws {
+        try await onItsOwnThread {
+            let store = try makeStore(uniqueNamespace())
+            var batch = (0..<130).map { WLStorageStoreWrite(key: "k\($0)", data: bytes(String($0))) }
+            batch.append(WLStorageStoreWrite(key: "large", data: Data(repeating: UInt8(ascii: "x"), count: 2 << 20)))
+            batch.append(WLStorageStoreWrite(key: "after", data: bytes("1")))
+            #expect {
+                try store.write(batch)
+            } throws: { error in
+                guard let error = error as? WLStorageError else { return false }
+                return error.code == .valueTooLarge && error.storedWrites == 130
+            }
+            #expect(try store.read(key: "k129") == bytes("129"))
+            #expect(try store.read(key: "large") == nil)
+            #expect(try store.read(key: "after") == nil)
+        }
+    }
+
+    /// A value larger than one request may hold is refused before it is sent, by every kind of write.
+    @Test func aValueTooLargeForOneRequestIsNotSent() async throws {
+        try await onItsOwnThread {
+            let store = try makeStore(uniqueNamespace())
+            let large = Data(repeating: UInt8(ascii: "x"), count: WLStorageEtcdStore.maximumRequestBytes + 1)
+            let calls: [() throws -> Void] = [
+                { try store.write(key: "k", data: large) },
+                { _ = try store.write(key: "k", data: large, ifItHolds: nil) },
+                { _ = try store.create(key: "k", data: large) },
+                { _ = try store.remove(key: "k", ifItHolds: large) },
+                { try store.write([WLStorageStoreWrite(key: "k", data: large)]) },
+            ]
+            for call in calls {
+                #expect {
+                    try call()
+                } throws: { error in
+                    (error as? WLStorageError)?.code == .valueTooLarge
+                }
+            }
+            // Just under the limit is stored, and read back.
+            let fits = Data(repeating: UInt8(ascii: "y"), count: WLStorageEtcdStore.maximumRequestBytes - 100)
+            try store.write(key: "k", data: fits)
+            #expect(try store.read(key: "k") == fits)
+        }
+    }
+
+    @Test func aServerThatCannotBeReachedFailsTheCallWithinTheTimeout() async throws {
+        try await onItsOwnThread {
+            // A port found free, on which nothing listens: refused at once.
+            let server = try EtcdServer()
+            defer { server.remove() }
+            let store = try WLStorageEtcdStore(
+                endpoints: [server.endpoint, server.alternateEndpoint], namespace: "n", timeout: .seconds(2))
+            let start = ContinuousClock.now
+            #expect {
+                try store.read(key: "k")
+            } throws: { error in
+                (error as? WLStorageError)?.code == .readFailed
+            }
+            #expect {
+                try store.write(key: "k", data: bytes("1"), ifItHolds: nil)
+            } throws: { error in
+                (error as? WLStorageError)?.code == .writeFailed
+            }
+            #expect(ContinuousClock.now - start < .seconds(30))
+        }
+    }
+}
+
+/// The settings a store is made with, checked without a server.
+struct EtcdStoreSettingsTests {
+    @Test func endpointsThatAreNotURLsAreRefusedWithoutTheirPassword() {
+        for endpoints in [[], ["127.0.0.1:2379"], ["http://user:secret@127.0.0.1:2379"], ["http://h:1/path"]] {
+            #expect {
+                try WLStorageEtcdStore(endpoints: endpoints)
+            } throws: { error in
+                guard let error = error as? WLStorageError else { return false }
+                return error.code == .invalidConfiguration && !error.description.contains("secret")
+            }
+        }
+        #expect(throws: WLStorageError.self) { try WLStorageEtcdStore(endpoints: ["http://h:1"], namespace: "") }
+    }
+
+    @Test func anIdentityNamesTheEndpointsAndTheNamespace() throws {
+        let one = try WLStorageEtcdStore(endpoints: ["http://b:2379", "http://a:2379/"], namespace: "n/1")
+        let two = try WLStorageEtcdStore(endpoints: ["http://a:2379", "http://b:2379"], namespace: "n/1")
+        #expect(one.identity == two.identity)
+        #expect(one.identity == "etcd:http://a:2379,http://b:2379#n%2F1")
+        #expect(try WLStorageEtcdStore(endpoints: ["http://a:2379"], namespace: "n").identity != one.identity)
+    }
+}
+
+/// A store whose first endpoint is dead passes it over, for its calls and for its watch.
+@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+struct EtcdEndpointTests {
+    @Test func aDeadEndpointIsPassedOver() async throws {
+        try await onItsOwnThread {
+            let server = try EtcdServer.shared()
+            let namespace = uniqueNamespace()
+            // Nothing listens on the alternate port of the shared server: connections to it are refused.
+            let store = try WLStorageEtcdStore(
+                endpoints: [server.alternateEndpoint, server.endpoint], namespace: namespace)
+            let recorder = try FeedRecorder(store)
+            defer { recorder.cancel() }
+            try store.write(key: "k", data: bytes("1"))
+            #expect(try store.read(key: "k") == bytes("1"))
+            #expect(try store.write(key: "k", data: bytes("2"), ifItHolds: bytes("1")) == true)
+            let other = try WLStorageEtcdStore(endpoints: [server.otherSpelling], namespace: namespace)
+            try other.write(key: "elsewhere", data: bytes("1"))
+            #expect(eventually(timeout: 60) { recorder.reported.contains(.key("elsewhere")) })
+        }
+    }
+}
