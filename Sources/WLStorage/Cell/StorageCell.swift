@@ -446,7 +446,7 @@ extension StorageCell: RegisteredCell {
         flush(waitingForJobs: waiting)
     }
 
-    func offer(_ changes: [CarriedChange], mustRead: Bool) {
+    func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) {
         storeMedium?.offer(changes, mustRead: mustRead)
     }
 
