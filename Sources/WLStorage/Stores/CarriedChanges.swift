@@ -25,7 +25,9 @@ public struct WLStorageCarriedChange: Sendable, Equatable {
 /// A separate type rather than a case of ``WLStorageStoreChange``, which would break every exhaustive `switch` of a
 /// program's own store wrapper.
 public enum WLStorageFeedEvent: Sendable, Equatable {
+    /// A change to read, as ``WLStorageStore/observeChanges(_:)`` reports it.
     case change(WLStorageStoreChange)
+    /// A change with its version and, when they fit, its bytes.
     case carried(WLStorageCarriedChange)
 }
 
