@@ -98,3 +98,20 @@ func eventuallyThrowing(timeout: Double = 30, _ condition: () throws -> Bool) th
     }
     return try condition()
 }
+
+/// The error `call` throws once it is not a timeout: the server's refusal of a connection, which a loaded machine may
+/// take longer than any timeout to give, so a call that timed out is made again (for up to 5 minutes). `nil` when the
+/// call succeeds, or only times out.
+func serverRefusal(_ call: () throws -> Void) -> WLStorageError? {
+    var patience = Patience(seconds: 300)
+    while true {
+        do {
+            try call()
+            return nil
+        } catch let error as WLStorageError where (error.underlying as? PostgresError)?.kind == .timedOut {
+            if patience.hasRunOut() { return nil }
+        } catch {
+            return error as? WLStorageError
+        }
+    }
+}
