@@ -10,7 +10,7 @@ import WLStorageEtcd
 /// Storages over a real three-member etcd cluster whose members are killed (`SIGKILL`) and restarted, the leader among
 /// them: writes and updates go on, and every update that returned with no error counts exactly once. Each test has a
 /// cluster of its own, and its stores name all three members.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason), .capturingOutput)
+@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason), .capturingOutput, .serialized)
 struct EtcdClusterTests {
     /// One thread updates a counter through two stores of the cluster (two programs, to this process), another sets a
     /// value through one and flushes it, while a member that does not lead is killed and restarted, and then the
