@@ -8,7 +8,8 @@
 // `acknowledged N` for an update that returned with no error reported by it, N the value it stored, and `reported N`
 // for one that reported an error while it ran (on the thread that ran it), N what its closure returned last. On the
 // line `stop`, or when its standard input ends (the test is gone), it ends the update it is in, prints `stopped`, and
-// exits.
+// exits. It also prints `resent` when an update's write is sent again after its answer was lost, and `traced found` or
+// `traced not found` when the update asks the key about it (see WriteOutcomePrinter.swift).
 import Foundation
 import Synchronization
 import WLStorage
@@ -38,7 +39,8 @@ func run(_ arguments: [String]) -> Never {
     do {
         let endpoints = arguments[1].split(separator: ",").map(String.init)
         let store = try WLStorageEtcdStore(endpoints: endpoints, namespace: arguments[2], timeout: .seconds(5))
-        storage = WLStorage(key: arguments[3], defaultValue: 0, flushInterval: 1, store: store)
+        storage = WLStorage(
+            key: arguments[3], defaultValue: 0, flushInterval: 1, store: WriteOutcomePrinter(store))
     } catch {
         FileHandle.standardError.write(Data("\(error)\n".utf8))
         exit(65)

@@ -110,15 +110,19 @@ struct EtcdClusterTests {
     }
 
     /// Three programs increment one counter with `update` while members are killed and restarted: one that does not
-    /// lead, then the leader, then another. The counter ends holding exactly the number of updates that returned with no
-    /// error, each of which stored a value of its own.
+    /// lead, then the leader, then another. The programs reach each member through a relay, which, before each kill,
+    /// cuts the next write through it (its request or its answer): every step has writes whose answers were lost. The
+    /// counter ends holding exactly the number of updates that returned with no error, each of which stored a value of
+    /// its own.
     @Test func anExactlyOnceCounterOfThreeProgramsEndsExactWhileMembersAreKilledAndRestarted() throws {
         let cluster = try EtcdCluster.started()
         defer { cluster.remove() }
+        let relays = try cluster.members.map { try TransactionCuttingRelay(to: $0.clientPort) }
+        defer { for relay in relays { relay.stop() } }
         let namespace = uniqueNamespace()
         let programs = try (0..<3).map { index in
             // Each program names the members in another order: they start from different ones.
-            let endpoints = (0..<3).map { cluster.endpoints[($0 + index) % 3] }
+            let endpoints = (0..<3).map { relays[($0 + index) % 3].endpoint }
             return try CounterProgram(endpoints: endpoints, namespace: namespace, key: "count")
         }
         defer { for program in programs { program.kill() } }
@@ -131,19 +135,29 @@ struct EtcdClusterTests {
                     "no progress \(step): \(programs.map(\.printedErrors))\n\(cluster.logs)")
             }
         }
+        /// Cuts the next write through each relay (its answer, its request, its answer), and waits until one was cut.
+        func cutWrites(_ step: String) throws {
+            let before = relays.map(\.cutCount).reduce(0, +)
+            for (index, relay) in relays.enumerated() { relay.cutNextWrite(index == 1 ? .request : .answer) }
+            try #require(
+                eventually(timeout: 120) { relays.map(\.cutCount).reduce(0, +) > before }, "no write was cut \(step)")
+        }
         for program in programs { program.send("go") }
         try progress("at the start")
         let leader = try #require(cluster.leader(), "a leader\n\(cluster.logs)")
         var killed = [(leader + 1) % 3]
+        try cutWrites("before the first kill")
         cluster.stop(killed[0])
         try progress("with a member that does not lead killed")
         try cluster.restart(killed[0])
         let second = try #require(cluster.leader(), "a leader\n\(cluster.logs)")
         killed.append(second)
+        try cutWrites("before the leader's kill")
         cluster.stop(second)
         try progress("with the leader killed")
         try cluster.restart(second)
         killed.append((second + 2) % 3)
+        try cutWrites("before the third kill")
         cluster.stop(killed[2])
         try progress("with a third kill")
         try cluster.restart(killed[2])
@@ -158,11 +172,18 @@ struct EtcdClusterTests {
         let total = try #require(try store.read(key: "count").flatMap { Int(String(decoding: $0, as: UTF8.self)) })
         let values = programs.flatMap(\.acknowledged)
         let reported = programs.map(\.reported)
+        // How many writes were sent again after their answers were lost, and what their tags said.
+        let lost = ["resent", "traced found", "traced not found"].map { line in
+            "\(line): \(programs.map { $0.lines.filter { $0 == line }.count })"
+        }
         #expect(
             total == values.count,
             Comment(
                 rawValue: "\(values.count) updates acknowledged (\(programs.map(\.acknowledged.count))), the counter"
-                    + " holds \(total); reported: \(reported)"))
+                    + " holds \(total); reported: \(reported); \(lost.joined(separator: ", "))"))
+        #expect(
+            programs.map { $0.lines.filter { $0 == "resent" }.count }.reduce(0, +) >= 3,
+            "each cut write was sent again")
         let twice = Dictionary(grouping: values, by: { $0 }).filter { $0.value.count > 1 }.keys.sorted()
         #expect(twice.isEmpty, "values stored by two acknowledged updates: \(twice)")
         #expect(values.allSatisfy { (1...total).contains($0) })
