@@ -165,7 +165,8 @@ struct EtcdClusterTests {
         for program in programs { program.send("stop") }
         for program in programs {
             #expect(program.waitFor("stopped", timeout: 120))
-            #expect(program.waitForExit(timeout: 60) != nil)
+            let end = program.waitForExit(timeout: 60)
+            #expect(end?.reason == .exit && end?.status == 0, "the program ended well: \(program.printedErrors)")
         }
 
         let store = try WLStorageEtcdStore(endpoints: cluster.endpoints, namespace: namespace)
