@@ -32,9 +32,9 @@ struct EtcdClusterTests {
         let reported = Lock<[Int]>([])
         let notes = Lock<(written: Int, failed: Int)>((0, 0))
         let stop = Lock(false)
-        /// The errors an update reports name the update; those of the background and of the feed do not.
+        /// The errors an update reports say "the update"; those of the background and of the feed do not.
         let updateErrors: @Sendable () -> Int = {
-            ReportedErrors.errors { $0.message.contains(namespace) && $0.message.contains("update") }.count
+            ReportedErrors.errors { $0.message.contains(namespace) && $0.message.contains("the update") }.count
         }
         let updating = startThread {
             var index = 0
