@@ -50,10 +50,13 @@ struct Row: Encodable {
     /// Whether the target is met; `nil` for rows that only report.
     var met: Bool?
     var note: String?
+    /// A missed target fails the run (its exit status is 1), outside `--quick`: the hot paths whose drift must not go
+    /// unseen.
+    var guards: Bool
 
     init(
         caseID: String, title: String, subject: String, value: Stats, baseline: String? = nil,
-        baselineValue: Stats? = nil, target: Target? = nil, note: String? = nil
+        baselineValue: Stats? = nil, target: Target? = nil, note: String? = nil, guards: Bool = false
     ) {
         self.caseID = caseID
         self.title = title
@@ -64,6 +67,7 @@ struct Row: Encodable {
         self.ratio = baselineValue.map { value.ratio(to: $0) }
         self.target = target
         self.note = note
+        self.guards = guards
         if let target {
             switch target.kind {
             case .ratio: self.met = ratio.map { $0 <= target.limit }
@@ -131,7 +135,7 @@ struct Report: Encodable {
             let met: String
             switch row.met {
             case true?: met = "yes"
-            case false?: met = "MISSED"
+            case false?: met = row.guards ? "MISSED (fails the run)" : "MISSED"
             case nil: met = "—"
             }
             var title = row.title

@@ -68,6 +68,8 @@ struct KeyValue: Decodable {
     var key: Data
     var value: Data?
     var modRevision: String?
+    /// The key's version: 1 when it is made, one more at every put, and the key made anew after a delete starts again.
+    var version: String?
 }
 
 struct RangeResponse: Decodable {
@@ -94,6 +96,8 @@ struct TxnResponse: Decodable {
 struct WatchLine: Decodable {
     struct Result: Decodable {
         struct Event: Decodable {
+            /// `DELETE` for a removal; absent for a put (etcd leaves out a field that holds its default).
+            var type: String?
             var kv: KeyValue?
         }
         var header: ResponseHeader?

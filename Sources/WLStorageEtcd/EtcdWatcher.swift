@@ -21,7 +21,7 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let prefix: Data
     private let prefixEnd: Data
     private let keyOf: @Sendable (Data) -> String?
-    private let changed: @Sendable (WLStorageStoreChange) -> Void
+    private let changed: @Sendable (WLStorageFeedEvent) -> Void
     private let queue: OperationQueue
     /// How often the endpoint of a running watch is probed.
     private let probeInterval: Duration
@@ -41,7 +41,7 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
 
     init(
         client: EtcdClient, prefix: Data, prefixEnd: Data,
-        key: @escaping @Sendable (Data) -> String?, changed: @escaping @Sendable (WLStorageStoreChange) -> Void
+        key: @escaping @Sendable (Data) -> String?, changed: @escaping @Sendable (WLStorageFeedEvent) -> Void
     ) {
         self.client = client
         self.prefix = prefix
@@ -217,7 +217,7 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             return false
         }
         guard let result = parsed.result else { return true }
-        var reports: [WLStorageStoreChange] = []
+        var reports: [WLStorageFeedEvent] = []
         let goesOn: Bool = condition.withLock {
             guard dataTask === task, !cancelled else { return false }
             if let id = result.header?.clusterId {
@@ -246,16 +246,22 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
                     }
                 } else {
                     lastRevision = revision
-                    reports.append(.everything)
+                    reports.append(.change(.everything))
                 }
             }
-            var seen = Set<String>()
             for event in result.events ?? [] {
                 guard let kv = event.kv else { continue }
                 if let revision = kv.modRevision.flatMap({ Int64($0) }) {
                     lastRevision = max(lastRevision ?? 0, revision)
                 }
-                if let key = keyOf(kv.key), seen.insert(key).inserted { reports.append(.key(key)) }
+                guard let key = keyOf(kv.key) else { continue }
+                // A put carries the key's version and bytes; a removal, or a put without a version, is read.
+                if event.type != "DELETE", let version = kv.version.flatMap({ Int64($0) }) {
+                    reports.append(
+                        .carried(WLStorageCarriedChange(key: key, version: version, data: kv.value ?? Data())))
+                } else {
+                    reports.append(.change(.key(key)))
+                }
             }
             return true
         }

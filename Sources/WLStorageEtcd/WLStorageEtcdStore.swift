@@ -29,10 +29,10 @@ import WLStorage
 /// ``write(key:data:ifItHolds:)`` is one transaction that compares the key's bytes (or, where nothing should be stored,
 /// its creation revision) before it writes.
 ///
-/// What this store does not do yet: its feed carries no values (every change costs a read of the key); it has no TLS
-/// client certificates, no user and password (etcd's authentication), and no lease on its keys.
+/// What this store does not do yet: it has no TLS client certificates, no user and password (etcd's authentication),
+/// and no lease on its keys.
 
-public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringConvertible {
+public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarryingStore, CustomStringConvertible {
     /// `etcd:<endpoints, sorted, separated by commas>#<namespace>`: two stores with the same endpoints and namespace
     /// are one store. The same cluster reached through endpoints written otherwise (`localhost` rather than
     /// `127.0.0.1`) is another store to the storages of a process.
@@ -142,6 +142,23 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
         }
         guard let found = answer.kvs?.first else { return nil }
         return found.value ?? Data()
+    }
+
+    /// The bytes stored under `key` with the key's version (one more at every put; see
+    /// ``WLStorageCarryingStore``), or `nil` when nothing is (a linearizable read).
+    ///
+    /// - Throws: As ``read(key:)``.
+    public func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
+        let answer: RangeResponse = try perform(reading: true, key: key) { () throws(EtcdFailure) in
+            try client.call("v3/kv/range", RangeRequest(key: etcdKey(key)), resending: true)
+        }
+        guard let found = answer.kvs?.first else { return nil }
+        guard let version = found.version.flatMap({ Int64($0) }) else {
+            throw WLStorageError(
+                code: .readFailed, message: "\(identity): etcd's answer holds the key without its version", key: key,
+                path: identity)
+        }
+        return (found.value ?? Data(), version)
     }
 
     /// Stores `data` under `key` (a put).
@@ -299,8 +316,24 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
     /// compacted, or the cluster is another one), the feed reports ``WLStorageStoreChange/everything``. A watch whose
     /// connection is lost is made again from the revision after the last one it reported, on the next endpoint when
     /// one fails: no change is missed, and nothing more is reported. Every change is reported, the store's own writes
-    /// included (each costs a read of its key). `changed` is called on the watch's queue, one change at a time.
+    /// included. `changed` is called on the watch's queue, one change at a time.
     public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void)
+        -> WLStorageSubscription?
+    {
+        observeCarriedChanges { event in
+            switch event {
+            case .change(let change): changed(change)
+            case .carried(let change): changed(.key(change.key))
+            }
+        }
+    }
+
+    // MARK: - WLStorageCarryingStore
+
+    /// The feed of ``observeChanges(_:)``, with each put reported with the key's version and bytes, as the watch's
+    /// events hold them: a storage of the key takes them without a read when the versions follow on from the one it
+    /// knows. A removal is reported as a change to read.
+    public func observeCarriedChanges(_ changed: @escaping @Sendable (WLStorageFeedEvent) -> Void)
         -> WLStorageSubscription?
     {
         let watcher = EtcdWatcher(

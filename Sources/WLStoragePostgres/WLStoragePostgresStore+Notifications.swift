@@ -37,7 +37,7 @@ extension WLStoragePostgresStore {
     /// the store's payloads. A write's payload whose version or bytes do not read as such, or that names another table
     /// than `table` (the OID of the store's table, as text; `nil` when unknown), is a change of its key, to read;
     /// what follows the namespace in a `*:` payload other than a carried change is ignored.
-    static func change(fromPayload payload: String, namespace: String, table: String?) -> StoreFeedEvent? {
+    static func change(fromPayload payload: String, namespace: String, table: String?) -> WLStorageFeedEvent? {
         // Parsed in place, on the payload's own UTF-8 (a native string's is contiguous): every change a replica hears
         // comes through here, on the listener's thread.
         var payload = payload
@@ -46,7 +46,7 @@ extension WLStoragePostgresStore {
 
     private static func change(
         fromPayload bytes: UnsafeBufferPointer<UInt8>, namespace: String, table: String?
-    ) -> StoreFeedEvent? {
+    ) -> WLStorageFeedEvent? {
         let kind = bytes.first
         guard bytes.count >= 4, kind == UInt8(ascii: "k") || kind == UInt8(ascii: "*"), bytes[1] == UInt8(ascii: ":"),
             let (namespaceRange, rest) = lengthPrefixed(bytes, from: 2),
@@ -71,11 +71,13 @@ extension WLStoragePostgresStore {
         guard parts.count == 2, let version = Int64(String(decoding: bytes[parts[0]], as: UTF8.self)), version > 0,
             let table, bytes[parts[1]].elementsEqual(table.utf8)
         else { return .change(.key(key)) }
-        guard colon < bytes.count else { return .carried(CarriedChange(key: key, version: version, data: nil)) }
+        guard colon < bytes.count else {
+            return .carried(WLStorageCarriedChange(key: key, version: version, data: nil))
+        }
         guard let data = Data(base64Encoded: Data(buffer: UnsafeBufferPointer(rebasing: bytes[(colon + 1)...]))) else {
             return .change(.key(key))
         }
-        return .carried(CarriedChange(key: key, version: version, data: data))
+        return .carried(WLStorageCarriedChange(key: key, version: version, data: data))
     }
 
     /// The range of the bytes of `<length>:<bytes>` starting at `start` in `bytes`, and where what follows starts.
@@ -90,10 +92,10 @@ extension WLStoragePostgresStore {
 }
 
 /// Every write's notification carries the row's new version, and its bytes when they fit: a replica that knows the
-/// version before adopts them without reading the row (see ``CarriedChange``).
-extension WLStoragePostgresStore: CarriedChangeFeed {
+/// version before adopts them without reading the row (see ``WLStorageCarriedChange``).
+extension WLStoragePostgresStore: WLStorageCarryingStore {
     /// The feed of ``observeChanges(_:)``, with what the notifications carry.
-    package func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void)
+    public func observeCarriedChanges(_ changed: @escaping @Sendable (WLStorageFeedEvent) -> Void)
         -> WLStorageSubscription?
     {
         let listener = self.listener
@@ -101,7 +103,4 @@ extension WLStoragePostgresStore: CarriedChangeFeed {
         let id = listener.add(changed)
         return WLStorageSubscription { listener.remove(id) }
     }
-
-    /// Carried bytes are the row's bytes.
-    package func opened(_ carried: Data, key: String) throws -> Data { carried }
 }

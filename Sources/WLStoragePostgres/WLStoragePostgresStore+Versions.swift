@@ -18,8 +18,8 @@ extension WLStoragePostgresStore {
     }
 
     /// The bytes of `key` and their version, read as ``read(key:)`` reads; `nil` when there is no row.
-    package func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
-        let limit = ValueSizeLimit.sealedMaximum
+    public func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
+        let limit = WLStorageSystem.maximumStoredValueSize
         let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
             try connection.query(
                 statements.readVersioned, [.text(namespace), .text(key), .text(String(limit))], deadline: deadline)
@@ -99,5 +99,5 @@ extension WLStoragePostgresStore {
 }
 
 /// The store's updates write on condition of the row's version, tagged (see `WLStorageVersionedStore`), and its
-/// notifications carry the changes (see ``CarriedChange``).
+/// notifications carry the changes (see ``WLStorageCarriedChange``).
 extension WLStoragePostgresStore: WLStorageVersionedStore {}

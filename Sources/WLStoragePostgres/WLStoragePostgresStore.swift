@@ -64,12 +64,12 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     let statements: Statements
     /// The connection for reads and writes. Its lock serializes the store's statements, and is held for the time of
     /// one call (at most a connection and a statement, each bounded by the timeout).
-    let writer: Lock<PostgresConnection>
+    let writer: Locked<PostgresConnection>
     /// The server process of the writing connection, read by the listener to tell the store's own notifications.
     let writerPID = BackendPID()
     /// Why the table cannot keep the tags of updates' writes (it lacks `recent_tags`, and the role may not add it), as
     /// found by the last connection; `nil` when it can, or before the first connection.
-    let tagging = Lock<WLStorageError?>(nil)
+    let tagging = Locked<WLStorageError?>(nil)
     let listener: PostgresListener
     /// Whether a replica takes the value a notification carries from every sender, not only from the roles that may
     /// update the table (see the initializer).
@@ -129,7 +129,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
             "\(settings.location)?table=\(PostgresSettings.escape(table))\(searchPath)"
             + "#\(PostgresSettings.escape(namespace))"
         self.statements = Statements(table: table)
-        self.writer = Lock(PostgresConnection(settings: settings))
+        self.writer = Locked(PostgresConnection(settings: settings))
         let pid = writerPID
         self.listener = PostgresListener(
             settings: settings, channel: statements.channel, table: statements.quotedName, namespace: namespace,
@@ -166,7 +166,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// (and what encryption adds to a value) are not fetched, and the call throws
     /// ``WLStorageError/Code/valueTooLarge``.
     public func read(key: String) throws -> Data? {
-        let limit = ValueSizeLimit.sealedMaximum
+        let limit = WLStorageSystem.maximumStoredValueSize
         let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
             try connection.query(
                 statements.read, [.text(namespace), .text(key), .text(String(limit))], deadline: deadline)
@@ -277,7 +277,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///
     /// - Throws: ``WLStorageError`` with the code `readFailed` when the statement failed.
     package func rows() throws -> [Row] {
-        let limit = ValueSizeLimit.sealedMaximum
+        let limit = WLStorageSystem.maximumStoredValueSize
         let rows = try run(reading: true, key: nil) { connection, deadline throws(PostgresError) in
             try connection.query(statements.list, [.text(namespace), .text(String(limit))], deadline: deadline)
         }

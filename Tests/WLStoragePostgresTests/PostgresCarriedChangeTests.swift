@@ -93,7 +93,7 @@ struct PostgresCarriedChangeTests {
         try writer.write(key: "k", data: large)
         try writer.write([WLStorageStoreWrite(key: "k", data: bytes("batch")), .init(key: "b", data: bytes("b"))])
         try writer.remove(key: "b")
-        var events: [StoreFeedEvent] = []
+        var events: [WLStorageFeedEvent] = []
         #expect(
             try eventuallyThrowing {
                 events += try listener.notifications().compactMap {
@@ -104,13 +104,13 @@ struct PostgresCarriedChangeTests {
         try #require(events.count == 6, "\(events)")
         #expect(
             Array(events[0..<3]) == [
-                .carried(CarriedChange(key: "k", version: 1, data: bytes("first"))),
-                .carried(CarriedChange(key: "k", version: 2, data: bytes("second"))),
-                .carried(CarriedChange(key: "k", version: 3, data: nil)),
+                .carried(WLStorageCarriedChange(key: "k", version: 1, data: bytes("first"))),
+                .carried(WLStorageCarriedChange(key: "k", version: 2, data: bytes("second"))),
+                .carried(WLStorageCarriedChange(key: "k", version: 3, data: nil)),
             ])
         // The rows of one statement, in any order.
-        #expect(events[3..<5].contains(.carried(CarriedChange(key: "k", version: 4, data: bytes("batch")))))
-        #expect(events[3..<5].contains(.carried(CarriedChange(key: "b", version: 1, data: bytes("b")))))
+        #expect(events[3..<5].contains(.carried(WLStorageCarriedChange(key: "k", version: 4, data: bytes("batch")))))
+        #expect(events[3..<5].contains(.carried(WLStorageCarriedChange(key: "b", version: 1, data: bytes("b")))))
         #expect(events[5] == .change(.key("b")))
     }
 
@@ -121,7 +121,7 @@ struct PostgresCarriedChangeTests {
             WLStoragePostgresStore.payload(namespace: "n", key: "k") + "3.12345:" + Data("1".utf8).base64EncodedString()
         #expect(
             WLStoragePostgresStore.change(fromPayload: payload, namespace: "n", table: "12345")
-                == .carried(CarriedChange(key: "k", version: 3, data: Data("1".utf8))))
+                == .carried(WLStorageCarriedChange(key: "k", version: 3, data: Data("1".utf8))))
         #expect(WLStoragePostgresStore.change(fromPayload: payload, namespace: "n", table: "999") == .change(.key("k")))
         #expect(WLStoragePostgresStore.change(fromPayload: payload, namespace: "n", table: nil) == .change(.key("k")))
         #expect(WLStoragePostgresStore.change(fromPayload: payload, namespace: "m", table: "12345") == nil)
@@ -277,7 +277,7 @@ struct PostgresCarriedChangeTests {
         #expect(eventually { replica.wrappedValue == secret })
         // Other tests share the channel: only this namespace's carried change of the key counts.
         var payloads: [String] = []
-        func carried(_ payload: String) -> CarriedChange? {
+        func carried(_ payload: String) -> WLStorageCarriedChange? {
             let change = WLStoragePostgresStore.change(fromPayload: payload, namespace: namespace, table: Self.table)
             guard case .carried(let carried) = change, carried.key == "s" else { return nil }
             return carried

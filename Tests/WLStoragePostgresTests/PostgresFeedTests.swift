@@ -52,7 +52,7 @@ struct PostgresFeedTests {
             _ = try? sqlValue(admin, "DROP ROLE \(role)")
         }
         let store = try WLStoragePostgresStore(
-            url: cluster.connectionURL(user: role), namespace: uniqueNamespace(), timeout: .seconds(5))
+            url: cluster.connectionURL(user: role), namespace: uniqueNamespace(), timeout: .seconds(30))
         // The store's own connection takes the role's only one.
         #expect(try store.read(key: "mode") == nil)
         let storage = WLStorage(key: "mode", defaultValue: 0, flushInterval: nil, store: store)

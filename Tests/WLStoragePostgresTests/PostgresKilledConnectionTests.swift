@@ -15,7 +15,7 @@ struct PostgresKilledConnectionTests: PostgresFaultSuite {
         let cluster = try PostgresCluster.shared()
         let application = "fault-\(UUID().uuidString.prefix(8))"
         let url = cluster.url + "&application_name=\(application)"
-        let store = try WLStoragePostgresStore(url: url, namespace: uniqueNamespace(), timeout: .seconds(5))
+        let store = try WLStoragePostgresStore(url: url, namespace: uniqueNamespace(), timeout: .seconds(30))
         try store.write(key: "k", data: bytes("1"))
         let admin = try Self.admin(cluster.url)
         #expect(try Self.terminate(admin, application: application, where: "query NOT LIKE 'LISTEN%'") == 1)
@@ -44,7 +44,7 @@ struct PostgresKilledConnectionTests: PostgresFaultSuite {
         let application = "fault-\(UUID().uuidString.prefix(8))"
         let url = cluster.url + "&application_name=\(application)"
         let namespace = uniqueNamespace()
-        let store = try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(5))
+        let store = try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(30))
         let other = try WLStoragePostgresStore(url: cluster.url, namespace: namespace)
         try other.write(key: "warm", data: bytes("up"))
         let feed = try FeedRecorder(store)

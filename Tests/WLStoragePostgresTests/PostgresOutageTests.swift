@@ -10,7 +10,7 @@ struct PostgresOutageTests {
     @Test func aServerDownAtStartIsAnErrorOfEachCallUntilItStarts() throws {
         let cluster = try PostgresCluster()
         defer { cluster.remove() }
-        let store = try WLStoragePostgresStore(url: cluster.url, timeout: .seconds(2))
+        let store = try WLStoragePostgresStore(url: cluster.url, timeout: .seconds(30))
         let feed = try FeedRecorder(store, waitForListening: false)
         let error = try #require(throws: WLStorageError.self) { try store.read(key: "k") }
         #expect(error.code == .readFailed)
@@ -31,8 +31,8 @@ struct PostgresOutageTests {
         let cluster = try PostgresCluster()
         defer { cluster.remove() }
         try cluster.start()
-        let store = try WLStoragePostgresStore(url: cluster.url, timeout: .seconds(2))
-        let other = try WLStoragePostgresStore(url: cluster.url, timeout: .seconds(2))
+        let store = try WLStoragePostgresStore(url: cluster.url, timeout: .seconds(30))
+        let other = try WLStoragePostgresStore(url: cluster.url, timeout: .seconds(30))
         let feed = try FeedRecorder(store)
         try store.write(key: "k", data: bytes("1"))
         try other.write(key: "other", data: bytes("1"))
@@ -57,7 +57,7 @@ struct PostgresOutageTests {
         let cluster = try PostgresCluster()
         defer { cluster.remove() }
         try cluster.start()
-        let store = try WLStoragePostgresStore(url: cluster.url, timeout: .seconds(5))
+        let store = try WLStoragePostgresStore(url: cluster.url, timeout: .seconds(30))
         try store.write(key: "k", data: bytes("1"))
         try cluster.restart(mode: .immediate)
         // The connection the store holds is dead; the call finds it so and runs again on a new one.

@@ -55,6 +55,6 @@ struct PostgresPayloadParsingTests {
         let largest = WLStoragePostgresStore.payload(namespace: "ns", key: "k") + "9223372036854775807.\(table):MQ=="
         #expect(
             WLStoragePostgresStore.change(fromPayload: largest, namespace: "ns", table: table)
-                == .carried(CarriedChange(key: "k", version: .max, data: Data("1".utf8))))
+                == .carried(WLStorageCarriedChange(key: "k", version: .max, data: Data("1".utf8))))
     }
 }

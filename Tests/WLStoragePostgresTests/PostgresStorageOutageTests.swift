@@ -17,13 +17,13 @@ struct PostgresStorageOutageTests {
         defer { cluster.remove() }
         try cluster.start()
         let namespace = uniqueNamespace()
-        let writer = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(2))
+        let writer = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(30))
         try writer.write(key: "limit", data: bytes("9"))
         try cluster.stop()
 
         // Another store handle (a program starting now) with the server down: the default, and the failed read,
         // reported.
-        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(2))
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(30))
         let storage = WLStorage(key: "limit", defaultValue: 0, flushInterval: 0, store: store)
         #expect(storage.wrappedValue == 0)
         #expect(storage.lastError?.code == .readFailed)
@@ -46,7 +46,7 @@ struct PostgresStorageOutageTests {
         defer { cluster.remove() }
         try cluster.start()
         let namespace = uniqueNamespace()
-        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(2))
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(30))
         let storage = WLStorage(key: "cursor", defaultValue: 0, flushInterval: 0, store: store)
         storage.wrappedValue = 1
         storage.flush()
@@ -59,7 +59,7 @@ struct PostgresStorageOutageTests {
 
         try cluster.start()
         // Retried with the backoff: no flush needed.
-        let reader = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(2))
+        let reader = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(30))
         #expect(eventually(timeout: 30) { (try? reader.read(key: "cursor")) == bytes("5") })
         #expect(eventually(timeout: 30) { !storage.hasPendingChanges })
     }

@@ -15,7 +15,7 @@ struct PostgresStoreReleaseTests: PostgresFaultSuite {
         let cluster = try PostgresCluster()
         defer { cluster.remove() }
         try cluster.start()
-        var store: WLStoragePostgresStore? = try WLStoragePostgresStore(url: cluster.url, timeout: .seconds(1))
+        var store: WLStoragePostgresStore? = try WLStoragePostgresStore(url: cluster.url, timeout: .seconds(30))
         try store?.write(key: "k", data: bytes("1"))
         let calls = Counter()
         let observation = store?.observeChanges { _ in calls.increment() }

@@ -11,9 +11,15 @@ enum AccessCases {
             backer: WLStorageDefaultBacker(key: "int", directory: directory))
     }
 
+    /// A storage of an `Int` with a backer of the program's own, which keeps nothing.
+    static func customBackerStorage(flushInterval: Int?) -> WLStorage<Int> {
+        WLStorage(defaultValueClosure: { 0 }, flushInterval: flushInterval, backer: DiscardingBacker())
+    }
+
     static func get(_ harness: Harness) -> [Row] {
         withTemporaryDirectory("get") { directory in
             let storage = opaque(intStorage(in: directory, flushInterval: nil))
+            let custom = opaque(customBackerStorage(flushInterval: nil))
             let mutex = opaque(MutexBox())
             let queue = opaque(SerialQueueBox())
             let observed = opaque(ObservedBox())
@@ -22,6 +28,11 @@ enum AccessCases {
                     Variant("WLStorage") { n in
                         var sum = 0
                         for _ in 0..<n { sum &+= storage.wrappedValue }
+                        blackHole(sum)
+                    },
+                    Variant("WLStorage, custom backer") { n in
+                        var sum = 0
+                        for _ in 0..<n { sum &+= custom.wrappedValue }
                         blackHole(sum)
                     },
                     Variant("Observation floor") { n in
@@ -47,7 +58,12 @@ enum AccessCases {
                     baseline: "Mutex<Int>", baselineValue: results["Mutex<Int>"]!, target: .ratio(atMost: 2)),
                 Row(
                     caseID: "get", title: title, subject: "WLStorage", value: results["WLStorage"]!,
-                    baseline: "Observation floor", baselineValue: results["Observation floor"]!),
+                    baseline: "Observation floor", baselineValue: results["Observation floor"]!,
+                    target: .ratio(atMost: 1.3), guards: true),
+                Row(
+                    caseID: "get", title: title, subject: "WLStorage, custom backer",
+                    value: results["WLStorage, custom backer"]!, baseline: "Observation floor",
+                    baselineValue: results["Observation floor"]!, target: .ratio(atMost: 1.3), guards: true),
                 Row(
                     caseID: "get", title: title, subject: "WLStorage", value: results["WLStorage"]!,
                     baseline: "serial DispatchQueue.sync", baselineValue: results["serial DispatchQueue.sync"]!),
@@ -62,6 +78,9 @@ enum AccessCases {
             let storage = opaque(intStorage(in: directory, flushInterval: 3600))
             storage.flush()
             storage.wrappedValue = -1
+            let custom = opaque(customBackerStorage(flushInterval: 3600))
+            custom.flush()
+            custom.wrappedValue = -1
             let mutex = opaque(MutexBox())
             let queue = opaque(SerialQueueBox())
             let observed = opaque(ObservedBox())
@@ -69,6 +88,9 @@ enum AccessCases {
                 [
                     Variant("WLStorage") { n in
                         for i in 0..<n { storage.wrappedValue = i }
+                    },
+                    Variant("WLStorage, custom backer") { n in
+                        for i in 0..<n { custom.wrappedValue = i }
                     },
                     Variant("Mutex<Int>") { n in
                         for i in 0..<n { mutex.value.withLock { $0 = i } }
@@ -94,7 +116,13 @@ enum AccessCases {
                     caseID: "set", title: title, subject: "WLStorage", value: value,
                     baseline: "Observation floor", baselineValue: results["Observation floor"]!,
                     target: .ratio(atMost: 1.3),
-                    note: pending ? nil : "no write was pending: the steady state was not reached"),
+                    note: pending ? nil : "no write was pending: the steady state was not reached", guards: true),
+                Row(
+                    caseID: "set", title: title, subject: "WLStorage, custom backer",
+                    value: results["WLStorage, custom backer"]!, baseline: "Observation floor",
+                    baselineValue: results["Observation floor"]!, target: .ratio(atMost: 1.3),
+                    note: custom.hasPendingChanges ? nil : "no write was pending: the steady state was not reached",
+                    guards: true),
                 Row(
                     caseID: "set", title: title, subject: "WLStorage", value: value, baseline: "Mutex<Int>",
                     baselineValue: results["Mutex<Int>"]!),
@@ -204,4 +232,11 @@ enum AccessCases {
                 target: .value(atMost: 1_000, unit: "ns"))
         ]
     }
+}
+
+/// A backer of the program's own that keeps nothing: what a get and a set cost through the storage, with no file.
+final class DiscardingBacker: WLStorageBacker, Sendable {
+    let key = "discarded"
+    func read(defaultValueClosure: () -> Int) -> Int { defaultValueClosure() }
+    func write(value: Int) {}
 }

@@ -27,6 +27,8 @@ import Synchronization
 class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the registrar does its own locking
     @usableFromInline let registrar = ObservationRegistrar()
     @usableFromInline nonisolated(unsafe) let valueKeyPath: KeyPath<ObservedCell, Int> = ObservedCell.keyPath
+    /// ThreadSanitizer's hooks, for the locks of gets and sets: kept here, they cost a load rather than a call.
+    @usableFromInline let sanitizerHooks = SanitizerHooks.active
     private nonisolated(unsafe) static let keyPath: KeyPath<ObservedCell, Int> = \ObservedCell.observedValue
 
     /// The observed property: only its key path matters.
@@ -141,7 +143,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     @inlinable
     func get() -> T {
         registrar.access(self, keyPath: valueKeyPath)
-        return state.withLock { $0.value }
+        return state.withLock(hooks: sanitizerHooks) { $0.value }
     }
 
     @inlinable
@@ -149,7 +151,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
             // The old value is released after the lock: its deinit is user code.
             var value = newValue
-            switch state.withLock({ $0.set(&value) }) {
+            switch state.withLock(hooks: sanitizerHooks, { $0.set(&value) }) {
             case .updating:
                 setWhileUpdating(&value)
             case .changed(let needsTick, let drain):
@@ -446,7 +448,7 @@ extension StorageCell: RegisteredCell {
         flush(waitingForJobs: waiting)
     }
 
-    func offer(_ changes: [CarriedChange], mustRead: Bool) {
+    func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) {
         storeMedium?.offer(changes, mustRead: mustRead)
     }
 

@@ -394,7 +394,7 @@ private struct EncryptedCarriedFeed: CarriedChangeFeed {
     let store: WLStorageEncryptedStore
     let base: any CarriedChangeFeed
 
-    func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void) -> WLStorageSubscription? {
+    func observeCarriedChanges(_ changed: @escaping @Sendable (WLStorageFeedEvent) -> Void) -> WLStorageSubscription? {
         base.observeCarriedChanges(changed)
     }
 

@@ -27,7 +27,16 @@ package struct Lock<Value: ~Copyable>: ~Copyable {
     package func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        guard let hooks = SanitizerHooks.active else { return try mutex.withLock(body) }
+        try withLock(hooks: SanitizerHooks.active, body)
+    }
+
+    /// Calls `body` with the value while holding the lock, with ThreadSanitizer's `hooks` looked up beforehand: a
+    /// hot path keeps them at hand, where the shared ones cost a call into this module at every use.
+    @inlinable @inline(__always)
+    package func withLock<Result: ~Copyable, E: Error>(
+        hooks: SanitizerHooks?, _ body: (inout sending Value) throws(E) -> sending Result
+    ) throws(E) -> sending Result {
+        guard let hooks else { return try mutex.withLock(body) }
         // The mutex's place stands for the lock: it does not move while the lock is in use, and it is found without an
         // access to the value, which the sanitizer would see before the lock's acquisition.
         let token = withUnsafePointer(to: mutex) { UnsafeRawPointer($0) }
@@ -43,7 +52,7 @@ extension Lock: @unchecked Sendable where Value: ~Copyable {}  // the Mutex guar
 
 /// ThreadSanitizer's annotation functions, found at run time: they exist only in programs built with it.
 @usableFromInline
-struct SanitizerHooks: Sendable {
+package struct SanitizerHooks: Sendable {
     @usableFromInline typealias Hook = @convention(c) (UnsafeRawPointer?) -> Void
 
     @usableFromInline let acquire: Hook

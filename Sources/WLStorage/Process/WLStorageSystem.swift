@@ -89,6 +89,17 @@ public enum WLStorageSystem {
         set { ValueSizeLimit.maximum = newValue }
     }
 
+    /// The most bytes a store is asked to hold for one value: ``maximumValueSize``, and what an encrypted store over it
+    /// adds to each value it seals. A store that bounds what it reads (so that a value of any size stored by someone
+    /// else is not allocated in full) reads at most this.
+    public static var maximumStoredValueSize: Int { ValueSizeLimit.sealedMaximum }
+
+    /// Reports `error` as the package reports its own: to ``errorHandler``, or to standard error when there is none.
+    /// For a store's errors that no call of a storage returns, such as a feed that lost its connection.
+    public static func report(_ error: WLStorageError) {
+        WLStorageError.report(error)
+    }
+
     /// Receives every error as it happens, on the thread where it happened.
     ///
     /// When `nil` (the default), errors are written to standard error, one line each. Set it once, early,

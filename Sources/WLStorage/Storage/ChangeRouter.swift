@@ -143,7 +143,7 @@ final class ChangeRouter: Sendable {
     /// their key; with `everything`, every cell of the store reads its key.
     func deliver(
         store identity: String, keys: [String], mustRead: Set<String>, everything: Bool,
-        carried: [String: [CarriedChange]]
+        carried: [String: [WLStorageCarriedChange]]
     ) {
         let registry = StorageRegistry.shared
         if everything {
@@ -164,7 +164,7 @@ final class ChangeRouter: Sendable {
 
     /// Hands the cells of `change`'s key in `store` the change, and has each check its key, on this thread: what
     /// ``deliver(store:keys:mustRead:everything:carried:)`` does for a round of that one change.
-    func deliver(store identity: String, carried change: CarriedChange) {
+    func deliver(store identity: String, carried change: WLStorageCarriedChange) {
         for cell in StorageRegistry.shared.cells(ofStore: identity, key: change.key) {
             cell.offer([change], mustRead: false)
             cell.checkForExternalChange()

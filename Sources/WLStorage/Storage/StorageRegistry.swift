@@ -52,7 +52,7 @@ protocol RegisteredCell: AnyObject, Sendable {
     func checkForExternalChange()
     /// Hands the cell's backer what its store's feed carried for its key, or (`mustRead`) that the key changed without
     /// carrying it (see ``CarriedVersions``).
-    func offer(_ changes: [CarriedChange], mustRead: Bool)
+    func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool)
     /// The cell's pending change as a write of a batch of its store, or why the batch takes nothing of the cell (see
     /// ``StorageCell/takeBatchWrite(on:)``).
     func takeBatchWrite(on thread: UInt) -> BatchTake

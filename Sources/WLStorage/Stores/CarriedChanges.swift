@@ -1,44 +1,85 @@
 import Foundation
 
-/// A change whose notification carries the key's new version, and its bytes when they fit: a replica adopts them
-/// without reading the key, when it knows the version just before.
-///
-/// Which stores carry their changes is a capability of the core (``StoreCapabilities/carried``), not a case of the
-/// public ``WLStorageStoreChange``, which would break every exhaustive `switch` of a program's own store wrapper.
-package struct CarriedChange: Sendable, Equatable {
-    /// The key, as the store's feed names it.
-    package var key: String
+/// A change reported by the feed of a ``WLStorageCarryingStore`` with the key's new version, and its bytes when they
+/// fit: a storage that knows the version just before adopts them without reading the key.
+public struct WLStorageCarriedChange: Sendable, Equatable {
+    /// The key, as the store names it.
+    public var key: String
     /// The key's version after the change: one more with every write of the key.
-    package var version: Int64
-    /// The bytes stored by the change, as the store holds them (sealed, in a store under an encrypted one); `nil` when
-    /// they did not fit in the notification, and the key must be read.
-    package var data: Data?
+    public var version: Int64
+    /// The bytes stored by the change, as ``WLStorageStore/read(key:)`` returns them; `nil` when they did not fit in
+    /// the report, and the key must be read.
+    public var data: Data?
 
-    package init(key: String, version: Int64, data: Data?) {
+    /// A change of `key` to `version`, which stored `data` (`nil`: not carried).
+    public init(key: String, version: Int64, data: Data?) {
         self.key = key
         self.version = version
         self.data = data
     }
 }
 
-/// What a feed that carries changes reports: a change to read, as any store reports it, or a carried one.
-package enum StoreFeedEvent: Sendable, Equatable {
+/// What the feed of a ``WLStorageCarryingStore`` reports: a change to read, as any store's feed reports it, or a
+/// carried one.
+///
+/// A separate type rather than a case of ``WLStorageStoreChange``, which would break every exhaustive `switch` of a
+/// program's own store wrapper.
+public enum WLStorageFeedEvent: Sendable, Equatable {
+    /// A change to read, as ``WLStorageStore/observeChanges(_:)`` reports it.
     case change(WLStorageStoreChange)
-    case carried(CarriedChange)
+    /// A change with its version and, when they fit, its bytes.
+    case carried(WLStorageCarriedChange)
 }
 
-/// The feed of a store whose notifications carry versions and bytes, and what a replica needs to use them.
-package protocol CarriedChangeFeed: Sendable {
-    /// Starts the feed, as ``WLStorageStore/observeChanges(_:)`` does, with carried changes reported as such.
-    func observeCarriedChanges(_ changed: @escaping @Sendable (StoreFeedEvent) -> Void) -> WLStorageSubscription?
+/// A store whose feed carries each change's version and bytes, so that a storage of the key adopts another program's
+/// write without reading the key again (the PostgreSQL store's notifications do).
+///
+/// The contract:
+/// - Each key has a version that every write of it makes one greater (a key made anew may start again from 1), and
+///   ``readWithVersion(key:)`` reads the bytes with their version in one step.
+/// - The feed reports every write of a key, in the order they were made: carried, with its version and, when they
+///   fit, its bytes; or as a change to read.
+/// - It reports carried bytes only from writers it trusts: a storage takes them as if it had read the key.
+///
+/// A storage adopts carried bytes only when their versions follow on, one by one, from the version it knows; a gap,
+/// a change without bytes, or ``WLStorageStoreChange/everything`` makes it read the key.
+public protocol WLStorageCarryingStore: WLStorageStore {
+    /// Starts the feed, as ``WLStorageStore/observeChanges(_:)`` does, with carried changes reported as such. The
+    /// storages of the store call it instead of `observeChanges`.
+    func observeCarriedChanges(_ changed: @escaping @Sendable (WLStorageFeedEvent) -> Void) -> WLStorageSubscription?
 
-    /// The bytes of `key` with their version (as ``WLStorageStore/read(key:)`` returns them), or `nil` when nothing
-    /// is stored.
+    /// The bytes of `key` with their version, as ``WLStorageStore/read(key:)`` returns them, or `nil` when nothing is
+    /// stored.
+    func readWithVersion(key: String) throws -> (data: Data, version: Int64)?
+}
+
+/// The feed of carried changes a storage uses: a ``WLStorageCarryingStore``'s, or an encrypted store's over one, which
+/// opens what it carries.
+package protocol CarriedChangeFeed: Sendable {
+    /// Starts the feed (see ``WLStorageCarryingStore/observeCarriedChanges(_:)``).
+    func observeCarriedChanges(_ changed: @escaping @Sendable (WLStorageFeedEvent) -> Void) -> WLStorageSubscription?
+
+    /// The bytes of `key` with their version (see ``WLStorageCarryingStore/readWithVersion(key:)``).
     func readWithVersion(key: String) throws -> (data: Data, version: Int64)?
 
     /// The bytes a carried change of `key` stands for, as ``WLStorageStore/read(key:)`` would return them: the
     /// carried bytes themselves, or, for an encrypted store, those bytes opened.
     func opened(_ carried: Data, key: String) throws -> Data
+}
+
+/// The feed of a store that carries its changes, whose bytes are taken as they are.
+struct StoreCarriedFeed: CarriedChangeFeed {
+    let store: any WLStorageCarryingStore
+
+    func observeCarriedChanges(_ changed: @escaping @Sendable (WLStorageFeedEvent) -> Void) -> WLStorageSubscription? {
+        store.observeCarriedChanges(changed)
+    }
+
+    func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
+        try store.readWithVersion(key: key)
+    }
+
+    func opened(_ carried: Data, key: String) throws -> Data { carried }
 }
 
 /// What a store's backer knows of the version of its key and what its feed carried since its last look, to decide
@@ -70,7 +111,7 @@ struct CarriedVersions: Sendable {
         case adopt(Data, version: Int64)
     }
 
-    mutating func offer(_ changes: [CarriedChange], mustRead: Bool) {
+    mutating func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) {
         if mustRead { self.mustRead = true }
         for change in changes { offered[change.version] = change.data }
         if offered.count > Self.limit {

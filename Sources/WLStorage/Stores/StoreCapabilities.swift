@@ -5,7 +5,7 @@ import Foundation
 ///
 /// The directory, the key prefix and the encryption declare their capabilities (``DeclaresCapabilities``), forwarding
 /// those of the store they wrap; any other store has those of the public protocols its type conforms to
-/// (``WLStorageConditionalStore``, `WLStorageVersionedStore`).
+/// (``WLStorageConditionalStore``, `WLStorageVersionedStore`, ``WLStorageCarryingStore``).
 package struct StoreCapabilities: Sendable {
     /// The store that holds the bytes of a key, through a wrapper that changes keys, and the key there; `nil` when the
     /// store holds its keys' bytes itself.
@@ -55,7 +55,7 @@ package enum Stores {
         if let declaring = store as? any DeclaresCapabilities { return declaring.capabilities }
         return StoreCapabilities(
             conditional: store as? any WLStorageConditionalStore, versioned: store as? any WLStorageVersionedStore,
-            carried: store as? any CarriedChangeFeed)
+            carried: (store as? any WLStorageCarryingStore).map(StoreCarriedFeed.init))
     }
 
     /// The store that holds the bytes of `key` in `store`, through every key-changing wrapper, and the key there.

@@ -8,7 +8,7 @@ import Dispatch
 
 /// The change feeds of the stores in use: one per store identity, started by its first storage and cancelled with its
 /// last. What a feed reports is gathered into rounds for the ``ChangeRouter``, run on the router's queue of checks,
-/// or on the feed's thread for a change that carries its bytes (``CarriedChange``).
+/// or on the feed's thread for a change that carries its bytes (``WLStorageCarriedChange``).
 ///
 /// The lock guards the table only. A store's `observeChanges` (user code) is called, and an observation cancelled and
 /// released, outside it; a feed being started is a placeholder that later users wait for.
@@ -27,8 +27,8 @@ final class StoreFeeds: Sendable {
         var pendingKeys: Set<String> = []
         var pendingEverything = false
         /// The changes carried with their bytes or versions and not handed to the cells yet, by key, in the order
-        /// reported (see ``CarriedChange``).
-        var pendingCarried: [String: [CarriedChange]] = [:]
+        /// reported (see ``WLStorageCarriedChange``).
+        var pendingCarried: [String: [WLStorageCarriedChange]] = [:]
         /// When each key waiting was last reported: a round hands the keys to their cells in that order, so that a
         /// program that writes a key and then another is seen to do so.
         var lastReport: [String: UInt64] = [:]
@@ -98,7 +98,7 @@ final class StoreFeeds: Sendable {
         observation?.cancel()
     }
 
-    private func changed(_ identity: String, _ event: StoreFeedEvent) {
+    private func changed(_ identity: String, _ event: WLStorageFeedEvent) {
         // Counted before the cells are looked for: a storage not registered yet sees the count move.
         ChangeRouter.shared.count([.store(identity)])
         let round = feeds.withLock { feeds -> Round in
@@ -153,7 +153,7 @@ final class StoreFeeds: Sendable {
     private enum Round {
         case none
         case reported
-        case carried(CarriedChange)
+        case carried(WLStorageCarriedChange)
     }
 
     /// Has the storages of the keys reported for `identity` check them, round after round, until no report is left.
@@ -161,7 +161,8 @@ final class StoreFeeds: Sendable {
         while true {
             let taken = feeds.withLock {
                 feeds -> (
-                    order: [String: UInt64], keys: Set<String>, everything: Bool, carried: [String: [CarriedChange]]
+                    order: [String: UInt64], keys: Set<String>, everything: Bool,
+                    carried: [String: [WLStorageCarriedChange]]
                 )? in
                 guard let feed = feeds[identity] else { return nil }
                 guard feed.pendingEverything || !feed.pendingKeys.isEmpty || !feed.pendingCarried.isEmpty else {

@@ -63,7 +63,7 @@ final class StoreMedium: KeyMedium {
 
     /// Hands this medium changes its store's feed carried, or (`mustRead`) a change it reported without one: the next
     /// check adopts them or reads the key (see ``CarriedVersions/take()``).
-    func offer(_ changes: [CarriedChange], mustRead: Bool) {
+    func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) {
         guard carriedFeed != nil else { return }
         versions.withLock { $0.offer(changes, mustRead: mustRead) }
     }

@@ -30,7 +30,7 @@ import WLStorage
 /// `queue.sync`, which runs on that thread itself when the queue is idle (no hand-off) and waits for a probe or a
 /// reconnection in progress otherwise.
 final class PostgresListener: @unchecked Sendable {  // `state` under its lock; `connection` and `watch` on `queue`
-    typealias Handler = @Sendable (StoreFeedEvent) -> Void
+    typealias Handler = @Sendable (WLStorageFeedEvent) -> Void
 
     private enum Phase {
         case idle
@@ -65,7 +65,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private var probe: (any DispatchSourceTimer)?
     private let identity: String
 
-    private let state = Lock(State())
+    private let state = Locked(State())
     private let queue: DispatchQueue
     private let connection: PostgresConnection
     private var watch: SocketWatch?
@@ -184,7 +184,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
                 + " the server before (\(timeline)): an old primary started again as a primary after its standby was"
                 + " promoted (two servers take writes), or a server restored from a backup; writes made on the later"
                 + " timeline are not there; every storage of the store reads its keys again"
-        WLStorageError.report(WLStorageError(code: .storeFailedOver, message: message))
+        WLStorageSystem.report(WLStorageError(code: .storeFailedOver, message: message))
     }
 
     /// Probes the listening connection with a round trip every ``probeInterval``.
@@ -234,7 +234,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         let now = ContinuousClock.now
         if let lastTrouble, now - lastTrouble < Self.reportInterval { return }
         lastTrouble = now
-        WLStorageError.report(error)
+        WLStorageSystem.report(error)
     }
 
     private static func nanoseconds(_ duration: Duration) -> Int {
@@ -261,7 +261,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     /// Starts the thread that reads the socket when it is readable, on `queue` (see ``SocketWatch``).
     private func startReading(_ socket: Int32, generation: UInt64) throws(PostgresError) {
-        let current = Lock<SocketWatch?>(nil)
+        let current = Locked<SocketWatch?>(nil)
         let watch = try SocketWatch(socket: socket) { [weak self, queue] in
             queue.sync {
                 // A watch replaced or cancelled meanwhile reads nothing: its thread ends.
@@ -293,7 +293,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
                     ).map { (notification.pid, $0) }
                 }
                 let (trusted, asked) = try trustedSenders(of: parsed)
-                var changes: [StoreFeedEvent] = []
+                var changes: [WLStorageFeedEvent] = []
                 for (pid, parsedChange) in parsed {
                     var change = parsedChange
                     // Bytes from a sender not trusted are not taken: the key it names is read.
@@ -324,7 +324,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     /// of another role; each probe of the connection (every ``probeInterval``) checks the processes known, and forgets
     /// those that ended or changed role. The system hands out process numbers in turn, so another connection gets the
     /// number of one that ended only once the numbers have wrapped around, which takes far longer than a probe interval.
-    private func trustedSenders(of changes: [(Int32, StoreFeedEvent)]) throws(PostgresError) -> (
+    private func trustedSenders(of changes: [(Int32, WLStorageFeedEvent)]) throws(PostgresError) -> (
         trusted: Set<Int32>, asked: Bool
     ) {
         var carriedBy = Set<Int32>()
@@ -415,7 +415,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     /// Calls every handler with each change, outside the lock. A handler removed meanwhile (by a handler) is not
     /// called again.
-    private func deliver(_ changes: [StoreFeedEvent]) {
+    private func deliver(_ changes: [WLStorageFeedEvent]) {
         let ids = state.withLock { Array($0.handlers.keys) }
         for change in changes {
             for id in ids {

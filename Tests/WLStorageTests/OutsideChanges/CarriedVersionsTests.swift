@@ -5,11 +5,11 @@ import Testing
 
 /// When a store's backer adopts the bytes a notification carried, and when it reads the key instead.
 @Suite struct CarriedVersionsTests {
-    private static func change(_ version: Int64, _ text: String?) -> CarriedChange {
-        CarriedChange(key: "k", version: version, data: text.map { Data($0.utf8) })
+    private static func change(_ version: Int64, _ text: String?) -> WLStorageCarriedChange {
+        WLStorageCarriedChange(key: "k", version: version, data: text.map { Data($0.utf8) })
     }
 
-    private static func decide(known: Int64?, _ changes: [CarriedChange], mustRead: Bool = false)
+    private static func decide(known: Int64?, _ changes: [WLStorageCarriedChange], mustRead: Bool = false)
         -> CarriedVersions.Decision
     {
         var versions = CarriedVersions(known: known)
@@ -60,7 +60,7 @@ import Testing
         ("a change reported without its bytes", 4, [CarriedVersionsTests.change(5, "five")], true),
         ("nothing carried", 4, [], false),
     ])
-    func readsTheKeyAfter(_ what: String, known: Int64?, changes: [CarriedChange], mustRead: Bool) {
+    func readsTheKeyAfter(_ what: String, known: Int64?, changes: [WLStorageCarriedChange], mustRead: Bool) {
         #expect(Self.decide(known: known, changes, mustRead: mustRead) == .read, "\(what)")
     }
 

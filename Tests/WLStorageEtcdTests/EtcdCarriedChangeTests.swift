@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+import WLStorage
+import WLStorageEtcd
+
+/// The etcd store's feed carries each put's version and bytes, as its watch's events hold them, so that a storage of
+/// the key takes another program's write without reading it (the core's rule is checked with a store in memory, in
+/// CarryingStoreTests).
+@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+struct EtcdCarriedChangeTests {
+    @Test func eachPutIsCarriedWithTheKeysVersionAndARemovalIsToBeRead() async throws {
+        try await onItsOwnThread {
+            let namespace = uniqueNamespace()
+            let store = try WLStorageEtcdStore(endpoints: [EtcdServer.shared().endpoint], namespace: namespace)
+            let events = Lock<[WLStorageFeedEvent]>([])
+            let subscription = store.observeCarriedChanges { event in events.withLock { $0.append(event) } }
+            defer { subscription?.cancel() }
+            try #require(eventually(timeout: 60) { events.withLock { $0 }.contains(.change(.everything)) })
+
+            // Another program's writes, through another spelling of the endpoint.
+            let writer = try WLStorageEtcdStore(endpoints: [EtcdServer.shared().otherSpelling], namespace: namespace)
+            for value in ["1", "2", "3"] { try writer.write(key: "k", data: bytes(value)) }
+            try writer.remove(key: "k")
+            try writer.write(key: "k", data: bytes("again"))
+            let expected: [WLStorageFeedEvent] = [
+                .carried(WLStorageCarriedChange(key: "k", version: 1, data: bytes("1"))),
+                .carried(WLStorageCarriedChange(key: "k", version: 2, data: bytes("2"))),
+                .carried(WLStorageCarriedChange(key: "k", version: 3, data: bytes("3"))),
+                .change(.key("k")),
+                // Made anew, the key's versions start again.
+                .carried(WLStorageCarriedChange(key: "k", version: 1, data: bytes("again"))),
+            ]
+            let after = { Array(events.withLock { $0 }.drop { $0 == .change(.everything) }) }
+            #expect(eventually(timeout: 60) { after().count >= expected.count })
+            #expect(after() == expected)
+            let read = try #require(try store.readWithVersion(key: "k"))
+            #expect(read.data == bytes("again") && read.version == 1)
+            #expect(try store.readWithVersion(key: "absent") == nil)
+        }
+    }
+
+    /// A storage over the store follows another program's sets, which its feed carries, and its own sets heard back
+    /// change nothing.
+    @Test func aStorageFollowsAnotherProgramsSetsFromTheFeed() async throws {
+        try await onItsOwnThread {
+            let namespace = uniqueNamespace()
+            let server = try EtcdServer.shared()
+            let replica = WLStorage(
+                key: "level", defaultValue: 0, flushInterval: 0,
+                store: try WLStorageEtcdStore(endpoints: [server.endpoint], namespace: namespace))
+            let writer = WLStorage(
+                key: "level", defaultValue: 0, flushInterval: 0,
+                store: try WLStorageEtcdStore(endpoints: [server.otherSpelling], namespace: namespace))
+            for value in 1...5 {
+                writer.wrappedValue = value
+                writer.flush()
+                #expect(eventuallyHolds(replica, value), "the replica holds \(replica.wrappedValue)")
+            }
+            replica.wrappedValue = 10
+            replica.flush()
+            #expect(eventuallyHolds(writer, 10))
+            #expect(replica.wrappedValue == 10)
+        }
+    }
+}

@@ -1,0 +1,94 @@
+// Written against the package's public API alone, as a store of a program's own would be: a test type-checks this
+// file outside the package, where nothing but the public API is seen.
+import Foundation
+import WLStorage
+
+/// A store in memory whose feed carries each change's version and bytes (a ``WLStorageCarryingStore``), as another
+/// program's writes would be heard from a database that sends them; it counts the reads of each key.
+final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  // `state` under `lock`
+    private struct State {
+        var rows: [String: (data: Data, version: Int64)] = [:]
+        var reads: [String: Int] = [:]
+        var handlers: [Int: @Sendable (WLStorageFeedEvent) -> Void] = [:]
+        var nextHandler = 0
+    }
+
+    let identity = "carrying-memory:" + UUID().uuidString
+    private let lock = NSLock()
+    nonisolated(unsafe) private var state = State()
+
+    func read(key: String) throws -> Data? { try readWithVersion(key: key)?.data }
+
+    func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
+        withState { state in
+            state.reads[key, default: 0] += 1
+            return state.rows[key]
+        }
+    }
+
+    func write(key: String, data: Data) throws {
+        let version = store(key, data)
+        report(.carried(WLStorageCarriedChange(key: key, version: version, data: data)))
+    }
+
+    func remove(key: String) throws {
+        withState { $0.rows[key] = nil }
+        report(.change(.key(key)))
+    }
+
+    func keys() throws -> [String] { withState { $0.rows.keys.sorted() } }
+
+    func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription? {
+        observeCarriedChanges { event in
+            switch event {
+            case .change(let change): changed(change)
+            case .carried(let change): changed(.key(change.key))
+            }
+        }
+    }
+
+    func observeCarriedChanges(_ changed: @escaping @Sendable (WLStorageFeedEvent) -> Void) -> WLStorageSubscription? {
+        let id = withState { state in
+            defer { state.nextHandler += 1 }
+            state.handlers[state.nextHandler] = changed
+            return state.nextHandler
+        }
+        return WLStorageSubscription { [self] in
+            let removed = self.withState { $0.handlers.removeValue(forKey: id) }
+            _ = removed  // released after the lock
+        }
+    }
+
+    // MARK: What tests do from outside
+
+    /// Another program's write of `json`, reported with its bytes (`carried`), or with its version only.
+    func writeFromOutside(_ key: String, json: String, carried: Bool = true) {
+        let data = Data(json.utf8)
+        let version = store(key, data)
+        report(.carried(WLStorageCarriedChange(key: key, version: version, data: carried ? data : nil)))
+    }
+
+    /// Another program's write of `json` that the feed never reports (a report lost on the way).
+    func writeUnreported(_ key: String, json: String) {
+        _ = store(key, Data(json.utf8))
+    }
+
+    /// How many times `key` was read.
+    func reads(of key: String) -> Int { withState { $0.reads[key, default: 0] } }
+
+    private func store(_ key: String, _ data: Data) -> Int64 {
+        withState { state in
+            let version = (state.rows[key]?.version ?? 0) + 1
+            state.rows[key] = (data, version)
+            return version
+        }
+    }
+
+    private func report(_ event: WLStorageFeedEvent) {
+        for handler in withState({ Array($0.handlers.values) }) { handler(event) }
+    }
+
+    private func withState<Result>(_ body: (inout State) throws -> Result) rethrows -> Result {
+        try lock.withLock { try body(&state) }
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+import WLStorageTestSupport
+
+@testable import WLStorage
+
+/// A store of a program's own whose feed carries versions and bytes (``CarryingMemoryStore``, written against the
+/// public API alone): a storage takes another program's write from the feed, and reads the key only when what the
+/// feed carried cannot be trusted to follow on from what it knows.
+@Suite struct CarryingStoreTests {
+    /// A storage of `store`'s key "k", opened once the store holds 1, and the reads of the key its opening made.
+    private func openedStorage(_ store: CarryingMemoryStore) -> (WLStorage<Int>, reads: Int) {
+        store.writeFromOutside("k", json: "1")
+        let storage = WLStorage(key: "k", defaultValue: 0, store: store)
+        return (storage, store.reads(of: "k"))
+    }
+
+    @Test func anotherProgramsWritesAreTakenFromTheFeedWithoutAReadOfTheKey() {
+        let store = CarryingMemoryStore()
+        let (storage, readsAtOpen) = openedStorage(store)
+        #expect(storage.wrappedValue == 1)
+        for value in 2...5 {
+            store.writeFromOutside("k", json: String(value))
+            #expect(eventually { storage.wrappedValue == value }, "the storage holds \(storage.wrappedValue)")
+        }
+        #expect(store.reads(of: "k") == readsAtOpen)
+    }
+
+    @Test func aChangeReportedWithoutItsBytesIsRead() {
+        let store = CarryingMemoryStore()
+        let (storage, readsAtOpen) = openedStorage(store)
+        store.writeFromOutside("k", json: "2", carried: false)
+        #expect(eventually { storage.wrappedValue == 2 }, "the storage holds \(storage.wrappedValue)")
+        #expect(store.reads(of: "k") > readsAtOpen)
+    }
+
+    /// A write the feed never reported leaves a gap before the next version carried: its bytes are not taken as they
+    /// are, the key is read, and the storage ends with the latest value.
+    @Test func aGapInTheVersionsCarriedMakesTheStorageReadTheKey() {
+        let store = CarryingMemoryStore()
+        let (storage, readsAtOpen) = openedStorage(store)
+        store.writeUnreported("k", json: "2")
+        store.writeFromOutside("k", json: "3")
+        #expect(eventually { storage.wrappedValue == 3 }, "the storage holds \(storage.wrappedValue)")
+        #expect(store.reads(of: "k") > readsAtOpen)
+    }
+
+    /// The storage's own write comes back through the feed, carried: the storage keeps its value, and takes the next
+    /// change of another program.
+    @Test func itsOwnWriteHeardBackChangesNothingAndTheNextChangeIsTaken() {
+        let store = CarryingMemoryStore()
+        let (storage, _) = openedStorage(store)
+        storage.wrappedValue = 10
+        storage.flush()
+        #expect((try? store.read(key: "k")) == Data("10".utf8))
+        #expect(storage.wrappedValue == 10)
+        store.writeFromOutside("k", json: "11")
+        #expect(eventually { storage.wrappedValue == 11 }, "the storage holds \(storage.wrappedValue)")
+    }
+}
