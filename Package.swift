@@ -38,6 +38,7 @@ let package = Package(
         .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage", "WLStorageFleet"]),
         .executableTarget(
             name: "WLStoragePostgresTestChild", dependencies: ["WLStorage", "WLStoragePostgres", "WLStorageFleet"]),
+        .executableTarget(name: "WLStorageEtcdTestChild", dependencies: ["WLStorage", "WLStorageEtcd"]),
         .executableTarget(
             name: "WLStorageBenchmarks",
             dependencies: ["WLStorage", "WLStoragePostgres", "CWLStorageLibPQ"],
@@ -53,7 +54,8 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "WLStorageEtcdTests", dependencies: ["WLStorage", "WLStorageEtcd", "WLStorageTestSupport"]),
+            name: "WLStorageEtcdTests",
+            dependencies: ["WLStorage", "WLStorageEtcd", "WLStorageTestSupport", "WLStorageEtcdTestChild"]),
         .testTarget(
             name: "WLStorageTests",
             dependencies: [

@@ -24,17 +24,20 @@ struct DeleteRangeRequest: Encodable {
 }
 
 struct Compare: Encodable {
-    /// `VALUE` or `CREATE`.
+    /// `VALUE`, `CREATE` or `MOD`.
     var target: String
     var key: Data
     /// Compared with the key's bytes. A comparison of bytes fails where nothing is stored.
     var value: Data?
     /// Compared with the revision the key was created at: `0` where nothing is stored.
     var createRevision: String?
+    /// Compared with the revision the key was last written at.
+    var modRevision: String?
     var result = "EQUAL"
 }
 
 struct RequestOp: Encodable {
+    var requestRange: RangeRequest?
     var requestPut: PutRequest?
     var requestDeleteRange: DeleteRangeRequest?
 }
@@ -42,6 +45,7 @@ struct RequestOp: Encodable {
 struct TxnRequest: Encodable {
     var compare: [Compare]
     var success: [RequestOp]
+    var failure: [RequestOp]?
 }
 
 struct WatchCreateRequest: Encodable {
@@ -79,8 +83,13 @@ struct WriteResponse: Decodable {
 }
 
 struct TxnResponse: Decodable {
+    struct Response: Decodable {
+        var responseRange: RangeResponse?
+    }
     var header: ResponseHeader?
     var succeeded: Bool?
+    /// The answers to the operations of the branch carried out, in order (reads' only are decoded).
+    var responses: [Response]?
 }
 
 /// One line of a watch's answer: a response, or the error that ended the stream.

@@ -23,13 +23,14 @@ import WLStorage
 /// created. A call that cannot reach an endpoint tries the next one, from the one that answered last; every call ends
 /// within the store's timeout.
 ///
-/// ``WLStorage/update(_:)`` is atomic across programs: ``write(key:data:ifItHolds:)`` is one transaction that compares
-/// the key's bytes (or, where nothing should be stored, its creation revision) before it writes.
+/// ``WLStorage/update(_:)`` is atomic across programs, and made exactly once across lost answers: the store is a
+/// `WLStorageVersionedStore` whose version is the key's `mod_revision`; an update's write is one transaction that
+/// compares it and records the write's tag beside the key (see ``write(key:data:ifVersion:tag:)``).
+/// ``write(key:data:ifItHolds:)`` is one transaction that compares the key's bytes (or, where nothing should be stored,
+/// its creation revision) before it writes.
 ///
-/// What this store does not do yet: it is not a `WLStorageVersionedStore` (an update whose answer is lost is judged
-/// by reading the key back, as bytes, so it can count twice or not at all when another program wrote the same bytes
-/// meanwhile); its feed carries no values (every change costs a read of the key); it has no TLS client certificates,
-/// no user and password (etcd's authentication), and no lease on its keys.
+/// What this store does not do yet: it has no TLS client certificates, no user and password (etcd's authentication),
+/// and no lease on its keys.
 
 public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarryingStore, CustomStringConvertible {
     /// `etcd:<endpoints, sorted, separated by commas>#<namespace>`: two stores with the same endpoints and namespace
@@ -204,16 +205,24 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         return answer.succeeded == true
     }
 
-    /// Removes what is stored under `key`; nothing stored is no error.
+    /// Removes what is stored under `key`, and the tags of its updates' writes, in one transaction; nothing stored is
+    /// no error.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the request failed.
     public func remove(key: String) throws {
-        let _: WriteResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
-            try client.call("v3/kv/deleterange", DeleteRangeRequest(key: etcdKey(key)), resending: true)
+        let request = TxnRequest(
+            compare: [],
+            success: [
+                RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey(key))),
+                RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))),
+            ])
+        let _: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
+            try client.call("v3/kv/txn", request, resending: true)
         }
     }
 
-    /// Removes what is stored under `key` only while it is `data`, in one transaction, and returns whether it did.
+    /// Removes what is stored under `key` only while it is `data`, with the tags of its updates' writes, in one
+    /// transaction, and returns whether it did.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
     ///   it was carried out.
@@ -222,7 +231,10 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         let etcdKey = etcdKey(key)
         let request = TxnRequest(
             compare: [Compare(target: "VALUE", key: etcdKey, value: data)],
-            success: [RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey))])
+            success: [
+                RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey)),
+                RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))),
+            ])
         let answer: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
             try client.call("v3/kv/txn", request, resending: false)
         }
@@ -337,7 +349,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
 
     /// Throws ``WLStorageError/Code/valueTooLarge`` when the keys and bytes of a request would make more than
     /// ``maximumRequestBytes``: the request is not sent.
-    private func checkSize(of keys: [String], _ values: [Data], key: String?) throws(WLStorageError) {
+    func checkSize(of keys: [String], _ values: [Data], key: String?) throws(WLStorageError) {
         let size = keys.reduce(0) { $0 + prefix.count + $1.utf8.count } + values.reduce(0) { $0 + $1.count }
         guard size > Self.maximumRequestBytes else { return }
         throw WLStorageError(
@@ -349,22 +361,28 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
 
     /// Runs `body`, and turns its failure into a ``WLStorageError`` (`readFailed` or `writeFailed`) that names the store
     /// and the key.
-    private func perform<Answer>(
+    func perform<Answer>(
         reading: Bool, key: String?, _ body: () throws(EtcdFailure) -> Answer
     ) throws(WLStorageError) -> Answer {
         do {
             return try body()
         } catch {
-            let outcome =
-                switch error.outcome {
-                case .notSent: "failed: no endpoint answered"
-                case .refused: "was refused"
-                case .unknown: reading ? "failed" : "failed, and it is not known whether it was carried out"
-                }
-            throw WLStorageError(
-                code: reading ? .readFailed : .writeFailed,
-                message: "\(identity): the \(reading ? "read" : "write") \(outcome) (\(error.description))", key: key,
-                path: identity, underlying: error)
+            throw failure(error, reading: reading, key: key)
         }
+    }
+
+    /// The ``WLStorageError`` (`readFailed` or `writeFailed`) of a call that failed with `error`, naming the store and
+    /// the key.
+    func failure(_ error: EtcdFailure, reading: Bool, key: String?) -> WLStorageError {
+        let outcome =
+            switch error.outcome {
+            case .notSent: "failed: no endpoint answered"
+            case .refused: "was refused"
+            case .unknown: reading ? "failed" : "failed, and it is not known whether it was carried out"
+            }
+        return WLStorageError(
+            code: reading ? .readFailed : .writeFailed,
+            message: "\(identity): the \(reading ? "read" : "write") \(outcome) (\(error.description))", key: key,
+            path: identity, underlying: error)
     }
 }

@@ -79,8 +79,15 @@ final class EtcdServer: Sendable {
     private static let live = Lock<[URL: pid_t]>([:])
     private static let exitCleanup: Void = { atexit { EtcdServer.removeAll() } }()
 
-    /// Makes a data directory and picks two free ports; the server is not started.
-    init() throws {
+    /// The member's name, unique in its cluster.
+    let name: String
+    /// The members of the cluster this server is one of, `name=peer URL` separated by commas, and the cluster's token;
+    /// `nil` for a cluster of this server alone.
+    let cluster = Lock<(members: String, token: String)?>(nil)
+
+    /// Makes a data directory and picks free ports; the server is not started.
+    init(name: String = "default") throws {
+        self.name = name
         _ = Self.exitCleanup
         var pattern = Array("/tmp/wlsetcd-XXXXXX".utf8CString)
         guard let made = pattern.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
@@ -92,6 +99,9 @@ final class EtcdServer: Sendable {
         alternatePort = try Self.freePort()
         Self.live.withLock { $0[directory] = 0 }
     }
+
+    /// Whether the server was started and not stopped since.
+    var isRunning: Bool { group.withLock { $0 != nil } }
 
     /// The client URL.
     var endpoint: String { "http://127.0.0.1:\(clientPort)" }
@@ -108,19 +118,33 @@ final class EtcdServer: Sendable {
     /// The client URL of the alternate port.
     var alternateEndpoint: String { "http://127.0.0.1:\(alternatePort)" }
 
+    /// The peer URL.
+    var peerURL: String { "http://127.0.0.1:\(peerPort)" }
+
     /// Starts the server, on its client port or on the alternate one, and waits until it answers a read (60 s of
     /// patience).
     func start(onAlternatePort: Bool = false) throws {
+        let pid = try launch(onAlternatePort: onAlternatePort)
+        try waitUntilAnswering(pid, onAlternatePort: onAlternatePort)
+    }
+
+    /// Starts the server, and returns its process group without waiting for it to answer (a member of a cluster
+    /// answers reads once a majority of the members run).
+    func launch(onAlternatePort: Bool = false) throws -> pid_t {
         guard let binary = Self.binary else { throw Failure(description: "the etcd program was not found") }
-        let peer = "http://127.0.0.1:\(peerPort)"
+        let peer = peerURL
         let client = onAlternatePort ? alternateEndpoint : endpoint
         listening.withLock { $0 = onAlternatePort ? alternatePort : clientPort }
-        let arguments = [
-            "--name", "default", "--data-dir", directory.appendingPathComponent("data").path,
+        var arguments = [
+            "--name", name, "--data-dir", directory.appendingPathComponent("data").path,
             "--listen-client-urls", client, "--advertise-client-urls", client,
             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", "default=\(peer)", "--log-outputs", "stderr",
+            "--initial-cluster", cluster.withLock { $0?.members } ?? "\(name)=\(peer)", "--log-outputs", "stderr",
         ]
+        if let token = cluster.withLock({ $0?.token }) {
+            // A token of the cluster's own: members of another test's cluster are never taken for this one's.
+            arguments += ["--initial-cluster-state", "new", "--initial-cluster-token", token]
+        }
         // The shell starts etcd, then waits for it or for the test process to end (or to be a zombie that its parent
         // does not reap), whichever comes first.
         let script = """
@@ -133,6 +157,12 @@ final class EtcdServer: Sendable {
             "/bin/sh", ["-c", script, binary] + arguments, output: directory.appendingPathComponent("etcd.log").path)
         group.withLock { $0 = pid }
         Self.live.withLock { $0[directory] = pid }
+        return pid
+    }
+
+    /// Waits until the server started as `pid` answers a read (60 s of patience).
+    func waitUntilAnswering(_ pid: pid_t, onAlternatePort: Bool = false) throws {
+        let client = onAlternatePort ? alternateEndpoint : endpoint
         let probe = try WLStorageEtcdStore(endpoints: [client], namespace: "probe", timeout: .seconds(2))
         var patience = Patience(seconds: 60)
         while true {
@@ -201,7 +231,7 @@ final class EtcdServer: Sendable {
 
     /// A loopback TCP port that no socket is bound to now: a random one below the range the system takes the local
     /// ports of connections from (32768 and up by default), or, when none of 100 is free, one the system picks.
-    private static func freePort() throws -> Int {
+    static func freePort() throws -> Int {
         for _ in 0..<100 {
             let port = Int.random(in: 20_000..<32_768)
             if let socket = try? bound(port) {
@@ -273,18 +303,18 @@ extension EtcdServer {
     }
 
     /// Posts `body` as JSON to `endpoint`/`path` and returns the answer's JSON object.
-    private func post(_ endpoint: String, _ path: String, _ body: [String: Any]) throws -> [String: Any] {
+    func post(_ endpoint: String, _ path: String, _ body: [String: Any], timeout: Double = 30) throws -> [String: Any] {
         var request = URLRequest(url: URL(string: endpoint + "/" + path)!)
         request.httpMethod = "POST"
         request.httpBody = try JSONSerialization.data(withJSONObject: body)
-        request.timeoutInterval = 30
+        request.timeoutInterval = timeout
         let answer = Lock<Result<Data, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         URLSession.shared.dataTask(with: request) { data, _, error in
             answer.withLock { $0 = error.map { .failure($0) } ?? .success(data ?? Data()) }
             done.signal()
         }.resume()
-        guard done.wait(timeout: .now() + 60) == .success, let result = answer.withLock({ $0 }) else {
+        guard done.wait(timeout: .now() + timeout * 2) == .success, let result = answer.withLock({ $0 }) else {
             throw Failure(description: "\(path): no answer")
         }
         let data = try result.get()
