@@ -53,7 +53,8 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "WLStorageEtcdTests", dependencies: ["WLStorage", "WLStorageEtcd", "WLStorageTestSupport"]),
+            name: "WLStorageEtcdTests",
+            dependencies: ["WLStorage", "WLStorageEtcd", "WLStorageFleet", "WLStorageTestSupport"]),
         .testTarget(
             name: "WLStorageTests",
             dependencies: [
