@@ -84,4 +84,33 @@ import WLStorageTestSupport
         #expect((try store.read(key: "k")) == Data("10".utf8))
         #expect(eventually { storage.wrappedValue == 10 }, "the storage holds \(storage.wrappedValue)")
     }
+
+    /// Storages of the key opened and released over and over while another program writes it, with one storage kept
+    /// open throughout or none (the feed then starts and stops with each): a carried change that reaches a storage
+    /// being released does no harm, and every storage open after the last write ends holding it.
+    @Test(arguments: [true, false])
+    func storagesReleasedWhileChangesAreCarriedLeaveTheOthersHoldingTheLastWrite(keepingOneOpen: Bool) throws {
+        let store = CarryingMemoryStore()
+        store.writeFromOutside("k", json: "0")
+        let steady = keepingOneOpen ? WLStorage(key: "k", defaultValue: -1, store: store) : nil
+        let last = 20_000
+        let written = DispatchSemaphore(value: 0)
+        let writer = Thread {
+            for value in 1...last { store.writeFromOutside("k", json: String(value)) }
+            written.signal()
+        }
+        writer.start()
+        var opened = 0
+        repeat {
+            let storage = WLStorage(key: "k", defaultValue: -1, store: store)
+            #expect(storage.wrappedValue >= 0)
+            opened += 1
+        } while written.wait(timeout: .now()) == .timedOut
+        let after = WLStorage(key: "k", defaultValue: -1, store: store)
+        #expect(eventually { after.wrappedValue == last }, "the storage opened last holds \(after.wrappedValue)")
+        if let steady {
+            #expect(eventually { steady.wrappedValue == last }, "the storage kept open holds \(steady.wrappedValue)")
+        }
+        #expect(opened > 0)
+    }
 }
