@@ -55,7 +55,9 @@ let package = Package(
         ),
         .testTarget(
             name: "WLStorageEtcdTests",
-            dependencies: ["WLStorage", "WLStorageEtcd", "WLStorageTestSupport", "WLStorageEtcdTestChild"]),
+            dependencies: [
+                "WLStorage", "WLStorageEtcd", "WLStorageFleet", "WLStorageTestSupport", "WLStorageEtcdTestChild",
+            ]),
         .testTarget(
             name: "WLStorageTests",
             dependencies: [

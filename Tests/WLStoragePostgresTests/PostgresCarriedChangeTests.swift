@@ -179,6 +179,34 @@ struct PostgresCarriedChangeTests {
         #expect(!replica.values.contains(1) && !replica.values.contains(99), "\(replica.values)")
     }
 
+    /// A write's notification, then the row deleted by hand and made anew at version 1, heard together behind a change
+    /// to read: the last notification is the row's newest write, and the replica ends holding it, not the write before
+    /// the deletion, whose version follows on from the one it knew.
+    @Test func aRowDeletedByHandAndMadeAnewAfterAWriteHeardTogetherEndsHeldAtItsNewestWrite() throws {
+        let cluster = try PostgresCluster.shared()
+        let namespace = uniqueNamespace()
+        let writer = try Self.store(cluster.url, namespace)
+        try writer.write(key: "k", data: bytes("1"))
+        let replica = Replica(key: "k", store: try Self.store(cluster.url, namespace))
+        #expect(replica.value == 1)
+        let admin = try adminConnection(cluster.url)
+        let version = try #require(try Self.version(admin, namespace, "k"))
+        // One transaction: its notifications reach the listener together, at its commit.
+        try sqlValue(admin, "BEGIN")
+        // A change of another key to read first: the round of checks it starts gathers the changes heard after it.
+        try Self.notify(admin, WLStoragePostgresStore.removalPayload(namespace: namespace, key: "other"))
+        try Self.silentlyWrite(admin, namespace, "k", 2)
+        try Self.notify(admin, Self.carried(namespace, "k", version: version + 1, value: 2))
+        try sqlValue(admin, "DELETE FROM wlstorage WHERE namespace = $1 AND key = $2", [namespace, "k"])
+        try sqlValue(
+            admin,
+            "INSERT INTO wlstorage (namespace, key, value, version) VALUES ($1, $2, convert_to('10', 'UTF8'), 1)",
+            [namespace, "k"])
+        try Self.notify(admin, Self.carried(namespace, "k", version: 1, value: 10))
+        try sqlValue(admin, "COMMIT")
+        #expect(eventually { replica.value == 10 }, "the replica holds \(replica.value): \(replica.values)")
+    }
+
     @Test func aGapInVersionsMakesTheReplicaReadTheRow() throws {
         let cluster = try PostgresCluster.shared()
         let namespace = uniqueNamespace()

@@ -164,4 +164,109 @@ struct PostgresNotificationTrustTests {
         }
         #expect(!rolledBack, "the replica went back to a value the row no longer holds")
     }
+
+    /// A table of its own for one test, made by a store of it, and its store of `namespace`.
+    private static func tableOfItsOwn(_ cluster: PostgresCluster, namespace: String) throws -> (
+        name: String, writer: WLStoragePostgresStore
+    ) {
+        let name = "trust_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        let writer = try WLStoragePostgresStore(
+            url: cluster.url, namespace: namespace, table: name, timeout: .seconds(10))
+        try writer.write(key: "k", data: bytes("1"))
+        return (name, writer)
+    }
+
+    /// Sends the payload of a write of 7 at the version after the row's, on `table`'s channel through `sender`, again
+    /// and again for 10 s or until `replica` holds 7; returns whether it did.
+    private static func forgedSevenIsTaken(
+        by replica: WLStorage<Int>, from sender: PostgresConnection, _ admin: PostgresConnection, table: String,
+        namespace: String
+    ) throws -> Bool {
+        let oid = try #require(try sqlValue(admin, "SELECT $1::regclass::oid::text", [table]))
+        let version = try #require(
+            try sqlValue(admin, "SELECT version::text FROM \(table) WHERE namespace = $1 AND key = 'k'", [namespace])
+                .flatMap { Int64($0) })
+        let payload =
+            WLStoragePostgresStore.payload(namespace: namespace, key: "k") + "\(version + 1).\(oid):"
+            + Data("7".utf8).base64EncodedString()
+        return try eventuallyThrowing(timeout: 10) {
+            try sqlValue(sender, "SELECT pg_notify($1, $2)", ["\(table)_changes", payload])
+            return eventually(timeout: 0.5) { replica.wrappedValue == 7 }
+        }
+    }
+
+    /// Row security lets a role that may update the table update only the rows its policy allows: such a role is not
+    /// trusted with another namespace's values, since it could not have written them.
+    @Test func aNotificationOfARoleThatRowSecurityKeepsFromTheRowMakesTheReplicaReadTheRow() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let namespace = uniqueNamespace()
+        let (table, writer) = try Self.tableOfItsOwn(cluster, namespace: namespace)
+        let replica = WLStorage(
+            key: "k", defaultValue: 0, flushInterval: 0,
+            store: try WLStoragePostgresStore(
+                url: cluster.url, namespace: namespace, table: table, timeout: .seconds(10)))
+        #expect(replica.wrappedValue == 1)
+        let role = "own_rows_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        try sqlValue(admin, "CREATE ROLE \(role) LOGIN")
+        try sqlValue(admin, "GRANT SELECT, INSERT, UPDATE ON \(table) TO \(role)")
+        try sqlValue(admin, "ALTER TABLE \(table) ENABLE ROW LEVEL SECURITY")
+        try sqlValue(
+            admin,
+            "CREATE POLICY own_rows ON \(table) TO \(role) USING (namespace = current_user)"
+                + " WITH CHECK (namespace = current_user)")
+        let sender = try adminConnection(cluster.url.replacingOccurrences(of: "user=postgres", with: "user=\(role)"))
+        // The role may update the table, but not the namespace's row.
+        #expect(
+            try sqlValue(sender, "UPDATE \(table) SET value = '7' WHERE namespace = $1 RETURNING 1", [namespace]) == nil
+        )
+        let adopted = try Self.forgedSevenIsTaken(
+            by: replica, from: sender, admin, table: table, namespace: namespace)
+        #expect(!adopted, "the replica holds 7, which the table does not, and the sender could not write")
+        try writer.write(key: "k", data: bytes("2"))
+        #expect(eventually(timeout: 30) { replica.wrappedValue == 2 })
+    }
+
+    /// A role whose privilege to update the table is revoked while its connection stays open is no longer trusted
+    /// once the listener's next probe has looked at its process again.
+    @Test func aNotificationOfARoleWhosePrivilegeWasRevokedMakesTheReplicaReadTheRow() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let namespace = uniqueNamespace()
+        let (table, writer) = try Self.tableOfItsOwn(cluster, namespace: namespace)
+        // The replica's connections are told from others' by their application name.
+        let application = "replica_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        let replica = WLStorage(
+            key: "k", defaultValue: 0, flushInterval: 0,
+            store: try WLStoragePostgresStore(
+                url: cluster.url + "&application_name=\(application)", namespace: namespace, table: table,
+                timeout: .seconds(10)))
+        #expect(replica.wrappedValue == 1)
+        let role = "revoked_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        try sqlValue(admin, "CREATE ROLE \(role) LOGIN")
+        try sqlValue(admin, "GRANT SELECT, UPDATE ON \(table) TO \(role)")
+        let sender = try adminConnection(cluster.url.replacingOccurrences(of: "user=postgres", with: "user=\(role)"))
+        // Trusted while it may update the table: its process is known to the listener. What it sent stands for the
+        // row's next version, which the next real write makes again (taken for stale); the one after is taken.
+        #expect(try Self.forgedSevenIsTaken(by: replica, from: sender, admin, table: table, namespace: namespace))
+        try writer.write(key: "k", data: bytes("2"))
+        try writer.write(key: "k", data: bytes("3"))
+        #expect(eventually(timeout: 30) { replica.wrappedValue == 3 })
+        try sqlValue(admin, "REVOKE UPDATE ON \(table) FROM \(role)")
+        let revoked = try #require(try sqlValue(admin, "SELECT clock_timestamp()::text"))
+        // The listener's probe, which looks at the senders it knows in `pg_stat_activity`, has run since.
+        #expect(
+            try eventuallyThrowing(timeout: 60) {
+                try sqlValue(
+                    admin,
+                    "SELECT count(*)::text FROM pg_stat_activity WHERE application_name = $1"
+                        + " AND query LIKE '%pg_stat_activity%' AND state = 'idle' AND state_change > $2::timestamptz",
+                    [application, revoked]) != "0"
+            })
+        let adopted = try Self.forgedSevenIsTaken(
+            by: replica, from: sender, admin, table: table, namespace: namespace)
+        #expect(!adopted, "the replica holds 7, which the table does not, and the sender may no longer write")
+        try writer.write(key: "k", data: bytes("4"))
+        #expect(eventually(timeout: 30) { replica.wrappedValue == 4 })
+    }
 }

@@ -41,8 +41,11 @@ public enum WLStorageFeedEvent: Sendable, Equatable {
 ///   fit, its bytes; or as a change to read.
 /// - It reports carried bytes only from writers it trusts: a storage takes them as if it had read the key.
 ///
-/// A storage adopts carried bytes only when their versions follow on, one by one, from the version it knows; a gap,
-/// a change without bytes, or ``WLStorageStoreChange/everything`` makes it read the key.
+/// A storage adopts carried bytes only when the changes reported after the last one at or below the version it knows
+/// follow on from that version, one by one, in the order reported, and takes the bytes of the last one. A gap, versions
+/// out of order, a version at or below the known one after another change (the key removed and made anew without a
+/// report: its versions start again), a change without bytes, or ``WLStorageStoreChange/everything`` makes it read the
+/// key. The order of the reports is what tells a key's newest write, not its version.
 public protocol WLStorageCarryingStore: WLStorageStore {
     /// Starts the feed, as ``WLStorageStore/observeChanges(_:)`` does, with carried changes reported as such. The
     /// storages of the store call it instead of `observeChanges`.
@@ -85,17 +88,20 @@ struct StoreCarriedFeed: CarriedChangeFeed {
 /// What a store's backer knows of the version of its key and what its feed carried since its last look, to decide
 /// whether a check adopts carried bytes or reads the key.
 ///
-/// The rule: carried bytes are adopted only when their versions follow on, one by one, from the version the backer
-/// knows (read with its bytes, or adopted), up to the newest carried. When the newest carried is the known version, it
-/// is stale and changes nothing. Anything else reads the key: no version known (the backer wrote since, or never read
-/// with a version), a gap in versions, a change too large to carry, a change reported without a version, a
-/// reconnection of the feed, or versions all older than the known one: the key was removed and made anew without a
-/// removal the feed told of (an operator's `DELETE`), and its versions started again.
+/// The rule looks at the changes in the order the feed reported them, which is the order they were made: the last one
+/// is the key's newest write. Its bytes are adopted only when the changes after the last one at or below the version
+/// the backer knows (read with its bytes, or adopted) follow on from that version, one by one, in that order, up to it.
+/// Changes at or below the known version before them are old ones heard late (the feed lags behind a read). When every
+/// change carried is the known version, it is stale and changes nothing. Anything else reads the key: no version known
+/// (the backer wrote since, or never read with a version), a gap in versions, versions out of order, a change too large
+/// to carry, a change reported without a version, a reconnection of the feed, or a version at or below the known one
+/// after a newer one or after an older one: the key was removed and made anew without a removal the feed told of (an
+/// operator's `DELETE`), and its versions started again, so a version alone no longer says which write it names.
 struct CarriedVersions: Sendable {
     /// The version of the bytes the backer last read or adopted; `nil` when unknown.
     var known: Int64?
-    /// The carried changes not looked at yet, by version.
-    var offered: [Int64: Data?] = [:]
+    /// The carried changes not looked at yet, in the order reported.
+    var offered: [WLStorageCarriedChange] = []
     /// A change was reported that must be read.
     var mustRead = false
 
@@ -113,9 +119,9 @@ struct CarriedVersions: Sendable {
 
     mutating func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) {
         if mustRead { self.mustRead = true }
-        for change in changes { offered[change.version] = change.data }
+        offered += changes
         if offered.count > Self.limit {
-            offered = [:]
+            offered = []
             self.mustRead = true
         }
     }
@@ -123,20 +129,21 @@ struct CarriedVersions: Sendable {
     /// Decides what a check does, and forgets what was offered.
     mutating func take() -> Decision {
         defer {
-            offered = [:]
+            offered = []
             mustRead = false
         }
-        guard !mustRead, let known, !offered.isEmpty else { return .read }
-        if offered.count == 1, let (version, data) = offered.first {
-            if version == known { return .stale }
-            guard version == known &+ 1, let data else { return .read }
-            return .adopt(data, version: version)
+        guard !mustRead, let known, let newest = offered.last else { return .read }
+        // The changes the backer has not seen: those after the last one at or below the version it knows.
+        let unseen = offered[(offered.lastIndex { $0.version <= known }.map { $0 + 1 } ?? 0)...]
+        guard !unseen.isEmpty else {
+            // Only the known version, heard again, is stale; older versions after it, or alone, say the key was made
+            // anew (or replayed): the key is read.
+            return offered.allSatisfy { $0.version == known } ? .stale : .read
         }
-        let newer = offered.filter { $0.key > known }
-        guard let newest = newer.keys.max() else { return offered[known] != nil ? .stale : .read }
-        var version = known
-        while newer[version &+ 1] != nil { version &+= 1 }
-        guard version == newest, let data = newer[newest] ?? nil else { return .read }
-        return .adopt(data, version: newest)
+        for (offset, change) in unseen.enumerated() where change.version != known &+ Int64(offset) &+ 1 {
+            return .read
+        }
+        guard let data = newest.data else { return .read }
+        return .adopt(data, version: newest.version)
     }
 }

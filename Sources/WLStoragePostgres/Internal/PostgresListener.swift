@@ -202,11 +202,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private func probeConnection(generation: UInt64) {
         guard isCurrent(generation), watch != nil else { return }
         do {
-            if senders.isEmpty {
-                _ = try connection.query("SELECT 1", deadline: .now + min(timeout, Self.probeTimeout))
-            } else {
-                try checkSenders(deadline: .now + min(timeout, Self.probeTimeout))
-            }
+            try checkSenders(deadline: .now + min(timeout, Self.probeTimeout))
         } catch {
             reportTrouble("stopped answering (\(error)); it reconnects, and the storages read their keys again")
             lost(generation: generation)
@@ -333,33 +329,51 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         let unknown = carriedBy.filter { senders[$0] == nil }
         let asked = !unknown.isEmpty && tableOID != nil
         if asked, let tableOID {
-            let rows = try connection.query(
-                "SELECT pid::text, usesysid::text, has_table_privilege(usesysid, $1::oid, 'UPDATE')::text"
-                    + " FROM pg_stat_activity WHERE pid = ANY($2::int[]) AND usesysid IS NOT NULL",
-                [.text(tableOID), .text(Self.array(unknown))], deadline: .now + timeout)
-            for row in rows {
-                guard row.count == 3, let pid = row[0].flatMap({ Int32(String(decoding: $0, as: UTF8.self)) }),
-                    let role = row[1].map({ String(decoding: $0, as: UTF8.self) })
-                else { continue }
-                senders[pid] = (role, row[2].map { String(decoding: $0, as: UTF8.self) } == "true")
+            for (pid, sender) in try lookUp(unknown, tableOID: tableOID, deadline: .now + timeout) {
+                senders[pid] = sender
             }
         }
         return (carriedBy.filter { senders[$0]?.trusted ?? false }, asked)
     }
 
-    /// Forgets the senders whose process ended, or whose number another role's process has now.
-    private func checkSenders(deadline: ContinuousClock.Instant) throws(PostgresError) {
+    /// The role of each of `pids`'s server processes still running, and whether it may write every row of the table
+    /// whose OID is `tableOID`: it may update the table, and no row security policy applies to it (the table has none
+    /// enabled, or the role bypasses them: a superuser, a role with `BYPASSRLS`, or the table's owner when the table
+    /// does not force them on it). A role that row security keeps to some rows could not have written another
+    /// namespace's, and is not trusted with any.
+    private func lookUp(
+        _ pids: some Sequence<Int32>, tableOID: String, deadline: ContinuousClock.Instant
+    ) throws(PostgresError) -> [Int32: (role: String, trusted: Bool)] {
         let rows = try connection.query(
-            "SELECT pid::text, usesysid::text FROM pg_stat_activity WHERE pid = ANY($1::int[])",
-            [.text(Self.array(senders.keys))], deadline: deadline)
-        var roles: [Int32: String] = [:]
+            "SELECT a.pid::text, a.usesysid::text, (has_table_privilege(a.usesysid, c.oid, 'UPDATE')"
+                + " AND (NOT c.relrowsecurity OR r.rolsuper OR r.rolbypassrls"
+                + " OR (c.relowner = a.usesysid AND NOT c.relforcerowsecurity)))::text"
+                + " FROM pg_stat_activity a JOIN pg_roles r ON r.oid = a.usesysid JOIN pg_class c ON c.oid = $1::oid"
+                + " WHERE a.pid = ANY($2::int[])",
+            [.text(tableOID), .text(Self.array(pids))], deadline: deadline)
+        var found: [Int32: (role: String, trusted: Bool)] = [:]
         for row in rows {
-            guard row.count == 2, let pid = row[0].flatMap({ Int32(String(decoding: $0, as: UTF8.self)) }),
+            guard row.count == 3, let pid = row[0].flatMap({ Int32(String(decoding: $0, as: UTF8.self)) }),
                 let role = row[1].map({ String(decoding: $0, as: UTF8.self) })
             else { continue }
-            roles[pid] = role
+            found[pid] = (role, row[2].map { String(decoding: $0, as: UTF8.self) } == "true")
         }
-        senders = senders.filter { pid, sender in roles[pid] == sender.role }
+        return found
+    }
+
+    /// Forgets the senders whose process ended, whose number another role's process has now, or whose trust changed
+    /// (a privilege granted or revoked, row security turned on or off): a sender forgotten is looked up again when it
+    /// next sends. A round trip on the connection either way: with no sender known, `SELECT 1`.
+    private func checkSenders(deadline: ContinuousClock.Instant) throws(PostgresError) {
+        guard let tableOID, !senders.isEmpty else {
+            senders = [:]
+            _ = try connection.query("SELECT 1", deadline: deadline)
+            return
+        }
+        let found = try lookUp(senders.keys, tableOID: tableOID, deadline: deadline)
+        senders = senders.filter { pid, sender in
+            found[pid].map { $0.role == sender.role && $0.trusted == sender.trusted } ?? false
+        }
     }
 
     /// Process numbers as an SQL array literal.

@@ -1,5 +1,6 @@
 // Written against the package's public API alone, as a store of a program's own would be: a test type-checks this
 // file outside the package, where nothing but the public API is seen.
+import Dispatch
 import Foundation
 import WLStorage
 
@@ -11,6 +12,7 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
         var reads: [String: Int] = [:]
         var handlers: [Int: @Sendable (WLStorageFeedEvent) -> Void] = [:]
         var nextHandler = 0
+        var heldReads: [String: HeldRead] = [:]
     }
 
     let identity = "carrying-memory:" + UUID().uuidString
@@ -20,10 +22,12 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
     func read(key: String) throws -> Data? { try readWithVersion(key: key)?.data }
 
     func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
-        withState { state in
+        let (row, held) = withState { state in
             state.reads[key, default: 0] += 1
-            return state.rows[key]
+            return (state.rows[key], state.heldReads.removeValue(forKey: key))
         }
+        held?.hold()
+        return row
     }
 
     func write(key: String, data: Data) throws {
@@ -71,6 +75,39 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
     /// Another program's write of `json` that the feed never reports (a report lost on the way).
     func writeUnreported(_ key: String, json: String) {
         _ = store(key, Data(json.utf8))
+    }
+
+    /// Another program's removal of `key` that the feed never reports (an operator's `DELETE` in a database whose
+    /// notifications come from the writing programs): the key's versions start again with its next write.
+    func removeUnreported(_ key: String) {
+        withState { $0.rows[key] = nil }
+    }
+
+    /// Holds the next read of `key` once it has taken what the key holds, until the read returned is released: writes
+    /// made and reported meanwhile are heard while the read that missed them is in flight.
+    func holdNextRead(of key: String) -> HeldRead {
+        let held = HeldRead()
+        withState { $0.heldReads[key] = held }
+        return held
+    }
+
+    /// A read held by ``holdNextRead(of:)``.
+    final class HeldRead: Sendable {
+        private let reached = DispatchSemaphore(value: 0)
+        private let released = DispatchSemaphore(value: 0)
+
+        /// Whether the read got to its hold within `timeout` seconds.
+        func waitUntilReached(timeout: Double = 30) -> Bool {
+            reached.wait(timeout: .now() + timeout) == .success
+        }
+
+        /// Lets the read return (a read never released returns after a minute, so that no test hangs on it).
+        func release() { released.signal() }
+
+        fileprivate func hold() {
+            reached.signal()
+            _ = released.wait(timeout: .now() + 60)
+        }
     }
 
     /// How many times `key` was read.

@@ -21,13 +21,39 @@ import Testing
         #expect(Self.decide(known: 4, [Self.change(5, "five")]) == .adopt(Data("five".utf8), version: 5))
     }
 
-    @Test func consecutiveVersionsAreAdoptedUpToTheNewestInAnyOrder() {
-        let changes = [Self.change(7, "seven"), Self.change(5, "five"), Self.change(6, "six")]
+    @Test func consecutiveVersionsAreAdoptedUpToTheNewest() {
+        let changes = [Self.change(5, "five"), Self.change(6, "six"), Self.change(7, "seven")]
         #expect(Self.decide(known: 4, changes) == .adopt(Data("seven".utf8), version: 7))
     }
 
-    @Test func versionsNoNewerThanTheKnownOneAreStale() {
-        #expect(Self.decide(known: 5, [Self.change(5, "other"), Self.change(3, "old")]) == .stale)
+    /// The feed reports a key's writes in the order they were made; versions out of that order cannot tell which is the
+    /// newest write (a key made anew starts its versions again), and the key is read.
+    @Test func versionsReportedOutOfOrderAreRead() {
+        let changes = [Self.change(7, "seven"), Self.change(5, "five"), Self.change(6, "six")]
+        #expect(Self.decide(known: 4, changes) == .read)
+    }
+
+    /// The key was made anew behind the store's back after the next version: the last change reported, version 1, is
+    /// its newest write, and the next version's bytes are not.
+    @Test func aKeyMadeAnewAfterTheNextVersionIsRead() {
+        #expect(Self.decide(known: 5, [Self.change(6, "six"), Self.change(1, "made anew")]) == .read)
+    }
+
+    /// Made anew and written up to the known version again: its versions cannot be told from those already seen.
+    @Test func aKeyMadeAnewUpToTheKnownVersionIsRead() {
+        let changes = [Self.change(1, "one"), Self.change(2, "two"), Self.change(3, "three")]
+        #expect(Self.decide(known: 3, changes) == .read)
+        #expect(Self.decide(known: 5, [Self.change(5, "other"), Self.change(3, "made anew")]) == .read)
+    }
+
+    /// Made anew and written past the known version, the last change follows on from it: the newest write is taken.
+    @Test func aKeyMadeAnewPastTheKnownVersionIsTakenAtItsNewest() {
+        let changes = (1...Int64(4)).map { Self.change($0, "new \($0)") }
+        #expect(Self.decide(known: 3, changes) == .adopt(Data("new 4".utf8), version: 4))
+    }
+
+    @Test func theKnownVersionHeardAgainIsStale() {
+        #expect(Self.decide(known: 5, [Self.change(5, "same"), Self.change(5, "same")]) == .stale)
     }
 
     @Test func theKnownVersionAloneIsStale() {

@@ -57,4 +57,60 @@ import WLStorageTestSupport
         store.writeFromOutside("k", json: "11")
         #expect(eventually { storage.wrappedValue == 11 }, "the storage holds \(storage.wrappedValue)")
     }
+
+    /// While a storage reads its key, another program writes it, an operator removes it without a word from the feed,
+    /// and a program makes it anew at version 1. The feed reports both writes after the read that missed them; the
+    /// first follows on from the version read, but the last is the key's newest write: the storage ends holding it.
+    @Test func aKeyMadeAnewBehindTheFeedsBackWhileTheStorageReadsEndsHeldAtItsNewestWrite() throws {
+        let store = CarryingMemoryStore()
+        let (storage, _) = openedStorage(store)
+        // A write the feed never reported: the next one carried leaves a gap, and the storage reads the key.
+        store.writeUnreported("k", json: "2")
+        let held = store.holdNextRead(of: "k")
+        defer { held.release() }
+        let reported = DispatchSemaphore(value: 0)
+        // The feed reports a write on the writer's thread, where the storage's check of a carried change runs.
+        let writer = Thread {
+            store.writeFromOutside("k", json: "3")
+            reported.signal()
+        }
+        writer.start()
+        try #require(held.waitUntilReached(), "the storage did not read its key")
+        store.writeFromOutside("k", json: "4")
+        store.removeUnreported("k")
+        store.writeFromOutside("k", json: "10")
+        held.release()
+        try #require(reported.wait(timeout: .now() + 60) == .success, "the writer's report did not return")
+        #expect((try store.read(key: "k")) == Data("10".utf8))
+        #expect(eventually { storage.wrappedValue == 10 }, "the storage holds \(storage.wrappedValue)")
+    }
+
+    /// Storages of the key opened and released over and over while another program writes it, with one storage kept
+    /// open throughout or none (the feed then starts and stops with each): a carried change that reaches a storage
+    /// being released does no harm, and every storage open after the last write ends holding it.
+    @Test(arguments: [true, false])
+    func storagesReleasedWhileChangesAreCarriedLeaveTheOthersHoldingTheLastWrite(keepingOneOpen: Bool) throws {
+        let store = CarryingMemoryStore()
+        store.writeFromOutside("k", json: "0")
+        let steady = keepingOneOpen ? WLStorage(key: "k", defaultValue: -1, store: store) : nil
+        let last = 20_000
+        let written = DispatchSemaphore(value: 0)
+        let writer = Thread {
+            for value in 1...last { store.writeFromOutside("k", json: String(value)) }
+            written.signal()
+        }
+        writer.start()
+        var opened = 0
+        repeat {
+            let storage = WLStorage(key: "k", defaultValue: -1, store: store)
+            #expect(storage.wrappedValue >= 0)
+            opened += 1
+        } while written.wait(timeout: .now()) == .timedOut
+        let after = WLStorage(key: "k", defaultValue: -1, store: store)
+        #expect(eventually { after.wrappedValue == last }, "the storage opened last holds \(after.wrappedValue)")
+        if let steady {
+            #expect(eventually { steady.wrappedValue == last }, "the storage kept open holds \(steady.wrappedValue)")
+        }
+        #expect(opened > 0)
+    }
 }
