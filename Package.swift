@@ -32,7 +32,7 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .target(name: "WLStorageEtcd", dependencies: ["WLStorage", "CWLStorageCurl"]),
-        .executableTarget(name: "wlstorage", dependencies: ["WLStorage", "WLStoragePostgres"]),
+        .executableTarget(name: "wlstorage", dependencies: ["WLStorage", "WLStoragePostgres", "WLStorageEtcd"]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
         .target(name: "WLStorageFleet", dependencies: ["WLStorage"]),
         .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage", "WLStorageFleet"]),
@@ -53,7 +53,11 @@ let package = Package(
             ]
         ),
         .testTarget(
-            name: "WLStorageEtcdTests", dependencies: ["WLStorage", "WLStorageEtcd", "WLStorageTestSupport"]),
+            name: "WLStorageEtcdTests",
+            dependencies: [
+                "WLStorage", "WLStorageEtcd", "WLStorageTestSupport", "wlstorage",
+            ]
+        ),
         .testTarget(
             name: "WLStorageTests",
             dependencies: [

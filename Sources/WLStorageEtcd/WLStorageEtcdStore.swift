@@ -281,6 +281,40 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
         }
     }
 
+    /// A key of the namespace with what it holds, as ``entries()`` reads it.
+    public struct Entry: Sendable, Equatable {
+        /// The key.
+        public var key: String
+        /// The bytes stored under it.
+        public var value: Data
+        /// The revision of the cluster at which it was last written (etcd's `mod_revision`).
+        public var revision: Int64
+    }
+
+    /// Every key of the namespace with its bytes and the revision it was last written at, sorted by the keys' bytes;
+    /// read in pages of 100 keys, each at the revision of its read, as ``keys()`` reads them.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `readFailed` when a request failed.
+    public func entries() throws -> [Entry] {
+        var entries: [Entry] = []
+        var start = prefix
+        while true {
+            let request = RangeRequest(key: start, rangeEnd: prefixEnd, limit: "100")
+            let answer: RangeResponse = try perform(reading: true, key: nil) {
+                () throws(EtcdFailure) in
+                try client.call("v3/kv/range", request, resending: true)
+            }
+            let found = answer.kvs ?? []
+            for kv in found {
+                guard let key = key(of: kv.key) else { continue }
+                entries.append(
+                    Entry(key: key, value: kv.value ?? Data(), revision: kv.modRevision.flatMap { Int64($0) } ?? 0))
+            }
+            guard answer.more == true, let last = found.last else { return entries }
+            start = last.key + Data([0])
+        }
+    }
+
     /// Starts watching the namespace from the current revision; see ``EtcdWatcher``.
     ///
     /// Once the watch is made, and again whenever it is made anew rather than resumed (the revision it stopped at was
