@@ -38,6 +38,7 @@ let package = Package(
         .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage", "WLStorageFleet"]),
         .executableTarget(
             name: "WLStoragePostgresTestChild", dependencies: ["WLStorage", "WLStoragePostgres", "WLStorageFleet"]),
+        .executableTarget(name: "WLStorageEtcdExitChild", dependencies: ["WLStorage", "WLStorageEtcd"]),
         .executableTarget(
             name: "WLStorageBenchmarks",
             dependencies: ["WLStorage", "WLStoragePostgres", "CWLStorageLibPQ"],
@@ -55,7 +56,7 @@ let package = Package(
         .testTarget(
             name: "WLStorageEtcdTests",
             dependencies: [
-                "WLStorage", "WLStorageEtcd", "WLStorageTestSupport", "wlstorage",
+                "WLStorage", "WLStorageEtcd", "WLStorageTestSupport", "wlstorage", "WLStorageEtcdExitChild",
             ]
         ),
         .testTarget(
