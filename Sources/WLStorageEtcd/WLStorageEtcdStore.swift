@@ -44,6 +44,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
     public let timeout: Duration
 
     let client: EtcdClient
+    let health: EtcdFeedHealth
     /// `wlstorage/<escaped namespace>/`: the start of every etcd key of the store.
     let prefix: Data
     /// The end of the range of the store's keys: the prefix with its last byte (`/`) made `0`.
@@ -93,7 +94,18 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
         self.prefixEnd = Data("wlstorage/\(escaped)0".utf8)
         self.identity = "etcd:" + Set(urls.map(\.absoluteString)).sorted().joined(separator: ",") + "#" + escaped
         self.client = EtcdClient(endpoints: urls, timeout: timeout)
+        self.health = EtcdFeedHealth(identity: identity)
     }
+
+    /// Why the store's change feed cannot hear other programs' changes now, or `nil` while it watches (or while no
+    /// storage follows the store).
+    ///
+    /// The feed's watch probes its endpoint with a linearizable read every five seconds (or every `timeout`, when it is
+    /// shorter), which must answer within as long: a member that stops answering, or a network that stops carrying its
+    /// answers, is found out within twice that. While the watch cannot be made or its endpoint does not answer, this is
+    /// the error, which is also reported to ``WLStorageSystem/errorHandler`` when it starts and once a minute while it
+    /// lasts; it is `nil` again once a watch is made. A health check of a service can read it.
+    public var changeFeedError: WLStorageError? { health.trouble }
 
     /// `WLStorageEtcdStore(<identity>)`.
     public var description: String { "WLStorageEtcdStore(\(identity))" }
@@ -329,7 +341,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, CustomStringCo
             client: client, prefix: prefix, prefixEnd: prefixEnd,
             key: { [prefix] etcdKey in
                 etcdKey.starts(with: prefix) ? String(decoding: etcdKey.dropFirst(prefix.count), as: UTF8.self) : nil
-            }, changed: changed)
+            }, health: health, changed: changed)
         watcher.start()
         return WLStorageSubscription { watcher.cancel() }
     }

@@ -1,0 +1,75 @@
+import Foundation
+import Synchronization
+import WLStorage
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Whether a store's watches hear the changes of other programs, and the reports of the times they cannot: shared by
+/// the watches of one store.
+///
+/// A trouble is reported to ``WLStorageSystem/errorHandler`` (or standard error, when none is set) when it starts and
+/// once a minute while it lasts, never under a lock: the handler is the program's code.
+final class EtcdFeedHealth: Sendable {
+    private struct State {
+        var trouble: WLStorageError?
+        var lastReport: ContinuousClock.Instant?
+    }
+
+    /// The store's identity, which the reports name.
+    let identity: String
+    private let state = Mutex(State())
+    /// How often a trouble that lasts is reported again.
+    static let reportInterval: Duration = .seconds(60)
+
+    init(identity: String) {
+        self.identity = identity
+    }
+
+    /// Why the feed cannot hear changes now, or `nil` while it does.
+    var trouble: WLStorageError? { state.withLock { $0.trouble } }
+
+    /// Says that the feed cannot hear changes, because of `what`: reported at once when it is the first trouble since
+    /// the feed last heard, or when the last report is a minute old.
+    func noteTrouble(_ what: String) {
+        let error = WLStorageError(
+            code: .readFailed,
+            message: "the change feed of \(identity) \(what); until it watches again, this program does not see the"
+                + " changes other programs make",
+            path: identity)
+        let now = ContinuousClock.now
+        let (due, replaced) = state.withLock { state in
+            let replaced = state.trouble
+            state.trouble = error
+            let due = replaced == nil || state.lastReport.map { now - $0 >= Self.reportInterval } ?? true
+            if due { state.lastReport = now }
+            return (due, replaced)
+        }
+        _ = replaced
+        if due { Self.report(error) }
+    }
+
+    /// Says that the feed hears changes again.
+    func noteWatching() {
+        let replaced = state.withLock { state in
+            defer {
+                state.trouble = nil
+                state.lastReport = nil
+            }
+            return state.trouble
+        }
+        _ = replaced
+    }
+
+    /// Passes `error` to ``WLStorageSystem/errorHandler``, or writes it to standard error when none is set, as the
+    /// package's own stores do.
+    static func report(_ error: WLStorageError) {
+        if let handler = WLStorageSystem.errorHandler {
+            handler(error)
+        } else {
+            let line = Array("\(error)\n".utf8)
+            _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        }
+    }
+}
