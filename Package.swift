@@ -41,7 +41,7 @@ let package = Package(
         .executableTarget(name: "WLStorageEtcdExitChild", dependencies: ["WLStorage", "WLStorageEtcd"]),
         .executableTarget(
             name: "WLStorageBenchmarks",
-            dependencies: ["WLStorage", "WLStoragePostgres", "CWLStorageLibPQ"],
+            dependencies: ["WLStorage", "WLStoragePostgres", "CWLStorageLibPQ", "WLStorageEtcd", "CWLStorageCurl"],
             path: "Benchmarks/WLStorageBenchmarks"
         ),
         // What both test targets share: temporary directories, polling, child processes and their output.
