@@ -236,6 +236,11 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         var made = false
         let goesOn: Bool = condition.withLock {
             guard dataTask === task, !cancelled else { return false }
+            if result.created == true {
+                // Made: the member answers, whatever the watch finds next.
+                created = true
+                made = true
+            }
             if let id = result.header?.clusterId {
                 if let known = clusterID, known != id {
                     // Another cluster: nothing of what was seen holds.
@@ -252,8 +257,6 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             }
             if result.canceled == true { return false }
             if result.created == true {
-                created = true
-                made = true
                 let revision = result.header?.revisionNumber ?? 0
                 if let resumedFrom {
                     // A cluster whose revision went back (restored from a backup) replays nothing of what it lost.

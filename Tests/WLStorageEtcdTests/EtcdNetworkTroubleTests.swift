@@ -8,8 +8,9 @@ import WLStorageEtcd
 @Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdNetworkTroubleTests {
     /// The watch is cut, and the member refuses connections while another program makes changes (twenty keys, one of
-    /// them twice, one removed); once the member takes connections again, every change is reported, and the watch
-    /// resumed where it stopped: it did not start anew (that would report ``WLStorageStoreChange/everything``).
+    /// them twice, one removed); the feed says meanwhile that it cannot watch. Once the member takes connections again,
+    /// every change is reported, and the watch resumed where it stopped: it did not start anew (that would report
+    /// ``WLStorageStoreChange/everything``).
     @Test func aWatchCutOffAndReconnectedMissesNoChange() async throws {
         try await onItsOwnThread {
             let server = try EtcdServer.shared()
@@ -31,8 +32,11 @@ struct EtcdNetworkTroubleTests {
             }
             try elsewhere.write(key: "c7", data: bytes("\"again\""))
             try elsewhere.remove(key: "c3")
-            // No change can have been heard: the member takes no connection.
+            // No change can have been heard: the member takes no connection. The watch that cannot be made is said.
             #expect(!feed.reported.contains(.key("c0")))
+            #expect(
+                eventually(timeout: 60) { store.changeFeedError?.message.contains("could not watch") == true },
+                "\(String(describing: store.changeFeedError))")
 
             proxy.set(.forwarding)
             let keys = (0..<20).map { WLStorageStoreChange.key("c\($0)") }
@@ -43,6 +47,7 @@ struct EtcdNetworkTroubleTests {
                 },
                 "reported: \(feed.reported)")
             #expect(feed.everythingCount == 1, "the watch resumed rather than started anew: \(feed.reported)")
+            #expect(eventually(timeout: 60) { store.changeFeedError == nil }, "the trouble is over once it watches")
             #expect(eventuallyHolds(storage, "again"))
         }
     }
