@@ -84,6 +84,8 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             return (self.task, self.session)
         }
         task?.cancel()
+        // A feed no storage follows has no trouble to tell of.
+        health.noteWatching()
         // The session holds its delegate, this watcher, until it is invalidated; not here, where the call may come from
         // a change being reported, on the session's own queue.
         if let session { DispatchQueue.global().async { session.invalidateAndCancel() } }
@@ -117,7 +119,7 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
                 if ended { break }
                 if let failure = probe(endpoint) {
                     answered = false
-                    health.noteTrouble(
+                    noteTrouble(
                         "stopped answering at \(EtcdClient.describe(endpoint)) (\(failure)); the watch is made again"
                             + (client.endpoints.count > 1 ? " on the next endpoint" : ""))
                     task.cancel()
@@ -136,7 +138,7 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             }
             let (worked, whyEnded) = condition.withLock { (answered && created, endError) }
             if answered && !worked {
-                health.noteTrouble(
+                noteTrouble(
                     "could not watch at \(EtcdClient.describe(endpoint))"
                         + (whyEnded.map { " (\($0))" } ?? " (the watch ended before etcd made it)"))
             }
@@ -158,6 +160,12 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             if stopped { return }
             backoff = min(backoff * 2, .seconds(2))
         }
+    }
+
+    /// Tells the store's health of a trouble, unless the watch was cancelled meanwhile.
+    private func noteTrouble(_ what: String) {
+        guard !condition.withLock({ cancelled }) else { return }
+        health.noteTrouble(what)
     }
 
     /// A watch of the store's keys on `endpoint`, from the revision after the last one reported (or from now); `nil`
