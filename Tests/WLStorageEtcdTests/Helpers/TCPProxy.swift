@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WLStorage
 
 #if canImport(Glibc)
     import Glibc
@@ -59,7 +60,8 @@ final class TCPProxy: Sendable {
     let port: Int
     private let target: Int
     private let listener: Int32
-    private let state = Mutex(State())
+    /// `Lock`, not `Mutex`: ThreadSanitizer does not see `Mutex` on Linux.
+    private let state = Lock(State())
 
     /// Listens on a free loopback port and forwards to `target` on the loopback address.
     init(to target: Int) throws {
