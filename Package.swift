@@ -32,16 +32,17 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .target(name: "WLStorageEtcd", dependencies: ["WLStorage", "CWLStorageCurl"]),
-        .executableTarget(name: "wlstorage", dependencies: ["WLStorage", "WLStoragePostgres"]),
+        .executableTarget(name: "wlstorage", dependencies: ["WLStorage", "WLStoragePostgres", "WLStorageEtcd"]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
         .target(name: "WLStorageFleet", dependencies: ["WLStorage"]),
         .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage", "WLStorageFleet"]),
         .executableTarget(
             name: "WLStoragePostgresTestChild", dependencies: ["WLStorage", "WLStoragePostgres", "WLStorageFleet"]),
         .executableTarget(name: "WLStorageEtcdTestChild", dependencies: ["WLStorage", "WLStorageEtcd"]),
+        .executableTarget(name: "WLStorageEtcdExitChild", dependencies: ["WLStorage", "WLStorageEtcd"]),
         .executableTarget(
             name: "WLStorageBenchmarks",
-            dependencies: ["WLStorage", "WLStoragePostgres", "CWLStorageLibPQ"],
+            dependencies: ["WLStorage", "WLStoragePostgres", "CWLStorageLibPQ", "WLStorageEtcd", "CWLStorageCurl"],
             path: "Benchmarks/WLStorageBenchmarks"
         ),
         // What both test targets share: temporary directories, polling, child processes and their output.
@@ -57,6 +58,7 @@ let package = Package(
             name: "WLStorageEtcdTests",
             dependencies: [
                 "WLStorage", "WLStorageEtcd", "WLStorageFleet", "WLStorageTestSupport", "WLStorageEtcdTestChild",
+                "wlstorage", "WLStorageEtcdExitChild",
             ]),
         .testTarget(
             name: "WLStorageTests",

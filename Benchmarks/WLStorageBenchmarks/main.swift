@@ -8,6 +8,7 @@ import Foundation
 
 // A replica of the pg-propagation case runs this executable again in a mode of its own, and ends there.
 ReplicaMode.runIfAsked()
+EtcdReplicaMode.runIfAsked()
 
 /// One benchmark: an identifier for `--filter`, and what it measures.
 struct BenchmarkCase {
@@ -47,6 +48,10 @@ let cases = [
         id: "batch-core", title: "flush of 10,000 keys of a store in memory, against encoding them",
         run: BatchCoreCases.core),
     BenchmarkCase(
+        id: "etcd-propagation", title: "etcd: replica-to-replica propagation", run: EtcdCases.propagation),
+    BenchmarkCase(
+        id: "etcd-batch", title: "etcd: flush of 1,000 keys against transactions by hand", run: EtcdCases.batch),
+    BenchmarkCase(
         id: "pg-access", title: "PostgreSQL: get and set of a PostgreSQL-backed storage", run: PostgresCases.access),
 ]
 
@@ -62,6 +67,8 @@ let usage = """
     cases: \(cases.map(\.id).joined(separator: ", "))
     The pg-* cases start a throwaway PostgreSQL server on 127.0.0.1 with the server programs of `pg_config --bindir`
     or /usr/lib/postgresql/*/bin (WLSTORAGE_POSTGRES_BINDIR=DIR chooses them), and are skipped when there are none.
+    The etcd-* cases start a throwaway etcd on 127.0.0.1 with the etcd program on the PATH (WLSTORAGE_ETCD=PATH
+    chooses it), and are skipped when there is none.
     Missed targets are marked MISSED. The exit status is 2 when the arguments are wrong, 1 when a target of a
     guarded row (a hot path: get and set, with a file and with a custom backer) is missed outside --quick, and 0
     otherwise.
@@ -117,6 +124,7 @@ for benchmark in selected {
     rows += benchmark.run(harness)
 }
 BenchmarkCluster.stopShared()
+BenchmarkEtcd.stopShared()
 skipped += skipLog.withLock { $0 }
 
 let report = Report(

@@ -1,10 +1,26 @@
 import CWLStorageCurl
 import Foundation
 
+/// A libcurl easy handle kept between calls, with the connection it keeps open: used by one call at a time, taken from
+/// and given back to an ``EtcdClient``'s pool under the client's lock.
+final class CurlHandle: @unchecked Sendable {  // used by one thread at a time: see above
+    let pointer: UnsafeMutableRawPointer
+
+    /// A new handle, or `nil` when libcurl cannot make one.
+    init?() {
+        guard CurlPost.ready, let pointer = curl_easy_init() else { return nil }
+        self.pointer = pointer
+    }
+
+    deinit {
+        curl_easy_cleanup(pointer)
+    }
+}
+
 /// One `POST` with libcurl's easy interface, on the calling thread, within a number of milliseconds.
 enum CurlPost {
     /// libcurl's global set-up, made once before the first handle.
-    private static let ready: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
+    static let ready: Bool = curl_global_init(Int(CURL_GLOBAL_DEFAULT)) == CURLE_OK
 
     /// The body of a request without one.
     private static let empty: StaticString = ""
@@ -14,15 +30,19 @@ enum CurlPost {
         var data = Data()
     }
 
-    /// Posts `body` as JSON to `url`; returns the answer's status and body.
+    /// Posts `body` as JSON to `url`, with `kept` (whose options are reset first, and whose open connection is used
+    /// again) or with a handle of its own; returns the answer's status and body.
     ///
     /// - Throws: `EtcdFailure` with `notSent` when no connection was made (refused, no such host, a bad URL), and
     ///   `unknown` when the request may have reached the server (the connection broke, the time ran out).
-    static func post(_ url: String, body: Data, milliseconds: Int) throws(EtcdFailure) -> (status: Int, body: Data) {
-        guard ready, let handle = curl_easy_init() else {
+    static func post(_ url: String, body: Data, milliseconds: Int, with kept: CurlHandle? = nil) throws(EtcdFailure)
+        -> (status: Int, body: Data)
+    {
+        guard let owner = kept ?? CurlHandle() else {
             throw EtcdFailure(outcome: .notSent, description: "libcurl could not be set up")
         }
-        defer { curl_easy_cleanup(handle) }
+        let handle = owner.pointer
+        if kept != nil { curl_easy_reset(handle) }
         var headers: UnsafeMutablePointer<curl_slist>?
         headers = curl_slist_append(headers, "Content-Type: application/json")
         // No `Expect: 100-continue` round trip before a large body.
@@ -30,7 +50,7 @@ enum CurlPost {
         defer { curl_slist_free_all(headers) }
         let received = Received()
         let context = Unmanaged.passUnretained(received).toOpaque()
-        let code: CURLcode = withExtendedLifetime(received) {
+        let code: CURLcode = withExtendedLifetime((received, owner)) {
             body.withUnsafeBytes { bytes in
                 _ = wlstorage_curl_set_pointer(handle, CURLOPT_URL, url)
                 _ = wlstorage_curl_set_long(handle, CURLOPT_POST, 1)

@@ -23,11 +23,15 @@ struct EtcdFailure: Error, CustomStringConvertible {
 
 /// Calls etcd's gRPC JSON gateway (`POST /v3/…` over HTTP/1.1) with libcurl, trying the endpoints in turn from the
 /// last one that answered.
-final class EtcdClient: @unchecked Sendable {  // `preferred` under `lock`; the rest is immutable
+final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `lock`; the rest is immutable
     let endpoints: [URL]
     let timeout: Duration
     private let lock = NSLock()
     private var preferred = 0
+    /// Handles kept between the calls that may be sent again, with their open connections; at most ``keptHandles``.
+    private var idle: [CurlHandle] = []
+    /// How many handles are kept.
+    static let keptHandles = 4
 
     init(endpoints: [URL], timeout: Duration) {
         self.endpoints = endpoints
@@ -60,7 +64,7 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` under `lock`; the 
             let endpoint = endpoints[index]
             let data: Data
             do throws(EtcdFailure) {
-                data = try send(encoded, to: endpoint, path: path, until: deadline)
+                data = try send(encoded, to: endpoint, path: path, until: deadline, reusingConnections: resending)
             } catch {
                 failures.append("\(EtcdClient.describe(endpoint)): \(error.description)")
                 let next = error.outcome == .notSent || (resending && error.outcome == .unknown)
@@ -84,16 +88,32 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` under `lock`; the 
     /// Sends one request to `endpoint` and returns the body of its `200 OK` answer, with libcurl: etcd's error answers
     /// end with an HTTP trailer, which stops a program that reads them with `URLSession` on Linux (Swift 6.3), and
     /// which libcurl reads as the protocol says.
-    func send(_ body: Data, to endpoint: URL, path: String, until deadline: ContinuousClock.Instant) throws(EtcdFailure)
-        -> Data
-    {
+    ///
+    /// With `reusingConnections`, the request goes on a connection kept open by an earlier call, when there is one, and
+    /// its handle is kept for the next call once it succeeded. Only for requests that may be sent twice: libcurl sends a
+    /// request again, on a new connection, when a kept one turns out closed before any answer came, and it may have
+    /// been carried out. A conditional write goes on a connection of its own.
+    func send(
+        _ body: Data, to endpoint: URL, path: String, until deadline: ContinuousClock.Instant,
+        reusingConnections: Bool = false
+    ) throws(EtcdFailure) -> Data {
         let remaining = deadline - ContinuousClock.now
         guard remaining > .zero else {
             throw EtcdFailure(outcome: .notSent, description: "the timeout passed before the request was sent")
         }
+        let kept = reusingConnections ? lock.withLock { idle.popLast() } ?? CurlHandle() : nil
         let (status, bytes) = try CurlPost.post(
             endpoint.appendingPathComponent(path).absoluteString, body: body,
-            milliseconds: max(1, Int(remaining.seconds * 1000)))
+            milliseconds: max(1, Int(remaining.seconds * 1000)), with: kept)
+        if let kept {
+            // Kept only after a call that got an answer: one that failed may leave its connection in any state.
+            let dropped: CurlHandle? = lock.withLock {
+                guard idle.count < Self.keptHandles else { return kept }
+                idle.append(kept)
+                return nil
+            }
+            _ = dropped
+        }
         guard status == 200 else {
             let failure = try? JSONDecoder.etcd.decode(GatewayError.self, from: bytes)
             let text = failure?.text ?? String(decoding: bytes.prefix(200), as: UTF8.self)

@@ -22,6 +22,7 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let prefixEnd: Data
     private let keyOf: @Sendable (Data) -> String?
     private let changed: @Sendable (WLStorageFeedEvent) -> Void
+    private let health: EtcdFeedHealth
     private let queue: OperationQueue
     /// How often the endpoint of a running watch is probed.
     private let probeInterval: Duration
@@ -32,6 +33,8 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     /// The watch running, and what is known of it.
     private var task: URLSessionDataTask?
     private var taskEnded = true
+    /// Why the last task ended, when it ended with an error.
+    private var endError: String?
     private var created = false
     private var resumedFrom: Int64?
     private var buffer = Data()
@@ -41,13 +44,15 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
 
     init(
         client: EtcdClient, prefix: Data, prefixEnd: Data,
-        key: @escaping @Sendable (Data) -> String?, changed: @escaping @Sendable (WLStorageFeedEvent) -> Void
+        key: @escaping @Sendable (Data) -> String?, health: EtcdFeedHealth,
+        changed: @escaping @Sendable (WLStorageFeedEvent) -> Void
     ) {
         self.client = client
         self.prefix = prefix
         self.prefixEnd = prefixEnd
         self.keyOf = key
         self.changed = changed
+        self.health = health
         self.probeInterval = min(.seconds(5), client.timeout)
         queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
@@ -79,6 +84,8 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             return (self.task, self.session)
         }
         task?.cancel()
+        // A feed no storage follows has no trouble to tell of.
+        health.noteWatching()
         // The session holds its delegate, this watcher, until it is invalidated; not here, where the call may come from
         // a change being reported, on the session's own queue.
         if let session { DispatchQueue.global().async { session.invalidateAndCancel() } }
@@ -110,8 +117,11 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
                     return
                 }
                 if ended { break }
-                if !probe(endpoint) {
+                if let failure = probe(endpoint) {
                     answered = false
+                    noteTrouble(
+                        "stopped answering at \(EtcdClient.describe(endpoint)) (\(failure)); the watch is made again"
+                            + (client.endpoints.count > 1 ? " on the next endpoint" : ""))
                     task.cancel()
                     condition.withLock {
                         let giveUp = ContinuousClock.now + .seconds(5)
@@ -126,7 +136,12 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
                 }
                 nextProbe = ContinuousClock.now + probeInterval
             }
-            let worked = answered && condition.withLock { created }
+            let (worked, whyEnded) = condition.withLock { (answered && created, endError) }
+            if answered && !worked {
+                noteTrouble(
+                    "could not watch at \(EtcdClient.describe(endpoint))"
+                        + (whyEnded.map { " (\($0))" } ?? " (the watch ended before etcd made it)"))
+            }
             if worked && ContinuousClock.now - started >= .seconds(1) {
                 // It ended after it worked a while: made again at once, on the same endpoint.
                 backoff = .milliseconds(50)
@@ -147,6 +162,12 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         }
     }
 
+    /// Tells the store's health of a trouble, unless the watch was cancelled meanwhile.
+    private func noteTrouble(_ what: String) {
+        guard !condition.withLock({ cancelled }) else { return }
+        health.noteTrouble(what)
+    }
+
     /// A watch of the store's keys on `endpoint`, from the revision after the last one reported (or from now); `nil`
     /// once cancelled.
     private func makeTask(_ endpoint: URL) -> URLSessionDataTask? {
@@ -163,6 +184,7 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             let task = session.dataTask(with: request)
             self.task = task
             taskEnded = false
+            endError = nil
             created = false
             resumedFrom = start
             buffer = Data()
@@ -170,14 +192,14 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         }
     }
 
-    /// Whether `endpoint` answers a linearizable read of one key within the probe's time.
-    private func probe(_ endpoint: URL) -> Bool {
-        guard let body = try? JSONEncoder.etcd.encode(RangeRequest(key: prefix, keysOnly: true)) else { return true }
+    /// Why `endpoint` did not answer a linearizable read of one key within the probe's time, or `nil` when it did.
+    private func probe(_ endpoint: URL) -> String? {
+        guard let body = try? JSONEncoder.etcd.encode(RangeRequest(key: prefix, keysOnly: true)) else { return nil }
         do {
             _ = try client.send(body, to: endpoint, path: "v3/kv/range", until: ContinuousClock.now + probeInterval)
-            return true
+            return nil
         } catch {
-            return false
+            return error.description
         }
     }
 
@@ -204,6 +226,7 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         condition.withLock {
             guard task === self.task else { return }
+            endError = error.map { EtcdClient.describe($0) }
             taskEnded = true
             self.task = nil
             condition.broadcast()
@@ -218,8 +241,14 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         }
         guard let result = parsed.result else { return true }
         var reports: [WLStorageFeedEvent] = []
+        var made = false
         let goesOn: Bool = condition.withLock {
             guard dataTask === task, !cancelled else { return false }
+            if result.created == true {
+                // Made: the member answers, whatever the watch finds next.
+                created = true
+                made = true
+            }
             if let id = result.header?.clusterId {
                 if let known = clusterID, known != id {
                     // Another cluster: nothing of what was seen holds.
@@ -236,7 +265,6 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             }
             if result.canceled == true { return false }
             if result.created == true {
-                created = true
                 let revision = result.header?.revisionNumber ?? 0
                 if let resumedFrom {
                     // A cluster whose revision went back (restored from a backup) replays nothing of what it lost.
@@ -265,6 +293,7 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             }
             return true
         }
+        if made { health.noteWatching() }
         for report in reports { changed(report) }
         return goesOn
     }

@@ -45,6 +45,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     public let timeout: Duration
 
     let client: EtcdClient
+    let health: EtcdFeedHealth
     /// `wlstorage/<escaped namespace>/`: the start of every etcd key of the store.
     let prefix: Data
     /// The end of the range of the store's keys: the prefix with its last byte (`/`) made `0`.
@@ -94,7 +95,18 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         self.prefixEnd = Data("wlstorage/\(escaped)0".utf8)
         self.identity = "etcd:" + Set(urls.map(\.absoluteString)).sorted().joined(separator: ",") + "#" + escaped
         self.client = EtcdClient(endpoints: urls, timeout: timeout)
+        self.health = EtcdFeedHealth(identity: identity)
     }
+
+    /// Why the store's change feed cannot hear other programs' changes now, or `nil` while it watches (or while no
+    /// storage follows the store).
+    ///
+    /// The feed's watch probes its endpoint with a linearizable read every five seconds (or every `timeout`, when it is
+    /// shorter), which must answer within as long: a member that stops answering, or a network that stops carrying its
+    /// answers, is found out within twice that. While the watch cannot be made or its endpoint does not answer, this is
+    /// the error, which is also reported to ``WLStorageSystem/errorHandler`` when it starts and once a minute while it
+    /// lasts; it is `nil` again once a watch is made. A health check of a service can read it.
+    public var changeFeedError: WLStorageError? { health.trouble }
 
     /// `WLStorageEtcdStore(<identity>)`.
     public var description: String { "WLStorageEtcdStore(\(identity))" }
@@ -310,6 +322,40 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         }
     }
 
+    /// A key of the namespace with what it holds, as ``entries()`` reads it.
+    public struct Entry: Sendable, Equatable {
+        /// The key.
+        public var key: String
+        /// The bytes stored under it.
+        public var value: Data
+        /// The revision of the cluster at which it was last written (etcd's `mod_revision`).
+        public var revision: Int64
+    }
+
+    /// Every key of the namespace with its bytes and the revision it was last written at, sorted by the keys' bytes;
+    /// read in pages of 100 keys, each at the revision of its read, as ``keys()`` reads them.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `readFailed` when a request failed.
+    public func entries() throws -> [Entry] {
+        var entries: [Entry] = []
+        var start = prefix
+        while true {
+            let request = RangeRequest(key: start, rangeEnd: prefixEnd, limit: "100")
+            let answer: RangeResponse = try perform(reading: true, key: nil) {
+                () throws(EtcdFailure) in
+                try client.call("v3/kv/range", request, resending: true)
+            }
+            let found = answer.kvs ?? []
+            for kv in found {
+                guard let key = key(of: kv.key) else { continue }
+                entries.append(
+                    Entry(key: key, value: kv.value ?? Data(), revision: kv.modRevision.flatMap { Int64($0) } ?? 0))
+            }
+            guard answer.more == true, let last = found.last else { return entries }
+            start = last.key + Data([0])
+        }
+    }
+
     /// Starts watching the namespace from the current revision; see ``EtcdWatcher``.
     ///
     /// Once the watch is made, and again whenever it is made anew rather than resumed (the revision it stopped at was
@@ -340,7 +386,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
             client: client, prefix: prefix, prefixEnd: prefixEnd,
             key: { [prefix] etcdKey in
                 etcdKey.starts(with: prefix) ? String(decoding: etcdKey.dropFirst(prefix.count), as: UTF8.self) : nil
-            }, changed: changed)
+            }, health: health, changed: changed)
         watcher.start()
         return WLStorageSubscription { watcher.cancel() }
     }

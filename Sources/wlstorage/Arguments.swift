@@ -10,7 +10,9 @@ struct GlobalOptions: Equatable {
     var debug = false
     /// The PostgreSQL connection string given with `--postgres`: the commands work on the store's rows.
     var postgres: String?
-    /// The namespace given with `--namespace`, with `--postgres`.
+    /// The etcd endpoints given with `--etcd`, separated by commas: the commands work on the store's keys.
+    var etcd: String?
+    /// The namespace given with `--namespace`, with `--postgres` or `--etcd`.
     var namespace: String?
     /// The key file given with `--key-file`: the values are encrypted with the key it holds.
     var keyFile: String?
@@ -84,9 +86,8 @@ func nonUTF8Argument(in arguments: [[UInt8]]) -> UsageError? {
 
 /// Parses the arguments that follow the program's name.
 ///
-/// The grammar is `[--dir DIR | --program NAME [--debug] | --suite NAME | --postgres URL [--namespace NS]]
-/// [--key-file PATH] COMMAND
-/// [ARGUMENT...]`. Global options come before the command; `--name=value` and `--name value` are both accepted.
+/// The grammar is `[--dir DIR | --program NAME [--debug] | --suite NAME | --postgres URL [--namespace NS]
+/// | --etcd ENDPOINTS [--namespace NS]] [--key-file PATH] COMMAND [ARGUMENT...]`. Global options come before the command; `--name=value` and `--name value` are both accepted.
 /// Within a command, a token that starts with `--` is an option, `-h` asks for help and any other token (including
 /// a negative number such as `-1`) is an argument; after a lone `--` every token is an argument.
 ///
@@ -106,7 +107,7 @@ func parseArguments(_ arguments: [String]) -> Result<Invocation, UsageError> {
         case "--debug":
             guard inlineValue == nil else { return usage("option --debug takes no value") }
             options.debug = true
-        case "--dir", "--program", "--suite", "--postgres", "--namespace", "--key-file":
+        case "--dir", "--program", "--suite", "--postgres", "--etcd", "--namespace", "--key-file":
             let value: String
             if let inlineValue {
                 value = inlineValue
@@ -122,6 +123,7 @@ func parseArguments(_ arguments: [String]) -> Result<Invocation, UsageError> {
             case "--program": options.program = value
             case "--suite": options.suite = value
             case "--postgres": options.postgres = value
+            case "--etcd": options.etcd = value
             case "--key-file": options.keyFile = value
             default: options.namespace = value
             }
@@ -140,8 +142,16 @@ func parseArguments(_ arguments: [String]) -> Result<Invocation, UsageError> {
     {
         return usage("give --postgres or a directory (--dir, --program, --suite, --debug), not both")
     }
-    if options.namespace != nil && options.postgres == nil {
-        return usage("--namespace goes with --postgres")
+    if options.postgres != nil && options.etcd != nil {
+        return usage("give --postgres or --etcd, not both")
+    }
+    if options.etcd != nil
+        && (options.directory != nil || options.program != nil || options.suite != nil || options.debug)
+    {
+        return usage("give --etcd or a directory (--dir, --program, --suite, --debug), not both")
+    }
+    if options.namespace != nil && options.postgres == nil && options.etcd == nil {
+        return usage("--namespace goes with --postgres or --etcd")
     }
     guard index < arguments.endIndex else { return usage("missing command") }
     guard let name = CommandName(rawValue: arguments[index]) else {

@@ -1,5 +1,6 @@
 import Foundation
 import WLStorage
+import WLStorageEtcd
 import WLStoragePostgres
 
 #if canImport(Glibc)
@@ -40,11 +41,21 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
         } catch {
             throw ToolFailure(error.message, status: .usage)
         }
-        if case .list(let keys) = command { return try list(store, keys: keys, keyFile: keyFile) }
-        guard let keyFile else { return try run(command, on: store, keyGiven: false) }
-        // rm removes whatever the row holds, whether or not it opens with the key.
-        if case .remove = command { return try run(command, on: store, keyGiven: true) }
-        return try run(command, on: WLStorageEncryptedStore(store, key: keyFile.key), keyGiven: true)
+        let layout = StoreLayout(writtenColumn: "MODIFIED", holder: "row")
+        return try run(command, on: store, layout: layout, keyFile: keyFile) { () throws(ToolFailure) in
+            try calling(store) { try store.rows() }.map {
+                StoreEntry(key: $0.key, size: $0.size, written: $0.written, value: $0.value)
+            }
+        }
+    }
+    if let given = invocation.options.etcd {
+        let store = try etcdStore(given, namespace: invocation.options.namespace ?? "default")
+        let layout = StoreLayout(writtenColumn: "REVISION", holder: "key")
+        return try run(command, on: store, layout: layout, keyFile: keyFile) { () throws(ToolFailure) in
+            try calling(store) { try store.entries() }.map {
+                StoreEntry(key: $0.key, size: $0.value.count, written: String($0.revision), value: $0.value)
+            }
+        }
     }
     let directory = try storageDirectory(for: invocation.options, environment: environment)
     if isStorageDirectoryMissing(directory) {
@@ -96,6 +107,43 @@ func run(_ invocation: Invocation, environment: [String: String]) throws(ToolFai
 }
 
 // MARK: Commands
+
+/// Runs `command` on a store other than a directory: `list` and `verify` on its `entries`, the others through the
+/// store protocol, with `keyFile` through an encrypted store over it.
+private func run(
+    _ command: Command, on store: any WLStorageStore, layout: StoreLayout, keyFile: KeyFile?,
+    entries: () throws(ToolFailure) -> [StoreEntry]
+) throws(ToolFailure) -> ExitStatus {
+    switch command {
+    case .list(let keys):
+        return list(try entries(), layout: layout, keys: keys, keyFile: keyFile)
+    case .verify:
+        return verify(try entries(), layout: layout, in: store.identity, keyFile: keyFile)
+    case .remove:
+        // rm removes whatever the key holds, whether or not it opens with the key.
+        return try run(command, on: store, keyGiven: keyFile != nil)
+    default:
+        guard let keyFile else { return try run(command, on: store, keyGiven: false) }
+        return try run(command, on: WLStorageEncryptedStore(store, key: keyFile.key), keyGiven: true)
+    }
+}
+
+/// The store that `--etcd` names: its endpoints, separated by commas, and the namespace.
+private func etcdStore(_ given: String, namespace: String) throws(ToolFailure) -> WLStorageEtcdStore {
+    let endpoints = given.split(separator: ",", omittingEmptySubsequences: false).map {
+        $0.trimmingCharacters(in: .whitespaces)
+    }
+    guard !endpoints.contains(where: \.isEmpty) else {
+        throw ToolFailure(
+            "--etcd needs endpoints separated by commas (http://host:port,http://host:port), without an empty one",
+            status: .usage)
+    }
+    do {
+        return try WLStorageEtcdStore(endpoints: endpoints, namespace: namespace)
+    } catch {
+        throw ToolFailure(error.message, status: .usage)
+    }
+}
 
 /// The JSON stored for `key`, to print: opened with the key of `keyFile` when there is one.
 private func value(of key: String, in directory: StorageDirectory, keyFile: KeyFile?) throws(ToolFailure) -> Data {
@@ -339,6 +387,7 @@ private func setStringCommand(_ options: GlobalOptions, key: String, text: Strin
     if let postgres = options.postgres {
         words += ["--postgres", postgres.hasPrefix("env:") || postgres.hasPrefix("file:") ? postgres : "URL"]
     }
+    if let etcd = options.etcd { words += ["--etcd", etcd] }
     if let namespace = options.namespace { words += ["--namespace", namespace] }
     if let keyFile = options.keyFile { words += ["--key-file", keyFile] }
     // A key that starts with '-' goes after '--', where it cannot be taken for an option.

@@ -4,7 +4,7 @@ enum Help {
     static func usageLine(for command: CommandName?) -> String {
         guard let command else {
             return "Usage: wlstorage [--dir DIR | --program NAME [--debug] | --suite NAME | --postgres URL"
-                + " [--namespace NS]] [--key-file PATH] COMMAND [ARGUMENTS]"
+                + " [--namespace NS] | --etcd ENDPOINTS [--namespace NS]] [--key-file PATH] COMMAND [ARGUMENTS]"
         }
         return "Usage: wlstorage [GLOBAL OPTIONS] \(synopsis(of: command))"
     }
@@ -13,8 +13,8 @@ enum Help {
     static let tool = """
         OVERVIEW: Inspect and edit the values that programs using WLStorage keep, one JSON file per key.
 
-        USAGE: wlstorage [--dir DIR | --program NAME [--debug] | --suite NAME | --postgres URL [--namespace NS]]
-                         [--key-file PATH] COMMAND [ARGUMENTS]
+        USAGE: wlstorage [--dir DIR | --program NAME [--debug] | --suite NAME | --postgres URL [--namespace NS]
+                          | --etcd ENDPOINTS [--namespace NS]] [--key-file PATH] COMMAND [ARGUMENTS]
 
         COMMANDS:
           get KEY...              Print the value of each KEY as JSON.
@@ -48,12 +48,18 @@ enum Help {
                             ~/.local/share/wlstorage/suites.
           --postgres URL    Work on the rows of a PostgreSQL store instead of a directory: URL is a libpq
                             connection string (postgresql://user@host/db, or host=... dbname=...). get,
-                            set, rm, list and watch work on the same rows, and the same JSON, as
-                            WLStoragePostgresStore; path, hash and verify are about files. A
-                            password in URL shows in the process list: use PGPASSWORD or ~/.pgpass,
-                            or give env:NAME (the string is in the environment variable NAME) or
-                            file:PATH (it is the first line of the file PATH).
-          --namespace NS    With --postgres, the store's namespace ("default" when not given).
+                            set, rm, list, verify and watch work on the same rows, and the same JSON, as
+                            WLStoragePostgresStore; path is about files. A password in URL shows in the
+                            process list: use PGPASSWORD or ~/.pgpass, or give env:NAME (the string is in
+                            the environment variable NAME) or file:PATH (it is the first line of the file
+                            PATH).
+          --etcd ENDPOINTS  Work on the keys of an etcd store instead of a directory: ENDPOINTS are the
+                            client URLs of the cluster's members, separated by commas
+                            (http://etcd-1:2379,http://etcd-2:2379), tried in turn. get, set, rm, list,
+                            verify and watch work on the same keys, and the same JSON, as
+                            WLStorageEtcdStore; path is about files. list shows the revision each key was
+                            last written at (etcd keeps no time).
+          --namespace NS    With --postgres or --etcd, the store's namespace ("default" when not given).
           --key-file PATH   The values are encrypted, as WLStorageEncryptedStore keeps them, with the key in
                             PATH: the base64 text of 32 bytes (44 characters, white space around them
                             ignored), or the 32 bytes themselves. 32 bytes that are all text (the hex or
@@ -63,9 +69,9 @@ enum Help {
                             its owner only (mode 0600 or 0400); another owner or mode, a missing file or a
                             file without a key is an error, with exit status 1. get, set, list, verify and
                             watch then open and seal the values with the key; rm removes a value whether or
-                            not it opens with the key; path and hash work as without it. With --postgres,
-                            get, set, rm, list and watch work on the rows as WLStorageEncryptedStore over
-                            WLStoragePostgresStore does. A value sealed with another key is named by the
+                            not it opens with the key; path and hash work as without it. With --postgres or
+                            --etcd, the commands work on the values as WLStorageEncryptedStore over that
+                            store does. A value sealed with another key is named by the
                             fingerprints of the key that sealed it and of the key given.
                             Without --key-file, a value sealed by WLStorageEncryptedStore (its bytes start
                             with WLSE) is recognised: set and rm leave it and exit 1, and get, list, verify
@@ -222,7 +228,9 @@ enum Help {
             (ISO 8601, UTC) and its state. With KEY..., lists only the entries of each KEY in turn: its file,
             named by KEY even when its name is a hash, and the temporary and moved-aside files that belong to it.
             A KEY without a file is listed with the state "no value (no file)", and the tool then exits 1. With
-            --postgres, the rows of each KEY, and "no value (no row)" for a KEY without one. The states:
+            --postgres, the rows of each KEY, and "no value (no row)" for a KEY without one; with --etcd, the
+            keys, each with the revision it was last written at in place of the time, and "no value (no key)"
+            for a KEY without one. The states:
               json            the file holds JSON
               empty           the file is empty; the library reads it as the default value
               invalid JSON    the file does not hold JSON the library can decode
@@ -294,6 +302,10 @@ enum Help {
 
             Without --key-file, a file that holds a value sealed by WLStorageEncryptedStore is bad, reported as
             "sealed with key <fingerprint>; pass --key-file with that key to check it".
+
+            With --postgres or --etcd, every row or key of the namespace is checked in the same way, as a key
+            file is: it holds JSON (or nothing), or, with --key-file, a value that opens with the key and holds
+            JSON.
             """
         case .watch:
             """
@@ -302,6 +314,7 @@ enum Help {
             (missing). A value equal to the last one printed is not printed again. A file that does not hold
             JSON is reported on standard error. A missing storage directory is created as set creates it (the
             last component only, with mode 0700), so that a key can be watched before it is first stored.
+            With --postgres or --etcd, the store's change feed (LISTEN, etcd's watch) tells of each change.
 
             Runs until it is interrupted (SIGINT and SIGTERM end it by the signal) or, with --count N, until it
             has printed N lines. Exits 1 when the directory itself is removed or moved.

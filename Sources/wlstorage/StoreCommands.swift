@@ -9,8 +9,8 @@ import WLStorage
     import Musl
 #endif
 
-/// The commands on a store other than a directory (`--postgres`): the same keys and the same JSON, through the store
-/// protocol. `path`, `hash` and `verify` are about files, and are refused.
+/// The commands on a store other than a directory (`--postgres`, `--etcd`): the same keys and the same JSON, through the store
+/// protocol. `path` is about files, and is refused; `list` and `verify` are run by the caller, on the store's entries.
 ///
 /// Unless `keyGiven` (the store is an encrypted one, or `rm` was given a key file), a value sealed by an encrypted
 /// store is neither replaced nor removed, and `get` and `watch` say with which key it was sealed.
@@ -69,7 +69,7 @@ private func read(_ key: String, from store: any WLStorageStore) throws(ToolFail
 }
 
 /// Calls the store, turning what it throws into a failure of the tool that names the store.
-private func calling<R>(_ store: any WLStorageStore, _ body: () throws -> R) throws(ToolFailure) -> R {
+func calling<R>(_ store: any WLStorageStore, _ body: () throws -> R) throws(ToolFailure) -> R {
     do {
         return try body()
     } catch let error as WLStorageError {

@@ -103,6 +103,22 @@ struct PostgresToolTests {
         #expect(all.output.split(separator: "\n").map { $0.prefix { $0 != " " } } == ["KEY", "a/b", "other", "plain"])
     }
 
+    @Test func verifyChecksEveryRowOfTheNamespace() throws {
+        let url = try PostgresCluster.shared().url
+        let namespace = uniqueNamespace()
+        let store = try WLStoragePostgresStore(url: url, namespace: namespace)
+        try store.write(key: "good", data: Data("1".utf8))
+        try store.write(key: "text", data: Data("not json".utf8))
+        let bad = try run(["--postgres", url, "--namespace", namespace, "verify"])
+        #expect(bad.status == 1)
+        #expect(bad.output.contains("bad: text: does not hold JSON"), "\(bad.output)")
+        #expect(bad.output.hasSuffix("2 rows checked in \(store.identity): 1 problem\n"), "\(bad.output)")
+        try store.remove(key: "text")
+        let good = try run(["--postgres", url, "--namespace", namespace, "verify"])
+        #expect(good.status == 0, "\(good.output)")
+        #expect(good.output == "1 row checked in \(store.identity): no problems\n")
+    }
+
     @Test func aValueThatIsNotJSONSuggestsSetStringWithoutShowingTheConnectionString() throws {
         let url = try PostgresCluster.shared().url
         let namespace = uniqueNamespace()

@@ -240,7 +240,8 @@ final class BenchmarkCluster: Sendable {
 }
 
 /// The run's handling of SIGINT, SIGTERM and SIGHUP: every storage is flushed, as the package would, then the
-/// PostgreSQL server is stopped and removed, and the run ends at once (`_exit`), with the status 128 + the signal.
+/// PostgreSQL and etcd servers are stopped and removed, and the run ends at once (`_exit`), with the status 128 + the
+/// signal.
 ///
 /// Not `exit()`: the main thread goes on meanwhile, and may call `exit()` itself; the exit handlers would then flush
 /// again, against a server being stopped.
@@ -256,6 +257,7 @@ enum ExitOnSignals {
             source.setEventHandler { @Sendable in
                 WLStorageSystem.flushAll()
                 BenchmarkCluster.stopShared()
+                BenchmarkEtcd.stopShared()
                 _exit(128 + number)
             }
             source.resume()

@@ -90,10 +90,18 @@ final class ReplicaProcess {
     /// Whether the replica listens on a floor's channel too.
     let hearsFloor: Bool
 
-    init(
+    convenience init(
         url: String, namespace: String, key: String, delivery: ReplicaDelivery = .queue, floorChannel: String? = nil
     ) throws {
-        hearsFloor = floorChannel != nil
+        try self.init(
+            arguments: [ReplicaMode.flag, url, namespace, key, delivery.rawValue] + (floorChannel.map { [$0] } ?? []),
+            hearsFloor: floorChannel != nil)
+    }
+
+    /// Starts this executable with `arguments`, a replica mode's (``ReplicaMode``, ``EtcdReplicaMode``), whose floor
+    /// listener prints `F` lines when `hearsFloor`.
+    init(arguments: [String], hearsFloor: Bool) throws {
+        self.hearsFloor = hearsFloor
         var template = Array("/tmp/wlstorage-bench-replica-XXXXXX".utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard descriptor >= 0 else { throw Failure(description: "mkstemp failed: errno \(errno)") }
@@ -101,8 +109,7 @@ final class ReplicaProcess {
         output = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments =
-            [ReplicaMode.flag, url, namespace, key, delivery.rawValue] + (floorChannel.map { [$0] } ?? [])
+        process.arguments = arguments
         input = Pipe()
         process.standardInput = input
         process.standardOutput = output
