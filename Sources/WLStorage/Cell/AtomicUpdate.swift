@@ -65,8 +65,7 @@ extension StorageCell {
     @usableFromInline
     var isStoreBacked: Bool { keyBacker.map { $0.storeMedium != nil } ?? true }
 
-    /// The update in a store that writes on condition (``updateShared(_:in:store:versioned:)``); `nil` for any other
-    /// backer, updated in the process.
+    /// The update in a conditional store (``updateShared(_:in:store:versioned:)``); `nil` for other backers.
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
         guard let keyBacker, let medium = keyBacker.storeMedium, medium.writesOnCondition else { return nil }
@@ -267,8 +266,7 @@ extension StorageCell {
         checkForExternalChange()
     }
 
-    /// What an update read: the bytes, their value (the default for nothing), and from a tagging store their version
-    /// (`.some(nil)`: nothing stored).
+    /// What an update read: bytes, value (default for nothing), and a tagging store's version (`.some(nil)`: none).
     struct UpdateRead {
         var bytes: Data?
         var value: T

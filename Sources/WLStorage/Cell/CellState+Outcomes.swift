@@ -95,8 +95,7 @@ extension CellState {
         effects.errors.append(failure)
     }
 
-    /// The job ended with nothing after it: the cell is idle, waiting flushes are woken, the throttle armed for work
-    /// left.
+    /// The job ended with nothing after it: idle, waiting flushes woken, the throttle armed for work left.
     @inline(__always)
     private mutating func becomeIdle(now: UInt64, effects: inout JobEffects) {
         busyThread = 0
@@ -125,7 +124,6 @@ extension CellState {
         if case .createDefault = job { isCreate = true } else { isCreate = false }
         switch result {
         case .failed(let error):
-            // Unknown again: retried later, with the backoff.
             stored = .unknown
             throttle.writeEnded(succeeded: false)
             setLastError(error, &effects)
@@ -140,7 +138,6 @@ extension CellState {
             throttle.writeEnded(succeeded: false)
             return nil
         case .anotherVersion(let error):
-            // Something is stored: no default to save; only a change of this process is written over it.
             stored = .known
             if isCreate { throttle.writeEnded(succeeded: true) }
             setLastError(error, &effects)
@@ -216,8 +213,7 @@ extension CellState {
         if hasListeners && queueNotification() { effects.drainNotifications = true }
     }
 
-    /// Makes the value read in an earlier shape pending, to be written back. Not a change of this process: an outside
-    /// change before it wins.
+    /// Makes the value read in an earlier shape pending, to write back; an outside change before it wins.
     mutating func markRewrite() {
         version &+= 1
         let version = self.version

@@ -1,5 +1,4 @@
-/// The transitions of a storage's requests (set, update, flush step, batch write, join, leave), each under the cell's
-/// lock, returning what the cell does after it.
+/// The transitions of a storage's requests, each under the cell's lock, returning what to do after it.
 extension CellState {
     /// What a set does, under the lock.
     @usableFromInline
@@ -125,16 +124,14 @@ extension CellState {
 
     // MARK: Storages joining and leaving
 
-    /// Another storage joins with `interval`: the shortest interval holds; a change waiting for a longer one gets a
-    /// sooner tick, returned.
+    /// Another storage joins with `interval`: the shortest holds; returns a sooner tick for a waiting change.
     mutating func join(interval: UInt64?, now: UInt64) -> (token: UInt32, delay: UInt64)? {
         guard throttle.lower(to: interval), hasWork, !isBusy else { return nil }
         throttle.disarm()
         return throttle.arm(now: now, force: stored == .defaultUnsaved)
     }
 
-    /// The last storage is gone with work left: the cell is kept until done, written at once with the backoff. Returns
-    /// whether it was orphaned now.
+    /// The last storage is gone with work left: kept and written at once with backoff; returns whether orphaned now.
     mutating func orphan(now: UInt64) -> (orphaned: Bool, tick: (token: UInt32, delay: UInt64)?) {
         guard hasWork, !isOrphaned else { return (false, nil) }
         withExtras { $0.orphaned = true }
@@ -146,8 +143,7 @@ extension CellState {
 extension CellState {
     // MARK: What is stored
 
-    /// The value read in an earlier shape is to be written back, as a change; returns whether the throttle needs a
-    /// tick.
+    /// The value read in an earlier shape is to be written back as a change; returns whether a tick is needed.
     mutating func rewriteRead() -> Bool {
         markRewrite()
         return throttle.needsTick
@@ -165,8 +161,7 @@ extension CellState {
 
     // MARK: Listeners
 
-    /// Adds `listener`; returns its id, and whether notifications wait to be drained (the current one, with
-    /// `sendingCurrent`).
+    /// Adds `listener`; returns its id, and whether notifications (the current one, if asked) wait to be drained.
     mutating func addListener(
         _ listener: @escaping @Sendable (T) -> Void, sendingCurrent: Bool
     ) -> (id: UInt64, drain: Bool) {

@@ -82,8 +82,7 @@ struct JobEffects {
     var scheduleCheck = false
     /// A check that failed to read, to try again after this many nanoseconds.
     var checkRetry: UInt64?
-    /// The backer takes the version it read last as unseen before the follow-up check
-    /// (``StoreBacking/forgetLastRead()``).
+    /// The backer takes its last read as unseen before the follow-up check (``StoreBacking/forgetLastRead()``).
     var forgetLastRead = false
     /// The cell took the value the check read: its bytes are the base of later changes (``StoreBacking/adoptSeen()``).
     var adoptSeen = false
@@ -156,8 +155,7 @@ struct CellState<T: Sendable>: Sendable {
         return (throttle.needsTick, hasListeners && queueNotification())
     }
 
-    /// Queues the current value for every listener (or `listener`); returns whether the caller must drain, after the
-    /// lock (``StorageCell/drainNotifications()``).
+    /// Queues the value for every listener (or `listener`); returns whether the caller must drain after the lock.
     @usableFromInline
     mutating func queueNotification(for listener: UInt64? = nil) -> Bool {
         let value = self.value
@@ -282,7 +280,7 @@ struct CellState<T: Sendable>: Sendable {
         extras?.checkRetryArmed = false
     }
 
-    /// Replaces the last error (the old one released after the lock), keeping ``CellExtras/storedByAnotherVersion`` in
+    /// Replaces the last error (old one released after the lock), keeping ``CellExtras/storedByAnotherVersion`` in
     /// step.
     @inline(__always)  // the common case, nothing to clear, without a call that would look up this type
     mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects) {
@@ -304,15 +302,13 @@ struct CellState<T: Sendable>: Sendable {
         }
     }
 
-    /// Records `error`, a misuse by the program, as the last error until a later change is written or another replaces
-    /// it.
+    /// Records a misuse as the last error until a later change is written or another error replaces it.
     mutating func recordMisuse(_ error: WLStorageError, _ effects: inout JobEffects) {
         setLastError(error, &effects)
         extras?.misuseVersion = version
     }
 
-    /// Whether ``StorageCell/removeUnknownFields()`` has something to write: not over another version's value, unless
-    /// something is pending.
+    /// Whether ``StorageCell/removeUnknownFields()`` has work: not over another version's value with nothing pending.
     var removesUnknownFields: Bool {
         isPending || extras?.storedByAnotherVersion != true
     }

@@ -11,8 +11,7 @@ import Foundation
 extension StorageCell {
     // MARK: Outside changes
 
-    /// Reads the file if another program changed it, and adopts the value unless a local change is pending; when busy,
-    /// the check runs once the job ends.
+    /// Reads the file if another program changed it and adopts it unless a change is pending (after the job, if busy).
     func checkForExternalChange() {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         // Counted as the check starts: a test that sees the count grow sees the check under way.
@@ -69,8 +68,7 @@ extension StorageCell {
         }
     }
 
-    /// Applies how `job` ended and does what it leaves outside the lock; returns the next job (still busy), or `nil`
-    /// idle.
+    /// Applies how `job` ended, effects after the lock; returns the next job (still busy), or `nil` idle.
     private func complete(_ job: CellJob<T>, _ outcome: JobOutcome<T>, chaining: Bool) -> CellJob<T>? {
         let now = scheduler.now
         var effects = JobEffects()
@@ -94,8 +92,7 @@ extension StorageCell {
 
     // MARK: Batches
 
-    /// The pending change as one write of a store batch, busy on `thread` until ``finishBatchWrite(_:data:failure:)``;
-    /// otherwise why the batch takes nothing.
+    /// The pending change as a store batch write (busy until ``finishBatchWrite(_:data:failure:)``), or why not.
     func takeBatchWrite(on thread: UInt) -> BatchTake {
         guard let keyBacker, let storeMedium = keyBacker.storeMedium else { return .elsewhere }
         if keyBacker.writesChangeOnItsOwn { return .elsewhere }

@@ -20,8 +20,7 @@ import Synchronization
 // `checkForExternalChange()` on the cells concerned; ``CellState`` adopts what the backer reports by the last-writer
 // rule. A cell runs one job on its backer at a time, on the thread marked `busyThread`, outside the lock.
 
-/// What every cell is observed through: one registrar each, and one key path for all (of this non-generic class,
-/// so formed once per process).
+/// What every cell is observed through: a registrar each, and one key path for all, formed once per process.
 @usableFromInline
 class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the registrar does its own locking
     @usableFromInline let registrar = ObservationRegistrar()
@@ -177,8 +176,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         state.withLock { $0.isPending }
     }
 
-    /// Writes the value without the stored object's unknown members, and returns when written
-    /// (``WLStorage/removeUnknownFields()``).
+    /// Writes the value without unknown stored members; returns when written (``WLStorage/removeUnknownFields()``).
     func removeUnknownFields() {
         // A value this version cannot read has nothing to remove; writing the value in memory would destroy it.
         guard state.withLock({ $0.removesUnknownFields }) else { return }
@@ -275,8 +273,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         storagesAndWatch.add(2, ordering: .acquiringAndReleasing)
     }
 
-    /// Another storage joins: the shortest flush interval holds, and a change waiting for a longer one is written
-    /// sooner.
+    /// Another storage joins: the shortest interval holds, and a change waiting for a longer one is written sooner.
     func join(interval: UInt64?) {
         let now = scheduler.now
         if let tick = state.withLock({ $0.join(interval: interval, now: now) }) { schedule(tick) }
@@ -394,8 +391,7 @@ enum OwnBacker<T: Codable & Sendable> {
     case refusing
 }
 
-/// One cell's change in a store batch: what to write, and its version, for
-/// ``StorageCell/finishBatchWrite(_:data:failure:)``.
+/// One cell's change in a store batch, with its version (for ``StorageCell/finishBatchWrite(_:data:failure:)``).
 struct BatchWrite: Sendable {
     let write: WLStorageStoreWrite
     let version: UInt64
@@ -452,8 +448,7 @@ extension StorageCell: RegisteredCell {
 }
 
 extension WLStorageError {
-    /// `error` itself when a ``WLStorageError`` (its `key` filled in), else a ``WLStorageError/Code/backerFailed``
-    /// wrapping it.
+    /// `error` if a ``WLStorageError`` (its `key` set), else a ``WLStorageError/Code/backerFailed`` wrapping it.
     init(wrapping error: any Error, key: String) {
         if var error = error as? WLStorageError {
             if error.key == nil { error.key = key }

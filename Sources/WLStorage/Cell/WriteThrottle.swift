@@ -15,8 +15,7 @@ struct WriteThrottle: Sendable {
     private(set) var token: UInt32 = 0
     /// Failed writes since the last one that succeeded, up to 65,535 (the backoff stops growing after 32).
     private(set) var failures: UInt16 = 0
-    /// Every storage was released with work left: ticks and retries wait as if there were no interval, even when
-    /// automatic writes are off.
+    /// Every storage was released with work left: ticks and retries wait no interval, even with automatic writes off.
     private(set) var isUrgent = false
     private(set) var isArmed = false
 
@@ -85,8 +84,7 @@ struct WriteThrottle: Sendable {
         Self.retryDelay(afterFailures: UInt32(failures), interval: waitingInterval)
     }
 
-    /// The wait before retrying after `failures` (at least 1) in a row: the interval (at least 100 ms), doubling up to
-    /// 30 s (or the interval, if longer).
+    /// The wait before a retry after `failures` in a row: the interval (at least 100 ms), doubling up to 30 s or it.
     static func retryDelay(afterFailures failures: UInt32, interval: UInt64) -> UInt64 {
         let base = max(interval, minimumRetryDelay)
         let ceiling = max(base, maximumRetryDelay)

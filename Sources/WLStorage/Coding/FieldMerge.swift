@@ -30,8 +30,7 @@ enum FieldMerge {
         return try? JSONCoders.encoder.encode(JSONValue.object(members))
     }
 
-    /// The member to write (`nil`: none): stored where the writer left the base, merged where all three are objects,
-    /// else the writer's.
+    /// The member to write (`nil`: none): stored where the base is unchanged, merged where all are objects, else ours.
     private static func merge(
         base: JSONValue?, value: JSONValue?, stored: JSONValue?, replacingCases: Bool
     ) -> JSONValue? {

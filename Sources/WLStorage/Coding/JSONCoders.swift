@@ -1,7 +1,6 @@
 import Foundation
 
-/// One encoder and one decoder for every backer: plain `JSONEncoder` output with sorted keys, so equal values give
-/// equal files. Both are safe to share between threads.
+/// One encoder and one decoder for every backer, thread-safe: `JSONEncoder` output with sorted keys.
 enum JSONCoders {
     static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
@@ -16,8 +15,8 @@ enum JSONCoders {
         return "holds JSON that does not decode as"
     }
 
-    /// The bytes of `value` (of `key`), with renamed fields under old names too (``FieldRename``) and `base`'s unknown
-    /// members (``UnknownFields``), size-checked.
+    /// The bytes of `value` with renamed fields' old names (``FieldRename``) and `base`'s unknown members,
+    /// size-checked.
     static func encode<T: Codable>(
         _ value: T, key: String, renaming renames: [FieldRename] = [], keepingUnknownOf base: Data?
     ) throws(WLStorageError) -> Data {

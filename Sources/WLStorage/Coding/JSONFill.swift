@@ -10,8 +10,7 @@ enum JSONFill {
     /// The most members added to one value.
     private static let maximumAdded = 1_024
 
-    /// Whether the value encoded as `encoded` keeps all members of `stored` (at every shared object depth), and any
-    /// (top).
+    /// Whether `encoded` keeps all members of `stored` (at every shared object depth), and any of them (at the top).
     static func coverage(of stored: Data, in encoded: Data) -> (all: Bool, any: Bool) {
         let storedBytes = withoutByteOrderMark([UInt8](stored))
         let encodedBytes = [UInt8](encoded)
@@ -132,8 +131,7 @@ enum JSONFill {
         var value: Node
     }
 
-    /// A parser of JSON text `JSONDecoder` has read or `JSONEncoder` written: finds where values start and end, parses
-    /// objects into members, skips anything else.
+    /// A parser of JSON that Foundation read or wrote: finds where values end, parses objects, skips the rest.
     struct Parser {
         let bytes: [UInt8]
         var index = 0

@@ -3,8 +3,7 @@ import Foundation
 /// Whether bytes are a JSON text as `JSONSerialization` reads one (any value at the top), and its words for what is
 /// wrong: it judges bytes that did not decode; whether bytes decode is `JSONDecoder`'s to say.
 package enum JSONSyntax {
-    /// Why `data` is not a JSON text, in `JSONSerialization`'s words (`Invalid value around character 2`); `nil` when
-    /// it is.
+    /// Why `data` is not JSON, in `JSONSerialization`'s words (`Invalid value around character 2`); `nil` if it is.
     package static func problem(in data: Data) -> String? {
         do {
             _ = try JSONSerialization.jsonObject(with: data, options: .fragmentsAllowed)

@@ -25,8 +25,7 @@ enum KeptOriginals {
         }
     }
 
-    /// After `backer` writes in the current shape: removes the bytes it kept with `remove` (retried after its next
-    /// write).
+    /// After `backer` writes in the current shape, removes the bytes it kept (retried after its next write on failure).
     static func settle(_ backer: AnyObject, remove: () throws -> Void) {
         guard any, take(backer) else { return }
         do {

@@ -1,7 +1,6 @@
 import Synchronization
 
-/// The largest value read or written, in bytes of JSON (``WLStorageSystem/maximumValueSize``): files are read whole,
-/// so a larger one is reported and left, and a larger value stays pending.
+/// The largest value read or written, in bytes of JSON (``WLStorageSystem/maximumValueSize``).
 package enum ValueSizeLimit {
     /// 16 MiB.
     package static let defaultMaximum = 16 * 1024 * 1024

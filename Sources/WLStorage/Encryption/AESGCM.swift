@@ -243,8 +243,7 @@ enum AESGCM {
         }
     }
 
-    /// Passes `input` through `function` in C-`int` pieces: additional data with no `output`, else one byte out per
-    /// byte.
+    /// Passes `input` through `function` in C-`int` pieces: additional data without `output`, else byte for byte.
     private static func update(
         _ context: OpaquePointer, _ input: UnsafeRawBufferPointer, output: UnsafeMutableRawBufferPointer?,
         function: UpdateFunction, name: String
@@ -322,8 +321,7 @@ package enum SealedBox {
         bytes.starts(with: magic)
     }
 
-    /// The sealing key's fingerprint from the header, without a key: `nil` unless magic, version 1 and a whole
-    /// fingerprint. Whether they open is not checked.
+    /// The sealing key's fingerprint from a header with magic, version 1 and a whole fingerprint, else `nil`.
     package static func fingerprint(ofKeyThatSealed bytes: some Collection<UInt8>) -> [UInt8]? {
         let header = Array(bytes.prefix(magic.count + 1 + fingerprintLength))
         guard header.count == magic.count + 1 + fingerprintLength, header.starts(with: magic),
@@ -332,8 +330,7 @@ package enum SealedBox {
         return Array(header[(magic.count + 1)...])
     }
 
-    /// Seals `plaintext` under `key` with a new random nonce, bound to the storage key `associatedKey`. Throws a
-    /// ``CipherError``.
+    /// Seals `plaintext` under `key` with a new random nonce, bound to `associatedKey`. Throws a ``CipherError``.
     static func seal(
         _ plaintext: Data, key: [UInt8], fingerprint knownFingerprint: [UInt8]? = nil, associatedKey: String
     ) throws -> Data {

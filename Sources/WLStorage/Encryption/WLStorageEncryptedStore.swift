@@ -34,8 +34,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
 
     /// What the store under this one can do (see ``StoreCapabilities``).
     private let under: StoreCapabilities
-    /// Whether the store under this one changes keys (a prefix): bytes are then sealed with the key they are stored
-    /// under there, so two prefixes' values cannot pass for each other's.
+    /// Whether the store below changes keys (a prefix): values are sealed with the key they are stored under there.
     private var changesKeys: Bool { under.resolve != nil }
 
     /// A store that encrypts the values of `base` with `key`, and opens values stored under `previousKeys` too.
@@ -49,8 +48,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
         self.identity = Self.identity(fingerprints: fingerprints, base: base)
     }
 
-    /// `encrypted(<key fingerprint>[,<previous keys' fingerprints>]):<base's identity>`: keeps stores of other keys
-    /// apart without revealing them.
+    /// `encrypted(<fingerprints>):<base's identity>`: keeps stores of other keys apart without revealing them.
     private static func identity(fingerprints: [[UInt8]], base: any WLStorageStore) -> String {
         let names = fingerprints.map(SHA256.hex)
         return "encrypted(\(names.joined(separator: ","))):" + base.identity
@@ -256,8 +254,7 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
         return (base, storedKey)
     }
 
-    /// The bytes of `key`, opened, with the sealed bytes' version (sealing differs each time: the version tells
-    /// writes).
+    /// The bytes of `key`, opened, with the sealed bytes' version (each seal differs: the version tells writes apart).
     fileprivate func readVersioned(key: String) throws -> WLStorageVersionedRead {
         let (base, storedKey) = try versionedBase(key)
         switch try base.readVersioned(key: storedKey) {
@@ -319,8 +316,7 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
     }
 }
 
-/// An encrypted store over a conditional (or versioned) store, seen as one too (only through
-/// ``StoreCapabilities/versioned``).
+/// An encrypted store over a conditional or versioned store, seen as one too (``StoreCapabilities/versioned``).
 private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
     let store: WLStorageEncryptedStore
     /// Whether its writes on condition are rewrites (see ``StoreCapabilities/rewrites``).

@@ -165,8 +165,7 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         byte == 0x20 || (0x09...0x0d).contains(byte)
     }
 
-    /// The 32 bytes whose base64 text (standard, padded, unused bits zero) is `text`, or `nil`; decoded straight into
-    /// the array returned, cleared on failure.
+    /// The 32 bytes whose padded standard base64 is `text`, or `nil`; decoded in place, cleared on failure.
     private static func decodeBase64Key(_ text: UnsafeRawBufferPointer) -> [UInt8]? {
         let characters = (AESGCM.keyLength * 8 + 5) / 6  // 43, then one "="
         guard text.count == characters + 1, text[characters] == UInt8(ascii: "=") else { return nil }

@@ -48,8 +48,7 @@ struct FileMedium: KeyMedium {
                 code: .directoryUnavailable, message: "cannot hash the key: OpenSSL SHA-256 is unavailable", key: key)
     }
 
-    /// The prepared directory (``DirectoryTable/prepare(_:waiting:)``), the file name and the directory's identity;
-    /// throws the setup error when there are none.
+    /// The prepared directory, file name and directory identity (``DirectoryTable/prepare(_:waiting:)``), or throws.
     func location(key: String, waiting: Bool = true) throws(WLStorageError) -> (
         directory: StorageDirectory, fileName: String, identity: DirectoryIdentity
     ) {
@@ -212,8 +211,8 @@ struct FileMedium: KeyMedium {
         fileName + StorageDirectory.keptOriginalSuffix
     }
 
-    /// Encodes and writes: replacing, only where nothing stands, or (`expected`) only while that version; returns the
-    /// bytes and stamp written, or `nil`.
+    /// Encodes and writes (replacing, only where nothing stands, or only over `expected`); the bytes and stamp, or
+    /// `nil`.
     private func place(
         key: String, replacing: Bool, announced: Bool, ifStill expected: FileIdentity? = nil,
         encode: () throws(WLStorageError) -> Data

@@ -99,8 +99,7 @@ package final class FileMonitor: Sendable {
 
     // MARK: Uses
 
-    /// Calls `handler` on the monitor's queue when `fileName` in `directory` may have changed, until
-    /// ``unsubscribe(_:)``.
+    /// Calls `handler` on the monitor's queue when `fileName` in `directory` may have changed, until unsubscribed.
     package func subscribe(
         to fileName: String, in directory: StorageDirectory, _ handler: @escaping @Sendable (Event) -> Void
     ) -> UInt64 {
@@ -161,8 +160,7 @@ package final class FileMonitor: Sendable {
         state.withLock { $0.paths[directory]?.identity }
     }
 
-    /// Records that `directory`'s path led to `identity` (`nil`: nowhere) before the monitor looked again: the next
-    /// storage opened there is keyed by that.
+    /// Records that `directory`'s path led to `identity` before the monitor looked again; the next storage uses it.
     func correct(_ directory: StorageDirectory, to identity: DirectoryIdentity?) {
         state.withLock { state in
             if state.paths[directory] != nil { state.paths[directory]?.identity = identity }
@@ -196,8 +194,7 @@ package final class FileMonitor: Sendable {
 
     // MARK: Watches
 
-    /// Watches the directory `path` leads to (identity looked up by the caller) and its symlinks' directories, or
-    /// polls.
+    /// Watches the directory `path` leads to and its symlinks' directories, or polls the path.
     private func attach(_ path: StorageDirectory, identity: DirectoryIdentity?, _ state: inout State) {
         state.paths[path]?.identity = identity
         let pollOnly = state.paths[path]?.pollOnly ?? false
@@ -245,8 +242,7 @@ package final class FileMonitor: Sendable {
         return watch >= 0 ? watch : nil
     }
 
-    /// The symlinks on the way to `path`, through their targets too (`data -> cur/store`, `cur -> r1`: `data`, `cur`),
-    /// each with its directory.
+    /// The symlinks on the way to `path`, through their targets too, each with its directory.
     private func symlinks(in path: String, depth: Int = 0) -> [(parent: String, name: String)] {
         var found: [(String, String)] = []
         var prefix = ""
@@ -381,14 +377,12 @@ package final class FileMonitor: Sendable {
                 }
             }
         }
-        // This process's own writes are not other programs' changes.
         let own = OwnRenames.ownEvents(in: events)
         state.withLock { state in
             for (index, event) in events.enumerated() {
                 if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
                 guard let use = state.watches[event.watch] else { continue }
                 if event.mask & (UInt32(IN_IGNORED) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)) != 0 {
-                    // The directory went away: its paths are polled until it is back.
                     gone.formUnion(use.paths)
                     for path in use.paths { detach(path, &state) }
                     for link in use.links { relinked.insert(link.path) }
@@ -448,8 +442,7 @@ package final class FileMonitor: Sendable {
         }
     }
 
-    /// A symlink on the way to `path` changed: watch where it leads now; if another directory, move the cells and
-    /// check.
+    /// A symlink on the way to `path` changed: rewatch, and if it leads elsewhere, move the cells and check.
     private func reresolve(_ path: StorageDirectory) {
         guard rewatch(path) else { return }
         // Checked even for the same directory: an event before the new watch would be lost.
@@ -457,8 +450,7 @@ package final class FileMonitor: Sendable {
         for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.any) }
     }
 
-    /// Watches anew where `path` leads, moving its cells if it changed; returns whether the path is in use and leads
-    /// somewhere.
+    /// Watches anew where `path` leads, moving its cells if changed; returns whether it is in use and leads somewhere.
     private func rewatch(_ path: StorageDirectory) -> Bool {
         let identity = try? path.identity()
         let (before, after) = state.withLock { state -> (DirectoryIdentity?, DirectoryIdentity?) in

@@ -3,14 +3,12 @@ import Synchronization
 
 /// The names the package's writers give files: a key's file, temporary files, exchange files, kept-bytes names.
 extension StorageDirectory {
-    /// Whether `name` is a writer's temporary file: `NAME~<16 hex>.tmp`, or an exchange's file
-    /// (``exchangeName(for:replacing:with:)``).
+    /// Whether `name` is a writer's temporary file (`NAME~<16 hex>.tmp`) or exchange file.
     package static func isTemporary(_ name: String) -> Bool {
         writtenFileName(ofTemporary: name) != nil
     }
 
-    /// The file the temporary file `name` was to become (a key's file name, or it plus `~before-type-change` or
-    /// `~corrupt-…`), or `nil` when `name` is not one.
+    /// The file the temporary file `name` was to become, or `nil` when it is not one.
     package static func writtenFileName(ofTemporary name: String) -> String? {
         if name.hasSuffix(exchangeSuffix) { return interruptedExchange(name)?.name }
         let utf8 = Array(name.utf8)
@@ -53,8 +51,8 @@ extension StorageDirectory {
         return (file, expectedStamp, writtenStamp)
     }
 
-    /// The key file name `name` belongs to (itself, or `NAME` of `NAME~before-type-change` and `NAME~corrupt-…`), or
-    /// `nil` when writers never give that name.
+    /// The key file name `name` belongs to (itself, or `NAME` of its `~before-type-change`/`~corrupt-…` forms), or
+    /// `nil`.
     package static func keyFileName(of name: String) -> String? {
         if FileName.isKeyFileName(name) { return name }
         guard let tilde = name.utf8.firstIndex(of: UInt8(ascii: "~")) else { return nil }

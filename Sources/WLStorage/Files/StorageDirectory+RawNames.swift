@@ -42,8 +42,7 @@ extension StorageDirectory {
         return names.sorted { $0.lexicographicallyPrecedes($1) }
     }
 
-    /// What `lstat` says of the entry `name`, or `nil` when there is none. The corresponding C function is `fstatat`
-    /// with `AT_SYMLINK_NOFOLLOW`.
+    /// What `lstat` says of the entry `name`, or `nil`. The C function is `fstatat` with `AT_SYMLINK_NOFOLLOW`.
     package func status(ofEntryNamed name: [UInt8]) -> FileStatus? {
         guard let dir = try? openDirectoryForNames() else { return nil }
         defer { close(dir) }

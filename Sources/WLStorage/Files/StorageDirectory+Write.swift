@@ -7,8 +7,7 @@ import Synchronization
     import Musl
 #endif
 
-/// Writing a directory's files: durably, atomically and privately, replacing or only where none stands, and the
-/// renames aside and removals that keep what a storage cannot read.
+/// Writing a directory's files durably, atomically and privately, and moving aside what a storage cannot read.
 extension StorageDirectory {
     // MARK: Write
 
@@ -245,7 +244,6 @@ extension StorageDirectory {
             case EINVAL, ENOSYS, EOPNOTSUPP:
                 return .unsupported
             case ENOENT:
-                // The file was removed since the check: not the version expected.
                 return try finish(.gaveWay)
             default:
                 _ = retrying(.unlink, exchanging) { unlinkat(dir, exchanging, 0) }
@@ -268,8 +266,7 @@ extension StorageDirectory {
         return try finish(.gaveWay)
     }
 
-    /// Exchanges `first` and `second` in `dir` (`renameat2`, `RENAME_EXCHANGE`), reported under `second`; the `errno`
-    /// of a failure, or `nil`.
+    /// Exchanges `first` and `second` in `dir` (`renameat2`, `RENAME_EXCHANGE`); the `errno` of a failure, or `nil`.
     private func swap(
         _ first: String, _ second: String, in dir: CInt, _ renameat2: SystemFunctions.Renameat2
     ) -> Int32? {
@@ -312,8 +309,7 @@ extension StorageDirectory {
         throw error(.writeFailed, "the file kept changing while the write gave way", name: name, errno: nil)
     }
 
-    /// Moves a displaced version of `name` that could not be put back aside to a name the tool lists; returns `failure`
-    /// saying where.
+    /// Moves a displaced version that could not be put back aside to a name the tool lists; returns `failure` with it.
     func keepDisplaced(
         _ temporary: String, of name: String, in dir: CInt, _ failure: WLStorageError
     ) -> WLStorageError {
@@ -453,7 +449,6 @@ extension StorageDirectory {
         _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
         defer { _ = flock(dir, LOCK_UN) }
         for _ in 0..<8 {
-            // A temporary name another writer has taken: another is drawn.
             let temporary = Self.temporaryName(for: name)
             switch try moveOut(name, to: temporary, ifStill: expected, in: dir) {
             case .moved:

@@ -7,8 +7,7 @@ import Synchronization
     import Musl
 #endif
 
-/// One version of a file: device, inode, size and modification time (a replace makes a new inode; a write in place
-/// changes size or time).
+/// One version of a file: device, inode, size and modification time.
 package struct FileIdentity: Hashable, Sendable {
     package var device: UInt64
     package var inode: UInt64
@@ -171,8 +170,7 @@ package struct StorageDirectory: Sendable, Hashable {
 
     // MARK: Directory
 
-    /// Creates the directory and missing parents with mode 0700, and syncs every parent so its entry is durable;
-    /// returns the directory's identity.
+    /// Creates the directory and missing parents (0700), syncing every parent so its entry is durable; its identity.
     @discardableResult
     package func create() throws(WLStorageError) -> DirectoryIdentity {
         var prefix = ""

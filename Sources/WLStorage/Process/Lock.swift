@@ -6,8 +6,7 @@ import Synchronization
     import Musl
 #endif
 
-/// A `Mutex` that ThreadSanitizer can see: under it, the lock calls `__tsan_acquire` and `__tsan_release`, since
-/// TSan does not observe `Mutex`'s futex on Linux.
+/// A `Mutex` that ThreadSanitizer can see (TSan does not observe `Mutex`'s futex on Linux).
 @usableFromInline
 package struct Lock<Value: ~Copyable>: ~Copyable {
     @usableFromInline let mutex: Mutex<Value>

@@ -256,8 +256,7 @@ extension WLStorage where T == Never {
 private enum FlushItem: Sendable {
     /// A cell, flushed on its own.
     case cell(any RegisteredCell)
-    /// The cells of one store: their changes go to the store in one batch, then each cell is flushed on its own for
-    /// what the batch did not take.
+    /// The cells of one store: one batch for their changes, then each flushed for what the batch did not take.
     case store([any RegisteredCell])
 
     func flush(waiting: Bool, on thread: UInt) {
@@ -277,8 +276,7 @@ private enum FlushItem: Sendable {
         for index in cells.indices where needsFlush[index] { cells[index].flushAll(waiting: waiting) }
     }
 
-    /// Writes the pending changes of `cells`, all of one store, in one batch. Returns which cells still need a flush
-    /// of their own, and whether one's job runs on `thread`.
+    /// Writes the changes of `cells`, one store's, in one batch; returns which need their own flush, and busy-here.
     private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) -> (
         needsFlush: [Bool], busyHere: Bool
     ) {

@@ -44,8 +44,7 @@ final class ChangeRouter: Sendable {
         return (FileMonitor.shared.watch(directory), reports)
     }
 
-    /// Starts one use of `store`'s feed (see ``StoreFeeds/use(_:identity:)``). Returns the count for
-    /// ``reported(_:since:)``. Balance with ``unfollow(_:)``.
+    /// Starts one use of `store`'s feed; returns the count for ``reported(_:since:)``. Balance with ``unfollow(_:)``.
     func follow(store: any WLStorageStore, identity: String) -> Reports {
         let reports = begin(.store(identity))
         StoreFeeds.shared.use(store, identity: identity)

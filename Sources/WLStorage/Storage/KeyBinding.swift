@@ -194,8 +194,7 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
-    /// The first state of a cell that read `found`. Only a store key's backer saves its default, where nothing is
-    /// stored.
+    /// The first state of a cell that read `found`; only a store key's backer saves its default where nothing is.
     @inline(__always)
     private static func opening(_ found: ReadResult<T>, defaults: CellDefault<T>, savesDefault: Bool) -> Opening {
         switch found {

@@ -1,7 +1,6 @@
 import Foundation
 
-/// What a cell is registered by: a directory's file (by device and inode, or by path while unreachable), or a key
-/// of another store (by its identity).
+/// What a cell is registered by: a directory's file (device and inode, or path), or another store's key.
 package struct CellKey: Hashable, Sendable {
     package enum Holder: Hashable, Sendable {
         case directory(DirectoryIdentity)
@@ -50,8 +49,7 @@ protocol RegisteredCell: AnyObject, Sendable {
     func checkForExternalChange()
     /// Hands the backer what its store's feed carried for its key, or (`mustRead`) that it changed uncarried.
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool)
-    /// The cell's pending change as a batch write, or why the batch takes nothing
-    /// (``StorageCell/takeBatchWrite(on:)``).
+    /// The pending change as a batch write, or why not (``StorageCell/takeBatchWrite(on:)``).
     func takeBatchWrite(on thread: UInt) -> BatchTake
     /// The identity of the store whose batches write the cell's changes, read without the cell's lock.
     var batchStoreIdentity: String? { get }
@@ -264,8 +262,7 @@ final class StorageRegistry: Sendable {
         tables.withLock { $0.entries[key]?.cell }
     }
 
-    /// Registers `cell` by its file, or by its identity without one; returns a live cell of the file registered
-    /// meanwhile instead. `identity` is corrected when stale.
+    /// Registers `cell` by file or identity, or returns the file's cell registered meanwhile; fixes a stale `identity`.
     func register<T>(_ cell: StorageCell<T>, identity: inout DirectoryIdentity?) -> Lookup<T> {
         let id = ObjectIdentifier(cell)
         var key: CellKey
@@ -313,8 +310,7 @@ final class StorageRegistry: Sendable {
         }
     }
 
-    /// The cells of files in the directory at `path` are now `identity`'s (`nil`: keyed by path). A cell whose new key
-    /// is taken keeps its old one.
+    /// The cells of files at `path` are now `identity`'s (`nil`: by path); a cell whose new key is taken keeps its old.
     func directoryChanged(path: StorageDirectory, to identity: DirectoryIdentity?) {
         let moved = tables.withLock { tables -> [any RegisteredCell] in
             var moved: [any RegisteredCell] = []
@@ -401,8 +397,7 @@ final class StorageRegistry: Sendable {
     }
 }
 
-/// The right to open a key with no live cell, held by one thread until its cell is registered; others wait outside
-/// every lock.
+/// The right to open a key with no live cell, held until its cell is registered; others wait outside every lock.
 final class OpeningGate: Sendable {
     let key: CellKey
     /// The thread that holds it.

@@ -1,5 +1,4 @@
-/// The stores ``WLStorageScope/withBinding(to:_:)`` and ``WLStorageSystem/withDefaultDirectory(_:_:)`` set for a
-/// closure, as a task local: tests running side by side each see their own.
+/// The stores a closure binds (scopes, default directory), as a task local: parallel tests each see their own.
 struct TaskBindings: Sendable {
     /// The stores of scopes, by scope name.
     var scopes: [String: TaskBinding] = [:]

@@ -32,8 +32,7 @@ extension WLStorageKey {
         }
     }
 
-    /// The store set for the current task by ``WLStorageScope/withBinding(to:_:)`` or
-    /// ``WLStorageSystem/withDefaultDirectory(_:_:)``, if any.
+    /// The store set for the current task by a scope's or the default directory's `with…` binding, if any.
     var taskBinding: TaskBinding? {
         switch location {
         case .store: nil

@@ -60,7 +60,6 @@ public class WLStorageKeys: @unchecked Sendable {  // no stored state, no lock (
 }
 
 extension WLStorage {
-    /// Whether the storage can be kept for one-shot access: not one that met a type mismatch (memory only), which is
-    /// made again at each access until the other type's storages are gone.
+    /// Whether the storage can be kept for one-shot access: not after a type mismatch (made again until resolved).
     var isUsable: Bool { !cell.refusesEveryWrite }
 }

@@ -94,8 +94,7 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
         return bindings
     }
 
-    /// The store for a storage made now: the task's, the bound one, or one that refuses and says why (marks the scope
-    /// used unless a task binding applies).
+    /// The store for a storage made now: the task's, the bound one, or a refusing one (marks the scope used).
     func storeForUse() -> any WLStorageStore {
         if let binding = TaskBindings.current.scopes[name] { return binding.store }
         return ScopeTable.use(self) ?? UnboundScopeStore(scope: self)
@@ -151,8 +150,7 @@ private enum ScopeTable {
     }
 }
 
-/// The store of a scope unbound when a storage of its keys was made: reads and writes nothing, says which scope to
-/// bind.
+/// The store of a scope unbound when its storage was made: reads and writes nothing, says which scope to bind.
 struct UnboundScopeStore: WLStorageStore {
     let scope: WLStorageScope
 

@@ -38,8 +38,7 @@ public enum WLStorageFeedEvent: Sendable, Equatable {
 /// A storage adopts carried bytes only when the changes reported after its known version follow on from it one by
 /// one, in report order; anything else (a gap, disorder, a key made anew, no bytes, `everything`) reads the key.
 public protocol WLStorageCarryingStore: WLStorageStore {
-    /// Starts the feed, as ``WLStorageStore/observeChanges(_:)`` does, with carried changes reported as such; storages
-    /// call it instead of `observeChanges`.
+    /// Starts the feed with carried changes reported as such; storages call it instead of `observeChanges`.
     func observeCarriedChanges(_ changed: @escaping @Sendable (WLStorageFeedEvent) -> Void) -> WLStorageSubscription?
 
     /// The bytes of `key` with their version, or `nil` when nothing is stored.

@@ -73,16 +73,15 @@ protocol KeyMedium: Sendable {
         throws(WLStorageError)
         -> (data: Data, stamp: Int)?
 
-    /// Writes `encode()`'s bytes, rewriting what was read in an earlier shape, only while the key holds the version
-    /// read (`isLast` tells its stamp).
+    /// Writes `encode()`'s bytes, the rewrite of an earlier shape, only while the key holds the version read
+    /// (`isLast`).
     func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data) throws
         -> MediumRewrite
 
     /// Marks `read`, bytes just read and reshaped, as those a rewrite replaces on condition.
     func willRewrite(_ read: ReadBytes)
 
-    /// Keeps `data`, bytes in an earlier shape (read by `reshape`), until the value is written back in the current
-    /// shape; returns why it could not, in which case they stay in their old shape.
+    /// Keeps `data`, bytes in an earlier shape, until the value is written back; returns why it could not.
     func keepOriginal(_ data: Data, _ reshape: String, key: String) -> WLStorageError?
 
     /// Removes the bytes kept by ``keepOriginal(_:_:)``.

@@ -28,8 +28,7 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
         }
     }
 
-    /// Reads the backer: the value, or `nil` when it asked for the default; and whether it is this backer's last
-    /// version.
+    /// Reads the backer: the value (`nil`: it asked for the default), and whether it is its own last version.
     private func readBase() throws(WLStorageError) -> (value: T, known: Bool)? {
         var absent = false
         let value: T

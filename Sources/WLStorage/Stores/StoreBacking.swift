@@ -72,8 +72,7 @@ struct KnownVersions: Sendable {
         return hasher.finalize() | 1
     }
 
-    /// The stamp of a file's version: identity and contents together, since a coarse-timestamp file system can reuse an
-    /// inode with our identity.
+    /// A file version's stamp: identity and contents, since a coarse-timestamp file system can reuse our inode.
     static func stamp(_ data: Data, identity: FileIdentity) -> Int {
         var hasher = Hasher()
         hasher.combine(identity)
@@ -105,8 +104,7 @@ struct KnownVersions: Sendable {
         seen = nil
     }
 
-    /// The JSON object bytes the last check saw, not taken by the storage: another program's change that a pending
-    /// change is written onto.
+    /// The object bytes the last check saw, not taken: another program's change a pending change is written onto.
     var seenObject: Data? { seen.flatMap(UnknownFields.base) }
 
     /// The bytes whose unknown members a change's write keeps (see ``base``); none when it is to drop them.
@@ -115,12 +113,10 @@ struct KnownVersions: Sendable {
     /// Forgets what the last check saw.
     mutating func forgetSeen() { seen = nil }
 
-    /// The bytes the value was read from or written as, which a write takes its changes against (``FieldMerge``); `nil`
-    /// when not a JSON object or not known.
+    /// The bytes a write takes its changes against (``FieldMerge``); `nil` when not a known JSON object.
     var base: Data? { unknownFieldsBase.bytes }
 
-    /// Records `stamp`/`data` as seen by a check (the base only once adopted, ``adoptSeen()``); returns whether it is
-    /// the version seen last.
+    /// Records `stamp`/`data` as seen by a check (the base once adopted); returns whether it is the last seen.
     mutating func saw(_ stamp: Int, _ data: Data) -> Bool {
         defer {
             last = stamp

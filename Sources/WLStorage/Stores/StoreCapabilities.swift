@@ -4,8 +4,7 @@ import Foundation
 /// place a store's type is looked at. The package's wrappers declare theirs (``DeclaresCapabilities``); any other
 /// store has those of the public protocols it conforms to.
 package struct StoreCapabilities: Sendable {
-    /// The store that holds a key's bytes through key-changing wrappers, and the key there; `nil` when it is this
-    /// store.
+    /// The store holding a key's bytes through key-changing wrappers, and the key there; `nil` for this store.
     package var resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))?
     /// The store is a directory: a storage of its key is the key's file, with everything the file backer does.
     package var directory: WLStorageDirectoryStore?

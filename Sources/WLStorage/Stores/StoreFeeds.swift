@@ -35,8 +35,7 @@ final class StoreFeeds: Sendable {
 
     private let feeds = Lock([String: Feed]())
 
-    /// Starts one use of `store`'s feed (the first starts it); returns when it is in place. Balance with
-    /// ``release(_:)``.
+    /// Starts one use of `store`'s feed (the first starts it), returning once in place. Balance with ``release(_:)``.
     func use(_ store: any WLStorageStore, identity: String) {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         let (feed, isNew, reentered) = feeds.withLock { feeds -> (Feed, Bool, Bool) in

@@ -54,8 +54,7 @@ final class StoreMedium: KeyMedium {
 
     func entryExists(key: String) -> Bool { (try? store.read(key: storedKey)) != nil }
 
-    /// Hands this medium carried changes, or (`mustRead`) an uncarried one; the next check adopts or reads
-    /// (``CarriedVersions/take()``).
+    /// Hands this medium carried changes, or an uncarried one (`mustRead`) (``CarriedVersions/take()``).
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) {
         guard carriedFeed != nil else { return }
         versions.withLock { $0.offer(changes, mustRead: mustRead) }

@@ -71,8 +71,7 @@ public struct WLStorageTagTrace: Sendable, Equatable {
 
 /// What became of a tagged conditional write, once its outcome was looked for.
 enum TaggedWriteOutcome {
-    /// It stored the bytes (by its answer, or its tag after the answer was lost); `overwritten` when others wrote
-    /// since.
+    /// It stored the bytes (by answer, or by tag after a lost answer); `overwritten` when others wrote since.
     case stored(overwritten: Bool)
     /// It did not store them, and cannot any more: the update reads again and runs its closure on what it finds.
     case refused

@@ -33,8 +33,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     var medium: any KeyMedium { held.medium }
     /// The version this backer last wrote or read, to tell its own versions from other programs' changes.
     let known = Lock(KnownVersions())
-    /// Whether a storage keeps its value through this backer: its writes are then the storage's own. A backer the
-    /// program calls itself writes as another program would.
+    /// Whether a storage keeps its value through this backer (its writes are its own, not another program's).
     private let attached = Atomic<Bool>(false)
 
     /// Marks the backer as a storage's own (see ``attached``).
@@ -125,8 +124,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return nil
     }
 
-    /// Writes `value` unless something (even an empty file) is stored; returns whether it was written. A secret store
-    /// saves no default (``StoreMedium/savesDefault``).
+    /// Writes `value` unless something (even an empty file) is stored; a secret store saves no default.
     func create(value: T) throws(WLStorageError) -> Bool {
         guard savesDefault else { return true }
         return try place(value, replacing: false)
@@ -251,8 +249,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// Writes `value`, the current shape of the bytes last read, only while the key holds them; returns whether it
-    /// wrote, or `nil` when the medium cannot tell (a plain write).
+    /// Writes `value`, reshaped, only while the key holds the bytes last read; `nil` when it cannot tell (plain write).
     func rewrite(_ value: T) throws -> Bool? {
         let outcome = try medium.rewrite(
             key: key, announced: attached.load(ordering: .relaxed),
@@ -353,8 +350,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return .writtenOver
     }
 
-    /// Whether a change is written by ``writeChange(_:defaultValue:)`` on its own rather than whole in a batch: another
-    /// program's change was seen since the read.
+    /// Whether a change is written on its own, not whole in a batch: another program's change was seen since.
     var writesChangeOnItsOwn: Bool {
         guard let medium = storeMedium, medium.writesOnCondition, !medium.conceals else { return false }
         return known.withLock { known in known.seenObject.map { $0 != known.base } ?? false }
@@ -450,8 +446,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         KeptOriginals.settle(self) { try medium.removeKeptOriginal() }
     }
 
-    /// The bytes of `value` with the unknown members of the bytes last read or written (``UnknownFields``),
-    /// size-checked.
+    /// The bytes of `value` with the unknown members of the last bytes (``UnknownFields``), size-checked.
     private func encode(_ value: T) throws(WLStorageError) -> Data {
         let (base, renames) = known.withLock { ($0.takeBase(), $0.renames) }
         return try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: base)

@@ -32,8 +32,8 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// `file://` and the directory's path.
     public let identity: String
 
-    /// The directory, prepared without waiting for another's lock on it (``DirectoryTable/prepare(_:waiting:)``), and
-    /// `key`'s file name in it.
+    /// The prepared directory (not waiting for another's lock, see ``DirectoryTable/prepare(_:waiting:)``), and `key`'s
+    /// file.
     func file(_ key: String, waiting: Bool = true) throws(WLStorageError) -> (StorageDirectory, String) {
         guard let directory else {
             throw WLStorageError(
@@ -114,8 +114,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     }
 }
 
-/// A directory store as one that rewrites on condition of a file's bytes (``StoreCapabilities/rewrites``): it puts
-/// back another program's version stored in between.
+/// A directory store rewriting on condition of a file's bytes (``StoreCapabilities/rewrites``), putting back others'.
 struct DirectoryRewrites: WLStorageConditionalStore, StoreView {
     let store: WLStorageDirectoryStore
     var viewed: any WLStorageStore { store }
