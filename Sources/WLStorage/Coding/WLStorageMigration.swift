@@ -42,12 +42,7 @@ public struct WLStorageMigration<Value>: Sendable {
     /// The storage reads the old name while it is stored (it wins when the two differ: only an old version writes them
     /// apart), and writes both names alike; when the value leaves the new name out or `null`, both are left out.
     ///
-    /// ```swift
-    /// @WLStorage(key: "settings", defaultValue: Settings(), migrations: [
-    ///     .renamed(from: "theme", to: "colorScheme"),
-    /// ])
-    /// var settings: Settings    // Settings has `colorScheme`, no longer `theme`
-    /// ```
+    /// See <doc:ChangingAStoredType>.
     ///
     /// Once no program knows only the old name, release a version without the rename and call
     /// ``WLStorage/removeUnknownFields()``. A rename applies to top-level fields only; declare chains oldest first, and

@@ -29,12 +29,7 @@ extension WLStorageSystem {
     /// Runs `body` with `url` as the default directory of the storages made while it runs: in `body`, and in the child
     /// tasks it starts. Made for tests, which run side by side in one process.
     ///
-    /// ```swift
-    /// WLStorageSystem.withDefaultDirectory(temporaryDirectory) {
-    ///     let launches = WLStorage(key: "launches", defaultValue: 0)   // a file in `temporaryDirectory`
-    ///     launches.wrappedValue += 1
-    /// }
-    /// ```
+    /// See <doc:TestingWithStorages>.
     ///
     /// It applies to a key alone, ``WLStorageStore/standard``, ``WLStorageDefaultBacker/init(key:directory:)`` without
     /// a directory, typed keys with no store or `.standard`, ``defaultDirectory``, and one-shot access through

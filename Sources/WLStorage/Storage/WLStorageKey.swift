@@ -77,15 +77,6 @@ public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unch
 
     /// A key in the store that `scope` is bound to when the first storage of the key is created.
     ///
-    /// ```swift
-    /// extension WLStorageScope {
-    ///     static let settings = WLStorageScope("settings")
-    /// }
-    /// extension WLStorageKeys {
-    ///     static let retries = WLStorageKey<Int>("retries", default: 3, scope: .settings)
-    /// }
-    /// ```
-    ///
     /// - Parameters:
     ///   - key: The key. Any string.
     ///   - defaultValue: The value to use, and save, when nothing is stored. Made only when it is needed.

@@ -10,15 +10,7 @@
 /// - Important: A backer must not flush the storage it serves (reported as ``WLStorageError/Code/reentrantCall``),
 ///   nor call `exit()` from ``write(value:)``: the exit flush would wait for that same write.
 ///
-/// ```swift
-/// final class MemoryBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
-///     let key: String
-///     private let stored = Mutex<T?>(nil)
-///     init(key: String) { self.key = key }
-///     func read(defaultValueClosure: () -> T) -> T { stored.withLock { $0 } ?? defaultValueClosure() }
-///     func write(value: T) { stored.withLock { $0 = value } }
-/// }
-/// ```
+/// See <doc:CustomBackers> for backers of your own.
 public protocol WLStorageBacker<T>: Sendable {
     /// The type of the stored value.
     associatedtype T: Codable & Sendable
@@ -51,19 +43,7 @@ public protocol WLStorageBacker<T>: Sendable {
 /// change still pending wins; otherwise observers are told. A read equal to what the backer last wrote or read (by
 /// JSON encoding) is not a change, so reporting the backer's own writes costs only a read.
 ///
-/// ```swift
-/// final class SharedMemoryBacker: WLStorageObservableBacker, Sendable {
-///     let key: String
-///     let board: Board  // a store of your own that calls its subscribers when a key changes
-///     init(key: String, board: Board) { self.key = key; self.board = board }
-///     func read(defaultValueClosure: () -> Int) -> Int { board.value(of: key) ?? defaultValueClosure() }
-///     func write(value: Int) { board.set(key, value) }
-///     func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageSubscription {
-///         let id = board.subscribe(key, changed)
-///         return WLStorageSubscription { [board] in board.unsubscribe(id) }
-///     }
-/// }
-/// ```
+/// See <doc:CustomBackers> for an example.
 public protocol WLStorageObservableBacker<T>: WLStorageBacker {
     /// Starts calling `changed`, from any thread and outside the backer's own locks, whenever the stored value may
     /// have been changed elsewhere, until the returned observation is cancelled or released.

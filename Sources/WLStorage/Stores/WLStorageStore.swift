@@ -7,17 +7,7 @@ import Foundation
 /// does its own locking; a process calls it for one key one call at a time. A store that can tell when someone else
 /// changed a key offers a feed (``observeChanges(_:)``): the value stored last wins, a pending local change over it.
 ///
-/// ```swift
-/// final class MemoryStore: WLStorageStore {
-///     // Unique per instance: two stores with one identity are taken to hold the same values.
-///     let identity = "memory:" + UUID().uuidString
-///     private let values = Mutex<[String: Data]>([:])
-///     func read(key: String) -> Data? { values.withLock { $0[key] } }
-///     func write(key: String, data: Data) { values.withLock { $0[key] = data } }
-///     func remove(key: String) { values.withLock { $0[key] = nil } }
-///     func keys() -> [String] { values.withLock { Array($0.keys) } }
-/// }
-/// ```
+/// See <doc:CustomBackers> for a store of your own.
 public protocol WLStorageStore: Sendable {
     /// What the store is, as text: two stores with the same identity hold the same values. It must not contain a
     /// password or other secret; it appears in errors and descriptions.
