@@ -9,11 +9,9 @@ import Synchronization
 #endif
 
 extension StorageCell {
-    /// Runs `body` on the value and stores what it leaves, atomically: no change made meanwhile is lost.
-    ///
-    /// `body` runs on a copy, outside every lock of the package, and runs again on the new value if the value changed
-    /// meanwhile. A change to this very storage from inside `body` would make that go on forever, so it is refused and
-    /// reported (``WLStorageError/Code/reentrantCall``), and `body`'s result is stored.
+    /// Runs `body` on the value and stores what it leaves, atomically: `body` runs on a copy outside every lock, again
+    /// if the value changed. A change to this storage from inside `body` is refused and reported
+    /// (``WLStorageError/Code/reentrantCall``), and `body`'s result is stored.
     @inlinable
     func update<R>(_ body: (inout T) throws -> R) rethrows -> R {
         if isStoreBacked, let stored = try updateInStore(body) { return stored }
@@ -67,8 +65,7 @@ extension StorageCell {
     @usableFromInline
     var isStoreBacked: Bool { keyBacker.map { $0.storeMedium != nil } ?? true }
 
-    /// The update of a value in a store that writes on condition, atomic across processes (see
-    /// ``updateShared(_:in:store:versioned:)``); `nil` for any other backer, whose update is made in the process.
+    /// The update in a conditional store (``updateShared(_:in:store:versioned:)``); `nil` for other backers.
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
         guard let keyBacker, let medium = keyBacker.storeMedium, medium.writesOnCondition else { return nil }
@@ -79,17 +76,12 @@ extension StorageCell {
             versioned: capabilities.versioned)
     }
 
-    /// The update of a value in a store that writes on condition (``WLStorageConditionalStore``): atomic for every
-    /// process that shares the store.
+    /// The update in a ``WLStorageConditionalStore``: atomic for every process sharing the store.
     ///
-    /// A pending change of this process is written first. Then the key is read, `body` runs on its value, and the
-    /// result is stored only while the key holds what was read (or, in a ``WLStorageVersionedStore``, the version
-    /// read); otherwise all of it runs again.
-    ///
-    /// The update is never turned into a set, which would replace what other processes stored meanwhile. An unreachable
-    /// store is retried with a backoff for ``unreachableStoreRetry``, then the update is reported and not made. A write
-    /// of unknown outcome is reported and not made again, so that it never counts twice. Only bytes that do not decode,
-    /// or a result that does not encode, make the update happen in this process, as a set, and reported.
+    /// The pending change is written first; then the key is read, `body` runs, and the result is stored only while the
+    /// key holds what was read (or the version read); else all runs again. Never turned into a set, which would replace
+    /// others' writes: an unreachable store is retried for ``unreachableStoreRetry``, then reported and not made; an
+    /// unknown outcome is reported and not made again. Only undecodable bytes or an unencodable result make it a set.
     private func updateShared<R>(
         _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
         versioned: (any WLStorageVersionedStore)?
@@ -131,18 +123,15 @@ extension StorageCell {
         case notMade(R?)
     }
 
-    /// How long an update retries a store that cannot be reached (long enough for a database server's restart or
-    /// failover) before it is reported as not made.
+    /// How long an update retries an unreachable store (a server's restart or failover) before reporting it not made.
     static var unreachableStoreRetry: Duration { .seconds(10) }
 
-    /// Whether a failure of the store may pass if the update tries again: a read or a write that failed, not bytes
-    /// that do not decode, a value too large, or settings the store cannot use.
+    /// Whether a store failure may pass on retry: a failed read or write, not undecodable bytes, size or settings.
     private static func mayPass(_ error: WLStorageError) -> Bool {
         [.readFailed, .writeFailed, .backerFailed].contains(error.code)
     }
 
-    /// Runs the update against the store until a conditional write stores it (see
-    /// ``updateShared(_:in:store:versioned:)``).
+    /// Runs the update against the store until a conditional write stores it (``updateShared(_:in:store:versioned:)``).
     private func storeUpdate<R>(
         _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
         versioned: (any WLStorageVersionedStore)?
@@ -171,7 +160,7 @@ extension StorageCell {
             return true
         }
         while true {
-            // This process's pending change first, but not a rewrite of what was read, which the update makes moot.
+            // The pending change first, but not a rewrite of what was read, which the update makes moot.
             if state.withLock({ $0.updateFlushesFirst }) {
                 guard flush() == .done else {
                     let error =
@@ -195,7 +184,7 @@ extension StorageCell {
                     return .inProcess
                 }
             }
-            // A set came since the flush: it is written first too, a few times at most.
+            // A set came since the flush: written first too, a few times at most.
             if setsMeanwhile < 3, state.withLock({ $0.setSinceUpdateFlush }) {
                 setsMeanwhile += 1
                 continue
@@ -208,7 +197,7 @@ extension StorageCell {
                 result = try body(&value)
             }
             lastResult = result
-            // A result that cannot be encoded stays in memory, as a set would, and the failing write reports it.
+            // A result that cannot be encoded stays in memory, as a set would; the failing write reports it.
             guard let data = try? key.backer.encode(value, replacing: read.bytes) else { return .inProcess }
             let stored: Bool
             var overwritten = false
@@ -233,9 +222,8 @@ extension StorageCell {
                 do {
                     stored = try key.medium.write(data, ifItHolds: read.bytes, through: store)
                 } catch {
-                    // If the key, read back, still holds what the update read, the write was not stored and the update
-                    // retries; otherwise it may have been stored. A failed read is told by the error, not by a `nil`
-                    // result.
+                    // The key read back still holding what the update read: not stored, retry; otherwise it may have
+                    // been. A failed read is told by the error, not a `nil` result.
                     let holds = Result { try key.medium.store.read(key: key.medium.storedKey) }
                     guard case .success(let bytes) = holds, bytes == read.bytes else {
                         reportUnknownOutcome(error, in: key.medium)
@@ -254,7 +242,7 @@ extension StorageCell {
                     key.backer.wrote(data)
                     if overwritten { checkForExternalChangeBeforeReturning() }
                 case .changedMeanwhile:
-                    // The cell took a value while the closure ran: it reads the key again before the update returns.
+                    // The cell took a value while the closure ran: the key is read again before the update returns.
                     checkForExternalChangeBeforeReturning()
                 case .pending:
                     break  // a set made meanwhile is newer, and is written after this
@@ -266,8 +254,7 @@ extension StorageCell {
         }
     }
 
-    /// Reports that whether the update was stored is not known: it is neither made again nor set, and the key is read
-    /// again.
+    /// Reports that the update's outcome is unknown: neither made again nor set; the key is read again.
     private func reportUnknownOutcome(_ error: any Error, in medium: StoreMedium) {
         record(
             WLStorageError(
@@ -279,8 +266,7 @@ extension StorageCell {
         checkForExternalChange()
     }
 
-    /// What an update read: the key's bytes, their value (the default when it holds nothing), and, from a store that
-    /// tags its writes, their version (`.some(nil)` when nothing is stored).
+    /// What an update read: bytes, value (default for nothing), and a tagging store's version (`.some(nil)`: none).
     struct UpdateRead {
         var bytes: Data?
         var value: T
@@ -295,8 +281,7 @@ extension StorageCell {
         case undecodable(WLStorageError)
     }
 
-    /// Reads the key for an update: with its version from a store that tags its writes (reporting once, when it cannot
-    /// now, that the update compares bytes instead), its bytes alone from any other.
+    /// Reads the key for an update: with its version from a tagging store (else, reported once, bytes compared).
     private func readForUpdate(
         _ key: StoreKeyBacker<T>, versioned: (any WLStorageVersionedStore)?
     ) throws(UpdateReadFailure) -> UpdateRead {
@@ -332,7 +317,7 @@ extension StorageCell {
         do {
             return UpdateRead(bytes: bytes, value: try decoding.value(of: bytes), version: version)
         } catch {
-            // The set the update becomes replaces these bytes: it keeps their members this type does not know.
+            // The set the update becomes keeps these bytes' members this type does not know.
             key.backer.willReplace(bytes)
             throw .undecodable(
                 StoredBytes<T>.failure(
@@ -342,8 +327,7 @@ extension StorageCell {
         }
     }
 
-    /// Takes `value`, just stored by an update, as the cell's value and as written, unless the cell's value changed
-    /// since `count` or a change is pending.
+    /// Takes `value`, just stored by an update, as the value and as written, unless changed since `count` or pending.
     private func adopt(_ value: inout T, writtenSince count: UInt32) -> CellState<T>.StoredUpdate {
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
             let (adoption, drain) = state.withLock { $0.adoptStoredUpdate(&value, changeCount: count) }

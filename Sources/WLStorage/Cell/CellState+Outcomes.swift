@@ -1,8 +1,6 @@
-/// How a cell's job ends: the outcome of a write, a save of the default, a read or a check, applied to the state by
-/// the last-writer rule, with what the cell does after the lock.
+/// How a cell's job ends: a write, a default's save, a read or a check, applied by the last-writer rule.
 extension CellState {
-    /// Applies how `job` ended, and returns the follow-up job to run at once on the same thread, or `nil` with the cell
-    /// idle.
+    /// Applies how `job` ended; returns the follow-up job to run at once on this thread, or `nil` with the cell idle.
     mutating func finish(
         _ job: CellJob<T>, _ outcome: JobOutcome<T>, defaultValue: T?, key: String, now: UInt64, chaining: Bool,
         effects: inout JobEffects
@@ -34,7 +32,7 @@ extension CellState {
             setLastError(error, &effects)
             effects.errors.append(error)
             if error.code == .storedByAnotherVersion && onlyRewritePending && version == startVersion {
-                // Another version stored a value since this one was read: the rewrite of what was read gives way.
+                // Another version stored a value since the read: the rewrite gives way.
                 writtenVersion = version
             }
             if Self.isTransient(error) {
@@ -53,8 +51,8 @@ extension CellState {
             applyChange(change, startVersion: startVersion, defaultValue: defaultValue, effects: &effects),
             followUp == nil
         {
-            // The check read another program's change while this process's was written, and did not adopt it: a check
-            // at once, with the read not taken as seen, tells which the key holds last.
+            // The check read another's change while this process's was written, and did not adopt it: a check at once,
+            // the read not taken as seen, tells which the key holds last.
             effects.forgetLastRead = true
             followUp = .check(version: version)
         }
@@ -70,9 +68,8 @@ extension CellState {
         return nil
     }
 
-    /// Applies how a batch write of the cell's store ended for the change of `startVersion`: written when `failure` is
-    /// `nil`. Returns whether the cell has no work left. Like ``finish(_:_:defaultValue:key:now:chaining:effects:)``
-    /// without the generic job and outcome, which a flush of every cell would pay for.
+    /// Applies how a batch write ended for the change of `startVersion` (written when `failure` is `nil`). Returns
+    /// whether the cell has no work left. Not generic over job and outcome, which a flush of every cell would pay for.
     @inline(__always)
     mutating func finishBatchWrite(
         _ startVersion: UInt64, failure: WLStorageError?, now: UInt64, effects: inout JobEffects
@@ -98,8 +95,7 @@ extension CellState {
         effects.errors.append(failure)
     }
 
-    /// The job in flight ended with nothing to run after it: the cell is idle, flushes waiting for it are woken, and
-    /// the throttle armed for the work left.
+    /// The job ended with nothing after it: idle, waiting flushes woken, the throttle armed for work left.
     @inline(__always)
     private mutating func becomeIdle(now: UInt64, effects: inout JobEffects) {
         busyThread = 0
@@ -119,8 +115,7 @@ extension CellState {
         }
     }
 
-    /// A read of the stored value: a reread after a failed read, or the read of a default create that found
-    /// something stored.
+    /// A read: a reread after a failed read, or a default create that found something stored.
     private mutating func applyRead(
         _ result: ReadResult<T>, job: CellJob<T>, startVersion: UInt64, key: String, defaultValue: T?,
         effects: inout JobEffects
@@ -129,7 +124,6 @@ extension CellState {
         if case .createDefault = job { isCreate = true } else { isCreate = false }
         switch result {
         case .failed(let error):
-            // Unknown again: retried later, with the backoff.
             stored = .unknown
             throttle.writeEnded(succeeded: false)
             setLastError(error, &effects)
@@ -144,7 +138,6 @@ extension CellState {
             throttle.writeEnded(succeeded: false)
             return nil
         case .anotherVersion(let error):
-            // Something is stored, so there is no default to save; only a change of this process is written over it.
             stored = .known
             if isCreate { throttle.writeEnded(succeeded: true) }
             setLastError(error, &effects)
@@ -201,8 +194,7 @@ extension CellState {
         }
     }
 
-    /// After unreadable bytes replaced a value that was read, a read that finds nothing is taken as another program's
-    /// removal. Returns whether it took the read so.
+    /// After unreadable bytes replaced a read value, a read finding nothing is taken as a removal; returns whether so.
     private mutating func takeRemovalAfterUnreadable(defaultValue: T?, effects: inout JobEffects) -> Bool {
         guard extras?.unreadableSinceKnown == true, let defaultValue else { return false }
         extras?.unreadableSinceKnown = false
@@ -212,7 +204,7 @@ extension CellState {
         return true
     }
 
-    /// A value read from the store takes the place of the value, which leaves through `effects`; observers are told.
+    /// A value read from the store replaces the value (the old one leaves through `effects`); observers are told.
     private mutating func adopt(_ found: T, effects: inout JobEffects) {
         effects.released.append(value)
         value = found
@@ -221,8 +213,7 @@ extension CellState {
         if hasListeners && queueNotification() { effects.drainNotifications = true }
     }
 
-    /// Makes the value, read in an earlier type's shape, pending, so that it is written back in the current one. The
-    /// rewrite is not a change of this process: another program's change that comes before it wins over it.
+    /// Makes the value read in an earlier shape pending, to write back; an outside change before it wins.
     mutating func markRewrite() {
         version &+= 1
         let version = self.version
@@ -233,10 +224,7 @@ extension CellState {
     @inline(__always) var onlyRewritePending: Bool { isPending && extras?.rewriteVersion == version }
 
     /// Another program's change, adopted by the last-writer rule: a local change pending or made since the check
-    /// started is written after it. A pending rewrite of what was read is not such a change, and gives way.
-    ///
-    /// Returns whether the key must be checked again: a change of this process made since the check started is
-    /// written already.
+    /// started is written after it; a pending rewrite gives way. Returns whether the key must be checked again.
     @discardableResult
     private mutating func applyChange(
         _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T?, effects: inout JobEffects

@@ -1,5 +1,4 @@
-/// The transitions a storage's requests make (a set, an update, a flush's step, a batch's write, a storage joining or
-/// leaving), each under the cell's lock, returning what the cell does after it.
+/// The transitions of a storage's requests, each under the cell's lock, returning what to do after it.
 extension CellState {
     /// What a set does, under the lock.
     @usableFromInline
@@ -20,8 +19,7 @@ extension CellState {
 
     // MARK: Updates
 
-    /// An update's closure is about to run (again): the value it starts from and the change count it must find
-    /// unchanged to commit.
+    /// An update's closure is about to run (again): its start value, and the change count to find unchanged to commit.
     @inlinable
     mutating func startUpdate(counting: Bool) -> (value: T, changeCount: UInt32) {
         if counting { updaters &+= 1 }
@@ -42,8 +40,7 @@ extension CellState {
         return changeLocally(to: &value)
     }
 
-    /// Whether an update against the store writes this process's pending change first (not a mere rewrite of what was
-    /// read, which the update makes moot).
+    /// Whether an update against the store writes the pending change first (not a mere rewrite, which it makes moot).
     var updateFlushesFirst: Bool { !onlyRewritePending }
 
     /// Whether a set came since an update's flush, to be written before the update reads the key.
@@ -87,13 +84,13 @@ extension CellState {
         case reentrant
     }
 
-    /// The next step of a flush on `thread` of what was set up to version `target`, which the first step sets. With
-    /// `waitingForJobs` off, a job in flight on another thread is left to finish the work.
+    /// The next step of a flush on `thread` of what was set up to version `target` (set by the first step). With
+    /// `waitingForJobs` off, a job in flight elsewhere is left to finish the work.
     mutating func flushStep(on thread: UInt, now: UInt64, upTo target: inout UInt64?, waitingForJobs: Bool)
         -> FlushStep
     {
-        // The flush writes up to the latest version at the call, and also a rewrite of a value read during the flush,
-        // so that no change of the caller is left behind it.
+        // Up to the latest version at the call, plus a rewrite read during the flush: no change of the caller is left
+        // behind.
         var goal = target ?? version
         if onlyRewritePending { goal = max(goal, version) }
         target = goal
@@ -107,11 +104,9 @@ extension CellState {
         return startWork(on: thread, now: now, upTo: goal).map(FlushStep.run) ?? .done
     }
 
-    /// The pending change for a batch of its store's writes: its value copied into `slot`, its version returned, and
-    /// the cell marked busy on `thread`. Otherwise `slot` is left as it is, and the answer says why (see
-    /// ``BatchStart``): a rewrite of what was read in a store that writes on condition (`rewritesOnCondition`) is left
-    /// to its own conditional write. The same question as ``StorageCell/flushState(from:)``, in the same critical
-    /// section as the take.
+    /// The pending change for a batch of its store: its value copied into `slot`, its version returned, the cell busy
+    /// on `thread`; otherwise ``BatchStart`` says why. A rewrite in a `rewritesOnCondition` store is left to its own
+    /// conditional write. Decided with the take, in one critical section.
     @inline(__always)  // into the cell's critical section
     mutating func startBatchWrite(
         on thread: UInt, now: UInt64, rewritesOnCondition: Bool, into slot: UnsafeMutablePointer<T>
@@ -129,16 +124,14 @@ extension CellState {
 
     // MARK: Storages joining and leaving
 
-    /// Another storage joins the cell with `interval`: the shortest interval of the cell's storages holds, and a change
-    /// waiting for a longer one gets a sooner tick, returned.
+    /// Another storage joins with `interval`: the shortest holds; returns a sooner tick for a waiting change.
     mutating func join(interval: UInt64?, now: UInt64) -> (token: UInt32, delay: UInt64)? {
         guard throttle.lower(to: interval), hasWork, !isBusy else { return nil }
         throttle.disarm()
         return throttle.arm(now: now, force: stored == .defaultUnsaved)
     }
 
-    /// The cell's last storage is gone with work left: the cell is orphaned, kept until its work is done, and written
-    /// at once with the backoff. Returns whether it was orphaned now.
+    /// The last storage is gone with work left: kept and written at once with backoff; returns whether orphaned now.
     mutating func orphan(now: UInt64) -> (orphaned: Bool, tick: (token: UInt32, delay: UInt64)?) {
         guard hasWork, !isOrphaned else { return (false, nil) }
         withExtras { $0.orphaned = true }
@@ -150,8 +143,7 @@ extension CellState {
 extension CellState {
     // MARK: What is stored
 
-    /// The value read in an earlier type's shape is to be written back in the current one, as a change; returns whether
-    /// the throttle needs a tick.
+    /// The value read in an earlier shape is to be written back as a change; returns whether a tick is needed.
     mutating func rewriteRead() -> Bool {
         markRewrite()
         return throttle.needsTick
@@ -162,15 +154,14 @@ extension CellState {
         extras?.rewriteVersion == version
     }
 
-    /// The members of the stored object the type does not know are to go: a change of what is stored, not of the value.
+    /// The stored object's unknown members are to go: a change of what is stored, not of the value.
     mutating func dropUnknownFields() {
         version &+= 1
     }
 
     // MARK: Listeners
 
-    /// Adds `listener`; returns its identifier, and whether notifications wait to be drained (the current value, with
-    /// `sendingCurrent`).
+    /// Adds `listener`; returns its id, and whether notifications (the current one, if asked) wait to be drained.
     mutating func addListener(
         _ listener: @escaping @Sendable (T) -> Void, sendingCurrent: Bool
     ) -> (id: UInt64, drain: Bool) {
@@ -194,13 +185,13 @@ extension CellState {
 
     // MARK: Checks
 
-    /// A check for a change made elsewhere is asked for on `thread`: counted, and started or left to the job in flight.
+    /// A check for an outside change asked on `thread`: counted, and started or left to the job in flight.
     mutating func requestCheck(on thread: UInt) -> CellJob<T>? {
         withExtras { $0.externalChecks += 1 }
         return startCheck(on: thread)
     }
 
-    /// What is stored could not be read, and nothing pending will bring a read: a check is retried with the backoff.
+    /// What is stored could not be read, and nothing pending will read it: a check is retried with the backoff.
     mutating func retryUnknownRead(_ effects: inout JobEffects) {
         guard stored == .unknown, !isPending else { return }
         armCheckRetry(&effects)

@@ -5,9 +5,9 @@ import Dispatch
 enum StoredState: UInt8, Sendable {
     /// The backer's value was read, written, or found absent: the cell's value may replace it.
     case known
-    /// Nothing is stored, and the default the cell holds has not been saved yet; any value found stored wins over it.
+    /// Nothing is stored, and the default has not been saved yet; any value found stored wins over it.
     case defaultUnsaved
-    /// The last read failed: what is stored is unknown, so the value in memory must not replace it until it is read.
+    /// The last read failed: what is stored is unknown, and must not be replaced until read.
     case unknown
 }
 
@@ -27,15 +27,13 @@ enum CellJob<T: Sendable>: Sendable {
 enum ReadResult<T: Sendable>: Sendable {
     /// A stored value.
     case value(T)
-    /// A stored value in an earlier shape of the type (see ``ValueDecoding``): written back in the current one when
-    /// `rewrite` is set; `note` says why it could not be.
+    /// A stored value in an earlier shape (``ValueDecoding``), written back when `rewrite` is set; `note` says why not.
     case reshaped(T, rewrite: Bool, note: WLStorageError?)
     /// Nothing is stored.
     case absent
     /// What was stored did not decode and was moved aside: nothing is stored now.
     case movedAside(WLStorageError)
-    /// What is stored is JSON that another version of the type stored, which this one cannot read: it is left as it is
-    /// until a change of this process replaces it.
+    /// JSON another version stored, which this one cannot read: left until a change of this process replaces it.
     case anotherVersion(WLStorageError)
     /// The read failed; what is stored is unknown.
     case failed(WLStorageError)
@@ -49,8 +47,7 @@ enum ExternalChange<T: Sendable>: Sendable {
     case changed(T)
     /// Another program removed the stored value.
     case removed
-    /// Another program stored what this one cannot read at all (a value of an encrypted store under a key it lacks):
-    /// what is stored counts as unknown until a readable value is stored.
+    /// Another program stored what this one cannot read at all (another key's secret): unknown until readable.
     case unreadable(WLStorageError)
 }
 
@@ -59,8 +56,7 @@ enum JobOutcome<T: Sendable>: Sendable {
     case written
     /// The change was written onto another program's: the key is checked at once, on the same thread.
     case writtenOver
-    /// A rewrite on condition of what was read found other bytes in its place: it is dropped, and the key checked at
-    /// once.
+    /// A rewrite on condition found other bytes in place: it is dropped, and the key checked at once.
     case rewriteRefused
     case failed(WLStorageError)
     /// The default was saved.
@@ -86,11 +82,9 @@ struct JobEffects {
     var scheduleCheck = false
     /// A check that failed to read, to try again after this many nanoseconds.
     var checkRetry: UInt64?
-    /// The backer is to take the version it read last as not seen, before the follow-up check (see
-    /// ``StoreBacking/forgetLastRead()``).
+    /// The backer takes its last read as unseen before the follow-up check (``StoreBacking/forgetLastRead()``).
     var forgetLastRead = false
-    /// The cell took the value the check read: the backer takes its bytes as the base of later changes (see
-    /// ``StoreBacking/adoptSeen()``).
+    /// The cell took the value the check read: its bytes are the base of later changes (``StoreBacking/adoptSeen()``).
     var adoptSeen = false
     /// Flushes waiting for the cell to be idle.
     var waiters: [WaitingFlush] = []
@@ -107,8 +101,7 @@ final class WaitingFlush: Sendable {
     func wake() { semaphore.signal() }
 }
 
-/// The memory cell's state. Every transition is a method here that returns what to do; the cell does it outside the
-/// lock.
+/// The memory cell's state. Every transition is a method here that returns what to do; the cell does it after the lock.
 @usableFromInline
 struct CellState<T: Sendable>: Sendable {
     /// Incremented on every local change; the value is pending while it differs from `writtenVersion`.
@@ -119,8 +112,7 @@ struct CellState<T: Sendable>: Sendable {
     var stored: StoredState
     /// How many `update`s of the cell are running, on any thread (see ``UpdatesOnThisThread``).
     @usableFromInline var updaters: UInt16 = 0
-    /// Incremented on every change of the value, local or adopted: an `update` commits only when it is unchanged since
-    /// its closure read the value.
+    /// Incremented on every change, local or adopted: an `update` commits only if it is unchanged since its read.
     @usableFromInline var changeCount: UInt32 = 0
     /// The thread running the cell's job, or 0 when none runs.
     var busyThread: UInt = 0
@@ -153,8 +145,8 @@ struct CellState<T: Sendable>: Sendable {
         return body(made)
     }
 
-    /// A change made by this process (a set or an update's commit): swaps `value` in, leaving the old value in `value`
-    /// to be released after the lock. Returns whether the throttle needs a tick, and whether to drain notifications.
+    /// A change made by this process: swaps `value` in (the old one left in `value`, released after the lock). Returns
+    /// whether the throttle needs a tick, and whether to drain notifications.
     @inlinable
     mutating func changeLocally(to value: inout T) -> (needsTick: Bool, drain: Bool) {
         swap(&self.value, &value)
@@ -163,15 +155,13 @@ struct CellState<T: Sendable>: Sendable {
         return (throttle.needsTick, hasListeners && queueNotification())
     }
 
-    /// Queues the current value for every listener (or `listener` alone), and returns whether the caller must drain the
-    /// queue, outside the lock (see ``StorageCell/drainNotifications()``).
+    /// Queues the value for every listener (or `listener`); returns whether the caller must drain after the lock.
     @usableFromInline
     mutating func queueNotification(for listener: UInt64? = nil) -> Bool {
         let value = self.value
         return withExtras { extras in
             if listener == nil && extras.pendingNotifications.count >= Self.notificationBacklog {
-                // Changes come faster than listeners take them: older changes are dropped, keeping the latest, in
-                // order.
+                // Changes outpace listeners: older ones are dropped, the latest kept, in order.
                 extras.pendingNotifications.removeAll { $0.listener == nil }
             }
             extras.pendingNotifications.append((value, listener))
@@ -207,8 +197,8 @@ struct CellState<T: Sendable>: Sendable {
 
     // MARK: Starting jobs
 
-    /// The job that does the cell's pending work, or `nil`; marks the cell busy on `thread`. While what is stored is
-    /// unknown, it is read first. With `upTo`, only changes up to that version count.
+    /// The job for the cell's pending work, or `nil`; marks the cell busy on `thread`. An unknown stored value is read
+    /// first. With `upTo`, only changes up to that version count.
     mutating func startWork(on thread: UInt, now: UInt64, upTo target: UInt64? = nil) -> CellJob<T>? {
         let job: CellJob<T>
         if isPending && target.map({ writtenVersion < $0 }) ?? true {
@@ -228,8 +218,7 @@ struct CellState<T: Sendable>: Sendable {
         return job
     }
 
-    /// The job a check for another program's change starts, marking the cell busy; `nil` when the cell is busy (the
-    /// check then runs when the job in flight ends).
+    /// The job a check for an outside change starts, marking the cell busy; `nil` when busy (it runs after the job).
     mutating func startCheck(on thread: UInt) -> CellJob<T>? {
         guard !isBusy else {
             withExtras { $0.checkRequested = true }
@@ -240,8 +229,7 @@ struct CellState<T: Sendable>: Sendable {
         return stored == .unknown ? .reread(version: version) : .check(version: version)
     }
 
-    /// What a tick with `token` does: the pending work, or nothing when the tick is stale or the cell is busy (the
-    /// job in flight arms a new tick when it ends).
+    /// What a tick with `token` does: the pending work, or nothing when stale or busy (the job re-arms when it ends).
     mutating func startTick(_ token: UInt32, on thread: UInt, now: UInt64, defaultValue: T?) -> CellJob<T>? {
         guard throttle.isCurrent(token) else { return nil }
         guard !isBusy else {
@@ -266,8 +254,8 @@ struct CellState<T: Sendable>: Sendable {
         return job
     }
 
-    /// Whether a failed read may succeed when tried again with nothing changed: a failure of the system, not a file
-    /// too large, irregular or undecodable, whose change brings an event.
+    /// Whether a failed read may succeed when retried unchanged: a system failure, not a file too large, irregular or
+    /// undecodable (whose change brings an event).
     static func isTransient(_ error: WLStorageError) -> Bool {
         switch error.code {
         case .decodingFailed, .valueTooLarge, .notARegularFile: false
@@ -292,8 +280,8 @@ struct CellState<T: Sendable>: Sendable {
         extras?.checkRetryArmed = false
     }
 
-    /// Replaces the last error, handing the old one to `effects` to release after the lock, and keeps
-    /// ``CellExtras/storedByAnotherVersion`` in step with it.
+    /// Replaces the last error (old one released after the lock), keeping ``CellExtras/storedByAnotherVersion`` in
+    /// step.
     @inline(__always)  // the common case, nothing to clear, without a call that would look up this type
     mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects) {
         // A misuse stays until a later change is written (see ``recordMisuse(_:_:)``).
@@ -314,15 +302,13 @@ struct CellState<T: Sendable>: Sendable {
         }
     }
 
-    /// Records `error`, a misuse of the storage by the program, as the last error until a change made after it is
-    /// written or another error replaces it.
+    /// Records a misuse as the last error until a later change is written or another error replaces it.
     mutating func recordMisuse(_ error: WLStorageError, _ effects: inout JobEffects) {
         setLastError(error, &effects)
         extras?.misuseVersion = version
     }
 
-    /// Whether ``StorageCell/removeUnknownFields()`` has something to write: not for a value another version stored,
-    /// unless something is pending.
+    /// Whether ``StorageCell/removeUnknownFields()`` has work: not over another version's value with nothing pending.
     var removesUnknownFields: Bool {
         isPending || extras?.storedByAnotherVersion != true
     }
@@ -337,8 +323,7 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     /// A thread is delivering the pending notifications.
     var draining = false
     var lastError: WLStorageError?
-    /// When ``lastError`` is a misuse, the version of the value when it was recorded: a write of a later version
-    /// clears it (see ``CellState/recordMisuse(_:_:)``).
+    /// When ``lastError`` is a misuse, the version then: a write of a later version clears it.
     var misuseVersion: UInt64?
     /// Flushes waiting for the job in flight.
     var waiters: [WaitingFlush] = []
@@ -350,8 +335,7 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var externalChecks = 0
     /// The version that only rewrites the value read in an earlier type's shape (see ``CellState/markRewrite()``).
     var rewriteVersion: UInt64?
-    /// Bytes another program stored that cannot be read replaced a value that was read: the next read that finds
-    /// nothing is a removal.
+    /// Unreadable bytes replaced a read value: the next read that finds nothing is a removal.
     var unreadableSinceKnown = false
     /// What is stored is JSON that another version stored and this one cannot read: left as it is until a set.
     var storedByAnotherVersion = false

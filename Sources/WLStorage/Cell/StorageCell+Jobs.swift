@@ -7,23 +7,21 @@ import Foundation
     import Musl
 #endif
 
-/// A cell's jobs on its backer: checks for changes made elsewhere, the run of a job and its follow-ups, and the
-/// cell's part of a batch of its store's writes.
+/// A cell's jobs on its backer: outside-change checks, a job and its follow-ups, and the cell's part of a store batch.
 extension StorageCell {
     // MARK: Outside changes
 
-    /// Reads the file if another program changed it, and adopts the value unless a local change is pending. When the
-    /// cell is busy, the check runs as soon as its job ends.
+    /// Reads the file if another program changed it and adopts it unless a change is pending (after the job, if busy).
     func checkForExternalChange() {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
-        // Counted in the same step as the check starts: a test that sees the count grow sees the check under way.
+        // Counted as the check starts: a test that sees the count grow sees the check under way.
         let job = state.withLock { $0.requestCheck(on: thread) }
         guard let job else { return }
         run(job, chaining: true)
     }
 
-    /// ``checkForExternalChange()``, over before it returns: run here, or waited for when a job of the cell is in
-    /// flight. An update that stored its value then holds it (or a newer one) when it returns.
+    /// ``checkForExternalChange()`` over before it returns (run here, or waited for): an update that stored its value
+    /// then holds it or a newer one.
     func checkForExternalChangeBeforeReturning() {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         // A few rounds at most: each waits for a job that other threads may follow with another.
@@ -44,8 +42,7 @@ extension StorageCell {
         }
     }
 
-    /// Has the file read again, with the backoff, when what is stored is unknown and no pending change will bring a
-    /// read.
+    /// Has the file read again, with the backoff, when what is stored is unknown and nothing pending will read it.
     func retryUnknownRead() {
         var effects = JobEffects()
         state.withLock { $0.retryUnknownRead(&effects) }
@@ -58,8 +55,7 @@ extension StorageCell {
 
     // MARK: Jobs
 
-    /// Runs `job`, and the jobs that follow from it at once, on this thread; the cell is busy on this thread
-    /// throughout. Returns whether the last job succeeded.
+    /// Runs `job` and its immediate follow-ups on this thread, busy throughout; returns whether the last succeeded.
     @discardableResult
     func run(_ first: CellJob<T>, chaining: Bool) -> Bool {
         var job = first
@@ -72,13 +68,12 @@ extension StorageCell {
         }
     }
 
-    /// Applies how `job` ended, then does what that leaves to do outside the lock. Returns the job to run next on this
-    /// thread, with the cell still busy on it, or `nil` with the cell idle.
+    /// Applies how `job` ended, effects after the lock; returns the next job (still busy), or `nil` idle.
     private func complete(_ job: CellJob<T>, _ outcome: JobOutcome<T>, chaining: Bool) -> CellJob<T>? {
         let now = scheduler.now
         var effects = JobEffects()
-        // A job that may adopt a value ends the chain, so that observers (who may use this storage) are told with the
-        // cell idle.
+        // A job that may adopt a value ends the chain, so observers (who may use this storage) are told with the cell
+        // idle.
         let chains = chaining && !outcome.mayChangeValue
         let defaultValue = outcome.mayNeedDefault ? defaults.value : defaults.ifMade
         let next = state.withLock { state in
@@ -97,14 +92,13 @@ extension StorageCell {
 
     // MARK: Batches
 
-    /// The cell's pending change, as one write of a batch of its store, marking the cell busy on `thread` until
-    /// ``finishBatchWrite(_:data:failure:)``; otherwise why the batch takes nothing of the cell.
+    /// The pending change as a store batch write (busy until ``finishBatchWrite(_:data:failure:)``), or why not.
     func takeBatchWrite(on thread: UInt) -> BatchTake {
         guard let keyBacker, let storeMedium = keyBacker.storeMedium else { return .elsewhere }
         if keyBacker.writesChangeOnItsOwn { return .elsewhere }
         let now = scheduler.now
         let rewritesOnCondition = storeMedium.rewritesOnCondition
-        // Copied into a slot rather than returned as an optional, which would be another generic type to look up.
+        // Copied into a slot, not returned as an optional: another generic type to look up.
         return withUnsafeTemporaryAllocation(of: T.self, capacity: 1) { buffer -> BatchTake in
             guard let slot = buffer.baseAddress else { return .elsewhere }
             let start = state.withLock {
@@ -132,9 +126,8 @@ extension StorageCell {
         storeMedium.map { ($0.store, $0.identity) }
     }
 
-    /// Ends the job of the batch write of `version`, as `data`, with the batch's outcome: written when `failure` is
-    /// `nil`. Returns whether the cell has work left. What ``complete(_:_:chaining:)`` does, without a generic job or
-    /// outcome; such a write adopts no value and chains no job.
+    /// Ends the batch write of `version`, as `data` (written when `failure` is `nil`); returns whether work is left.
+    /// ``complete(_:_:chaining:)`` without the generic job and outcome: such a write adopts nothing and chains nothing.
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
         if failure == nil { keyBacker?.wrote(data) }
         let now = scheduler.now
@@ -151,11 +144,11 @@ extension StorageCell {
         switch job {
         case .write(let value, let version):
             do {
-                // A rewrite replaces only what was read: a change made since elsewhere is read instead.
+                // A rewrite replaces only what was read: a change made elsewhere since is read instead.
                 if state.withLock({ $0.isRewrite(version) }), let rewritten = try access?.rewrite(value) {
                     return rewritten ? .written : .rewriteRefused
                 }
-                // Where the backer can, a change is written as the fields it changed, onto what the key holds now.
+                // Where the backer can, the changed fields go onto what the key holds now.
                 switch try access?.writeChange(value, defaultValue: { defaults.value }) {
                 case .written?: return .written
                 case .writtenOver?: return .writtenOver
@@ -192,7 +185,7 @@ extension StorageCell {
 
     /// Does what a finished job left to do, outside the lock.
     private func perform(_ effects: JobEffects) {
-        // Waiting flushes are woken before listeners run: a handler called on this thread may be slow.
+        // Waiting flushes are woken before listeners run: a handler on this thread may be slow.
         for waiter in effects.waiters { waiter.wake() }
         if effects.drainNotifications { drainNotifications() }
         for error in effects.errors { WLStorageError.report(error) }
@@ -209,8 +202,7 @@ extension StorageCell {
         read(backer) { defaultValue }
     }
 
-    /// Reads any backer, telling a stored value from the default `makeDefault` makes by whether the backer asked for
-    /// it.
+    /// Reads any backer, telling a stored value from `makeDefault`'s by whether the backer asked for it.
     static func read(_ backer: any WLStorageBacker<T>, makeDefault: () -> T) -> ReadResult<T> {
         var askedForDefault = false
         do {

@@ -20,9 +20,7 @@ import Synchronization
 // `checkForExternalChange()` on the cells concerned; ``CellState`` adopts what the backer reports by the last-writer
 // rule. A cell runs one job on its backer at a time, on the thread marked `busyThread`, outside the lock.
 
-/// What every cell is observed through, whatever its value type: one registrar each, and one key path for all.
-///
-/// The key path names a property of this non-generic class, so it is formed once per process rather than per cell.
+/// What every cell is observed through: a registrar each, and one key path for all, formed once per process.
 @usableFromInline
 class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the registrar does its own locking
     @usableFromInline let registrar = ObservationRegistrar()
@@ -43,16 +41,14 @@ class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the 
 final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendable {  // state: `state`
     @usableFromInline let state: Lock<CellState<T>>
     let backer: any WLStorageBacker<T>
-    /// The same backer when the package made it (a key's backer, or the wrapper of a custom backer with a change feed).
-    /// Told by the binding that made the cell, which spares a cast from the backer protocol on every flush.
+    /// The same backer when the package made it, told by the binding: spares a cast on every flush.
     private let ownBacker: OwnBacker<T>
     /// The same backer when it is a key's in a store (a directory's file or another store's key).
     var keyBacker: WLStorageDefaultBacker<T>? {
         if case .key(let keyBacker) = ownBacker { return keyBacker }
         return nil
     }
-    /// Whether the cell is a storage's whose key was open with another value type when it was made: it keeps its value
-    /// in memory only, and writes nothing (see ``KeyBinding/detachedCell(_:other:scheduler:)``).
+    /// Whether the key was open with another value type when the cell was made: memory only, writes nothing.
     var refusesEveryWrite: Bool {
         if case .refusing = ownBacker { return true }
         return false
@@ -78,10 +74,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         if !migrations.isEmpty { add(migrations) }
     }
 
-    /// Adds the migrations of a storage of this cell, after those it has (see ``CellMigrations``). Their renames go
-    /// to the backer of a key, whose writes hold each renamed field under both names. For a storage that `joins` the
-    /// cell, which read its value without them, a rename new to the backer has the key read again, as a change made
-    /// elsewhere: a write would otherwise put under the old name a value not read from it.
+    /// Adds a storage's migrations after the cell's (``CellMigrations``); renames go to a key's backer, which writes
+    /// both names. For a joining storage, a rename new to the backer has the key read again as an outside change, or a
+    /// write would put under the old name a value not read from it.
     func add(_ migrations: [WLStorageMigration<T>], joining: Bool = false) {
         guard !migrations.isEmpty else { return }
         CellMigrations.add(migrations, to: self)
@@ -98,8 +93,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             migrations: CellMigrations.migrations(of: self, as: WLStorageMigration<T>.self))
     }
 
-    /// The backer when it offers more than ``WLStorageBacker``: telling a stored value from nothing stored, saving a
-    /// default without replacing anything, and reading changes made elsewhere.
+    /// The backer when it offers more than ``WLStorageBacker`` (``StoreBacking``).
     var access: (any StoreBacking<T>)? {
         switch ownBacker {
         case .key(let keyBacker): keyBacker
@@ -120,11 +114,10 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The file's name in ``directory``.
     var fileName: String? { keyBacker?.fileName }
 
-    /// Twice the number of live storages of the cell, plus one when the cell holds a use of its directory's watch or of
-    /// its store's feed.
+    /// Twice the number of live storages, plus one while the cell holds a use of its watch or feed.
     private let storagesAndWatch = Atomic<Int>(0)
 
-    /// Takes over the use of the directory's watch, or of the store's feed, made for this cell; it ends with the cell.
+    /// Takes over the use of the watch or feed made for this cell; it ends with the cell.
     func adoptWatch() {
         storagesAndWatch.bitwiseOr(1, ordering: .relaxed)
     }
@@ -149,7 +142,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     @inlinable
     func set(_ newValue: T) {
         registrar.withMutation(of: self, keyPath: valueKeyPath) {
-            // The old value is released after the lock: its deinit is user code.
+            // Released after the lock: its deinit is user code.
             var value = newValue
             switch state.withLock(hooks: sanitizerHooks, { $0.set(&value) }) {
             case .updating:
@@ -161,8 +154,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         }
     }
 
-    /// A set made while an update of the cell runs: made unless it comes from inside that update's closure on this
-    /// thread, where it is refused and reported.
+    /// A set during an update of the cell: made unless it comes from that update's closure on this thread (refused).
     @usableFromInline
     func setWhileUpdating(_ value: inout T) {
         if UpdatesOnThisThread.contains(ObjectIdentifier(self)) { return refuseChangeInsideUpdate(what: "set") }
@@ -171,8 +163,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         if drain { drainNotifications() }
     }
 
-    /// Marks the value, read in an earlier type's shape, as a change, so that it is written back in the current one
-    /// by the usual path.
+    /// Marks the value read in an earlier shape as a change, written back by the usual path.
     func rewriteStoredValue() {
         if state.withLock({ $0.rewriteRead() }) { armTick() }
     }
@@ -185,10 +176,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         state.withLock { $0.isPending }
     }
 
-    /// Writes the value as its type encodes it, without the members of the stored object that the type does not know,
-    /// and returns when it is written (see ``WLStorage/removeUnknownFields()``).
+    /// Writes the value without unknown stored members; returns when written (``WLStorage/removeUnknownFields()``).
     func removeUnknownFields() {
-        // A value this version cannot read has nothing to remove, and writing the value in memory would destroy it.
+        // A value this version cannot read has nothing to remove; writing the value in memory would destroy it.
         guard state.withLock({ $0.removesUnknownFields }) else { return }
         access?.dropUnknownFields()
         state.withLock { $0.dropUnknownFields() }
@@ -196,7 +186,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     func record(_ error: WLStorageError) {
-        // The error replaced is released after the lock: its underlying error may be the user's.
+        // Released after the lock: its underlying error may be the user's.
         var effects = JobEffects()
         state.withLock { $0.setLastError(error, &effects) }
         _ = effects
@@ -213,17 +203,16 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     // MARK: Listeners
 
-    /// Adds a listener, called with every change, and with the current value first when `sendingCurrent` is set.
-    /// Listeners are called outside the lock, in order, by the thread that drains the notifications.
+    /// Adds a listener, called outside the lock with every change (and first the current value with `sendingCurrent`).
     func addListener(sendingCurrent: Bool, _ listener: @escaping @Sendable (T) -> Void) -> UInt64 {
         let (id, drain) = state.withLock { $0.addListener(listener, sendingCurrent: sendingCurrent) }
         if drain { drainNotifications() }
         return id
     }
 
-    /// Delivers the queued notifications, in order, outside the lock. One thread drains at a time; the caller delivers
-    /// one batch, and what was queued meanwhile is delivered on a thread of the package. A listener removed meanwhile
-    /// is not called: each is looked up again just before its call.
+    /// Delivers queued notifications, in order, outside the lock, one draining thread at a time: the caller delivers
+    /// one batch, a package thread the rest. A listener removed meanwhile is not called (looked up just before each
+    /// call).
     @usableFromInline
     func drainNotifications() {
         guard let batch = state.withLock({ $0.takeNotifications() }) else { return }
@@ -235,8 +224,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             }
         }
         guard state.withLock({ $0.hasNotificationsLeft() }) else { return }
-        // A serial queue per batch has a thread of its own, unlike the shared concurrent pool, which waits while its
-        // workers are blocked; and one storage's slow handler holds up no other storage's changes.
+        // A serial queue per batch has its own thread, unlike the shared pool that waits on blocked workers; and one
+        // storage's slow handler holds up no other storage.
         DispatchQueue(label: "WLStorage.notifications").async { [self] in drainNotifications() }
     }
 
@@ -284,8 +273,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         storagesAndWatch.add(2, ordering: .acquiringAndReleasing)
     }
 
-    /// Called when another storage joins this cell: the shortest flush interval of the cell's storages holds, and a
-    /// change waiting for a longer one is written sooner.
+    /// Another storage joins: the shortest interval holds, and a change waiting for a longer one is written sooner.
     func join(interval: UInt64?) {
         let now = scheduler.now
         if let tick = state.withLock({ $0.join(interval: interval, now: now) }) { schedule(tick) }
@@ -303,9 +291,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         case reentrant
     }
 
-    /// Writes what was set before the call, and saves an unsaved default (or rewrites a value of an earlier shape),
-    /// then returns; waits for a job in flight first. Returns after the first failure. With `waitingForJobs` off, a job
-    /// in flight on another thread is left to finish the work (a flush from inside a backer must not wait for it).
+    /// Writes what was set before the call, and an unsaved default or rewrite, waiting for a job in flight first;
+    /// returns after the first failure. With `waitingForJobs` off, a job elsewhere finishes the work (a backer's flush
+    /// must not wait for it).
     @discardableResult
     func flush(waitingForJobs: Bool = true) -> FlushResult {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
@@ -342,11 +330,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     // MARK: Storages released
 
-    /// Called when a storage of this cell is released: flushes, and when work is left, has the registry keep the cell
-    /// until the work is done.
+    /// A storage of this cell is released: flushes; with work left, the registry keeps the cell until it is done.
     func storageReleased() {
         let remaining = storagesAndWatch.subtract(2, ordering: .acquiringAndReleasing).newValue >> 1
-        // A cell that refuses every write keeps its value in memory only.
         if case .refusing = ownBacker { return }
         flush()
         guard remaining <= 0, state.withLock({ $0.hasWork }) else { return }
@@ -362,7 +348,7 @@ extension JobOutcome {
     /// Whether finishing the job can change the cell's value (and observers must be told around it).
     var mayChangeValue: Bool {
         switch self {
-        // A read that finds nothing may be another program's removal (after bytes that could not be read).
+        // Finding nothing may be a removal (after unreadable bytes).
         case .read(.value), .read(.reshaped), .read(.absent), .read(.movedAside), .checked(.changed),
             .checked(.removed):
             true
@@ -405,8 +391,7 @@ enum OwnBacker<T: Codable & Sendable> {
     case refusing
 }
 
-/// One cell's change in a batch of its store's writes: what to write, and the version of the cell's value it is, with
-/// which ``StorageCell/finishBatchWrite(_:data:failure:)`` ends the cell's job.
+/// One cell's change in a store batch, with its version (for ``StorageCell/finishBatchWrite(_:data:failure:)``).
 struct BatchWrite: Sendable {
     let write: WLStorageStoreWrite
     let version: UInt64
@@ -424,7 +409,7 @@ enum BatchStart {
     case elsewhere
 }
 
-/// What a batch of its store's writes took of a cell: its write, or why it took nothing (see ``BatchStart``).
+/// What a store batch took of a cell: its write, or why nothing (``BatchStart``).
 enum BatchTake: Sendable {
     case taken(BatchWrite)
     case idle
@@ -463,8 +448,7 @@ extension StorageCell: RegisteredCell {
 }
 
 extension WLStorageError {
-    /// `error` itself when it is a ``WLStorageError`` (with `key` filled in), else a
-    /// ``WLStorageError/Code/backerFailed`` error wrapping it.
+    /// `error` if a ``WLStorageError`` (its `key` set), else a ``WLStorageError/Code/backerFailed`` wrapping it.
     init(wrapping error: any Error, key: String) {
         if var error = error as? WLStorageError {
             if error.key == nil { error.key = key }

@@ -8,8 +8,7 @@ import Synchronization
     import Musl
 #endif
 
-/// The backer of a key in a store other than a directory, with its medium: what an update across processes writes
-/// through.
+/// The backer of a key in a store other than a directory, with its medium: what a cross-process update writes through.
 struct StoreKeyBacker<T: Codable & Sendable> {
     let backer: WLStorageDefaultBacker<T>
     let medium: StoreMedium

@@ -8,9 +8,8 @@ import Synchronization
     import Musl
 #endif
 
-/// The cells whose `update` closure the calling thread is running, innermost last, kept per thread (a `pthread` key):
-/// a cell needs only a count of its running updates (``CellState/updaters``), and a set looks here only while it is
-/// not zero.
+/// The cells whose `update` closure this thread runs, innermost last, per thread (a `pthread` key); a set looks here
+/// only while the cell's ``CellState/updaters`` is not zero.
 @usableFromInline
 enum UpdatesOnThisThread {
     /// The cells of the updates a thread runs, innermost last, and whether it is reporting a refusal.
@@ -81,8 +80,7 @@ enum UpdatesOnThisThread {
         if record.pointee.depth > 0 { record.pointee.depth -= 1 }
     }
 
-    /// Runs `report` unless this thread is reporting a refusal already: an error handler that makes the same mistake
-    /// again is not told of it again, without end.
+    /// Runs `report` unless this thread is reporting a refusal already, so an error handler repeating it ends.
     static func reportingOnce(_ report: () -> Void) {
         let record = self.record
         guard !record.pointee.reporting else { return }

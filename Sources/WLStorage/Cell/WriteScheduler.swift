@@ -9,12 +9,9 @@ package protocol WriteScheduler: AnyObject, Sendable {
     func schedule(after delay: UInt64, _ work: @escaping @Sendable () -> Void)
 }
 
-/// The scheduler used outside tests: the monotonic clock, and one concurrent queue shared by every storage (a cell
-/// keeps its own jobs serial).
-///
-/// Work due 200 ms or more from now is gathered in slots of 20 ms, one timer per slot rather than per storage, and
-/// runs up to 20 ms late. A due slot runs its first piece of work on the timer's thread and hands the others to the
-/// queue, so that a slow backer holds up no other storage.
+/// The scheduler outside tests: the monotonic clock and one shared concurrent queue (a cell keeps its jobs serial).
+/// Work due 200 ms or more ahead is gathered in 20 ms slots, one timer per slot; a due slot runs its first piece on
+/// the timer's thread and hands the rest to the queue, so a slow backer holds up no other storage.
 package final class DispatchWriteScheduler: WriteScheduler {
     package static let shared = DispatchWriteScheduler()
 

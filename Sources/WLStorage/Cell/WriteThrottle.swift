@@ -1,15 +1,13 @@
 import Dispatch
 
-/// The throttle's state: when the last write started, whether a tick is armed, and how many writes in a row failed.
+/// The throttle's state: when the last write started, whether a tick is armed, and failures in a row.
 ///
-/// The first change after a quiet interval arms a tick with no delay; later changes while it is armed do nothing, as
-/// the tick writes the latest value. A change after a write arms a tick one interval after that write started. A write
-/// disarms, so a stale tick finds its token out of date. Retries back off as ``retryDelay(afterFailures:interval:)``
-/// says.
+/// The first change after a quiet interval arms a tick with no delay; later changes while armed do nothing (the tick
+/// writes the latest). A change after a write arms a tick one interval after that write started. A write disarms,
+/// so a stale tick finds its token out of date.
 @usableFromInline
 struct WriteThrottle: Sendable {
-    /// The flush interval in nanoseconds; `UInt64.max` for no automatic writes. When storages with different
-    /// intervals share a value, the shortest one holds.
+    /// The flush interval in nanoseconds; `UInt64.max` for no automatic writes. Storages sharing a value: the shortest.
     // Properties are declared widest first, which keeps the layout at 24 bytes (see `CellState`).
     @usableFromInline private(set) var interval: UInt64
     /// When the last write started; 0 before the first.
@@ -17,16 +15,14 @@ struct WriteThrottle: Sendable {
     private(set) var token: UInt32 = 0
     /// Failed writes since the last one that succeeded, up to 65,535 (the backoff stops growing after 32).
     private(set) var failures: UInt16 = 0
-    /// The writes are urgent (every storage of the value was released with work left): ticks and retries wait as if
-    /// there were no interval, and are armed even when automatic writes are off.
+    /// Every storage was released with work left: ticks and retries wait no interval, even with automatic writes off.
     private(set) var isUrgent = false
     private(set) var isArmed = false
 
     static let minimumRetryDelay: UInt64 = 100_000_000
     static let maximumRetryDelay: UInt64 = 30_000_000_000
 
-    /// The longest interval: 100 years, in nanoseconds. Longer ones are clamped to it, so that no arithmetic on the
-    /// clock overflows and only `nil` means "no automatic writes".
+    /// The longest interval, 100 years in nanoseconds: longer ones are clamped, so clock arithmetic never overflows.
     static let maximumInterval: UInt64 = 100 * 365 * 24 * 3_600 * 1_000_000_000
 
     init(interval: UInt64?) {
@@ -37,8 +33,7 @@ struct WriteThrottle: Sendable {
         interval.map { min($0, Self.maximumInterval) } ?? .max
     }
 
-    /// Lowers the interval to `interval` when that is shorter, and returns whether it did. An armed tick keeps its
-    /// time; the caller re-arms.
+    /// Lowers the interval to `interval` when shorter; returns whether it did. An armed tick keeps its time.
     mutating func lower(to interval: UInt64?) -> Bool {
         let new = Self.clamped(interval)
         guard new < self.interval else { return false }
@@ -70,9 +65,7 @@ struct WriteThrottle: Sendable {
         !isArmed && interval != .max
     }
 
-    /// Arms a tick, unless one is armed or automatic writes are off, and returns its token and delay.
-    ///
-    /// With `force`, a tick is armed even when automatic writes are off, for work that must not wait for a flush.
+    /// Arms a tick, unless one is armed or automatic writes are off (unless `force`), and returns its token and delay.
     mutating func arm(now: UInt64, force: Bool = false) -> (token: UInt32, delay: UInt64)? {
         guard interval != .max || force || isUrgent, !isArmed else { return nil }
         isArmed = true
@@ -91,8 +84,7 @@ struct WriteThrottle: Sendable {
         Self.retryDelay(afterFailures: UInt32(failures), interval: waitingInterval)
     }
 
-    /// The wait before retrying after `failures` (at least 1) failures in a row, with `interval`: the interval (at
-    /// least 100 ms), doubling with each further failure up to 30 s (or the interval, if longer).
+    /// The wait before a retry after `failures` in a row: the interval (at least 100 ms), doubling up to 30 s or it.
     static func retryDelay(afterFailures failures: UInt32, interval: UInt64) -> UInt64 {
         let base = max(interval, minimumRetryDelay)
         let ceiling = max(base, maximumRetryDelay)

@@ -1,21 +1,12 @@
 import Foundation
 
-/// A change made over bytes that another program has replaced since, taken onto what is stored now, field by field.
-///
-/// A storage's write carries the members its value changed against the bytes it was read from (its *base*) onto the
-/// bytes stored now: a three-way merge of JSON objects, as a JSON Merge Patch (RFC 7396) of the change would do. Where
-/// all three hold an object, each member the writer left unchanged keeps what is stored now, and one it changed,
-/// added or removed is written so. Anything else is taken whole: the writer's when it changed it, else what is stored.
-/// So of two programs that change one field, the last writer wins; changes to different fields are both kept.
-///
-/// Members are compared by their JSON values, through Foundation's decoder; the members of the result are written
-/// again by Foundation's encoder with sorted keys, as the package writes every value.
+/// A change made over bytes another program has replaced since, taken onto what is stored now, field by field: a
+/// three-way merge of JSON objects (as a JSON Merge Patch of the change). Members the writer left unchanged keep what
+/// is stored; ones it changed, added or removed are written so; non-objects are taken whole. So the last writer of a
+/// field wins, and changes to different fields are both kept. Members are compared and written by Foundation's coders.
 enum FieldMerge {
-    /// The bytes of `stored` with the changes `value` makes to `base`, or `nil` when one of the three is not JSON.
-    ///
-    /// With `replacingCases`, an object of the value whose members have none in common with the base's or the stored
-    /// one's is taken whole: another case of an enum with associated values. (A dictionary whose entries all changed
-    /// looks the same, so the writer tries the merge without it first.)
+    /// The bytes of `stored` with the changes `value` makes to `base`, or `nil` when one of the three is not JSON. With
+    /// `replacingCases`, a value object sharing no member with base or stored is taken whole (another enum case).
     static func merge(base: Data, value: Data, stored: Data, replacingCases: Bool = false) -> Data? {
         guard let base = try? JSONCoders.decoder.decode(JSONValue.self, from: base),
             let value = try? JSONCoders.decoder.decode(JSONValue.self, from: value),
@@ -28,8 +19,7 @@ enum FieldMerge {
         return try? JSONCoders.encoder.encode(merged)
     }
 
-    /// `merged` with the members of `value` at its top that it lacks (another program removed members that the
-    /// value's type needs); `nil` when it lacks none, or either is not a JSON object.
+    /// `merged` with the top members of `value` it lacks (removed by another program); `nil` when none, or not objects.
     static func filling(_ merged: Data, from value: Data) -> Data? {
         guard case .object(var members)? = try? JSONCoders.decoder.decode(JSONValue.self, from: merged),
             case .object(let valueMembers)? = try? JSONCoders.decoder.decode(JSONValue.self, from: value)
@@ -40,9 +30,7 @@ enum FieldMerge {
         return try? JSONCoders.encoder.encode(JSONValue.object(members))
     }
 
-    /// The member (or value) to write, `nil` for none: what is stored where the writer left the base as it was, the
-    /// members merged one by one where all three are objects, else the writer's (see
-    /// ``merge(base:value:stored:replacingCases:)`` for `replacingCases`).
+    /// The member to write (`nil`: none): stored where the base is unchanged, merged where all are objects, else ours.
     private static func merge(
         base: JSONValue?, value: JSONValue?, stored: JSONValue?, replacingCases: Bool
     ) -> JSONValue? {
@@ -65,9 +53,8 @@ enum FieldMerge {
     }
 }
 
-/// Any JSON value, as Foundation's decoder reads it. Integers keep their exact value (as `Int64` or `UInt64`); other
-/// numbers are read as `Double`, unless they have more digits than a `Double` holds (a `Decimal`'s, which Foundation's
-/// encoder writes in full): those are read as `Decimal`, so that an amount merged through is not rounded.
+/// Any JSON value as Foundation reads it: integers exact (`Int64`/`UInt64`), other numbers `Double`, or `Decimal`
+/// when they have more digits than a `Double` holds, so a merged amount is not rounded.
 enum JSONValue: Codable, Equatable, Sendable {
     case null
     case bool(Bool)
@@ -86,8 +73,7 @@ enum JSONValue: Codable, Equatable, Sendable {
         } else if let value = try? container.decode(Bool.self) {
             self = .bool(value)
         } else if let exact = try? container.decode(Decimal.self) {
-            // Foundation reads a number as an integer or a `Double` through a `Double`, which may round it: each is
-            // taken only when it holds the number's digits.
+            // Foundation reads integers and `Double`s through a `Double`: each is taken only when it holds every digit.
             if let value = try? container.decode(Int64.self), Decimal(value) == exact {
                 self = .integer(value)
             } else if let value = try? container.decode(UInt64.self), Decimal(value) == exact {

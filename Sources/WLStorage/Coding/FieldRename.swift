@@ -1,34 +1,26 @@
 import Foundation
 
-/// A field renamed while programs that know only its old name still run: the expand step of a rename.
-///
-/// The storage reads the old name while it is there and writes both names, so that a change made through either
-/// version is seen by the other. A version that knows only the old name keeps the new one untouched (it is a field
-/// it does not know), so when the two hold different values, the old name's is the newer: this version writes both
-/// alike.
+/// A field renamed while programs that know only its old name still run: reads the old name, writes both. When they
+/// differ, the old name's value is the newer (this version writes both alike).
 struct FieldRename: Sendable, Equatable {
     let old: String
     let new: String
 
-    /// `data`, a stored JSON object, with each new name holding its old name's value where the old name is there and
-    /// the two differ; `data` itself when there is nothing to change or it is not an object.
+    /// `data` with each new name holding its old name's value where that differs; `data` itself otherwise.
     static func reading(_ data: Data, _ renames: [FieldRename]) -> Data {
         renames.reduce(data) { data, rename in copy(rename.old, to: rename.new, in: data) }
     }
 
-    /// `data`, the encoding of a value, with each old name holding its new name's value, and left out where the value
-    /// leaves the new name out or writes `null` (an optional set to `nil`): the old name would otherwise be read as the
-    /// value. The last rename declared goes first, so that in a chain (`a` to `b`, then `b` to `c`) every earlier name
-    /// takes the value.
+    /// `data`, a value's encoding, with each old name holding its new name's value, or left out where the new name is
+    /// absent or `null`. The last rename goes first, so every earlier name in a chain takes the value.
     static func writing(_ data: Data, _ renames: [FieldRename]) -> Data {
         renames.reversed().reduce(data) { data, rename in
             copy(rename.new, to: rename.old, in: data, removingWithoutSource: true)
         }
     }
 
-    /// The members of `object` with the one named `target` given the value of the one named `source`, byte for byte
-    /// (and without it when there is no `source`, or a `null` one, and `removingWithoutSource`); `object` itself when
-    /// there is nothing to change, or when it is no JSON object.
+    /// The members of `object` with `target` given `source`'s value byte for byte (or removed when `source` is absent
+    /// or `null` and `removingWithoutSource`); `object` itself when nothing changes or it is no object.
     private static func copy(
         _ source: String, to target: String, in object: Data, removingWithoutSource: Bool = false
     ) -> Data {
@@ -52,7 +44,7 @@ struct FieldRename: Sendable, Equatable {
             result.replaceSubrange(to.value.range, with: value)
         } else {
             guard let name = try? JSONCoders.encoder.encode(target) else { return object }
-            // Where the encoder's sorted keys put it, so that what is written stays its plain output.
+            // Where the encoder's sorted keys put it, so the output stays plain.
             let next = members.first { $0.key > target }
             var member = [UInt8](name) + [UInt8(ascii: ":")] + value
             let position: Int

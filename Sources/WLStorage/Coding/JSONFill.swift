@@ -1,24 +1,16 @@
 import Foundation
 import Synchronization
 
-/// The added-fields step: a JSON object completed with the members it lacks from another.
+/// The added-fields step: a JSON object completed with members it lacks from the default value's JSON, one at a
+/// time where the decoder reports a key not found, until it decodes; stored members are copied byte for byte.
 ///
-/// Members are added one at a time, each where the decoder reports a key not found, from the same place in the
-/// default value's JSON, until the bytes decode: only the fields the type cannot do without are added, so that an
-/// optional left out because it was `nil`, an entry removed from a dictionary, or another case of an enum, does not
-/// come back from the default. The stored members are copied byte for byte.
-///
-/// Bytes filled in this way are taken when the value keeps every field they have: the type gained fields. When the
-/// value drops some of them, a migration whose type decodes the bytes is preferred (a field renamed would otherwise be
-/// dropped and its value replaced by the default's), and the filled-in value is taken only when none does. When the
-/// value keeps none of the bytes' fields, they are not taken for this type at all: an object of another type, or an
-/// empty one, is not read as a default.
+/// Taken when the value keeps every field of the bytes (the type gained fields). When it drops some, a migration
+/// that decodes the bytes is preferred; when it keeps none, the bytes are not this type's.
 enum JSONFill {
     /// The most members added to one value.
     private static let maximumAdded = 1_024
 
-    /// Whether the value encoded as `encoded` keeps the members of `stored`: all of them (at every depth where both
-    /// have an object), and any of them (at the top).
+    /// Whether `encoded` keeps all members of `stored` (at every shared object depth), and any of them (at the top).
     static func coverage(of stored: Data, in encoded: Data) -> (all: Bool, any: Bool) {
         let storedBytes = withoutByteOrderMark([UInt8](stored))
         let encodedBytes = [UInt8](encoded)
@@ -43,9 +35,8 @@ enum JSONFill {
         }
     }
 
-    /// The value of `type` from `data` with the members it cannot decode without taken from `defaults`, and the bytes
-    /// that decoded; `nil` when nothing needs adding (it decodes as it is, or it does not for another reason), or when
-    /// a member it needs is not in `defaults` at the same place (inside an array, for instance).
+    /// The value of `type` from `data` with the members it needs taken from `defaults`, and the bytes that decoded;
+    /// `nil` when nothing needs adding or a needed member is not at the same place in `defaults`.
     static func filled<T: Decodable>(_ data: Data, from defaults: Data, as type: T.Type) -> (value: T, bytes: Data)? {
         do {
             _ = try JSONCoders.decoder.decode(T.self, from: data)
@@ -55,10 +46,8 @@ enum JSONFill {
         }
     }
 
-    /// ``filled(_:from:as:)`` for `data` that threw `error` when decoded as it is, which is not decoded again.
-    ///
-    /// Only a key that `JSONDecoder` did not find is added: it found the text to be JSON, which the parser below
-    /// relies on.
+    /// ``filled(_:from:as:)`` for `data` that threw `error` decoded as it is. Only a key not found is added: the
+    /// decoder found the text to be JSON, which the parser below relies on.
     static func filled<T: Decodable>(
         _ data: Data, failing error: any Error, from defaults: Data, as type: T.Type
     ) -> (value: T, bytes: Data)? {
@@ -142,8 +131,7 @@ enum JSONFill {
         var value: Node
     }
 
-    /// A parser of JSON text that `JSONDecoder` has read (stored bytes) or `JSONEncoder` written: it finds where
-    /// values start and end, and parses objects into members; anything else it only skips.
+    /// A parser of JSON that Foundation read or wrote: finds where values end, parses objects, skips the rest.
     struct Parser {
         let bytes: [UInt8]
         var index = 0
@@ -152,8 +140,7 @@ enum JSONFill {
             self.bytes = bytes
         }
 
-        /// Objects nest no deeper than `JSONDecoder` reads (512); this bound only keeps a wrong input from recursing
-        /// far.
+        /// Objects nest no deeper than `JSONDecoder` reads (512); this only keeps a wrong input from recursing far.
         private static let maximumDepth = 1_024
 
         mutating func parseValue(depth: Int) -> Node? {

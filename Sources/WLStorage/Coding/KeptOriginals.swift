@@ -1,9 +1,8 @@
 import Foundation
 import Synchronization
 
-/// The backers that keep a stored value's bytes from before its type changed, to remove once they have written the
-/// value in the current shape. A table rather than a flag in each backer, which would make every backer larger for
-/// what happens once in a type's life; writes look it up only while it is not empty.
+/// The backers that keep a stored value's bytes from before its type changed, to remove once the value is written in
+/// the current shape. A table, not a per-backer flag: it happens once in a type's life.
 enum KeptOriginals {
     private static let backers = Lock(Set<ObjectIdentifier>())
     private static let count = Atomic<Int>(0)
@@ -26,8 +25,7 @@ enum KeptOriginals {
         }
     }
 
-    /// After a write of `backer` in the current shape: removes the bytes it kept, with `remove`, when it kept any; if
-    /// that fails, they are removed after its next write.
+    /// After `backer` writes in the current shape, removes the bytes it kept (retried after its next write on failure).
     static func settle(_ backer: AnyObject, remove: () throws -> Void) {
         guard any, take(backer) else { return }
         do {

@@ -8,8 +8,7 @@ struct StoredPlace: Sendable {
     let subject: String
     /// The file, when the bytes are a file's: its path is made only for a message.
     let file: (directory: StorageDirectory, name: String)?
-    /// Whether the store's values are secret (``StoreCapabilities/conceals``): messages then say that bytes do not
-    /// decode, not what is wrong in them, which could quote them, and carry no decoding error.
+    /// Whether the store's values are secret (``StoreCapabilities/conceals``): messages then do not quote the bytes.
     let conceals: Bool
 
     /// The file's path, when the bytes are a file's.
@@ -26,15 +25,12 @@ struct StoredPlace: Sendable {
     }
 }
 
-/// What stored bytes are to a storage of a value type: the one path from bytes to a value, for every backer. Bytes
-/// another version stored, or an encrypted store sealed under a key this storage lacks, are left as they are; anything
-/// else that does not decode is kept aside by the backer in its own way.
+/// What stored bytes are to a storage of a value type: the one path from bytes to a value, for every backer. Another
+/// version's bytes and sealed bytes are left; anything else that does not decode is kept aside by the backer.
 enum StoredBytes<T: Codable & Sendable> {
-    /// The value, in the current shape or with fields filled in from the default (which are not written back: reading
-    /// never writes).
+    /// The value, in the current shape or with fields filled from the default (not written back: reading never writes).
     case value(T)
-    /// The value, read through a migration or a reshaping that is written back in the current shape, the bytes as
-    /// they were being kept until then.
+    /// The value via a migration or reshaping, to be written back in the current shape; the bytes kept until then.
     case reshaped(T, ValueDecoding<T>.Reshape)
     /// Bytes another version of the program stored: left as they are.
     case anotherVersion(WLStorageError)
@@ -43,8 +39,7 @@ enum StoredBytes<T: Codable & Sendable> {
     /// Bytes that do not decode: what is wrong with them (`judged`, a phrase after the place's subject) and the error.
     case undecodable(judged: String, error: (any Error)?)
 
-    /// Reads `data`, read from `place`, through `decoding`'s steps (the plain decode first, unless `plainError` is
-    /// what it threw).
+    /// Reads `data` from `place` through `decoding`'s steps (the plain decode first, unless it threw `plainError`).
     static func read(
         _ data: Data, at place: StoredPlace, decoding: ValueDecoding<T>, plainError: (any Error)? = nil
     ) -> Self {
@@ -54,7 +49,7 @@ enum StoredBytes<T: Codable & Sendable> {
         case .decoded(let value, let reshape?):
             return .reshaped(value, reshape)
         case .anotherVersion(let error, let failures):
-            // Left as it is: the version that stored it may still be at work, or come back after a rollback.
+            // Left as it is: its version may still be at work, or come back after a rollback.
             return .anotherVersion(
                 WLStorageError(
                     code: .storedByAnotherVersion,
@@ -70,9 +65,8 @@ enum StoredBytes<T: Codable & Sendable> {
         }
     }
 
-    /// What `data`, found at `place` by a check for a change made elsewhere, changes: the value, or the bytes left as
-    /// they are (sealed with a key this storage lacks); throws for bytes this version cannot read, which a check never
-    /// keeps aside: they are reported and left to the program that stored them.
+    /// What `data`, found by a check for an outside change, changes: the value, or sealed bytes left; throws for bytes
+    /// this version cannot read, which a check reports and never keeps aside.
     static func change(
         _ data: Data, at place: StoredPlace, decoding: ValueDecoding<T>
     ) throws(WLStorageError) -> ExternalChange<T> {
@@ -88,8 +82,7 @@ enum StoredBytes<T: Codable & Sendable> {
         }
     }
 
-    /// The error for `data`, found at `place`, which `error` says this version cannot read: `finding` opens the message
-    /// (what found the bytes, up to "that"), `outcome` ends it (what became of them).
+    /// The error for `data` at `place` this version cannot read; `finding` opens the message, `outcome` ends it.
     static func failure(
         _ error: DecodingFailure, _ data: Data, at place: StoredPlace, finding: String, outcome: String
     ) -> WLStorageError {

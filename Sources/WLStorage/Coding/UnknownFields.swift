@@ -1,22 +1,13 @@
 import Foundation
 
-/// The package's compatibility rule: fields of a stored JSON object that the current type does not know survive its
-/// writes.
+/// The compatibility rule: fields of a stored JSON object that the current type does not know survive its writes, so
+/// an older version in a fleet does not lose what a newer one stored.
 ///
-/// A fleet runs several versions of a program at once, and an older version's plain encode would lose the members a
-/// newer one stored. So a backer keeps the bytes it last read or wrote when they are a JSON object (the *base*), and a
-/// write adds every member of the base that the type does not know, at every depth where both hold an object. Arrays
-/// are taken whole, as the value has them, and so is a nested object with no member in common with the value's
-/// (another enum case, which beside the value's would decode in no version); at the top, an object of one member
-/// holding an object the stored object lacks replaces it whole.
-///
-/// A member is *known* when the value's encoding decodes to another value with it than without it, or does not
-/// decode: so a `nil` optional, a removed dictionary entry or another enum case is removed by the write, while a
-/// newer version's field is kept, even over bytes that do not decode, and the bytes written always read back as the
-/// value. A member the type writes itself for the stored value is known without a decode.
-///
-/// Members are judged all together first (one decode for a newer version's fields), then in halving groups, with at
-/// most ``maximumGroupTests`` decodes. A value read in its own shape lacks no member of the base, and costs one parse.
+/// A backer keeps the object bytes it last read or wrote (the *base*); a write adds every base member the type does
+/// not know, at every depth where both hold an object. Arrays are taken whole, as is a nested object sharing no
+/// member with the value's (another enum case). A member is *known* when the value's encoding decodes differently
+/// with it than without it (or not at all), so a `nil` optional or removed entry is removed while a newer field is
+/// kept. Members are judged together, then in halving groups, with at most ``maximumGroupTests`` decodes.
 enum UnknownFields {
     /// `data` itself when it is a JSON object, which a write may need to keep members of; `nil` otherwise.
     static func base(_ data: Data) -> Data? {
@@ -37,8 +28,7 @@ enum UnknownFields {
         return isObject ? data : nil
     }
 
-    /// `encoded`, the encoding of a value of `type`, with the members of `base` that `type` does not know added;
-    /// `nil` when there are none, and `encoded` is what to write as it is.
+    /// `encoded`, a value of `type`, with the members of `base` that `type` does not know added; `nil` when none.
     static func merging<T: Codable>(_ encoded: Data, keepingUnknownOf base: Data, as type: T.Type) -> Data? {
         let baseBytes = JSONFill.withoutByteOrderMark([UInt8](base))
         let encodedBytes = [UInt8](encoded)
@@ -47,9 +37,8 @@ enum UnknownFields {
         guard case .object(let baseMembers, _)? = baseParser.parseValue(depth: 0),
             case .object(let encodedMembers, _)? = encodedParser.parseValue(depth: 0)
         else { return nil }
-        // A value of one member holding an object, with none in common with the stored object, is an enum case
-        // replacing another. (Below the top, any such objects are replaced whole; at the top they are a type whose
-        // fields were all renamed.)
+        // A one-member value holding an object sharing nothing with the stored object is an enum case replacing
+        // another.
         if encodedMembers.count == 1, case .object = encodedMembers[0].value,
             !baseMembers.contains(where: { $0.key == encodedMembers[0].key })
         {
@@ -80,8 +69,7 @@ enum UnknownFields {
         return judgedInGroups(candidates, merged: merged, decoded, target)
     }
 
-    /// At most this many decodes judge the members left in groups; a group not judged by then is left out, so that a
-    /// write takes no decode per member.
+    /// At most this many decodes judge the members left in groups; a group not judged by then is left out.
     static let maximumGroupTests = 64
 
     /// Group testing: a group whose members leave the value as it is is kept whole; one that changes it is split.
@@ -109,8 +97,7 @@ enum UnknownFields {
         return Data(result)
     }
 
-    /// Whether two encodings of values of one type are of the same value: equal bytes, or equal but for the order of
-    /// array elements (a `Set` encodes in its iteration order, which differs between equal sets).
+    /// Whether two encodings of one type are of the same value: equal bytes, or equal but for array order (a `Set`).
     static func same(_ encoding: Data?, _ target: Data) -> Bool {
         guard let encoding else { return false }
         if encoding == target { return true }
@@ -168,8 +155,7 @@ enum UnknownFields {
         }
     }
 
-    /// The paths of the members of `base` that `encoded` lacks, looking into objects both have under one key. A key
-    /// that `base` holds more than once counts once.
+    /// The paths of `base`'s members that `encoded` lacks, looking into objects both have; a repeated key counts once.
     private static func collectMissing(
         _ base: [JSONFill.Member], from encoded: [JSONFill.Member], at path: [String], into paths: inout [[String]]
     ) {
@@ -191,8 +177,7 @@ enum UnknownFields {
         }
     }
 
-    /// The members of `encoded`, with those of `base` at the paths in `kept` added, sorted by key as the encoder
-    /// sorts them.
+    /// The members of `encoded` with `base`'s at the paths in `kept` added, sorted by key as the encoder sorts them.
     private static func merge(
         _ encoded: [JSONFill.Member], in encodedBytes: [UInt8], with base: Lookup, in baseBytes: [UInt8],
         keeping kept: ArraySlice<[String]>
@@ -241,12 +226,8 @@ enum UnknownFields {
     }
 }
 
-/// What a backer keeps for ``UnknownFields``: the bytes last read or written when they are a JSON object, and whether
-/// the next write is to leave their unknown members out. A reference, `nil` for values that are not objects, so that a
-/// backer of a number or a string grows by one word only.
-///
-/// A removal of the unknown members stays asked for until a write that left them out is stored (``wrote()``): a write
-/// that fails leaves it to the retry.
+/// What a backer keeps for ``UnknownFields``: its last object bytes, and whether the next write drops their unknown
+/// members (asked until a write that did is stored, ``wrote()``). A reference, `nil` for non-objects: one word.
 struct UnknownFieldsBase: Sendable {
     private final class Box: Sendable {
         let bytes: Data?
@@ -263,8 +244,7 @@ struct UnknownFieldsBase: Sendable {
 
     private var box: Box?
 
-    /// Keeps `data` when it is a JSON object (a later write keeps its unknown members), and forgets it otherwise. A
-    /// removal of the unknown members asked for stays asked for.
+    /// Keeps `data` when it is a JSON object, else forgets it; a removal asked for stays asked for.
     mutating func record(_ data: Data?) {
         let bytes = data.flatMap(UnknownFields.base)
         let drops = box?.drops ?? false
@@ -282,8 +262,7 @@ struct UnknownFieldsBase: Sendable {
         box = Box(bytes: box?.bytes, drops: true)
     }
 
-    /// The bytes whose unknown members a write keeps: none when the write is to drop them, which it then does once it
-    /// is stored (``wrote()``).
+    /// The bytes whose unknown members a write keeps: none when it is to drop them (done once stored, ``wrote()``).
     mutating func take() -> Data? {
         guard let box else { return nil }
         guard !box.drops else {

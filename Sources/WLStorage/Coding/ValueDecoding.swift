@@ -1,14 +1,10 @@
 import Foundation
 import Synchronization
 
-/// How stored bytes became the value: the layer between the bytes any store holds and the storage's type.
-///
-/// Bytes that decode as the type are the value. Bytes that do not are tried with the fields they lack taken from the
-/// default value's JSON (a type that gained a field), then through the storage's migrations, in order. Bytes in the
-/// current shape take a plain decode only.
+/// How stored bytes became the value: a plain decode, else the fields they lack taken from the default value's JSON,
+/// then the storage's migrations, in order.
 struct ValueDecoding<T: Codable & Sendable> {
-    /// Makes the value whose fields fill in those that stored bytes lack; `nil` for none. Called only for bytes that
-    /// do not decode as they are.
+    /// Makes the value whose fields fill in those stored bytes lack; `nil` for none. Called only when a decode failed.
     let defaultValue: (() -> T)?
     let migrations: [WLStorageMigration<T>]
 
@@ -34,20 +30,17 @@ struct ValueDecoding<T: Codable & Sendable> {
     enum Outcome {
         /// The value, and how it was reshaped; `nil` when the bytes were in its shape.
         case decoded(T, Reshape?)
-        /// The bytes are JSON, but no step reads them as this type: another version of the program stored them. They
-        /// are left as they are. The error of decoding them as the type, and what the migrations that decoded them
-        /// threw.
+        /// JSON that no step reads as this type (another version stored it), left as it is: the decoding error, and
+        /// what the migrations that decoded it threw.
         case anotherVersion(any Error, migrationFailures: [String])
         /// The bytes are not JSON: nothing can read them.
         case undecodable(any Error, migrationFailures: [String])
     }
 
-    /// Reads `stored` through the steps, after the renames among the migrations (see ``FieldRename``). Bytes that no
-    /// migration reads, with some fields this type knows, are read as those fields and the rest from the default value
-    /// (another version's value). Other JSON was stored by a version of the type that this one cannot map.
+    /// Reads `stored` through the steps, renames first (``FieldRename``). Bytes no migration reads that share fields
+    /// with this type are read as those fields plus the default's (another version's value).
     ///
-    /// - Parameter plainError: What decoding `stored` as the type threw, when the caller has tried it already: the
-    ///   bytes are then not decoded a second time. Only for storages without renames.
+    /// - Parameter plainError: What decoding `stored` as the type threw, if the caller tried already (no renames only).
     func decode(_ stored: Data, plainError: (any Error)? = nil) -> Outcome {
         let renames = migrations.compactMap(\.rename)
         let data = renames.isEmpty ? stored : FieldRename.reading(stored, renames)
@@ -67,9 +60,8 @@ struct ValueDecoding<T: Codable & Sendable> {
             let value = JSONFill.filled(data, failing: firstError, from: defaults, as: T.self)?.value,
             let encoded = try? JSONCoders.encoder.encode(value)
         {
-            // Taken at once when the value keeps every member of the bytes; otherwise a migration whose type decodes
-            // the bytes comes first (a renamed field would otherwise take the default's value). The old names of
-            // renames are the type's too.
+            // Taken at once when it keeps every member of the bytes; else a migration that decodes them comes first (a
+            // renamed field would take the default's value). Renames' old names are the type's too.
             let written = renames.isEmpty ? encoded : FieldRename.writing(encoded, renames)
             let coverage = JSONFill.coverage(of: data, in: written)
             if coverage.any && coverage.all { return .decoded(value, .filledIn) }
@@ -108,8 +100,7 @@ struct ValueDecoding<T: Codable & Sendable> {
         }
     }
 
-    /// Why bytes did not decode, in the words of an error message: what is wrong with them, and the migrations that
-    /// threw.
+    /// Why bytes did not decode, for a message: what is wrong with them, and the migrations that threw.
     static func judge(_ data: Data, migrationFailures: [String]) -> String {
         let base = "\(JSONCoders.judge(data)) \(T.self)"
         guard !migrationFailures.isEmpty else { return base }

@@ -1,18 +1,13 @@
 import Synchronization
 
-/// The largest value the package reads or writes, in bytes of JSON: ``WLStorageSystem/maximumValueSize``.
-///
-/// Files are read into memory whole, so without a bound a file of any size (a sparse file of a terabyte takes no
-/// disk) would be allocated in full. A larger file is reported with ``WLStorageError/Code/valueTooLarge`` and left
-/// as it is; a larger value is not written and stays pending.
+/// The largest value read or written, in bytes of JSON (``WLStorageSystem/maximumValueSize``).
 package enum ValueSizeLimit {
     /// 16 MiB.
     package static let defaultMaximum = 16 * 1024 * 1024
 
     private static let current = Atomic<Int>(defaultMaximum)
 
-    /// The highest limit that can be set: 1 GiB. A value is held in memory whole, and more than once while it is
-    /// encoded or decoded.
+    /// The highest limit that can be set: 1 GiB (a value is held in memory whole, more than once while coded).
     package static let ceiling = 1 << 30
 
     /// The largest file of an encrypted value: the limit, and what encryption adds to a value (its header and tag).

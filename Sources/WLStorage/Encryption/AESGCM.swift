@@ -2,9 +2,7 @@ internal import CWLStorageOpenSSL
 import Foundation
 import Synchronization
 
-/// A failure to seal or open bytes with ``AESGCM`` or ``SealedBox``.
-///
-/// No case carries plaintext, ciphertext or key bytes, so an error can be logged as it is.
+/// A failure to seal or open bytes with ``AESGCM`` or ``SealedBox``; no case carries plaintext, ciphertext or keys.
 enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
     /// A key is not ``AESGCM/keyLength`` (32) bytes long. The value is the length given.
     case invalidKeyLength(Int)
@@ -12,14 +10,11 @@ enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidNonceLength(Int)
     /// A tag is not ``AESGCM/tagLength`` (16) bytes long. The value is the length given.
     case invalidTagLength(Int)
-    /// A libcrypto call failed: `function` is the C function, `reason` the first entry of OpenSSL's error queue, if
-    /// there was one.
+    /// A libcrypto call failed: `function`, and `reason` from OpenSSL's error queue if any.
     case libcryptoFailed(function: String, reason: String?)
-    /// The tag does not verify. The ciphertext, the tag, the nonce or the additional data were altered, or the key
-    /// is not the one the bytes were sealed with. No plaintext is returned.
+    /// The tag does not verify: something was altered, or the key is not the sealing one. No plaintext is returned.
     case authenticationFailed
-    /// The bytes are not a sealed box: they do not start with the magic bytes, or they are shorter than the
-    /// smallest box (the header and the tag), as a truncated box is.
+    /// Not a sealed box: no magic bytes, or shorter than the header and the tag (as a truncated box is).
     case notASealedBox
     /// The bytes are a sealed box of a version this code cannot open. The value is the version byte.
     case unsupportedVersion(UInt8)
@@ -48,16 +43,11 @@ enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
     }
 }
 
-/// AES-256-GCM through OpenSSL libcrypto's EVP interface, with the cipher fetched once per process.
+/// AES-256-GCM through OpenSSL libcrypto's EVP interface, the cipher fetched once per process; a context per call,
+/// so calls run on any number of threads. A nonce must never be used twice with one key (``randomNonce()``).
 ///
-/// Each call uses its own cipher context, so calls can run on any number of threads at once. Keys are 32 bytes,
-/// nonces 12 bytes and tags 16 bytes; other lengths are refused. A nonce must never be used twice with one key:
-/// ``randomNonce()`` makes one from OpenSSL's random generator.
-///
-/// Key material: the key is passed to libcrypto straight from the caller's array, without a copy here; libcrypto
-/// copies it into the context's key schedule, which `EVP_CIPHER_CTX_free` clears. The caller's array, which Swift may
-/// have copied, is the caller's to manage. When `open` fails, the bytes it had decrypted are cleared before it throws;
-/// plaintexts and Foundation's copies of `Data` are not cleared.
+/// Key material: the key goes to libcrypto straight from the caller's array (whose copies are the caller's), and
+/// `EVP_CIPHER_CTX_free` clears its schedule. A failed `open` clears what it decrypted; plaintexts are not cleared.
 enum AESGCM {
     /// The length of a key in bytes.
     static let keyLength = 32
@@ -85,10 +75,7 @@ enum AESGCM {
         OpaquePointer?, UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<Int32>?, UnsafePointer<UInt8>?, Int32
     ) -> Int32
 
-    /// Encrypts `plaintext` under `key` and `nonce`, and authenticates it together with `additionalData`.
-    ///
-    /// The ciphertext is as long as the plaintext; the tag is 16 bytes. Throws a ``CipherError``: an invalid key or
-    /// nonce length, or a libcrypto failure.
+    /// Encrypts `plaintext` under `key` and `nonce`, authenticating it with `additionalData`. Throws a ``CipherError``.
     static func seal(
         _ plaintext: Data, key: [UInt8], nonce: [UInt8], additionalData: Data = Data()
     ) throws -> (ciphertext: Data, tag: Data) {
@@ -108,7 +95,7 @@ enum AESGCM {
                     try update(context, input, output: output, function: EVP_EncryptUpdate, name: "EVP_EncryptUpdate")
                 }
             }
-            // GCM is a stream mode: everything was written by the updates, and the final call writes nothing.
+            // GCM is a stream mode: the final call writes nothing.
             var finalOutput = [UInt8](repeating: 0, count: tagLength)
             var finalLength: Int32 = 0
             try check(EVP_EncryptFinal_ex(context, &finalOutput, &finalLength), "EVP_EncryptFinal_ex")
@@ -124,11 +111,8 @@ enum AESGCM {
         }
     }
 
-    /// Decrypts `ciphertext` under `key` and `nonce`, and returns the plaintext only if `tag` verifies for it and
-    /// `additionalData`.
-    ///
-    /// Throws ``CipherError/authenticationFailed`` when the tag does not verify (`EVP_DecryptFinal_ex` fails), and
-    /// another ``CipherError`` for an invalid key, nonce or tag length or a libcrypto failure.
+    /// Decrypts `ciphertext`, returning the plaintext only if `tag` verifies with `additionalData`. Throws
+    /// ``CipherError/authenticationFailed`` when it does not, another ``CipherError`` for bad lengths or libcrypto.
     static func open(
         ciphertext: Data, tag: Data, key: [UInt8], nonce: [UInt8], additionalData: Data = Data()
     ) throws -> Data {
@@ -146,8 +130,8 @@ enum AESGCM {
         }
     }
 
-    /// ``open(ciphertext:tag:key:nonce:additionalData:)`` on bytes in place, with additional data in two pieces
-    /// (authenticated as if joined): a sealed box opens without a copy of its parts.
+    /// ``open(ciphertext:tag:key:nonce:additionalData:)`` on bytes in place, additional data in two pieces
+    /// (authenticated as if joined): a sealed box opens without a copy.
     static func open(
         ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer, key: [UInt8], nonce: UnsafeRawBufferPointer,
         additionalData: UnsafeRawBufferPointer, _ moreAdditionalData: UnsafeRawBufferPointer
@@ -176,7 +160,6 @@ enum AESGCM {
                 let result = EVP_CIPHER_CTX_ctrl(
                     context, EVP_CTRL_AEAD_SET_TAG, Int32(tagLength), UnsafeMutableRawPointer(mutating: tagBase))
                 try check(result, "EVP_CIPHER_CTX_ctrl(EVP_CTRL_GCM_SET_TAG)")
-                // GCM writes nothing at the end; the buffer is there for the call's contract.
                 let finished = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: tagLength) { finalOutput in
                     var finalLength: Int32 = 0
                     let result = EVP_DecryptFinal_ex(context, finalOutput.baseAddress, &finalLength)
@@ -190,7 +173,7 @@ enum AESGCM {
                     throw CipherError.libcryptoFailed(function: "EVP_DecryptFinal_ex", reason: "unexpected output")
                 }
             } catch {
-                // The bytes decrypted so far are not authenticated; they are cleared rather than left in memory.
+                // Decrypted bytes not authenticated are cleared rather than left in memory.
                 plaintext.withUnsafeMutableBytes { clear($0) }
                 throw error
             }
@@ -247,8 +230,7 @@ enum AESGCM {
         return try body(context, cipher)
     }
 
-    /// Sets the cipher, the 12-byte nonce length, the key and the nonce, through `EVP_EncryptInit_ex2` or
-    /// `EVP_DecryptInit_ex2`.
+    /// Sets cipher, nonce length, key and nonce (`EVP_EncryptInit_ex2` or `EVP_DecryptInit_ex2`).
     private static func initialize(
         _ context: OpaquePointer, _ cipher: OpaquePointer, key: [UInt8], nonce: UnsafePointer<UInt8>,
         function: InitFunction, name: String
@@ -261,8 +243,7 @@ enum AESGCM {
         }
     }
 
-    /// Passes `input` through `function` in pieces that fit a C `int`. With no `output`, the input is additional
-    /// data; with one, `output` is as long as `input` and receives one byte for each byte of input.
+    /// Passes `input` through `function` in C-`int` pieces: additional data without `output`, else byte for byte.
     private static func update(
         _ context: OpaquePointer, _ input: UnsafeRawBufferPointer, output: UnsafeMutableRawBufferPointer?,
         function: UpdateFunction, name: String
@@ -289,8 +270,7 @@ enum AESGCM {
         guard result == 1 else { throw failure(function) }
     }
 
-    /// A ``CipherError/libcryptoFailed(function:reason:)`` for `function`, with the reason at the front of OpenSSL's
-    /// error queue, which is then emptied.
+    /// A ``CipherError/libcryptoFailed(function:reason:)`` with OpenSSL's first queued reason; the queue is emptied.
     private static func failure(_ function: String) -> CipherError {
         let code = ERR_get_error()
         defer { ERR_clear_error() }
@@ -313,12 +293,8 @@ enum AESGCM {
 /// | n | the ciphertext, as long as the plaintext |
 /// | 16 | the tag |
 ///
-/// The additional authenticated data is the 21 header bytes followed by the UTF-8 bytes of the storage key, so that
-/// no header byte can be changed and the sealed bytes of one key do not open under another. The fingerprint lets
-/// ``open(_:keys:associatedKey:)`` pick the key from a list of current and older keys; 32 bits of a hash tell nothing
-/// useful about a random 256-bit key.
-///
-/// Key material is handled as ``AESGCM`` describes: no copies of key bytes are made here.
+/// The additional data is the 21 header bytes then the storage key's UTF-8 bytes, so no header byte can change and
+/// one key's box does not open under another. The fingerprint picks the key among current and older ones.
 package enum SealedBox {
     /// The bytes every sealed box starts with: `WLSE`.
     static let magic: [UInt8] = Array("WLSE".utf8)
@@ -340,14 +316,12 @@ package enum SealedBox {
         return Array(digest.prefix(fingerprintLength))
     }
 
-    /// Whether `bytes` start as a sealed box does, with the magic bytes: such bytes are never JSON, and are taken for
-    /// a sealed value even when cut short.
+    /// Whether `bytes` start with the magic bytes: never JSON, so taken for a sealed value even when cut short.
     package static func startsAsSealed(_ bytes: some Collection<UInt8>) -> Bool {
         bytes.starts(with: magic)
     }
 
-    /// The fingerprint of the key `bytes` were sealed with, read from their header without a key: `nil` unless they
-    /// start with the magic bytes, the version 1 and a whole fingerprint. Whether they open is not checked.
+    /// The sealing key's fingerprint from a header with magic, version 1 and a whole fingerprint, else `nil`.
     package static func fingerprint(ofKeyThatSealed bytes: some Collection<UInt8>) -> [UInt8]? {
         let header = Array(bytes.prefix(magic.count + 1 + fingerprintLength))
         guard header.count == magic.count + 1 + fingerprintLength, header.starts(with: magic),
@@ -356,9 +330,7 @@ package enum SealedBox {
         return Array(header[(magic.count + 1)...])
     }
 
-    /// Seals `plaintext` under `key` with a new random nonce, bound to the storage key `associatedKey`.
-    ///
-    /// Throws a ``CipherError``: an invalid key length, or a libcrypto failure.
+    /// Seals `plaintext` under `key` with a new random nonce, bound to `associatedKey`. Throws a ``CipherError``.
     static func seal(
         _ plaintext: Data, key: [UInt8], fingerprint knownFingerprint: [UInt8]? = nil, associatedKey: String
     ) throws -> Data {
@@ -376,19 +348,12 @@ package enum SealedBox {
         return sealed
     }
 
-    /// Opens `sealed`, stored under the storage key `associatedKey`, with whichever of `keys` it was sealed with,
-    /// and returns the plaintext and the index of that key in `keys`.
+    /// Opens `sealed`, stored under `associatedKey`, with whichever of `keys` sealed it (only fingerprint matches are
+    /// tried, in order); returns the plaintext and that key's index. `fingerprints`, when given, are those of `keys`.
     ///
-    /// Only keys whose fingerprint matches the box's are tried, in order. Throws a ``CipherError``:
-    /// - ``CipherError/notASealedBox`` when the bytes lack the magic bytes or are shorter than a box can be;
-    /// - ``CipherError/unsupportedVersion(_:)`` when the version byte is not 1;
-    /// - ``CipherError/noMatchingKey`` when no key has the box's fingerprint (the box was sealed with another key);
-    /// - ``CipherError/authenticationFailed`` when no key with that fingerprint verifies the tag: a byte was
-    ///   changed, the box belongs to another storage key, or the key is wrong and its fingerprint matches by chance;
-    /// - ``CipherError/invalidKeyLength(_:)`` when one of `keys` is not 32 bytes long.
-    ///
-    /// `fingerprints`, when given, are those of `keys`, in the same order: a store that opens many boxes computes them
-    /// once.
+    /// Throws ``CipherError/notASealedBox``, ``CipherError/unsupportedVersion(_:)``, ``CipherError/noMatchingKey``,
+    /// ``CipherError/authenticationFailed`` (altered, another storage key's box, or a wrong key matching by chance), or
+    /// ``CipherError/invalidKeyLength(_:)``.
     static func open(
         _ sealed: Data, keys: [[UInt8]], fingerprints knownFingerprints: [[UInt8]]? = nil, associatedKey: String
     ) throws -> (plaintext: Data, keyIndex: Int) {
@@ -409,7 +374,6 @@ package enum SealedBox {
                 let nonce = UnsafeRawBufferPointer(rebasing: box[nonceStart..<headerLength])
                 let ciphertext = UnsafeRawBufferPointer(rebasing: box[headerLength..<(box.count - AESGCM.tagLength)])
                 let tag = UnsafeRawBufferPointer(rebasing: box[(box.count - AESGCM.tagLength)...])
-                // The additional data: the header, then the storage key's bytes.
                 let header = UnsafeRawBufferPointer(rebasing: box[..<headerLength])
                 var matched = false
                 for (index, key) in keys.enumerated() where fingerprints[index].elementsEqual(boxFingerprint) {
@@ -428,8 +392,7 @@ package enum SealedBox {
         }
     }
 
-    /// The header followed by the UTF-8 bytes of the storage key. The header has a fixed length, so no two pairs of
-    /// header and storage key give the same bytes.
+    /// The header then the storage key's UTF-8 bytes; the header's fixed length keeps the pairs apart.
     private static func additionalData(header: Data, associatedKey: String) -> Data {
         var data = Data(header)
         data.append(contentsOf: associatedKey.utf8)
@@ -437,13 +400,9 @@ package enum SealedBox {
     }
 }
 
-/// libcrypto, initialized once, and closed to the package's calls as the program exits.
-///
-/// libcrypto frees its locks in a cleanup at exit (registered by whichever library initialized it first, which may be
-/// libpq, before this one could ask for none). Background work still running then (a retried read of an encrypted
-/// value, a hash of a key) would take a freed lock. So the package counts its calls in flight, and a handler
-/// registered after libcrypto's, which runs before it, closes the library to new calls and waits (up to two seconds)
-/// for those in flight; a call made later fails instead.
+/// libcrypto, initialized once, and closed to the package's calls as the program exits: libcrypto frees its locks at
+/// exit (a cleanup whoever initialized it first registered), so a handler running before it closes the library to
+/// new calls and waits up to two seconds for those in flight; a later call fails instead.
 enum OpenSSLLibrary {
     static let initialized: Bool = {
         let initialized = OPENSSL_init_crypto(UInt64(OPENSSL_INIT_NO_ATEXIT), nil) == 1

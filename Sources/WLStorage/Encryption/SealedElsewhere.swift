@@ -1,7 +1,6 @@
 import Foundation
 
-/// Bytes that an encrypted store sealed, found by a storage without a key (a program started without its key file):
-/// what they hold is unknown to it, so they are neither moved aside nor replaced.
+/// Bytes an encrypted store sealed, found by a storage without its key: unknown to it, never moved aside or replaced.
 enum SealedElsewhere {
     /// The error for `data` when it is a sealed value; `nil` otherwise.
     static func error(_ data: Data, key: String, path: String?) -> WLStorageError? {

@@ -6,9 +6,8 @@ import Foundation
     import Musl
 #endif
 
-/// A store that keeps the values of another store encrypted: AES-256-GCM through OpenSSL, with a fresh random nonce
-/// for every write and the key under which a value is stored authenticated with it, so that one key's stored bytes
-/// cannot be passed off as another's.
+/// A store that keeps the values of another store encrypted: AES-256-GCM through OpenSSL, a fresh random nonce per
+/// write, and the storage key authenticated with it, so one key's bytes cannot pass for another's.
 ///
 /// ```swift
 /// let secrets = WLStorageEncryptedStore(
@@ -18,14 +17,9 @@ import Foundation
 /// var apiToken: String
 /// ```
 ///
-/// Each value is stored as `WLSE`, a version byte, the fingerprint of the key, the nonce, the ciphertext and the tag.
-/// Files stay 0600, atomic and durable: the store under it writes them as any other.
-///
-/// - Bytes that do not open (another key, a truncated or altered value, bytes that are not an encrypted value) are
-///   read as an error that names the key and the file, ``WLStorageError/Code/decodingFailed``. They are left as they
-///   are, and the storage never writes its default, nor anything derived from it, over them.
-/// - Keys can be rotated: give the earlier ones as `previousKeys`. A value opened with one of them is written again
-///   under the current key as soon as it is read.
+/// - Bytes that do not open are read as ``WLStorageError/Code/decodingFailed`` naming key and file, and left as they
+///   are: nothing is written over them.
+/// - Keys rotate: give earlier ones as `previousKeys`; a value opened with one is resealed under the current key.
 /// - The storage's errors for an encrypted store never quote what was stored.
 ///
 /// See <doc:KeepingSecrets> for what the encryption protects against, and what it does not.
@@ -40,8 +34,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
 
     /// What the store under this one can do (see ``StoreCapabilities``).
     private let under: StoreCapabilities
-    /// Whether the store under this one changes keys (a key prefix): the bytes of a key are then sealed with the key
-    /// they are stored under there, so that the values of two prefixes cannot be passed off as each other's.
+    /// Whether the store below changes keys (a prefix): values are sealed with the key they are stored under there.
     private var changesKeys: Bool { under.resolve != nil }
 
     /// A store that encrypts the values of `base` with `key`, and opens values stored under `previousKeys` too.
@@ -55,9 +48,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
         self.identity = Self.identity(fingerprints: fingerprints, base: base)
     }
 
-    /// `encrypted(<fingerprint of the key>[,<fingerprints of the previous keys>]):<base's identity>`. The fingerprints
-    /// keep the storages of stores of other keys apart (a storage whose store has a previous key the first one lacks
-    /// opens what the first cannot); they do not reveal the keys.
+    /// `encrypted(<fingerprints>):<base's identity>`: keeps stores of other keys apart without revealing them.
     private static func identity(fingerprints: [[UInt8]], base: any WLStorageStore) -> String {
         let names = fingerprints.map(SHA256.hex)
         return "encrypted(\(names.joined(separator: ","))):" + base.identity
@@ -77,10 +68,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
         changesKeys ? Stores.resolve(base, key).key : key
     }
 
-    /// The bytes stored under `key`, decrypted.
-    ///
-    /// A value stored under one of the previous keys opens too; it is not written again here: a storage that reads
-    /// it writes it again under the current key, as it writes a change.
+    /// The bytes stored under `key`, decrypted. A value under a previous key opens too (a storage reseals it).
     ///
     /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/decodingFailed`` when the bytes do not open;
     ///   what the store under it throws.
@@ -115,10 +103,8 @@ public final class WLStorageEncryptedStore: WLStorageStore {
         return try base.remove(key: key, ifItHolds: sealed)
     }
 
-    /// Keeps the bytes of `key` aside when they are plain JSON, no encrypted value at all (what a program started
-    /// without the key saved, for instance): under `KEY~corrupt-…` in the store under this one, as they are, and
-    /// removed from the key while it still holds them. Returns the key they are kept under; `nil` when the key holds
-    /// nothing, or anything else (another key's value, or damaged bytes, which stay where they are).
+    /// Keeps plain-JSON bytes of `key` (no encrypted value at all) aside under `KEY~corrupt-…` below, removed from the
+    /// key while it holds them; returns that key, or `nil` for nothing or anything else (left in place).
     func keepUnsealedAside(key: String) throws -> String? {
         guard let raw = try readSealed(key), !raw.isEmpty, !raw.starts(with: SealedBox.magic),
             JSONSyntax.problem(in: raw) == nil
@@ -147,13 +133,11 @@ public final class WLStorageEncryptedStore: WLStorageStore {
         try read(key: key, underPreviousKey: &underPreviousKey, allowance: 0)
     }
 
-    /// As ``read(key:underPreviousKey:)``, reading files up to `allowance` bytes more than their sealed size may be
-    /// (an encrypted store over this one seals again what this one seals).
+    /// As ``read(key:underPreviousKey:)``, allowing files `allowance` bytes larger (an encrypted store over this one).
     private func read(key: String, underPreviousKey: inout Bool, allowance: Int) throws -> Data? {
         guard let sealed = try readSealed(key, underPreviousKey: &underPreviousKey, allowance: allowance) else {
             return nil
         }
-        // Empty bytes stand for nothing stored, as in any store.
         guard !sealed.isEmpty else { return sealed }
         do {
             let opened = try SealedBox.open(
@@ -165,9 +149,8 @@ public final class WLStorageEncryptedStore: WLStorageStore {
         }
     }
 
-    /// The sealed bytes of `key`. From a directory, through key prefixes, a file up to the largest value and what
-    /// sealing adds to it, once for each encrypted store on the way; from an encrypted store under this one, opened
-    /// by it, telling whether any layer opened them with a previous key.
+    /// The sealed bytes of `key`: from a directory, files bounded per encryption layer; from an encrypted store below,
+    /// opened by it, telling whether a layer used a previous key.
     private func readSealed(_ key: String, underPreviousKey: inout Bool, allowance: Int) throws -> Data? {
         let (holder, storedKey) = changesKeys ? Stores.resolve(base, key) : (base, key)
         if let directory = (changesKeys ? Stores.capabilities(of: holder) : under).directory {
@@ -196,8 +179,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
         }
     }
 
-    /// Why `sealed`, the bytes of `key`, do not open, naming the file when the store under this one is a directory,
-    /// and for bytes sealed with another key, the fingerprints of that key and of this store's.
+    /// Why `sealed` does not open, naming the file for a directory, and the fingerprints for another key's bytes.
     private func failure(_ error: CipherError, key: String, sealed: Data) -> WLStorageError {
         let why: String
         switch error {
@@ -239,12 +221,10 @@ extension WLStorageEncryptedStore: CustomReflectable {
 }
 
 extension WLStorageEncryptedStore: DeclaresCapabilities {
-    /// Its values are secret. Over a store that changes keys (a key prefix), its keys are keys of the store that holds
-    /// the bytes, under the same encryption, so that storages of two prefixes are apart and name their files. It writes
-    /// on condition (of the bytes, of a version) when the store that holds the bytes does, and passes that store's
-    /// carried changes through, still sealed, when the keys are its own.
+    /// Its values are secret. Over a key prefix, keys are the holding store's under the same encryption. It writes on
+    /// condition (bytes, version) when the holding store does, and passes its carried changes through, sealed, when the
+    /// keys are its own.
     package var capabilities: StoreCapabilities {
-        // Through key prefixes: the store that holds the bytes is the same for every key.
         let holding = changesKeys ? Stores.capabilities(of: Stores.resolve(base, "").store) : under
         var resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))?
         if changesKeys {
@@ -263,8 +243,7 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
             carried: !changesKeys ? under.carried.map { EncryptedCarriedFeed(store: self, base: $0) } : nil)
     }
 
-    /// The store under this one that holds the bytes of `key`, as one that writes on condition of a version, and the
-    /// key there.
+    /// The holding store below as a versioned one, and the key there.
     private func versionedBase(_ key: String) throws -> (store: any WLStorageVersionedStore, key: String) {
         let (resolved, storedKey) = Stores.resolve(base, key)
         guard let base = Stores.capabilities(of: resolved).versioned else {
@@ -275,13 +254,11 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
         return (base, storedKey)
     }
 
-    /// The bytes of `key`, opened, with the version of the sealed bytes: sealing is new each time, so the version,
-    /// not the bytes, tells one write from another.
+    /// The bytes of `key`, opened, with the sealed bytes' version (each seal differs: the version tells writes apart).
     fileprivate func readVersioned(key: String) throws -> WLStorageVersionedRead {
         let (base, storedKey) = try versionedBase(key)
         switch try base.readVersioned(key: storedKey) {
         case .found(let sealed, let version):
-            // Empty bytes stand for nothing stored, as in any store.
             guard !sealed.isEmpty else { return .found(sealed, version: version) }
             do {
                 let opened = try SealedBox.open(
@@ -310,9 +287,8 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
         return try base.trace(of: tag, key: storedKey)
     }
 
-    /// Stores `data`, sealed, only while the key holds `expected` once opened. The store under this one compares the
-    /// sealed bytes that were read, so no write of another program can come between. A rewrite (`rewriting`) goes
-    /// through the store under this one as one that writes rewrites on condition (see ``StoreCapabilities/rewrites``).
+    /// Stores `data`, sealed, only while the key holds `expected` once opened; the store below compares the sealed
+    /// bytes read. A rewrite goes through it as a rewriting store (``StoreCapabilities/rewrites``).
     fileprivate func write(key: String, data: Data, ifItHolds expected: Data?, rewriting: Bool) throws -> Bool {
         let (resolved, storedKey) = Stores.resolve(base, key)
         let under = Stores.capabilities(of: resolved)
@@ -328,7 +304,6 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
     ) throws -> Bool {
         let current = try base.read(key: storedKey)
         guard let current, !current.isEmpty else {
-            // Empty bytes stand for nothing stored, expected or found.
             guard expected?.isEmpty ?? true else { return false }
             return try base.write(key: storedKey, data: seal(data, key: key), ifItHolds: current)
         }
@@ -341,8 +316,7 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
     }
 }
 
-/// An encrypted store over one that writes on condition, seen as one that does too; over one that writes on condition
-/// of a version, as one that does that too (only the encrypted store's ``StoreCapabilities/versioned`` offers it so).
+/// An encrypted store over a conditional or versioned store, seen as one too (``StoreCapabilities/versioned``).
 private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
     let store: WLStorageEncryptedStore
     /// Whether its writes on condition are rewrites (see ``StoreCapabilities/rewrites``).
@@ -372,13 +346,11 @@ extension WLStorageStore {
     }
 }
 
-/// An encrypted store passes the carried changes of the store under it through, when that store carries them and the
-/// keys are its own (no key prefix between): the bytes carried are sealed, as the store under it holds them, and are
-/// opened here, by the replica that has the key. Plain bytes never travel.
+/// An encrypted store passes the store below's carried changes through when the keys are its own (no prefix): the
+/// bytes travel sealed and are opened here, by a replica with the key. Plain bytes never travel.
 extension WLStorageEncryptedStore {
     /// `sealed`, the bytes of `key` as the store under this one holds them, opened.
     fileprivate func open(_ sealed: Data, key: String) throws -> Data {
-        // Empty bytes stand for nothing stored, as in any store.
         guard !sealed.isEmpty else { return sealed }
         do {
             return try SealedBox.open(sealed, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key))

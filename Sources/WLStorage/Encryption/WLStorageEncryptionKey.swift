@@ -6,27 +6,15 @@ import Foundation
     import Musl
 #endif
 
-/// A 256-bit key of a ``WLStorageEncryptedStore``.
+/// A 256-bit key of a ``WLStorageEncryptedStore``. Its ``description`` names it by a fingerprint, never its bytes.
 ///
-/// Its ``description`` names it by a fingerprint (the first four bytes of its SHA-256), never by its bytes.
+/// A key file or an environment variable holds either the base64 text of the 32 bytes (44 characters, white space
+/// around it ignored, as `openssl rand -base64 32` prints), or exactly the 32 bytes. Anything else is refused with
+/// ``WLStorageError/Code/invalidConfiguration``, as are 32 bytes that are all printable or white space (far more
+/// likely a shorter key's text or a passphrase than raw bytes).
 ///
-/// A key file and an environment variable hold a key in one of two forms, and follow the same rule:
-///
-/// - the base64 text of the key's 32 bytes: 44 characters, the last of them `=` (as `base64` and
-///   `openssl rand -base64 32` print them), with any white space (spaces, tabs, line ends) around it;
-/// - or the 32 bytes themselves, exactly 32 and nothing around them.
-///
-/// Anything else is refused with ``WLStorageError/Code/invalidConfiguration``, and so is a text that could be taken
-/// either way: 32 bytes that are all printable ASCII characters or white space. Those are a key's raw bytes only by a
-/// chance of less than 1 in 10¹³ for a random key; they are far more likely the text of a shorter key (the hex of
-/// 16 bytes, the base64 of 24) or a passphrase, which taken as raw bytes would be a weaker key than it looks. An
-/// environment variable cannot hold a NUL byte, so a key with one can only be given there as base64 text.
-///
-/// - Important: What is cleared: the buffer a key file is read into, once the key is decoded from it (the base64
-///   text is decoded in place, with no `String` or `Data` made of it), and the buffer a decoding that fails filled.
-///   What is not: the key's 32 bytes, which the key keeps in an array (Swift does not clear memory it frees, and may
-///   copy arrays); the text of an environment variable, which the process's environment holds for as long as it runs;
-///   and ``base64EncodedSecret``, a `String` made on each call.
+/// - Important: Cleared: a key file's read buffer once decoded, and a failed decoding's buffer. Not cleared: the
+///   key's 32 bytes in its array, an environment variable's text, and ``base64EncodedSecret``'s strings.
 public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
     let bytes: [UInt8]
     /// The first four bytes of the key's SHA-256, as sealed values carry them.
@@ -52,16 +40,12 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         }
     }
 
-    /// The key in the file at `url`, in one of the forms the type's documentation gives: the base64 text of 32 bytes
-    /// (white space around it is ignored), or the 32 bytes themselves.
-    ///
-    /// The file must be a regular file owned by the user the program runs as (its effective user ID: root too is
-    /// refused a file another user owns, as ssh refuses such an identity file), readable and writable by that user
-    /// only.
+    /// The key in the file at `url`: base64 text of 32 bytes (white space ignored), or the 32 bytes. The file must be a
+    /// regular file owned by the effective user (root too, as ssh checks), readable and writable by that user only.
     ///
     /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the file is owned
-    ///   by another user, when it can be read by its group or by others (it must have a mode such as 0600 or 0400),
-    ///   when it cannot be read, or when it holds no key or a text that could be read two ways.
+    ///   by another user, readable by group or others (use 0600 or 0400), unreadable, or holds no key or an ambiguous
+    ///   text.
     public init(contentsOf url: URL) throws {
         let path = url.path
         let bytes = try Self.withContents(ofKeyFile: path) { contents in
@@ -75,9 +59,8 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         try self.init(bytes: bytes)
     }
 
-    /// Calls `body` with the bytes of the key file at `path`, and clears them when it returns. The file is opened
-    /// first and its type, owner and mode are checked on the open descriptor, so that what is checked is what is
-    /// read (`O_NONBLOCK`: a FIFO does not block the open).
+    /// Calls `body` with the key file's bytes, cleared when it returns. Type, owner and mode are checked on the open
+    /// descriptor, so what is checked is what is read (`O_NONBLOCK`: a FIFO does not block).
     private static func withContents<R>(
         ofKeyFile path: String, _ body: (UnsafeRawBufferPointer) throws -> R
     ) throws -> R {
@@ -109,8 +92,8 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
                 "the key file can be read by " + (mode & 0o070 != 0 ? "its group" : "others")
                     + " (mode \(String(mode, radix: 8))); make it readable by its owner only: chmod 600 \(path)")
         }
-        // A key file is small: one longer than 64 KiB holds no key, and is read no further than one byte past that.
-        // The buffer is never regrown, and is cleared before it is freed, whatever happens.
+        // A key file is small: read no further than one byte past 64 KiB; the buffer never regrows and is always
+        // cleared.
         let limit = 65_536
         let contents = UnsafeMutableRawBufferPointer.allocate(byteCount: limit + 1, alignment: 1)
         defer {
@@ -131,10 +114,7 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         return try body(UnsafeRawBufferPointer(rebasing: contents[..<filled]))
     }
 
-    /// The key in the environment variable `name`, in one of the forms the type's documentation gives, as for a key
-    /// file: the base64 text of 32 bytes (white space around it is ignored), or the 32 bytes themselves.
-    ///
-    /// The variable is read in place (`getenv`): no copy of its text is made.
+    /// The key in the environment variable `name` (read in place by `getenv`), in the key file forms.
     ///
     /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the variable is
     ///   not set, or holds no key or a text that could be read two ways.
@@ -152,8 +132,7 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         try self.init(bytes: bytes)
     }
 
-    /// The key in `contents`, by the one rule of key files and environment variables: 32 bytes are the key itself
-    /// unless they are all text, and anything else is the base64 text of 32 bytes with white space around it.
+    /// The key in `contents`: 32 bytes are the key unless all text; anything else is base64 of 32 bytes.
     private static func decode(_ contents: UnsafeRawBufferPointer) throws -> [UInt8] {
         if contents.count == AESGCM.keyLength {
             guard contents.allSatisfy(isText) else { return Array(contents) }
@@ -181,13 +160,12 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         (0x20...0x7e).contains(byte) || isWhiteSpace(byte)
     }
 
-    /// Whether `byte` is ASCII white space: a space, a tab, a line feed, a vertical tab, a form feed, a carriage return.
+    /// Whether `byte` is ASCII white space.
     private static func isWhiteSpace(_ byte: UInt8) -> Bool {
         byte == 0x20 || (0x09...0x0d).contains(byte)
     }
 
-    /// The 32 bytes whose base64 text (standard alphabet, with its padding, the unused bits zero) is `text`, or `nil`.
-    /// The bytes are decoded straight into the array returned; one that fails is cleared before it is freed.
+    /// The 32 bytes whose padded standard base64 is `text`, or `nil`; decoded in place, cleared on failure.
     private static func decodeBase64Key(_ text: UnsafeRawBufferPointer) -> [UInt8]? {
         let characters = (AESGCM.keyLength * 8 + 5) / 6  // 43, then one "="
         guard text.count == characters + 1, text[characters] == UInt8(ascii: "=") else { return nil }
@@ -241,8 +219,7 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         }
     }
 
-    /// The base64 text of the key's bytes, as a key file or an environment variable holds it. It is the secret itself:
-    /// keep it out of logs.
+    /// The base64 text of the key's bytes, as a key file holds it: the secret itself; keep it out of logs.
     public var base64EncodedSecret: String { Data(bytes).base64EncodedString() }
 
     /// `WLStorageEncryptionKey(fingerprint: 1a2b3c4d)`.

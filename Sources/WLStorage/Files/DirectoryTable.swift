@@ -1,27 +1,21 @@
 import Foundation
 
-/// The storage directories in use in this process: one record per directory path while a backer uses it.
-///
-/// A record shares the path string among the backers of a directory, and remembers that the directory was prepared
-/// (created, its parents synced, abandoned temporary files removed) and what it is (its identity), so that this is
-/// done once per process. When the last backer of a directory goes, so does its record: a process that uses many
-/// directories over its life keeps nothing of those it no longer uses.
-///
-/// The lock guards the records only; no other lock is taken and no user code runs under it.
+/// The storage directories in use: one record per path while a backer uses it, sharing its path string and
+/// remembering that it was prepared and its identity, so preparation is once per process. The lock guards the
+/// records only.
 package enum DirectoryTable {
     private struct Record {
         let directory: StorageDirectory
         var backers: Int
         /// The directory's identity, once it has been prepared; `nil` until then, or after ``forget(_:)``.
         var identity: DirectoryIdentity?
-        /// Whether the preparation left the removal of abandoned temporary files to a job that waits for the
-        /// directory's lock (see ``prepare(_:waiting:)``).
+        /// Whether preparation left the removal of abandoned temporary files to a job waiting for the directory's lock.
         var cleanUpPending = false
-        /// The URLs that were standardized to this path, so that the next backer of the same URL skips that work.
+        /// The URLs standardized to this path, so the next backer of one skips that work.
         var urls: Set<URLText> = []
     }
 
-    /// A URL by the bytes of its text: two URLs whose paths Swift holds equal as strings can name two directories.
+    /// A URL by its text's bytes: two URLs Swift holds equal can name two directories.
     private typealias URLText = StorageDirectory
 
     /// Records by directory path, compared as bytes (see ``StorageDirectory``).
@@ -32,8 +26,7 @@ package enum DirectoryTable {
 
     private static let state = Lock(Records())
 
-    /// The directory at `url`, standardized (`a/../b` is `b`), with its path string shared by every backer that
-    /// names it. Balance each call with ``release(_:)``.
+    /// The directory at `url`, standardized, its path string shared by its backers. Balance with ``release(_:)``.
     package static func directory(for url: URL) -> StorageDirectory {
         let text = URLText(path: url.absoluteString)
         let known = state.withLock { state -> StorageDirectory? in
@@ -68,12 +61,9 @@ package enum DirectoryTable {
         }
     }
 
-    /// Creates `directory` when it is missing, syncs its parents and removes abandoned temporary files, once per
-    /// process, and returns its identity.
-    ///
-    /// The removal waits for the directory's lock, which another program may hold for long. Without `waiting`, it is
-    /// left to a job that waits for it when the lock is held, and the next preparation with `waiting` (a write) does it
-    /// first, so that nothing this process writes in the directory comes before it.
+    /// Creates `directory` if missing, syncs its parents and removes abandoned temporary files, once per process;
+    /// returns its identity. Without `waiting`, a removal blocked by another's lock is left to a job, and the next
+    /// preparation with `waiting` (a write) does it first, so nothing this process writes comes before it.
     package static func prepare(
         _ directory: StorageDirectory, waiting: Bool = true
     ) throws(WLStorageError) -> DirectoryIdentity {
@@ -97,7 +87,7 @@ package enum DirectoryTable {
 
     /// The removal of abandoned temporary files that a preparation left to later, waiting for the directory's lock.
     private static func removeAbandonedTemporaryFiles(in directory: StorageDirectory) {
-        // A directory that cannot be listed now is tried again by the next preparation with `waiting`.
+        // A directory that cannot be listed now is retried by the next preparation with `waiting`.
         guard (try? directory.removeAbandonedTemporaryFiles()) != nil else { return }
         state.withLock { state in
             if state.byPath[directory] != nil { state.byPath[directory]?.cleanUpPending = false }
@@ -109,8 +99,7 @@ package enum DirectoryTable {
         state.withLock { $0.byPath[directory]?.identity }
     }
 
-    /// Makes the next ``prepare(_:)`` of `directory` do its work again: the directory was removed, or its path now
-    /// leads to another directory.
+    /// Makes the next ``prepare(_:)`` of `directory` work again (removed, or its path leads elsewhere).
     package static func forget(_ directory: StorageDirectory) {
         state.withLock { state in
             if state.byPath[directory] != nil { state.byPath[directory]?.identity = nil }

@@ -19,11 +19,9 @@ package enum InjectedFault: Sendable, Equatable {
     case stall(microseconds: UInt32)
 }
 
-/// A test seam below the file backer: every system call ``StorageDirectory`` makes in a directory first asks the
-/// plan installed for that directory, if any, whether to fail or stall.
-///
-/// Outside tests no plan is installed and each call costs one atomic load. A plan sees the call and the entry's name:
-/// `nil` for the directory itself, `..` for one of its parents. It is called outside every lock of the package.
+/// A test seam below the file backer: every system call ``StorageDirectory`` makes asks the plan installed for its
+/// directory, if any (one atomic load otherwise), whether to fail or stall. A plan sees the call and the entry's
+/// name (`nil`: the directory, `..`: a parent), outside every lock.
 package enum FaultInjection {
     package typealias Plan = @Sendable (_ call: SystemCall, _ name: String?) -> InjectedFault?
 

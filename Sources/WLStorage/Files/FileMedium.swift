@@ -1,11 +1,7 @@
 import Foundation
 
-/// A key's bytes as a file of a directory: the medium of a directory store's key (see ``KeyMedium``).
-///
-/// A version is stamped by the file's identity and contents together (``KnownVersions/stamp(_:identity:)``). Writes
-/// are atomic and durable, and a storage's own are announced, so that the file monitor does not report them. Bytes
-/// that do not decode are renamed aside while the file is still the version read; bytes in an earlier shape are kept
-/// as they were in a file beside it.
+/// A directory's file as a ``KeyMedium``: stamped by identity and contents (``KnownVersions/stamp(_:identity:)``);
+/// atomic, durable, announced writes; undecodable bytes renamed aside; earlier shapes kept in a file beside it.
 struct FileMedium: KeyMedium {
     /// The directory, shared with every backer of the same directory; `nil` when none is available.
     let directory: StorageDirectory?
@@ -52,8 +48,7 @@ struct FileMedium: KeyMedium {
                 code: .directoryUnavailable, message: "cannot hash the key: OpenSSL SHA-256 is unavailable", key: key)
     }
 
-    /// The directory (prepared, see ``DirectoryTable/prepare(_:waiting:)``), the file name and the directory's
-    /// identity; throws the setup error when there are none.
+    /// The prepared directory, file name and directory identity (``DirectoryTable/prepare(_:waiting:)``), or throws.
     func location(key: String, waiting: Bool = true) throws(WLStorageError) -> (
         directory: StorageDirectory, fileName: String, identity: DirectoryIdentity
     ) {
@@ -74,7 +69,7 @@ struct FileMedium: KeyMedium {
             if prepared, let known = self.directory, let name = self.fileName {
                 (directory, fileName) = (known, name)
             } else {
-                // A read, on a storage's creating thread, does not wait for a lock another holds on the directory.
+                // A read, on a storage's creating thread, does not wait for another's lock on the directory.
                 (directory, fileName, _) = try location(key: key, waiting: false)
             }
             guard let (data, identity) = try directory.readVersion(fileName), !data.isEmpty else { return .absent }
@@ -86,8 +81,7 @@ struct FileMedium: KeyMedium {
         }
     }
 
-    /// Unlike a first read, a check never moves a file aside: a file that does not decode is reported and left to
-    /// the program that wrote it. A non-regular file at the name is no change the storage can read.
+    /// A check never moves a file aside: undecodable bytes are reported and left; a non-regular file is no change.
     func readForCheck(key: String) throws(WLStorageError) -> MediumCheck {
         guard let directory, let fileName else { return .unchanged }
         let read: (contents: Data, identity: FileIdentity)?
@@ -109,11 +103,9 @@ struct FileMedium: KeyMedium {
         try place(key: key, replacing: replacing, announced: announced, encode: encode)
     }
 
-    /// Writes the bytes `make` makes of what the file holds now (`nil` for nothing, or an empty file). They replace the
-    /// file only while it is still the version read (or are put only where nothing stands): when another program
-    /// replaced it meanwhile, it is read again and `make` asked again. `make` returns `nil` bytes when what is stored
-    /// holds everything the write would: nothing is written then, and the version stored is returned. Returns `nil`
-    /// when other programs replaced the file in each of a few rounds.
+    /// Writes what `make` makes of the file's bytes now (`nil`: nothing), only while the file is still the version read
+    /// (or only where nothing stands); a file replaced meanwhile is read and `make` asked again. `make` returning `nil`
+    /// writes nothing and returns the version stored. `nil` when others replaced the file in each of a few rounds.
     func write(key: String, announced: Bool, onto make: (Data?) throws(WLStorageError) -> Data?)
         throws(WLStorageError) -> (data: Data, stamp: Int)?
     {
@@ -138,8 +130,8 @@ struct FileMedium: KeyMedium {
         return nil
     }
 
-    /// The file is rewritten only while it is still the version the backer read (or wrote) last: a change another
-    /// program made since is read instead (see ``StorageDirectory/write(_:contents:ifStill:announced:)``).
+    /// Rewritten only while the file is still the version read or written last; a change since is read instead
+    /// (``StorageDirectory/write(_:contents:ifStill:announced:)``).
     func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data)
         throws -> MediumRewrite
     {
@@ -166,7 +158,7 @@ struct FileMedium: KeyMedium {
         guard let directory, let fileName else { return setupError(key: key) }
         let kept = Self.keptOriginalName(for: fileName)
         do throws(WLStorageError) {
-            // Made once: a copy an earlier run made is kept. Anything but a file at the name keeps nothing.
+            // Made once: an earlier run's copy is kept. Anything but a file at the name keeps nothing.
             if try directory.create(kept, contents: data) == nil,
                 let status = directory.status(of: kept), !status.isRegularFile
             {
@@ -214,14 +206,13 @@ struct FileMedium: KeyMedium {
                 key: key, path: directory.filePath(fileName), underlying: error))
     }
 
-    /// The name the bytes of `fileName` are kept under, as they were, while the file is rewritten in the shape of the
-    /// current type: `NAME~before-type-change`.
+    /// The name the bytes of `fileName` are kept under while it is rewritten: `NAME~before-type-change`.
     static func keptOriginalName(for fileName: String) -> String {
         fileName + StorageDirectory.keptOriginalSuffix
     }
 
-    /// Encodes and writes, replacing the file, or only where none stands, or (`expected`) only while the file is that
-    /// version. Returns the bytes and the stamp of the version written, or `nil` when nothing was written.
+    /// Encodes and writes (replacing, only where nothing stands, or only over `expected`); the bytes and stamp, or
+    /// `nil`.
     private func place(
         key: String, replacing: Bool, announced: Bool, ifStill expected: FileIdentity? = nil,
         encode: () throws(WLStorageError) -> Data

@@ -9,16 +9,10 @@ import Synchronization
 
 /// Tells file-backed storages when another program changed their file.
 ///
-/// One inotify descriptor for the process, read on one serial queue, with one watch per storage directory for
-/// `IN_MOVED_TO` (an atomic replace), `IN_CLOSE_WRITE` (a write in place), `IN_DELETE` and `IN_MOVED_FROM` (a
-/// removal). An event names a file: the registry finds its live cell, which reads it, and subscribers are called.
-///
-/// A directory is watched while a storage or a subscriber uses it (``watch(_:inotify:)``, ``unwatch(_:)``), so that
-/// no inotify watch, a per-user resource, is kept for directories no longer used.
-///
-/// A directory's path is followed, not pinned: when a symlink in the path is replaced (`ln -sfn`, `mv -T`), the
-/// symlink's parent directory, watched too, reports it, and the path is watched where it leads now, its cells keyed
-/// by the new directory. Without inotify, or while the directory is missing, the path is polled every half second.
+/// One inotify descriptor for the process, read on one serial queue, with one watch per directory in use for
+/// `IN_MOVED_TO`, `IN_CLOSE_WRITE`, `IN_DELETE` and `IN_MOVED_FROM`; an event's file's live cell reads it. A path is
+/// followed, not pinned: a replaced symlink on it (watched via its parent) moves the watch and the cells. Without
+/// inotify, or while the directory is missing, the path is polled every half second.
 ///
 /// The lock guards the tables only: cells and subscribers are called, and subscribers released, outside it.
 package final class FileMonitor: Sendable {
@@ -105,8 +99,7 @@ package final class FileMonitor: Sendable {
 
     // MARK: Uses
 
-    /// Calls `handler` on the monitor's queue whenever the file `fileName` in `directory` may have changed, until
-    /// ``unsubscribe(_:)``. Watches the directory meanwhile.
+    /// Calls `handler` on the monitor's queue when `fileName` in `directory` may have changed, until unsubscribed.
     package func subscribe(
         to fileName: String, in directory: StorageDirectory, _ handler: @escaping @Sendable (Event) -> Void
     ) -> UInt64 {
@@ -115,8 +108,7 @@ package final class FileMonitor: Sendable {
         }
     }
 
-    /// Calls `handler` on the monitor's queue whenever a file in `directory` may have changed, until
-    /// ``unsubscribe(_:)``. Watches the directory meanwhile.
+    /// Calls `handler` on the monitor's queue when a file in `directory` may have changed, until ``unsubscribe(_:)``.
     package func subscribe(
         toEveryFileIn directory: StorageDirectory, _ handler: @escaping @Sendable (DirectoryEvent) -> Void
     ) -> UInt64 {
@@ -138,19 +130,14 @@ package final class FileMonitor: Sendable {
     package func unsubscribe(_ id: UInt64) {
         let removed = state.withLock { $0.subscribers.removeValue(forKey: id) }
         if let removed { unwatch(removed.directory) }
-        // The subscriber's handler is released here, outside the lock.
     }
 
-    /// Starts one use of `directory`, watching it if it is not watched yet. With `inotify` off (tests of the
-    /// fallback), the directory is polled. Balance each call with ``unwatch(_:)``.
-    ///
-    /// When it returns, a change is reported to the ``ChangeRouter``. Returns what the path leads to as the monitor
-    /// sees it (`nil` when it cannot be reached).
+    /// Starts one use of `directory`, watching it if new (polled with `inotify` off). Balance with ``unwatch(_:)``. A
+    /// change is reported once it returns. Returns what the path leads to (`nil`: unreachable).
     @discardableResult
     func watch(_ directory: StorageDirectory, inotify: Bool = true) -> DirectoryIdentity? {
         let path = directory
-        // What the path leads to is looked up outside the lock (a system call that can be slow), and only for a new
-        // path.
+        // The path is resolved outside the lock (a slow system call), and only for a new path.
         var looked: DirectoryIdentity??
         while true {
             let done = state.withLock { state -> DirectoryIdentity?? in
@@ -173,8 +160,7 @@ package final class FileMonitor: Sendable {
         state.withLock { $0.paths[directory]?.identity }
     }
 
-    /// Records that the path of `directory`, in use, was found to lead to `identity` (`nil`: nowhere) before the
-    /// monitor looked at it again: the next storage opened there is keyed by that; the event or the poll does the rest.
+    /// Records that `directory`'s path led to `identity` before the monitor looked again; the next storage uses it.
     func correct(_ directory: StorageDirectory, to identity: DirectoryIdentity?) {
         state.withLock { state in
             if state.paths[directory] != nil { state.paths[directory]?.identity = identity }
@@ -208,8 +194,7 @@ package final class FileMonitor: Sendable {
 
     // MARK: Watches
 
-    /// Watches the directory `path` leads to, whose identity the caller looked up (`nil` when it cannot be reached),
-    /// and the directories of the symlinks on the way, or polls the path.
+    /// Watches the directory `path` leads to and its symlinks' directories, or polls the path.
     private func attach(_ path: StorageDirectory, identity: DirectoryIdentity?, _ state: inout State) {
         state.paths[path]?.identity = identity
         let pollOnly = state.paths[path]?.pollOnly ?? false
@@ -249,8 +234,7 @@ package final class FileMonitor: Sendable {
         _ = inotify_rm_watch(state.descriptor, watch)
     }
 
-    /// Adds (or finds) the inotify watch of the directory at `path`. `nil` when inotify is unavailable or the
-    /// directory is missing.
+    /// Adds (or finds) the watch of the directory at `path`; `nil` without inotify or directory.
     private func addWatch(_ path: String, _ state: inout State) -> Int32? {
         if state.descriptor < 0 && !state.inotifyFailed { start(&state) }
         guard state.descriptor >= 0 else { return nil }
@@ -258,8 +242,7 @@ package final class FileMonitor: Sendable {
         return watch >= 0 ? watch : nil
     }
 
-    /// The symlinks on the way to `path`, in its components and in those of where each leads (`data -> cur/store` with
-    /// `cur -> r1`: `data` and `cur`), each with the directory that holds it.
+    /// The symlinks on the way to `path`, through their targets too, each with its directory.
     private func symlinks(in path: String, depth: Int = 0) -> [(parent: String, name: String)] {
         var found: [(String, String)] = []
         var prefix = ""
@@ -336,8 +319,7 @@ package final class FileMonitor: Sendable {
     }
 
     private func poll() {
-        // A path that can be watched again gets its watch, and the files of every polled path are checked for what
-        // changed meanwhile.
+        // A path that can be watched again gets its watch; polled paths' files are checked for what changed meanwhile.
         let polled = state.withLock { $0.polledPaths }
         guard !polled.isEmpty else { return }
         let identities = polled.map { try? $0.identity() }
@@ -352,7 +334,7 @@ package final class FileMonitor: Sendable {
             return moved
         }
         for (path, identity) in moved { directoryMoved(path, to: identity) }
-        // Counted before the cells are looked for, as an event is: a storage opened meanwhile checks its file itself.
+        // Counted before cells are looked for: a storage opened meanwhile checks its file itself.
         ChangeRouter.shared.count(polled.map { .directory($0) })
         for path in polled { ChangeRouter.shared.deliver(everyFileIn: path) }
         let paths = Set(polled)
@@ -363,7 +345,7 @@ package final class FileMonitor: Sendable {
     private func directoryMoved(_ path: StorageDirectory, to identity: DirectoryIdentity) {
         DirectoryTable.forget(path)
         StorageRegistry.shared.directoryChanged(path: path, to: identity)
-        // A storage being opened now, not registered yet, moves its cell itself (see ``KeyBinding/catchUp(_:)``).
+        // A storage being opened now moves its cell itself (``KeyBinding/catchUp(_:)``).
         ChangeRouter.shared.count([.directory(path)])
     }
 
@@ -395,14 +377,12 @@ package final class FileMonitor: Sendable {
                 }
             }
         }
-        // This process's own writes are not other programs' changes: their cells know what they wrote.
         let own = OwnRenames.ownEvents(in: events)
         state.withLock { state in
             for (index, event) in events.enumerated() {
                 if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { overflowed = true }
                 guard let use = state.watches[event.watch] else { continue }
                 if event.mask & (UInt32(IN_IGNORED) | UInt32(IN_DELETE_SELF) | UInt32(IN_MOVE_SELF)) != 0 {
-                    // The directory went away: its paths are polled until it is back, and re-resolved then.
                     gone.formUnion(use.paths)
                     for path in use.paths { detach(path, &state) }
                     for link in use.links { relinked.insert(link.path) }
@@ -433,9 +413,8 @@ package final class FileMonitor: Sendable {
         for path in relinked.subtracting(gone) { reresolve(path) }
         let router = ChangeRouter.shared
         if overflowed {
-            // Events were lost, perhaps a directory's removal or a symlink's replacement: every path is watched anew, a
-            // path that leads nowhere is polled and its subscribers told it is gone, and every file-backed cell and
-            // subscriber checks its file.
+            // Events were lost (maybe a removal or a symlink's replacement): every path is watched anew, a path leading
+            // nowhere is polled and its subscribers told, and every file-backed cell and subscriber checks its file.
             let paths = state.withLock { Array($0.paths.keys) }
             for path in paths where !gone.contains(path) && !relinked.contains(path) {
                 if !rewatch(path) { gone.insert(path) }
@@ -448,7 +427,7 @@ package final class FileMonitor: Sendable {
             for subscriber in subscribers(where: { !gone.contains($0.directory) }) { subscriber.handler(.any) }
             return
         }
-        // Counted before the cells are looked for: a storage not registered yet sees the count move.
+        // Counted before cells are looked for: a storage not registered yet sees the count move.
         router.count(changedPaths.map { .directory($0) })
         router.deliver(files: changed)
         for subscriber in subscribers(where: { _ in !changedNames.isEmpty }) {
@@ -463,17 +442,15 @@ package final class FileMonitor: Sendable {
         }
     }
 
-    /// A symlink on the way to `path` was replaced or removed: watch where the path leads now, and when that is
-    /// another directory, move the path's cells there and have each check its file.
+    /// A symlink on the way to `path` changed: rewatch, and if it leads elsewhere, move the cells and check.
     private func reresolve(_ path: StorageDirectory) {
         guard rewatch(path) else { return }
-        // Checked even when the path leads to the same directory: an event before the new watch would be lost.
+        // Checked even for the same directory: an event before the new watch would be lost.
         ChangeRouter.shared.deliver(everyFileIn: path)
         for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.any) }
     }
 
-    /// Watches anew where `path` leads now, and when that is another directory, moves the path's cells there. Returns
-    /// whether the path is still in use and leads somewhere.
+    /// Watches anew where `path` leads, moving its cells if changed; returns whether it is in use and leads somewhere.
     private func rewatch(_ path: StorageDirectory) -> Bool {
         let identity = try? path.identity()
         let (before, after) = state.withLock { state -> (DirectoryIdentity?, DirectoryIdentity?) in

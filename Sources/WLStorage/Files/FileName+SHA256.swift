@@ -1,16 +1,10 @@
 internal import CWLStorageOpenSSL
 
-/// How a key becomes a file name inside the storage directory.
+/// How a key becomes a file name in the storage directory.
 ///
-/// A key that is 1 to 127 bytes of `[A-Za-z0-9._-]`, and is neither `.`, `..` nor 64 lowercase hex digits, is its
-/// own file name. Any other key is stored under the lowercase hex SHA-256 of its UTF-8 bytes (64 characters). So keys
-/// and file names correspond one to one: a plain key can never name the file of a hashed one. Neither form can
-/// contain a `/` or a `~`, so no key escapes the directory, and names with a `~` are free for temporary and
-/// moved-aside files.
-///
-/// Keys are compared as their UTF-8 bytes, as file names are: two strings that Swift calls equal but that are
-/// spelled with different bytes (`"café"` with a precomposed `é` and with `e` and a combining accent) are two keys
-/// with two files.
+/// A key of 1 to 127 bytes of `[A-Za-z0-9._-]`, not `.`, `..` or 64 lowercase hex digits, is its own name; any other
+/// is the lowercase hex SHA-256 of its UTF-8 bytes. One to one, never a `/` or `~` (free for temporary files).
+/// Keys are compared as UTF-8 bytes, as file names are.
 package enum FileName {
     /// The longest key, in bytes, that is used as a file name as it is.
     package static let maximumPlainLength = 127
@@ -78,8 +72,7 @@ package enum SHA256 {
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    /// The 32-byte SHA-256 digest of `bytes`, or `nil` when libcrypto cannot compute it (no SHA-256 provider).
-    /// The corresponding C function is `EVP_Digest`.
+    /// The 32-byte SHA-256 of `bytes`, or `nil` when libcrypto cannot compute it. The C function is `EVP_Digest`.
     package static func digest(of bytes: UnsafeRawBufferPointer) -> [UInt8]? {
         guard let md = algorithm.pointer, OpenSSLLibrary.enter() else { return nil }
         defer { OpenSSLLibrary.leave() }

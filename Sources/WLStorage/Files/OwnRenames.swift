@@ -4,15 +4,9 @@
     import Musl
 #endif
 
-/// The renames this process makes to put its own writes in place, so that the file monitor does not take them for
-/// other programs' changes.
-///
-/// A writer announces its temporary file's name just before renaming it over the file. The monitor pairs the
-/// rename's `IN_MOVED_FROM` and `IN_MOVED_TO` events by their cookie and skips that `IN_MOVED_TO`: the cell that wrote
-/// the file knows what it holds. Every other event is checked; when events are lost, everything is checked and the
-/// announcements are forgotten.
-///
-/// The lock guards the two sets; nothing else runs under it.
+/// The renames this process makes to put its own writes in place, so the file monitor does not take them for other
+/// programs' changes: a writer announces its temporary name before the rename, and the monitor skips the
+/// `IN_MOVED_TO` paired by cookie. Lost events forget the announcements. The lock guards the two sets only.
 enum OwnRenames {
     private struct State {
         /// Temporary names being renamed into place by this process.
@@ -22,8 +16,7 @@ enum OwnRenames {
     }
 
     private static let state = Lock(State())
-    /// More than this many announcements waiting means events were lost unseen: they are forgotten, which costs checks,
-    /// not correctness.
+    /// More announcements waiting than this means events were lost: they are forgotten (costs checks, not correctness).
     private static let limit = 4_096
 
     /// `temporary` is about to be renamed into place.

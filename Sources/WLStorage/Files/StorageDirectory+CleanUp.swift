@@ -6,12 +6,10 @@ import Foundation
     import Musl
 #endif
 
-/// What a directory's first use in a process clears: the temporary files of writers that died, and the files of
-/// rewrites killed in the middle of their exchange.
+/// What a directory's first use in a process clears: dead writers' temporary files and interrupted exchanges.
 extension StorageDirectory {
-    /// Whether a conditional replacement in the middle of its exchanges, or a clean-up, holds the directory's lock
-    /// exclusively now: whether a shared lock of it cannot be had. An exchange's file (see
-    /// ``exchangeName(for:replacing:with:)``) is that of a writer at work only while this is `true`.
+    /// Whether a shared lock of the directory cannot be had now (an exchange or a clean-up holds it exclusively): an
+    /// exchange's file (``exchangeName(for:replacing:with:)``) is a working writer's only while this is `true`.
     package func isLockedExclusively() -> Bool {
         guard let dir = try? openDirectory() else { return false }
         defer { _ = closeDescriptor(dir, nil) }
@@ -20,18 +18,14 @@ extension StorageDirectory {
         return false
     }
 
-    /// Removes the temporary files of writers that are no longer at work, and returns their names.
-    ///
-    /// Only regular files named as the package's writers name them, and that no writer holds a lock on, are removed.
-    /// The file of a conditional replacement that died in its exchange may hold another program's version: it is
-    /// resolved (see ``resolveInterruptedExchange(_:in:)``), and its name returned once it is gone.
+    /// Removes the temporary files of writers no longer at work (regular files of the writers' names that no writer
+    /// locks), and returns their names. A dead exchange's file is resolved (``resolveInterruptedExchange(_:in:)``).
     @discardableResult
     package func removeAbandonedTemporaryFiles() throws(WLStorageError) -> [String] {
         try removeAbandonedTemporaryFiles(waiting: true) ?? []
     }
 
-    /// As ``removeAbandonedTemporaryFiles()``; without `waiting`, returns `nil` rather than wait when there are
-    /// candidates and another holds the directory's lock.
+    /// As ``removeAbandonedTemporaryFiles()``; without `waiting`, `nil` rather than wait for another's lock.
     package func removeAbandonedTemporaryFiles(waiting: Bool) throws(WLStorageError) -> [String]? {
         let candidates = try entries { $0.contains(UInt8(ascii: "~")) }.filter(Self.isTemporary)
         guard !candidates.isEmpty else { return [] }
@@ -65,14 +59,10 @@ extension StorageDirectory {
         return removed
     }
 
-    /// Resolves the exchange's file `entry` (see ``exchangeName(for:replacing:with:)``) of a conditional replacement
-    /// that died in the middle of its exchange, and returns whether `entry` is gone. The caller holds the directory's
-    /// lock exclusively, as every exchange at work does, so no writer at work has such a name.
-    ///
-    /// The file holds the written version or the version expected: removed. It holds another program's version, which
-    /// the exchange displaced: put back while the file in place is still the written version (a newer file wins), and
-    /// otherwise removed as the older one. A file that cannot be looked at or put back is left or kept aside
-    /// (`NAME~corrupt-…`), never removed unseen.
+    /// Resolves a dead exchange's file `entry` (the caller holds the directory's lock exclusively, so no writer is at
+    /// work); returns whether `entry` is gone. The written or expected version is removed; another program's version is
+    /// put back while the file in place is still the written one, else removed as older. What cannot be looked at or
+    /// put back is left or kept aside, never removed unseen.
     private func resolveInterruptedExchange(_ entry: String, in dir: CInt) -> Bool {
         guard let (name, expected, written) = Self.interruptedExchange(entry) else { return false }
         var status = stat()
@@ -85,7 +75,7 @@ extension StorageDirectory {
 
         var target = stat()
         guard retrying(.stat, name, { fstatat(dir, name, &target, AT_SYMLINK_NOFOLLOW) }) == 0 else {
-            // The file was removed since: a later change. A file that cannot be looked at is left as it is.
+            // Removed since: a later change. A file that cannot be looked at is left as it is.
             return errno == ENOENT ? remove() : false
         }
         guard (target.st_mode & S_IFMT) == S_IFREG else { return false }

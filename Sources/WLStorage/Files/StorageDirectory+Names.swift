@@ -1,21 +1,14 @@
 import Foundation
 import Synchronization
 
-/// The names the package's writers give files in a directory: a key's file, its temporary files, the files of a
-/// rewrite's exchange, and the names bytes are kept under.
+/// The names the package's writers give files: a key's file, temporary files, exchange files, kept-bytes names.
 extension StorageDirectory {
-    /// Whether `name` is a temporary file of the package's writers: `NAME~` and 16 lowercase hex digits and `.tmp`, or
-    /// the name a conditional replacement gives its file for its exchange (see ``exchangeName(for:replacing:with:)``),
-    /// where `NAME` is a name the writers give a file (see ``writtenFileName(ofTemporary:)``).
+    /// Whether `name` is a writer's temporary file (`NAME~<16 hex>.tmp`) or exchange file.
     package static func isTemporary(_ name: String) -> Bool {
         writtenFileName(ofTemporary: name) != nil
     }
 
-    /// The name of the file that the temporary file `name` was to become, or `nil` when `name` is not a temporary file
-    /// of the package's writers.
-    ///
-    /// `NAME` is any name the writers give a file: a key's file name, or that name followed by `~before-type-change` or
-    /// `~corrupt-…`.
+    /// The file the temporary file `name` was to become, or `nil` when it is not one.
     package static func writtenFileName(ofTemporary name: String) -> String? {
         if name.hasSuffix(exchangeSuffix) { return interruptedExchange(name)?.name }
         let utf8 = Array(name.utf8)
@@ -31,21 +24,16 @@ extension StorageDirectory {
     /// What the name of an exchange's file ends with.
     package static let exchangeSuffix = ".xchg"
 
-    /// The name a conditional replacement of `name` gives its written file, the version `written`, for the exchange
-    /// with the version `expected` in place: `NAME~`, the 16 lowercase hex digits of `expected`'s
-    /// ``FileIdentity/lastingStamp``, `-`, those of `written`'s, and `.xchg`.
-    ///
-    /// After the exchange the name holds what the written file displaced. The replacement holds the directory's lock
-    /// exclusively while the name exists, so a clean-up that finds one knows its writer died in the middle of the
-    /// exchange (see ``removeAbandonedTemporaryFiles()``).
+    /// The name a conditional replacement gives its written file for the exchange: `NAME~<expected's
+    /// ``FileIdentity/lastingStamp`` in 16 hex>-<written's>.xchg`. It exists only while the replacement holds the
+    /// directory's lock exclusively, so clean-up finding one knows its writer died mid-exchange.
     package static func exchangeName(for name: String, replacing expected: FileIdentity, with written: FileIdentity)
         -> String
     {
         "\(name)~\(FileName.hex(of: expected.lastingStamp))-\(FileName.hex(of: written.lastingStamp))\(exchangeSuffix)"
     }
 
-    /// The file name, and the stamps of the version expected and of the version written, of the exchange's file
-    /// `name` (see ``exchangeName(for:replacing:with:)``), or `nil` when `name` is not one.
+    /// The file name and the two stamps of the exchange file `name`, or `nil` when it is not one.
     package static func interruptedExchange(_ name: String) -> (name: String, expected: UInt64, written: UInt64)? {
         let utf8 = Array(name.utf8)
         let suffix = 1 + 16 + 1 + 16 + exchangeSuffix.utf8.count
@@ -63,9 +51,8 @@ extension StorageDirectory {
         return (file, expectedStamp, writtenStamp)
     }
 
-    /// The file name of the key that the file `name` belongs to, or `nil` when the package's writers never give a
-    /// file that name: `name` itself for a key's file name, `NAME` for `NAME~before-type-change` and for
-    /// `NAME~corrupt-…` when `NAME` is a key's file name.
+    /// The key file name `name` belongs to (itself, or `NAME` of its `~before-type-change`/`~corrupt-…` forms), or
+    /// `nil`.
     package static func keyFileName(of name: String) -> String? {
         if FileName.isKeyFileName(name) { return name }
         guard let tilde = name.utf8.firstIndex(of: UInt8(ascii: "~")) else { return nil }
@@ -80,8 +67,7 @@ extension StorageDirectory {
     /// What the name of a value's bytes kept from before its type changed ends with, after the name of its file.
     package static let keptOriginalSuffix = "~before-type-change"
 
-    /// Whether `name` holds a value's bytes kept from before its type changed, until the value is written in the
-    /// current shape.
+    /// Whether `name` holds a value's bytes kept from before its type changed.
     package static func isKeptOriginal(_ name: String) -> Bool {
         name.hasSuffix(keptOriginalSuffix)
     }
@@ -125,7 +111,7 @@ extension StorageDirectory {
         return "\(name)\(movedAsideMarker)\(stamp)-\(randomHex())"
     }
 
-    /// 16 lowercase hex digits from one 64-bit random number: one `getrandom` call, not one per byte.
+    /// 16 lowercase hex digits from one 64-bit random number.
     private static func randomHex() -> String {
         var generator = SystemRandomNumberGenerator()
         return FileName.hex(of: generator.next())

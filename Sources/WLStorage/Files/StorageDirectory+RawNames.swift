@@ -6,11 +6,8 @@ import Foundation
     import Musl
 #endif
 
-/// The entries of a storage directory by the bytes of their names, for tools that must see every entry.
-///
-/// ``StorageDirectory/entries()`` makes each name a `String`, which turns bytes that are not UTF-8 into U+FFFD: such
-/// a name can then be neither looked up nor opened. These calls keep a name as the bytes the system gave, and reach
-/// the entry relative to the directory (`fstatat`, `openat`), so every entry can be inspected, whatever its name.
+/// The entries of a storage directory by the bytes of their names, for tools that must see every entry: a `String`
+/// turns non-UTF-8 bytes into U+FFFD, so such a name could not be opened. Entries are reached by `fstatat`/`openat`.
 extension StorageDirectory {
     /// The names of the directory's entries as bytes, without `.` and `..`, sorted byte by byte.
     ///
@@ -45,8 +42,7 @@ extension StorageDirectory {
         return names.sorted { $0.lexicographicallyPrecedes($1) }
     }
 
-    /// What `lstat` says of the entry named `name`, or `nil` when there is no such entry (or no directory).
-    /// The corresponding C function is `fstatat` with `AT_SYMLINK_NOFOLLOW`.
+    /// What `lstat` says of the entry `name`, or `nil`. The C function is `fstatat` with `AT_SYMLINK_NOFOLLOW`.
     package func status(ofEntryNamed name: [UInt8]) -> FileStatus? {
         guard let dir = try? openDirectoryForNames() else { return nil }
         defer { close(dir) }
@@ -63,11 +59,10 @@ extension StorageDirectory {
         )
     }
 
-    /// Opens the regular file named `name` for reading, or returns `nil` when there is no entry of that name.
+    /// Opens the regular file `name` for reading, or returns `nil` when there is no entry of that name.
     ///
-    /// The file is opened with `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC|O_NOCTTY` relative to the directory, so
-    /// neither a symlink is followed nor a FIFO waited on, and `fstat` checks what was opened before a byte is
-    /// read. The corresponding C functions are `openat` and `fstat`.
+    /// Opened with `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC|O_NOCTTY` relative to the directory, then checked by
+    /// `fstat` before a byte is read. The corresponding C functions are `openat` and `fstat`.
     ///
     /// - Throws: ``WLStorageError/Code/directoryUnavailable`` when the directory cannot be opened (`ENOENT` when
     ///   there is none); ``WLStorageError/Code/notARegularFile`` for a symlink, a directory or a special file;
@@ -140,8 +135,7 @@ package struct ReadableEntry: ~Copyable {
     /// The file's path, for messages. A name that is not UTF-8 has U+FFFD in place of its invalid bytes here.
     package let path: String
 
-    /// Reads the next bytes into `buffer` and returns how many were read; 0 at the end of the file.
-    /// The corresponding C function is `read`.
+    /// Reads the next bytes into `buffer`; returns how many, 0 at the end. The corresponding C function is `read`.
     ///
     /// - Throws: ``WLStorageError/Code/readFailed``.
     package func read(into buffer: UnsafeMutableRawBufferPointer) throws(WLStorageError) -> Int {

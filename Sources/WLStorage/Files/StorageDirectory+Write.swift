@@ -7,38 +7,32 @@ import Synchronization
     import Musl
 #endif
 
-/// Writing a directory's files: durably, atomically and privately, replacing a file or only where none stands, and
-/// the renames aside and removals that keep what a storage cannot read.
+/// Writing a directory's files durably, atomically and privately, and moving aside what a storage cannot read.
 extension StorageDirectory {
     // MARK: Write
 
     /// Replaces `name` with `contents`, atomically and durably, and returns the new file's identity.
     ///
-    /// The temporary file is created 0600 with `O_EXCL|O_NOFOLLOW`, locked, written in full, synced and closed, then
-    /// renamed over `name` (only a regular file is replaced), and the directory synced. On any failure the temporary
-    /// file is removed and the old file left as it was. With `announced`, the rename is announced to the file monitor
-    /// first (see ``OwnRenames``), so that the storage whose write it is does not read it again; a write that is not a
-    /// storage's own is read by the storage of the file as another program's.
+    /// A 0600 temporary file (`O_EXCL|O_NOFOLLOW`) is locked, written in full, synced and closed, renamed over `name`
+    /// (only a regular file is replaced), and the directory synced; on failure it is removed and the old file left.
+    /// With `announced`, the rename is announced to the monitor first (``OwnRenames``), so the writing storage does not
+    /// read it back.
     @discardableResult
     package func write(_ name: String, contents: Data, announced: Bool = true) throws(WLStorageError) -> FileIdentity {
         try place(name, contents: contents, replacing: true, announced: announced)!
     }
 
-    /// Replaces `name` with `contents` as ``write(_:contents:announced:)`` does, but only while the file at `name` is
-    /// still the version `expected` (see ``exchange(_:with:in:ifStill:written:announced:unlock:)``). Returns the new
-    /// file's identity, or `nil` when another version stood there and is left in place. Where the file system cannot
-    /// exchange two names, a file placed by another program between the check and the rename is still replaced.
+    /// As ``write(_:contents:announced:)``, only while `name` is still the version `expected`
+    /// (``exchange(_:with:in:ifStill:written:announced:unlock:)``); `nil` when another version stood there and is left.
+    /// Without name exchange, a file placed between the check and the rename is still replaced.
     package func write(
         _ name: String, contents: Data, ifStill expected: FileIdentity, announced: Bool = true
     ) throws(WLStorageError) -> FileIdentity? {
         try place(name, contents: contents, replacing: true, announced: announced, ifStill: expected)
     }
 
-    /// Creates `name` with `contents`, atomically and durably, unless something already stands at `name`: then
-    /// nothing is changed and `nil` is returned. Otherwise returns the new file's identity.
-    ///
-    /// As ``write(_:contents:)``, but the file is moved into place with `renameat2` and `RENAME_NOREPLACE`, or linked
-    /// with `linkat` where that is not supported: either fails rather than replace an existing entry.
+    /// Creates `name` with `contents`, atomically and durably, unless something stands there (then `nil`); returns the
+    /// new file's identity. Moved into place with `RENAME_NOREPLACE`, or `linkat` where unsupported.
     package func create(
         _ name: String, contents: Data, announced: Bool = true
     ) throws(WLStorageError) -> FileIdentity? {
@@ -51,8 +45,7 @@ extension StorageDirectory {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
 
-        // Created and locked under the directory's shared lock; a name another process's writer has taken is drawn
-        // again.
+        // Created and locked under the directory's shared lock; a name another writer has taken is drawn again.
         _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
         var temporary = Self.temporaryName(for: name)
         var fd: CInt = -1
@@ -95,7 +88,7 @@ extension StorageDirectory {
         if let writeErrno {
             throw error(.writeFailed, "cannot write the file", name: temporary, errno: writeErrno)
         }
-        // The identity of the version written, and the mode: set only when a umask took bits from 0600.
+        // The version written, and the mode: set only when a umask took bits from 0600.
         var status = stat()
         guard retrying(.stat, temporary, { fstat(fd, &status) }) == 0 else {
             throw error(.writeFailed, "cannot inspect the written file", name: temporary, errno: errno)
@@ -108,10 +101,9 @@ extension StorageDirectory {
         guard retrying(.fsync, temporary, { fsync(fd) }) == 0 else {
             throw error(.writeFailed, "cannot sync the file", name: temporary, errno: errno)
         }
-        // Closed before the rename, so that a failed close is reported under the temporary name. The directory's lock
-        // is held until the file is in place, so that a clean-up of abandoned temporary files cannot remove it
-        // meanwhile; exclusively for a conditional replacement, so that no other one exchanges files at the name while
-        // it runs.
+        // Closed before the rename, so a failed close is reported under the temporary name. The directory's lock is
+        // held until the file is in place, so a clean-up cannot remove it; exclusively for a conditional replacement,
+        // so no other one exchanges files at the name meanwhile.
         let exchanging = replacing && expected != nil && SystemFunctions.renameat2 != nil
         var directoryLocked = retrying(.flock, nil) { flock(dir, exchanging ? LOCK_EX : LOCK_SH) } == 0
         func unlockDirectory() {
@@ -132,8 +124,8 @@ extension StorageDirectory {
                 throw notRegular(name, EntryKind(mode: target.st_mode))
             }
             if let expected {
-                // A file that cannot be looked at is not known to be another version: an error, so that the write is
-                // made again.
+                // A file that cannot be looked at is not known to be another version: an error, so the write is made
+                // again.
                 if !found, statErrno != ENOENT {
                     throw error(.writeFailed, "cannot inspect the file in place", name: name, errno: statErrno)
                 }
@@ -173,8 +165,8 @@ extension StorageDirectory {
             case .moved:
                 placed = true
             case .linked:
-                // Linked, not renamed: the temporary name is removed before the directory is synced, so that one sync
-                // covers both.
+                // Linked, not renamed: the temporary name is removed before the directory sync, so one sync covers
+                // both.
                 OwnRenames.didNotRename(temporary)
                 _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
                 placed = true
@@ -204,22 +196,17 @@ extension StorageDirectory {
     /// The most times a conditional replacement puts back what it displaced before it keeps it aside instead.
     private static let putBackLimit = 16
 
-    /// Replaces `name` with the written file `temporary` only while `name` is the version `expected`, with no moment in
-    /// which another program's version can be lost.
+    /// Replaces `name` with the written file `temporary` only while `name` is the version `expected`, never losing
+    /// another program's version.
     ///
-    /// Linux exchanges two names atomically (`renameat2` with `RENAME_EXCHANGE`): the written file takes the name, and
-    /// the displaced file takes the written file's name, where it is checked. The version expected is removed; another
-    /// program's version is exchanged back, or a newer one renamed over the written file meanwhile is put in place,
-    /// until the file taken back is the written one or one put back before. A reader may meanwhile see the written
-    /// file: a version the directory held before, reshaped, never a loss.
+    /// `renameat2(RENAME_EXCHANGE)` swaps the written file in and the displaced one out, where it is checked: the
+    /// expected version is removed; another is exchanged back (or a newer one put in place) until the file taken back
+    /// is ours or one put back before. A reader may briefly see the written file, never a loss. The written file is
+    /// first renamed to an exchange name (``exchangeName(for:replacing:with:)``), so a process killed mid-exchange
+    /// leaves the other version where clean-up restores it (``resolveInterruptedExchange(_:in:)``).
     ///
-    /// The written file is first renamed to a name that says which version it displaces and which it is
-    /// (``exchangeName(for:replacing:with:)``), so that a process killed between the exchange and the exchange back
-    /// leaves the other version where a clean-up puts it back (``resolveInterruptedExchange(_:in:)``).
-    ///
-    /// The caller holds the directory's lock exclusively until `unlock`, called once the exchange's name is removed:
-    /// another exchange at the name could put back a version this one put back, which this one would then remove. Plain
-    /// renames and removals need no lock. The directory is synced before returning.
+    /// The caller holds the directory's lock exclusively until `unlock`, once the exchange name is removed: another
+    /// exchange at the name could put back a version this one put back, which this one would then remove.
     private func exchange(
         _ temporary: inout String, with name: String, in dir: CInt, ifStill expected: FileIdentity,
         written: FileIdentity, announced: Bool, unlock: () -> Void
@@ -230,19 +217,18 @@ extension StorageDirectory {
             renameat2(dir, temporary, dir, exchanging, SystemFunctions.renameNoReplace)
         }
         if renamed != 0, [EINVAL, ENOSYS, EOPNOTSUPP].contains(errno) {
-            // No rename without replacing here: a plain rename, to a name that the stamp of the version written makes
-            // unique.
+            // No rename without replacing here: a plain rename, to a name the written version's stamp makes unique.
             renamed = retrying(.rename, exchanging) { renameat(dir, temporary, dir, exchanging) }
         }
         guard renamed == 0 else {
-            // `EEXIST`: a file of a writer that died with the same two versions, left for the clean-up.
+            // `EEXIST`: a dead writer's file with the same two versions, left for the clean-up.
             let code = errno
             _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
             throw error(.writeFailed, "cannot name the file for its exchange", name: exchanging, errno: code)
         }
         temporary = exchanging
         func finish(_ outcome: ExchangeOutcome) throws(WLStorageError) -> ExchangeOutcome {
-            // Removed before the directory is synced, so that one sync covers the exchanges and the removal.
+            // Removed before the sync, so one sync covers the exchanges and the removal.
             _ = retrying(.unlink, exchanging) { unlinkat(dir, exchanging, 0) }
             unlock()
             guard retrying(.fsync, nil, { fsync(dir) }) == 0 else {
@@ -258,7 +244,6 @@ extension StorageDirectory {
             case EINVAL, ENOSYS, EOPNOTSUPP:
                 return .unsupported
             case ENOENT:
-                // The file was removed since the check: not the version expected.
                 return try finish(.gaveWay)
             default:
                 _ = retrying(.unlink, exchanging) { unlinkat(dir, exchanging, 0) }
@@ -272,8 +257,7 @@ extension StorageDirectory {
             throw keepDisplaced(exchanging, of: name, in: dir, error)
         }
         guard let first, first != expected else { return try finish(.replaced) }
-        // Another program's version, stored since the check: what the exchange's name holds is put back or kept aside,
-        // never removed unseen.
+        // Another program's version stored since the check: put back or kept aside, never removed unseen.
         do {
             try putBack(exchanging, holding: first, at: name, holding: written, in: dir, renameat2)
         } catch {
@@ -282,8 +266,7 @@ extension StorageDirectory {
         return try finish(.gaveWay)
     }
 
-    /// Exchanges `first` and `second` in `dir`: `renameat2` with `RENAME_EXCHANGE`, reported under `second`, the
-    /// file's name. Returns the `errno` of a failure, or `nil`.
+    /// Exchanges `first` and `second` in `dir` (`renameat2`, `RENAME_EXCHANGE`); the `errno` of a failure, or `nil`.
     private func swap(
         _ first: String, _ second: String, in dir: CInt, _ renameat2: SystemFunctions.Renameat2
     ) -> Int32? {
@@ -303,9 +286,8 @@ extension StorageDirectory {
         return FileIdentity(status)
     }
 
-    /// Puts the version `taken`, which `holder` holds, back at `name`, which holds `placed`; while what comes back is
-    /// neither `placed` nor a version put back before (and so is newer), puts that in place instead. Returns when
-    /// `holder` holds an older version, or nothing, for the caller to remove.
+    /// Puts `taken` (held by `holder`) back at `name`, which holds `placed`; while what comes back is newer than both,
+    /// puts that in place instead. Returns when `holder` holds an older version or nothing, for the caller to remove.
     func putBack(
         _ holder: String, holding taken: FileIdentity, at name: String, holding placed: FileIdentity, in dir: CInt,
         _ renameat2: SystemFunctions.Renameat2
@@ -319,16 +301,15 @@ extension StorageDirectory {
                 }
                 return
             }
-            // What comes back is older than the file in place, unless another file was renamed over it since: that one
-            // is the newest and goes in place next.
+            // What comes back is older than the file in place, unless another was renamed over it since: that goes in
+            // next.
             guard let taken = try displaced(holder, in: dir), taken != atName else { return }
             (atName, atHolder) = (atHolder, taken)
         }
         throw error(.writeFailed, "the file kept changing while the write gave way", name: name, errno: nil)
     }
 
-    /// Moves what `temporary` holds, a version of `name` that a conditional replacement displaced and could not put
-    /// back, aside to a name the tool lists, and returns `failure` with where it is.
+    /// Moves a displaced version that could not be put back aside to a name the tool lists; returns `failure` with it.
     func keepDisplaced(
         _ temporary: String, of name: String, in dir: CInt, _ failure: WLStorageError
     ) -> WLStorageError {
@@ -344,8 +325,8 @@ extension StorageDirectory {
         return failure
     }
 
-    /// Moves `source` to `target` in `dir` unless `target` exists: `renameat2` with `RENAME_NOREPLACE`, or `linkat`
-    /// where the file system does not support that flag (the source then stays, for the caller to remove).
+    /// Moves `source` to `target` unless `target` exists: `RENAME_NOREPLACE`, or `linkat` where unsupported (the source
+    /// then stays, for the caller to remove).
     private func moveWithoutReplacing(
         _ source: String, to target: String, in dir: CInt
     ) throws(WLStorageError) -> NoReplaceOutcome {
@@ -368,12 +349,8 @@ extension StorageDirectory {
         return .linked
     }
 
-    /// Moves `name` aside to a new name that says it did not decode, and returns the new name. A file already kept
-    /// aside is never replaced.
-    ///
-    /// With `identity`, the file is moved only if it is still that version, else `nil` is returned; a file another
-    /// program renamed into place in the moment between the check and the move is moved back, unless a newer one stands
-    /// there already.
+    /// Moves `name` aside to a new "did not decode" name (never replacing one) and returns it. With `identity`, only if
+    /// still that version (else `nil`); a file renamed into place meanwhile is moved back unless a newer one stands.
     package func moveAside(_ name: String, ifStill identity: FileIdentity? = nil) throws(WLStorageError) -> String? {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
@@ -396,10 +373,9 @@ extension StorageDirectory {
 
     private enum MoveOutOutcome { case moved, changed, taken }
 
-    /// Moves `name` to `target`, where nothing may stand (`taken`), only while it is the version `expected`, when
-    /// given: a file another program renamed into place since the caller's check is moved back (`changed`), unless a
-    /// newer one stands at `name`. Where the file system cannot rename without replacing, a file renamed into place
-    /// between the link and the unlink is still moved.
+    /// Moves `name` to `target` (`taken` if something stands there), only while it is `expected` when given: a file
+    /// renamed into place since the check is moved back (`changed`) unless a newer one stands. Without
+    /// no-replace renames, a file renamed in between the link and the unlink is still moved.
     private func moveOut(
         _ name: String, to target: String, ifStill expected: FileIdentity?, in dir: CInt
     ) throws(WLStorageError) -> MoveOutOutcome {
@@ -419,14 +395,14 @@ extension StorageDirectory {
             return .moved
         case .moved:
             guard let expected, identity(of: target, in: dir) != expected else { return .moved }
-            // Another program's version, renamed into place since the check: back in place, unless a newer one is.
+            // Another program's version, renamed in since the check: back in place, unless a newer one is.
             switch try? moveWithoutReplacing(target, to: name, in: dir) {
             case .moved?:
                 break
             case .linked?, .exists?:
                 _ = retrying(.unlink, target) { unlinkat(dir, target, 0) }
             case nil:
-                // Kept under a name the tool lists rather than left to the clean-up of temporary files.
+                // Kept under a name the tool lists, not left to the clean-up of temporary files.
                 if Self.isTemporary(target) {
                     _ = try? moveWithoutReplacing(target, to: Self.movedAsideName(for: name), in: dir)
                 }
@@ -464,10 +440,8 @@ extension StorageDirectory {
         return true
     }
 
-    /// Removes the regular file `name` only while it is the version `expected`, and returns whether it did.
-    ///
-    /// The file is renamed to a temporary name and checked there, as ``moveAside(_:ifStill:)`` does, under the
-    /// directory's shared lock so that no clean-up removes it meanwhile.
+    /// Removes the regular file `name` only while it is `expected`; returns whether it did. Renamed to a temporary name
+    /// and checked there (as ``moveAside(_:ifStill:)``), under the directory's shared lock so no clean-up removes it.
     package func remove(_ name: String, ifStill expected: FileIdentity) throws(WLStorageError) -> Bool {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
@@ -475,7 +449,6 @@ extension StorageDirectory {
         _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
         defer { _ = flock(dir, LOCK_UN) }
         for _ in 0..<8 {
-            // A temporary name another writer has taken: another is drawn.
             let temporary = Self.temporaryName(for: name)
             switch try moveOut(name, to: temporary, ifStill: expected, in: dir) {
             case .moved:

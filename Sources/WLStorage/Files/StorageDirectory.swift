@@ -7,8 +7,7 @@ import Synchronization
     import Musl
 #endif
 
-/// One version of a file on disk: its device and inode numbers, size and modification time. An atomic replace
-/// makes a new inode; a write in place changes the size or the time.
+/// One version of a file: device, inode, size and modification time.
 package struct FileIdentity: Hashable, Sendable {
     package var device: UInt64
     package var inode: UInt64
@@ -22,15 +21,12 @@ package struct FileIdentity: Hashable, Sendable {
         self.modified = status.st_mtim
     }
 
-    /// A number that stands for this version, for keeping many versions small: equal versions have equal stamps,
-    /// and different ones differ but for a chance of one in 2^64.
+    /// A number for this version, to keep many small: equal versions equal, others differ but for a 2^-64 chance.
     package var stamp: Int {
         hashValue
     }
 
-    /// A number that stands for this version in any process, for naming it: the inode number, size and modification
-    /// time, which a rename and a restart keep (unlike the change time and the device number). Different versions
-    /// differ but for a chance of about one in 2^64.
+    /// A number for this version in any process: inode, size and modification time, which a rename and a restart keep.
     package var lastingStamp: UInt64 {
         var value = StorageDirectory.mix(inode)
         value = StorageDirectory.mix(value ^ UInt64(bitPattern: size))
@@ -78,8 +74,7 @@ package struct FileStatus: Sendable {
     package var modificationTime: Date
 }
 
-/// What a directory is, whatever path reaches it: its device and inode numbers. Two paths of one directory (a
-/// symlink, a bind mount, `a/../b`) have one identity.
+/// What a directory is, whatever path reaches it (symlink, bind mount, `a/../b`): its device and inode.
 package struct DirectoryIdentity: Hashable, Sendable, CustomStringConvertible {
     package var device: UInt64
     package var inode: UInt64
@@ -89,21 +84,16 @@ package struct DirectoryIdentity: Hashable, Sendable, CustomStringConvertible {
 
 /// A storage directory and every file operation the package does in it, with POSIX calls.
 ///
-/// The directory is opened afresh for each operation, so a symlink in its path is followed to wherever it points
-/// now, and files are reached relative to that descriptor; a symlink where a file should be is never followed.
+/// The directory is opened afresh for each operation (a symlink in its path followed to where it points now), and
+/// files are reached relative to it; a symlink where a file should be is never followed.
 ///
-/// Temporary files are named `NAME~XXXXXXXXXXXXXXXX.tmp` (16 lowercase hex digits), `NAME` being the name of the file
-/// written (see ``writtenFileName(ofTemporary:)``). A writer holds an exclusive `flock` on its temporary file, and a
-/// shared `flock` on the directory while it creates it and from its close to its rename. Clean-up holds the
-/// directory's exclusive lock and removes only files of exactly that shape that it can lock itself, so it never
-/// removes a file of a writer at work, or anyone else's. A conditional replacement holds the directory's lock
-/// exclusively through its exchanges, under a name that a clean-up resolves (see
-/// ``exchangeName(for:replacing:with:)``).
-///
-/// Every system call goes through ``FaultInjection``, so that tests can fail any of them.
+/// Temporary files are `NAME~<16 hex>.tmp` (``writtenFileName(ofTemporary:)``). A writer holds an exclusive `flock`
+/// on its temporary file and a shared one on the directory while it creates it and from close to rename; clean-up
+/// holds the directory's exclusive lock and removes only such files it can lock, so never a working writer's. A
+/// conditional replacement holds the directory's lock exclusively through its exchanges
+/// (``exchangeName(for:replacing:with:)``). Every system call goes through ``FaultInjection``.
 package struct StorageDirectory: Sendable, Hashable {
-    /// The path, with the hash of its bytes made once, as the tables keyed by directory look it up often. One
-    /// reference, shared by the copies.
+    /// The path, with its bytes' hash made once (tables keyed by directory look it up often); shared by copies.
     private final class Path: Sendable {
         let path: String
         let hash: Int
@@ -125,8 +115,7 @@ package struct StorageDirectory: Sendable, Hashable {
         self.storage = Path(path)
     }
 
-    /// Directories are equal when their paths are the same bytes, as the file system compares names: two paths that
-    /// Swift holds equal as strings (a precomposed `é` and `e` with a combining accent) can name two directories.
+    /// Equal when their paths are the same bytes, as the file system compares names (`é` composed or not differ).
     package static func == (lhs: Self, rhs: Self) -> Bool {
         if lhs.storage === rhs.storage { return true }
         guard lhs.storage.hash == rhs.storage.hash else { return false }
@@ -166,8 +155,8 @@ package struct StorageDirectory: Sendable, Hashable {
         }
     }
 
-    /// Closes `fd`. On Linux the descriptor is released even when `close` fails, so it is never closed twice (which
-    /// could close another thread's new descriptor); `EINTR` counts as closed.
+    /// Closes `fd`. On Linux it is released even when `close` fails, so it is never closed twice (which could close
+    /// another thread's new descriptor); `EINTR` counts as closed.
     func closeDescriptor(_ fd: CInt, _ name: String?) -> CInt {
         if let code = FaultInjection.fault(.close, directory: path, name: name) {
             _ = Glibc.close(fd)
@@ -181,8 +170,7 @@ package struct StorageDirectory: Sendable, Hashable {
 
     // MARK: Directory
 
-    /// Creates the directory and any missing parents with mode 0700, and syncs every parent so that its entry is
-    /// durable, whether this process created it or found it. Returns the directory's identity.
+    /// Creates the directory and missing parents (0700), syncing every parent so its entry is durable; its identity.
     @discardableResult
     package func create() throws(WLStorageError) -> DirectoryIdentity {
         var prefix = ""
@@ -191,7 +179,7 @@ package struct StorageDirectory: Sendable, Hashable {
             parents.append(prefix.isEmpty ? "/" : prefix)
             prefix += "/" + component
             if retrying(.mkdir, nil, { mkdir(prefix, 0o700) }) == 0 {
-                // The umask may have taken bits away; the directory must be 0700 whatever it is.
+                // The umask may have taken bits away; the directory must be 0700.
                 _ = retrying(.chmod, nil) { chmod(prefix, 0o700) }
                 continue
             }
@@ -238,9 +226,9 @@ package struct StorageDirectory: Sendable, Hashable {
     /// The contents of `name`, or `nil` when there is no such file.
     ///
     /// - Parameter limit: The largest file read, in bytes.
-    /// - Throws: ``WLStorageError/Code/notARegularFile`` for a symlink, a directory or any other non-regular
-    ///   file (none of which is followed or opened for reading); ``WLStorageError/Code/valueTooLarge`` for a file
-    ///   larger than `limit`, which is not read; ``WLStorageError/Code/readFailed`` otherwise.
+    /// - Throws: ``WLStorageError/Code/notARegularFile`` for any non-regular file (never followed or opened),
+    ///   ``WLStorageError/Code/valueTooLarge`` for a file larger than `limit` (not read),
+    ///   ``WLStorageError/Code/readFailed`` otherwise.
     package func read(_ name: String, limit: Int = ValueSizeLimit.maximum) throws(WLStorageError) -> Data? {
         try readVersion(name, limit: limit)?.contents
     }
@@ -271,8 +259,7 @@ package struct StorageDirectory: Sendable, Hashable {
         }
         let size = max(0, Int(status.st_size))
         guard size <= limit else { throw tooLarge(name, size: size, limit: limit) }
-        // Only the size `fstat` gave is read: the package's writers replace files whole. A file that says it is empty
-        // is read to its end, in case the system does not know its size.
+        // Only `fstat`'s size is read (writers replace files whole); a file that says it is empty is read to its end.
         var data = Data(count: max(size, 1))
         var filled = 0
         while size == 0 || filled < size {
@@ -312,8 +299,8 @@ package struct StorageDirectory: Sendable, Hashable {
         try entries { _ in true }.sorted()
     }
 
-    /// The names of the entries whose name bytes pass `included`, in directory order, without `.` and `..`.
-    /// Only those names are made into strings, so a scan of a large directory for a few names stays cheap.
+    /// The names of entries whose bytes pass `included`, in directory order, without `.` and `..`; only those are made
+    /// into strings.
     func entries(where included: (UnsafeBufferPointer<UInt8>) -> Bool) throws(WLStorageError) -> [String] {
         let dir = try openDirectory()
         guard let stream = fdopendir(dir) else {
@@ -389,8 +376,7 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 }
 
-/// The parent directories this process has synced, so that each is synced once. Past a few thousand the set starts
-/// again, which costs only a few more syncs.
+/// The parent directories this process has synced, each once; past a few thousand the set starts again.
 private enum SyncedParents {
     /// Paths compared as bytes (see ``StorageDirectory``).
     private static let synced = Lock<Set<StorageDirectory>>([])

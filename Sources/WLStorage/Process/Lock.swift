@@ -6,17 +6,11 @@ import Synchronization
     import Musl
 #endif
 
-/// A `Mutex` that ThreadSanitizer can see.
-///
-/// `Synchronization.Mutex` on Linux uses atomics and futexes that ThreadSanitizer does not observe. Under
-/// ThreadSanitizer the lock calls `__tsan_acquire` after locking and `__tsan_release` before unlocking; otherwise it is
-/// the `Mutex` plus one predictable branch. It holds the `Mutex` alone, so that unspecialized code reaches it without
-/// looking up the lock's type.
+/// A `Mutex` that ThreadSanitizer can see (TSan does not observe `Mutex`'s futex on Linux).
 @usableFromInline
 package struct Lock<Value: ~Copyable>: ~Copyable {
     @usableFromInline let mutex: Mutex<Value>
 
-    // Inlined, as is `withLock`, so that unspecialized code looks up no metadata per call.
     @inline(__always)
     package init(_ initialValue: consuming sending Value) {
         self.mutex = Mutex(initialValue)
@@ -30,15 +24,13 @@ package struct Lock<Value: ~Copyable>: ~Copyable {
         try withLock(hooks: SanitizerHooks.active, body)
     }
 
-    /// Calls `body` with the value while holding the lock, with ThreadSanitizer's `hooks` looked up beforehand: a
-    /// hot path keeps them at hand, where the shared ones cost a call into this module at every use.
+    /// Calls `body` with the value while holding the lock, with the sanitizer `hooks` looked up by the caller.
     @inlinable @inline(__always)
     package func withLock<Result: ~Copyable, E: Error>(
         hooks: SanitizerHooks?, _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
         guard let hooks else { return try mutex.withLock(body) }
-        // The mutex's place stands for the lock: it does not move while the lock is in use, and it is found without an
-        // access to the value, which the sanitizer would see before the lock's acquisition.
+        // The mutex's address stands for the lock: stable while in use, and found without touching the value.
         let token = withUnsafePointer(to: mutex) { UnsafeRawPointer($0) }
         return try mutex.withLock { (value: inout sending Value) throws(E) -> sending Result in
             hooks.acquire(token)

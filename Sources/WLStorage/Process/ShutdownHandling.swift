@@ -9,14 +9,10 @@ import Synchronization
 #endif
 
 /// The one place in the process that flushes storages at shutdown: an `atexit` handler, and Dispatch signal sources
-/// for SIGTERM, SIGINT and SIGHUP on one labelled serial queue.
+/// for SIGTERM, SIGINT and SIGHUP on one labelled serial queue, installed once by the first storage.
 ///
-/// Both are installed once, by the first storage created. A signal whose disposition the program had already changed
-/// is left alone. On a signal the handler flushes every live storage, then ends the program by that signal's default
-/// action (a shell reports 128 + the signal number); a second signal waits its turn on the queue.
-///
-/// Sources are never cancelled: libdispatch on Linux installs its handler for a signal only with the first source for
-/// it, so a source made again would never fire. ``WLStorageSystem/flushesOnSignals`` is a flag the handler reads.
+/// Sources are never cancelled: libdispatch on Linux installs its handler only with the first source for a signal,
+/// so a source made again would never fire. ``WLStorageSystem/flushesOnSignals`` is a flag the handler reads.
 enum ShutdownHandling {
     static let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
 
@@ -31,7 +27,7 @@ enum ShutdownHandling {
 
     private static let state = Lock(State())
     private static let queue = DispatchQueue(label: "WLStorage.shutdown")
-    /// `State/started`, once it is set, for every later storage to see without the lock.
+    /// `State/started`, readable without the lock.
     private static let started = Atomic<Bool>(false)
     /// Whether the flush at exit or on a signal has begun (see ``WLStorageSystem/isFlushingAtExit``).
     static let exitFlushStarted = Atomic<Bool>(false)
@@ -39,16 +35,14 @@ enum ShutdownHandling {
     /// Called by every storage initializer; does its work once.
     static func storageCreated() {
         if started.load(ordering: .acquiring) { return }
-        // Decided in the same critical section that marks the start, so that a concurrent change of `flushesOnSignals`
-        // either comes before (and is obeyed) or after (and removes).
+        // Decided where the start is marked, so a concurrent change of `flushesOnSignals` comes wholly before or after.
         let (firstTime, wantsSignals) = state.withLock { state in
             defer { state.started = true }
             return (!state.started, state.signalHandlersWanted)
         }
         started.store(true, ordering: .releasing)
         guard firstTime else { return }
-        // libcrypto first: its closing handler then runs after the flush's (handlers run in reverse order), so that the
-        // flush at exit can still hash key names and encrypt values.
+        // libcrypto first: its atexit handler then runs after the flush's, which may still hash and encrypt.
         _ = OpenSSLLibrary.initialized
         atexit {
             ShutdownHandling.flushEverything(within: ShutdownHandling.shutdownFlushTimeout)
@@ -82,13 +76,9 @@ enum ShutdownHandling {
         return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     }
 
-    /// Flushes every cell with work left, and returns when all are done, or once `timeout` has passed. The calling
-    /// thread and threads of a queue share the cells, so that a backer that hangs holds up its own cell only. A cell
-    /// whose job runs on the calling thread (a backer that calls this) is left to that job. With `included`, only the
-    /// cells it accepts are flushed (tests).
-    ///
-    /// With `timeout` (the flush at exit and on signals), nothing is started once it has passed, and the call returns
-    /// then, reporting what it left.
+    /// Flushes every cell with work left, side by side on the calling thread and a queue so a hanging backer holds up
+    /// only its cell, and returns when all are done or `timeout` has passed (then reporting what it left). A cell whose
+    /// job runs on the calling thread is left to that job. `included` filters cells (tests).
     static func flushEverything(
         only included: ((any RegisteredCell) -> Bool)? = nil, within timeout: Duration? = nil
     ) {
@@ -96,13 +86,12 @@ enum ShutdownHandling {
         let deadline = timeout.map { ContinuousClock.now + $0 }
         let caller = UInt(bitPattern: Int(bitPattern: pthread_self()))
         var insideABacker = false
-        // The cells of one store (other than a directory) are grouped, so that their changes are written in one batch.
+        // The cells of one store (other than a directory) are grouped, so their changes are written in one batch.
         var groups: [[any RegisteredCell]] = []
         var stores: [String: Int] = [:]
         var single: [FlushItem] = []
         var last: (store: String, index: Int)?
         var live = StorageRegistry.shared.liveCells()
-        // Moved out of the list rather than copied: each copy of a weakly held cell's reference costs more.
         while let cell = live.popLast() {
             if let included, !included(cell) { continue }
             let store: String
@@ -134,14 +123,12 @@ enum ShutdownHandling {
                 groups.append([cell])
             }
         }
-        // The cells of one store, and nothing else, with no deadline: the calling thread writes their batch, which
-        // tells what each cell has.
+        // One store's cells and nothing else, with no deadline: the calling thread writes their batch.
         if deadline == nil, single.isEmpty, groups.count == 1, groups[0].count > 1 {
             FlushItem.flushStore(groups[0], insideABacker: insideABacker, on: caller)
             return
         }
-        // Otherwise every cell's state is asked first: idle cells are left out, and a call from inside a backer is
-        // known.
+        // Otherwise idle cells are left out, and a call from inside a backer is noticed.
         for index in groups.indices {
             groups[index].removeAll { cell in
                 switch cell.flushState(from: caller) {
@@ -156,8 +143,7 @@ enum ShutdownHandling {
             }
         }
         groups.removeAll { $0.isEmpty }
-        // Called from inside a backer, the flush waits for no job in flight, whose backer may be waiting for the
-        // caller.
+        // From inside a backer, wait for no job in flight: its backer may be waiting for the caller.
         let waiting = !insideABacker
         var items = groups.map(FlushItem.store)
         items += single
@@ -200,12 +186,9 @@ enum ShutdownHandling {
         state.withLock { state in
             guard state.signalHandlersWanted else { return }
             for signal in signals where state.sources[signal] == nil && hasDefaultDisposition(signal) {
-                // Registration replaces the default action with Dispatch's handler. Until then the default action
-                // stands, so a signal that comes first still ends the program; it is not set to SIG_IGN, which would
-                // discard it.
+                // Until registration, the default action stands, so an early signal still ends the program.
                 let source = DispatchSource.makeSignalSource(signal: signal, queue: queue)
                 source.setEventHandler {
-                    // Turned off: the program handles the signal itself (a Dispatch source of its own sees it too).
                     guard signalHandlersWanted else { return }
                     flushEverything(within: shutdownFlushTimeout)
                     endProgram(by: signal)
@@ -216,7 +199,7 @@ enum ShutdownHandling {
                 state.sources[signal] = source
             }
         }
-        // Return once the signals are handled, so that a signal sent right after the first storage is flushed.
+        // Returns once the signals are handled, so a signal right after the first storage is flushed.
         _ = registered.wait(timeout: .now() + 5)
     }
 
@@ -227,8 +210,7 @@ enum ShutdownHandling {
         return handler == unsafeBitCast(SIG_DFL, to: Int.self) && current.sa_flags & SA_SIGINFO == 0
     }
 
-    /// Ends the program by `signal`'s default action. The signal source's thread blocks every signal, and the
-    /// program may have started with the signal blocked, so the signal is unblocked here before it is raised.
+    /// Ends the program by `signal`'s default action, unblocking it first (the source's thread blocks every signal).
     private static func endProgram(by signal: Int32) -> Never {
         Glibc.signal(signal, SIG_DFL)
         var set = sigset_t()
@@ -236,7 +218,6 @@ enum ShutdownHandling {
         sigaddset(&set, signal)
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
         raise(signal)
-        // Not reached when the default action ends the program; exit with the status a shell would show.
         _exit(128 + signal)
     }
 }
@@ -275,8 +256,7 @@ extension WLStorage where T == Never {
 private enum FlushItem: Sendable {
     /// A cell, flushed on its own.
     case cell(any RegisteredCell)
-    /// The cells of one store: their pending changes are handed to the store in one batch, and then each cell is
-    /// flushed on its own for whatever the batch did not take (a default to save, a change made meanwhile).
+    /// The cells of one store: one batch for their changes, then each flushed for what the batch did not take.
     case store([any RegisteredCell])
 
     func flush(waiting: Bool, on thread: UInt) {
@@ -284,31 +264,24 @@ private enum FlushItem: Sendable {
         case .cell(let cell):
             cell.flushAll(waiting: waiting)
         case .store(let cells):
-            // A store's only cell goes through a batch too, which a store may retry more patiently than a single write.
             Self.flushStore(cells, insideABacker: !waiting, on: thread)
         }
     }
 
-    /// Flushes `cells`, all of one store, on `thread`: their changes in one batch, then, each on its own, whatever the
-    /// batch did not take. With `insideABacker`, or when the batch finds a cell whose job runs on `thread`, the flush
-    /// waits for no job in flight.
+    /// Flushes `cells`, all of one store, on `thread`: one batch, then each cell for what the batch did not take.
     static func flushStore(_ cells: [any RegisteredCell], insideABacker: Bool, on thread: UInt) {
-        // A store whose batch failed has just failed: its cells are not flushed one by one, which would wait out a
-        // timeout each; their changes stay pending and are retried with the backoff.
+        // After a failed batch, cells are not flushed one by one (a timeout each); their changes retry with backoff.
         let (needsFlush, busyHere) = writeBatch(of: cells, on: thread)
         let waiting = !insideABacker && !busyHere
         for index in cells.indices where needsFlush[index] { cells[index].flushAll(waiting: waiting) }
     }
 
-    /// Writes the pending changes of `cells`, all of one store, in one batch. Returns, for each cell, whether it is
-    /// still to be flushed on its own, and whether one's job runs on `thread` (the flush is called from inside a
-    /// backer).
+    /// Writes the changes of `cells`, one store's, in one batch; returns which need their own flush, and busy-here.
     private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) -> (
         needsFlush: [Bool], busyHere: Bool
     ) {
         var needsFlush = [Bool](repeating: true, count: cells.count)
         var busyHere = false
-        // The writes taken, side by side with the versions they write and their cells' places in `cells`.
         var writes: [WLStorageStoreWrite] = []
         var versions: [UInt64] = []
         var indices: [Int] = []
@@ -360,8 +333,8 @@ private enum FlushItem: Sendable {
     }
 }
 
-/// One ``WLStorageSystem/flushAll()``: the items, taken one at a time by every thread that works on it. A cell is held
-/// until it is flushed and no longer, so that a flush that waits for a slow backer keeps no other cell alive.
+/// One ``WLStorageSystem/flushAll()``: items taken one at a time by every thread on it. A cell is held only until
+/// it is flushed, so a slow backer keeps no other cell alive.
 private final class FlushRound: Sendable {
     private let items: Lock<[FlushItem?]>
     private let count: Int

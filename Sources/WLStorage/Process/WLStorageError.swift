@@ -10,15 +10,8 @@ import Synchronization
 
 /// The one error type of WLStorage: what went wrong, for which key and file, and the system's own reason.
 ///
-/// Getters and setters of ``WLStorage`` cannot throw, so errors are not thrown at the caller. They are
-/// reported to ``WLStorageSystem/errorHandler`` as they happen and kept in ``WLStorage/lastError`` for
-/// inspection. Nothing in the package crashes on an error, in a debug or a release build.
-///
-/// ```swift
-/// WLStorageError.handler = { error in
-///     logger.error("\(error)")
-/// }
-/// ```
+/// Getters and setters of ``WLStorage`` cannot throw: errors go to ``WLStorageSystem/errorHandler`` as they
+/// happen and are kept in ``WLStorage/lastError``. Nothing in the package crashes on an error.
 public struct WLStorageError: Error, CustomStringConvertible, Sendable {
     /// A category of failure. New codes may be added; switch over them with a `default` case.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -37,12 +30,11 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         /// Reading the file failed for a reason other than its absence.
         public static let readFailed = Code("readFailed")
         /// The file holds bytes that are not JSON (or, in an encrypted store, that do not open). They were moved aside
-        /// and kept, or, when they may be another key's value, left as they are.
+        /// and kept, or left as they are when they may be another key's value.
         public static let decodingFailed = Code("decodingFailed")
-        /// The stored value is JSON that this version of the type cannot read: another version of the program stored
-        /// it (a newer enum case, a field whose type changed, fields this version lacks), or a migration threw. It is
-        /// left as it is, never moved aside nor replaced by the default; the storage keeps its last good value (its
-        /// default at start) and writes only when it is set. See <doc:ChangingAStoredType>.
+        /// The stored value is JSON this version of the type cannot read (another version stored it, or a migration
+        /// threw). It is left as it is; the storage keeps its last good value and writes only when it is set.
+        /// See <doc:ChangingAStoredType>.
         public static let storedByAnotherVersion = Code("storedByAnotherVersion")
         /// The value could not be encoded as JSON. Nothing was written.
         public static let encodingFailed = Code("encodingFailed")
@@ -55,23 +47,19 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         public static let typeMismatch = Code("typeMismatch")
         /// A custom backer threw from `read` or `write`.
         public static let backerFailed = Code("backerFailed")
-        /// A file is larger than ``WLStorageSystem/maximumValueSize``, so it is not read and is left as it is, or a value
-        /// encodes to more than that, so it is not written and stays pending.
+        /// A file is larger than ``WLStorageSystem/maximumValueSize``, so it is not read and is left as it is, or a
+        /// value encodes to more than that, so it is not written and stays pending.
         public static let valueTooLarge = Code("valueTooLarge")
         /// Changes made while the stored value could not be read were dropped: they were based on the default, and
         /// the stored value, read later, replaced them rather than be overwritten by them.
         public static let changeDiscarded = Code("changeDiscarded")
-        /// A store was given settings it cannot use: a connection string that does not parse, a table or namespace
-        /// name that is not valid. Thrown when the store is created; nothing was read or written. Also reported, by
-        /// the first update of a storage, when a store's table lacks what its updates need and the store may not add
-        /// it (the message names the statement to run); the update is made all the same.
+        /// A store was given settings it cannot use (a connection string or a name that is not valid); thrown when the
+        /// store is created. Also reported by a storage's first update when a store's table lacks what updates need
+        /// (the message names the statement to run); the update is made all the same.
         public static let invalidConfiguration = Code("invalidConfiguration")
-        /// The server of a store is now another one that took its place: a standby was promoted (a failover). Writes
-        /// that the old server acknowledged and had not yet sent to the standby (with asynchronous replication) are
-        /// not on the new one; every storage of the store reads its keys again, and takes what the new server holds.
-        /// Also reported when the server is one on an earlier timeline than before (an old primary started again as
-        /// a primary after its standby was promoted): what was written on the later one is not there.
-        /// See <doc:SharingValuesAcrossMachines>.
+        /// The server of a store was replaced by a promoted standby, or is on an earlier timeline than before: writes
+        /// not replicated may be gone, and every storage of the store reads its keys again. See
+        /// <doc:SharingValuesAcrossMachines>.
         public static let storeFailedOver = Code("storeFailedOver")
         /// A call that would wait for itself, such as ``WLStorage/flush()`` from inside the storage's own backer,
         /// returned without doing its work.
@@ -91,8 +79,7 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
     /// The error that caused this one, such as a `DecodingError` or a custom backer's error.
     public var underlying: (any Error)?
     /// For an error thrown by ``WLStorageStore/write(_:)``: how many writes, from the start of the batch, were stored
-    /// before it failed. Their storages count them as written; the others keep their values pending. `nil` counts as
-    /// none.
+    /// before it failed (`nil` counts as none); the others stay pending.
     public var storedWrites: Int?
 
     /// Creates an error, for example in a custom backer that wants to report a failure with a code of its own.
@@ -120,8 +107,7 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         self.underlying = underlying
     }
 
-    /// One line for a log: `WLStorage`, the code and the message, then the key, the path, the `errno` with the
-    /// system's text for it, and the underlying error, each when present.
+    /// One line for a log: the code and message, then the key, path, `errno` with its text, and the underlying error.
     public var description: String {
         var text = "WLStorage \(code): \(message)"
         if let key { text += " [key: \(key)]" }
@@ -158,8 +144,7 @@ extension WLStorageError {
         }
     }
 
-    /// Passes `error` to ``WLStorageSystem/errorHandler``, or writes it to standard error when there is none. For the
-    /// package's stores.
+    /// Passes `error` to ``WLStorageSystem/errorHandler``, or writes it to standard error. For the package's stores.
     package static func report(_ error: WLStorageError) {
         if let handler = currentHandler {
             handler(error)

@@ -3,22 +3,13 @@ import Foundation
 extension WLStorageSystem {
     /// The directory that storages created with a key alone, or with ``WLStorageStore/standard``, keep their files in.
     ///
-    /// It is `$WLSTORAGE_DIRECTORY` when that variable is set. Otherwise it is a folder named after the program
-    /// in the user's data directory (`$XDG_DATA_HOME`, or `~/.local/share` when that is unset), with the reference
-    /// library's `.wlstorage` folder in it, or `.wlstorage_debug` in debug builds:
-    /// `~/.local/share/<program>/.wlstorage`. Linux has no per-application sandbox, so the program's name keeps
-    /// two programs' keys apart. Inside ``withDefaultDirectory(_:_:)``, it is the directory set for the closure.
+    /// It is `$WLSTORAGE_DIRECTORY` when set; otherwise `<data>/<program>/.wlstorage` (`.wlstorage_debug` in debug
+    /// builds), where `<data>` is `$XDG_DATA_HOME` or `~/.local/share`. Inside ``withDefaultDirectory(_:_:)``, it is
+    /// the directory set for the closure. `nil` when neither `XDG_DATA_HOME` nor a home directory is known.
     ///
-    /// `nil` when neither `XDG_DATA_HOME` nor a home directory is known.
-    ///
-    /// ```swift
-    /// print(WLStorageSystem.defaultDirectory?.path ?? "no default directory")
-    /// ```
-    ///
-    /// - Important: The program's name is the name of its executable file, and debug and release builds use
-    ///   different folders. Renaming the executable, or switching between `swift run` and a release build, gives a
-    ///   program another directory, and its stored values seem to be gone. Set `WLSTORAGE_DIRECTORY`, or choose a
-    ///   store (`store: .directory(url)`), to keep values in one place.
+    /// - Important: Renaming the executable, or switching between debug and release builds, gives a program another
+    ///   directory. Set `WLSTORAGE_DIRECTORY`, or choose a store (`store: .directory(url)`), to keep values in one
+    ///   place.
     public static var defaultDirectory: URL? {
         if let directory = TaskBindings.current.defaultDirectory?.store as? WLStorageDirectoryStore {
             return directory.url
@@ -27,39 +18,23 @@ extension WLStorageSystem {
     }
 
     /// The directory that holds the folders of suites (``WLStorageStore/suite(_:)``): `$WLSTORAGE_SUITES_DIRECTORY`
-    /// when that variable is set, else `$XDG_DATA_HOME/wlstorage/suites`, or `~/.local/share/wlstorage/suites` when
-    /// `XDG_DATA_HOME` is unset, whatever the program and whether it is a debug build.
+    /// when set, else `wlstorage/suites` in `$XDG_DATA_HOME` or `~/.local/share`, for every program and build.
     ///
     /// `nil` when neither `XDG_DATA_HOME` nor a home directory is known. ``withDefaultDirectory(_:_:)`` does not
-    /// change it: bind a scope to a directory instead, for tests (see <doc:TestingWithStorages>).
+    /// change it (see <doc:TestingWithStorages>).
     public static var suitesDirectory: URL? {
         StorageLocation.suitesDirectory()
     }
 
     /// Runs `body` with `url` as the default directory of the storages made while it runs: in `body`, and in the child
-    /// tasks it starts.
+    /// tasks it starts. Made for tests, which run side by side in one process.
     ///
-    /// Made for tests, which Swift Testing runs side by side in one process: each test sets its own temporary
-    /// directory, and sees neither the others' directories nor the program's.
+    /// See <doc:TestingWithStorages>.
     ///
-    /// ```swift
-    /// let directory = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
-    /// WLStorageSystem.withDefaultDirectory(directory) {
-    ///     let launches = WLStorage(key: "launches", defaultValue: 0)   // a file in `directory`
-    ///     launches.wrappedValue += 1
-    /// }
-    /// ```
-    ///
-    /// It applies to what names the default directory when a storage is made: a key alone (`WLStorage(key:…)`),
-    /// ``WLStorageStore/standard``, ``WLStorageDefaultBacker/init(key:directory:)`` without a directory, a typed key
-    /// declared with no store or with `.standard`, and ``defaultDirectory``. A storage keeps its directory after `body`
-    /// returns. A store made from the default directory (`.prefix(_:)`, `.standard.prefixed(_:)`) is the directory of
-    /// when it was made, and a typed key declared with one keeps the directory of when the key was made (a static
-    /// constant is made at its first use). Suites, scopes, and storages made on other threads or in detached tasks
-    /// (`Task {}` takes task locals along; `Task.detached` and Dispatch do not) are not affected.
-    ///
-    /// One-shot access to a key of the default directory (``WLStorageKeys/subscript(_:)``) goes through a storage of
-    /// `url` made for `body`, released and flushed when `body` has returned and the tasks started in it have ended.
+    /// It applies to a key alone, ``WLStorageStore/standard``, ``WLStorageDefaultBacker/init(key:directory:)`` without
+    /// a directory, typed keys with no store or `.standard`, ``defaultDirectory``, and one-shot access through
+    /// ``WLStorageKeys/subscript(_:)``. A storage keeps its directory after `body` returns. Suites, scopes, stores
+    /// already made, and storages made in detached tasks or on other threads are not affected.
     ///
     /// - Parameters:
     ///   - url: The directory, created with mode 0700 on first use.

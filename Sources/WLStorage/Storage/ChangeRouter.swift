@@ -1,8 +1,7 @@
 import Dispatch
 import Synchronization
 
-/// What a cell follows to hear of changes made elsewhere: the file monitor's watch of its directory's path, or its
-/// store's feed.
+/// What a cell follows to hear of outside changes: a directory path's watch, or a store's feed.
 enum ChangeSource: Hashable, Sendable {
     /// The inotify watch (or the polling) of a directory path, for the files in it.
     case directory(StorageDirectory)
@@ -10,16 +9,11 @@ enum ChangeSource: Hashable, Sendable {
     case store(String)
 }
 
-/// The one way changes made elsewhere reach cells: from the file monitor, the store feeds, and a custom backer's own
-/// feed (``FeedTarget``).
+/// The one way outside changes reach cells: from the file monitor, the store feeds, and custom backers' feeds.
 ///
-/// It counts, for each source in use, the storages that follow it and the changes it reported. A storage follows its
-/// source before it reads, and once its cell is registered asks whether anything was reported meanwhile
-/// (``reported(_:since:)``). Producers count a change (``count(_:)``) before they look for its cells, so that either
-/// the look-up finds the cell or the storage sees the count move.
-///
-/// The cells of what changed each check their key, on the one queue of checks, or on the producer's thread when the
-/// change carries its bytes (``deliver(store:keys:mustRead:everything:carried:)``). The lock guards the counts only.
+/// It counts, per source, its followers and the changes it reported. A storage follows before it reads and, once
+/// its cell is registered, asks ``reported(_:since:)``; producers ``count(_:)`` before they look for cells, so either
+/// the look-up finds the cell or the storage sees the count move. The lock guards the counts only.
 final class ChangeRouter: Sendable {
     static let shared = ChangeRouter()
 
@@ -29,8 +23,7 @@ final class ChangeRouter: Sendable {
     }
 
     private let sources = Lock([ChangeSource: Followed]())
-    /// Counts the reports of every source: a storage that finds it unchanged knows, without the lock, that nothing was
-    /// reported.
+    /// Counts the reports of every source: unchanged, it tells a storage without the lock that nothing was reported.
     private let allReports = Atomic<UInt64>(0)
 
     /// What a source had reported when a storage began following it, to pass to ``reported(_:since:)``.
@@ -39,23 +32,19 @@ final class ChangeRouter: Sendable {
         fileprivate var all: UInt64 = 0
     }
 
-    /// Where cells check their keys, and where the store feeds run their rounds: concurrent, so that a slow backer
-    /// holds up no other cell.
+    /// Where cells check their keys and store feeds run their rounds: concurrent, so a slow backer holds up no other.
     private let checks = DispatchQueue(label: "WLStorage.checks", qos: .utility, attributes: .concurrent)
 
     // MARK: Following
 
-    /// Starts one use of the watch of `directory`: counted here, then watched (see ``FileMonitor/watch(_:inotify:)``).
-    /// Returns what the path leads to as the monitor sees it, and the count to pass to ``reported(_:since:)``. Balance
-    /// each call with ``unfollow(_:)``.
+    /// Starts one use of the watch of `directory` (see ``FileMonitor/watch(_:inotify:)``). Returns what the path leads
+    /// to and the count for ``reported(_:since:)``. Balance with ``unfollow(_:)``.
     func follow(directory: StorageDirectory) -> (identity: DirectoryIdentity?, reports: Reports) {
         let reports = begin(.directory(directory))
         return (FileMonitor.shared.watch(directory), reports)
     }
 
-    /// Starts one use of `store`'s feed: counted here, then the feed is started with its first use (see
-    /// ``StoreFeeds/use(_:identity:)``). Returns the count to pass to ``reported(_:since:)``. Balance each call with
-    /// ``unfollow(_:)``.
+    /// Starts one use of `store`'s feed; returns the count for ``reported(_:since:)``. Balance with ``unfollow(_:)``.
     func follow(store: any WLStorageStore, identity: String) -> Reports {
         let reports = begin(.store(identity))
         StoreFeeds.shared.use(store, identity: identity)
@@ -74,10 +63,7 @@ final class ChangeRouter: Sendable {
         }
     }
 
-    /// Whether `source` reported a change since `reports`.
-    ///
-    /// Called after the storage's cell is registered: a change whose look-up found no cell moved the counts before this
-    /// reads them.
+    /// Whether `source` reported a change since `reports`. Called once the cell is registered (see the type's rule).
     func reported(_ source: ChangeSource, since reports: Reports) -> Bool {
         guard allReports.load(ordering: .sequentiallyConsistent) != reports.all else { return false }
         return sources.withLock { $0[source]?.reports != reports.source }
@@ -139,8 +125,7 @@ final class ChangeRouter: Sendable {
     }
 
     /// Hands the cells of `store` what was reported of their keys, and has each check its key, on this thread (the
-    /// store feeds' round). `keys` are handed in the order they were last reported in, those in `mustRead` told to read
-    /// their key; with `everything`, every cell of the store reads its key.
+    /// feeds' round): `keys` in report order, `mustRead` ones told to read; with `everything`, every cell reads.
     func deliver(
         store identity: String, keys: [String], mustRead: Set<String>, everything: Bool,
         carried: [String: [WLStorageCarriedChange]]
@@ -153,7 +138,6 @@ final class ChangeRouter: Sendable {
             }
             return
         }
-        // Each cell is handed what was carried for its key, or told to read it, before its check.
         for key in keys {
             for cell in registry.cells(ofStore: identity, key: key) {
                 cell.offer(carried[key] ?? [], mustRead: mustRead.contains(key))
@@ -162,8 +146,7 @@ final class ChangeRouter: Sendable {
         }
     }
 
-    /// Hands the cells of `change`'s key in `store` the change, and has each check its key, on this thread: what
-    /// ``deliver(store:keys:mustRead:everything:carried:)`` does for a round of that one change.
+    /// ``deliver(store:keys:mustRead:everything:carried:)`` for a round of the one `change`.
     func deliver(store identity: String, carried change: WLStorageCarriedChange) {
         for cell in StorageRegistry.shared.cells(ofStore: identity, key: change.key) {
             cell.offer([change], mustRead: false)
@@ -171,9 +154,7 @@ final class ChangeRouter: Sendable {
         }
     }
 
-    /// Has each of `cells` check its stored value for a change made elsewhere, on the queue of checks.
-    ///
-    /// A queued check holds its cell weakly, so that a storage opened next reads its key afresh.
+    /// Has each of `cells` check its key on the queue of checks; held weakly, so a storage opened next reads afresh.
     func check(_ cells: [any RegisteredCell]) {
         for cell in cells {
             checks.async { [weak cell] in cell?.checkForExternalChange() }
@@ -186,8 +167,7 @@ final class ChangeRouter: Sendable {
     }
 }
 
-/// Where a custom backer's feed sends its changes: the cell, once it exists. A change reported before is remembered,
-/// and the cell checks once it is attached.
+/// Where a custom backer's feed sends its changes: the cell once it exists; a change before that is remembered.
 final class FeedTarget<T: Codable & Sendable>: Sendable {
     private struct State {
         weak var cell: StorageCell<T>?

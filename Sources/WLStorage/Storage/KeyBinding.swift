@@ -1,17 +1,12 @@
-/// How a storage is bound to its key: the one place that knows the kinds of backer, and the steps by which every
-/// storage opens its key, whatever the backer.
+/// How a storage is bound to its key: the one place that knows the kinds of backer, and the steps every storage
+/// takes to open its key:
 ///
-/// 1. ``follow(makeDefault:)`` starts following changes made elsewhere before anything is read, so that no change
-///    after the read goes unnoticed, and finds the key's live cell, waiting while another thread opens the key (so
-///    that it is read, and its default made, once);
-/// 2. ``read(makeDefault:lazyDefault:migrations:)`` reads what is stored, as the new cell's first state;
-/// 3. ``makeCell(_:migrations:interval:scheduler:)`` and ``register(_:)`` make a cell and the key's, unless another
+/// 1. ``follow(makeDefault:)`` follows outside changes before anything is read (so none after the read is missed),
+///    and finds the key's live cell, waiting while another thread opens the key;
+/// 2. ``read(makeDefault:lazyDefault:migrations:)`` reads the new cell's first state;
+/// 3. ``makeCell(_:migrations:interval:scheduler:)`` and ``register(_:)`` make the key's cell, unless another
 ///    thread registered one meanwhile;
-/// 4. ``catchUp(_:)`` checks once more for a change that came between the first step and the third.
-///
-/// The backer kinds: the backer of a key in a store (``WLStorageDefaultBacker``: a directory's file, or another
-/// store's key), a custom backer with a change feed (wrapped, so that its cell tells its own writes from changes), and
-/// a plain custom backer.
+/// 4. ``catchUp(_:)`` checks for a change that came between steps 1 and 3.
 struct KeyBinding<T: Codable & Sendable> {
     private enum Kind {
         case key(WLStorageDefaultBacker<T>)
@@ -31,7 +26,7 @@ struct KeyBinding<T: Codable & Sendable> {
         /// Whether the value was read through a migration and is to be written back in the current shape.
         var rewrite = false
 
-        // Inlined, as the steps that make and take an opening are, so that they are specialized for the value's type.
+        // Inlined, as the steps that make and take an opening are, to be specialized for the value's type.
         @inline(__always)
         init(
             value: T, stored: StoredState, defaults: CellDefault<T>, readError: WLStorageError? = nil,
@@ -53,8 +48,7 @@ struct KeyBinding<T: Codable & Sendable> {
     private var watched = false
     /// What the watch or the feed had reported when following began (see ``ChangeRouter``).
     private var reports = ChangeRouter.Reports()
-    /// The right to open the key, held from following until ``register(_:)``: other storages of the key wait for this
-    /// one's cell rather than read the key and make its default again.
+    /// The right to open the key, held from following until ``register(_:)``: other storages of the key wait for it.
     private var gate: OpeningGate?
 
     /// The binding of `backer`: the only place where a backer's kind is found by casts.
@@ -78,8 +72,7 @@ struct KeyBinding<T: Codable & Sendable> {
         (backer, kind) = (keyBacker, .key(keyBacker))
     }
 
-    /// The binding of `key` in `store`: a file for a directory, however it is wrapped in key-changing stores; else the
-    /// key's bytes in the store.
+    /// The binding of `key` in `store`: a file for a directory (through key-changing stores), else the store's key.
     init(key: String, store: any WLStorageStore) {
         var (resolved, storedKey, capabilities) = (store, key, Stores.capabilities(of: store))
         if let resolve = capabilities.resolve {
@@ -107,8 +100,7 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
-    /// Starts following changes made elsewhere, and finds the live cell of the key, if any; when one is found,
-    /// following stops again.
+    /// Starts following outside changes and finds the key's live cell, if any; when found, following stops again.
     mutating func follow(makeDefault: () -> T) -> StorageRegistry.Lookup<T> {
         switch kind {
         case .key(let keyBacker):
@@ -135,12 +127,10 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Starts following the directory of the file `name`, and finds the file's live cell.
     private mutating func follow(directory: StorageDirectory, name: String) -> StorageRegistry.Lookup<T> {
-        // A failure to prepare the directory is reported by the read; a lock another holds on it is not waited for
-        // here.
+        // A failure to prepare the directory is reported by the read; another's lock on it is not waited for here.
         identity = try? DirectoryTable.prepare(directory, waiting: false)
         prepared = identity != nil
-        // Keyed by the directory the monitor watches, which a retargeted symlink may have changed since the
-        // preparation.
+        // Keyed by the directory the monitor watches, which a retargeted symlink may have changed.
         let watch = ChangeRouter.shared.follow(directory: directory)
         identity = watch.identity ?? identity
         let found: StorageRegistry.Lookup<T>
@@ -166,17 +156,13 @@ struct KeyBinding<T: Codable & Sendable> {
         return .none
     }
 
-    /// Reads what is stored, as the first state of a new cell.
-    ///
-    /// A storage that follows outside changes needs its default for a removal: `lazyDefault`, or else made now. A plain
-    /// custom backer asks for the default only when it holds nothing; its storage never sees a removal.
+    /// Reads the first state of a new cell. A storage that follows outside changes needs its default for a removal:
+    /// `lazyDefault`, or made now. A plain custom backer asks for the default only when it holds nothing.
     func read(makeDefault: () -> T, lazyDefault: LazyDefault<T>?, migrations: [WLStorageMigration<T>]) -> Opening {
-        // Made only when the bytes do not decode as they are.
         func decoding(_ made: CellDefault<T>) -> ValueDecoding<T> {
             ValueDecoding(defaultValue: { made.value }, migrations: migrations)
         }
-        // Not `lazyDefault.map(…) ?? …`, whose optionals would be more generic types to look up at every storage
-        // opened.
+        // Not `lazyDefault.map(…) ?? …`: its optionals are more generic types to look up per storage.
         @inline(__always)
         func made() -> CellDefault<T> {
             if let lazyDefault { return .lazy(lazyDefault) }
@@ -208,8 +194,7 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
-    /// The first state of a cell that read `found`. Only the backer of a key in a store saves its default, and only
-    /// where nothing is stored (`savesDefault`).
+    /// The first state of a cell that read `found`; only a store key's backer saves its default where nothing is.
     @inline(__always)
     private static func opening(_ found: ReadResult<T>, defaults: CellDefault<T>, savesDefault: Bool) -> Opening {
         switch found {
@@ -225,7 +210,7 @@ struct KeyBinding<T: Codable & Sendable> {
                 value: defaults.value, stored: savesDefault ? .defaultUnsaved : .known, defaults: defaults,
                 readError: error)
         case .anotherVersion(let error):
-            // Left as it is, and not replaced by the default: only a set is written over it.
+            // Left as it is, not replaced by the default: only a set is written over it.
             return Opening(value: defaults.value, stored: .known, defaults: defaults, readError: error)
         case .failed(let error):
             return Opening(value: defaults.value, stored: .unknown, defaults: defaults, readError: error)
@@ -244,8 +229,7 @@ struct KeyBinding<T: Codable & Sendable> {
         return cell
     }
 
-    /// A cell that keeps `value` in memory only, for a storage whose key is open with another value type, `other`. Its
-    /// changes stay pending, and every attempt to write them fails with the mismatch.
+    /// A cell that keeps `value` in memory only, its key being open with another value type, `other`; its writes fail.
     func detachedCell(_ value: T, other: String, scheduler: any WriteScheduler) -> StorageCell<T> {
         let mismatch = WLStorageError(
             code: .typeMismatch,
@@ -262,16 +246,15 @@ struct KeyBinding<T: Codable & Sendable> {
         return cell
     }
 
-    /// Makes `cell` the key's. When another thread registered a cell of the key meanwhile, returns that one (or the
-    /// name of its value type), and `cell` is dropped unwritten. Either way, storages waiting for this opening go on.
+    /// Makes `cell` the key's, or returns the cell (or value type) another thread registered meanwhile, dropping `cell`
+    /// unwritten. Either way, storages waiting for this opening go on.
     mutating func register(_ cell: StorageCell<T>) -> StorageRegistry.Lookup<T> {
         defer {
             if let gate { StorageRegistry.shared.opened(gate) }
             gate = nil
         }
         if identity == nil, let directory = keyBacker?.directory {
-            // The read may have prepared the directory: the cell is keyed by what it is, as every storage of its file
-            // will be.
+            // The read may have prepared the directory: keyed by what it is, as every storage of its file will be.
             identity = DirectoryTable.identity(of: directory)
         }
         let found = StorageRegistry.shared.register(cell, identity: &identity)
@@ -282,7 +265,7 @@ struct KeyBinding<T: Codable & Sendable> {
         return found
     }
 
-    /// Checks once more for a change that came between following and registering `cell`, which found no cell to tell.
+    /// Checks for a change between following and registering `cell`, which found no cell to tell.
     func catchUp(_ cell: StorageCell<T>) {
         switch kind {
         case .key(let keyBacker):

@@ -1,9 +1,5 @@
-/// A storage's default value, made at most once, and only when it is needed: nothing is stored, a stored value lacks
-/// fields, or another program removed the value.
-///
-/// The maker is user code, so it runs outside every lock of the package, the box's own included: two threads that
-/// need the default at once may both make it, and the first to finish wins; the other's value is released after the
-/// lock.
+/// A storage's default, made at most once and only when needed. The maker is user code, so it runs outside every
+/// lock: two threads may both make it; the first wins, the other's value is released after the lock.
 final class LazyDefault<T: Sendable>: Sendable {
     private let made: Lock<T?>
     private let make: @Sendable () -> T
@@ -32,8 +28,7 @@ final class LazyDefault<T: Sendable>: Sendable {
 }
 
 extension JobOutcome {
-    /// Whether finishing the job may return the value to the default (a read that finds nothing, another program's
-    /// removal): the default is made before the cell's lock is taken.
+    /// Whether finishing the job may return to the default: it is made before the cell's lock is taken.
     var mayNeedDefault: Bool {
         switch self {
         case .read(.absent), .read(.movedAside), .checked(.removed): true
@@ -42,8 +37,7 @@ extension JobOutcome {
     }
 }
 
-/// A cell's default: made already (held in the cell, as most are: no object is allocated for it), or a typed key's,
-/// made when first needed.
+/// A cell's default: made already (held inline, no allocation), or a typed key's, made when first needed.
 enum CellDefault<T: Sendable>: Sendable {
     case made(T)
     case lazy(LazyDefault<T>)

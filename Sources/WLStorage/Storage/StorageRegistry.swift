@@ -1,9 +1,6 @@
 import Foundation
 
-/// What a cell is registered by: a key in a store, as the cell's backer reads and writes it.
-///
-/// A directory is told by its device and inode, so that two spellings of one directory share their cells, or by its
-/// path while it cannot be reached. Any other store is told by its identity.
+/// What a cell is registered by: a directory's file (device and inode, or path), or another store's key.
 package struct CellKey: Hashable, Sendable {
     package enum Holder: Hashable, Sendable {
         case directory(DirectoryIdentity)
@@ -11,7 +8,7 @@ package struct CellKey: Hashable, Sendable {
         case store(String)
     }
 
-    // The key first: the holder's case then ends the layout, which keeps the registry's entries a word smaller.
+    // The key first: the holder's case then ends the layout, a word smaller per entry.
     /// The key in the store: for a directory, the file's name.
     package let key: String
     /// The directory or store that holds the key.
@@ -50,18 +47,15 @@ protocol RegisteredCell: AnyObject, Sendable {
     func flushState(from thread: UInt) -> CellFlushState
     /// Reads the file when another program may have changed it, and adopts the new value.
     func checkForExternalChange()
-    /// Hands the cell's backer what its store's feed carried for its key, or (`mustRead`) that the key changed without
-    /// carrying it (see ``CarriedVersions``).
+    /// Hands the backer what its store's feed carried for its key, or (`mustRead`) that it changed uncarried.
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool)
-    /// The cell's pending change as a write of a batch of its store, or why the batch takes nothing of the cell (see
-    /// ``StorageCell/takeBatchWrite(on:)``).
+    /// The pending change as a batch write, or why not (``StorageCell/takeBatchWrite(on:)``).
     func takeBatchWrite(on thread: UInt) -> BatchTake
     /// The identity of the store whose batches write the cell's changes, read without the cell's lock.
     var batchStoreIdentity: String? { get }
     /// The store that writes the cell's batch, with its identity (see ``StorageCell/batchStore``).
     var batchStore: (store: any WLStorageStore, identity: String)? { get }
-    /// Ends the cell's job of the batch write of `version` and returns whether the cell has work left (see
-    /// ``StorageCell/finishBatchWrite(_:data:failure:)``).
+    /// Ends the batch write of `version`; returns whether the cell has work left.
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
 
@@ -69,19 +63,16 @@ protocol RegisteredCell: AnyObject, Sendable {
 enum CellFlushState {
     /// Nothing to write, and no job running.
     case idle
-    /// Work to write, or a job running on another thread to wait for; with the identity of the cell's store, whose
-    /// cells are flushed together.
+    /// Work to write, or a job on another thread to wait for; with the store's identity (its cells flush together).
     case work(store: String?)
     /// A job of the cell is running on the flushing thread: the flush is called from inside a backer.
     case busyHere
 }
 
-/// Every live cell in the process: for ``WLStorageSystem/flushAll()``, for the file monitor, and so that storages of
-/// the same file share one cell.
+/// Every live cell in the process: for ``WLStorageSystem/flushAll()``, the file monitor, and one cell per file.
 ///
-/// Cells are held weakly, except those whose storages were all released with work left, held until the work is done
-/// (``keep(_:)``, ``letGo(_:)``). The lock guards the tables only; a cell is never released under it, as its `deinit`
-/// unregisters.
+/// Cells are held weakly, except those released with work left (``keep(_:)``, ``letGo(_:)``). The lock guards the
+/// tables only; no cell is released under it, as its `deinit` unregisters.
 final class StorageRegistry: Sendable {
     static let shared = StorageRegistry()
 
@@ -100,15 +91,13 @@ final class StorageRegistry: Sendable {
     private struct Tables {
         /// The cells of keys in stores, by their keys.
         var entries: [CellKey: Entry] = [:]
-        /// Every registered cell: by its key in ``entries``, or itself for a cell of no key (a custom backer's, or one
-        /// moved out of its key's way), registered for a flush of every cell only.
+        /// Every registered cell: by key, or by itself (no key, or moved out of its key's way) for a flush of all only.
         var cells: [ObjectIdentifier: Registration] = [:]
         /// Cells kept alive until their work is done, with the number of ``keep(_:)`` calls not balanced yet.
         var kept: [ObjectIdentifier: (cell: any RegisteredCell, count: Int)] = [:]
         /// The keys being opened, by the threads that read them and make their defaults (see ``OpeningGate``).
         var opening: [CellKey: OpeningGate] = [:]
-        /// The directory paths of cells moved out of their keys' way, with how many: their records may be stale until
-        /// the file monitor has looked at them again.
+        /// Directory paths of cells moved out of their keys' way, with counts: records may be stale until re-examined.
         var movedAside: [StorageDirectory: Int] = [:]
 
         /// Counts one cell less moved aside from its path, when the registration of `id` was one.
@@ -139,15 +128,12 @@ final class StorageRegistry: Sendable {
         identity.map { .file(name, in: $0) } ?? CellKey(key: name, holder: .unreachableDirectory(directory))
     }
 
-    /// The live cell of the file `name` in `directory`, if any, as a cell of `T`; when there is none, the right to
-    /// open the file (see ``open(_:as:matches:)``).
-    ///
-    /// `identity` is corrected when it proves stale (see ``match(_:directory:identity:)``).
+    /// The live cell of the file `name` in `directory` as a cell of `T`, or the right to open it
+    /// (``open(_:as:matches:)``). `identity` is corrected when stale.
     func open<T>(
         file name: String, in directory: StorageDirectory, identity: inout DirectoryIdentity?, as type: T.Type
     ) -> (found: Lookup<T>, gate: OpeningGate?) {
-        // A cell of the path keyed by the path alone (it led nowhere) is keyed by what it leads to once it leads
-        // somewhere.
+        // A cell keyed by the path alone (it led nowhere) is keyed by what it leads to once it leads somewhere.
         let unreachable = Self.key(directory: directory, name: name, identity: nil)
         if identity != nil,
             tables.withLock({ $0.movedAside[directory] != nil || $0.entries[unreachable] != nil })
@@ -177,19 +163,14 @@ final class StorageRegistry: Sendable {
         }
     }
 
-    /// The live cell of `key` in a store, if any, as a cell of `T`; when there is none, the right to open the key
-    /// (see ``open(_:as:matches:)``).
+    /// The live cell of `key` in a store as a cell of `T`, or the right to open it (``open(_:as:matches:)``).
     func open<T>(_ key: CellKey, as type: T.Type) -> (found: Lookup<T>, gate: OpeningGate?) {
         open(key, as: type) { _ in true }!
     }
 
-    /// The live cell of `key` that `matches`, if any, as a cell of `T`. When there is none, the gate of the key, held
-    /// by this thread until ``opened(_:)``: a thread that opens the key meanwhile waits for it, outside the lock, so
-    /// that the key is read, and its default made, once. A thread that holds a gate (its default may open keys) waits
-    /// for none, so that no two threads wait for each other.
-    ///
-    /// `matches` says whether a cell found is the key's (`false`: it was moved out of the way, and the key is looked up
-    /// again), or that the key itself is wrong (`nil`, returned as is).
+    /// The live cell of `key` that `matches`, or the key's gate, held by this thread until ``opened(_:)``, so the key
+    /// is read and its default made once. A thread holding a gate waits for none, so no two threads wait for each
+    /// other. `matches`: `false` moves a found cell aside and looks again; `nil` is returned as is.
     private func open<T>(
         _ key: CellKey, as type: T.Type, matches: (any RegisteredCell) -> Bool?
     ) -> (found: Lookup<T>, gate: OpeningGate?)? {
@@ -233,12 +214,9 @@ final class StorageRegistry: Sendable {
         case staleIdentity(DirectoryIdentity?)
     }
 
-    /// Whether `cell`, found under the key of `directory`, is still the cell of that directory's file, when it is a
-    /// cell of another path. A directory removed while its cell lives can leave its inode to a new directory:
-    /// - when the cell's path no longer leads to `identity`, the cell is stale and moved out of the way, under its
-    ///   object identity;
-    /// - when `directory` no longer leads to `identity`, `identity` is stale: the cells of `directory` and the look-up
-    ///   are keyed by what it is now.
+    /// Whether `cell`, found under `directory`'s key, is still that file's cell, when it is of another path (a removed
+    /// directory's inode may be reused): a cell whose path no longer leads to `identity` is moved aside; when
+    /// `directory` no longer leads to `identity`, the look-up is keyed by what it is now.
     private func match(
         _ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?
     ) -> Match {
@@ -258,14 +236,13 @@ final class StorageRegistry: Sendable {
             }
             return tables.movedAside[directory] != nil
         }
-        // A cell of `directory` itself, moved aside earlier, takes its key back now that the stale cell has left it.
+        // A cell of `directory` moved aside earlier takes its key back.
         if ownMovedAside { directoryChanged(path: directory, to: identity) }
         return .movedAside
     }
 
-    /// `directory` was found to lead to `current` (`nil`: nowhere), not to the identity it was recorded with: its
-    /// cells, and the records of the file monitor and ``DirectoryTable``, are keyed by what it leads to, as the
-    /// monitor's event would key them.
+    /// `directory` leads to `current` (`nil`: nowhere), not its recorded identity: its cells and the monitor's and
+    /// ``DirectoryTable``'s records are keyed anew.
     private func pathFound(_ directory: StorageDirectory, leadingTo current: DirectoryIdentity?) {
         FileMonitor.shared.correct(directory, to: current)
         DirectoryTable.forget(directory)
@@ -285,8 +262,7 @@ final class StorageRegistry: Sendable {
         tables.withLock { $0.entries[key]?.cell }
     }
 
-    /// Registers `cell` as the cell of its file, or by its own identity when it has no file. When a live cell of the
-    /// same file was registered meanwhile, returns that one instead. `identity` is corrected when it proves stale.
+    /// Registers `cell` by file or identity, or returns the file's cell registered meanwhile; fixes a stale `identity`.
     func register<T>(_ cell: StorageCell<T>, identity: inout DirectoryIdentity?) -> Lookup<T> {
         let id = ObjectIdentifier(cell)
         var key: CellKey
@@ -300,7 +276,7 @@ final class StorageRegistry: Sendable {
         }
         while true {
             let existing = tables.withLock { tables -> (any RegisteredCell)? in
-                // One look-up where the key is free, as for nearly every cell; a live entry replaced is put back.
+                // One look-up where the key is free; a live entry replaced is put back.
                 if let replaced = tables.entries.updateValue(Entry(cell: cell, id: id), forKey: key) {
                     if let existing = replaced.cell {
                         tables.entries[key] = replaced
@@ -334,8 +310,7 @@ final class StorageRegistry: Sendable {
         }
     }
 
-    /// The cells of files in the directory at `path` are now those of the directory `identity` (`nil`: keyed by the
-    /// path, which leads nowhere). A cell whose new key is taken keeps its old one.
+    /// The cells of files at `path` are now `identity`'s (`nil`: by path); a cell whose new key is taken keeps its old.
     func directoryChanged(path: StorageDirectory, to identity: DirectoryIdentity?) {
         let moved = tables.withLock { tables -> [any RegisteredCell] in
             var moved: [any RegisteredCell] = []
@@ -398,7 +373,7 @@ final class StorageRegistry: Sendable {
     /// Every live cell.
     func liveCells() -> [any RegisteredCell] {
         tables.withLock { tables in
-            // A loop rather than `compactMap(\.cell)`, which copies each entry and its weak reference.
+            // Not `compactMap(\.cell)`, which copies each entry and its weak reference.
             var cells: [any RegisteredCell] = []
             cells.reserveCapacity(tables.cells.count)
             for entry in tables.entries.values {
@@ -422,8 +397,7 @@ final class StorageRegistry: Sendable {
     }
 }
 
-/// The right to open a key that has no live cell, held by one thread from its look-up until its cell is registered
-/// (see ``StorageRegistry/open(_:as:matches:)``). Other threads wait for it outside every lock of the package.
+/// The right to open a key with no live cell, held until its cell is registered; others wait outside every lock.
 final class OpeningGate: Sendable {
     let key: CellKey
     /// The thread that holds it.

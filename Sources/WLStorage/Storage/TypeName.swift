@@ -1,7 +1,5 @@
-/// A type's name as a user writes it in Swift, for messages: `[String: Int?]` rather than
-/// `Swift.Dictionary<Swift.String, Swift.Optional<Swift.Int>>`. The standard library's and Foundation's names lose
-/// their module; a type of the program keeps its module, which tells two types of one name apart, and loses the
-/// context `(unknown context at $…)` that a private or local type's name has.
+/// A type's name as a user writes it, for messages: `[String: Int?]`, not `Swift.Dictionary<…>`. Standard library and
+/// Foundation types lose their module; a program's types keep it, without a private type's `(unknown context …)`.
 enum TypeName {
     static func of(_ type: Any.Type) -> String {
         let reflected = String(reflecting: type)

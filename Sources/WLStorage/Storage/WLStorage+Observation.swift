@@ -4,27 +4,12 @@ import Synchronization
 
 /// A storage is observable: `withObservationTracking` sees reads of ``WLStorage/wrappedValue``, and its
 /// `onChange` fires when the value changes, whichever thread or program changed it.
-///
-/// ```swift
-/// withObservationTracking {
-///     render(settings.wrappedValue)
-/// } onChange: {
-///     scheduleRedraw()
-/// }
-/// ```
 extension WLStorage: Observable {}
 
 extension WLStorage {
     /// The value now, then every change, as an async sequence.
     ///
-    /// A consumer slower than the changes gets the latest value, not a backlog. The sequence ends when the
-    /// consumer's task is cancelled, and nothing is left registered after it.
-    ///
-    /// ```swift
-    /// for await settings in $settings.values {
-    ///     apply(settings)
-    /// }
-    /// ```
+    /// A slow consumer gets the latest value, not a backlog. The sequence ends when the consumer's task is cancelled.
     public var values: AsyncStream<T> {
         let cell = self.cell
         return AsyncStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
@@ -35,28 +20,13 @@ extension WLStorage {
 
     /// Calls `handler` on `queue` with the new value after every change, from this process or another.
     ///
-    /// Changes are delivered in order when `queue` is serial. Pass `.main` to be called on the main thread, as the
-    /// reference library's SwiftUI updates are; the main queue runs only while the program runs `dispatchMain()`
-    /// or a run loop.
+    /// Changes are delivered in order when `queue` is serial. The main queue runs only while the program runs
+    /// `dispatchMain()` or a run loop.
     ///
-    /// Pass `nil` to be called without a hop to a queue, on the thread that delivers the change, as
-    /// `NotificationCenter` does for an observer with no queue: a thread that sets the storage, before its set
-    /// returns, or a thread of the package for a change made elsewhere (the PostgreSQL store's listener, the check
-    /// of a file another program replaced). A change then reaches the handler sooner, by the wake-up of a thread.
-    /// The handler is called for one change at a time, in the order of the changes, and with no lock of the package
-    /// held, so it may read, set or flush the storage, or cancel its subscription or another's. Keep it short: while
-    /// it runs, later changes of the key wait, and a thread that set the storage is not back from its set. A change
-    /// made while a handler of the storage runs (by another thread, or by the handler itself) is delivered after it,
-    /// by the thread that runs it or by a thread of the package, and so may reach the handler after its set returned.
-    /// A handler whose subscription is cancelled is not called again, except by a call that another thread was
-    /// already starting.
-    ///
-    /// ```swift
-    /// let latest = Mutex(0)
-    /// let subscription = $counter.onChange(queue: nil) { value in
-    ///     latest.withLock { $0 = value }
-    /// }
-    /// ```
+    /// With `nil`, the handler runs on the thread that delivers the change (a setter, before its set returns, or a
+    /// thread of the package), one change at a time, in order, with no lock of the package held, so it may use the
+    /// storage. Keep it short: later changes of the key wait for it. A cancelled handler is not called again, except by
+    /// a call another thread was already starting.
     ///
     /// - Parameters:
     ///   - queue: The queue `handler` runs on, or `nil` to run it on the thread that delivers the change.
@@ -81,8 +51,7 @@ extension WLStorage {
 /// Something that runs until it is cancelled or released: a change handler registered with
 /// ``WLStorage/onChange(queue:_:)``, or a store's feed of changes (``WLStorageStore/observeChanges(_:)``).
 public final class WLStorageSubscription: Sendable {
-    /// What stops it, until it is called: taken out under the lock, and called and released after it. The handler it
-    /// releases may hold the last reference to a storage, whose deinit flushes.
+    /// Taken out under the lock, called and released after it: it may hold a storage's last reference.
     private let cancellation: Lock<(@Sendable () -> Void)?>
 
     /// Creates a subscription that calls `cancel` once, when it is cancelled or released.

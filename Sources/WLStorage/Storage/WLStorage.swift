@@ -7,19 +7,16 @@ import Foundation
 /// var firstName: String?
 /// ```
 ///
-/// - The initializer reads the value once from its backer. When nothing is stored, the default is used, and the
-///   file backer saves it where nothing is stored: a default never replaces a value someone stored.
-/// - Every get and set is serialized by a lock held only briefly. A set is visible to every thread at once and never
-///   waits for the disk.
+/// - The initializer reads the value once. When nothing is stored, the default is used (and the file backer saves
+///   it): a default never replaces a value someone stored.
+/// - Every get and set takes a brief lock; a set is visible to every thread at once and never waits for the disk.
 /// - Writes are throttled: the first change after a quiet interval is written at once; later changes within
-///   `flushInterval` seconds collapse into one write of the latest value at the end of the interval. With a
-///   `flushInterval` of `nil` nothing is written until ``flush()``.
-/// - ``flush()`` writes the pending value and returns when it is on disk. `deinit` flushes, and so do normal exit
-///   and SIGTERM, SIGINT and SIGHUP (see ``WLStorageSystem/flushAll()``).
-/// - Two storages of the same file in one process share one value and one throttle. A second storage of the same
-///   file with another value type keeps its value in memory only and reports ``WLStorageError/Code/typeMismatch``.
-/// - A failed write keeps the value pending and is retried; errors go to ``WLStorageSystem/errorHandler`` and
-///   ``lastError``.
+///   `flushInterval` seconds collapse into one write at its end. With `nil`, nothing is written until ``flush()``.
+/// - ``flush()``, `deinit`, normal exit and SIGTERM, SIGINT and SIGHUP write the pending value
+///   (see ``WLStorageSystem/flushAll()``).
+/// - Storages of the same file in one process share one value; one with another value type keeps its value in
+///   memory only and reports ``WLStorageError/Code/typeMismatch``.
+/// - A failed write stays pending and is retried; errors go to ``WLStorageSystem/errorHandler`` and ``lastError``.
 @propertyWrapper
 public final class WLStorage<T: Codable & Sendable>: Sendable {
     @usableFromInline
@@ -47,8 +44,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// - Parameters:
     ///   - key: The key. Any string; see ``WLStorageDefaultBacker`` for how it names the file.
     ///   - defaultValueClosure: Makes the value to use, and save, when nothing is stored. Called once, when the
-    ///     storage is created (unless another storage of the same file exists), so that a storage whose file is
-    ///     removed can go back to it.
+    ///     storage is created (unless another storage of the same file exists).
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
     ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
     public convenience init(
@@ -61,11 +57,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             scheduler: DispatchWriteScheduler.shared)
     }
 
-    /// Creates a storage of `key` in the default directory, with the property's initial value as its default:
-    /// `@WLStorage(key: "theme") var theme = "dark"`.
-    ///
-    /// The initial value is the default, made once when the storage is created, as with `defaultValueClosure`. A
-    /// default made only when it is needed is a typed key's (see ``WLStorageKey``).
+    /// Creates a storage of `key` in the default directory, with the property's initial value as its default (made
+    /// once, when the storage is created): `@WLStorage(key: "theme") var theme = "dark"`.
     ///
     /// - Parameters:
     ///   - wrappedValue: The default: the value to use, and save, when nothing is stored.
@@ -83,7 +76,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// `@WLStorage(key: "theme", store: .suite("editor")) var theme = "dark"`.
     ///
     /// - Parameters:
-    ///   - wrappedValue: The default: the value to use, and save where nothing is stored, when nothing is stored.
+    ///   - wrappedValue: The default: the value to use, and save, when nothing is stored.
     ///   - key: The key. Any string.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
     ///   - store: Where the value lives.
@@ -100,8 +93,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// Creates a storage kept by `backer`, with the property's initial value as its default.
     ///
     /// - Parameters:
-    ///   - wrappedValue: The default: the value to use when the backer holds nothing. The backer is never written
-    ///     with it, only with changes.
+    ///   - wrappedValue: The default, used when the backer holds nothing; never written, only changes are.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
     ///   - backer: Where the value is read from and written to.
     public convenience init(wrappedValue: @autoclosure () -> T, flushInterval: Int? = 1, backer: any WLStorageBacker<T>)
@@ -112,9 +104,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// Creates a storage kept by `backer`.
     ///
     /// - Parameters:
-    ///   - defaultValueClosure: Makes the value to use when the backer holds nothing. Called once, when the
-    ///     storage is created. The file backer saves it where nothing is stored; any other backer is never written
-    ///     with it, only with changes.
+    ///   - defaultValueClosure: Makes the value to use when the backer holds nothing; called once. Only the file
+    ///     backer saves it; other backers are written only with changes.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
     ///   - backer: Where the value is read from and written to.
     public convenience init(defaultValueClosure: () -> T, flushInterval: Int? = 1, backer: any WLStorageBacker<T>) {
@@ -136,7 +127,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///
     /// - Parameters:
     ///   - key: The key. Any string.
-    ///   - defaultValue: The value to use, and save where nothing is stored, when nothing is stored.
+    ///   - defaultValue: The value to use, and save, when nothing is stored.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
     ///   - store: Where the value lives: `.standard`, `.directory(url)`, `.suite(name)`, a prefixed store, or any
     ///     other ``WLStorageStore``.
@@ -153,8 +144,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///
     /// - Parameters:
     ///   - key: The key. Any string.
-    ///   - defaultValueClosure: Makes the value to use, and save where nothing is stored, when nothing is stored.
-    ///     Called once, when the storage is created.
+    ///   - defaultValueClosure: Makes the value to use, and save, when nothing is stored; called once.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
     ///   - store: Where the value lives.
     ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
@@ -169,8 +159,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             scheduler: DispatchWriteScheduler.shared)
     }
 
-    /// Creates a storage of `key` in `store` whose default is made only when it is needed: a typed key's (see
-    /// ``WLStorageKey``).
+    /// Creates a storage of `key` in `store` whose default is made only when needed (a typed key's).
     convenience init(
         key: String, lazyDefault: LazyDefault<T>, flushInterval: Int?, store: any WLStorageStore,
         migrations: [WLStorageMigration<T>]
@@ -192,9 +181,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             migrations: migrations, scheduler: scheduler)
     }
 
-    /// Opens the key of `binding` (see ``KeyBinding``): the storage uses the key's live cell when another storage
-    /// opened it, and a new cell of what it reads otherwise. `lazyDefault`, when given, is a default made only when
-    /// needed; otherwise `defaultValueClosure` is called now.
+    /// Opens the key of `binding`: joins the key's live cell if there is one, else makes a cell of what it reads.
     private init(
         defaultValueClosure: () -> T, lazyDefault: LazyDefault<T>? = nil, flushInterval: Duration?,
         binding: KeyBinding<T>,
@@ -221,7 +208,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         let cell = binding.makeCell(opening, migrations: migrations, interval: interval, scheduler: scheduler)
         switch binding.register(cell) {
         case .found(let existing):
-            // Another thread opened the same key meanwhile; its cell wins and this one is dropped unwritten.
+            // Another thread opened the key meanwhile: its cell wins, this one is dropped unwritten.
             self.cell = existing
             existing.add(migrations, joining: true)
             existing.join(interval: interval)
@@ -247,35 +234,27 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
 
     /// The value. Reading and writing it is safe from any thread; writing never waits for the disk.
     ///
-    /// - Important: Each get and each set is atomic, but a compound update such as `count += 1`, or a change of one
-    ///   field of a struct (`settings.fontSize = 15`), is a get followed by a set. Two threads that update the same
-    ///   storage this way at the same time can lose one of the updates; use ``update(_:)`` for such changes.
+    /// - Important: Each get and each set is atomic, but `count += 1` or `settings.fontSize = 15` is a get then a
+    ///   set, and two threads doing it at once can lose an update; use ``update(_:)`` for such changes.
     @inlinable
     public var wrappedValue: T {
         get { cell.get() }
         set { cell.set(newValue) }
     }
 
-    /// Changes the value in place, atomically: `$count.update { $0 += 1 }` loses no increment, whatever other threads
-    /// do meanwhile. Observers are told once, and the result is written as a set's is.
+    /// Changes the value in place, atomically: `$count.update { $0 += 1 }` loses no increment. Observers are told
+    /// once, and the result is written as a set's is.
     ///
-    /// `body` runs on a copy of the value, outside every lock of the package; the copy is stored only if no other
-    /// change came meanwhile, and otherwise `body` runs again on the newer value. So `body` may run more than once:
-    /// it should only compute the new value, not act on the world. It may read this storage, and read or change any
-    /// other.
+    /// `body` runs on a copy, outside every lock of the package; the copy is stored only if no other change came
+    /// meanwhile, else `body` runs again on the newer value. So `body` may run more than once and should only compute.
     ///
-    /// - Important: `body` must not change this storage itself, by a set or a nested `update`: that change would
-    ///   always come between `body`'s start and its end. It is refused and reported as
-    ///   ``WLStorageError/Code/reentrantCall`` (and a nested update's closure runs on a copy that is not stored), and
-    ///   the outer update goes on. Nor should `body` wait for another thread that changes this storage: each of its
-    ///   changes makes `body` run again.
+    /// - Important: `body` must not set or update this storage itself: that is refused and reported as
+    ///   ``WLStorageError/Code/reentrantCall``, and the outer update goes on.
     ///
-    /// In a store that writes on condition (``WLStorageConditionalStore``, such as the PostgreSQL store), the update is
-    /// made in the store, atomic for every process that shares it, and waits for it: while the store cannot be reached
-    /// (a server restarting), it is tried again, with a backoff, for up to 10 seconds, each time on the value the store
-    /// then holds. It is never made in memory alone and written later, which would replace what other processes stored
-    /// meanwhile. An update that could not be stored in that time, or whose outcome cannot be found out, is reported
-    /// (``WLStorageError/Code/writeFailed``, in ``lastError``) and not made later: it counts once or not at all.
+    /// In a store that writes on condition (``WLStorageConditionalStore``), the update is made in the store, atomic for
+    /// every process, and waits for it, retrying for up to 10 seconds. An update that could not be stored, or whose
+    /// outcome is unknown, is reported (``WLStorageError/Code/writeFailed``) and not made later: it counts once or not
+    /// at all.
     ///
     /// - Parameter body: Changes the value it is given.
     /// - Returns: What `body` returns, from the run whose value was stored (from its last run when none was).
@@ -290,30 +269,22 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
 
     /// Writes the pending value and returns when it is written.
     ///
-    /// Does nothing when nothing is pending. When a write is in flight, waits for it, then writes whatever is
-    /// newer. Concurrent flushes take turns. When the write fails, the value stays pending, the error is reported
-    /// and kept in ``lastError``, and the write is retried by the next flush or, with a `flushInterval`, after one
-    /// interval (at least 100 ms), the wait doubling with each further failure up to 30 s.
+    /// Does nothing when nothing is pending; waits for a write in flight, then writes whatever is newer. A failed write
+    /// stays pending, is reported and kept in ``lastError``, and is retried with a doubling wait (100 ms up to 30 s).
     ///
-    /// - Important: The write runs on the calling thread, which waits for the disk or the backer. Never call it from
-    /// this storage's backer, whose write would then wait for itself, nor from ``WLStorageSystem/errorHandler`` for an
-    /// error of this storage, where a write that keeps failing would retry and report again without end.
+    /// - Important: The write runs on the calling thread. Never call it from this storage's backer (it would wait for
+    ///   itself), nor from ``WLStorageSystem/errorHandler`` for this storage's error (it would retry without end).
     public func flush() {
         cell.flushReportingMisuse()
     }
 
-    /// Writes the value as its type encodes it, removing the fields of the stored value that the type does not know,
-    /// and returns when it is written.
+    /// Writes the value as its type encodes it, dropping stored fields the type does not know, and returns when
+    /// written.
     ///
-    /// A write keeps the fields of the stored JSON object that the value's type does not know, so that an older version
-    /// of the program does not destroy what a newer one stored (see <doc:ChangingAStoredType>). A field removed from
-    /// the type on purpose therefore stays in what is stored. Once every program that shares the key runs a version
-    /// without the field, call this method to remove it. The write is made as a ``flush()``'s is; when it fails, the
-    /// value stays pending, and the next write that succeeds may keep the fields again. Over a value that another
-    /// version stored and this one cannot read (``WLStorageError/Code/storedByAnotherVersion``), with no change
-    /// pending, it writes nothing: the value in memory would replace that value, not remove fields from it.
-    ///
-    /// A custom ``WLStorageBacker`` encodes its values itself: this method only writes the value to it.
+    /// A write normally keeps unknown fields, so an older program does not destroy what a newer one stored (see
+    /// <doc:ChangingAStoredType>). Call this once every program sharing the key has dropped a field. A failed write
+    /// stays pending. Over a value stored by another version that this one cannot read, with no change pending, it
+    /// writes nothing. A custom ``WLStorageBacker`` only gets the value written.
     public func removeUnknownFields() {
         cell.removeUnknownFields()
     }
@@ -323,10 +294,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         cell.hasPendingChanges
     }
 
-    /// The error of the latest failed read or write; `nil` again once a write succeeds. A misuse reported here (a set
-    /// or an update from inside the storage's own update, a flush from inside its backer,
-    /// ``WLStorageError/Code/reentrantCall``) stays until a change made after it is written, or another error replaces
-    /// it: the write of an earlier change, or of a default, says nothing of it.
+    /// The error of the latest failed read or write; `nil` again once a write succeeds. A
+    /// ``WLStorageError/Code/reentrantCall`` stays until a change made after it is written, or another error replaces
+    /// it.
     public var lastError: WLStorageError? {
         cell.lastError
     }

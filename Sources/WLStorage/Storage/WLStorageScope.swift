@@ -13,22 +13,12 @@ import Foundation
 ///
 /// // At start, before the first storage of a key of the scope is made:
 /// try WLStorageScope.settings.bind(to: .suite("com.example.service"))
-/// // In each test: WLStorageScope.settings.withBinding(to: .directory(temporaryDirectory)) { … }
 /// ```
 ///
-/// The binding of ``bind(to:)`` is process-wide. A scope is bound before its first use, the creation of the first
-/// storage of one of its keys; until then it may be bound again, and the last binding holds. After its first use, a
-/// binding to a store with another identity is refused: the storages made already would go on using the first store,
-/// and two storages of one key would hold different values. Binding it again to a store with the same identity does
-/// nothing.
-///
-/// A storage of a key whose scope is not bound at its creation keeps its default in memory, never writes, and reports
-/// ``WLStorageError/Code/invalidConfiguration`` naming the scope; the scope counts as used all the same.
-///
-/// ``withBinding(to:_:)`` binds the scope for the storages made while a closure runs, in its task and child tasks
-/// only: tests that run side by side in one process each bind the scope to a directory of their own. Such a binding
-/// takes precedence over the process's, is not a use of it, and works whether the scope is bound process-wide, used,
-/// or neither (see <doc:TestingWithStorages>).
+/// ``bind(to:)`` is process-wide; until the scope's first use (the first storage of one of its keys) the last binding
+/// holds, and after it a store with another identity is refused. A storage made while the scope is unbound keeps its
+/// value in memory and reports ``WLStorageError/Code/invalidConfiguration``. ``withBinding(to:_:)`` binds the scope
+/// for one task and its children, for tests (see <doc:TestingWithStorages>).
 public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// The scope's name. Two scopes with the same name are the same scope.
     public let name: String
@@ -41,17 +31,14 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// `scope "name"`.
     public var description: String { "scope \"\(name)\"" }
 
-    /// Binds the scope to `store`: storages of its keys made from now on keep their values there.
-    ///
-    /// The binding is the process's, also when made inside ``withBinding(to:_:)``, whose binding holds for the
-    /// storages made in its closure.
+    /// Binds the scope to `store`, process-wide: storages of its keys made from now on keep their values there.
     ///
     /// - Parameter store: Where the keys of the scope live.
     /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the scope is in
     ///   use already (a storage of one of its keys was made) and `store`'s identity is not the bound store's.
     public func bind(to store: some WLStorageStore) throws(WLStorageError) {
         let (replaced, refusal) = ScopeTable.bind(self, to: store)
-        // The store replaced before any use is released here, after the table's lock.
+        // Released here, after the table's lock.
         _ = replaced
         if let refusal { throw refusal }
     }
@@ -63,32 +50,13 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Runs `body` with the scope bound to `store` for the storages made while it runs: in `body`, and in the child
-    /// tasks it starts.
+    /// tasks it starts. Made for tests, which run side by side in one process.
     ///
-    /// Made for tests, which Swift Testing runs side by side in one process: each test binds the scope to a temporary
-    /// directory of its own, and sees neither the other tests' values nor the program's.
+    /// See <doc:TestingWithStorages>.
     ///
-    /// ```swift
-    /// try withTemporaryDirectory { directory in
-    ///     try WLStorageScope.settings.withBinding(to: .directory(directory)) {
-    ///         WLStorageKeys[.retries] = 5                 // stored in `directory`
-    ///         try checkRetries()
-    ///     }
-    /// }
-    /// ```
-    ///
-    /// The binding takes precedence over the process-wide one of ``bind(to:)`` for storages of the scope's keys made
-    /// in `body`, and leaves it as it is: it does not count as a use of the scope, so the scope may still be bound
-    /// process-wide afterwards, and it works as well for a scope that is bound, used, or not bound at all. Storages
-    /// made before `body`, or on other threads and in unstructured tasks that do not inherit task locals
-    /// (`Task.detached`, Dispatch), keep the process's store; a storage made in `body` keeps `store` after `body`
-    /// returns. Bindings nest: the innermost one of a scope holds, and bindings of other scopes stay.
-    ///
-    /// Storages of one key in one store share one value, as everywhere: two tests that bind the scope to different
-    /// directories share nothing, and two that bind it to the same directory share the values there.
-    ///
-    /// One-shot access to the scope's keys (``WLStorageKeys/subscript(_:)``) goes through a storage of `store` made
-    /// for `body`, released and flushed when `body` has returned and the tasks started in it have ended.
+    /// It takes precedence over ``bind(to:)`` and does not count as a use of the scope. Storages made before `body`, or
+    /// in detached tasks and on other threads, keep the process's store; a storage made in `body` keeps `store`.
+    /// Bindings nest. One-shot access goes through a storage of `store`, released and flushed after `body`.
     ///
     /// - Parameters:
     ///   - store: Where the keys of the scope live while `body` runs.
@@ -122,8 +90,7 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
         return bindings
     }
 
-    /// The store for a storage made now: the one set for the current task, the bound one, or one that refuses
-    /// everything and says why. Unless a task's binding applies, the scope is used from now on.
+    /// The store for a storage made now: the task's, the bound one, or a refusing one (marks the scope used).
     func storeForUse() -> any WLStorageStore {
         if let binding = TaskBindings.current.scopes[name] { return binding.store }
         return ScopeTable.use(self) ?? UnboundScopeStore(scope: self)
@@ -179,8 +146,7 @@ private enum ScopeTable {
     }
 }
 
-/// The store of a scope that was not bound when a storage of its keys was made: it reads and writes nothing, and says
-/// which scope to bind. Storages of one key in it share one value in memory, as in any store.
+/// The store of a scope unbound when its storage was made: reads and writes nothing, says which scope to bind.
 struct UnboundScopeStore: WLStorageStore {
     let scope: WLStorageScope
 

@@ -1,7 +1,6 @@
 import Foundation
 
-/// One version of a key's bytes as a backer read them: the bytes, the stamp that tells the version (see
-/// ``KnownVersions``), and, for a file, its identity, which a file moved aside must still have.
+/// One version of a key's bytes as read: the bytes, their stamp (``KnownVersions``), and a file's identity.
 struct ReadBytes {
     let data: Data
     let stamp: Int
@@ -20,21 +19,18 @@ enum KeptAside {
 
 /// What a medium's read of its key found, before any decoding.
 enum MediumRead {
-    /// The key's bytes; `underPreviousKey` when an encrypted store opened them with a previous key, so that the value
-    /// is to be written again, sealed under the current one.
+    /// The key's bytes; `underPreviousKey` when opened with an encrypted store's previous key (to be resealed).
     case bytes(ReadBytes, underPreviousKey: Bool)
     /// Nothing stored (or empty bytes).
     case absent
-    /// What the key held is not a value of its store at all (plain bytes under an encrypted store): it was kept aside,
-    /// and the key holds nothing now.
+    /// Not a value of its store at all (plain bytes under an encrypted store): kept aside; the key holds nothing now.
     case keptAside(WLStorageError)
     case failed(WLStorageError)
 }
 
 /// What a medium's read for a check of another program's change found.
 enum MediumCheck {
-    /// Nothing to look at: what was carried is not newer than what the backer knows, or no regular file stands at the
-    /// name.
+    /// Nothing to look at: what was carried is not newer, or no regular file stands at the name.
     case unchanged
     /// The key's bytes, or `nil` for nothing stored.
     case bytes(ReadBytes?)
@@ -52,11 +48,9 @@ enum MediumRewrite {
     case written(Data, stamp: Int)
 }
 
-/// Where the one backer of a key (``WLStorageDefaultBacker``) keeps the key's bytes: a file of a directory
-/// (``FileMedium``) or a key of any other store (``StoreMedium``). The backer's steps are written once, over this
-/// protocol; a medium supplies only how bytes are read, stamped and written, and where bytes that do not decode or are
-/// in an earlier shape are kept. Its calls name the key, which the backer holds, so that a file's medium stays small
-/// enough to be held inline.
+/// Where the one backer of a key (``WLStorageDefaultBacker``) keeps its bytes: a directory's file (``FileMedium``) or
+/// another store's key (``StoreMedium``). The backer's steps are written once over it; its calls name the key so a
+/// file's medium stays small enough to hold inline.
 protocol KeyMedium: Sendable {
     /// Where the bytes of `key` are, as messages name it.
     func place(key: String) -> StoredPlace
@@ -64,8 +58,7 @@ protocol KeyMedium: Sendable {
     /// Whether a default is saved where nothing is stored.
     var savesDefault: Bool { get }
 
-    /// Whether anything stands at the key, even empty bytes (which read as nothing stored, and are not replaced by a
-    /// default).
+    /// Whether anything stands at the key, even empty bytes (which read as nothing, and a default does not replace).
     func entryExists(key: String) -> Bool
 
     /// Reads the key. `prepared` says the caller has just prepared a directory, which is then not looked up again.
@@ -74,24 +67,21 @@ protocol KeyMedium: Sendable {
     /// Reads the key for a check of another program's change.
     func readForCheck(key: String) throws(WLStorageError) -> MediumCheck
 
-    /// Writes `encode()`'s bytes: replacing what is stored, or (`replacing` off) only where nothing is. Returns the
-    /// bytes and the stamp of the version written, or `nil` when something was stored and is left. `announced` marks
-    /// the write as a storage's own, which the file monitor does not report.
+    /// Writes `encode()`'s bytes, replacing, or (`replacing` off) only where nothing is; returns the bytes and stamp
+    /// written, or `nil` when something stood there. `announced` marks a storage's own write for the file monitor.
     func write(key: String, replacing: Bool, announced: Bool, encode: () throws(WLStorageError) -> Data)
         throws(WLStorageError)
         -> (data: Data, stamp: Int)?
 
-    /// Writes `encode()`'s bytes, the rewrite of what was read in an earlier shape or under a previous key, only while
-    /// the key holds the version read (`isLast` tells a stamp of it).
+    /// Writes `encode()`'s bytes, the rewrite of an earlier shape, only while the key holds the version read
+    /// (`isLast`).
     func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data) throws
         -> MediumRewrite
 
     /// Marks `read`, bytes just read and reshaped, as those a rewrite replaces on condition.
     func willRewrite(_ read: ReadBytes)
 
-    /// Keeps `data`, bytes in an earlier shape (`reshape` says how they were read), as they are until the value is
-    /// written back in the current shape; returns why they could not be kept, in which case they are left in their
-    /// old shape.
+    /// Keeps `data`, bytes in an earlier shape, until the value is written back; returns why it could not.
     func keepOriginal(_ data: Data, _ reshape: String, key: String) -> WLStorageError?
 
     /// Removes the bytes kept by ``keepOriginal(_:_:)``.
@@ -104,8 +94,7 @@ protocol KeyMedium: Sendable {
     func release()
 }
 
-/// Where a storage follows changes made elsewhere, and how the registry knows its cell: by the file in its directory,
-/// or by the key in its store.
+/// Where a storage follows outside changes, and how the registry knows its cell: a directory's file, or a store's key.
 enum MediumSource {
     case file(StorageDirectory, name: String)
     case store(StoreMedium)

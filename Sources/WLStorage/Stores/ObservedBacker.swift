@@ -1,7 +1,6 @@
 import Foundation
 
-/// A custom backer with a change feed, wrapped so that its cell can tell its own versions from changes made
-/// elsewhere: by the JSON encoding of the values it wrote and read.
+/// A custom backer with a feed, wrapped so its cell tells its own versions (by JSON encoding) from outside changes.
 final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {
     let base: any WLStorageObservableBacker<T>
     /// The default, made when the storage began following the feed.
@@ -29,8 +28,7 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
         }
     }
 
-    /// Reads the backer: the value, or `nil` when it asked for the default; with whether the value is a version this
-    /// backer wrote or read last.
+    /// Reads the backer: the value (`nil`: it asked for the default), and whether it is its own last version.
     private func readBase() throws(WLStorageError) -> (value: T, known: Bool)? {
         var absent = false
         let value: T

@@ -1,25 +1,20 @@
 import Foundation
 
-/// What a store can do beyond reading and writing bytes, which the storages of its keys use: found once per store by
-/// ``Stores/capabilities(of:)``, the one place where a store's type is looked at.
-///
-/// The directory, the key prefix and the encryption declare their capabilities (``DeclaresCapabilities``), forwarding
-/// those of the store they wrap; any other store has those of the public protocols its type conforms to
-/// (``WLStorageConditionalStore``, `WLStorageVersionedStore`, ``WLStorageCarryingStore``).
+/// What a store can do beyond bytes, for its storages: found once per store by ``Stores/capabilities(of:)``, the one
+/// place a store's type is looked at. The package's wrappers declare theirs (``DeclaresCapabilities``); any other
+/// store has those of the public protocols it conforms to.
 package struct StoreCapabilities: Sendable {
-    /// The store that holds the bytes of a key, through a wrapper that changes keys, and the key there; `nil` when the
-    /// store holds its keys' bytes itself.
+    /// The store holding a key's bytes through key-changing wrappers, and the key there; `nil` for this store.
     package var resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))?
     /// The store is a directory: a storage of its key is the key's file, with everything the file backer does.
     package var directory: WLStorageDirectoryStore?
-    /// The store encrypts its values: reads tell a value sealed with a previous key, plain bytes are kept aside, and
-    /// messages never say what the bytes hold.
+    /// The store encrypts: reads tell a previous key's seal, plain bytes are kept aside, messages never quote bytes.
     package var encrypted: WLStorageEncryptedStore?
     /// The store, as one that writes on condition of the bytes the key holds.
     package var conditional: (any WLStorageConditionalStore)?
-    /// The store, as one that writes the rewrite of a value read on condition of the bytes the key holds: the store
-    /// that writes on condition, or a directory, whose conditional replacement may show the rewrite for a moment before
-    /// it gives way (acceptable for a rewrite, not for an update).
+    /// The store, as one that writes a rewrite on condition of the key's bytes: a conditional store, or a directory
+    /// (whose conditional replace may show the rewrite for a moment before giving way: fine for a rewrite, not an
+    /// update).
     package var rewrites: (any WLStorageConditionalStore)?
     /// The store, as one that writes on condition of a version, tagged.
     package var versioned: (any WLStorageVersionedStore)?
@@ -37,13 +32,11 @@ package struct StoreCapabilities: Sendable {
         self.rewrites = rewrites ?? self.conditional
     }
 
-    /// Whether the store's values are secret: messages then say that bytes do not decode, not what is wrong in them,
-    /// which could quote them, and carry no decoding error.
+    /// Whether the store's values are secret: messages then do not quote the bytes nor carry a decoding error.
     package var conceals: Bool { encrypted != nil }
 }
 
-/// A store of the package that tells its capabilities itself: the directory, the key prefix and the encryption (each
-/// forwarding those of the store it wraps).
+/// A store of the package that declares its capabilities, forwarding those of the store it wraps.
 package protocol DeclaresCapabilities: WLStorageStore {
     var capabilities: StoreCapabilities { get }
 }
@@ -71,15 +64,13 @@ extension WLStorageDirectoryStore: DeclaresCapabilities {
 }
 
 extension WLStoragePrefixedStore: DeclaresCapabilities {
-    /// Its keys are keys of the store it wraps, with the prefix: storages of them are that store's, with its
-    /// capabilities.
+    /// Its keys are the wrapped store's, with the prefix, and have its capabilities.
     package var capabilities: StoreCapabilities {
         StoreCapabilities(resolve: { [base, prefix] key in Stores.resolve(base, prefix + key) })
     }
 }
 
-/// A store seen as one that offers more (writes on condition): every requirement of a store is the viewed store's,
-/// and the view's type adds the rest.
+/// A store seen as one that offers more: every requirement is the viewed store's; the view's type adds the rest.
 protocol StoreView: WLStorageStore {
     var viewed: any WLStorageStore { get }
 }

@@ -6,12 +6,11 @@ import Dispatch
     import Musl
 #endif
 
-/// The change feeds of the stores in use: one per store identity, started by its first storage and cancelled with its
-/// last. What a feed reports is gathered into rounds for the ``ChangeRouter``, run on the router's queue of checks,
-/// or on the feed's thread for a change that carries its bytes (``WLStorageCarriedChange``).
+/// The change feeds of the stores in use: one per store identity, started by its first storage and cancelled with
+/// its last. Reports are gathered into rounds run on the router's queue, or on the feed's thread for a carried change.
 ///
-/// The lock guards the table only. A store's `observeChanges` (user code) is called, and an observation cancelled and
-/// released, outside it; a feed being started is a placeholder that later users wait for.
+/// The lock guards the table only: `observeChanges` (user code) is called, and subscriptions cancelled and released,
+/// outside it; a feed being started is a placeholder later users wait for.
 final class StoreFeeds: Sendable {
     static let shared = StoreFeeds()
 
@@ -20,17 +19,14 @@ final class StoreFeeds: Sendable {
         var observation: WLStorageSubscription?
         /// Opened when the observation is in place.
         let started = DispatchGroup()
-        /// The thread starting the feed, until it is in place: a storage of the store created from inside
-        /// `observeChanges` must not wait for the call it is part of.
+        /// The thread starting the feed, until in place: a storage made inside `observeChanges` must not wait for it.
         var startingThread: UInt = 0
         /// The keys reported and not checked yet, or every key: a store's storages have at most one round waiting.
         var pendingKeys: Set<String> = []
         var pendingEverything = false
-        /// The changes carried with their bytes or versions and not handed to the cells yet, by key, in the order
-        /// reported (see ``WLStorageCarriedChange``).
+        /// Carried changes not yet handed to cells, by key, in report order.
         var pendingCarried: [String: [WLStorageCarriedChange]] = [:]
-        /// When each key waiting was last reported: a round hands the keys to their cells in that order, so that a
-        /// program that writes a key and then another is seen to do so.
+        /// When each waiting key was last reported: rounds hand keys over in that order, so write order is kept.
         var lastReport: [String: UInt64] = [:]
         var reports: UInt64 = 0
         /// A round of checks is queued or running.
@@ -39,8 +35,7 @@ final class StoreFeeds: Sendable {
 
     private let feeds = Lock([String: Feed]())
 
-    /// Starts one use of `store`'s feed, starting the feed with the first. Returns when the feed is in place. Balance
-    /// each call with ``release(_:)``.
+    /// Starts one use of `store`'s feed (the first starts it), returning once in place. Balance with ``release(_:)``.
     func use(_ store: any WLStorageStore, identity: String) {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         let (feed, isNew, reentered) = feeds.withLock { feeds -> (Feed, Bool, Bool) in
@@ -55,7 +50,7 @@ final class StoreFeeds: Sendable {
             return (feed, true, false)
         }
         if reentered {
-            // Called from inside the store's `observeChanges`: the feed is not in place yet, and cannot be waited for.
+            // Called from inside `observeChanges`: the feed is not in place and cannot be waited for.
             return
         }
         if isNew {
@@ -88,7 +83,7 @@ final class StoreFeeds: Sendable {
             return feed
         }
         guard let ended else { return }
-        // The last storage released from inside `observeChanges` itself: the call that starts the feed cancels it.
+        // Released from inside `observeChanges`: the call that starts the feed cancels it.
         if feeds.withLock({ _ in ended.startingThread }) == UInt(bitPattern: Int(bitPattern: pthread_self())) { return }
         ended.started.wait()
         let observation = feeds.withLock { _ in
@@ -103,8 +98,7 @@ final class StoreFeeds: Sendable {
         ChangeRouter.shared.count([.store(identity)])
         let round = feeds.withLock { feeds -> Round in
             guard let feed = feeds[identity] else { return .none }
-            // A change that carries its bytes, with no round running and nothing waiting, is handed to its cells as it
-            // is.
+            // A carried change with no round running and nothing waiting goes to its cells at once.
             if case .carried(let change) = event, change.data != nil, !feed.draining, !feed.pendingEverything,
                 feed.pendingKeys.isEmpty, feed.pendingCarried.isEmpty
             {
@@ -131,8 +125,8 @@ final class StoreFeeds: Sendable {
             feed.draining = true
             return .reported
         }
-        // A carried change's round runs here, on the feed's thread; a change to read goes to the queue of checks, so
-        // that the feed's thread never waits for a read.
+        // A carried round runs on the feed's thread; a read goes to the queue of checks, so the feed never waits for
+        // one.
         switch round {
         case .none:
             return
@@ -148,8 +142,7 @@ final class StoreFeeds: Sendable {
         }
     }
 
-    /// What a report starts: nothing (a round is running, which takes it), a round of what is waiting, or the round
-    /// of one carried change.
+    /// What a report starts: nothing (a running round takes it), a round of what waits, or one carried change's round.
     private enum Round {
         case none
         case reported

@@ -1,25 +1,19 @@
 import Foundation
 
-/// A key's bytes as a key of a ``WLStorageStore`` other than a directory: the medium of such a key (see
-/// ``KeyMedium``), with what only a store offers: a feed that carries the bytes stored, encryption, and writes on
-/// condition of the bytes or of a version, and in batches.
-///
-/// A version is stamped by its bytes alone (``KnownVersions/stamp(_:)``). Bytes that do not decode are copied to
-/// another key and removed while the key still holds them; bytes in an earlier shape are copied to another key.
+/// A key of a ``WLStorageStore`` other than a directory as a ``KeyMedium``, with what only a store offers: a carried
+/// feed, encryption, conditional, versioned and batch writes. Versions are stamped by bytes alone; bytes that do not
+/// decode are copied to another key and removed while the key holds them.
 final class StoreMedium: KeyMedium {
     /// The store that holds the bytes, and the key there (a prefixed store's key with its prefix).
     let store: any WLStorageStore
     let storedKey: String
-    /// The store's identity, read once, so that a store whose identity changed later leaves no feed or cell under the
-    /// old one.
+    /// The store's identity, read once, so a store whose identity changes leaves nothing under the old one.
     let identity: String
-    /// The bytes a value to be rewritten was read from (in an earlier shape, or under a previous key), which a store
-    /// that writes on condition replaces only while it still holds them.
+    /// The bytes a value to rewrite was read from, which a conditional store replaces only while it holds them.
     private let rewriteFrom = Lock<Data?>(nil)
     /// Whether an update has reported that the store cannot tag writes (see `WLStorageVersionedRead/untagged(_:)`).
     private let untaggedReported = Lock(false)
-    /// The store's feed of carried changes, when it has one; with ``versions``, the version of the key the backer knows
-    /// and what the feed carried since its last check (see ``CarriedVersions``). This and the fields below are the
+    /// The store's carried feed, if any; with ``versions`` (``CarriedVersions``). This and the fields below are
     /// capabilities used at every read, check or flush, found once rather than cast each time.
     private let carriedFeed: (any CarriedChangeFeed)?
     /// Whether there is a ``carriedFeed``: asked at every write, where a test of the optional would copy it.
@@ -27,8 +21,7 @@ final class StoreMedium: KeyMedium {
     private let encrypted: WLStorageEncryptedStore?
     /// Whether the store writes on condition: a flush of every storage asks it of each.
     let writesOnCondition: Bool
-    /// Whether the store writes rewrites on condition (see ``StoreCapabilities/rewrites``): a flush of every storage
-    /// leaves a rewrite to its own conditional write.
+    /// Whether the store rewrites on condition (``StoreCapabilities/rewrites``): a flush of all leaves a rewrite to it.
     let rewritesOnCondition: Bool
     private let versions = Lock(CarriedVersions())
 
@@ -55,14 +48,13 @@ final class StoreMedium: KeyMedium {
     /// Whether the store's values are secret (``StoreCapabilities/conceals``).
     var conceals: Bool { encrypted != nil }
 
-    /// Whether a default is saved where nothing is stored. Not in a store whose values are secret: a default sealed
-    /// with a wrong key would leave bytes the programs with the right key can neither open nor replace.
+    /// Whether a default is saved where nothing is stored. Not in a secret store: a default sealed with a wrong key
+    /// would leave bytes the right key's programs can neither open nor replace.
     var savesDefault: Bool { !conceals }
 
     func entryExists(key: String) -> Bool { (try? store.read(key: storedKey)) != nil }
 
-    /// Hands this medium changes its store's feed carried, or (`mustRead`) a change it reported without one: the next
-    /// check adopts them or reads the key (see ``CarriedVersions/take()``).
+    /// Hands this medium carried changes, or an uncarried one (`mustRead`) (``CarriedVersions/take()``).
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) {
         guard carriedFeed != nil else { return }
         versions.withLock { $0.offer(changes, mustRead: mustRead) }
@@ -90,7 +82,7 @@ final class StoreMedium: KeyMedium {
                 data = try store.read(key: storedKey)
             }
         } catch {
-            // Bytes that are not sealed at all are no one's secret: kept aside, so that they do not block the key.
+            // Bytes not sealed at all are no one's secret: kept aside, so they do not block the key.
             if let encrypted, (error as? WLStorageError)?.code == .decodingFailed,
                 let aside = try? encrypted.keepUnsealedAside(key: storedKey)
             {
@@ -115,9 +107,8 @@ final class StoreMedium: KeyMedium {
         return found?.data
     }
 
-    /// The bytes a check for another program's change looks at: what its store's feed carried when that can be
-    /// trusted (see ``CarriedVersions``), else the key read: `.some(nil)` for nothing stored, and `nil` when the feed
-    /// carried nothing newer than what the backer knows.
+    /// The bytes a check looks at: what the feed carried when trusted (``CarriedVersions``), else the key read
+    /// (`.some(nil)`: nothing stored); `nil` when nothing newer was carried.
     private func bytesForCheck() throws -> Data?? {
         guard let carriedFeed else { return .some(try store.read(key: storedKey)) }
         switch versions.withLock({ $0.take() }) {
@@ -138,7 +129,7 @@ final class StoreMedium: KeyMedium {
             guard let bytes = try bytesForCheck() else { return .unchanged }
             data = bytes
         } catch let error as WLStorageError where conceals && error.code == .decodingFailed {
-            // Bytes of a secret store that do not open: what is stored is unknown, and must not be replaced.
+            // A secret store's bytes that do not open: unknown, and must not be replaced.
             return .unreadable(failure(error, writing: false, key: key))
         } catch {
             throw failure(error, writing: false, key: key)
@@ -167,8 +158,7 @@ final class StoreMedium: KeyMedium {
         return (data, KnownVersions.stamp(data))
     }
 
-    /// Written on condition that the key still holds the bytes it was read from, when the store writes on condition
-    /// and those bytes are known; otherwise the rewrite is a plain write.
+    /// Written on condition of the bytes read, when the store can and they are known; else a plain write.
     func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data)
         throws -> MediumRewrite
     {
@@ -195,8 +185,7 @@ final class StoreMedium: KeyMedium {
         rewriteFrom.withLock { $0 = read.data }
     }
 
-    /// After a write of the key (by the backer, or in a batch of its store): the version written is not known to the
-    /// feed, and nothing is left to rewrite.
+    /// After a write of the key: its version is not known to the feed, and nothing is left to rewrite.
     func wrote() {
         forgetVersion()
         rewriteFrom.withLock { $0 = nil }
@@ -204,9 +193,8 @@ final class StoreMedium: KeyMedium {
 
     // MARK: Writes on condition, for updates
 
-    /// Stores `data` only while the key holds `expected`, and returns whether it did. When the answer is lost, the key,
-    /// read again, tells: holding `data`, it was stored; otherwise the write's error is thrown, and the outcome is not
-    /// known.
+    /// Stores `data` only while the key holds `expected`; returns whether it did. After a lost answer, the key read
+    /// again tells: holding `data`, it was stored; else the write's error is thrown (outcome unknown).
     func write(
         _ data: Data, ifItHolds expected: Data?, through conditional: any WLStorageConditionalStore
     ) throws -> Bool {
@@ -219,12 +207,11 @@ final class StoreMedium: KeyMedium {
         }
     }
 
-    /// Stores `data` through `store` only while the key's version is `version` (for `nil`, while nothing is stored),
-    /// as a write tagged with a new random tag, and finds out what became of it.
+    /// Stores `data` only while the key's version is `version` (`nil`: nothing stored), tagged with a new random tag,
+    /// and finds out what became of it.
     ///
-    /// A write whose answer is lost is sent again with the same tag and condition: it stores only if the first did not,
-    /// and once refused the first can no longer store either, since versions only grow. The tag then tells whether the
-    /// first stored, and another replica's write of the same bytes is never taken for this one.
+    /// A write whose answer is lost is resent with the same tag and condition: it stores only if the first did not, and
+    /// once refused the first cannot store either (versions only grow). The tag then tells whether the first stored.
     func write(
         _ data: Data, ifVersion version: Int64?, through store: any WLStorageVersionedStore, key: String
     ) -> TaggedWriteOutcome {
@@ -273,17 +260,16 @@ final class StoreMedium: KeyMedium {
         return .unknown(lastError)
     }
 
-    /// How many times a tagged write is sent, the first time and again after answers lost, before its outcome counts
-    /// as unknown.
+    /// How many times a tagged write is sent before its outcome counts as unknown.
     static var taggedWriteAttempts: Int { 12 }
 
-    /// The pause before attempt `attempt` of a tagged write, in microseconds: none before the first resend (the sooner
-    /// the row is asked, the less likely the tag was pushed out), then 5 ms, doubling, up to half a second.
+    /// The pause before attempt `attempt` of a tagged write, in microseconds: none before the first resend (the tag is
+    /// less likely pushed out), then 5 ms doubling up to half a second.
     static func taggedWriteBackoff(_ attempt: Int) -> UInt32 {
         attempt < 2 ? 0 : UInt32(min(5_000 << min(attempt - 2, 10), 500_000))
     }
 
-    /// Reports, once per backer, that its store cannot tag writes: the first update says so, the others do not.
+    /// Reports once per backer that its store cannot tag writes.
     func firstUntaggedReport() -> Bool {
         untaggedReported.withLock { reported in
             defer { reported = true }
@@ -293,8 +279,7 @@ final class StoreMedium: KeyMedium {
 
     // MARK: Bytes kept elsewhere
 
-    /// The key the bytes of a value from before its type changed are kept under until it is written in the current
-    /// shape.
+    /// The key that keeps the bytes of a value from before its type changed, until written in the current shape.
     var keptOriginalKey: String { storedKey + StorageDirectory.keptOriginalSuffix }
 
     func keepOriginal(_ data: Data, _ reshape: String, key: String) -> WLStorageError? {
@@ -314,9 +299,8 @@ final class StoreMedium: KeyMedium {
         try store.remove(key: keptOriginalKey)
     }
 
-    /// Bytes that do not decode are copied to another key of the store, named with `~corrupt-` and the time, and
-    /// removed from this one while it still holds them. When someone stored something else meanwhile, that is read
-    /// instead.
+    /// Bytes that do not decode are copied to a `~corrupt-` key with the time, and removed here while the key holds
+    /// them; something stored meanwhile is read instead.
     func keepAside(_ read: ReadBytes, judged: String, type: String, _ decodingError: (any Error)?, key: String)
         -> KeptAside
     {

@@ -10,7 +10,7 @@ public struct WLStorageWriteTag: Sendable, Hashable, CustomStringConvertible {
         self.text = text
     }
 
-    /// A new tag, from two random `UInt64`s (one `getrandom` each at most, not one per byte).
+    /// A new tag, from two random `UInt64`s.
     package static func random() -> WLStorageWriteTag {
         var generator = SystemRandomNumberGenerator()
         let high = generator.next()
@@ -26,8 +26,7 @@ public struct WLStorageWriteTag: Sendable, Hashable, CustomStringConvertible {
     public var description: String { text }
 }
 
-/// What a tagged conditional write did, when that is known (see
-/// `WLStorageVersionedStore/write(key:data:ifVersion:tag:)`).
+/// What a tagged conditional write did, when known (`WLStorageVersionedStore/write(key:data:ifVersion:tag:)`).
 public enum WLStorageTaggedWriteResult: Sendable {
     /// It stored the bytes.
     case stored
@@ -56,14 +55,12 @@ public struct WLStorageTagTrace: Sendable, Equatable {
         self.capacity = capacity
     }
 
-    /// Whether a write tagged with the tag asked about, on condition of `expected` (`nil`: no row), committed: `true`
-    /// or `false` when the row tells, `nil` when it cannot.
+    /// Whether a write tagged with the tag asked about, on condition of `expected` (`nil`: no row), committed; `nil`
+    /// when the row cannot tell.
     ///
-    /// Committed, the write made the version greater than `expected` and put its tag first; every later tagged write
-    /// adds a greater version and one tag, so the tag can have been pushed out only by `capacity` later writes, and
-    /// then the version is at least `expected + 1 + capacity` and the key keeps `capacity` tags. Short of that, a tag
-    /// not found was never written. (Plain writes add to the version and leave the tags: they only make the check more
-    /// cautious.)
+    /// A committed write raised the version past `expected` and put its tag first; it can be pushed out only by
+    /// `capacity` later tagged writes, so a tag not found short of version `expected + 1 + capacity` with `capacity`
+    /// tags kept was never written. (Plain writes only make the check more cautious.)
     package func committed(ifVersion expected: Int64?) -> Bool? {
         if tagFound { return true }
         let ours = (expected ?? 0) &+ 1
@@ -74,14 +71,12 @@ public struct WLStorageTagTrace: Sendable, Equatable {
 
 /// What became of a tagged conditional write, once its outcome was looked for.
 enum TaggedWriteOutcome {
-    /// It stored the bytes (known from its answer, or from its tag in the row after the answer was lost);
-    /// `overwritten` when others wrote the key after it.
+    /// It stored the bytes (by answer, or by tag after a lost answer); `overwritten` when others wrote since.
     case stored(overwritten: Bool)
     /// It did not store them, and cannot any more: the update reads again and runs its closure on what it finds.
     case refused
     /// Nothing was stored, and nothing was sent that could be: the store cannot be reached.
     case notStored(WLStorageError)
-    /// Whether it stored them is not known: the row was removed, too many writes came after it, or the store could
-    /// not be asked.
+    /// Unknown: the row was removed, too many writes came after it, or the store could not be asked.
     case unknown(any Error)
 }

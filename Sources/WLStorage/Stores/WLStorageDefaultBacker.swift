@@ -3,23 +3,18 @@ import Synchronization
 
 /// The backer that keeps each value in its own JSON file in a directory.
 ///
-/// The file is named by the key when the key is 1 to 127 bytes of `[A-Za-z0-9._-]` (and not `.`, `..` or 64 lowercase
-/// hex digits), and by the lowercase hex SHA-256 of the key's UTF-8 bytes otherwise, so no key can name a file
-/// outside the directory, nor another key's file. The file holds the `JSONEncoder` output of the value, with sorted
-/// keys so that equal values give equal files; the reference library reads it as it reads its own.
+/// The file is named by the key when the key is 1 to 127 bytes of `[A-Za-z0-9._-]` (not `.`, `..` or 64 lowercase
+/// hex digits), else by the lowercase hex SHA-256 of its UTF-8 bytes, so no key can name a file outside the
+/// directory or another key's file. It holds the value's `JSONEncoder` output with sorted keys.
 ///
-/// Writes are atomic and durable: the bytes go to a temporary file created with mode 0600, which is synced and
-/// renamed over the file, and then the directory is synced. A reader sees the old content or the new, never a
-/// mix, even after a crash or a power loss.
+/// Writes are atomic and durable (a 0600 temporary file, synced, renamed over the file, then the directory synced):
+/// a reader sees the old content or the new, even after a crash or power loss.
 ///
-/// Reading never follows a symlink. A file that is not JSON is moved aside, to a name with `~corrupt-` in it, and
-/// kept; JSON that does not decode (another version of the type stored it) and a value an encrypted store sealed are
-/// left as they are. A symlink, directory or other non-regular file where the file should be is left alone and
-/// reported, and writes refuse to replace it. A write keeps the members of the stored JSON object that the value's
-/// type does not know (see <doc:ChangingAStoredType>).
+/// Reading never follows a symlink. A file that is not JSON is moved aside to a `~corrupt-` name; JSON that does not
+/// decode and sealed values are left as they are; a non-regular file is left alone, reported, and never replaced. A
+/// write keeps stored JSON members the type does not know (see <doc:ChangingAStoredType>).
 ///
-/// Every storage of a key in a store keeps its value through this class, whatever the store: a directory's key is a
-/// file, any other store's key its bytes there (see <doc:Architecture>).
+/// Every storage of a key in a store keeps its value through this class (see <doc:Architecture>).
 public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
     /// The key the value is stored under.
     public let key: String
@@ -36,20 +31,16 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// Where the bytes are, as the protocol of every medium.
     var medium: any KeyMedium { held.medium }
-    /// The version of the key this backer last wrote or read, so that its own writes and versions it already holds
-    /// are told from other programs' changes.
+    /// The version this backer last wrote or read, to tell its own versions from other programs' changes.
     let known = Lock(KnownVersions())
-    /// Whether a storage keeps its value through this backer: its writes are then the storage's own, which it does not
-    /// read again. A backer the program calls itself writes as another program would.
+    /// Whether a storage keeps its value through this backer (its writes are its own, not another program's).
     private let attached = Atomic<Bool>(false)
 
     /// Marks the backer as a storage's own (see ``attached``).
     func attach() { attached.store(true, ordering: .relaxed) }
 
-    /// Creates a backer for `key` in `directory`.
-    ///
-    /// The directory and its missing parents are created with mode 0700 on first use, and temporary files that
-    /// a crashed writer left in it are removed.
+    /// Creates a backer for `key` in `directory`, created with mode 0700 on first use (crashed writers' temporary files
+    /// removed).
     ///
     /// - Parameters:
     ///   - key: The key. Any string is accepted.
@@ -70,20 +61,16 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         KeptOriginals.forget(self)
     }
 
-    /// Reads the file. A missing or empty file gives `defaultValueClosure()`.
-    ///
-    /// A file that lacks fields of the type, and has none the type does not know, is read with them taken from
-    /// `defaultValueClosure()` (see <doc:ChangingAStoredType>); the file is left as it is.
+    /// Reads the file. A missing or empty file gives `defaultValueClosure()`; fields a file lacks are taken from it
+    /// (see <doc:ChangingAStoredType>), the file left as it is.
     ///
     /// - Parameter defaultValueClosure: Makes the value to use when the file is missing or empty, and the fields a file
     ///   lacks.
     /// - Returns: The decoded value, or the default.
     /// - Throws: ``WLStorageError`` when the file exists but cannot be used: ``WLStorageError/Code/decodingFailed``
-    ///   (the file is not JSON, and was moved aside and kept; or it is a sealed value, left as it is),
-    ///   ``WLStorageError/Code/storedByAnotherVersion`` (JSON that does not decode, left as it is),
-    ///   ``WLStorageError/Code/notARegularFile``,
-    ///   ``WLStorageError/Code/valueTooLarge``, ``WLStorageError/Code/readFailed`` or
-    ///   ``WLStorageError/Code/directoryUnavailable``.
+    ///   (not JSON, moved aside; or sealed, left), ``WLStorageError/Code/storedByAnotherVersion`` (left as it is),
+    ///   ``WLStorageError/Code/notARegularFile``, ``WLStorageError/Code/valueTooLarge``,
+    ///   ``WLStorageError/Code/readFailed`` or ``WLStorageError/Code/directoryUnavailable``.
     public func read(defaultValueClosure: () -> T) throws -> T {
         let found = withoutActuallyEscaping(defaultValueClosure) { makeDefault in
             readStored(decoding: ValueDecoding(defaultValue: makeDefault, migrations: []))
@@ -137,10 +124,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return nil
     }
 
-    /// Writes `value` unless something is stored already. Returns whether it was written. A store whose values are
-    /// secret saves no default (see ``StoreMedium/savesDefault``): nothing stored reads as the default all the same.
-    ///
-    /// An empty file stands for "nothing stored" when read, but it is not replaced here: it counts as written.
+    /// Writes `value` unless something (even an empty file) is stored; a secret store saves no default.
     func create(value: T) throws(WLStorageError) -> Bool {
         guard savesDefault else { return true }
         return try place(value, replacing: false)
@@ -155,9 +139,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Where the bytes are, as messages name them.
     var place: StoredPlace { medium.place(key: key) }
 
-    /// Reads the key: its value, its absence (nothing stored, or empty bytes), or why it cannot be read. Bytes that do
-    /// not decode, even through `decoding`'s added fields and migrations, are kept aside, and then count as absent.
-    /// Bytes that decode only through them are kept as they are until this backer next writes the key.
+    /// Reads the key: its value, its absence (nothing or empty bytes), or why not. Bytes that do not decode, even
+    /// through `decoding`'s added fields and migrations, are kept aside and count as absent; bytes that decode only
+    /// through them are kept until this backer next writes.
     ///
     /// - Parameters:
     ///   - prepared: Whether the caller has just prepared the directory, which is then not looked up again.
@@ -179,9 +163,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         case .failed(let error):
             return .failed(error)
         }
-        // The plain decode first, caught rather than optional, and the other steps in a function of their own, so that
-        // bytes in the current shape touch no other generic type. A declared rename is read before it. Its error goes
-        // on to the other steps, so that a type's `init(from:)` runs once for bytes in its shape.
+        // The plain decode first, out of line from the other steps, so bytes in the current shape touch no other
+        // generic type; a declared rename before it; its error goes on, so `init(from:)` runs once for bytes in its
+        // shape.
         var plainError: (any Error)?
         if !rewrite, known.withLock({ $0.renames.isEmpty }) {
             do {
@@ -195,14 +179,12 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return readStored(read, rewrite: rewrite, decoding: decoding(), plainError: plainError, again: again)
     }
 
-    /// Reads `read`, bytes that do not decode as they are (or are to be written again), through the added fields and
-    /// migrations, or keeps the original of a reshaped value, or keeps the bytes aside (see
-    /// ``readStored(prepared:again:decoding:)``).
+    /// Reads `read` through the added fields and migrations, keeps a reshaped value's original, or keeps bytes aside.
     @inline(never)
     private func readStored(
         _ read: ReadBytes, rewrite: Bool, decoding: ValueDecoding<T>, plainError: (any Error)?, again: Bool
     ) -> ReadResult<T> {
-        // Kept aside only while the key still holds the version read: a key changed meanwhile is read again, once.
+        // Kept aside only while the key holds the version read; a key changed meanwhile is read again, once.
         var readAgain = false
         let found = opening(
             read, decoding: decoding, plainError: plainError, rewrite: rewrite,
@@ -211,15 +193,12 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                     readAgain = true
                     return self.readStored(prepared: true, again: false, decoding: decoding)
                 } : nil)
-        // Written back on condition that the key still holds what was read (or read again).
         if !readAgain, case .reshaped(_, true, _) = found { medium.willRewrite(read) }
         return found
     }
 
-    /// What `read`, the bytes the key holds, are to the storage opening it (see ``StoredBytes``): the value; the value
-    /// reshaped, with the bytes kept until it is written back; bytes of another version, left as they are; or bytes
-    /// kept aside. When the key changed while they were being kept aside, `readAgain` reads it again; otherwise the
-    /// read fails.
+    /// What `read` is to the storage opening it (``StoredBytes``): the value, reshaped (original kept), another
+    /// version's (left), or kept aside; a key changed meanwhile is read again by `readAgain`, else the read fails.
     private func opening(
         _ read: ReadBytes, decoding: ValueDecoding<T>, plainError: (any Error)?, rewrite: Bool,
         readAgain: (() -> ReadResult<T>)?
@@ -238,7 +217,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         case .anotherVersion(let error):
             return .anotherVersion(error)
         case .sealedElsewhere(let error):
-            // Another key's secret: not kept aside, and nothing of this storage replaces it.
+            // Another key's secret: not kept aside, and never replaced.
             return .failed(error)
         case .undecodable(let judged, let error):
             switch medium.keepAside(read, judged: judged, type: "\(T.self)", error, key: key) {
@@ -253,11 +232,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// What another program did to the key since this backer last wrote or read it.
-    ///
-    /// The version this backer wrote or read last is recognised by its stamp (see ``KnownVersions``). Unlike
-    /// ``read(defaultValueClosure:)`` it never keeps bytes aside: bytes that do not decode are reported and left to
-    /// the program that wrote them.
+    /// What another program did to the key since this backer last wrote or read it (``KnownVersions``). Never keeps
+    /// bytes aside: bytes that do not decode are reported and left to their writer.
     func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
         switch try held.readForCheck(key: key) {
         case .unchanged:
@@ -273,8 +249,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// Writes `value`, the rewrite in the current shape of the bytes last read, only while the key still holds them.
-    /// Returns whether it wrote, or `nil` when the medium cannot tell, for a plain write.
+    /// Writes `value`, reshaped, only while the key holds the bytes last read; `nil` when it cannot tell (plain write).
     func rewrite(_ value: T) throws -> Bool? {
         let outcome = try medium.rewrite(
             key: key, announced: attached.load(ordering: .relaxed),
@@ -293,12 +268,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// A file's key is written field by field onto what it holds now; a store's, whole, unless another program's change
-    /// was seen since the value was read (see ``writeChange(_:to:base:)``). `defaultValue` makes the default, the base
-    /// of a value that was not read from the key.
+    /// A file's key is written field by field onto what it holds; a store's whole, unless another program's change was
+    /// seen since the read (``writeChange(_:to:base:)``). `defaultValue` is the base of a value not read from the key.
     func writeChange(_ value: T, defaultValue: () -> T) throws(WLStorageError) -> ChangeWrite {
-        // Without bytes read as a JSON object there are no fields to take changes against: the value goes whole, unless
-        // a check saw another program's object since, when the default is the base.
+        // No JSON object read: no fields to diff, so the value goes whole, unless a check saw another's object since.
         guard let (base, renames) = try changeBase(defaultValue) else { return .plain }
         switch held {
         case .file(let file): return try writeChange(value, to: file, base: base, renames: renames)
@@ -306,8 +279,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// The bytes a change is taken against: those the value was read from or written as, or, when a check saw another
-    /// program's object though none were (nothing was stored), the default's; `nil` when there are none.
+    /// The bytes a change is taken against: those read or written, or the default's when a check saw another's object
+    /// over nothing stored; `nil` when none.
     private func changeBase(_ defaultValue: () -> T) throws(WLStorageError) -> (Data, [FieldRename])? {
         let (base, seen, renames) = known.withLock { ($0.base, $0.seenObject, $0.renames) }
         if let base { return (base, renames) }
@@ -316,10 +289,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return UnknownFields.base(made).map { ($0, renames) }
     }
 
-    /// The bytes to write for `data`, the value's, changed against `base`, onto `stored`, another program's: the first
-    /// of these that decodes as the value's type: the merge (see ``FieldMerge``), the merge that takes another case of
-    /// an enum whole, the merge with the members it lacks taken from `data`. Else `data` whole, unless `stored` did not
-    /// decode either (another version's value, whose members the merge keeps). `nil` when the merge cannot be made.
+    /// The bytes to write for `data` changed against `base` onto `stored` (another's): the first that decodes of the
+    /// merge (``FieldMerge``), the merge taking another enum case whole, the merge filled from `data`. Else `data`
+    /// whole, unless `stored` did not decode either. `nil` when no merge can be made.
     private func merging(_ data: Data, base: Data, onto stored: Data) -> Data? {
         guard let merged = FieldMerge.merge(base: base, value: data, stored: stored) else { return nil }
         func decodes(_ bytes: Data) -> Bool { (try? JSONCoders.decoder.decode(T.self, from: bytes)) != nil }
@@ -333,8 +305,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return decodes(stored) ? data : merged
     }
 
-    /// The error of a change that could not be written onto other programs' changes, which kept coming: it stays
-    /// pending and is tried again.
+    /// The error of a change that could not go onto other programs' changes, which kept coming: it stays pending.
     private var changesKeptComing: WLStorageError {
         WLStorageError(
             code: .writeFailed,
@@ -379,17 +350,15 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return .writtenOver
     }
 
-    /// Whether a change is to be written by ``writeChange(_:defaultValue:)``, on its own, rather than whole in a batch:
-    /// another program's change was seen since the value was read, and the change goes onto it.
+    /// Whether a change is written on its own, not whole in a batch: another program's change was seen since.
     var writesChangeOnItsOwn: Bool {
         guard let medium = storeMedium, medium.writesOnCondition, !medium.conceals else { return false }
         return known.withLock { known in known.seenObject.map { $0 != known.base } ?? false }
     }
 
-    /// A store that writes on condition is written the value whole, only while the key holds the bytes the value was
-    /// read from or written as; or, after a check saw another program's change, the fields the value changed go onto
-    /// the bytes seen, on the same condition. When the key holds others by then, the change goes onto them, for a few
-    /// rounds, after which it stays pending. Any other store is written whole.
+    /// A conditional store gets the value whole while the key holds the bytes read or written, or, after another's
+    /// change was seen, the changed fields onto those bytes on the same condition, for a few rounds before the change
+    /// stays pending. Any other store is written whole.
     private func writeChange(
         _ value: T, to medium: StoreMedium, base: Data, renames: [FieldRename]
     ) throws(WLStorageError) -> ChangeWrite {
@@ -420,8 +389,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                         throw medium.failure(error, writing: false, key: key)
                     }
                     guard let current, !current.isEmpty else {
-                        // Removed meanwhile: the value is written whole, as onto nothing stored, but only while nothing
-                        // is; a value another program stored anew by then is read, and the change goes onto it.
+                        // Removed meanwhile: written whole only while nothing is stored; a value stored anew is read
+                        // and merged onto.
                         known.withLock { $0.forgetSeen() }
                         let created: Bool
                         do {
@@ -460,8 +429,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     // MARK: Writes
 
-    /// Encodes `value` and writes it, replacing what is stored or only where nothing is. Returns whether it was
-    /// written.
+    /// Encodes `value` and writes it, replacing or only where nothing is; returns whether it was written.
     private func place(_ value: T, replacing: Bool) throws(WLStorageError) -> Bool {
         guard
             let (data, stamp) = try held.write(
@@ -472,15 +440,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return true
     }
 
-    /// Records `data`, version `stamp`, as written by this backer. Bytes kept from before the type changed go now:
-    /// what is stored is in the current shape.
+    /// Records `data`, version `stamp`, as written; bytes kept from before the type changed go now.
     private func recordWrite(_ data: Data, stamp: Int) {
         known.withLock { $0.wrote(stamp, data) }
         KeptOriginals.settle(self) { try medium.removeKeptOriginal() }
     }
 
-    /// The bytes of `value`, with the members of the bytes this backer last read or wrote that its type does not know
-    /// (see ``UnknownFields``), checked against the size limit.
+    /// The bytes of `value` with the unknown members of the last bytes (``UnknownFields``), size-checked.
     private func encode(_ value: T) throws(WLStorageError) -> Data {
         let (base, renames) = known.withLock { ($0.takeBase(), $0.renames) }
         return try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: base)
@@ -498,8 +464,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     // MARK: A store's writes on condition and in batches
 
-    /// Makes `data`, bytes this version read but cannot decode, what the next write replaces: the write keeps their
-    /// members that the value's type does not know, rather than those of bytes read before.
+    /// Makes `data`, bytes this version cannot decode, what the next write replaces, keeping their unknown members.
     func willReplace(_ data: Data) {
         known.withLock { $0.replacing(data) }
     }
@@ -516,8 +481,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         try encode(value)
     }
 
-    /// Records `data` as the version written to a store's key (by an update, or in a batch of the store). Bytes kept
-    /// from before the type changed go now: what is stored is in the current shape.
+    /// Records `data` as the version written to a store's key (update or batch); bytes kept from before go now.
     func wrote(_ data: Data) {
         storeMedium?.wrote()
         recordWrite(data, stamp: KnownVersions.stamp(data))
@@ -530,8 +494,7 @@ extension WLStorageDefaultBacker: StoreBacking {
     }
 }
 
-/// The medium of a backer, in three words: a file's held inline, a store's key by reference (an existential would
-/// take five, in every file storage).
+/// The medium of a backer in three words: a file's inline, a store's by reference (an existential takes five).
 private enum HeldMedium: Sendable {
     case file(FileMedium)
     case store(StoreMedium)

@@ -2,19 +2,15 @@ import Foundation
 
 /// The store that keeps each key's value in its own file in a directory: the default store.
 ///
-/// Storages created with `.standard` (or with no store at all), `.directory(_:)` or `.suite(_:)` are kept by the file
-/// backer, ``WLStorageDefaultBacker``, with everything it does: atomic and durable writes, files of mode 0600, file
-/// names made from the keys, corrupt files kept aside, and other programs' changes followed through inotify.
-///
-/// Used as a plain ``WLStorageStore`` (wrapped in a store of your own), it reads and writes the same files, and its
-/// change feed reports the files other programs change.
+/// Storages in `.standard`, `.directory(_:)` or `.suite(_:)` are kept by ``WLStorageDefaultBacker``: atomic, durable
+/// writes, mode 0600, names made from keys, corrupt files kept aside, other programs' changes followed by inotify.
+/// Used as a plain ``WLStorageStore``, it reads and writes the same files.
 public final class WLStorageDirectoryStore: WLStorageStore {
     /// The directory, or `nil` when no directory is available (then every read and write fails, and says why).
     public let url: URL?
     let directory: StorageDirectory?
 
-    /// Whether the store is `.standard`: a key declared with it uses the default directory of each storage's
-    /// creation (see ``WLStorageSystem/withDefaultDirectory(_:_:)``).
+    /// Whether the store is `.standard`: a key declared with it uses the default directory at each storage's creation.
     let followsDefaultDirectory: Bool
 
     /// Creates a store of the files in `url`, which is created with mode 0700, with its missing parents, on first use.
@@ -36,8 +32,8 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// `file://` and the directory's path.
     public let identity: String
 
-    /// The directory, prepared (see ``DirectoryTable/prepare(_:waiting:)``: a read does not wait for a lock another
-    /// holds on the directory), and the name of `key`'s file in it.
+    /// The prepared directory (not waiting for another's lock, see ``DirectoryTable/prepare(_:waiting:)``), and `key`'s
+    /// file.
     func file(_ key: String, waiting: Bool = true) throws(WLStorageError) -> (StorageDirectory, String) {
         guard let directory else {
             throw WLStorageError(
@@ -63,8 +59,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
         try read(key: key, limit: ValueSizeLimit.maximum)
     }
 
-    /// The bytes of `key`'s file, when it is no larger than `limit` (an encrypted value's file is larger than its
-    /// value).
+    /// The bytes of `key`'s file, when no larger than `limit`.
     func read(key: String, limit: Int) throws -> Data? {
         let (directory, name) = try file(key, waiting: false)
         return try directory.read(name, limit: limit)
@@ -73,7 +68,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// Replaces `key`'s file with `data`, atomically and durably, with mode 0600.
     public func write(key: String, data: Data) throws {
         let (directory, name) = try file(key)
-        // Not announced as a storage's own write: a storage of the file in this process reads it as a change.
+        // Not announced as a storage's own: a storage of the file here reads it as a change.
         _ = try directory.write(name, contents: data, announced: false)
     }
 
@@ -89,24 +84,22 @@ public final class WLStorageDirectoryStore: WLStorageStore {
         _ = try directory.remove(name)
     }
 
-    /// Removes `key`'s file only while it holds `data`; returns whether it did. A file another program renames into
-    /// place in the moment between the comparison and the removal is left in place.
+    /// Removes `key`'s file only while it holds `data`; returns whether it did. A file renamed into place between the
+    /// comparison and the removal is left.
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         let (directory, name) = try file(key)
         guard let current = try directory.readVersion(name), current.contents == data else { return false }
         return try directory.remove(name, ifStill: current.identity)
     }
 
-    /// The keys whose files are named by the key itself. A key stored under its hash cannot be told from the file
-    /// name, and is not listed.
+    /// The keys whose files are named by the key itself; keys stored under their hash are not listed.
     public func keys() throws -> [String] {
         guard let directory else { return [] }
         _ = try DirectoryTable.prepare(directory, waiting: false)
         return try directory.entries().filter { FileName.isPlain($0) }.sorted()
     }
 
-    /// Reports the files that change in the directory: a file named by its key as that key, and a file named by a
-    /// hash, or a lost event, as ``WLStorageStoreChange/everything``.
+    /// Reports the files that change: a key-named file as its key; a hash-named file or lost events as `everything`.
     public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription?
     {
         guard let directory else { return nil }
@@ -121,9 +114,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     }
 }
 
-/// A directory store, as one that writes a rewrite on condition of the bytes a key's file holds (see
-/// ``StoreCapabilities/rewrites``): a store's storage of a directory's key (through an encryption) rewrites its value
-/// only while the file is still the one read, and puts back another program's version stored in the moment between.
+/// A directory store rewriting on condition of a file's bytes (``StoreCapabilities/rewrites``), putting back others'.
 struct DirectoryRewrites: WLStorageConditionalStore, StoreView {
     let store: WLStorageDirectoryStore
     var viewed: any WLStorageStore { store }
@@ -141,8 +132,8 @@ struct DirectoryRewrites: WLStorageConditionalStore, StoreView {
 }
 
 extension WLStorageStore where Self == WLStorageDirectoryStore {
-    /// The default directory, ``WLStorageSystem/defaultDirectory``: where storages created with a key alone keep their
-    /// files. Inside ``WLStorageSystem/withDefaultDirectory(_:_:)``, the directory set for the closure.
+    /// The default directory, ``WLStorageSystem/defaultDirectory``, or the one set by
+    /// ``WLStorageSystem/withDefaultDirectory(_:_:)``.
     public static var standard: WLStorageDirectoryStore {
         WLStorageDirectoryStore(url: WLStorageSystem.defaultDirectory, followsDefaultDirectory: true)
     }
@@ -158,14 +149,11 @@ extension WLStorageStore where Self == WLStorageDirectoryStore {
     }
 
     /// A directory shared by every program of the user that names the same suite, as a suite of `UserDefaults`:
-    /// `$XDG_DATA_HOME/wlstorage/suites/<folder>`, or `~/.local/share/wlstorage/suites/<folder>` when `XDG_DATA_HOME`
-    /// is unset, whatever the program and whether it is a debug build. `$WLSTORAGE_SUITES_DIRECTORY/<folder>` when that
-    /// variable is set.
+    /// `<folder>` in ``WLStorageSystem/suitesDirectory``, whatever the program and build.
     ///
-    /// The folder is the name itself when the name is a plain file name (1 to 127 characters of `[A-Za-z0-9._-]`, not
-    /// `.`, `..` or 64 lowercase hex digits). Any other name, and a plain name of the form `suite-` and 64 lowercase
-    /// hex digits, has the folder `suite-` followed by the lowercase hex SHA-256 of the name's UTF-8 bytes. So two
-    /// names never share a folder.
+    /// The folder is the name itself when it is a plain file name (1 to 127 of `[A-Za-z0-9._-]`, not `.`, `..` or 64
+    /// lowercase hex digits, and not `suite-` plus 64 of them); any other name's is `suite-` and the lowercase hex
+    /// SHA-256 of its UTF-8 bytes. So two names never share a folder.
     public static func suite(_ name: String) -> WLStorageDirectoryStore {
         WLStorageDirectoryStore(url: StorageLocation.suiteDirectory(name))
     }
@@ -178,8 +166,7 @@ extension StorageLocation {
     /// What the folders of hashed suite names start with, before the name's SHA-256.
     private static let hashedSuitePrefix = "suite-"
 
-    /// The folder of the suite `name`: the name when it is plain and does not have the form of a hashed name's
-    /// folder, `suite-` and the name's SHA-256 otherwise. One to one: a plain folder never has the hashed form.
+    /// The folder of the suite `name`: the name when plain, else `suite-` and its SHA-256; one to one.
     package static func suiteFolder(_ name: String) -> String {
         let looksHashed =
             name.hasPrefix(hashedSuitePrefix) && FileName.isDigest(String(name.dropFirst(hashedSuitePrefix.count)))

@@ -3,9 +3,8 @@ import Foundation
 /// A store that keeps its keys in another store, each with a prefix: `store.prefixed("billing.")` keeps the key
 /// `"limit"` as `"billing.limit"`.
 ///
-/// It passes every capability of the store it wraps through: its identity (so a storage of `"limit"` here and one of
-/// `"billing.limit"` in the wrapped store share one value), batches, and the change feed, of which it reports the keys
-/// with its prefix. Storages of a prefixed directory store are kept by the file backer, as the directory store's are.
+/// It passes every capability of the wrapped store through, its identity too (so `"limit"` here and
+/// `"billing.limit"` there share one value). Storages of a prefixed directory are kept by the file backer.
 public struct WLStoragePrefixedStore<Base: WLStorageStore>: WLStorageStore {
     /// The store the keys are kept in.
     public let base: Base
