@@ -16,7 +16,6 @@ package protocol WriteScheduler: AnyObject, Sendable {
 /// runs up to 20 ms late. A due slot runs its first piece of work on the timer's thread and hands the others to the
 /// queue, so that a slow backer holds up no other storage.
 package final class DispatchWriteScheduler: WriteScheduler {
-    package static let shared = DispatchWriteScheduler()
 
     private let queue = DispatchQueue(label: "WLStorage.disk", qos: .utility, attributes: .concurrent)
     /// Work waiting for its slot, by the slot's due time.

@@ -33,7 +33,7 @@ public enum WLStorageSystem {
     /// over refuses connections for a moment) is tried again until the store's own timeout, rather than given up at
     /// once, since the program ends after the flush and nothing would try again later. The PostgreSQL store does so.
     public static var isFlushingAtExit: Bool {
-        ShutdownHandling.exitFlushStarted.load(ordering: .acquiring)
+        Runtime.shared.shutdown.exitFlushStarted.load(ordering: .acquiring)
     }
 
     /// How long the flush at exit and on SIGTERM, SIGINT and SIGHUP lasts at most, whatever the backers and stores do:

@@ -141,12 +141,12 @@ struct KeyBinding<T: Codable & Sendable> {
         prepared = identity != nil
         // Keyed by the directory the monitor watches, which a retargeted symlink may have changed since the
         // preparation.
-        let watch = ChangeRouter.shared.follow(directory: directory)
+        let watch = Runtime.shared.router.follow(directory: directory)
         identity = watch.identity ?? identity
         let found: StorageRegistry.Lookup<T>
-        (found, gate) = StorageRegistry.shared.open(file: name, in: directory, identity: &identity, as: T.self)
+        (found, gate) = Runtime.shared.registry.open(file: name, in: directory, identity: &identity, as: T.self)
         guard case .none = found else {
-            ChangeRouter.shared.unfollow(.directory(directory))
+            Runtime.shared.router.unfollow(.directory(directory))
             return found
         }
         (watched, reports) = (true, watch.reports)
@@ -155,11 +155,11 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Starts following the feed of the store of `medium`'s key, and finds the key's live cell.
     private mutating func follow(store medium: StoreMedium) -> StorageRegistry.Lookup<T> {
-        reports = ChangeRouter.shared.follow(store: medium.store, identity: medium.identity)
+        reports = Runtime.shared.router.follow(store: medium.store, identity: medium.identity)
         let found: StorageRegistry.Lookup<T>
-        (found, gate) = StorageRegistry.shared.open(.store(medium.identity, key: medium.storedKey), as: T.self)
+        (found, gate) = Runtime.shared.registry.open(.store(medium.identity, key: medium.storedKey), as: T.self)
         guard case .none = found else {
-            ChangeRouter.shared.unfollow(.store(medium.identity))
+            Runtime.shared.router.unfollow(.store(medium.identity))
             return found
         }
         watched = true
@@ -266,7 +266,7 @@ struct KeyBinding<T: Codable & Sendable> {
     /// name of its value type), and `cell` is dropped unwritten. Either way, storages waiting for this opening go on.
     mutating func register(_ cell: StorageCell<T>) -> StorageRegistry.Lookup<T> {
         defer {
-            if let gate { StorageRegistry.shared.opened(gate) }
+            if let gate { Runtime.shared.registry.opened(gate) }
             gate = nil
         }
         if identity == nil, let directory = keyBacker?.directory {
@@ -274,7 +274,7 @@ struct KeyBinding<T: Codable & Sendable> {
             // will be.
             identity = DirectoryTable.identity(of: directory)
         }
-        let found = StorageRegistry.shared.register(cell, identity: &identity)
+        let found = Runtime.shared.registry.register(cell, identity: &identity)
         if case .none = found {
             // The backer is this cell's now: its writes are the storage's own (see ``WLStorageDefaultBacker``).
             keyBacker?.attach()
@@ -290,13 +290,13 @@ struct KeyBinding<T: Codable & Sendable> {
             switch keyBacker.source {
             case .file(let directory, _):
                 // The cell follows the path where the monitor saw it lead, and checks its file once more.
-                guard ChangeRouter.shared.reported(.directory(directory), since: reports) else { return }
-                if let now = FileMonitor.shared.identity(of: directory), now != identity {
-                    StorageRegistry.shared.directoryChanged(path: directory, to: now)
+                guard Runtime.shared.router.reported(.directory(directory), since: reports) else { return }
+                if let now = Runtime.shared.monitor.identity(of: directory), now != identity {
+                    Runtime.shared.registry.directoryChanged(path: directory, to: now)
                 }
                 cell.checkForExternalChange()
             case .store(let medium):
-                if ChangeRouter.shared.reported(.store(medium.identity), since: reports) {
+                if Runtime.shared.router.reported(.store(medium.identity), since: reports) {
                     cell.checkForExternalChange()
                 }
             case .none:

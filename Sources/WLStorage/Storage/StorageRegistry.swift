@@ -83,8 +83,6 @@ enum CellFlushState {
 /// (``keep(_:)``, ``letGo(_:)``). The lock guards the tables only; a cell is never released under it, as its `deinit`
 /// unregisters.
 final class StorageRegistry: Sendable {
-    static let shared = StorageRegistry()
-
     /// How a cell is registered: by its key, or by itself.
     private enum Registration {
         case keyed(CellKey)
@@ -267,7 +265,7 @@ final class StorageRegistry: Sendable {
     /// cells, and the records of the file monitor and ``DirectoryTable``, are keyed by what it leads to, as the
     /// monitor's event would key them.
     private func pathFound(_ directory: StorageDirectory, leadingTo current: DirectoryIdentity?) {
-        FileMonitor.shared.correct(directory, to: current)
+        Runtime.shared.monitor.correct(directory, to: current)
         DirectoryTable.forget(directory)
         directoryChanged(path: directory, to: current)
     }

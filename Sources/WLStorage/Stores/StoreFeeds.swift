@@ -13,7 +13,6 @@ import Dispatch
 /// The lock guards the table only. A store's `observeChanges` (user code) is called, and an observation cancelled and
 /// released, outside it; a feed being started is a placeholder that later users wait for.
 final class StoreFeeds: Sendable {
-    static let shared = StoreFeeds()
 
     private final class Feed: @unchecked Sendable {  // mutable parts: under `StoreFeeds.feeds`
         var users = 1
@@ -100,7 +99,7 @@ final class StoreFeeds: Sendable {
 
     private func changed(_ identity: String, _ event: WLStorageFeedEvent) {
         // Counted before the cells are looked for: a storage not registered yet sees the count move.
-        ChangeRouter.shared.count([.store(identity)])
+        Runtime.shared.router.count([.store(identity)])
         let round = feeds.withLock { feeds -> Round in
             guard let feed = feeds[identity] else { return .none }
             // A change that carries its bytes, with no round running and nothing waiting, is handed to its cells as it
@@ -137,13 +136,13 @@ final class StoreFeeds: Sendable {
         case .none:
             return
         case .carried(let change):
-            ChangeRouter.shared.deliver(store: identity, carried: change)
+            Runtime.shared.router.deliver(store: identity, carried: change)
             checkReported(identity)
         case .reported:
             if case .carried(let change) = event, change.data != nil {
                 checkReported(identity)
             } else {
-                ChangeRouter.shared.onChecksQueue { [weak self] in self?.checkReported(identity) }
+                Runtime.shared.router.onChecksQueue { [weak self] in self?.checkReported(identity) }
             }
         }
     }
@@ -178,7 +177,7 @@ final class StoreFeeds: Sendable {
                 return (feed.lastReport, feed.pendingKeys, feed.pendingEverything, feed.pendingCarried)
             }
             guard let taken else { return }
-            ChangeRouter.shared.deliver(
+            Runtime.shared.router.deliver(
                 store: identity, keys: taken.order.sorted { $0.value < $1.value }.map(\.key), mustRead: taken.keys,
                 everything: taken.everything,
                 carried: taken.carried)

@@ -42,6 +42,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Whether a storage keeps its value through this backer: its writes are then the storage's own, which it does not
     /// read again. A backer the program calls itself writes as another program would.
     private let attached = Atomic<Bool>(false)
+    /// Whether the medium keeps the stored bytes from before the type changed, to remove once a write has stored the
+    /// value in the current shape (see ``settleKeptOriginal()``).
+    private let keepsOriginal = Atomic<Bool>(false)
 
     /// Marks the backer as a storage's own (see ``attached``).
     func attach() { attached.store(true, ordering: .relaxed) }
@@ -67,7 +70,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     deinit {
         held.release()
-        KeptOriginals.forget(self)
     }
 
     /// Reads the file. A missing or empty file gives `defaultValueClosure()`.
@@ -233,7 +235,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             if let note = medium.keepOriginal(read.data, reshape.description, key: key) {
                 return .reshaped(value, rewrite: false, note: note)
             }
-            KeptOriginals.keep(self)
+            keepsOriginal.store(true, ordering: .relaxed)
             return .reshaped(value, rewrite: true, note: nil)
         case .anotherVersion(let error):
             return .anotherVersion(error)
@@ -375,7 +377,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             return .written
         }
         known.withLock { $0.wroteOver(data) }
-        KeptOriginals.settle(self) { try medium.removeKeptOriginal() }
+        settleKeptOriginal()
         return .writtenOver
     }
 
@@ -440,7 +442,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             }
             known.withLock { $0.wroteOver(data) }
             medium.wrote()
-            KeptOriginals.settle(self) { try medium.removeKeptOriginal() }
+            settleKeptOriginal()
             return .writtenOver
         }
         throw changesKeptComing
@@ -476,7 +478,18 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// what is stored is in the current shape.
     private func recordWrite(_ data: Data, stamp: Int) {
         known.withLock { $0.wrote(stamp, data) }
-        KeptOriginals.settle(self) { try medium.removeKeptOriginal() }
+        settleKeptOriginal()
+    }
+
+    /// After a write in the current shape: removes the bytes kept from before the type changed, if any; when that
+    /// fails, they are removed after the next write.
+    private func settleKeptOriginal() {
+        guard keepsOriginal.load(ordering: .relaxed), keepsOriginal.exchange(false, ordering: .relaxed) else { return }
+        do {
+            try medium.removeKeptOriginal()
+        } catch {
+            keepsOriginal.store(true, ordering: .relaxed)
+        }
     }
 
     /// The bytes of `value`, with the members of the bytes this backer last read or wrote that its type does not know
