@@ -35,7 +35,7 @@ func watch(
     // The subscription is in place before the first read, so no change after that read is missed.
     let printer = ValuePrinter(key: key, fileName: fileName, directory: directory, limit: count)
     let queue = DispatchQueue(label: "wlstorage.watch")
-    let subscription = FileMonitor.shared.subscribe(to: fileName, in: directory) { event in
+    let subscription = Runtime.shared.monitor.subscribe(to: fileName, in: directory) { event in
         queue.async {
             switch event {
             case .changed:

@@ -194,7 +194,7 @@ extension StorageCell {
         if effects.scheduleCheck {
             scheduler.schedule(after: 0) { [weak self] in self?.checkForExternalChange() }
         }
-        if effects.releaseOrphan { StorageRegistry.shared.letGo(self) }
+        if effects.releaseOrphan { Runtime.shared.registry.letGo(self) }
     }
 
     /// Reads any backer, telling a stored value from the default by whether the backer asked for the default.

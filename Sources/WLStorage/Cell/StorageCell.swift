@@ -58,6 +58,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     let scheduler: any WriteScheduler
     /// The value a removal returns to, made when it is first needed.
     let defaults: CellDefault<T>
+    /// The migrations of the cell's storages, in the order they came (see ``add(_:joining:)``).
+    private let migrations = Lock<[WLStorageMigration<T>]>([])
     /// The value a removal returns to, made now if it has not been: never read it under a lock of the package.
     var defaultValue: T { defaults.value }
 
@@ -74,12 +76,13 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         if !migrations.isEmpty { add(migrations) }
     }
 
-    /// Adds a storage's migrations after the cell's (``CellMigrations``); renames go to a key's backer, which writes
+    /// Adds a storage's migrations after the cell's; renames go to a key's backer, which writes
     /// both names. For a joining storage, a rename new to the backer has the key read again as an outside change, or a
     /// write would put under the old name a value not read from it.
     func add(_ migrations: [WLStorageMigration<T>], joining: Bool = false) {
         guard !migrations.isEmpty else { return }
-        CellMigrations.add(migrations, to: self)
+        // The old array's elements are copied, not released: no user object goes under the lock.
+        self.migrations.withLock { $0 += migrations }
         let renames = migrations.compactMap(\.rename)
         guard !renames.isEmpty, case .key(let backer) = ownBacker, backer.addRenames(renames), joining else { return }
         backer.forgetLastRead()
@@ -90,7 +93,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     var decoding: ValueDecoding<T> {
         ValueDecoding(
             defaultValue: { [defaults] in defaults.value },
-            migrations: CellMigrations.migrations(of: self, as: WLStorageMigration<T>.self))
+            migrations: migrations.withLock { $0 })
     }
 
     /// The backer when it offers more than ``WLStorageBacker`` (``StoreBacking``).
@@ -123,11 +126,10 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     deinit {
-        StorageRegistry.shared.unregister(ObjectIdentifier(self))
-        CellMigrations.forget(self)
+        Runtime.shared.registry.unregister(ObjectIdentifier(self))
         if storagesAndWatch.load(ordering: .relaxed) & 1 != 0 {
-            if let directory { ChangeRouter.shared.unfollow(.directory(directory)) }
-            if let storeMedium { ChangeRouter.shared.unfollow(.store(storeMedium.identity)) }
+            if let directory { Runtime.shared.router.unfollow(.directory(directory)) }
+            if let storeMedium { Runtime.shared.router.unfollow(.store(storeMedium.identity)) }
         }
     }
 
@@ -336,10 +338,10 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         if case .refusing = ownBacker { return }
         flush()
         guard remaining <= 0, state.withLock({ $0.hasWork }) else { return }
-        StorageRegistry.shared.keep(self)
+        Runtime.shared.registry.keep(self)
         let now = scheduler.now
         let (orphaned, tick) = state.withLock { $0.orphan(now: now) }
-        if !orphaned { StorageRegistry.shared.letGo(self) }
+        if !orphaned { Runtime.shared.registry.letGo(self) }
         if let tick { schedule(tick) }
     }
 }

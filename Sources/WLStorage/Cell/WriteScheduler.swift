@@ -13,7 +13,6 @@ package protocol WriteScheduler: AnyObject, Sendable {
 /// Work due 200 ms or more ahead is gathered in 20 ms slots, one timer per slot; a due slot runs its first piece on
 /// the timer's thread and hands the rest to the queue, so a slow backer holds up no other storage.
 package final class DispatchWriteScheduler: WriteScheduler {
-    package static let shared = DispatchWriteScheduler()
 
     private let queue = DispatchQueue(label: "WLStorage.disk", qos: .utility, attributes: .concurrent)
     /// Work waiting for its slot, by the slot's due time.

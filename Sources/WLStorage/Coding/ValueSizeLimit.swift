@@ -5,8 +5,6 @@ package enum ValueSizeLimit {
     /// 16 MiB.
     package static let defaultMaximum = 16 * 1024 * 1024
 
-    private static let current = Atomic<Int>(defaultMaximum)
-
     /// The highest limit that can be set: 1 GiB (a value is held in memory whole, more than once while coded).
     package static let ceiling = 1 << 30
 
@@ -15,8 +13,8 @@ package enum ValueSizeLimit {
 
     /// The limit now.
     package static var maximum: Int {
-        get { current.load(ordering: .relaxed) }
-        set { current.store(clamped(newValue), ordering: .relaxed) }
+        get { Runtime.shared.maximumValueSize.load(ordering: .relaxed) }
+        set { Runtime.shared.maximumValueSize.store(clamped(newValue), ordering: .relaxed) }
     }
 
     /// The limit that setting `size` gives: at least 1 byte, at most ``ceiling``.

@@ -411,15 +411,14 @@ enum OpenSSLLibrary {
     }()
 
     /// Calls in flight, with the top bit set once closed.
-    private static let calls = Atomic<Int>(0)
     private static let closedBit = 1 << 62
 
     /// Counts a call; `false` when the library is closed, and the call must not be made.
     static func enter() -> Bool {
         _ = initialized
-        var current = calls.load(ordering: .acquiring)
+        var current = Runtime.shared.openSSLCalls.load(ordering: .acquiring)
         while current & closedBit == 0 {
-            let (exchanged, original) = calls.compareExchange(
+            let (exchanged, original) = Runtime.shared.openSSLCalls.compareExchange(
                 expected: current, desired: current + 1, ordering: .acquiringAndReleasing)
             if exchanged { return true }
             current = original
@@ -428,12 +427,12 @@ enum OpenSSLLibrary {
     }
 
     static func leave() {
-        calls.subtract(1, ordering: .releasing)
+        Runtime.shared.openSSLCalls.subtract(1, ordering: .releasing)
     }
 
     private static func close() {
-        calls.bitwiseOr(closedBit, ordering: .acquiringAndReleasing)
-        for _ in 0..<2_000 where calls.load(ordering: .acquiring) & ~closedBit != 0 {
+        Runtime.shared.openSSLCalls.bitwiseOr(closedBit, ordering: .acquiringAndReleasing)
+        for _ in 0..<2_000 where Runtime.shared.openSSLCalls.load(ordering: .acquiring) & ~closedBit != 0 {
             usleep(1_000)
         }
     }

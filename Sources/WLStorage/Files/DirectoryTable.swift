@@ -4,7 +4,7 @@ import Foundation
 /// remembering that it was prepared and its identity, so preparation is once per process. The lock guards the
 /// records only.
 package enum DirectoryTable {
-    private struct Record {
+    struct Record {
         let directory: StorageDirectory
         var backers: Int
         /// The directory's identity, once it has been prepared; `nil` until then, or after ``forget(_:)``.
@@ -16,27 +16,25 @@ package enum DirectoryTable {
     }
 
     /// A URL by its text's bytes: two URLs Swift holds equal can name two directories.
-    private typealias URLText = StorageDirectory
+    typealias URLText = StorageDirectory
 
     /// Records by directory path, compared as bytes (see ``StorageDirectory``).
-    private struct Records {
+    struct Records {
         var byPath: [StorageDirectory: Record] = [:]
         var pathOfURL: [URLText: StorageDirectory] = [:]
     }
 
-    private static let state = Lock(Records())
-
     /// The directory at `url`, standardized, its path string shared by its backers. Balance with ``release(_:)``.
     package static func directory(for url: URL) -> StorageDirectory {
         let text = URLText(path: url.absoluteString)
-        let known = state.withLock { state -> StorageDirectory? in
+        let known = Runtime.shared.directories.withLock { state -> StorageDirectory? in
             guard let path = state.pathOfURL[text], let index = state.byPath.index(forKey: path) else { return nil }
             state.byPath.values[index].backers += 1
             return state.byPath.values[index].directory
         }
         if let known { return known }
         let path = StorageDirectory(path: url.standardizedFileURL.path)
-        return state.withLock { state in
+        return Runtime.shared.directories.withLock { state in
             state.pathOfURL[text] = path
             if let index = state.byPath.index(forKey: path) {
                 state.byPath.values[index].backers += 1
@@ -50,7 +48,7 @@ package enum DirectoryTable {
 
     /// Ends one use of `directory` begun by ``directory(for:)``.
     package static func release(_ directory: StorageDirectory) {
-        state.withLock { state in
+        Runtime.shared.directories.withLock { state in
             guard let record = state.byPath[directory] else { return }
             if record.backers <= 1 {
                 state.byPath[directory] = nil
@@ -67,20 +65,22 @@ package enum DirectoryTable {
     package static func prepare(
         _ directory: StorageDirectory, waiting: Bool = true
     ) throws(WLStorageError) -> DirectoryIdentity {
-        let known = state.withLock { state in state.byPath[directory].map { ($0.identity, $0.cleanUpPending) } }
+        let known = Runtime.shared.directories.withLock { state in
+            state.byPath[directory].map { ($0.identity, $0.cleanUpPending) }
+        }
         if case let (identity?, pending)? = known {
             if pending && waiting { removeAbandonedTemporaryFiles(in: directory) }
             return identity
         }
         let identity = try directory.create()
         let pending = try directory.removeAbandonedTemporaryFiles(waiting: waiting) == nil
-        state.withLock { state in
+        Runtime.shared.directories.withLock { state in
             guard state.byPath[directory] != nil else { return }
             state.byPath[directory]?.identity = identity
             state.byPath[directory]?.cleanUpPending = pending
         }
         if pending {
-            DispatchWriteScheduler.shared.schedule(after: 0) { removeAbandonedTemporaryFiles(in: directory) }
+            Runtime.shared.scheduler.schedule(after: 0) { removeAbandonedTemporaryFiles(in: directory) }
         }
         return identity
     }
@@ -89,25 +89,25 @@ package enum DirectoryTable {
     private static func removeAbandonedTemporaryFiles(in directory: StorageDirectory) {
         // A directory that cannot be listed now is retried by the next preparation with `waiting`.
         guard (try? directory.removeAbandonedTemporaryFiles()) != nil else { return }
-        state.withLock { state in
+        Runtime.shared.directories.withLock { state in
             if state.byPath[directory] != nil { state.byPath[directory]?.cleanUpPending = false }
         }
     }
 
     /// The identity of `directory` as last prepared, if it was.
     package static func identity(of directory: StorageDirectory) -> DirectoryIdentity? {
-        state.withLock { $0.byPath[directory]?.identity }
+        Runtime.shared.directories.withLock { $0.byPath[directory]?.identity }
     }
 
     /// Makes the next ``prepare(_:)`` of `directory` work again (removed, or its path leads elsewhere).
     package static func forget(_ directory: StorageDirectory) {
-        state.withLock { state in
+        Runtime.shared.directories.withLock { state in
             if state.byPath[directory] != nil { state.byPath[directory]?.identity = nil }
         }
     }
 
     /// The number of directories in use (for tests).
     package static var count: Int {
-        state.withLock { $0.byPath.count }
+        Runtime.shared.directories.withLock { $0.byPath.count }
     }
 }

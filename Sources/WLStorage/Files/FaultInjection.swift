@@ -25,14 +25,11 @@ package enum InjectedFault: Sendable, Equatable {
 package enum FaultInjection {
     package typealias Plan = @Sendable (_ call: SystemCall, _ name: String?) -> InjectedFault?
 
-    private static let installedCount = Atomic<Int>(0)
-    private static let plans = Lock<[String: Plan]>([:])
-
     /// Installs `plan` for the directory at `path` (its ``StorageDirectory/path``), replacing any other.
     package static func install(_ plan: @escaping Plan, forDirectory path: String) {
-        let replaced = plans.withLock { plans in
+        let replaced = Runtime.shared.faultPlans.withLock { plans in
             let old = plans.updateValue(plan, forKey: path)
-            if old == nil { installedCount.add(1, ordering: .sequentiallyConsistent) }
+            if old == nil { Runtime.shared.faultPlanCount.add(1, ordering: .sequentiallyConsistent) }
             return old
         }
         _ = replaced  // released here, outside the lock
@@ -40,9 +37,9 @@ package enum FaultInjection {
 
     /// Removes the plan of the directory at `path`.
     package static func remove(forDirectory path: String) {
-        let removed = plans.withLock { plans in
+        let removed = Runtime.shared.faultPlans.withLock { plans in
             let old = plans.removeValue(forKey: path)
-            if old != nil { installedCount.subtract(1, ordering: .sequentiallyConsistent) }
+            if old != nil { Runtime.shared.faultPlanCount.subtract(1, ordering: .sequentiallyConsistent) }
             return old
         }
         _ = removed
@@ -51,12 +48,12 @@ package enum FaultInjection {
     /// The fault to inject into `call` on `name` in the directory at `directory`, after any stall it asks for.
     @inline(__always)
     static func fault(_ call: SystemCall, directory: String, name: String?) -> Int32? {
-        guard installedCount.load(ordering: .relaxed) > 0 else { return nil }
+        guard Runtime.shared.faultPlanCount.load(ordering: .relaxed) > 0 else { return nil }
         return slowPath(call, directory: directory, name: name)
     }
 
     private static func slowPath(_ call: SystemCall, directory: String, name: String?) -> Int32? {
-        guard let plan = plans.withLock({ $0[directory] }) else { return nil }
+        guard let plan = Runtime.shared.faultPlans.withLock({ $0[directory] }) else { return nil }
         switch plan(call, name) {
         case .fail(let code)?:
             return code

@@ -16,7 +16,6 @@ import Synchronization
 ///
 /// The lock guards the tables only: cells and subscribers are called, and subscribers released, outside it.
 package final class FileMonitor: Sendable {
-    package static let shared = FileMonitor()
 
     /// What a subscriber is told.
     package enum Event: Sendable {
@@ -335,8 +334,8 @@ package final class FileMonitor: Sendable {
         }
         for (path, identity) in moved { directoryMoved(path, to: identity) }
         // Counted before cells are looked for: a storage opened meanwhile checks its file itself.
-        ChangeRouter.shared.count(polled.map { .directory($0) })
-        for path in polled { ChangeRouter.shared.deliver(everyFileIn: path) }
+        Runtime.shared.router.count(polled.map { .directory($0) })
+        for path in polled { Runtime.shared.router.deliver(everyFileIn: path) }
         let paths = Set(polled)
         for subscriber in subscribers(where: { paths.contains($0.directory) }) { subscriber.handler(.any) }
     }
@@ -344,9 +343,9 @@ package final class FileMonitor: Sendable {
     /// The path's directory is another one now: cells are keyed by the new one, and the next write prepares it.
     private func directoryMoved(_ path: StorageDirectory, to identity: DirectoryIdentity) {
         DirectoryTable.forget(path)
-        StorageRegistry.shared.directoryChanged(path: path, to: identity)
+        Runtime.shared.registry.directoryChanged(path: path, to: identity)
         // A storage being opened now moves its cell itself (``KeyBinding/catchUp(_:)``).
-        ChangeRouter.shared.count([.directory(path)])
+        Runtime.shared.router.count([.directory(path)])
     }
 
     // MARK: Events
@@ -411,7 +410,7 @@ package final class FileMonitor: Sendable {
         }
         let told = gone
         for path in relinked.subtracting(gone) { reresolve(path) }
-        let router = ChangeRouter.shared
+        let router = Runtime.shared.router
         if overflowed {
             // Events were lost (maybe a removal or a symlink's replacement): every path is watched anew, a path leading
             // nowhere is polled and its subscribers told, and every file-backed cell and subscriber checks its file.
@@ -446,7 +445,7 @@ package final class FileMonitor: Sendable {
     private func reresolve(_ path: StorageDirectory) {
         guard rewatch(path) else { return }
         // Checked even for the same directory: an event before the new watch would be lost.
-        ChangeRouter.shared.deliver(everyFileIn: path)
+        Runtime.shared.router.deliver(everyFileIn: path)
         for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.any) }
     }
 

@@ -8,20 +8,19 @@
 /// programs' changes: a writer announces its temporary name before the rename, and the monitor skips the
 /// `IN_MOVED_TO` paired by cookie. Lost events forget the announcements. The lock guards the two sets only.
 enum OwnRenames {
-    private struct State {
+    struct State {
         /// Temporary names being renamed into place by this process.
         var names: Set<String> = []
         /// Cookies of this process's `IN_MOVED_FROM` events whose `IN_MOVED_TO` has not been read yet.
         var cookies: Set<UInt32> = []
     }
 
-    private static let state = Lock(State())
     /// More announcements waiting than this means events were lost: they are forgotten (costs checks, not correctness).
     private static let limit = 4_096
 
     /// `temporary` is about to be renamed into place.
     static func willRename(_ temporary: String) {
-        state.withLock { state in
+        Runtime.shared.ownRenames.withLock { state in
             if state.names.count >= limit { state.names.removeAll() }
             state.names.insert(temporary)
         }
@@ -29,14 +28,14 @@ enum OwnRenames {
 
     /// The rename of `temporary` did not happen.
     static func didNotRename(_ temporary: String) {
-        state.withLock { _ = $0.names.remove(temporary) }
+        Runtime.shared.ownRenames.withLock { _ = $0.names.remove(temporary) }
     }
 
     /// The indices of the `IN_MOVED_TO` events in `events` that are this process's own renames into place.
     static func ownEvents(in events: [(watch: Int32, mask: UInt32, cookie: UInt32, name: String)]) -> Set<Int> {
         let movedFrom = UInt32(IN_MOVED_FROM)
         let movedTo = UInt32(IN_MOVED_TO)
-        return state.withLock { state in
+        return Runtime.shared.ownRenames.withLock { state in
             guard !state.names.isEmpty || !state.cookies.isEmpty else { return [] }
             if state.cookies.count >= limit { state.cookies.removeAll() }
             var own: Set<Int> = []

@@ -82,16 +82,9 @@ extension StorageDirectory {
 
     /// `NAME~` and 16 hex digits and `.tmp`, from a counter mixed with a random seed drawn once per process.
     static func temporaryName(for name: String) -> String {
-        let count = temporaryNameCounter.add(1, ordering: .relaxed).newValue
-        return "\(name)~\(FileName.hex(of: mix(temporaryNameSeed &+ count))).tmp"
+        let count = Runtime.shared.temporaryNames.add(1, ordering: .relaxed).newValue
+        return "\(name)~\(FileName.hex(of: mix(Runtime.shared.temporaryNameSeed &+ count))).tmp"
     }
-
-    private static let temporaryNameSeed: UInt64 = {
-        var generator = SystemRandomNumberGenerator()
-        return generator.next()
-    }()
-
-    private static let temporaryNameCounter = Atomic<UInt64>(0)
 
     /// A bijection of 64-bit numbers that scatters consecutive ones (the finalizer of SplitMix64).
     static func mix(_ value: UInt64) -> UInt64 {

@@ -379,11 +379,10 @@ package struct StorageDirectory: Sendable, Hashable {
 /// The parent directories this process has synced, each once; past a few thousand the set starts again.
 private enum SyncedParents {
     /// Paths compared as bytes (see ``StorageDirectory``).
-    private static let synced = Lock<Set<StorageDirectory>>([])
 
     /// Whether `path` is still to be synced; if so, it counts as synced from now on.
     static func claim(_ path: String) -> Bool {
-        synced.withLock { synced in
+        Runtime.shared.syncedParents.withLock { synced in
             if synced.count >= 4_096 { synced.removeAll() }
             return synced.insert(StorageDirectory(path: path)).inserted
         }
@@ -391,7 +390,7 @@ private enum SyncedParents {
 
     /// Makes `path` to be synced again (its sync failed).
     static func unclaim(_ path: String) {
-        synced.withLock { _ = $0.remove(StorageDirectory(path: path)) }
+        Runtime.shared.syncedParents.withLock { _ = $0.remove(StorageDirectory(path: path)) }
     }
 }
 

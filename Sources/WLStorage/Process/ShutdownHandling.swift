@@ -16,7 +16,7 @@ import Synchronization
 enum ShutdownHandling {
     static let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
 
-    private struct State {
+    struct State {
         var started = false
         var signalHandlersWanted = true
         /// How long the flush at exit and on a signal waits at most.
@@ -25,22 +25,28 @@ enum ShutdownHandling {
         var sources: [Int32: any DispatchSourceSignal] = [:]
     }
 
-    private static let state = Lock(State())
-    private static let queue = DispatchQueue(label: "WLStorage.shutdown")
-    /// `State/started`, readable without the lock.
-    private static let started = Atomic<Bool>(false)
-    /// Whether the flush at exit or on a signal has begun (see ``WLStorageSystem/isFlushingAtExit``).
-    static let exitFlushStarted = Atomic<Bool>(false)
+    /// What the flush at exit and on signals keeps, in the ``Runtime``.
+    final class Parts: Sendable {
+        let state = Lock(State())
+        let queue = DispatchQueue(label: "WLStorage.shutdown")
+        /// `State/started`, readable without the lock.
+        let started = Atomic<Bool>(false)
+        /// Whether the flush at exit or on a signal has begun (see ``WLStorageSystem/isFlushingAtExit``).
+        let exitFlushStarted = Atomic<Bool>(false)
+        let flushQueue = DispatchQueue(label: "WLStorage.flushAll", attributes: .concurrent)
+    }
+
+    private static var parts: Parts { Runtime.shared.shutdown }
 
     /// Called by every storage initializer; does its work once.
     static func storageCreated() {
-        if started.load(ordering: .acquiring) { return }
+        if parts.started.load(ordering: .acquiring) { return }
         // Decided where the start is marked, so a concurrent change of `flushesOnSignals` comes wholly before or after.
-        let (firstTime, wantsSignals) = state.withLock { state in
+        let (firstTime, wantsSignals) = parts.state.withLock { state in
             defer { state.started = true }
             return (!state.started, state.signalHandlersWanted)
         }
-        started.store(true, ordering: .releasing)
+        parts.started.store(true, ordering: .releasing)
         guard firstTime else { return }
         // libcrypto first: its atexit handler then runs after the flush's, which may still hash and encrypt.
         _ = OpenSSLLibrary.initialized
@@ -53,9 +59,9 @@ enum ShutdownHandling {
     }
 
     static var signalHandlersWanted: Bool {
-        get { state.withLock { $0.signalHandlersWanted } }
+        get { parts.state.withLock { $0.signalHandlersWanted } }
         set {
-            let started = state.withLock { state in
+            let started = parts.state.withLock { state in
                 state.signalHandlersWanted = newValue
                 return state.started
             }
@@ -64,8 +70,8 @@ enum ShutdownHandling {
     }
 
     static var shutdownFlushTimeout: Duration {
-        get { state.withLock { $0.shutdownFlushTimeout } }
-        set { state.withLock { $0.shutdownFlushTimeout = max(newValue, .zero) } }
+        get { parts.state.withLock { $0.shutdownFlushTimeout } }
+        set { parts.state.withLock { $0.shutdownFlushTimeout = max(newValue, .zero) } }
     }
 
     /// `duration` in nanoseconds, `Int.max` when it is longer, so that a deadline of any length never wraps around.
@@ -82,7 +88,7 @@ enum ShutdownHandling {
     static func flushEverything(
         only included: ((any RegisteredCell) -> Bool)? = nil, within timeout: Duration? = nil
     ) {
-        if timeout != nil { exitFlushStarted.store(true, ordering: .releasing) }
+        if timeout != nil { parts.exitFlushStarted.store(true, ordering: .releasing) }
         let deadline = timeout.map { ContinuousClock.now + $0 }
         let caller = UInt(bitPattern: Int(bitPattern: pthread_self()))
         var insideABacker = false
@@ -91,7 +97,7 @@ enum ShutdownHandling {
         var stores: [String: Int] = [:]
         var single: [FlushItem] = []
         var last: (store: String, index: Int)?
-        var live = StorageRegistry.shared.liveCells()
+        var live = Runtime.shared.registry.liveCells()
         while let cell = live.popLast() {
             if let included, !included(cell) { continue }
             let store: String
@@ -159,7 +165,7 @@ enum ShutdownHandling {
         let round = FlushRound(items, waiting: waiting, caller: caller, deadline: deadline)
         items = []  // the round holds each cell until it is flushed, no longer
         for _ in 0..<helpers {
-            flushQueue.async { round.work() }
+            parts.flushQueue.async { round.work() }
         }
         guard let deadline else {
             round.work()
@@ -179,15 +185,13 @@ enum ShutdownHandling {
         }
     }
 
-    private static let flushQueue = DispatchQueue(label: "WLStorage.flushAll", attributes: .concurrent)
-
     private static func installSignalHandlers() {
         let registered = DispatchGroup()
-        state.withLock { state in
+        parts.state.withLock { state in
             guard state.signalHandlersWanted else { return }
             for signal in signals where state.sources[signal] == nil && hasDefaultDisposition(signal) {
                 // Until registration, the default action stands, so an early signal still ends the program.
-                let source = DispatchSource.makeSignalSource(signal: signal, queue: queue)
+                let source = DispatchSource.makeSignalSource(signal: signal, queue: parts.queue)
                 source.setEventHandler {
                     guard signalHandlersWanted else { return }
                     flushEverything(within: shutdownFlushTimeout)

@@ -122,7 +122,6 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
 }
 
 extension WLStorageError {
-    private static let handlerBox = Lock<(@Sendable (WLStorageError) -> Void)?>(nil)
 
     /// Receives every error as it happens: see ``WLStorageSystem/errorHandler``.
     @available(*, deprecated, renamed: "WLStorageSystem.errorHandler")
@@ -133,10 +132,10 @@ extension WLStorageError {
 
     /// The handler of ``WLStorageSystem/errorHandler``.
     static var currentHandler: (@Sendable (WLStorageError) -> Void)? {
-        get { handlerBox.withLock { $0 } }
+        get { Runtime.shared.errorHandler.withLock { $0 } }
         set {
             // The old handler is released after the lock: releasing a closure can run user code.
-            let old = handlerBox.withLock { handler in
+            let old = Runtime.shared.errorHandler.withLock { handler in
                 defer { handler = newValue }
                 return handler
             }

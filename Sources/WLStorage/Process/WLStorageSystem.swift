@@ -24,7 +24,7 @@ public enum WLStorageSystem {
     /// A store reads it to retry a call that fails for a passing reason until its own timeout rather than give up at
     /// once, since nothing would try again after the program ends.
     public static var isFlushingAtExit: Bool {
-        ShutdownHandling.exitFlushStarted.load(ordering: .acquiring)
+        Runtime.shared.shutdown.exitFlushStarted.load(ordering: .acquiring)
     }
 
     /// How long the flush at exit and on SIGTERM, SIGINT and SIGHUP lasts at most: 10 seconds unless you set it.

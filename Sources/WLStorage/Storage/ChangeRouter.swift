@@ -15,7 +15,6 @@ enum ChangeSource: Hashable, Sendable {
 /// its cell is registered, asks ``reported(_:since:)``; producers ``count(_:)`` before they look for cells, so either
 /// the look-up finds the cell or the storage sees the count move. The lock guards the counts only.
 final class ChangeRouter: Sendable {
-    static let shared = ChangeRouter()
 
     private struct Followed {
         var users = 0
@@ -41,21 +40,21 @@ final class ChangeRouter: Sendable {
     /// to and the count for ``reported(_:since:)``. Balance with ``unfollow(_:)``.
     func follow(directory: StorageDirectory) -> (identity: DirectoryIdentity?, reports: Reports) {
         let reports = begin(.directory(directory))
-        return (FileMonitor.shared.watch(directory), reports)
+        return (Runtime.shared.monitor.watch(directory), reports)
     }
 
     /// Starts one use of `store`'s feed; returns the count for ``reported(_:since:)``. Balance with ``unfollow(_:)``.
     func follow(store: any WLStorageStore, identity: String) -> Reports {
         let reports = begin(.store(identity))
-        StoreFeeds.shared.use(store, identity: identity)
+        Runtime.shared.feeds.use(store, identity: identity)
         return reports
     }
 
     /// Ends one use of `source`: the watch or the feed ends with its last.
     func unfollow(_ source: ChangeSource) {
         switch source {
-        case .directory(let directory): FileMonitor.shared.unwatch(directory)
-        case .store(let identity): StoreFeeds.shared.release(identity)
+        case .directory(let directory): Runtime.shared.monitor.unwatch(directory)
+        case .store(let identity): Runtime.shared.feeds.release(identity)
         }
         sources.withLock { sources in
             guard let users = sources[source]?.users else { return }
@@ -110,18 +109,18 @@ final class ChangeRouter: Sendable {
 
     /// Has the cells of `files` check them, on the queue of checks.
     func deliver(files: some Sequence<CellKey>) {
-        let registry = StorageRegistry.shared
+        let registry = Runtime.shared.registry
         check(files.compactMap { registry.cell(for: $0) })
     }
 
     /// Has the cells of every file in the directory at `path` check theirs, on the queue of checks.
     func deliver(everyFileIn path: StorageDirectory) {
-        check(StorageRegistry.shared.cells(inDirectoryAt: path))
+        check(Runtime.shared.registry.cells(inDirectoryAt: path))
     }
 
     /// Has every cell of a file check it, on the queue of checks (events were lost).
     func deliverToEveryFile() {
-        check(StorageRegistry.shared.liveCells().filter { $0.directory != nil })
+        check(Runtime.shared.registry.liveCells().filter { $0.directory != nil })
     }
 
     /// Hands the cells of `store` what was reported of their keys, and has each check its key, on this thread (the
@@ -130,7 +129,7 @@ final class ChangeRouter: Sendable {
         store identity: String, keys: [String], mustRead: Set<String>, everything: Bool,
         carried: [String: [WLStorageCarriedChange]]
     ) {
-        let registry = StorageRegistry.shared
+        let registry = Runtime.shared.registry
         if everything {
             for cell in registry.cells(ofStore: identity, key: nil) {
                 cell.offer([], mustRead: true)
@@ -148,7 +147,7 @@ final class ChangeRouter: Sendable {
 
     /// ``deliver(store:keys:mustRead:everything:carried:)`` for a round of the one `change`.
     func deliver(store identity: String, carried change: WLStorageCarriedChange) {
-        for cell in StorageRegistry.shared.cells(ofStore: identity, key: change.key) {
+        for cell in Runtime.shared.registry.cells(ofStore: identity, key: change.key) {
             cell.offer([change], mustRead: false)
             cell.checkForExternalChange()
         }
@@ -181,7 +180,7 @@ final class FeedTarget<T: Codable & Sendable>: Sendable {
             if !state.attached { state.missed = true }
             return state.cell
         }
-        if let cell { ChangeRouter.shared.check([cell]) }
+        if let cell { Runtime.shared.router.check([cell]) }
     }
 
     /// Sends later changes to `cell`; returns whether a change came before.

@@ -131,12 +131,12 @@ struct KeyBinding<T: Codable & Sendable> {
         identity = try? DirectoryTable.prepare(directory, waiting: false)
         prepared = identity != nil
         // Keyed by the directory the monitor watches, which a retargeted symlink may have changed.
-        let watch = ChangeRouter.shared.follow(directory: directory)
+        let watch = Runtime.shared.router.follow(directory: directory)
         identity = watch.identity ?? identity
         let found: StorageRegistry.Lookup<T>
-        (found, gate) = StorageRegistry.shared.open(file: name, in: directory, identity: &identity, as: T.self)
+        (found, gate) = Runtime.shared.registry.open(file: name, in: directory, identity: &identity, as: T.self)
         guard case .none = found else {
-            ChangeRouter.shared.unfollow(.directory(directory))
+            Runtime.shared.router.unfollow(.directory(directory))
             return found
         }
         (watched, reports) = (true, watch.reports)
@@ -145,11 +145,11 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Starts following the feed of the store of `medium`'s key, and finds the key's live cell.
     private mutating func follow(store medium: StoreMedium) -> StorageRegistry.Lookup<T> {
-        reports = ChangeRouter.shared.follow(store: medium.store, identity: medium.identity)
+        reports = Runtime.shared.router.follow(store: medium.store, identity: medium.identity)
         let found: StorageRegistry.Lookup<T>
-        (found, gate) = StorageRegistry.shared.open(.store(medium.identity, key: medium.storedKey), as: T.self)
+        (found, gate) = Runtime.shared.registry.open(.store(medium.identity, key: medium.storedKey), as: T.self)
         guard case .none = found else {
-            ChangeRouter.shared.unfollow(.store(medium.identity))
+            Runtime.shared.router.unfollow(.store(medium.identity))
             return found
         }
         watched = true
@@ -250,14 +250,14 @@ struct KeyBinding<T: Codable & Sendable> {
     /// unwritten. Either way, storages waiting for this opening go on.
     mutating func register(_ cell: StorageCell<T>) -> StorageRegistry.Lookup<T> {
         defer {
-            if let gate { StorageRegistry.shared.opened(gate) }
+            if let gate { Runtime.shared.registry.opened(gate) }
             gate = nil
         }
         if identity == nil, let directory = keyBacker?.directory {
             // The read may have prepared the directory: keyed by what it is, as every storage of its file will be.
             identity = DirectoryTable.identity(of: directory)
         }
-        let found = StorageRegistry.shared.register(cell, identity: &identity)
+        let found = Runtime.shared.registry.register(cell, identity: &identity)
         if case .none = found {
             // The backer is this cell's now: its writes are the storage's own (see ``WLStorageDefaultBacker``).
             keyBacker?.attach()
@@ -273,13 +273,13 @@ struct KeyBinding<T: Codable & Sendable> {
             switch keyBacker.source {
             case .file(let directory, _):
                 // The cell follows the path where the monitor saw it lead, and checks its file once more.
-                guard ChangeRouter.shared.reported(.directory(directory), since: reports) else { return }
-                if let now = FileMonitor.shared.identity(of: directory), now != identity {
-                    StorageRegistry.shared.directoryChanged(path: directory, to: now)
+                guard Runtime.shared.router.reported(.directory(directory), since: reports) else { return }
+                if let now = Runtime.shared.monitor.identity(of: directory), now != identity {
+                    Runtime.shared.registry.directoryChanged(path: directory, to: now)
                 }
                 cell.checkForExternalChange()
             case .store(let medium):
-                if ChangeRouter.shared.reported(.store(medium.identity), since: reports) {
+                if Runtime.shared.router.reported(.store(medium.identity), since: reports) {
                     cell.checkForExternalChange()
                 }
             case .none:

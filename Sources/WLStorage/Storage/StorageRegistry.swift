@@ -74,8 +74,6 @@ enum CellFlushState {
 /// Cells are held weakly, except those released with work left (``keep(_:)``, ``letGo(_:)``). The lock guards the
 /// tables only; no cell is released under it, as its `deinit` unregisters.
 final class StorageRegistry: Sendable {
-    static let shared = StorageRegistry()
-
     /// How a cell is registered: by its key, or by itself.
     private enum Registration {
         case keyed(CellKey)
@@ -244,7 +242,7 @@ final class StorageRegistry: Sendable {
     /// `directory` leads to `current` (`nil`: nowhere), not its recorded identity: its cells and the monitor's and
     /// ``DirectoryTable``'s records are keyed anew.
     private func pathFound(_ directory: StorageDirectory, leadingTo current: DirectoryIdentity?) {
-        FileMonitor.shared.correct(directory, to: current)
+        Runtime.shared.monitor.correct(directory, to: current)
         DirectoryTable.forget(directory)
         directoryChanged(path: directory, to: current)
     }

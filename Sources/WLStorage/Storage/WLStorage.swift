@@ -54,7 +54,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             defaultValueClosure: defaultValueClosure,
             flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
             binding: KeyBinding(key: WLStorageDefaultBacker<T>(key: key)), migrations: migrations,
-            scheduler: DispatchWriteScheduler.shared)
+            scheduler: Runtime.shared.scheduler)
     }
 
     /// Creates a storage of `key` in the default directory, with the property's initial value as its default (made
@@ -113,7 +113,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             defaultValueClosure: defaultValueClosure,
             flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
             backer: backer,
-            scheduler: DispatchWriteScheduler.shared)
+            scheduler: Runtime.shared.scheduler)
     }
 
     /// Creates a storage of `key` in `store`, with `defaultValue` when nothing is stored.
@@ -156,7 +156,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             defaultValueClosure: defaultValueClosure,
             flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
             binding: KeyBinding(key: key, store: store), migrations: migrations,
-            scheduler: DispatchWriteScheduler.shared)
+            scheduler: Runtime.shared.scheduler)
     }
 
     /// Creates a storage of `key` in `store` whose default is made only when needed (a typed key's).
@@ -168,7 +168,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             defaultValueClosure: { lazyDefault.value }, lazyDefault: lazyDefault,
             flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
             binding: KeyBinding(key: key, store: store), migrations: migrations,
-            scheduler: DispatchWriteScheduler.shared)
+            scheduler: Runtime.shared.scheduler)
     }
 
     /// Creates a storage with an interval of any precision and the given scheduler (tests inject a manual clock).

@@ -97,25 +97,24 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// A scope's binding to a store.
+struct ScopeBinding {
+    var store: (any WLStorageStore)?
+    /// The store's identity, read when it was bound: a store's code never runs under the table's lock.
+    var identity: String?
+    /// Whether a storage of one of the scope's keys was made.
+    var used = false
+}
+
 /// The process's bindings of scopes to stores. Its lock guards the table only: no store is released under it.
 private enum ScopeTable {
-    struct Binding {
-        var store: (any WLStorageStore)?
-        /// The store's identity, read when it was bound: a store's code never runs under the table's lock.
-        var identity: String?
-        /// Whether a storage of one of the scope's keys was made.
-        var used = false
-    }
-
-    static let bindings = Lock<[String: Binding]>([:])
-
     /// Binds `scope`; returns the store it replaced (to be released by the caller, after the lock) or the refusal.
     static func bind(
         _ scope: WLStorageScope, to store: any WLStorageStore
     ) -> (replaced: (any WLStorageStore)?, refusal: WLStorageError?) {
         let identity = store.identity
-        return bindings.withLock { bindings -> ((any WLStorageStore)?, WLStorageError?) in
-            var binding = bindings[scope.name] ?? Binding()
+        return Runtime.shared.scopeBindings.withLock { bindings -> ((any WLStorageStore)?, WLStorageError?) in
+            var binding = bindings[scope.name] ?? ScopeBinding()
             if binding.used {
                 if binding.identity == identity { return (nil, nil) }
                 let bound = binding.identity.map { "it is bound to \($0)" } ?? "it was used while not bound"
@@ -134,13 +133,13 @@ private enum ScopeTable {
     }
 
     static func store(of scope: WLStorageScope) -> (any WLStorageStore)? {
-        bindings.withLock { $0[scope.name]?.store }
+        Runtime.shared.scopeBindings.withLock { $0[scope.name]?.store }
     }
 
     /// The bound store, marking the scope used.
     static func use(_ scope: WLStorageScope) -> (any WLStorageStore)? {
-        bindings.withLock { bindings in
-            bindings[scope.name, default: Binding()].used = true
+        Runtime.shared.scopeBindings.withLock { bindings in
+            bindings[scope.name, default: ScopeBinding()].used = true
             return bindings[scope.name]?.store
         }
     }

@@ -12,7 +12,6 @@ import Dispatch
 /// The lock guards the table only: `observeChanges` (user code) is called, and subscriptions cancelled and released,
 /// outside it; a feed being started is a placeholder later users wait for.
 final class StoreFeeds: Sendable {
-    static let shared = StoreFeeds()
 
     private final class Feed: @unchecked Sendable {  // mutable parts: under `StoreFeeds.feeds`
         var users = 1
@@ -95,7 +94,7 @@ final class StoreFeeds: Sendable {
 
     private func changed(_ identity: String, _ event: WLStorageFeedEvent) {
         // Counted before the cells are looked for: a storage not registered yet sees the count move.
-        ChangeRouter.shared.count([.store(identity)])
+        Runtime.shared.router.count([.store(identity)])
         let round = feeds.withLock { feeds -> Round in
             guard let feed = feeds[identity] else { return .none }
             // A carried change with no round running and nothing waiting goes to its cells at once.
@@ -131,13 +130,13 @@ final class StoreFeeds: Sendable {
         case .none:
             return
         case .carried(let change):
-            ChangeRouter.shared.deliver(store: identity, carried: change)
+            Runtime.shared.router.deliver(store: identity, carried: change)
             checkReported(identity)
         case .reported:
             if case .carried(let change) = event, change.data != nil {
                 checkReported(identity)
             } else {
-                ChangeRouter.shared.onChecksQueue { [weak self] in self?.checkReported(identity) }
+                Runtime.shared.router.onChecksQueue { [weak self] in self?.checkReported(identity) }
             }
         }
     }
@@ -171,7 +170,7 @@ final class StoreFeeds: Sendable {
                 return (feed.lastReport, feed.pendingKeys, feed.pendingEverything, feed.pendingCarried)
             }
             guard let taken else { return }
-            ChangeRouter.shared.deliver(
+            Runtime.shared.router.deliver(
                 store: identity, keys: taken.order.sorted { $0.value < $1.value }.map(\.key), mustRead: taken.keys,
                 everything: taken.everything,
                 carried: taken.carried)

@@ -35,6 +35,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     let known = Lock(KnownVersions())
     /// Whether a storage keeps its value through this backer (its writes are its own, not another program's).
     private let attached = Atomic<Bool>(false)
+    /// Whether the medium keeps the stored bytes from before the type changed, to remove once a write has stored the
+    /// value in the current shape (see ``settleKeptOriginal()``).
+    private let keepsOriginal = Atomic<Bool>(false)
 
     /// Marks the backer as a storage's own (see ``attached``).
     func attach() { attached.store(true, ordering: .relaxed) }
@@ -58,7 +61,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     deinit {
         held.release()
-        KeptOriginals.forget(self)
     }
 
     /// Reads the file. A missing or empty file gives `defaultValueClosure()`; fields a file lacks are taken from it
@@ -212,7 +214,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             if let note = medium.keepOriginal(read.data, reshape.description, key: key) {
                 return .reshaped(value, rewrite: false, note: note)
             }
-            KeptOriginals.keep(self)
+            keepsOriginal.store(true, ordering: .relaxed)
             return .reshaped(value, rewrite: true, note: nil)
         case .anotherVersion(let error):
             return .anotherVersion(error)
@@ -346,7 +348,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             return .written
         }
         known.withLock { $0.wroteOver(data) }
-        KeptOriginals.settle(self) { try medium.removeKeptOriginal() }
+        settleKeptOriginal()
         return .writtenOver
     }
 
@@ -409,7 +411,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             }
             known.withLock { $0.wroteOver(data) }
             medium.wrote()
-            KeptOriginals.settle(self) { try medium.removeKeptOriginal() }
+            settleKeptOriginal()
             return .writtenOver
         }
         throw changesKeptComing
@@ -443,7 +445,18 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Records `data`, version `stamp`, as written; bytes kept from before the type changed go now.
     private func recordWrite(_ data: Data, stamp: Int) {
         known.withLock { $0.wrote(stamp, data) }
-        KeptOriginals.settle(self) { try medium.removeKeptOriginal() }
+        settleKeptOriginal()
+    }
+
+    /// After a write in the current shape: removes the bytes kept from before the type changed, if any; when that
+    /// fails, they are removed after the next write.
+    private func settleKeptOriginal() {
+        guard keepsOriginal.load(ordering: .relaxed), keepsOriginal.exchange(false, ordering: .relaxed) else { return }
+        do {
+            try medium.removeKeptOriginal()
+        } catch {
+            keepsOriginal.store(true, ordering: .relaxed)
+        }
     }
 
     /// The bytes of `value` with the unknown members of the last bytes (``UnknownFields``), size-checked.

@@ -103,14 +103,14 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription?
     {
         guard let directory else { return nil }
-        let subscription = FileMonitor.shared.subscribe(toEveryFileIn: directory) { event in
+        let subscription = Runtime.shared.monitor.subscribe(toEveryFileIn: directory) { event in
             switch event {
             case .file(let name): changed(FileName.isPlain(name) ? .key(name) : .everything)
             case .any: changed(.everything)
             case .directoryGone: break
             }
         }
-        return WLStorageSubscription { FileMonitor.shared.unsubscribe(subscription) }
+        return WLStorageSubscription { Runtime.shared.monitor.unsubscribe(subscription) }
     }
 }
 

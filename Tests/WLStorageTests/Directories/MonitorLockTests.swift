@@ -34,7 +34,7 @@ import Testing
 
             let slowDone = DispatchSemaphore(value: 0)
             Thread.detachNewThread {
-                FileMonitor.shared.watch(StorageDirectory(path: slowPath))
+                Runtime.shared.monitor.watch(StorageDirectory(path: slowPath))
                 slowDone.signal()
             }
             try #require(stalled.wait(timeout: .now() + 60) == .success)
@@ -42,8 +42,8 @@ import Testing
             let otherDone = DispatchSemaphore(value: 0)
             Thread.detachNewThread {
                 let directory = StorageDirectory(path: other.standardizedFileURL.path)
-                FileMonitor.shared.watch(directory)
-                FileMonitor.shared.unwatch(directory)
+                Runtime.shared.monitor.watch(directory)
+                Runtime.shared.monitor.unwatch(directory)
                 otherDone.signal()
             }
             let served = otherDone.wait(timeout: .now() + 60) == .success
@@ -51,7 +51,7 @@ import Testing
             #expect(served, "another directory waited for the slow one")
             try #require(slowDone.wait(timeout: .now() + 60) == .success)
             if !served { _ = otherDone.wait(timeout: .now() + 60) }
-            FileMonitor.shared.unwatch(StorageDirectory(path: slowPath))
+            Runtime.shared.monitor.unwatch(StorageDirectory(path: slowPath))
         }
     }
 }

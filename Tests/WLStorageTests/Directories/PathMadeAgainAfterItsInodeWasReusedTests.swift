@@ -124,7 +124,7 @@ struct PathMadeAgainAfterItsInodeWasReusedTests {
             #expect(storedString(atPath: old + "/k") == "first")
             #expect(eventually(timeout: 30) { oldStorage.wrappedValue == "first" }, "holds \(oldStorage.wrappedValue)")
             // Once the monitor watches the directory made again, and no longer polls it.
-            #expect(eventually(timeout: 30) { !FileMonitor.shared.isPolled(StorageDirectory(path: old)) })
+            #expect(eventually(timeout: 30) { !Runtime.shared.monitor.isPolled(StorageDirectory(path: old)) })
             later.wrappedValue = "second"
             later.flush()
             #expect(eventually(timeout: 30) { oldStorage.wrappedValue == "second" }, "holds \(oldStorage.wrappedValue)")

@@ -278,7 +278,7 @@ struct SystemError: Sendable, CustomTestStringConvertible {
             let second = manualStorage(key, in: directory, default: "default")
             let sharesCell = second.cell === storage.cell
             let file = CellKey.file(key, in: try StorageDirectory(path: plan.path).identity())
-            let reachedByEvents = StorageRegistry.shared.cell(for: file) === storage.cell
+            let reachedByEvents = Runtime.shared.registry.cell(for: file) === storage.cell
             storage.wrappedValue = "changed"
             storage.flush()
             return ReadRun(

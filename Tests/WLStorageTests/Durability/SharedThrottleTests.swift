@@ -54,7 +54,7 @@ import Testing
             let second = fileStorage("k", in: directory, default: "", flushInterval: 3_600)
             try #require(second.wrappedValue == "released")
             // Every write that succeeds starts after this moment: until it, every rename fails.
-            let retryAllowed = DispatchWriteScheduler.shared.now
+            let retryAllowed = Runtime.shared.scheduler.now
             failing.set(false)
             // The released storage's value is retried at once, whatever the interval: promised.
             try #require(await waitUntil(timeout: 30) { stored(String.self, key: "k", in: directory) == "released" })
@@ -64,7 +64,7 @@ import Testing
             // the change at any moment.
             second.wrappedValue = "one"
             second.wrappedValue = "two"
-            let now = DispatchWriteScheduler.shared.now
+            let now = Runtime.shared.scheduler.now
             let delay = second.cell.state.withLock { state -> UInt64? in
                 var throttle = state.throttle
                 throttle.disarm()

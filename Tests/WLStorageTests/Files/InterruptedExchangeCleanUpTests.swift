@@ -253,10 +253,10 @@ struct InterruptedExchangeCleanUpTests {
             // Names the file monitor reports changed; a report that any file may have changed (events lost while a
             // busy machine runs other tests) names none.
             let changed = Lock<[String]>([])
-            let subscription = FileMonitor.shared.subscribe(toEveryFileIn: exchange.directory) { event in
+            let subscription = Runtime.shared.monitor.subscribe(toEveryFileIn: exchange.directory) { event in
                 if case .file(let name) = event { changed.withLock { $0.append(name) } }
             }
-            defer { FileMonitor.shared.unsubscribe(subscription) }
+            defer { Runtime.shared.monitor.unsubscribe(subscription) }
             // Written under a name that is no key's either (it has a `~`), then renamed.
             try exchange.write("newer", to: "staging~newer")
             try exchange.move("staging~newer", to: exchange.name)

@@ -14,12 +14,12 @@ func whileTheFileMonitorIsHeld<R>(scratch: URL, _ body: () throws -> R) throws -
     let held = DispatchSemaphore(value: 0)
     let release = DispatchSemaphore(value: 0)
     let first = Atomic<Bool>(true)
-    let subscription = FileMonitor.shared.subscribe(toEveryFileIn: StorageDirectory(path: holder.path)) { _ in
+    let subscription = Runtime.shared.monitor.subscribe(toEveryFileIn: StorageDirectory(path: holder.path)) { _ in
         guard first.exchange(false, ordering: .sequentiallyConsistent) else { return }
         held.signal()
         release.wait()
     }
-    defer { FileMonitor.shared.unsubscribe(subscription) }
+    defer { Runtime.shared.monitor.unsubscribe(subscription) }
     try Data("1".utf8).write(to: holder.appendingPathComponent("hold"))
     try #require(held.wait(timeout: .now() + 30) == .success, "the monitor's thread was not held")
     defer { release.signal() }

@@ -94,7 +94,7 @@ private final class WeakStorageCell: Sendable {
                 }
             #expect(stored == json("9"))
             if holder == .store {
-                #expect(StorageRegistry.shared.cells(ofStore: memory.identity, key: "k").isEmpty)
+                #expect(Runtime.shared.registry.cells(ofStore: memory.identity, key: "k").isEmpty)
             }
             let fresh = open()
             #expect(fresh.wrappedValue == 9)

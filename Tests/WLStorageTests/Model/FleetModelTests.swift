@@ -599,7 +599,7 @@ private final class FleetRun {
 
     func awaitCellsGone(_ programStore: ProgramStore, key: String?, index: Int) throws {
         guard
-            settles({ StorageRegistry.shared.cells(ofStore: programStore.identity, key: key).isEmpty })
+            settles({ Runtime.shared.registry.cells(ofStore: programStore.identity, key: key).isEmpty })
         else { throw fail("P\(index)'s cells of \(key ?? "its keys") outlive its storages") }
     }
 

@@ -93,10 +93,10 @@ private func losingEvents(in scratch: URL, _ meanwhile: () throws -> Void) throw
             let directory = scratch.appendingPathComponent("d")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             let gone = Atomic<Bool>(false)
-            let subscription = FileMonitor.shared.subscribe(toEveryFileIn: StorageDirectory(path: directory.path)) {
+            let subscription = Runtime.shared.monitor.subscribe(toEveryFileIn: StorageDirectory(path: directory.path)) {
                 if case .directoryGone = $0 { gone.store(true, ordering: .sequentiallyConsistent) }
             }
-            defer { FileMonitor.shared.unsubscribe(subscription) }
+            defer { Runtime.shared.monitor.unsubscribe(subscription) }
             try losingEvents(in: scratch) { try FileManager.default.removeItem(at: directory) }
             #expect(
                 eventually(timeout: 30) { gone.load(ordering: .sequentiallyConsistent) },

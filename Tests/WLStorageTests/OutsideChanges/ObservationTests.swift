@@ -239,9 +239,9 @@ private final class Received<T: Sendable>: Sendable {
             let marker = fileStorage("marker", in: markers, default: 0, flushInterval: nil)
             marker.flush()
             let watched = ChangeSource.directory(StorageDirectory(path: directory.standardizedFileURL.path))
-            let (_, reports) = ChangeRouter.shared.follow(
+            let (_, reports) = Runtime.shared.router.follow(
                 directory: StorageDirectory(path: directory.standardizedFileURL.path))
-            defer { ChangeRouter.shared.unfollow(watched) }
+            defer { Runtime.shared.router.unfollow(watched) }
             let checksBefore = storage.cell.externalChecks
             storage.wrappedValue = 1
             storage.flush()
@@ -255,7 +255,7 @@ private final class Received<T: Sendable>: Sendable {
             // Events lost meanwhile (the queue overflowed, as it can while a busy machine runs the other tests) are a
             // report of every directory, after which every cell checks its file: a check then is no fault, but what it
             // finds is the storage's own write, which does not come back as a change (below).
-            if !ChangeRouter.shared.reported(watched, since: reports) {
+            if !Runtime.shared.router.reported(watched, since: reports) {
                 #expect(storage.cell.externalChecks == checksBefore)
             }
             queue.sync {}
@@ -287,8 +287,8 @@ private final class Received<T: Sendable>: Sendable {
 
     @Test func whereInotifyIsUnavailableTheDirectoryIsPolled() throws {
         try withTemporaryDirectory { directory in
-            FileMonitor.shared.watch(StorageDirectory(path: directory.path), inotify: false)
-            #expect(FileMonitor.shared.isPolled(StorageDirectory(path: directory.path)))
+            Runtime.shared.monitor.watch(StorageDirectory(path: directory.path), inotify: false)
+            #expect(Runtime.shared.monitor.isPolled(StorageDirectory(path: directory.path)))
             let storage = fileStorage("polled", in: directory, default: "start")
             storage.flush()
             try storeFromAnotherProcess("from outside", key: "polled", in: directory)
@@ -306,7 +306,7 @@ private final class Received<T: Sendable>: Sendable {
             storage.wrappedValue = "local"
             storage.flush()  // makes the directory again
             #expect(storage.lastError == nil)
-            let rewatched = eventually { !FileMonitor.shared.isPolled(StorageDirectory(path: directory.path)) }
+            let rewatched = eventually { !Runtime.shared.monitor.isPolled(StorageDirectory(path: directory.path)) }
             #expect(rewatched)
             try storeFromAnotherProcess("outside", key: "again", in: directory)
             let pickedUp = eventually { storage.wrappedValue == "outside" }

@@ -13,14 +13,14 @@ import Testing
             try replaceFromOutside(file, with: "1")
             let path = StorageDirectory(path: directory.path)
             let heard = Atomic<Int>(0)
-            var subscription: UInt64? = FileMonitor.shared.subscribe(to: "k", in: path) { _ in
+            var subscription: UInt64? = Runtime.shared.monitor.subscribe(to: "k", in: path) { _ in
                 heard.add(1, ordering: .sequentiallyConsistent)
             }
             var storage: WLStorage<Int>? = fileStorage("k", in: directory, default: 0, flushInterval: nil)
             #expect(storage?.wrappedValue == 1)
 
             // The subscriber goes: the storage still hears.
-            FileMonitor.shared.unsubscribe(try #require(subscription))
+            Runtime.shared.monitor.unsubscribe(try #require(subscription))
             subscription = nil
             try replaceFromOutside(file, with: "2")
             #expect(
@@ -28,10 +28,10 @@ import Testing
             )
 
             // A subscriber comes back, and the storage goes: the subscriber still hears.
-            let again = FileMonitor.shared.subscribe(to: "k", in: path) { _ in
+            let again = Runtime.shared.monitor.subscribe(to: "k", in: path) { _ in
                 heard.add(1, ordering: .sequentiallyConsistent)
             }
-            defer { FileMonitor.shared.unsubscribe(again) }
+            defer { Runtime.shared.monitor.unsubscribe(again) }
             storage = nil
             let before = heard.load(ordering: .sequentiallyConsistent)
             try replaceFromOutside(file, with: "3")

@@ -49,7 +49,7 @@ private struct MigrationFailed: Error, CustomStringConvertible {
 /// Whether a cell of a file in `directory` is alive in this process.
 private func hasLiveCell(in directory: URL) -> Bool {
     let path = directory.standardizedFileURL.path
-    return StorageRegistry.shared.liveCells().contains { $0.directory?.path == path }
+    return Runtime.shared.registry.liveCells().contains { $0.directory?.path == path }
 }
 
 @Suite(.capturingOutput)
