@@ -164,7 +164,7 @@ final class StorageRegistry: Sendable {
             let key = Self.key(directory: directory, name: name, identity: identity)
             var corrected: DirectoryIdentity??
             let opened = open(key, as: type) { cell in
-                switch match(cell, directory: directory, identity: identity) {
+                switch match(cell, directory: directory, name: name, identity: identity) {
                 case .matches: return true
                 case .movedAside: return false
                 case .staleIdentity(let current):
@@ -239,8 +239,11 @@ final class StorageRegistry: Sendable {
     ///   object identity;
     /// - when `directory` no longer leads to `identity`, `identity` is stale: the cells of `directory` and the look-up
     ///   are keyed by what it is now.
+    ///
+    /// A cell of `directory` that the stale cell kept from its key (moved aside, or keyed by the path while it led
+    /// nowhere) takes the key once the stale cell has left it, so that the look-up finds it rather than open another.
     private func match(
-        _ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?
+        _ cell: any RegisteredCell, directory: StorageDirectory, name: String, identity: DirectoryIdentity?
     ) -> Match {
         guard let identity, let other = cell.directory, other != directory else { return .matches }
         if (try? other.identity()) == identity {
@@ -250,16 +253,16 @@ final class StorageRegistry: Sendable {
             return .staleIdentity(current)
         }
         let id = ObjectIdentifier(cell)
-        let ownMovedAside = tables.withLock { tables -> Bool in
+        let unreachable = Self.key(directory: directory, name: name, identity: nil)
+        let ownKeptOut = tables.withLock { tables -> Bool in
             if case .keyed(let key)? = tables.cells[id], let entry = tables.entries[key], entry.id == id {
                 tables.entries[key] = nil
                 tables.cells[id] = .unkeyed(entry, movedAsideFrom: other)
                 tables.movedAside[other, default: 0] += 1
             }
-            return tables.movedAside[directory] != nil
+            return tables.movedAside[directory] != nil || tables.entries[unreachable] != nil
         }
-        // A cell of `directory` itself, moved aside earlier, takes its key back now that the stale cell has left it.
-        if ownMovedAside { directoryChanged(path: directory, to: identity) }
+        if ownKeptOut { directoryChanged(path: directory, to: identity) }
         return .movedAside
     }
 
@@ -313,7 +316,7 @@ final class StorageRegistry: Sendable {
             }
             guard let existing else { return .none }
             if let directory = cell.directory, let name = cell.fileName {
-                switch match(existing, directory: directory, identity: identity) {
+                switch match(existing, directory: directory, name: name, identity: identity) {
                 case .matches: break
                 case .movedAside: continue
                 case .staleIdentity(let current):
