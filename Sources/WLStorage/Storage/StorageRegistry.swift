@@ -275,6 +275,13 @@ final class StorageRegistry: Sendable {
         directoryChanged(path: directory, to: current)
     }
 
+    /// `directory`, removed, was made again by this process as `identity`: its cells, and the file monitor's record,
+    /// are keyed by that, as the monitor's next look at the path would key them.
+    func directoryMade(_ directory: StorageDirectory, identity: DirectoryIdentity) {
+        FileMonitor.shared.correct(directory, to: identity)
+        directoryChanged(path: directory, to: identity)
+    }
+
     /// The live cells of the store `identity`: of `key` alone, or of every key.
     func cells(ofStore identity: String, key: String?) -> [any RegisteredCell] {
         if let key {
