@@ -164,7 +164,7 @@ final class StorageRegistry: Sendable {
             let key = Self.key(directory: directory, name: name, identity: identity)
             var corrected: DirectoryIdentity??
             let opened = open(key, as: type) { cell in
-                switch match(cell, directory: directory, name: name, identity: identity) {
+                switch match(cell, directory: directory, identity: identity) {
                 case .matches: return true
                 case .movedAside: return false
                 case .staleIdentity(let current):
@@ -240,10 +240,11 @@ final class StorageRegistry: Sendable {
     /// - when `directory` no longer leads to `identity`, `identity` is stale: the cells of `directory` and the look-up
     ///   are keyed by what it is now.
     ///
-    /// A cell of `directory` that the stale cell kept from its key (moved aside, or keyed by the path while it led
-    /// nowhere) takes the key once the stale cell has left it, so that the look-up finds it rather than open another.
+    /// A cell of `directory` that the stale cell kept from its key (moved aside, keyed by the path while it led nowhere,
+    /// or by what it led to before) takes the key once the stale cell has left it, so that the look-up finds it rather
+    /// than open another.
     private func match(
-        _ cell: any RegisteredCell, directory: StorageDirectory, name: String, identity: DirectoryIdentity?
+        _ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?
     ) -> Match {
         guard let identity, let other = cell.directory, other != directory else { return .matches }
         if (try? other.identity()) == identity {
@@ -253,16 +254,21 @@ final class StorageRegistry: Sendable {
             return .staleIdentity(current)
         }
         let id = ObjectIdentifier(cell)
-        let unreachable = Self.key(directory: directory, name: name, identity: nil)
-        let ownKeptOut = tables.withLock { tables -> Bool in
+        tables.withLock { tables in
             if case .keyed(let key)? = tables.cells[id], let entry = tables.entries[key], entry.id == id {
                 tables.entries[key] = nil
                 tables.cells[id] = .unkeyed(entry, movedAsideFrom: other)
                 tables.movedAside[other, default: 0] += 1
             }
-            return tables.movedAside[directory] != nil || tables.entries[unreachable] != nil
         }
-        if ownKeptOut { directoryChanged(path: directory, to: identity) }
+        // Every cell of `directory` is looked for, wherever it is keyed, and keyed by what it leads to now: a stale cell
+        // is moved aside once.
+        let current = try? directory.identity()
+        guard current == identity else {
+            pathFound(directory, leadingTo: current)
+            return .staleIdentity(current)
+        }
+        directoryChanged(path: directory, to: identity)
         return .movedAside
     }
 
@@ -323,7 +329,7 @@ final class StorageRegistry: Sendable {
             }
             guard let existing else { return .none }
             if let directory = cell.directory, let name = cell.fileName {
-                switch match(existing, directory: directory, name: name, identity: identity) {
+                switch match(existing, directory: directory, identity: identity) {
                 case .matches: break
                 case .movedAside: continue
                 case .staleIdentity(let current):
