@@ -239,9 +239,10 @@ struct FileMedium: KeyMedium {
             do {
                 identity = try attempt()
             } catch let error where error.code == .directoryUnavailable && error.errno == ENOENT {
-                // The directory was removed after it was prepared: make it again, once.
+                // The directory was removed after it was prepared: make it again, once. Its cells are keyed by what it
+                // is now before anything is written there, so that a storage opened at it finds them.
                 DirectoryTable.forget(directory)
-                _ = try DirectoryTable.prepare(directory)
+                Runtime.shared.registry.directoryMade(directory, identity: try DirectoryTable.prepare(directory))
                 identity = try attempt()
             }
             guard let identity else { return nil }

@@ -215,6 +215,9 @@ final class StorageRegistry: Sendable {
     /// Whether `cell`, found under `directory`'s key, is still that file's cell, when it is of another path (a removed
     /// directory's inode may be reused): a cell whose path no longer leads to `identity` is moved aside; when
     /// `directory` no longer leads to `identity`, the look-up is keyed by what it is now.
+    ///
+    /// A cell of `directory` that the stale cell kept from its key (moved aside, or keyed by the path or by what it
+    /// led to before) then takes the key, so that the look-up finds it rather than open another.
     private func match(
         _ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?
     ) -> Match {
@@ -226,16 +229,21 @@ final class StorageRegistry: Sendable {
             return .staleIdentity(current)
         }
         let id = ObjectIdentifier(cell)
-        let ownMovedAside = tables.withLock { tables -> Bool in
+        tables.withLock { tables in
             if case .keyed(let key)? = tables.cells[id], let entry = tables.entries[key], entry.id == id {
                 tables.entries[key] = nil
                 tables.cells[id] = .unkeyed(entry, movedAsideFrom: other)
                 tables.movedAside[other, default: 0] += 1
             }
-            return tables.movedAside[directory] != nil
         }
-        // A cell of `directory` moved aside earlier takes its key back.
-        if ownMovedAside { directoryChanged(path: directory, to: identity) }
+        // Every cell of `directory` is looked for, wherever it is keyed, and keyed by what it leads to now: a stale cell
+        // is moved aside once.
+        let current = try? directory.identity()
+        guard current == identity else {
+            pathFound(directory, leadingTo: current)
+            return .staleIdentity(current)
+        }
+        directoryChanged(path: directory, to: identity)
         return .movedAside
     }
 
@@ -245,6 +253,13 @@ final class StorageRegistry: Sendable {
         Runtime.shared.monitor.correct(directory, to: current)
         DirectoryTable.forget(directory)
         directoryChanged(path: directory, to: current)
+    }
+
+    /// `directory`, removed, was made again by this process as `identity`: its cells, and the file monitor's record,
+    /// are keyed by that, as the monitor's next look at the path would key them.
+    func directoryMade(_ directory: StorageDirectory, identity: DirectoryIdentity) {
+        Runtime.shared.monitor.correct(directory, to: identity)
+        directoryChanged(path: directory, to: identity)
     }
 
     /// The live cells of the store `identity`: of `key` alone, or of every key.

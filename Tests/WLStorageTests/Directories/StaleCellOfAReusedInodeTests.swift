@@ -83,6 +83,37 @@ struct StaleCellOfAReusedInodeTests {
         }
     }
 
+    /// A storage whose write made its removed directory again, on another inode than the removed one's (a new
+    /// directory took that), after the file monitor found the path leading nowhere and before it looked again: a
+    /// storage opened at the path then shares the old storage's cell, rather than open a second cell of its file.
+    @Test func aStorageOpenedAtAPathTheOldStoragesWriteMadeAgainSharesItsCell() throws {
+        try withTemporaryDirectory { root in
+            let reused = try directoryReusingARemovedOnesInode(in: root)
+            let (old, oldStorage, new) = (reused.oldPath, reused.oldStorage, reused.newPath)
+            let taken = try #require(identity(ofPath: new))
+            let path = StorageDirectory(path: old)
+            #expect(
+                eventually(timeout: 30) {
+                    Runtime.shared.monitor.isPolled(path) && Runtime.shared.monitor.identity(of: path) == nil
+                },
+                "the monitor did not find \(old) leading nowhere")
+            try whileTheFileMonitorIsHeld(scratch: root) {
+                oldStorage.wrappedValue = "written again"
+                oldStorage.flush()
+                #expect(storedString(atPath: old + "/k") == "written again")
+                try #require(identity(ofPath: old).map { $0 != taken } == true, "\(old) was made on its old inode")
+
+                let later = storage("k", atPath: old)
+                #expect(later.cell === oldStorage.cell, "the storage of \(old) has a cell of its own")
+                later.wrappedValue = "shared"
+                #expect(oldStorage.wrappedValue == "shared")
+                later.flush()
+                #expect(storedString(atPath: old + "/k") == "shared")
+                #expect(storedString(atPath: new + "/k") == nil)
+            }
+        }
+    }
+
     /// A storage moved out of a new directory's way, with a set pending, is still one of every storage: a flush of
     /// every storage writes its set, at its own path.
     @Test func aStorageMovedOutOfAReusedInodesWayIsWrittenByAFlushOfEveryStorage() throws {
