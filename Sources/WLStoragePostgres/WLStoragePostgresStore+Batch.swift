@@ -86,8 +86,7 @@ extension WLStoragePostgresStore {
         return chunks
     }
 
-    /// The parameters of ``Statements/upsertMany`` for `chunk`. A key written twice in it is written once, with its
-    /// last bytes (one statement cannot change a row twice).
+    /// The parameters of ``Statements/upsertMany`` for `chunk`, a key in it twice written once with its last bytes.
     private func upsertManyParameters(_ chunk: ArraySlice<WLStorageStoreWrite>) -> [PostgresConnection.Parameter] {
         var last: [String: Int] = [:]
         for (index, write) in zip(chunk.indices, chunk) { last[write.key] = index }

@@ -73,8 +73,7 @@ extension WLStoragePostgresStore {
         return ["22", "23", "42", "54"].contains(String(state.prefix(2)))
     }
 
-    /// The row of `key`: its version, whether `tag` is among the tags it keeps, and how many it keeps; `nil` when there
-    /// is no row.
+    /// The row of `key`: its version, whether `tag` is among its kept tags, and how many; `nil` when there is no row.
     public func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
         let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
             try connection.query(statements.trace, [.text(namespace), .text(key), .text(tag.text)], deadline: deadline)

@@ -10,8 +10,7 @@ extension WLStoragePostgresStore {
         ]
     }
 
-    /// Runs `body` on the writing connection, connected (and the table created) first when needed, and throws its
-    /// failure as a ``WLStorageError`` (see ``execute(reading:key:checking:resending:_:)``).
+    /// Runs `body` as ``execute(reading:resending:patient:_:)`` does, and throws its failure as a ``WLStorageError``.
     func run(
         reading: Bool, key: String?, checking keys: [String] = [], resending: Bool = true, patient: Bool = false,
         _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
@@ -182,8 +181,7 @@ extension WLStoragePostgresStore {
         }
     }
 
-    /// What a creation of the table can fail with when another connection creates it at the same moment: a unique
-    /// violation in the catalog (23505), the table (42P07) or its row type (42710) already there.
+    /// A creation of the table that raced another's: a catalog unique violation, the table or its row type there.
     static let concurrentCreation: Set<String> = ["23505", "42P07", "42710"]
 }
 

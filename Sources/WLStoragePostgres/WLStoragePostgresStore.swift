@@ -45,8 +45,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// found; `nil` when it can, or before the first connection.
     let tagging = Locked<WLStorageError?>(nil)
     let listener: PostgresListener
-    /// Whether a replica takes the value a notification carries from every sender, not only from the roles that may
-    /// update the table (see the initializer).
+    /// Whether replicas take carried values from every sender, not only from roles that may update the table.
     public let adoptsNotifiedValues: Bool
 
     /// Creates a store of the values of `namespace` in `table` of the database at `url`. It does not connect yet.
@@ -116,10 +115,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     public var description: String { "WLStoragePostgresStore(\(identity))" }
 
     /// Why the store's change feed cannot hear other programs' changes now, or `nil` while it listens (or while no
-    /// storage follows the store).
-    ///
-    /// The feed's connection is probed every two seconds; a broken or silent one is made again, and then every storage
-    /// reads its key again. While the feed cannot listen, this is the error, also reported to
+    /// storage follows the store). The feed's connection is probed every two seconds and made again when it breaks or
+    /// falls silent, and then every storage reads its key again. The error is also reported to
     /// ``WLStorageSystem/errorHandler`` when it starts and once a minute while it lasts. A health check can read it.
     public var changeFeedError: WLStorageError? { listener.trouble }
 

@@ -204,8 +204,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         }
     }
 
-    /// Hands one statement with `parameters` to libpq (`PQsendQueryParams`, binary parameters and results), which
-    /// keeps it in its output buffer until it is flushed.
+    /// Hands one statement to libpq (`PQsendQueryParams`, binary parameters and results), into its output buffer.
     func enqueue(_ sql: String, _ parameters: [Parameter], on connection: OpaquePointer) throws(PostgresError) {
         // Parameter types: text 25, bytea 17, text[] 1009, bytea[] 1001; every parameter and result in binary.
         let types: [Oid] = parameters.map {
@@ -362,8 +361,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         }
     }
 
-    /// Asks the server to cancel the running query (`PQcancel`). The request opens a connection of its own, which can
-    /// take long when the server is unreachable, so it runs on another thread and nobody waits for it.
+    /// Asks the server to cancel the running query (`PQcancel`) on another thread, unawaited: it opens a connection.
     static func cancel(_ connection: OpaquePointer) {
         guard let cancel = PQgetCancel(connection) else { return }
         let request = CancelRequest(cancel)

@@ -73,8 +73,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private let ownPID: @Sendable () -> Int32?
     /// Whether carried bytes are taken from any sender (the store's `adoptsNotifiedValues`).
     private let trustsEveryRole: Bool
-    /// Each sender process's role, and whether it may update the table. On `queue` only; forgotten with the
-    /// connection, checked again at each probe.
+    /// Each sender process's role and whether it may update the table; on `queue` only, checked at each probe.
     private var senders: [Int32: (role: String, trusted: Bool)] = [:]
 
     init(
@@ -406,8 +405,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         state.withLock { $0.generation == generation }
     }
 
-    /// Calls every handler with each change, outside the lock. A handler removed meanwhile (by a handler) is not
-    /// called again.
+    /// Calls every handler with each change, outside the lock; a handler removed meanwhile is not called again.
     private func deliver(_ changes: [WLStorageFeedEvent]) {
         let ids = state.withLock { Array($0.handlers.keys) }
         for change in changes {

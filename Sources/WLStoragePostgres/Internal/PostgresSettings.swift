@@ -9,8 +9,7 @@ struct PostgresSettings: Sendable {
     let values: [String]
     /// `postgresql://host:port/dbname`, without user or password.
     let location: String
-    /// The `search_path` the connection sets (`-c search_path=…` in `options` or `PGOPTIONS`), when it sets one: it
-    /// chooses the schema of a table named without one.
+    /// The `search_path` the connection sets (in `options` or `PGOPTIONS`): the schema of a table named without one.
     let searchPath: String?
     /// The values of the options libpq marks as secret (the password), as parsed and as written in the string.
     private let secrets: [String]
@@ -228,8 +227,7 @@ struct PostgresSettings: Sendable {
     private static let unreserved = CharacterSet(
         charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
-    /// `host:port`, or for several servers (`host=a,b port=1,2`, a primary and its standbys) `a:1,b:2`, as a URI
-    /// names them; one port serves every host.
+    /// `host:port`, or `a:1,b:2` for several servers (`host=a,b port=1,2`); one port serves every host.
     static func servers(hosts: String, ports: String) -> String {
         let hostList = hosts.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         let portList = ports.split(separator: ",", omittingEmptySubsequences: false).map(String.init)

@@ -22,8 +22,7 @@ final class SocketWatch: Sendable {
     private let waker: Int32
     private let cancelled = Atomic<Bool>(false)
 
-    /// Starts the thread, watching a duplicate of `socket`, and calling `readable` on it while the watch is not
-    /// cancelled.
+    /// Starts the thread, watching a duplicate of `socket` and calling `readable` until the watch is cancelled.
     init(socket: Int32, readable: @escaping @Sendable () -> Void) throws(PostgresError) {
         let watched = fcntl(socket, F_DUPFD_CLOEXEC, 0)
         guard watched >= 0 else {
@@ -44,8 +43,7 @@ final class SocketWatch: Sendable {
         thread.start()
     }
 
-    /// Ends the watch: the handler is not called again once a call in progress returns. Does not wait for the thread,
-    /// so that the handler itself may cancel.
+    /// Ends the watch once a handler call in progress returns, without waiting, so the handler itself may cancel.
     func cancel() {
         guard !cancelled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         var byte: UInt8 = 1
