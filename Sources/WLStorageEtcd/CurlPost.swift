@@ -1,8 +1,7 @@
 import CWLStorageCurl
 import Foundation
 
-/// A libcurl easy handle kept between calls, with the connection it keeps open: used by one call at a time, taken from
-/// and given back to an ``EtcdClient``'s pool under the client's lock.
+/// A libcurl easy handle and its open connection, used by one call at a time, pooled by an ``EtcdClient``.
 final class CurlHandle: @unchecked Sendable {  // used by one thread at a time: see above
     let pointer: UnsafeMutableRawPointer
 

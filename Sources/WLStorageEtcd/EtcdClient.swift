@@ -21,8 +21,7 @@ struct EtcdFailure: Error, CustomStringConvertible {
     var description: String
 }
 
-/// Calls etcd's gRPC JSON gateway (`POST /v3/…` over HTTP/1.1) with libcurl, trying the endpoints in turn from the
-/// last one that answered.
+/// Calls etcd's gRPC JSON gateway with libcurl, trying the endpoints in turn from the last one that answered.
 final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `lock`; the rest is immutable
     let endpoints: [URL]
     let timeout: Duration
@@ -41,12 +40,9 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `
     /// The endpoint that answered last, to start from.
     var preferredIndex: Int { lock.withLock { preferred } }
 
-    /// Sends `body` to `path` and decodes the answer, within the timeout.
-    ///
-    /// A request that reached no server is sent to the next endpoint. One whose answer was lost, or that a server
-    /// could not carry out for a passing reason (no leader, a timeout of its own), is sent again to the next endpoint
-    /// only when `resending`: a conditional write sent twice could find its own bytes the second time and say it did not
-    /// store them.
+    /// Sends `body` to `path` and decodes the answer, within the timeout. A request that reached no server goes to the
+    /// next endpoint; one whose answer was lost, or that failed for a passing reason (no leader, a timeout), only when
+    /// `resending`: a conditional write sent twice could find its own bytes and say it did not store them.
     func call<Body: Encodable, Answer: Decodable>(
         _ path: String, _ body: Body, resending: Bool, as answer: Answer.Type = Answer.self
     ) throws(EtcdFailure) -> Answer {
@@ -85,14 +81,12 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `
         throw EtcdFailure(outcome: .notSent, description: failures.joined(separator: "; "))
     }
 
-    /// Sends one request to `endpoint` and returns the body of its `200 OK` answer, with libcurl: etcd's error answers
-    /// end with an HTTP trailer, which stops a program that reads them with `URLSession` on Linux (Swift 6.3), and
-    /// which libcurl reads as the protocol says.
+    /// Sends one request to `endpoint` and returns the body of its `200 OK` answer, with libcurl, which reads the HTTP
+    /// trailer that ends etcd's error answers (`URLSession` on Linux stops at it).
     ///
-    /// With `reusingConnections`, the request goes on a connection kept open by an earlier call, when there is one, and
-    /// its handle is kept for the next call once it succeeded. Only for requests that may be sent twice: libcurl sends a
-    /// request again, on a new connection, when a kept one turns out closed before any answer came, and it may have
-    /// been carried out. A conditional write goes on a connection of its own.
+    /// With `reusingConnections`, the request may go on a connection an earlier call kept open, and its handle is kept
+    /// once it got an answer. Only for requests that may be sent twice: libcurl resends on a new connection when a kept
+    /// one turns out closed, and the first may have been carried out.
     func send(
         _ body: Data, to endpoint: URL, path: String, until deadline: ContinuousClock.Instant,
         reusingConnections: Bool = false

@@ -1,11 +1,9 @@
 import Foundation
 import WLStorage
 
-/// Whether a store's watches hear the changes of other programs, and the reports of the times they cannot: shared by
-/// the watches of one store.
-///
-/// A trouble is reported (``WLStorageSystem/report(_:)``: to the error handler, or standard error) when it starts and
-/// once a minute while it lasts, never under a lock: the handler is the program's code.
+/// Whether a store's watches, which share it, hear other programs' changes. A trouble is reported
+/// (``WLStorageSystem/report(_:)``) when it starts and once a minute while it lasts, never under a lock: the handler
+/// is the program's code.
 final class EtcdFeedHealth: @unchecked Sendable {  // `state` under `lock`; the rest is immutable
     private struct State {
         var trouble: WLStorageError?
@@ -27,8 +25,7 @@ final class EtcdFeedHealth: @unchecked Sendable {  // `state` under `lock`; the 
     /// Why the feed cannot hear changes now, or `nil` while it does.
     var trouble: WLStorageError? { lock.withLock { state.trouble } }
 
-    /// Says that the feed cannot hear changes, because of `what`: reported at once when it is the first trouble since
-    /// the feed last heard, or when the last report is a minute old.
+    /// Says the feed cannot hear changes because of `what`: reported when new, or when the last report is a minute old.
     func noteTrouble(_ what: String) {
         let error = WLStorageError(
             code: .readFailed,

@@ -113,7 +113,7 @@ struct WatchLine: Decodable {
 
 /// What the gateway answers with an HTTP status other than 200, or ends a stream with.
 struct GatewayError: Decodable {
-    /// The gRPC status code: 14 (unavailable) and 4 (deadline exceeded) are the server's passing troubles.
+    /// The gRPC status code: 1 (cancelled), 4 (deadline exceeded) and 14 (unavailable) are passing troubles.
     var code: Int?
     var grpcCode: Int?
     var message: String?

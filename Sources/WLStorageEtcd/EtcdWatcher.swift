@@ -6,16 +6,14 @@ import WLStorage
 #endif
 
 /// A watch of a store's keys: one `POST /v3/watch` whose answer streams a JSON object per line, read by a
-/// `URLSession` data delegate as it comes, made again whenever it ends.
+/// `URLSession` data delegate on a serial queue that reports the changes, made again whenever it ends.
 ///
 /// A thread of its own makes the watch, waits for its end, and probes its endpoint every few seconds with a
-/// linearizable read of one key (a member that lost its leader, or a connection that died without a word, ends no
-/// stream by itself). The answers are read on a serial queue, which reports the changes, one at a time.
+/// linearizable read (a member that lost its leader, or a connection dead without a word, ends no stream by itself).
 ///
-/// The watch remembers the last revision whose events it reported. A watch that ends is made again from the revision
-/// after it, which etcd replays: a change made while the watch was away is reported when it is back. It reports
-/// ``WLStorageStoreChange/everything`` when it starts anew instead: the first time, once etcd says the revision it
-/// resumes from was compacted, or when the cluster is another one (its ID changed, or its revision went back).
+/// A watch that ends is made again from the revision after the last one reported, which etcd replays, so nothing is
+/// missed. It reports ``WLStorageStoreChange/everything`` when it starts anew instead: the first time, when the
+/// revision it resumes from was compacted, or on another cluster (its ID changed, or its revision went back).
 final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {  // mutable state under `condition`
     private let client: EtcdClient
     private let prefix: Data
@@ -147,8 +145,7 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
                 backoff = .milliseconds(50)
                 continue
             }
-            // It could not be made, its endpoint stopped answering, or it ended at once: the next endpoint, after a
-            // pause that doubles each time, up to two seconds.
+            // Otherwise after a pause that doubles up to two seconds, on the next endpoint when it did not work.
             if !worked { index = (index + 1) % client.endpoints.count }
             let stopped = condition.withLock {
                 let until = ContinuousClock.now + backoff
@@ -168,8 +165,7 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         health.noteTrouble(what)
     }
 
-    /// A watch of the store's keys on `endpoint`, from the revision after the last one reported (or from now); `nil`
-    /// once cancelled.
+    /// A watch of the store's keys on `endpoint` from after the last revision reported (or now); `nil` once cancelled.
     private func makeTask(_ endpoint: URL) -> URLSessionDataTask? {
         condition.withLock {
             guard !cancelled, let session else { return nil }

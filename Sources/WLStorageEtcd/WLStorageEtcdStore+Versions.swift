@@ -1,16 +1,13 @@
 import Foundation
 import WLStorage
 
-// An update's write is a transaction on the key's `mod_revision`, which also records the write's tag in a second etcd
-// key, `wlstorage-tags/<escaped namespace>/<key>`: the tags of the key's last tagged writes, newest first, one a line.
-// That key is outside the range of the store's keys and of its watch, and is written only in the transactions of
-// tagged writes and removed with its key.
+// An update's write is a transaction on the key's `mod_revision` that also records its tag in a second etcd key,
+// `wlstorage-tags/<escaped namespace>/<key>` (newest first, one a line): outside the store's range and its watch,
+// written only by tagged writes, removed with its key.
 
 extension WLStorageEtcdStore {
-    /// The most tags of updates' writes a key keeps (about 33 bytes each, written with every tagged write).
-    ///
-    /// A write whose answer was lost asks about its tag at once, and again after pauses of up to half a second: it finds
-    /// it unless this many tagged writes of the key came after it meanwhile.
+    /// The most tags of updates' writes a key keeps (about 33 bytes each): a write whose answer was lost finds its tag
+    /// unless this many tagged writes of the key came after it meanwhile.
     public static let keptTags = 128
 
     /// The etcd key that holds the tags of the last tagged writes of `key`.
@@ -18,9 +15,8 @@ extension WLStorageEtcdStore {
         Data("wlstorage-tags/".utf8) + prefix.dropFirst("wlstorage/".utf8.count) + Data(key.utf8)
     }
 
-    /// The bytes stored under `key` and their version, the key's `mod_revision` (a linearizable read).
-    ///
-    /// Every write of the key gives it a greater `mod_revision`, whoever makes it: a put by another program too.
+    /// The bytes stored under `key` and their version, the key's `mod_revision`, which every write of the key makes
+    /// greater, whoever writes (a linearizable read).
     public func readVersioned(key: String) throws -> WLStorageVersionedRead {
         let answer: RangeResponse = try perform(reading: true, key: key) { () throws(EtcdFailure) in
             try client.call("v3/kv/range", RangeRequest(key: etcdKey(key)), resending: true)
@@ -30,12 +26,9 @@ extension WLStorageEtcdStore {
     }
 
     /// Stores `data` under `key` only while its `mod_revision` is `version` (for `nil`, while nothing is stored), in one
-    /// transaction that also puts `tag` first among the key's last ``keptTags`` tags.
-    ///
-    /// The tags are read first, with the key, in one transaction; the write compares both keys' revisions. When only
-    /// the tags changed (a program that wrote them alone), it reads them again and tries again, three times at most.
-    /// A transaction whose answer was lost is not sent again here: the update sends it again itself, and asks the key
-    /// about its tag (``trace(of:key:)``).
+    /// transaction that also puts `tag` first among the key's last ``keptTags`` tags. When only the tags changed
+    /// meanwhile, it tries again, three times at most. A transaction whose answer was lost is not sent again: the
+    /// update resends it and asks about its tag (``trace(of:key:)``).
     ///
     /// - Returns: `.stored`, `.refused` when the key's revision is not `version`, or `.notStored` when nothing was sent
     ///   that could store (no endpoint answered, etcd refused the request, the first read failed).
@@ -95,11 +88,9 @@ extension WLStorageEtcdStore {
                 key: key, path: identity))
     }
 
-    /// What `key` says of the write tagged `tag`: its `mod_revision`, whether the tag is among the ones it keeps, and
-    /// how many it keeps; `nil` when nothing is stored.
-    ///
-    /// Versions are revisions of the whole cluster, which other keys' writes make grow too: a tag not found among
-    /// ``keptTags`` kept tags is judged unknown rather than not written (see `WLStorageTagTrace`).
+    /// What `key` says of the write tagged `tag`: its `mod_revision`, whether the tag is among those kept, and how many
+    /// are kept; `nil` when nothing is stored. Revisions are the cluster's, so a tag not found among ``keptTags`` kept
+    /// tags is judged unknown rather than not written (see `WLStorageTagTrace`).
     public func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
         let found = try readTagged(key: key)
         guard let revision = found.revision else { return nil }
@@ -158,8 +149,7 @@ extension WLStorageEtcdStore {
         return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
     }
 
-    /// The comparison of `etcdKey`'s `mod_revision` with `revision`, or, for `nil`, of its creation revision with 0
-    /// (nothing stored).
+    /// Compares `etcdKey`'s `mod_revision` with `revision`, or for `nil` its creation revision with 0 (nothing stored).
     private static func condition(on etcdKey: Data, revision: Int64?) -> Compare {
         if let revision {
             return Compare(target: "MOD", key: etcdKey, modRevision: String(revision))

@@ -14,28 +14,20 @@ import WLStorage
 /// @WLStorage(key: "theme", defaultValue: "dark", store: store) var theme: String
 /// ```
 ///
-/// A key is stored under the etcd key `wlstorage/<namespace>/<key>`, with the namespace's `%` and `/` written `%25`
-/// and `%2F`: a key may contain any character, `/` included, and the keys of one namespace are never among another's.
-/// The value is the bytes the storage writes (its JSON), as they are.
+/// A key (any character, `/` included) is stored under the etcd key `wlstorage/<namespace>/<key>`, with the
+/// namespace's `%` and `/` written `%25` and `%2F` so namespaces never mix; the value is the storage's bytes as is.
 ///
-/// The store talks to etcd's gRPC JSON gateway (`POST /v3/kv/range`, `/v3/kv/put`, `/v3/kv/deleterange`,
-/// `/v3/kv/txn` and `/v3/watch`) over HTTP/1.1: calls with libcurl, the watch with `URLSession`. It connects when it is first used, not when it is
-/// created. A call that cannot reach an endpoint tries the next one, from the one that answered last; every call ends
-/// within the store's timeout.
+/// The store talks to etcd's gRPC JSON gateway (`/v3/kv/range`, `put`, `deleterange`, `txn`, and `/v3/watch`) over
+/// HTTP/1.1: calls with libcurl, the watch with `URLSession`. It connects at first use. A call that cannot reach an
+/// endpoint tries the next, from the one that answered last; every call ends within the store's timeout.
 ///
-/// ``WLStorage/update(_:)`` is atomic across programs, and made exactly once across lost answers: the store is a
-/// `WLStorageVersionedStore` whose version is the key's `mod_revision`; an update's write is one transaction that
-/// compares it and records the write's tag beside the key (see ``write(key:data:ifVersion:tag:)``).
-/// ``write(key:data:ifItHolds:)`` is one transaction that compares the key's bytes (or, where nothing should be stored,
-/// its creation revision) before it writes.
+/// ``WLStorage/update(_:)`` is atomic across programs and made exactly once across lost answers: an update's write is
+/// one transaction that compares the key's `mod_revision` and records its tag (see ``write(key:data:ifVersion:tag:)``).
 ///
-/// What this store does not do yet: it has no TLS client certificates, no user and password (etcd's authentication),
-/// and no lease on its keys.
-
+/// Not supported yet: TLS client certificates, etcd's user and password authentication, leases on the keys.
 public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarryingStore, CustomStringConvertible {
-    /// `etcd:<endpoints, sorted, separated by commas>#<namespace>`: two stores with the same endpoints and namespace
-    /// are one store. The same cluster reached through endpoints written otherwise (`localhost` rather than
-    /// `127.0.0.1`) is another store to the storages of a process.
+    /// `etcd:<endpoints, sorted, separated by commas>#<namespace>`: stores with the same endpoints and namespace are
+    /// one store; the same cluster through endpoints written otherwise (`localhost`, `127.0.0.1`) is another.
     public let identity: String
     /// The namespace the store's keys live in.
     public let namespace: String
@@ -55,10 +47,8 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     static let transactionOperations = 128
     /// The bytes of keys and values past which a transaction of a batch ends (before Base64, which adds a third).
     static let transactionBytes = 1024 * 1024
-    /// The most bytes of keys and values one request may hold: etcd refuses a request of more than
-    /// `--max-request-bytes`, 1.5 MiB by default (1,572,864 bytes), less what its encoding adds.
-    ///
-    /// A larger request is not sent: etcd would refuse it.
+    /// The most bytes of keys and values one request may hold (etcd's default `--max-request-bytes` is 1.5 MiB, less
+    /// what its encoding adds); a larger request is not sent.
     public static let maximumRequestBytes = 1_500_000
 
     /// Creates a store of the values of `namespace` in the etcd cluster at `endpoints`. It does not connect yet.
@@ -99,13 +89,9 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     }
 
     /// Why the store's change feed cannot hear other programs' changes now, or `nil` while it watches (or while no
-    /// storage follows the store).
-    ///
-    /// The feed's watch probes its endpoint with a linearizable read every five seconds (or every `timeout`, when it is
-    /// shorter), which must answer within as long: a member that stops answering, or a network that stops carrying its
-    /// answers, is found out within twice that. While the watch cannot be made or its endpoint does not answer, this is
-    /// the error, which is also reported to ``WLStorageSystem/errorHandler`` when it starts and once a minute while it
-    /// lasts; it is `nil` again once a watch is made. A health check of a service can read it.
+    /// storage follows the store). The watch probes its endpoint with a linearizable read every five seconds (or every
+    /// `timeout`, when shorter), so a member or network that stops answering is found out within twice that. The error
+    /// is also reported to ``WLStorageSystem/errorHandler`` when it starts and once a minute while it lasts.
     public var changeFeedError: WLStorageError? { health.trouble }
 
     /// `WLStorageEtcdStore(<identity>)`.
@@ -184,8 +170,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         }
     }
 
-    /// Stores `data` under `key` unless something is stored there, in one transaction (the key's creation revision is
-    /// 0), and returns whether it did.
+    /// Stores `data` under `key` unless something is stored there, in one transaction, and returns whether it did.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
     ///   it was carried out.
@@ -197,8 +182,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     /// transaction, and returns whether it did.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
-    ///   it was carried out. A transaction whose answer was lost is not sent again: it may have been carried out, and
-    ///   a second one would find the new bytes and say it did not store them.
+    ///   it was carried out. A transaction whose answer was lost is not sent again: it may have been carried out.
     public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
         // The transaction names the key twice: in its comparison and in its put.
         try checkSize(of: [key, key], [data, expected ?? Data()], key: key)
@@ -253,13 +237,11 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         return answer.succeeded == true
     }
 
-    /// Stores every write of `batch`, in transactions of at most 128 puts (etcd's default `--max-txn-ops`) and about
-    /// 1 MiB of keys and values, sent one after the other; a key written twice in one transaction is written once,
-    /// with its last bytes (etcd refuses a transaction that puts a key twice).
+    /// Stores every write of `batch` in transactions of at most 128 puts (etcd's default `--max-txn-ops`) and about
+    /// 1 MiB, sent one after the other; a key written twice in one is put once, with its last bytes.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether
-    ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes of the transactions carried out before
-    ///   it.
+    ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes of the transactions before it.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
         var stored = 0
         for chunk in Self.chunks(of: batch) {
@@ -358,11 +340,10 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
 
     /// Starts watching the namespace from the current revision; see ``EtcdWatcher``.
     ///
-    /// Once the watch is made, and again whenever it is made anew rather than resumed (the revision it stopped at was
-    /// compacted, or the cluster is another one), the feed reports ``WLStorageStoreChange/everything``. A watch whose
-    /// connection is lost is made again from the revision after the last one it reported, on the next endpoint when
-    /// one fails: no change is missed, and nothing more is reported. Every change is reported, the store's own writes
-    /// included. `changed` is called on the watch's queue, one change at a time.
+    /// Once the watch is made, and whenever it is made anew rather than resumed (its revision compacted, or another
+    /// cluster), the feed reports ``WLStorageStoreChange/everything``. A lost watch resumes after the last revision it
+    /// reported, on the next endpoint if one fails, so no change is missed. The store's own writes are reported too.
+    /// `changed` is called on the watch's queue, one change at a time.
     public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void)
         -> WLStorageSubscription?
     {
@@ -393,8 +374,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
 
     // MARK: - Errors
 
-    /// Throws ``WLStorageError/Code/valueTooLarge`` when the keys and bytes of a request would make more than
-    /// ``maximumRequestBytes``: the request is not sent.
+    /// Throws ``WLStorageError/Code/valueTooLarge``, sending nothing, for a request over ``maximumRequestBytes``.
     func checkSize(of keys: [String], _ values: [Data], key: String?) throws(WLStorageError) {
         let size = keys.reduce(0) { $0 + prefix.count + $1.utf8.count } + values.reduce(0) { $0 + $1.count }
         guard size > Self.maximumRequestBytes else { return }
@@ -405,8 +385,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
             key: key, path: identity)
     }
 
-    /// Runs `body`, and turns its failure into a ``WLStorageError`` (`readFailed` or `writeFailed`) that names the store
-    /// and the key.
+    /// Runs `body`, turning its failure into the store's ``WLStorageError`` (see ``failure(_:reading:key:)``).
     func perform<Answer>(
         reading: Bool, key: String?, _ body: () throws(EtcdFailure) -> Answer
     ) throws(WLStorageError) -> Answer {
@@ -417,8 +396,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         }
     }
 
-    /// The ``WLStorageError`` (`readFailed` or `writeFailed`) of a call that failed with `error`, naming the store and
-    /// the key.
+    /// The ``WLStorageError`` (`readFailed` or `writeFailed`) of a failed call, naming the store and the key.
     func failure(_ error: EtcdFailure, reading: Bool, key: String?) -> WLStorageError {
         let outcome =
             switch error.outcome {

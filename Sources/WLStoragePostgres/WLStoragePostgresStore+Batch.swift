@@ -3,20 +3,15 @@ import WLStorage
 
 extension WLStoragePostgresStore {
     /// Stores every write of `batch`, in chunks of up to ``batchRows`` rows and about ``batchBytes`` bytes, each one
-    /// statement (`INSERT … SELECT … FROM unnest(…) ON CONFLICT … DO UPDATE`) in a transaction of its own, which
-    /// notifies the change of each of its keys at its commit. The chunks are sent in one pipeline, without waiting for
-    /// each other's answers: a batch costs one round trip to the server, however many chunks it holds.
+    /// statement (`INSERT … SELECT … FROM unnest(…) ON CONFLICT … DO UPDATE`) in its own transaction that notifies its
+    /// keys' changes at commit. The chunks are sent in one pipeline: one round trip per batch.
     ///
-    /// Each chunk commits on its own, in order: a chunk that fails is rolled back, and the server runs none after it.
-    /// The whole batch has one deadline, the store's timeout. When it passes, or a chunk fails, the chunks already
-    /// committed stay committed, and the error says how many writes, from the start of the batch, were stored
-    /// (``WLStorageError/storedWrites``): the storages of the others keep their values pending. At the deadline the
-    /// running chunk is cancelled, and the server then skips the chunks after it; but a chunk whose commit was not
-    /// confirmed in time, and the chunks after it when the cancellation does not reach the server, may still commit.
-    /// They are counted as not stored, and their values written again later (the same bytes, one version more,
-    /// notified again). A batch whose connection is lost, or that cannot connect because the server is restarting
-    /// (refused, starting up, shutting down), is tried again with a backoff until the deadline, on a new connection,
-    /// from the first chunk not committed: the flush at exit writes its values once the server is back.
+    /// Chunks commit in order; a failed chunk is rolled back and none after it runs. The batch has one deadline, the
+    /// store's timeout. On failure the committed chunks stay, and the error says how many writes from the start were
+    /// stored (``WLStorageError/storedWrites``); the others stay pending. A chunk whose commit was not confirmed in
+    /// time (and later ones, if the cancellation does not reach the server) may still commit: counted as not stored,
+    /// it is written again later. A lost connection or a restarting server is retried with a backoff until the
+    /// deadline, from the first chunk not committed, so the flush at exit writes once the server is back.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a chunk did not commit, or it is not known whether
     ///   it did.
@@ -91,8 +86,7 @@ extension WLStoragePostgresStore {
         return chunks
     }
 
-    /// The parameters of ``Statements/upsertMany`` for `chunk`. A key written twice in it is written once, with its
-    /// last bytes (one statement cannot change a row twice).
+    /// The parameters of ``Statements/upsertMany`` for `chunk`, a key in it twice written once with its last bytes.
     private func upsertManyParameters(_ chunk: ArraySlice<WLStorageStoreWrite>) -> [PostgresConnection.Parameter] {
         var last: [String: Int] = [:]
         for (index, write) in zip(chunk.indices, chunk) { last[write.key] = index }

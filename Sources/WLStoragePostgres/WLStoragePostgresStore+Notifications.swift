@@ -7,17 +7,13 @@ extension WLStoragePostgresStore {
     /// The most bytes of a payload; PostgreSQL refuses 8,000 or more.
     static let payloadLimit = 7_900
 
-    /// The start of the payload that announces a write of `key` in `namespace`, to which the statement adds the row's
-    /// new version and, when the whole fits in ``payloadLimit``, the bytes written:
-    /// `*:<bytes of namespace>:<namespace>c<bytes of key>:<key><version>.<table OID>[:<Base64 of the bytes>]`. When the
-    /// key is too
-    /// long for that, `*:<bytes of namespace>:<namespace>` alone, a change of every key of the namespace (what the
-    /// statement adds is then ignored).
+    /// The start of the payload announcing a write of `key` in `namespace`; the statement appends the row's version
+    /// and, when the whole fits in ``payloadLimit``, the bytes written:
+    /// `*:<bytes of namespace>:<namespace>c<bytes of key>:<key><version>.<table OID>[:<Base64 of the bytes>]`. A key
+    /// too long gives `*:<bytes of namespace>:<namespace>` alone, a change of every key of the namespace.
     ///
-    /// The payload starts as a change of every key of the namespace, which is what a program of an earlier version,
-    /// which knows only `k:` and `*:` payloads, takes it for: during a rolling deploy, such a program reads all its keys
-    /// at each write, and misses nothing. The bytes are the row's as stored: a value of an encrypted store over this
-    /// one is sealed, and travels sealed.
+    /// Starting with `*:`, it is what an older program (which knows only `k:` and `*:`) takes for a change of every
+    /// key, so a rolling deploy misses nothing. The bytes are the row's as stored (sealed, under an encrypted store).
     static func payload(namespace: String, key: String) -> String {
         let prefix = "*:\(namespace.utf8.count):\(namespace)"
         let payload = prefix + "c\(key.utf8.count):" + key
@@ -33,13 +29,11 @@ extension WLStoragePostgresStore {
         return payload.utf8.count <= payloadLimit ? payload : "*:" + prefix
     }
 
-    /// The change a payload announces for `namespace`, or `nil` when it is about another namespace or is not one of
-    /// the store's payloads. A write's payload whose version or bytes do not read as such, or that names another table
-    /// than `table` (the OID of the store's table, as text; `nil` when unknown), is a change of its key, to read;
-    /// what follows the namespace in a `*:` payload other than a carried change is ignored.
+    /// The change a payload announces for `namespace`, or `nil` for another namespace or not a payload of the store's.
+    /// A write's payload whose version or bytes do not parse, or that names another table than `table` (its OID;
+    /// `nil`: unknown), is a change of its key, to read; the rest of a `*:` payload that carries nothing is ignored.
     static func change(fromPayload payload: String, namespace: String, table: String?) -> WLStorageFeedEvent? {
-        // Parsed in place, on the payload's own UTF-8 (a native string's is contiguous): every change a replica hears
-        // comes through here, on the listener's thread.
+        // Parsed in place, on the string's contiguous UTF-8: every change a replica hears passes here.
         var payload = payload
         return payload.withUTF8 { change(fromPayload: $0, namespace: namespace, table: table) }
     }

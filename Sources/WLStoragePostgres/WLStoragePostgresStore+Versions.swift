@@ -2,10 +2,8 @@ import Foundation
 import WLStorage
 
 extension WLStoragePostgresStore {
-    /// The most tags of updates' writes a row keeps (`recent_tags`).
-    ///
-    /// A replica whose answer was lost asks about its tag after it has reconnected: three replicas incrementing one
-    /// key while their connections were cut every 0.1 s wrote up to 88 times meanwhile on a loaded machine.
+    /// The most tags of updates' writes a row keeps (`recent_tags`): a replica asks about its tag only once it has
+    /// reconnected, and other replicas may have written many times meanwhile.
     static let keptTags = 256
 
     /// The bytes of `key` and their version, read as ``read(key:)`` reads; `WLStorageVersionedRead/untagged(_:)` when the
@@ -39,11 +37,8 @@ extension WLStoragePostgresStore {
     }
 
     /// Stores `data` under `key` only while its row's version is `version` (for `nil`, while there is no row), in one
-    /// statement that puts `tag` first among the row's tags (`(ARRAY[tag] || recent_tags)[1:256]`), and notifies the
-    /// change when it wrote.
-    ///
-    /// Like ``write(key:data:ifItHolds:)``, a statement whose connection is lost is not sent again here: the update
-    /// sends it again itself, and asks the row about its tag (``trace(of:key:)``).
+    /// statement that puts `tag` first among the row's kept tags, and notifies the change when it wrote. A statement
+    /// whose connection is lost is not sent again: the update resends it and asks about its tag (``trace(of:key:)``).
     public func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws
         -> WLStorageTaggedWriteResult
     {
@@ -71,16 +66,14 @@ extension WLStoragePostgresStore {
         }
     }
 
-    /// Whether `error` is the server's refusal of a statement, which then committed nothing: an error of the data, a
-    /// constraint, the SQL or its privileges, or a program limit; not an error that ends the connection or the server
-    /// (classes 08, 57), which can come after a commit.
+    /// Whether `error` is the server's refusal of a statement, which committed nothing; not an error that ends the
+    /// connection or the server (classes 08, 57), which can come after a commit.
     static func refusesStatement(_ error: PostgresError) -> Bool {
         guard error.kind == .queryFailed, let state = error.sqlState else { return false }
         return ["22", "23", "42", "54"].contains(String(state.prefix(2)))
     }
 
-    /// The row of `key`: its version, whether `tag` is among the tags it keeps, and how many it keeps; `nil` when there
-    /// is no row.
+    /// The row of `key`: its version, whether `tag` is among its kept tags, and how many; `nil` when there is no row.
     public func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
         let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
             try connection.query(statements.trace, [.text(namespace), .text(key), .text(tag.text)], deadline: deadline)

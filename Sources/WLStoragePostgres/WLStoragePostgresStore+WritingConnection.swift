@@ -10,8 +10,7 @@ extension WLStoragePostgresStore {
         ]
     }
 
-    /// Runs `body` on the writing connection, connected (and the table created) first when needed, and throws its
-    /// failure as a ``WLStorageError`` (see ``execute(reading:key:checking:resending:_:)``).
+    /// Runs `body` as ``execute(reading:resending:patient:_:)`` does, and throws its failure as a ``WLStorageError``.
     func run(
         reading: Bool, key: String?, checking keys: [String] = [], resending: Bool = true, patient: Bool = false,
         _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
@@ -35,16 +34,10 @@ extension WLStoragePostgresStore {
 
     /// Runs `body` on the writing connection, connected (and the table created) first when needed.
     ///
-    /// A connection lost before `body` ran (while connecting, or while the table was checked: a server that ends
-    /// connections) is made again, as is one lost under a read, while the deadline allows, a few times. A write that
-    /// fails because an idle connection was lost meanwhile (the server restarted) is run once more on a new one,
-    /// unless `resending` is off.
-    ///
-    /// A `patient` call goes on past that: while the deadline allows, it tries again, with a backoff, after every
-    /// failure that a server restarting or failing over causes (see ``isTransient(_:)``), so that a batch at exit
-    /// is written once the server is back rather than given up at the first refused connection. Every call is patient
-    /// once the flush at exit has begun (``WLStorageSystem/isFlushingAtExit``): a storage's own write or read then (its
-    /// job was in flight when the flush began, or what is stored is to be read again first) has no later retry either.
+    /// A connection lost before `body` ran, or under a read, is made again a few times while the deadline allows; a
+    /// write that fails on an idle connection lost meanwhile is run once more on a new one, unless `resending` is off.
+    /// A `patient` call, and every call once the flush at exit has begun (no later retry will come), also retries with
+    /// a backoff after every failure of a server restarting or failing over (see ``isTransient(_:)``).
     func execute(
         reading: Bool, resending: Bool, patient: Bool = false,
         _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
@@ -92,7 +85,6 @@ extension WLStoragePostgresStore {
                     }
                     // Patient too once the program flushes at exit: no later retry will come.
                     if patient || WLStorageSystem.isFlushingAtExit, Self.isTransient(error) {
-                        // 10 ms, doubling, up to a quarter of a second, and never past the deadline.
                         failures += 1
                         let pause = Duration.milliseconds(min(10 << min(failures - 1, 5), 250))
                         let remaining = ContinuousClock.now.duration(to: deadline)
@@ -109,10 +101,8 @@ extension WLStoragePostgresStore {
         }
     }
 
-    /// Whether `error` is one a server that restarts or fails over causes, and that passes once it is back: a
-    /// connection refused or made to fail ("the database system is starting up" or "is shutting down"), a connection
-    /// broken, or a statement ended by the server's shutdown (SQLSTATE 57P01 admin shutdown, 57P02 crash shutdown,
-    /// 57P03 cannot connect now) or by a connection exception (class 08).
+    /// Whether `error` passes once a restarting or failing-over server is back: a connection refused, failed or
+    /// broken, or a statement ended by a shutdown (57P01, 57P02, 57P03) or a connection exception (class 08).
     static func isTransient(_ error: PostgresError) -> Bool {
         switch error.kind {
         case .connectionFailed, .connectionLost:
@@ -138,9 +128,8 @@ extension WLStoragePostgresStore {
             path: identity, underlying: error)
     }
 
-    /// Creates the table when it does not exist, and adds `recent_tags` to one made without it. Whether it exists is
-    /// asked first (`to_regclass`), so that a role without `CREATE` on the schema uses a table made for it: `CREATE
-    /// TABLE IF NOT EXISTS` needs that privilege even when the table exists.
+    /// Creates the table when missing, and adds `recent_tags` to one without it. `to_regclass` asks first: `CREATE
+    /// TABLE IF NOT EXISTS` needs `CREATE` on the schema even when the table exists.
     private func prepareTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
     {
         do {
@@ -165,9 +154,8 @@ extension WLStoragePostgresStore {
         }
     }
 
-    /// Adds `recent_tags` to a table made without it (by an earlier version, or by a DBA). That needs the table's
-    /// owner, and a lock that waits for every transaction using the table: it waits a second at most. When it cannot,
-    /// the store's updates compare bytes, and say what to run; the next connection tries again.
+    /// Adds `recent_tags` to a table made without it, which needs the table's owner and a lock (waited for a second at
+    /// most). When it cannot, updates compare bytes and say what to run; the next connection tries again.
     private func addTagsColumn(_ connection: PostgresConnection, deadline: ContinuousClock.Instant)
         throws(PostgresError)
     {
@@ -193,13 +181,11 @@ extension WLStoragePostgresStore {
         }
     }
 
-    /// What a creation of the table can fail with when another connection creates it at the same moment: a unique
-    /// violation in the catalog (23505), the table (42P07) or its row type (42710) already there.
+    /// A creation of the table that raced another's: a catalog unique violation, the table or its row type there.
     static let concurrentCreation: Set<String> = ["23505", "42P07", "42710"]
 }
 
-/// The server process of the writing connection: an atomic word, not a lock (0 for none: no server process has it), so
-/// that the listener reads it while the writer's lock is held for a call.
+/// The server process of the writing connection (0: none), atomic so the listener reads it during a call.
 final class BackendPID: Sendable {
     private let pid = Atomic<Int32>(0)
 

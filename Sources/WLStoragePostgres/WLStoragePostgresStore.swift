@@ -11,44 +11,20 @@ import WLStorage
 /// @WLStorage(key: "theme", defaultValue: "dark", store: store) var theme: String
 /// ```
 ///
-/// The table is created when the store first connects, if it does not exist (`to_regclass` says whether it does, so
-/// that a role without `CREATE` on the schema uses a table made for it):
+/// The table is created at the first connection if it does not exist. Every write adds one to its row's `version` and
+/// notifies `<table>_changes` in the same statement, with the bytes when they fit; ``WLStorage/update(_:)`` writes on
+/// condition of the version, tagged, so that it is made exactly once. The article on sharing values across machines
+/// gives the table, the privileges the store needs, and how a change travels.
 ///
-/// ```sql
-/// CREATE TABLE IF NOT EXISTS wlstorage (
-///     namespace text, key text, value bytea NOT NULL, version bigint NOT NULL,
-///     updated_at timestamptz NOT NULL DEFAULT now(), recent_tags text[] NOT NULL DEFAULT '{}',
-///     PRIMARY KEY (namespace, key))
-/// ```
+/// The store connects at first use, so a server that is down does not stop a program from starting; until it is back,
+/// reads and writes throw and storages keep their values pending. Every wait (connecting, a statement) ends after the
+/// store's timeout: the statement is cancelled, its connection dropped, and the call throws.
 ///
-/// Every write adds one to the row's `version`. ``WLStorage/update(_:)`` writes on condition of the version it read,
-/// and tags its write with a random tag, which the row keeps among the tags of its last 256 such writes
-/// (`recent_tags`): when the answer to the write is lost, the tag tells whether it committed, so that an update is
-/// made exactly once whatever other replicas write. A table made before lacks `recent_tags`; the store adds it
-/// (`ALTER TABLE … ADD COLUMN IF NOT EXISTS`, which needs the table's owner), and when its role may not, its updates
-/// compare bytes, as they did before, and the first one of each storage reports the statement to run.
-///
-/// Every write, creation and removal notifies the channel `<table>_changes` in the same statement (a batch, at its
-/// commit), with the namespace and the key; a key too long for a notification is announced as a change of every key of
-/// the namespace. A write's notification also carries the row's new version, and the bytes written when they fit (up
-/// to about 5,800 bytes): a replica that knows the version just before takes them without reading the row, and reads
-/// it whenever it cannot trust what came (a gap in versions, a value too large, a reconnection).
-///
-/// The store connects when it is first used, not when it is created: a server that is down does not stop a program
-/// from starting. Until it is back, reads and writes throw, and storages keep their values pending and retry. The
-/// store uses two connections: one for reads and writes, one that listens, which reconnects by itself with a backoff
-/// and then reports ``WLStorageStoreChange/everything``.
-///
-/// Every wait (connecting, a statement) ends after the store's timeout: a statement that takes longer is cancelled,
-/// its connection dropped, and the call throws.
-///
-/// - Important: Keys must not contain the NUL character, which PostgreSQL's `text` cannot hold. A key's index entry
-///   must fit in a B-tree page after compression (about 2,700 bytes): the server refuses longer keys whose bytes do not
-///   compress, and the write throws.
+/// - Important: Keys must not contain NUL, which PostgreSQL's `text` cannot hold. A key's index entry must fit in a
+///   B-tree page after compression (about 2,700 bytes): the server refuses longer keys that do not compress.
 public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStringConvertible {
-    /// `postgresql://host:port/dbname?table=<table>#<namespace>`: the server, database, table and namespace, never the
-    /// user's password. For a table named without its schema, the search path the connection sets (in `options` or
-    /// `PGOPTIONS`) follows the table (`&search_path=staging`), so that stores of two schemas are two stores.
+    /// `postgresql://host:port/dbname?table=<table>#<namespace>`, never the password. For a table named without its
+    /// schema, the connection's search path follows (`&search_path=staging`), so stores of two schemas are two stores.
     public let identity: String
     /// The namespace the store's keys live in: stores with different namespaces in one table hold different values.
     public let namespace: String
@@ -57,22 +33,19 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// How long any wait of the store lasts at most: connecting, or running a statement.
     public let timeout: Duration
 
-    // Locks, in the order they may be taken: `writer` (the writing connection, held for one call: a connection and a
-    // statement, each bounded by the timeout), then `tagging`, a leaf. `writerPID` is an atomic word, not a lock. The
-    // listener's lock (see PostgresListener) is never taken with any; feed handlers run outside all.
+    // Lock order: `writer` (held for one call: a connection and a statement, each bounded by the timeout), then
+    // `tagging`, a leaf. The listener's lock is never taken with either; feed handlers run outside all.
     let settings: PostgresSettings
     let statements: Statements
-    /// The connection for reads and writes. Its lock serializes the store's statements, and is held for the time of
-    /// one call (at most a connection and a statement, each bounded by the timeout).
+    /// The connection for reads and writes; its lock serializes the store's statements.
     let writer: Locked<PostgresConnection>
     /// The server process of the writing connection, read by the listener to tell the store's own notifications.
     let writerPID = BackendPID()
-    /// Why the table cannot keep the tags of updates' writes (it lacks `recent_tags`, and the role may not add it), as
-    /// found by the last connection; `nil` when it can, or before the first connection.
+    /// Why the table cannot keep updates' tags (no `recent_tags`, which the role may not add), as the last connection
+    /// found; `nil` when it can, or before the first connection.
     let tagging = Locked<WLStorageError?>(nil)
     let listener: PostgresListener
-    /// Whether a replica takes the value a notification carries from every sender, not only from the roles that may
-    /// update the table (see the initializer).
+    /// Whether replicas take carried values from every sender, not only from roles that may update the table.
     public let adoptsNotifiedValues: Bool
 
     /// Creates a store of the values of `namespace` in `table` of the database at `url`. It does not connect yet.
@@ -86,14 +59,11 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///   - table: The table's name, `name` or `schema.name`, each part an unquoted SQL identifier (letters, digits and
     ///     underscores, not starting with a digit) of at most 48 bytes.
     ///   - timeout: How long to wait at most to connect, or for a statement to complete.
-    ///   - adoptsNotifiedValues: Whether a replica takes the value a notification carries from every sender. PostgreSQL
-    ///     lets every role that can connect to the database send a notification on any channel, without any privilege
-    ///     on the table, and tells which server process sent it. `false` by default: a replica takes the value only from
-    ///     a process whose role may update the table (learnt once per process), and reads the row for any other
-    ///     notification. With this on, any role that can connect can make replicas hold a value that is not in the
-    ///     table, or skip the write that follows; turn it on only when every role that can connect may also write the
-    ///     table, to save the statement that learns a new process's role (see the article on sharing values across
-    ///     machines). The first store of an identity that a process follows decides it for that process.
+    ///   - adoptsNotifiedValues: Whether a replica takes the value a notification carries from every sender; any role
+    ///     that can connect may notify any channel. `false` by default: values are taken only from a process whose role
+    ///     may update the table (learnt once per process), and the row is read otherwise. When on, any role that can
+    ///     connect can make replicas hold a value not in the table: turn it on only when every such role may write the
+    ///     table. The first store of an identity that a process follows decides it for that process.
     /// - Throws: `WLStorageError.Code.invalidConfiguration` when libpq cannot parse `url`, or `table`
     ///   or `namespace` is not valid. The message never contains the password.
     public init(
@@ -145,26 +115,18 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     public var description: String { "WLStoragePostgresStore(\(identity))" }
 
     /// Why the store's change feed cannot hear other programs' changes now, or `nil` while it listens (or while no
-    /// storage follows the store).
-    ///
-    /// The feed listens on a connection of its own, which it probes with a round trip every two seconds: a
-    /// connection that breaks, or stops answering without a word (a middlebox that dropped the flow), is found out
-    /// within seconds, and made again, and then every storage reads its key again. While the feed cannot listen (the
-    /// server refuses the connection, say, for a role's connection limit), this is the error, which is also reported to
-    /// ``WLStorageSystem/errorHandler`` when it starts and once a minute while it lasts. A health check of a service can
-    /// read it.
+    /// storage follows the store). The feed's connection is probed every two seconds and made again when it breaks or
+    /// falls silent, and then every storage reads its key again. The error is also reported to
+    /// ``WLStorageSystem/errorHandler`` when it starts and once a minute while it lasts. A health check can read it.
     public var changeFeedError: WLStorageError? { listener.trouble }
 
     // MARK: - WLStorageStore
 
-    /// The bytes stored under `key` in the store's namespace, or `nil` when there is no row.
+    /// The bytes stored under `key` in the store's namespace, or `nil` when there is no row. A row larger than
+    /// ``WLStorageSystem/maximumValueSize`` (plus what encryption adds) is not fetched.
     ///
     /// - Throws: ``WLStorageError`` with the code `readFailed` when the server cannot be reached, does not answer
-    ///   within the timeout, or refuses the statement.
-    ///
-    /// The row's size is checked by the server first (`octet_length`): bytes larger than ``WLStorageSystem/maximumValueSize``
-    /// (and what encryption adds to a value) are not fetched, and the call throws
-    /// ``WLStorageError/Code/valueTooLarge``.
+    ///   within the timeout, or refuses the statement; ``WLStorageError/Code/valueTooLarge`` for a row too large.
     public func read(key: String) throws -> Data? {
         let limit = WLStorageSystem.maximumStoredValueSize
         let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
@@ -230,16 +192,11 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     }
 
     /// Stores `data` under `key` only while its row holds `expected` (or, for `nil`, while there is no row), in one
-    /// statement, and returns whether it did; notifies the change when it did. ``WLStorage/update(_:)`` writes on
-    /// condition of the row's version instead, tagged (see the table above), and on this only when the table lacks
-    /// `recent_tags` and the store may not add it.
+    /// statement, and returns whether it did; notifies the change when it did. (``WLStorage/update(_:)`` uses it only
+    /// when the table cannot keep tags; otherwise it writes on condition of the version.)
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed, or it is not known whether
-    ///   it ran.
-    ///
-    /// A statement whose connection is lost is not sent again, unlike the others: it may have been committed, and a
-    /// second one would find the new bytes and say it did not store them. The call throws instead, and the caller reads
-    /// the key to learn the outcome.
+    ///   it ran. A statement whose connection is lost is not sent again (it may have committed): read the key.
     public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
         let rows = try run(reading: false, key: key, resending: false) { connection, deadline throws(PostgresError) in
             if let expected {
@@ -290,17 +247,11 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     }
 
     /// Starts listening for changes of the store's namespace made through other connections (other stores, programs,
-    /// machines); the store's own writes are not reported.
+    /// machines); the store's own writes, told by its writing connection's server process, are not reported. A write
+    /// heard only after that connection was replaced is reported, since it may have been resent, or be another's.
     ///
-    /// The feed tells the store's own writes by the server process of its writing connection. A write that the feed
-    /// hears only once that connection was replaced is reported as a change of its key, which costs one read: a
-    /// write whose answer was lost with its connection, and that was sent again on a new one, can have been committed
-    /// by the first, and the number of a process that is no longer the store's may be another connection's by then,
-    /// whose changes must not be dropped.
-    ///
-    /// The listening connection is made in the background. Once it listens, and again each time it has reconnected
-    /// after losing the server, the feed reports ``WLStorageStoreChange/everything``. `changed` is called on the
-    /// listener's queue, one change at a time.
+    /// The listening connection is made in the background; once it listens, and after each reconnection, the feed
+    /// reports ``WLStorageStoreChange/everything``. `changed` is called on the listener's queue, one at a time.
     public func observeChanges(
         _ changed: @escaping @Sendable (WLStorageStoreChange) -> Void
     ) -> WLStorageSubscription? {

@@ -1,7 +1,6 @@
 import Foundation
 
-/// A value guarded by a lock that ThreadSanitizer sees (a pthread mutex, through `NSLock`). The store's locks are
-/// taken around network calls and bookkeeping, never on a storage's hot path.
+/// A value guarded by an `NSLock`, which ThreadSanitizer sees; taken around network calls, never on a hot path.
 final class Locked<Value>: @unchecked Sendable {  // `value`: under `lock`
     private let lock = NSLock()
     private var value: Value

@@ -14,23 +14,17 @@ extension PostgresConnection {
         var parameters: [Parameter]
     }
 
-    /// Runs `count` transactions in one pipeline (libpq's pipeline mode, `PQenterPipelineMode`): each is `BEGIN`, the
-    /// statements `transaction(index)` returns, and `COMMIT`. Each transaction is sent without waiting for the answers
-    /// to the ones before, and the pipeline ends with one synchronization point (`PQpipelineSync`): the whole costs
-    /// one round trip to the server, however many transactions it holds.
+    /// Runs `count` transactions in one pipeline (`PQenterPipelineMode`): each is `BEGIN`, the statements
+    /// `transaction(index)` returns, and `COMMIT`, sent without waiting for earlier answers and ended by one
+    /// `PQpipelineSync`, so the whole costs one round trip. A transaction's statements are built when it is sent, so
+    /// the parameters of one transaction at a time are held.
     ///
-    /// The server runs the transactions in order and commits each on its own. When a statement fails, its transaction
-    /// is rolled back and the server skips everything after it until the synchronization point: the transactions
-    /// committed before stay committed, and no later one runs. `committed(index)` is called, in order, as the server
-    /// confirms each commit; a transaction whose commit was sent but not confirmed (the connection broke, the deadline
-    /// passed) may or may not have committed.
+    /// Each transaction commits on its own, in order. A failed statement rolls its transaction back and the server
+    /// skips the rest: earlier commits stay, no later one runs. `committed(index)` is called, in order, as each commit
+    /// is confirmed; a commit sent but not confirmed may or may not have happened.
     ///
-    /// The statements of a transaction are built when it is sent, once libpq has handed the transaction before to the
-    /// kernel: the parameters of one transaction at a time are held, whatever the number.
-    ///
-    /// Failures are handled as ``query(_:_:deadline:)`` handles them: past the deadline the pipeline is cancelled and
-    /// the connection dropped; a broken connection is dropped; after a statement's failure the connection stays, out of
-    /// pipeline mode and out of any transaction.
+    /// Failures are handled as ``query(_:_:deadline:)`` handles them; after a statement's failure the connection stays,
+    /// out of pipeline mode and out of any transaction.
     func runTransactions(
         count: Int, _ transaction: (Int) -> [Statement], committed: (Int) -> Void, deadline: ContinuousClock.Instant
     ) throws(PostgresError) {
@@ -81,8 +75,7 @@ extension PostgresConnection {
                     }
                     try enqueue("COMMIT", [], on: connection)
                     awaited.append(.commit(sent))
-                    // The server sends what it has at once, rather than at the synchronization point: each commit is
-                    // known as soon as it is made.
+                    // Results come at once, not at the synchronization point: each commit is known when made.
                     guard PQsendFlushRequest(connection) == 1 else {
                         throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
                     }

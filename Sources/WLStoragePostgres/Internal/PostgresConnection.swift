@@ -140,11 +140,9 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         }
     }
 
-    /// Reads what arrived on the socket (`PQconsumeInput`) and returns the notifications received (`PQnotifies`).
-    /// Throws when the connection broke; it is then dropped.
-    ///
-    /// Reads until the socket has nothing more: a server that ends the connection sends a message, then closes it,
-    /// and the end can arrive with the message, so that no later readiness event tells of it.
+    /// Reads what arrived (`PQconsumeInput`) and returns the notifications received (`PQnotifies`); throws, and drops
+    /// the connection, when it broke. Reads until the socket is empty: the end of a connection can arrive with the
+    /// server's last message, and then no later readiness event tells of it.
     func notifications() throws(PostgresError) -> [Notification] {
         guard case .connected(let connection, _) = state else {
             throw PostgresError(.connectionLost, "not connected")
@@ -206,11 +204,9 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         }
     }
 
-    /// Hands one statement with `parameters` to libpq (`PQsendQueryParams`, binary parameters and results), which
-    /// keeps it in its output buffer until it is flushed.
+    /// Hands one statement to libpq (`PQsendQueryParams`, binary parameters and results), into its output buffer.
     func enqueue(_ sql: String, _ parameters: [Parameter], on connection: OpaquePointer) throws(PostgresError) {
-        // Parameter types: text is 25, bytea is 17, text[] 1009, bytea[] 1001. Every parameter and result is binary:
-        // text as its UTF-8 bytes, an array in the binary array format.
+        // Parameter types: text 25, bytea 17, text[] 1009, bytea[] 1001; every parameter and result in binary.
         let types: [Oid] = parameters.map {
             switch $0 {
             case .text: 25
@@ -219,7 +215,6 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
             case .byteArrays: 1001
             }
         }
-        // Arrays are built in PostgreSQL's binary format first; text and bytes are copied as they are.
         let arrays: [Data?] = parameters.map {
             switch $0 {
             case .text, .bytes: nil
@@ -236,8 +231,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
             }
         }
         let formats = [Int32](repeating: 1, count: parameters.count)
-        // Every parameter is copied into one allocation that stays alive for the call (libpq copies it into its
-        // output).
+        // One allocation for all parameters, alive for the call (libpq copies it into its output).
         let total = lengths.reduce(0) { $0 + Int($1) }
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(total, 1), alignment: 1)
         defer { storage.deallocate() }
@@ -266,9 +260,8 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         }
     }
 
-    /// A one-dimensional array without NULLs in PostgreSQL's binary format (`array_recv`): the number of dimensions,
-    /// whether there are NULLs, the element type, the length and lower bound of the dimension, then each element as
-    /// its length and its bytes; every integer a big-endian 32-bit one.
+    /// A one-dimensional array without NULLs in PostgreSQL's binary format (`array_recv`): dimensions, NULLs flag,
+    /// element type, length, lower bound, then each element's length and bytes; every integer big-endian, 32 bits.
     private static func binaryArray(of elements: [Data], elementType: Oid) -> Data {
         var array = Data(capacity: 20 + elements.reduce(0) { $0 + 4 + $1.count })
         func append(_ value: Int32) {
@@ -368,8 +361,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         }
     }
 
-    /// Asks the server to cancel the running query (`PQcancel`). The request opens a connection of its own, which can
-    /// take long when the server is unreachable, so it runs on another thread and nobody waits for it.
+    /// Asks the server to cancel the running query (`PQcancel`) on another thread, unawaited: it opens a connection.
     static func cancel(_ connection: OpaquePointer) {
         guard let cancel = PQgetCancel(connection) else { return }
         let request = CancelRequest(cancel)

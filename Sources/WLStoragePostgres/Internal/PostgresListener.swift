@@ -8,27 +8,21 @@ import WLStorage
     import Musl
 #endif
 
-/// The change feed of a store: a connection of its own that runs `LISTEN` on the store's channel, read by a thread that
-/// waits on its socket (``SocketWatch``), and reconnects with a backoff when it is lost.
+/// The change feed of a store: a connection of its own that runs `LISTEN` on the store's channel, read by a thread
+/// that waits on its socket (``SocketWatch``), and reconnects with a backoff when it is lost.
 ///
-/// It connects when the first handler is added and disconnects when the last is removed. Once it listens, and again
-/// after every reconnection, it reports ``WLStorageStoreChange/everything``: changes made while it was not listening
-/// were not notified to it.
+/// It connects with the first handler and disconnects with the last. Once it listens, and after every reconnection, it
+/// reports ``WLStorageStoreChange/everything``: changes made meanwhile were not notified to it.
 ///
 /// Phases: `idle` (no handler) ──add──▶ `connecting` ──LISTEN works──▶ `listening` ──connection lost──▶
 /// `waiting` (backoff: 100 ms doubling to 5 s) ──▶ `connecting`; from any phase, removing the last handler ──▶ `idle`.
 ///
-/// A listening connection can break without a word: a middlebox that drops the flow but keeps the socket (and answers
-/// TCP keepalives) leaves it open and silent. So while it listens, the listener probes the connection itself with a
-/// round trip every ``probeInterval``; a probe that fails, or gets no answer within ``probeTimeout``, counts as a lost
-/// connection. A replica that cannot hear changes says so: the first failure to listen after listening (or at the
-/// start), and a probe that fails, are reported to ``WLStorageSystem/errorHandler``, and so is every further minute that
-/// it still cannot listen.
+/// A middlebox can drop the flow and leave the socket open and silent, so a listening connection is probed every
+/// ``probeInterval``; no answer within ``probeTimeout`` counts as lost. Failures to listen are reported to
+/// ``WLStorageSystem/errorHandler`` at first, then once a minute while they last.
 ///
-/// Locks: `state` guards the phase and the handlers, and is never held while a handler runs or the connection is
-/// used. The connection and the socket's watch are used on `queue` only: the watch's thread reads the socket inside
-/// `queue.sync`, which runs on that thread itself when the queue is idle (no hand-off) and waits for a probe or a
-/// reconnection in progress otherwise.
+/// Locks: `state` guards the phase and the handlers, never held while a handler runs or the connection is used. The
+/// connection and the watch are used on `queue` only: the watch's thread reads the socket inside `queue.sync`.
 final class PostgresListener: @unchecked Sendable {  // `state` under its lock; `connection` and `watch` on `queue`
     typealias Handler = @Sendable (WLStorageFeedEvent) -> Void
 
@@ -58,8 +52,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     /// When the listener last reported that it cannot listen; `nil` while it listens. Used on `queue` only.
     private var lastTrouble: ContinuousClock.Instant?
-    /// The timeline of the server's history where the listener last listened: a promoted standby starts a new one.
-    /// Used on `queue` only.
+    /// The server's timeline where the listener last listened (a promoted standby starts a new one). On `queue` only.
     private var timeline: UInt32?
     /// The probe's timer while the listener listens. Used on `queue` only.
     private var probe: (any DispatchSourceTimer)?
@@ -70,20 +63,17 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private let connection: PostgresConnection
     private var watch: SocketWatch?
     private let channel: String
-    /// The store's table, quoted, and its OID as the listening connection finds it (`nil` until then, and after a
-    /// connection is closed: a table dropped and made again has another). Used on `queue` only.
+    /// The store's table, quoted, and its OID as the listening connection found it (`nil` until then and after a
+    /// close: a table made again has another). On `queue` only.
     private let table: String
     private var tableOID: String?
     private let namespace: String
     private let timeout: Duration
     /// The server process of the store's own writing connection, whose notifications are not changes.
     private let ownPID: @Sendable () -> Int32?
-    /// Whether the bytes a notification carries are taken from any sender (the store's `adoptsNotifiedValues`), rather
-    /// than only from the server processes whose role may update the table.
+    /// Whether carried bytes are taken from any sender (the store's `adoptsNotifiedValues`).
     private let trustsEveryRole: Bool
-    /// What the listening connection learnt of the server processes that sent carried changes: the role of each, and
-    /// whether it may update the table. Used on `queue` only; forgotten with the connection, and checked again at each
-    /// probe (see ``trustedSenders(of:)``).
+    /// Each sender process's role and whether it may update the table; on `queue` only, checked at each probe.
     private var senders: [Int32: (role: String, trusted: Bool)] = [:]
 
     init(
@@ -162,11 +152,9 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         }
     }
 
-    /// Reports a failover: the server listened to now is on another timeline than the one listened to before. A later
-    /// one: a standby was promoted in between. An earlier one: the server is one whose history stops before the
-    /// timeline listened to before (an old primary started again as a primary after its standby was promoted, two
-    /// servers taking writes; a server restored from a backup), and what was written since is not on it. The name of
-    /// the current WAL file starts with the timeline; a server where it cannot be asked is not judged.
+    /// Reports a failover: the server is now on another timeline than before. A later one: a standby was promoted. An
+    /// earlier one: an old primary restarted as a primary, or a restored backup; later writes are not on it. The WAL
+    /// file's name starts with the timeline; a server that cannot be asked is not judged.
     private func noticeFailover() {
         let rows = try? connection.query(
             "SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)", deadline: .now + timeout)
@@ -197,8 +185,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         timer.resume()
     }
 
-    /// One probe: a statement on the listening connection, whose answer must come within the probe's timeout. A
-    /// notification that came meanwhile is delivered as any other.
+    /// One probe: a round trip answered within the probe's timeout; notifications meanwhile are delivered.
     private func probeConnection(generation: UInt64) {
         guard isCurrent(generation), watch != nil else { return }
         do {
@@ -272,9 +259,8 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private func readable(generation: UInt64) {
         do {
             var received = try othersNotifications()
-            // The table's OID, which carried changes name: looked up once per connection (the table may not exist
-            // when the listener starts). Notifications that come during the lookup are read from the socket with its
-            // answer, and taken here: no event of the socket would announce them.
+            // The table's OID, which carried changes name, is looked up once per connection (the table may not exist
+            // at the start). Notifications read with its answer are taken here: no socket event announces them.
             if tableOID == nil, !received.isEmpty {
                 tableOID =
                     try connection.query(
@@ -314,12 +300,9 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     /// The senders of `changes` whose carried bytes are taken: every one when the store trusts every role; otherwise
     /// those whose role may update the table. Also returns whether the server was asked.
     ///
-    /// PostgreSQL lets any role that can connect send a notification on any channel, and tells the listener which server
-    /// process sent it. A process's role is learnt once, with one statement for every process not known yet, and kept:
-    /// a writer's connection sends many. A process that ended may see its number given to another connection, perhaps
-    /// of another role; each probe of the connection (every ``probeInterval``) checks the processes known, and forgets
-    /// those that ended or changed role. The system hands out process numbers in turn, so another connection gets the
-    /// number of one that ended only once the numbers have wrapped around, which takes far longer than a probe interval.
+    /// A process's role is learnt once, with one statement for the unknown ones, and kept. A process number reused by
+    /// another connection is caught by the check at each probe: numbers are handed out in turn and wrap around far
+    /// more slowly than a probe interval.
     private func trustedSenders(of changes: [(Int32, WLStorageFeedEvent)]) throws(PostgresError) -> (
         trusted: Set<Int32>, asked: Bool
     ) {
@@ -336,11 +319,9 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         return (carriedBy.filter { senders[$0]?.trusted ?? false }, asked)
     }
 
-    /// The role of each of `pids`'s server processes still running, and whether it may write every row of the table
-    /// whose OID is `tableOID`: it may update the table, and no row security policy applies to it (the table has none
-    /// enabled, or the role bypasses them: a superuser, a role with `BYPASSRLS`, or the table's owner when the table
-    /// does not force them on it). A role that row security keeps to some rows could not have written another
-    /// namespace's, and is not trusted with any.
+    /// The role of each of `pids`'s running processes, and whether it may write every row of the table `tableOID`: it
+    /// may update the table and no row security policy applies to it (none enabled, or the role bypasses them). A role
+    /// kept to some rows could have written no other namespace's, and is trusted with none.
     private func lookUp(
         _ pids: some Sequence<Int32>, tableOID: String, deadline: ContinuousClock.Instant
     ) throws(PostgresError) -> [Int32: (role: String, trusted: Bool)] {
@@ -361,9 +342,8 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         return found
     }
 
-    /// Forgets the senders whose process ended, whose number another role's process has now, or whose trust changed
-    /// (a privilege granted or revoked, row security turned on or off): a sender forgotten is looked up again when it
-    /// next sends. A round trip on the connection either way: with no sender known, `SELECT 1`.
+    /// Forgets the senders whose process ended, whose number another role now has, or whose trust changed; they are
+    /// looked up again when they next send. Always one round trip (`SELECT 1` with no sender known).
     private func checkSenders(deadline: ContinuousClock.Instant) throws(PostgresError) {
         guard let tableOID, !senders.isEmpty else {
             senders = [:]
@@ -381,11 +361,9 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         "{" + pids.map(String.init).joined(separator: ",") + "}"
     }
 
-    /// The notifications on the store's channel received now, but those of the store's own writing connection. The
-    /// writing connection's process is read once they are in: it made its writes before the listener heard them, so
-    /// a process it had when an earlier batch came (none, before its first call) would take its writes for others'.
-    /// One that it had before a reconnection is not the store's any more, and what it sent is reported: the system may
-    /// have given its number to another connection since.
+    /// The notifications on the store's channel received now, but those of the store's own writing connection, whose
+    /// process is read after they are in (it wrote before the listener heard them). A process it had before a
+    /// reconnection is not the store's any more: what it sent is reported.
     private func othersNotifications() throws(PostgresError) -> [PostgresConnection.Notification] {
         let received = try connection.notifications()
         let own = ownPID()
@@ -427,8 +405,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         state.withLock { $0.generation == generation }
     }
 
-    /// Calls every handler with each change, outside the lock. A handler removed meanwhile (by a handler) is not
-    /// called again.
+    /// Calls every handler with each change, outside the lock; a handler removed meanwhile is not called again.
     private func deliver(_ changes: [WLStorageFeedEvent]) {
         let ids = state.withLock { Array($0.handlers.keys) }
         for change in changes {

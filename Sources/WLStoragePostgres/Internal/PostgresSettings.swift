@@ -1,19 +1,15 @@
 internal import CWLStorageLibPQ
 import Foundation
 
-/// A connection string as libpq parsed it: the options to connect with, the identity of the server and database, and
-/// the secrets that must never appear in a message.
-///
-/// The string is parsed once, by `PQconninfoParse`, so that a string libpq cannot read is refused when the store is
-/// created, and never echoed: every message that may quote it goes through ``redact(_:)``.
+/// A connection string as libpq parsed it (`PQconninfoParse`, once, so a bad string is refused at creation): the
+/// options to connect with, the server and database, and the secrets every message is cleared of (``redact(_:)``).
 struct PostgresSettings: Sendable {
     /// The options handed to `PQconnectStartParams`: those of the connection string, then the store's own defaults.
     let keywords: [String]
     let values: [String]
     /// `postgresql://host:port/dbname`, without user or password.
     let location: String
-    /// The `search_path` the connection sets (`-c search_path=…` in `options` or `PGOPTIONS`), when it sets one: it
-    /// chooses the schema of a table named without one.
+    /// The `search_path` the connection sets (in `options` or `PGOPTIONS`): the schema of a table named without one.
     let searchPath: String?
     /// The values of the options libpq marks as secret (the password), as parsed and as written in the string.
     private let secrets: [String]
@@ -113,9 +109,8 @@ struct PostgresSettings: Sendable {
         return text
     }
 
-    /// The password as written in `url`, found without libpq so that it can be hidden even from libpq's message about
-    /// a string it cannot parse: the part after the first colon of a URI's user information (raw and percent-decoded),
-    /// or the value of a `password=` pair.
+    /// The password as written in `url` (a URI's user information after the colon, raw and decoded, or a `password=`
+    /// value), found without libpq so that it is hidden even from libpq's message about a string it cannot parse.
     private static func writtenSecrets(in url: String) -> [String] {
         var found: [String] = []
         if let scheme = url.range(of: "://") {
@@ -232,9 +227,7 @@ struct PostgresSettings: Sendable {
     private static let unreserved = CharacterSet(
         charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
-    /// `text` percent-encoded for a URI component.
-    /// `host:port`, or for several servers (`host=a,b port=1,2`, a primary and its standbys) `a:1,b:2`, as a URI
-    /// names them; one port serves every host.
+    /// `host:port`, or `a:1,b:2` for several servers (`host=a,b port=1,2`); one port serves every host.
     static func servers(hosts: String, ports: String) -> String {
         let hostList = hosts.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         let portList = ports.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
@@ -244,6 +237,7 @@ struct PostgresSettings: Sendable {
         }.joined(separator: ",")
     }
 
+    /// `text` percent-encoded for a URI component.
     static func escape(_ text: String) -> String {
         text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
     }

@@ -24,10 +24,8 @@ extension WLStoragePostgresStore {
         let replaceIfHolds: String
 
         /// The payload of a write's notification: `prefix` (``WLStoragePostgresStore/payload(namespace:key:)``), the
-        /// row's new `version`, `.` and the OID of the table `name` (so that a store of a table of the same name in
-        /// another schema, which shares the channel, does not take the bytes for its own), and `:` with the bytes
-        /// `value` in Base64 when the whole fits in ``WLStoragePostgresStore/payloadLimit`` bytes (34 bytes are kept
-        /// for the version, the OID and the separators).
+        /// row's new `version`, `.` and the table's OID (a same-named table of another schema shares the channel), and
+        /// `:` with `value` in Base64 when the whole fits in ``WLStoragePostgresStore/payloadLimit`` (34 bytes kept).
         static func carried(prefix: String, version: String, value: String, name: String) -> String {
             """
             \(prefix) || \(version)::text || '.' || '\(name)'::regclass::oid::text || CASE WHEN octet_length(\(prefix)) \
@@ -99,8 +97,7 @@ extension WLStoragePostgresStore {
                 WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 AND value = $3 RETURNING 1) \
                 SELECT pg_notify($4, $5) FROM removed
                 """
-            // An update's write: on condition of the version read ($7), tagged ($6), the tag first among the last
-            // ones the row keeps.
+            // An update's write: on condition of the version read ($7), its tag ($6) first among those the row keeps.
             let tags = "(ARRAY[$6::text] || stored.recent_tags)[1:\(WLStoragePostgresStore.keptTags)]"
             replaceIfVersion = """
                 WITH written AS (UPDATE \(name) AS stored SET value = $3, version = stored.version + 1, \

@@ -8,17 +8,13 @@ import Synchronization
 #endif
 
 /// A thread of its own that waits in `poll` for a socket to be readable and calls a handler each time it is, until
-/// cancelled: how the listening connection hears a notification.
+/// cancelled: how the listening connection hears a notification. Unlike a Dispatch read source, no hand-off: the
+/// thread the kernel wakes runs the handler.
 ///
-/// A Dispatch read source does the same with two hand-offs, from the thread that waits for every descriptor to a worker
-/// thread that runs the handler. This thread is woken by the kernel and runs the handler itself (see "Where the time
-/// goes, hop by hop" in the benchmarks' article). It costs one thread per listening connection, beside which that
-/// connection's server process is far larger.
-///
-/// The thread watches a duplicate of the socket, so that libpq closing its own descriptor when the connection breaks
-/// never closes a descriptor the thread still waits on, and a pipe that ``cancel()`` writes to. The thread closes the
-/// duplicate when it ends; the pipe is closed with the watch, which the thread holds while it runs. The handler must
-/// read what arrived (or cancel the watch): `poll` reports a socket readable until it is read.
+/// The thread watches a duplicate of the socket, so libpq closing its descriptor never closes one the thread waits on,
+/// and a pipe that ``cancel()`` writes to. It closes the duplicate when it ends; the pipe closes with the watch, which
+/// the thread holds while it runs. The handler must read what arrived (or cancel): `poll` reports a socket readable
+/// until it is read.
 final class SocketWatch: Sendable {
     private let socket: Int32
     /// The pipe's ends: the thread waits on `wake`, ``cancel()`` writes to `waker`.
@@ -26,8 +22,7 @@ final class SocketWatch: Sendable {
     private let waker: Int32
     private let cancelled = Atomic<Bool>(false)
 
-    /// Starts the thread, watching a duplicate of `socket`, and calling `readable` on it while the watch is not
-    /// cancelled.
+    /// Starts the thread, watching a duplicate of `socket` and calling `readable` until the watch is cancelled.
     init(socket: Int32, readable: @escaping @Sendable () -> Void) throws(PostgresError) {
         let watched = fcntl(socket, F_DUPFD_CLOEXEC, 0)
         guard watched >= 0 else {
@@ -48,8 +43,7 @@ final class SocketWatch: Sendable {
         thread.start()
     }
 
-    /// Ends the watch: the handler is not called again once a call in progress returns. Does not wait for the thread,
-    /// so that the handler itself may cancel.
+    /// Ends the watch once a handler call in progress returns, without waiting, so the handler itself may cancel.
     func cancel() {
         guard !cancelled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         var byte: UInt8 = 1
