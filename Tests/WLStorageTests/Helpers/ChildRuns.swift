@@ -16,3 +16,13 @@ func runChild(
     let end = try #require(child.waitForExit(timeout: timeout), "the child did not end")
     return (child, end.reason, end.status)
 }
+
+/// Runs the test child in `mode` to its end.
+func runChildOfKeyK(
+    _ mode: String, in directory: URL, key: String = "k", value: String = "value", timeout: Double = 60
+) throws -> (child: ChildProcess, reason: Process.TerminationReason, status: Int32) {
+    let child = try ChildProcess(
+        "WLStorageTestChild", [mode, directory.path, key, value], environment: ["SWIFT_BACKTRACE": "enable=no"])
+    let end = try #require(child.waitForExit(timeout: timeout), "the child did not end")
+    return (child, end.reason, end.status)
+}

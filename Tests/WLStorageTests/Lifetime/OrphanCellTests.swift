@@ -1,4 +1,4 @@
-// Storages, cells and streams that are let go leave nothing behind, and what they had pending is written.
+// A storage released while its orphaned cell is let go keeps its pending value: the cell stays until it is written.
 import Dispatch
 import Foundation
 import Observation
@@ -10,79 +10,6 @@ import Testing
 /// Holds the only reference to a storage, so that a closure can release it.
 private final class StorageHolder<T: Codable & Sendable>: @unchecked Sendable {  // used on one thread at a time
     var storage: WLStorage<T>?
-}
-
-@Suite(.capturingOutput) struct ValuesStreamLifetimeTests {
-    @Test func aValuesStreamMadeAndDroppedUnusedLeavesNoListener() throws {
-        try withTemporaryDirectory { directory in
-            let stored = fileStorage("k", in: directory, default: 0, flushInterval: nil)
-            do { _ = stored.values }
-            #expect(eventually(timeout: 30) { stored.cell.listenerCount == 0 }, "\(stored.cell.listenerCount) left")
-        }
-    }
-
-    @Test func leavingAForAwaitLoopEarlyLeavesNoListener() async throws {
-        try await withTemporaryDirectory { directory in
-            let stored = fileStorage("k", in: directory, default: 0, flushInterval: nil)
-            for await _ in stored.values { break }
-            #expect(await waitUntil(timeout: 30) { stored.cell.listenerCount == 0 })
-        }
-    }
-}
-
-@Suite(.capturingOutput) struct ValuesChurnTests {
-    /// One thread sets a counter as fast as it can, ten subscriptions follow it, and consumers keep starting to
-    /// iterate `values` and leaving after the first value. Whichever thread finds no one delivering notifications
-    /// delivers all of them, to every listener, for as long as the setter keeps setting: once a consumer's `values`
-    /// (which delivers the current value) gets that role, it never returns, and the queue of undelivered values
-    /// grows without bound (hundreds of MiB in seconds; 14 GB in half an hour in a test runner that hung on it).
-    @Test func consumersComingAndGoingWhileAThreadSetsNeitherHangNorGrowWithoutBound() throws {
-        try withTemporaryDirectory { directory in
-            let child = try ChildProcess(
-                "WLStorageTestChild", ["values-churn", directory.path, "k"],
-                environment: ["SWIFT_BACKTRACE": "enable=no"])
-            defer { if child.process.end == nil { child.send(SIGKILL) } }
-            // The child prints its resident size every 0.1 s. Generous for a slow build (ThreadSanitizer runs it in
-            // about 20 s on two cores, a debug build in about 3 s); a growing backlog ends the wait early.
-            func peak() -> Int {
-                let last = child.lines.last ?? ""
-                return Int(last.split(separator: " ").dropFirst().first ?? "") ?? 0
-            }
-            let done = eventually(timeout: 120) { child.lines.contains { $0.hasPrefix("done ") } || peak() >= 500 }
-            let last = child.lines.last ?? ""
-            #expect(done && last.hasPrefix("done "), "the consumers had not all ended (last: \(last))")
-            #expect(peak() < 500, "\(peak()) MiB resident")
-        }
-    }
-}
-
-@Suite struct MismatchedStorageReleaseTests {
-    /// Guarantees, "Several programs, one file": a storage of a file open with another type "keeps its value in
-    /// memory only"; "Storages released with a write left to do": the value "is retried with the backoff ... until it
-    /// is written".
-    ///
-    /// The mismatched storage's cell has a `RefusingBacker`, whose writes always fail. Released with a change (any
-    /// set), `StorageCell.storageReleased()` finds work left and has the registry keep the cell (`keep`), urgent:
-    /// it is retried every 100 ms, doubling to every 30 s, and reports `typeMismatch` each time, for the life of the
-    /// process, for a write that can never succeed (even after the other storage is gone, the cell keeps its refusing
-    /// backer). A program that opens such a storage per request leaks one cell and one endless retry per request.
-    @Test func aMismatchedStorageReleasedWithAChangeIsLetGo() async throws {
-        try await withTemporaryDirectory { directory in
-            let text = fileStorage("k", in: directory, default: "text", flushInterval: nil)
-            text.flush()
-            weak var released: StorageCell<Int>?
-            do {
-                let number = fileStorage("k", in: directory, default: 7, flushInterval: nil)
-                try #require(number.lastError?.code == .typeMismatch)
-                number.wrappedValue = 8
-                released = number.cell
-            }
-            #expect(
-                await waitUntil(timeout: 30) { released == nil },
-                "the mismatched storage's cell is still alive, retrying a write that can never succeed")
-            #expect(stored(String.self, key: "k", in: directory) == "text")
-        }
-    }
 }
 
 @Suite(.capturingOutput) struct OrphanCellTests {

@@ -1,0 +1,30 @@
+/// The parts of a cell's state that most cells never use.
+final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written only under the cell's state lock
+    var listeners: [UInt64: @Sendable (T) -> Void] = [:]
+    var nextListenerID: UInt64 = 0
+    /// Values waiting to be delivered to the listeners (all of them, or one), in the order of the changes.
+    var pendingNotifications: [(value: T, listener: UInt64?)] = []
+    /// A thread is delivering the pending notifications.
+    var draining = false
+    var lastError: WLStorageError?
+    /// When ``lastError`` is a misuse, the version then: a write of a later version clears it.
+    var misuseVersion: UInt64?
+    /// Flushes waiting for the job in flight.
+    var waiters: [WaitingFlush] = []
+    /// A check for another program's change came while the cell was busy.
+    var checkRequested = false
+    /// Every storage of the cell was released with work left: the registry keeps the cell until it is done.
+    var orphaned = false
+    /// How many times the file was checked for another program's change (for tests).
+    var externalChecks = 0
+    /// The version that only rewrites the value read in an earlier type's shape (see ``CellState/markRewrite()``).
+    var rewriteVersion: UInt64?
+    /// Unreadable bytes replaced a read value: the next read that finds nothing is a removal.
+    var unreadableSinceKnown = false
+    /// What is stored is JSON that another version stored and this one cannot read: left as it is until a set.
+    var storedByAnotherVersion = false
+    /// Checks in a row that could not read the file.
+    var failedChecks: UInt32 = 0
+    /// A check is to be tried again after a failed one: no other retry is armed meanwhile.
+    var checkRetryArmed = false
+}
