@@ -50,6 +50,9 @@ enum CurlPost {
         defer { curl_slist_free_all(headers) }
         let received = Received()
         let context = Unmanaged.passUnretained(received).toOpaque()
+        let socketError = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+        socketError.initialize(to: 0)
+        defer { socketError.deallocate() }
         let code: CURLcode = withExtendedLifetime((received, owner)) {
             body.withUnsafeBytes { bytes in
                 _ = wlstorage_curl_set_pointer(handle, CURLOPT_URL, url)
@@ -63,6 +66,7 @@ enum CurlPost {
                 // No signals: the handle is used on threads of the program's, where SIGALRM would stop it.
                 _ = wlstorage_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
                 _ = wlstorage_curl_set_pointer(handle, CURLOPT_WRITEDATA, context)
+                _ = wlstorage_curl_keep_socket_errors(handle, socketError)
                 _ = wlstorage_curl_set_write(handle) { data, size, count, context in
                     guard let data, let context else { return 0 }
                     let received = Unmanaged<Received>.fromOpaque(context).takeUnretainedValue()
@@ -74,13 +78,16 @@ enum CurlPost {
             }
         }
         guard code == CURLE_OK else {
+            // The system's reason when a socket could not be opened: "Too many open files" is not the network's fault.
+            let reason =
+                socketError.pointee == 0 ? "" : "; no socket: \(String(cString: strerror(socketError.pointee)))"
             let text = String(cString: curl_easy_strerror(code))
             switch code {
             case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_URL_MALFORMAT,
                 CURLE_UNSUPPORTED_PROTOCOL:
-                throw EtcdFailure(outcome: .notSent, description: "\(text) (libcurl \(code.rawValue))")
+                throw EtcdFailure(outcome: .notSent, description: "\(text) (libcurl \(code.rawValue)\(reason))")
             default:
-                throw EtcdFailure(outcome: .unknown, description: "\(text) (libcurl \(code.rawValue))")
+                throw EtcdFailure(outcome: .unknown, description: "\(text) (libcurl \(code.rawValue)\(reason))")
             }
         }
         return (wlstorage_curl_status(handle), received.data)
