@@ -65,6 +65,11 @@ struct EtcdUnusualKeyAndValueTests {
             storage.flush()
             #expect(storage.hasPendingChanges)
             #expect(storage.lastError?.code == .valueTooLarge, "\(String(describing: storage.lastError))")
+            // An update to such a value is not made, and says why: the store was reached, and refused the value.
+            storage.update { $0 += "y" }
+            let refused = try #require(storage.lastError)
+            #expect(refused.code == .valueTooLarge, "\(refused)")
+            #expect(!refused.message.contains("could not be reached"), "\(refused.message)")
 
             // Over the package's limit: not even encoded for the store.
             storage.wrappedValue = String(repeating: "z", count: WLStorageSystem.maximumValueSize + 1)
