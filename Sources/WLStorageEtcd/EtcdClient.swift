@@ -46,7 +46,8 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `
     /// A request that reached no server is sent to the next endpoint. One whose answer was lost, or that a server
     /// could not carry out for a passing reason (no leader, a timeout of its own), is sent again to the next endpoint
     /// only when `resending`: a conditional write sent twice could find its own bytes the second time and say it did not
-    /// store them.
+    /// store them. Such a call gives each endpoint its share of the time left, and an endpoint that failed (anything
+    /// but a refusal) is the last one the next call tries.
     func call<Body: Encodable, Answer: Decodable>(
         _ path: String, _ body: Body, resending: Bool, as answer: Answer.Type = Answer.self
     ) throws(EtcdFailure) -> Answer {
@@ -62,10 +63,20 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `
         for attempt in 0..<endpoints.count {
             let index = (start + attempt) % endpoints.count
             let endpoint = endpoints[index]
+            // A call that may go to the next endpoint keeps time for it: an endpoint that stops answering without a
+            // word (a partition, a member that hangs) would take it all.
+            let left = endpoints.count - attempt
+            let now = ContinuousClock.now
+            let attemptDeadline = resending && left > 1 && now < deadline ? now + (deadline - now) / left : deadline
             let data: Data
             do throws(EtcdFailure) {
-                data = try send(encoded, to: endpoint, path: path, until: deadline, reusingConnections: resending)
+                data = try send(
+                    encoded, to: endpoint, path: path, until: attemptDeadline, reusingConnections: resending)
             } catch {
+                // The next call starts from the next endpoint, unless this one answered (a refusal).
+                if error.outcome != .refused {
+                    lock.withLock { if preferred == index { preferred = (index + 1) % endpoints.count } }
+                }
                 failures.append("\(EtcdClient.describe(endpoint)): \(error.description)")
                 let next = error.outcome == .notSent || (resending && error.outcome == .unknown)
                 guard next, attempt + 1 < endpoints.count, ContinuousClock.now < deadline else {
