@@ -23,11 +23,13 @@ struct EtcdFailure: Error, CustomStringConvertible {
 
 /// Calls etcd's gRPC JSON gateway (`POST /v3/…` over HTTP/1.1) with libcurl, trying the endpoints in turn from the
 /// last one that answered.
-final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `lock`; the rest is immutable
+final class EtcdClient: @unchecked Sendable {  // `preferred`, `idle` and `revision` under `lock`; the rest is immutable
     let endpoints: [URL]
     let timeout: Duration
     private let lock = NSLock()
     private var preferred = 0
+    /// The latest revision of the cluster an answer gave; 0 before the first.
+    private var revision: Int64 = 0
     /// Handles kept between the calls that may be sent again, with their open connections; at most ``keptHandles``.
     private var idle: [CurlHandle] = []
     /// How many handles are kept.
@@ -40,6 +42,10 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `
 
     /// The endpoint that answered last, to start from.
     var preferredIndex: Int { lock.withLock { preferred } }
+
+    /// The latest revision of the cluster that an answer gave (0 before the first): every write made after it has a
+    /// greater one.
+    var latestRevision: Int64 { lock.withLock { revision } }
 
     /// Sends `body` to `path` and decodes the answer, within the timeout.
     ///
@@ -86,7 +92,11 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `
             }
             lock.withLock { preferred = index }
             do {
-                return try JSONDecoder.etcd.decode(Answer.self, from: data)
+                let answer = try JSONDecoder.etcd.decode(Answer.self, from: data)
+                if let seen = (answer as? any EtcdAnswer)?.header?.revisionNumber, seen > 0 {
+                    lock.withLock { revision = max(revision, seen) }
+                }
+                return answer
             } catch {
                 throw EtcdFailure(
                     outcome: .unknown,

@@ -178,10 +178,11 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when nothing was stored, or it is not known whether it
     ///   was.
     public func write(key: String, data: Data) throws {
+        // The fence's two more mentions of the key fit in the margin under etcd's limit.
         try checkSize(of: [key], [data], key: key)
-        let _: WriteResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
-            try client.call("v3/kv/put", PutRequest(key: etcdKey(key), value: data), resending: true)
-        }
+        _ = try fenced(
+            key: key, conditions: [], operations: [RequestOp(requestPut: PutRequest(key: etcdKey(key), value: data))],
+            resending: true)
     }
 
     /// Stores `data` under `key` unless something is stored there, in one transaction (the key's creation revision is
@@ -200,7 +201,8 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     ///   it was carried out. A transaction whose answer was lost is not sent again: it may have been carried out, and
     ///   a second one would find the new bytes and say it did not store them.
     public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        // The transaction names the key twice: in its comparison and in its put.
+        // The transaction names the key twice: in its comparison and in its put (and the fence's two more mentions fit in
+        // the margin under etcd's limit).
         try checkSize(of: [key, key], [data, expected ?? Data()], key: key)
         let etcdKey = etcdKey(key)
         let condition =
@@ -209,12 +211,9 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
             } else {
                 Compare(target: "CREATE", key: etcdKey, createRevision: "0")
             }
-        let request = TxnRequest(
-            compare: [condition], success: [RequestOp(requestPut: PutRequest(key: etcdKey, value: data))])
-        let answer: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
-            try client.call("v3/kv/txn", request, resending: false)
-        }
-        return answer.succeeded == true
+        return try fenced(
+            key: key, conditions: [condition],
+            operations: [RequestOp(requestPut: PutRequest(key: etcdKey, value: data))], resending: false)
     }
 
     /// Removes what is stored under `key`, and the tags of its updates' writes, in one transaction; nothing stored is
@@ -222,15 +221,11 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the request failed.
     public func remove(key: String) throws {
-        let request = TxnRequest(
-            compare: [],
-            success: [
-                RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey(key))),
-                RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))),
-            ])
-        let _: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
-            try client.call("v3/kv/txn", request, resending: true)
-        }
+        let operations = [
+            RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey(key))),
+            RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))),
+        ]
+        _ = try fenced(key: key, conditions: [], operations: operations, resending: true)
     }
 
     /// Removes what is stored under `key` only while it is `data`, with the tags of its updates' writes, in one
@@ -241,16 +236,13 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         try checkSize(of: [key, key], [data], key: key)
         let etcdKey = etcdKey(key)
-        let request = TxnRequest(
-            compare: [Compare(target: "VALUE", key: etcdKey, value: data)],
-            success: [
-                RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey)),
-                RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))),
-            ])
-        let answer: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
-            try client.call("v3/kv/txn", request, resending: false)
-        }
-        return answer.succeeded == true
+        let operations = [
+            RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey)),
+            RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))),
+        ]
+        return try fenced(
+            key: key, conditions: [Compare(target: "VALUE", key: etcdKey, value: data)], operations: operations,
+            resending: false)
     }
 
     /// Stores every write of `batch`, in transactions of at most 128 puts (etcd's default `--max-txn-ops`) and about
