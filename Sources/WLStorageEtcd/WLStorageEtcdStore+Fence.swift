@@ -28,9 +28,15 @@ extension WLStorageEtcdStore {
     {
         let etcdKey = etcdKey(key)
         if client.latestRevision == 0 {
-            // No answer yet, so no revision to fence with: a read of the key's count brings one.
-            let _: RangeResponse = try perform(reading: true, key: key) { () throws(EtcdFailure) in
-                try client.call("v3/kv/range", RangeRequest(key: etcdKey, countOnly: true), resending: true)
+            // No answer yet, so no revision to fence with: a read of the key's count brings one. Nothing was written
+            // when it fails.
+            do throws(EtcdFailure) {
+                let _: RangeResponse = try client.call(
+                    "v3/kv/range", RangeRequest(key: etcdKey, countOnly: true), resending: true)
+            } catch {
+                let before = EtcdFailure(
+                    outcome: .notSent, description: "reading the cluster's revision first: \(error.description)")
+                throw failure(before, reading: false, key: key)
             }
         }
         for attempt in 0...Self.fenceTries {

@@ -65,7 +65,7 @@ struct EtcdWriteAcknowledgementTests {
             #expect(
                 stored == bytes("40"), "etcd holds \(stored.map { String(decoding: $0, as: UTF8.self) } ?? "nothing")")
             let lost = ReportedErrors.errors {
-                $0.key == "counter" && $0.message.contains("update") && $0.message.contains(namespace)
+                $0.key == "counter" && $0.message.contains("the update") && $0.message.contains(namespace)
             }
             #expect(lost.isEmpty, "updates reported lost: \(lost.map(\.message))")
             for storage in storages {
