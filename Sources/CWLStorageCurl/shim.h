@@ -31,6 +31,17 @@ static inline long wlstorage_curl_status(CURL *handle) {
     return status;
 }
 
+typedef int (*wlstorage_curl_progress)(
+    void *context, curl_off_t downloadTotal, curl_off_t downloaded, curl_off_t uploadTotal, curl_off_t uploaded);
+
+// Calls `function` with `context` while a transfer runs (about once a second while nothing comes): a transfer that
+// never ends, as a watch's answer, is stopped by its returning non-zero.
+static inline CURLcode wlstorage_curl_set_progress(CURL *handle, wlstorage_curl_progress function, void *context) {
+    curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, function);
+    curl_easy_setopt(handle, CURLOPT_XFERINFODATA, context);
+    return curl_easy_setopt(handle, CURLOPT_NOPROGRESS, 0L);
+}
+
 // Opens a connection's socket as libcurl would, close-on-exec, and keeps the system's reason in `*error` when it
 // cannot (libcurl says only "Couldn't connect to server", also when the process has no descriptor left).
 static curl_socket_t wlstorage_curl_open_socket(void *error, curlsocktype purpose, struct curl_sockaddr *address) {

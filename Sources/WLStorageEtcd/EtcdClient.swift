@@ -2,10 +2,6 @@ import Dispatch
 import Foundation
 import WLStorage
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 /// Why a call to etcd failed, and what is known of its effect.
 struct EtcdFailure: Error, CustomStringConvertible {
     enum Outcome {
@@ -150,26 +146,6 @@ final class EtcdClient: @unchecked Sendable {  // `preferred`, `idle` and `revis
             throw EtcdFailure(outcome: passing ? .unknown : .refused, description: "HTTP \(status): \(text)")
         }
         return bytes
-    }
-
-    /// Whether a request that failed with `error` reached a server.
-    static func outcome(of error: any Error) -> EtcdFailure.Outcome {
-        guard let error = error as? URLError else { return .unknown }
-        switch error.code {
-        case .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet, .badURL,
-            .unsupportedURL, .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
-            .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected:
-            return .notSent
-        default:
-            return .unknown
-        }
-    }
-
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? URLError {
-            return "\(error.localizedDescription) (URLError \(error.code.rawValue))"
-        }
-        return String(describing: error)
     }
 
     /// `scheme://host:port` of an endpoint, as it appears in messages.

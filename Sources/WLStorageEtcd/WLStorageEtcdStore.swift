@@ -1,10 +1,6 @@
 import Foundation
 import WLStorage
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 /// A store that keeps values in an etcd cluster (v3 API), one etcd key per namespace and key, and tells its storages
 /// about changes made by other programs and machines through a watch.
 ///
@@ -19,7 +15,7 @@ import WLStorage
 /// The value is the bytes the storage writes (its JSON), as they are.
 ///
 /// The store talks to etcd's gRPC JSON gateway (`POST /v3/kv/range`, `/v3/kv/put`, `/v3/kv/deleterange`,
-/// `/v3/kv/txn` and `/v3/watch`) over HTTP/1.1: calls with libcurl, the watch with `URLSession`. It connects when it is first used, not when it is
+/// `/v3/kv/txn` and `/v3/watch`) over HTTP/1.1 with libcurl. It connects when it is first used, not when it is
 /// created. A call that cannot reach an endpoint tries the next one, from the one that answered last; every call ends
 /// within the store's timeout.
 ///
