@@ -56,8 +56,14 @@ extension WLStorageEtcdStore {
             let current = answer.responses?.first?.responseRange?.kvs?.first
             let modified = current?.modRevision.flatMap { Int64($0) } ?? 0
             // Refused by its own conditions, not by the fence.
-            guard modified > seen else { return false }
+            guard modified > seen else {
+                if conditions.isEmpty { break }
+                return false
+            }
         }
-        return false
+        // Without conditions of its own, only the fence can refuse, and a refusal says what came after it.
+        throw WLStorageError(
+            code: .writeFailed, message: "\(identity): etcd refused the write without saying why; nothing was stored",
+            key: key, path: identity)
     }
 }
