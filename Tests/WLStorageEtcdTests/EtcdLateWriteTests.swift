@@ -41,6 +41,11 @@ struct EtcdLateWriteTests {
             try slowFirst.write(key: "note", data: bytes("2"))
             try store.write(key: "note", data: bytes("3"))
             #expect(try store.read(key: "note") == bytes("3"))
+            // A batch (a flush of every storage, the flush at exit) the same way.
+            let batchFirst = try WLStorageEtcdStore(
+                endpoints: [slow.endpoint, other.endpoint], namespace: namespace, timeout: .seconds(2))
+            try batchFirst.write([WLStorageStoreWrite(key: "batched", data: bytes("1"))])
+            try store.write(key: "batched", data: bytes("2"))
 
             // Everything held is delivered, and answered.
             try #require(eventually(timeout: 120) { slow.chunksInFlight == 0 }, "the slow endpoint kept chunks")
@@ -48,6 +53,8 @@ struct EtcdLateWriteTests {
             #expect(flag == bytes("true"), "a late write took the flag back to \(String(describing: flag))")
             let note = try rawEntry(in: server, namespace: namespace, key: "note")?.value
             #expect(note == bytes("3"), "a late write took the note back to \(String(describing: note))")
+            let batched = try rawEntry(in: server, namespace: namespace, key: "batched")?.value
+            #expect(batched == bytes("2"), "a late batch took the key back to \(String(describing: batched))")
         }
     }
 }
