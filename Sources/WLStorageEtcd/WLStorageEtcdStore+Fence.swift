@@ -27,18 +27,7 @@ extension WLStorageEtcdStore {
         -> Bool
     {
         let etcdKey = etcdKey(key)
-        if client.latestRevision == 0 {
-            // No answer yet, so no revision to fence with: a read of the key's count brings one. Nothing was written
-            // when it fails.
-            do throws(EtcdFailure) {
-                let _: RangeResponse = try client.call(
-                    "v3/kv/range", RangeRequest(key: etcdKey, countOnly: true), resending: true)
-            } catch {
-                let before = EtcdFailure(
-                    outcome: .notSent, description: "reading the cluster's revision first: \(error.description)")
-                throw failure(before, reading: false, key: key)
-            }
-        }
+        try learnRevision(key: key)
         for attempt in 0...Self.fenceTries {
             let seen = client.latestRevision
             var compare = conditions
@@ -65,5 +54,46 @@ extension WLStorageEtcdStore {
         throw WLStorageError(
             code: .writeFailed, message: "\(identity): etcd refused the write without saying why; nothing was stored",
             key: key, path: identity)
+    }
+
+    /// Runs the puts of one transaction of a batch on condition that none of `keys` (etcd keys) was written after the
+    /// latest revision the store has seen; when one was, tries again with the revision of that answer, and at the last
+    /// try without the fence, as ``fenced(key:conditions:operations:resending:)`` does for a put.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
+    ///   it was carried out.
+    func fencedBatch(_ keys: [Data], operations: [RequestOp]) throws(WLStorageError) {
+        try learnRevision(key: nil)
+        for attempt in 0...Self.fenceTries {
+            let seen = client.latestRevision
+            let compare =
+                attempt < Self.fenceTries
+                ? keys.map { Compare(target: "MOD", key: $0, modRevision: String(seen + 1), result: "LESS") } : []
+            let request = TxnRequest(compare: compare, success: operations)
+            let answer: TxnResponse = try perform(reading: false, key: nil) { () throws(EtcdFailure) in
+                try client.call("v3/kv/txn", request, resending: true)
+            }
+            if answer.succeeded == true { return }
+            // Only the fence can refuse, and the refusal's answer brings a later revision.
+            guard client.latestRevision > seen else { break }
+        }
+        throw WLStorageError(
+            code: .writeFailed,
+            message: "\(identity): etcd refused a batch's write without saying why; nothing was stored",
+            path: identity)
+    }
+
+    /// Reads the cluster's revision when the store has seen none yet (no answer so far), so that a write has one to
+    /// fence with. Nothing was written when it fails.
+    private func learnRevision(key: String?) throws(WLStorageError) {
+        guard client.latestRevision == 0 else { return }
+        do throws(EtcdFailure) {
+            let _: RangeResponse = try client.call(
+                "v3/kv/range", RangeRequest(key: key.map(etcdKey) ?? prefix, countOnly: true), resending: true)
+        } catch {
+            let before = EtcdFailure(
+                outcome: .notSent, description: "reading the cluster's revision first: \(error.description)")
+            throw failure(before, reading: false, key: key)
+        }
     }
 }

@@ -169,7 +169,10 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         return (found.value ?? Data(), version)
     }
 
-    /// Stores `data` under `key` (a put).
+    /// Stores `data` under `key` (a put), fenced: in a transaction that does nothing when the key was written after the
+    /// latest revision of the cluster the store had seen, so that a put etcd receives late, after newer writes, does not
+    /// take the key back. When another program wrote the key meanwhile, it is sent again with the later revision, and at
+    /// the fifth try without the fence.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when nothing was stored, or it is not known whether it
     ///   was.
@@ -243,7 +246,8 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
 
     /// Stores every write of `batch`, in transactions of at most 128 puts (etcd's default `--max-txn-ops`) and about
     /// 1 MiB of keys and values, sent one after the other; a key written twice in one transaction is written once,
-    /// with its last bytes (etcd refuses a transaction that puts a key twice).
+    /// with its last bytes (etcd refuses a transaction that puts a key twice). Each transaction is fenced as a put is
+    /// (see ``write(key:data:)``).
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether
     ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes of the transactions carried out before
@@ -257,11 +261,10 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
                 RequestOp(requestPut: PutRequest(key: etcdKey(batch[index].key), value: batch[index].data))
             }
             do {
-                try checkSize(of: chunk.map { batch[$0].key }, chunk.map { batch[$0].data }, key: nil)
-                let _: TxnResponse = try perform(reading: false, key: nil) {
-                    () throws(EtcdFailure) in
-                    try client.call("v3/kv/txn", TxnRequest(compare: [], success: puts), resending: true)
-                }
+                // Each key twice: in its put, and in the fence.
+                let keys = chunk.map { batch[$0].key }
+                try checkSize(of: keys + keys, chunk.map { batch[$0].data }, key: nil)
+                try fencedBatch(Set(keys).map(etcdKey), operations: puts)
             } catch {
                 var error = error
                 error.storedWrites = stored
