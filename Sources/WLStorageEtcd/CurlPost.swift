@@ -49,6 +49,9 @@ enum CurlPost {
         defer { curl_slist_free_all(headers) }
         let received = Received()
         let context = Unmanaged.passUnretained(received).toOpaque()
+        let socketError = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+        socketError.initialize(to: 0)
+        defer { socketError.deallocate() }
         let code: CURLcode = withExtendedLifetime((received, owner)) {
             body.withUnsafeBytes { bytes in
                 _ = wlstorage_curl_set_pointer(handle, CURLOPT_URL, url)
@@ -62,6 +65,7 @@ enum CurlPost {
                 // No signals: the handle is used on threads of the program's, where SIGALRM would stop it.
                 _ = wlstorage_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
                 _ = wlstorage_curl_set_pointer(handle, CURLOPT_WRITEDATA, context)
+                _ = wlstorage_curl_keep_socket_errors(handle, socketError)
                 _ = wlstorage_curl_set_write(handle) { data, size, count, context in
                     guard let data, let context else { return 0 }
                     let received = Unmanaged<Received>.fromOpaque(context).takeUnretainedValue()
@@ -73,15 +77,85 @@ enum CurlPost {
             }
         }
         guard code == CURLE_OK else {
+            // The system's reason when a socket could not be opened: "Too many open files" is not the network's fault.
+            let reason =
+                socketError.pointee == 0 ? "" : "; no socket: \(String(cString: strerror(socketError.pointee)))"
             let text = String(cString: curl_easy_strerror(code))
             switch code {
             case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_URL_MALFORMAT,
                 CURLE_UNSUPPORTED_PROTOCOL:
-                throw EtcdFailure(outcome: .notSent, description: "\(text) (libcurl \(code.rawValue))")
+                throw EtcdFailure(outcome: .notSent, description: "\(text) (libcurl \(code.rawValue)\(reason))")
             default:
-                throw EtcdFailure(outcome: .unknown, description: "\(text) (libcurl \(code.rawValue))")
+                throw EtcdFailure(outcome: .unknown, description: "\(text) (libcurl \(code.rawValue)\(reason))")
             }
         }
         return (wlstorage_curl_status(handle), received.data)
+    }
+
+    /// What a streamed answer's callbacks reach: what to do with each chunk, and whether to stop.
+    private final class Stream {
+        let chunk: (Data) -> Bool
+        let stopped: () -> Bool
+
+        init(chunk: @escaping (Data) -> Bool, stopped: @escaping () -> Bool) {
+            self.chunk = chunk
+            self.stopped = stopped
+        }
+    }
+
+    /// Posts `body` as JSON to `url` and hands each chunk of the answer to `chunk` as it comes, on the calling thread,
+    /// until the answer ends, `chunk` returns `false`, or `stopped` returns `true` (asked about once a second while
+    /// nothing comes). No time limit but the connection's, `connectMilliseconds`.
+    ///
+    /// - Returns: Why it ended: `nil` for an answer that ended by itself with status 200 or was stopped, else the
+    ///   error or the status.
+    static func stream(
+        _ url: String, body: Data, connectMilliseconds: Int, chunk: @escaping (Data) -> Bool,
+        stopped: @escaping () -> Bool
+    ) -> String? {
+        guard let owner = CurlHandle() else { return "libcurl could not be set up" }
+        let handle = owner.pointer
+        var headers: UnsafeMutablePointer<curl_slist>?
+        headers = curl_slist_append(headers, "Content-Type: application/json")
+        headers = curl_slist_append(headers, "Expect:")
+        defer { curl_slist_free_all(headers) }
+        let stream = Stream(chunk: chunk, stopped: stopped)
+        let context = Unmanaged.passUnretained(stream).toOpaque()
+        let socketError = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+        socketError.initialize(to: 0)
+        defer { socketError.deallocate() }
+        let code: CURLcode = withExtendedLifetime((stream, owner)) {
+            body.withUnsafeBytes { bytes in
+                _ = wlstorage_curl_set_pointer(handle, CURLOPT_URL, url)
+                _ = wlstorage_curl_set_long(handle, CURLOPT_POST, 1)
+                _ = wlstorage_curl_set_pointer(
+                    handle, CURLOPT_POSTFIELDS, bytes.baseAddress ?? UnsafeRawPointer(Self.empty.utf8Start))
+                _ = wlstorage_curl_set_size(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
+                _ = wlstorage_curl_set_pointer(handle, CURLOPT_HTTPHEADER, headers)
+                _ = wlstorage_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, connectMilliseconds)
+                _ = wlstorage_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
+                _ = wlstorage_curl_keep_socket_errors(handle, socketError)
+                _ = wlstorage_curl_set_pointer(handle, CURLOPT_WRITEDATA, context)
+                _ = wlstorage_curl_set_write(handle) { data, size, count, context in
+                    guard let data, let context else { return 0 }
+                    let stream = Unmanaged<Stream>.fromOpaque(context).takeUnretainedValue()
+                    let chunk = Data(bytes: data, count: size * count)
+                    // Returning less than was given ends the transfer.
+                    return stream.chunk(chunk) ? size * count : 0
+                }
+                _ = wlstorage_curl_set_progress(
+                    handle,
+                    { context, _, _, _, _ in
+                        guard let context else { return 1 }
+                        return Unmanaged<Stream>.fromOpaque(context).takeUnretainedValue().stopped() ? 1 : 0
+                    }, context)
+                return curl_easy_perform(handle)
+            }
+        }
+        let status = wlstorage_curl_status(handle)
+        if stopped() || (code == CURLE_OK && status == 200) { return nil }
+        if code == CURLE_OK { return "HTTP \(status)" }
+        let reason = socketError.pointee == 0 ? "" : "; no socket: \(String(cString: strerror(socketError.pointee)))"
+        return "\(String(cString: curl_easy_strerror(code))) (libcurl \(code.rawValue)\(reason))"
     }
 }

@@ -2,10 +2,6 @@ import Dispatch
 import Foundation
 import WLStorage
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 /// Why a call to etcd failed, and what is known of its effect.
 struct EtcdFailure: Error, CustomStringConvertible {
     enum Outcome {
@@ -21,12 +17,15 @@ struct EtcdFailure: Error, CustomStringConvertible {
     var description: String
 }
 
-/// Calls etcd's gRPC JSON gateway with libcurl, trying the endpoints in turn from the last one that answered.
-final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `lock`; the rest is immutable
+/// Calls etcd's gRPC JSON gateway (`POST /v3/…` over HTTP/1.1) with libcurl, trying the endpoints in turn from the
+/// last one that answered.
+final class EtcdClient: @unchecked Sendable {  // `preferred`, `idle` and `revision` under `lock`; the rest is immutable
     let endpoints: [URL]
     let timeout: Duration
     private let lock = NSLock()
     private var preferred = 0
+    /// The latest revision of the cluster an answer gave; 0 before the first.
+    private var revision: Int64 = 0
     /// Handles kept between the calls that may be sent again, with their open connections; at most ``keptHandles``.
     private var idle: [CurlHandle] = []
     /// How many handles are kept.
@@ -40,9 +39,17 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `
     /// The endpoint that answered last, to start from.
     var preferredIndex: Int { lock.withLock { preferred } }
 
-    /// Sends `body` to `path` and decodes the answer, within the timeout. A request that reached no server goes to the
-    /// next endpoint; one whose answer was lost, or that failed for a passing reason (no leader, a timeout), only when
-    /// `resending`: a conditional write sent twice could find its own bytes and say it did not store them.
+    /// The latest revision of the cluster that an answer gave (0 before the first): every write made after it has a
+    /// greater one.
+    var latestRevision: Int64 { lock.withLock { revision } }
+
+    /// Sends `body` to `path` and decodes the answer, within the timeout.
+    ///
+    /// A request that reached no server is sent to the next endpoint. One whose answer was lost, or that a server
+    /// could not carry out for a passing reason (no leader, a timeout of its own), is sent again to the next endpoint
+    /// only when `resending`: a conditional write sent twice could find its own bytes the second time and say it did not
+    /// store them. Such a call gives each endpoint its share of the time left, and an endpoint that failed (anything
+    /// but a refusal) is the last one the next call tries.
     func call<Body: Encodable, Answer: Decodable>(
         _ path: String, _ body: Body, resending: Bool, as answer: Answer.Type = Answer.self
     ) throws(EtcdFailure) -> Answer {
@@ -58,10 +65,20 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `
         for attempt in 0..<endpoints.count {
             let index = (start + attempt) % endpoints.count
             let endpoint = endpoints[index]
+            // A call that may go to the next endpoint keeps time for it: an endpoint that stops answering without a
+            // word (a partition, a member that hangs) would take it all.
+            let left = endpoints.count - attempt
+            let now = ContinuousClock.now
+            let attemptDeadline = resending && left > 1 && now < deadline ? now + (deadline - now) / left : deadline
             let data: Data
             do throws(EtcdFailure) {
-                data = try send(encoded, to: endpoint, path: path, until: deadline, reusingConnections: resending)
+                data = try send(
+                    encoded, to: endpoint, path: path, until: attemptDeadline, reusingConnections: resending)
             } catch {
+                // The next call starts from the next endpoint, unless this one answered (a refusal).
+                if error.outcome != .refused {
+                    lock.withLock { if preferred == index { preferred = (index + 1) % endpoints.count } }
+                }
                 failures.append("\(EtcdClient.describe(endpoint)): \(error.description)")
                 let next = error.outcome == .notSent || (resending && error.outcome == .unknown)
                 guard next, attempt + 1 < endpoints.count, ContinuousClock.now < deadline else {
@@ -71,7 +88,11 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `
             }
             lock.withLock { preferred = index }
             do {
-                return try JSONDecoder.etcd.decode(Answer.self, from: data)
+                let answer = try JSONDecoder.etcd.decode(Answer.self, from: data)
+                if let seen = (answer as? any EtcdAnswer)?.header?.revisionNumber, seen > 0 {
+                    lock.withLock { revision = max(revision, seen) }
+                }
+                return answer
             } catch {
                 throw EtcdFailure(
                     outcome: .unknown,
@@ -81,12 +102,14 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `
         throw EtcdFailure(outcome: .notSent, description: failures.joined(separator: "; "))
     }
 
-    /// Sends one request to `endpoint` and returns the body of its `200 OK` answer, with libcurl, which reads the HTTP
-    /// trailer that ends etcd's error answers (`URLSession` on Linux stops at it).
+    /// Sends one request to `endpoint` and returns the body of its `200 OK` answer, with libcurl: etcd's error answers
+    /// end with an HTTP trailer, which stops a program that reads them with `URLSession` on Linux (Swift 6.3), and
+    /// which libcurl reads as the protocol says.
     ///
-    /// With `reusingConnections`, the request may go on a connection an earlier call kept open, and its handle is kept
-    /// once it got an answer. Only for requests that may be sent twice: libcurl resends on a new connection when a kept
-    /// one turns out closed, and the first may have been carried out.
+    /// With `reusingConnections`, the request goes on a connection kept open by an earlier call, when there is one, and
+    /// its handle is kept for the next call once it succeeded. Only for requests that may be sent twice: libcurl sends a
+    /// request again, on a new connection, when a kept one turns out closed before any answer came, and it may have
+    /// been carried out. A conditional write goes on a connection of its own.
     func send(
         _ body: Data, to endpoint: URL, path: String, until deadline: ContinuousClock.Instant,
         reusingConnections: Bool = false
@@ -123,26 +146,6 @@ final class EtcdClient: @unchecked Sendable {  // `preferred` and `idle` under `
             throw EtcdFailure(outcome: passing ? .unknown : .refused, description: "HTTP \(status): \(text)")
         }
         return bytes
-    }
-
-    /// Whether a request that failed with `error` reached a server.
-    static func outcome(of error: any Error) -> EtcdFailure.Outcome {
-        guard let error = error as? URLError else { return .unknown }
-        switch error.code {
-        case .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet, .badURL,
-            .unsupportedURL, .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
-            .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot, .clientCertificateRejected:
-            return .notSent
-        default:
-            return .unknown
-        }
-    }
-
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? URLError {
-            return "\(error.localizedDescription) (URLError \(error.code.rawValue))"
-        }
-        return String(describing: error)
     }
 
     /// `scheme://host:port` of an endpoint, as it appears in messages.

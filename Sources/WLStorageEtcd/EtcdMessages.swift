@@ -72,17 +72,22 @@ struct KeyValue: Decodable {
     var version: String?
 }
 
-struct RangeResponse: Decodable {
+/// An answer with etcd's header, whose revision is the cluster's when it answered.
+protocol EtcdAnswer: Decodable {
+    var header: ResponseHeader? { get }
+}
+
+struct RangeResponse: EtcdAnswer {
     var header: ResponseHeader?
     var kvs: [KeyValue]?
     var more: Bool?
 }
 
-struct WriteResponse: Decodable {
+struct WriteResponse: EtcdAnswer {
     var header: ResponseHeader?
 }
 
-struct TxnResponse: Decodable {
+struct TxnResponse: EtcdAnswer {
     struct Response: Decodable {
         var responseRange: RangeResponse?
     }

@@ -1,35 +1,43 @@
 import Foundation
+import Synchronization
 import WLStorage
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
-/// A watch of a store's keys: one `POST /v3/watch` whose answer streams a JSON object per line, read by a
-/// `URLSession` data delegate on a serial queue that reports the changes, made again whenever it ends.
+/// A watch of a store's keys: one `POST /v3/watch` whose answer streams a JSON object per line, read with libcurl as it
+/// comes, made again whenever it ends.
 ///
 /// A thread of its own makes the watch, waits for its end, and probes its endpoint every few seconds with a
-/// linearizable read (a member that lost its leader, or a connection dead without a word, ends no stream by itself).
+/// linearizable read of one key (a member that lost its leader, or a connection that died without a word, ends no
+/// stream by itself). Each watch's answer is read on a thread of its own, and the changes are reported on a serial
+/// queue, one at a time. (Foundation's `URLSession` on Linux, which read it before, could end the process when a watch
+/// was cancelled as its connection broke: "Trying to access a behaviour for a task that in not in the registry".)
 ///
-/// A watch that ends is made again from the revision after the last one reported, which etcd replays, so nothing is
-/// missed. It reports ``WLStorageStoreChange/everything`` when it starts anew instead: the first time, when the
-/// revision it resumes from was compacted, or on another cluster (its ID changed, or its revision went back).
-final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {  // mutable state under `condition`
+/// The watch remembers the last revision whose events it reported. A watch that ends is made again from the revision
+/// after it, which etcd replays: a change made while the watch was away is reported when it is back. It reports
+/// ``WLStorageStoreChange/everything`` when it starts anew instead: the first time, once etcd says the revision it
+/// resumes from was compacted, or when the cluster is another one (its ID changed, or its revision went back).
+final class EtcdWatcher: @unchecked Sendable {  // mutable state under `condition`
     private let client: EtcdClient
     private let prefix: Data
     private let prefixEnd: Data
     private let keyOf: @Sendable (Data) -> String?
     private let changed: @Sendable (WLStorageFeedEvent) -> Void
     private let health: EtcdFeedHealth
-    private let queue: OperationQueue
+    /// Where the changes are reported, one at a time.
+    private let queue = DispatchQueue(label: "WLStorageEtcd watch")
     /// How often the endpoint of a running watch is probed.
     private let probeInterval: Duration
 
+    /// One watch's answer being read: stopped by ``cancel()``, which its transfer notices within a second.
+    final class Stream: Sendable {
+        private let stopped = Atomic<Bool>(false)
+        var isCancelled: Bool { stopped.load(ordering: .relaxed) }
+        func cancel() { stopped.store(true, ordering: .relaxed) }
+    }
+
     private let condition = NSCondition()
-    private var session: URLSession?
     private var cancelled = false
     /// The watch running, and what is known of it.
-    private var task: URLSessionDataTask?
+    private var task: Stream?
     private var taskEnded = true
     /// Why the last task ended, when it ended with an error.
     private var endError: String?
@@ -52,22 +60,10 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         self.changed = changed
         self.health = health
         self.probeInterval = min(.seconds(5), client.timeout)
-        queue = OperationQueue()
-        queue.maxConcurrentOperationCount = 1
-        queue.name = "WLStorageEtcd watch"
-        super.init()
     }
 
     /// Starts the watch's thread.
     func start() {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.urlCache = nil
-        configuration.httpCookieStorage = nil
-        // A watch's answer has no end: the probes, not a timeout, tell when it is dead.
-        configuration.timeoutIntervalForRequest = Self.noTimeout
-        configuration.timeoutIntervalForResource = Self.noTimeout
-        let session = URLSession(configuration: configuration, delegate: self, delegateQueue: queue)
-        condition.withLock { self.session = session }
         let thread = Thread { [self] in run() }
         thread.name = "WLStorageEtcd watch"
         thread.start()
@@ -75,21 +71,15 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
 
     /// Stops the watch. Changes already being reported may still be.
     func cancel() {
-        let (task, session) = condition.withLock {
+        let task = condition.withLock {
             cancelled = true
             condition.broadcast()
-            defer { self.session = nil }
-            return (self.task, self.session)
+            return self.task
         }
         task?.cancel()
         // A feed no storage follows has no trouble to tell of.
         health.noteWatching()
-        // The session holds its delegate, this watcher, until it is invalidated; not here, where the call may come from
-        // a change being reported, on the session's own queue.
-        if let session { DispatchQueue.global().async { session.invalidateAndCancel() } }
     }
-
-    private static let noTimeout: TimeInterval = 7 * 24 * 3600
 
     // MARK: - The watch's thread
 
@@ -100,7 +90,6 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             let endpoint = client.endpoints[index]
             guard let task = makeTask(endpoint) else { return }
             let started = ContinuousClock.now
-            task.resume()
             var nextProbe = started + probeInterval
             var answered = true
             while true {
@@ -145,7 +134,8 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
                 backoff = .milliseconds(50)
                 continue
             }
-            // Otherwise after a pause that doubles up to two seconds, on the next endpoint when it did not work.
+            // It could not be made, its endpoint stopped answering, or it ended at once: the next endpoint, after a
+            // pause that doubles each time, up to two seconds.
             if !worked { index = (index + 1) % client.endpoints.count }
             let stopped = condition.withLock {
                 let until = ContinuousClock.now + backoff
@@ -165,27 +155,42 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         health.noteTrouble(what)
     }
 
-    /// A watch of the store's keys on `endpoint` from after the last revision reported (or now); `nil` once cancelled.
-    private func makeTask(_ endpoint: URL) -> URLSessionDataTask? {
-        condition.withLock {
-            guard !cancelled, let session else { return nil }
+    /// A watch of the store's keys on `endpoint`, from the revision after the last one reported (or from now), started
+    /// on a thread of its own; `nil` once cancelled.
+    private func makeTask(_ endpoint: URL) -> Stream? {
+        let made: (Stream, Data)? = condition.withLock {
+            guard !cancelled else { return nil }
             let start = lastRevision.map { $0 + 1 }
             let body = WatchCreateRequest(
                 createRequest: .init(key: prefix, rangeEnd: prefixEnd, startRevision: start.map { String($0) }))
-            var request = URLRequest(url: endpoint.appendingPathComponent("v3/watch"))
-            request.httpMethod = "POST"
-            request.httpBody = try? JSONEncoder.etcd.encode(body)
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            request.timeoutInterval = Self.noTimeout
-            let task = session.dataTask(with: request)
+            let task = Stream()
             self.task = task
             taskEnded = false
             endError = nil
             created = false
             resumedFrom = start
             buffer = Data()
-            return task
+            return (task, (try? JSONEncoder.etcd.encode(body)) ?? Data())
         }
+        guard let (task, body) = made else { return nil }
+        let url = endpoint.appendingPathComponent("v3/watch").absoluteString
+        let connecting = max(1, Int(probeInterval.seconds * 1000))
+        let thread = Thread { [self] in
+            // A watch's answer has no end: the probes, not a timeout, tell when it is dead.
+            let ended = CurlPost.stream(
+                url, body: body, connectMilliseconds: connecting,
+                chunk: { [self] data in received(data, of: task) }, stopped: { task.isCancelled })
+            condition.withLock {
+                guard task === self.task else { return }
+                endError = ended
+                taskEnded = true
+                self.task = nil
+                condition.broadcast()
+            }
+        }
+        thread.name = "WLStorageEtcd watch answer"
+        thread.start()
+        return task
     }
 
     /// Why `endpoint` did not answer a linearizable read of one key within the probe's time, or `nil` when it did.
@@ -199,11 +204,12 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         }
     }
 
-    // MARK: - URLSessionDataDelegate (on `queue`)
+    // MARK: - The answer (on the watch's answer thread)
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+    /// Reads the lines `data` completes; returns whether the watch goes on.
+    private func received(_ data: Data, of dataTask: Stream) -> Bool {
         let lines: [Data]? = condition.withLock {
-            guard dataTask === task, !cancelled else { return nil }
+            guard dataTask === task, !cancelled, !dataTask.isCancelled else { return nil }
             buffer.append(data)
             var lines: [Data] = []
             while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
@@ -212,25 +218,17 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             }
             return lines
         }
-        for line in lines ?? [] where !handle(line, of: dataTask) {
+        guard let lines else { return false }
+        for line in lines where !handle(line, of: dataTask) {
             // A watch that cannot go on (compacted, cancelled by the server, another cluster) is made again.
             dataTask.cancel()
-            return
+            return false
         }
-    }
-
-    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        condition.withLock {
-            guard task === self.task else { return }
-            endError = error.map { EtcdClient.describe($0) }
-            taskEnded = true
-            self.task = nil
-            condition.broadcast()
-        }
+        return true
     }
 
     /// Reports what one line of the watch's answer says; returns whether the watch may go on.
-    private func handle(_ line: Data, of dataTask: URLSessionDataTask) -> Bool {
+    private func handle(_ line: Data, of dataTask: Stream) -> Bool {
         guard line.contains(where: { $0 > 0x20 }) else { return true }
         guard let parsed = try? JSONDecoder.etcd.decode(WatchLine.self, from: line), parsed.error == nil else {
             return false
@@ -290,7 +288,8 @@ final class EtcdWatcher: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             return true
         }
         if made { health.noteWatching() }
-        for report in reports { changed(report) }
+        // One watch's answers at a time, in order, whichever thread read them.
+        if !reports.isEmpty { queue.sync { for report in reports { changed(report) } } }
         return goesOn
     }
 }

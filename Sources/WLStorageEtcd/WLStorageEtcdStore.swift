@@ -1,10 +1,6 @@
 import Foundation
 import WLStorage
 
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
-
 /// A store that keeps values in an etcd cluster (v3 API), one etcd key per namespace and key, and tells its storages
 /// about changes made by other programs and machines through a watch.
 ///
@@ -14,20 +10,28 @@ import WLStorage
 /// @WLStorage(key: "theme", defaultValue: "dark", store: store) var theme: String
 /// ```
 ///
-/// A key (any character, `/` included) is stored under the etcd key `wlstorage/<namespace>/<key>`, with the
-/// namespace's `%` and `/` written `%25` and `%2F` so namespaces never mix; the value is the storage's bytes as is.
+/// A key is stored under the etcd key `wlstorage/<namespace>/<key>`, with the namespace's `%` and `/` written `%25`
+/// and `%2F`: a key may contain any character, `/` included, and the keys of one namespace are never among another's.
+/// The value is the bytes the storage writes (its JSON), as they are.
 ///
-/// The store talks to etcd's gRPC JSON gateway (`/v3/kv/range`, `put`, `deleterange`, `txn`, and `/v3/watch`) over
-/// HTTP/1.1: calls with libcurl, the watch with `URLSession`. It connects at first use. A call that cannot reach an
-/// endpoint tries the next, from the one that answered last; every call ends within the store's timeout.
+/// The store talks to etcd's gRPC JSON gateway (`POST /v3/kv/range`, `/v3/kv/put`, `/v3/kv/deleterange`,
+/// `/v3/kv/txn` and `/v3/watch`) over HTTP/1.1 with libcurl. It connects when it is first used, not when it is
+/// created. A call that cannot reach an endpoint tries the next one, from the one that answered last; every call ends
+/// within the store's timeout.
 ///
-/// ``WLStorage/update(_:)`` is atomic across programs and made exactly once across lost answers: an update's write is
-/// one transaction that compares the key's `mod_revision` and records its tag (see ``write(key:data:ifVersion:tag:)``).
+/// ``WLStorage/update(_:)`` is atomic across programs, and made exactly once across lost answers: the store is a
+/// `WLStorageVersionedStore` whose version is the key's `mod_revision`; an update's write is one transaction that
+/// compares it and records the write's tag beside the key (see ``write(key:data:ifVersion:tag:)``).
+/// ``write(key:data:ifItHolds:)`` is one transaction that compares the key's bytes (or, where nothing should be stored,
+/// its creation revision) before it writes.
 ///
-/// Not supported yet: TLS client certificates, etcd's user and password authentication, leases on the keys.
+/// What this store does not do yet: it has no TLS client certificates, no user and password (etcd's authentication),
+/// and no lease on its keys.
+
 public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarryingStore, CustomStringConvertible {
-    /// `etcd:<endpoints, sorted, separated by commas>#<namespace>`: stores with the same endpoints and namespace are
-    /// one store; the same cluster through endpoints written otherwise (`localhost`, `127.0.0.1`) is another.
+    /// `etcd:<endpoints, sorted, separated by commas>#<namespace>`: two stores with the same endpoints and namespace
+    /// are one store. The same cluster reached through endpoints written otherwise (`localhost` rather than
+    /// `127.0.0.1`) is another store to the storages of a process.
     public let identity: String
     /// The namespace the store's keys live in.
     public let namespace: String
@@ -47,8 +51,10 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     static let transactionOperations = 128
     /// The bytes of keys and values past which a transaction of a batch ends (before Base64, which adds a third).
     static let transactionBytes = 1024 * 1024
-    /// The most bytes of keys and values one request may hold (etcd's default `--max-request-bytes` is 1.5 MiB, less
-    /// what its encoding adds); a larger request is not sent.
+    /// The most bytes of keys and values one request may hold: etcd refuses a request of more than
+    /// `--max-request-bytes`, 1.5 MiB by default (1,572,864 bytes), less what its encoding adds.
+    ///
+    /// A larger request is not sent: etcd would refuse it.
     public static let maximumRequestBytes = 1_500_000
 
     /// Creates a store of the values of `namespace` in the etcd cluster at `endpoints`. It does not connect yet.
@@ -89,9 +95,13 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     }
 
     /// Why the store's change feed cannot hear other programs' changes now, or `nil` while it watches (or while no
-    /// storage follows the store). The watch probes its endpoint with a linearizable read every five seconds (or every
-    /// `timeout`, when shorter), so a member or network that stops answering is found out within twice that. The error
-    /// is also reported to ``WLStorageSystem/errorHandler`` when it starts and once a minute while it lasts.
+    /// storage follows the store).
+    ///
+    /// The feed's watch probes its endpoint with a linearizable read every five seconds (or every `timeout`, when it is
+    /// shorter), which must answer within as long: a member that stops answering, or a network that stops carrying its
+    /// answers, is found out within twice that. While the watch cannot be made or its endpoint does not answer, this is
+    /// the error, which is also reported to ``WLStorageSystem/errorHandler`` when it starts and once a minute while it
+    /// lasts; it is `nil` again once a watch is made. A health check of a service can read it.
     public var changeFeedError: WLStorageError? { health.trouble }
 
     /// `WLStorageEtcdStore(<identity>)`.
@@ -159,18 +169,23 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         return (found.value ?? Data(), version)
     }
 
-    /// Stores `data` under `key` (a put).
+    /// Stores `data` under `key` (a put), fenced: in a transaction that does nothing when the key was written after the
+    /// latest revision of the cluster the store had seen, so that a put etcd receives late, after newer writes, does not
+    /// take the key back. When another program wrote the key meanwhile, it is sent again with the later revision, and at
+    /// the fifth try without the fence.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when nothing was stored, or it is not known whether it
     ///   was.
     public func write(key: String, data: Data) throws {
+        // The fence's two more mentions of the key fit in the margin under etcd's limit.
         try checkSize(of: [key], [data], key: key)
-        let _: WriteResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
-            try client.call("v3/kv/put", PutRequest(key: etcdKey(key), value: data), resending: true)
-        }
+        _ = try fenced(
+            key: key, conditions: [], operations: [RequestOp(requestPut: PutRequest(key: etcdKey(key), value: data))],
+            resending: true)
     }
 
-    /// Stores `data` under `key` unless something is stored there, in one transaction, and returns whether it did.
+    /// Stores `data` under `key` unless something is stored there, in one transaction (the key's creation revision is
+    /// 0), and returns whether it did.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
     ///   it was carried out.
@@ -182,9 +197,11 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     /// transaction, and returns whether it did.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
-    ///   it was carried out. A transaction whose answer was lost is not sent again: it may have been carried out.
+    ///   it was carried out. A transaction whose answer was lost is not sent again: it may have been carried out, and
+    ///   a second one would find the new bytes and say it did not store them.
     public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        // The transaction names the key twice: in its comparison and in its put.
+        // The transaction names the key twice: in its comparison and in its put (and the fence's two more mentions fit in
+        // the margin under etcd's limit).
         try checkSize(of: [key, key], [data, expected ?? Data()], key: key)
         let etcdKey = etcdKey(key)
         let condition =
@@ -193,12 +210,9 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
             } else {
                 Compare(target: "CREATE", key: etcdKey, createRevision: "0")
             }
-        let request = TxnRequest(
-            compare: [condition], success: [RequestOp(requestPut: PutRequest(key: etcdKey, value: data))])
-        let answer: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
-            try client.call("v3/kv/txn", request, resending: false)
-        }
-        return answer.succeeded == true
+        return try fenced(
+            key: key, conditions: [condition],
+            operations: [RequestOp(requestPut: PutRequest(key: etcdKey, value: data))], resending: false)
     }
 
     /// Removes what is stored under `key`, and the tags of its updates' writes, in one transaction; nothing stored is
@@ -206,15 +220,11 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the request failed.
     public func remove(key: String) throws {
-        let request = TxnRequest(
-            compare: [],
-            success: [
-                RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey(key))),
-                RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))),
-            ])
-        let _: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
-            try client.call("v3/kv/txn", request, resending: true)
-        }
+        let operations = [
+            RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey(key))),
+            RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))),
+        ]
+        _ = try fenced(key: key, conditions: [], operations: operations, resending: true)
     }
 
     /// Removes what is stored under `key` only while it is `data`, with the tags of its updates' writes, in one
@@ -225,23 +235,23 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         try checkSize(of: [key, key], [data], key: key)
         let etcdKey = etcdKey(key)
-        let request = TxnRequest(
-            compare: [Compare(target: "VALUE", key: etcdKey, value: data)],
-            success: [
-                RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey)),
-                RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))),
-            ])
-        let answer: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
-            try client.call("v3/kv/txn", request, resending: false)
-        }
-        return answer.succeeded == true
+        let operations = [
+            RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey)),
+            RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))),
+        ]
+        return try fenced(
+            key: key, conditions: [Compare(target: "VALUE", key: etcdKey, value: data)], operations: operations,
+            resending: false)
     }
 
-    /// Stores every write of `batch` in transactions of at most 128 puts (etcd's default `--max-txn-ops`) and about
-    /// 1 MiB, sent one after the other; a key written twice in one is put once, with its last bytes.
+    /// Stores every write of `batch`, in transactions of at most 128 puts (etcd's default `--max-txn-ops`) and about
+    /// 1 MiB of keys and values, sent one after the other; a key written twice in one transaction is written once,
+    /// with its last bytes (etcd refuses a transaction that puts a key twice). Each transaction is fenced as a put is
+    /// (see ``write(key:data:)``).
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether
-    ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes of the transactions before it.
+    ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes of the transactions carried out before
+    ///   it.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
         var stored = 0
         for chunk in Self.chunks(of: batch) {
@@ -251,11 +261,10 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
                 RequestOp(requestPut: PutRequest(key: etcdKey(batch[index].key), value: batch[index].data))
             }
             do {
-                try checkSize(of: chunk.map { batch[$0].key }, chunk.map { batch[$0].data }, key: nil)
-                let _: TxnResponse = try perform(reading: false, key: nil) {
-                    () throws(EtcdFailure) in
-                    try client.call("v3/kv/txn", TxnRequest(compare: [], success: puts), resending: true)
-                }
+                // Each key twice: in its put, and in the fence.
+                let keys = chunk.map { batch[$0].key }
+                try checkSize(of: keys + keys, chunk.map { batch[$0].data }, key: nil)
+                try fencedBatch(Set(keys).map(etcdKey), operations: puts)
             } catch {
                 var error = error
                 error.storedWrites = stored
@@ -340,10 +349,11 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
 
     /// Starts watching the namespace from the current revision; see ``EtcdWatcher``.
     ///
-    /// Once the watch is made, and whenever it is made anew rather than resumed (its revision compacted, or another
-    /// cluster), the feed reports ``WLStorageStoreChange/everything``. A lost watch resumes after the last revision it
-    /// reported, on the next endpoint if one fails, so no change is missed. The store's own writes are reported too.
-    /// `changed` is called on the watch's queue, one change at a time.
+    /// Once the watch is made, and again whenever it is made anew rather than resumed (the revision it stopped at was
+    /// compacted, or the cluster is another one), the feed reports ``WLStorageStoreChange/everything``. A watch whose
+    /// connection is lost is made again from the revision after the last one it reported, on the next endpoint when
+    /// one fails: no change is missed, and nothing more is reported. Every change is reported, the store's own writes
+    /// included. `changed` is called on the watch's queue, one change at a time.
     public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void)
         -> WLStorageSubscription?
     {
@@ -374,7 +384,8 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
 
     // MARK: - Errors
 
-    /// Throws ``WLStorageError/Code/valueTooLarge``, sending nothing, for a request over ``maximumRequestBytes``.
+    /// Throws ``WLStorageError/Code/valueTooLarge`` when the keys and bytes of a request would make more than
+    /// ``maximumRequestBytes``: the request is not sent.
     func checkSize(of keys: [String], _ values: [Data], key: String?) throws(WLStorageError) {
         let size = keys.reduce(0) { $0 + prefix.count + $1.utf8.count } + values.reduce(0) { $0 + $1.count }
         guard size > Self.maximumRequestBytes else { return }
@@ -385,7 +396,8 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
             key: key, path: identity)
     }
 
-    /// Runs `body`, turning its failure into the store's ``WLStorageError`` (see ``failure(_:reading:key:)``).
+    /// Runs `body`, and turns its failure into a ``WLStorageError`` (`readFailed` or `writeFailed`) that names the store
+    /// and the key.
     func perform<Answer>(
         reading: Bool, key: String?, _ body: () throws(EtcdFailure) -> Answer
     ) throws(WLStorageError) -> Answer {
@@ -396,7 +408,8 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         }
     }
 
-    /// The ``WLStorageError`` (`readFailed` or `writeFailed`) of a failed call, naming the store and the key.
+    /// The ``WLStorageError`` (`readFailed` or `writeFailed`) of a call that failed with `error`, naming the store and
+    /// the key.
     func failure(_ error: EtcdFailure, reading: Bool, key: String?) -> WLStorageError {
         let outcome =
             switch error.outcome {

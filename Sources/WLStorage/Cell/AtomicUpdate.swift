@@ -148,11 +148,14 @@ extension StorageCell {
             let failures = (unreachable?.failures ?? 0) + 1
             unreachable = (since, failures)
             guard Self.mayPass(error), since.duration(to: now) < Self.unreachableStoreRetry else {
+                // A refusal that no retry passes (a value too large for the store) keeps its code, and says so.
+                let passing = Self.mayPass(error)
+                let why = passing ? "\(key.medium.identity) could not be reached" : "\(key.medium.identity) refused it"
                 record(
                     WLStorageError(
-                        code: .writeFailed,
-                        message: "the update was not made: \(key.medium.identity) could not be reached"
-                            + " (\(error.message)); the value is left as it was, and the update is not made later",
+                        code: passing ? .writeFailed : error.code,
+                        message: "the update was not made: \(why) (\(error.message)); the value is left as it was, and"
+                            + " the update is not made later",
                         key: backer.key, underlying: error))
                 return false
             }

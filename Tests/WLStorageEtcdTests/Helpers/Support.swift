@@ -104,3 +104,20 @@ final class FeedRecorder: Sendable {
 func eventuallyHolds<T: Equatable>(_ storage: WLStorage<T>, _ expected: T, timeout: Double = 60) -> Bool {
     eventually(timeout: timeout) { storage.wrappedValue == expected }
 }
+
+/// What etcd holds under `key` of `namespace`, read with the raw API (no store in between): the bytes and the key's
+/// `mod_revision`, or `nil` when nothing is stored.
+func rawEntry(in server: EtcdServer, namespace: String, key: String) throws -> (value: Data, revision: Int64)? {
+    let etcdKey = Data("wlstorage/\(namespace)/\(key)".utf8).base64EncodedString()
+    let answer = try server.post(server.endpoint, "v3/kv/range", ["key": etcdKey])
+    guard let found = (answer["kvs"] as? [[String: Any]])?.first else { return nil }
+    let value = (found["value"] as? String).flatMap { Data(base64Encoded: $0) } ?? Data()
+    let revision = (found["mod_revision"] as? String).flatMap { Int64($0) } ?? 0
+    return (value, revision)
+}
+
+/// The JSON object etcd holds under `key` of `namespace`, read with the raw API; `nil` when there is none.
+func rawObject(in server: EtcdServer, namespace: String, key: String) throws -> [String: Any]? {
+    guard let entry = try rawEntry(in: server, namespace: namespace, key: key) else { return nil }
+    return (try? JSONSerialization.jsonObject(with: entry.value)) as? [String: Any]
+}

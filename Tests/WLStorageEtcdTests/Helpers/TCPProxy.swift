@@ -36,6 +36,8 @@ final class TCPProxy: Sendable {
         var stopped = false
         /// Threads running.
         var threads = 0
+        /// Chunks read and not yet passed on (waiting out the delay, or being sent).
+        var inFlight = 0
     }
 
     /// One proxied connection: its two sockets, closed by the last of its pumps to end.
@@ -100,7 +102,8 @@ final class TCPProxy: Sendable {
         state.withLock { $0.mode = mode }
     }
 
-    /// Delays each chunk forwarded, either way, by `delay`.
+    /// Delays each chunk forwarded, either way, by `delay`, and the end of a connection too: a chunk read before the
+    /// client gave up is still delivered, late, as a slow network delivers it.
     func delay(_ delay: Duration) {
         state.withLock { $0.delay = delay }
     }
@@ -110,6 +113,10 @@ final class TCPProxy: Sendable {
         let connections = state.withLock { Array($0.connections.values) }
         for connection in connections { connection.cut() }
     }
+
+    /// How many chunks were read, either way, and are not passed on yet: 0 once everything sent to the proxy was
+    /// delivered (or dropped with its connection).
+    var chunksInFlight: Int { state.withLock { $0.inFlight } }
 
     /// How many connections are open.
     var openConnections: Int { state.withLock { $0.connections.count } }
@@ -185,7 +192,16 @@ final class TCPProxy: Sendable {
             guard Self.readable(source) else { continue }
             let count = buffer.withUnsafeMutableBytes { recv(source, $0.baseAddress, $0.count, 0) }
             if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
+            guard count > 0 else {
+                // The end travels as slowly as the data: the other side sees it a delay after the last chunk.
+                if count == 0 && delay > .zero {
+                    let (seconds, attoseconds) = delay.components
+                    Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) * 1e-18)
+                }
+                break
+            }
+            state.withLock { $0.inFlight += 1 }
+            defer { state.withLock { $0.inFlight -= 1 } }
             if delay > .zero {
                 let (seconds, attoseconds) = delay.components
                 Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) * 1e-18)

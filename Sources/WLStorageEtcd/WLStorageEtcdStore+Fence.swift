@@ -1,0 +1,99 @@
+import Foundation
+import WLStorage
+
+// A write that reaches etcd late (a network that held it for seconds while its caller gave up, sent it again
+// elsewhere, and wrote newer values) must not be carried out over what came after it. Every write of one key but an
+// update's (which compares the key's `mod_revision` itself) is a transaction that also compares the key's
+// `mod_revision` with the latest revision of the cluster the store had seen when it sent it: any write made after that
+// has a greater one, so the late write finds the key written since, and does nothing.
+
+extension WLStorageEtcdStore {
+    /// How many times a write is sent with the fence when the key was written after the latest revision the store had
+    /// seen (by another program, or by this one's write sent twice); each answer brings a later revision.
+    static let fenceTries = 4
+
+    /// Runs `operations` in one transaction on condition of `conditions` and of the fence: the key's `mod_revision` is
+    /// at most the latest revision the store has seen (a store that has seen none reads one first). When only the
+    /// fence failed, it tries again with the revision of that answer.
+    ///
+    /// A key that other programs write without a pause can fail the fence at every try: a write without conditions is
+    /// then sent once more without the fence (a plain write, which other writers' writes may follow in any order), and
+    /// one with conditions is not stored (`false`), as when they do not hold.
+    ///
+    /// - Returns: Whether the transaction was carried out.
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether it
+    ///   was carried out.
+    func fenced(key: String, conditions: [Compare], operations: [RequestOp], resending: Bool) throws(WLStorageError)
+        -> Bool
+    {
+        let etcdKey = etcdKey(key)
+        try learnRevision(key: key)
+        for attempt in 0...Self.fenceTries {
+            let seen = client.latestRevision
+            var compare = conditions
+            if attempt < Self.fenceTries {
+                compare.append(Compare(target: "MOD", key: etcdKey, modRevision: String(seen + 1), result: "LESS"))
+            } else if !conditions.isEmpty {
+                return false
+            }
+            let request = TxnRequest(
+                compare: compare, success: operations, failure: [RequestOp(requestRange: RangeRequest(key: etcdKey))])
+            let answer: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
+                try client.call("v3/kv/txn", request, resending: resending)
+            }
+            if answer.succeeded == true { return true }
+            let current = answer.responses?.first?.responseRange?.kvs?.first
+            let modified = current?.modRevision.flatMap { Int64($0) } ?? 0
+            // Refused by its own conditions, not by the fence.
+            guard modified > seen else {
+                if conditions.isEmpty { break }
+                return false
+            }
+        }
+        // Without conditions of its own, only the fence can refuse, and a refusal says what came after it.
+        throw WLStorageError(
+            code: .writeFailed, message: "\(identity): etcd refused the write without saying why; nothing was stored",
+            key: key, path: identity)
+    }
+
+    /// Runs the puts of one transaction of a batch on condition that none of `keys` (etcd keys) was written after the
+    /// latest revision the store has seen; when one was, tries again with the revision of that answer, and at the last
+    /// try without the fence, as ``fenced(key:conditions:operations:resending:)`` does for a put.
+    ///
+    /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
+    ///   it was carried out.
+    func fencedBatch(_ keys: [Data], operations: [RequestOp]) throws(WLStorageError) {
+        try learnRevision(key: nil)
+        for attempt in 0...Self.fenceTries {
+            let seen = client.latestRevision
+            let compare =
+                attempt < Self.fenceTries
+                ? keys.map { Compare(target: "MOD", key: $0, modRevision: String(seen + 1), result: "LESS") } : []
+            let request = TxnRequest(compare: compare, success: operations)
+            let answer: TxnResponse = try perform(reading: false, key: nil) { () throws(EtcdFailure) in
+                try client.call("v3/kv/txn", request, resending: true)
+            }
+            if answer.succeeded == true { return }
+            // Only the fence can refuse, and the refusal's answer brings a later revision.
+            guard client.latestRevision > seen else { break }
+        }
+        throw WLStorageError(
+            code: .writeFailed,
+            message: "\(identity): etcd refused a batch's write without saying why; nothing was stored",
+            path: identity)
+    }
+
+    /// Reads the cluster's revision when the store has seen none yet (no answer so far), so that a write has one to
+    /// fence with. Nothing was written when it fails.
+    private func learnRevision(key: String?) throws(WLStorageError) {
+        guard client.latestRevision == 0 else { return }
+        do throws(EtcdFailure) {
+            let _: RangeResponse = try client.call(
+                "v3/kv/range", RangeRequest(key: key.map(etcdKey) ?? prefix, countOnly: true), resending: true)
+        } catch {
+            let before = EtcdFailure(
+                outcome: .notSent, description: "reading the cluster's revision first: \(error.description)")
+            throw failure(before, reading: false, key: key)
+        }
+    }
+}
