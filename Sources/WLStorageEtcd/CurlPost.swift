@@ -42,10 +42,7 @@ enum CurlPost {
         }
         let handle = owner.pointer
         if kept != nil { curl_easy_reset(handle) }
-        var headers: UnsafeMutablePointer<curl_slist>?
-        headers = curl_slist_append(headers, "Content-Type: application/json")
-        // No `Expect: 100-continue` round trip before a large body.
-        headers = curl_slist_append(headers, "Expect:")
+        let headers = jsonHeaders()
         defer { curl_slist_free_all(headers) }
         let received = Received()
         let context = Unmanaged.passUnretained(received).toOpaque()
@@ -54,18 +51,9 @@ enum CurlPost {
         defer { socketError.deallocate() }
         let code: CURLcode = withExtendedLifetime((received, owner)) {
             body.withUnsafeBytes { bytes in
-                _ = wlstorage_curl_set_pointer(handle, CURLOPT_URL, url)
-                _ = wlstorage_curl_set_long(handle, CURLOPT_POST, 1)
-                _ = wlstorage_curl_set_pointer(
-                    handle, CURLOPT_POSTFIELDS, bytes.baseAddress ?? UnsafeRawPointer(Self.empty.utf8Start))
-                _ = wlstorage_curl_set_size(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
-                _ = wlstorage_curl_set_pointer(handle, CURLOPT_HTTPHEADER, headers)
+                setPost(handle, url, bytes, headers, connectMilliseconds: milliseconds, socketError: socketError)
                 _ = wlstorage_curl_set_long(handle, CURLOPT_TIMEOUT_MS, milliseconds)
-                _ = wlstorage_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, milliseconds)
-                // No signals: the handle is used on threads of the program's, where SIGALRM would stop it.
-                _ = wlstorage_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
                 _ = wlstorage_curl_set_pointer(handle, CURLOPT_WRITEDATA, context)
-                _ = wlstorage_curl_keep_socket_errors(handle, socketError)
                 _ = wlstorage_curl_set_write(handle) { data, size, count, context in
                     guard let data, let context else { return 0 }
                     let received = Unmanaged<Received>.fromOpaque(context).takeUnretainedValue()
@@ -78,8 +66,7 @@ enum CurlPost {
         }
         guard code == CURLE_OK else {
             // The system's reason when a socket could not be opened: "Too many open files" is not the network's fault.
-            let reason =
-                socketError.pointee == 0 ? "" : "; no socket: \(String(cString: strerror(socketError.pointee)))"
+            let reason = socketReason(socketError.pointee)
             let text = String(cString: curl_easy_strerror(code))
             switch code {
             case CURLE_COULDNT_CONNECT, CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_URL_MALFORMAT,
@@ -90,6 +77,36 @@ enum CurlPost {
             }
         }
         return (wlstorage_curl_status(handle), received.data)
+    }
+
+    /// The headers of a JSON `POST`, to free with `curl_slist_free_all`.
+    private static func jsonHeaders() -> UnsafeMutablePointer<curl_slist>? {
+        let headers = curl_slist_append(nil, "Content-Type: application/json")
+        // No `Expect: 100-continue` round trip before a large body.
+        return curl_slist_append(headers, "Expect:")
+    }
+
+    /// Sets `handle` to post `bytes` to `url` with `headers`, connecting within `connectMilliseconds`, keeping the
+    /// system's reason of a socket that could not be opened in `socketError`.
+    private static func setPost(
+        _ handle: UnsafeMutableRawPointer, _ url: String, _ bytes: UnsafeRawBufferPointer,
+        _ headers: UnsafeMutablePointer<curl_slist>?, connectMilliseconds: Int, socketError: UnsafeMutablePointer<Int32>
+    ) {
+        _ = wlstorage_curl_set_pointer(handle, CURLOPT_URL, url)
+        _ = wlstorage_curl_set_long(handle, CURLOPT_POST, 1)
+        _ = wlstorage_curl_set_pointer(
+            handle, CURLOPT_POSTFIELDS, bytes.baseAddress ?? UnsafeRawPointer(Self.empty.utf8Start))
+        _ = wlstorage_curl_set_size(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
+        _ = wlstorage_curl_set_pointer(handle, CURLOPT_HTTPHEADER, headers)
+        _ = wlstorage_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, connectMilliseconds)
+        // No signals: the handle is used on threads of the program's, where SIGALRM would stop it.
+        _ = wlstorage_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
+        _ = wlstorage_curl_keep_socket_errors(handle, socketError)
+    }
+
+    /// The system's reason when a socket could not be opened ("Too many open files" is not the network's fault).
+    private static func socketReason(_ error: Int32) -> String {
+        error == 0 ? "" : "; no socket: \(String(cString: strerror(error)))"
     }
 
     /// What a streamed answer's callbacks reach: what to do with each chunk, and whether to stop.
@@ -115,9 +132,7 @@ enum CurlPost {
     ) -> String? {
         guard let owner = CurlHandle() else { return "libcurl could not be set up" }
         let handle = owner.pointer
-        var headers: UnsafeMutablePointer<curl_slist>?
-        headers = curl_slist_append(headers, "Content-Type: application/json")
-        headers = curl_slist_append(headers, "Expect:")
+        let headers = jsonHeaders()
         defer { curl_slist_free_all(headers) }
         let stream = Stream(chunk: chunk, stopped: stopped)
         let context = Unmanaged.passUnretained(stream).toOpaque()
@@ -126,15 +141,7 @@ enum CurlPost {
         defer { socketError.deallocate() }
         let code: CURLcode = withExtendedLifetime((stream, owner)) {
             body.withUnsafeBytes { bytes in
-                _ = wlstorage_curl_set_pointer(handle, CURLOPT_URL, url)
-                _ = wlstorage_curl_set_long(handle, CURLOPT_POST, 1)
-                _ = wlstorage_curl_set_pointer(
-                    handle, CURLOPT_POSTFIELDS, bytes.baseAddress ?? UnsafeRawPointer(Self.empty.utf8Start))
-                _ = wlstorage_curl_set_size(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count))
-                _ = wlstorage_curl_set_pointer(handle, CURLOPT_HTTPHEADER, headers)
-                _ = wlstorage_curl_set_long(handle, CURLOPT_CONNECTTIMEOUT_MS, connectMilliseconds)
-                _ = wlstorage_curl_set_long(handle, CURLOPT_NOSIGNAL, 1)
-                _ = wlstorage_curl_keep_socket_errors(handle, socketError)
+                setPost(handle, url, bytes, headers, connectMilliseconds: connectMilliseconds, socketError: socketError)
                 _ = wlstorage_curl_set_pointer(handle, CURLOPT_WRITEDATA, context)
                 _ = wlstorage_curl_set_write(handle) { data, size, count, context in
                     guard let data, let context else { return 0 }
@@ -155,7 +162,7 @@ enum CurlPost {
         let status = wlstorage_curl_status(handle)
         if stopped() || (code == CURLE_OK && status == 200) { return nil }
         if code == CURLE_OK { return "HTTP \(status)" }
-        let reason = socketError.pointee == 0 ? "" : "; no socket: \(String(cString: strerror(socketError.pointee)))"
+        let reason = socketReason(socketError.pointee)
         return "\(String(cString: curl_easy_strerror(code))) (libcurl \(code.rawValue)\(reason))"
     }
 }
