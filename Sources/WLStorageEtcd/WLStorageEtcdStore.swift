@@ -347,7 +347,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         }
     }
 
-    /// Starts watching the namespace from the current revision; see ``EtcdWatcher``.
+    /// Starts watching the namespace from the current revision.
     ///
     /// Once the watch is made, and again whenever it is made anew rather than resumed (the revision it stopped at was
     /// compacted, or the cluster is another one), the feed reports ``WLStorageStoreChange/everything``. A watch whose

@@ -2,7 +2,7 @@ import Foundation
 import WLStorage
 
 extension WLStoragePostgresStore {
-    /// Stores every write of `batch`, in chunks of up to ``batchRows`` rows and about ``batchBytes`` bytes, each one
+    /// Stores every write of `batch`, in chunks of up to 500 rows and about 4 MiB, each one
     /// statement (`INSERT … SELECT … FROM unnest(…) ON CONFLICT … DO UPDATE`) in its own transaction that notifies its
     /// keys' changes at commit. The chunks are sent in one pipeline: one round trip per batch.
     ///
