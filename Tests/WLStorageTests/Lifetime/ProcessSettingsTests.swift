@@ -23,15 +23,3 @@ struct ProcessSettingsTests {
         #expect((WLStorageError.handler == nil) == (WLStorageSystem.errorHandler == nil))
     }
 }
-
-/// A store's feed and a storage's change handler are one class; its earlier name still works.
-struct SubscriptionNameTests {
-    @available(*, deprecated, message: "checks the deprecated spelling")
-    @Test func aFeedUnderTheEarlierNameIsCancelledOnceWhenReleased() {
-        let cancellations = Lock(0)
-        var feed: WLStorageObservation? = WLStorageObservation(cancel: { cancellations.withLock { $0 += 1 } })
-        feed?.cancel()
-        feed = nil
-        #expect(cancellations.withLock { $0 } == 1)
-    }
-}
