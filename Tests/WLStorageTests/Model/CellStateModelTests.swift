@@ -1,0 +1,341 @@
+// The cell's state machine driven alone, without files, threads or clocks: a world of one stored value that this
+// process and another program write, a cell whose every transition is a call of `CellState`, and the glue of
+// `StorageCell` (jobs on the backer, effects after the lock) played by the world. Every interleaving of sets, ticks,
+// flushes, checks, outside writes and removals, and failed writes, reads and checks, is one seed; the guarantees are
+// checked after every step and once the world is quiet.
+import Foundation
+import Testing
+import WLStorageFleet
+
+@testable import WLStorage
+
+/// One run of the world: a seed's events, then a quiet end in which nothing fails.
+struct CellStateWorld {
+    /// A job of the cell, started on `thread`; `outcome` once it has called the backer.
+    struct Flight {
+        var job: CellJob<Int>
+        var thread: UInt
+        var outcome: JobOutcome<Int>?
+        /// A flush's job runs without chaining to what may change the value (`run(_:chaining: false)`).
+        var chaining: Bool
+    }
+
+    /// A flush on its own thread: its target version, and what it waits for.
+    struct Flush {
+        var target: UInt64?
+        var waiter: WaitingFlush?
+        var failed = false
+    }
+
+    enum Timer {
+        case tick(UInt32)
+        case check
+        case checkRetry
+    }
+
+    static let defaultValue = 0
+    static let background: UInt = 1
+    static let flushing: UInt = 2
+
+    var random: SplitMix64
+    var state: CellState<Int>
+    var now: UInt64 = 1_000
+    /// What the key holds, and its revision (one more at every write by anyone).
+    var stored: Int?
+    var revision = 0
+    /// The backer's version seen last: 0 none, -1 a read forgotten; and whether it was read (not written).
+    var known = 0
+    var knownWasRead = false
+    var timers: [(due: UInt64, timer: Timer)] = []
+    var flight: Flight?
+    var flush: Flush?
+    /// The value of the last set, the last outside write (`nil` inside: a removal), and which came last.
+    var lastSet: Int?
+    var lastOutside: Int??
+    var setCameLast = false
+    var nextSet = 1
+    var nextOutside = -1
+    var failing = true
+    var trace: [String] = []
+
+    init(seed: UInt64) {
+        random = SplitMix64(seed: seed)
+        let interval: UInt64? = [0, 1_000_000_000, nil][Int(random.next() % 3)]
+        if random.next() % 2 == 0 {
+            stored = 100
+            revision = 1
+            known = 1
+            knownWasRead = true
+            state = CellState(value: 100, stored: .known, throttle: WriteThrottle(interval: interval))
+        } else {
+            state = CellState(
+                value: Self.defaultValue, stored: .defaultUnsaved, throttle: WriteThrottle(interval: interval))
+            if let tick = state.throttle.arm(now: now, force: true) { schedule(.tick(tick.token), after: tick.delay) }
+        }
+        trace.append("interval \(String(describing: interval)), stored \(String(describing: stored))")
+    }
+
+    // MARK: Events
+
+    mutating func step() {
+        switch random.next() % 12 {
+        case 0, 1: set()
+        case 2: outsideWrite(remove: random.next() % 4 == 0)
+        case 3: now += [1, 1_000_000, 400_000_000, 2_000_000_000][Int(random.next() % 4)]
+        case 4, 5: fireTimer()
+        case 6, 7, 8: advanceFlight()
+        case 9: startFlush()
+        case 10: stepFlush()
+        default: advanceFlight()
+        }
+    }
+
+    mutating func set() {
+        var value = nextSet
+        nextSet += 1
+        trace.append("set \(value)")
+        guard case .changed(let needsTick, _) = state.set(&value) else {
+            Issue.record("a set outside an update was taken as one inside")
+            return
+        }
+        lastSet = nextSet - 1
+        setCameLast = true
+        if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
+    }
+
+    /// Another program writes or removes the value; the monitor's event becomes a check.
+    mutating func outsideWrite(remove: Bool) {
+        let value: Int? = remove ? nil : nextOutside
+        if !remove { nextOutside -= 1 }
+        trace.append("outside \(String(describing: value))")
+        stored = value
+        revision += 1
+        lastOutside = .some(value)
+        setCameLast = false
+        schedule(.check, after: 0)
+    }
+
+    mutating func requestCheck() {
+        trace.append("check requested")
+        if let job = state.requestCheck(on: Self.background) { begin(job, on: Self.background, chaining: true) }
+    }
+
+    mutating func fireTimer() {
+        guard let index = timers.indices.min(by: { timers[$0].due < timers[$1].due }) else { return }
+        let (due, timer) = timers.remove(at: index)
+        now = max(now, due)
+        trace.append("timer \(timer)")
+        switch timer {
+        case .tick(let token):
+            let made = state.startTick(token, on: Self.background, now: now, defaultValue: Self.defaultValue)
+            if let job = made { begin(job, on: Self.background, chaining: true) }
+        case .check:
+            requestCheck()
+        case .checkRetry:
+            state.checkRetryDue()
+            requestCheck()
+        }
+    }
+
+    mutating func begin(_ job: CellJob<Int>, on thread: UInt, chaining: Bool) {
+        if let flight {
+            Issue.record("a job started while another runs: \(job) beside \(flight.job)")
+        }
+        #expect(state.busyThread == thread, "the cell is not marked busy on the thread of its job")
+        flight = Flight(job: job, thread: thread, outcome: nil, chaining: chaining)
+    }
+
+    /// The job in flight calls its backer, or, having called it, ends.
+    mutating func advanceFlight() {
+        guard var current = flight else { return }
+        guard let outcome = current.outcome else {
+            current.outcome = perform(current.job)
+            trace.append("performed \(current.job) -> \(current.outcome!)")
+            flight = current
+            return
+        }
+        flight = nil
+        var effects = JobEffects()
+        let chains = current.chaining && !outcome.mayChangeValue
+        let next = state.finish(
+            current.job, outcome, defaultValue: Self.defaultValue, key: "k", now: now, chaining: chains,
+            effects: &effects)
+        trace.append("finished, next \(String(describing: next))")
+        if effects.forgetLastRead, knownWasRead, known != 0 { known = -1 }
+        for waiter in effects.waiters where waiter === flush?.waiter { flush?.waiter = nil }
+        if let tick = effects.tick { schedule(.tick(tick.token), after: tick.delay) }
+        if let delay = effects.checkRetry { schedule(.checkRetry, after: delay) }
+        if effects.scheduleCheck { schedule(.check, after: 0) }
+        if let next {
+            begin(next, on: current.thread, chaining: current.chaining)
+        } else if current.thread == Self.flushing, outcome.isFailure || isFailedCreate(current.job, outcome) {
+            flush?.failed = true
+        }
+        #expect(next != nil || state.busyThread == 0, "the cell stays busy with no job in flight")
+    }
+
+    private func isFailedCreate(_ job: CellJob<Int>, _ outcome: JobOutcome<Int>) -> Bool {
+        guard case .createDefault = job, case .read(.absent) = outcome else { return false }
+        return true
+    }
+
+    // MARK: Flushes
+
+    mutating func startFlush() {
+        guard flush == nil else { return }
+        trace.append("flush")
+        flush = Flush()
+        stepFlush()
+    }
+
+    /// The flush asks the state again, unless it waits for a job or runs its own.
+    mutating func stepFlush() {
+        guard var current = flush, current.waiter == nil, flight?.thread != Self.flushing else { return }
+        if current.failed {
+            trace.append("flush failed")
+            flush = nil
+            return
+        }
+        var target = current.target
+        let step = state.flushStep(on: Self.flushing, now: now, upTo: &target, waitingForJobs: true)
+        current.target = target
+        switch step {
+        case .done:
+            trace.append("flush done")
+            #expect(state.writtenVersion >= target ?? 0, "a flush returned before its changes were written")
+            flush = nil
+            return
+        case .reentrant:
+            Issue.record("a flush from no job was taken as reentrant")
+            flush = nil
+            return
+        case .wait(let waiter):
+            current.waiter = waiter
+            flush = current
+        case .run(let job):
+            flush = current
+            begin(job, on: Self.flushing, chaining: false)
+        }
+    }
+
+    // MARK: The backer
+
+    /// The backer's side of `job`, against the stored value; fails now and then while `failing`.
+    mutating func perform(_ job: CellJob<Int>) -> JobOutcome<Int> {
+        let fails = failing && random.next() % 5 == 0
+        let error = WLStorageError(code: fails ? .writeFailed : .readFailed, message: "injected", key: "k")
+        switch job {
+        case .write(let value, _):
+            if fails { return .failed(error) }
+            write(value)
+            return .written
+        case .createDefault(let value, _):
+            if fails { return .failed(error) }
+            guard let found = stored else {
+                write(value)
+                return .created
+            }
+            known = revision
+            knownWasRead = true
+            return .read(.value(found))
+        case .reread:
+            if fails { return .read(.failed(error)) }
+            guard let found = stored else {
+                known = 0
+                return .read(.absent)
+            }
+            known = revision
+            knownWasRead = true
+            return .read(.value(found))
+        case .check:
+            if fails { return .reported(error) }
+            guard let found = stored else {
+                let knew = known != 0
+                known = 0
+                return .checked(knew ? .removed : .unchanged)
+            }
+            let seen = known == revision
+            known = revision
+            knownWasRead = true
+            return .checked(seen ? .unchanged : .changed(found))
+        }
+    }
+
+    private mutating func write(_ value: Int) {
+        stored = value
+        revision += 1
+        known = revision
+        knownWasRead = false
+    }
+
+    mutating func schedule(_ timer: Timer, after delay: UInt64) {
+        let (due, overflow) = now.addingReportingOverflow(delay)
+        timers.append((overflow ? .max : due, timer))
+    }
+
+    // MARK: The quiet end
+
+    /// Runs what is left with nothing failing and nothing new: jobs, flushes, then timers in order.
+    mutating func settle() {
+        failing = false
+        trace.append("settling")
+        for _ in 0..<10_000 {
+            if flight != nil {
+                advanceFlight()
+            } else if flush != nil {
+                if flush?.waiter != nil {
+                    Issue.record("a flush waits with no job in flight to wake it")
+                    return
+                }
+                stepFlush()
+            } else if state.isPending, state.throttle.interval == .max {
+                // Without a flush interval, changes are written by a flush.
+                startFlush()
+            } else if !timers.isEmpty {
+                fireTimer()
+            } else {
+                return
+            }
+        }
+        Issue.record("the world did not settle")
+    }
+}
+
+@Suite struct CellStateModelTests {
+    static var seeds: [UInt64] {
+        if let seed = ProcessInfo.processInfo.environment["WLSTORAGE_SEED"].flatMap(UInt64.init) { return [seed] }
+        return Array(1...1_000)
+    }
+
+    @Test(arguments: [60, 400])
+    func everyInterleavingConvergesOnTheLastWriterAndEveryFlushWaitsForItsChanges(steps: Int) {
+        for seed in Self.seeds {
+            var world = CellStateWorld(seed: seed &* 7_919 &+ UInt64(steps))
+            for _ in 0..<steps { world.step() }
+            world.settle()
+            let state = world.state
+            let expected: Int
+            if world.setCameLast, let lastSet = world.lastSet {
+                expected = lastSet
+            } else if case .some(let outside) = world.lastOutside {
+                expected = outside ?? CellStateWorld.defaultValue
+            } else {
+                expected = world.lastSet ?? state.value
+            }
+            let settled = !state.isPending && !state.isBusy && state.stored != .unknown
+            let agrees = state.value == (world.stored ?? CellStateWorld.defaultValue)
+            let lastWriterWins = world.setCameLast ? state.value == expected : true
+            let either = [world.lastSet, world.lastOutside.map { $0 ?? CellStateWorld.defaultValue }, 100]
+                .contains(state.value)
+            if !(settled && agrees && lastWriterWins && either) {
+                Issue.record(
+                    """
+                    seed \(seed) (\(steps) steps): value \(state.value), stored \(String(describing: world.stored)), \
+                    expected \(expected); pending \(state.isPending), busy \(state.isBusy), \(state.stored)
+                    \(world.trace.suffix(40).joined(separator: "\n"))
+                    """)
+                return
+            }
+        }
+    }
+}
