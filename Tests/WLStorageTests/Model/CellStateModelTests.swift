@@ -48,6 +48,10 @@ struct CellStateWorld {
     var knownWasRead = false
     var timers: [(due: UInt64, timer: Timer)] = []
     var flight: Flight?
+    /// The cell's change taken into a store batch: its version and value, and whether the batch's write failed.
+    var batch: (version: UInt64, value: Int, failed: Bool?)?
+    /// An update whose closure runs: the value it started from and the change count to find unchanged.
+    var update: (start: Int, count: UInt32)?
     var flush: Flush?
     /// The value of the last set, the last outside write (`nil` inside: a removal), and which came last.
     var lastSet: Int?
@@ -78,15 +82,18 @@ struct CellStateWorld {
     // MARK: Events
 
     mutating func step() {
-        switch random.next() % 12 {
+        switch random.next() % 16 {
         case 0, 1: set()
         case 2: outsideWrite(remove: random.next() % 4 == 0)
         case 3: now += [1, 1_000_000, 400_000_000, 2_000_000_000][Int(random.next() % 4)]
         case 4, 5: fireTimer()
-        case 6, 7, 8: advanceFlight()
-        case 9: startFlush()
-        case 10: stepFlush()
-        default: advanceFlight()
+        case 6, 7, 8, 9: advanceFlight()
+        case 10: startFlush()
+        case 11: stepFlush()
+        case 12: takeBatch()
+        case 13: advanceBatch()
+        case 14: startUpdate()
+        default: commitUpdate()
         }
     }
 
@@ -94,9 +101,15 @@ struct CellStateWorld {
         var value = nextSet
         nextSet += 1
         trace.append("set \(value)")
-        guard case .changed(let needsTick, _) = state.set(&value) else {
-            Issue.record("a set outside an update was taken as one inside")
-            return
+        let needsTick: Bool
+        switch state.set(&value) {
+        case .changed(let tick, _):
+            #expect(update == nil, "a set during an update was not told so")
+            needsTick = tick
+        case .updating:
+            // Another thread's set during an update: made, and the update then runs again.
+            #expect(update != nil, "a set with no update running was taken as one during an update")
+            needsTick = state.changeLocally(to: &value).needsTick
         }
         lastSet = nextSet - 1
         setCameLast = true
@@ -141,6 +154,7 @@ struct CellStateWorld {
         if let flight {
             Issue.record("a job started while another runs: \(job) beside \(flight.job)")
         }
+        if batch != nil { Issue.record("a job started while the cell's change is in a batch: \(job)") }
         #expect(state.busyThread == thread, "the cell is not marked busy on the thread of its job")
         flight = Flight(job: job, thread: thread, outcome: nil, chaining: chaining)
     }
@@ -162,10 +176,7 @@ struct CellStateWorld {
             effects: &effects)
         trace.append("finished, next \(String(describing: next))")
         if effects.forgetLastRead, knownWasRead, known != 0 { known = -1 }
-        for waiter in effects.waiters where waiter === flush?.waiter { flush?.waiter = nil }
-        if let tick = effects.tick { schedule(.tick(tick.token), after: tick.delay) }
-        if let delay = effects.checkRetry { schedule(.checkRetry, after: delay) }
-        if effects.scheduleCheck { schedule(.check, after: 0) }
+        apply(effects)
         if let next {
             begin(next, on: current.thread, chaining: current.chaining)
         } else if current.thread == Self.flushing, outcome.isFailure || isFailedCreate(current.job, outcome) {
@@ -174,9 +185,81 @@ struct CellStateWorld {
         #expect(next != nil || state.busyThread == 0, "the cell stays busy with no job in flight")
     }
 
+    /// What the cell does after its lock: flushes woken, a tick, a check's retry, a check.
+    mutating func apply(_ effects: JobEffects) {
+        for waiter in effects.waiters where waiter === flush?.waiter { flush?.waiter = nil }
+        if let tick = effects.tick { schedule(.tick(tick.token), after: tick.delay) }
+        if let delay = effects.checkRetry { schedule(.checkRetry, after: delay) }
+        if effects.scheduleCheck { schedule(.check, after: 0) }
+    }
+
     private func isFailedCreate(_ job: CellJob<Int>, _ outcome: JobOutcome<Int>) -> Bool {
         guard case .createDefault = job, case .read(.absent) = outcome else { return false }
         return true
+    }
+
+    // MARK: Batches and updates
+
+    /// A flush of every cell of a store takes the cell's change into its batch.
+    mutating func takeBatch() {
+        guard batch == nil else { return }
+        let start = withUnsafeTemporaryAllocation(of: Int.self, capacity: 1) { buffer -> (BatchStart, Int?) in
+            let slot = buffer.baseAddress!
+            let start = state.startBatchWrite(on: Self.background, now: now, rewritesOnCondition: false, into: slot)
+            guard case .taken = start else { return (start, nil) }
+            return (start, slot.move())
+        }
+        guard case .taken(let version) = start.0, let value = start.1 else { return }
+        trace.append("batch takes \(value) at \(version)")
+        if flight != nil { Issue.record("a batch took the change of a cell whose job runs") }
+        #expect(state.busyThread == Self.background, "the cell is not busy with its batch")
+        batch = (version, value, nil)
+    }
+
+    /// The batch is written (or fails), then the cell takes how it ended.
+    mutating func advanceBatch() {
+        guard var current = batch else { return }
+        guard let failed = current.failed else {
+            current.failed = failing && random.next() % 5 == 0
+            if current.failed == false { write(current.value) }
+            batch = current
+            return
+        }
+        batch = nil
+        var effects = JobEffects()
+        let failure = failed ? WLStorageError(code: .writeFailed, message: "injected", key: "k") : nil
+        _ = state.finishBatchWrite(current.version, failure: failure, now: now, effects: &effects)
+        trace.append("batch finished, failed \(failed)")
+        apply(effects)
+        #expect(state.busyThread == 0, "the cell stays busy after its batch")
+    }
+
+    mutating func startUpdate() {
+        guard update == nil else { return }
+        let (start, count) = state.startUpdate(counting: true)
+        trace.append("update starts from \(start)")
+        update = (start, count)
+    }
+
+    /// The update's closure returned a new value: committed if nothing changed the value since it started, else run
+    /// again from the value now.
+    mutating func commitUpdate() {
+        guard let current = update else { return }
+        var value = nextSet
+        let before = state.value
+        guard let (needsTick, _) = state.commitUpdate(&value, ifUnchangedSince: current.count) else {
+            trace.append("update runs again")
+            let (start, count) = state.startUpdate(counting: false)
+            update = (start, count)
+            return
+        }
+        #expect(before == current.start, "an update committed over a change made since it started")
+        trace.append("update commits \(nextSet)")
+        nextSet += 1
+        update = nil
+        lastSet = nextSet - 1
+        setCameLast = true
+        if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
     }
 
     // MARK: Flushes
@@ -280,7 +363,11 @@ struct CellStateWorld {
         failing = false
         trace.append("settling")
         for _ in 0..<10_000 {
-            if flight != nil {
+            if update != nil {
+                commitUpdate()
+            } else if batch != nil {
+                advanceBatch()
+            } else if flight != nil {
                 advanceFlight()
             } else if flush != nil {
                 if flush?.waiter != nil {
