@@ -102,6 +102,8 @@ struct CellState<T: Sendable>: Sendable {
         let job: CellJob<T>
         if isPending && target.map({ writtenVersion < $0 }) ?? true {
             if stored == .unknown {
+                // The tick that may have started it is spent: the job's end arms the next (with the backoff).
+                throttle.disarm()
                 job = .reread(version: version)
             } else {
                 throttle.writeStarts(now: now)

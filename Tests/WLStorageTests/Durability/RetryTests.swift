@@ -22,4 +22,25 @@ import Testing
             ])
         #expect(storage.hasPendingChanges)
     }
+
+    /// A change made while what is stored is unknown is written only after a read; a tick whose read fails again arms
+    /// the next, with the backoff, with no flush to come.
+    @Test func aTickWhoseReadFailsAgainArmsTheNextRead() {
+        let backer = RecordingBacker<Int>(stored: 7, failingReads: 3)
+        let scheduler = ManualScheduler()
+        let storage = WLStorage(
+            defaultValueClosure: { 0 }, flushInterval: .seconds(1), backer: backer, scheduler: scheduler)
+        #expect(storage.lastError != nil, "the first read did not fail")
+        storage.wrappedValue = 1
+        // The first tick and the retry of the first read read again, and fail; the next read finds the key readable.
+        for _ in 0..<10 {
+            guard let next = scheduler.pendingDelays.first else { break }
+            scheduler.advance(by: .nanoseconds(next))
+            if !storage.hasPendingChanges { break }
+        }
+        #expect(!storage.hasPendingChanges, "the change waits for a read that no tick will make")
+        // The stored value, read at last, wins over a change based on another value (reported).
+        #expect(storage.wrappedValue == 7)
+        #expect(backer.writes.isEmpty)
+    }
 }

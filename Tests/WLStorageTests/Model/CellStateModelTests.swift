@@ -33,6 +33,31 @@ struct CellStateWorld {
         case checkRetry
     }
 
+    /// What the key holds: a value of this version, one in an earlier shape (read through a migration), bytes another
+    /// version stored (JSON this one cannot decode), another key's secret, or nothing.
+    enum Held: Equatable, CustomStringConvertible {
+        case value(Int)
+        case earlierShape(Int)
+        case anotherVersion(Int)
+        case secret(Int)
+
+        var value: Int? {
+            switch self {
+            case .value(let value), .earlierShape(let value): value
+            case .anotherVersion, .secret: nil
+            }
+        }
+
+        var description: String {
+            switch self {
+            case .value(let value): "\(value)"
+            case .earlierShape(let value): "\(value) in an earlier shape"
+            case .anotherVersion(let id): "another version's bytes \(id)"
+            case .secret(let id): "another key's secret \(id)"
+            }
+        }
+    }
+
     static let defaultValue = 0
     static let background: UInt = 1
     static let flushing: UInt = 2
@@ -41,7 +66,7 @@ struct CellStateWorld {
     var state: CellState<Int>
     var now: UInt64 = 1_000
     /// What the key holds, and its revision (one more at every write by anyone).
-    var stored: Int?
+    var stored: Held?
     var revision = 0
     /// The backer's version seen last: 0 none, -1 a read forgotten; and whether it was read (not written).
     var known = 0
@@ -55,8 +80,11 @@ struct CellStateWorld {
     var flush: Flush?
     /// The value of the last set, the last outside write (`nil` inside: a removal), and which came last.
     var lastSet: Int?
-    var lastOutside: Int??
+    var lastOutside: Held??
     var setCameLast = false
+    /// Whether the cell reported a change of this process discarded since the last one: made while what is stored was
+    /// unknown, it gives way to the value read once known (``WLStorageError/Code/changeDiscarded``).
+    var discardedSinceLastSet = false
     var nextSet = 1
     var nextOutside = -1
     var failing = true
@@ -66,7 +94,7 @@ struct CellStateWorld {
         random = SplitMix64(seed: seed)
         let interval: UInt64? = [0, 1_000_000_000, nil][Int(random.next() % 3)]
         if random.next() % 2 == 0 {
-            stored = 100
+            stored = .value(100)
             revision = 1
             known = 1
             knownWasRead = true
@@ -84,7 +112,7 @@ struct CellStateWorld {
     mutating func step() {
         switch random.next() % 16 {
         case 0, 1: set()
-        case 2: outsideWrite(remove: random.next() % 4 == 0)
+        case 2: outsideWrite()
         case 3: now += [1, 1_000_000, 400_000_000, 2_000_000_000][Int(random.next() % 4)]
         case 4, 5: fireTimer()
         case 6, 7, 8, 9: advanceFlight()
@@ -113,14 +141,23 @@ struct CellStateWorld {
         }
         lastSet = nextSet - 1
         setCameLast = true
+        discardedSinceLastSet = false
         if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
     }
 
     /// Another program writes or removes the value; the monitor's event becomes a check.
-    mutating func outsideWrite(remove: Bool) {
-        let value: Int? = remove ? nil : nextOutside
-        if !remove { nextOutside -= 1 }
-        trace.append("outside \(String(describing: value))")
+    mutating func outsideWrite() {
+        let id = nextOutside
+        let value: Held? =
+            switch random.next() % 8 {
+            case 0, 1: nil
+            case 2: .earlierShape(id)
+            case 3: .anotherVersion(id)
+            case 4: .secret(id)
+            default: .value(id)
+            }
+        if value != nil { nextOutside -= 1 }
+        trace.append("outside \(value.map(String.init(describing:)) ?? "removal")")
         stored = value
         revision += 1
         lastOutside = .some(value)
@@ -187,6 +224,7 @@ struct CellStateWorld {
 
     /// What the cell does after its lock: flushes woken, a tick, a check's retry, a check.
     mutating func apply(_ effects: JobEffects) {
+        if effects.errors.contains(where: { $0.code == .changeDiscarded }) { discardedSinceLastSet = true }
         for waiter in effects.waiters where waiter === flush?.waiter { flush?.waiter = nil }
         if let tick = effects.tick { schedule(.tick(tick.token), after: tick.delay) }
         if let delay = effects.checkRetry { schedule(.checkRetry, after: delay) }
@@ -259,6 +297,7 @@ struct CellStateWorld {
         update = nil
         lastSet = nextSet - 1
         setCameLast = true
+        discardedSinceLastSet = false
         if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
     }
 
@@ -308,8 +347,12 @@ struct CellStateWorld {
         let fails = failing && random.next() % 5 == 0
         let error = WLStorageError(code: fails ? .writeFailed : .readFailed, message: "injected", key: "k")
         switch job {
-        case .write(let value, _):
+        case .write(let value, let version):
             if fails { return .failed(error) }
+            // A rewrite in the current shape replaces only the version read.
+            if state.isRewrite(version) {
+                guard known == revision else { return .rewriteRefused }
+            }
             write(value)
             return .written
         case .createDefault(let value, _):
@@ -318,18 +361,14 @@ struct CellStateWorld {
                 write(value)
                 return .created
             }
-            known = revision
-            knownWasRead = true
-            return .read(.value(found))
+            return .read(read(found))
         case .reread:
             if fails { return .read(.failed(error)) }
             guard let found = stored else {
                 known = 0
                 return .read(.absent)
             }
-            known = revision
-            knownWasRead = true
-            return .read(.value(found))
+            return .read(read(found))
         case .check:
             if fails { return .reported(error) }
             guard let found = stored else {
@@ -340,12 +379,36 @@ struct CellStateWorld {
             let seen = known == revision
             known = revision
             knownWasRead = true
-            return .checked(seen ? .unchanged : .changed(found))
+            if seen { return .checked(.unchanged) }
+            switch found {
+            case .value(let value), .earlierShape(let value):
+                return .checked(.changed(value))
+            case .anotherVersion:
+                return .reported(WLStorageError(code: .storedByAnotherVersion, message: "another version", key: "k"))
+            case .secret:
+                return .checked(.unreadable(WLStorageError(code: .decodingFailed, message: "sealed", key: "k")))
+            }
+        }
+    }
+
+    /// A first read of `found`, as the backer decodes it.
+    private mutating func read(_ found: Held) -> ReadResult<Int> {
+        known = revision
+        knownWasRead = true
+        switch found {
+        case .value(let value):
+            return .value(value)
+        case .earlierShape(let value):
+            return .reshaped(value, rewrite: true, note: nil)
+        case .anotherVersion:
+            return .anotherVersion(WLStorageError(code: .storedByAnotherVersion, message: "another version", key: "k"))
+        case .secret:
+            return .failed(WLStorageError(code: .decodingFailed, message: "sealed", key: "k"))
         }
     }
 
     private mutating func write(_ value: Int) {
-        stored = value
+        stored = .value(value)
         revision += 1
         known = revision
         knownWasRead = false
@@ -358,8 +421,9 @@ struct CellStateWorld {
 
     // MARK: The quiet end
 
-    /// Runs what is left with nothing failing and nothing new: jobs, flushes, then timers in order.
-    mutating func settle() {
+    /// Runs what is left with nothing failing and nothing new: jobs, flushes, then timers in order. Returns whether
+    /// all is done (a change pending over another key's secret is retried for ever, and never written).
+    mutating func settle() -> Bool {
         failing = false
         trace.append("settling")
         for _ in 0..<10_000 {
@@ -372,7 +436,7 @@ struct CellStateWorld {
             } else if flush != nil {
                 if flush?.waiter != nil {
                     Issue.record("a flush waits with no job in flight to wake it")
-                    return
+                    return true
                 }
                 stepFlush()
             } else if state.isPending, state.throttle.interval == .max {
@@ -381,10 +445,10 @@ struct CellStateWorld {
             } else if !timers.isEmpty {
                 fireTimer()
             } else {
-                return
+                return true
             }
         }
-        Issue.record("the world did not settle")
+        return false
     }
 }
 
@@ -399,26 +463,50 @@ struct CellStateWorld {
         for seed in Self.seeds {
             var world = CellStateWorld(seed: seed &* 7_919 &+ UInt64(steps))
             for _ in 0..<steps { world.step() }
-            world.settle()
+            let settled = world.settle()
             let state = world.state
-            let expected: Int
-            if world.setCameLast, let lastSet = world.lastSet {
-                expected = lastSet
-            } else if case .some(let outside) = world.lastOutside {
-                expected = outside ?? CellStateWorld.defaultValue
-            } else {
-                expected = world.lastSet ?? state.value
+            let stored = world.stored.map { $0.value } ?? CellStateWorld.defaultValue
+            var failures: [String] = []
+            if case .secret? = world.stored {
+                // Another key's secret is never replaced, not even by a change of this process made after it.
+                if case .some(let outside?) = world.lastOutside, outside == world.stored {
+                } else {
+                    failures.append("another key's secret was written by this process")
+                }
+            } else if !settled {
+                failures.append("the world did not settle")
+            } else if state.isPending || state.isBusy {
+                failures.append("work left")
+            } else if world.setCameLast {
+                // This process's change came last: it is the value, and it is stored, unless it was made while what
+                // is stored was unknown and gave way, reported, to what was read.
+                if world.stored != .value(state.value) {
+                    failures.append("the cell holds \(state.value), the key something else")
+                } else if state.value != world.lastSet && !world.discardedSinceLastSet {
+                    failures.append("the last change, \(world.lastSet!), was lost without a word")
+                }
+            } else if case .some(let outside?) = world.lastOutside, outside.value == nil {
+                // Another version's bytes came last: left as they are, unless a change this process made before them
+                // was written after them.
+                if world.stored != outside && world.stored != world.lastSet.map({ CellStateWorld.Held.value($0) }) {
+                    failures.append("another version's bytes were replaced by what is not a change of this process")
+                }
+            } else if let stored {
+                // A value came last: the cell and the key agree on the last writer's value.
+                if state.value != stored || state.stored == .unknown {
+                    failures.append("the cell holds \(state.value), the key \(stored)")
+                }
+                let candidates = [world.lastSet, world.lastOutside.map { $0?.value ?? CellStateWorld.defaultValue }]
+                if world.lastSet != nil || world.lastOutside != nil, !candidates.contains(stored) {
+                    failures.append("the key holds \(stored), neither last writer's value")
+                }
             }
-            let settled = !state.isPending && !state.isBusy && state.stored != .unknown
-            let agrees = state.value == (world.stored ?? CellStateWorld.defaultValue)
-            let lastWriterWins = world.setCameLast ? state.value == expected : true
-            let either = [world.lastSet, world.lastOutside.map { $0 ?? CellStateWorld.defaultValue }, 100]
-                .contains(state.value)
-            if !(settled && agrees && lastWriterWins && either) {
+            if !failures.isEmpty {
                 Issue.record(
                     """
-                    seed \(seed) (\(steps) steps): value \(state.value), stored \(String(describing: world.stored)), \
-                    expected \(expected); pending \(state.isPending), busy \(state.isBusy), \(state.stored)
+                    seed \(seed) (\(steps) steps): \(failures.joined(separator: "; ")): value \(state.value), stored \
+                    \(world.stored.map(String.init(describing:)) ?? "nothing"), pending \(state.isPending), busy \
+                    \(state.isBusy), \(state.stored)
                     \(world.trace.suffix(40).joined(separator: "\n"))
                     """)
                 return
