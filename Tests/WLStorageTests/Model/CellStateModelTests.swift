@@ -88,9 +88,22 @@ struct CellStateWorld {
     var nextSet = 1
     var nextOutside = -1
     var failing = true
-    var trace: [String] = []
+    /// What happened, kept only when asked (a failing seed is run again to tell it), and the guarantees seen broken.
+    final class Journal {
+        let tracing: Bool
+        var trace: [String] = []
+        var violations: [String] = []
+        init(tracing: Bool) { self.tracing = tracing }
+    }
 
-    init(seed: UInt64) {
+    let journal: Journal
+    /// Rounds of notifications to deliver to the cell's one listener (a drain runs at most one at a time), and the
+    /// values it was given.
+    var drains = 0
+    var delivered: [Int] = []
+
+    init(seed: UInt64, tracing: Bool = false) {
+        journal = Journal(tracing: tracing)
         random = SplitMix64(seed: seed)
         let interval: UInt64? = [0, 1_000_000_000, nil][Int(random.next() % 3)]
         if random.next() % 2 == 0 {
@@ -104,12 +117,22 @@ struct CellStateWorld {
                 value: Self.defaultValue, stored: .defaultUnsaved, throttle: WriteThrottle(interval: interval))
             if let tick = state.throttle.arm(now: now, force: true) { schedule(.tick(tick.token), after: tick.delay) }
         }
-        trace.append("interval \(String(describing: interval)), stored \(String(describing: stored))")
+        note("interval \(String(describing: interval)), stored \(String(describing: stored))")
+        _ = state.addListener({ _ in }, sendingCurrent: false)
+    }
+
+    func check(_ condition: Bool, _ message: @autoclosure () -> String) {
+        if !condition { journal.violations.append(message()) }
+    }
+
+    func note(_ text: @autoclosure () -> String) {
+        if journal.tracing { journal.trace.append(text()) }
     }
 
     // MARK: Events
 
     mutating func step() {
+        if random.next() % 8 == 0 { return drain() }
         switch random.next() % 16 {
         case 0, 1: set()
         case 2: outsideWrite()
@@ -128,17 +151,19 @@ struct CellStateWorld {
     mutating func set() {
         var value = nextSet
         nextSet += 1
-        trace.append("set \(value)")
+        note("set \(value)")
         let needsTick: Bool
+        let drain: Bool
         switch state.set(&value) {
-        case .changed(let tick, _):
-            #expect(update == nil, "a set during an update was not told so")
-            needsTick = tick
+        case .changed(let tick, let drains):
+            check(update == nil, "a set during an update was not told so")
+            (needsTick, drain) = (tick, drains)
         case .updating:
             // Another thread's set during an update: made, and the update then runs again.
-            #expect(update != nil, "a set with no update running was taken as one during an update")
-            needsTick = state.changeLocally(to: &value).needsTick
+            check(update != nil, "a set with no update running was taken as one during an update")
+            (needsTick, drain) = state.changeLocally(to: &value)
         }
+        if drain { requestDrain() }
         lastSet = nextSet - 1
         setCameLast = true
         discardedSinceLastSet = false
@@ -157,7 +182,7 @@ struct CellStateWorld {
             default: .value(id)
             }
         if value != nil { nextOutside -= 1 }
-        trace.append("outside \(value.map(String.init(describing:)) ?? "removal")")
+        note("outside \(value.map(String.init(describing:)) ?? "removal")")
         stored = value
         revision += 1
         lastOutside = .some(value)
@@ -166,7 +191,7 @@ struct CellStateWorld {
     }
 
     mutating func requestCheck() {
-        trace.append("check requested")
+        note("check requested")
         if let job = state.requestCheck(on: Self.background) { begin(job, on: Self.background, chaining: true) }
     }
 
@@ -174,7 +199,7 @@ struct CellStateWorld {
         guard let index = timers.indices.min(by: { timers[$0].due < timers[$1].due }) else { return }
         let (due, timer) = timers.remove(at: index)
         now = max(now, due)
-        trace.append("timer \(timer)")
+        note("timer \(timer)")
         switch timer {
         case .tick(let token):
             let made = state.startTick(token, on: Self.background, now: now, defaultValue: Self.defaultValue)
@@ -189,10 +214,10 @@ struct CellStateWorld {
 
     mutating func begin(_ job: CellJob<Int>, on thread: UInt, chaining: Bool) {
         if let flight {
-            Issue.record("a job started while another runs: \(job) beside \(flight.job)")
+            journal.violations.append("a job started while another runs: \(job) beside \(flight.job)")
         }
-        if batch != nil { Issue.record("a job started while the cell's change is in a batch: \(job)") }
-        #expect(state.busyThread == thread, "the cell is not marked busy on the thread of its job")
+        if batch != nil { journal.violations.append("a job started while the cell's change is in a batch: \(job)") }
+        check(state.busyThread == thread, "the cell is not marked busy on the thread of its job")
         flight = Flight(job: job, thread: thread, outcome: nil, chaining: chaining)
     }
 
@@ -201,7 +226,7 @@ struct CellStateWorld {
         guard var current = flight else { return }
         guard let outcome = current.outcome else {
             current.outcome = perform(current.job)
-            trace.append("performed \(current.job) -> \(current.outcome!)")
+            note("performed \(current.job) -> \(current.outcome!)")
             flight = current
             return
         }
@@ -211,7 +236,7 @@ struct CellStateWorld {
         let next = state.finish(
             current.job, outcome, defaultValue: Self.defaultValue, key: "k", now: now, chaining: chains,
             effects: &effects)
-        trace.append("finished, next \(String(describing: next))")
+        note("finished, next \(String(describing: next))")
         if effects.forgetLastRead, knownWasRead, known != 0 { known = -1 }
         apply(effects)
         if let next {
@@ -219,12 +244,13 @@ struct CellStateWorld {
         } else if current.thread == Self.flushing, outcome.isFailure || isFailedCreate(current.job, outcome) {
             flush?.failed = true
         }
-        #expect(next != nil || state.busyThread == 0, "the cell stays busy with no job in flight")
+        check(next != nil || state.busyThread == 0, "the cell stays busy with no job in flight")
     }
 
     /// What the cell does after its lock: flushes woken, a tick, a check's retry, a check.
     mutating func apply(_ effects: JobEffects) {
         if effects.errors.contains(where: { $0.code == .changeDiscarded }) { discardedSinceLastSet = true }
+        if effects.drainNotifications { requestDrain() }
         for waiter in effects.waiters where waiter === flush?.waiter { flush?.waiter = nil }
         if let tick = effects.tick { schedule(.tick(tick.token), after: tick.delay) }
         if let delay = effects.checkRetry { schedule(.checkRetry, after: delay) }
@@ -234,6 +260,23 @@ struct CellStateWorld {
     private func isFailedCreate(_ job: CellJob<Int>, _ outcome: JobOutcome<Int>) -> Bool {
         guard case .createDefault = job, case .read(.absent) = outcome else { return false }
         return true
+    }
+
+    // MARK: Notifications
+
+    mutating func requestDrain() {
+        drains += 1
+        check(drains == 1, "two drains of the cell's notifications at once")
+    }
+
+    /// A round of the drain: the listener is given what was queued; another round follows if more came meanwhile.
+    mutating func drain() {
+        guard drains > 0 else { return }
+        drains -= 1
+        guard let batch = state.takeNotifications() else { return }
+        delivered += batch.values.map(\.value)
+        note("delivered \(batch.values.map(\.value))")
+        if state.hasNotificationsLeft() { requestDrain() }
     }
 
     // MARK: Batches and updates
@@ -248,9 +291,9 @@ struct CellStateWorld {
             return (start, slot.move())
         }
         guard case .taken(let version) = start.0, let value = start.1 else { return }
-        trace.append("batch takes \(value) at \(version)")
-        if flight != nil { Issue.record("a batch took the change of a cell whose job runs") }
-        #expect(state.busyThread == Self.background, "the cell is not busy with its batch")
+        note("batch takes \(value) at \(version)")
+        if flight != nil { journal.violations.append("a batch took the change of a cell whose job runs") }
+        check(state.busyThread == Self.background, "the cell is not busy with its batch")
         batch = (version, value, nil)
     }
 
@@ -267,15 +310,15 @@ struct CellStateWorld {
         var effects = JobEffects()
         let failure = failed ? WLStorageError(code: .writeFailed, message: "injected", key: "k") : nil
         _ = state.finishBatchWrite(current.version, failure: failure, now: now, effects: &effects)
-        trace.append("batch finished, failed \(failed)")
+        note("batch finished, failed \(failed)")
         apply(effects)
-        #expect(state.busyThread == 0, "the cell stays busy after its batch")
+        check(state.busyThread == 0, "the cell stays busy after its batch")
     }
 
     mutating func startUpdate() {
         guard update == nil else { return }
         let (start, count) = state.startUpdate(counting: true)
-        trace.append("update starts from \(start)")
+        note("update starts from \(start)")
         update = (start, count)
     }
 
@@ -285,14 +328,15 @@ struct CellStateWorld {
         guard let current = update else { return }
         var value = nextSet
         let before = state.value
-        guard let (needsTick, _) = state.commitUpdate(&value, ifUnchangedSince: current.count) else {
-            trace.append("update runs again")
+        guard let (needsTick, drain) = state.commitUpdate(&value, ifUnchangedSince: current.count) else {
+            note("update runs again")
             let (start, count) = state.startUpdate(counting: false)
             update = (start, count)
             return
         }
-        #expect(before == current.start, "an update committed over a change made since it started")
-        trace.append("update commits \(nextSet)")
+        check(before == current.start, "an update committed over a change made since it started")
+        if drain { requestDrain() }
+        note("update commits \(nextSet)")
         nextSet += 1
         update = nil
         lastSet = nextSet - 1
@@ -305,7 +349,7 @@ struct CellStateWorld {
 
     mutating func startFlush() {
         guard flush == nil else { return }
-        trace.append("flush")
+        note("flush")
         flush = Flush()
         stepFlush()
     }
@@ -314,7 +358,7 @@ struct CellStateWorld {
     mutating func stepFlush() {
         guard var current = flush, current.waiter == nil, flight?.thread != Self.flushing else { return }
         if current.failed {
-            trace.append("flush failed")
+            note("flush failed")
             flush = nil
             return
         }
@@ -323,12 +367,12 @@ struct CellStateWorld {
         current.target = target
         switch step {
         case .done:
-            trace.append("flush done")
-            #expect(state.writtenVersion >= target ?? 0, "a flush returned before its changes were written")
+            note("flush done")
+            check(state.writtenVersion >= target ?? 0, "a flush returned before its changes were written")
             flush = nil
             return
         case .reentrant:
-            Issue.record("a flush from no job was taken as reentrant")
+            journal.violations.append("a flush from no job was taken as reentrant")
             flush = nil
             return
         case .wait(let waiter):
@@ -425,9 +469,11 @@ struct CellStateWorld {
     /// all is done (a change pending over another key's secret is retried for ever, and never written).
     mutating func settle() -> Bool {
         failing = false
-        trace.append("settling")
-        for _ in 0..<10_000 {
-            if update != nil {
+        note("settling")
+        for _ in 0..<3_000 {
+            if drains > 0 {
+                drain()
+            } else if update != nil {
                 commitUpdate()
             } else if batch != nil {
                 advanceBatch()
@@ -435,7 +481,7 @@ struct CellStateWorld {
                 advanceFlight()
             } else if flush != nil {
                 if flush?.waiter != nil {
-                    Issue.record("a flush waits with no job in flight to wake it")
+                    journal.violations.append("a flush waits with no job in flight to wake it")
                     return true
                 }
                 stepFlush()
@@ -461,12 +507,24 @@ struct CellStateWorld {
     @Test(arguments: [60, 400])
     func everyInterleavingConvergesOnTheLastWriterAndEveryFlushWaitsForItsChanges(steps: Int) {
         for seed in Self.seeds {
-            var world = CellStateWorld(seed: seed &* 7_919 &+ UInt64(steps))
+            let failures = Self.run(seed: seed &* 7_919 &+ UInt64(steps), steps: steps, tracing: false)
+            guard !failures.isEmpty else { continue }
+            // Run again, telling what happened.
+            let told = Self.run(seed: seed &* 7_919 &+ UInt64(steps), steps: steps, tracing: true)
+            Issue.record("seed \(seed) (\(steps) steps): \(told)")
+            return
+        }
+    }
+
+    /// What went wrong in the world of `seed`, with its last events when `tracing`.
+    static func run(seed: UInt64, steps: Int, tracing: Bool) -> String {
+        do {
+            var world = CellStateWorld(seed: seed, tracing: tracing)
             for _ in 0..<steps { world.step() }
             let settled = world.settle()
             let state = world.state
             let stored = world.stored.map { $0.value } ?? CellStateWorld.defaultValue
-            var failures: [String] = []
+            var failures = Array(world.journal.violations.prefix(3))
             if case .secret? = world.stored {
                 // Another key's secret is never replaced, not even by a change of this process made after it.
                 if case .some(let outside?) = world.lastOutside, outside == world.stored {
@@ -480,7 +538,7 @@ struct CellStateWorld {
             } else if world.setCameLast {
                 // This process's change came last: it is the value, and it is stored, unless it was made while what
                 // is stored was unknown and gave way, reported, to what was read.
-                if world.stored != .value(state.value) {
+                if world.stored?.value != state.value {
                     failures.append("the cell holds \(state.value), the key something else")
                 } else if state.value != world.lastSet && !world.discardedSinceLastSet {
                     failures.append("the last change, \(world.lastSet!), was lost without a word")
@@ -501,16 +559,18 @@ struct CellStateWorld {
                     failures.append("the key holds \(stored), neither last writer's value")
                 }
             }
-            if !failures.isEmpty {
-                Issue.record(
-                    """
-                    seed \(seed) (\(steps) steps): \(failures.joined(separator: "; ")): value \(state.value), stored \
-                    \(world.stored.map(String.init(describing:)) ?? "nothing"), pending \(state.isPending), busy \
-                    \(state.isBusy), \(state.stored)
-                    \(world.trace.suffix(40).joined(separator: "\n"))
-                    """)
-                return
+            if world.drains == 0, state.extras?.pendingNotifications.isEmpty == false {
+                failures.append("notifications queued with no drain to deliver them")
+            } else if let last = world.delivered.last, last != state.value {
+                failures.append("the listener was last given \(last), not the value")
             }
+            guard !failures.isEmpty else { return "" }
+            return """
+                \(failures.joined(separator: "; ")): value \(state.value), stored \
+                \(world.stored.map(String.init(describing:)) ?? "nothing"), pending \(state.isPending), busy \
+                \(state.isBusy), \(state.stored)
+                \(world.journal.trace.suffix(40).joined(separator: "\n"))
+                """
         }
     }
 }
