@@ -101,6 +101,11 @@ struct CellStateWorld {
     /// values it was given.
     var drains = 0
     var delivered: [Int] = []
+    /// Whether the last storage of the cell was released, whether the cell was kept (orphaned) for its work, and how
+    /// many times it was let go.
+    var released = false
+    var orphaned = false
+    var letGo = 0
 
     init(seed: UInt64, tracing: Bool = false) {
         journal = Journal(tracing: tracing)
@@ -133,6 +138,7 @@ struct CellStateWorld {
 
     mutating func step() {
         if random.next() % 8 == 0 { return drain() }
+        if random.next() % 150 == 0 { return release() }
         switch random.next() % 16 {
         case 0, 1: set()
         case 2: outsideWrite()
@@ -149,6 +155,7 @@ struct CellStateWorld {
     }
 
     mutating func set() {
+        guard !released else { return }
         var value = nextSet
         nextSet += 1
         note("set \(value)")
@@ -251,6 +258,11 @@ struct CellStateWorld {
     mutating func apply(_ effects: JobEffects) {
         if effects.errors.contains(where: { $0.code == .changeDiscarded }) { discardedSinceLastSet = true }
         if effects.drainNotifications { requestDrain() }
+        if effects.releaseOrphan {
+            check(orphaned, "a cell no storage left was let go twice, or without being kept")
+            orphaned = false
+            letGo += 1
+        }
         for waiter in effects.waiters where waiter === flush?.waiter { flush?.waiter = nil }
         if let tick = effects.tick { schedule(.tick(tick.token), after: tick.delay) }
         if let delay = effects.checkRetry { schedule(.checkRetry, after: delay) }
@@ -260,6 +272,18 @@ struct CellStateWorld {
     private func isFailedCreate(_ job: CellJob<Int>, _ outcome: JobOutcome<Int>) -> Bool {
         guard case .createDefault = job, case .read(.absent) = outcome else { return false }
         return true
+    }
+
+    // MARK: Release
+
+    /// The last storage goes: with work left the cell is kept and writes it at once (with the backoff), then let go.
+    mutating func release() {
+        guard !released, flush == nil, update == nil else { return }
+        released = true
+        let (kept, tick) = state.orphan(now: now)
+        note("released, kept \(kept)")
+        orphaned = kept
+        if let tick { schedule(.tick(tick.token), after: tick.delay) }
     }
 
     // MARK: Notifications
@@ -316,7 +340,7 @@ struct CellStateWorld {
     }
 
     mutating func startUpdate() {
-        guard update == nil else { return }
+        guard update == nil, !released else { return }
         let (start, count) = state.startUpdate(counting: true)
         note("update starts from \(start)")
         update = (start, count)
@@ -348,7 +372,7 @@ struct CellStateWorld {
     // MARK: Flushes
 
     mutating func startFlush() {
-        guard flush == nil else { return }
+        guard flush == nil, !released else { return }
         note("flush")
         flush = Flush()
         stepFlush()
@@ -485,7 +509,7 @@ struct CellStateWorld {
                     return true
                 }
                 stepFlush()
-            } else if state.isPending, state.throttle.interval == .max {
+            } else if state.isPending, state.throttle.interval == .max, !released {
                 // Without a flush interval, changes are written by a flush.
                 startFlush()
             } else if !timers.isEmpty {
@@ -535,13 +559,10 @@ struct CellStateWorld {
                 failures.append("the world did not settle")
             } else if state.isPending || state.isBusy {
                 failures.append("work left")
-            } else if world.setCameLast {
-                // This process's change came last: it is the value, and it is stored, unless it was made while what
-                // is stored was unknown and gave way, reported, to what was read.
-                if world.stored?.value != state.value {
-                    failures.append("the cell holds \(state.value), the key something else")
-                } else if state.value != world.lastSet && !world.discardedSinceLastSet {
-                    failures.append("the last change, \(world.lastSet!), was lost without a word")
+            } else if world.setCameLast && !world.discardedSinceLastSet {
+                // This process's change came last: it is the value, and it is stored.
+                if world.stored?.value != state.value || state.value != world.lastSet {
+                    failures.append("the last change, \(world.lastSet!), is not the value stored")
                 }
             } else if case .some(let outside?) = world.lastOutside, outside.value == nil {
                 // Another version's bytes came last: left as they are, unless a change this process made before them
@@ -558,6 +579,9 @@ struct CellStateWorld {
                 if world.lastSet != nil || world.lastOutside != nil, !candidates.contains(stored) {
                     failures.append("the key holds \(stored), neither last writer's value")
                 }
+            }
+            if world.orphaned, settled, !state.hasWork {
+                failures.append("a released cell that wrote its work was never let go")
             }
             if world.drains == 0, state.extras?.pendingNotifications.isEmpty == false {
                 failures.append("notifications queued with no drain to deliver them")
