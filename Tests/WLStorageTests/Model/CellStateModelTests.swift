@@ -77,6 +77,9 @@ struct CellStateWorld {
     var batch: (version: UInt64, value: Int, failed: Bool?)?
     /// An update whose closure runs: the value it started from and the change count to find unchanged.
     var update: (start: Int, count: UInt32)?
+    /// An update made in the store by a conditional write: the change count when it read the key, and the revision it
+    /// read (the write is refused if another came since).
+    var storeUpdate: (count: UInt32, revision: Int)?
     var flush: Flush?
     /// The value of the last set, the last outside write (`nil` inside: a removal), and which came last.
     var lastSet: Int?
@@ -85,6 +88,9 @@ struct CellStateWorld {
     /// Whether the cell reported a change of this process discarded since the last one: made while what is stored was
     /// unknown, it gives way to the value read once known (``WLStorageError/Code/changeDiscarded``).
     var discardedSinceLastSet = false
+    /// A store update's value that may end as the value instead of the last change (stored while that change was
+    /// pending: whichever reached the key last wins).
+    var updateStoredMeanwhile: Int?
     var nextSet = 1
     var nextOutside = -1
     var failing = true
@@ -153,8 +159,8 @@ struct CellStateWorld {
         case 11: stepFlush()
         case 12: takeBatch()
         case 13: advanceBatch()
-        case 14: startUpdate()
-        default: commitUpdate()
+        case 14: random.next() % 2 == 0 ? startUpdate() : startStoreUpdate()
+        default: random.next() % 2 == 0 ? commitUpdate() : commitStoreUpdate()
         }
     }
 
@@ -167,17 +173,18 @@ struct CellStateWorld {
         let drain: Bool
         switch state.set(&value) {
         case .changed(let tick, let drains):
-            check(update == nil, "a set during an update was not told so")
+            check(update == nil && storeUpdate == nil, "a set during an update was not told so")
             (needsTick, drain) = (tick, drains)
         case .updating:
             // Another thread's set during an update: made, and the update then runs again.
-            check(update != nil, "a set with no update running was taken as one during an update")
+            check(update != nil || storeUpdate != nil, "a set with no update running was taken as one during one")
             (needsTick, drain) = state.changeLocally(to: &value)
         }
         if drain { requestDrain() }
         lastSet = nextSet - 1
         setCameLast = true
         discardedSinceLastSet = false
+        updateStoredMeanwhile = nil
         if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
     }
 
@@ -282,7 +289,7 @@ struct CellStateWorld {
 
     /// The last storage goes: with work left the cell is kept and writes it at once (with the backoff), then let go.
     mutating func release() {
-        guard !released, flush == nil, update == nil else { return }
+        guard !released, flush == nil, update == nil, storeUpdate == nil else { return }
         released = true
         let (kept, tick) = state.orphan(now: now)
         note("released, kept \(kept)")
@@ -345,7 +352,7 @@ struct CellStateWorld {
     }
 
     mutating func startUpdate() {
-        guard update == nil, !released else { return }
+        guard update == nil, storeUpdate == nil, !released else { return }
         let (start, count) = state.startUpdate(counting: true)
         note("update starts from \(start)")
         update = (start, count)
@@ -371,7 +378,69 @@ struct CellStateWorld {
         lastSet = nextSet - 1
         setCameLast = true
         discardedSinceLastSet = false
+        updateStoredMeanwhile = nil
         if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
+    }
+
+    /// An update in the store starts, its change written first (here: only when none is pending), and reads the key.
+    mutating func startStoreUpdate() {
+        guard update == nil, storeUpdate == nil, !released, !state.isPending, case .value? = stored else { return }
+        _ = state.startUpdate(counting: true)
+        storeUpdate = (state.changeCount, revision)
+        note("store update reads revision \(revision)")
+    }
+
+    /// The update's conditional write: stored only if the key is still the revision read (else read again); then the
+    /// cell takes the value unless it changed meanwhile or a newer change of its own is pending.
+    mutating func commitStoreUpdate() {
+        guard let current = storeUpdate else { return }
+        guard revision == current.revision else {
+            guard case .value? = stored else {
+                // The key holds what this type cannot decode: the update is made in this process, as a set.
+                state.endUpdate()
+                storeUpdate = nil
+                return set()
+            }
+            // Each try writes the pending change first, then reads the key.
+            guard !state.isPending, !state.isBusy else {
+                note("store update waits for a flush")
+                storeUpdate = (current.count, -1)
+                return startFlush()
+            }
+            note("store update reads revision \(revision)")
+            storeUpdate = (state.changeCount, revision)
+            return
+        }
+        let value = nextSet
+        nextSet += 1
+        stored = .value(value)
+        revision += 1
+        var adopted = value
+        let (adoption, drain) = state.adoptStoredUpdate(&adopted, changeCount: current.count)
+        note("store update stores \(value): \(adoption)")
+        if drain { requestDrain() }
+        switch adoption {
+        case .adopted:
+            known = revision
+            knownWasRead = false
+            lastSet = value
+            setCameLast = true
+            discardedSinceLastSet = false
+            updateStoredMeanwhile = nil
+        case .changedMeanwhile:
+            // The key is read again before the update returns: it then holds the update's value, unless newer.
+            lastSet = value
+            setCameLast = true
+            discardedSinceLastSet = false
+            updateStoredMeanwhile = nil
+            schedule(.check, after: 0)
+        case .pending:
+            // A set made meanwhile is newer, and is written after (unless its write was under way already).
+            check(state.isPending, "a store update gave way to a change that is not pending")
+            updateStoredMeanwhile = value
+        }
+        state.endUpdate()
+        storeUpdate = nil
     }
 
     // MARK: Flushes
@@ -516,6 +585,8 @@ struct CellStateWorld {
                     return true
                 }
                 stepFlush()
+            } else if storeUpdate != nil {
+                commitStoreUpdate()
             } else if state.isPending, state.throttle.interval == .max, !released {
                 // Without a flush interval, changes are written by a flush.
                 startFlush()
@@ -573,7 +644,8 @@ struct CellStateWorld {
                 failures.append("work left")
             } else if world.setCameLast && !world.discardedSinceLastSet {
                 // This process's change came last: it is the value, and it is stored.
-                if world.stored?.value != state.value || state.value != world.lastSet {
+                let winners = [world.lastSet, world.updateStoredMeanwhile]
+                if world.stored?.value != state.value || !winners.contains(state.value) {
                     failures.append("the last change, \(world.lastSet!), is not the value stored")
                 }
             } else if case .some(let outside?) = world.lastOutside, outside.value == nil {
@@ -587,7 +659,10 @@ struct CellStateWorld {
                 if state.value != stored || state.stored == .unknown {
                     failures.append("the cell holds \(state.value), the key \(stored)")
                 }
-                let candidates = [world.lastSet, world.lastOutside.map { $0?.value ?? CellStateWorld.defaultValue }]
+                let candidates = [
+                    world.lastSet, world.updateStoredMeanwhile,
+                    world.lastOutside.map { $0?.value ?? CellStateWorld.defaultValue },
+                ]
                 if world.lastSet != nil || world.lastOutside != nil, !candidates.contains(stored) {
                     failures.append("the key holds \(stored), neither last writer's value")
                 }
