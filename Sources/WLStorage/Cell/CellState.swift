@@ -209,8 +209,9 @@ struct CellState<T: Sendable>: Sendable {
         extras?.misuseVersion = version
     }
 
-    /// Whether ``StorageCell/removeUnknownFields()`` has work: not over another version's value with nothing pending.
+    /// Whether ``StorageCell/removeUnknownFields()`` has work, with nothing pending: not over another version's value,
+    /// nor before what is stored could be read (the value is then the default, which would replace it).
     var removesUnknownFields: Bool {
-        isPending || extras?.storedByAnotherVersion != true
+        isPending || (stored != .unknown && extras?.storedByAnotherVersion != true)
     }
 }

@@ -91,6 +91,9 @@ struct CellStateWorld {
     /// A store update's value that may end as the value instead of the last change (stored while that change was
     /// pending: whichever reached the key last wins).
     var updateStoredMeanwhile: Int?
+    /// The cell's version after the last change of this process (a set or an update): another version's bytes, once
+    /// read, are replaced only by a write that carries such a change, not by a rewrite or a removal of unknown fields.
+    var lastChangeVersion: UInt64 = 0
     var nextSet = 1
     var nextOutside = -1
     var failing = true
@@ -117,13 +120,23 @@ struct CellStateWorld {
         journal = Journal(tracing: tracing)
         random = SplitMix64(seed: seed)
         let interval: UInt64? = [0, 1_000_000_000, nil][Int(random.next() % 3)]
-        if random.next() % 2 == 0 {
+        switch random.next() % 3 {
+        case 0:
             stored = .value(100)
             revision = 1
             known = 1
             knownWasRead = true
             state = CellState(value: 100, stored: .known, throttle: WriteThrottle(interval: interval))
-        } else {
+        case 1:
+            // The first read failed (the key could not be read for now): the default, what is stored unknown, and a
+            // read again with the backoff.
+            stored = .value(100)
+            revision = 1
+            state = CellState(value: Self.defaultValue, stored: .unknown, throttle: WriteThrottle(interval: interval))
+            var effects = JobEffects()
+            state.retryUnknownRead(&effects)
+            if let delay = effects.checkRetry { schedule(.checkRetry, after: delay) }
+        default:
             state = CellState(
                 value: Self.defaultValue, stored: .defaultUnsaved, throttle: WriteThrottle(interval: interval))
             if let tick = state.throttle.arm(now: now, force: true) { schedule(.tick(tick.token), after: tick.delay) }
@@ -133,7 +146,10 @@ struct CellStateWorld {
     }
 
     func check(_ condition: Bool, _ message: @autoclosure () -> String) {
-        if !condition { journal.violations.append(message()) }
+        guard !condition else { return }
+        // Told with the events that led to it, when tracing.
+        let before = journal.tracing ? "\n  " + journal.trace.suffix(30).joined(separator: "\n  ") + "\n" : ""
+        journal.violations.append(message() + before)
     }
 
     func note(_ text: @autoclosure () -> String) {
@@ -159,7 +175,13 @@ struct CellStateWorld {
         case 11: stepFlush()
         case 12: takeBatch()
         case 13: advanceBatch()
-        case 14: random.next() % 2 == 0 ? startUpdate() : startStoreUpdate()
+        case 14:
+            switch random.next() % 8 {
+            case 0: join()
+            case 1: removeUnknownFields()
+            case 2, 3, 4: startUpdate()
+            default: startStoreUpdate()
+            }
         default: random.next() % 2 == 0 ? commitUpdate() : commitStoreUpdate()
         }
     }
@@ -185,6 +207,7 @@ struct CellStateWorld {
         setCameLast = true
         discardedSinceLastSet = false
         updateStoredMeanwhile = nil
+        lastChangeVersion = state.version
         if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
     }
 
@@ -285,6 +308,29 @@ struct CellStateWorld {
         return true
     }
 
+    /// Another storage of the key joins, with an interval of its own: the shortest holds.
+    mutating func join() {
+        guard !released else { return }
+        let interval: UInt64? = [0, 500_000_000, nil][Int(random.next() % 3)]
+        note("a storage joins, interval \(String(describing: interval))")
+        if let tick = state.join(interval: interval, now: now) { schedule(.tick(tick.token), after: tick.delay) }
+    }
+
+    /// The storage writes its value without the stored object's unknown members (a write with no change of value),
+    /// unless the key holds another version's value and nothing is pending.
+    mutating func removeUnknownFields() {
+        guard !released, flush == nil, state.removesUnknownFields else { return }
+        note("unknown fields removed")
+        state.dropUnknownFields()
+        // A write of the value, which races with others' writes as a set does; but not a change of the value, which
+        // bytes of another version seen since give way to.
+        lastSet = state.value
+        setCameLast = true
+        discardedSinceLastSet = false
+        updateStoredMeanwhile = nil
+        startFlush()
+    }
+
     // MARK: Release
 
     /// The last storage goes: with work left the cell is kept and writes it at once (with the backoff), then let go.
@@ -379,6 +425,7 @@ struct CellStateWorld {
         setCameLast = true
         discardedSinceLastSet = false
         updateStoredMeanwhile = nil
+        lastChangeVersion = state.version
         if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
     }
 
@@ -427,12 +474,14 @@ struct CellStateWorld {
             setCameLast = true
             discardedSinceLastSet = false
             updateStoredMeanwhile = nil
+            lastChangeVersion = state.version
         case .changedMeanwhile:
             // The key is read again before the update returns: it then holds the update's value, unless newer.
             lastSet = value
             setCameLast = true
             discardedSinceLastSet = false
             updateStoredMeanwhile = nil
+            lastChangeVersion = state.version
             schedule(.check, after: 0)
         case .pending:
             // A set made meanwhile is newer, and is written after (unless its write was under way already).
@@ -491,6 +540,9 @@ struct CellStateWorld {
         switch job {
         case .write(let value, let version):
             if fails { return .failed(error) }
+            if case .anotherVersion? = stored, known == revision {
+                check(lastChangeVersion > state.writtenVersion, "another version's bytes, read, were replaced with no change made")
+            }
             // A rewrite in the current shape replaces only the version read.
             if state.isRewrite(version) {
                 guard known == revision else { return .rewriteRefused }
@@ -659,9 +711,11 @@ struct CellStateWorld {
                 if state.value != stored || state.stored == .unknown {
                     failures.append("the cell holds \(state.value), the key \(stored)")
                 }
+                // The value stored at the start stands while no one else wrote, when the changes made before it was
+                // read gave way to it.
                 let candidates = [
                     world.lastSet, world.updateStoredMeanwhile,
-                    world.lastOutside.map { $0?.value ?? CellStateWorld.defaultValue },
+                    world.lastOutside.map { $0?.value ?? CellStateWorld.defaultValue } ?? 100,
                 ]
                 if world.lastSet != nil || world.lastOutside != nil, !candidates.contains(stored) {
                     failures.append("the key holds \(stored), neither last writer's value")

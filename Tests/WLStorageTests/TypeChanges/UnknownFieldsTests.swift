@@ -253,6 +253,21 @@ struct UnknownFieldsTests {
         #expect(store.stored("named") == newer)
     }
 
+    @Test func removeUnknownFieldsBeforeTheFirstReadSucceedsWritesNothingOverAValueThisVersionCannotRead() throws {
+        let store = MemoryStore()
+        store.failReads(true)
+        let storage = WLStorage(key: "named", defaultValue: Named(), flushInterval: nil, store: store)
+        #expect(storage.lastError != nil, "the first read did not fail")
+        // Nothing was read: there are no fields to remove, and the default is no value to write.
+        storage.removeUnknownFields()
+        let newer = #"{"count":"many","name":"ada"}"#
+        store.writeUnreported("named", json: newer)
+        store.failReads(false)
+        storage.flush()
+        #expect(store.stored("named") == newer)
+        #expect(storage.wrappedValue == Named())
+    }
+
     @Test func aSetAfterAnOutsideChangeKeepsTheFieldsOfTheChangeNotOfTheValueBefore() throws {
         try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("named")
