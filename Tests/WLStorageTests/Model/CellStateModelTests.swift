@@ -541,7 +541,9 @@ struct CellStateWorld {
         case .write(let value, let version):
             if fails { return .failed(error) }
             if case .anotherVersion? = stored, known == revision {
-                check(lastChangeVersion > state.writtenVersion, "another version's bytes, read, were replaced with no change made")
+                check(
+                    lastChangeVersion > state.writtenVersion,
+                    "another version's bytes, read, were replaced with no change made")
             }
             // A rewrite in the current shape replaces only the version read.
             if state.isRewrite(version) {
