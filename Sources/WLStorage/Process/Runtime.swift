@@ -42,8 +42,9 @@ package final class Runtime: Sendable {
     let faultPlanCount = Atomic<Int>(0)
     /// The largest value a storage writes (see ``WLStorageSystem/maximumValueSize``).
     let maximumValueSize = Atomic<Int>(ValueSizeLimit.defaultMaximum)
-    /// The handler of the errors no caller sees (see ``WLStorageSystem/errorHandler``).
-    let errorHandler = Lock<(@Sendable (WLStorageError) -> Void)?>(nil)
+    /// The handler of the errors no caller sees (see ``WLStorageSystem/errorHandler``), in a box: a function held by
+    /// the lock itself is converted on its way in and out of each access, and the layers pile up at every report.
+    let errorHandler = Lock<ErrorHandlerBox?>(nil)
     /// The flush at exit and on signals (see ``ShutdownHandling``).
     let shutdown = ShutdownHandling.Parts()
     /// The calls into libcrypto in flight, and whether it is closed to new ones (see ``OpenSSLLibrary``).

@@ -132,11 +132,12 @@ extension WLStorageError {
 
     /// The handler of ``WLStorageSystem/errorHandler``.
     static var currentHandler: (@Sendable (WLStorageError) -> Void)? {
-        get { Runtime.shared.errorHandler.withLock { $0 } }
+        get { Runtime.shared.errorHandler.withLock { $0 }?.handler }
         set {
+            let box = newValue.map(ErrorHandlerBox.init)
             // The old handler is released after the lock: releasing a closure can run user code.
             let old = Runtime.shared.errorHandler.withLock { handler in
-                defer { handler = newValue }
+                defer { handler = box }
                 return handler
             }
             _ = old
@@ -151,5 +152,14 @@ extension WLStorageError {
             let line = Array("\(error)\n".utf8)
             _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
         }
+    }
+}
+
+/// The error handler as the runtime holds it (see ``Runtime/errorHandler``).
+final class ErrorHandlerBox: Sendable {
+    let handler: @Sendable (WLStorageError) -> Void
+
+    init(_ handler: @escaping @Sendable (WLStorageError) -> Void) {
+        self.handler = handler
     }
 }

@@ -1,4 +1,5 @@
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
@@ -21,5 +22,16 @@ struct ProcessSettingsTests {
         #expect(WLStorageSystem.shutdownFlushTimeout == timeout + .seconds(1))
         #expect(WLStorage<Never>.flushesOnSignals == signals)
         #expect((WLStorageError.handler == nil) == (WLStorageSystem.errorHandler == nil))
+    }
+
+    /// A daemon reports errors for as long as it runs: reading the handler, as every report does, must not change it.
+    /// (Each read once wrapped the stored handler in two more layers of conversion, until a report overflowed the
+    /// stack after about 30,000 of them.)
+    @Test func reportingAnErrorAMillionTimesLeavesTheHandlerAsItWas() {
+        ReportedErrors.install()
+        let error = WLStorageError(code: .readFailed, message: "reported again and again", key: "handler-reads")
+        for _ in 0..<1_000_000 { _ = WLStorageSystem.errorHandler }
+        WLStorageError.report(error)
+        #expect(!ReportedErrors.errors { $0.key == "handler-reads" }.isEmpty)
     }
 }
