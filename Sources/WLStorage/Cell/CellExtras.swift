@@ -19,6 +19,8 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var externalChecks = 0
     /// The version that only rewrites the value read in an earlier type's shape (see ``CellState/markRewrite()``).
     var rewriteVersion: UInt64?
+    /// The version that only drops the stored object's unknown members (see ``CellState/dropUnknownFields()``).
+    var dropVersion: UInt64?
     /// Unreadable bytes replaced a read value: the next read that finds nothing is a removal.
     var unreadableSinceKnown = false
     /// What is stored is JSON that another version stored and this one cannot read: left as it is until a set.

@@ -31,7 +31,7 @@ extension CellState {
         case .reported(let error):
             setLastError(error, &effects)
             effects.errors.append(error)
-            if error.code == .storedByAnotherVersion && onlyRewritePending && version == startVersion {
+            if error.code == .storedByAnotherVersion && onlyRewriteOrDropPending && version == startVersion {
                 // Another version stored a value since the read: the rewrite gives way.
                 writtenVersion = version
             }
@@ -142,7 +142,8 @@ extension CellState {
             if isCreate { throttle.writeEnded(succeeded: true) }
             setLastError(error, &effects)
             effects.errors.append(error)
-            if onlyRewritePending { writtenVersion = version }
+            // Replaced only by a change of the value, not by a rewrite or a removal of unknown fields.
+            if onlyRewriteOrDropPending { writtenVersion = version }
             if !isCreate && isPending { return .write(value, version: version) }
             return nil
         case .movedAside(let error):
@@ -222,6 +223,11 @@ extension CellState {
 
     /// Whether the only change pending is the rewrite of a value read in an earlier type's shape.
     @inline(__always) var onlyRewritePending: Bool { isPending && extras?.rewriteVersion == version }
+
+    /// Whether what is pending writes no change of the value: a rewrite, or a removal of unknown fields.
+    var onlyRewriteOrDropPending: Bool {
+        isPending && (extras?.rewriteVersion == version || extras?.dropVersion == version)
+    }
 
     /// Another program's change, adopted by the last-writer rule: a local change pending or made since the check
     /// started is written after it; a pending rewrite gives way. Returns whether the key must be checked again.

@@ -157,6 +157,8 @@ extension CellState {
     /// The stored object's unknown members are to go: a change of what is stored, not of the value.
     mutating func dropUnknownFields() {
         version &+= 1
+        let version = self.version
+        withExtras { $0.dropVersion = version }
     }
 
     // MARK: Listeners

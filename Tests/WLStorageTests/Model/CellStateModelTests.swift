@@ -91,6 +91,9 @@ struct CellStateWorld {
     /// A store update's value that may end as the value instead of the last change (stored while that change was
     /// pending: whichever reached the key last wins).
     var updateStoredMeanwhile: Int?
+    /// Whether the last thing this process did was a removal of unknown fields, which gives way to another version's
+    /// bytes seen before it is written.
+    var dropCameLast = false
     /// The cell's version after the last change of this process (a set or an update): another version's bytes, once
     /// read, are replaced only by a write that carries such a change, not by a rewrite or a removal of unknown fields.
     var lastChangeVersion: UInt64 = 0
@@ -208,6 +211,7 @@ struct CellStateWorld {
         discardedSinceLastSet = false
         updateStoredMeanwhile = nil
         lastChangeVersion = state.version
+        dropCameLast = false
         if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
     }
 
@@ -328,6 +332,7 @@ struct CellStateWorld {
         setCameLast = true
         discardedSinceLastSet = false
         updateStoredMeanwhile = nil
+        dropCameLast = true
         startFlush()
     }
 
@@ -426,6 +431,7 @@ struct CellStateWorld {
         discardedSinceLastSet = false
         updateStoredMeanwhile = nil
         lastChangeVersion = state.version
+        dropCameLast = false
         if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
     }
 
@@ -475,6 +481,7 @@ struct CellStateWorld {
             discardedSinceLastSet = false
             updateStoredMeanwhile = nil
             lastChangeVersion = state.version
+            dropCameLast = false
         case .changedMeanwhile:
             // The key is read again before the update returns: it then holds the update's value, unless newer.
             lastSet = value
@@ -482,6 +489,7 @@ struct CellStateWorld {
             discardedSinceLastSet = false
             updateStoredMeanwhile = nil
             lastChangeVersion = state.version
+            dropCameLast = false
             schedule(.check, after: 0)
         case .pending:
             // A set made meanwhile is newer, and is written after (unless its write was under way already).
@@ -696,7 +704,7 @@ struct CellStateWorld {
                 failures.append("the world did not settle")
             } else if state.isPending || state.isBusy {
                 failures.append("work left")
-            } else if world.setCameLast && !world.discardedSinceLastSet {
+            } else if world.setCameLast && !world.discardedSinceLastSet && !world.dropCameLast {
                 // This process's change came last: it is the value, and it is stored.
                 let winners = [world.lastSet, world.updateStoredMeanwhile]
                 if world.stored?.value != state.value || !winners.contains(state.value) {

@@ -268,6 +268,31 @@ struct UnknownFieldsTests {
         #expect(storage.wrappedValue == Named())
     }
 
+    @Test(arguments: [#"{"count":1,"old":true}"#, "1"])
+    func aRemovalOfUnknownFieldsNotWrittenYetGivesWayToAValueAnotherVersionStoresMeanwhile(stored: String) throws {
+        let store = MemoryStore()
+        store.writeFromOutside("named", json: stored)
+        let newer = #"{"count":"many","name":"ada"}"#
+        func removeThenAnotherVersionStores<T: Codable & Sendable>(_ storage: WLStorage<T>) {
+            store.failWrites(true)
+            storage.removeUnknownFields()
+            #expect(storage.hasPendingChanges, "the write did not fail")
+            store.writeFromOutside("named", json: newer)
+            #expect(eventually { storage.lastError?.code == .storedByAnotherVersion }, "the change was not seen")
+            store.failWrites(false)
+            storage.flush()
+            #expect(!storage.hasPendingChanges)
+        }
+        // An object, whose write goes field by field, and a number, written whole.
+        if stored.hasPrefix("{") {
+            removeThenAnotherVersionStores(
+                WLStorage(key: "named", defaultValue: Named(), flushInterval: nil, store: store))
+        } else {
+            removeThenAnotherVersionStores(WLStorage(key: "named", defaultValue: 0, flushInterval: nil, store: store))
+        }
+        #expect(store.stored("named") == newer)
+    }
+
     @Test func aSetAfterAnOutsideChangeKeepsTheFieldsOfTheChangeNotOfTheValueBefore() throws {
         try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("named")
