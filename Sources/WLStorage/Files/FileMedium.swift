@@ -8,11 +8,6 @@ struct FileMedium: KeyMedium {
     /// The file name; `nil` when the key needs hashing and libcrypto cannot hash it.
     let fileName: String?
 
-    init(key: String, directory: URL?) {
-        self.directory = directory.map(DirectoryTable.directory(for:))
-        self.fileName = FileName.forKey(key)
-    }
-
     func release() {
         if let directory { DirectoryTable.release(directory) }
     }

@@ -50,7 +50,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///   - directory: The directory to keep the file in. Defaults to ``WLStorageSystem/defaultDirectory``.
     public init(key: String, directory: URL? = WLStorageSystem.defaultDirectory) {
         self.key = key
-        self.held = .file(FileMedium(key: key, directory: directory))
+        self.held = .file(
+            FileMedium(directory: directory.map(DirectoryTable.directory(for:)), fileName: FileName.forKey(key)))
     }
 
     /// Creates the backer of `key`, whose bytes `medium`, a key of a store other than a directory, keeps.
@@ -133,7 +134,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// Whether a default is saved where nothing is stored (see ``create(value:)``).
-    var savesDefault: Bool { held.savesDefault }
+    var savesDefault: Bool { medium.savesDefault }
 
     /// Whether any entry stands where the bytes are.
     var entryExists: Bool { medium.entryExists(key: key) }
@@ -154,7 +155,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ) -> ReadResult<T> {
         let read: ReadBytes
         let rewrite: Bool
-        switch held.read(key: key, prepared: prepared) {
+        switch medium.read(key: key, prepared: prepared) {
         case .bytes(let bytes, let underPreviousKey):
             (read, rewrite) = (bytes, underPreviousKey)
         case .absent:
@@ -237,7 +238,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// What another program did to the key since this backer last wrote or read it (``KnownVersions``). Never keeps
     /// bytes aside: bytes that do not decode are reported and left to their writer.
     func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
-        switch try held.readForCheck(key: key) {
+        switch try medium.readForCheck(key: key) {
         case .unchanged:
             return .unchanged
         case .unreadable(let error):
@@ -434,7 +435,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Encodes `value` and writes it, replacing or only where nothing is; returns whether it was written.
     private func place(_ value: T, replacing: Bool) throws(WLStorageError) -> Bool {
         guard
-            let (data, stamp) = try held.write(
+            let (data, stamp) = try medium.write(
                 key: key, replacing: replacing, announced: attached.load(ordering: .relaxed),
                 encode: { () throws(WLStorageError) -> Data in try encode(value) })
         else { return false }
@@ -516,36 +517,6 @@ private enum HeldMedium: Sendable {
         switch self {
         case .file(let file): file
         case .store(let store): store
-        }
-    }
-
-    var savesDefault: Bool {
-        switch self {
-        case .file(let file): file.savesDefault
-        case .store(let store): store.savesDefault
-        }
-    }
-
-    func read(key: String, prepared: Bool) -> MediumRead {
-        switch self {
-        case .file(let file): file.read(key: key, prepared: prepared)
-        case .store(let store): store.read(key: key, prepared: prepared)
-        }
-    }
-
-    func readForCheck(key: String) throws(WLStorageError) -> MediumCheck {
-        switch self {
-        case .file(let file): try file.readForCheck(key: key)
-        case .store(let store): try store.readForCheck(key: key)
-        }
-    }
-
-    func write(key: String, replacing: Bool, announced: Bool, encode: () throws(WLStorageError) -> Data)
-        throws(WLStorageError) -> (data: Data, stamp: Int)?
-    {
-        switch self {
-        case .file(let file): try file.write(key: key, replacing: replacing, announced: announced, encode: encode)
-        case .store(let store): try store.write(key: key, replacing: replacing, announced: announced, encode: encode)
         }
     }
 
