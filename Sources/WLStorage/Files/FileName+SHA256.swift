@@ -36,16 +36,9 @@ package enum FileName {
         (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
     }
 
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
     /// `value` as 16 lowercase hex digits.
     package static func hex(of value: UInt64) -> String {
-        String(unsafeUninitializedCapacity: 16) { buffer in
-            for index in 0..<16 {
-                buffer[index] = hexDigits[Int((value >> (60 - 4 * UInt64(index))) & 0x0f)]
-            }
-            return 16
-        }
+        SHA256.hex(withUnsafeBytes(of: value.bigEndian) { Array($0) })
     }
 
     @inline(__always)

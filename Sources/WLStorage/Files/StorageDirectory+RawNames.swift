@@ -49,14 +49,7 @@ extension StorageDirectory {
         var status = stat()
         let result = Self.withCString(name) { fstatat(dir, $0, &status, AT_SYMLINK_NOFOLLOW) }
         guard result == 0 else { return nil }
-        return FileStatus(
-            identity: FileIdentity(status),
-            kind: EntryKind(mode: status.st_mode),
-            size: Int64(status.st_size),
-            modificationTime: Date(
-                timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec) + TimeInterval(status.st_mtim.tv_nsec)
-                    / 1e9)
-        )
+        return FileStatus(status)
     }
 
     /// Opens the regular file `name` for reading, or returns `nil` when there is no entry of that name.
@@ -103,12 +96,6 @@ extension StorageDirectory {
                 code: .directoryUnavailable, message: "cannot open the storage directory", path: path, errno: errno)
         }
         return fd
-    }
-
-    private static func notRegular(_ kind: EntryKind, path: String) -> WLStorageError {
-        WLStorageError(
-            code: .notARegularFile, message: "the file is a \(kind.rawValue); it is left as it is and not followed",
-            path: path)
     }
 
     private static func withCString<R>(_ name: [UInt8], _ body: (UnsafePointer<CChar>) -> R) -> R {

@@ -72,6 +72,14 @@ package struct FileStatus: Sendable {
     package var isRegularFile: Bool { kind == .regularFile }
     package var size: Int64
     package var modificationTime: Date
+
+    init(_ status: stat) {
+        identity = FileIdentity(status)
+        kind = EntryKind(mode: status.st_mode)
+        size = Int64(status.st_size)
+        let seconds = TimeInterval(status.st_mtim.tv_sec) + TimeInterval(status.st_mtim.tv_nsec) / 1e9
+        modificationTime = Date(timeIntervalSince1970: seconds)
+    }
 }
 
 /// What a directory is, whatever path reaches it (symlink, bind mount, `a/../b`): its device and inode.
@@ -284,14 +292,7 @@ package struct StorageDirectory: Sendable, Hashable {
     package func status(of name: String) -> FileStatus? {
         var status = stat()
         guard retrying(.stat, name, { lstat(filePath(name), &status) }) == 0 else { return nil }
-        return FileStatus(
-            identity: FileIdentity(status),
-            kind: EntryKind(mode: status.st_mode),
-            size: Int64(status.st_size),
-            modificationTime: Date(
-                timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec) + TimeInterval(status.st_mtim.tv_nsec)
-                    / 1e9)
-        )
+        return FileStatus(status)
     }
 
     /// The names of the directory's entries, sorted, without `.` and `..`.
@@ -331,10 +332,13 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 
     func notRegular(_ name: String, _ kind: EntryKind) -> WLStorageError {
+        Self.notRegular(kind, path: filePath(name))
+    }
+
+    static func notRegular(_ kind: EntryKind, path: String) -> WLStorageError {
         WLStorageError(
-            code: .notARegularFile,
-            message: "the file is a \(kind.rawValue); it is left as it is and not followed",
-            path: filePath(name))
+            code: .notARegularFile, message: "the file is a \(kind.rawValue); it is left as it is and not followed",
+            path: path)
     }
 
     func tooLarge(_ name: String, size: Int, limit: Int) -> WLStorageError {
