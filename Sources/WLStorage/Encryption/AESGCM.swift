@@ -79,7 +79,8 @@ enum AESGCM {
     static func seal(
         _ plaintext: Data, key: [UInt8], nonce: [UInt8], additionalData: Data = Data()
     ) throws -> (ciphertext: Data, tag: Data) {
-        try checkLengths(key: key, nonce: nonce)
+        guard key.count == keyLength else { throw CipherError.invalidKeyLength(key.count) }
+        guard nonce.count == nonceLength else { throw CipherError.invalidNonceLength(nonce.count) }
         return try withContext { context, cipher in
             try nonce.withUnsafeBufferPointer { nonce in
                 try initialize(
@@ -207,11 +208,6 @@ enum AESGCM {
     static func clear(_ bytes: UnsafeMutableRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         OPENSSL_cleanse(base, bytes.count)
-    }
-
-    private static func checkLengths(key: [UInt8], nonce: [UInt8]) throws {
-        guard key.count == keyLength else { throw CipherError.invalidKeyLength(key.count) }
-        guard nonce.count == nonceLength else { throw CipherError.invalidNonceLength(nonce.count) }
     }
 
     /// Runs `body` with a new cipher context, which is freed (and its key schedule cleared) when `body` returns.
@@ -361,10 +357,7 @@ package enum SealedBox {
         var associatedKey = associatedKey
         return try associatedKey.withUTF8 { associated in
             try sealed.withUnsafeBytes { box -> (plaintext: Data, keyIndex: Int) in
-                guard box.count >= magic.count, box.prefix(magic.count).elementsEqual(magic) else {
-                    throw CipherError.notASealedBox
-                }
-                guard box.count > magic.count else { throw CipherError.notASealedBox }
+                guard box.count > magic.count, box.starts(with: magic) else { throw CipherError.notASealedBox }
                 let boxVersion = box[magic.count]
                 guard boxVersion == version else { throw CipherError.unsupportedVersion(boxVersion) }
                 guard box.count >= minimumLength else { throw CipherError.notASealedBox }
