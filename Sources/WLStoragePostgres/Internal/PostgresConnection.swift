@@ -127,12 +127,20 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     func query(
         _ sql: String, _ parameters: [Parameter] = [], deadline: ContinuousClock.Instant
     ) throws(PostgresError) -> [[Data?]] {
+        try onConnection { connection throws(PostgresError) in
+            try send(sql, parameters, on: connection, deadline: deadline)
+            return try receive(on: connection, deadline: deadline)
+        }
+    }
+
+    /// Runs `body` on the connection, as ``query(_:_:deadline:)`` does: a timeout cancels the statement, and any failure
+    /// but a refused statement drops the connection.
+    func onConnection<R>(_ body: (OpaquePointer) throws(PostgresError) -> R) throws(PostgresError) -> R {
         guard case .connected(let connection, _) = state else {
             throw PostgresError(.connectionLost, "not connected")
         }
         do {
-            try send(sql, parameters, on: connection, deadline: deadline)
-            return try receive(on: connection, deadline: deadline)
+            return try body(connection)
         } catch {
             if error.kind == .timedOut { Self.cancel(connection) }
             if error.kind != .queryFailed || PQstatus(connection) == CONNECTION_BAD { disconnect() }
@@ -317,23 +325,13 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     }
 
     private static func rows(of result: OpaquePointer) -> [[Data?]] {
-        let rowCount = PQntuples(result)
-        let columnCount = PQnfields(result)
-        var rows: [[Data?]] = []
-        rows.reserveCapacity(Int(rowCount))
-        for row in 0..<rowCount {
-            var columns: [Data?] = []
-            for column in 0..<columnCount {
-                if PQgetisnull(result, row, column) != 0 {
-                    columns.append(nil)
-                } else {
-                    let length = Int(PQgetlength(result, row, column))
-                    columns.append(Data(bytes: PQgetvalue(result, row, column), count: length))
-                }
+        let columns = 0..<PQnfields(result)
+        return (0..<PQntuples(result)).map { row in
+            columns.map { column in
+                guard PQgetisnull(result, row, column) == 0 else { return nil }
+                return Data(bytes: PQgetvalue(result, row, column), count: Int(PQgetlength(result, row, column)))
             }
-            rows.append(columns)
         }
-        return rows
     }
 
     /// Waits with `poll` until `socket` is ready for `events`, or throws when `deadline` passes.

@@ -29,20 +29,9 @@ struct PostgresSettings: Sendable {
             }
             throw PostgresError(.invalidSettings, message)
         }
-        defer { PQconninfoFree(options) }
-
-        var parsed: [(keyword: String, value: String)] = []
-        var secrets = written
-        var option = options
-        while let keyword = option.pointee.keyword {
-            defer { option += 1 }
-            guard let value = option.pointee.val else { continue }
-            let text = String(cString: value)
-            parsed.append((String(cString: keyword), text))
-            if let display = option.pointee.dispchar, String(cString: display) == "*", !text.isEmpty {
-                secrets.append(text)
-            }
-        }
+        let entries = Self.entries(options)
+        let parsed = entries.map { (keyword: $0.keyword, value: $0.value) }
+        var secrets = written + entries.filter { $0.secret && !$0.value.isEmpty }.map(\.value)
         // A `dbname` (or `PGDATABASE`) may itself be a connection string, with a password: it is hidden too.
         let givenDatabase = parsed.last { $0.keyword == "dbname" }?.value ?? ""
         let fallback = Self.defaults()
@@ -156,18 +145,7 @@ struct PostgresSettings: Sendable {
     private static func embeddedSecrets(in database: String) -> [String] {
         guard database.contains("=") || database.contains("://") else { return [] }
         var found = writtenSecrets(in: database)
-        if let options = PQconninfoParse(database, nil) {
-            defer { PQconninfoFree(options) }
-            var option = options
-            while option.pointee.keyword != nil {
-                defer { option += 1 }
-                if let value = option.pointee.val, let display = option.pointee.dispchar,
-                    String(cString: display) == "*"
-                {
-                    found.append(String(cString: value))
-                }
-            }
-        }
+        if let options = PQconninfoParse(database, nil) { found += entries(options).filter(\.secret).map(\.value) }
         return found.filter { !$0.isEmpty }
     }
 
@@ -214,14 +192,24 @@ struct PostgresSettings: Sendable {
     /// libpq's defaults, from the environment (`PGHOST`, `PGPORT`, …) and its compiled-in values.
     private static func defaults() -> [String: String] {
         guard let options = PQconndefaults() else { return [:] }
+        return Dictionary(entries(options).map { ($0.keyword, $0.value) }, uniquingKeysWith: { _, last in last })
+    }
+
+    /// The options of a libpq option array that have a value, in order, each with whether libpq marks it secret
+    /// (`dispchar` `*`); the array is freed (`PQconninfoFree`).
+    private static func entries(
+        _ options: UnsafeMutablePointer<PQconninfoOption>
+    ) -> [(keyword: String, value: String, secret: Bool)] {
         defer { PQconninfoFree(options) }
-        var defaults: [String: String] = [:]
+        var entries: [(keyword: String, value: String, secret: Bool)] = []
         var option = options
         while let keyword = option.pointee.keyword {
             defer { option += 1 }
-            if let value = option.pointee.val { defaults[String(cString: keyword)] = String(cString: value) }
+            guard let value = option.pointee.val else { continue }
+            let secret = option.pointee.dispchar.map { String(cString: $0) == "*" } ?? false
+            entries.append((String(cString: keyword), String(cString: value), secret))
         }
-        return defaults
+        return entries
     }
 
     private static let unreserved = CharacterSet(
