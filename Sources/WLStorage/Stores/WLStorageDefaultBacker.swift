@@ -182,40 +182,25 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return readStored(read, rewrite: rewrite, decoding: decoding(), plainError: plainError, again: again)
     }
 
-    /// Reads `read` through the added fields and migrations, keeps a reshaped value's original, or keeps bytes aside.
+    /// What `read` is to the storage opening it (``StoredBytes``), read through the added fields and migrations: the
+    /// value, reshaped (original kept, the bytes marked as those a rewrite replaces), another version's (left), or kept
+    /// aside; a key changed meanwhile is read again when `again`, else the read fails.
     @inline(never)
     private func readStored(
         _ read: ReadBytes, rewrite: Bool, decoding: ValueDecoding<T>, plainError: (any Error)?, again: Bool
     ) -> ReadResult<T> {
-        // Kept aside only while the key holds the version read; a key changed meanwhile is read again, once.
-        var readAgain = false
-        let found = opening(
-            read, decoding: decoding, plainError: plainError, rewrite: rewrite,
-            readAgain: again
-                ? {
-                    readAgain = true
-                    return self.readStored(prepared: true, again: false, decoding: decoding)
-                } : nil)
-        if !readAgain, case .reshaped(_, true, _) = found { medium.willRewrite(read) }
-        return found
-    }
-
-    /// What `read` is to the storage opening it (``StoredBytes``): the value, reshaped (original kept), another
-    /// version's (left), or kept aside; a key changed meanwhile is read again by `readAgain`, else the read fails.
-    private func opening(
-        _ read: ReadBytes, decoding: ValueDecoding<T>, plainError: (any Error)?, rewrite: Bool,
-        readAgain: (() -> ReadResult<T>)?
-    ) -> ReadResult<T> {
         _ = known.withLock { $0.read(read.stamp, read.data) }
-        let place = self.place
         switch StoredBytes.read(read.data, at: place, decoding: decoding, plainError: plainError) {
         case .value(let value):
-            return rewrite ? .reshaped(value, rewrite: true, note: nil) : .value(value)
+            guard rewrite else { return .value(value) }
+            medium.willRewrite(read)
+            return .reshaped(value, rewrite: true, note: nil)
         case .reshaped(let value, let reshape):
             if let note = medium.keepOriginal(read.data, reshape.description, key: key) {
                 return .reshaped(value, rewrite: false, note: note)
             }
             keepsOriginal.store(true, ordering: .relaxed)
+            medium.willRewrite(read)
             return .reshaped(value, rewrite: true, note: nil)
         case .anotherVersion(let error):
             return .anotherVersion(error)
@@ -228,7 +213,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                 _ = known.withLock { $0.forget() }
                 return .movedAside(error)
             case .changed(let error):
-                return readAgain?() ?? .failed(error)
+                // Kept aside only while the key holds the version read; a key changed meanwhile is read again, once.
+                return again ? readStored(prepared: true, again: false, decoding: decoding) : .failed(error)
             case .failed(let error):
                 return .failed(error)
             }
