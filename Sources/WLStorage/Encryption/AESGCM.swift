@@ -56,12 +56,8 @@ enum AESGCM {
     /// The length of an authentication tag in bytes.
     static let tagLength = 16
 
-    /// An `EVP_CIPHER` fetched once; OpenSSL documents fetched algorithms as safe to share between threads.
-    private struct Algorithm: @unchecked Sendable {  // immutable after creation; OpenSSL owns its locking
-        let pointer: OpaquePointer?
-    }
-
-    private static let algorithm = Algorithm(
+    /// An `EVP_CIPHER`, fetched once.
+    private static let algorithm = FetchedAlgorithm(
         pointer: OpenSSLLibrary.initialized ? EVP_CIPHER_fetch(nil, "AES-256-GCM", nil) : nil)
 
     /// The largest piece of input passed to one `EVP_*Update` call, whose length is a C `int`.
@@ -391,6 +387,11 @@ package enum SealedBox {
         data.append(contentsOf: associatedKey.utf8)
         return data
     }
+}
+
+/// An algorithm fetched from libcrypto once; OpenSSL documents fetched algorithms as safe to share between threads.
+struct FetchedAlgorithm: @unchecked Sendable {  // immutable after creation; OpenSSL owns its locking
+    let pointer: OpaquePointer?
 }
 
 /// libcrypto, initialized once, and closed to the package's calls as the program exits: libcrypto frees its locks at

@@ -1,11 +1,4 @@
-import Dispatch
-import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import Foundation
 
 /// Tells file-backed storages when another program changed their file.
 ///

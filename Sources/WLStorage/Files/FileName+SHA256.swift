@@ -55,12 +55,8 @@ package enum FileName {
 
 /// SHA-256 through OpenSSL libcrypto's EVP interface, with the algorithm fetched once per process.
 package enum SHA256 {
-    /// An `EVP_MD` fetched once; OpenSSL documents fetched algorithms as safe to share between threads.
-    private struct Algorithm: @unchecked Sendable {  // immutable after creation; OpenSSL owns its locking
-        let pointer: OpaquePointer?
-    }
-
-    private static let algorithm = Algorithm(
+    /// An `EVP_MD`, fetched once.
+    private static let algorithm = FetchedAlgorithm(
         pointer: OpenSSLLibrary.initialized ? EVP_MD_fetch(nil, "SHA256", nil) : nil)
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)

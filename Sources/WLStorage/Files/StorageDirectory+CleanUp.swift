@@ -1,11 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// What a directory's first use in a process clears: dead writers' temporary files and interrupted exchanges.
 extension StorageDirectory {
     /// Whether a shared lock of the directory cannot be had now (an exchange or a clean-up holds it exclusively): an

@@ -1,11 +1,4 @@
 import Foundation
-import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// One version of a file: device, inode, size and modification time.
 package struct FileIdentity: Hashable, Sendable {
