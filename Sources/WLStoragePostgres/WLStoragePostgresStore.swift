@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import WLStorage
 
 /// A store that keeps values in a PostgreSQL table, one row per namespace and key, and tells its storages about

@@ -1,12 +1,6 @@
 internal import CWLStorageLibPQ
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 extension PostgresConnection {
     /// One statement of a transaction: its SQL and its parameters.
     struct Statement {

@@ -1,12 +1,5 @@
-import Dispatch
 import Foundation
 import WLStorage
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// The change feed of a store: a connection of its own that runs `LISTEN` on the store's channel, read by a thread
 /// that waits on its socket (``SocketWatch``), and reconnects with a backoff when it is lost.
