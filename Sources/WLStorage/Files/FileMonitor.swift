@@ -179,11 +179,6 @@ package final class FileMonitor: Sendable {
         state.withLock { state in state.paths[directory].map { $0.watch == nil } ?? false }
     }
 
-    /// The number of inotify watches and of polled paths (for tests).
-    var counts: (watches: Int, polled: Int, paths: Int) {
-        state.withLock { ($0.watches.count, $0.polledPaths.count, $0.paths.count) }
-    }
-
     // MARK: Watches
 
     /// Watches the directory `path` leads to and its symlinks' directories, or polls the path.

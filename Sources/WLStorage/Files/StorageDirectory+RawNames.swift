@@ -8,31 +8,8 @@ extension StorageDirectory {
     /// - Throws: ``WLStorageError/Code/directoryUnavailable`` when the directory cannot be opened (its `errno` is
     ///   `ENOENT` when there is none), ``WLStorageError/Code/readFailed`` when it cannot be listed.
     package func rawEntryNames() throws(WLStorageError) -> [[UInt8]] {
-        let dir = try openDirectory()
-        guard let stream = fdopendir(dir) else {
-            let code = errno
-            close(dir)
-            throw WLStorageError(
-                code: .readFailed, message: "cannot list the storage directory", path: path, errno: code)
-        }
-        defer { closedir(stream) }  // closes `dir` too
         var names: [[UInt8]] = []
-        while true {
-            errno = 0
-            guard let entry = readdir(stream) else {
-                let code = errno
-                guard code == 0 else {
-                    throw WLStorageError(
-                        code: .readFailed, message: "cannot list the storage directory", path: path, errno: code)
-                }
-                break
-            }
-            let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
-                let bytes = raw.bindMemory(to: UInt8.self)
-                return Array(bytes[..<(bytes.firstIndex(of: 0) ?? bytes.count)])
-            }
-            if name != [UInt8(ascii: ".")] && name != [UInt8(ascii: "."), UInt8(ascii: ".")] { names.append(name) }
-        }
+        try forEachEntry(checkingErrors: true) { names.append(Array($0)) }
         return names.sorted { $0.lexicographicallyPrecedes($1) }
     }
 

@@ -5,39 +5,23 @@ package struct FileIdentity: Hashable, Sendable {
     package var device: UInt64
     package var inode: UInt64
     package var size: Int64
-    package var modified: timespec
+    package var modifiedSeconds: Int
+    package var modifiedNanoseconds: Int
 
     init(_ status: stat) {
         self.device = UInt64(status.st_dev)
         self.inode = UInt64(status.st_ino)
         self.size = Int64(status.st_size)
-        self.modified = status.st_mtim
-    }
-
-    /// A number for this version, to keep many small: equal versions equal, others differ but for a 2^-64 chance.
-    package var stamp: Int {
-        hashValue
+        self.modifiedSeconds = Int(status.st_mtim.tv_sec)
+        self.modifiedNanoseconds = Int(status.st_mtim.tv_nsec)
     }
 
     /// A number for this version in any process: inode, size and modification time, which a rename and a restart keep.
     package var lastingStamp: UInt64 {
         var value = StorageDirectory.mix(inode)
         value = StorageDirectory.mix(value ^ UInt64(bitPattern: size))
-        value = StorageDirectory.mix(value ^ UInt64(bitPattern: Int64(modified.tv_sec)))
-        return StorageDirectory.mix(value ^ UInt64(bitPattern: Int64(modified.tv_nsec)))
-    }
-
-    package static func == (lhs: Self, rhs: Self) -> Bool {
-        (lhs.device, lhs.inode, lhs.size, lhs.modified.tv_sec, lhs.modified.tv_nsec)
-            == (rhs.device, rhs.inode, rhs.size, rhs.modified.tv_sec, rhs.modified.tv_nsec)
-    }
-
-    package func hash(into hasher: inout Hasher) {
-        hasher.combine(device)
-        hasher.combine(inode)
-        hasher.combine(size)
-        hasher.combine(modified.tv_sec)
-        hasher.combine(modified.tv_nsec)
+        value = StorageDirectory.mix(value ^ UInt64(bitPattern: Int64(modifiedSeconds)))
+        return StorageDirectory.mix(value ^ UInt64(bitPattern: Int64(modifiedNanoseconds)))
     }
 }
 
@@ -296,6 +280,18 @@ package struct StorageDirectory: Sendable, Hashable {
     /// The names of entries whose bytes pass `included`, in directory order, without `.` and `..`; only those are made
     /// into strings.
     func entries(where included: (UnsafeBufferPointer<UInt8>) -> Bool) throws(WLStorageError) -> [String] {
+        var names: [String] = []
+        try forEachEntry { name in
+            if included(name) { names.append(String(decoding: name, as: UTF8.self)) }
+        }
+        return names
+    }
+
+    /// Calls `body` with the bytes of each entry's name, in directory order, without `.` and `..`. With
+    /// `checkingErrors`, a failure to read the next entry throws rather than ends the list.
+    func forEachEntry(
+        checkingErrors: Bool = false, _ body: (UnsafeBufferPointer<UInt8>) -> Void
+    ) throws(WLStorageError) {
         let dir = try openDirectory()
         guard let stream = fdopendir(dir) else {
             let code = errno
@@ -303,17 +299,22 @@ package struct StorageDirectory: Sendable, Hashable {
             throw error(.readFailed, "cannot list the storage directory", errno: code)
         }
         defer { closedir(stream) }  // closes `dir` too
-        var names: [String] = []
-        while let entry = readdir(stream) {
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                guard !checkingErrors || errno == 0 else {
+                    throw error(.readFailed, "cannot list the storage directory", errno: errno)
+                }
+                return
+            }
             withUnsafeBytes(of: &entry.pointee.d_name) { raw in
                 let bytes = raw.bindMemory(to: UInt8.self)
                 let name = UnsafeBufferPointer(rebasing: bytes[..<(bytes.firstIndex(of: 0) ?? bytes.count)])
                 let isDot = name.count == 1 && name[0] == UInt8(ascii: ".")
                 let isDotDot = name.count == 2 && name[0] == UInt8(ascii: ".") && name[1] == UInt8(ascii: ".")
-                if !isDot && !isDotDot && included(name) { names.append(String(decoding: name, as: UTF8.self)) }
+                if !isDot && !isDotDot { body(name) }
             }
         }
-        return names
     }
 
     // MARK: Errors
