@@ -366,8 +366,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                     throw medium.failure(error, writing: true, key: key)
                 }
                 if written, stored == base {
-                    medium.wrote()
-                    recordWrite(merged, stamp: KnownVersions.stamp(merged))
+                    wrote(merged)
                     return .written
                 }
                 if !written {
@@ -388,8 +387,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                             throw medium.failure(error, writing: true, key: key)
                         }
                         guard created else { continue }
-                        medium.wrote()
-                        recordWrite(data, stamp: KnownVersions.stamp(data))
+                        wrote(data)
                         return .written
                     }
                     stored = current
