@@ -108,27 +108,9 @@ enum AESGCM {
         }
     }
 
-    /// Decrypts `ciphertext`, returning the plaintext only if `tag` verifies with `additionalData`. Throws
+    /// Decrypts `ciphertext` in place, returning the plaintext only if `tag` verifies with the additional data, given in
+    /// two pieces (authenticated as if joined) so that a sealed box opens without a copy. Throws
     /// ``CipherError/authenticationFailed`` when it does not, another ``CipherError`` for bad lengths or libcrypto.
-    static func open(
-        ciphertext: Data, tag: Data, key: [UInt8], nonce: [UInt8], additionalData: Data = Data()
-    ) throws -> Data {
-        guard nonce.count == nonceLength else { throw CipherError.invalidNonceLength(nonce.count) }
-        return try ciphertext.withUnsafeBytes { ciphertext in
-            try tag.withUnsafeBytes { tag in
-                try nonce.withUnsafeBytes { nonce in
-                    try additionalData.withUnsafeBytes { additionalData in
-                        try open(
-                            ciphertext: ciphertext, tag: tag, key: key, nonce: nonce, additionalData: additionalData,
-                            UnsafeRawBufferPointer(start: nil, count: 0))
-                    }
-                }
-            }
-        }
-    }
-
-    /// ``open(ciphertext:tag:key:nonce:additionalData:)`` on bytes in place, additional data in two pieces
-    /// (authenticated as if joined): a sealed box opens without a copy.
     static func open(
         ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer, key: [UInt8], nonce: UnsafeRawBufferPointer,
         additionalData: UnsafeRawBufferPointer, _ moreAdditionalData: UnsafeRawBufferPointer
@@ -333,7 +315,9 @@ package enum SealedBox {
         sealed.append(version)
         sealed.append(contentsOf: fingerprint)
         sealed.append(contentsOf: nonce)
-        let additionalData = additionalData(header: sealed, associatedKey: associatedKey)
+        // The header then the storage key's UTF-8 bytes; the header's fixed length keeps the pairs apart.
+        var additionalData = sealed
+        additionalData.append(contentsOf: associatedKey.utf8)
         let (ciphertext, tag) = try AESGCM.seal(plaintext, key: key, nonce: nonce, additionalData: additionalData)
         sealed.append(ciphertext)
         sealed.append(tag)
@@ -379,13 +363,6 @@ package enum SealedBox {
                 throw matched ? CipherError.authenticationFailed : CipherError.noMatchingKey
             }
         }
-    }
-
-    /// The header then the storage key's UTF-8 bytes; the header's fixed length keeps the pairs apart.
-    private static func additionalData(header: Data, associatedKey: String) -> Data {
-        var data = Data(header)
-        data.append(contentsOf: associatedKey.utf8)
-        return data
     }
 }
 
