@@ -41,13 +41,11 @@ struct PostgresSettings: Sendable {
         // Longest first, so that a secret containing another is hidden whole.
         self.secrets = Array(Set(secrets.filter { !$0.isEmpty })).sorted { $0.utf8.count > $1.utf8.count }
 
-        var keywords = parsed.map(\.keyword)
-        var values = parsed.map(\.value)
         // Whole seconds, rounded up, at least 2; a timeout of any length fits (libpq reads the value as an `int`).
         let (whole, fraction) = timeout.components
         let rounded = fraction > 0 && whole < Int64(Int32.max) ? whole + 1 : whole
         let seconds = max(2, min(rounded, Int64(Int32.max)))
-        let defaults: [(String, String)] = [
+        let defaults: [(keyword: String, value: String)] = [
             ("connect_timeout", String(seconds)),
             ("keepalives", "1"),
             ("keepalives_idle", "30"),
@@ -55,19 +53,13 @@ struct PostgresSettings: Sendable {
             ("keepalives_count", "3"),
             ("fallback_application_name", "WLStorage"),
         ]
-        for (keyword, value) in defaults where !keywords.contains(keyword) {
-            keywords.append(keyword)
-            values.append(value)
-        }
         // Keys and payloads are exchanged as UTF-8, whatever the string asked for.
-        if let index = keywords.firstIndex(of: "client_encoding") {
-            values[index] = "UTF8"
-        } else {
-            keywords.append("client_encoding")
-            values.append("UTF8")
-        }
-        self.keywords = keywords
-        self.values = values
+        let connectOptions =
+            parsed.filter { $0.keyword != "client_encoding" }
+            + defaults.filter { option in !parsed.contains { $0.keyword == option.keyword } }
+            + [("client_encoding", "UTF8")]
+        self.keywords = connectOptions.map(\.keyword)
+        self.values = connectOptions.map(\.value)
 
         let given = Dictionary(parsed, uniquingKeysWith: { _, last in last })
         func value(_ keyword: String) -> String? {
