@@ -35,9 +35,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// The prepared directory (not waiting for another's lock, see ``DirectoryTable/prepare(_:waiting:)``), and `key`'s
     /// file.
     func file(_ key: String, waiting: Bool = true) throws(WLStorageError) -> (StorageDirectory, String) {
-        let file = try FileMedium(directory: directory, fileName: FileName.forKey(key))
-            .location(key: key, waiting: waiting)
-        return (file.directory, file.fileName)
+        try FileMedium(directory: directory, fileName: FileName.forKey(key)).location(key: key, waiting: waiting)
     }
 
     /// The bytes of `key`'s file, or `nil` when there is none.
