@@ -164,7 +164,6 @@ final class StoreMedium: KeyMedium {
             return .plain
         }
         let data = try encode()
-        forgetVersion()
         var stored: Bool
         do {
             stored = try write(data, ifItHolds: expected, through: conditional)

@@ -355,16 +355,18 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         var stored = known.withLock { $0.seenObject } ?? base
         let keeping = known.withLock { $0.takeOrigin() }
         let data = try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: keeping)
+        func writeOnCondition(_ bytes: Data, ifItHolds expected: Data?) throws(WLStorageError) -> Bool {
+            do {
+                return try medium.write(bytes, ifItHolds: expected, through: conditional)
+            } catch {
+                throw medium.failure(error, writing: true, key: key)
+            }
+        }
         for _ in 0..<8 {
             let merged = stored == base ? data : merging(data, base: base, onto: stored) ?? data
             if merged != stored || stored == base {
                 try checkSize(merged)
-                let written: Bool
-                do {
-                    written = try medium.write(merged, ifItHolds: stored, through: conditional)
-                } catch {
-                    throw medium.failure(error, writing: true, key: key)
-                }
+                let written = try writeOnCondition(merged, ifItHolds: stored)
                 if written, stored == base {
                     wrote(merged)
                     return .written
@@ -380,13 +382,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                         // Removed meanwhile: written whole only while nothing is stored; a value stored anew is read
                         // and merged onto.
                         known.withLock { $0.forgetSeen() }
-                        let created: Bool
-                        do {
-                            created = try medium.write(data, ifItHolds: current, through: conditional)
-                        } catch {
-                            throw medium.failure(error, writing: true, key: key)
-                        }
-                        guard created else { continue }
+                        guard try writeOnCondition(data, ifItHolds: current) else { continue }
                         wrote(data)
                         return .written
                     }
