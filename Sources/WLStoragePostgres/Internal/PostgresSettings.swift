@@ -168,9 +168,7 @@ struct PostgresSettings: Sendable {
             if words[index] == "-c", index + 1 < words.count {
                 setting = words[index + 1][...]
                 index += 1
-            } else if words[index].hasPrefix("--") {
-                setting = words[index].dropFirst(2)
-            } else if words[index].hasPrefix("-c") {
+            } else if words[index].hasPrefix("--") || words[index].hasPrefix("-c") {
                 setting = words[index].dropFirst(2)
             }
             index += 1
