@@ -53,17 +53,9 @@ extension WLStoragePostgresStore {
         let key = String(decoding: bytes[keyRange], as: UTF8.self)
         let colon = bytes[carriedStart...].firstIndex(of: UInt8(ascii: ":")) ?? bytes.count
         // `<version>.<table OID>`: two parts between dots, empty ones left out.
-        var parts: [Range<Int>] = []
-        var partStart = carriedStart
-        for index in carriedStart...colon where index == colon || bytes[index] == UInt8(ascii: ".") {
-            if index > partStart {
-                if parts.count == 2 { return .change(.key(key)) }
-                parts.append(partStart..<index)
-            }
-            partStart = index + 1
-        }
-        guard parts.count == 2, let version = Int64(String(decoding: bytes[parts[0]], as: UTF8.self)), version > 0,
-            let table, bytes[parts[1]].elementsEqual(table.utf8)
+        let parts = bytes[carriedStart..<colon].split(separator: UInt8(ascii: "."))
+        guard parts.count == 2, let version = Int64(String(decoding: parts[0], as: UTF8.self)), version > 0,
+            let table, parts[1].elementsEqual(table.utf8)
         else { return .change(.key(key)) }
         guard colon < bytes.count else {
             return .carried(WLStorageCarriedChange(key: key, version: version, data: nil))

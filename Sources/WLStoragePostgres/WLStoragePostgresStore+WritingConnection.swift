@@ -133,21 +133,18 @@ extension WLStoragePostgresStore {
     private func prepareTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
     {
         do {
+            var missing: WLStorageError?
             if let table = try connection.query(statements.tableState, deadline: deadline).first {
-                if table.first.flatMap({ $0 }) != nil {
-                    tagging.withLock { $0 = nil }
-                } else {
-                    try addTagsColumn(connection, deadline: deadline)
+                if table.first.flatMap({ $0 }) == nil { missing = try addTagsColumn(connection, deadline: deadline) }
+            } else {
+                do {
+                    _ = try connection.query(statements.createTable, deadline: deadline)
+                } catch  where error.kind == .queryFailed && Self.concurrentCreation.contains(error.sqlState ?? "") {
+                    // Two connections created the table at once; the other one won.
+                    _ = try connection.query(statements.createTable, deadline: deadline)
                 }
-                return
             }
-            do {
-                _ = try connection.query(statements.createTable, deadline: deadline)
-            } catch  where error.kind == .queryFailed && Self.concurrentCreation.contains(error.sqlState ?? "") {
-                // Two connections created the table at once; the other one won.
-                _ = try connection.query(statements.createTable, deadline: deadline)
-            }
-            tagging.withLock { $0 = nil }
+            tagging.withLock { $0 = missing }
         } catch {
             connection.disconnect()
             throw error
@@ -155,29 +152,28 @@ extension WLStoragePostgresStore {
     }
 
     /// Adds `recent_tags` to a table made without it, which needs the table's owner and a lock (waited for a second at
-    /// most). When it cannot, updates compare bytes and say what to run; the next connection tries again.
+    /// most). When it cannot, updates compare bytes and say what to run (the error returned); the next connection tries
+    /// again.
     private func addTagsColumn(_ connection: PostgresConnection, deadline: ContinuousClock.Instant)
-        throws(PostgresError)
+        throws(PostgresError) -> WLStorageError?
     {
         do {
             _ = try connection.query("SET lock_timeout = 1000", deadline: deadline)
             defer { _ = try? connection.query("RESET lock_timeout", deadline: deadline) }
             _ = try connection.query(statements.addTagsColumn, deadline: deadline)
-            tagging.withLock { $0 = nil }
+            return nil
         } catch  where error.kind == .queryFailed {
             // Added by another connection meanwhile, perhaps.
             if try connection.query(statements.tableState, deadline: deadline).first?.first.flatMap({ $0 }) != nil {
-                tagging.withLock { $0 = nil }
-                return
+                return nil
             }
-            let missing = WLStorageError(
+            return WLStorageError(
                 code: .invalidConfiguration,
                 message: "\(identity): the table lacks the column recent_tags, in which updates tag their writes, and"
                     + " the store could not add it (\(error.message)); updates compare bytes instead, and a"
                     + " replica's update whose answer is lost can then be taken for another's, or made twice. Have the"
                     + " table's owner run: \(statements.addTagsColumn)",
                 path: identity, underlying: error)
-            tagging.withLock { $0 = missing }
         }
     }
 

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import WLStorage
 
 /// A store that keeps values in a PostgreSQL table, one row per namespace and key, and tells its storages about
@@ -128,19 +127,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// - Throws: ``WLStorageError`` with the code `readFailed` when the server cannot be reached, does not answer
     ///   within the timeout, or refuses the statement; ``WLStorageError/Code/valueTooLarge`` for a row too large.
     public func read(key: String) throws -> Data? {
-        let limit = WLStorageSystem.maximumStoredValueSize
-        let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
-            try connection.query(
-                statements.read, [.text(namespace), .text(key), .text(String(limit))], deadline: deadline)
-        }
-        guard let row = rows.first, row.count == 2 else { return nil }
-        if let value = row[0] { return value }
-        let size = row[1].map { String(decoding: $0, as: UTF8.self) } ?? "?"
-        throw WLStorageError(
-            code: .valueTooLarge,
-            message: "\(identity): the row of the key holds \(size) bytes, more than the largest value read"
-                + " (\(limit) bytes, WLStorageSystem.maximumValueSize and what encryption adds); it is not read",
-            key: key, path: identity)
+        try readWithVersion(key: key)?.data
     }
 
     /// Stores `data` under `key` (an upsert), and notifies the change.

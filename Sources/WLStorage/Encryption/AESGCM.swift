@@ -56,12 +56,8 @@ enum AESGCM {
     /// The length of an authentication tag in bytes.
     static let tagLength = 16
 
-    /// An `EVP_CIPHER` fetched once; OpenSSL documents fetched algorithms as safe to share between threads.
-    private struct Algorithm: @unchecked Sendable {  // immutable after creation; OpenSSL owns its locking
-        let pointer: OpaquePointer?
-    }
-
-    private static let algorithm = Algorithm(
+    /// An `EVP_CIPHER`, fetched once.
+    private static let algorithm = FetchedAlgorithm(
         pointer: OpenSSLLibrary.initialized ? EVP_CIPHER_fetch(nil, "AES-256-GCM", nil) : nil)
 
     /// The largest piece of input passed to one `EVP_*Update` call, whose length is a C `int`.
@@ -79,7 +75,8 @@ enum AESGCM {
     static func seal(
         _ plaintext: Data, key: [UInt8], nonce: [UInt8], additionalData: Data = Data()
     ) throws -> (ciphertext: Data, tag: Data) {
-        try checkLengths(key: key, nonce: nonce)
+        guard key.count == keyLength else { throw CipherError.invalidKeyLength(key.count) }
+        guard nonce.count == nonceLength else { throw CipherError.invalidNonceLength(nonce.count) }
         return try withContext { context, cipher in
             try nonce.withUnsafeBufferPointer { nonce in
                 try initialize(
@@ -111,27 +108,9 @@ enum AESGCM {
         }
     }
 
-    /// Decrypts `ciphertext`, returning the plaintext only if `tag` verifies with `additionalData`. Throws
+    /// Decrypts `ciphertext` in place, returning the plaintext only if `tag` verifies with the additional data, given in
+    /// two pieces (authenticated as if joined) so that a sealed box opens without a copy. Throws
     /// ``CipherError/authenticationFailed`` when it does not, another ``CipherError`` for bad lengths or libcrypto.
-    static func open(
-        ciphertext: Data, tag: Data, key: [UInt8], nonce: [UInt8], additionalData: Data = Data()
-    ) throws -> Data {
-        guard nonce.count == nonceLength else { throw CipherError.invalidNonceLength(nonce.count) }
-        return try ciphertext.withUnsafeBytes { ciphertext in
-            try tag.withUnsafeBytes { tag in
-                try nonce.withUnsafeBytes { nonce in
-                    try additionalData.withUnsafeBytes { additionalData in
-                        try open(
-                            ciphertext: ciphertext, tag: tag, key: key, nonce: nonce, additionalData: additionalData,
-                            UnsafeRawBufferPointer(start: nil, count: 0))
-                    }
-                }
-            }
-        }
-    }
-
-    /// ``open(ciphertext:tag:key:nonce:additionalData:)`` on bytes in place, additional data in two pieces
-    /// (authenticated as if joined): a sealed box opens without a copy.
     static func open(
         ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer, key: [UInt8], nonce: UnsafeRawBufferPointer,
         additionalData: UnsafeRawBufferPointer, _ moreAdditionalData: UnsafeRawBufferPointer
@@ -207,11 +186,6 @@ enum AESGCM {
     static func clear(_ bytes: UnsafeMutableRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         OPENSSL_cleanse(base, bytes.count)
-    }
-
-    private static func checkLengths(key: [UInt8], nonce: [UInt8]) throws {
-        guard key.count == keyLength else { throw CipherError.invalidKeyLength(key.count) }
-        guard nonce.count == nonceLength else { throw CipherError.invalidNonceLength(nonce.count) }
     }
 
     /// Runs `body` with a new cipher context, which is freed (and its key schedule cleared) when `body` returns.
@@ -341,7 +315,9 @@ package enum SealedBox {
         sealed.append(version)
         sealed.append(contentsOf: fingerprint)
         sealed.append(contentsOf: nonce)
-        let additionalData = additionalData(header: sealed, associatedKey: associatedKey)
+        // The header then the storage key's UTF-8 bytes; the header's fixed length keeps the pairs apart.
+        var additionalData = sealed
+        additionalData.append(contentsOf: associatedKey.utf8)
         let (ciphertext, tag) = try AESGCM.seal(plaintext, key: key, nonce: nonce, additionalData: additionalData)
         sealed.append(ciphertext)
         sealed.append(tag)
@@ -361,10 +337,7 @@ package enum SealedBox {
         var associatedKey = associatedKey
         return try associatedKey.withUTF8 { associated in
             try sealed.withUnsafeBytes { box -> (plaintext: Data, keyIndex: Int) in
-                guard box.count >= magic.count, box.prefix(magic.count).elementsEqual(magic) else {
-                    throw CipherError.notASealedBox
-                }
-                guard box.count > magic.count else { throw CipherError.notASealedBox }
+                guard box.count > magic.count, box.starts(with: magic) else { throw CipherError.notASealedBox }
                 let boxVersion = box[magic.count]
                 guard boxVersion == version else { throw CipherError.unsupportedVersion(boxVersion) }
                 guard box.count >= minimumLength else { throw CipherError.notASealedBox }
@@ -391,13 +364,11 @@ package enum SealedBox {
             }
         }
     }
+}
 
-    /// The header then the storage key's UTF-8 bytes; the header's fixed length keeps the pairs apart.
-    private static func additionalData(header: Data, associatedKey: String) -> Data {
-        var data = Data(header)
-        data.append(contentsOf: associatedKey.utf8)
-        return data
-    }
+/// An algorithm fetched from libcrypto once; OpenSSL documents fetched algorithms as safe to share between threads.
+struct FetchedAlgorithm: @unchecked Sendable {  // immutable after creation; OpenSSL owns its locking
+    let pointer: OpaquePointer?
 }
 
 /// libcrypto, initialized once, and closed to the package's calls as the program exits: libcrypto frees its locks at

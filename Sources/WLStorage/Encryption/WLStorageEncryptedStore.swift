@@ -1,11 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// A store that keeps the values of another store encrypted: AES-256-GCM through OpenSSL, a fresh random nonce per
 /// write, and the storage key authenticated with it, so one key's bytes cannot pass for another's.
 ///
@@ -129,12 +123,8 @@ public final class WLStorageEncryptedStore: WLStorageStore {
     }
 
     /// The bytes stored under `key`, decrypted; `underPreviousKey` tells whether they were sealed with a previous key.
-    func read(key: String, underPreviousKey: inout Bool) throws -> Data? {
-        try read(key: key, underPreviousKey: &underPreviousKey, allowance: 0)
-    }
-
-    /// As ``read(key:underPreviousKey:)``, allowing files `allowance` bytes larger (an encrypted store over this one).
-    private func read(key: String, underPreviousKey: inout Bool, allowance: Int) throws -> Data? {
+    /// `allowance` allows files that many bytes larger (an encrypted store over this one).
+    func read(key: String, underPreviousKey: inout Bool, allowance: Int = 0) throws -> Data? {
         guard let sealed = try readSealed(key, underPreviousKey: &underPreviousKey, allowance: allowance) else {
             return nil
         }
@@ -244,7 +234,7 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
     }
 
     /// The holding store below as a versioned one, and the key there.
-    private func versionedBase(_ key: String) throws -> (store: any WLStorageVersionedStore, key: String) {
+    fileprivate func versionedBase(_ key: String) throws -> (store: any WLStorageVersionedStore, key: String) {
         let (resolved, storedKey) = Stores.resolve(base, key)
         guard let base = Stores.capabilities(of: resolved).versioned else {
             throw WLStorageError(
@@ -252,67 +242,6 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
                 key: key)
         }
         return (base, storedKey)
-    }
-
-    /// The bytes of `key`, opened, with the sealed bytes' version (each seal differs: the version tells writes apart).
-    fileprivate func readVersioned(key: String) throws -> WLStorageVersionedRead {
-        let (base, storedKey) = try versionedBase(key)
-        switch try base.readVersioned(key: storedKey) {
-        case .found(let sealed, let version):
-            guard !sealed.isEmpty else { return .found(sealed, version: version) }
-            do {
-                let opened = try SealedBox.open(
-                    sealed, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key))
-                return .found(opened.plaintext, version: version)
-            } catch let error as CipherError {
-                throw failure(error, key: key, sealed: sealed)
-            }
-        case .absent:
-            return .absent
-        case .untagged(let error):
-            return .untagged(error)
-        }
-    }
-
-    /// Stores `data`, sealed, on condition of the version and tagged, through the store under this one.
-    fileprivate func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws
-        -> WLStorageTaggedWriteResult
-    {
-        let (base, storedKey) = try versionedBase(key)
-        return try base.write(key: storedKey, data: seal(data, key: key), ifVersion: version, tag: tag)
-    }
-
-    fileprivate func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
-        let (base, storedKey) = try versionedBase(key)
-        return try base.trace(of: tag, key: storedKey)
-    }
-
-    /// Stores `data`, sealed, only while the key holds `expected` once opened; the store below compares the sealed
-    /// bytes read. A rewrite goes through it as a rewriting store (``StoreCapabilities/rewrites``).
-    fileprivate func write(key: String, data: Data, ifItHolds expected: Data?, rewriting: Bool) throws -> Bool {
-        let (resolved, storedKey) = Stores.resolve(base, key)
-        let under = Stores.capabilities(of: resolved)
-        guard let base = rewriting ? under.rewrites : under.conditional else {
-            throw WLStorageError(
-                code: .writeFailed, message: "\(identity): the store under it does not write on condition", key: key)
-        }
-        return try write(key: key, data: data, ifItHolds: expected, base: base, storedKey: storedKey)
-    }
-
-    private func write(
-        key: String, data: Data, ifItHolds expected: Data?, base: any WLStorageConditionalStore, storedKey: String
-    ) throws -> Bool {
-        let current = try base.read(key: storedKey)
-        guard let current, !current.isEmpty else {
-            guard expected?.isEmpty ?? true else { return false }
-            return try base.write(key: storedKey, data: seal(data, key: key), ifItHolds: current)
-        }
-        guard let expected, !expected.isEmpty,
-            let opened = try? SealedBox.open(
-                current, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key)),
-            opened.plaintext == expected
-        else { return false }
-        return try base.write(key: storedKey, data: seal(data, key: key), ifItHolds: current)
     }
 }
 
@@ -323,17 +252,49 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
     var rewriting = false
     var viewed: any WLStorageStore { store }
 
+    /// Stores `data`, sealed, only while the key holds `expected` once opened; the store below compares the sealed
+    /// bytes read. A rewrite goes through it as a rewriting store (``StoreCapabilities/rewrites``).
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        try store.write(key: key, data: data, ifItHolds: expected, rewriting: rewriting)
+        let (resolved, storedKey) = Stores.resolve(store.base, key)
+        let under = Stores.capabilities(of: resolved)
+        guard let base = rewriting ? under.rewrites : under.conditional else {
+            throw WLStorageError(
+                code: .writeFailed, message: "\(store.identity): the store under it does not write on condition",
+                key: key)
+        }
+        let current = try base.read(key: storedKey)
+        guard let current, !current.isEmpty else {
+            guard expected?.isEmpty ?? true else { return false }
+            return try base.write(key: storedKey, data: store.seal(data, key: key), ifItHolds: current)
+        }
+        guard let expected, !expected.isEmpty, (try? store.open(current, key: key)) == expected else { return false }
+        return try base.write(key: storedKey, data: store.seal(data, key: key), ifItHolds: current)
     }
-    func readVersioned(key: String) throws -> WLStorageVersionedRead { try store.readVersioned(key: key) }
+
+    /// The bytes of `key`, opened, with the sealed bytes' version (each seal differs: the version tells writes apart).
+    func readVersioned(key: String) throws -> WLStorageVersionedRead {
+        let (base, storedKey) = try store.versionedBase(key)
+        switch try base.readVersioned(key: storedKey) {
+        case .found(let sealed, let version):
+            return .found(try store.open(sealed, key: key), version: version)
+        case .absent:
+            return .absent
+        case .untagged(let error):
+            return .untagged(error)
+        }
+    }
+
+    /// Stores `data`, sealed, on condition of the version and tagged, through the store under this one.
     func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws
         -> WLStorageTaggedWriteResult
     {
-        try store.write(key: key, data: data, ifVersion: version, tag: tag)
+        let (base, storedKey) = try store.versionedBase(key)
+        return try base.write(key: storedKey, data: store.seal(data, key: key), ifVersion: version, tag: tag)
     }
+
     func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
-        try store.trace(of: tag, key: key)
+        let (base, storedKey) = try store.versionedBase(key)
+        return try base.trace(of: tag, key: storedKey)
     }
 }
 

@@ -1,11 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// A 256-bit key of a ``WLStorageEncryptedStore``. Its ``description`` names it by a fingerprint, never its bytes.
 ///
 /// A key file or an environment variable holds either the base64 text of the 32 bytes (44 characters, white space

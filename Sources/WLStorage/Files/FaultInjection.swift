@@ -1,10 +1,5 @@
+import Foundation
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// The system calls that ``StorageDirectory`` makes, by name, so that a test can fail or stall any of them.
 package enum SystemCall: String, Sendable, CaseIterable {

@@ -8,11 +8,6 @@ struct FileMedium: KeyMedium {
     /// The file name; `nil` when the key needs hashing and libcrypto cannot hash it.
     let fileName: String?
 
-    init(key: String, directory: URL?) {
-        self.directory = directory.map(DirectoryTable.directory(for:))
-        self.fileName = FileName.forKey(key)
-    }
-
     func release() {
         if let directory { DirectoryTable.release(directory) }
     }
@@ -48,18 +43,17 @@ struct FileMedium: KeyMedium {
                 code: .directoryUnavailable, message: "cannot hash the key: OpenSSL SHA-256 is unavailable", key: key)
     }
 
-    /// The prepared directory, file name and directory identity (``DirectoryTable/prepare(_:waiting:)``), or throws.
-    func location(key: String, waiting: Bool = true) throws(WLStorageError) -> (
-        directory: StorageDirectory, fileName: String, identity: DirectoryIdentity
-    ) {
+    /// The prepared directory and file name (``DirectoryTable/prepare(_:waiting:)``), or throws.
+    func location(key: String, waiting: Bool = true) throws(WLStorageError) -> (StorageDirectory, String) {
         guard let directory, let fileName else {
             throw setupError(key: key)
         }
         do {
-            return (directory, fileName, try DirectoryTable.prepare(directory, waiting: waiting))
+            _ = try DirectoryTable.prepare(directory, waiting: waiting)
         } catch {
             throw Self.keyed(error, key)
         }
+        return (directory, fileName)
     }
 
     func read(key: String, prepared: Bool) -> MediumRead {
@@ -70,7 +64,7 @@ struct FileMedium: KeyMedium {
                 (directory, fileName) = (known, name)
             } else {
                 // A read, on a storage's creating thread, does not wait for another's lock on the directory.
-                (directory, fileName, _) = try location(key: key, waiting: false)
+                (directory, fileName) = try location(key: key, waiting: false)
             }
             guard let (data, identity) = try directory.readVersion(fileName), !data.isEmpty else { return .absent }
             return .bytes(
@@ -109,7 +103,7 @@ struct FileMedium: KeyMedium {
     func write(key: String, announced: Bool, onto make: (Data?) throws(WLStorageError) -> Data?)
         throws(WLStorageError) -> (data: Data, stamp: Int)?
     {
-        let (directory, fileName, _) = try location(key: key)
+        let (directory, fileName) = try location(key: key)
         for _ in 0..<8 {
             let current: (contents: Data, identity: FileIdentity)?
             do {
@@ -135,7 +129,7 @@ struct FileMedium: KeyMedium {
     func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data)
         throws -> MediumRewrite
     {
-        let (directory, fileName, _) = try location(key: key)
+        let (directory, fileName) = try location(key: key)
         let current: (contents: Data, identity: FileIdentity)?
         do {
             current = try directory.readVersion(fileName)
@@ -217,7 +211,7 @@ struct FileMedium: KeyMedium {
         key: String, replacing: Bool, announced: Bool, ifStill expected: FileIdentity? = nil,
         encode: () throws(WLStorageError) -> Data
     ) throws(WLStorageError) -> (data: Data, stamp: Int)? {
-        let (directory, fileName, _) = try location(key: key)
+        let (directory, fileName) = try location(key: key)
         let data: Data
         do {
             data = try encode()

@@ -1,11 +1,4 @@
-import Dispatch
-import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import Foundation
 
 /// Tells file-backed storages when another program changed their file.
 ///
@@ -131,11 +124,10 @@ package final class FileMonitor: Sendable {
         if let removed { unwatch(removed.directory) }
     }
 
-    /// Starts one use of `directory`, watching it if new (polled with `inotify` off). Balance with ``unwatch(_:)``. A
-    /// change is reported once it returns. Returns what the path leads to (`nil`: unreachable).
+    /// Starts one use of the directory at `path`, watching it if new (polled with `inotify` off). Balance with
+    /// ``unwatch(_:)``. A change is reported once it returns. Returns what the path leads to (`nil`: unreachable).
     @discardableResult
-    func watch(_ directory: StorageDirectory, inotify: Bool = true) -> DirectoryIdentity? {
-        let path = directory
+    func watch(_ path: StorageDirectory, inotify: Bool = true) -> DirectoryIdentity? {
         // The path is resolved outside the lock (a slow system call), and only for a new path.
         var looked: DirectoryIdentity??
         while true {
@@ -150,7 +142,7 @@ package final class FileMonitor: Sendable {
                 return .some(identity)
             }
             if let done { return done }
-            looked = .some(try? directory.identity())
+            looked = .some(try? path.identity())
         }
     }
 
@@ -166,10 +158,9 @@ package final class FileMonitor: Sendable {
         }
     }
 
-    /// Ends one use of `directory`. With the last, its watches and its polling end.
-    func unwatch(_ directory: StorageDirectory) {
+    /// Ends one use of the directory at `path`. With the last, its watches and its polling end.
+    func unwatch(_ path: StorageDirectory) {
         state.withLock { state in
-            let path = directory
             guard let users = state.paths[path]?.users else { return }
             guard users <= 1 else {
                 state.paths[path]?.users = users - 1
@@ -184,11 +175,6 @@ package final class FileMonitor: Sendable {
     /// Whether `directory` is polled rather than watched with inotify.
     func isPolled(_ directory: StorageDirectory) -> Bool {
         state.withLock { state in state.paths[directory].map { $0.watch == nil } ?? false }
-    }
-
-    /// The number of inotify watches and of polled paths (for tests).
-    var counts: (watches: Int, polled: Int, paths: Int) {
-        state.withLock { ($0.watches.count, $0.polledPaths.count, $0.paths.count) }
     }
 
     // MARK: Watches

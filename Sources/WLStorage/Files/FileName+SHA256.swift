@@ -36,16 +36,9 @@ package enum FileName {
         (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
     }
 
-    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
     /// `value` as 16 lowercase hex digits.
     package static func hex(of value: UInt64) -> String {
-        String(unsafeUninitializedCapacity: 16) { buffer in
-            for index in 0..<16 {
-                buffer[index] = hexDigits[Int((value >> (60 - 4 * UInt64(index))) & 0x0f)]
-            }
-            return 16
-        }
+        SHA256.hex(withUnsafeBytes(of: value.bigEndian) { Array($0) })
     }
 
     @inline(__always)
@@ -62,12 +55,8 @@ package enum FileName {
 
 /// SHA-256 through OpenSSL libcrypto's EVP interface, with the algorithm fetched once per process.
 package enum SHA256 {
-    /// An `EVP_MD` fetched once; OpenSSL documents fetched algorithms as safe to share between threads.
-    private struct Algorithm: @unchecked Sendable {  // immutable after creation; OpenSSL owns its locking
-        let pointer: OpaquePointer?
-    }
-
-    private static let algorithm = Algorithm(
+    /// An `EVP_MD`, fetched once.
+    private static let algorithm = FetchedAlgorithm(
         pointer: OpenSSLLibrary.initialized ? EVP_MD_fetch(nil, "SHA256", nil) : nil)
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)

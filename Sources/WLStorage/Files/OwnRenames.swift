@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import Foundation
 
 /// The renames this process makes to put its own writes in place, so the file monitor does not take them for other
 /// programs' changes: a writer announces its temporary name before the rename, and the monitor skips the

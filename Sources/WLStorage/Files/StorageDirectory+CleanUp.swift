@@ -1,11 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// What a directory's first use in a process clears: dead writers' temporary files and interrupted exchanges.
 extension StorageDirectory {
     /// Whether a shared lock of the directory cannot be had now (an exchange or a clean-up holds it exclusively): an
@@ -64,12 +58,8 @@ extension StorageDirectory {
     /// put back while the file in place is still the written one, else removed as older. What cannot be looked at or
     /// put back is left or kept aside, never removed unseen.
     private func resolveInterruptedExchange(_ entry: String, in dir: CInt) -> Bool {
-        guard let (name, expected, written) = Self.interruptedExchange(entry) else { return false }
-        var status = stat()
-        guard retrying(.stat, entry, { fstatat(dir, entry, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
-            (status.st_mode & S_IFMT) == S_IFREG
+        guard let (name, expected, written) = Self.interruptedExchange(entry), let held = identity(of: entry, in: dir)
         else { return false }
-        let held = FileIdentity(status)
         func remove() -> Bool { retrying(.unlink, entry) { unlinkat(dir, entry, 0) } == 0 }
         if held.lastingStamp == written || held.lastingStamp == expected { return remove() }
 

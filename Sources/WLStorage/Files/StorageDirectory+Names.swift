@@ -101,12 +101,6 @@ extension StorageDirectory {
         let stamp = String(
             format: "%04d%02d%02dT%02d%02d%02dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
             parts.tm_hour, parts.tm_min, parts.tm_sec)
-        return "\(name)\(movedAsideMarker)\(stamp)-\(randomHex())"
-    }
-
-    /// 16 lowercase hex digits from one 64-bit random number.
-    private static func randomHex() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return FileName.hex(of: generator.next())
+        return "\(name)\(movedAsideMarker)\(stamp)-\(FileName.hex(of: .random(in: .min ... .max)))"
     }
 }

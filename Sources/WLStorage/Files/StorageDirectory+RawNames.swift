@@ -1,11 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// The entries of a storage directory by the bytes of their names, for tools that must see every entry: a `String`
 /// turns non-UTF-8 bytes into U+FFFD, so such a name could not be opened. Entries are reached by `fstatat`/`openat`.
 extension StorageDirectory {
@@ -14,49 +8,19 @@ extension StorageDirectory {
     /// - Throws: ``WLStorageError/Code/directoryUnavailable`` when the directory cannot be opened (its `errno` is
     ///   `ENOENT` when there is none), ``WLStorageError/Code/readFailed`` when it cannot be listed.
     package func rawEntryNames() throws(WLStorageError) -> [[UInt8]] {
-        let dir = try openDirectoryForNames()
-        guard let stream = fdopendir(dir) else {
-            let code = errno
-            close(dir)
-            throw WLStorageError(
-                code: .readFailed, message: "cannot list the storage directory", path: path, errno: code)
-        }
-        defer { closedir(stream) }  // closes `dir` too
         var names: [[UInt8]] = []
-        while true {
-            errno = 0
-            guard let entry = readdir(stream) else {
-                let code = errno
-                guard code == 0 else {
-                    throw WLStorageError(
-                        code: .readFailed, message: "cannot list the storage directory", path: path, errno: code)
-                }
-                break
-            }
-            let name = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
-                let bytes = raw.bindMemory(to: UInt8.self)
-                return Array(bytes[..<(bytes.firstIndex(of: 0) ?? bytes.count)])
-            }
-            if name != [UInt8(ascii: ".")] && name != [UInt8(ascii: "."), UInt8(ascii: ".")] { names.append(name) }
-        }
+        try forEachEntry(checkingErrors: true) { names.append(Array($0)) }
         return names.sorted { $0.lexicographicallyPrecedes($1) }
     }
 
     /// What `lstat` says of the entry `name`, or `nil`. The C function is `fstatat` with `AT_SYMLINK_NOFOLLOW`.
     package func status(ofEntryNamed name: [UInt8]) -> FileStatus? {
-        guard let dir = try? openDirectoryForNames() else { return nil }
+        guard let dir = try? openDirectory() else { return nil }
         defer { close(dir) }
         var status = stat()
         let result = Self.withCString(name) { fstatat(dir, $0, &status, AT_SYMLINK_NOFOLLOW) }
         guard result == 0 else { return nil }
-        return FileStatus(
-            identity: FileIdentity(status),
-            kind: EntryKind(mode: status.st_mode),
-            size: Int64(status.st_size),
-            modificationTime: Date(
-                timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec) + TimeInterval(status.st_mtim.tv_nsec)
-                    / 1e9)
-        )
+        return FileStatus(status)
     }
 
     /// Opens the regular file `name` for reading, or returns `nil` when there is no entry of that name.
@@ -68,11 +32,12 @@ extension StorageDirectory {
     ///   there is none); ``WLStorageError/Code/notARegularFile`` for a symlink, a directory or a special file;
     ///   ``WLStorageError/Code/readFailed`` when the file cannot be opened.
     package func openEntryForReading(named name: [UInt8]) throws(WLStorageError) -> ReadableEntry? {
-        let dir = try openDirectoryForNames()
+        let dir = try openDirectory()
         defer { close(dir) }
-        let displayPath = filePath(String(decoding: name, as: UTF8.self))
+        let text = String(decoding: name, as: UTF8.self)
+        let displayPath = filePath(text)
         let fd = Self.withCString(name) { name in
-            Self.retryingInterrupted { openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }
+            retrying(.open, text) { openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) }
         }
         var status = stat()
         guard fd >= 0 else {
@@ -96,32 +61,9 @@ extension StorageDirectory {
         return ReadableEntry(descriptor: fd, size: Int64(status.st_size), path: displayPath)
     }
 
-    private func openDirectoryForNames() throws(WLStorageError) -> CInt {
-        let fd = Self.retryingInterrupted { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        guard fd >= 0 else {
-            throw WLStorageError(
-                code: .directoryUnavailable, message: "cannot open the storage directory", path: path, errno: errno)
-        }
-        return fd
-    }
-
-    private static func notRegular(_ kind: EntryKind, path: String) -> WLStorageError {
-        WLStorageError(
-            code: .notARegularFile, message: "the file is a \(kind.rawValue); it is left as it is and not followed",
-            path: path)
-    }
-
     private static func withCString<R>(_ name: [UInt8], _ body: (UnsafePointer<CChar>) -> R) -> R {
         (name + [0]).withUnsafeBufferPointer { bytes in
             bytes.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) }
-        }
-    }
-
-    private static func retryingInterrupted(_ body: () -> CInt) -> CInt {
-        while true {
-            let result = body()
-            if result < 0 && errno == EINTR { continue }
-            return result
         }
     }
 }

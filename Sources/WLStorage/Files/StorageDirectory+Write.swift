@@ -1,11 +1,4 @@
 import Foundation
-import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// Writing a directory's files durably, atomically and privately, and moving aside what a storage cannot read.
 extension StorageDirectory {
@@ -413,7 +406,7 @@ extension StorageDirectory {
     }
 
     /// The identity of the regular file `entry` in `dir`, or `nil` when there is none.
-    private func identity(of entry: String, in dir: CInt) -> FileIdentity? {
+    func identity(of entry: String, in dir: CInt) -> FileIdentity? {
         var status = stat()
         guard retrying(.stat, entry, { fstatat(dir, entry, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
             (status.st_mode & S_IFMT) == S_IFREG

@@ -1,50 +1,27 @@
 import Foundation
-import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// One version of a file: device, inode, size and modification time.
 package struct FileIdentity: Hashable, Sendable {
     package var device: UInt64
     package var inode: UInt64
     package var size: Int64
-    package var modified: timespec
+    package var modifiedSeconds: Int
+    package var modifiedNanoseconds: Int
 
     init(_ status: stat) {
         self.device = UInt64(status.st_dev)
         self.inode = UInt64(status.st_ino)
         self.size = Int64(status.st_size)
-        self.modified = status.st_mtim
-    }
-
-    /// A number for this version, to keep many small: equal versions equal, others differ but for a 2^-64 chance.
-    package var stamp: Int {
-        hashValue
+        self.modifiedSeconds = Int(status.st_mtim.tv_sec)
+        self.modifiedNanoseconds = Int(status.st_mtim.tv_nsec)
     }
 
     /// A number for this version in any process: inode, size and modification time, which a rename and a restart keep.
     package var lastingStamp: UInt64 {
         var value = StorageDirectory.mix(inode)
         value = StorageDirectory.mix(value ^ UInt64(bitPattern: size))
-        value = StorageDirectory.mix(value ^ UInt64(bitPattern: Int64(modified.tv_sec)))
-        return StorageDirectory.mix(value ^ UInt64(bitPattern: Int64(modified.tv_nsec)))
-    }
-
-    package static func == (lhs: Self, rhs: Self) -> Bool {
-        (lhs.device, lhs.inode, lhs.size, lhs.modified.tv_sec, lhs.modified.tv_nsec)
-            == (rhs.device, rhs.inode, rhs.size, rhs.modified.tv_sec, rhs.modified.tv_nsec)
-    }
-
-    package func hash(into hasher: inout Hasher) {
-        hasher.combine(device)
-        hasher.combine(inode)
-        hasher.combine(size)
-        hasher.combine(modified.tv_sec)
-        hasher.combine(modified.tv_nsec)
+        value = StorageDirectory.mix(value ^ UInt64(bitPattern: Int64(modifiedSeconds)))
+        return StorageDirectory.mix(value ^ UInt64(bitPattern: Int64(modifiedNanoseconds)))
     }
 }
 
@@ -72,6 +49,14 @@ package struct FileStatus: Sendable {
     package var isRegularFile: Bool { kind == .regularFile }
     package var size: Int64
     package var modificationTime: Date
+
+    init(_ status: stat) {
+        identity = FileIdentity(status)
+        kind = EntryKind(mode: status.st_mode)
+        size = Int64(status.st_size)
+        let seconds = TimeInterval(status.st_mtim.tv_sec) + TimeInterval(status.st_mtim.tv_nsec) / 1e9
+        modificationTime = Date(timeIntervalSince1970: seconds)
+    }
 }
 
 /// What a directory is, whatever path reaches it (symlink, bind mount, `a/../b`): its device and inode.
@@ -284,14 +269,7 @@ package struct StorageDirectory: Sendable, Hashable {
     package func status(of name: String) -> FileStatus? {
         var status = stat()
         guard retrying(.stat, name, { lstat(filePath(name), &status) }) == 0 else { return nil }
-        return FileStatus(
-            identity: FileIdentity(status),
-            kind: EntryKind(mode: status.st_mode),
-            size: Int64(status.st_size),
-            modificationTime: Date(
-                timeIntervalSince1970: TimeInterval(status.st_mtim.tv_sec) + TimeInterval(status.st_mtim.tv_nsec)
-                    / 1e9)
-        )
+        return FileStatus(status)
     }
 
     /// The names of the directory's entries, sorted, without `.` and `..`.
@@ -302,6 +280,18 @@ package struct StorageDirectory: Sendable, Hashable {
     /// The names of entries whose bytes pass `included`, in directory order, without `.` and `..`; only those are made
     /// into strings.
     func entries(where included: (UnsafeBufferPointer<UInt8>) -> Bool) throws(WLStorageError) -> [String] {
+        var names: [String] = []
+        try forEachEntry { name in
+            if included(name) { names.append(String(decoding: name, as: UTF8.self)) }
+        }
+        return names
+    }
+
+    /// Calls `body` with the bytes of each entry's name, in directory order, without `.` and `..`. With
+    /// `checkingErrors`, a failure to read the next entry throws rather than ends the list.
+    func forEachEntry(
+        checkingErrors: Bool = false, _ body: (UnsafeBufferPointer<UInt8>) -> Void
+    ) throws(WLStorageError) {
         let dir = try openDirectory()
         guard let stream = fdopendir(dir) else {
             let code = errno
@@ -309,17 +299,22 @@ package struct StorageDirectory: Sendable, Hashable {
             throw error(.readFailed, "cannot list the storage directory", errno: code)
         }
         defer { closedir(stream) }  // closes `dir` too
-        var names: [String] = []
-        while let entry = readdir(stream) {
+        while true {
+            errno = 0
+            guard let entry = readdir(stream) else {
+                guard !checkingErrors || errno == 0 else {
+                    throw error(.readFailed, "cannot list the storage directory", errno: errno)
+                }
+                return
+            }
             withUnsafeBytes(of: &entry.pointee.d_name) { raw in
                 let bytes = raw.bindMemory(to: UInt8.self)
                 let name = UnsafeBufferPointer(rebasing: bytes[..<(bytes.firstIndex(of: 0) ?? bytes.count)])
                 let isDot = name.count == 1 && name[0] == UInt8(ascii: ".")
                 let isDotDot = name.count == 2 && name[0] == UInt8(ascii: ".") && name[1] == UInt8(ascii: ".")
-                if !isDot && !isDotDot && included(name) { names.append(String(decoding: name, as: UTF8.self)) }
+                if !isDot && !isDotDot { body(name) }
             }
         }
-        return names
     }
 
     // MARK: Errors
@@ -331,10 +326,13 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 
     func notRegular(_ name: String, _ kind: EntryKind) -> WLStorageError {
+        Self.notRegular(kind, path: filePath(name))
+    }
+
+    static func notRegular(_ kind: EntryKind, path: String) -> WLStorageError {
         WLStorageError(
-            code: .notARegularFile,
-            message: "the file is a \(kind.rawValue); it is left as it is and not followed",
-            path: filePath(name))
+            code: .notARegularFile, message: "the file is a \(kind.rawValue); it is left as it is and not followed",
+            path: path)
     }
 
     func tooLarge(_ name: String, size: Int, limit: Int) -> WLStorageError {

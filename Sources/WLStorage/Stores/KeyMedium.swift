@@ -41,9 +41,6 @@ protocol KeyMedium: Sendable {
 
     /// Keeps `read`, bytes that do not decode as `type` (`judged` says how, `error` why), aside, out of the key's way.
     func keepAside(_ read: ReadBytes, judged: String, type: String, _ error: (any Error)?, key: String) -> KeptAside
-
-    /// Called as the backer goes.
-    func release()
 }
 
 /// Where a storage follows outside changes, and how the registry knows its cell: a directory's file, or a store's key.

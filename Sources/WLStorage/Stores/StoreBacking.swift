@@ -135,11 +135,8 @@ struct KnownVersions: Sendable {
     /// Records `data` as written onto another's change: the version is taken as unseen, so the next check reads it, and
     /// `data` stays the base.
     mutating func wroteOver(_ data: Data) {
-        last = 2
+        wrote(2, data)
         lastWasRead = true
-        unknownFieldsBase.record(data)
-        unknownFieldsBase.wrote()
-        seen = nil
     }
 
     /// Records the version `stamp`, whose bytes are `data`, as read; returns whether it is the version seen last.

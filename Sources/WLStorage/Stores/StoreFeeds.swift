@@ -1,10 +1,4 @@
-import Dispatch
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import Foundation
 
 /// The change feeds of the stores in use: one per store identity, started by its first storage and cancelled with
 /// its last. Reports are gathered into rounds run on the router's queue, or on the feed's thread for a carried change.

@@ -38,8 +38,6 @@ final class StoreMedium: KeyMedium {
         rewritesOnCondition = capabilities.rewrites != nil
     }
 
-    func release() {}
-
     /// The key in the store, as messages name it: "the key's value in <identity>".
     func place(key: String) -> StoredPlace {
         StoredPlace(key: key, subject: "the key's value in \(identity)", file: nil, conceals: conceals)
@@ -166,7 +164,6 @@ final class StoreMedium: KeyMedium {
             return .plain
         }
         let data = try encode()
-        forgetVersion()
         var stored: Bool
         do {
             stored = try write(data, ifItHolds: expected, through: conditional)
@@ -220,8 +217,10 @@ final class StoreMedium: KeyMedium {
         // Whether an attempt may have reached the store, and stored.
         var sent = false
         var lastError: any Error = WLStorageError(code: .writeFailed, message: "no attempt", key: key)
-        for attempt in 0..<Self.taggedWriteAttempts {
-            if attempt > 1 { usleep(Self.taggedWriteBackoff(attempt)) }
+        // Twelve attempts; no pause before the first resend (the tag is less likely pushed out), then 5 ms doubling up to
+        // half a second.
+        for attempt in 0..<12 {
+            if attempt > 1 { usleep(UInt32(min(5_000 << min(attempt - 2, 10), 500_000))) }
             do {
                 switch try store.write(key: storedKey, data: data, ifVersion: version, tag: tag) {
                 case .stored:
@@ -258,15 +257,6 @@ final class StoreMedium: KeyMedium {
             }
         }
         return .unknown(lastError)
-    }
-
-    /// How many times a tagged write is sent before its outcome counts as unknown.
-    static var taggedWriteAttempts: Int { 12 }
-
-    /// The pause before attempt `attempt` of a tagged write, in microseconds: none before the first resend (the tag is
-    /// less likely pushed out), then 5 ms doubling up to half a second.
-    static func taggedWriteBackoff(_ attempt: Int) -> UInt32 {
-        attempt < 2 ? 0 : UInt32(min(5_000 << min(attempt - 2, 10), 500_000))
     }
 
     /// Reports once per backer that its store cannot tag writes.

@@ -13,13 +13,7 @@ public struct WLStorageWriteTag: Sendable, Hashable, CustomStringConvertible {
     /// A new tag, from two random `UInt64`s.
     package static func random() -> WLStorageWriteTag {
         var generator = SystemRandomNumberGenerator()
-        let high = generator.next()
-        let low = generator.next()
-        let digits = String(high, radix: 16)
-        let lowDigits = String(low, radix: 16)
-        return WLStorageWriteTag(
-            text: String(repeating: "0", count: 16 - digits.count) + digits
-                + String(repeating: "0", count: 16 - lowDigits.count) + lowDigits)
+        return WLStorageWriteTag(text: FileName.hex(of: generator.next()) + FileName.hex(of: generator.next()))
     }
 
     /// The tag's ``text``.

@@ -50,7 +50,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///   - directory: The directory to keep the file in. Defaults to ``WLStorageSystem/defaultDirectory``.
     public init(key: String, directory: URL? = WLStorageSystem.defaultDirectory) {
         self.key = key
-        self.held = .file(FileMedium(key: key, directory: directory))
+        self.held = .file(
+            FileMedium(directory: directory.map(DirectoryTable.directory(for:)), fileName: FileName.forKey(key)))
     }
 
     /// Creates the backer of `key`, whose bytes `medium`, a key of a store other than a directory, keeps.
@@ -133,7 +134,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// Whether a default is saved where nothing is stored (see ``create(value:)``).
-    var savesDefault: Bool { held.savesDefault }
+    var savesDefault: Bool { medium.savesDefault }
 
     /// Whether any entry stands where the bytes are.
     var entryExists: Bool { medium.entryExists(key: key) }
@@ -154,7 +155,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ) -> ReadResult<T> {
         let read: ReadBytes
         let rewrite: Bool
-        switch held.read(key: key, prepared: prepared) {
+        switch medium.read(key: key, prepared: prepared) {
         case .bytes(let bytes, let underPreviousKey):
             (read, rewrite) = (bytes, underPreviousKey)
         case .absent:
@@ -181,40 +182,25 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return readStored(read, rewrite: rewrite, decoding: decoding(), plainError: plainError, again: again)
     }
 
-    /// Reads `read` through the added fields and migrations, keeps a reshaped value's original, or keeps bytes aside.
+    /// What `read` is to the storage opening it (``StoredBytes``), read through the added fields and migrations: the
+    /// value, reshaped (original kept, the bytes marked as those a rewrite replaces), another version's (left), or kept
+    /// aside; a key changed meanwhile is read again when `again`, else the read fails.
     @inline(never)
     private func readStored(
         _ read: ReadBytes, rewrite: Bool, decoding: ValueDecoding<T>, plainError: (any Error)?, again: Bool
     ) -> ReadResult<T> {
-        // Kept aside only while the key holds the version read; a key changed meanwhile is read again, once.
-        var readAgain = false
-        let found = opening(
-            read, decoding: decoding, plainError: plainError, rewrite: rewrite,
-            readAgain: again
-                ? {
-                    readAgain = true
-                    return self.readStored(prepared: true, again: false, decoding: decoding)
-                } : nil)
-        if !readAgain, case .reshaped(_, true, _) = found { medium.willRewrite(read) }
-        return found
-    }
-
-    /// What `read` is to the storage opening it (``StoredBytes``): the value, reshaped (original kept), another
-    /// version's (left), or kept aside; a key changed meanwhile is read again by `readAgain`, else the read fails.
-    private func opening(
-        _ read: ReadBytes, decoding: ValueDecoding<T>, plainError: (any Error)?, rewrite: Bool,
-        readAgain: (() -> ReadResult<T>)?
-    ) -> ReadResult<T> {
         _ = known.withLock { $0.read(read.stamp, read.data) }
-        let place = self.place
         switch StoredBytes.read(read.data, at: place, decoding: decoding, plainError: plainError) {
         case .value(let value):
-            return rewrite ? .reshaped(value, rewrite: true, note: nil) : .value(value)
+            guard rewrite else { return .value(value) }
+            medium.willRewrite(read)
+            return .reshaped(value, rewrite: true, note: nil)
         case .reshaped(let value, let reshape):
             if let note = medium.keepOriginal(read.data, reshape.description, key: key) {
                 return .reshaped(value, rewrite: false, note: note)
             }
             keepsOriginal.store(true, ordering: .relaxed)
+            medium.willRewrite(read)
             return .reshaped(value, rewrite: true, note: nil)
         case .anotherVersion(let error):
             return .anotherVersion(error)
@@ -227,7 +213,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                 _ = known.withLock { $0.forget() }
                 return .movedAside(error)
             case .changed(let error):
-                return readAgain?() ?? .failed(error)
+                // Kept aside only while the key holds the version read; a key changed meanwhile is read again, once.
+                return again ? readStored(prepared: true, again: false, decoding: decoding) : .failed(error)
             case .failed(let error):
                 return .failed(error)
             }
@@ -237,7 +224,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// What another program did to the key since this backer last wrote or read it (``KnownVersions``). Never keeps
     /// bytes aside: bytes that do not decode are reported and left to their writer.
     func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
-        switch try held.readForCheck(key: key) {
+        switch try medium.readForCheck(key: key) {
         case .unchanged:
             return .unchanged
         case .unreadable(let error):
@@ -368,19 +355,20 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         var stored = known.withLock { $0.seenObject } ?? base
         let keeping = known.withLock { $0.takeOrigin() }
         let data = try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: keeping)
+        func writeOnCondition(_ bytes: Data, ifItHolds expected: Data?) throws(WLStorageError) -> Bool {
+            do {
+                return try medium.write(bytes, ifItHolds: expected, through: conditional)
+            } catch {
+                throw medium.failure(error, writing: true, key: key)
+            }
+        }
         for _ in 0..<8 {
             let merged = stored == base ? data : merging(data, base: base, onto: stored) ?? data
             if merged != stored || stored == base {
                 try checkSize(merged)
-                let written: Bool
-                do {
-                    written = try medium.write(merged, ifItHolds: stored, through: conditional)
-                } catch {
-                    throw medium.failure(error, writing: true, key: key)
-                }
+                let written = try writeOnCondition(merged, ifItHolds: stored)
                 if written, stored == base {
-                    medium.wrote()
-                    recordWrite(merged, stamp: KnownVersions.stamp(merged))
+                    wrote(merged)
                     return .written
                 }
                 if !written {
@@ -394,15 +382,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                         // Removed meanwhile: written whole only while nothing is stored; a value stored anew is read
                         // and merged onto.
                         known.withLock { $0.forgetSeen() }
-                        let created: Bool
-                        do {
-                            created = try medium.write(data, ifItHolds: current, through: conditional)
-                        } catch {
-                            throw medium.failure(error, writing: true, key: key)
-                        }
-                        guard created else { continue }
-                        medium.wrote()
-                        recordWrite(data, stamp: KnownVersions.stamp(data))
+                        guard try writeOnCondition(data, ifItHolds: current) else { continue }
+                        wrote(data)
                         return .written
                     }
                     stored = current
@@ -434,7 +415,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Encodes `value` and writes it, replacing or only where nothing is; returns whether it was written.
     private func place(_ value: T, replacing: Bool) throws(WLStorageError) -> Bool {
         guard
-            let (data, stamp) = try held.write(
+            let (data, stamp) = try medium.write(
                 key: key, replacing: replacing, announced: attached.load(ordering: .relaxed),
                 encode: { () throws(WLStorageError) -> Data in try encode(value) })
         else { return false }
@@ -516,36 +497,6 @@ private enum HeldMedium: Sendable {
         switch self {
         case .file(let file): file
         case .store(let store): store
-        }
-    }
-
-    var savesDefault: Bool {
-        switch self {
-        case .file(let file): file.savesDefault
-        case .store(let store): store.savesDefault
-        }
-    }
-
-    func read(key: String, prepared: Bool) -> MediumRead {
-        switch self {
-        case .file(let file): file.read(key: key, prepared: prepared)
-        case .store(let store): store.read(key: key, prepared: prepared)
-        }
-    }
-
-    func readForCheck(key: String) throws(WLStorageError) -> MediumCheck {
-        switch self {
-        case .file(let file): try file.readForCheck(key: key)
-        case .store(let store): try store.readForCheck(key: key)
-        }
-    }
-
-    func write(key: String, replacing: Bool, announced: Bool, encode: () throws(WLStorageError) -> Data)
-        throws(WLStorageError) -> (data: Data, stamp: Int)?
-    {
-        switch self {
-        case .file(let file): try file.write(key: key, replacing: replacing, announced: announced, encode: encode)
-        case .store(let store): try store.write(key: key, replacing: replacing, announced: announced, encode: encode)
         }
     }
 

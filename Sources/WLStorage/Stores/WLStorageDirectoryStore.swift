@@ -35,23 +35,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// The prepared directory (not waiting for another's lock, see ``DirectoryTable/prepare(_:waiting:)``), and `key`'s
     /// file.
     func file(_ key: String, waiting: Bool = true) throws(WLStorageError) -> (StorageDirectory, String) {
-        guard let directory else {
-            throw WLStorageError(
-                code: .directoryUnavailable,
-                message: "no storage directory: set WLSTORAGE_DIRECTORY, XDG_DATA_HOME or HOME", key: key)
-        }
-        guard let name = FileName.forKey(key) else {
-            throw WLStorageError(
-                code: .directoryUnavailable, message: "cannot hash the key: OpenSSL SHA-256 is unavailable", key: key)
-        }
-        do {
-            _ = try DirectoryTable.prepare(directory, waiting: waiting)
-        } catch {
-            var error = error
-            error.key = key
-            throw error
-        }
-        return (directory, name)
+        try FileMedium(directory: directory, fileName: FileName.forKey(key)).location(key: key, waiting: waiting)
     }
 
     /// The bytes of `key`'s file, or `nil` when there is none.

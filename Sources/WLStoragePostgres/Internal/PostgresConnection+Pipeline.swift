@@ -1,12 +1,6 @@
 internal import CWLStorageLibPQ
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 extension PostgresConnection {
     /// One statement of a transaction: its SQL and its parameters.
     struct Statement {
@@ -28,15 +22,8 @@ extension PostgresConnection {
     func runTransactions(
         count: Int, _ transaction: (Int) -> [Statement], committed: (Int) -> Void, deadline: ContinuousClock.Instant
     ) throws(PostgresError) {
-        guard case .connected(let connection, _) = state else {
-            throw PostgresError(.connectionLost, "not connected")
-        }
-        do {
+        try onConnection { connection throws(PostgresError) in
             try pipeline(count, transaction, committed, on: connection, deadline: deadline)
-        } catch {
-            if error.kind == .timedOut { Self.cancel(connection) }
-            if error.kind != .queryFailed || PQstatus(connection) == CONNECTION_BAD { disconnect() }
-            throw error
         }
     }
 

@@ -1,12 +1,5 @@
 internal import CWLStorageLibPQ
-import Dispatch
 import Foundation
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// One libpq connection, used in non-blocking mode with a deadline on every wait: nothing it does can hang longer than
 /// the deadline it is given.
@@ -127,12 +120,20 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     func query(
         _ sql: String, _ parameters: [Parameter] = [], deadline: ContinuousClock.Instant
     ) throws(PostgresError) -> [[Data?]] {
+        try onConnection { connection throws(PostgresError) in
+            try send(sql, parameters, on: connection, deadline: deadline)
+            return try receive(on: connection, deadline: deadline)
+        }
+    }
+
+    /// Runs `body` on the connection, as ``query(_:_:deadline:)`` does: a timeout cancels the statement, and any failure
+    /// but a refused statement drops the connection.
+    func onConnection<R>(_ body: (OpaquePointer) throws(PostgresError) -> R) throws(PostgresError) -> R {
         guard case .connected(let connection, _) = state else {
             throw PostgresError(.connectionLost, "not connected")
         }
         do {
-            try send(sql, parameters, on: connection, deadline: deadline)
-            return try receive(on: connection, deadline: deadline)
+            return try body(connection)
         } catch {
             if error.kind == .timedOut { Self.cancel(connection) }
             if error.kind != .queryFailed || PQstatus(connection) == CONNECTION_BAD { disconnect() }
@@ -215,43 +216,30 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
             case .byteArrays: 1001
             }
         }
-        let arrays: [Data?] = parameters.map {
+        let values: [Data] = parameters.map {
             switch $0 {
-            case .text, .bytes: nil
+            case .text(let text): Data(text.utf8)
+            case .bytes(let data): data
             case .texts(let texts): Self.binaryArray(of: texts.map { Data($0.utf8) }, elementType: 25)
             case .byteArrays(let elements): Self.binaryArray(of: elements, elementType: 17)
             }
         }
-        let lengths: [Int32] = zip(parameters, arrays).map { parameter, array in
-            if let array { return Int32(array.count) }
-            switch parameter {
-            case .text(let text): return Int32(text.utf8.count)
-            case .bytes(let data): return Int32(data.count)
-            case .texts, .byteArrays: return 0
-            }
-        }
+        let lengths = values.map { Int32($0.count) }
         let formats = [Int32](repeating: 1, count: parameters.count)
         // One allocation for all parameters, alive for the call (libpq copies it into its output).
-        let total = lengths.reduce(0) { $0 + Int($1) }
+        let total = values.reduce(0) { $0 + $1.count }
         let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(total, 1), alignment: 1)
         defer { storage.deallocate() }
         var pointers: [UnsafePointer<CChar>?] = []
         pointers.reserveCapacity(parameters.count)
         var offset = 0
-        for (index, parameter) in parameters.enumerated() {
+        for value in values {
             let start = storage.baseAddress! + offset
-            func copy(_ bytes: UnsafeRawBufferPointer) {
+            value.withUnsafeBytes { bytes in
                 if let base = bytes.baseAddress { start.copyMemory(from: base, byteCount: bytes.count) }
             }
-            if let array = arrays[index] {
-                array.withUnsafeBytes(copy)
-            } else if case .text(var text) = parameter {
-                text.withUTF8 { copy(UnsafeRawBufferPointer($0)) }
-            } else if case .bytes(let data) = parameter {
-                data.withUnsafeBytes(copy)
-            }
             pointers.append(UnsafePointer(start.assumingMemoryBound(to: CChar.self)))
-            offset += Int(lengths[index])
+            offset += value.count
         }
         let sent = PQsendQueryParams(
             connection, sql, Int32(parameters.count), types, pointers, lengths, formats, 1)
@@ -317,23 +305,13 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     }
 
     private static func rows(of result: OpaquePointer) -> [[Data?]] {
-        let rowCount = PQntuples(result)
-        let columnCount = PQnfields(result)
-        var rows: [[Data?]] = []
-        rows.reserveCapacity(Int(rowCount))
-        for row in 0..<rowCount {
-            var columns: [Data?] = []
-            for column in 0..<columnCount {
-                if PQgetisnull(result, row, column) != 0 {
-                    columns.append(nil)
-                } else {
-                    let length = Int(PQgetlength(result, row, column))
-                    columns.append(Data(bytes: PQgetvalue(result, row, column), count: length))
-                }
+        let columns = 0..<PQnfields(result)
+        return (0..<PQntuples(result)).map { row in
+            columns.map { column in
+                guard PQgetisnull(result, row, column) == 0 else { return nil }
+                return Data(bytes: PQgetvalue(result, row, column), count: Int(PQgetlength(result, row, column)))
             }
-            rows.append(columns)
         }
-        return rows
     }
 
     /// Waits with `poll` until `socket` is ready for `events`, or throws when `deadline` passes.

@@ -1,12 +1,5 @@
-import Dispatch
 import Foundation
 import WLStorage
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// The change feed of a store: a connection of its own that runs `LISTEN` on the store's channel, read by a thread
 /// that waits on its socket (``SocketWatch``), and reconnects with a backoff when it is lost.
@@ -178,8 +171,8 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     /// Probes the listening connection with a round trip every ``probeInterval``.
     private func startProbing(generation: UInt64) {
         let timer = DispatchSource.makeTimerSource(queue: queue)
-        let interval = Self.nanoseconds(Self.probeInterval)
-        timer.schedule(deadline: .now() + .nanoseconds(interval), repeating: .nanoseconds(interval))
+        let interval = DispatchTimeInterval.nanoseconds(Int(Self.probeInterval / .nanoseconds(1)))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
         timer.setEventHandler { [weak self] in self?.probeConnection(generation: generation) }
         probe = timer
         timer.resume()
@@ -218,11 +211,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         if let lastTrouble, now - lastTrouble < Self.reportInterval { return }
         lastTrouble = now
         WLStorageSystem.report(error)
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> Int {
-        let (seconds, attoseconds) = duration.components
-        return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     }
 
     /// Closes the connection, its socket's watch and its probe.

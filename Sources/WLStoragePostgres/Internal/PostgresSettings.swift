@@ -29,20 +29,9 @@ struct PostgresSettings: Sendable {
             }
             throw PostgresError(.invalidSettings, message)
         }
-        defer { PQconninfoFree(options) }
-
-        var parsed: [(keyword: String, value: String)] = []
-        var secrets = written
-        var option = options
-        while let keyword = option.pointee.keyword {
-            defer { option += 1 }
-            guard let value = option.pointee.val else { continue }
-            let text = String(cString: value)
-            parsed.append((String(cString: keyword), text))
-            if let display = option.pointee.dispchar, String(cString: display) == "*", !text.isEmpty {
-                secrets.append(text)
-            }
-        }
+        let entries = Self.entries(options)
+        let parsed = entries.map { (keyword: $0.keyword, value: $0.value) }
+        var secrets = written + entries.filter { $0.secret && !$0.value.isEmpty }.map(\.value)
         // A `dbname` (or `PGDATABASE`) may itself be a connection string, with a password: it is hidden too.
         let givenDatabase = parsed.last { $0.keyword == "dbname" }?.value ?? ""
         let fallback = Self.defaults()
@@ -52,13 +41,11 @@ struct PostgresSettings: Sendable {
         // Longest first, so that a secret containing another is hidden whole.
         self.secrets = Array(Set(secrets.filter { !$0.isEmpty })).sorted { $0.utf8.count > $1.utf8.count }
 
-        var keywords = parsed.map(\.keyword)
-        var values = parsed.map(\.value)
         // Whole seconds, rounded up, at least 2; a timeout of any length fits (libpq reads the value as an `int`).
         let (whole, fraction) = timeout.components
         let rounded = fraction > 0 && whole < Int64(Int32.max) ? whole + 1 : whole
         let seconds = max(2, min(rounded, Int64(Int32.max)))
-        let defaults: [(String, String)] = [
+        let defaults: [(keyword: String, value: String)] = [
             ("connect_timeout", String(seconds)),
             ("keepalives", "1"),
             ("keepalives_idle", "30"),
@@ -66,19 +53,13 @@ struct PostgresSettings: Sendable {
             ("keepalives_count", "3"),
             ("fallback_application_name", "WLStorage"),
         ]
-        for (keyword, value) in defaults where !keywords.contains(keyword) {
-            keywords.append(keyword)
-            values.append(value)
-        }
         // Keys and payloads are exchanged as UTF-8, whatever the string asked for.
-        if let index = keywords.firstIndex(of: "client_encoding") {
-            values[index] = "UTF8"
-        } else {
-            keywords.append("client_encoding")
-            values.append("UTF8")
-        }
-        self.keywords = keywords
-        self.values = values
+        let connectOptions =
+            parsed.filter { $0.keyword != "client_encoding" }
+            + defaults.filter { option in !parsed.contains { $0.keyword == option.keyword } }
+            + [("client_encoding", "UTF8")]
+        self.keywords = connectOptions.map(\.keyword)
+        self.values = connectOptions.map(\.value)
 
         let given = Dictionary(parsed, uniquingKeysWith: { _, last in last })
         func value(_ keyword: String) -> String? {
@@ -156,18 +137,7 @@ struct PostgresSettings: Sendable {
     private static func embeddedSecrets(in database: String) -> [String] {
         guard database.contains("=") || database.contains("://") else { return [] }
         var found = writtenSecrets(in: database)
-        if let options = PQconninfoParse(database, nil) {
-            defer { PQconninfoFree(options) }
-            var option = options
-            while option.pointee.keyword != nil {
-                defer { option += 1 }
-                if let value = option.pointee.val, let display = option.pointee.dispchar,
-                    String(cString: display) == "*"
-                {
-                    found.append(String(cString: value))
-                }
-            }
-        }
+        if let options = PQconninfoParse(database, nil) { found += entries(options).filter(\.secret).map(\.value) }
         return found.filter { !$0.isEmpty }
     }
 
@@ -198,9 +168,7 @@ struct PostgresSettings: Sendable {
             if words[index] == "-c", index + 1 < words.count {
                 setting = words[index + 1][...]
                 index += 1
-            } else if words[index].hasPrefix("--") {
-                setting = words[index].dropFirst(2)
-            } else if words[index].hasPrefix("-c") {
+            } else if words[index].hasPrefix("--") || words[index].hasPrefix("-c") {
                 setting = words[index].dropFirst(2)
             }
             index += 1
@@ -214,14 +182,24 @@ struct PostgresSettings: Sendable {
     /// libpq's defaults, from the environment (`PGHOST`, `PGPORT`, …) and its compiled-in values.
     private static func defaults() -> [String: String] {
         guard let options = PQconndefaults() else { return [:] }
+        return Dictionary(entries(options).map { ($0.keyword, $0.value) }, uniquingKeysWith: { _, last in last })
+    }
+
+    /// The options of a libpq option array that have a value, in order, each with whether libpq marks it secret
+    /// (`dispchar` `*`); the array is freed (`PQconninfoFree`).
+    private static func entries(
+        _ options: UnsafeMutablePointer<PQconninfoOption>
+    ) -> [(keyword: String, value: String, secret: Bool)] {
         defer { PQconninfoFree(options) }
-        var defaults: [String: String] = [:]
+        var entries: [(keyword: String, value: String, secret: Bool)] = []
         var option = options
         while let keyword = option.pointee.keyword {
             defer { option += 1 }
-            if let value = option.pointee.val { defaults[String(cString: keyword)] = String(cString: value) }
+            guard let value = option.pointee.val else { continue }
+            let secret = option.pointee.dispchar.map { String(cString: $0) == "*" } ?? false
+            entries.append((String(cString: keyword), String(cString: value), secret))
         }
-        return defaults
+        return entries
     }
 
     private static let unreserved = CharacterSet(

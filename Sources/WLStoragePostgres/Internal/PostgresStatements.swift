@@ -9,7 +9,6 @@ extension WLStoragePostgresStore {
         let tableState: String
         let createTable: String
         let addTagsColumn: String
-        let read: String
         let readVersioned: String
         let replaceIfVersion: String
         let createTagged: String
@@ -52,11 +51,7 @@ extension WLStoragePostgresStore {
                 recent_tags text[] NOT NULL DEFAULT '{}', PRIMARY KEY (namespace, key))
                 """
             addTagsColumn = "ALTER TABLE \(name) ADD COLUMN IF NOT EXISTS recent_tags text[] NOT NULL DEFAULT '{}'"
-            // The bytes only when they are not too large ($3), and their size.
-            read = """
-                SELECT CASE WHEN octet_length(value) <= $3::bigint THEN value END, octet_length(value)::text \
-                FROM \(name) WHERE namespace = $1 AND key = $2
-                """
+            // The bytes only when they are not too large ($3), their size and their version.
             readVersioned = """
                 SELECT CASE WHEN octet_length(value) <= $3::bigint THEN value END, octet_length(value)::text, \
                 version::text FROM \(name) WHERE namespace = $1 AND key = $2

@@ -1,12 +1,6 @@
 import Foundation
 import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// A thread of its own that waits in `poll` for a socket to be readable and calls a handler each time it is, until
 /// cancelled: how the listening connection hears a notification. Unlike a Dispatch read source, no hand-off: the
 /// thread the kernel wakes runs the handler.
