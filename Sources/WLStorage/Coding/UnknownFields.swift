@@ -11,21 +11,10 @@ import Foundation
 enum UnknownFields {
     /// `data` itself when it is a JSON object, which a write may need to keep members of; `nil` otherwise.
     static func base(_ data: Data) -> Data? {
-        // Over the bytes in place: iterating `Data` costs an access check per byte.
-        let isObject = data.withUnsafeBytes { bytes in
-            for byte in bytes {
-                switch byte {
-                case UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\t"), UInt8(ascii: "\r"), 0xEF, 0xBB, 0xBF:
-                    continue
-                case UInt8(ascii: "{"):
-                    return true
-                default:
-                    return false
-                }
-            }
-            return false
-        }
-        return isObject ? data : nil
+        // Over the bytes in place: iterating `Data` costs an access check per byte. Whitespace and a byte order mark
+        // may come first.
+        let first = data.withUnsafeBytes { $0.first { ![0x20, 0x0A, 0x09, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) } }
+        return first == UInt8(ascii: "{") ? data : nil
     }
 
     /// `encoded`, a value of `type`, with the members of `base` that `type` does not know added; `nil` when none.
@@ -159,8 +148,7 @@ enum UnknownFields {
     private static func collectMissing(
         _ base: [JSONFill.Member], from encoded: [JSONFill.Member], at path: [String], into paths: inout [[String]]
     ) {
-        var encodedByKey: [String: JSONFill.Member] = [:]
-        for member in encoded { encodedByKey[member.key] = member }
+        let encodedByKey = Dictionary(encoded.map { ($0.key, $0) }) { _, last in last }
         var seen: Set<String> = []
         for member in base.reversed() where seen.insert(member.key).inserted {
             guard let counterpart = encodedByKey[member.key] else {
@@ -216,13 +204,7 @@ enum UnknownFields {
     }
 
     private static func object(_ parts: [[UInt8]]) -> [UInt8] {
-        var result: [UInt8] = [UInt8(ascii: "{")]
-        for (index, part) in parts.enumerated() {
-            if index > 0 { result.append(UInt8(ascii: ",")) }
-            result += part
-        }
-        result.append(UInt8(ascii: "}"))
-        return result
+        [UInt8(ascii: "{")] + parts.joined(separator: [UInt8(ascii: ",")]) + [UInt8(ascii: "}")]
     }
 }
 

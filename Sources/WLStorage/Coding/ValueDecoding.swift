@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// How stored bytes became the value: a plain decode, else the fields they lack taken from the default value's JSON,
 /// then the storage's migrations, in order.
@@ -100,9 +99,11 @@ struct ValueDecoding<T: Codable & Sendable> {
         }
     }
 
-    /// Why bytes did not decode, for a message: what is wrong with them, and the migrations that threw.
+    /// Why bytes did not decode, for a message, in the tool's words: not JSON (and why), or JSON of another shape; and
+    /// the migrations that threw.
     static func judge(_ data: Data, migrationFailures: [String]) -> String {
-        let base = "\(JSONCoders.judge(data)) \(T.self)"
+        let what = JSONSyntax.problem(in: data).map { "is not JSON (\($0)), so it does not decode as" }
+        let base = "\(what ?? "holds JSON that does not decode as") \(T.self)"
         guard !migrationFailures.isEmpty else { return base }
         return base + " (" + migrationFailures.joined(separator: "; ") + ")"
     }
