@@ -40,12 +40,6 @@ extension CellState {
         return changeLocally(to: &value)
     }
 
-    /// Whether an update against the store writes the pending change first (not a mere rewrite, which it makes moot).
-    var updateFlushesFirst: Bool { !onlyRewritePending }
-
-    /// Whether a set came since an update's flush, to be written before the update reads the key.
-    var setSinceUpdateFlush: Bool { isPending && !onlyRewritePending }
-
     /// What became of a value an update stored in the store.
     enum StoredUpdate {
         case adopted
@@ -137,26 +131,6 @@ extension CellState {
         withExtras { $0.orphaned = true }
         throttle.makeUrgent()
         return (true, isBusy ? nil : throttle.arm(now: now, force: true))
-    }
-}
-
-extension CellState {
-    // MARK: What is stored
-
-    /// The value read in an earlier shape is to be written back as a change; returns whether a tick is needed.
-    mutating func rewriteRead() -> Bool {
-        markRewrite()
-        return throttle.needsTick
-    }
-
-    /// Whether the write of `version` only rewrites the value read in an earlier type's shape.
-    func isRewrite(_ version: UInt64) -> Bool {
-        extras?.rewriteVersion == version
-    }
-
-    /// The stored object's unknown members are to go: a change of what is stored, not of the value.
-    mutating func dropUnknownFields() {
-        version &+= 1
     }
 
     // MARK: Listeners

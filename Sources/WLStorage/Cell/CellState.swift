@@ -1,5 +1,3 @@
-import Dispatch
-
 /// The memory cell's state. Every transition is a method here that returns what to do; the cell does it after the lock.
 @usableFromInline
 struct CellState<T: Sendable>: Sendable {
@@ -77,10 +75,7 @@ struct CellState<T: Sendable>: Sendable {
     mutating func takeNotifications() -> (
         values: [(value: T, listener: UInt64?)], listeners: [UInt64: @Sendable (T) -> Void]
     )? {
-        guard let extras, !extras.pendingNotifications.isEmpty else {
-            extras?.draining = false
-            return nil
-        }
+        guard hasNotificationsLeft(), let extras else { return nil }
         defer { extras.pendingNotifications = [] }
         return (extras.pendingNotifications, extras.listeners)
     }
@@ -172,11 +167,6 @@ struct CellState<T: Sendable>: Sendable {
             return extras.failedChecks
         }
         if let failures { effects.checkRetry = WriteThrottle.retryDelay(afterFailures: failures, interval: 0) }
-    }
-
-    /// The check retry armed by ``armCheckRetry(_:)`` is due: it runs now.
-    mutating func checkRetryDue() {
-        extras?.checkRetryArmed = false
     }
 
     /// Replaces the last error (old one released after the lock), keeping ``CellExtras/storedByAnotherVersion`` in

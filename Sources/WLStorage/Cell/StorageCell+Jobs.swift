@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 
 #if canImport(Glibc)
@@ -37,7 +36,7 @@ extension StorageCell {
     private func scheduleCheckRetry(after delay: UInt64) {
         scheduler.schedule(after: delay) { [weak self] in
             guard let self else { return }
-            state.withLock { $0.checkRetryDue() }
+            state.withLock { $0.extras?.checkRetryArmed = false }  // the retry armed by `armCheckRetry` is due
             checkForExternalChange()
         }
     }
@@ -62,7 +61,12 @@ extension StorageCell {
         while true {
             let outcome = perform(job)
             guard let next = complete(job, outcome, chaining: chaining) else {
-                return !outcome.isFailure && !(job.isCreate && outcome.foundNothing)
+                switch outcome {
+                case .failed, .read(.failed): return false
+                // The create of a default that found nothing stored saved nothing.
+                case .read(.absent), .read(.movedAside): return !job.isCreate
+                default: return true
+                }
             }
             job = next
         }
@@ -145,7 +149,8 @@ extension StorageCell {
         case .write(let value, let version):
             do {
                 // A rewrite replaces only what was read: a change made elsewhere since is read instead.
-                if state.withLock({ $0.isRewrite(version) }), let rewritten = try access?.rewrite(value) {
+                let isRewrite = state.withLock { $0.extras?.rewriteVersion == version }
+                if isRewrite, let rewritten = try access?.rewrite(value) {
                     return rewritten ? .written : .rewriteRefused
                 }
                 // Where the backer can, the changed fields go onto what the key holds now.
@@ -172,7 +177,7 @@ extension StorageCell {
             }
         case .reread:
             if let access { return .read(access.readStored(decoding: decoding)) }
-            return .read(Self.read(backer, defaultValue: defaultValue))
+            return .read(Self.read(backer) { defaultValue })
         case .check:
             guard let access else { return .checked(.unchanged) }
             do {
@@ -197,13 +202,8 @@ extension StorageCell {
         if effects.releaseOrphan { Runtime.shared.registry.letGo(self) }
     }
 
-    /// Reads any backer, telling a stored value from the default by whether the backer asked for the default.
-    static func read(_ backer: any WLStorageBacker<T>, defaultValue: T) -> ReadResult<T> {
-        read(backer) { defaultValue }
-    }
-
     /// Reads any backer, telling a stored value from `makeDefault`'s by whether the backer asked for it.
-    static func read(_ backer: any WLStorageBacker<T>, makeDefault: () -> T) -> ReadResult<T> {
+    static func read(_ backer: any WLStorageBacker<T>, defaultValue makeDefault: () -> T) -> ReadResult<T> {
         var askedForDefault = false
         do {
             let value = try backer.read {

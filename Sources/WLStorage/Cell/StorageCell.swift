@@ -1,5 +1,4 @@
 import Dispatch
-import Foundation
 import Observation
 import Synchronization
 
@@ -167,7 +166,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     /// Marks the value read in an earlier shape as a change, written back by the usual path.
     func rewriteStoredValue() {
-        if state.withLock({ $0.rewriteRead() }) { armTick() }
+        let needsTick = state.withLock { state in
+            state.markRewrite()
+            return state.throttle.needsTick
+        }
+        if needsTick { armTick() }
     }
 
     var lastError: WLStorageError? {
@@ -183,22 +186,16 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         // A value this version cannot read has nothing to remove; writing the value in memory would destroy it.
         guard state.withLock({ $0.removesUnknownFields }) else { return }
         access?.dropUnknownFields()
-        state.withLock { $0.dropUnknownFields() }
+        // A change of what is stored, not of the value: written as any change.
+        state.withLock { $0.version &+= 1 }
         flushReportingMisuse()
     }
 
-    func record(_ error: WLStorageError) {
+    /// Records and reports `error`; with `asMisuse`, a misuse of the storage (see ``CellState/recordMisuse(_:_:)``).
+    func record(_ error: WLStorageError, asMisuse: Bool = false) {
         // Released after the lock: its underlying error may be the user's.
         var effects = JobEffects()
-        state.withLock { $0.setLastError(error, &effects) }
-        _ = effects
-        WLStorageError.report(error)
-    }
-
-    /// Records and reports `error`, a misuse of the storage (see ``CellState/recordMisuse(_:_:)``).
-    func recordMisuse(_ error: WLStorageError) {
-        var effects = JobEffects()
-        state.withLock { $0.recordMisuse(error, &effects) }
+        state.withLock { asMisuse ? $0.recordMisuse(error, &effects) : $0.setLastError(error, &effects) }
         _ = effects
         WLStorageError.report(error)
     }
@@ -321,12 +318,13 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The flush of `WLStorage.flush()`: a reentrant call is reported rather than left to hang.
     func flushReportingMisuse() {
         if flush() == .reentrant {
-            recordMisuse(
+            record(
                 WLStorageError(
                     code: .reentrantCall,
                     message: "flush() was called from inside this storage's own backer, whose write it would wait for;"
                         + " it returned without writing",
-                    key: backer.key))
+                    key: backer.key),
+                asMisuse: true)
         }
     }
 
@@ -354,21 +352,6 @@ extension JobOutcome {
         case .read(.value), .read(.reshaped), .read(.absent), .read(.movedAside), .checked(.changed),
             .checked(.removed):
             true
-        default: false
-        }
-    }
-
-    var isFailure: Bool {
-        switch self {
-        case .failed, .read(.failed): true
-        default: false
-        }
-    }
-
-    /// Whether a read found nothing stored.
-    var foundNothing: Bool {
-        switch self {
-        case .read(.absent), .read(.movedAside): true
         default: false
         }
     }
@@ -440,12 +423,11 @@ extension StorageCell: RegisteredCell {
     }
 
     func flushState(from thread: UInt) -> CellFlushState {
-        let found = state.withLock { state in
-            if state.busyThread == thread { return CellFlushState.busyHere }
-            return state.hasWork || state.isBusy ? .work(store: nil) : .idle
+        let store = storeMedium?.identity
+        return state.withLock { state in
+            if state.busyThread == thread { return .busyHere }
+            return state.hasWork || state.isBusy ? .work(store: store) : .idle
         }
-        guard case .work = found, let storeMedium else { return found }
-        return .work(store: storeMedium.identity)
     }
 }
 
