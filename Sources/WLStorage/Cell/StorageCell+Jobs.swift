@@ -122,14 +122,6 @@ extension StorageCell {
         }
     }
 
-    /// The identity of the store whose batches write this cell's changes; read without the lock, as it never changes.
-    var batchStoreIdentity: String? { storeMedium?.identity }
-
-    /// The store that writes the batch of this cell's change, and its identity, for messages.
-    var batchStore: (store: any WLStorageStore, identity: String)? {
-        storeMedium.map { ($0.store, $0.identity) }
-    }
-
     /// Ends the batch write of `version`, as `data` (written when `failure` is `nil`); returns whether work is left.
     /// ``complete(_:_:chaining:)`` without the generic job and outcome: such a write adopts nothing and chains nothing.
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {

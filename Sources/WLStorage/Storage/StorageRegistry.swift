@@ -51,10 +51,9 @@ protocol RegisteredCell: AnyObject, Sendable {
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool)
     /// The pending change as a batch write, or why not (``StorageCell/takeBatchWrite(on:)``).
     func takeBatchWrite(on thread: UInt) -> BatchTake
-    /// The identity of the store whose batches write the cell's changes, read without the cell's lock.
-    var batchStoreIdentity: String? { get }
-    /// The store that writes the cell's batch, with its identity (see ``StorageCell/batchStore``).
-    var batchStore: (store: any WLStorageStore, identity: String)? { get }
+    /// The medium of the key when it is a store's (other than a directory's): its store writes the cell's batches.
+    /// Read without the cell's lock, as it never changes.
+    var storeMedium: StoreMedium? { get }
     /// Ends the batch write of `version`; returns whether the cell has work left.
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
