@@ -11,13 +11,9 @@ enum JSONFill {
 
     /// Whether `encoded` keeps all members of `stored` (at every shared object depth), and any of them (at the top).
     static func coverage(of stored: Data, in encoded: Data) -> (all: Bool, any: Bool) {
-        let storedBytes = withoutByteOrderMark([UInt8](stored))
-        let encodedBytes = [UInt8](encoded)
-        var storedParser = Parser(bytes: storedBytes)
-        var encodedParser = Parser(bytes: encodedBytes)
-        guard case .object(let storedMembers, _)? = storedParser.parseValue(depth: 0),
-            case .object(let encodedMembers, _)? = encodedParser.parseValue(depth: 0)
-        else { return (false, false) }
+        guard let storedMembers = object(stored)?.members, let encodedMembers = object(encoded)?.members else {
+            return (false, false)
+        }
         let any = storedMembers.contains { member in encodedMembers.contains { $0.key == member.key } }
         return (keepsAll(storedMembers, encodedMembers), any)
     }
@@ -64,9 +60,16 @@ enum JSONFill {
         return nil
     }
 
-    static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
+    private static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
         // A byte order mark, which the decoder accepts, is left out.
         bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+    }
+
+    /// The bytes of `data` (without a byte order mark) with its members and where it is, when it is a JSON object.
+    static func object(_ data: Data) -> (bytes: [UInt8], members: [Member], range: Range<Int>)? {
+        var parser = Parser(bytes: withoutByteOrderMark([UInt8](data)))
+        guard case .object(let members, let range)? = parser.parseValue(depth: 0) else { return nil }
+        return (parser.bytes, members, range)
     }
 
     /// The member at `path` (keys of objects inside each other) of `node`.

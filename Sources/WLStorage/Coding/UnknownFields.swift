@@ -19,12 +19,8 @@ enum UnknownFields {
 
     /// `encoded`, a value of `type`, with the members of `base` that `type` does not know added; `nil` when none.
     static func merging<T: Codable>(_ encoded: Data, keepingUnknownOf base: Data, as type: T.Type) -> Data? {
-        let baseBytes = JSONFill.withoutByteOrderMark([UInt8](base))
-        let encodedBytes = [UInt8](encoded)
-        var baseParser = JSONFill.Parser(bytes: baseBytes)
-        var encodedParser = JSONFill.Parser(bytes: encodedBytes)
-        guard case .object(let baseMembers, _)? = baseParser.parseValue(depth: 0),
-            case .object(let encodedMembers, _)? = encodedParser.parseValue(depth: 0)
+        guard case let (baseBytes, baseMembers, _)? = JSONFill.object(base),
+            case let (encodedBytes, encodedMembers, _)? = JSONFill.object(encoded)
         else { return nil }
         // A one-member value holding an object sharing nothing with the stored object is an enum case replacing
         // another.
@@ -116,9 +112,7 @@ enum UnknownFields {
 
     /// Whether a path names a member of the object `encoding` (a value's encoding) holds.
     private static func written(in encoding: Data) -> ([String]) -> Bool {
-        let bytes = [UInt8](encoding)
-        var parser = JSONFill.Parser(bytes: bytes)
-        guard case .object(let members, _)? = parser.parseValue(depth: 0) else { return { _ in false } }
+        guard let members = JSONFill.object(encoding)?.members else { return { _ in false } }
         let lookup = Lookup(members)
         return { lookup.contains($0[...]) }
     }
