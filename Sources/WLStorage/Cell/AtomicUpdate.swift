@@ -1,12 +1,6 @@
 import Foundation
 import Observation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 extension StorageCell {
     /// Runs `body` on the value and stores what it leaves, atomically: `body` runs on a copy outside every lock, again
     /// if the value changed. A change to this storage from inside `body` is refused and reported

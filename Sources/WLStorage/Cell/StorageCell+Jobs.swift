@@ -1,11 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// A cell's jobs on its backer: outside-change checks, a job and its follow-ups, and the cell's part of a store batch.
 extension StorageCell {
     // MARK: Outside changes

@@ -2,12 +2,6 @@ import Dispatch
 import Foundation
 import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// The one place in the process that flushes storages at shutdown: an `atexit` handler, and Dispatch signal sources
 /// for SIGTERM, SIGINT and SIGHUP on one labelled serial queue, installed once by the first storage.
 ///
