@@ -44,13 +44,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     private let ownBacker: OwnBacker<T>
     /// The same backer when it is a key's in a store (a directory's file or another store's key).
     var keyBacker: WLStorageDefaultBacker<T>? {
-        if case .key(let keyBacker) = ownBacker { return keyBacker }
-        return nil
+        if case .key(let keyBacker) = ownBacker { keyBacker } else { nil }
     }
     /// Whether the key was open with another value type when the cell was made: memory only, writes nothing.
     var refusesEveryWrite: Bool {
-        if case .refusing = ownBacker { return true }
-        return false
+        if case .refusing = ownBacker { true } else { false }
     }
     /// The medium of the key when it is a store's (other than a directory's).
     var storeMedium: StoreMedium? { keyBacker?.storeMedium }
@@ -359,8 +357,7 @@ extension JobOutcome {
 
 extension CellJob {
     var isCreate: Bool {
-        if case .createDefault = self { return true }
-        return false
+        if case .createDefault = self { true } else { false }
     }
 }
 

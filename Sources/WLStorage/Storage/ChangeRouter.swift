@@ -115,7 +115,7 @@ final class ChangeRouter: Sendable {
 
     /// Has the cells of every file in the directory at `path` check theirs, on the queue of checks.
     func deliver(everyFileIn path: StorageDirectory) {
-        check(Runtime.shared.registry.cells(inDirectoryAt: path))
+        check(Runtime.shared.registry.liveCells().filter { $0.directory == path })
     }
 
     /// Has every cell of a file check it, on the queue of checks (events were lost).

@@ -26,8 +26,7 @@ package struct CellKey: Hashable, Sendable {
 
     /// The identity of the store, when it is not a directory.
     var store: String? {
-        if case .store(let identity) = holder { return identity }
-        return nil
+        if case .store(let identity) = holder { identity } else { nil }
     }
 }
 
@@ -396,11 +395,6 @@ final class StorageRegistry: Sendable {
             }
             return cells
         }
-    }
-
-    /// The live cells whose files are in the directory at `path`.
-    func cells(inDirectoryAt path: StorageDirectory) -> [any RegisteredCell] {
-        liveCells().filter { $0.directory == path }
     }
 
     private static func match<T>(_ cell: any RegisteredCell, as type: T.Type) -> Lookup<T> {
