@@ -159,12 +159,6 @@ extension CellState {
 
     // MARK: Checks
 
-    /// A check for an outside change asked on `thread`: counted, and started or left to the job in flight.
-    mutating func requestCheck(on thread: UInt) -> CellJob<T>? {
-        withExtras { $0.externalChecks += 1 }
-        return startCheck(on: thread)
-    }
-
     /// What is stored could not be read, and nothing pending will read it: a check is retried with the backoff.
     mutating func retryUnknownRead(_ effects: inout JobEffects) {
         guard stored == .unknown, !isPending else { return }

@@ -112,8 +112,10 @@ struct CellState<T: Sendable>: Sendable {
         return job
     }
 
-    /// The job a check for an outside change starts, marking the cell busy; `nil` when busy (it runs after the job).
-    mutating func startCheck(on thread: UInt) -> CellJob<T>? {
+    /// A check for an outside change asked on `thread`: counted, and its job started, marking the cell busy; `nil` when
+    /// busy (it runs after the job in flight).
+    mutating func requestCheck(on thread: UInt) -> CellJob<T>? {
+        withExtras { $0.externalChecks += 1 }
         guard !isBusy else {
             withExtras { $0.checkRequested = true }
             return nil
