@@ -123,11 +123,8 @@ enum UnknownFields {
 
         init(_ list: [JSONFill.Member]) {
             for member in list {
-                if case .object(let inner, _) = member.value {
-                    members[member.key] = (member, Lookup(inner))
-                } else {
-                    members[member.key] = (member, nil)
-                }
+                let inner: Lookup? = if case .object(let inner, _) = member.value { Lookup(inner) } else { nil }
+                members[member.key] = (member, inner)
             }
         }
 
