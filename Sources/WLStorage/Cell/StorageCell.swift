@@ -104,8 +104,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
     var storeKey: CellKey? {
-        guard let storeMedium else { return nil }
-        return .store(storeMedium.identity, key: storeMedium.storedKey)
+        storeMedium.map { .store($0.identity, key: $0.storedKey) }
     }
 
     /// The directory this cell's file is in, when its key is a directory's.
@@ -278,16 +277,6 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     // MARK: Flush
 
-    /// How a flush ended.
-    enum FlushResult {
-        /// Everything set before the flush is written (or nothing was pending).
-        case done
-        /// A write failed; the value stays pending and the error was reported.
-        case failed
-        /// The flush was called from inside this cell's own job (its backer), which it would wait for forever.
-        case reentrant
-    }
-
     /// Writes what was set before the call, and an unsaved default or rewrite, waiting for a job in flight first;
     /// returns after the first failure. With `waitingForJobs` off, a job elsewhere finishes the work (a backer's flush
     /// must not wait for it).
@@ -355,6 +344,16 @@ extension JobOutcome {
     }
 }
 
+/// How a flush of a cell ended.
+enum FlushResult {
+    /// Everything set before the flush is written (or nothing was pending).
+    case done
+    /// A write failed; the value stays pending and the error was reported.
+    case failed
+    /// The flush was called from inside this cell's own job (its backer), which it would wait for forever.
+    case reentrant
+}
+
 extension CellJob {
     var isCreate: Bool {
         if case .createDefault = self { true } else { false }
@@ -410,10 +409,6 @@ enum BatchTake: Sendable {
 
 extension StorageCell: RegisteredCell {
     var valueTypeName: String { TypeName.of(T.self) }
-
-    func flushAll(waiting: Bool) {
-        flush(waitingForJobs: waiting)
-    }
 
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) {
         storeMedium?.offer(changes, mustRead: mustRead)

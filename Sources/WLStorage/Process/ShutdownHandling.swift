@@ -255,7 +255,7 @@ private enum FlushItem: Sendable {
     func flush(waiting: Bool, on thread: UInt) {
         switch self {
         case .cell(let cell):
-            cell.flushAll(waiting: waiting)
+            cell.flush(waitingForJobs: waiting)
         case .store(let cells):
             Self.flushStore(cells, insideABacker: !waiting, on: thread)
         }
@@ -266,7 +266,7 @@ private enum FlushItem: Sendable {
         // After a failed batch, cells are not flushed one by one (a timeout each); their changes retry with backoff.
         let (needsFlush, busyHere) = writeBatch(of: cells, on: thread)
         let waiting = !insideABacker && !busyHere
-        for index in cells.indices where needsFlush[index] { cells[index].flushAll(waiting: waiting) }
+        for index in cells.indices where needsFlush[index] { cells[index].flush(waitingForJobs: waiting) }
     }
 
     /// Writes the changes of `cells`, one store's, in one batch; returns which need their own flush, and busy-here.

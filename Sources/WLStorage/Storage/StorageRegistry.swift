@@ -40,9 +40,9 @@ protocol RegisteredCell: AnyObject, Sendable {
     var directory: StorageDirectory? { get }
     /// The file's name in ``directory``.
     var fileName: String? { get }
-    /// Writes whatever is pending. With `waiting` off, a cell whose job is running elsewhere is left to that job.
-    func flushAll(waiting: Bool)
-    /// What ``flushAll(waiting:)`` would find, seen from `thread`.
+    /// Writes whatever is pending. With `waitingForJobs` off, a cell whose job runs elsewhere is left to that job.
+    @discardableResult func flush(waitingForJobs: Bool) -> FlushResult
+    /// What ``flush(waitingForJobs:)`` would find, seen from `thread`.
     func flushState(from thread: UInt) -> CellFlushState
     /// Reads the file when another program may have changed it, and adopts the new value.
     func checkForExternalChange()
