@@ -1,12 +1,5 @@
 import Foundation
 import Observation
-import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 extension StorageCell {
     /// Runs `body` on the value and stores what it leaves, atomically: `body` runs on a copy outside every lock, again
@@ -164,7 +157,7 @@ extension StorageCell {
         }
         while true {
             // The pending change first, but not a rewrite of what was read, which the update makes moot.
-            if state.withLock({ $0.updateFlushesFirst }) {
+            if state.withLock({ !$0.onlyRewritePending }) {
                 guard flush() == .done else {
                     let error =
                         lastError
@@ -188,7 +181,7 @@ extension StorageCell {
                 }
             }
             // A set came since the flush: written first too, a few times at most.
-            if setsMeanwhile < 3, state.withLock({ $0.setSinceUpdateFlush }) {
+            if setsMeanwhile < 3, state.withLock({ $0.isPending && !$0.onlyRewritePending }) {
                 setsMeanwhile += 1
                 continue
             }
@@ -342,15 +335,14 @@ extension StorageCell {
     /// Reports a set or an update of this storage from inside an update of it, which is not made.
     @usableFromInline
     func refuseChangeInsideUpdate(what: String) {
-        UpdatesOnThisThread.reportingOnce { reportRefusal(what: what) }
-    }
-
-    private func reportRefusal(what: String) {
-        recordMisuse(
-            WLStorageError(
-                code: .reentrantCall,
-                message: "\(what) was called on this storage from inside its own update, whose result replaces the"
-                    + " value; the \(what) was not made. Change the value through the closure's argument",
-                key: backer.key))
+        UpdatesOnThisThread.reportingOnce {
+            record(
+                WLStorageError(
+                    code: .reentrantCall,
+                    message: "\(what) was called on this storage from inside its own update, whose result replaces the"
+                        + " value; the \(what) was not made. Change the value through the closure's argument",
+                    key: backer.key),
+                asMisuse: true)
+        }
     }
 }

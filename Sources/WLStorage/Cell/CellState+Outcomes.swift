@@ -12,11 +12,9 @@ extension CellState {
         }
         var followUp: CellJob<T>?
         switch outcome {
-        case .written:
+        case .written, .writtenOver:
             writeEnded(startVersion, failure: nil, effects: &effects)
-        case .writtenOver:
-            writeEnded(startVersion, failure: nil, effects: &effects)
-            followUp = .check(version: version)
+            if case .writtenOver = outcome { followUp = .check(version: version) }
         case .rewriteRefused:
             writtenVersion = max(writtenVersion, startVersion)
             stored = .known
@@ -120,8 +118,7 @@ extension CellState {
         _ result: ReadResult<T>, job: CellJob<T>, startVersion: UInt64, key: String, defaultValue: T?,
         effects: inout JobEffects
     ) -> CellJob<T>? {
-        let isCreate: Bool
-        if case .createDefault = job { isCreate = true } else { isCreate = false }
+        let isCreate = job.isCreate
         switch result {
         case .failed(let error):
             stored = .unknown
@@ -146,17 +143,11 @@ extension CellState {
             if onlyRewriteOrDropPending { writtenVersion = version }
             if !isCreate && isPending { return .write(value, version: version) }
             return nil
-        case .movedAside(let error):
-            effects.errors.append(error)
+        case .movedAside, .absent:
+            let movedAside: WLStorageError? = if case .movedAside(let error) = result { error } else { nil }
+            if let movedAside { effects.errors.append(movedAside) }
             stored = .known
-            setLastError(error, &effects)
-            if takeRemovalAfterUnreadable(defaultValue: defaultValue, effects: &effects) { return nil }
-            if isPending { return .write(value, version: version) }
-            if version == 0 { stored = .defaultUnsaved }
-            return nil
-        case .absent:
-            stored = .known
-            setLastError(nil, &effects)
+            setLastError(movedAside, &effects)
             if takeRemovalAfterUnreadable(defaultValue: defaultValue, effects: &effects) { return nil }
             if isPending { return .write(value, version: version) }
             if version == 0 { stored = .defaultUnsaved }  // the cell still holds its default: save it

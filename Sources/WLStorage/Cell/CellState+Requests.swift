@@ -40,12 +40,6 @@ extension CellState {
         return changeLocally(to: &value)
     }
 
-    /// Whether an update against the store writes the pending change first (not a mere rewrite, which it makes moot).
-    var updateFlushesFirst: Bool { !onlyRewritePending }
-
-    /// Whether a set came since an update's flush, to be written before the update reads the key.
-    var setSinceUpdateFlush: Bool { isPending && !onlyRewritePending }
-
     /// What became of a value an update stored in the store.
     enum StoredUpdate {
         case adopted
@@ -186,12 +180,6 @@ extension CellState {
     }
 
     // MARK: Checks
-
-    /// A check for an outside change asked on `thread`: counted, and started or left to the job in flight.
-    mutating func requestCheck(on thread: UInt) -> CellJob<T>? {
-        withExtras { $0.externalChecks += 1 }
-        return startCheck(on: thread)
-    }
 
     /// What is stored could not be read, and nothing pending will read it: a check is retried with the backoff.
     mutating func retryUnknownRead(_ effects: inout JobEffects) {

@@ -1,5 +1,3 @@
-import Dispatch
-
 /// The memory cell's state. Every transition is a method here that returns what to do; the cell does it after the lock.
 @usableFromInline
 struct CellState<T: Sendable>: Sendable {
@@ -77,10 +75,7 @@ struct CellState<T: Sendable>: Sendable {
     mutating func takeNotifications() -> (
         values: [(value: T, listener: UInt64?)], listeners: [UInt64: @Sendable (T) -> Void]
     )? {
-        guard let extras, !extras.pendingNotifications.isEmpty else {
-            extras?.draining = false
-            return nil
-        }
+        guard hasNotificationsLeft(), let extras else { return nil }
         defer { extras.pendingNotifications = [] }
         return (extras.pendingNotifications, extras.listeners)
     }
@@ -119,8 +114,10 @@ struct CellState<T: Sendable>: Sendable {
         return job
     }
 
-    /// The job a check for an outside change starts, marking the cell busy; `nil` when busy (it runs after the job).
-    mutating func startCheck(on thread: UInt) -> CellJob<T>? {
+    /// A check for an outside change asked on `thread`: counted, and its job started, marking the cell busy; `nil` when
+    /// busy (it runs after the job in flight).
+    mutating func requestCheck(on thread: UInt) -> CellJob<T>? {
+        withExtras { $0.externalChecks += 1 }
         guard !isBusy else {
             withExtras { $0.checkRequested = true }
             return nil
@@ -176,7 +173,7 @@ struct CellState<T: Sendable>: Sendable {
         if let failures { effects.checkRetry = WriteThrottle.retryDelay(afterFailures: failures, interval: 0) }
     }
 
-    /// The check retry armed by ``armCheckRetry(_:)`` is due: it runs now.
+    /// The retry of a check armed by ``armCheckRetry(_:)`` is due: another may be armed from now on.
     mutating func checkRetryDue() {
         extras?.checkRetryArmed = false
     }

@@ -1,11 +1,4 @@
-import Dispatch
 import Foundation
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// A cell's jobs on its backer: outside-change checks, a job and its follow-ups, and the cell's part of a store batch.
 extension StorageCell {
@@ -62,7 +55,12 @@ extension StorageCell {
         while true {
             let outcome = perform(job)
             guard let next = complete(job, outcome, chaining: chaining) else {
-                return !outcome.isFailure && !(job.isCreate && outcome.foundNothing)
+                switch outcome {
+                case .failed, .read(.failed): return false
+                // The create of a default that found nothing stored saved nothing.
+                case .read(.absent), .read(.movedAside): return !job.isCreate
+                default: return true
+                }
             }
             job = next
         }
@@ -118,14 +116,6 @@ extension StorageCell {
         }
     }
 
-    /// The identity of the store whose batches write this cell's changes; read without the lock, as it never changes.
-    var batchStoreIdentity: String? { storeMedium?.identity }
-
-    /// The store that writes the batch of this cell's change, and its identity, for messages.
-    var batchStore: (store: any WLStorageStore, identity: String)? {
-        storeMedium.map { ($0.store, $0.identity) }
-    }
-
     /// Ends the batch write of `version`, as `data` (written when `failure` is `nil`); returns whether work is left.
     /// ``complete(_:_:chaining:)`` without the generic job and outcome: such a write adopts nothing and chains nothing.
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
@@ -172,7 +162,7 @@ extension StorageCell {
             }
         case .reread:
             if let access { return .read(access.readStored(decoding: decoding)) }
-            return .read(Self.read(backer, defaultValue: defaultValue))
+            return .read(Self.read(backer) { defaultValue })
         case .check:
             guard let access else { return .checked(.unchanged) }
             do {
@@ -197,13 +187,8 @@ extension StorageCell {
         if effects.releaseOrphan { Runtime.shared.registry.letGo(self) }
     }
 
-    /// Reads any backer, telling a stored value from the default by whether the backer asked for the default.
-    static func read(_ backer: any WLStorageBacker<T>, defaultValue: T) -> ReadResult<T> {
-        read(backer) { defaultValue }
-    }
-
     /// Reads any backer, telling a stored value from `makeDefault`'s by whether the backer asked for it.
-    static func read(_ backer: any WLStorageBacker<T>, makeDefault: () -> T) -> ReadResult<T> {
+    static func read(_ backer: any WLStorageBacker<T>, defaultValue makeDefault: () -> T) -> ReadResult<T> {
         var askedForDefault = false
         do {
             let value = try backer.read {

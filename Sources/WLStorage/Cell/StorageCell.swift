@@ -1,5 +1,4 @@
 import Dispatch
-import Foundation
 import Observation
 import Synchronization
 
@@ -45,13 +44,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     private let ownBacker: OwnBacker<T>
     /// The same backer when it is a key's in a store (a directory's file or another store's key).
     var keyBacker: WLStorageDefaultBacker<T>? {
-        if case .key(let keyBacker) = ownBacker { return keyBacker }
-        return nil
+        if case .key(let keyBacker) = ownBacker { keyBacker } else { nil }
     }
     /// Whether the key was open with another value type when the cell was made: memory only, writes nothing.
     var refusesEveryWrite: Bool {
-        if case .refusing = ownBacker { return true }
-        return false
+        if case .refusing = ownBacker { true } else { false }
     }
     /// The medium of the key when it is a store's (other than a directory's).
     var storeMedium: StoreMedium? { keyBacker?.storeMedium }
@@ -107,8 +104,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
     var storeKey: CellKey? {
-        guard let storeMedium else { return nil }
-        return .store(storeMedium.identity, key: storeMedium.storedKey)
+        storeMedium.map { .store($0.identity, key: $0.storedKey) }
     }
 
     /// The directory this cell's file is in, when its key is a directory's.
@@ -187,18 +183,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         flushReportingMisuse()
     }
 
-    func record(_ error: WLStorageError) {
+    /// Records and reports `error`; with `asMisuse`, a misuse of the storage (see ``CellState/recordMisuse(_:_:)``).
+    func record(_ error: WLStorageError, asMisuse: Bool = false) {
         // Released after the lock: its underlying error may be the user's.
         var effects = JobEffects()
-        state.withLock { $0.setLastError(error, &effects) }
-        _ = effects
-        WLStorageError.report(error)
-    }
-
-    /// Records and reports `error`, a misuse of the storage (see ``CellState/recordMisuse(_:_:)``).
-    func recordMisuse(_ error: WLStorageError) {
-        var effects = JobEffects()
-        state.withLock { $0.recordMisuse(error, &effects) }
+        state.withLock { asMisuse ? $0.recordMisuse(error, &effects) : $0.setLastError(error, &effects) }
         _ = effects
         WLStorageError.report(error)
     }
@@ -283,16 +272,6 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     // MARK: Flush
 
-    /// How a flush ended.
-    enum FlushResult {
-        /// Everything set before the flush is written (or nothing was pending).
-        case done
-        /// A write failed; the value stays pending and the error was reported.
-        case failed
-        /// The flush was called from inside this cell's own job (its backer), which it would wait for forever.
-        case reentrant
-    }
-
     /// Writes what was set before the call, and an unsaved default or rewrite, waiting for a job in flight first;
     /// returns after the first failure. With `waitingForJobs` off, a job elsewhere finishes the work (a backer's flush
     /// must not wait for it).
@@ -321,12 +300,13 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The flush of `WLStorage.flush()`: a reentrant call is reported rather than left to hang.
     func flushReportingMisuse() {
         if flush() == .reentrant {
-            recordMisuse(
+            record(
                 WLStorageError(
                     code: .reentrantCall,
                     message: "flush() was called from inside this storage's own backer, whose write it would wait for;"
                         + " it returned without writing",
-                    key: backer.key))
+                    key: backer.key),
+                asMisuse: true)
         }
     }
 
@@ -357,27 +337,21 @@ extension JobOutcome {
         default: false
         }
     }
+}
 
-    var isFailure: Bool {
-        switch self {
-        case .failed, .read(.failed): true
-        default: false
-        }
-    }
-
-    /// Whether a read found nothing stored.
-    var foundNothing: Bool {
-        switch self {
-        case .read(.absent), .read(.movedAside): true
-        default: false
-        }
-    }
+/// How a flush of a cell ended.
+enum FlushResult {
+    /// Everything set before the flush is written (or nothing was pending).
+    case done
+    /// A write failed; the value stays pending and the error was reported.
+    case failed
+    /// The flush was called from inside this cell's own job (its backer), which it would wait for forever.
+    case reentrant
 }
 
 extension CellJob {
     var isCreate: Bool {
-        if case .createDefault = self { return true }
-        return false
+        if case .createDefault = self { true } else { false }
     }
 }
 
@@ -431,21 +405,16 @@ enum BatchTake: Sendable {
 extension StorageCell: RegisteredCell {
     var valueTypeName: String { TypeName.of(T.self) }
 
-    func flushAll(waiting: Bool) {
-        flush(waitingForJobs: waiting)
-    }
-
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) {
         storeMedium?.offer(changes, mustRead: mustRead)
     }
 
     func flushState(from thread: UInt) -> CellFlushState {
-        let found = state.withLock { state in
-            if state.busyThread == thread { return CellFlushState.busyHere }
-            return state.hasWork || state.isBusy ? .work(store: nil) : .idle
+        let store = storeMedium?.identity
+        return state.withLock { state in
+            if state.busyThread == thread { return .busyHere }
+            return state.hasWork || state.isBusy ? .work(store: store) : .idle
         }
-        guard case .work = found, let storeMedium else { return found }
-        return .work(store: storeMedium.identity)
     }
 }
 

@@ -1,13 +1,3 @@
-import Foundation
-import Observation
-import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// The backer of a key in a store other than a directory, with its medium: what a cross-process update writes through.
 struct StoreKeyBacker<T: Codable & Sendable> {
     let backer: WLStorageDefaultBacker<T>

@@ -1,7 +1,3 @@
-import Foundation
-import Observation
-import Synchronization
-
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -47,9 +43,7 @@ enum UpdatesOnThisThread {
     }
 
     private static func contains(_ cell: UInt, in record: UnsafeMutablePointer<Record>) -> Bool {
-        guard let cells = record.pointee.cells else { return false }
-        for index in 0..<record.pointee.depth where cells[index] == cell { return true }
-        return false
+        UnsafeBufferPointer(start: record.pointee.cells, count: record.pointee.depth).contains(cell)
     }
 
     /// Records that this thread runs an update of `cell`; `false`, recording nothing, when it runs one already.

@@ -30,12 +30,8 @@ package final class DispatchWriteScheduler: WriteScheduler {
             queue.async(execute: work)
             return
         }
-        guard delay >= Self.gatheringThreshold else {
-            queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay)), execute: work)
-            return
-        }
         let (due, overflow) = now.addingReportingOverflow(delay)
-        guard !overflow, due <= UInt64.max - Self.slotWidth else {
+        guard delay >= Self.gatheringThreshold, !overflow, due <= UInt64.max - Self.slotWidth else {
             queue.asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay)), execute: work)
             return
         }

@@ -1,5 +1,3 @@
-import Dispatch
-
 /// The throttle's state: when the last write started, whether a tick is armed, and failures in a row.
 ///
 /// The first change after a quiet interval arms a tick with no delay; later changes while armed do nothing (the tick

@@ -25,9 +25,7 @@ struct FieldRename: Sendable, Equatable {
         _ source: String, to target: String, in object: Data, removingWithoutSource: Bool = false
     ) -> Data {
         guard source != target else { return object }
-        let bytes = JSONFill.withoutByteOrderMark([UInt8](object))
-        var parser = JSONFill.Parser(bytes: bytes)
-        guard case .object(let members, let range)? = parser.parseValue(depth: 0) else { return object }
+        guard case let (bytes, members, range)? = JSONFill.object(object) else { return object }
         let from = members.last { $0.key == source }
         // A `null` written under the new name is no value for the old one, which an earlier version may need.
         let absent = from.map { removingWithoutSource && bytes[$0.value.range].elementsEqual("null".utf8) } ?? true

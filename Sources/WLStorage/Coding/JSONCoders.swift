@@ -9,12 +9,6 @@ enum JSONCoders {
     }()
     static let decoder = JSONDecoder()
 
-    /// What is wrong with bytes that do not decode, in the tool's words: not JSON (and why), or JSON of another shape.
-    static func judge(_ data: Data) -> String {
-        if let problem = JSONSyntax.problem(in: data) { return "is not JSON (\(problem)), so it does not decode as" }
-        return "holds JSON that does not decode as"
-    }
-
     /// The bytes of `value` with renamed fields' old names (``FieldRename``) and `base`'s unknown members,
     /// size-checked.
     static func encode<T: Codable>(

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The added-fields step: a JSON object completed with members it lacks from the default value's JSON, one at a
 /// time where the decoder reports a key not found, until it decodes; stored members are copied byte for byte.
@@ -12,20 +11,15 @@ enum JSONFill {
 
     /// Whether `encoded` keeps all members of `stored` (at every shared object depth), and any of them (at the top).
     static func coverage(of stored: Data, in encoded: Data) -> (all: Bool, any: Bool) {
-        let storedBytes = withoutByteOrderMark([UInt8](stored))
-        let encodedBytes = [UInt8](encoded)
-        var storedParser = Parser(bytes: storedBytes)
-        var encodedParser = Parser(bytes: encodedBytes)
-        guard case .object(let storedMembers, _)? = storedParser.parseValue(depth: 0),
-            case .object(let encodedMembers, _)? = encodedParser.parseValue(depth: 0)
-        else { return (false, false) }
+        guard let storedMembers = object(stored)?.members, let encodedMembers = object(encoded)?.members else {
+            return (false, false)
+        }
         let any = storedMembers.contains { member in encodedMembers.contains { $0.key == member.key } }
         return (keepsAll(storedMembers, encodedMembers), any)
     }
 
     private static func keepsAll(_ stored: [Member], _ encoded: [Member]) -> Bool {
-        var byKey: [String: Member] = [:]
-        for member in encoded { byKey[member.key] = member }
+        let byKey = Dictionary(encoded.map { ($0.key, $0) }) { _, last in last }
         return stored.allSatisfy { member in
             guard let kept = byKey[member.key] else { return false }
             if case .object(let inner, _) = member.value, case .object(let keptInner, _) = kept.value {
@@ -35,19 +29,9 @@ enum JSONFill {
         }
     }
 
-    /// The value of `type` from `data` with the members it needs taken from `defaults`, and the bytes that decoded;
-    /// `nil` when nothing needs adding or a needed member is not at the same place in `defaults`.
-    static func filled<T: Decodable>(_ data: Data, from defaults: Data, as type: T.Type) -> (value: T, bytes: Data)? {
-        do {
-            _ = try JSONCoders.decoder.decode(T.self, from: data)
-            return nil
-        } catch {
-            return filled(data, failing: error, from: defaults, as: type)
-        }
-    }
-
-    /// ``filled(_:from:as:)`` for `data` that threw `error` decoded as it is. Only a key not found is added: the
-    /// decoder found the text to be JSON, which the parser below relies on.
+    /// The value of `type` from `data`, which threw `error` decoded as it is, with the members it needs taken from
+    /// `defaults`, and the bytes that decoded; `nil` when a needed member is not at the same place in `defaults`. Only
+    /// a key not found is added: the decoder found the text to be JSON, which the parser below relies on.
     static func filled<T: Decodable>(
         _ data: Data, failing error: any Error, from defaults: Data, as type: T.Type
     ) -> (value: T, bytes: Data)? {
@@ -76,9 +60,16 @@ enum JSONFill {
         return nil
     }
 
-    static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
+    private static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
         // A byte order mark, which the decoder accepts, is left out.
         bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+    }
+
+    /// The bytes of `data` (without a byte order mark) with its members and where it is, when it is a JSON object.
+    static func object(_ data: Data) -> (bytes: [UInt8], members: [Member], range: Range<Int>)? {
+        var parser = Parser(bytes: withoutByteOrderMark([UInt8](data)))
+        guard case .object(let members, let range)? = parser.parseValue(depth: 0) else { return nil }
+        return (parser.bytes, members, range)
     }
 
     /// The member at `path` (keys of objects inside each other) of `node`.
@@ -136,10 +127,6 @@ enum JSONFill {
         let bytes: [UInt8]
         var index = 0
 
-        init(bytes: [UInt8]) {
-            self.bytes = bytes
-        }
-
         /// Objects nest no deeper than `JSONDecoder` reads (512); this only keeps a wrong input from recursing far.
         private static let maximumDepth = 1_024
 
@@ -195,12 +182,7 @@ enum JSONFill {
         }
 
         private mutating func skipWhitespace() {
-            while index < bytes.count {
-                switch bytes[index] {
-                case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"): index += 1
-                default: return
-                }
-            }
+            while index < bytes.count, " \t\n\r".utf8.contains(bytes[index]) { index += 1 }
         }
 
         /// Skips a string, an array, a number or a literal.
@@ -231,15 +213,7 @@ enum JSONFill {
                 return false
             default:
                 let start = index
-                while index < bytes.count {
-                    switch bytes[index] {
-                    case UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), UInt8(ascii: " "),
-                        UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"):
-                        return index > start
-                    default:
-                        index += 1
-                    }
-                }
+                index = bytes[index...].firstIndex { ",}] \t\n\r".utf8.contains($0) } ?? bytes.count
                 return index > start
             }
         }

@@ -11,31 +11,16 @@ import Foundation
 enum UnknownFields {
     /// `data` itself when it is a JSON object, which a write may need to keep members of; `nil` otherwise.
     static func base(_ data: Data) -> Data? {
-        // Over the bytes in place: iterating `Data` costs an access check per byte.
-        let isObject = data.withUnsafeBytes { bytes in
-            for byte in bytes {
-                switch byte {
-                case UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\t"), UInt8(ascii: "\r"), 0xEF, 0xBB, 0xBF:
-                    continue
-                case UInt8(ascii: "{"):
-                    return true
-                default:
-                    return false
-                }
-            }
-            return false
-        }
-        return isObject ? data : nil
+        // Over the bytes in place: iterating `Data` costs an access check per byte. Whitespace and a byte order mark
+        // may come first.
+        let first = data.withUnsafeBytes { $0.first { ![0x20, 0x0A, 0x09, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) } }
+        return first == UInt8(ascii: "{") ? data : nil
     }
 
     /// `encoded`, a value of `type`, with the members of `base` that `type` does not know added; `nil` when none.
     static func merging<T: Codable>(_ encoded: Data, keepingUnknownOf base: Data, as type: T.Type) -> Data? {
-        let baseBytes = JSONFill.withoutByteOrderMark([UInt8](base))
-        let encodedBytes = [UInt8](encoded)
-        var baseParser = JSONFill.Parser(bytes: baseBytes)
-        var encodedParser = JSONFill.Parser(bytes: encodedBytes)
-        guard case .object(let baseMembers, _)? = baseParser.parseValue(depth: 0),
-            case .object(let encodedMembers, _)? = encodedParser.parseValue(depth: 0)
+        guard case let (baseBytes, baseMembers, _)? = JSONFill.object(base),
+            case let (encodedBytes, encodedMembers, _)? = JSONFill.object(encoded)
         else { return nil }
         // A one-member value holding an object sharing nothing with the stored object is an enum case replacing
         // another.
@@ -127,9 +112,7 @@ enum UnknownFields {
 
     /// Whether a path names a member of the object `encoding` (a value's encoding) holds.
     private static func written(in encoding: Data) -> ([String]) -> Bool {
-        let bytes = [UInt8](encoding)
-        var parser = JSONFill.Parser(bytes: bytes)
-        guard case .object(let members, _)? = parser.parseValue(depth: 0) else { return { _ in false } }
+        guard let members = JSONFill.object(encoding)?.members else { return { _ in false } }
         let lookup = Lookup(members)
         return { lookup.contains($0[...]) }
     }
@@ -140,11 +123,8 @@ enum UnknownFields {
 
         init(_ list: [JSONFill.Member]) {
             for member in list {
-                if case .object(let inner, _) = member.value {
-                    members[member.key] = (member, Lookup(inner))
-                } else {
-                    members[member.key] = (member, nil)
-                }
+                let inner: Lookup? = if case .object(let inner, _) = member.value { Lookup(inner) } else { nil }
+                members[member.key] = (member, inner)
             }
         }
 
@@ -159,8 +139,7 @@ enum UnknownFields {
     private static func collectMissing(
         _ base: [JSONFill.Member], from encoded: [JSONFill.Member], at path: [String], into paths: inout [[String]]
     ) {
-        var encodedByKey: [String: JSONFill.Member] = [:]
-        for member in encoded { encodedByKey[member.key] = member }
+        let encodedByKey = Dictionary(encoded.map { ($0.key, $0) }) { _, last in last }
         var seen: Set<String> = []
         for member in base.reversed() where seen.insert(member.key).inserted {
             guard let counterpart = encodedByKey[member.key] else {
@@ -216,13 +195,7 @@ enum UnknownFields {
     }
 
     private static func object(_ parts: [[UInt8]]) -> [UInt8] {
-        var result: [UInt8] = [UInt8(ascii: "{")]
-        for (index, part) in parts.enumerated() {
-            if index > 0 { result.append(UInt8(ascii: ",")) }
-            result += part
-        }
-        result.append(UInt8(ascii: "}"))
-        return result
+        [UInt8(ascii: "{")] + parts.joined(separator: [UInt8(ascii: ",")]) + [UInt8(ascii: "}")]
     }
 }
 

@@ -1,14 +1,11 @@
 import Foundation
-import Synchronization
 
 /// How stored bytes became the value: a plain decode, else the fields they lack taken from the default value's JSON,
 /// then the storage's migrations, in order.
 struct ValueDecoding<T: Codable & Sendable> {
-    /// Makes the value whose fields fill in those stored bytes lack; `nil` for none. Called only when a decode failed.
-    let defaultValue: (() -> T)?
+    /// Makes the value whose fields fill in those stored bytes lack. Called only when a decode failed.
+    let defaultValue: () -> T
     let migrations: [WLStorageMigration<T>]
-
-    static var plain: Self { Self(defaultValue: nil, migrations: []) }
 
     /// How bytes that are not in the current shape became the value.
     enum Reshape: Sendable, Equatable {
@@ -56,7 +53,7 @@ struct ValueDecoding<T: Codable & Sendable> {
         }
         // A value filled in that keeps some of the bytes' members, but not all: taken after the migrations.
         var mapped: T?
-        if let defaultValue, let defaults = try? JSONCoders.encoder.encode(defaultValue()),
+        if let defaults = try? JSONCoders.encoder.encode(defaultValue()),
             let value = JSONFill.filled(data, failing: firstError, from: defaults, as: T.self)?.value,
             let encoded = try? JSONCoders.encoder.encode(value)
         {
@@ -100,9 +97,11 @@ struct ValueDecoding<T: Codable & Sendable> {
         }
     }
 
-    /// Why bytes did not decode, for a message: what is wrong with them, and the migrations that threw.
+    /// Why bytes did not decode, for a message, in the tool's words: not JSON (and why), or JSON of another shape; and
+    /// the migrations that threw.
     static func judge(_ data: Data, migrationFailures: [String]) -> String {
-        let base = "\(JSONCoders.judge(data)) \(T.self)"
+        let what = JSONSyntax.problem(in: data).map { "is not JSON (\($0)), so it does not decode as" }
+        let base = "\(what ?? "holds JSON that does not decode as") \(T.self)"
         guard !migrationFailures.isEmpty else { return base }
         return base + " (" + migrationFailures.joined(separator: "; ") + ")"
     }

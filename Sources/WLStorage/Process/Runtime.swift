@@ -1,5 +1,4 @@
 import Dispatch
-import Foundation
 import Synchronization
 
 /// Everything the package keeps for the whole process, in one object: the live cells, the file monitor, the write

@@ -2,12 +2,6 @@ import Dispatch
 import Foundation
 import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
 /// The one place in the process that flushes storages at shutdown: an `atexit` handler, and Dispatch signal sources
 /// for SIGTERM, SIGINT and SIGHUP on one labelled serial queue, installed once by the first storage.
 ///
@@ -96,12 +90,11 @@ enum ShutdownHandling {
         var groups: [[any RegisteredCell]] = []
         var stores: [String: Int] = [:]
         var single: [FlushItem] = []
-        var last: (store: String, index: Int)?
         var live = Runtime.shared.registry.liveCells()
         while let cell = live.popLast() {
             if let included, !included(cell) { continue }
             let store: String
-            if let identity = cell.batchStoreIdentity {
+            if let identity = cell.storeMedium?.identity {
                 // Grouped without its lock: the batch asks the cell what it has when it takes its change.
                 store = identity
             } else {
@@ -118,14 +111,10 @@ enum ShutdownHandling {
                     store = identity
                 }
             }
-            if let last, last.store == store {
-                groups[last.index].append(cell)
-            } else if let index = stores[store] {
+            if let index = stores[store] {
                 groups[index].append(cell)
-                last = (store, index)
             } else {
                 stores[store] = groups.count
-                last = (store, groups.count)
                 groups.append([cell])
             }
         }
@@ -162,7 +151,7 @@ enum ShutdownHandling {
         guard !items.isEmpty else { return }
         // With a deadline, the calling thread only waits: a write it ran could outlast the deadline.
         let helpers = min(items.count, 16) - (deadline == nil ? 1 : 0)
-        let round = FlushRound(items, waiting: waiting, caller: caller, deadline: deadline)
+        let round = FlushRound(items, waiting: waiting, deadline: deadline)
         items = []  // the round holds each cell until it is flushed, no longer
         for _ in 0..<helpers {
             parts.flushQueue.async { round.work() }
@@ -266,7 +255,7 @@ private enum FlushItem: Sendable {
     func flush(waiting: Bool, on thread: UInt) {
         switch self {
         case .cell(let cell):
-            cell.flushAll(waiting: waiting)
+            cell.flush(waitingForJobs: waiting)
         case .store(let cells):
             Self.flushStore(cells, insideABacker: !waiting, on: thread)
         }
@@ -277,7 +266,7 @@ private enum FlushItem: Sendable {
         // After a failed batch, cells are not flushed one by one (a timeout each); their changes retry with backoff.
         let (needsFlush, busyHere) = writeBatch(of: cells, on: thread)
         let waiting = !insideABacker && !busyHere
-        for index in cells.indices where needsFlush[index] { cells[index].flushAll(waiting: waiting) }
+        for index in cells.indices where needsFlush[index] { cells[index].flush(waitingForJobs: waiting) }
     }
 
     /// Writes the changes of `cells`, one store's, in one batch; returns which need their own flush, and busy-here.
@@ -286,18 +275,12 @@ private enum FlushItem: Sendable {
     ) {
         var needsFlush = [Bool](repeating: true, count: cells.count)
         var busyHere = false
-        var writes: [WLStorageStoreWrite] = []
-        var versions: [UInt64] = []
-        var indices: [Int] = []
-        writes.reserveCapacity(cells.count)
-        versions.reserveCapacity(cells.count)
-        indices.reserveCapacity(cells.count)
+        var taken: [(batch: BatchWrite, index: Int)] = []
+        taken.reserveCapacity(cells.count)
         for index in cells.indices {
             switch cells[index].takeBatchWrite(on: thread) {
-            case .taken(let taken):
-                writes.append(taken.write)
-                versions.append(taken.version)
-                indices.append(index)
+            case .taken(let batch):
+                taken.append((batch, index))
             case .idle:
                 needsFlush[index] = false
             case .busyHere:
@@ -307,9 +290,10 @@ private enum FlushItem: Sendable {
                 break
             }
         }
-        guard let firstIndex = indices.first, let first = cells[firstIndex].batchStore else {
+        guard let firstIndex = taken.first?.index, let first = cells[firstIndex].storeMedium else {
             return (needsFlush, busyHere)
         }
+        let writes = taken.map(\.batch.write)
         var failure: WLStorageError?
         do {
             try first.store.write(writes)
@@ -322,15 +306,14 @@ private enum FlushItem: Sendable {
         // The writes a failed batch says it stored, from its start, are written; the others stay pending.
         let stored = min(
             max(failure.flatMap { ($0.underlying as? WLStorageError)?.storedWrites } ?? 0, 0), writes.count)
-        for (position, index) in indices.enumerated() {
+        for (position, (batch, index)) in taken.enumerated() {
             guard let failure, position >= stored else {
-                needsFlush[index] = cells[index].finishBatchWrite(
-                    versions[position], data: writes[position].data, failure: nil)
+                needsFlush[index] = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: nil)
                 continue
             }
             var error = failure
-            error.key = writes[position].key
-            _ = cells[index].finishBatchWrite(versions[position], data: writes[position].data, failure: error)
+            error.key = batch.write.key
+            _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
             needsFlush[index] = false
         }
         return (needsFlush, busyHere)
@@ -349,8 +332,8 @@ private final class FlushRound: Sendable {
     private let deadline: ContinuousClock.Instant?
     private let expired = Atomic<Bool>(false)
 
-    init(_ items: [FlushItem], waiting: Bool, caller: UInt, deadline: ContinuousClock.Instant? = nil) {
-        self.items = Lock(items.map { $0 })
+    init(_ items: [FlushItem], waiting: Bool, deadline: ContinuousClock.Instant?) {
+        self.items = Lock(items)
         self.count = items.count
         self.waiting = waiting
         self.deadline = deadline

@@ -11,10 +11,8 @@ extension WLStorageSystem {
     ///   directory. Set `WLSTORAGE_DIRECTORY`, or choose a store (`store: .directory(url)`), to keep values in one
     ///   place.
     public static var defaultDirectory: URL? {
-        if let directory = TaskBindings.current.defaultDirectory?.store as? WLStorageDirectoryStore {
-            return directory.url
-        }
-        return StorageLocation.processDefaultDirectory
+        (TaskBindings.current.defaultDirectory?.store as? WLStorageDirectoryStore)?.url
+            ?? StorageLocation.processDefaultDirectory
     }
 
     /// The directory that holds the folders of suites (``WLStorageStore/suite(_:)``): `$WLSTORAGE_SUITES_DIRECTORY`

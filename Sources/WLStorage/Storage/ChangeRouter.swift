@@ -115,7 +115,7 @@ final class ChangeRouter: Sendable {
 
     /// Has the cells of every file in the directory at `path` check theirs, on the queue of checks.
     func deliver(everyFileIn path: StorageDirectory) {
-        check(Runtime.shared.registry.cells(inDirectoryAt: path))
+        check(Runtime.shared.registry.liveCells().filter { $0.directory == path })
     }
 
     /// Has every cell of a file check it, on the queue of checks (events were lost).
@@ -147,10 +147,7 @@ final class ChangeRouter: Sendable {
 
     /// ``deliver(store:keys:mustRead:everything:carried:)`` for a round of the one `change`.
     func deliver(store identity: String, carried change: WLStorageCarriedChange) {
-        for cell in Runtime.shared.registry.cells(ofStore: identity, key: change.key) {
-            cell.offer([change], mustRead: false)
-            cell.checkForExternalChange()
-        }
+        deliver(store: identity, keys: [change.key], mustRead: [], everything: false, carried: [change.key: [change]])
     }
 
     /// Has each of `cells` check its key on the queue of checks; held weakly, so a storage opened next reads afresh.

@@ -185,11 +185,7 @@ struct KeyBinding<T: Codable & Sendable> {
                 made = value
                 return value
             }
-            let defaultValue: T
-            switch found {
-            case .value(let read): defaultValue = made ?? read
-            default: defaultValue = made ?? makeDefault()
-            }
+            let defaultValue = if case .value(let read) = found { made ?? read } else { made ?? makeDefault() }
             return Self.opening(found, defaults: .made(defaultValue), savesDefault: false)
         }
     }

@@ -1,12 +1,11 @@
 /// A storage's default, made at most once and only when needed. The maker is user code, so it runs outside every
 /// lock: two threads may both make it; the first wins, the other's value is released after the lock.
 final class LazyDefault<T: Sendable>: Sendable {
-    private let made: Lock<T?>
+    private let made = Lock<T?>(nil)
     private let make: @Sendable () -> T
 
     /// A default that `make` makes the first time it is needed.
     init(_ make: @escaping @Sendable () -> T) {
-        self.made = Lock(nil)
         self.make = make
     }
 

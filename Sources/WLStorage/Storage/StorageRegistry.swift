@@ -26,8 +26,7 @@ package struct CellKey: Hashable, Sendable {
 
     /// The identity of the store, when it is not a directory.
     var store: String? {
-        if case .store(let identity) = holder { return identity }
-        return nil
+        if case .store(let identity) = holder { identity } else { nil }
     }
 }
 
@@ -41,9 +40,9 @@ protocol RegisteredCell: AnyObject, Sendable {
     var directory: StorageDirectory? { get }
     /// The file's name in ``directory``.
     var fileName: String? { get }
-    /// Writes whatever is pending. With `waiting` off, a cell whose job is running elsewhere is left to that job.
-    func flushAll(waiting: Bool)
-    /// What ``flushAll(waiting:)`` would find, seen from `thread`.
+    /// Writes whatever is pending. With `waitingForJobs` off, a cell whose job runs elsewhere is left to that job.
+    @discardableResult func flush(waitingForJobs: Bool) -> FlushResult
+    /// What ``flush(waitingForJobs:)`` would find, seen from `thread`.
     func flushState(from thread: UInt) -> CellFlushState
     /// Reads the file when another program may have changed it, and adopts the new value.
     func checkForExternalChange()
@@ -51,10 +50,9 @@ protocol RegisteredCell: AnyObject, Sendable {
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool)
     /// The pending change as a batch write, or why not (``StorageCell/takeBatchWrite(on:)``).
     func takeBatchWrite(on thread: UInt) -> BatchTake
-    /// The identity of the store whose batches write the cell's changes, read without the cell's lock.
-    var batchStoreIdentity: String? { get }
-    /// The store that writes the cell's batch, with its identity (see ``StorageCell/batchStore``).
-    var batchStore: (store: any WLStorageStore, identity: String)? { get }
+    /// The medium of the key when it is a store's (other than a directory's): its store writes the cell's batches.
+    /// Read without the cell's lock, as it never changes.
+    var storeMedium: StoreMedium? { get }
     /// Ends the batch write of `version`; returns whether the cell has work left.
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
@@ -397,11 +395,6 @@ final class StorageRegistry: Sendable {
             }
             return cells
         }
-    }
-
-    /// The live cells whose files are in the directory at `path`.
-    func cells(inDirectoryAt path: StorageDirectory) -> [any RegisteredCell] {
-        liveCells().filter { $0.directory == path }
     }
 
     private static func match<T>(_ cell: any RegisteredCell, as type: T.Type) -> Lookup<T> {

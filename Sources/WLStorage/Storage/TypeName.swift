@@ -44,19 +44,14 @@ enum TypeName {
         }
 
         /// Types separated by `, `, up to `closing`, which is read.
-        private mutating func list(closing: Character) -> [String]? {
+        private mutating func list(closing: String) -> [String]? {
             var elements: [String] = []
-            if next == closing {
-                index += 1
-                return elements
-            }
+            if skip(closing) { return elements }
             while true {
                 guard let element = type() else { return nil }
                 elements.append(element)
                 if skip(", ") { continue }
-                guard next == closing else { return nil }
-                index += 1
-                return elements
+                return skip(closing) ? elements : nil
             }
         }
 

@@ -1,6 +1,5 @@
 import Dispatch
 import Observation
-import Synchronization
 
 /// A storage is observable: `withObservationTracking` sees reads of ``WLStorage/wrappedValue``, and its
 /// `onChange` fires when the value changes, whichever thread or program changed it.

@@ -1,5 +1,3 @@
-import Foundation
-
 /// A value that lives in memory, is safe to use from any thread, and persists itself as JSON in the background.
 ///
 /// ```swift
@@ -190,7 +188,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         ShutdownHandling.storageCreated()
         // Whichever cell the storage ends with counts it, until its deinit.
         defer { cell.storageAttached() }
-        let interval = flushInterval.map(Self.nanoseconds)
+        let interval = flushInterval.map { UInt64(ShutdownHandling.nanoseconds($0)) }
         var binding = binding
         switch binding.follow(makeDefault: defaultValueClosure) {
         case .found(let cell):
@@ -299,14 +297,6 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// it.
     public var lastError: WLStorageError? {
         cell.lastError
-    }
-
-    private static func nanoseconds(_ duration: Duration) -> UInt64 {
-        let (seconds, attoseconds) = duration.components
-        guard seconds >= 0 else { return 0 }
-        let whole = UInt64(clamping: seconds).multipliedReportingOverflow(by: 1_000_000_000)
-        guard !whole.overflow else { return .max }
-        return whole.partialValue &+ UInt64(max(0, attoseconds) / 1_000_000_000)
     }
 }
 

@@ -105,8 +105,7 @@ public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unch
 
     /// The scope the key names, or `nil` when it names a store.
     public var scope: WLStorageScope? {
-        if case .scope(let scope) = location { return scope }
-        return nil
+        if case .scope(let scope) = location { scope } else { nil }
     }
 
     /// The store the key's value lives in: the one it names, the one its scope is bound to (`nil` while unbound), or

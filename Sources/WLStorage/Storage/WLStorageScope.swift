@@ -46,7 +46,7 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// The store the scope is bound to, or `nil` when it is not bound. Inside ``withBinding(to:_:)``, the store set
     /// for the closure. Reading it does not count as a use.
     public var store: (any WLStorageStore)? {
-        TaskBindings.current.scopes[name]?.store ?? ScopeTable.store(of: self)
+        TaskBindings.current.scopes[name]?.store ?? Runtime.shared.scopeBindings.withLock { $0[name]?.store }
     }
 
     /// Runs `body` with the scope bound to `store` for the storages made while it runs: in `body`, and in the child
@@ -130,10 +130,6 @@ private enum ScopeTable {
             bindings[scope.name] = binding
             return (replaced, nil)
         }
-    }
-
-    static func store(of scope: WLStorageScope) -> (any WLStorageStore)? {
-        Runtime.shared.scopeBindings.withLock { $0[scope.name]?.store }
     }
 
     /// The bound store, marking the scope used.

@@ -286,7 +286,7 @@ struct CellStateWorld {
         apply(effects)
         if let next {
             begin(next, on: current.thread, chaining: current.chaining)
-        } else if current.thread == Self.flushing, outcome.isFailure || isFailedCreate(current.job, outcome) {
+        } else if current.thread == Self.flushing, !Self.succeeded(current.job, outcome) {
             flush?.failed = true
         }
         check(next != nil || state.busyThread == 0, "the cell stays busy with no job in flight")
@@ -307,9 +307,16 @@ struct CellStateWorld {
         if effects.scheduleCheck { schedule(.check, after: 0) }
     }
 
-    private func isFailedCreate(_ job: CellJob<Int>, _ outcome: JobOutcome<Int>) -> Bool {
-        guard case .createDefault = job, case .read(.absent) = outcome else { return false }
-        return true
+    /// Whether a flush's last job succeeded, as the cell's `run` tells: not a failure, nor a default's save that found
+    /// nothing stored and saved nothing.
+    private static func succeeded(_ job: CellJob<Int>, _ outcome: JobOutcome<Int>) -> Bool {
+        switch outcome {
+        case .failed, .read(.failed): return false
+        case .read(.absent), .read(.movedAside):
+            if case .createDefault = job { return false }
+            return true
+        default: return true
+        }
     }
 
     /// Another storage of the key joins, with an interval of its own: the shortest holds.

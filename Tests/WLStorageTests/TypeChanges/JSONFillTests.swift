@@ -7,7 +7,11 @@ import Testing
 struct JSONFillTests {
     /// The bytes `stored` decodes from as `T` once filled in from `defaults`, or `nil`.
     private func fill<T: Decodable>(_ stored: String, _ defaults: String, as type: T.Type) -> String? {
-        JSONFill.filled(Data(stored.utf8), from: Data(defaults.utf8), as: type).map {
+        let data = Data(stored.utf8)
+        guard case .failure(let error) = Result(catching: { try JSONDecoder().decode(T.self, from: data) }) else {
+            return nil
+        }
+        return JSONFill.filled(data, failing: error, from: Data(defaults.utf8), as: type).map {
             String(decoding: $0.bytes, as: UTF8.self)
         }
     }
