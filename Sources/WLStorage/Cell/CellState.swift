@@ -97,8 +97,9 @@ struct CellState<T: Sendable>: Sendable {
         let job: CellJob<T>
         if isPending && target.map({ writtenVersion < $0 }) ?? true {
             if stored == .unknown {
-                // The tick that may have started it is spent: the job's end arms the next (with the backoff).
-                throttle.disarm()
+                // The tick that may have started it is spent, and the read counts as a try: the job's end arms the
+                // next after the backoff, counted from now.
+                throttle.writeStarts(now: now)
                 job = .reread(version: version)
             } else {
                 throttle.writeStarts(now: now)

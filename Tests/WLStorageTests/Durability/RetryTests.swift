@@ -43,4 +43,26 @@ import Testing
         #expect(storage.wrappedValue == 7)
         #expect(backer.writes.isEmpty)
     }
+
+    /// A change made while what is stored is unknown waits for a read; a read that keeps failing is tried again after
+    /// a growing delay, never at once in a loop, even before the first write gave the throttle a time to count from.
+    @Test func aReadThatKeepsFailingUnderAPendingChangeIsRetriedAfterAGrowingDelayNotInALoop() {
+        let backer = RecordingBacker<Int>(stored: 7, failingReads: 1_000)
+        let scheduler = ManualScheduler()
+        let storage = WLStorage(
+            defaultValueClosure: { 0 }, flushInterval: .seconds(1), backer: backer, scheduler: scheduler)
+        #expect(storage.lastError != nil, "the first read did not fail")
+        storage.wrappedValue = 1
+        scheduler.advance()
+        #expect(backer.reads <= 3, "the reads were tried again at once, \(backer.reads) times")
+        var delays: [UInt64] = []
+        for _ in 0..<6 {
+            guard let next = scheduler.pendingDelays.first else { break }
+            delays.append(next)
+            scheduler.advance(by: .nanoseconds(next))
+        }
+        #expect(delays.allSatisfy { $0 > 0 }, "a retry was due at once: \(delays)")
+        #expect(backer.reads <= 12, "the reads were tried again in a loop, \(backer.reads) times")
+        #expect(storage.hasPendingChanges)
+    }
 }

@@ -15,6 +15,7 @@ final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
         var failedWrites = 0
         var readFailure = false
         var failingReads = 0
+        var reads = 0
     }
 
     let key: String
@@ -31,6 +32,7 @@ final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
 
     func read(defaultValueClosure: () -> T) throws -> T {
         let (stored, fails) = state.withLock { state in
+            state.reads += 1
             guard state.failingReads == 0 else {
                 state.failingReads -= 1
                 return (state.stored, true)
@@ -60,6 +62,8 @@ final class RecordingBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
     }
 
     var writes: [T] { state.withLock { $0.writes } }
+    /// Calls of `read(defaultValueClosure:)`, failed or not.
+    var reads: Int { state.withLock { $0.reads } }
     var stored: T? { state.withLock { $0.stored } }
     /// How many writes failed as told.
     var failedWrites: Int { state.withLock { $0.failedWrites } }
