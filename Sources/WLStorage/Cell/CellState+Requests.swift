@@ -149,8 +149,11 @@ extension CellState {
     }
 
     /// The stored object's unknown members are to go: a change of what is stored, not of the value.
+    /// Over a change of the value not written yet, the removal goes with that change, which gives way to nothing.
     mutating func dropUnknownFields() {
+        let changePending = isPending && !onlyRewriteOrDropPending
         version &+= 1
+        guard !changePending else { return }
         let version = self.version
         withExtras { $0.dropVersion = version }
     }

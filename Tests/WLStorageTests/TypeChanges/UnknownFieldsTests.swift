@@ -293,6 +293,43 @@ struct UnknownFieldsTests {
         #expect(store.stored("named") == newer)
     }
 
+    /// A set not written yet is a change of this process: a removal of unknown fields asked after it does not make it
+    /// give way to another version's value, as the removal alone does.
+    @Test func aSetNotWrittenYetIsWrittenOverAValueAnotherVersionStoresAfterARemovalOfUnknownFields() throws {
+        let store = MemoryStore()
+        store.writeFromOutside("named", json: #"{"count":1,"old":true}"#)
+        let storage = WLStorage(key: "named", defaultValue: Named(), flushInterval: nil, store: store)
+        store.failWrites(true)
+        storage.wrappedValue.count = 5
+        storage.removeUnknownFields()
+        #expect(storage.hasPendingChanges, "the write did not fail")
+        store.writeFromOutside("named", json: #"{"count":"many","name":"ada"}"#)
+        #expect(eventually { storage.lastError?.code == .storedByAnotherVersion }, "the change was not seen")
+        store.failWrites(false)
+        storage.flush()
+        #expect(!storage.hasPendingChanges)
+        let stored = try JSONDecoder().decode(Named.self, from: Data(try #require(store.stored("named")).utf8))
+        #expect(stored.count == 5, "the set was dropped")
+    }
+
+    /// A set made while what is stored is unknown is written over another version's value once read, whether or not
+    /// unknown fields were asked to go after it.
+    @Test func aSetMadeBeforeTheFirstReadSucceedsIsWrittenOverAnotherVersionsValueAfterARemovalOfUnknownFields() throws {
+        let store = MemoryStore()
+        store.failReads(true)
+        let storage = WLStorage(key: "named", defaultValue: Named(), flushInterval: nil, store: store)
+        #expect(storage.lastError != nil, "the first read did not fail")
+        storage.wrappedValue.count = 5
+        storage.removeUnknownFields()
+        #expect(storage.hasPendingChanges, "the read did not fail")
+        store.writeUnreported("named", json: #"{"count":"many","name":"ada"}"#)
+        store.failReads(false)
+        storage.flush()
+        #expect(!storage.hasPendingChanges)
+        let stored = try JSONDecoder().decode(Named.self, from: Data(try #require(store.stored("named")).utf8))
+        #expect(stored.count == 5, "the set was dropped")
+    }
+
     @Test func aSetAfterAnOutsideChangeKeepsTheFieldsOfTheChangeNotOfTheValueBefore() throws {
         try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("named")
