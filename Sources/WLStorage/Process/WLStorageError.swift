@@ -134,7 +134,8 @@ extension WLStorageError {
     static var currentHandler: (@Sendable (WLStorageError) -> Void)? {
         get { Runtime.shared.errorHandler.withLock { $0 }?.handler }
         set {
-            let box = newValue.map(ErrorHandlerBox.init)
+            // Unwrapped, not passed through the generic `map`: that wraps the function in a conversion at every set.
+            let box: ErrorHandlerBox? = if let newValue { ErrorHandlerBox(newValue) } else { nil }
             // The old handler is released after the lock: releasing a closure can run user code.
             let old = Runtime.shared.errorHandler.withLock { handler in
                 defer { handler = box }

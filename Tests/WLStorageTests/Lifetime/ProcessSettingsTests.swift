@@ -1,3 +1,4 @@
+import Dispatch
 import Testing
 import WLStorageTestSupport
 
@@ -33,5 +34,32 @@ struct ProcessSettingsTests {
         for _ in 0..<1_000_000 { _ = WLStorageSystem.errorHandler }
         WLStorageError.report(error)
         #expect(!ReportedErrors.errors { $0.key == "handler-reads" }.isEmpty)
+    }
+
+    /// A program that saves the handler and puts it back (around a task, in a loop) must not make it grow either.
+    @Test func settingTheHandlerToItselfAMillionTimesLeavesItAsItWas() {
+        ReportedErrors.install()
+        let error = WLStorageError(code: .readFailed, message: "reported after the round trips", key: "handler-sets")
+        for _ in 0..<1_000_000 { WLStorageSystem.errorHandler = WLStorageSystem.errorHandler }
+        WLStorageError.report(error)
+        #expect(!ReportedErrors.errors { $0.key == "handler-sets" }.isEmpty)
+    }
+
+    /// Threads that report while others read the handler and set it (to itself, as the tests beside run with it) see
+    /// a whole handler each time, and every report reaches it.
+    @Test func reportsWhileOtherThreadsReadAndSetTheHandlerAllReachIt() {
+        ReportedErrors.install()
+        let key = "handler-races"
+        DispatchQueue.concurrentPerform(iterations: 8) { index in
+            for round in 0..<2_000 {
+                switch index % 3 {
+                case 0: WLStorageSystem.errorHandler = WLStorageSystem.errorHandler
+                case 1: _ = WLStorageSystem.errorHandler
+                default:
+                    WLStorageError.report(WLStorageError(code: .readFailed, message: "\(index) \(round)", key: key))
+                }
+            }
+        }
+        #expect(ReportedErrors.errors { $0.key == key }.count == 2 * 2_000)
     }
 }
