@@ -314,7 +314,7 @@ struct UnknownFieldsTests {
 
     /// A set made while what is stored is unknown is written over another version's value once read, whether or not
     /// unknown fields were asked to go after it.
-    @Test func aSetMadeBeforeTheFirstReadSucceedsIsWrittenOverAnotherVersionsValueAfterARemovalOfUnknownFields() throws {
+    @Test func aSetBeforeTheFirstReadIsWrittenOverAnotherVersionsValueDespiteARemovalOfUnknownFields() throws {
         let store = MemoryStore()
         store.failReads(true)
         let storage = WLStorage(key: "named", defaultValue: Named(), flushInterval: nil, store: store)
