@@ -330,6 +330,25 @@ struct UnknownFieldsTests {
         #expect(stored.count == 5, "the set was dropped")
     }
 
+    /// A removal of unknown fields not written yet is no change of the value: another program's change of the value
+    /// made meanwhile, in this version's shape, is kept.
+    @Test func aRemovalOfUnknownFieldsNotWrittenYetKeepsAChangeAnotherProgramMakesMeanwhile() throws {
+        let store = MemoryStore()
+        store.writeFromOutside("named", json: #"{"count":1,"old":true}"#)
+        let storage = WLStorage(key: "named", defaultValue: Named(), flushInterval: nil, store: store)
+        store.failWrites(true)
+        storage.removeUnknownFields()
+        #expect(storage.hasPendingChanges, "the write did not fail")
+        let checks = storage.cell.externalChecks
+        store.writeFromOutside("named", json: #"{"count":9}"#)
+        #expect(eventually { storage.cell.externalChecks > checks }, "the change was not seen")
+        store.failWrites(false)
+        storage.flush()
+        let stored = try JSONDecoder().decode(Named.self, from: Data(try #require(store.stored("named")).utf8))
+        #expect(stored.count == 9, "another program's change was replaced")
+        #expect(storage.wrappedValue.count == 9)
+    }
+
     @Test func aSetAfterAnOutsideChangeKeepsTheFieldsOfTheChangeNotOfTheValueBefore() throws {
         try withTemporaryDirectory { directory in
             let file = directory.appendingPathComponent("named")
