@@ -73,6 +73,8 @@ struct CellStateWorld {
     var knownWasRead = false
     var timers: [(due: UInt64, timer: Timer)] = []
     var flight: Flight?
+    /// Failed jobs in a row whose retry was armed to run at once.
+    var immediateRetries = 0
     /// The cell's change taken into a store batch: its version and value, and whether the batch's write failed.
     var batch: (version: UInt64, value: Int, failed: Bool?)?
     /// An update whose closure runs: the value it started from and the change count to find unchanged.
@@ -284,6 +286,15 @@ struct CellStateWorld {
         note("finished, next \(String(describing: next))")
         if effects.forgetLastRead, knownWasRead, known != 0 { known = -1 }
         apply(effects)
+        if case .failed = outcome, next == nil {
+            immediateRetries = effects.tick?.delay == 0 ? immediateRetries + 1 : 0
+        } else if case .read(.failed) = outcome, next == nil {
+            immediateRetries = effects.tick?.delay == 0 ? immediateRetries + 1 : 0
+        } else {
+            immediateRetries = 0
+        }
+        // A check's read may fail, then the tick's read at once; never more than that before the backoff.
+        check(immediateRetries <= 2, "failed jobs were retried at once, in a loop, with no backoff")
         if let next {
             begin(next, on: current.thread, chaining: current.chaining)
         } else if current.thread == Self.flushing, !Self.succeeded(current.job, outcome) {
