@@ -164,11 +164,16 @@ import WLStorageTestSupport
     /// Sets `theme` of what the file holds now, as another program that reads and writes the file would.
     static func outsideSetsTheme(_ theme: String, in directory: URL) {
         let url = directory.appendingPathComponent(key)
-        guard let data = FileManager.default.contents(atPath: url.path),
-            var object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
-        else { return }
-        object["theme"] = theme
-        try? replaceFromOutside(url, with: json(object))
+        // Tried again when the read or the write fails (on a loaded machine a signal meant for another test's child
+        // can interrupt it): a change of the other program that silently did not happen would look like one lost.
+        for _ in 0..<100 {
+            guard let data = FileManager.default.contents(atPath: url.path),
+                var object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+            else { continue }
+            object["theme"] = theme
+            if (try? replaceFromOutside(url, with: json(object))) != nil { return }
+        }
+        Issue.record("the other program could not set the theme to \(theme)")
     }
 
     /// Installs a plan that, while `armed` and up to `times` times, lets another program set `theme` just before this
