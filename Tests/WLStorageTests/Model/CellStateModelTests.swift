@@ -208,13 +208,18 @@ struct CellStateWorld {
             (needsTick, drain) = state.changeLocally(to: &value)
         }
         if drain { requestDrain() }
-        lastSet = nextSet - 1
+        madeChange(nextSet - 1)
+        if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
+    }
+
+    /// A change of this process, `value`, was made: it is now the last writer's, until another program writes.
+    mutating func madeChange(_ value: Int) {
+        lastSet = value
         setCameLast = true
         discardedSinceLastSet = false
         updateStoredMeanwhile = nil
         lastChangeVersion = state.version
         dropCameLast = false
-        if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
     }
 
     /// Another program writes or removes the value; the monitor's event becomes a check.
@@ -444,12 +449,7 @@ struct CellStateWorld {
         note("update commits \(nextSet)")
         nextSet += 1
         update = nil
-        lastSet = nextSet - 1
-        setCameLast = true
-        discardedSinceLastSet = false
-        updateStoredMeanwhile = nil
-        lastChangeVersion = state.version
-        dropCameLast = false
+        madeChange(nextSet - 1)
         if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
     }
 
@@ -494,20 +494,10 @@ struct CellStateWorld {
         case .adopted:
             known = revision
             knownWasRead = false
-            lastSet = value
-            setCameLast = true
-            discardedSinceLastSet = false
-            updateStoredMeanwhile = nil
-            lastChangeVersion = state.version
-            dropCameLast = false
+            madeChange(value)
         case .changedMeanwhile:
             // The key is read again before the update returns: it then holds the update's value, unless newer.
-            lastSet = value
-            setCameLast = true
-            discardedSinceLastSet = false
-            updateStoredMeanwhile = nil
-            lastChangeVersion = state.version
-            dropCameLast = false
+            madeChange(value)
             schedule(.check, after: 0)
         case .pending:
             // A set made meanwhile is newer, and is written after (unless its write was under way already).
