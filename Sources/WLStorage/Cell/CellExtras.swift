@@ -21,6 +21,8 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var rewriteVersion: UInt64?
     /// The version that only drops the stored object's unknown members (see ``CellState/dropUnknownFields()``).
     var dropVersion: UInt64?
+    /// The change of the value pending when the drop was asked for, which the drop goes with until it is written.
+    var dropRidesOn: UInt64?
     /// Unreadable bytes replaced a read value: the next read that finds nothing is a removal.
     var unreadableSinceKnown = false
     /// What is stored is JSON that another version stored and this one cannot read: left as it is until a set.

@@ -29,8 +29,9 @@ extension CellState {
         case .reported(let error):
             setLastError(error, &effects)
             effects.errors.append(error)
-            if error.code == .storedByAnotherVersion && onlyRewriteOrDropPending && version == startVersion {
-                // Another version stored a value since the read: the rewrite gives way.
+            if error.code == .storedByAnotherVersion && onlyRewriteOrDropPending {
+                // Another version stored a value since the read: the rewrite gives way, even one marked since the check
+                // began (it rewrites a value read before).
                 writtenVersion = version
             }
             if Self.isTransient(error) {
@@ -217,7 +218,9 @@ extension CellState {
 
     /// Whether what is pending writes no change of the value: a rewrite, or a removal of unknown fields.
     var onlyRewriteOrDropPending: Bool {
-        isPending && (extras?.rewriteVersion == version || extras?.dropVersion == version)
+        guard isPending, let extras else { return false }
+        if extras.rewriteVersion == version { return true }
+        return extras.dropVersion == version && writtenVersion >= extras.dropRidesOn ?? 0
     }
 
     /// Another program's change, adopted by the last-writer rule: a local change pending or made since the check

@@ -137,8 +137,14 @@ extension CellState {
 extension CellState {
     // MARK: What is stored
 
-    /// The value read in an earlier shape is to be written back as a change; returns whether a tick is needed.
+    /// The value read at open in an earlier shape is to be written back as a change; returns whether a tick is needed.
+    /// Not when anything happened to the cell since it was registered: a change of this process carries the new shape
+    /// itself, and what a check found since (another version's bytes, a change, nothing readable) is not to be
+    /// replaced by the value read before it.
     mutating func rewriteRead() -> Bool {
+        guard changeCount == 0, !isPending, stored == .known, extras?.storedByAnotherVersion != true else {
+            return false
+        }
         markRewrite()
         return throttle.needsTick
     }
@@ -149,13 +155,16 @@ extension CellState {
     }
 
     /// The stored object's unknown members are to go: a change of what is stored, not of the value.
-    /// Over a change of the value not written yet, the removal goes with that change, which gives way to nothing.
+    /// Over a change of the value not written yet, the removal goes with that change, which gives way to nothing; once
+    /// that change is written on its own (its write was in flight), the removal is alone again.
     mutating func dropUnknownFields() {
-        let changePending = isPending && !onlyRewriteOrDropPending
+        let changeOfValue = isPending && !onlyRewriteOrDropPending ? version : nil
         version &+= 1
-        guard !changePending else { return }
         let version = self.version
-        withExtras { $0.dropVersion = version }
+        withExtras { extras in
+            extras.dropVersion = version
+            extras.dropRidesOn = changeOfValue
+        }
     }
 
     // MARK: Listeners

@@ -118,6 +118,8 @@ struct CellStateWorld {
     /// Whether the last storage of the cell was released, whether the cell was kept (orphaned) for its work, and how
     /// many times it was let go.
     var released = false
+    /// Whether the storage that opened the key on a value in an earlier shape has yet to mark it for the rewrite.
+    var rewriteAtOpenDue = false
     var orphaned = false
     var letGo = 0
 
@@ -125,7 +127,16 @@ struct CellStateWorld {
         journal = Journal(tracing: tracing)
         random = SplitMix64(seed: seed)
         let interval: UInt64? = [0, 1_000_000_000, nil][Int(random.next() % 3)]
-        switch random.next() % 3 {
+        switch random.next() % 4 {
+        case 3:
+            // Read in an earlier shape: the storage's init marks it to be written back, after it registered the cell,
+            // so another storage of the key may join and set in between.
+            stored = .earlierShape(100)
+            revision = 1
+            known = 1
+            knownWasRead = true
+            state = CellState(value: 100, stored: .known, throttle: WriteThrottle(interval: interval))
+            rewriteAtOpenDue = true
         case 0:
             stored = .value(100)
             revision = 1
@@ -170,6 +181,7 @@ struct CellStateWorld {
         if isGone { return }
         if random.next() % 8 == 0 { return drain() }
         if random.next() % 150 == 0 { return release() }
+        if rewriteAtOpenDue && random.next() % 4 == 0 { return rewriteAtOpen() }
         switch random.next() % 16 {
         case 0, 1: set()
         case 2: outsideWrite()
@@ -210,6 +222,15 @@ struct CellStateWorld {
         if drain { requestDrain() }
         madeChange(nextSet - 1)
         if needsTick, let tick = state.throttle.arm(now: now) { schedule(.tick(tick.token), after: tick.delay) }
+    }
+
+    /// The storage that opened the key on a value in an earlier shape marks it to be written back in this shape.
+    mutating func rewriteAtOpen() {
+        rewriteAtOpenDue = false
+        note("rewrite of the value read at open")
+        if state.rewriteRead(), let tick = state.throttle.arm(now: now) {
+            schedule(.tick(tick.token), after: tick.delay)
+        }
     }
 
     /// A change of this process, `value`, was made: it is now the last writer's, until another program writes.
@@ -364,6 +385,8 @@ struct CellStateWorld {
     /// The last storage goes: with work left the cell is kept and writes it at once (with the backoff), then let go.
     mutating func release() {
         guard !released, flush == nil, update == nil, storeUpdate == nil else { return }
+        // The storage's init ended before it could be released.
+        if rewriteAtOpenDue { rewriteAtOpen() }
         released = true
         let (kept, tick) = state.orphan(now: now)
         note("released, kept \(kept)")
@@ -638,6 +661,7 @@ struct CellStateWorld {
     mutating func settle() -> Bool {
         failing = false
         note("settling")
+        if rewriteAtOpenDue { rewriteAtOpen() }
         for _ in 0..<3_000 {
             if isGone {
                 return true

@@ -1,0 +1,86 @@
+import Testing
+
+@testable import WLStorage
+
+// The cell's transitions that decide what gives way to another program's value, driven on `CellState` alone at the
+// moments a real storage reaches only by a race: a rewrite of a value read in an earlier shape, or a removal of
+// unknown fields, is not a change of this process, and never replaces what another program stored after the read.
+@Suite struct GivingWayTransitionTests {
+    private static let anotherVersion = WLStorageError(
+        code: .storedByAnotherVersion, message: "another version", key: "k")
+
+    private static func makeState() -> CellState<Int> {
+        CellState(value: 100, stored: .known, throttle: WriteThrottle(interval: 1_000_000_000))
+    }
+
+    private static func finish(_ job: CellJob<Int>, _ outcome: JobOutcome<Int>, in state: inout CellState<Int>)
+        -> CellJob<Int>?
+    {
+        var effects = JobEffects()
+        return state.finish(job, outcome, defaultValue: 0, key: "k", now: 0, chaining: true, effects: &effects)
+    }
+
+    /// A storage opens the key on a value in an earlier shape and registers its cell; another storage of the key finds
+    /// the cell and sets before the first marks the rewrite. That set is a change of this process, which wins over an
+    /// earlier change of another program: it must not become a rewrite, which gives way to it.
+    @Test func aSetMadeBeforeTheOpeningStorageMarksItsRewriteStaysAChange() {
+        var state = Self.makeState()
+        var value = 5
+        _ = state.changeLocally(to: &value)
+        _ = state.rewriteRead()
+        #expect(state.isPending)
+        #expect(!state.onlyRewriteOrDropPending, "the set was taken for the rewrite of the value read")
+        #expect(!state.isRewrite(state.version))
+    }
+
+    /// A check started before the rewrite was marked finds another version's bytes: the rewrite of the value read
+    /// before them gives way, as one marked before the check does.
+    @Test func aRewriteMarkedWhileACheckRunsGivesWayToAnotherVersionsValueTheCheckFinds() {
+        var state = Self.makeState()
+        let check = state.requestCheck(on: 1)!
+        _ = state.rewriteRead()
+        #expect(state.isPending, "no rewrite was marked")
+        let next = Self.finish(check, .reported(Self.anotherVersion), in: &state)
+        #expect(next == nil)
+        #expect(!state.isPending, "the rewrite would replace another version's bytes with no change made")
+    }
+
+    /// Another version's bytes seen by a check: the rewrite at open is not marked over them.
+    @Test func noRewriteIsMarkedOverAnotherVersionsValueSeenSinceTheOpen() {
+        var state = Self.makeState()
+        let check = state.requestCheck(on: 1)!
+        _ = Self.finish(check, .reported(Self.anotherVersion), in: &state)
+        let needsTick = state.rewriteRead()
+        #expect(!needsTick)
+        #expect(!state.isPending, "the value read at open would replace another version's bytes")
+    }
+
+    /// `removeUnknownFields()` while the write of a set is in flight: once that write ends, the removal is alone, and
+    /// gives way to another version's bytes a check finds, instead of writing the value over them.
+    @Test func aRemovalAskedForWhileASetIsWrittenGivesWayToAnotherVersionsValueFoundAfter() {
+        var state = Self.makeState()
+        var value = 1
+        _ = state.changeLocally(to: &value)
+        let write = state.startWork(on: 1, now: 0)!
+        state.dropUnknownFields()
+        let next = Self.finish(write, .written, in: &state)
+        #expect(next == nil)
+        #expect(state.onlyRewriteOrDropPending, "the removal alone is taken for a change of the value")
+        let check = state.requestCheck(on: 1)!
+        _ = Self.finish(check, .reported(Self.anotherVersion), in: &state)
+        #expect(!state.isPending, "the removal would write the value over another version's bytes")
+    }
+
+    /// The same removal asked for over a set not yet written goes with that set, which another version's bytes do not
+    /// stop.
+    @Test func aRemovalAskedForOverASetNotWrittenGoesWithTheSet() {
+        var state = Self.makeState()
+        var value = 1
+        _ = state.changeLocally(to: &value)
+        state.dropUnknownFields()
+        #expect(!state.onlyRewriteOrDropPending)
+        let check = state.requestCheck(on: 1)!
+        _ = Self.finish(check, .reported(Self.anotherVersion), in: &state)
+        #expect(state.isPending, "the set gave way to another version's bytes found before it was written")
+    }
+}
