@@ -122,7 +122,8 @@ extension CellState {
         let isCreate = job.isCreate
         switch result {
         case .failed(let error):
-            stored = .unknown
+            // Unless an update stored a value meanwhile: what is stored is known then, and changes since build on it.
+            if stored != .known { stored = .unknown }
             throttle.writeEnded(succeeded: false)
             setLastError(error, &effects)
             effects.errors.append(error)

@@ -156,11 +156,24 @@ final class StoreMedium: KeyMedium {
         return (data, KnownVersions.stamp(data))
     }
 
-    /// Written on condition of the bytes read, when the store can and they are known; else a plain write.
+    /// Written on condition of the bytes read, when the store can and they are known. A store that cannot write on
+    /// condition is read again first: the rewrite gives way when the key no longer holds the bytes read, and is a
+    /// plain write otherwise (only a change stored between that read and the write can still be replaced).
     func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data)
         throws -> MediumRewrite
     {
-        guard let expected = rewriteFrom.withLock({ $0 }), let conditional = capabilities.rewrites else {
+        guard let expected = rewriteFrom.withLock({ $0 }) else { return .plain }
+        guard let conditional = capabilities.rewrites else {
+            let current: Data?
+            do {
+                current = try store.read(key: storedKey)
+            } catch {
+                throw failure(error, writing: false, key: key)
+            }
+            guard current == expected else {
+                rewriteFrom.withLock { $0 = nil }
+                return .gaveWay
+            }
             return .plain
         }
         let data = try encode()

@@ -279,4 +279,51 @@ struct RewriteGivesWayTests {
             #expect(left.isEmpty, "\(left)")
         }
     }
+
+    /// A store that can neither write on condition nor tell of changes: the rewrite reads the key again just before it
+    /// writes, and gives way when another program stored a value since the read (only a change made in between those
+    /// two calls can still be replaced).
+    @Test func aRewriteInAStoreThatCannotWriteOnConditionGivesWayToAChangeStoredSinceTheRead() {
+        let store = PlainStore()
+        store.put("panel", #"{"stamp":1,"wide":true}"#)
+        let newer = WLStorage(
+            key: "panel", defaultValue: PanelV2(), flushInterval: nil, store: store, migrations: fromV1)
+        #expect(newer.hasPendingChanges, "the value read in the older shape is to be written back in the newer")
+        store.put("panel", #"{"stamp":2,"wide":false}"#)  // another program of the older version
+        newer.flush()
+        #expect(
+            store.stored("panel") == #"{"stamp":2,"wide":false}"#,
+            "the rewrite of the value read before replaced another program's set")
+        #expect(newer.wrappedValue == PanelV2(stamp: 2, width: 800), "the set was not read in place of the rewrite")
+        #expect(!newer.hasPendingChanges)
+    }
+
+    /// With nothing stored since the read, that store gets the rewrite.
+    @Test func aRewriteInAStoreThatCannotWriteOnConditionIsWrittenWhenNothingChanged() {
+        let store = PlainStore()
+        store.put("panel", #"{"stamp":1,"wide":true}"#)
+        let newer = WLStorage(
+            key: "panel", defaultValue: PanelV2(), flushInterval: nil, store: store, migrations: fromV1)
+        newer.flush()
+        #expect(store.stored("panel") == #"{"stamp":1,"wide":true,"width":1600}"#)
+        #expect(!newer.hasPendingChanges)
+        #expect(newer.lastError == nil)
+    }
+}
+
+/// A store with only what the protocol requires: no writes on condition, no change feed.
+private final class PlainStore: WLStorageStore {
+    let identity = "plain:" + UUID().uuidString
+    private let values = Mutex<[String: Data]>([:])
+
+    func put(_ key: String, _ json: String) { values.withLock { $0[key] = Data(json.utf8) } }
+
+    func stored(_ key: String) -> String? {
+        values.withLock { $0[key] }.map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    func read(key: String) throws -> Data? { values.withLock { $0[key] } }
+    func write(key: String, data: Data) throws { values.withLock { $0[key] = data } }
+    func remove(key: String) throws { _ = values.withLock { $0.removeValue(forKey: key) } }
+    func keys() throws -> [String] { values.withLock { Array($0.keys) } }
 }
