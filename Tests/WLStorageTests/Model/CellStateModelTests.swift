@@ -18,6 +18,8 @@ struct CellStateWorld {
         var outcome: JobOutcome<Int>?
         /// A flush's job runs without chaining to what may change the value (`run(_:chaining: false)`).
         var chaining: Bool
+        /// When the job started.
+        var start: UInt64
     }
 
     /// A flush on its own thread: its target version, and what it waits for.
@@ -291,7 +293,7 @@ struct CellStateWorld {
         }
         if batch != nil { journal.violations.append("a job started while the cell's change is in a batch: \(job)") }
         check(state.busyThread == thread, "the cell is not marked busy on the thread of its job")
-        flight = Flight(job: job, thread: thread, outcome: nil, chaining: chaining)
+        flight = Flight(job: job, thread: thread, outcome: nil, chaining: chaining, start: now)
     }
 
     /// The job in flight calls its backer, or, having called it, ends.
@@ -312,10 +314,13 @@ struct CellStateWorld {
         note("finished, next \(String(describing: next))")
         if effects.forgetLastRead, knownWasRead, known != 0 { known = -1 }
         apply(effects)
+        // A retry due sooner than the least backoff after the failed job started is at once (a job that took as long
+        // as the backoff is retried when it ends, which is no loop).
+        let retriedAtOnce = effects.tick.map { now &+ $0.delay &- current.start < WriteThrottle.minimumRetryDelay }
         if case .failed = outcome, next == nil {
-            immediateRetries = effects.tick?.delay == 0 ? immediateRetries + 1 : 0
+            immediateRetries = retriedAtOnce == true ? immediateRetries + 1 : 0
         } else if case .read(.failed) = outcome, next == nil {
-            immediateRetries = effects.tick?.delay == 0 ? immediateRetries + 1 : 0
+            immediateRetries = retriedAtOnce == true ? immediateRetries + 1 : 0
         } else {
             immediateRetries = 0
         }
