@@ -95,6 +95,9 @@ struct CellStateWorld {
     /// A store update's value that may end as the value instead of the last change (stored while that change was
     /// pending: whichever reached the key last wins).
     var updateStoredMeanwhile: Int?
+    /// The value the last store update of this process stored while a newer change was pending: when that change is
+    /// discarded (made while what is stored was unknown), the update's value stands.
+    var updateStoredBeforeDiscard: Int?
     /// Whether the last thing this process did was a removal of unknown fields, which gives way to another version's
     /// bytes seen before it is written.
     var dropCameLast = false
@@ -261,6 +264,7 @@ struct CellStateWorld {
         stored = value
         revision += 1
         lastOutside = .some(value)
+        updateStoredBeforeDiscard = nil
         setCameLast = false
         schedule(.check, after: 0)
     }
@@ -531,6 +535,7 @@ struct CellStateWorld {
             // A set made meanwhile is newer, and is written after (unless its write was under way already).
             check(state.isPending, "a store update gave way to a change that is not pending")
             updateStoredMeanwhile = value
+            updateStoredBeforeDiscard = value
         }
         state.endUpdate()
         storeUpdate = nil
@@ -762,6 +767,7 @@ struct CellStateWorld {
                 // read gave way to it.
                 let candidates = [
                     world.lastSet, world.updateStoredMeanwhile,
+                    world.discardedSinceLastSet ? world.updateStoredBeforeDiscard : nil,
                     world.lastOutside.map { $0?.value ?? CellStateWorld.defaultValue } ?? 100,
                 ]
                 if world.lastSet != nil || world.lastOutside != nil, !candidates.contains(stored) {
