@@ -60,7 +60,10 @@ extension CellState {
             followUp = stored == .unknown ? .reread(version: version) : .check(version: version)
         }
         if let followUp {
-            if case .write = followUp { throttle.writeStarts(now: now) }
+            switch followUp {
+            case .write, .reread: throttle.writeStarts(now: now)
+            case .createDefault, .check: break
+            }
             return followUp
         }
         becomeIdle(now: now, effects: &effects)

@@ -116,8 +116,8 @@ struct CellState<T: Sendable>: Sendable {
     }
 
     /// A check for an outside change asked on `thread`: counted, and its job started, marking the cell busy; `nil` when
-    /// busy (it runs after the job in flight).
-    mutating func requestCheck(on thread: UInt) -> CellJob<T>? {
+    /// busy (it runs after the job in flight). A read of what is stored, unknown, counts as a try, as a tick's does.
+    mutating func requestCheck(on thread: UInt, now: UInt64) -> CellJob<T>? {
         withExtras { $0.externalChecks += 1 }
         guard !isBusy else {
             withExtras { $0.checkRequested = true }
@@ -125,7 +125,9 @@ struct CellState<T: Sendable>: Sendable {
         }
         extras?.checkRequested = false
         busyThread = thread
-        return stored == .unknown ? .reread(version: version) : .check(version: version)
+        guard stored == .unknown else { return .check(version: version) }
+        throttle.writeStarts(now: now)
+        return .reread(version: version)
     }
 
     /// What a tick with `token` does: the pending work, or nothing when stale or busy (the job re-arms when it ends).

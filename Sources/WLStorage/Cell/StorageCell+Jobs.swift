@@ -8,7 +8,8 @@ extension StorageCell {
     func checkForExternalChange() {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         // Counted as the check starts: a test that sees the count grow sees the check under way.
-        let job = state.withLock { $0.requestCheck(on: thread) }
+        let now = scheduler.now
+        let job = state.withLock { $0.requestCheck(on: thread, now: now) }
         guard let job else { return }
         run(job, chaining: true)
     }
@@ -19,7 +20,8 @@ extension StorageCell {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         // A few rounds at most: each waits for a job that other threads may follow with another.
         for _ in 0..<8 {
-            if let job = state.withLock({ $0.requestCheck(on: thread) }) {
+            let now = scheduler.now
+            if let job = state.withLock({ $0.requestCheck(on: thread, now: now) }) {
                 _ = run(job, chaining: true)
                 return
             }

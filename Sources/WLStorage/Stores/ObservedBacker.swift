@@ -72,7 +72,7 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
 
     func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
         guard let (value, isKnown) = try readBase() else {
-            return known.withLock { $0.forget() } ? .removed : .unchanged
+            return known.withLock { $0.readRemoval() } ? .removed : .unchanged
         }
         return isKnown ? .unchanged : .changed(value)
     }

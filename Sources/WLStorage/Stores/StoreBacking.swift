@@ -153,9 +153,18 @@ struct KnownVersions: Sendable {
     /// Whether `stamp` is the version seen last.
     func isLast(_ stamp: Int) -> Bool { stamp == last }
 
-    /// Takes the version read last, if it was read, as one no read matches, still known (so a removal is one).
+    /// Takes the version read last, if it was read, as one no read matches, still known (so a removal is one). A
+    /// removal read last is one again too.
     mutating func forgetLastRead() {
-        if lastWasRead && last != 0 { last = 2 }
+        if lastWasRead { last = 2 }
+    }
+
+    /// A check found nothing stored: forgets the version, and returns whether one was known (a removal), which counts as
+    /// read, for ``forgetLastRead()``.
+    mutating func readRemoval() -> Bool {
+        let knew = forget()
+        lastWasRead = knew
+        return knew
     }
 
     /// Forgets the version; returns whether one was known.

@@ -231,7 +231,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             _ = known.withLock { $0.forget() }
             return .unreadable(error)
         case .bytes(nil):
-            return known.withLock { $0.forget() } ? .removed : .unchanged
+            return known.withLock { $0.readRemoval() } ? .removed : .unchanged
         case .bytes(let read?):
             if known.withLock({ $0.saw(read.stamp, read.data) }) { return .unchanged }
             return try StoredBytes.change(read.data, at: place, decoding: decoding)

@@ -8,7 +8,7 @@ import Testing
 @Suite struct StoreUpdateDuringAFailedReadTests {
     @Test func aReadThatFailsAfterAStoreUpdateLeavesTheStoredValueKnownAndTheChangesSinceAreWritten() {
         var state = CellState<Int>(value: 0, stored: .unknown, throttle: WriteThrottle(interval: 1_000_000_000))
-        guard case .reread? = state.requestCheck(on: 1) else {
+        guard case .reread? = state.requestCheck(on: 1, now: 1) else {
             Issue.record("no read of the key was started")
             return
         }

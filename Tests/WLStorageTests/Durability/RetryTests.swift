@@ -1,4 +1,5 @@
 import Testing
+
 @testable import WLStorage
 
 @Suite(.capturingOutput) struct RetryTests {
@@ -64,5 +65,24 @@ import Testing
         #expect(delays.allSatisfy { $0 > 0 }, "a retry was due at once: \(delays)")
         #expect(backer.reads <= 12, "the reads were tried again in a loop, \(backer.reads) times")
         #expect(storage.hasPendingChanges)
+    }
+
+    /// A check that finds what is stored still unknown reads it, and that read is a try as a tick's is: when it fails
+    /// under a pending change, the change's next try waits for the backoff instead of starting at once.
+    @Test func aFailedReadStartedByACheckDelaysTheNextTryByTheBackoff() {
+        var state = CellState<Int>(value: 0, stored: .unknown, throttle: WriteThrottle(interval: 0))
+        var value = 1
+        _ = state.changeLocally(to: &value)
+        let now: UInt64 = 5_000_000_000
+        guard let read = state.requestCheck(on: 1, now: now), case .reread = read else {
+            Issue.record("the check did not read what is stored")
+            return
+        }
+        var effects = JobEffects()
+        let failure = WLStorageError(code: .readFailed, message: "injected", key: "k")
+        _ = state.finish(
+            read, .read(.failed(failure)), defaultValue: 0, key: "k", now: now, chaining: true, effects: &effects)
+        let delay = effects.tick?.delay
+        #expect(delay.map { $0 > 0 } ?? false, "the failed read was tried again at once: \(String(describing: delay))")
     }
 }

@@ -271,7 +271,9 @@ struct CellStateWorld {
 
     mutating func requestCheck() {
         note("check requested")
-        if let job = state.requestCheck(on: Self.background) { begin(job, on: Self.background, chaining: true) }
+        if let job = state.requestCheck(on: Self.background, now: now) {
+            begin(job, on: Self.background, chaining: true)
+        }
     }
 
     mutating func fireTimer() {
@@ -316,7 +318,7 @@ struct CellStateWorld {
             current.job, outcome, defaultValue: Self.defaultValue, key: "k", now: now, chaining: chains,
             effects: &effects)
         note("finished, next \(String(describing: next))")
-        if effects.forgetLastRead, knownWasRead, known != 0 { known = -1 }
+        if effects.forgetLastRead, knownWasRead { known = -1 }
         apply(effects)
         // A retry due sooner than the least backoff after the failed job started is at once (a job that took as long
         // as the backoff is retried when it ends, which is no loop).
@@ -611,6 +613,7 @@ struct CellStateWorld {
             if fails { return .read(.failed(error)) }
             guard let found = stored else {
                 known = 0
+                knownWasRead = false
                 return .read(.absent)
             }
             return .read(read(found))
@@ -619,6 +622,7 @@ struct CellStateWorld {
             guard let found = stored else {
                 let knew = known != 0
                 known = 0
+                knownWasRead = knew
                 return .checked(knew ? .removed : .unchanged)
             }
             let seen = known == revision

@@ -37,7 +37,7 @@ import Testing
     /// before them gives way, as one marked before the check does.
     @Test func aRewriteMarkedWhileACheckRunsGivesWayToAnotherVersionsValueTheCheckFinds() {
         var state = Self.makeState()
-        let check = state.requestCheck(on: 1)!
+        let check = state.requestCheck(on: 1, now: 1)!
         _ = state.rewriteRead()
         #expect(state.isPending, "no rewrite was marked")
         let next = Self.finish(check, .reported(Self.anotherVersion), in: &state)
@@ -48,7 +48,7 @@ import Testing
     /// Another version's bytes seen by a check: the rewrite at open is not marked over them.
     @Test func noRewriteIsMarkedOverAnotherVersionsValueSeenSinceTheOpen() {
         var state = Self.makeState()
-        let check = state.requestCheck(on: 1)!
+        let check = state.requestCheck(on: 1, now: 1)!
         _ = Self.finish(check, .reported(Self.anotherVersion), in: &state)
         let needsTick = state.rewriteRead()
         #expect(!needsTick)
@@ -66,7 +66,7 @@ import Testing
         let next = Self.finish(write, .written, in: &state)
         #expect(next == nil)
         #expect(state.onlyRewriteOrDropPending, "the removal alone is taken for a change of the value")
-        let check = state.requestCheck(on: 1)!
+        let check = state.requestCheck(on: 1, now: 1)!
         _ = Self.finish(check, .reported(Self.anotherVersion), in: &state)
         #expect(!state.isPending, "the removal would write the value over another version's bytes")
     }
@@ -79,7 +79,7 @@ import Testing
         _ = state.changeLocally(to: &value)
         state.dropUnknownFields()
         #expect(!state.onlyRewriteOrDropPending)
-        let check = state.requestCheck(on: 1)!
+        let check = state.requestCheck(on: 1, now: 1)!
         _ = Self.finish(check, .reported(Self.anotherVersion), in: &state)
         #expect(state.isPending, "the set gave way to another version's bytes found before it was written")
     }
