@@ -13,8 +13,7 @@ package struct StoreCapabilities: Sendable {
     /// The store, as one that writes on condition of the bytes the key holds.
     package var conditional: (any WLStorageConditionalStore)?
     /// The store, as one that writes a rewrite on condition of the key's bytes: a conditional store, or a directory
-    /// (whose conditional replace may show the rewrite for a moment before giving way: fine for a rewrite, not an
-    /// update).
+    /// (whose replace may show the rewrite a moment before giving way: fine for a rewrite, not for an update).
     package var rewrites: (any WLStorageConditionalStore)?
     /// The store, as one that writes on condition of a version, tagged.
     package var versioned: (any WLStorageVersionedStore)?
