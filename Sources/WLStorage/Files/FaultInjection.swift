@@ -22,22 +22,21 @@ package enum FaultInjection {
 
     /// Installs `plan` for the directory at `path` (its ``StorageDirectory/path``), replacing any other.
     package static func install(_ plan: @escaping Plan, forDirectory path: String) {
-        let replaced = Runtime.shared.faultPlans.withLock { plans in
+        // The plan replaced is returned, to be released outside the lock.
+        _ = Runtime.shared.faultPlans.withLock { plans in
             let old = plans.updateValue(plan, forKey: path)
             if old == nil { Runtime.shared.faultPlanCount.add(1, ordering: .sequentiallyConsistent) }
             return old
         }
-        _ = replaced  // released here, outside the lock
     }
 
     /// Removes the plan of the directory at `path`.
     package static func remove(forDirectory path: String) {
-        let removed = Runtime.shared.faultPlans.withLock { plans in
+        _ = Runtime.shared.faultPlans.withLock { plans in
             let old = plans.removeValue(forKey: path)
             if old != nil { Runtime.shared.faultPlanCount.subtract(1, ordering: .sequentiallyConsistent) }
             return old
         }
-        _ = removed
     }
 
     /// The fault to inject into `call` on `name` in the directory at `directory`, after any stall it asks for.
