@@ -202,8 +202,7 @@ struct FileMedium: KeyMedium {
         fileName + StorageDirectory.keptOriginalSuffix
     }
 
-    /// Encodes and writes (replacing, only where nothing stands, or only over `expected`); the bytes and stamp, or
-    /// `nil`.
+    /// Encodes and writes (replacing, where nothing stands, or over `expected` only); the bytes and stamp, or `nil`.
     private func place(
         key: String, replacing: Bool, announced: Bool, ifStill expected: FileIdentity? = nil,
         encode: () throws(WLStorageError) -> Data

@@ -314,8 +314,7 @@ extension StorageDirectory {
         return failure
     }
 
-    /// Moves `source` to `target` unless `target` exists: `RENAME_NOREPLACE`, or `linkat` where unsupported (the source
-    /// then stays, for the caller to remove).
+    /// Moves `source` to `target` unless it exists: `RENAME_NOREPLACE`, else `linkat` (the caller removes `source`).
     private func moveWithoutReplacing(
         _ source: String, to target: String, in dir: CInt
     ) throws(WLStorageError) -> NoReplaceOutcome {

@@ -209,7 +209,7 @@ package struct StorageDirectory: Sendable, Hashable {
 
     /// The contents of `name`, at most `limit` bytes, or `nil` when there is no such file. Throws
     /// ``WLStorageError/Code/notARegularFile`` for any non-regular file (never followed or opened),
-    /// ``WLStorageError/Code/valueTooLarge`` for a larger file (not read), ``WLStorageError/Code/readFailed`` otherwise.
+    /// ``WLStorageError/Code/valueTooLarge`` for a larger one (not read), ``WLStorageError/Code/readFailed`` otherwise.
     package func read(_ name: String, limit: Int = ValueSizeLimit.maximum) throws(WLStorageError) -> Data? {
         try readVersion(name, limit: limit)?.contents
     }
@@ -273,8 +273,7 @@ package struct StorageDirectory: Sendable, Hashable {
         try entries { _ in true }.sorted()
     }
 
-    /// The names of entries whose bytes pass `included`, in directory order, without `.` and `..`; only those are made
-    /// into strings.
+    /// The names whose bytes pass `included` (only those made into strings), in directory order, without `.` and `..`.
     func entries(where included: (UnsafeBufferPointer<UInt8>) -> Bool) throws(WLStorageError) -> [String] {
         var names: [String] = []
         try forEachEntry { name in

@@ -64,8 +64,7 @@ struct KnownVersions: Sendable {
     /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
     var renames: [FieldRename] = []
 
-    /// The stamp of a store's bytes, or a file's version: identity and contents (a coarse-timestamp file system can
-    /// reuse an inode with the same size and time).
+    /// The stamp of a store's bytes, or of a file's version (identity and contents: an inode's time can be coarse).
     static func stamp(_ data: Data, identity: FileIdentity? = nil) -> Int {
         var hasher = Hasher()
         if let identity { hasher.combine(identity) }
@@ -73,8 +72,7 @@ struct KnownVersions: Sendable {
         return hasher.finalize() | 1
     }
 
-    /// The bytes whose unknown members a write keeps (those a check saw, when the storage kept its change over them);
-    /// none when the next write is to drop them.
+    /// The bytes whose unknown members a write keeps (a check's, if the change was kept over them); `nil` to drop them.
     mutating func takeBase() -> Data? {
         let dropping = unknownFieldsBase.drops
         let taken = unknownFieldsBase.take()
@@ -84,8 +82,7 @@ struct KnownVersions: Sendable {
 
     mutating func dropUnknownFields() { unknownFieldsBase.dropUnknownFields() }
 
-    /// Takes `data`, read but not adopted, as what the next write replaces (its unknown members kept); the version seen
-    /// last stays, so a check still reports it.
+    /// Makes `data` (read, not adopted) what the next write replaces, its unknown members kept; the version seen stays.
     mutating func replacing(_ data: Data) { unknownFieldsBase.record(data) }
 
     /// Records the version `stamp`, whose bytes are `data`, as written.
@@ -119,8 +116,7 @@ struct KnownVersions: Sendable {
         seen = nil
     }
 
-    /// Records `data` as written onto another's change: the version is taken as unseen, so the next check reads it, and
-    /// `data` stays the base.
+    /// Records `data` as written onto another's change: the next check reads the version, and `data` stays the base.
     mutating func wroteOver(_ data: Data) {
         wrote(2, data)
         lastWasRead = true

@@ -203,9 +203,9 @@ final class StoreMedium: KeyMedium {
         }
     }
 
-    /// Stores `data` only while the key's version is `version` (`nil`: nothing stored), with a new random tag, and finds
-    /// out what became of it. A write whose answer is lost is resent with the same tag and condition: it stores only if
-    /// the first did not, and once refused the first cannot store either (versions only grow); the tag then tells.
+    /// Stores `data` only while the key's version is `version` (`nil`: nothing stored), with a new random tag, and
+    /// finds out what became of it. A write whose answer is lost is resent with the same tag and condition: it stores
+    /// only if the first did not, and once refused the first cannot store either (versions only grow); the tag tells.
     func write(
         _ data: Data, ifVersion version: Int64?, through store: any WLStorageVersionedStore, key: String
     ) -> TaggedWriteOutcome {
@@ -235,8 +235,8 @@ final class StoreMedium: KeyMedium {
                     case false?: return .refused
                     case nil:
                         return unknown(
-                            "the key was written \(trace.version &- (version ?? 0)) times since the update read it, more"
-                                + " than the \(trace.capacity) writes whose tags it keeps")
+                            "the key was written \(trace.version &- (version ?? 0)) times since the update read it,"
+                                + " more than the \(trace.capacity) writes whose tags it keeps")
                     }
                 case .notStored(let error):
                     guard sent else { return .notStored(error) }

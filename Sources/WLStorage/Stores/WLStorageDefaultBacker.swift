@@ -253,8 +253,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// The bytes a change is taken against: those read or written, or the default's when a check saw another's object
-    /// over nothing stored; `nil` when none.
+    /// The bytes a change is taken against (read, written, or the default's after another's object was seen), or `nil`.
     private func changeBase(_ defaultValue: () -> T) throws(WLStorageError) -> (Data, [FieldRename])? {
         let (base, seen, renames) = known.withLock { ($0.base, $0.seenObject, $0.renames) }
         if let base { return (base, renames) }
@@ -414,8 +413,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         settleKeptOriginal()
     }
 
-    /// After a write in the current shape: removes the bytes kept from before the type changed, if any; when that
-    /// fails, they are removed after the next write.
+    /// After a write in the current shape, removes the bytes kept from an earlier shape (failing, after the next one).
     private func settleKeptOriginal() {
         guard keepsOriginal.load(ordering: .relaxed), keepsOriginal.exchange(false, ordering: .relaxed) else { return }
         do {

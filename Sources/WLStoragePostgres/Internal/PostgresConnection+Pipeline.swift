@@ -88,7 +88,7 @@ extension PostgresConnection {
             }
             guard PQexitPipelineMode(connection) == 1 else { throw lost("could not leave pipeline mode", connection) }
             guard let failure else { return }
-            // The failed transaction stays open until it is rolled back; a connection that cannot roll it back is dropped.
+            // The failed transaction stays open until rolled back; a connection that cannot roll it back is dropped.
             if PQtransactionStatus(connection) != PQTRANS_IDLE {
                 do throws(PostgresError) {
                     try send("ROLLBACK", [], on: connection, deadline: deadline)

@@ -3,7 +3,7 @@ import WLStorage
 
 /// The change feed of a store: a connection of its own that runs `LISTEN` on the store's channel, read by a thread
 /// that waits on its socket (``SocketWatch``). It connects with the first handler and disconnects with the last; once
-/// it listens, and after every reconnection, it reports ``WLStorageStoreChange/everything`` (nothing was heard meanwhile).
+/// it listens, and after every reconnection, it reports ``WLStorageStoreChange/everything`` (nothing was heard before).
 ///
 /// Phases: `idle` (no handler) ──add──▶ `connecting` ──LISTEN works──▶ `listening` ──connection lost──▶
 /// `waiting` (backoff: 100 ms doubling to 5 s) ──▶ `connecting`; from any phase, removing the last handler ──▶ `idle`.
@@ -53,8 +53,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private let connection: PostgresConnection
     private var watch: SocketWatch?
     private let channel: String
-    /// The store's table, quoted, and its OID as the listening connection found it (`nil` until then and after a
-    /// close: a table made again has another).
+    /// The store's table, quoted, and its OID as this connection found it (a table made again has another).
     private let table: String
     private var tableOID: String?
     private let namespace: String
