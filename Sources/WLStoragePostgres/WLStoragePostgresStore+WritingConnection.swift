@@ -169,8 +169,7 @@ extension WLStoragePostgresStore {
     }
 
     /// Adds `recent_tags` to a table made without it, which needs the table's owner and a lock (waited for a second at
-    /// most). When it cannot, updates compare bytes and say what to run (the error returned); the next connection tries
-    /// again.
+    /// most). When it cannot, updates compare bytes and say what to run (the error returned); a new connection tries.
     private func addTagsColumn(_ connection: PostgresConnection, deadline: ContinuousClock.Instant)
         throws(PostgresError) -> WLStorageError?
     {

@@ -4,7 +4,6 @@ import Synchronization
 
 /// A failure to seal or open bytes with ``AESGCM`` or ``SealedBox``; no case carries plaintext, ciphertext or keys.
 enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
-    // Each case is described below; the lengths are those given, the version the box's byte.
     case invalidKeyLength(Int)
     case invalidNonceLength(Int)
     case invalidTagLength(Int)

@@ -205,9 +205,8 @@ extension WLStorageEncryptedStore: CustomReflectable {
 }
 
 extension WLStorageEncryptedStore: DeclaresCapabilities {
-    /// Its values are secret. Over a key prefix, keys are the holding store's under the same encryption. It writes on
-    /// condition (bytes, version) when the holding store does, and passes its carried changes through, sealed, when the
-    /// keys are its own.
+    /// Its values are secret; over a key prefix, keys are the holding store's under the same encryption. It writes on
+    /// condition when the holding store does, and passes its carried changes through, sealed, when keys are its own.
     package var capabilities: StoreCapabilities {
         let holding = changesKeys ? Stores.capabilities(of: Stores.resolve(base, "").store) : under
         var resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))?

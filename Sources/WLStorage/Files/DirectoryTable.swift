@@ -1,8 +1,7 @@
 import Foundation
 
-/// The storage directories in use: one record per path while a backer uses it, sharing its path string and
-/// remembering that it was prepared and its identity, so preparation is once per process. The lock guards the
-/// records only.
+/// The storage directories in use: one record per path while a backer uses it, sharing its path string and remembering
+/// that it was prepared and its identity, so preparation is once per process. The lock guards the records only.
 package enum DirectoryTable {
     struct Record {
         let directory: StorageDirectory

@@ -14,9 +14,8 @@ package enum InjectedFault: Sendable, Equatable {
     case stall(microseconds: UInt32)
 }
 
-/// A test seam below the file backer: every system call ``StorageDirectory`` makes asks the plan installed for its
-/// directory, if any (one atomic load otherwise), whether to fail or stall. A plan sees the call and the entry's
-/// name (`nil`: the directory, `..`: a parent), outside every lock.
+/// A test seam below the file backer: every system call ``StorageDirectory`` makes asks its directory's plan, if any,
+/// whether to fail or stall; a plan sees the call and the entry (`nil`: the directory, `..`: a parent), outside locks.
 package enum FaultInjection {
     package typealias Plan = @Sendable (_ call: SystemCall, _ name: String?) -> InjectedFault?
 

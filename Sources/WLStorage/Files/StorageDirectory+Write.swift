@@ -115,8 +115,7 @@ extension StorageDirectory {
                 throw notRegular(name, EntryKind(mode: target.st_mode))
             }
             if let expected {
-                // A file that cannot be looked at is not known to be another version: an error, so the write is made
-                // again.
+                // Not known to be another version when it cannot be looked at: an error, so the write is made again.
                 if !found, statErrno != ENOENT {
                     throw error(.writeFailed, "cannot inspect the file in place", name: name, errno: statErrno)
                 }
@@ -290,8 +289,7 @@ extension StorageDirectory {
                 }
                 return
             }
-            // What comes back is older than the file in place, unless another was renamed over it since: that goes in
-            // next.
+            // What comes back is older than the file in place, unless renamed over it since: that goes in next.
             guard let taken = try displaced(holder, in: dir), taken != atName else { return }
             (atName, atHolder) = (atHolder, taken)
         }

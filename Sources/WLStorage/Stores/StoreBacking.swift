@@ -50,9 +50,8 @@ extension StoreBacking {
     func adoptSeen() {}
 }
 
-/// The version of a key a backer saw last (written or read), by its stamp; only that one is not a change. A file's
-/// stamp takes in its identity; a store's is of the bytes alone. Also the JSON object bytes last seen, whose unknown
-/// members a write keeps (``UnknownFields``).
+/// The version of a key a backer saw last (written or read), by its stamp: only that one is not a change; and the
+/// JSON object bytes last seen, whose unknown members a write keeps (``UnknownFields``).
 struct KnownVersions: Sendable {
     /// The stamp of the version seen last, 0 for none; stamps are odd, 2 is a read forgotten (``forgetLastRead()``).
     private var last = 0

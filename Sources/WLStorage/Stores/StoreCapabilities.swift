@@ -1,8 +1,7 @@
 import Foundation
 
-/// What a store can do beyond bytes, for its storages: found once per store by ``Stores/capabilities(of:)``, the one
-/// place a store's type is looked at. The package's wrappers declare theirs (``DeclaresCapabilities``); any other
-/// store has those of the public protocols it conforms to.
+/// What a store can do beyond bytes, found once per store by ``Stores/capabilities(of:)``, the one place a store's
+/// type is looked at: the package's wrappers declare theirs; any other store has those of its public protocols.
 package struct StoreCapabilities: Sendable {
     /// The store holding a key's bytes through key-changing wrappers, and the key there; `nil` for this store.
     package var resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))?

@@ -117,8 +117,7 @@ final class StoreFeeds: Sendable {
             feed.draining = true
             return .reported
         }
-        // A carried round runs on the feed's thread; a read goes to the queue of checks, so the feed never waits for
-        // one.
+        // A carried round runs on the feed's thread; a read goes to the queue of checks: the feed never waits for one.
         switch round {
         case .none:
             return

@@ -217,8 +217,7 @@ final class StoreMedium: KeyMedium {
         // Whether an attempt may have reached the store, and stored.
         var sent = false
         var lastError: any Error = WLStorageError(code: .writeFailed, message: "no attempt", key: key)
-        // Twelve attempts; no pause before the first resend (the tag is less likely pushed out), then 5 ms doubling up to
-        // half a second.
+        // Twelve attempts: the first resend at once (its tag less likely pushed out), then 5 ms doubling up to 0.5 s.
         for attempt in 0..<12 {
             if attempt > 1 { usleep(UInt32(min(5_000 << min(attempt - 2, 10), 500_000))) }
             do {

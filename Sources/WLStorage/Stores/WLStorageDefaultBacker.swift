@@ -330,8 +330,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// A conditional store gets the value whole while the key holds the bytes read or written, or, after another's
-    /// change was seen, the changed fields onto those bytes on the same condition, for a few rounds before the change
-    /// stays pending. Any other store is written whole.
+    /// change was seen, the changed fields onto those bytes on the same condition, for a few rounds; others, whole.
     private func writeChange(
         _ value: T, to medium: StoreMedium, base: Data, renames: [FieldRename]
     ) throws(WLStorageError) -> ChangeWrite {
@@ -363,8 +362,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                         throw medium.failure(error, writing: false, key: key)
                     }
                     guard let current, !current.isEmpty else {
-                        // Removed meanwhile: written whole only while nothing is stored; a value stored anew is read
-                        // and merged onto.
+                        // Removed meanwhile: written whole while nothing is stored; a value stored anew is merged onto.
                         known.withLock { $0.forgetSeen() }
                         guard try writeOnCondition(data, ifItHolds: current) else { continue }
                         wrote(data)

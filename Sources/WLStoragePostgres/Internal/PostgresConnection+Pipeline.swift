@@ -55,8 +55,7 @@ extension PostgresConnection {
                 guard flush >= 0 else { throw lost("could not send the query", connection) }
                 flushed = flush == 0
                 try consumeInput(connection)
-                // Every result that has arrived whole. Each statement's results end with a null result; the
-                // synchronization point's does not.
+                // Each result arrived whole: a statement's end with a null result, the synchronization point's do not.
                 while next < awaited.count, PQisBusy(connection) == 0 {
                     guard let result = PQgetResult(connection) else {
                         if case .sync = awaited[next] { break }

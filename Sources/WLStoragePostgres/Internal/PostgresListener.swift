@@ -278,9 +278,8 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     // MARK: Trusted senders
 
     /// The senders of `changes` whose carried bytes are taken (all when the store trusts every role, else those whose
-    /// role may update the table), and whether the server was asked. A role is learnt once per process, one statement
-    /// for the unknown ones; a number reused by another process is caught by the check at each probe (numbers wrap
-    /// around far more slowly than a probe interval).
+    /// role may update the table), and whether the server was asked. A role is learnt once per process; a number
+    /// reused by another process is caught by the check at each probe (numbers wrap far more slowly than that).
     private func trustedSenders(of changes: [(Int32, WLStorageFeedEvent)]) throws(PostgresError) -> (
         trusted: Set<Int32>, asked: Bool
     ) {
