@@ -2,27 +2,22 @@ import Foundation
 import WLStorage
 
 extension WLStoragePostgresStore {
-    /// Stores every write of `batch`, in chunks of up to 500 rows and about 4 MiB, each one
-    /// statement (`INSERT … SELECT … FROM unnest(…) ON CONFLICT … DO UPDATE`) in its own transaction that notifies its
-    /// keys' changes at commit. The chunks are sent in one pipeline: one round trip per batch.
+    /// Stores every write of `batch` in chunks of up to 500 rows and about 4 MiB, each one statement (`INSERT … SELECT
+    /// … FROM unnest(…) ON CONFLICT … DO UPDATE`) in its own transaction that notifies its keys' changes at commit; the
+    /// chunks go in one pipeline (one round trip), within one deadline, the store's timeout.
     ///
-    /// Chunks commit in order; a failed chunk is rolled back and none after it runs. The batch has one deadline, the
-    /// store's timeout. On failure the committed chunks stay, and the error says how many writes from the start were
-    /// stored (``WLStorageError/storedWrites``); the others stay pending. A chunk whose commit was not confirmed in
-    /// time (and later ones, if the cancellation does not reach the server) may still commit: counted as not stored,
-    /// it is written again later. A lost connection or a restarting server is retried with a backoff until the
-    /// deadline, from the first chunk not committed, so the flush at exit writes once the server is back.
+    /// Chunks commit in order; a failed chunk is rolled back and none after it runs. The committed chunks stay, and the
+    /// error says how many writes from the start were stored (``WLStorageError/storedWrites``). A chunk whose commit
+    /// was not confirmed in time may still commit; counted as not stored, it is written again later. A lost connection
+    /// or a restarting server is retried with a backoff until the deadline, from the first chunk not committed.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a chunk did not commit, or it is not known whether
     ///   it did.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
         guard !batch.isEmpty else { return }
         if batch.count == 1 {
-            _ = try run(reading: false, key: batch[0].key, patient: true) {
-                connection, deadline throws(PostgresError) in
-                try connection.query(
-                    statements.upsert, upsertParameters(batch[0].key, batch[0].data), deadline: deadline)
-            }
+            let parameters = upsertParameters(batch[0].key, batch[0].data)
+            _ = try query(statements.upsert, parameters, reading: false, key: batch[0].key, patient: true)
             return
         }
         let chunks = Self.chunks(of: batch)

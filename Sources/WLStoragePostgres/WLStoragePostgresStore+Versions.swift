@@ -18,10 +18,8 @@ extension WLStoragePostgresStore {
     /// The bytes of `key` and their version, read as ``read(key:)`` reads; `nil` when there is no row.
     public func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
         let limit = WLStorageSystem.maximumStoredValueSize
-        let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
-            try connection.query(
-                statements.readVersioned, [.text(namespace), .text(key), .text(String(limit))], deadline: deadline)
-        }
+        let parameters: [PostgresConnection.Parameter] = [.text(namespace), .text(key), .text(String(limit))]
+        let rows = try query(statements.readVersioned, parameters, reading: true, key: key)
         guard let row = rows.first, row.count == 3 else { return nil }
         guard let version = row[2].flatMap({ Int64(String(decoding: $0, as: UTF8.self)) }) else {
             throw WLStorageError(
@@ -75,9 +73,8 @@ extension WLStoragePostgresStore {
 
     /// The row of `key`: its version, whether `tag` is among its kept tags, and how many; `nil` when there is no row.
     public func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
-        let rows = try run(reading: true, key: key) { connection, deadline throws(PostgresError) in
-            try connection.query(statements.trace, [.text(namespace), .text(key), .text(tag.text)], deadline: deadline)
-        }
+        let rows = try query(
+            statements.trace, [.text(namespace), .text(key), .text(tag.text)], reading: true, key: key)
         guard let row = rows.first else { return nil }
         let texts = row.map { $0.map { String(decoding: $0, as: UTF8.self) } }
         guard texts.count == 3, let version = texts[0].flatMap({ Int64($0) }), let kept = texts[2].flatMap({ Int($0) })

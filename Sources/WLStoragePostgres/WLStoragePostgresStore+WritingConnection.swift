@@ -22,6 +22,23 @@ extension WLStoragePostgresStore {
         }
     }
 
+    /// The parameters of ``Statements/remove`` (or, with `data`, ``Statements/removeIfHolds``) for `key`.
+    func removalParameters(_ key: String, _ data: Data? = nil) -> [PostgresConnection.Parameter] {
+        [.text(namespace), .text(key)] + (data.map { [.bytes($0)] } ?? [])
+            + [.text(statements.channel), .text(Self.removalPayload(namespace: namespace, key: key))]
+    }
+
+    /// Runs `sql` with `parameters` as ``run(reading:key:checking:resending:patient:_:)`` runs its statements.
+    func query(
+        _ sql: String, _ parameters: [PostgresConnection.Parameter], reading: Bool, key: String?,
+        resending: Bool = true, patient: Bool = false
+    ) throws(WLStorageError) -> [[Data?]] {
+        try run(reading: reading, key: key, resending: resending, patient: patient) {
+            connection, deadline throws(PostgresError) in
+            try connection.query(sql, parameters, deadline: deadline)
+        }
+    }
+
     /// Throws when one of `keys` cannot be stored: PostgreSQL's `text` holds no NUL character.
     func check(_ keys: [String], reading: Bool) throws(WLStorageError) {
         for checked in keys where checked.utf8.contains(0) {
@@ -152,8 +169,7 @@ extension WLStoragePostgresStore {
     }
 
     /// Adds `recent_tags` to a table made without it, which needs the table's owner and a lock (waited for a second at
-    /// most). When it cannot, updates compare bytes and say what to run (the error returned); the next connection tries
-    /// again.
+    /// most). When it cannot, updates compare bytes and say what to run (the error returned); a new connection tries.
     private func addTagsColumn(_ connection: PostgresConnection, deadline: ContinuousClock.Instant)
         throws(PostgresError) -> WLStorageError?
     {

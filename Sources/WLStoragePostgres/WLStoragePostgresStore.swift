@@ -102,8 +102,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         let pid = writerPID
         self.listener = PostgresListener(
             settings: settings, channel: statements.channel, table: statements.quotedName, namespace: namespace,
-            timeout: timeout,
-            identity: identity, trustsEveryRole: adoptsNotifiedValues, ownPID: { pid.value })
+            timeout: timeout, identity: identity, trustsEveryRole: adoptsNotifiedValues, ownPID: { pid.value })
     }
 
     deinit {
@@ -135,9 +134,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when nothing was stored, or it is not known whether it
     ///   was (the connection broke, or the timeout passed).
     public func write(key: String, data: Data) throws {
-        _ = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
-            try connection.query(statements.upsert, upsertParameters(key, data), deadline: deadline)
-        }
+        _ = try query(statements.upsert, upsertParameters(key, data), reading: false, key: key)
     }
 
     /// Stores `data` under `key` unless a row exists for it, in one statement (`INSERT … ON CONFLICT DO NOTHING`), and
@@ -145,22 +142,14 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed.
     public func create(key: String, data: Data) throws -> Bool {
-        let rows = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
-            try connection.query(statements.create, upsertParameters(key, data), deadline: deadline)
-        }
-        return !rows.isEmpty
+        try !query(statements.create, upsertParameters(key, data), reading: false, key: key).isEmpty
     }
 
     /// Removes the row of `key`, and notifies the change when there was one.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed.
     public func remove(key: String) throws {
-        _ = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
-            let payload = Self.removalPayload(namespace: namespace, key: key)
-            return try connection.query(
-                statements.remove, [.text(namespace), .text(key), .text(statements.channel), .text(payload)],
-                deadline: deadline)
-        }
+        _ = try query(statements.remove, removalParameters(key), reading: false, key: key)
     }
 
     /// Removes the row of `key` only while it holds `data`, in one statement, and returns whether it did. Notifies the
@@ -168,14 +157,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed.
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
-        let rows = try run(reading: false, key: key) { connection, deadline throws(PostgresError) in
-            let payload = Self.removalPayload(namespace: namespace, key: key)
-            return try connection.query(
-                statements.removeIfHolds,
-                [.text(namespace), .text(key), .bytes(data), .text(statements.channel), .text(payload)],
-                deadline: deadline)
-        }
-        return !rows.isEmpty
+        return try !query(statements.removeIfHolds, removalParameters(key, data), reading: false, key: key).isEmpty
     }
 
     /// Stores `data` under `key` only while its row holds `expected` (or, for `nil`, while there is no row), in one
@@ -185,25 +167,19 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed, or it is not known whether
     ///   it ran. A statement whose connection is lost is not sent again (it may have committed): read the key.
     public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        let rows = try run(reading: false, key: key, resending: false) { connection, deadline throws(PostgresError) in
-            if let expected {
-                try connection.query(
-                    statements.replaceIfHolds, upsertParameters(key, data) + [.bytes(expected)], deadline: deadline)
-            } else {
-                try connection.query(statements.create, upsertParameters(key, data), deadline: deadline)
-            }
-        }
-        return !rows.isEmpty
+        let (sql, parameters) =
+            expected.map { (statements.replaceIfHolds, upsertParameters(key, data) + [.bytes($0)]) }
+            ?? (statements.create, upsertParameters(key, data))
+        return try !query(sql, parameters, reading: false, key: key, resending: false).isEmpty
     }
 
     /// Every key of the store's namespace, sorted.
     ///
     /// - Throws: ``WLStorageError`` with the code `readFailed` when the statement failed.
     public func keys() throws -> [String] {
-        let rows = try run(reading: true, key: nil) { connection, deadline throws(PostgresError) in
-            try connection.query(statements.keys, [.text(namespace)], deadline: deadline)
+        try query(statements.keys, [.text(namespace)], reading: true, key: nil).compactMap { row in
+            row.first.flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) }
         }
-        return rows.compactMap { row in row.first.flatMap { $0 }.map { String(decoding: $0, as: UTF8.self) } }
     }
 
     /// One row of the namespace, as the `wlstorage` tool lists it.
@@ -222,9 +198,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// - Throws: ``WLStorageError`` with the code `readFailed` when the statement failed.
     package func rows() throws -> [Row] {
         let limit = WLStorageSystem.maximumStoredValueSize
-        let rows = try run(reading: true, key: nil) { connection, deadline throws(PostgresError) in
-            try connection.query(statements.list, [.text(namespace), .text(String(limit))], deadline: deadline)
-        }
+        let rows = try query(statements.list, [.text(namespace), .text(String(limit))], reading: true, key: nil)
         return rows.compactMap { row in
             guard row.count == 4, let key = row[0], let size = row[1], let written = row[2] else { return nil }
             return Row(

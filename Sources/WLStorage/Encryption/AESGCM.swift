@@ -4,56 +4,38 @@ import Synchronization
 
 /// A failure to seal or open bytes with ``AESGCM`` or ``SealedBox``; no case carries plaintext, ciphertext or keys.
 enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// A key is not ``AESGCM/keyLength`` (32) bytes long. The value is the length given.
     case invalidKeyLength(Int)
-    /// A nonce is not ``AESGCM/nonceLength`` (12) bytes long. The value is the length given.
     case invalidNonceLength(Int)
-    /// A tag is not ``AESGCM/tagLength`` (16) bytes long. The value is the length given.
     case invalidTagLength(Int)
-    /// A libcrypto call failed: `function`, and `reason` from OpenSSL's error queue if any.
+    /// `reason` is OpenSSL's first queued error, if any.
     case libcryptoFailed(function: String, reason: String?)
-    /// The tag does not verify: something was altered, or the key is not the sealing one. No plaintext is returned.
-    case authenticationFailed
-    /// Not a sealed box: no magic bytes, or shorter than the header and the tag (as a truncated box is).
-    case notASealedBox
-    /// The bytes are a sealed box of a version this code cannot open. The value is the version byte.
+    case authenticationFailed, notASealedBox, noMatchingKey
     case unsupportedVersion(UInt8)
-    /// None of the keys given has the fingerprint the box was sealed with.
-    case noMatchingKey
 
     var description: String {
         switch self {
-        case .invalidKeyLength(let length):
-            return "The key is \(length) bytes long, not \(AESGCM.keyLength)."
-        case .invalidNonceLength(let length):
-            return "The nonce is \(length) bytes long, not \(AESGCM.nonceLength)."
-        case .invalidTagLength(let length):
-            return "The tag is \(length) bytes long, not \(AESGCM.tagLength)."
+        case .invalidKeyLength(let length): "The key is \(length) bytes long, not \(AESGCM.keyLength)."
+        case .invalidNonceLength(let length): "The nonce is \(length) bytes long, not \(AESGCM.nonceLength)."
+        case .invalidTagLength(let length): "The tag is \(length) bytes long, not \(AESGCM.tagLength)."
         case .libcryptoFailed(let function, let reason):
-            return "libcrypto's \(function) failed" + (reason.map { ": \($0)" } ?? ".")
+            "libcrypto's \(function) failed" + (reason.map { ": \($0)" } ?? ".")
         case .authenticationFailed:
-            return "Authentication failed: the bytes were altered, or the key is not the one they were sealed with."
-        case .notASealedBox:
-            return "The bytes are not a sealed box: the magic bytes are missing or the box is truncated."
-        case .unsupportedVersion(let version):
-            return "The sealed box has version \(version), which this program cannot open."
-        case .noMatchingKey:
-            return "No key given has the fingerprint of the key the box was sealed with."
+            "Authentication failed: the bytes were altered, or the key is not the one they were sealed with."
+        case .notASealedBox: "The bytes are not a sealed box: the magic bytes are missing or the box is truncated."
+        case .unsupportedVersion(let version): "The sealed box has version \(version), which this program cannot open."
+        case .noMatchingKey: "No key given has the fingerprint of the key the box was sealed with."
         }
     }
 }
 
-/// AES-256-GCM through OpenSSL libcrypto's EVP interface, the cipher fetched once per process; a context per call,
-/// so calls run on any number of threads. A nonce must never be used twice with one key (``randomNonce()``).
-///
-/// Key material: the key goes to libcrypto straight from the caller's array (whose copies are the caller's), and
+/// AES-256-GCM through OpenSSL libcrypto's EVP interface, the cipher fetched once per process; a context per call, so
+/// calls run on any number of threads. A nonce must never be used twice with one key (``randomNonce()``). Key material:
+/// the key goes to libcrypto straight from the caller's array (whose copies are the caller's), and
 /// `EVP_CIPHER_CTX_free` clears its schedule. A failed `open` clears what it decrypted; plaintexts are not cleared.
 enum AESGCM {
-    /// The length of a key in bytes.
+    /// Lengths in bytes of a key, a nonce (the initialization vector) and an authentication tag.
     static let keyLength = 32
-    /// The length of a nonce (the initialization vector) in bytes.
     static let nonceLength = 12
-    /// The length of an authentication tag in bytes.
     static let tagLength = 16
 
     /// An `EVP_CIPHER`, fetched once.
@@ -270,13 +252,10 @@ enum AESGCM {
 /// The additional data is the 21 header bytes then the storage key's UTF-8 bytes, so no header byte can change and
 /// one key's box does not open under another. The fingerprint picks the key among current and older ones.
 package enum SealedBox {
-    /// The bytes every sealed box starts with: `WLSE`.
     static let magic: [UInt8] = Array("WLSE".utf8)
     /// The version this code writes and the only one it opens.
     static let version: UInt8 = 1
-    /// The length of a key's fingerprint in bytes.
     static let fingerprintLength = 4
-    /// The length of the header: the magic bytes, the version, the fingerprint and the nonce.
     static let headerLength = 4 + 1 + fingerprintLength + AESGCM.nonceLength
     /// The length of the smallest box, which holds an empty plaintext.
     static let minimumLength = headerLength + AESGCM.tagLength
@@ -326,10 +305,7 @@ package enum SealedBox {
 
     /// Opens `sealed`, stored under `associatedKey`, with whichever of `keys` sealed it (only fingerprint matches are
     /// tried, in order); returns the plaintext and that key's index. `fingerprints`, when given, are those of `keys`.
-    ///
-    /// Throws ``CipherError/notASealedBox``, ``CipherError/unsupportedVersion(_:)``, ``CipherError/noMatchingKey``,
-    /// ``CipherError/authenticationFailed`` (altered, another storage key's box, or a wrong key matching by chance), or
-    /// ``CipherError/invalidKeyLength(_:)``.
+    /// ``CipherError/authenticationFailed``: altered, another storage key's box, or a wrong key matching by chance.
     static func open(
         _ sealed: Data, keys: [[UInt8]], fingerprints knownFingerprints: [[UInt8]]? = nil, associatedKey: String
     ) throws -> (plaintext: Data, keyIndex: Int) {

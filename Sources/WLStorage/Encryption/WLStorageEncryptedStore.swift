@@ -32,29 +32,22 @@ public final class WLStorageEncryptedStore: WLStorageStore {
     private var changesKeys: Bool { under.resolve != nil }
 
     /// A store that encrypts the values of `base` with `key`, and opens values stored under `previousKeys` too.
-    public init(
+    public convenience init(
         _ base: some WLStorageStore, key: WLStorageEncryptionKey, previousKeys: [WLStorageEncryptionKey] = []
     ) {
-        self.base = base
-        self.secrets = [key.bytes] + previousKeys.map(\.bytes)
-        self.fingerprints = [key.fingerprint] + previousKeys.map(\.fingerprint)
-        self.under = Stores.capabilities(of: base)
-        self.identity = Self.identity(fingerprints: fingerprints, base: base)
+        self.init(
+            base, secrets: [key.bytes] + previousKeys.map(\.bytes),
+            fingerprints: [key.fingerprint] + previousKeys.map(\.fingerprint))
     }
 
-    /// `encrypted(<fingerprints>):<base's identity>`: keeps stores of other keys apart without revealing them.
-    private static func identity(fingerprints: [[UInt8]], base: any WLStorageStore) -> String {
-        let names = fingerprints.map(SHA256.hex)
-        return "encrypted(\(names.joined(separator: ","))):" + base.identity
-    }
-
-    /// The same keys over another store: the store that holds the bytes under a key-changing one.
-    private init(_ base: any WLStorageStore, keysOf other: WLStorageEncryptedStore) {
+    /// The store of these keys over `base` (also the store that holds the bytes under a key-changing one).
+    private init(_ base: any WLStorageStore, secrets: [[UInt8]], fingerprints: [[UInt8]]) {
         self.base = base
-        self.secrets = other.secrets
-        self.fingerprints = other.fingerprints
+        self.secrets = secrets
+        self.fingerprints = fingerprints
         self.under = Stores.capabilities(of: base)
-        self.identity = Self.identity(fingerprints: other.fingerprints, base: base)
+        // `encrypted(<fingerprints>):<base's identity>`: keeps stores of other keys apart without revealing them.
+        self.identity = "encrypted(\(fingerprints.map(SHA256.hex).joined(separator: ","))):" + base.identity
     }
 
     /// The key the bytes of `key` are stored under in the store that holds them, which they are sealed with.
@@ -89,10 +82,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
 
     /// Removes `key` only while it holds `data` once decrypted.
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
-        guard let sealed = try readSealed(key),
-            let opened = try? SealedBox.open(
-                sealed, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key)),
-            opened.plaintext == data
+        guard let sealed = try readSealed(key), let box = try? opened(sealed, key: key), box.plaintext == data
         else { return false }
         return try base.remove(key: key, ifItHolds: sealed)
     }
@@ -129,14 +119,23 @@ public final class WLStorageEncryptedStore: WLStorageStore {
             return nil
         }
         guard !sealed.isEmpty else { return sealed }
+        let box = try opened(sealed, key: key)
+        underPreviousKey = underPreviousKey || box.keyIndex > 0
+        return box.plaintext
+    }
+
+    /// `sealed`, the bytes of `key` in the store under this one, opened, and the index of the key that opened them.
+    private func opened(_ sealed: Data, key: String) throws -> (plaintext: Data, keyIndex: Int) {
         do {
-            let opened = try SealedBox.open(
-                sealed, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key))
-            underPreviousKey = underPreviousKey || opened.keyIndex > 0
-            return opened.plaintext
+            return try SealedBox.open(sealed, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key))
         } catch let error as CipherError {
             throw failure(error, key: key, sealed: sealed)
         }
+    }
+
+    /// `sealed` opened; empty bytes stand for nothing stored and stay empty.
+    fileprivate func open(_ sealed: Data, key: String) throws -> Data {
+        sealed.isEmpty ? sealed : try opened(sealed, key: key).plaintext
     }
 
     /// The sealed bytes of `key`: from a directory, files bounded per encryption layer; from an encrypted store below,
@@ -201,26 +200,21 @@ public final class WLStorageEncryptedStore: WLStorageStore {
 extension WLStorageEncryptedStore: CustomReflectable {
     /// The store under it and the fingerprints of the keys: `dump` and debuggers never see the keys' bytes.
     public var customMirror: Mirror {
-        Mirror(
-            self,
-            children: [
-                "base": base as Any,
-                "keyFingerprints": fingerprints.map(SHA256.hex) as Any,
-            ])
+        Mirror(self, children: ["base": base as Any, "keyFingerprints": fingerprints.map(SHA256.hex) as Any])
     }
 }
 
 extension WLStorageEncryptedStore: DeclaresCapabilities {
-    /// Its values are secret. Over a key prefix, keys are the holding store's under the same encryption. It writes on
-    /// condition (bytes, version) when the holding store does, and passes its carried changes through, sealed, when the
-    /// keys are its own.
+    /// Its values are secret; over a key prefix, keys are the holding store's under the same encryption. It writes on
+    /// condition when the holding store does, and passes its carried changes through, sealed, when keys are its own.
     package var capabilities: StoreCapabilities {
         let holding = changesKeys ? Stores.capabilities(of: Stores.resolve(base, "").store) : under
         var resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))?
         if changesKeys {
             resolve = { [self] key in
                 let (holder, storedKey) = Stores.resolve(base, key)
-                let store: any WLStorageStore = WLStorageEncryptedStore(holder, keysOf: self)
+                let store: any WLStorageStore = WLStorageEncryptedStore(
+                    holder, secrets: secrets, fingerprints: fingerprints)
                 return (store, storedKey)
             }
         }
@@ -274,14 +268,9 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
     /// The bytes of `key`, opened, with the sealed bytes' version (each seal differs: the version tells writes apart).
     func readVersioned(key: String) throws -> WLStorageVersionedRead {
         let (base, storedKey) = try store.versionedBase(key)
-        switch try base.readVersioned(key: storedKey) {
-        case .found(let sealed, let version):
-            return .found(try store.open(sealed, key: key), version: version)
-        case .absent:
-            return .absent
-        case .untagged(let error):
-            return .untagged(error)
-        }
+        let read = try base.readVersioned(key: storedKey)
+        guard case .found(let sealed, let version) = read else { return read }
+        return .found(try store.open(sealed, key: key), version: version)
     }
 
     /// Stores `data`, sealed, on condition of the version and tagged, through the store under this one.
@@ -307,22 +296,8 @@ extension WLStorageStore {
     }
 }
 
-/// An encrypted store passes the store below's carried changes through when the keys are its own (no prefix): the
-/// bytes travel sealed and are opened here, by a replica with the key. Plain bytes never travel.
-extension WLStorageEncryptedStore {
-    /// `sealed`, the bytes of `key` as the store under this one holds them, opened.
-    fileprivate func open(_ sealed: Data, key: String) throws -> Data {
-        guard !sealed.isEmpty else { return sealed }
-        do {
-            return try SealedBox.open(sealed, keys: secrets, fingerprints: fingerprints, associatedKey: sealedKey(key))
-                .plaintext
-        } catch let error as CipherError {
-            throw failure(error, key: key, sealed: sealed)
-        }
-    }
-}
-
-/// The carried changes of the store under an encrypted one, opened with its keys.
+/// The carried changes of the store under an encrypted one when the keys are its own (no prefix): the bytes travel
+/// sealed and are opened here, by a replica with the key. Plain bytes never travel.
 private struct EncryptedCarriedFeed: CarriedChangeFeed {
     let store: WLStorageEncryptedStore
     let base: any CarriedChangeFeed

@@ -86,8 +86,7 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
                 "the key file can be read by " + (mode & 0o070 != 0 ? "its group" : "others")
                     + " (mode \(String(mode, radix: 8))); make it readable by its owner only: chmod 600 \(path)")
         }
-        // A key file is small: read no further than one byte past 64 KiB; the buffer never regrows and is always
-        // cleared.
+        // A key file is small: read at most one byte past 64 KiB, into a buffer that never regrows and is cleared.
         let limit = 65_536
         let contents = UnsafeMutableRawBufferPointer.allocate(byteCount: limit + 1, alignment: 1)
         defer {

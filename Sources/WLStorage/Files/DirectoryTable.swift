@@ -1,8 +1,7 @@
 import Foundation
 
-/// The storage directories in use: one record per path while a backer uses it, sharing its path string and
-/// remembering that it was prepared and its identity, so preparation is once per process. The lock guards the
-/// records only.
+/// The storage directories in use: one record per path while a backer uses it, sharing its path string and remembering
+/// that it was prepared and its identity, so preparation is once per process. The lock guards the records only.
 package enum DirectoryTable {
     struct Record {
         let directory: StorageDirectory
@@ -75,7 +74,6 @@ package enum DirectoryTable {
         let identity = try directory.create()
         let pending = try directory.removeAbandonedTemporaryFiles(waiting: waiting) == nil
         Runtime.shared.directories.withLock { state in
-            guard state.byPath[directory] != nil else { return }
             state.byPath[directory]?.identity = identity
             state.byPath[directory]?.cleanUpPending = pending
         }
@@ -90,7 +88,7 @@ package enum DirectoryTable {
         // A directory that cannot be listed now is retried by the next preparation with `waiting`.
         guard (try? directory.removeAbandonedTemporaryFiles()) != nil else { return }
         Runtime.shared.directories.withLock { state in
-            if state.byPath[directory] != nil { state.byPath[directory]?.cleanUpPending = false }
+            state.byPath[directory]?.cleanUpPending = false
         }
     }
 
@@ -102,7 +100,7 @@ package enum DirectoryTable {
     /// Makes the next ``prepare(_:)`` of `directory` work again (removed, or its path leads elsewhere).
     package static func forget(_ directory: StorageDirectory) {
         Runtime.shared.directories.withLock { state in
-            if state.byPath[directory] != nil { state.byPath[directory]?.identity = nil }
+            state.byPath[directory]?.identity = nil
         }
     }
 

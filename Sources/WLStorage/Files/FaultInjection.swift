@@ -14,30 +14,28 @@ package enum InjectedFault: Sendable, Equatable {
     case stall(microseconds: UInt32)
 }
 
-/// A test seam below the file backer: every system call ``StorageDirectory`` makes asks the plan installed for its
-/// directory, if any (one atomic load otherwise), whether to fail or stall. A plan sees the call and the entry's
-/// name (`nil`: the directory, `..`: a parent), outside every lock.
+/// A test seam below the file backer: every system call ``StorageDirectory`` makes asks its directory's plan, if any,
+/// whether to fail or stall; a plan sees the call and the entry (`nil`: the directory, `..`: a parent), outside locks.
 package enum FaultInjection {
     package typealias Plan = @Sendable (_ call: SystemCall, _ name: String?) -> InjectedFault?
 
     /// Installs `plan` for the directory at `path` (its ``StorageDirectory/path``), replacing any other.
     package static func install(_ plan: @escaping Plan, forDirectory path: String) {
-        let replaced = Runtime.shared.faultPlans.withLock { plans in
+        // The plan replaced is returned, to be released outside the lock.
+        _ = Runtime.shared.faultPlans.withLock { plans in
             let old = plans.updateValue(plan, forKey: path)
             if old == nil { Runtime.shared.faultPlanCount.add(1, ordering: .sequentiallyConsistent) }
             return old
         }
-        _ = replaced  // released here, outside the lock
     }
 
     /// Removes the plan of the directory at `path`.
     package static func remove(forDirectory path: String) {
-        let removed = Runtime.shared.faultPlans.withLock { plans in
+        _ = Runtime.shared.faultPlans.withLock { plans in
             let old = plans.removeValue(forKey: path)
             if old != nil { Runtime.shared.faultPlanCount.subtract(1, ordering: .sequentiallyConsistent) }
             return old
         }
-        _ = removed
     }
 
     /// The fault to inject into `call` on `name` in the directory at `directory`, after any stall it asks for.

@@ -103,14 +103,8 @@ struct FileMedium: KeyMedium {
     func write(key: String, announced: Bool, onto make: (Data?) throws(WLStorageError) -> Data?)
         throws(WLStorageError) -> (data: Data, stamp: Int)?
     {
-        let (directory, fileName) = try location(key: key)
         for _ in 0..<8 {
-            let current: (contents: Data, identity: FileIdentity)?
-            do {
-                current = try directory.readVersion(fileName)
-            } catch {
-                throw Self.keyed(error, key)
-            }
+            let current = try readCurrent(key: key)
             let made = try make(current.flatMap { $0.contents.isEmpty ? nil : $0.contents })
             guard let data = made else {
                 guard let current else { continue }
@@ -129,20 +123,23 @@ struct FileMedium: KeyMedium {
     func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data)
         throws -> MediumRewrite
     {
-        let (directory, fileName) = try location(key: key)
-        let current: (contents: Data, identity: FileIdentity)?
-        do {
-            current = try directory.readVersion(fileName)
-        } catch {
-            throw Self.keyed(error, key)
-        }
-        guard let current, !current.contents.isEmpty else { return .gaveWay }
+        guard let current = try readCurrent(key: key), !current.contents.isEmpty else { return .gaveWay }
         guard isLast(KnownVersions.stamp(current.contents, identity: current.identity)) else { return .gaveWay }
         guard
             let (data, stamp) = try place(
                 key: key, replacing: true, announced: announced, ifStill: current.identity, encode: encode)
         else { return .gaveWay }
         return .written(data, stamp: stamp)
+    }
+
+    /// The file's contents and version now, in the prepared directory; `nil` when there is none.
+    private func readCurrent(key: String) throws(WLStorageError) -> (contents: Data, identity: FileIdentity)? {
+        let (directory, fileName) = try location(key: key)
+        do {
+            return try directory.readVersion(fileName)
+        } catch {
+            throw Self.keyed(error, key)
+        }
     }
 
     /// A file's version is told by its identity, which the backer reads again for a rewrite.
@@ -205,8 +202,7 @@ struct FileMedium: KeyMedium {
         fileName + StorageDirectory.keptOriginalSuffix
     }
 
-    /// Encodes and writes (replacing, only where nothing stands, or only over `expected`); the bytes and stamp, or
-    /// `nil`.
+    /// Encodes and writes (replacing, where nothing stands, or over `expected` only); the bytes and stamp, or `nil`.
     private func place(
         key: String, replacing: Bool, announced: Bool, ifStill expected: FileIdentity? = nil,
         encode: () throws(WLStorageError) -> Data

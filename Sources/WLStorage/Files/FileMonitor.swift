@@ -1,11 +1,10 @@
 import Foundation
 
-/// Tells file-backed storages when another program changed their file.
-///
-/// One inotify descriptor for the process, read on one serial queue, with one watch per directory in use for
-/// `IN_MOVED_TO`, `IN_CLOSE_WRITE`, `IN_DELETE` and `IN_MOVED_FROM`; an event's file's live cell reads it. A path is
-/// followed, not pinned: a replaced symlink on it (watched via its parent) moves the watch and the cells. Without
-/// inotify, or while the directory is missing, the path is polled every half second.
+/// Tells file-backed storages when another program changed their file. One inotify descriptor for the process, read on
+/// one serial queue, with one watch per directory in use for `IN_MOVED_TO`, `IN_CLOSE_WRITE`, `IN_DELETE` and
+/// `IN_MOVED_FROM`; an event's file's live cell reads it. A path is followed, not pinned: a replaced symlink on it
+/// (watched via its parent) moves the watch and the cells. Without inotify, or while the directory is missing, the path
+/// is polled every half second.
 ///
 /// The lock guards the tables only: cells and subscribers are called, and subscribers released, outside it.
 package final class FileMonitor: Sendable {
@@ -154,7 +153,7 @@ package final class FileMonitor: Sendable {
     /// Records that `directory`'s path led to `identity` before the monitor looked again; the next storage uses it.
     func correct(_ directory: StorageDirectory, to identity: DirectoryIdentity?) {
         state.withLock { state in
-            if state.paths[directory] != nil { state.paths[directory]?.identity = identity }
+            state.paths[directory]?.identity = identity
         }
     }
 

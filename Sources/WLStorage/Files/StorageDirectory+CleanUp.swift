@@ -53,10 +53,9 @@ extension StorageDirectory {
         return removed
     }
 
-    /// Resolves a dead exchange's file `entry` (the caller holds the directory's lock exclusively, so no writer is at
-    /// work); returns whether `entry` is gone. The written or expected version is removed; another program's version is
-    /// put back while the file in place is still the written one, else removed as older. What cannot be looked at or
-    /// put back is left or kept aside, never removed unseen.
+    /// Resolves a dead exchange's file `entry` (the caller holds the directory's lock exclusively: no writer is at
+    /// work); returns whether it is gone. The written or expected version is removed; another program's is put back
+    /// while the written one is in place, else removed as older; what cannot be looked at or put back stays or is kept.
     private func resolveInterruptedExchange(_ entry: String, in dir: CInt) -> Bool {
         guard let (name, expected, written) = Self.interruptedExchange(entry), let held = identity(of: entry, in: dir)
         else { return false }

@@ -51,8 +51,7 @@ extension StorageDirectory {
         return (file, expectedStamp, writtenStamp)
     }
 
-    /// The key file name `name` belongs to (itself, or `NAME` of its `~before-type-change`/`~corrupt-…` forms), or
-    /// `nil`.
+    /// The key file `name` belongs to (itself, or `NAME` of its `~before-type-change`/`~corrupt-…` forms), or `nil`.
     package static func keyFileName(of name: String) -> String? {
         if FileName.isKeyFileName(name) { return name }
         guard let tilde = name.utf8.firstIndex(of: UInt8(ascii: "~")) else { return nil }

@@ -23,10 +23,8 @@ extension StorageDirectory {
         return FileStatus(status)
     }
 
-    /// Opens the regular file `name` for reading, or returns `nil` when there is no entry of that name.
-    ///
-    /// Opened with `O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC|O_NOCTTY` relative to the directory, then checked by
-    /// `fstat` before a byte is read. The corresponding C functions are `openat` and `fstat`.
+    /// Opens the regular file `name` for reading (`openat` with `O_NOFOLLOW|O_NONBLOCK`, checked by `fstat` before a
+    /// byte is read), or returns `nil` when there is no entry of that name.
     ///
     /// - Throws: ``WLStorageError/Code/directoryUnavailable`` when the directory cannot be opened (`ENOENT` when
     ///   there is none); ``WLStorageError/Code/notARegularFile`` for a symlink, a directory or a special file;

@@ -4,12 +4,10 @@ import Foundation
 extension StorageDirectory {
     // MARK: Write
 
-    /// Replaces `name` with `contents`, atomically and durably, and returns the new file's identity.
-    ///
-    /// A 0600 temporary file (`O_EXCL|O_NOFOLLOW`) is locked, written in full, synced and closed, renamed over `name`
-    /// (only a regular file is replaced), and the directory synced; on failure it is removed and the old file left.
-    /// With `announced`, the rename is announced to the monitor first (``OwnRenames``), so the writing storage does not
-    /// read it back.
+    /// Replaces `name` with `contents`, atomically and durably, and returns the new file's identity: a 0600 temporary
+    /// file (`O_EXCL|O_NOFOLLOW`) is locked, written in full, synced and closed, renamed over `name` (only a regular
+    /// file is replaced), and the directory synced; on failure it is removed and the old file left. With `announced`,
+    /// the monitor is told of the rename first (``OwnRenames``), so the writing storage does not read it back.
     @discardableResult
     package func write(_ name: String, contents: Data, announced: Bool = true) throws(WLStorageError) -> FileIdentity {
         try place(name, contents: contents, replacing: true, announced: announced)!
@@ -117,8 +115,7 @@ extension StorageDirectory {
                 throw notRegular(name, EntryKind(mode: target.st_mode))
             }
             if let expected {
-                // A file that cannot be looked at is not known to be another version: an error, so the write is made
-                // again.
+                // Not known to be another version when it cannot be looked at: an error, so the write is made again.
                 if !found, statErrno != ENOENT {
                     throw error(.writeFailed, "cannot inspect the file in place", name: name, errno: statErrno)
                 }
@@ -158,8 +155,7 @@ extension StorageDirectory {
             case .moved:
                 placed = true
             case .linked:
-                // Linked, not renamed: the temporary name is removed before the directory sync, so one sync covers
-                // both.
+                // Linked, not renamed: the temporary name goes before the directory sync, so one sync covers both.
                 OwnRenames.didNotRename(temporary)
                 _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
                 placed = true
@@ -190,13 +186,12 @@ extension StorageDirectory {
     private static let putBackLimit = 16
 
     /// Replaces `name` with the written file `temporary` only while `name` is the version `expected`, never losing
-    /// another program's version.
-    ///
-    /// `renameat2(RENAME_EXCHANGE)` swaps the written file in and the displaced one out, where it is checked: the
-    /// expected version is removed; another is exchanged back (or a newer one put in place) until the file taken back
-    /// is ours or one put back before. A reader may briefly see the written file, never a loss. The written file is
-    /// first renamed to an exchange name (``exchangeName(for:replacing:with:)``), so a process killed mid-exchange
-    /// leaves the other version where clean-up restores it (``resolveInterruptedExchange(_:in:)``).
+    /// another program's version: `renameat2(RENAME_EXCHANGE)` swaps the written file in and the displaced one out,
+    /// where it is checked: the expected version is removed; another is exchanged back (or a newer one put in place)
+    /// until the file taken back is ours or one put back before. A reader may briefly see the written file, never a
+    /// loss. The written file is first renamed to an exchange name (``exchangeName(for:replacing:with:)``), so a
+    /// process killed mid-exchange leaves the other version where clean-up restores it
+    /// (``resolveInterruptedExchange(_:in:)``).
     ///
     /// The caller holds the directory's lock exclusively until `unlock`, once the exchange name is removed: another
     /// exchange at the name could put back a version this one put back, which this one would then remove.
@@ -294,8 +289,7 @@ extension StorageDirectory {
                 }
                 return
             }
-            // What comes back is older than the file in place, unless another was renamed over it since: that goes in
-            // next.
+            // What comes back is older than the file in place, unless renamed over it since: that goes in next.
             guard let taken = try displaced(holder, in: dir), taken != atName else { return }
             (atName, atHolder) = (atHolder, taken)
         }
@@ -318,8 +312,7 @@ extension StorageDirectory {
         return failure
     }
 
-    /// Moves `source` to `target` unless `target` exists: `RENAME_NOREPLACE`, or `linkat` where unsupported (the source
-    /// then stays, for the caller to remove).
+    /// Moves `source` to `target` unless it exists: `RENAME_NOREPLACE`, else `linkat` (the caller removes `source`).
     private func moveWithoutReplacing(
         _ source: String, to target: String, in dir: CInt
     ) throws(WLStorageError) -> NoReplaceOutcome {

@@ -47,15 +47,14 @@ package struct FileStatus: Sendable {
     package var identity: FileIdentity
     package var kind: EntryKind
     package var isRegularFile: Bool { kind == .regularFile }
-    package var size: Int64
-    package var modificationTime: Date
+    package var size: Int64 { identity.size }
+    package var modificationTime: Date {
+        Date(timeIntervalSince1970: Double(identity.modifiedSeconds) + Double(identity.modifiedNanoseconds) / 1e9)
+    }
 
     init(_ status: stat) {
         identity = FileIdentity(status)
         kind = EntryKind(mode: status.st_mode)
-        size = Int64(status.st_size)
-        let seconds = TimeInterval(status.st_mtim.tv_sec) + TimeInterval(status.st_mtim.tv_nsec) / 1e9
-        modificationTime = Date(timeIntervalSince1970: seconds)
     }
 }
 
@@ -78,7 +77,7 @@ package struct DirectoryIdentity: Hashable, Sendable, CustomStringConvertible {
 /// conditional replacement holds the directory's lock exclusively through its exchanges
 /// (``exchangeName(for:replacing:with:)``). Every system call goes through ``FaultInjection``.
 package struct StorageDirectory: Sendable, Hashable {
-    /// The path, with its bytes' hash made once (tables keyed by directory look it up often); shared by copies.
+    /// The path and the hash of its bytes, made once and shared by copies.
     private final class Path: Sendable {
         let path: String
         let hash: Int
@@ -208,12 +207,9 @@ package struct StorageDirectory: Sendable, Hashable {
 
     // MARK: Read
 
-    /// The contents of `name`, or `nil` when there is no such file.
-    ///
-    /// - Parameter limit: The largest file read, in bytes.
-    /// - Throws: ``WLStorageError/Code/notARegularFile`` for any non-regular file (never followed or opened),
-    ///   ``WLStorageError/Code/valueTooLarge`` for a file larger than `limit` (not read),
-    ///   ``WLStorageError/Code/readFailed`` otherwise.
+    /// The contents of `name`, at most `limit` bytes, or `nil` when there is no such file. Throws
+    /// ``WLStorageError/Code/notARegularFile`` for any non-regular file (never followed or opened),
+    /// ``WLStorageError/Code/valueTooLarge`` for a larger one (not read), ``WLStorageError/Code/readFailed`` otherwise.
     package func read(_ name: String, limit: Int = ValueSizeLimit.maximum) throws(WLStorageError) -> Data? {
         try readVersion(name, limit: limit)?.contents
     }
@@ -277,8 +273,7 @@ package struct StorageDirectory: Sendable, Hashable {
         try entries { _ in true }.sorted()
     }
 
-    /// The names of entries whose bytes pass `included`, in directory order, without `.` and `..`; only those are made
-    /// into strings.
+    /// The names whose bytes pass `included` (only those made into strings), in directory order, without `.` and `..`.
     func entries(where included: (UnsafeBufferPointer<UInt8>) -> Bool) throws(WLStorageError) -> [String] {
         var names: [String] = []
         try forEachEntry { name in
@@ -376,8 +371,6 @@ package struct StorageDirectory: Sendable, Hashable {
 
 /// The parent directories this process has synced, each once; past a few thousand the set starts again.
 private enum SyncedParents {
-    /// Paths compared as bytes (see ``StorageDirectory``).
-
     /// Whether `path` is still to be synced; if so, it counts as synced from now on.
     static func claim(_ path: String) -> Bool {
         Runtime.shared.syncedParents.withLock { synced in

@@ -19,13 +19,11 @@ package enum StorageLocation {
     }
 
     /// Whether this build of the library is a debug build.
-    package static var isDebug: Bool {
-        #if DEBUG
-            return true
-        #else
-            return false
-        #endif
-    }
+    #if DEBUG
+        package static let isDebug = true
+    #else
+        package static let isDebug = false
+    #endif
 
     /// The user's data directory: `$XDG_DATA_HOME`, or `~/.local/share`; `nil` when neither is known.
     package static func dataHome(environment: [String: String]) -> String? {

@@ -72,13 +72,11 @@ struct StoreCarriedFeed: CarriedChangeFeed {
     func opened(_ carried: Data, key: String) throws -> Data { carried }
 }
 
-/// What a store's backer knows of its key's version and what its feed carried since, to decide whether a check
-/// adopts carried bytes or reads the key.
-///
-/// Report order is the order of writes. Bytes are adopted only when the changes after the last one at or below the
-/// known version follow on from it one by one; changes at or below it before them are old news; only the known
-/// version heard again is stale. Anything else reads: no known version, a gap, disorder, no bytes, a reconnection,
-/// or a lower version after another (the key removed and made anew unreported, its versions restarted).
+/// What a store's backer knows of its key's version and what its feed carried since, to decide whether a check adopts
+/// carried bytes or reads the key. Report order is the order of writes. Bytes are adopted only when the changes after
+/// the last one at or below the known version follow on from it one by one; changes at or below it before them are old
+/// news; only the known version heard again is stale. Anything else reads: no known version, a gap, disorder, no bytes,
+/// a reconnection, or a lower version after another (the key removed and made anew unreported, its versions restarted).
 struct CarriedVersions: Sendable {
     /// The version of the bytes the backer last read or adopted; `nil` when unknown.
     var known: Int64?
@@ -117,7 +115,6 @@ struct CarriedVersions: Sendable {
         guard !mustRead, let known, let newest = offered.last else { return .read }
         let unseen = offered[(offered.lastIndex { $0.version <= known }.map { $0 + 1 } ?? 0)...]
         guard !unseen.isEmpty else {
-            // Only the known version heard again is stale; older versions mean the key was made anew: read.
             return offered.allSatisfy { $0.version == known } ? .stale : .read
         }
         for (offset, change) in unseen.enumerated() where change.version != known &+ Int64(offset) &+ 1 {

@@ -1,8 +1,7 @@
 import Foundation
 
 /// Where the one backer of a key (``WLStorageDefaultBacker``) keeps its bytes: a directory's file (``FileMedium``) or
-/// another store's key (``StoreMedium``). The backer's steps are written once over it; its calls name the key so a
-/// file's medium stays small enough to hold inline.
+/// another store's key (``StoreMedium``). The backer's steps are written once over it.
 protocol KeyMedium: Sendable {
     /// Where the bytes of `key` are, as messages name it.
     func place(key: String) -> StoredPlace
@@ -25,8 +24,7 @@ protocol KeyMedium: Sendable {
         throws(WLStorageError)
         -> (data: Data, stamp: Int)?
 
-    /// Writes `encode()`'s bytes, the rewrite of an earlier shape, only while the key holds the version read
-    /// (`isLast`).
+    /// Writes `encode()`'s bytes, an earlier shape's rewrite, only while the key holds the version read (`isLast`).
     func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data) throws
         -> MediumRewrite
 

@@ -1,5 +1,3 @@
-// What a medium gives back: the bytes it read (`ReadBytes`), and what became of a read, a check, a rewrite and bytes
-// kept aside.
 import Foundation
 
 /// One version of a key's bytes as read: the bytes, their stamp (``KnownVersions``), and a file's identity.

@@ -20,20 +20,19 @@ protocol StoreBacking<Value>: Sendable {
     /// Makes the next write drop stored JSON members the type does not know (``UnknownFields``).
     func dropUnknownFields()
 
-    /// Writes `value`, the current shape of a value read in an earlier one, only while the key holds what this backer
-    /// read or wrote last; returns whether it did, or `nil` when it cannot tell (a plain write).
+    /// Writes `value`, read in an earlier shape, only while the key holds what this backer read or wrote last; returns
+    /// whether it did, or `nil` when it cannot tell (a plain write).
     func rewrite(_ value: Value) throws -> Bool?
 
-    /// Takes the version read last as unseen, so the next check reports it as a change (a version written stays seen):
-    /// for a check not adopted because this process's change was written meanwhile.
+    /// Takes the version read last as unseen, so the next check reports it (for a check not adopted because this
+    /// process's change was written meanwhile); a version written stays seen.
     func forgetLastRead()
 
-    /// Writes `value` as its changes to the bytes it was read from (or `defaultValue`'s), onto what the key holds now
-    /// (``FieldMerge``): `.plain` for a backer that writes whole values, `.written`, or `.writtenOver` another's
-    /// change.
+    /// Writes `value` as its changes to the bytes it was read from (or `defaultValue`'s) onto what the key holds now
+    /// (``FieldMerge``), or `.plain` for a backer that writes whole values.
     func writeChange(_ value: Value, defaultValue: () -> Value) throws(WLStorageError) -> ChangeWrite
 
-    /// The storage took the value the last check read: the changes made from now on are taken against its bytes.
+    /// The storage took the value the last check read: later changes are taken against its bytes.
     func adoptSeen()
 }
 
@@ -51,9 +50,8 @@ extension StoreBacking {
     func adoptSeen() {}
 }
 
-/// The version of a key a backer saw last (written or read), by its stamp; only that one is not a change. A file's
-/// stamp takes in its identity; a store's is of the bytes alone. Also the JSON object bytes last seen, whose unknown
-/// members a write keeps (``UnknownFields``).
+/// The version of a key a backer saw last (written or read), by its stamp: only that one is not a change; and the
+/// JSON object bytes last seen, whose unknown members a write keeps (``UnknownFields``).
 struct KnownVersions: Sendable {
     /// The stamp of the version seen last, 0 for none; stamps are odd, 2 is a read forgotten (``forgetLastRead()``).
     private var last = 0
@@ -65,23 +63,15 @@ struct KnownVersions: Sendable {
     /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
     var renames: [FieldRename] = []
 
-    /// The stamp of a store's bytes.
-    static func stamp(_ data: Data) -> Int {
+    /// The stamp of a store's bytes, or of a file's version (identity and contents: an inode's time can be coarse).
+    static func stamp(_ data: Data, identity: FileIdentity? = nil) -> Int {
         var hasher = Hasher()
+        if let identity { hasher.combine(identity) }
         data.withUnsafeBytes { hasher.combine(bytes: $0) }
         return hasher.finalize() | 1
     }
 
-    /// A file version's stamp: identity and contents, since a coarse-timestamp file system can reuse our inode.
-    static func stamp(_ data: Data, identity: FileIdentity) -> Int {
-        var hasher = Hasher()
-        hasher.combine(identity)
-        data.withUnsafeBytes { hasher.combine(bytes: $0) }
-        return hasher.finalize() | 1
-    }
-
-    /// The bytes whose unknown members a write keeps (those a check saw, when the storage kept its change over them);
-    /// none when the next write is to drop them.
+    /// The bytes whose unknown members a write keeps (a check's, if the change was kept over them); `nil` to drop them.
     mutating func takeBase() -> Data? {
         let dropping = unknownFieldsBase.drops
         let taken = unknownFieldsBase.take()
@@ -91,17 +81,14 @@ struct KnownVersions: Sendable {
 
     mutating func dropUnknownFields() { unknownFieldsBase.dropUnknownFields() }
 
-    /// Takes `data`, read but not adopted, as what the next write replaces (its unknown members kept); the version seen
-    /// last stays, so a check still reports it.
+    /// Makes `data` (read, not adopted) what the next write replaces, its unknown members kept; the version seen stays.
     mutating func replacing(_ data: Data) { unknownFieldsBase.record(data) }
 
     /// Records the version `stamp`, whose bytes are `data`, as written.
     mutating func wrote(_ stamp: Int, _ data: Data) {
-        last = stamp
-        lastWasRead = false
+        (last, lastWasRead, seen) = (stamp, false, nil)
         unknownFieldsBase.record(data)
         unknownFieldsBase.wrote()
-        seen = nil
     }
 
     /// The object bytes the last check saw, not taken: another program's change a pending change is written onto.
@@ -118,11 +105,7 @@ struct KnownVersions: Sendable {
 
     /// Records `stamp`/`data` as seen by a check (the base once adopted); returns whether it is the last seen.
     mutating func saw(_ stamp: Int, _ data: Data) -> Bool {
-        defer {
-            last = stamp
-            lastWasRead = true
-            seen = data
-        }
+        defer { (last, lastWasRead, seen) = (stamp, true, data) }
         return stamp == last
     }
 
@@ -132,8 +115,7 @@ struct KnownVersions: Sendable {
         seen = nil
     }
 
-    /// Records `data` as written onto another's change: the version is taken as unseen, so the next check reads it, and
-    /// `data` stays the base.
+    /// Records `data` as written onto another's change: the next check reads the version, and `data` stays the base.
     mutating func wroteOver(_ data: Data) {
         wrote(2, data)
         lastWasRead = true
@@ -142,10 +124,8 @@ struct KnownVersions: Sendable {
     /// Records the version `stamp`, whose bytes are `data`, as read; returns whether it is the version seen last.
     mutating func read(_ stamp: Int, _ data: Data) -> Bool {
         defer {
-            last = stamp
-            lastWasRead = true
+            (last, lastWasRead, seen) = (stamp, true, nil)
             unknownFieldsBase.record(data)
-            seen = nil
         }
         return stamp == last
     }
@@ -170,10 +150,8 @@ struct KnownVersions: Sendable {
     /// Forgets the version; returns whether one was known.
     mutating func forget() -> Bool {
         defer {
-            last = 0
-            lastWasRead = false
+            (last, lastWasRead, seen) = (0, false, nil)
             unknownFieldsBase.record(nil)
-            seen = nil
         }
         return last != 0
     }

@@ -1,8 +1,7 @@
 import Foundation
 
-/// What a store can do beyond bytes, for its storages: found once per store by ``Stores/capabilities(of:)``, the one
-/// place a store's type is looked at. The package's wrappers declare theirs (``DeclaresCapabilities``); any other
-/// store has those of the public protocols it conforms to.
+/// What a store can do beyond bytes, found once per store by ``Stores/capabilities(of:)``, the one place a store's
+/// type is looked at: the package's wrappers declare theirs; any other store has those of its public protocols.
 package struct StoreCapabilities: Sendable {
     /// The store holding a key's bytes through key-changing wrappers, and the key there; `nil` for this store.
     package var resolve: (@Sendable (String) -> (store: any WLStorageStore, key: String))?
@@ -13,8 +12,7 @@ package struct StoreCapabilities: Sendable {
     /// The store, as one that writes on condition of the bytes the key holds.
     package var conditional: (any WLStorageConditionalStore)?
     /// The store, as one that writes a rewrite on condition of the key's bytes: a conditional store, or a directory
-    /// (whose conditional replace may show the rewrite for a moment before giving way: fine for a rewrite, not an
-    /// update).
+    /// (whose replace may show the rewrite a moment before giving way: fine for a rewrite, not for an update).
     package var rewrites: (any WLStorageConditionalStore)?
     /// The store, as one that writes on condition of a version, tagged.
     package var versioned: (any WLStorageVersionedStore)?

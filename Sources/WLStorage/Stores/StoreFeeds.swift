@@ -14,16 +14,22 @@ final class StoreFeeds: Sendable {
         let started = DispatchGroup()
         /// The thread starting the feed, until in place: a storage made inside `observeChanges` must not wait for it.
         var startingThread: UInt = 0
-        /// The keys reported and not checked yet, or every key: a store's storages have at most one round waiting.
-        var pendingKeys: Set<String> = []
-        var pendingEverything = false
-        /// Carried changes not yet handed to cells, by key, in report order.
-        var pendingCarried: [String: [WLStorageCarriedChange]] = [:]
-        /// When each waiting key was last reported: rounds hand keys over in that order, so write order is kept.
-        var lastReport: [String: UInt64] = [:]
+        /// What the next round checks: a store's storages have at most one round waiting.
+        var pending = Pending()
         var reports: UInt64 = 0
         /// A round of checks is queued or running.
         var draining = false
+    }
+
+    /// The keys reported and not checked yet, or every key; carried changes not yet handed to cells, by key, in report
+    /// order; when each waiting key was last reported (rounds hand keys over in that order, so write order is kept).
+    private struct Pending {
+        var keys: Set<String> = []
+        var everything = false
+        var carried: [String: [WLStorageCarriedChange]] = [:]
+        var lastReport: [String: UInt64] = [:]
+
+        var isEmpty: Bool { !everything && keys.isEmpty && carried.isEmpty }
     }
 
     private let feeds = Lock([String: Feed]())
@@ -42,10 +48,8 @@ final class StoreFeeds: Sendable {
             feeds[identity] = feed
             return (feed, true, false)
         }
-        if reentered {
-            // Called from inside `observeChanges`: the feed is not in place and cannot be waited for.
-            return
-        }
+        // Called from inside `observeChanges`: the feed is not in place and cannot be waited for.
+        if reentered { return }
         if isNew {
             let observation: WLStorageSubscription?
             if let carrying = Stores.capabilities(of: store).carried {
@@ -92,34 +96,28 @@ final class StoreFeeds: Sendable {
         let round = feeds.withLock { feeds -> Round in
             guard let feed = feeds[identity] else { return .none }
             // A carried change with no round running and nothing waiting goes to its cells at once.
-            if case .carried(let change) = event, change.data != nil, !feed.draining, !feed.pendingEverything,
-                feed.pendingKeys.isEmpty, feed.pendingCarried.isEmpty
-            {
+            if case .carried(let change) = event, change.data != nil, !feed.draining, feed.pending.isEmpty {
                 feed.draining = true
                 return .carried(change)
             }
             feed.reports &+= 1
             switch event {
-            case .change(.key(let key)) where !feed.pendingEverything:
-                feed.pendingKeys.insert(key)
-                feed.lastReport[key] = feed.reports
+            case .change(.key(let key)) where !feed.pending.everything:
+                feed.pending.keys.insert(key)
+                feed.pending.lastReport[key] = feed.reports
             case .change(.key): break
             case .change(.everything):
-                feed.pendingEverything = true
-                feed.pendingKeys = []
-                feed.pendingCarried = [:]
-                feed.lastReport = [:]
-            case .carried(let change) where !feed.pendingEverything:
-                feed.pendingCarried[change.key, default: []].append(change)
-                feed.lastReport[change.key] = feed.reports
+                feed.pending = Pending(everything: true)
+            case .carried(let change) where !feed.pending.everything:
+                feed.pending.carried[change.key, default: []].append(change)
+                feed.pending.lastReport[change.key] = feed.reports
             case .carried: break
             }
             guard !feed.draining else { return .none }
             feed.draining = true
             return .reported
         }
-        // A carried round runs on the feed's thread; a read goes to the queue of checks, so the feed never waits for
-        // one.
+        // A carried round runs on the feed's thread; a read goes to the queue of checks: the feed never waits for one.
         switch round {
         case .none:
             return
@@ -145,29 +143,19 @@ final class StoreFeeds: Sendable {
     /// Has the storages of the keys reported for `identity` check them, round after round, until no report is left.
     private func checkReported(_ identity: String) {
         while true {
-            let taken = feeds.withLock {
-                feeds -> (
-                    order: [String: UInt64], keys: Set<String>, everything: Bool,
-                    carried: [String: [WLStorageCarriedChange]]
-                )? in
+            let taken = feeds.withLock { feeds -> Pending? in
                 guard let feed = feeds[identity] else { return nil }
-                guard feed.pendingEverything || !feed.pendingKeys.isEmpty || !feed.pendingCarried.isEmpty else {
+                guard !feed.pending.isEmpty else {
                     feed.draining = false
                     return nil
                 }
-                defer {
-                    feed.pendingKeys = []
-                    feed.pendingEverything = false
-                    feed.pendingCarried = [:]
-                    feed.lastReport = [:]
-                }
-                return (feed.lastReport, feed.pendingKeys, feed.pendingEverything, feed.pendingCarried)
+                defer { feed.pending = Pending() }
+                return feed.pending
             }
             guard let taken else { return }
             Runtime.shared.router.deliver(
-                store: identity, keys: taken.order.sorted { $0.value < $1.value }.map(\.key), mustRead: taken.keys,
-                everything: taken.everything,
-                carried: taken.carried)
+                store: identity, keys: taken.lastReport.sorted { $0.value < $1.value }.map(\.key), mustRead: taken.keys,
+                everything: taken.everything, carried: taken.carried)
         }
     }
 }

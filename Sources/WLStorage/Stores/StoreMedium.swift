@@ -13,17 +13,16 @@ final class StoreMedium: KeyMedium {
     private let rewriteFrom = Lock<Data?>(nil)
     /// Whether an update has reported that the store cannot tag writes (see `WLStorageVersionedRead/untagged(_:)`).
     private let untaggedReported = Lock(false)
-    /// The store's carried feed, if any; with ``versions`` (``CarriedVersions``). This and the fields below are
-    /// capabilities used at every read, check or flush, found once rather than cast each time.
+    /// The store's carried feed, if any, and what it carried (``CarriedVersions``); capabilities found once.
     private let carriedFeed: (any CarriedChangeFeed)?
-    /// Whether there is a ``carriedFeed``: asked at every write, where a test of the optional would copy it.
+    private let versions = Lock(CarriedVersions())
+    /// Whether there is a ``carriedFeed``, asked at every write without copying it.
     private let carries: Bool
     private let encrypted: WLStorageEncryptedStore?
     /// Whether the store writes on condition: a flush of every storage asks it of each.
     let writesOnCondition: Bool
     /// Whether the store rewrites on condition (``StoreCapabilities/rewrites``): a flush of all leaves a rewrite to it.
     let rewritesOnCondition: Bool
-    private let versions = Lock(CarriedVersions())
 
     /// Everything the store can do.
     var capabilities: StoreCapabilities { Stores.capabilities(of: store) }
@@ -217,21 +216,21 @@ final class StoreMedium: KeyMedium {
         }
     }
 
-    /// Stores `data` only while the key's version is `version` (`nil`: nothing stored), tagged with a new random tag,
-    /// and finds out what became of it.
-    ///
-    /// A write whose answer is lost is resent with the same tag and condition: it stores only if the first did not, and
-    /// once refused the first cannot store either (versions only grow). The tag then tells whether the first stored.
+    /// Stores `data` only while the key's version is `version` (`nil`: nothing stored), with a new random tag, and
+    /// finds out what became of it. A write whose answer is lost is resent with the same tag and condition: it stores
+    /// only if the first did not, and once refused the first cannot store either (versions only grow); the tag tells.
     func write(
         _ data: Data, ifVersion version: Int64?, through store: any WLStorageVersionedStore, key: String
     ) -> TaggedWriteOutcome {
         let tag = WLStorageWriteTag.random()
         forgetVersion()
+        func unknown(_ message: String) -> TaggedWriteOutcome {
+            .unknown(WLStorageError(code: .writeFailed, message: "\(identity): " + message, key: key))
+        }
         // Whether an attempt may have reached the store, and stored.
         var sent = false
         var lastError: any Error = WLStorageError(code: .writeFailed, message: "no attempt", key: key)
-        // Twelve attempts; no pause before the first resend (the tag is less likely pushed out), then 5 ms doubling up to
-        // half a second.
+        // Twelve attempts: the first resend at once (its tag less likely pushed out), then 5 ms doubling up to 0.5 s.
         for attempt in 0..<12 {
             if attempt > 1 { usleep(UInt32(min(5_000 << min(attempt - 2, 10), 500_000))) }
             do {
@@ -241,24 +240,15 @@ final class StoreMedium: KeyMedium {
                 case .refused:
                     guard sent else { return .refused }
                     guard let trace = try store.trace(of: tag, key: storedKey) else {
-                        return .unknown(
-                            WLStorageError(
-                                code: .writeFailed,
-                                message: "\(identity): the key was removed while the answer to the update's write was"
-                                    + " lost",
-                                key: key))
+                        return unknown("the key was removed while the answer to the update's write was lost")
                     }
                     switch trace.committed(ifVersion: version) {
                     case true?: return .stored(overwritten: trace.version != (version ?? 0) &+ 1)
                     case false?: return .refused
                     case nil:
-                        return .unknown(
-                            WLStorageError(
-                                code: .writeFailed,
-                                message:
-                                    "\(identity): the key was written \(trace.version &- (version ?? 0)) times since"
-                                    + " the update read it, more than the \(trace.capacity) writes whose tags it keeps",
-                                key: key))
+                        return unknown(
+                            "the key was written \(trace.version &- (version ?? 0)) times since the update read it,"
+                                + " more than the \(trace.capacity) writes whose tags it keeps")
                     }
                 case .notStored(let error):
                     guard sent else { return .notStored(error) }
@@ -308,28 +298,21 @@ final class StoreMedium: KeyMedium {
         -> KeptAside
     {
         let aside = StorageDirectory.movedAsideName(for: storedKey)
+        func failure(_ what: String) -> WLStorageError {
+            WLStorageError(
+                code: .decodingFailed, message: "what \(identity) holds \(judged)" + what, key: key,
+                underlying: decodingError)
+        }
         do {
             _ = try store.create(key: aside, data: read.data)
             guard try store.remove(key: storedKey, ifItHolds: read.data) else {
-                return .changed(
-                    WLStorageError(
-                        code: .decodingFailed,
-                        message: "what \(identity) holds \(judged), and changes while it is kept aside",
-                        key: key, underlying: decodingError))
+                return .changed(failure(", and changes while it is kept aside"))
             }
         } catch {
-            return .failed(
-                WLStorageError(
-                    code: .decodingFailed,
-                    message: "what \(identity) holds \(judged), and it could not be kept aside: \(error)",
-                    key: key, underlying: decodingError))
+            return .failed(failure(", and it could not be kept aside: \(error)"))
         }
         forgetVersion()
-        return .kept(
-            WLStorageError(
-                code: .decodingFailed,
-                message: "what \(identity) holds \(judged); it was kept aside under the key \(aside)",
-                key: key, underlying: decodingError))
+        return .kept(failure("; it was kept aside under the key \(aside)"))
     }
 
     func failure(_ error: any Error, writing: Bool, key: String) -> WLStorageError {

@@ -29,7 +29,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Where the bytes are: a file of a directory, or a key of another store.
     private let held: HeldMedium
 
-    /// Where the bytes are, as the protocol of every medium.
     var medium: any KeyMedium { held.medium }
     /// The version this backer last wrote or read, to tell its own versions from other programs' changes.
     let known = Lock(KnownVersions())
@@ -61,7 +60,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     deinit {
-        held.release()
+        held.file?.release()
     }
 
     /// Reads the file. A missing or empty file gives `defaultValueClosure()`; fields a file lacks are taken from it
@@ -102,16 +101,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     // MARK: What the storage uses beyond the protocol
 
     /// The directory of the file, when the bytes are a file's.
-    package var directory: StorageDirectory? {
-        if case .file(let file) = held { return file.directory }
-        return nil
-    }
+    package var directory: StorageDirectory? { held.file?.directory }
 
     /// The file's name in ``directory``.
-    package var fileName: String? {
-        if case .file(let file) = held { return file.fileName }
-        return nil
-    }
+    package var fileName: String? { held.file?.fileName }
 
     /// Where the storage follows changes made elsewhere, and how the registry knows its cell.
     var source: MediumSource {
@@ -123,8 +116,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// The medium, when the bytes are a store's (other than a directory's).
     var storeMedium: StoreMedium? {
-        if case .store(let medium) = held { return medium }
-        return nil
+        if case .store(let medium) = held { medium } else { nil }
     }
 
     /// Writes `value` unless something (even an empty file) is stored; a secret store saves no default.
@@ -144,12 +136,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// Reads the key: its value, its absence (nothing or empty bytes), or why not. Bytes that do not decode, even
     /// through `decoding`'s added fields and migrations, are kept aside and count as absent; bytes that decode only
-    /// through them are kept until this backer next writes.
-    ///
-    /// - Parameters:
-    ///   - prepared: Whether the caller has just prepared the directory, which is then not looked up again.
-    ///   - again: Whether the key is read once more when it changed while its bytes were kept aside.
-    ///   - decoding: How the bytes become the value.
+    /// through them are kept until this backer next writes. `prepared`: the caller has just prepared the directory;
+    /// `again`: a key changed while its bytes were kept aside is read once more.
     func readStored(
         prepared: Bool = false, again: Bool = true, decoding: @autoclosure () -> ValueDecoding<T>
     ) -> ReadResult<T> {
@@ -166,9 +154,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         case .failed(let error):
             return .failed(error)
         }
-        // The plain decode first, out of line from the other steps, so bytes in the current shape touch no other
-        // generic type; a declared rename before it; its error goes on, so `init(from:)` runs once for bytes in its
-        // shape.
+        // The plain decode first, unless a rename is declared; its error goes on, so `init(from:)` runs once.
         var plainError: (any Error)?
         if !rewrite, known.withLock({ $0.renames.isEmpty }) {
             do {
@@ -260,7 +246,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// A file's key is written field by field onto what it holds; a store's whole, unless another program's change was
     /// seen since the read (``writeChange(_:to:base:)``). `defaultValue` is the base of a value not read from the key.
     func writeChange(_ value: T, defaultValue: () -> T) throws(WLStorageError) -> ChangeWrite {
-        // No JSON object read: no fields to diff, so the value goes whole, unless a check saw another's object since.
         guard let (base, renames) = try changeBase(defaultValue) else { return .plain }
         switch held {
         case .file(let file): return try writeChange(value, to: file, base: base, renames: renames)
@@ -268,8 +253,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// The bytes a change is taken against: those read or written, or the default's when a check saw another's object
-    /// over nothing stored; `nil` when none.
+    /// The bytes a change is taken against (read, written, or the default's after another's object was seen), or `nil`.
     private func changeBase(_ defaultValue: () -> T) throws(WLStorageError) -> (Data, [FieldRename])? {
         let (base, seen, renames) = known.withLock { ($0.base, $0.seenObject, $0.renames) }
         if let base { return (base, renames) }
@@ -346,8 +330,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// A conditional store gets the value whole while the key holds the bytes read or written, or, after another's
-    /// change was seen, the changed fields onto those bytes on the same condition, for a few rounds before the change
-    /// stays pending. Any other store is written whole.
+    /// change was seen, the changed fields onto those bytes on the same condition, for a few rounds; others, whole.
     private func writeChange(
         _ value: T, to medium: StoreMedium, base: Data, renames: [FieldRename]
     ) throws(WLStorageError) -> ChangeWrite {
@@ -379,8 +362,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                         throw medium.failure(error, writing: false, key: key)
                     }
                     guard let current, !current.isEmpty else {
-                        // Removed meanwhile: written whole only while nothing is stored; a value stored anew is read
-                        // and merged onto.
+                        // Removed meanwhile: written whole while nothing is stored; a value stored anew is merged onto.
                         known.withLock { $0.forgetSeen() }
                         guard try writeOnCondition(data, ifItHolds: current) else { continue }
                         wrote(data)
@@ -429,8 +411,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         settleKeptOriginal()
     }
 
-    /// After a write in the current shape: removes the bytes kept from before the type changed, if any; when that
-    /// fails, they are removed after the next write.
+    /// After a write in the current shape, removes the bytes kept from an earlier shape (failing, after the next one).
     private func settleKeptOriginal() {
         guard keepsOriginal.load(ordering: .relaxed), keepsOriginal.exchange(false, ordering: .relaxed) else { return }
         do {
@@ -500,7 +481,7 @@ private enum HeldMedium: Sendable {
         }
     }
 
-    func release() {
-        if case .file(let file) = self { file.release() }
+    var file: FileMedium? {
+        if case .file(let file) = self { file } else { nil }
     }
 }

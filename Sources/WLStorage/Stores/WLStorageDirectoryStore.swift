@@ -32,8 +32,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// `file://` and the directory's path.
     public let identity: String
 
-    /// The prepared directory (not waiting for another's lock, see ``DirectoryTable/prepare(_:waiting:)``), and `key`'s
-    /// file.
+    /// The prepared directory (``DirectoryTable/prepare(_:waiting:)``) and `key`'s file.
     func file(_ key: String, waiting: Bool = true) throws(WLStorageError) -> (StorageDirectory, String) {
         try FileMedium(directory: directory, fileName: FileName.forKey(key)).location(key: key, waiting: waiting)
     }

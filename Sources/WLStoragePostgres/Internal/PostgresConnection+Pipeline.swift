@@ -8,22 +8,95 @@ extension PostgresConnection {
         var parameters: [Parameter]
     }
 
-    /// Runs `count` transactions in one pipeline (`PQenterPipelineMode`): each is `BEGIN`, the statements
-    /// `transaction(index)` returns, and `COMMIT`, sent without waiting for earlier answers and ended by one
-    /// `PQpipelineSync`, so the whole costs one round trip. A transaction's statements are built when it is sent, so
-    /// the parameters of one transaction at a time are held.
+    /// Runs `count` transactions in one pipeline (`PQenterPipelineMode`), one round trip: each `BEGIN`, the statements
+    /// `transaction(index)` builds as it is sent (one transaction's parameters held at a time), `COMMIT`.
     ///
-    /// Each transaction commits on its own, in order. A failed statement rolls its transaction back and the server
-    /// skips the rest: earlier commits stay, no later one runs. `committed(index)` is called, in order, as each commit
-    /// is confirmed; a commit sent but not confirmed may or may not have happened.
-    ///
+    /// Each commits on its own, in order; `committed(index)` is called as its commit is confirmed (one sent but not
+    /// confirmed may have happened). A failed statement rolls its transaction back and the server skips the rest.
     /// Failures are handled as ``query(_:_:deadline:)`` handles them; after a statement's failure the connection stays,
-    /// out of pipeline mode and out of any transaction.
+    /// out of pipeline mode and of any transaction.
     func runTransactions(
         count: Int, _ transaction: (Int) -> [Statement], committed: (Int) -> Void, deadline: ContinuousClock.Instant
     ) throws(PostgresError) {
         try onConnection { connection throws(PostgresError) in
-            try pipeline(count, transaction, committed, on: connection, deadline: deadline)
+            guard PQenterPipelineMode(connection) == 1 else { throw lost("could not enter pipeline mode", connection) }
+            var awaited: [Awaited] = []
+            var next = 0  // the first result of `awaited` not yet read
+            var sent = 0  // transactions
+            var synced = false
+            var flushed = true
+            var failure: PostgresError?
+            while true {
+                // The next transaction, or the synchronization point, once libpq has sent all it held.
+                if flushed && !synced {
+                    if sent < count {
+                        try enqueue("BEGIN", [], on: connection)
+                        awaited.append(.statement)
+                        for statement in transaction(sent) {
+                            try enqueue(statement.sql, statement.parameters, on: connection)
+                            awaited.append(.statement)
+                        }
+                        try enqueue("COMMIT", [], on: connection)
+                        awaited.append(.commit(sent))
+                        // Results come at once, not at the synchronization point: each commit is known when made.
+                        guard PQsendFlushRequest(connection) == 1 else {
+                            throw lost("could not send the query", connection)
+                        }
+                        sent += 1
+                    } else {
+                        guard PQpipelineSync(connection) == 1 else {
+                            throw lost("could not send the query", connection)
+                        }
+                        awaited.append(.sync)
+                        synced = true
+                    }
+                }
+                let flush = PQflush(connection)
+                guard flush >= 0 else { throw lost("could not send the query", connection) }
+                flushed = flush == 0
+                try consumeInput(connection)
+                // Each result arrived whole: a statement's end with a null result, the synchronization point's do not.
+                while next < awaited.count, PQisBusy(connection) == 0 {
+                    guard let result = PQgetResult(connection) else {
+                        if case .sync = awaited[next] { break }
+                        next += 1
+                        continue
+                    }
+                    defer { PQclear(result) }
+                    let status = PQresultStatus(result)
+                    switch (awaited[next], status) {
+                    case (.sync, _):
+                        next += 1
+                    case (_, PGRES_PIPELINE_ABORTED):
+                        break  // skipped after a failure
+                    case (.commit(let index), PGRES_COMMAND_OK):
+                        // A commit of a transaction that failed would answer `ROLLBACK`.
+                        if String(cString: PQcmdStatus(result)) == "COMMIT" { committed(index) }
+                    case (.statement, PGRES_COMMAND_OK), (.statement, PGRES_TUPLES_OK):
+                        break
+                    default:
+                        failure = failure ?? self.failure(of: result, on: connection)
+                    }
+                }
+                if synced && next == awaited.count { break }
+                if let failure, failure.kind == .connectionLost { throw failure }
+                if flushed && !synced { continue }
+                // Wait to read, and to write when libpq holds bytes the kernel did not take.
+                let events = flushed ? Int16(POLLIN) : Int16(POLLIN | POLLOUT)
+                try wait(for: PQsocket(connection), events: events, deadline: deadline)
+            }
+            guard PQexitPipelineMode(connection) == 1 else { throw lost("could not leave pipeline mode", connection) }
+            guard let failure else { return }
+            // The failed transaction stays open until rolled back; a connection that cannot roll it back is dropped.
+            if PQtransactionStatus(connection) != PQTRANS_IDLE {
+                do throws(PostgresError) {
+                    try send("ROLLBACK", [], on: connection, deadline: deadline)
+                    _ = try receive(on: connection, deadline: deadline)
+                } catch {
+                    throw error.kind == .queryFailed ? PostgresError(.connectionLost, error.message) : error
+                }
+            }
+            throw failure
         }
     }
 
@@ -35,98 +108,5 @@ extension PostgresConnection {
         case commit(Int)
         /// The synchronization point that ends the pipeline.
         case sync
-    }
-
-    private func pipeline(
-        _ count: Int, _ transaction: (Int) -> [Statement], _ committed: (Int) -> Void, on connection: OpaquePointer,
-        deadline: ContinuousClock.Instant
-    ) throws(PostgresError) {
-        guard PQenterPipelineMode(connection) == 1 else {
-            throw PostgresError(.connectionLost, "could not enter pipeline mode: \(message(of: connection))")
-        }
-        var awaited: [Awaited] = []
-        var next = 0  // the first result of `awaited` not yet read
-        var sent = 0  // transactions
-        var synced = false
-        var flushed = true
-        var failure: PostgresError?
-        while true {
-            // The next transaction, or the synchronization point, once libpq has sent all it held.
-            if flushed && !synced {
-                if sent < count {
-                    try enqueue("BEGIN", [], on: connection)
-                    awaited.append(.statement)
-                    for statement in transaction(sent) {
-                        try enqueue(statement.sql, statement.parameters, on: connection)
-                        awaited.append(.statement)
-                    }
-                    try enqueue("COMMIT", [], on: connection)
-                    awaited.append(.commit(sent))
-                    // Results come at once, not at the synchronization point: each commit is known when made.
-                    guard PQsendFlushRequest(connection) == 1 else {
-                        throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
-                    }
-                    sent += 1
-                } else {
-                    guard PQpipelineSync(connection) == 1 else {
-                        throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
-                    }
-                    awaited.append(.sync)
-                    synced = true
-                }
-            }
-            let flush = PQflush(connection)
-            guard flush >= 0 else {
-                throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
-            }
-            flushed = flush == 0
-            guard PQconsumeInput(connection) != 0 else {
-                throw PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
-            }
-            // Every result that has arrived whole. Each statement's results end with a null result; the
-            // synchronization point's does not.
-            while next < awaited.count, PQisBusy(connection) == 0 {
-                guard let result = PQgetResult(connection) else {
-                    if case .sync = awaited[next] { break }
-                    next += 1
-                    continue
-                }
-                defer { PQclear(result) }
-                let status = PQresultStatus(result)
-                switch (awaited[next], status) {
-                case (.sync, _):
-                    next += 1
-                case (_, PGRES_PIPELINE_ABORTED):
-                    break  // skipped after a failure
-                case (.commit(let index), PGRES_COMMAND_OK):
-                    // A commit of a transaction that failed would answer `ROLLBACK`.
-                    if String(cString: PQcmdStatus(result)) == "COMMIT" { committed(index) }
-                case (.statement, PGRES_COMMAND_OK), (.statement, PGRES_TUPLES_OK):
-                    break
-                default:
-                    failure = failure ?? self.failure(of: result, on: connection)
-                }
-            }
-            if synced && next == awaited.count { break }
-            if let failure, failure.kind == .connectionLost { throw failure }
-            if flushed && !synced { continue }
-            // Wait to read, and to write when libpq holds bytes the kernel did not take.
-            let events = flushed ? Int16(POLLIN) : Int16(POLLIN | POLLOUT)
-            try wait(for: PQsocket(connection), events: events, deadline: deadline)
-        }
-        guard PQexitPipelineMode(connection) == 1 else {
-            throw PostgresError(.connectionLost, "could not leave pipeline mode: \(message(of: connection))")
-        }
-        guard let failure else { return }
-        // The failed transaction stays open until it is rolled back; a connection that cannot roll it back is dropped.
-        if PQtransactionStatus(connection) != PQTRANS_IDLE {
-            do {
-                try send("ROLLBACK", [], on: connection, deadline: deadline)
-                _ = try receive(on: connection, deadline: deadline)
-            } catch {
-                throw error.kind == .queryFailed ? PostgresError(.connectionLost, error.message) : error
-            }
-        }
-        throw failure
     }
 }

@@ -1,20 +1,14 @@
 internal import CWLStorageLibPQ
 import Foundation
 
-/// One libpq connection, used in non-blocking mode with a deadline on every wait: nothing it does can hang longer than
-/// the deadline it is given.
-///
-/// A state machine:
+/// One libpq connection in non-blocking mode: no wait outlasts the deadline it is given. A state machine:
 ///
 /// ```
 /// disconnected ──connect()──▶ connected ──query fails with the connection, timeout, disconnect()──▶ disconnected
 ///       ▲                          │
 ///       └──────── connect() fails ─┘ (stays disconnected)          any state ──close()──▶ closed (for good)
 /// ```
-///
-/// Not thread-safe: its owner uses it from one thread at a time (the store's write lock, the listener's queue).
 final class PostgresConnection: @unchecked Sendable {  // used under the owner's lock or on the owner's queue only
-    /// The named states of the connection.
     enum State {
         /// No connection: the next ``connect(deadline:)`` makes one.
         case disconnected
@@ -53,7 +47,6 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         close()
     }
 
-    /// Whether the connection is ready for a query.
     var isConnected: Bool {
         if case .connected = state { return true }
         return false
@@ -112,11 +105,8 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         state = .connected(connection, pid: PQbackendPID(connection))
     }
 
-    /// Runs one statement with `parameters` (`PQsendQueryParams`, binary parameters and results) and returns the rows
-    /// of its result, each a list of column values (`nil` for SQL NULL).
-    ///
-    /// When the deadline passes, the query is cancelled (`PQcancel`, on another thread) and the connection dropped.
-    /// When the connection breaks, it is dropped. Either way the next ``connect(deadline:)`` makes a new one.
+    /// Runs one statement and returns its rows of column values (`nil`: SQL NULL). A passed deadline cancels it
+    /// (`PQcancel`) and drops the connection, as a break does; the next ``connect(deadline:)`` makes a new one.
     func query(
         _ sql: String, _ parameters: [Parameter] = [], deadline: ContinuousClock.Instant
     ) throws(PostgresError) -> [[Data?]] {
@@ -145,30 +135,23 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     /// the connection, when it broke. Reads until the socket is empty: the end of a connection can arrive with the
     /// server's last message, and then no later readiness event tells of it.
     func notifications() throws(PostgresError) -> [Notification] {
-        guard case .connected(let connection, _) = state else {
-            throw PostgresError(.connectionLost, "not connected")
-        }
-        var received: [Notification] = []
-        while true {
-            guard PQconsumeInput(connection) != 0, PQstatus(connection) != CONNECTION_BAD else {
-                let error = PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
-                disconnect()
-                throw error
+        try onConnection { connection throws(PostgresError) in
+            var received: [Notification] = []
+            while true {
+                try consumeInput(connection)
+                guard PQstatus(connection) != CONNECTION_BAD else { throw lost("the connection was lost", connection) }
+                while let notification = PQnotifies(connection) {
+                    received.append(
+                        Notification(
+                            channel: String(cString: notification.pointee.relname),
+                            payload: String(cString: notification.pointee.extra),
+                            pid: notification.pointee.be_pid))
+                    PQfreemem(notification)
+                }
+                var descriptor = pollfd(fd: PQsocket(connection), events: Int16(POLLIN), revents: 0)
+                guard descriptor.fd >= 0 else { throw PostgresError(.connectionLost, "the connection was lost") }
+                if poll(&descriptor, 1, 0) <= 0 { return received }
             }
-            while let notification = PQnotifies(connection) {
-                received.append(
-                    Notification(
-                        channel: String(cString: notification.pointee.relname),
-                        payload: String(cString: notification.pointee.extra),
-                        pid: notification.pointee.be_pid))
-                PQfreemem(notification)
-            }
-            var descriptor = pollfd(fd: PQsocket(connection), events: Int16(POLLIN), revents: 0)
-            guard descriptor.fd >= 0 else {
-                disconnect()
-                throw PostgresError(.connectionLost, "the connection was lost")
-            }
-            if poll(&descriptor, 1, 0) <= 0 { return received }
         }
     }
 
@@ -195,35 +178,24 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         while true {
             let flushed = PQflush(connection)
             if flushed == 0 { return }
-            guard flushed > 0 else {
-                throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
-            }
+            guard flushed > 0 else { throw lost("could not send the query", connection) }
             try wait(for: PQsocket(connection), events: Int16(POLLOUT | POLLIN), deadline: deadline)
-            guard PQconsumeInput(connection) != 0 else {
-                throw PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
-            }
+            try consumeInput(connection)
         }
     }
 
     /// Hands one statement to libpq (`PQsendQueryParams`, binary parameters and results), into its output buffer.
     func enqueue(_ sql: String, _ parameters: [Parameter], on connection: OpaquePointer) throws(PostgresError) {
-        // Parameter types: text 25, bytea 17, text[] 1009, bytea[] 1001; every parameter and result in binary.
-        let types: [Oid] = parameters.map {
+        // Every parameter and result in binary; parameter types: text 25, bytea 17, text[] 1009, bytea[] 1001.
+        let encoded: [(type: Oid, value: Data)] = parameters.map {
             switch $0 {
-            case .text: 25
-            case .bytes: 17
-            case .texts: 1009
-            case .byteArrays: 1001
+            case .text(let text): (25, Data(text.utf8))
+            case .bytes(let data): (17, data)
+            case .texts(let texts): (1009, Self.binaryArray(of: texts.map { Data($0.utf8) }, elementType: 25))
+            case .byteArrays(let elements): (1001, Self.binaryArray(of: elements, elementType: 17))
             }
         }
-        let values: [Data] = parameters.map {
-            switch $0 {
-            case .text(let text): Data(text.utf8)
-            case .bytes(let data): data
-            case .texts(let texts): Self.binaryArray(of: texts.map { Data($0.utf8) }, elementType: 25)
-            case .byteArrays(let elements): Self.binaryArray(of: elements, elementType: 17)
-            }
-        }
+        let (types, values) = (encoded.map(\.type), encoded.map(\.value))
         let lengths = values.map { Int32($0.count) }
         let formats = [Int32](repeating: 1, count: parameters.count)
         // One allocation for all parameters, alive for the call (libpq copies it into its output).
@@ -241,11 +213,8 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
             pointers.append(UnsafePointer(start.assumingMemoryBound(to: CChar.self)))
             offset += value.count
         }
-        let sent = PQsendQueryParams(
-            connection, sql, Int32(parameters.count), types, pointers, lengths, formats, 1)
-        guard sent != 0 else {
-            throw PostgresError(.connectionLost, "could not send the query: \(message(of: connection))")
-        }
+        let sent = PQsendQueryParams(connection, sql, Int32(parameters.count), types, pointers, lengths, formats, 1)
+        guard sent != 0 else { throw lost("could not send the query", connection) }
     }
 
     /// A one-dimensional array without NULLs in PostgreSQL's binary format (`array_recv`): dimensions, NULLs flag,
@@ -275,9 +244,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         while true {
             while PQisBusy(connection) != 0 {
                 try wait(for: PQsocket(connection), events: Int16(POLLIN), deadline: deadline)
-                guard PQconsumeInput(connection) != 0 else {
-                    throw PostgresError(.connectionLost, "the connection was lost: \(message(of: connection))")
-                }
+                try consumeInput(connection)
             }
             guard let result = PQgetResult(connection) else { break }
             defer { PQclear(result) }
@@ -350,6 +317,16 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         }
     }
 
+    /// Reads what arrived (`PQconsumeInput`); throws when the connection broke.
+    func consumeInput(_ connection: OpaquePointer) throws(PostgresError) {
+        guard PQconsumeInput(connection) != 0 else { throw lost("the connection was lost", connection) }
+    }
+
+    /// A lost connection's error: `what`, then the connection's last error.
+    func lost(_ what: String, _ connection: OpaquePointer) -> PostgresError {
+        PostgresError(.connectionLost, "\(what): \(message(of: connection))")
+    }
+
     /// The connection's last error (`PQerrorMessage`), without secrets.
     func message(of connection: OpaquePointer) -> String {
         let text = String(cString: PQerrorMessage(connection)).trimmingCharacters(in: .whitespacesAndNewlines)
@@ -371,7 +348,6 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     }
 }
 
-/// A cancel request, handed to the thread that sends it; nothing else uses it.
 private final class CancelRequest: @unchecked Sendable {  // owned by the one thread that sends it
     let cancel: OpaquePointer
 

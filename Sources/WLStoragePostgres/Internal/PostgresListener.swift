@@ -2,24 +2,21 @@ import Foundation
 import WLStorage
 
 /// The change feed of a store: a connection of its own that runs `LISTEN` on the store's channel, read by a thread
-/// that waits on its socket (``SocketWatch``), and reconnects with a backoff when it is lost.
-///
-/// It connects with the first handler and disconnects with the last. Once it listens, and after every reconnection, it
-/// reports ``WLStorageStoreChange/everything``: changes made meanwhile were not notified to it.
+/// that waits on its socket (``SocketWatch``). It connects with the first handler and disconnects with the last; once
+/// it listens, and after every reconnection, it reports ``WLStorageStoreChange/everything`` (nothing was heard before).
 ///
 /// Phases: `idle` (no handler) ──add──▶ `connecting` ──LISTEN works──▶ `listening` ──connection lost──▶
 /// `waiting` (backoff: 100 ms doubling to 5 s) ──▶ `connecting`; from any phase, removing the last handler ──▶ `idle`.
 ///
 /// A middlebox can drop the flow and leave the socket open and silent, so a listening connection is probed every
-/// ``probeInterval``; no answer within ``probeTimeout`` counts as lost. Failures to listen are reported to
-/// ``WLStorageSystem/errorHandler`` at first, then once a minute while they last.
+/// ``probeInterval``. Failures to listen are reported at first, then once a minute while they last.
 ///
-/// Locks: `state` guards the phase and the handlers, never held while a handler runs or the connection is used. The
-/// connection and the watch are used on `queue` only: the watch's thread reads the socket inside `queue.sync`.
-final class PostgresListener: @unchecked Sendable {  // `state` under its lock; `connection` and `watch` on `queue`
+/// Locks: `state` guards the phase and the handlers, never held while a handler runs or the connection is used.
+/// Everything else is used on `queue` only: the watch's thread reads the socket inside `queue.sync`.
+final class PostgresListener: @unchecked Sendable {  // `state` under its lock; the rest on `queue`
     typealias Handler = @Sendable (WLStorageFeedEvent) -> Void
 
-    private enum Phase {
+    private enum Phase: Equatable {
         case idle
         case connecting
         case listening
@@ -43,11 +40,11 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     /// How often a listener that still cannot listen says so again.
     private static let reportInterval: Duration = .seconds(60)
 
-    /// When the listener last reported that it cannot listen; `nil` while it listens. Used on `queue` only.
+    /// When the listener last reported that it cannot listen; `nil` while it listens.
     private var lastTrouble: ContinuousClock.Instant?
-    /// The server's timeline where the listener last listened (a promoted standby starts a new one). On `queue` only.
+    /// The server's timeline where the listener last listened (a promoted standby starts a new one).
     private var timeline: UInt32?
-    /// The probe's timer while the listener listens. Used on `queue` only.
+    /// The probe's timer while the listener listens.
     private var probe: (any DispatchSourceTimer)?
     private let identity: String
 
@@ -56,8 +53,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private let connection: PostgresConnection
     private var watch: SocketWatch?
     private let channel: String
-    /// The store's table, quoted, and its OID as the listening connection found it (`nil` until then and after a
-    /// close: a table made again has another). On `queue` only.
+    /// The store's table, quoted, and its OID as this connection found it (a table made again has another).
     private let table: String
     private var tableOID: String?
     private let namespace: String
@@ -66,7 +62,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private let ownPID: @Sendable () -> Int32?
     /// Whether carried bytes are taken from any sender (the store's `adoptsNotifiedValues`).
     private let trustsEveryRole: Bool
-    /// Each sender process's role and whether it may update the table; on `queue` only, checked at each probe.
+    /// Each sender process's role and whether it may update the table, checked at each probe.
     private var senders: [Int32: (role: String, trusted: Bool)] = [:]
 
     init(
@@ -107,8 +103,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
             state.generation += 1
             return (removed, true)
         }
-        // The handler is released here, outside the lock.
-        _ = removed
+        _ = removed  // released here, outside the lock
         if stop { queue.async { self.stopListening() } }
     }
 
@@ -202,11 +197,8 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
             code: .readFailed,
             message: "the change feed of \(identity) \(what); until it listens again, this program does not see the"
                 + " changes other programs make")
-        let replaced = state.withLock { state in
-            defer { state.trouble = error }
-            return state.trouble
-        }
-        _ = replaced
+        var replaced: WLStorageError? = error  // the error replaced is released outside the lock
+        state.withLock { swap(&$0.trouble, &replaced) }
         let now = ContinuousClock.now
         if let lastTrouble, now - lastTrouble < Self.reportInterval { return }
         lastTrouble = now
@@ -285,12 +277,9 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     // MARK: Trusted senders
 
-    /// The senders of `changes` whose carried bytes are taken: every one when the store trusts every role; otherwise
-    /// those whose role may update the table. Also returns whether the server was asked.
-    ///
-    /// A process's role is learnt once, with one statement for the unknown ones, and kept. A process number reused by
-    /// another connection is caught by the check at each probe: numbers are handed out in turn and wrap around far
-    /// more slowly than a probe interval.
+    /// The senders of `changes` whose carried bytes are taken (all when the store trusts every role, else those whose
+    /// role may update the table), and whether the server was asked. A role is learnt once per process; a number
+    /// reused by another process is caught by the check at each probe (numbers wrap far more slowly than that).
     private func trustedSenders(of changes: [(Int32, WLStorageFeedEvent)]) throws(PostgresError) -> (
         trusted: Set<Int32>, asked: Bool
     ) {
@@ -349,9 +338,8 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         "{" + pids.map(String.init).joined(separator: ",") + "}"
     }
 
-    /// The notifications on the store's channel received now, but those of the store's own writing connection, whose
-    /// process is read after they are in (it wrote before the listener heard them). A process it had before a
-    /// reconnection is not the store's any more: what it sent is reported.
+    /// The notifications on the store's channel received now, but the writing connection's own, its process read after
+    /// they are in (it wrote before they were heard); what a process it had before a reconnection sent is reported.
     private func othersNotifications() throws(PostgresError) -> [PostgresConnection.Notification] {
         let received = try connection.notifications()
         let own = ownPID()
@@ -372,21 +360,10 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     }
 
     private func stopListening() {
-        guard isIdle else { return }
+        guard state.withLock({ $0.phase == .idle }) else { return }
         closeConnection()
         lastTrouble = nil
-        let cleared = state.withLock { state in
-            defer { state.trouble = nil }
-            return state.trouble
-        }
-        _ = cleared
-    }
-
-    private var isIdle: Bool {
-        state.withLock { state in
-            if case .idle = state.phase { return true }
-            return false
-        }
+        _ = state.withLock { $0.trouble.take() }  // released outside the lock
     }
 
     private func isCurrent(_ generation: UInt64) -> Bool {

@@ -63,9 +63,7 @@ struct PostgresSettings: Sendable {
 
         let given = Dictionary(parsed, uniquingKeysWith: { _, last in last })
         func value(_ keyword: String) -> String? {
-            if let value = given[keyword], !value.isEmpty { return value }
-            if let value = fallback[keyword], !value.isEmpty { return value }
-            return nil
+            [given[keyword], fallback[keyword]].compactMap { $0 }.first { !$0.isEmpty }
         }
         let host = value("host") ?? value("hostaddr") ?? ""
         let port = value("port") ?? "5432"

@@ -123,14 +123,8 @@ extension WLStoragePostgresStore {
         let parts = table.split(separator: ".", omittingEmptySubsequences: false)
         guard (1...2).contains(parts.count), table.utf8.count <= 48 else { return false }
         return parts.allSatisfy { part in
-            guard let first = part.utf8.first, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
-                return false
-            }
-            return part.utf8.allSatisfy { byte in
-                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
-                    || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
-                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
-            }
+            guard let first = part.first, !first.isNumber else { return false }
+            return part.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }
         }
     }
 }

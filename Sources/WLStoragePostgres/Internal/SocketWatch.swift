@@ -2,13 +2,11 @@ import Foundation
 import Synchronization
 
 /// A thread of its own that waits in `poll` for a socket to be readable and calls a handler each time it is, until
-/// cancelled: how the listening connection hears a notification. Unlike a Dispatch read source, no hand-off: the
-/// thread the kernel wakes runs the handler.
+/// cancelled: how the listening connection hears a notification (the thread the kernel wakes runs the handler).
 ///
-/// The thread watches a duplicate of the socket, so libpq closing its descriptor never closes one the thread waits on,
-/// and a pipe that ``cancel()`` writes to. It closes the duplicate when it ends; the pipe closes with the watch, which
-/// the thread holds while it runs. The handler must read what arrived (or cancel): `poll` reports a socket readable
-/// until it is read.
+/// It watches a duplicate of the socket, so libpq closing its descriptor never closes one the thread waits on, and a
+/// pipe that ``cancel()`` writes to; the duplicate closes when the thread ends, the pipe with the watch, which the
+/// thread holds. The handler must read what arrived (or cancel): `poll` reports a socket readable until it is read.
 final class SocketWatch: Sendable {
     private let socket: Int32
     /// The pipe's ends: the thread waits on `wake`, ``cancel()`` writes to `waker`.
