@@ -113,7 +113,7 @@ extension CellState {
         throttle.writeStarts(now: now)
         busyThread = thread
         slot.initialize(to: value)
-        return .taken(version: version)
+        return .taken(version)
     }
 
     // MARK: Storages joining and leaving

@@ -91,18 +91,24 @@ extension StorageCell {
     // MARK: Batches
 
     /// The pending change as a store batch write (busy until ``finishBatchWrite(_:data:failure:)``), or why not.
-    func takeBatchWrite(on thread: UInt) -> BatchTake {
+    func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite> {
         guard let keyBacker, let storeMedium = keyBacker.storeMedium else { return .elsewhere }
         if keyBacker.writesChangeOnItsOwn { return .elsewhere }
         let now = scheduler.now
         let rewritesOnCondition = storeMedium.rewritesOnCondition
         // Copied into a slot, not returned as an optional: another generic type to look up.
-        return withUnsafeTemporaryAllocation(of: T.self, capacity: 1) { buffer -> BatchTake in
+        return withUnsafeTemporaryAllocation(of: T.self, capacity: 1) { buffer -> BatchTake<BatchWrite> in
             guard let slot = buffer.baseAddress else { return .elsewhere }
             let start = state.withLock {
                 $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, into: slot)
             }
-            guard case .taken(let version) = start else { return BatchTake(start) }
+            let version: UInt64
+            switch start {
+            case .taken(let taken): version = taken
+            case .idle: return .idle
+            case .busyHere: return .busyHere
+            case .elsewhere: return .elsewhere
+            }
             defer { slot.deinitialize(count: 1) }
             let data: Data
             do throws(WLStorageError) {

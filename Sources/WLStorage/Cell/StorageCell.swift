@@ -373,10 +373,10 @@ struct BatchWrite: Sendable {
     let version: UInt64
 }
 
-/// What a batch of its store's writes takes of a cell, seen from the flushing thread.
-enum BatchStart {
-    /// The change of this version, copied out for the batch: the cell is busy until the batch ends.
-    case taken(version: UInt64)
+/// What a batch of its store's writes takes of a cell, seen from the flushing thread: its change, or why nothing.
+enum BatchTake<Change: Sendable>: Sendable {
+    /// The change (its version in the cell's state, then its write), copied out: the cell is busy until the batch ends.
+    case taken(Change)
     /// Nothing to write, and no job running.
     case idle
     /// A job of the cell runs on the flushing thread: the flush is called from inside a backer.
@@ -385,22 +385,8 @@ enum BatchStart {
     case elsewhere
 }
 
-/// What a store batch took of a cell: its write, or why nothing (``BatchStart``).
-enum BatchTake: Sendable {
-    case taken(BatchWrite)
-    case idle
-    case busyHere
-    case elsewhere
-
-    /// A start that took nothing.
-    init(_ start: BatchStart) {
-        switch start {
-        case .idle: self = .idle
-        case .busyHere: self = .busyHere
-        case .taken, .elsewhere: self = .elsewhere
-        }
-    }
-}
+/// What the cell's state takes for a batch: the version of the change.
+typealias BatchStart = BatchTake<UInt64>
 
 extension StorageCell: RegisteredCell {
     var valueTypeName: String { TypeName.of(T.self) }

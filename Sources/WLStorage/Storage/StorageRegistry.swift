@@ -48,12 +48,11 @@ protocol RegisteredCell: AnyObject, Sendable {
     func checkForExternalChange()
     /// Hands the backer what its store's feed carried for its key, or (`mustRead`) that it changed uncarried.
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool)
-    /// The pending change as a batch write, or why not (``StorageCell/takeBatchWrite(on:)``).
-    func takeBatchWrite(on thread: UInt) -> BatchTake
-    /// The medium of the key when it is a store's (other than a directory's): its store writes the cell's batches.
-    /// Read without the cell's lock, as it never changes.
+    /// The medium of a store's key (not a directory's), whose store writes the cell's batches; it never changes, so
+    /// it is read without the cell's lock.
     var storeMedium: StoreMedium? { get }
-    /// Ends the batch write of `version`; returns whether the cell has work left.
+    /// The pending change as a batch write, or why not; ``finishBatchWrite(_:data:failure:)`` ends it.
+    func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite>
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
 
