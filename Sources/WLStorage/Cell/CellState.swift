@@ -96,21 +96,15 @@ struct CellState<T: Sendable>: Sendable {
     mutating func startWork(on thread: UInt, now: UInt64, upTo target: UInt64? = nil) -> CellJob<T>? {
         let job: CellJob<T>
         if isPending && target.map({ writtenVersion < $0 }) ?? true {
-            if stored == .unknown {
-                // The tick that may have started it is spent, and the read counts as a try: the job's end arms the
-                // next after the backoff, counted from now.
-                throttle.writeStarts(now: now)
-                job = .reread(version: version)
-            } else {
-                throttle.writeStarts(now: now)
-                job = .write(value, version: version)
-            }
+            job = stored == .unknown ? .reread(version: version) : .write(value, version: version)
         } else if stored == .defaultUnsaved && !isPending {
-            throttle.writeStarts(now: now)
             job = .createDefault(value, version: version)
         } else {
             return nil
         }
+        // A read spends the tick that may have started it and counts as a try: the job's end arms the next after the
+        // backoff, counted from now.
+        throttle.writeStarts(now: now)
         busyThread = thread
         return job
     }
