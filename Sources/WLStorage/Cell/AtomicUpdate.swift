@@ -195,44 +195,15 @@ extension StorageCell {
             lastResult = result
             // A result that cannot be encoded stays in memory, as a set would; the failing write reports it.
             guard let data = try? key.backer.encode(value, replacing: read.bytes) else { return .inProcess }
-            let stored: Bool
-            var overwritten = false
-            if let versioned, let version = read.version {
-                // A write whose answer is lost is sent again and found by its tag.
-                switch key.medium.write(data, ifVersion: version, through: versioned, key: backer.key) {
-                case .stored(let later):
-                    stored = true
-                    overwritten = later
-                case .refused:
-                    stored = false
-                case .notStored(let error):
-                    guard tryAgain(after: key.medium.failure(error, writing: true, key: backer.key)) else {
-                        return .notMade(result)
-                    }
-                    continue
-                case .unknown(let error):
-                    reportUnknownOutcome(error, in: key.medium)
-                    return .done(result)
+            // A write whose answer is lost is sent again and found by its tag.
+            let outcome =
+                if let versioned, let version = read.version {
+                    key.medium.write(data, ifVersion: version, through: versioned, key: backer.key)
+                } else {
+                    write(data, ifItHolds: read.bytes, in: key.medium, through: store)
                 }
-            } else {
-                do {
-                    stored = try key.medium.write(data, ifItHolds: read.bytes, through: store)
-                } catch {
-                    // The key read back still holding what the update read: not stored, retry; otherwise it may have
-                    // been. A failed read is told by the error, not a `nil` result.
-                    let holds = Result { try key.medium.store.read(key: key.medium.storedKey) }
-                    guard case .success(let bytes) = holds, bytes == read.bytes else {
-                        reportUnknownOutcome(error, in: key.medium)
-                        return .done(result)
-                    }
-                    guard tryAgain(after: key.medium.failure(error, writing: true, key: backer.key)) else {
-                        return .notMade(result)
-                    }
-                    continue
-                }
-            }
-            unreachable = nil
-            if stored {
+            switch outcome {
+            case .stored(let overwritten):
                 switch adopt(&value, writtenSince: count) {
                 case .adopted:
                     key.backer.wrote(data)
@@ -244,9 +215,33 @@ extension StorageCell {
                     break  // a set made meanwhile is newer, and is written after this
                 }
                 return .done(result)
+            case .refused:
+                unreachable = nil
+                attempts += 1
+                if attempts > 2 { sched_yield() }
+            case .notStored(let error):
+                guard tryAgain(after: key.medium.failure(error, writing: true, key: backer.key)) else {
+                    return .notMade(result)
+                }
+            case .unknown(let error):
+                reportUnknownOutcome(error, in: key.medium)
+                return .done(result)
             }
-            attempts += 1
-            if attempts > 2 { sched_yield() }
+        }
+    }
+
+    /// A write on condition that the key holds `bytes`, told as a tagged write's outcome: one that failed did not store
+    /// if the key still holds `bytes` (a failed read throws, never reads as `nil`); else its outcome is unknown.
+    private func write(
+        _ data: Data, ifItHolds bytes: Data?, in medium: StoreMedium, through store: any WLStorageConditionalStore
+    ) -> TaggedWriteOutcome {
+        do {
+            return try medium.write(data, ifItHolds: bytes, through: store) ? .stored(overwritten: false) : .refused
+        } catch {
+            guard case .success(let found) = Result(catching: { try medium.store.read(key: medium.storedKey) }),
+                found == bytes
+            else { return .unknown(error) }
+            return .notStored(medium.failure(error, writing: true, key: backer.key))
         }
     }
 
