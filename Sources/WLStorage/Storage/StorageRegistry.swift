@@ -323,32 +323,27 @@ final class StorageRegistry: Sendable {
     /// The cells of files at `path` are now `identity`'s (`nil`: by path); a cell whose new key is taken keeps its old.
     func directoryChanged(path: StorageDirectory, to identity: DirectoryIdentity?) {
         let moved = tables.withLock { tables -> [any RegisteredCell] in
+            // Strong references leave with `moved`, so none is the last one dropped under the lock.
             var moved: [any RegisteredCell] = []
-            for (key, entry) in tables.entries {
-                // Strong references leave with `moved`, so none is the last one dropped under the lock.
-                guard let cell = entry.cell else { continue }
+            /// The key of `cell` under `identity` when it is a file's at `path` and the key is free (not its own).
+            func freeKey(for cell: any RegisteredCell) -> CellKey? {
                 moved.append(cell)
-                guard let directory = cell.directory, directory == path, let name = cell.fileName else { continue }
+                guard let directory = cell.directory, directory == path, let name = cell.fileName else { return nil }
                 let newKey = Self.key(directory: path, name: name, identity: identity)
-                guard newKey != key else { continue }
-                if let occupant = tables.entries[newKey]?.cell {
-                    moved.append(occupant)
-                    continue
-                }
+                guard let occupant = tables.entries[newKey]?.cell else { return newKey }
+                moved.append(occupant)
+                return nil
+            }
+            for (key, entry) in tables.entries {
+                guard let cell = entry.cell, let newKey = freeKey(for: cell) else { continue }
                 tables.entries[key] = nil
                 tables.entries[newKey] = entry
                 tables.cells[entry.id] = .keyed(newKey)
             }
             // A cell moved out of its key's way, of a file in that directory, takes its key again where it is free.
             for (id, registration) in tables.cells {
-                guard case .unkeyed(let entry, _) = registration, let cell = entry.cell else { continue }
-                moved.append(cell)
-                guard let directory = cell.directory, directory == path, let name = cell.fileName else { continue }
-                let newKey = Self.key(directory: path, name: name, identity: identity)
-                if let occupant = tables.entries[newKey]?.cell {
-                    moved.append(occupant)
-                    continue
-                }
+                guard case .unkeyed(let entry, _) = registration, let cell = entry.cell, let newKey = freeKey(for: cell)
+                else { continue }
                 tables.entries[newKey] = entry
                 tables.endMovedAside(id)
                 tables.cells[id] = .keyed(newKey)
