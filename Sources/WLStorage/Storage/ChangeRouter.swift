@@ -96,13 +96,7 @@ final class ChangeRouter: Sendable {
 
     /// Counts a change of every directory followed (events were lost).
     func countEveryDirectory() {
-        sources.withLock { sources in
-            for index in sources.indices {
-                guard case .directory = sources.keys[index] else { continue }
-                sources.values[index].reports &+= 1
-                allReports.add(1, ordering: .sequentiallyConsistent)
-            }
-        }
+        count(sources.withLock { $0.keys.filter { if case .directory = $0 { true } else { false } } })
     }
 
     // MARK: Delivering
@@ -129,17 +123,10 @@ final class ChangeRouter: Sendable {
         store identity: String, keys: [String], mustRead: Set<String>, everything: Bool,
         carried: [String: [WLStorageCarriedChange]]
     ) {
-        let registry = Runtime.shared.registry
-        if everything {
-            for cell in registry.cells(ofStore: identity, key: nil) {
-                cell.offer([], mustRead: true)
-                cell.checkForExternalChange()
-            }
-            return
-        }
-        for key in keys {
-            for cell in registry.cells(ofStore: identity, key: key) {
-                cell.offer(carried[key] ?? [], mustRead: mustRead.contains(key))
+        // With `everything`, one round over every cell of the store (key `nil`), each told to read.
+        for key in everything ? [nil] : keys.map(Optional.some) {
+            for cell in Runtime.shared.registry.cells(ofStore: identity, key: key) {
+                cell.offer(key.flatMap { carried[$0] } ?? [], mustRead: key.map { mustRead.contains($0) } ?? true)
                 cell.checkForExternalChange()
             }
         }
