@@ -157,18 +157,6 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             scheduler: Runtime.shared.scheduler)
     }
 
-    /// Creates a storage of `key` in `store` whose default is made only when needed (a typed key's).
-    convenience init(
-        key: String, lazyDefault: LazyDefault<T>, flushInterval: Int?, store: any WLStorageStore,
-        migrations: [WLStorageMigration<T>]
-    ) {
-        self.init(
-            defaultValueClosure: { lazyDefault.value }, lazyDefault: lazyDefault,
-            flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
-            binding: KeyBinding(key: key, store: store), migrations: migrations,
-            scheduler: Runtime.shared.scheduler)
-    }
-
     /// Creates a storage with an interval of any precision and the given scheduler (tests inject a manual clock).
     package convenience init(
         defaultValueClosure: () -> T, flushInterval: Duration?, backer: any WLStorageBacker<T>,
@@ -180,10 +168,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     }
 
     /// Opens the key of `binding`: joins the key's live cell if there is one, else makes a cell of what it reads.
-    private init(
+    init(
         defaultValueClosure: () -> T, lazyDefault: LazyDefault<T>? = nil, flushInterval: Duration?,
-        binding: KeyBinding<T>,
-        migrations: [WLStorageMigration<T>], scheduler: any WriteScheduler
+        binding: KeyBinding<T>, migrations: [WLStorageMigration<T>], scheduler: any WriteScheduler
     ) {
         ShutdownHandling.storageCreated()
         // Whichever cell the storage ends with counts it, until its deinit.
