@@ -2,16 +2,15 @@ import Foundation
 import Observation
 
 extension StorageCell {
-    /// Runs `body` on the value and stores what it leaves, atomically: `body` runs on a copy outside every lock, again
-    /// if the value changed. A change to this storage from inside `body` is refused and reported
-    /// (``WLStorageError/Code/reentrantCall``), and `body`'s result is stored.
+    /// Runs `body` on a copy of the value outside every lock, again if the value changed, and stores what it leaves
+    /// (see ``WLStorage/update(_:)``).
     @inlinable
     func update<R>(_ body: (inout T) throws -> R) rethrows -> R {
         if isStoreBacked, let stored = try updateInStore(body) { return stored }
         return try updateLocally(body)
     }
 
-    /// The update of a value in this process only (see ``update(_:)``).
+    /// The update of the value in this process only.
     @inlinable
     func updateLocally<R>(_ body: (inout T) throws -> R) rethrows -> R {
         let cell = ObjectIdentifier(self)
@@ -54,11 +53,11 @@ extension StorageCell {
         }
     }
 
-    /// Whether the backer is not a directory's file: only then can it be a store's that writes on condition.
+    /// Whether the backer may be a store's that writes on condition (not a directory's file).
     @usableFromInline
     var isStoreBacked: Bool { keyBacker.map { $0.storeMedium != nil } ?? true }
 
-    /// The update in a conditional store (``updateShared(_:in:store:versioned:)``); `nil` for other backers.
+    /// The update in a conditional store; `nil` for other backers.
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
         guard let keyBacker, let medium = keyBacker.storeMedium, medium.writesOnCondition else { return nil }
@@ -69,12 +68,11 @@ extension StorageCell {
             versioned: capabilities.versioned)
     }
 
-    /// The update in a ``WLStorageConditionalStore``: atomic for every process sharing the store.
-    ///
-    /// The pending change is written first; then the key is read, `body` runs, and the result is stored only while the
-    /// key holds what was read (or the version read); else all runs again. Never turned into a set, which would replace
-    /// others' writes: an unreachable store is retried for ``unreachableStoreRetry``, then reported and not made; an
-    /// unknown outcome is reported and not made again. Only undecodable bytes or an unencodable result make it a set.
+    /// The update in a ``WLStorageConditionalStore``, atomic for every process: the pending change is written, the key
+    /// read, `body` run, and the result stored only while the key holds what was read (or its version), else all again.
+    /// Never turned into a set, which would replace others' writes: an unreachable store is retried for
+    /// ``unreachableStoreRetry``, then reported and not made; an unknown outcome is reported and not made again. Only
+    /// undecodable bytes or an unencodable result make it a set.
     private func updateShared<R>(
         _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
         versioned: (any WLStorageVersionedStore)?
@@ -108,11 +106,11 @@ extension StorageCell {
 
     /// How an update against the store ended.
     private enum StoreUpdateEnd<R> {
-        /// Stored, or reported as not known and not made again: what the closure returned.
+        /// Stored, or its outcome unknown (reported, not made again): what the closure returned.
         case done(R)
         /// To be made in this process, as a set (reported).
         case inProcess
-        /// Not made, and reported: the store could not be reached in time. What the closure returned last, if it ran.
+        /// The store could not be reached in time (reported): what the closure returned last, if it ran.
         case notMade(R?)
     }
 
@@ -124,7 +122,7 @@ extension StorageCell {
         [.readFailed, .writeFailed, .backerFailed].contains(error.code)
     }
 
-    /// Runs the update against the store until a conditional write stores it (``updateShared(_:in:store:versioned:)``).
+    /// Runs the update against the store until a conditional write stores it.
     private func storeUpdate<R>(
         _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
         versioned: (any WLStorageVersionedStore)?
@@ -134,7 +132,7 @@ extension StorageCell {
         var setsMeanwhile = 0
         var lastResult: R?
         var unreachable: (since: ContinuousClock.Instant, failures: Int)?
-        /// Whether to try again after `error`, after a pause; otherwise the update is reported as not made.
+        /// Whether to try again after `error`, after a pause; else the update is reported as not made.
         func tryAgain(after error: WLStorageError) -> Bool {
             let now = ContinuousClock.now
             let since = unreachable?.since ?? now

@@ -1,6 +1,3 @@
-// A cell's job: what it runs (`CellJob`), what a read or a check found (`ReadResult`, `ExternalChange`), and how it
-// ended (`JobOutcome`).
-
 /// One call of a cell into its backer. A cell runs one at a time (see ``CellState/busyThread``), outside its lock.
 enum CellJob<T: Sendable>: Sendable {
     /// Store the local value of this version.
@@ -15,7 +12,6 @@ enum CellJob<T: Sendable>: Sendable {
 
 /// What a read of the backer found.
 enum ReadResult<T: Sendable>: Sendable {
-    /// A stored value.
     case value(T)
     /// A stored value in an earlier shape (``ValueDecoding``), written back when `rewrite` is set; `note` says why not.
     case reshaped(T, rewrite: Bool, note: WLStorageError?)

@@ -83,8 +83,7 @@ extension CellState {
     mutating func flushStep(on thread: UInt, now: UInt64, upTo target: inout UInt64?, waitingForJobs: Bool)
         -> FlushStep
     {
-        // Up to the latest version at the call, plus a rewrite read during the flush: no change of the caller is left
-        // behind.
+        // Up to the latest version at the call, and a rewrite read meanwhile: no change of the caller is left behind.
         var goal = target ?? version
         if onlyRewritePending { goal = max(goal, version) }
         target = goal
@@ -98,9 +97,8 @@ extension CellState {
         return startWork(on: thread, now: now, upTo: goal).map(FlushStep.run) ?? .done
     }
 
-    /// The pending change for a batch of its store: its value copied into `slot`, its version returned, the cell busy
-    /// on `thread`; otherwise ``BatchStart`` says why. A rewrite in a `rewritesOnCondition` store is left to its own
-    /// conditional write. Decided with the take, in one critical section.
+    /// The pending change for a batch of its store, decided and taken at once: copied into `slot`, the cell busy on
+    /// `thread`. A rewrite in a `rewritesOnCondition` store is left to its own conditional write.
     @inline(__always)  // into the cell's critical section
     mutating func startBatchWrite(
         on thread: UInt, now: UInt64, rewritesOnCondition: Bool, into slot: UnsafeMutablePointer<T>

@@ -173,8 +173,7 @@ struct CellState<T: Sendable>: Sendable {
         extras?.checkRetryArmed = false
     }
 
-    /// Replaces the last error (old one released after the lock), keeping ``CellExtras/storedByAnotherVersion`` in
-    /// step.
+    /// Replaces the last error (the old one released after the lock), keeping `storedByAnotherVersion` in step.
     @inline(__always)  // the common case, nothing to clear, without a call that would look up this type
     mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects) {
         // A misuse stays until a later change is written (see ``recordMisuse(_:_:)``).

@@ -8,16 +8,14 @@ import Synchronization
     import Musl
 #endif
 
-// Locks: `StorageCell.state` guards a cell's ``CellState``. The registry, the router, the file monitor, the store
-// feeds, a backer's known version and the directory table each guard their own table with a lock of their own.
+// Locks: `StorageCell.state` guards a cell's ``CellState``; the registry, the router, the file monitor, the store
+// feeds, a backer's known version and the directory table each guard their own table. Every lock is a leaf: none is
+// held while another is taken, while a backer, an observer or a listener runs, or while a user object (closure,
+// continuation, backer, storage) is released: such objects are moved out and released after the lock.
 //
-// Every lock of the package is a leaf: none is held while another is taken, while a backer, an observer or a listener
-// runs, or while a user object (closure, continuation, backer, storage) is released; such objects are moved out and
-// released after the lock. Listeners are called outside the lock, in order, by one draining thread at a time.
-//
-// Outside changes (inotify, a store's feed, a custom backer's feed) all reach the ``ChangeRouter``, which calls
-// `checkForExternalChange()` on the cells concerned; ``CellState`` adopts what the backer reports by the last-writer
-// rule. A cell runs one job on its backer at a time, on the thread marked `busyThread`, outside the lock.
+// Outside changes (inotify, store feeds, custom backers' feeds) reach the ``ChangeRouter``, which has the cells
+// concerned check their keys; ``CellState`` adopts by the last-writer rule. A cell runs one job on its backer at a
+// time, on its `busyThread`, outside the lock.
 
 /// What every cell is observed through: a registrar each, and one key path for all, formed once per process.
 @usableFromInline
@@ -73,9 +71,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         if !migrations.isEmpty { add(migrations) }
     }
 
-    /// Adds a storage's migrations after the cell's; renames go to a key's backer, which writes
-    /// both names. For a joining storage, a rename new to the backer has the key read again as an outside change, or a
-    /// write would put under the old name a value not read from it.
+    /// Adds a storage's migrations; renames go to a key's backer, which writes both names. A joining storage's rename
+    /// new to the backer has the key read again, or a write would put under the old name a value not read from it.
     func add(_ migrations: [WLStorageMigration<T>], joining: Bool = false) {
         guard !migrations.isEmpty else { return }
         // The old array's elements are copied, not released: no user object goes under the lock.
@@ -201,9 +198,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         return id
     }
 
-    /// Delivers queued notifications, in order, outside the lock, one draining thread at a time: the caller delivers
-    /// one batch, a package thread the rest. A listener removed meanwhile is not called (looked up just before each
-    /// call).
+    /// Delivers queued notifications in order, outside the lock, one draining thread at a time: the caller one batch,
+    /// a package thread the rest. A listener removed meanwhile is not called (looked up before each call).
     @usableFromInline
     func drainNotifications() {
         guard let batch = state.withLock({ $0.takeNotifications() }) else { return }
@@ -215,15 +211,13 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             }
         }
         guard state.withLock({ $0.hasNotificationsLeft() }) else { return }
-        // A serial queue per batch has its own thread, unlike the shared pool that waits on blocked workers; and one
-        // storage's slow handler holds up no other storage.
+        // A queue of its own: the shared pool may wait on blocked workers, and a slow handler holds up no other cell.
         DispatchQueue(label: "WLStorage.notifications").async { [self] in drainNotifications() }
     }
 
     /// Removes a listener, released after the lock: it may hold the last reference to a storage of this cell.
     func removeListener(_ id: UInt64) {
-        let removed = state.withLock { $0.removeListener(id) }
-        _ = removed
+        _ = state.withLock { $0.removeListener(id) }
     }
 
     /// Whether the listener `id` is still registered.
@@ -272,9 +266,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     // MARK: Flush
 
-    /// Writes what was set before the call, and an unsaved default or rewrite, waiting for a job in flight first;
-    /// returns after the first failure. With `waitingForJobs` off, a job elsewhere finishes the work (a backer's flush
-    /// must not wait for it).
+    /// Writes what was set before the call, an unsaved default or a rewrite, after a job in flight; stops at the first
+    /// failure. With `waitingForJobs` off (a flush from a backer), a job elsewhere is left to finish the work.
     @discardableResult
     func flush(waitingForJobs: Bool = true) -> FlushResult {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))

@@ -5,8 +5,8 @@
 /// so a stale tick finds its token out of date.
 @usableFromInline
 struct WriteThrottle: Sendable {
-    /// The flush interval in nanoseconds; `UInt64.max` for no automatic writes. Storages sharing a value: the shortest.
-    // Properties are declared widest first, which keeps the layout at 24 bytes (see `CellState`).
+    /// The flush interval in nanoseconds (the shortest of the cell's storages); `UInt64.max` for no automatic writes.
+    // Properties are declared widest first, which keeps the layout at 24 bytes.
     @usableFromInline private(set) var interval: UInt64
     /// When the last write started; 0 before the first.
     private var lastWriteStart: UInt64 = 0
@@ -45,7 +45,7 @@ struct WriteThrottle: Sendable {
         disarm()
     }
 
-    /// Ends the urgency of ``makeUrgent()``: the work it was for is done.
+    /// The work that ``makeUrgent()`` was for is done.
     mutating func endUrgency() {
         isUrgent = false
     }
@@ -77,7 +77,6 @@ struct WriteThrottle: Sendable {
         return (token, due.partialValue - now)
     }
 
-    /// The wait before retrying after `failures` failed writes in a row.
     private var retryDelay: UInt64 {
         Self.retryDelay(afterFailures: UInt32(failures), interval: waitingInterval)
     }
@@ -96,7 +95,7 @@ struct WriteThrottle: Sendable {
         isArmed && self.token == token
     }
 
-    /// Notes that a write starts now, which disarms any tick.
+    /// A write starts now, which disarms any tick.
     mutating func writeStarts(now: UInt64) {
         disarm()
         lastWriteStart = max(now, 1)
@@ -108,7 +107,7 @@ struct WriteThrottle: Sendable {
         token &+= 1
     }
 
-    /// Notes how the last write ended, for the delay of the next retry.
+    /// How the last write ended, for the delay of the next retry.
     mutating func writeEnded(succeeded: Bool) {
         failures = succeeded ? 0 : (failures == .max ? failures : failures + 1)
     }
