@@ -19,8 +19,8 @@ struct FieldRename: Sendable, Equatable {
         }
     }
 
-    /// The members of `object` with `target` given `source`'s value byte for byte (or removed when `source` is absent
-    /// or `null` and `removingWithoutSource`); `object` itself when nothing changes or it is no object.
+    /// `object` with `target` given `source`'s value byte for byte (removed when `source` is absent or `null` and
+    /// `removingWithoutSource`); `object` itself when nothing changes or it is no object.
     private static func copy(
         _ source: String, to target: String, in object: Data, removingWithoutSource: Bool = false
     ) -> Data {

@@ -9,12 +9,11 @@ struct ValueDecoding<T: Codable & Sendable> {
 
     /// How bytes that are not in the current shape became the value.
     enum Reshape: Sendable, Equatable {
-        /// The fields they lacked were taken from the default value.
+        /// The fields they lacked were taken from the default value, or the migration from this type converted them.
         case filledIn
-        /// The migration from this type converted them.
         case migrated(from: String)
 
-        /// For messages: "lacked fields, which were taken from the default value".
+        /// For messages.
         var description: String {
             switch self {
             case .filledIn: "lacked fields of the current type, which were taken from the default value"
@@ -27,8 +26,7 @@ struct ValueDecoding<T: Codable & Sendable> {
     enum Outcome {
         /// The value, and how it was reshaped; `nil` when the bytes were in its shape.
         case decoded(T, Reshape?)
-        /// JSON that no step reads as this type (another version stored it), left as it is: the decoding error, and
-        /// what the migrations that decoded it threw.
+        /// JSON that no step reads as this type (another version stored it), left as it is.
         case anotherVersion(any Error, migrationFailures: [String])
         /// The bytes are not JSON: nothing can read them.
         case undecodable(any Error, migrationFailures: [String])
@@ -57,8 +55,8 @@ struct ValueDecoding<T: Codable & Sendable> {
             let value = JSONFill.filled(data, failing: firstError, from: defaults, as: T.self)?.value,
             let encoded = try? JSONCoders.encoder.encode(value)
         {
-            // Taken at once when it keeps every member of the bytes; else a migration that decodes them comes first (a
-            // renamed field would take the default's value). Renames' old names are the type's too.
+            // Taken at once when it keeps every member of the bytes (renames' old names are the type's too); else a
+            // migration that decodes them comes first (a renamed field would take the default's value).
             let written = renames.isEmpty ? encoded : FieldRename.writing(encoded, renames)
             let coverage = JSONFill.coverage(of: data, in: written)
             if coverage.any && coverage.all { return .decoded(value, .filledIn) }
@@ -97,8 +95,7 @@ struct ValueDecoding<T: Codable & Sendable> {
         }
     }
 
-    /// Why bytes did not decode, for a message, in the tool's words: not JSON (and why), or JSON of another shape; and
-    /// the migrations that threw.
+    /// Why bytes did not decode, for a message: not JSON (and why) or JSON of another shape; and migrations that threw.
     static func judge(_ data: Data, migrationFailures: [String]) -> String {
         let what = JSONSyntax.problem(in: data).map { "is not JSON (\($0)), so it does not decode as" }
         let base = "\(what ?? "holds JSON that does not decode as") \(T.self)"
