@@ -2,20 +2,17 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// The one place in the process that flushes storages at shutdown: an `atexit` handler, and Dispatch signal sources
-/// for SIGTERM, SIGINT and SIGHUP on one labelled serial queue, installed once by the first storage.
-///
-/// Sources are never cancelled: libdispatch on Linux installs its handler only with the first source for a signal,
-/// so a source made again would never fire. ``WLStorageSystem/flushesOnSignals`` is a flag the handler reads.
+/// The one place that flushes storages at shutdown: an `atexit` handler, and Dispatch signal sources for SIGTERM,
+/// SIGINT and SIGHUP on one serial queue, installed once by the first storage. Sources are never cancelled: libdispatch
+/// on Linux installs its handler only with a signal's first source, so a source made again would never fire;
+/// ``WLStorageSystem/flushesOnSignals`` is a flag the handler reads.
 enum ShutdownHandling {
     static let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
 
     struct State {
         var started = false
         var signalHandlersWanted = true
-        /// How long the flush at exit and on a signal waits at most.
         var shutdownFlushTimeout: Duration = .seconds(10)
-        /// The sources this process installed, by signal.
         var sources: [Int32: any DispatchSourceSignal] = [:]
     }
 
@@ -77,8 +74,8 @@ enum ShutdownHandling {
     }
 
     /// Flushes every cell with work left, side by side on the calling thread and a queue so a hanging backer holds up
-    /// only its cell, and returns when all are done or `timeout` has passed (then reporting what it left). A cell whose
-    /// job runs on the calling thread is left to that job. `included` filters cells (tests).
+    /// only its cell, until all are done or `timeout` has passed (then reports what it left). A cell whose job runs on
+    /// the calling thread is left to that job. `included` filters cells (tests).
     static func flushEverything(
         only included: ((any RegisteredCell) -> Bool)? = nil, within timeout: Duration? = nil
     ) {
@@ -95,8 +92,7 @@ enum ShutdownHandling {
             if let included, !included(cell) { continue }
             let store: String
             if let identity = cell.storeMedium?.identity {
-                // Grouped without its lock: the batch asks the cell what it has when it takes its change.
-                store = identity
+                store = identity  // grouped without its lock: the batch asks the cell when it takes its change
             } else {
                 switch cell.flushState(from: caller) {
                 case .idle:

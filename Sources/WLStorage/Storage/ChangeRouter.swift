@@ -144,7 +144,6 @@ final class ChangeRouter: Sendable {
         }
     }
 
-    /// Runs `work` on the queue of checks.
     func onChecksQueue(_ work: @escaping @Sendable () -> Void) {
         checks.async(execute: work)
     }

@@ -4,7 +4,6 @@ final class LazyDefault<T: Sendable>: Sendable {
     private let made = Lock<T?>(nil)
     private let make: @Sendable () -> T
 
-    /// A default that `make` makes the first time it is needed.
     init(_ make: @escaping @Sendable () -> T) {
         self.make = make
     }
@@ -36,12 +35,12 @@ extension JobOutcome {
     }
 }
 
-/// A cell's default: made already (held inline, no allocation), or a typed key's, made when first needed.
+/// A cell's default: made already (held inline, no allocation), or a typed key's, made when first needed; its `value`
+/// and `ifMade` are ``LazyDefault``'s.
 enum CellDefault<T: Sendable>: Sendable {
     case made(T)
     case lazy(LazyDefault<T>)
 
-    /// The default, made now if it has not been. Never call it under a lock of the package.
     var value: T {
         switch self {
         case .made(let value): value
@@ -49,7 +48,6 @@ enum CellDefault<T: Sendable>: Sendable {
         }
     }
 
-    /// The default when it has been made, else `nil`: what code under a lock may use.
     var ifMade: T? {
         switch self {
         case .made(let value): value

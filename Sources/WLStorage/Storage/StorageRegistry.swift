@@ -14,17 +14,15 @@ package struct CellKey: Hashable, Sendable {
     /// The directory or store that holds the key.
     package let holder: Holder
 
-    /// The file `name` in the directory `identity`.
     package static func file(_ name: String, in identity: DirectoryIdentity) -> CellKey {
         CellKey(key: name, holder: .directory(identity))
     }
 
-    /// The key `key` of the store `identity`.
     static func store(_ identity: String, key: String) -> CellKey {
         CellKey(key: key, holder: .store(identity))
     }
 
-    /// The identity of the store, when it is not a directory.
+    /// The store's identity, when it is not a directory.
     var store: String? {
         if case .store(let identity) = holder { identity } else { nil }
     }
@@ -34,11 +32,10 @@ package struct CellKey: Hashable, Sendable {
 protocol RegisteredCell: AnyObject, Sendable {
     /// The Swift type of the cell's value, as a program names it (`Int`, `Settings`), for messages.
     var valueTypeName: String { get }
-    /// The store and key of the cell, when its backer is a store's (other than a directory's).
+    /// The store and key, when the backer is a store's (other than a directory's).
     var storeKey: CellKey? { get }
-    /// The directory of the cell's file, when its key is a directory's.
+    /// The directory of the cell's file and the file's name, when its key is a directory's.
     var directory: StorageDirectory? { get }
-    /// The file's name in ``directory``.
     var fileName: String? { get }
     /// Writes whatever is pending. With `waitingForJobs` off, a cell whose job runs elsewhere is left to that job.
     @discardableResult func flush(waitingForJobs: Bool) -> FlushResult
@@ -123,8 +120,7 @@ final class StorageRegistry: Sendable {
         identity.map { .file(name, in: $0) } ?? CellKey(key: name, holder: .unreachableDirectory(directory))
     }
 
-    /// The live cell of the file `name` in `directory` as a cell of `T`, or the right to open it
-    /// (``open(_:as:matches:)``). `identity` is corrected when stale.
+    /// The live cell of the file `name` in `directory`, or the right to open it; corrects a stale `identity`.
     func open<T>(
         file name: String, in directory: StorageDirectory, identity: inout DirectoryIdentity?, as type: T.Type
     ) -> (found: Lookup<T>, gate: OpeningGate?) {
@@ -163,9 +159,9 @@ final class StorageRegistry: Sendable {
         open(key, as: type) { _ in true }!
     }
 
-    /// The live cell of `key` that `matches`, or the key's gate, held by this thread until ``opened(_:)``, so the key
-    /// is read and its default made once. A thread holding a gate waits for none, so no two threads wait for each
-    /// other. `matches`: `false` moves a found cell aside and looks again; `nil` is returned as is.
+    /// The live cell of `key` that `matches` (`false`: moved aside, looked for again; `nil` returned), or the key's
+    /// gate, held by this thread until ``opened(_:)`` so the key is read and its default made once. A thread holding a
+    /// gate waits for none, so no two threads wait for each other.
     private func open<T>(
         _ key: CellKey, as type: T.Type, matches: (any RegisteredCell) -> Bool?
     ) -> (found: Lookup<T>, gate: OpeningGate?)? {
@@ -209,12 +205,10 @@ final class StorageRegistry: Sendable {
         case staleIdentity(DirectoryIdentity?)
     }
 
-    /// Whether `cell`, found under `directory`'s key, is still that file's cell, when it is of another path (a removed
-    /// directory's inode may be reused): a cell whose path no longer leads to `identity` is moved aside; when
-    /// `directory` no longer leads to `identity`, the look-up is keyed by what it is now.
-    ///
-    /// A cell of `directory` that the stale cell kept from its key (moved aside, or keyed by the path or by what it
-    /// led to before) then takes the key, so that the look-up finds it rather than open another.
+    /// Whether `cell`, found under `directory`'s key but of another path, is still that file's cell (a removed
+    /// directory's inode may be reused). A cell whose path no longer leads to `identity` is moved aside, and a cell of
+    /// `directory` it kept from the key takes it, so the look-up finds that rather than open another; when `directory`
+    /// no longer leads to `identity`, the look-up is keyed by what it is now.
     private func match(
         _ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?
     ) -> Match {
@@ -233,8 +227,7 @@ final class StorageRegistry: Sendable {
                 tables.movedAside[other, default: 0] += 1
             }
         }
-        // Every cell of `directory` is looked for, wherever it is keyed, and keyed by what it leads to now: a stale cell
-        // is moved aside once.
+        // Every cell of `directory`, wherever it is keyed, is keyed by what it leads to now: a stale cell moves once.
         let current = try? directory.identity()
         guard current == identity else {
             pathFound(directory, leadingTo: current)
@@ -244,16 +237,15 @@ final class StorageRegistry: Sendable {
         return .movedAside
     }
 
-    /// `directory` leads to `current` (`nil`: nowhere), not its recorded identity: its cells and the monitor's and
-    /// ``DirectoryTable``'s records are keyed anew.
+    /// `directory` leads to `current` (`nil`: nowhere), not its recorded identity: its cells and records are rekeyed.
     private func pathFound(_ directory: StorageDirectory, leadingTo current: DirectoryIdentity?) {
         Runtime.shared.monitor.correct(directory, to: current)
         DirectoryTable.forget(directory)
         directoryChanged(path: directory, to: current)
     }
 
-    /// `directory`, removed, was made again by this process as `identity`: its cells, and the file monitor's record,
-    /// are keyed by that, as the monitor's next look at the path would key them.
+    /// `directory`, removed, was made again by this process as `identity`: its cells and the monitor's record are
+    /// keyed by that, as the monitor's next look at the path would key them.
     func directoryMade(_ directory: StorageDirectory, identity: DirectoryIdentity) {
         Runtime.shared.monitor.correct(directory, to: identity)
         directoryChanged(path: directory, to: identity)
@@ -267,7 +259,6 @@ final class StorageRegistry: Sendable {
         return liveCells().filter { $0.storeKey?.store == identity }
     }
 
-    /// The live cell of `key`, whatever its value type.
     func cell(for key: CellKey) -> (any RegisteredCell)? {
         tables.withLock { $0.entries[key]?.cell }
     }
@@ -375,7 +366,6 @@ final class StorageRegistry: Sendable {
         _ = released
     }
 
-    /// Every live cell.
     func liveCells() -> [any RegisteredCell] {
         tables.withLock { tables in
             // Not `compactMap(\.cell)`, which copies each entry and its weak reference.

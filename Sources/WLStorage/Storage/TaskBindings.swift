@@ -1,8 +1,7 @@
 /// The stores a closure binds (scopes, default directory), as a task local: parallel tests each see their own.
 struct TaskBindings: Sendable {
-    /// The stores of scopes, by scope name.
+    /// The stores of scopes by name, and the directory that `.standard` names.
     var scopes: [String: TaskBinding] = [:]
-    /// The directory that `.standard` names, as a store.
     var defaultDirectory: TaskBinding?
 
     @TaskLocal static var current = TaskBindings()
@@ -19,7 +18,6 @@ final class TaskBinding: Sendable {
     }
 
     let store: any WLStorageStore
-    /// The storages of one-shot access, by key.
     private let oneShot = Lock<[ObjectIdentifier: OneShot]>([:])
 
     init(_ store: any WLStorageStore) {
@@ -52,8 +50,7 @@ final class TaskBinding: Sendable {
             table[id] = OneShot(key: key, storage: made)
             return (made, released)
         }
-        // Storages not kept are released after the lock.
-        _ = released
+        _ = released  // after the lock
         return kept
     }
 }

@@ -53,8 +53,7 @@ public class WLStorageKeys: @unchecked Sendable {  // no stored state, no lock (
             shared = made
             return (made, replaced)
         }
-        // The storage not kept is released after the lock.
-        _ = extra
+        _ = extra  // released after the lock
         return kept
     }
 }

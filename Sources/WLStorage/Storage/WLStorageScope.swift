@@ -38,8 +38,7 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     ///   use already (a storage of one of its keys was made) and `store`'s identity is not the bound store's.
     public func bind(to store: some WLStorageStore) throws(WLStorageError) {
         let (replaced, refusal) = ScopeTable.bind(self, to: store)
-        // Released here, after the table's lock.
-        _ = replaced
+        _ = replaced  // released after the table's lock
         if let refusal { throw refusal }
     }
 
@@ -83,7 +82,6 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
         try await TaskBindings.$current.withValue(binding(to: store), operation: body, isolation: isolation)
     }
 
-    /// The current task's bindings, with the scope bound to `store`.
     private func binding(to store: any WLStorageStore) -> TaskBindings {
         var bindings = TaskBindings.current
         bindings.scopes[name] = TaskBinding(store)
@@ -97,12 +95,11 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// A scope's binding to a store.
+/// A scope's binding to a store, with its identity read when bound (a store's code never runs under the table's
+/// lock), and whether a storage of one of its keys was made.
 struct ScopeBinding {
     var store: (any WLStorageStore)?
-    /// The store's identity, read when it was bound: a store's code never runs under the table's lock.
     var identity: String?
-    /// Whether a storage of one of the scope's keys was made.
     var used = false
 }
 
