@@ -13,8 +13,7 @@ extension StorageCell {
         run(job, chaining: true)
     }
 
-    /// ``checkForExternalChange()`` over before it returns (run here, or waited for): an update that stored its value
-    /// then holds it or a newer one.
+    /// ``checkForExternalChange()``, over when it returns: an update that stored its value then holds it or newer.
     func checkForExternalChangeBeforeReturning() {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         // A few rounds at most: each waits for a job that other threads may follow with another.
@@ -70,8 +69,7 @@ extension StorageCell {
     private func complete(_ job: CellJob<T>, _ outcome: JobOutcome<T>, chaining: Bool) -> CellJob<T>? {
         let now = scheduler.now
         var effects = JobEffects()
-        // A job that may adopt a value ends the chain, so observers (who may use this storage) are told with the cell
-        // idle.
+        // A job that may adopt a value ends the chain: observers (who may use the storage) are told with the cell idle.
         let chains = chaining && !outcome.mayChangeValue
         let defaultValue = outcome.mayNeedDefault ? defaults.value : defaults.ifMade
         let next = state.withLock { state in
@@ -123,7 +121,7 @@ extension StorageCell {
     }
 
     /// Ends the batch write of `version`, as `data` (written when `failure` is `nil`); returns whether work is left.
-    /// ``complete(_:_:chaining:)`` without the generic job and outcome: such a write adopts nothing and chains nothing.
+    /// Such a write adopts nothing and chains nothing, so it needs no generic job and outcome.
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
         if failure == nil { keyBacker?.wrote(data) }
         let now = scheduler.now
@@ -135,7 +133,7 @@ extension StorageCell {
         return !done
     }
 
-    /// Calls the backer for `job`. Runs outside the lock, with the cell busy on this thread.
+    /// Calls the backer for `job`, outside the lock, with the cell busy on this thread.
     private func perform(_ job: CellJob<T>) -> JobOutcome<T> {
         switch job {
         case .write(let value, let version):

@@ -26,7 +26,7 @@ class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the 
     @usableFromInline let sanitizerHooks = SanitizerHooks.active
     private nonisolated(unsafe) static let keyPath: KeyPath<ObservedCell, Int> = \ObservedCell.observedValue
 
-    /// The observed property: only its key path matters.
+    /// Only its key path matters.
     var observedValue: Int { 0 }
 }
 
@@ -40,7 +40,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     let backer: any WLStorageBacker<T>
     /// The same backer when the package made it, told by the binding: spares a cast on every flush.
     private let ownBacker: OwnBacker<T>
-    /// The same backer when it is a key's in a store (a directory's file or another store's key).
+    /// The same backer when it is a key's in a store (a directory's file or another store's key), and its medium when
+    /// the store is not a directory.
     var keyBacker: WLStorageDefaultBacker<T>? {
         if case .key(let keyBacker) = ownBacker { keyBacker } else { nil }
     }
@@ -48,10 +49,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     var refusesEveryWrite: Bool {
         if case .refusing = ownBacker { true } else { false }
     }
-    /// The medium of the key when it is a store's (other than a directory's).
     var storeMedium: StoreMedium? { keyBacker?.storeMedium }
     let scheduler: any WriteScheduler
-    /// The value a removal returns to, made when it is first needed.
     let defaults: CellDefault<T>
     /// The migrations of the cell's storages, in the order they came (see ``add(_:joining:)``).
     private let migrations = Lock<[WLStorageMigration<T>]>([])
@@ -104,10 +103,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         storeMedium.map { .store($0.identity, key: $0.storedKey) }
     }
 
-    /// The directory this cell's file is in, when its key is a directory's.
+    /// The directory of the cell's file and the file's name, when its key is a directory's.
     var directory: StorageDirectory? { keyBacker?.directory }
-
-    /// The file's name in ``directory``.
     var fileName: String? { keyBacker?.fileName }
 
     /// Twice the number of live storages, plus one while the cell holds a use of its watch or feed.
@@ -220,7 +217,6 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         _ = state.withLock { $0.removeListener(id) }
     }
 
-    /// Whether the listener `id` is still registered.
     private func isListening(_ id: UInt64) -> Bool {
         state.withLock { $0.extras?.listeners[id] != nil }
     }
@@ -253,7 +249,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         run(job, chaining: true)
     }
 
-    /// Counts a storage of this cell, balanced by ``storageReleased()``.
+    /// Counts a storage, balanced by ``storageReleased()``.
     func storageAttached() {
         storagesAndWatch.add(2, ordering: .acquiringAndReleasing)
     }
@@ -348,15 +344,12 @@ extension CellJob {
     }
 }
 
-/// The backer of a cell, when the package made it.
+/// The backer of a cell, when the package made it: a key's in a store, the wrapper of a custom backer with a change
+/// feed, none (a plain custom backer), or one that refuses every write (the key is open with another value type).
 enum OwnBacker<T: Codable & Sendable> {
-    /// The backer of a key in a store: a directory's file, or another store's key.
     case key(WLStorageDefaultBacker<T>)
-    /// The wrapper of a custom backer with a change feed.
     case observed(ObservedBacker<T>)
-    /// A plain custom backer.
     case other
-    /// A backer that refuses every write: the cell of a storage whose key is open with another value type.
     case refusing
 }
 

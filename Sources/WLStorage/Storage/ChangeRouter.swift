@@ -1,11 +1,10 @@
 import Dispatch
 import Synchronization
 
-/// What a cell follows to hear of outside changes: a directory path's watch, or a store's feed.
+/// What a cell follows to hear of outside changes: a directory path's inotify watch (or polling), or the feed of a
+/// store other than a directory, by its identity.
 enum ChangeSource: Hashable, Sendable {
-    /// The inotify watch (or the polling) of a directory path, for the files in it.
     case directory(StorageDirectory)
-    /// The change feed of a store other than a directory, by the store's identity.
     case store(String)
 }
 
@@ -36,14 +35,13 @@ final class ChangeRouter: Sendable {
 
     // MARK: Following
 
-    /// Starts one use of the watch of `directory` (see ``FileMonitor/watch(_:inotify:)``). Returns what the path leads
-    /// to and the count for ``reported(_:since:)``. Balance with ``unfollow(_:)``.
+    /// Starts one use of the watch of `directory`, balanced by ``unfollow(_:)``; returns what the path leads to.
     func follow(directory: StorageDirectory) -> (identity: DirectoryIdentity?, reports: Reports) {
         let reports = begin(.directory(directory))
         return (Runtime.shared.monitor.watch(directory), reports)
     }
 
-    /// Starts one use of `store`'s feed; returns the count for ``reported(_:since:)``. Balance with ``unfollow(_:)``.
+    /// Starts one use of `store`'s feed, balanced by ``unfollow(_:)``.
     func follow(store: any WLStorageStore, identity: String) -> Reports {
         let reports = begin(.store(identity))
         Runtime.shared.feeds.use(store, identity: identity)
@@ -101,18 +99,17 @@ final class ChangeRouter: Sendable {
 
     // MARK: Delivering
 
-    /// Has the cells of `files` check them, on the queue of checks.
+    /// Has the cells of `files`, of every file at `path`, or of every file (events were lost) check on the queue of
+    /// checks.
     func deliver(files: some Sequence<CellKey>) {
         let registry = Runtime.shared.registry
         check(files.compactMap { registry.cell(for: $0) })
     }
 
-    /// Has the cells of every file in the directory at `path` check theirs, on the queue of checks.
     func deliver(everyFileIn path: StorageDirectory) {
         check(Runtime.shared.registry.liveCells().filter { $0.directory == path })
     }
 
-    /// Has every cell of a file check it, on the queue of checks (events were lost).
     func deliverToEveryFile() {
         check(Runtime.shared.registry.liveCells().filter { $0.directory != nil })
     }

@@ -8,10 +8,9 @@ package struct CellKey: Hashable, Sendable {
         case store(String)
     }
 
-    // The key first: the holder's case then ends the layout, a word smaller per entry.
-    /// The key in the store: for a directory, the file's name.
+    /// The key in the store (for a directory, the file's name), and what holds it. The key first: the holder's case
+    /// then ends the layout, a word smaller per entry.
     package let key: String
-    /// The directory or store that holds the key.
     package let holder: Holder
 
     package static func file(_ name: String, in identity: DirectoryIdentity) -> CellKey {
@@ -53,25 +52,21 @@ protocol RegisteredCell: AnyObject, Sendable {
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
 
-/// What a cell has for a flush of every cell, as seen from the flushing thread.
+/// What a cell has for a flush of every cell, seen from the flushing thread: as for a batch (``BatchTake``), or work
+/// to write or a job elsewhere to wait for, with the store's identity (its cells flush together).
 enum CellFlushState {
-    /// Nothing to write, and no job running.
     case idle
-    /// Work to write, or a job on another thread to wait for; with the store's identity (its cells flush together).
     case work(store: String?)
-    /// A job of the cell is running on the flushing thread: the flush is called from inside a backer.
     case busyHere
 }
 
-/// Every live cell in the process: for ``WLStorageSystem/flushAll()``, the file monitor, and one cell per file.
-///
-/// Cells are held weakly, except those released with work left (``keep(_:)``, ``letGo(_:)``). The lock guards the
-/// tables only; no cell is released under it, as its `deinit` unregisters.
+/// Every live cell in the process: for ``WLStorageSystem/flushAll()``, the file monitor, and one cell per file. Cells
+/// are held weakly, but those released with work left (``keep(_:)``). The lock guards the tables only; no cell is
+/// released under it, as its `deinit` unregisters.
 final class StorageRegistry: Sendable {
-    /// How a cell is registered: by its key, or by itself.
+    /// How a cell is registered: by its key, or by itself (with the path of a cell moved out of its key's way).
     private enum Registration {
         case keyed(CellKey)
-        /// With the directory path of a cell moved out of its key's way (see ``match(_:directory:identity:)``).
         case unkeyed(Entry, movedAsideFrom: StorageDirectory?)
     }
 
@@ -115,7 +110,6 @@ final class StorageRegistry: Sendable {
 
     private let tables = Lock(Tables())
 
-    /// The key of the file `name` in `directory`, whose identity is `identity` when it is known.
     private static func key(directory: StorageDirectory, name: String, identity: DirectoryIdentity?) -> CellKey {
         identity.map { .file(name, in: $0) } ?? CellKey(key: name, holder: .unreachableDirectory(directory))
     }
@@ -154,7 +148,7 @@ final class StorageRegistry: Sendable {
         }
     }
 
-    /// The live cell of `key` in a store as a cell of `T`, or the right to open it (``open(_:as:matches:)``).
+    /// The live cell of `key` in a store, or the right to open it.
     func open<T>(_ key: CellKey, as type: T.Type) -> (found: Lookup<T>, gate: OpeningGate?) {
         open(key, as: type) { _ in true }!
     }
@@ -196,12 +190,11 @@ final class StorageRegistry: Sendable {
         gate.open()
     }
 
-    /// Whether a cell found under the key of `directory`'s file is that file's cell.
+    /// Whether a cell found under the key of `directory`'s file is that file's cell; else it was moved out of the key's
+    /// way (its directory was removed since), or the key was stale: `directory` is now this.
     private enum Match {
         case matches
-        /// The cell was of a directory removed since; it is moved out of the key's way.
         case movedAside
-        /// The key was: what `directory` is now, as looked at.
         case staleIdentity(DirectoryIdentity?)
     }
 
@@ -251,7 +244,7 @@ final class StorageRegistry: Sendable {
         directoryChanged(path: directory, to: identity)
     }
 
-    /// The live cells of the store `identity`: of `key` alone, or of every key.
+    /// The live cells of the store `identity`: of `key`, or of every key.
     func cells(ofStore identity: String, key: String?) -> [any RegisteredCell] {
         if let key {
             return tables.withLock { $0.entries[.store(identity, key: key)]?.cell }.map { [$0] } ?? []
@@ -390,8 +383,7 @@ final class StorageRegistry: Sendable {
 /// The right to open a key with no live cell, held until its cell is registered; others wait outside every lock.
 final class OpeningGate: Sendable {
     let key: CellKey
-    /// The thread that holds it.
-    let owner: UInt
+    let owner: UInt  // the thread
     private let group = DispatchGroup()
 
     init(key: CellKey, owner: UInt) {
