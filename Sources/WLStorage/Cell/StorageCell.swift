@@ -382,10 +382,9 @@ extension StorageCell: RegisteredCell {
     }
 
     func flushState(from thread: UInt) -> CellFlushState {
-        let store = storeMedium?.identity
-        return state.withLock { state in
+        state.withLock { state in
             if state.busyThread == thread { return .busyHere }
-            return state.hasWork || state.isBusy ? .work(store: store) : .idle
+            return state.hasWork || state.isBusy ? .work : .idle
         }
     }
 }

@@ -90,22 +90,14 @@ enum ShutdownHandling {
         var live = Runtime.shared.registry.liveCells()
         while let cell = live.popLast() {
             if let included, !included(cell) { continue }
-            let store: String
-            if let identity = cell.storeMedium?.identity {
-                store = identity  // grouped without its lock: the batch asks the cell when it takes its change
-            } else {
+            // A store's cell is grouped without its lock: the batch asks the cell when it takes its change.
+            guard let store = cell.storeMedium?.identity else {
                 switch cell.flushState(from: caller) {
-                case .idle:
-                    continue
-                case .busyHere:
-                    insideABacker = true
-                    continue
-                case .work(store: nil):
-                    single.append(.cell(cell))
-                    continue
-                case .work(let identity?):
-                    store = identity
+                case .idle: break
+                case .busyHere: insideABacker = true
+                case .work: single.append(.cell(cell))
                 }
+                continue
             }
             if let index = stores[store] {
                 groups[index].append(cell)

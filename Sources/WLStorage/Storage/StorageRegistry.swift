@@ -53,10 +53,10 @@ protocol RegisteredCell: AnyObject, Sendable {
 }
 
 /// What a cell has for a flush of every cell, seen from the flushing thread: as for a batch (``BatchTake``), or work
-/// to write or a job elsewhere to wait for, with the store's identity (its cells flush together).
+/// to write or a job elsewhere to wait for.
 enum CellFlushState {
     case idle
-    case work(store: String?)
+    case work
     case busyHere
 }
 
