@@ -1,12 +1,7 @@
 import Dispatch
+import Foundation
 import Observation
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 // Locks: `StorageCell.state` guards a cell's ``CellState``; the registry, the router, the file monitor, the store
 // feeds, a backer's known version and the directory table each guard their own table. Every lock is a leaf: none is

@@ -1,10 +1,5 @@
+import Foundation
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// A `Mutex` that ThreadSanitizer can see (TSan does not observe `Mutex`'s futex on Linux).
 @usableFromInline

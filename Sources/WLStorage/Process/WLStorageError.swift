@@ -1,12 +1,5 @@
+import Foundation
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// The one error type of WLStorage: what went wrong, for which key and file, and the system's own reason.
 ///
@@ -122,7 +115,6 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
 }
 
 extension WLStorageError {
-
     /// Receives every error as it happens: see ``WLStorageSystem/errorHandler``.
     @available(*, deprecated, renamed: "WLStorageSystem.errorHandler")
     public static var handler: (@Sendable (WLStorageError) -> Void)? {
