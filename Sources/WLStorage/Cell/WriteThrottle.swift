@@ -69,16 +69,13 @@ struct WriteThrottle: Sendable {
         isArmed = true
         token &+= 1
         guard lastWriteStart != 0 else { return (token, 0) }
-        let wait = failures == 0 ? waitingInterval : retryDelay
+        let wait =
+            failures == 0 ? waitingInterval : Self.retryDelay(afterFailures: UInt32(failures), interval: waitingInterval)
         let due = lastWriteStart.addingReportingOverflow(wait)
         // An interval long enough to overflow the clock means "much later", never "now".
         guard !due.overflow else { return (token, .max - now) }
         guard due.partialValue > now else { return (token, 0) }
         return (token, due.partialValue - now)
-    }
-
-    private var retryDelay: UInt64 {
-        Self.retryDelay(afterFailures: UInt32(failures), interval: waitingInterval)
     }
 
     /// The wait before a retry after `failures` in a row: the interval (at least 100 ms), doubling up to 30 s or it.
