@@ -323,13 +323,11 @@ extension JobOutcome {
     }
 }
 
-/// How a flush of a cell ended.
+/// How a flush of a cell ended: everything set before it written (or nothing pending), a write failed (the value stays
+/// pending, the error reported), or called from inside the cell's own job (its backer), which it would wait for.
 enum FlushResult {
-    /// Everything set before the flush is written (or nothing was pending).
     case done
-    /// A write failed; the value stays pending and the error was reported.
     case failed
-    /// The flush was called from inside this cell's own job (its backer), which it would wait for forever.
     case reentrant
 }
 

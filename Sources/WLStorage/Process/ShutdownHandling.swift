@@ -16,11 +16,10 @@ enum ShutdownHandling {
         var sources: [Int32: any DispatchSourceSignal] = [:]
     }
 
-    /// What the flush at exit and on signals keeps, in the ``Runtime``.
+    /// What the flush at exit and on signals keeps, in the ``Runtime``; `started` is `State.started` without the lock.
     final class Parts: Sendable {
         let state = Lock(State())
         let queue = DispatchQueue(label: "WLStorage.shutdown")
-        /// `State/started`, readable without the lock.
         let started = Atomic<Bool>(false)
         /// Whether the flush at exit or on a signal has begun (see ``WLStorageSystem/isFlushingAtExit``).
         let exitFlushStarted = Atomic<Bool>(false)
@@ -29,7 +28,7 @@ enum ShutdownHandling {
 
     private static var parts: Parts { Runtime.shared.shutdown }
 
-    /// Called by every storage initializer; does its work once.
+    /// Called by every storage initializer; works once.
     static func storageCreated() {
         if parts.started.load(ordering: .acquiring) { return }
         // Decided where the start is marked, so a concurrent change of `flushesOnSignals` comes wholly before or after.
@@ -83,7 +82,7 @@ enum ShutdownHandling {
         let deadline = timeout.map { ContinuousClock.now + $0 }
         let caller = UInt(bitPattern: Int(bitPattern: pthread_self()))
         var insideABacker = false
-        // The cells of one store (other than a directory) are grouped, so their changes are written in one batch.
+        // The cells of one store (not a directory) are grouped, so their changes are written in one batch.
         var groups: [[any RegisteredCell]] = []
         var stores: [String: Int] = [:]
         var single: [FlushItem] = []
@@ -233,11 +232,9 @@ extension WLStorage where T == Never {
     }
 }
 
-/// What a flush of every cell flushes as one piece of work.
+/// What a flush of every cell flushes as one piece of work: a cell, or the cells of one store (``flushStore``).
 private enum FlushItem: Sendable {
-    /// A cell, flushed on its own.
     case cell(any RegisteredCell)
-    /// The cells of one store: one batch for their changes, then each flushed for what the batch did not take.
     case store([any RegisteredCell])
 
     func flush(waiting: Bool, on thread: UInt) {
@@ -358,7 +355,7 @@ private final class FlushRound: Sendable {
         }
     }
 
-    /// Stops every thread from taking another item; returns how many items were not flushed to their end, of all.
+    /// Stops every thread from taking another item; returns how many of all were not flushed to their end.
     func expire() -> (unfinished: Int, total: Int) {
         expired.store(true, ordering: .relaxed)
         return (count - finished.load(ordering: .acquiring), count)

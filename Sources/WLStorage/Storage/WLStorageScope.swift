@@ -49,9 +49,7 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Runs `body` with the scope bound to `store` for the storages made while it runs: in `body`, and in the child
-    /// tasks it starts. Made for tests, which run side by side in one process.
-    ///
-    /// See <doc:TestingWithStorages>.
+    /// tasks it starts. Made for tests, which run side by side in one process (see <doc:TestingWithStorages>).
     ///
     /// It takes precedence over ``bind(to:)`` and does not count as a use of the scope. Storages made before `body`, or
     /// in detached tasks and on other threads, keep the process's store; a storage made in `body` keeps `store`.
