@@ -37,8 +37,27 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the scope is in
     ///   use already (a storage of one of its keys was made) and `store`'s identity is not the bound store's.
     public func bind(to store: some WLStorageStore) throws(WLStorageError) {
-        let (replaced, refusal) = ScopeTable.bind(self, to: store)
-        _ = replaced  // released after the table's lock
+        let identity = store.identity
+        // The lock guards the table only: the store replaced is released after it.
+        let (replaced, refusal) = Runtime.shared.scopeBindings.withLock {
+            bindings -> ((any WLStorageStore)?, WLStorageError?) in
+            var binding = bindings[name] ?? ScopeBinding()
+            if binding.used {
+                if binding.identity == identity { return (nil, nil) }
+                let bound = binding.identity.map { "it is bound to \($0)" } ?? "it was used while not bound"
+                let refusal = WLStorageError(
+                    code: .invalidConfiguration,
+                    message: "\(self) cannot be bound to \(identity): \(bound), and storages of its keys have been"
+                        + " made; bind a scope once, before the first storage of its keys is made")
+                return (nil, refusal)
+            }
+            let replaced = binding.store
+            binding.store = store
+            binding.identity = identity
+            bindings[name] = binding
+            return (replaced, nil)
+        }
+        _ = replaced
         if let refusal { throw refusal }
     }
 
@@ -89,7 +108,11 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// The store for a storage made now: the task's, the bound one, or a refusing one (marks the scope used).
     func storeForUse() -> any WLStorageStore {
         if let binding = TaskBindings.current.scopes[name] { return binding.store }
-        return ScopeTable.use(self) ?? UnboundScopeStore(scope: self)
+        let bound = Runtime.shared.scopeBindings.withLock { bindings in
+            bindings[name, default: ScopeBinding()].used = true
+            return bindings[name]?.store
+        }
+        return bound ?? UnboundScopeStore(scope: self)
     }
 }
 
@@ -99,41 +122,6 @@ struct ScopeBinding {
     var store: (any WLStorageStore)?
     var identity: String?
     var used = false
-}
-
-/// The process's bindings of scopes to stores. Its lock guards the table only: no store is released under it.
-private enum ScopeTable {
-    /// Binds `scope`; returns the store it replaced (to be released by the caller, after the lock) or the refusal.
-    static func bind(
-        _ scope: WLStorageScope, to store: any WLStorageStore
-    ) -> (replaced: (any WLStorageStore)?, refusal: WLStorageError?) {
-        let identity = store.identity
-        return Runtime.shared.scopeBindings.withLock { bindings -> ((any WLStorageStore)?, WLStorageError?) in
-            var binding = bindings[scope.name] ?? ScopeBinding()
-            if binding.used {
-                if binding.identity == identity { return (nil, nil) }
-                let bound = binding.identity.map { "it is bound to \($0)" } ?? "it was used while not bound"
-                let refusal = WLStorageError(
-                    code: .invalidConfiguration,
-                    message: "\(scope) cannot be bound to \(identity): \(bound), and storages of its keys have been"
-                        + " made; bind a scope once, before the first storage of its keys is made")
-                return (nil, refusal)
-            }
-            let replaced = binding.store
-            binding.store = store
-            binding.identity = identity
-            bindings[scope.name] = binding
-            return (replaced, nil)
-        }
-    }
-
-    /// The bound store, marking the scope used.
-    static func use(_ scope: WLStorageScope) -> (any WLStorageStore)? {
-        Runtime.shared.scopeBindings.withLock { bindings in
-            bindings[scope.name, default: ScopeBinding()].used = true
-            return bindings[scope.name]?.store
-        }
-    }
 }
 
 /// The store of a scope unbound when its storage was made: reads and writes nothing, says which scope to bind.
