@@ -57,15 +57,16 @@ extension StorageCell {
     @usableFromInline
     var isStoreBacked: Bool { keyBacker.map { $0.storeMedium != nil } ?? true }
 
+    /// The backer of a key in a store other than a directory, and its medium: what an update writes through.
+    typealias StoreKey = (backer: WLStorageDefaultBacker<T>, medium: StoreMedium)
+
     /// The update in a conditional store; `nil` for other backers.
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
         guard let keyBacker, let medium = keyBacker.storeMedium, medium.writesOnCondition else { return nil }
         let capabilities = medium.capabilities
         guard let store = capabilities.conditional else { return nil }
-        return try updateShared(
-            body, in: StoreKeyBacker(backer: keyBacker, medium: medium), store: store,
-            versioned: capabilities.versioned)
+        return try updateShared(body, in: (keyBacker, medium), store: store, versioned: capabilities.versioned)
     }
 
     /// The update in a ``WLStorageConditionalStore``, atomic for every process: the pending change is written, the key
@@ -74,7 +75,7 @@ extension StorageCell {
     /// ``unreachableStoreRetry``, then reported and not made; an unknown outcome is reported and not made again. Only
     /// undecodable bytes or an unencodable result make it a set.
     private func updateShared<R>(
-        _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
+        _ body: (inout T) throws -> R, in key: StoreKey, store: any WLStorageConditionalStore,
         versioned: (any WLStorageVersionedStore)?
     ) rethrows -> R {
         let cell = ObjectIdentifier(self)
@@ -104,7 +105,6 @@ extension StorageCell {
         return try updateLocally(body)
     }
 
-    /// How an update against the store ended.
     private enum StoreUpdateEnd<R> {
         /// Stored, or its outcome unknown (reported, not made again): what the closure returned.
         case done(R)
@@ -124,7 +124,7 @@ extension StorageCell {
 
     /// Runs the update against the store until a conditional write stores it.
     private func storeUpdate<R>(
-        _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
+        _ body: (inout T) throws -> R, in key: StoreKey, store: any WLStorageConditionalStore,
         versioned: (any WLStorageVersionedStore)?
     ) rethrows -> StoreUpdateEnd<R> {
         let cell = ObjectIdentifier(self)
@@ -262,7 +262,6 @@ extension StorageCell {
         var version: Int64??
     }
 
-    /// Why an update could not read the key.
     enum UpdateReadFailure: Error {
         /// The store could not be read (not reached, or it failed): tried again.
         case unreadable(WLStorageError)
@@ -272,7 +271,7 @@ extension StorageCell {
 
     /// Reads the key for an update: with its version from a tagging store (else, reported once, bytes compared).
     private func readForUpdate(
-        _ key: StoreKeyBacker<T>, versioned: (any WLStorageVersionedStore)?
+        _ key: StoreKey, versioned: (any WLStorageVersionedStore)?
     ) throws(UpdateReadFailure) -> UpdateRead {
         let bytes: Data?
         var version: Int64??
