@@ -34,7 +34,6 @@ enum UpdatesOnThisThread {
         return record
     }
 
-    /// Whether this thread runs an update of `cell`.
     @usableFromInline
     static func contains(_ cell: ObjectIdentifier) -> Bool {
         record.pointee.contains(UInt(bitPattern: cell))

@@ -1,8 +1,6 @@
-/// The throttle's state: when the last write started, whether a tick is armed, and failures in a row.
-///
-/// The first change after a quiet interval arms a tick with no delay; later changes while armed do nothing (the tick
-/// writes the latest). A change after a write arms a tick one interval after that write started. A write disarms,
-/// so a stale tick finds its token out of date.
+/// The throttle: the first change after a quiet interval arms a tick with no delay; later changes while armed do
+/// nothing (the tick writes the latest). A change after a write arms a tick one interval after that write started. A
+/// write disarms, so a stale tick finds its token out of date.
 @usableFromInline
 struct WriteThrottle: Sendable {
     /// The flush interval in nanoseconds (the shortest of the cell's storages); `UInt64.max` for no automatic writes.
@@ -70,7 +68,8 @@ struct WriteThrottle: Sendable {
         token &+= 1
         guard lastWriteStart != 0 else { return (token, 0) }
         let wait =
-            failures == 0 ? waitingInterval : Self.retryDelay(afterFailures: UInt32(failures), interval: waitingInterval)
+            failures == 0
+            ? waitingInterval : Self.retryDelay(afterFailures: UInt32(failures), interval: waitingInterval)
         let due = lastWriteStart.addingReportingOverflow(wait)
         // An interval long enough to overflow the clock means "much later", never "now".
         guard !due.overflow else { return (token, .max - now) }
@@ -87,12 +86,10 @@ struct WriteThrottle: Sendable {
         return overflow ? ceiling : min(delay, ceiling)
     }
 
-    /// Whether the tick with `token` is the armed one.
     func isCurrent(_ token: UInt32) -> Bool {
         isArmed && self.token == token
     }
 
-    /// A write starts now, which disarms any tick.
     mutating func writeStarts(now: UInt64) {
         disarm()
         lastWriteStart = max(now, 1)

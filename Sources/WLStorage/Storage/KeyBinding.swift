@@ -22,7 +22,6 @@ struct KeyBinding<T: Codable & Sendable> {
         var rewrite = false
     }
 
-    /// The backer the cell writes through.
     private(set) var backer: any WLStorageBacker<T>
     private var kind: Kind
     /// What the directory of the file is, when known, and whether it was prepared before the read.

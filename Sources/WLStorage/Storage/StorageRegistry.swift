@@ -154,8 +154,8 @@ final class StorageRegistry: Sendable {
     }
 
     /// The live cell of `key` that `matches` (`false`: moved aside, looked for again; `nil` returned), or the key's
-    /// gate, held by this thread until ``opened(_:)`` so the key is read and its default made once. A thread holding a
-    /// gate waits for none, so no two threads wait for each other.
+    /// gate, held until ``opened(_:)`` so the key is read and its default made once. A thread holding a gate waits for
+    /// none, so no two threads wait for each other.
     private func open<T>(
         _ key: CellKey, as type: T.Type, matches: (any RegisteredCell) -> Bool?
     ) -> (found: Lookup<T>, gate: OpeningGate?)? {
