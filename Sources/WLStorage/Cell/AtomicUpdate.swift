@@ -105,12 +105,11 @@ extension StorageCell {
         return try updateLocally(body)
     }
 
+    /// How an update against the store ended: stored, or its outcome unknown (not made again); to be made in this
+    /// process, as a set; or not made, the store not reached in time. With what the closure returned (last, if it ran).
     private enum StoreUpdateEnd<R> {
-        /// Stored, or its outcome unknown (reported, not made again): what the closure returned.
         case done(R)
-        /// To be made in this process, as a set (reported).
         case inProcess
-        /// The store could not be reached in time (reported): what the closure returned last, if it ran.
         case notMade(R?)
     }
 
@@ -262,10 +261,10 @@ extension StorageCell {
         var version: Int64??
     }
 
+    /// Why an update could not read the key: the store could not be read (tried again), or the key holds what this
+    /// type cannot decode (the update is made in this process, as a set).
     enum UpdateReadFailure: Error {
-        /// The store could not be read (not reached, or it failed): tried again.
         case unreadable(WLStorageError)
-        /// The key holds what this type cannot decode: the update is made in this process, as a set.
         case undecodable(WLStorageError)
     }
 

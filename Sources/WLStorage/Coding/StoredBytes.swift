@@ -28,9 +28,8 @@ enum StoredBytes<T: Codable & Sendable> {
     case value(T)
     /// The value via a migration or reshaping, to be written back in the current shape; the bytes kept until then.
     case reshaped(T, ValueDecoding<T>.Reshape)
-    /// Bytes another version of the program stored: left as they are.
+    /// Bytes another version of the program stored, or sealed by an encrypted store read without its key: left.
     case anotherVersion(WLStorageError)
-    /// Bytes sealed by an encrypted store, read without its key: left as they are.
     case sealedElsewhere(WLStorageError)
     /// Bytes that do not decode: what is wrong with them (`judged`, a phrase after the place's subject) and the error.
     case undecodable(judged: String, error: (any Error)?)

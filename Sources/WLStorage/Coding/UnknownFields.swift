@@ -50,7 +50,7 @@ enum UnknownFields {
         return judgedInGroups(candidates, merged: merged, decoded, target)
     }
 
-    /// At most this many decodes judge the members left in groups; a group not judged by then is left out.
+    /// At most this many decodes judge the members in groups; a group not judged by then is left out.
     static let maximumGroupTests = 64
 
     /// Group testing: a group whose members leave the value as it is is kept whole; one that changes it is split.

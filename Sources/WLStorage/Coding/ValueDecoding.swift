@@ -3,7 +3,7 @@ import Foundation
 /// How stored bytes became the value: a plain decode, else the fields they lack taken from the default value's JSON,
 /// then the storage's migrations, in order.
 struct ValueDecoding<T: Codable & Sendable> {
-    /// Makes the value whose fields fill in those stored bytes lack. Called only when a decode failed.
+    /// Makes the value whose fields fill in those stored bytes lack; called only when a decode failed.
     let defaultValue: () -> T
     let migrations: [WLStorageMigration<T>]
 
@@ -32,10 +32,9 @@ struct ValueDecoding<T: Codable & Sendable> {
         case undecodable(any Error, migrationFailures: [String])
     }
 
-    /// Reads `stored` through the steps, renames first (``FieldRename``). Bytes no migration reads that share fields
-    /// with this type are read as those fields plus the default's (another version's value).
-    ///
-    /// - Parameter plainError: What decoding `stored` as the type threw, if the caller tried already (no renames only).
+    /// Reads `stored` through the steps, renames first; bytes no migration reads that share fields with this type are
+    /// read as those fields plus the default's (another version's value). `plainError`: what decoding `stored` as the
+    /// type threw, if the caller tried already (without renames only).
     func decode(_ stored: Data, plainError: (any Error)? = nil) -> Outcome {
         let renames = migrations.compactMap(\.rename)
         let data = renames.isEmpty ? stored : FieldRename.reading(stored, renames)
