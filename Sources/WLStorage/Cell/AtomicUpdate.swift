@@ -2,8 +2,7 @@ import Foundation
 import Observation
 
 extension StorageCell {
-    /// Runs `body` on a copy of the value outside every lock, again if the value changed, and stores what it leaves
-    /// (see ``WLStorage/update(_:)``).
+    /// Runs `body` on a copy of the value outside every lock, again if the value changed, and stores what it leaves.
     @inlinable
     func update<R>(_ body: (inout T) throws -> R) rethrows -> R {
         if isStoreBacked, let stored = try updateInStore(body) { return stored }

@@ -66,8 +66,7 @@ extension CellState {
         return nil
     }
 
-    /// Applies how a batch write ended for the change of `startVersion` (written when `failure` is `nil`). Returns
-    /// whether the cell has no work left. Not generic over job and outcome, which a flush of every cell would pay for.
+    /// How the batch write of `startVersion`'s change ended (written when `failure` is `nil`); `true`: no work left.
     @inline(__always)
     mutating func finishBatchWrite(
         _ startVersion: UInt64, failure: WLStorageError?, now: UInt64, effects: inout JobEffects

@@ -99,8 +99,7 @@ struct CellState<T: Sendable>: Sendable {
         } else {
             return nil
         }
-        // A read spends the tick that may have started it and counts as a try: the job's end arms the next after the
-        // backoff, counted from now.
+        // A read spends the tick that started it and counts as a try: the job's end arms the next after the backoff.
         throttle.writeStarts(now: now)
         busyThread = thread
         return job

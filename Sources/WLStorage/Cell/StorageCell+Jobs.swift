@@ -121,7 +121,6 @@ extension StorageCell {
     }
 
     /// Ends the batch write of `version`, as `data` (written when `failure` is `nil`); returns whether work is left.
-    /// Such a write adopts nothing and chains nothing, so it needs no generic job and outcome.
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
         if failure == nil { keyBacker?.wrote(data) }
         let now = scheduler.now

@@ -25,18 +25,15 @@ class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the 
     var observedValue: Int { 0 }
 }
 
-/// One value in memory, shared by every ``WLStorage`` of the same file in this process.
-///
-/// Gets and sets take the `state` lock briefly. Backer calls run off the caller's thread, one at a time per cell,
-/// and only ``flush()`` waits for them.
+/// One value in memory, shared by every ``WLStorage`` of the same file in this process. Gets and sets take the `state`
+/// lock briefly; backer calls run off the caller's thread, one at a time, and only ``flush()`` waits for them.
 @usableFromInline
 final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendable {  // state: `state`
     @usableFromInline let state: Lock<CellState<T>>
     let backer: any WLStorageBacker<T>
     /// The same backer when the package made it, told by the binding: spares a cast on every flush.
     private let ownBacker: OwnBacker<T>
-    /// The same backer when it is a key's in a store (a directory's file or another store's key), and its medium when
-    /// the store is not a directory.
+    /// The same backer when it is a key's in a store, and its medium when that store is not a directory.
     var keyBacker: WLStorageDefaultBacker<T>? {
         if case .key(let keyBacker) = ownBacker { keyBacker } else { nil }
     }

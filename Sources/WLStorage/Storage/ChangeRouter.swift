@@ -8,9 +8,8 @@ enum ChangeSource: Hashable, Sendable {
     case store(String)
 }
 
-/// The one way outside changes reach cells: from the file monitor, the store feeds, and custom backers' feeds.
-///
-/// It counts, per source, its followers and the changes it reported. A storage follows before it reads and, once
+/// The one way outside changes reach cells: from the file monitor, the store feeds, and custom backers' feeds. It
+/// counts, per source, its followers and the changes it reported. A storage follows before it reads and, once
 /// its cell is registered, asks ``reported(_:since:)``; producers ``count(_:)`` before they look for cells, so either
 /// the look-up finds the cell or the storage sees the count move. The lock guards the counts only.
 final class ChangeRouter: Sendable {
@@ -99,8 +98,7 @@ final class ChangeRouter: Sendable {
 
     // MARK: Delivering
 
-    /// Has the cells of `files`, of every file at `path`, or of every file (events were lost) check on the queue of
-    /// checks.
+    /// Has the cells of `files`, of every file at `path`, or of every file (events lost) check, on the checks queue.
     func deliver(files: some Sequence<CellKey>) {
         let registry = Runtime.shared.registry
         check(files.compactMap { registry.cell(for: $0) })

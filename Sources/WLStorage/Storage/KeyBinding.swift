@@ -12,8 +12,7 @@ struct KeyBinding<T: Codable & Sendable> {
         case plain
     }
 
-    /// The first state of a new cell, from what was read; `rewrite` when the value was read through a migration and
-    /// is to be written back in the current shape.
+    /// The first state of a new cell; `rewrite`: read through a migration, to be written back in the current shape.
     struct Opening {
         var value: T
         var stored: StoredState

@@ -35,8 +35,7 @@ extension JobOutcome {
     }
 }
 
-/// A cell's default: made already (held inline, no allocation), or a typed key's, made when first needed; its `value`
-/// and `ifMade` are ``LazyDefault``'s.
+/// A cell's default: made already (held inline, no allocation), or a typed key's, made when first needed.
 enum CellDefault<T: Sendable>: Sendable {
     case made(T)
     case lazy(LazyDefault<T>)
