@@ -197,7 +197,5 @@ struct CellState<T: Sendable>: Sendable {
 
     /// Whether a removal of unknown fields has work: not, with nothing pending, over another version's value nor before
     /// what is stored could be read (the value is then the default, which would replace it).
-    var removesUnknownFields: Bool {
-        isPending || (stored != .unknown && extras?.storedByAnotherVersion != true)
-    }
+    var removesUnknownFields: Bool { isPending || (stored != .unknown && extras?.storedByAnotherVersion != true) }
 }

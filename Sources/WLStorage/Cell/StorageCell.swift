@@ -34,13 +34,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The same backer when the package made it, told by the binding: spares a cast on every flush.
     private let ownBacker: OwnBacker<T>
     /// The same backer when it is a key's in a store, and its medium when that store is not a directory.
-    var keyBacker: WLStorageDefaultBacker<T>? {
-        if case .key(let keyBacker) = ownBacker { keyBacker } else { nil }
-    }
+    var keyBacker: WLStorageDefaultBacker<T>? { if case .key(let keyBacker) = ownBacker { keyBacker } else { nil } }
     /// Whether the key was open with another value type when the cell was made: memory only, writes nothing.
-    var refusesEveryWrite: Bool {
-        if case .refusing = ownBacker { true } else { false }
-    }
+    var refusesEveryWrite: Bool { if case .refusing = ownBacker { true } else { false } }
     var storeMedium: StoreMedium? { keyBacker?.storeMedium }
     let scheduler: any WriteScheduler
     let defaults: CellDefault<T>
@@ -329,9 +325,7 @@ enum FlushResult {
 }
 
 extension CellJob {
-    var isCreate: Bool {
-        if case .createDefault = self { true } else { false }
-    }
+    var isCreate: Bool { if case .createDefault = self { true } else { false } }
 }
 
 /// The backer of a cell, when the package made it: a key's in a store, the wrapper of a custom backer with a change
@@ -367,9 +361,7 @@ typealias BatchStart = BatchTake<UInt64>
 extension StorageCell: RegisteredCell {
     var valueTypeName: String { TypeName.of(T.self) }
 
-    func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) {
-        storeMedium?.offer(changes, mustRead: mustRead)
-    }
+    func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) { storeMedium?.offer(changes, mustRead: mustRead) }
 
     func flushState(from thread: UInt) -> CellFlushState {
         state.withLock { state in

@@ -13,7 +13,6 @@ struct ValueDecoding<T: Codable & Sendable> {
         case filledIn
         case migrated(from: String)
 
-        /// For messages.
         var description: String {
             switch self {
             case .filledIn: "lacked fields of the current type, which were taken from the default value"
@@ -22,13 +21,11 @@ struct ValueDecoding<T: Codable & Sendable> {
         }
     }
 
-    /// What the bytes decode to.
+    /// What the bytes decode to: the value and how it was reshaped (`nil`: in its shape); JSON that no step reads as
+    /// this type (another version stored it, left as it is); or bytes that are not JSON, which nothing can read.
     enum Outcome {
-        /// The value, and how it was reshaped; `nil` when the bytes were in its shape.
         case decoded(T, Reshape?)
-        /// JSON that no step reads as this type (another version stored it), left as it is.
         case anotherVersion(any Error, migrationFailures: [String])
-        /// The bytes are not JSON: nothing can read them.
         case undecodable(any Error, migrationFailures: [String])
     }
 

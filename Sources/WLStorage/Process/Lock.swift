@@ -11,7 +11,6 @@ package struct Lock<Value: ~Copyable>: ~Copyable {
         self.mutex = Mutex(initialValue)
     }
 
-    /// Calls `body` with the value while holding the lock.
     @inlinable @inline(__always)
     package func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result

@@ -23,17 +23,14 @@ package final class Runtime: Sendable {
     /// Temporary file names made, and a random start so that two processes name theirs differently.
     let temporaryNames = Atomic<UInt64>(0)
     let temporaryNameSeed = UInt64.random(in: .min ... .max)
-    /// The bindings of scopes to stores (see ``WLStorageScope``).
     let scopeBindings = Lock<[String: ScopeBinding]>([:])
     /// The fault plans of tests, by directory path, and how many there are (see ``FaultInjection``).
     let faultPlans = Lock<[String: FaultInjection.Plan]>([:])
     let faultPlanCount = Atomic<Int>(0)
-    /// The largest value a storage writes (see ``WLStorageSystem/maximumValueSize``).
     let maximumValueSize = Atomic<Int>(ValueSizeLimit.defaultMaximum)
     /// The handler of ``WLStorageSystem/errorHandler``, boxed: a function held by the lock itself gets a conversion
     /// on each access, and the layers pile up at every report.
     let errorHandler = Lock<ErrorHandlerBox?>(nil)
-    /// The flush at exit and on signals (see ``ShutdownHandling``).
     let shutdown = ShutdownHandling.Parts()
     /// The calls into libcrypto in flight, and whether it is closed to new ones (see ``OpenSSLLibrary``).
     let openSSLCalls = Atomic<Int>(0)

@@ -216,8 +216,7 @@ extension WLStorage where T == Never {
         set { WLStorageSystem.shutdownFlushTimeout = newValue }
     }
 
-    /// Whether the package flushes every storage on SIGTERM, SIGINT and SIGHUP: see
-    /// ``WLStorageSystem/flushesOnSignals``.
+    /// Whether every storage is flushed on SIGTERM, SIGINT and SIGHUP: see ``WLStorageSystem/flushesOnSignals``.
     @available(*, deprecated, renamed: "WLStorageSystem.flushesOnSignals")
     public static var flushesOnSignals: Bool {
         get { WLStorageSystem.flushesOnSignals }

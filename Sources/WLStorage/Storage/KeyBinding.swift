@@ -45,9 +45,7 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
-    private init(custom backer: any WLStorageBacker<T>, _ kind: Kind) {
-        (self.backer, self.kind) = (backer, kind)
-    }
+    private init(custom backer: any WLStorageBacker<T>, _ kind: Kind) { (self.backer, self.kind) = (backer, kind) }
 
     @inline(__always)
     init(key keyBacker: WLStorageDefaultBacker<T>) {
@@ -69,9 +67,7 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
-    private var keyBacker: WLStorageDefaultBacker<T>? {
-        if case .key(let keyBacker) = kind { keyBacker } else { nil }
-    }
+    private var keyBacker: WLStorageDefaultBacker<T>? { if case .key(let keyBacker) = kind { keyBacker } else { nil } }
 
     private var own: OwnBacker<T> {
         switch kind {

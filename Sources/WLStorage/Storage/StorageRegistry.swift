@@ -17,14 +17,10 @@ package struct CellKey: Hashable, Sendable {
         CellKey(key: name, holder: .directory(identity))
     }
 
-    static func store(_ identity: String, key: String) -> CellKey {
-        CellKey(key: key, holder: .store(identity))
-    }
+    static func store(_ identity: String, key: String) -> CellKey { CellKey(key: key, holder: .store(identity)) }
 
     /// The store's identity, when it is not a directory.
-    var store: String? {
-        if case .store(let identity) = holder { identity } else { nil }
-    }
+    var store: String? { if case .store(let identity) = holder { identity } else { nil } }
 }
 
 /// What the registry needs of a cell, whatever its value type.

@@ -67,7 +67,5 @@ public final class WLStorageSubscription: Sendable {
         cancellation?()
     }
 
-    deinit {
-        cancel()
-    }
+    deinit { cancel() }
 }

@@ -213,9 +213,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         binding.catchUp(cell)
     }
 
-    deinit {
-        cell.storageReleased()
-    }
+    deinit { cell.storageReleased() }
 
     /// The value. Reading and writing it is safe from any thread; writing never waits for the disk.
     ///
