@@ -142,8 +142,7 @@ struct CellState<T: Sendable>: Sendable {
         return job
     }
 
-    /// Whether a failed read may pass when retried unchanged: not a file too large, irregular or undecodable (whose
-    /// change brings an event).
+    /// Whether a failed read may pass if retried: not a too large, irregular or undecodable file (its change is seen).
     static func isTransient(_ error: WLStorageError) -> Bool {
         switch error.code {
         case .decodingFailed, .valueTooLarge, .notARegularFile: false

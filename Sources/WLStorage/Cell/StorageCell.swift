@@ -8,9 +8,8 @@ import Synchronization
 // held while another is taken, while a backer, an observer or a listener runs, or while a user object (closure,
 // continuation, backer, storage) is released: such objects are moved out and released after the lock.
 //
-// Outside changes (inotify, store feeds, custom backers' feeds) reach the ``ChangeRouter``, which has the cells
-// concerned check their keys; ``CellState`` adopts by the last-writer rule. A cell runs one job on its backer at a
-// time, on its `busyThread`, outside the lock.
+// Outside changes (inotify, store and custom feeds) reach the ``ChangeRouter``, which has the cells concerned check
+// their keys; ``CellState`` adopts by the last-writer rule. A cell runs one job at a time, on its `busyThread`.
 
 /// What every cell is observed through: a registrar each, and one key path for all, formed once per process.
 @usableFromInline

@@ -1,7 +1,6 @@
 import Foundation
 
-/// How stored bytes became the value: a plain decode, else the fields they lack taken from the default value's JSON,
-/// then the storage's migrations, in order.
+/// How stored bytes become the value: a plain decode, else the missing fields from the default's JSON, then migrations.
 struct ValueDecoding<T: Codable & Sendable> {
     /// Makes the value whose fields fill in those stored bytes lack; called only when a decode failed.
     let defaultValue: () -> T

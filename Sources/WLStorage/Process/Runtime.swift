@@ -28,8 +28,7 @@ package final class Runtime: Sendable {
     let faultPlans = Lock<[String: FaultInjection.Plan]>([:])
     let faultPlanCount = Atomic<Int>(0)
     let maximumValueSize = Atomic<Int>(ValueSizeLimit.defaultMaximum)
-    /// The handler of ``WLStorageSystem/errorHandler``, boxed: a function held by the lock itself gets a conversion
-    /// on each access, and the layers pile up at every report.
+    /// The error handler, boxed: a function held by the lock itself gains a conversion layer at every access.
     let errorHandler = Lock<ErrorHandlerBox?>(nil)
     let shutdown = ShutdownHandling.Parts()
     /// The calls into libcrypto in flight, and whether it is closed to new ones (see ``OpenSSLLibrary``).

@@ -85,11 +85,7 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
     ///   - errno: The `errno` of the system call that failed, if any.
     ///   - underlying: The error that caused this one, if any.
     public init(
-        code: Code,
-        message: String,
-        key: String? = nil,
-        path: String? = nil,
-        errno: Int32? = nil,
+        code: Code, message: String, key: String? = nil, path: String? = nil, errno: Int32? = nil,
         underlying: (any Error)? = nil
     ) {
         self.code = code

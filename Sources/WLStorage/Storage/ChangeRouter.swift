@@ -1,8 +1,7 @@
 import Dispatch
 import Synchronization
 
-/// What a cell follows to hear of outside changes: a directory path's inotify watch (or polling), or the feed of a
-/// store other than a directory, by its identity.
+/// What a cell follows to hear of outside changes: a directory path's inotify watch (or polling), or a store's feed.
 enum ChangeSource: Hashable, Sendable {
     case directory(StorageDirectory)
     case store(String)

@@ -40,16 +40,14 @@ protocol RegisteredCell: AnyObject, Sendable {
     func checkForExternalChange()
     /// Hands the backer what its store's feed carried for its key, or (`mustRead`) that it changed uncarried.
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool)
-    /// The medium of a store's key (not a directory's), whose store writes the cell's batches; it never changes, so
-    /// it is read without the cell's lock.
+    /// A store key's medium (not a directory's), whose store writes the cell's batches; constant, read without a lock.
     var storeMedium: StoreMedium? { get }
     /// The pending change as a batch write, or why not; ``finishBatchWrite(_:data:failure:)`` ends it.
     func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite>
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
 
-/// What a cell has for a flush of every cell, seen from the flushing thread: as for a batch (``BatchTake``), or work
-/// to write or a job elsewhere to wait for.
+/// What a flush of every cell finds in a cell, from the flushing thread: as a batch does (``BatchTake``), or work.
 enum CellFlushState {
     case idle
     case work
@@ -198,9 +196,7 @@ final class StorageRegistry: Sendable {
     /// directory's inode may be reused). A cell whose path no longer leads to `identity` is moved aside, and a cell of
     /// `directory` it kept from the key takes it, so the look-up finds that rather than open another; when `directory`
     /// no longer leads to `identity`, the look-up is keyed by what it is now.
-    private func match(
-        _ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?
-    ) -> Match {
+    private func match(_ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?) -> Match {
         guard let identity, let other = cell.directory, other != directory else { return .matches }
         if (try? other.identity()) == identity {
             let current = try? directory.identity()

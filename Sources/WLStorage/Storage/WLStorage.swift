@@ -277,9 +277,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         cell.hasPendingChanges
     }
 
-    /// The error of the latest failed read or write; `nil` again once a write succeeds. A
-    /// ``WLStorageError/Code/reentrantCall`` stays until a change made after it is written, or another error replaces
-    /// it.
+    /// The error of the latest failed read or write; `nil` again once a write succeeds. A reentrant call's error
+    /// (``WLStorageError/Code/reentrantCall``) stays until a later change is written or another error replaces it.
     public var lastError: WLStorageError? {
         cell.lastError
     }
