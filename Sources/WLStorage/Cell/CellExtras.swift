@@ -4,7 +4,6 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var nextListenerID: UInt64 = 0
     /// Values waiting to be delivered to the listeners (all of them, or one), in the order of the changes.
     var pendingNotifications: [(value: T, listener: UInt64?)] = []
-    /// A thread is delivering the pending notifications.
     var draining = false
     var lastError: WLStorageError?
     /// When ``lastError`` is a misuse, the version then: a write of a later version clears it.

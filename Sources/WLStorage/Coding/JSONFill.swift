@@ -25,9 +25,8 @@ enum JSONFill {
         }
     }
 
-    /// The value of `type` from `data` (which threw `error`) with the members it needs taken from `defaults`, and its
-    /// bytes; `nil` when a needed member is not at the same place in `defaults`. Only after a key not found: the
-    /// decoder then found the text to be JSON, which the parser below relies on.
+    /// The value of `type` from `data` (which threw `error`) with the members it needs from `defaults`, and its bytes;
+    /// `nil` when one is not at the same place there. Only after a key not found: the text is JSON, as parsing needs.
     static func filled<T: Decodable>(
         _ data: Data, failing error: any Error, from defaults: Data, as type: T.Type
     ) -> (value: T, bytes: Data)? {

@@ -102,7 +102,6 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
-    /// Starts following the directory of the file `name`, and finds its live cell.
     private mutating func follow(directory: StorageDirectory, name: String) -> StorageRegistry.Lookup<T> {
         // A failure to prepare the directory is reported by the read; another's lock on it is not waited for here.
         identity = try? DirectoryTable.prepare(directory, waiting: false)
@@ -120,7 +119,6 @@ struct KeyBinding<T: Codable & Sendable> {
         return .none
     }
 
-    /// Starts following the feed of `medium`'s store, and finds the key's live cell.
     private mutating func follow(store medium: StoreMedium) -> StorageRegistry.Lookup<T> {
         reports = Runtime.shared.router.follow(store: medium.store, identity: medium.identity)
         let found: StorageRegistry.Lookup<T>

@@ -54,9 +54,8 @@ enum CellFlushState {
     case busyHere
 }
 
-/// Every live cell in the process: for ``WLStorageSystem/flushAll()``, the file monitor, and one cell per file. Cells
-/// are held weakly, but those released with work left (``keep(_:)``). The lock guards the tables only; no cell is
-/// released under it, as its `deinit` unregisters.
+/// Every live cell (for a flush of all, the monitor, one cell per file), held weakly but those released with work left
+/// (``keep(_:)``). The lock guards the tables only; no cell is released under it (its deinit unregisters).
 final class StorageRegistry: Sendable {
     /// How a cell is registered: by its key, or by itself (with the path of a cell moved out of its key's way).
     private enum Registration {

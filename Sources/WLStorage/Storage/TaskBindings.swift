@@ -7,9 +7,8 @@ struct TaskBindings: Sendable {
     @TaskLocal static var current = TaskBindings()
 }
 
-/// A store set for a closure, with its one-shot access storages (one per key), released and flushed once the
-/// closure has returned and no task holds the binding, or once their key is gone. The lock guards the table only:
-/// no storage is made or released under it.
+/// A store set for a closure, with its one-shot storages (one per key), released and flushed once the closure has
+/// returned and no task holds it or their key is gone. The lock guards the table: no storage is made or freed under it.
 final class TaskBinding: Sendable {
     /// A one-shot storage with its key, held weakly: the storage goes once the key has gone.
     private struct OneShot: Sendable {

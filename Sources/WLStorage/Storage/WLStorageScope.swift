@@ -93,8 +93,7 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws.
     public func withBinding<Result>(
-        to store: some WLStorageStore, isolation: isolated (any Actor)? = #isolation,
-        _ body: () async throws -> Result
+        to store: some WLStorageStore, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> Result
     ) async rethrows -> Result {
         try await TaskBindings.$current.withValue(binding(to: store), operation: body, isolation: isolation)
     }
