@@ -2,16 +2,14 @@ import Foundation
 import Observation
 
 extension StorageCell {
-    /// Runs `body` on the value and stores what it leaves, atomically: `body` runs on a copy outside every lock, again
-    /// if the value changed. A change to this storage from inside `body` is refused and reported
-    /// (``WLStorageError/Code/reentrantCall``), and `body`'s result is stored.
+    /// Runs `body` on a copy of the value outside every lock, again if the value changed, and stores what it leaves.
     @inlinable
     func update<R>(_ body: (inout T) throws -> R) rethrows -> R {
         if isStoreBacked, let stored = try updateInStore(body) { return stored }
         return try updateLocally(body)
     }
 
-    /// The update of a value in this process only (see ``update(_:)``).
+    /// The update of the value in this process only.
     @inlinable
     func updateLocally<R>(_ body: (inout T) throws -> R) rethrows -> R {
         let cell = ObjectIdentifier(self)
@@ -54,29 +52,29 @@ extension StorageCell {
         }
     }
 
-    /// Whether the backer is not a directory's file: only then can it be a store's that writes on condition.
+    /// Whether the backer may be a store's that writes on condition (not a directory's file).
     @usableFromInline
     var isStoreBacked: Bool { keyBacker.map { $0.storeMedium != nil } ?? true }
 
-    /// The update in a conditional store (``updateShared(_:in:store:versioned:)``); `nil` for other backers.
+    /// The backer of a key in a store other than a directory, and its medium: what an update writes through.
+    typealias StoreKey = (backer: WLStorageDefaultBacker<T>, medium: StoreMedium)
+
+    /// The update in a conditional store; `nil` for other backers.
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
         guard let keyBacker, let medium = keyBacker.storeMedium, medium.writesOnCondition else { return nil }
         let capabilities = medium.capabilities
         guard let store = capabilities.conditional else { return nil }
-        return try updateShared(
-            body, in: StoreKeyBacker(backer: keyBacker, medium: medium), store: store,
-            versioned: capabilities.versioned)
+        return try updateShared(body, in: (keyBacker, medium), store: store, versioned: capabilities.versioned)
     }
 
-    /// The update in a ``WLStorageConditionalStore``: atomic for every process sharing the store.
-    ///
-    /// The pending change is written first; then the key is read, `body` runs, and the result is stored only while the
-    /// key holds what was read (or the version read); else all runs again. Never turned into a set, which would replace
-    /// others' writes: an unreachable store is retried for ``unreachableStoreRetry``, then reported and not made; an
-    /// unknown outcome is reported and not made again. Only undecodable bytes or an unencodable result make it a set.
+    /// The update in a ``WLStorageConditionalStore``, atomic for every process: the pending change is written, the key
+    /// read, `body` run, and the result stored only while the key holds what was read (or its version), else all again.
+    /// Never turned into a set, which would replace others' writes: an unreachable store is retried for
+    /// ``unreachableStoreRetry``, then reported and not made; an unknown outcome is reported and not made again. Only
+    /// undecodable bytes or an unencodable result make it a set.
     private func updateShared<R>(
-        _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
+        _ body: (inout T) throws -> R, in key: StoreKey, store: any WLStorageConditionalStore,
         versioned: (any WLStorageVersionedStore)?
     ) rethrows -> R {
         let cell = ObjectIdentifier(self)
@@ -106,13 +104,11 @@ extension StorageCell {
         return try updateLocally(body)
     }
 
-    /// How an update against the store ended.
+    /// How an update against the store ended: stored, or its outcome unknown (not made again); to be made in this
+    /// process, as a set; or not made, the store not reached in time. With what the closure returned (last, if it ran).
     private enum StoreUpdateEnd<R> {
-        /// Stored, or reported as not known and not made again: what the closure returned.
         case done(R)
-        /// To be made in this process, as a set (reported).
         case inProcess
-        /// Not made, and reported: the store could not be reached in time. What the closure returned last, if it ran.
         case notMade(R?)
     }
 
@@ -124,9 +120,9 @@ extension StorageCell {
         [.readFailed, .writeFailed, .backerFailed].contains(error.code)
     }
 
-    /// Runs the update against the store until a conditional write stores it (``updateShared(_:in:store:versioned:)``).
+    /// Runs the update against the store until a conditional write stores it.
     private func storeUpdate<R>(
-        _ body: (inout T) throws -> R, in key: StoreKeyBacker<T>, store: any WLStorageConditionalStore,
+        _ body: (inout T) throws -> R, in key: StoreKey, store: any WLStorageConditionalStore,
         versioned: (any WLStorageVersionedStore)?
     ) rethrows -> StoreUpdateEnd<R> {
         let cell = ObjectIdentifier(self)
@@ -134,7 +130,7 @@ extension StorageCell {
         var setsMeanwhile = 0
         var lastResult: R?
         var unreachable: (since: ContinuousClock.Instant, failures: Int)?
-        /// Whether to try again after `error`, after a pause; otherwise the update is reported as not made.
+        /// Whether to try again after `error`, after a pause; else the update is reported as not made.
         func tryAgain(after error: WLStorageError) -> Bool {
             let now = ContinuousClock.now
             let since = unreachable?.since ?? now
@@ -195,44 +191,15 @@ extension StorageCell {
             lastResult = result
             // A result that cannot be encoded stays in memory, as a set would; the failing write reports it.
             guard let data = try? key.backer.encode(value, replacing: read.bytes) else { return .inProcess }
-            let stored: Bool
-            var overwritten = false
-            if let versioned, let version = read.version {
-                // A write whose answer is lost is sent again and found by its tag.
-                switch key.medium.write(data, ifVersion: version, through: versioned, key: backer.key) {
-                case .stored(let later):
-                    stored = true
-                    overwritten = later
-                case .refused:
-                    stored = false
-                case .notStored(let error):
-                    guard tryAgain(after: key.medium.failure(error, writing: true, key: backer.key)) else {
-                        return .notMade(result)
-                    }
-                    continue
-                case .unknown(let error):
-                    reportUnknownOutcome(error, in: key.medium)
-                    return .done(result)
+            // A write whose answer is lost is sent again and found by its tag.
+            let outcome =
+                if let versioned, let version = read.version {
+                    key.medium.write(data, ifVersion: version, through: versioned, key: backer.key)
+                } else {
+                    write(data, ifItHolds: read.bytes, in: key.medium, through: store)
                 }
-            } else {
-                do {
-                    stored = try key.medium.write(data, ifItHolds: read.bytes, through: store)
-                } catch {
-                    // The key read back still holding what the update read: not stored, retry; otherwise it may have
-                    // been. A failed read is told by the error, not a `nil` result.
-                    let holds = Result { try key.medium.store.read(key: key.medium.storedKey) }
-                    guard case .success(let bytes) = holds, bytes == read.bytes else {
-                        reportUnknownOutcome(error, in: key.medium)
-                        return .done(result)
-                    }
-                    guard tryAgain(after: key.medium.failure(error, writing: true, key: backer.key)) else {
-                        return .notMade(result)
-                    }
-                    continue
-                }
-            }
-            unreachable = nil
-            if stored {
+            switch outcome {
+            case .stored(let overwritten):
                 switch adopt(&value, writtenSince: count) {
                 case .adopted:
                     key.backer.wrote(data)
@@ -244,9 +211,33 @@ extension StorageCell {
                     break  // a set made meanwhile is newer, and is written after this
                 }
                 return .done(result)
+            case .refused:
+                unreachable = nil
+                attempts += 1
+                if attempts > 2 { sched_yield() }
+            case .notStored(let error):
+                guard tryAgain(after: key.medium.failure(error, writing: true, key: backer.key)) else {
+                    return .notMade(result)
+                }
+            case .unknown(let error):
+                reportUnknownOutcome(error, in: key.medium)
+                return .done(result)
             }
-            attempts += 1
-            if attempts > 2 { sched_yield() }
+        }
+    }
+
+    /// A write on condition that the key holds `bytes`, told as a tagged write's outcome: one that failed did not store
+    /// if the key still holds `bytes` (a failed read throws, never reads as `nil`); else its outcome is unknown.
+    private func write(
+        _ data: Data, ifItHolds bytes: Data?, in medium: StoreMedium, through store: any WLStorageConditionalStore
+    ) -> TaggedWriteOutcome {
+        do {
+            return try medium.write(data, ifItHolds: bytes, through: store) ? .stored(overwritten: false) : .refused
+        } catch {
+            guard case .success(let found) = Result(catching: { try medium.store.read(key: medium.storedKey) }),
+                found == bytes
+            else { return .unknown(error) }
+            return .notStored(medium.failure(error, writing: true, key: backer.key))
         }
     }
 
@@ -269,17 +260,16 @@ extension StorageCell {
         var version: Int64??
     }
 
-    /// Why an update could not read the key.
+    /// Why an update could not read the key: the store could not be read (tried again), or the key holds what this
+    /// type cannot decode (the update is made in this process, as a set).
     enum UpdateReadFailure: Error {
-        /// The store could not be read (not reached, or it failed): tried again.
         case unreadable(WLStorageError)
-        /// The key holds what this type cannot decode: the update is made in this process, as a set.
         case undecodable(WLStorageError)
     }
 
     /// Reads the key for an update: with its version from a tagging store (else, reported once, bytes compared).
     private func readForUpdate(
-        _ key: StoreKeyBacker<T>, versioned: (any WLStorageVersionedStore)?
+        _ key: StoreKey, versioned: (any WLStorageVersionedStore)?
     ) throws(UpdateReadFailure) -> UpdateRead {
         let bytes: Data?
         var version: Int64??

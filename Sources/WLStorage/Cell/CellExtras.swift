@@ -4,19 +4,16 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var nextListenerID: UInt64 = 0
     /// Values waiting to be delivered to the listeners (all of them, or one), in the order of the changes.
     var pendingNotifications: [(value: T, listener: UInt64?)] = []
-    /// A thread is delivering the pending notifications.
     var draining = false
     var lastError: WLStorageError?
     /// When ``lastError`` is a misuse, the version then: a write of a later version clears it.
     var misuseVersion: UInt64?
-    /// Flushes waiting for the job in flight.
     var waiters: [WaitingFlush] = []
     /// A check for another program's change came while the cell was busy.
     var checkRequested = false
     /// Every storage of the cell was released with work left: the registry keeps the cell until it is done.
     var orphaned = false
-    /// How many times the file was checked for another program's change (for tests).
-    var externalChecks = 0
+    var externalChecks = 0  // for tests
     /// The version that only rewrites the value read in an earlier type's shape (see ``CellState/markRewrite()``).
     var rewriteVersion: UInt64?
     /// The version that only drops the stored object's unknown members (see ``CellState/dropUnknownFields()``).
@@ -27,8 +24,7 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var unreadableSinceKnown = false
     /// What is stored is JSON that another version stored and this one cannot read: left as it is until a set.
     var storedByAnotherVersion = false
-    /// Checks in a row that could not read the file.
+    /// Checks in a row that could not read the file; whether a retry is armed (no other is armed meanwhile).
     var failedChecks: UInt32 = 0
-    /// A check is to be tried again after a failed one: no other retry is armed meanwhile.
     var checkRetryArmed = false
 }

@@ -1,25 +1,18 @@
-// A cell's job: what it runs (`CellJob`), what a read or a check found (`ReadResult`, `ExternalChange`), and how it
-// ended (`JobOutcome`).
-
-/// One call of a cell into its backer. A cell runs one at a time (see ``CellState/busyThread``), outside its lock.
+/// One call of a cell into its backer, outside its lock, one at a time (see ``CellState/busyThread``): write the value
+/// of a version, save the default unless something is stored by now, read again after a failed read, or read the
+/// value if another program changed it; each taken at a `version`.
 enum CellJob<T: Sendable>: Sendable {
-    /// Store the local value of this version.
     case write(T, version: UInt64)
-    /// Save the default, unless something is stored by now.
     case createDefault(T, version: UInt64)
-    /// Read the backer again, because the last read failed. Taken at `version`.
     case reread(version: UInt64)
-    /// Read the backer's value if another program changed it. Taken at `version`.
     case check(version: UInt64)
 }
 
 /// What a read of the backer found.
 enum ReadResult<T: Sendable>: Sendable {
-    /// A stored value.
     case value(T)
     /// A stored value in an earlier shape (``ValueDecoding``), written back when `rewrite` is set; `note` says why not.
     case reshaped(T, rewrite: Bool, note: WLStorageError?)
-    /// Nothing is stored.
     case absent
     /// What was stored did not decode and was moved aside: nothing is stored now.
     case movedAside(WLStorageError)
@@ -33,9 +26,8 @@ enum ReadResult<T: Sendable>: Sendable {
 enum ExternalChange<T: Sendable>: Sendable {
     /// Nothing new: the stored version is one the cell wrote or read.
     case unchanged
-    /// Another program stored this value.
+    /// Another program stored this value, or removed it.
     case changed(T)
-    /// Another program removed the stored value.
     case removed
     /// Another program stored what this one cannot read at all (another key's secret): unknown until readable.
     case unreadable(WLStorageError)

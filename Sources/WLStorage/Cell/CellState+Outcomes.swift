@@ -27,8 +27,7 @@ extension CellState {
         case .failed(let error):
             writeEnded(startVersion, failure: error, effects: &effects)
         case .reported(let error):
-            setLastError(error, &effects)
-            effects.errors.append(error)
+            recordError(error, &effects)
             if error.code == .storedByAnotherVersion && onlyRewriteOrDropPending {
                 // Another version stored a value since the read: the rewrite gives way, even one marked since the check
                 // began (it rewrites a value read before).
@@ -70,8 +69,7 @@ extension CellState {
         return nil
     }
 
-    /// Applies how a batch write ended for the change of `startVersion` (written when `failure` is `nil`). Returns
-    /// whether the cell has no work left. Not generic over job and outcome, which a flush of every cell would pay for.
+    /// How the batch write of `startVersion`'s change ended (written when `failure` is `nil`); `true`: no work left.
     @inline(__always)
     mutating func finishBatchWrite(
         _ startVersion: UInt64, failure: WLStorageError?, now: UInt64, effects: inout JobEffects
@@ -93,8 +91,7 @@ extension CellState {
             return
         }
         throttle.writeEnded(succeeded: false)
-        setLastError(failure, &effects)
-        effects.errors.append(failure)
+        recordError(failure, &effects)
     }
 
     /// The job ended with nothing after it: idle, waiting flushes woken, the throttle armed for work left.
@@ -128,8 +125,7 @@ extension CellState {
             // Unless an update stored a value meanwhile: what is stored is known then, and changes since build on it.
             if stored != .known { stored = .unknown }
             throttle.writeEnded(succeeded: false)
-            setLastError(error, &effects)
-            effects.errors.append(error)
+            recordError(error, &effects)
             if !isPending && Self.isTransient(error) { armCheckRetry(&effects) }
             return nil
         case .movedAside(let error) where isCreate:
@@ -142,8 +138,7 @@ extension CellState {
         case .anotherVersion(let error):
             stored = .known
             if isCreate { throttle.writeEnded(succeeded: true) }
-            setLastError(error, &effects)
-            effects.errors.append(error)
+            recordError(error, &effects)
             // Replaced only by a change of the value, not by a rewrite or a removal of unknown fields.
             if onlyRewriteOrDropPending { writtenVersion = version }
             if !isCreate && isPending { return .write(value, version: version) }
@@ -162,10 +157,7 @@ extension CellState {
             setLastError(nil, &effects)
             var rewrites = false
             if case .reshaped(_, let rewrite, let note) = result {
-                if let note {
-                    setLastError(note, &effects)
-                    effects.errors.append(note)
-                }
+                if let note { recordError(note, &effects) }
                 rewrites = rewrite
             }
             if isCreate {
@@ -181,14 +173,19 @@ extension CellState {
                     message: "the stored value could not be read, so the changes made since were based on another"
                         + " value; the stored value has been read now and replaces them",
                     key: key)
-                setLastError(error, &effects)
-                effects.errors.append(error)
+                recordError(error, &effects)
             }
             extras?.unreadableSinceKnown = false
             adopt(found, effects: &effects)
             if rewrites { markRewrite() }
             return nil
         }
+    }
+
+    /// Makes `error` the last error, reported after the lock.
+    private mutating func recordError(_ error: WLStorageError, _ effects: inout JobEffects) {
+        setLastError(error, &effects)
+        effects.errors.append(error)
     }
 
     /// After unreadable bytes replaced a read value, a read finding nothing is taken as a removal; returns whether so.
@@ -236,8 +233,7 @@ extension CellState {
         if case .unreadable(let error) = change {
             stored = .unknown
             withExtras { $0.unreadableSinceKnown = true }
-            setLastError(error, &effects)
-            effects.errors.append(error)
+            recordError(error, &effects)
             return false
         }
         if case .unchanged = change { return false }

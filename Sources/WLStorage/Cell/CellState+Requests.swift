@@ -1,15 +1,14 @@
 /// The transitions of a storage's requests, each under the cell's lock, returning what to do after it.
 extension CellState {
-    /// What a set does, under the lock.
+    /// What a set does: made (and whether a tick is needed, and notifications wait to be drained), or not while an
+    /// update of the cell runs on some thread (the cell finds out whether it is this one's).
     @usableFromInline
     enum SetOutcome {
-        /// Made: whether the throttle needs a tick, and whether notifications wait to be drained.
         case changed(needsTick: Bool, drain: Bool)
-        /// An update of the cell is running on some thread: the cell finds out whether it is this one's first.
         case updating
     }
 
-    /// A set of `value`, unless an update runs (see ``SetOutcome/updating``). The value replaced leaves in `value`.
+    /// A set of `value`, unless an update runs. The value replaced leaves in `value`.
     @inlinable
     mutating func set(_ value: inout T) -> SetOutcome {
         if updaters != 0 { return .updating }
@@ -40,12 +39,11 @@ extension CellState {
         return changeLocally(to: &value)
     }
 
-    /// What became of a value an update stored in the store.
+    /// What became of a value an update stored: adopted, or not as the cell's value changed since the update read the
+    /// key (an outside change adopted), or a change of this process, newer, is pending.
     enum StoredUpdate {
         case adopted
-        /// The cell's value changed since the update read the key (an outside change adopted).
         case changedMeanwhile
-        /// A change of this process is pending, newer than the update.
         case pending
     }
 
@@ -67,14 +65,12 @@ extension CellState {
 
     // MARK: Flushes and batches
 
-    /// A flush's next step.
+    /// A flush's next step: a job to run on the flushing thread, the job in flight to wait for (then ask again), none,
+    /// or none as the flush comes from inside the cell's own job, which it would wait for forever.
     enum FlushStep {
-        /// The job to run on the flushing thread.
         case run(CellJob<T>)
-        /// Wait for the job in flight, then ask again.
         case wait(WaitingFlush)
         case done
-        /// The flush comes from inside the cell's own job, which it would wait for forever.
         case reentrant
     }
 
@@ -83,8 +79,7 @@ extension CellState {
     mutating func flushStep(on thread: UInt, now: UInt64, upTo target: inout UInt64?, waitingForJobs: Bool)
         -> FlushStep
     {
-        // Up to the latest version at the call, plus a rewrite read during the flush: no change of the caller is left
-        // behind.
+        // Up to the latest version at the call, and a rewrite read meanwhile: no change of the caller is left behind.
         var goal = target ?? version
         if onlyRewritePending { goal = max(goal, version) }
         target = goal
@@ -98,9 +93,8 @@ extension CellState {
         return startWork(on: thread, now: now, upTo: goal).map(FlushStep.run) ?? .done
     }
 
-    /// The pending change for a batch of its store: its value copied into `slot`, its version returned, the cell busy
-    /// on `thread`; otherwise ``BatchStart`` says why. A rewrite in a `rewritesOnCondition` store is left to its own
-    /// conditional write. Decided with the take, in one critical section.
+    /// The pending change for a batch of its store, decided and taken at once: copied into `slot`, the cell busy on
+    /// `thread`. A rewrite in a `rewritesOnCondition` store is left to its own conditional write.
     @inline(__always)  // into the cell's critical section
     mutating func startBatchWrite(
         on thread: UInt, now: UInt64, rewritesOnCondition: Bool, into slot: UnsafeMutablePointer<T>
@@ -113,7 +107,7 @@ extension CellState {
         throttle.writeStarts(now: now)
         busyThread = thread
         slot.initialize(to: value)
-        return .taken(version: version)
+        return .taken(version)
     }
 
     // MARK: Storages joining and leaving
@@ -169,7 +163,7 @@ extension CellState {
 
     // MARK: Listeners
 
-    /// Adds `listener`; returns its id, and whether notifications (the current one, if asked) wait to be drained.
+    /// Adds `listener`; returns its id, and whether notifications (the current value, if asked) wait to be drained.
     mutating func addListener(
         _ listener: @escaping @Sendable (T) -> Void, sendingCurrent: Bool
     ) -> (id: UInt64, drain: Bool) {

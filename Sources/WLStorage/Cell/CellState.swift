@@ -25,7 +25,6 @@ struct CellState<T: Sendable>: Sendable {
         self.throttle = throttle
     }
 
-    /// Whether a local change has not been written.
     @inline(__always) var isPending: Bool { version != writtenVersion }
 
     /// Whether the cell has work for its backer: a change to write or a default to save.
@@ -42,8 +41,7 @@ struct CellState<T: Sendable>: Sendable {
         return body(made)
     }
 
-    /// A change made by this process: swaps `value` in (the old one left in `value`, released after the lock). Returns
-    /// whether the throttle needs a tick, and whether to drain notifications.
+    /// A change made by this process: swaps `value` in (the old one left in `value`, released after the lock).
     @inlinable
     mutating func changeLocally(to value: inout T) -> (needsTick: Bool, drain: Bool) {
         swap(&self.value, &value)
@@ -91,32 +89,24 @@ struct CellState<T: Sendable>: Sendable {
 
     // MARK: Starting jobs
 
-    /// The job for the cell's pending work, or `nil`; marks the cell busy on `thread`. An unknown stored value is read
-    /// first. With `upTo`, only changes up to that version count.
+    /// The job for the pending work (changes up to `target`), marking the cell busy; an unknown stored value is read.
     mutating func startWork(on thread: UInt, now: UInt64, upTo target: UInt64? = nil) -> CellJob<T>? {
         let job: CellJob<T>
         if isPending && target.map({ writtenVersion < $0 }) ?? true {
-            if stored == .unknown {
-                // The tick that may have started it is spent, and the read counts as a try: the job's end arms the
-                // next after the backoff, counted from now.
-                throttle.writeStarts(now: now)
-                job = .reread(version: version)
-            } else {
-                throttle.writeStarts(now: now)
-                job = .write(value, version: version)
-            }
+            job = stored == .unknown ? .reread(version: version) : .write(value, version: version)
         } else if stored == .defaultUnsaved && !isPending {
-            throttle.writeStarts(now: now)
             job = .createDefault(value, version: version)
         } else {
             return nil
         }
+        // A read spends the tick that started it and counts as a try: the job's end arms the next after the backoff.
+        throttle.writeStarts(now: now)
         busyThread = thread
         return job
     }
 
-    /// A check for an outside change asked on `thread`: counted, and its job started, marking the cell busy; `nil` when
-    /// busy (it runs after the job in flight). A read of what is stored, unknown, counts as a try, as a tick's does.
+    /// A check for an outside change: counted, and its job started, marking the cell busy; if busy, run after the job.
+    /// A read of what is stored, unknown, counts as a try, as a tick's does.
     mutating func requestCheck(on thread: UInt, now: UInt64) -> CellJob<T>? {
         withExtras { $0.externalChecks += 1 }
         guard !isBusy else {
@@ -155,8 +145,7 @@ struct CellState<T: Sendable>: Sendable {
         return job
     }
 
-    /// Whether a failed read may succeed when retried unchanged: a system failure, not a file too large, irregular or
-    /// undecodable (whose change brings an event).
+    /// Whether a failed read may pass if retried: not a too large, irregular or undecodable file (its change is seen).
     static func isTransient(_ error: WLStorageError) -> Bool {
         switch error.code {
         case .decodingFailed, .valueTooLarge, .notARegularFile: false
@@ -181,8 +170,7 @@ struct CellState<T: Sendable>: Sendable {
         extras?.checkRetryArmed = false
     }
 
-    /// Replaces the last error (old one released after the lock), keeping ``CellExtras/storedByAnotherVersion`` in
-    /// step.
+    /// Replaces the last error (the old one released after the lock), keeping `storedByAnotherVersion` in step.
     @inline(__always)  // the common case, nothing to clear, without a call that would look up this type
     mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects) {
         // A misuse stays until a later change is written (see ``recordMisuse(_:_:)``).
@@ -209,9 +197,7 @@ struct CellState<T: Sendable>: Sendable {
         extras?.misuseVersion = version
     }
 
-    /// Whether ``StorageCell/removeUnknownFields()`` has work, with nothing pending: not over another version's value,
-    /// nor before what is stored could be read (the value is then the default, which would replace it).
-    var removesUnknownFields: Bool {
-        isPending || (stored != .unknown && extras?.storedByAnotherVersion != true)
-    }
+    /// Whether a removal of unknown fields has work: not, with nothing pending, over another version's value nor before
+    /// what is stored could be read (the value is then the default, which would replace it).
+    var removesUnknownFields: Bool { isPending || (stored != .unknown && extras?.storedByAnotherVersion != true) }
 }

@@ -1,22 +1,18 @@
 /// What the cell does after a job, outside its lock.
 struct JobEffects {
-    /// Errors to report, in order.
     var errors: [WLStorageError] = []
     /// The value changed (adopted from the backer): observers are told.
     var valueChanged = false
-    /// A tick to schedule.
     var tick: (token: UInt32, delay: UInt64)?
     /// The cell has nothing left to write and was kept alive only for that: the registry lets it go.
     var releaseOrphan = false
-    /// A check asked for while the cell was busy, to run in the background now that it is idle.
+    /// A check asked for while the cell was busy, to run in the background now; a failed one's retry, in nanoseconds.
     var scheduleCheck = false
-    /// A check that failed to read, to try again after this many nanoseconds.
     var checkRetry: UInt64?
     /// The backer takes its last read as unseen before the follow-up check (``StoreBacking/forgetLastRead()``).
     var forgetLastRead = false
     /// The cell took the value the check read: its bytes are the base of later changes (``StoreBacking/adoptSeen()``).
     var adoptSeen = false
-    /// Flushes waiting for the cell to be idle.
     var waiters: [WaitingFlush] = []
     /// Listeners have notifications to deliver, and no one delivers them yet.
     var drainNotifications = false

@@ -14,8 +14,7 @@ extension StorageCell {
         run(job, chaining: true)
     }
 
-    /// ``checkForExternalChange()`` over before it returns (run here, or waited for): an update that stored its value
-    /// then holds it or a newer one.
+    /// ``checkForExternalChange()``, over when it returns: an update that stored its value then holds it or newer.
     func checkForExternalChangeBeforeReturning() {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         // A few rounds at most: each waits for a job that other threads may follow with another.
@@ -72,8 +71,7 @@ extension StorageCell {
     private func complete(_ job: CellJob<T>, _ outcome: JobOutcome<T>, chaining: Bool) -> CellJob<T>? {
         let now = scheduler.now
         var effects = JobEffects()
-        // A job that may adopt a value ends the chain, so observers (who may use this storage) are told with the cell
-        // idle.
+        // A job that may adopt a value ends the chain: observers (who may use the storage) are told with the cell idle.
         let chains = chaining && !outcome.mayChangeValue
         let defaultValue = outcome.mayNeedDefault ? defaults.value : defaults.ifMade
         let next = state.withLock { state in
@@ -93,18 +91,24 @@ extension StorageCell {
     // MARK: Batches
 
     /// The pending change as a store batch write (busy until ``finishBatchWrite(_:data:failure:)``), or why not.
-    func takeBatchWrite(on thread: UInt) -> BatchTake {
+    func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite> {
         guard let keyBacker, let storeMedium = keyBacker.storeMedium else { return .elsewhere }
         if keyBacker.writesChangeOnItsOwn { return .elsewhere }
         let now = scheduler.now
         let rewritesOnCondition = storeMedium.rewritesOnCondition
         // Copied into a slot, not returned as an optional: another generic type to look up.
-        return withUnsafeTemporaryAllocation(of: T.self, capacity: 1) { buffer -> BatchTake in
+        return withUnsafeTemporaryAllocation(of: T.self, capacity: 1) { buffer -> BatchTake<BatchWrite> in
             guard let slot = buffer.baseAddress else { return .elsewhere }
             let start = state.withLock {
                 $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, into: slot)
             }
-            guard case .taken(let version) = start else { return BatchTake(start) }
+            let version: UInt64
+            switch start {
+            case .taken(let taken): version = taken
+            case .idle: return .idle
+            case .busyHere: return .busyHere
+            case .elsewhere: return .elsewhere
+            }
             defer { slot.deinitialize(count: 1) }
             let data: Data
             do throws(WLStorageError) {
@@ -119,7 +123,6 @@ extension StorageCell {
     }
 
     /// Ends the batch write of `version`, as `data` (written when `failure` is `nil`); returns whether work is left.
-    /// ``complete(_:_:chaining:)`` without the generic job and outcome: such a write adopts nothing and chains nothing.
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
         if failure == nil { keyBacker?.wrote(data) }
         let now = scheduler.now
@@ -131,7 +134,7 @@ extension StorageCell {
         return !done
     }
 
-    /// Calls the backer for `job`. Runs outside the lock, with the cell busy on this thread.
+    /// Calls the backer for `job`, outside the lock, with the cell busy on this thread.
     private func perform(_ job: CellJob<T>) -> JobOutcome<T> {
         switch job {
         case .write(let value, let version):

@@ -1,23 +1,15 @@
 import Dispatch
+import Foundation
 import Observation
 import Synchronization
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
-
-// Locks: `StorageCell.state` guards a cell's ``CellState``. The registry, the router, the file monitor, the store
-// feeds, a backer's known version and the directory table each guard their own table with a lock of their own.
+// Locks: `StorageCell.state` guards a cell's ``CellState``; the registry, the router, the file monitor, the store
+// feeds, a backer's known version and the directory table each guard their own table. Every lock is a leaf: none is
+// held while another is taken, while a backer, an observer or a listener runs, or while a user object (closure,
+// continuation, backer, storage) is released: such objects are moved out and released after the lock.
 //
-// Every lock of the package is a leaf: none is held while another is taken, while a backer, an observer or a listener
-// runs, or while a user object (closure, continuation, backer, storage) is released; such objects are moved out and
-// released after the lock. Listeners are called outside the lock, in order, by one draining thread at a time.
-//
-// Outside changes (inotify, a store's feed, a custom backer's feed) all reach the ``ChangeRouter``, which calls
-// `checkForExternalChange()` on the cells concerned; ``CellState`` adopts what the backer reports by the last-writer
-// rule. A cell runs one job on its backer at a time, on the thread marked `busyThread`, outside the lock.
+// Outside changes (inotify, store and custom feeds) reach the ``ChangeRouter``, which has the cells concerned check
+// their keys; ``CellState`` adopts by the last-writer rule. A cell runs one job at a time, on its `busyThread`.
 
 /// What every cell is observed through: a registrar each, and one key path for all, formed once per process.
 @usableFromInline
@@ -28,32 +20,24 @@ class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the 
     @usableFromInline let sanitizerHooks = SanitizerHooks.active
     private nonisolated(unsafe) static let keyPath: KeyPath<ObservedCell, Int> = \ObservedCell.observedValue
 
-    /// The observed property: only its key path matters.
+    /// Only its key path matters.
     var observedValue: Int { 0 }
 }
 
-/// One value in memory, shared by every ``WLStorage`` of the same file in this process.
-///
-/// Gets and sets take the `state` lock briefly. Backer calls run off the caller's thread, one at a time per cell,
-/// and only ``flush()`` waits for them.
+/// One value in memory, shared by every ``WLStorage`` of the same file in this process. Gets and sets take the `state`
+/// lock briefly; backer calls run off the caller's thread, one at a time, and only ``flush()`` waits for them.
 @usableFromInline
 final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendable {  // state: `state`
     @usableFromInline let state: Lock<CellState<T>>
     let backer: any WLStorageBacker<T>
     /// The same backer when the package made it, told by the binding: spares a cast on every flush.
     private let ownBacker: OwnBacker<T>
-    /// The same backer when it is a key's in a store (a directory's file or another store's key).
-    var keyBacker: WLStorageDefaultBacker<T>? {
-        if case .key(let keyBacker) = ownBacker { keyBacker } else { nil }
-    }
+    /// The same backer when it is a key's in a store, and its medium when that store is not a directory.
+    var keyBacker: WLStorageDefaultBacker<T>? { if case .key(let keyBacker) = ownBacker { keyBacker } else { nil } }
     /// Whether the key was open with another value type when the cell was made: memory only, writes nothing.
-    var refusesEveryWrite: Bool {
-        if case .refusing = ownBacker { true } else { false }
-    }
-    /// The medium of the key when it is a store's (other than a directory's).
+    var refusesEveryWrite: Bool { if case .refusing = ownBacker { true } else { false } }
     var storeMedium: StoreMedium? { keyBacker?.storeMedium }
     let scheduler: any WriteScheduler
-    /// The value a removal returns to, made when it is first needed.
     let defaults: CellDefault<T>
     /// The migrations of the cell's storages, in the order they came (see ``add(_:joining:)``).
     private let migrations = Lock<[WLStorageMigration<T>]>([])
@@ -73,9 +57,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         if !migrations.isEmpty { add(migrations) }
     }
 
-    /// Adds a storage's migrations after the cell's; renames go to a key's backer, which writes
-    /// both names. For a joining storage, a rename new to the backer has the key read again as an outside change, or a
-    /// write would put under the old name a value not read from it.
+    /// Adds a storage's migrations; renames go to a key's backer, which writes both names. A joining storage's rename
+    /// new to the backer has the key read again, or a write would put under the old name a value not read from it.
     func add(_ migrations: [WLStorageMigration<T>], joining: Bool = false) {
         guard !migrations.isEmpty else { return }
         // The old array's elements are copied, not released: no user object goes under the lock.
@@ -107,10 +90,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         storeMedium.map { .store($0.identity, key: $0.storedKey) }
     }
 
-    /// The directory this cell's file is in, when its key is a directory's.
+    /// The directory of the cell's file and the file's name, when its key is a directory's.
     var directory: StorageDirectory? { keyBacker?.directory }
-
-    /// The file's name in ``directory``.
     var fileName: String? { keyBacker?.fileName }
 
     /// Twice the number of live storages, plus one while the cell holds a use of its watch or feed.
@@ -201,9 +182,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         return id
     }
 
-    /// Delivers queued notifications, in order, outside the lock, one draining thread at a time: the caller delivers
-    /// one batch, a package thread the rest. A listener removed meanwhile is not called (looked up just before each
-    /// call).
+    /// Delivers queued notifications in order, outside the lock, one draining thread at a time: the caller one batch,
+    /// a package thread the rest. A listener removed meanwhile is not called (looked up before each call).
     @usableFromInline
     func drainNotifications() {
         guard let batch = state.withLock({ $0.takeNotifications() }) else { return }
@@ -215,18 +195,15 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
             }
         }
         guard state.withLock({ $0.hasNotificationsLeft() }) else { return }
-        // A serial queue per batch has its own thread, unlike the shared pool that waits on blocked workers; and one
-        // storage's slow handler holds up no other storage.
+        // A queue of its own: the shared pool may wait on blocked workers, and a slow handler holds up no other cell.
         DispatchQueue(label: "WLStorage.notifications").async { [self] in drainNotifications() }
     }
 
     /// Removes a listener, released after the lock: it may hold the last reference to a storage of this cell.
     func removeListener(_ id: UInt64) {
-        let removed = state.withLock { $0.removeListener(id) }
-        _ = removed
+        _ = state.withLock { $0.removeListener(id) }
     }
 
-    /// Whether the listener `id` is still registered.
     private func isListening(_ id: UInt64) -> Bool {
         state.withLock { $0.extras?.listeners[id] != nil }
     }
@@ -259,7 +236,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         run(job, chaining: true)
     }
 
-    /// Counts a storage of this cell, balanced by ``storageReleased()``.
+    /// Counts a storage, balanced by ``storageReleased()``.
     func storageAttached() {
         storagesAndWatch.add(2, ordering: .acquiringAndReleasing)
     }
@@ -272,9 +249,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     // MARK: Flush
 
-    /// Writes what was set before the call, and an unsaved default or rewrite, waiting for a job in flight first;
-    /// returns after the first failure. With `waitingForJobs` off, a job elsewhere finishes the work (a backer's flush
-    /// must not wait for it).
+    /// Writes what was set before the call, an unsaved default or a rewrite, after a job in flight; stops at the first
+    /// failure. With `waitingForJobs` off (a flush from a backer), a job elsewhere is left to finish the work.
     @discardableResult
     func flush(waitingForJobs: Bool = true) -> FlushResult {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
@@ -339,31 +315,24 @@ extension JobOutcome {
     }
 }
 
-/// How a flush of a cell ended.
+/// How a flush of a cell ended: everything set before it written (or nothing pending), a write failed (the value stays
+/// pending, the error reported), or called from inside the cell's own job (its backer), which it would wait for.
 enum FlushResult {
-    /// Everything set before the flush is written (or nothing was pending).
     case done
-    /// A write failed; the value stays pending and the error was reported.
     case failed
-    /// The flush was called from inside this cell's own job (its backer), which it would wait for forever.
     case reentrant
 }
 
 extension CellJob {
-    var isCreate: Bool {
-        if case .createDefault = self { true } else { false }
-    }
+    var isCreate: Bool { if case .createDefault = self { true } else { false } }
 }
 
-/// The backer of a cell, when the package made it.
+/// The backer of a cell, when the package made it: a key's in a store, the wrapper of a custom backer with a change
+/// feed, none (a plain custom backer), or one that refuses every write (the key is open with another value type).
 enum OwnBacker<T: Codable & Sendable> {
-    /// The backer of a key in a store: a directory's file, or another store's key.
     case key(WLStorageDefaultBacker<T>)
-    /// The wrapper of a custom backer with a change feed.
     case observed(ObservedBacker<T>)
-    /// A plain custom backer.
     case other
-    /// A backer that refuses every write: the cell of a storage whose key is open with another value type.
     case refusing
 }
 
@@ -373,10 +342,10 @@ struct BatchWrite: Sendable {
     let version: UInt64
 }
 
-/// What a batch of its store's writes takes of a cell, seen from the flushing thread.
-enum BatchStart {
-    /// The change of this version, copied out for the batch: the cell is busy until the batch ends.
-    case taken(version: UInt64)
+/// What a batch of its store's writes takes of a cell, seen from the flushing thread: its change, or why nothing.
+enum BatchTake<Change: Sendable>: Sendable {
+    /// The change (its version in the cell's state, then its write), copied out: the cell is busy until the batch ends.
+    case taken(Change)
     /// Nothing to write, and no job running.
     case idle
     /// A job of the cell runs on the flushing thread: the flush is called from inside a backer.
@@ -385,35 +354,18 @@ enum BatchStart {
     case elsewhere
 }
 
-/// What a store batch took of a cell: its write, or why nothing (``BatchStart``).
-enum BatchTake: Sendable {
-    case taken(BatchWrite)
-    case idle
-    case busyHere
-    case elsewhere
-
-    /// A start that took nothing.
-    init(_ start: BatchStart) {
-        switch start {
-        case .idle: self = .idle
-        case .busyHere: self = .busyHere
-        case .taken, .elsewhere: self = .elsewhere
-        }
-    }
-}
+/// What the cell's state takes for a batch: the version of the change.
+typealias BatchStart = BatchTake<UInt64>
 
 extension StorageCell: RegisteredCell {
     var valueTypeName: String { TypeName.of(T.self) }
 
-    func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) {
-        storeMedium?.offer(changes, mustRead: mustRead)
-    }
+    func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) { storeMedium?.offer(changes, mustRead: mustRead) }
 
     func flushState(from thread: UInt) -> CellFlushState {
-        let store = storeMedium?.identity
-        return state.withLock { state in
+        state.withLock { state in
             if state.busyThread == thread { return .busyHere }
-            return state.hasWork || state.isBusy ? .work(store: store) : .idle
+            return state.hasWork || state.isBusy ? .work : .idle
         }
     }
 }

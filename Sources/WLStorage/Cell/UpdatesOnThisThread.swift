@@ -1,8 +1,4 @@
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+import Foundation
 
 /// The cells whose `update` closure this thread runs, innermost last, per thread (a `pthread` key); a set looks here
 /// only while the cell's ``CellState/updaters`` is not zero.
@@ -14,6 +10,8 @@ enum UpdatesOnThisThread {
         var capacity = 0
         var cells: UnsafeMutablePointer<UInt>?
         var reporting = false
+
+        func contains(_ cell: UInt) -> Bool { UnsafeBufferPointer(start: cells, count: depth).contains(cell) }
     }
 
     private static let key: pthread_key_t = {
@@ -36,14 +34,9 @@ enum UpdatesOnThisThread {
         return record
     }
 
-    /// Whether this thread runs an update of `cell`.
     @usableFromInline
     static func contains(_ cell: ObjectIdentifier) -> Bool {
-        contains(UInt(bitPattern: cell), in: record)
-    }
-
-    private static func contains(_ cell: UInt, in record: UnsafeMutablePointer<Record>) -> Bool {
-        UnsafeBufferPointer(start: record.pointee.cells, count: record.pointee.depth).contains(cell)
+        record.pointee.contains(UInt(bitPattern: cell))
     }
 
     /// Records that this thread runs an update of `cell`; `false`, recording nothing, when it runs one already.
@@ -51,7 +44,7 @@ enum UpdatesOnThisThread {
     static func begin(_ cell: ObjectIdentifier) -> Bool {
         let record = self.record
         let cell = UInt(bitPattern: cell)
-        if contains(cell, in: record) { return false }
+        if record.pointee.contains(cell) { return false }
         if record.pointee.depth == record.pointee.capacity {
             let capacity = max(8, record.pointee.capacity * 2)
             let cells = UnsafeMutablePointer<UInt>.allocate(capacity: capacity)

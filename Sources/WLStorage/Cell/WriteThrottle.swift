@@ -1,12 +1,10 @@
-/// The throttle's state: when the last write started, whether a tick is armed, and failures in a row.
-///
-/// The first change after a quiet interval arms a tick with no delay; later changes while armed do nothing (the tick
-/// writes the latest). A change after a write arms a tick one interval after that write started. A write disarms,
-/// so a stale tick finds its token out of date.
+/// The throttle: the first change after a quiet interval arms a tick with no delay; later changes while armed do
+/// nothing (the tick writes the latest). A change after a write arms a tick one interval after that write started. A
+/// write disarms, so a stale tick finds its token out of date.
 @usableFromInline
 struct WriteThrottle: Sendable {
-    /// The flush interval in nanoseconds; `UInt64.max` for no automatic writes. Storages sharing a value: the shortest.
-    // Properties are declared widest first, which keeps the layout at 24 bytes (see `CellState`).
+    /// The flush interval in nanoseconds (the shortest of the cell's storages); `UInt64.max` for no automatic writes.
+    // Properties are declared widest first, which keeps the layout at 24 bytes.
     @usableFromInline private(set) var interval: UInt64
     /// When the last write started; 0 before the first.
     private var lastWriteStart: UInt64 = 0
@@ -45,7 +43,7 @@ struct WriteThrottle: Sendable {
         disarm()
     }
 
-    /// Ends the urgency of ``makeUrgent()``: the work it was for is done.
+    /// The work that ``makeUrgent()`` was for is done.
     mutating func endUrgency() {
         isUrgent = false
     }
@@ -69,17 +67,14 @@ struct WriteThrottle: Sendable {
         isArmed = true
         token &+= 1
         guard lastWriteStart != 0 else { return (token, 0) }
-        let wait = failures == 0 ? waitingInterval : retryDelay
+        let wait =
+            failures == 0
+            ? waitingInterval : Self.retryDelay(afterFailures: UInt32(failures), interval: waitingInterval)
         let due = lastWriteStart.addingReportingOverflow(wait)
         // An interval long enough to overflow the clock means "much later", never "now".
         guard !due.overflow else { return (token, .max - now) }
         guard due.partialValue > now else { return (token, 0) }
         return (token, due.partialValue - now)
-    }
-
-    /// The wait before retrying after `failures` failed writes in a row.
-    private var retryDelay: UInt64 {
-        Self.retryDelay(afterFailures: UInt32(failures), interval: waitingInterval)
     }
 
     /// The wait before a retry after `failures` in a row: the interval (at least 100 ms), doubling up to 30 s or it.
@@ -91,12 +86,10 @@ struct WriteThrottle: Sendable {
         return overflow ? ceiling : min(delay, ceiling)
     }
 
-    /// Whether the tick with `token` is the armed one.
     func isCurrent(_ token: UInt32) -> Bool {
         isArmed && self.token == token
     }
 
-    /// Notes that a write starts now, which disarms any tick.
     mutating func writeStarts(now: UInt64) {
         disarm()
         lastWriteStart = max(now, 1)
@@ -108,7 +101,7 @@ struct WriteThrottle: Sendable {
         token &+= 1
     }
 
-    /// Notes how the last write ended, for the delay of the next retry.
+    /// How the last write ended, for the delay of the next retry.
     mutating func writeEnded(succeeded: Bool) {
         failures = succeeded ? 0 : (failures == .max ? failures : failures + 1)
     }

@@ -11,16 +11,16 @@ struct FieldRename: Sendable, Equatable {
         renames.reduce(data) { data, rename in copy(rename.old, to: rename.new, in: data) }
     }
 
-    /// `data`, a value's encoding, with each old name holding its new name's value, or left out where the new name is
-    /// absent or `null`. The last rename goes first, so every earlier name in a chain takes the value.
+    /// `data`, a value's encoding, with each old name holding its new name's value (left out where that is absent or
+    /// `null`). The last rename goes first, so every earlier name in a chain takes the value.
     static func writing(_ data: Data, _ renames: [FieldRename]) -> Data {
         renames.reversed().reduce(data) { data, rename in
             copy(rename.new, to: rename.old, in: data, removingWithoutSource: true)
         }
     }
 
-    /// The members of `object` with `target` given `source`'s value byte for byte (or removed when `source` is absent
-    /// or `null` and `removingWithoutSource`); `object` itself when nothing changes or it is no object.
+    /// `object` with `target` given `source`'s value byte for byte (removed when `source` is absent or `null` and
+    /// `removingWithoutSource`); `object` itself when nothing changes or it is no object.
     private static func copy(
         _ source: String, to target: String, in object: Data, removingWithoutSource: Bool = false
     ) -> Data {

@@ -9,8 +9,7 @@ enum JSONCoders {
     }()
     static let decoder = JSONDecoder()
 
-    /// The bytes of `value` with renamed fields' old names (``FieldRename``) and `base`'s unknown members,
-    /// size-checked.
+    /// The bytes of `value` with renamed fields' old names and `base`'s unknown members, size-checked.
     static func encode<T: Codable>(
         _ value: T, key: String, renaming renames: [FieldRename] = [], keepingUnknownOf base: Data?
     ) throws(WLStorageError) -> Data {

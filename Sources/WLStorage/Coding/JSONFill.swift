@@ -1,12 +1,8 @@
 import Foundation
 
-/// The added-fields step: a JSON object completed with members it lacks from the default value's JSON, one at a
+/// The added-fields step: a JSON object completed with the members it lacks from the default value's JSON, one at a
 /// time where the decoder reports a key not found, until it decodes; stored members are copied byte for byte.
-///
-/// Taken when the value keeps every field of the bytes (the type gained fields). When it drops some, a migration
-/// that decodes the bytes is preferred; when it keeps none, the bytes are not this type's.
 enum JSONFill {
-    /// The most members added to one value.
     private static let maximumAdded = 1_024
 
     /// Whether `encoded` keeps all members of `stored` (at every shared object depth), and any of them (at the top).
@@ -29,9 +25,8 @@ enum JSONFill {
         }
     }
 
-    /// The value of `type` from `data`, which threw `error` decoded as it is, with the members it needs taken from
-    /// `defaults`, and the bytes that decoded; `nil` when a needed member is not at the same place in `defaults`. Only
-    /// a key not found is added: the decoder found the text to be JSON, which the parser below relies on.
+    /// The value of `type` from `data` (which threw `error`) with the members it needs from `defaults`, and its bytes;
+    /// `nil` when one is not at the same place there. Only after a key not found: the text is JSON, as parsing needs.
     static func filled<T: Decodable>(
         _ data: Data, failing error: any Error, from defaults: Data, as type: T.Type
     ) -> (value: T, bytes: Data)? {
@@ -60,19 +55,19 @@ enum JSONFill {
         return nil
     }
 
+    /// `bytes` without a byte order mark, which the decoder accepts.
     private static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
-        // A byte order mark, which the decoder accepts, is left out.
         bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
     }
 
-    /// The bytes of `data` (without a byte order mark) with its members and where it is, when it is a JSON object.
+    /// The bytes of `data` (without a byte order mark), its members and range, when it is a JSON object.
     static func object(_ data: Data) -> (bytes: [UInt8], members: [Member], range: Range<Int>)? {
         var parser = Parser(bytes: withoutByteOrderMark([UInt8](data)))
         guard case .object(let members, let range)? = parser.parseValue(depth: 0) else { return nil }
         return (parser.bytes, members, range)
     }
 
-    /// The member at `path` (keys of objects inside each other) of `node`.
+    /// The member at `path` (keys of nested objects) of `node`.
     private static func member(at path: ArraySlice<String>, in node: Node) -> Member? {
         guard let first = path.first, case .object(let members, _) = node,
             let member = members.last(where: { $0.key == first })
@@ -115,9 +110,8 @@ enum JSONFill {
     }
 
     struct Member {
-        /// The key as written, quotes included.
+        /// The key as written, quotes included, and as compared (escapes resolved).
         var rawKey: Range<Int>
-        /// The key itself, escapes resolved, for comparing keys however they are written.
         var key: String
         var value: Node
     }
@@ -127,7 +121,7 @@ enum JSONFill {
         let bytes: [UInt8]
         var index = 0
 
-        /// Objects nest no deeper than `JSONDecoder` reads (512); this only keeps a wrong input from recursing far.
+        /// Deeper than `JSONDecoder` reads (512): only keeps a wrong input from recursing far.
         private static let maximumDepth = 1_024
 
         mutating func parseValue(depth: Int) -> Node? {
@@ -173,7 +167,6 @@ enum JSONFill {
             }
         }
 
-        /// The string a quoted key stands for.
         private static func key(_ quoted: ArraySlice<UInt8>) -> String? {
             if !quoted.contains(UInt8(ascii: "\\")) {
                 return String(decoding: quoted.dropFirst().dropLast(), as: UTF8.self)

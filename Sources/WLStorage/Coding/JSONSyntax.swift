@@ -1,7 +1,6 @@
 import Foundation
 
-/// Whether bytes are a JSON text as `JSONSerialization` reads one (any value at the top), and its words for what is
-/// wrong: it judges bytes that did not decode; whether bytes decode is `JSONDecoder`'s to say.
+/// Whether bytes that did not decode are a JSON text as `JSONSerialization` reads one, and its words for what is wrong.
 package enum JSONSyntax {
     /// Why `data` is not JSON, in `JSONSerialization`'s words (`Invalid value around character 2`); `nil` if it is.
     package static func problem(in data: Data) -> String? {

@@ -2,7 +2,6 @@ import Foundation
 
 /// Where bytes were read from, as a storage's messages name it: a file, or a key of a store.
 struct StoredPlace: Sendable {
-    /// The storage's key.
     let key: String
     /// What holds the bytes, as a sentence's subject: "the file", "what store x holds".
     let subject: String
@@ -11,15 +10,12 @@ struct StoredPlace: Sendable {
     /// Whether the store's values are secret (``StoreCapabilities/conceals``): messages then do not quote the bytes.
     let conceals: Bool
 
-    /// The file's path, when the bytes are a file's.
     var path: String? { file.map { $0.directory.filePath($0.name) } }
 
-    /// A file of a directory.
     static func file(key: String, _ name: String, in directory: StorageDirectory) -> StoredPlace {
         StoredPlace(key: key, subject: "the file", file: (directory, name), conceals: false)
     }
 
-    /// A key of a store other than a directory, named by the store's identity.
     static func store(key: String, identity: String, conceals: Bool) -> StoredPlace {
         StoredPlace(key: key, subject: "what \(identity) holds", file: nil, conceals: conceals)
     }
@@ -32,9 +28,8 @@ enum StoredBytes<T: Codable & Sendable> {
     case value(T)
     /// The value via a migration or reshaping, to be written back in the current shape; the bytes kept until then.
     case reshaped(T, ValueDecoding<T>.Reshape)
-    /// Bytes another version of the program stored: left as they are.
+    /// Bytes another version of the program stored, or sealed by an encrypted store read without its key: left.
     case anotherVersion(WLStorageError)
-    /// Bytes sealed by an encrypted store, read without its key: left as they are.
     case sealedElsewhere(WLStorageError)
     /// Bytes that do not decode: what is wrong with them (`judged`, a phrase after the place's subject) and the error.
     case undecodable(judged: String, error: (any Error)?)

@@ -1,18 +1,15 @@
 import Foundation
 
-/// The compatibility rule: fields of a stored JSON object that the current type does not know survive its writes, so
-/// an older version in a fleet does not lose what a newer one stored.
-///
-/// A backer keeps the object bytes it last read or wrote (the *base*); a write adds every base member the type does
-/// not know, at every depth where both hold an object. Arrays are taken whole, as is a nested object sharing no
-/// member with the value's (another enum case). A member is *known* when the value's encoding decodes differently
-/// with it than without it (or not at all), so a `nil` optional or removed entry is removed while a newer field is
-/// kept. Members are judged together, then in halving groups, with at most ``maximumGroupTests`` decodes.
+/// Fields of a stored JSON object that the current type does not know survive its writes, so an older version in a
+/// fleet does not lose what a newer one stored. A backer keeps the object bytes it last read or wrote (the *base*); a
+/// write adds every base member the type does not know, at every depth where both hold an object. Arrays are taken
+/// whole, as is a nested object sharing no member with the value's (another enum case). A member is *known* when the
+/// value's encoding decodes differently with it than without it (or not at all), so a `nil` optional or removed entry
+/// is removed while a newer field is kept. Members are judged together, then in halving groups.
 enum UnknownFields {
     /// `data` itself when it is a JSON object, which a write may need to keep members of; `nil` otherwise.
     static func base(_ data: Data) -> Data? {
-        // Over the bytes in place: iterating `Data` costs an access check per byte. Whitespace and a byte order mark
-        // may come first.
+        // Whitespace and a byte order mark may come first.
         let first = data.withUnsafeBytes { $0.first { ![0x20, 0x0A, 0x09, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) } }
         return first == UInt8(ascii: "{") ? data : nil
     }
@@ -22,8 +19,7 @@ enum UnknownFields {
         guard case let (baseBytes, baseMembers, _)? = JSONFill.object(base),
             case let (encodedBytes, encodedMembers, _)? = JSONFill.object(encoded)
         else { return nil }
-        // A one-member value holding an object sharing nothing with the stored object is an enum case replacing
-        // another.
+        // A one-member value holding an object sharing nothing with the stored one: an enum case replacing another.
         if encodedMembers.count == 1, case .object = encodedMembers[0].value,
             !baseMembers.contains(where: { $0.key == encodedMembers[0].key })
         {
@@ -54,7 +50,7 @@ enum UnknownFields {
         return judgedInGroups(candidates, merged: merged, decoded, target)
     }
 
-    /// At most this many decodes judge the members left in groups; a group not judged by then is left out.
+    /// At most this many decodes judge the members in groups; a group not judged by then is left out.
     static let maximumGroupTests = 64
 
     /// Group testing: a group whose members leave the value as it is is kept whole; one that changes it is split.
@@ -110,14 +106,14 @@ enum UnknownFields {
         }
     }
 
-    /// Whether a path names a member of the object `encoding` (a value's encoding) holds.
+    /// Whether a path names a member that the object `encoding` holds.
     private static func written(in encoding: Data) -> ([String]) -> Bool {
         guard let members = JSONFill.object(encoding)?.members else { return { _ in false } }
         let lookup = Lookup(members)
         return { lookup.contains($0[...]) }
     }
 
-    /// The members of an object by key (the last of members with one key, as the decoder takes it), with theirs.
+    /// An object's members by key (the last of a repeated key, as the decoder takes it), with theirs.
     private struct Lookup {
         var members: [String: (member: JSONFill.Member, inner: Lookup?)] = [:]
 
@@ -200,7 +196,7 @@ enum UnknownFields {
 }
 
 /// What a backer keeps for ``UnknownFields``: its last object bytes, and whether the next write drops their unknown
-/// members (asked until a write that did is stored, ``wrote()``). A reference, `nil` for non-objects: one word.
+/// members (until a write that did is stored). A reference, `nil` for non-objects: one word.
 struct UnknownFieldsBase: Sendable {
     private final class Box: Sendable {
         let bytes: Data?
@@ -224,10 +220,8 @@ struct UnknownFieldsBase: Sendable {
         box = bytes == nil && !drops ? nil : Box(bytes: bytes, drops: drops, taken: box?.taken ?? false)
     }
 
-    /// The bytes kept, whether or not the next write drops their unknown members.
+    /// The bytes kept, and whether the next write drops their unknown members.
     var bytes: Data? { box?.bytes }
-
-    /// Whether the next write is to drop the unknown members.
     var drops: Bool { box?.drops ?? false }
 
     /// Makes the next write leave out the members of the stored object that the value's type does not know.

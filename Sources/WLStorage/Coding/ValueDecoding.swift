@@ -1,20 +1,17 @@
 import Foundation
 
-/// How stored bytes became the value: a plain decode, else the fields they lack taken from the default value's JSON,
-/// then the storage's migrations, in order.
+/// How stored bytes become the value: a plain decode, else the missing fields from the default's JSON, then migrations.
 struct ValueDecoding<T: Codable & Sendable> {
-    /// Makes the value whose fields fill in those stored bytes lack. Called only when a decode failed.
+    /// Makes the value whose fields fill in those stored bytes lack; called only when a decode failed.
     let defaultValue: () -> T
     let migrations: [WLStorageMigration<T>]
 
     /// How bytes that are not in the current shape became the value.
     enum Reshape: Sendable, Equatable {
-        /// The fields they lacked were taken from the default value.
+        /// The fields they lacked were taken from the default value, or the migration from this type converted them.
         case filledIn
-        /// The migration from this type converted them.
         case migrated(from: String)
 
-        /// For messages: "lacked fields, which were taken from the default value".
         var description: String {
             switch self {
             case .filledIn: "lacked fields of the current type, which were taken from the default value"
@@ -23,21 +20,17 @@ struct ValueDecoding<T: Codable & Sendable> {
         }
     }
 
-    /// What the bytes decode to.
+    /// What the bytes decode to: the value and how it was reshaped (`nil`: in its shape); JSON that no step reads as
+    /// this type (another version stored it, left as it is); or bytes that are not JSON, which nothing can read.
     enum Outcome {
-        /// The value, and how it was reshaped; `nil` when the bytes were in its shape.
         case decoded(T, Reshape?)
-        /// JSON that no step reads as this type (another version stored it), left as it is: the decoding error, and
-        /// what the migrations that decoded it threw.
         case anotherVersion(any Error, migrationFailures: [String])
-        /// The bytes are not JSON: nothing can read them.
         case undecodable(any Error, migrationFailures: [String])
     }
 
-    /// Reads `stored` through the steps, renames first (``FieldRename``). Bytes no migration reads that share fields
-    /// with this type are read as those fields plus the default's (another version's value).
-    ///
-    /// - Parameter plainError: What decoding `stored` as the type threw, if the caller tried already (no renames only).
+    /// Reads `stored` through the steps, renames first; bytes no migration reads that share fields with this type are
+    /// read as those fields plus the default's (another version's value). `plainError`: what decoding `stored` as the
+    /// type threw, if the caller tried already (without renames only).
     func decode(_ stored: Data, plainError: (any Error)? = nil) -> Outcome {
         let renames = migrations.compactMap(\.rename)
         let data = renames.isEmpty ? stored : FieldRename.reading(stored, renames)
@@ -57,8 +50,8 @@ struct ValueDecoding<T: Codable & Sendable> {
             let value = JSONFill.filled(data, failing: firstError, from: defaults, as: T.self)?.value,
             let encoded = try? JSONCoders.encoder.encode(value)
         {
-            // Taken at once when it keeps every member of the bytes; else a migration that decodes them comes first (a
-            // renamed field would take the default's value). Renames' old names are the type's too.
+            // Taken at once when it keeps every member of the bytes (renames' old names are the type's too); else a
+            // migration that decodes them comes first (a renamed field would take the default's value).
             let written = renames.isEmpty ? encoded : FieldRename.writing(encoded, renames)
             let coverage = JSONFill.coverage(of: data, in: written)
             if coverage.any && coverage.all { return .decoded(value, .filledIn) }
@@ -97,8 +90,7 @@ struct ValueDecoding<T: Codable & Sendable> {
         }
     }
 
-    /// Why bytes did not decode, for a message, in the tool's words: not JSON (and why), or JSON of another shape; and
-    /// the migrations that threw.
+    /// Why bytes did not decode, for a message: not JSON (and why) or JSON of another shape; and migrations that threw.
     static func judge(_ data: Data, migrationFailures: [String]) -> String {
         let what = JSONSyntax.problem(in: data).map { "is not JSON (\($0)), so it does not decode as" }
         let base = "\(what ?? "holds JSON that does not decode as") \(T.self)"

@@ -2,7 +2,6 @@ import Synchronization
 
 /// The largest value read or written, in bytes of JSON (``WLStorageSystem/maximumValueSize``).
 package enum ValueSizeLimit {
-    /// 16 MiB.
     package static let defaultMaximum = 16 * 1024 * 1024
 
     /// The highest limit that can be set: 1 GiB (a value is held in memory whole, more than once while coded).
@@ -11,7 +10,6 @@ package enum ValueSizeLimit {
     /// The largest file of an encrypted value: the limit, and what encryption adds to a value (its header and tag).
     package static var sealedMaximum: Int { maximum + SealedBox.minimumLength }
 
-    /// The limit now.
     package static var maximum: Int {
         get { Runtime.shared.maximumValueSize.load(ordering: .relaxed) }
         set { Runtime.shared.maximumValueSize.store(clamped(newValue), ordering: .relaxed) }

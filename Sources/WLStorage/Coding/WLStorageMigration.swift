@@ -40,9 +40,8 @@ public struct WLStorageMigration<Value>: Sendable {
     /// run (the expand step of an expand-and-contract rename).
     ///
     /// The storage reads the old name while it is stored (it wins when the two differ: only an old version writes them
-    /// apart), and writes both names alike; when the value leaves the new name out or `null`, both are left out.
-    ///
-    /// See <doc:ChangingAStoredType>.
+    /// apart), and writes both names alike; when the value leaves the new name out or `null`, both are left out (see
+    /// <doc:ChangingAStoredType>).
     ///
     /// Once no program knows only the old name, release a version without the rename and call
     /// ``WLStorage/removeUnknownFields()``. A rename applies to top-level fields only; declare chains oldest first, and

@@ -1,10 +1,5 @@
+import Foundation
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
 
 /// A `Mutex` that ThreadSanitizer can see (TSan does not observe `Mutex`'s futex on Linux).
 @usableFromInline
@@ -16,7 +11,6 @@ package struct Lock<Value: ~Copyable>: ~Copyable {
         self.mutex = Mutex(initialValue)
     }
 
-    /// Calls `body` with the value while holding the lock.
     @inlinable @inline(__always)
     package func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result

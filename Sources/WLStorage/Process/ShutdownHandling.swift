@@ -2,28 +2,24 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// The one place in the process that flushes storages at shutdown: an `atexit` handler, and Dispatch signal sources
-/// for SIGTERM, SIGINT and SIGHUP on one labelled serial queue, installed once by the first storage.
-///
-/// Sources are never cancelled: libdispatch on Linux installs its handler only with the first source for a signal,
-/// so a source made again would never fire. ``WLStorageSystem/flushesOnSignals`` is a flag the handler reads.
+/// The one place that flushes storages at shutdown: an `atexit` handler, and Dispatch signal sources for SIGTERM,
+/// SIGINT and SIGHUP on one serial queue, installed once by the first storage. Sources are never cancelled: libdispatch
+/// on Linux installs its handler only with a signal's first source, so a source made again would never fire;
+/// ``WLStorageSystem/flushesOnSignals`` is a flag the handler reads.
 enum ShutdownHandling {
     static let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP]
 
     struct State {
         var started = false
         var signalHandlersWanted = true
-        /// How long the flush at exit and on a signal waits at most.
         var shutdownFlushTimeout: Duration = .seconds(10)
-        /// The sources this process installed, by signal.
         var sources: [Int32: any DispatchSourceSignal] = [:]
     }
 
-    /// What the flush at exit and on signals keeps, in the ``Runtime``.
+    /// What the flush at exit and on signals keeps, in the ``Runtime``; `started` is `State.started` without the lock.
     final class Parts: Sendable {
         let state = Lock(State())
         let queue = DispatchQueue(label: "WLStorage.shutdown")
-        /// `State/started`, readable without the lock.
         let started = Atomic<Bool>(false)
         /// Whether the flush at exit or on a signal has begun (see ``WLStorageSystem/isFlushingAtExit``).
         let exitFlushStarted = Atomic<Bool>(false)
@@ -32,7 +28,7 @@ enum ShutdownHandling {
 
     private static var parts: Parts { Runtime.shared.shutdown }
 
-    /// Called by every storage initializer; does its work once.
+    /// Called by every storage initializer; works once.
     static func storageCreated() {
         if parts.started.load(ordering: .acquiring) { return }
         // Decided where the start is marked, so a concurrent change of `flushesOnSignals` comes wholly before or after.
@@ -77,39 +73,28 @@ enum ShutdownHandling {
     }
 
     /// Flushes every cell with work left, side by side on the calling thread and a queue so a hanging backer holds up
-    /// only its cell, and returns when all are done or `timeout` has passed (then reporting what it left). A cell whose
-    /// job runs on the calling thread is left to that job. `included` filters cells (tests).
-    static func flushEverything(
-        only included: ((any RegisteredCell) -> Bool)? = nil, within timeout: Duration? = nil
-    ) {
+    /// only its cell, until all are done or `timeout` has passed (then reports what it left). A cell whose job runs on
+    /// the calling thread is left to that job. `included` filters cells (tests).
+    static func flushEverything(only included: ((any RegisteredCell) -> Bool)? = nil, within timeout: Duration? = nil) {
         if timeout != nil { parts.exitFlushStarted.store(true, ordering: .releasing) }
         let deadline = timeout.map { ContinuousClock.now + $0 }
         let caller = UInt(bitPattern: Int(bitPattern: pthread_self()))
         var insideABacker = false
-        // The cells of one store (other than a directory) are grouped, so their changes are written in one batch.
+        // The cells of one store (not a directory) are grouped, so their changes are written in one batch.
         var groups: [[any RegisteredCell]] = []
         var stores: [String: Int] = [:]
         var single: [FlushItem] = []
         var live = Runtime.shared.registry.liveCells()
         while let cell = live.popLast() {
             if let included, !included(cell) { continue }
-            let store: String
-            if let identity = cell.storeMedium?.identity {
-                // Grouped without its lock: the batch asks the cell what it has when it takes its change.
-                store = identity
-            } else {
+            // A store's cell is grouped without its lock: the batch asks the cell when it takes its change.
+            guard let store = cell.storeMedium?.identity else {
                 switch cell.flushState(from: caller) {
-                case .idle:
-                    continue
-                case .busyHere:
-                    insideABacker = true
-                    continue
-                case .work(store: nil):
-                    single.append(.cell(cell))
-                    continue
-                case .work(let identity?):
-                    store = identity
+                case .idle: break
+                case .busyHere: insideABacker = true
+                case .work: single.append(.cell(cell))
                 }
+                continue
             }
             if let index = stores[store] {
                 groups[index].append(cell)
@@ -229,8 +214,7 @@ extension WLStorage where T == Never {
         set { WLStorageSystem.shutdownFlushTimeout = newValue }
     }
 
-    /// Whether the package flushes every storage on SIGTERM, SIGINT and SIGHUP: see
-    /// ``WLStorageSystem/flushesOnSignals``.
+    /// Whether every storage is flushed on SIGTERM, SIGINT and SIGHUP: see ``WLStorageSystem/flushesOnSignals``.
     @available(*, deprecated, renamed: "WLStorageSystem.flushesOnSignals")
     public static var flushesOnSignals: Bool {
         get { WLStorageSystem.flushesOnSignals }
@@ -245,11 +229,9 @@ extension WLStorage where T == Never {
     }
 }
 
-/// What a flush of every cell flushes as one piece of work.
+/// What a flush of every cell flushes as one piece of work: a cell, or the cells of one store (``flushStore``).
 private enum FlushItem: Sendable {
-    /// A cell, flushed on its own.
     case cell(any RegisteredCell)
-    /// The cells of one store: one batch for their changes, then each flushed for what the batch did not take.
     case store([any RegisteredCell])
 
     func flush(waiting: Bool, on thread: UInt) {
@@ -370,7 +352,7 @@ private final class FlushRound: Sendable {
         }
     }
 
-    /// Stops every thread from taking another item; returns how many items were not flushed to their end, of all.
+    /// Stops every thread from taking another item; returns how many of all were not flushed to their end.
     func expire() -> (unfinished: Int, total: Int) {
         expired.store(true, ordering: .relaxed)
         return (count - finished.load(ordering: .acquiring), count)

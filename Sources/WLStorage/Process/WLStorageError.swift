@@ -1,12 +1,5 @@
+import Foundation
 import Synchronization
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 /// The one error type of WLStorage: what went wrong, for which key and file, and the system's own reason.
 ///
@@ -92,11 +85,7 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
     ///   - errno: The `errno` of the system call that failed, if any.
     ///   - underlying: The error that caused this one, if any.
     public init(
-        code: Code,
-        message: String,
-        key: String? = nil,
-        path: String? = nil,
-        errno: Int32? = nil,
+        code: Code, message: String, key: String? = nil, path: String? = nil, errno: Int32? = nil,
         underlying: (any Error)? = nil
     ) {
         self.code = code
@@ -122,7 +111,6 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
 }
 
 extension WLStorageError {
-
     /// Receives every error as it happens: see ``WLStorageSystem/errorHandler``.
     @available(*, deprecated, renamed: "WLStorageSystem.errorHandler")
     public static var handler: (@Sendable (WLStorageError) -> Void)? {

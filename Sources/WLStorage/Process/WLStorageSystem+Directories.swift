@@ -25,9 +25,7 @@ extension WLStorageSystem {
     }
 
     /// Runs `body` with `url` as the default directory of the storages made while it runs: in `body`, and in the child
-    /// tasks it starts. Made for tests, which run side by side in one process.
-    ///
-    /// See <doc:TestingWithStorages>.
+    /// tasks it starts. Made for tests, which run side by side in one process (see <doc:TestingWithStorages>).
     ///
     /// It applies to a key alone, ``WLStorageStore/standard``, ``WLStorageDefaultBacker/init(key:directory:)`` without
     /// a directory, typed keys with no store or `.standard`, ``defaultDirectory``, and one-shot access through

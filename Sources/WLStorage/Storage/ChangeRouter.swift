@@ -1,17 +1,14 @@
 import Dispatch
 import Synchronization
 
-/// What a cell follows to hear of outside changes: a directory path's watch, or a store's feed.
+/// What a cell follows to hear of outside changes: a directory path's inotify watch (or polling), or a store's feed.
 enum ChangeSource: Hashable, Sendable {
-    /// The inotify watch (or the polling) of a directory path, for the files in it.
     case directory(StorageDirectory)
-    /// The change feed of a store other than a directory, by the store's identity.
     case store(String)
 }
 
-/// The one way outside changes reach cells: from the file monitor, the store feeds, and custom backers' feeds.
-///
-/// It counts, per source, its followers and the changes it reported. A storage follows before it reads and, once
+/// The one way outside changes reach cells: from the file monitor, the store feeds, and custom backers' feeds. It
+/// counts, per source, its followers and the changes it reported. A storage follows before it reads and, once
 /// its cell is registered, asks ``reported(_:since:)``; producers ``count(_:)`` before they look for cells, so either
 /// the look-up finds the cell or the storage sees the count move. The lock guards the counts only.
 final class ChangeRouter: Sendable {
@@ -36,14 +33,13 @@ final class ChangeRouter: Sendable {
 
     // MARK: Following
 
-    /// Starts one use of the watch of `directory` (see ``FileMonitor/watch(_:inotify:)``). Returns what the path leads
-    /// to and the count for ``reported(_:since:)``. Balance with ``unfollow(_:)``.
+    /// Starts one use of the watch of `directory`, balanced by ``unfollow(_:)``; returns what the path leads to.
     func follow(directory: StorageDirectory) -> (identity: DirectoryIdentity?, reports: Reports) {
         let reports = begin(.directory(directory))
         return (Runtime.shared.monitor.watch(directory), reports)
     }
 
-    /// Starts one use of `store`'s feed; returns the count for ``reported(_:since:)``. Balance with ``unfollow(_:)``.
+    /// Starts one use of `store`'s feed, balanced by ``unfollow(_:)``.
     func follow(store: any WLStorageStore, identity: String) -> Reports {
         let reports = begin(.store(identity))
         Runtime.shared.feeds.use(store, identity: identity)
@@ -96,29 +92,21 @@ final class ChangeRouter: Sendable {
 
     /// Counts a change of every directory followed (events were lost).
     func countEveryDirectory() {
-        sources.withLock { sources in
-            for index in sources.indices {
-                guard case .directory = sources.keys[index] else { continue }
-                sources.values[index].reports &+= 1
-                allReports.add(1, ordering: .sequentiallyConsistent)
-            }
-        }
+        count(sources.withLock { $0.keys.filter { if case .directory = $0 { true } else { false } } })
     }
 
     // MARK: Delivering
 
-    /// Has the cells of `files` check them, on the queue of checks.
+    /// Has the cells of `files`, of every file at `path`, or of every file (events lost) check, on the checks queue.
     func deliver(files: some Sequence<CellKey>) {
         let registry = Runtime.shared.registry
         check(files.compactMap { registry.cell(for: $0) })
     }
 
-    /// Has the cells of every file in the directory at `path` check theirs, on the queue of checks.
     func deliver(everyFileIn path: StorageDirectory) {
         check(Runtime.shared.registry.liveCells().filter { $0.directory == path })
     }
 
-    /// Has every cell of a file check it, on the queue of checks (events were lost).
     func deliverToEveryFile() {
         check(Runtime.shared.registry.liveCells().filter { $0.directory != nil })
     }
@@ -129,17 +117,10 @@ final class ChangeRouter: Sendable {
         store identity: String, keys: [String], mustRead: Set<String>, everything: Bool,
         carried: [String: [WLStorageCarriedChange]]
     ) {
-        let registry = Runtime.shared.registry
-        if everything {
-            for cell in registry.cells(ofStore: identity, key: nil) {
-                cell.offer([], mustRead: true)
-                cell.checkForExternalChange()
-            }
-            return
-        }
-        for key in keys {
-            for cell in registry.cells(ofStore: identity, key: key) {
-                cell.offer(carried[key] ?? [], mustRead: mustRead.contains(key))
+        // With `everything`, one round over every cell of the store (key `nil`), each told to read.
+        for key in everything ? [nil] : keys.map(Optional.some) {
+            for cell in Runtime.shared.registry.cells(ofStore: identity, key: key) {
+                cell.offer(key.flatMap { carried[$0] } ?? [], mustRead: key.map { mustRead.contains($0) } ?? true)
                 cell.checkForExternalChange()
             }
         }
@@ -157,7 +138,6 @@ final class ChangeRouter: Sendable {
         }
     }
 
-    /// Runs `work` on the queue of checks.
     func onChecksQueue(_ work: @escaping @Sendable () -> Void) {
         checks.async(execute: work)
     }

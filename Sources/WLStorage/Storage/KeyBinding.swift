@@ -1,12 +1,8 @@
 /// How a storage is bound to its key: the one place that knows the kinds of backer, and the steps every storage
-/// takes to open its key:
-///
-/// 1. ``follow(makeDefault:)`` follows outside changes before anything is read (so none after the read is missed),
-///    and finds the key's live cell, waiting while another thread opens the key;
-/// 2. ``read(makeDefault:lazyDefault:migrations:)`` reads the new cell's first state;
-/// 3. ``makeCell(_:migrations:interval:scheduler:)`` and ``register(_:)`` make the key's cell, unless another
-///    thread registered one meanwhile;
-/// 4. ``catchUp(_:)`` checks for a change that came between steps 1 and 3.
+/// takes to open its key. ``follow(makeDefault:)`` follows outside changes before anything is read (so none after
+/// the read is missed) and finds the key's live cell, waiting while another thread opens the key; `read` reads a new
+/// cell's first state; `makeCell` and ``register(_:)`` make the key's cell, unless another thread registered one
+/// meanwhile; ``catchUp(_:)`` checks for a change that came between following and registering.
 struct KeyBinding<T: Codable & Sendable> {
     private enum Kind {
         case key(WLStorageDefaultBacker<T>)
@@ -16,33 +12,19 @@ struct KeyBinding<T: Codable & Sendable> {
         case plain
     }
 
-    /// The first state of a new cell, from what was read.
+    /// The first state of a new cell; `rewrite`: read through a migration, to be written back in the current shape.
     struct Opening {
         var value: T
         var stored: StoredState
-        /// The value a removal returns to.
         var defaults: CellDefault<T>
         var readError: WLStorageError?
-        /// Whether the value was read through a migration and is to be written back in the current shape.
         var rewrite = false
-
-        // Inlined, as the steps that make and take an opening are, to be specialized for the value's type.
-        @inline(__always)
-        init(
-            value: T, stored: StoredState, defaults: CellDefault<T>, readError: WLStorageError? = nil,
-            rewrite: Bool = false
-        ) {
-            (self.value, self.stored, self.defaults, self.readError, self.rewrite) =
-                (value, stored, defaults, readError, rewrite)
-        }
     }
 
-    /// The backer the cell writes through.
     private(set) var backer: any WLStorageBacker<T>
     private var kind: Kind
-    /// What the directory of the file is, when it is known.
+    /// What the directory of the file is, when known, and whether it was prepared before the read.
     private var identity: DirectoryIdentity?
-    /// Whether the directory was prepared before the read.
     private var prepared = false
     /// Whether this binding holds a use of the directory's watch or of the store's feed, which the new cell adopts.
     private var watched = false
@@ -63,9 +45,7 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
-    private init(custom backer: any WLStorageBacker<T>, _ kind: Kind) {
-        (self.backer, self.kind) = (backer, kind)
-    }
+    private init(custom backer: any WLStorageBacker<T>, _ kind: Kind) { (self.backer, self.kind) = (backer, kind) }
 
     @inline(__always)
     init(key keyBacker: WLStorageDefaultBacker<T>) {
@@ -87,11 +67,8 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
-    private var keyBacker: WLStorageDefaultBacker<T>? {
-        if case .key(let keyBacker) = kind { keyBacker } else { nil }
-    }
+    private var keyBacker: WLStorageDefaultBacker<T>? { if case .key(let keyBacker) = kind { keyBacker } else { nil } }
 
-    /// The backer, as the cell knows it.
     private var own: OwnBacker<T> {
         switch kind {
         case .key(let keyBacker): .key(keyBacker)
@@ -125,7 +102,6 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
-    /// Starts following the directory of the file `name`, and finds the file's live cell.
     private mutating func follow(directory: StorageDirectory, name: String) -> StorageRegistry.Lookup<T> {
         // A failure to prepare the directory is reported by the read; another's lock on it is not waited for here.
         identity = try? DirectoryTable.prepare(directory, waiting: false)
@@ -143,7 +119,6 @@ struct KeyBinding<T: Codable & Sendable> {
         return .none
     }
 
-    /// Starts following the feed of the store of `medium`'s key, and finds the key's live cell.
     private mutating func follow(store medium: StoreMedium) -> StorageRegistry.Lookup<T> {
         reports = Runtime.shared.router.follow(store: medium.store, identity: medium.identity)
         let found: StorageRegistry.Lookup<T>

@@ -4,7 +4,6 @@ final class LazyDefault<T: Sendable>: Sendable {
     private let made = Lock<T?>(nil)
     private let make: @Sendable () -> T
 
-    /// A default that `make` makes the first time it is needed.
     init(_ make: @escaping @Sendable () -> T) {
         self.make = make
     }
@@ -41,7 +40,6 @@ enum CellDefault<T: Sendable>: Sendable {
     case made(T)
     case lazy(LazyDefault<T>)
 
-    /// The default, made now if it has not been. Never call it under a lock of the package.
     var value: T {
         switch self {
         case .made(let value): value
@@ -49,7 +47,6 @@ enum CellDefault<T: Sendable>: Sendable {
         }
     }
 
-    /// The default when it has been made, else `nil`: what code under a lock may use.
     var ifMade: T? {
         switch self {
         case .made(let value): value

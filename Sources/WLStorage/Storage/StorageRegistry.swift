@@ -8,37 +8,29 @@ package struct CellKey: Hashable, Sendable {
         case store(String)
     }
 
-    // The key first: the holder's case then ends the layout, a word smaller per entry.
-    /// The key in the store: for a directory, the file's name.
+    /// The key in the store (for a directory, the file's name), and what holds it. The key first: the holder's case
+    /// then ends the layout, a word smaller per entry.
     package let key: String
-    /// The directory or store that holds the key.
     package let holder: Holder
 
-    /// The file `name` in the directory `identity`.
     package static func file(_ name: String, in identity: DirectoryIdentity) -> CellKey {
         CellKey(key: name, holder: .directory(identity))
     }
 
-    /// The key `key` of the store `identity`.
-    static func store(_ identity: String, key: String) -> CellKey {
-        CellKey(key: key, holder: .store(identity))
-    }
+    static func store(_ identity: String, key: String) -> CellKey { CellKey(key: key, holder: .store(identity)) }
 
-    /// The identity of the store, when it is not a directory.
-    var store: String? {
-        if case .store(let identity) = holder { identity } else { nil }
-    }
+    /// The store's identity, when it is not a directory.
+    var store: String? { if case .store(let identity) = holder { identity } else { nil } }
 }
 
 /// What the registry needs of a cell, whatever its value type.
 protocol RegisteredCell: AnyObject, Sendable {
     /// The Swift type of the cell's value, as a program names it (`Int`, `Settings`), for messages.
     var valueTypeName: String { get }
-    /// The store and key of the cell, when its backer is a store's (other than a directory's).
+    /// The store and key, when the backer is a store's (other than a directory's).
     var storeKey: CellKey? { get }
-    /// The directory of the cell's file, when its key is a directory's.
+    /// The directory of the cell's file and the file's name, when its key is a directory's.
     var directory: StorageDirectory? { get }
-    /// The file's name in ``directory``.
     var fileName: String? { get }
     /// Writes whatever is pending. With `waitingForJobs` off, a cell whose job runs elsewhere is left to that job.
     @discardableResult func flush(waitingForJobs: Bool) -> FlushResult
@@ -48,34 +40,26 @@ protocol RegisteredCell: AnyObject, Sendable {
     func checkForExternalChange()
     /// Hands the backer what its store's feed carried for its key, or (`mustRead`) that it changed uncarried.
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool)
-    /// The pending change as a batch write, or why not (``StorageCell/takeBatchWrite(on:)``).
-    func takeBatchWrite(on thread: UInt) -> BatchTake
-    /// The medium of the key when it is a store's (other than a directory's): its store writes the cell's batches.
-    /// Read without the cell's lock, as it never changes.
+    /// A store key's medium (not a directory's), whose store writes the cell's batches; constant, read without a lock.
     var storeMedium: StoreMedium? { get }
-    /// Ends the batch write of `version`; returns whether the cell has work left.
+    /// The pending change as a batch write, or why not; ``finishBatchWrite(_:data:failure:)`` ends it.
+    func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite>
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
 
-/// What a cell has for a flush of every cell, as seen from the flushing thread.
+/// What a flush of every cell finds in a cell, from the flushing thread: as a batch does (``BatchTake``), or work.
 enum CellFlushState {
-    /// Nothing to write, and no job running.
     case idle
-    /// Work to write, or a job on another thread to wait for; with the store's identity (its cells flush together).
-    case work(store: String?)
-    /// A job of the cell is running on the flushing thread: the flush is called from inside a backer.
+    case work
     case busyHere
 }
 
-/// Every live cell in the process: for ``WLStorageSystem/flushAll()``, the file monitor, and one cell per file.
-///
-/// Cells are held weakly, except those released with work left (``keep(_:)``, ``letGo(_:)``). The lock guards the
-/// tables only; no cell is released under it, as its `deinit` unregisters.
+/// Every live cell (for a flush of all, the monitor, one cell per file), held weakly but those released with work left
+/// (``keep(_:)``). The lock guards the tables only; no cell is released under it (its deinit unregisters).
 final class StorageRegistry: Sendable {
-    /// How a cell is registered: by its key, or by itself.
+    /// How a cell is registered: by its key, or by itself (with the path of a cell moved out of its key's way).
     private enum Registration {
         case keyed(CellKey)
-        /// With the directory path of a cell moved out of its key's way (see ``match(_:directory:identity:)``).
         case unkeyed(Entry, movedAsideFrom: StorageDirectory?)
     }
 
@@ -119,13 +103,11 @@ final class StorageRegistry: Sendable {
 
     private let tables = Lock(Tables())
 
-    /// The key of the file `name` in `directory`, whose identity is `identity` when it is known.
     private static func key(directory: StorageDirectory, name: String, identity: DirectoryIdentity?) -> CellKey {
         identity.map { .file(name, in: $0) } ?? CellKey(key: name, holder: .unreachableDirectory(directory))
     }
 
-    /// The live cell of the file `name` in `directory` as a cell of `T`, or the right to open it
-    /// (``open(_:as:matches:)``). `identity` is corrected when stale.
+    /// The live cell of the file `name` in `directory`, or the right to open it; corrects a stale `identity`.
     func open<T>(
         file name: String, in directory: StorageDirectory, identity: inout DirectoryIdentity?, as type: T.Type
     ) -> (found: Lookup<T>, gate: OpeningGate?) {
@@ -159,14 +141,14 @@ final class StorageRegistry: Sendable {
         }
     }
 
-    /// The live cell of `key` in a store as a cell of `T`, or the right to open it (``open(_:as:matches:)``).
+    /// The live cell of `key` in a store, or the right to open it.
     func open<T>(_ key: CellKey, as type: T.Type) -> (found: Lookup<T>, gate: OpeningGate?) {
         open(key, as: type) { _ in true }!
     }
 
-    /// The live cell of `key` that `matches`, or the key's gate, held by this thread until ``opened(_:)``, so the key
-    /// is read and its default made once. A thread holding a gate waits for none, so no two threads wait for each
-    /// other. `matches`: `false` moves a found cell aside and looks again; `nil` is returned as is.
+    /// The live cell of `key` that `matches` (`false`: moved aside, looked for again; `nil` returned), or the key's
+    /// gate, held until ``opened(_:)`` so the key is read and its default made once. A thread holding a gate waits for
+    /// none, so no two threads wait for each other.
     private func open<T>(
         _ key: CellKey, as type: T.Type, matches: (any RegisteredCell) -> Bool?
     ) -> (found: Lookup<T>, gate: OpeningGate?)? {
@@ -201,24 +183,19 @@ final class StorageRegistry: Sendable {
         gate.open()
     }
 
-    /// Whether a cell found under the key of `directory`'s file is that file's cell.
+    /// Whether a cell found under the key of `directory`'s file is that file's cell; else it was moved out of the key's
+    /// way (its directory was removed since), or the key was stale: `directory` is now this.
     private enum Match {
         case matches
-        /// The cell was of a directory removed since; it is moved out of the key's way.
         case movedAside
-        /// The key was: what `directory` is now, as looked at.
         case staleIdentity(DirectoryIdentity?)
     }
 
-    /// Whether `cell`, found under `directory`'s key, is still that file's cell, when it is of another path (a removed
-    /// directory's inode may be reused): a cell whose path no longer leads to `identity` is moved aside; when
-    /// `directory` no longer leads to `identity`, the look-up is keyed by what it is now.
-    ///
-    /// A cell of `directory` that the stale cell kept from its key (moved aside, or keyed by the path or by what it
-    /// led to before) then takes the key, so that the look-up finds it rather than open another.
-    private func match(
-        _ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?
-    ) -> Match {
+    /// Whether `cell`, found under `directory`'s key but of another path, is still that file's cell (a removed
+    /// directory's inode may be reused). A cell whose path no longer leads to `identity` is moved aside, and a cell of
+    /// `directory` it kept from the key takes it, so the look-up finds that rather than open another; when `directory`
+    /// no longer leads to `identity`, the look-up is keyed by what it is now.
+    private func match(_ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?) -> Match {
         guard let identity, let other = cell.directory, other != directory else { return .matches }
         if (try? other.identity()) == identity {
             let current = try? directory.identity()
@@ -234,8 +211,7 @@ final class StorageRegistry: Sendable {
                 tables.movedAside[other, default: 0] += 1
             }
         }
-        // Every cell of `directory` is looked for, wherever it is keyed, and keyed by what it leads to now: a stale cell
-        // is moved aside once.
+        // Every cell of `directory`, wherever it is keyed, is keyed by what it leads to now: a stale cell moves once.
         let current = try? directory.identity()
         guard current == identity else {
             pathFound(directory, leadingTo: current)
@@ -245,22 +221,21 @@ final class StorageRegistry: Sendable {
         return .movedAside
     }
 
-    /// `directory` leads to `current` (`nil`: nowhere), not its recorded identity: its cells and the monitor's and
-    /// ``DirectoryTable``'s records are keyed anew.
+    /// `directory` leads to `current` (`nil`: nowhere), not its recorded identity: its cells and records are rekeyed.
     private func pathFound(_ directory: StorageDirectory, leadingTo current: DirectoryIdentity?) {
         Runtime.shared.monitor.correct(directory, to: current)
         DirectoryTable.forget(directory)
         directoryChanged(path: directory, to: current)
     }
 
-    /// `directory`, removed, was made again by this process as `identity`: its cells, and the file monitor's record,
-    /// are keyed by that, as the monitor's next look at the path would key them.
+    /// `directory`, removed, was made again by this process as `identity`: its cells and the monitor's record are
+    /// keyed by that, as the monitor's next look at the path would key them.
     func directoryMade(_ directory: StorageDirectory, identity: DirectoryIdentity) {
         Runtime.shared.monitor.correct(directory, to: identity)
         directoryChanged(path: directory, to: identity)
     }
 
-    /// The live cells of the store `identity`: of `key` alone, or of every key.
+    /// The live cells of the store `identity`: of `key`, or of every key.
     func cells(ofStore identity: String, key: String?) -> [any RegisteredCell] {
         if let key {
             return tables.withLock { $0.entries[.store(identity, key: key)]?.cell }.map { [$0] } ?? []
@@ -268,7 +243,6 @@ final class StorageRegistry: Sendable {
         return liveCells().filter { $0.storeKey?.store == identity }
     }
 
-    /// The live cell of `key`, whatever its value type.
     func cell(for key: CellKey) -> (any RegisteredCell)? {
         tables.withLock { $0.entries[key]?.cell }
     }
@@ -324,32 +298,27 @@ final class StorageRegistry: Sendable {
     /// The cells of files at `path` are now `identity`'s (`nil`: by path); a cell whose new key is taken keeps its old.
     func directoryChanged(path: StorageDirectory, to identity: DirectoryIdentity?) {
         let moved = tables.withLock { tables -> [any RegisteredCell] in
+            // Strong references leave with `moved`, so none is the last one dropped under the lock.
             var moved: [any RegisteredCell] = []
-            for (key, entry) in tables.entries {
-                // Strong references leave with `moved`, so none is the last one dropped under the lock.
-                guard let cell = entry.cell else { continue }
+            /// The key of `cell` under `identity` when it is a file's at `path` and the key is free (not its own).
+            func freeKey(for cell: any RegisteredCell) -> CellKey? {
                 moved.append(cell)
-                guard let directory = cell.directory, directory == path, let name = cell.fileName else { continue }
+                guard let directory = cell.directory, directory == path, let name = cell.fileName else { return nil }
                 let newKey = Self.key(directory: path, name: name, identity: identity)
-                guard newKey != key else { continue }
-                if let occupant = tables.entries[newKey]?.cell {
-                    moved.append(occupant)
-                    continue
-                }
+                guard let occupant = tables.entries[newKey]?.cell else { return newKey }
+                moved.append(occupant)
+                return nil
+            }
+            for (key, entry) in tables.entries {
+                guard let cell = entry.cell, let newKey = freeKey(for: cell) else { continue }
                 tables.entries[key] = nil
                 tables.entries[newKey] = entry
                 tables.cells[entry.id] = .keyed(newKey)
             }
             // A cell moved out of its key's way, of a file in that directory, takes its key again where it is free.
             for (id, registration) in tables.cells {
-                guard case .unkeyed(let entry, _) = registration, let cell = entry.cell else { continue }
-                moved.append(cell)
-                guard let directory = cell.directory, directory == path, let name = cell.fileName else { continue }
-                let newKey = Self.key(directory: path, name: name, identity: identity)
-                if let occupant = tables.entries[newKey]?.cell {
-                    moved.append(occupant)
-                    continue
-                }
+                guard case .unkeyed(let entry, _) = registration, let cell = entry.cell, let newKey = freeKey(for: cell)
+                else { continue }
                 tables.entries[newKey] = entry
                 tables.endMovedAside(id)
                 tables.cells[id] = .keyed(newKey)
@@ -381,7 +350,6 @@ final class StorageRegistry: Sendable {
         _ = released
     }
 
-    /// Every live cell.
     func liveCells() -> [any RegisteredCell] {
         tables.withLock { tables in
             // Not `compactMap(\.cell)`, which copies each entry and its weak reference.
@@ -406,8 +374,7 @@ final class StorageRegistry: Sendable {
 /// The right to open a key with no live cell, held until its cell is registered; others wait outside every lock.
 final class OpeningGate: Sendable {
     let key: CellKey
-    /// The thread that holds it.
-    let owner: UInt
+    let owner: UInt  // the thread
     private let group = DispatchGroup()
 
     init(key: CellKey, owner: UInt) {

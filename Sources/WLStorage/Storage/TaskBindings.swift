@@ -1,16 +1,14 @@
 /// The stores a closure binds (scopes, default directory), as a task local: parallel tests each see their own.
 struct TaskBindings: Sendable {
-    /// The stores of scopes, by scope name.
+    /// The stores of scopes by name, and the directory that `.standard` names.
     var scopes: [String: TaskBinding] = [:]
-    /// The directory that `.standard` names, as a store.
     var defaultDirectory: TaskBinding?
 
     @TaskLocal static var current = TaskBindings()
 }
 
-/// A store set for a closure, with its one-shot access storages (one per key), released and flushed once the
-/// closure has returned and no task holds the binding, or once their key is gone. The lock guards the table only:
-/// no storage is made or released under it.
+/// A store set for a closure, with its one-shot storages (one per key), released and flushed once the closure has
+/// returned and no task holds it or their key is gone. The lock guards the table: no storage is made or freed under it.
 final class TaskBinding: Sendable {
     /// A one-shot storage with its key, held weakly: the storage goes once the key has gone.
     private struct OneShot: Sendable {
@@ -19,7 +17,6 @@ final class TaskBinding: Sendable {
     }
 
     let store: any WLStorageStore
-    /// The storages of one-shot access, by key.
     private let oneShot = Lock<[ObjectIdentifier: OneShot]>([:])
 
     init(_ store: any WLStorageStore) {
@@ -52,8 +49,7 @@ final class TaskBinding: Sendable {
             table[id] = OneShot(key: key, storage: made)
             return (made, released)
         }
-        // Storages not kept are released after the lock.
-        _ = released
+        _ = released  // after the lock
         return kept
     }
 }

@@ -14,11 +14,14 @@ extension WLStorage {
         self.init(key, in: key.storeForUse())
     }
 
-    /// Creates a storage of a typed key in `store`, whatever the key names.
+    /// Creates a storage of a typed key in `store`, whatever the key names; the default is made only when needed.
     convenience init(_ key: WLStorageKey<T>, in store: any WLStorageStore) {
+        let lazyDefault = LazyDefault(key.makeDefault)
         self.init(
-            key: key.key, lazyDefault: LazyDefault(key.makeDefault), flushInterval: key.flushInterval,
-            store: store, migrations: key.migrations)
+            defaultValueClosure: { lazyDefault.value }, lazyDefault: lazyDefault,
+            flushInterval: key.flushInterval.map { Duration.seconds(max(0, $0)) },
+            binding: KeyBinding(key: key.key, store: store), migrations: key.migrations,
+            scheduler: Runtime.shared.scheduler)
     }
 }
 

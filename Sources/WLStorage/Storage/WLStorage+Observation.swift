@@ -31,17 +31,10 @@ extension WLStorage {
     ///   - queue: The queue `handler` runs on, or `nil` to run it on the thread that delivers the change.
     ///   - handler: Receives each new value.
     /// - Returns: A subscription. Keep it: the handler is called until it is cancelled or deinitialized.
-    public func onChange(
-        queue: DispatchQueue?, _ handler: @escaping @Sendable (T) -> Void
-    ) -> WLStorageSubscription {
+    public func onChange(queue: DispatchQueue?, _ handler: @escaping @Sendable (T) -> Void) -> WLStorageSubscription {
         let cell = self.cell
-        let id: UInt64
-        if let queue {
-            id = cell.addListener(sendingCurrent: false) { value in
-                queue.async { handler(value) }
-            }
-        } else {
-            id = cell.addListener(sendingCurrent: false, handler)
+        let id = cell.addListener(sendingCurrent: false) { value in
+            if let queue { queue.async { handler(value) } } else { handler(value) }
         }
         return WLStorageSubscription(cancel: { cell.removeListener(id) })
     }
@@ -67,7 +60,5 @@ public final class WLStorageSubscription: Sendable {
         cancellation?()
     }
 
-    deinit {
-        cancel()
-    }
+    deinit { cancel() }
 }

@@ -157,18 +157,6 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
             scheduler: Runtime.shared.scheduler)
     }
 
-    /// Creates a storage of `key` in `store` whose default is made only when needed (a typed key's).
-    convenience init(
-        key: String, lazyDefault: LazyDefault<T>, flushInterval: Int?, store: any WLStorageStore,
-        migrations: [WLStorageMigration<T>]
-    ) {
-        self.init(
-            defaultValueClosure: { lazyDefault.value }, lazyDefault: lazyDefault,
-            flushInterval: flushInterval.map { Duration.seconds(max(0, $0)) },
-            binding: KeyBinding(key: key, store: store), migrations: migrations,
-            scheduler: Runtime.shared.scheduler)
-    }
-
     /// Creates a storage with an interval of any precision and the given scheduler (tests inject a manual clock).
     package convenience init(
         defaultValueClosure: () -> T, flushInterval: Duration?, backer: any WLStorageBacker<T>,
@@ -180,10 +168,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     }
 
     /// Opens the key of `binding`: joins the key's live cell if there is one, else makes a cell of what it reads.
-    private init(
+    init(
         defaultValueClosure: () -> T, lazyDefault: LazyDefault<T>? = nil, flushInterval: Duration?,
-        binding: KeyBinding<T>,
-        migrations: [WLStorageMigration<T>], scheduler: any WriteScheduler
+        binding: KeyBinding<T>, migrations: [WLStorageMigration<T>], scheduler: any WriteScheduler
     ) {
         ShutdownHandling.storageCreated()
         // Whichever cell the storage ends with counts it, until its deinit.
@@ -226,9 +213,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         binding.catchUp(cell)
     }
 
-    deinit {
-        cell.storageReleased()
-    }
+    deinit { cell.storageReleased() }
 
     /// The value. Reading and writing it is safe from any thread; writing never waits for the disk.
     ///
@@ -292,9 +277,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         cell.hasPendingChanges
     }
 
-    /// The error of the latest failed read or write; `nil` again once a write succeeds. A
-    /// ``WLStorageError/Code/reentrantCall`` stays until a change made after it is written, or another error replaces
-    /// it.
+    /// The error of the latest failed read or write; `nil` again once a write succeeds. A reentrant call's error
+    /// (``WLStorageError/Code/reentrantCall``) stays until a later change is written or another error replaces it.
     public var lastError: WLStorageError? {
         cell.lastError
     }

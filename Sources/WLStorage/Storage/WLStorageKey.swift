@@ -44,8 +44,7 @@ public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unch
     /// - Parameters:
     ///   - key: The key. Any string.
     ///   - defaultValue: The value to use, and save, when nothing is stored. Made only when it is needed.
-    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``WLStorage/flush()``. Defaults
-    ///     to 1.
+    ///   - flushInterval: Seconds between automatic writes (default 1), or `nil` for none until ``WLStorage/flush()``.
     ///   - store: Where the value lives: `.standard` (the default directory at each storage's creation), a directory,
     ///     suite, prefixed or encrypted store, or any other ``WLStorageStore``, made once with the key.
     ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
@@ -59,14 +58,12 @@ public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unch
         self.init(key, defaultValue, flushInterval, location, migrations)
     }
 
-    /// A key in the default directory, ``WLStorageStore/standard`` (see
-    /// ``WLStorageSystem/withDefaultDirectory(_:_:)``).
+    /// A key in the default directory, `.standard` (see ``WLStorageSystem/withDefaultDirectory(_:_:)``).
     ///
     /// - Parameters:
     ///   - key: The key. Any string.
     ///   - defaultValue: The value to use, and save, when nothing is stored. Made only when it is needed.
-    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``WLStorage/flush()``. Defaults
-    ///     to 1.
+    ///   - flushInterval: Seconds between automatic writes (default 1), or `nil` for none until ``WLStorage/flush()``.
     ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
     public convenience init(
         _ key: String, default defaultValue: @autoclosure @escaping @Sendable () -> Value, flushInterval: Int? = 1,
@@ -80,8 +77,7 @@ public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unch
     /// - Parameters:
     ///   - key: The key. Any string.
     ///   - defaultValue: The value to use, and save, when nothing is stored. Made only when it is needed.
-    ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``WLStorage/flush()``. Defaults
-    ///     to 1.
+    ///   - flushInterval: Seconds between automatic writes (default 1), or `nil` for none until ``WLStorage/flush()``.
     ///   - scope: The scope, bound to a store by ``WLStorageScope/bind(to:)`` before the key's first use.
     ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
     public convenience init(

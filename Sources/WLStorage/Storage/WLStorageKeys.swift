@@ -12,8 +12,7 @@
 /// One-shot access goes through one storage of the key, made at first use and kept as long as the key. Inside
 /// ``WLStorageScope/withBinding(to:_:)`` or ``WLStorageSystem/withDefaultDirectory(_:_:)``, it goes through a storage
 /// of the store set for the closure, released and flushed when the closure has returned.
-// @unchecked Sendable: a non-final class cannot be checked; only WLStorageKey (lock `shared`) has state.
-public class WLStorageKeys: @unchecked Sendable {  // no stored state, no lock (see above)
+public class WLStorageKeys: @unchecked Sendable {  // non-final, so unchecked; no state (a key's is under `shared`)
     init() {}
 
     /// The value of `key`, set as a storage's value is. `WLStorageKeys[.count] += 1` is a get then a set and can lose
@@ -53,8 +52,7 @@ public class WLStorageKeys: @unchecked Sendable {  // no stored state, no lock (
             shared = made
             return (made, replaced)
         }
-        // The storage not kept is released after the lock.
-        _ = extra
+        _ = extra  // released after the lock
         return kept
     }
 }

@@ -37,8 +37,26 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the scope is in
     ///   use already (a storage of one of its keys was made) and `store`'s identity is not the bound store's.
     public func bind(to store: some WLStorageStore) throws(WLStorageError) {
-        let (replaced, refusal) = ScopeTable.bind(self, to: store)
-        // Released here, after the table's lock.
+        let identity = store.identity
+        // The lock guards the table only: the store replaced is released after it.
+        let (replaced, refusal) = Runtime.shared.scopeBindings.withLock {
+            bindings -> ((any WLStorageStore)?, WLStorageError?) in
+            var binding = bindings[name] ?? ScopeBinding()
+            if binding.used {
+                if binding.identity == identity { return (nil, nil) }
+                let bound = binding.identity.map { "it is bound to \($0)" } ?? "it was used while not bound"
+                let refusal = WLStorageError(
+                    code: .invalidConfiguration,
+                    message: "\(self) cannot be bound to \(identity): \(bound), and storages of its keys have been"
+                        + " made; bind a scope once, before the first storage of its keys is made")
+                return (nil, refusal)
+            }
+            let replaced = binding.store
+            binding.store = store
+            binding.identity = identity
+            bindings[name] = binding
+            return (replaced, nil)
+        }
         _ = replaced
         if let refusal { throw refusal }
     }
@@ -50,9 +68,7 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Runs `body` with the scope bound to `store` for the storages made while it runs: in `body`, and in the child
-    /// tasks it starts. Made for tests, which run side by side in one process.
-    ///
-    /// See <doc:TestingWithStorages>.
+    /// tasks it starts. Made for tests, which run side by side in one process (see <doc:TestingWithStorages>).
     ///
     /// It takes precedence over ``bind(to:)`` and does not count as a use of the scope. Storages made before `body`, or
     /// in detached tasks and on other threads, keep the process's store; a storage made in `body` keeps `store`.
@@ -77,13 +93,11 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// - Returns: What `body` returns.
     /// - Throws: What `body` throws.
     public func withBinding<Result>(
-        to store: some WLStorageStore, isolation: isolated (any Actor)? = #isolation,
-        _ body: () async throws -> Result
+        to store: some WLStorageStore, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> Result
     ) async rethrows -> Result {
         try await TaskBindings.$current.withValue(binding(to: store), operation: body, isolation: isolation)
     }
 
-    /// The current task's bindings, with the scope bound to `store`.
     private func binding(to store: any WLStorageStore) -> TaskBindings {
         var bindings = TaskBindings.current
         bindings.scopes[name] = TaskBinding(store)
@@ -93,52 +107,20 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// The store for a storage made now: the task's, the bound one, or a refusing one (marks the scope used).
     func storeForUse() -> any WLStorageStore {
         if let binding = TaskBindings.current.scopes[name] { return binding.store }
-        return ScopeTable.use(self) ?? UnboundScopeStore(scope: self)
+        let bound = Runtime.shared.scopeBindings.withLock { bindings in
+            bindings[name, default: ScopeBinding()].used = true
+            return bindings[name]?.store
+        }
+        return bound ?? UnboundScopeStore(scope: self)
     }
 }
 
-/// A scope's binding to a store.
+/// A scope's binding to a store, with its identity read when bound (a store's code never runs under the table's
+/// lock), and whether a storage of one of its keys was made.
 struct ScopeBinding {
     var store: (any WLStorageStore)?
-    /// The store's identity, read when it was bound: a store's code never runs under the table's lock.
     var identity: String?
-    /// Whether a storage of one of the scope's keys was made.
     var used = false
-}
-
-/// The process's bindings of scopes to stores. Its lock guards the table only: no store is released under it.
-private enum ScopeTable {
-    /// Binds `scope`; returns the store it replaced (to be released by the caller, after the lock) or the refusal.
-    static func bind(
-        _ scope: WLStorageScope, to store: any WLStorageStore
-    ) -> (replaced: (any WLStorageStore)?, refusal: WLStorageError?) {
-        let identity = store.identity
-        return Runtime.shared.scopeBindings.withLock { bindings -> ((any WLStorageStore)?, WLStorageError?) in
-            var binding = bindings[scope.name] ?? ScopeBinding()
-            if binding.used {
-                if binding.identity == identity { return (nil, nil) }
-                let bound = binding.identity.map { "it is bound to \($0)" } ?? "it was used while not bound"
-                let refusal = WLStorageError(
-                    code: .invalidConfiguration,
-                    message: "\(scope) cannot be bound to \(identity): \(bound), and storages of its keys have been"
-                        + " made; bind a scope once, before the first storage of its keys is made")
-                return (nil, refusal)
-            }
-            let replaced = binding.store
-            binding.store = store
-            binding.identity = identity
-            bindings[scope.name] = binding
-            return (replaced, nil)
-        }
-    }
-
-    /// The bound store, marking the scope used.
-    static func use(_ scope: WLStorageScope) -> (any WLStorageStore)? {
-        Runtime.shared.scopeBindings.withLock { bindings in
-            bindings[scope.name, default: ScopeBinding()].used = true
-            return bindings[scope.name]?.store
-        }
-    }
 }
 
 /// The store of a scope unbound when its storage was made: reads and writes nothing, says which scope to bind.
