@@ -197,6 +197,7 @@ final class EtcdServer: Sendable {
     func remove() {
         stop()
         Self.live.withLock { _ = $0.removeValue(forKey: directory) }
+        Self.reserved.withLock { $0.subtract([clientPort, peerPort, alternatePort]) }
         try? FileManager.default.removeItem(at: directory)
     }
 
@@ -229,15 +230,22 @@ final class EtcdServer: Sendable {
         return address
     }
 
-    /// A loopback TCP port that no socket is bound to now: a random one below the range the system takes the local
-    /// ports of connections from (32768 and up by default), or, when none of 100 is free, one the system picks.
+    /// The ports given to the servers of this process that were not removed: free while a server is stopped, they are
+    /// its to start on again, and never given to another.
+    private static let reserved = Lock<Set<Int>>([])
+
+    /// A loopback TCP port that no socket is bound to now and no server of this process holds: a random one below the
+    /// range the system takes the local ports of connections from (32768 and up by default), or, when none of 100 is
+    /// free, one the system picks. It stays reserved until ``remove()``.
     static func freePort() throws -> Int {
         for _ in 0..<100 {
             let port = Int.random(in: 20_000..<32_768)
+            guard reserved.withLock({ $0.insert(port).inserted }) else { continue }
             if let socket = try? bound(port) {
                 close(socket)
                 return port
             }
+            reserved.withLock { _ = $0.remove(port) }
         }
         let socket = try bound(0)
         defer { close(socket) }
@@ -247,7 +255,9 @@ final class EtcdServer: Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
         }
         guard named == 0 else { throw Failure(description: "getsockname failed") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        reserved.withLock { _ = $0.insert(port) }
+        return port
     }
 
     /// A socket bound to `port` on the loopback address.
