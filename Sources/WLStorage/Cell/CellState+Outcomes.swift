@@ -239,7 +239,8 @@ extension CellState {
         if case .unchanged = change { return false }
         let onlyRewrite = onlyRewritePending
         guard !isPending || onlyRewrite else { return false }
-        guard version == startVersion else { return !isPending }
+        // A rewrite marked since the check began rewrites the value read before what the check found: it gives way too.
+        guard version == startVersion || onlyRewrite else { return !isPending }
         switch change {
         case .unchanged, .unreadable:
             return false

@@ -45,6 +45,30 @@ import Testing
         #expect(!state.isPending, "the rewrite would replace another version's bytes with no change made")
     }
 
+    /// A check started before the rewrite was marked finds another program's value: the rewrite of the value read
+    /// before it gives way, and the cell takes that value, as when the rewrite was marked before the check.
+    @Test func aRewriteMarkedWhileACheckRunsGivesWayToAChangeTheCheckFinds() {
+        var state = Self.makeState()
+        let check = state.requestCheck(on: 1, now: 1)!
+        _ = state.rewriteRead()
+        let next = Self.finish(check, .checked(.changed(7)), in: &state)
+        #expect(next == nil)
+        #expect(state.value == 7, "the cell kept the value read before the other program's change")
+        #expect(!state.isPending, "the rewrite would replace the other program's value with the one read before")
+    }
+
+    /// The same check finds the key removed: the rewrite gives way to the removal, and the cell goes back to its
+    /// default.
+    @Test func aRewriteMarkedWhileACheckRunsGivesWayToARemovalTheCheckFinds() {
+        var state = Self.makeState()
+        let check = state.requestCheck(on: 1, now: 1)!
+        _ = state.rewriteRead()
+        let next = Self.finish(check, .checked(.removed), in: &state)
+        #expect(next == nil)
+        #expect(state.value == 0, "the cell kept the value read before the removal")
+        #expect(!state.isPending, "the rewrite would undo the removal")
+    }
+
     /// Another version's bytes seen by a check: the rewrite at open is not marked over them.
     @Test func noRewriteIsMarkedOverAnotherVersionsValueSeenSinceTheOpen() {
         var state = Self.makeState()
