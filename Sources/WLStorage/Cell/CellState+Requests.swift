@@ -148,10 +148,13 @@ extension CellState {
         extras?.rewriteVersion == version
     }
 
-    /// The stored object's unknown members are to go: a change of what is stored, not of the value.
+    /// The stored object's unknown members are to go: a change of what is stored, not of the value; returns whether it
+    /// is to be written (not when ``removesUnknownFields`` is false, as it may have become since the storage looked).
     /// Over a change of the value not written yet, the removal goes with that change, which gives way to nothing; once
     /// that change is written on its own (its write was in flight), the removal is alone again.
-    mutating func dropUnknownFields() {
+    @discardableResult
+    mutating func dropUnknownFields() -> Bool {
+        guard removesUnknownFields else { return false }
         let changeOfValue = isPending && !onlyRewriteOrDropPending ? version : nil
         version &+= 1
         let version = self.version
@@ -159,6 +162,7 @@ extension CellState {
             extras.dropVersion = version
             extras.dropRidesOn = changeOfValue
         }
+        return true
     }
 
     // MARK: Listeners

@@ -160,7 +160,8 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         // A value this version cannot read has nothing to remove; writing the value in memory would destroy it.
         guard state.withLock({ $0.removesUnknownFields }) else { return }
         access?.dropUnknownFields()
-        state.withLock { $0.dropUnknownFields() }
+        // Asked again: a check may have found another version's value meanwhile.
+        guard state.withLock({ $0.dropUnknownFields() }) else { return }
         flushReportingMisuse()
     }
 

@@ -95,6 +95,16 @@ import Testing
         #expect(!state.isPending, "the removal would write the value over another version's bytes")
     }
 
+    /// A check that finds another version's bytes can end between the storage's look at the cell and its removal of
+    /// unknown fields: with nothing pending, the removal is then not made, as it is not when asked for after the check.
+    @Test func aRemovalOfUnknownFieldsOverAnotherVersionsValueWithNothingPendingMarksNothing() {
+        var state = Self.makeState()
+        let check = state.requestCheck(on: 1, now: 1)!
+        _ = Self.finish(check, .reported(Self.anotherVersion), in: &state)
+        state.dropUnknownFields()
+        #expect(!state.isPending, "the removal would write the value over another version's bytes")
+    }
+
     /// The same removal asked for over a set not yet written goes with that set, which another version's bytes do not
     /// stop.
     @Test func aRemovalAskedForOverASetNotWrittenGoesWithTheSet() {
