@@ -51,7 +51,9 @@ extension CellState {
     /// a change is pending. The value replaced leaves in `value`.
     mutating func adoptStoredUpdate(_ value: inout T, changeCount count: UInt32) -> (StoredUpdate, drain: Bool) {
         let onlyRewrite = onlyRewritePending
-        if isPending && !onlyRewrite { return (.pending, false) }
+        // A removal of unknown fields alone is no change of the value: it is written with the update's value.
+        let onlyDrop = !onlyRewrite && onlyRewriteOrDropPending
+        if isPending && !onlyRewrite && !onlyDrop { return (.pending, false) }
         if onlyRewrite { writtenVersion = version }
         guard changeCount == count else { return (.changedMeanwhile, false) }
         swap(&self.value, &value)
@@ -60,6 +62,15 @@ extension CellState {
         version &+= 1
         writtenVersion = version
         stored = .known
+        if onlyDrop {
+            // The removal takes the update's version, left to write: a flush waiting for it waits for its write.
+            writtenVersion = version &- 1
+            let version = self.version
+            withExtras { extras in
+                extras.dropVersion = version
+                extras.dropRidesOn = nil
+            }
+        }
         return (.adopted, hasListeners && queueNotification())
     }
 

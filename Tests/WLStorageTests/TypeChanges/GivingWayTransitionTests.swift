@@ -105,6 +105,20 @@ import Testing
         #expect(!state.isPending, "the removal would write the value over another version's bytes")
     }
 
+    /// A removal of unknown fields asked for while an update is made in the store, with no change pending, is no change
+    /// of the value: the update's value, stored, is the value, and the removal is written with it, not the value from
+    /// before the update.
+    @Test func aRemovalOfUnknownFieldsAskedForDuringAStoreUpdateGoesWithTheUpdatesValue() {
+        var state = Self.makeState()
+        let count = state.startUpdate(counting: true).changeCount
+        state.dropUnknownFields()
+        var stored = 101
+        let (adoption, _) = state.adoptStoredUpdate(&stored, changeCount: count)
+        #expect(adoption == .adopted, "the update gave way to a removal of unknown fields, as to a newer change")
+        #expect(state.value == 101, "the value from before the update would be written over it")
+        #expect(state.onlyRewriteOrDropPending, "the removal is not left to write")
+    }
+
     /// The same removal asked for over a set not yet written goes with that set, which another version's bytes do not
     /// stop.
     @Test func aRemovalAskedForOverASetNotWrittenGoesWithTheSet() {
