@@ -107,6 +107,9 @@ struct CellStateWorld {
     /// Whether the backer was asked to drop unknown fields and has not written since: only while the cell has that
     /// removal to write (a removal that gave way leaves the next write keeping them, as any write does).
     var backerDrops = false
+    /// The revision a value in an earlier shape was read at (at open, or by a read since), or this process wrote last:
+    /// a rewrite replaces only that, never another program's value stored since.
+    var readInEarlierShape = 0
     var nextSet = 1
     var nextOutside = -1
     var failing = true
@@ -141,6 +144,7 @@ struct CellStateWorld {
             // so another storage of the key may join and set in between.
             stored = .earlierShape(100)
             revision = 1
+            readInEarlierShape = 1
             known = 1
             knownWasRead = true
             state = CellState(value: 100, stored: .known, throttle: WriteThrottle(interval: interval))
@@ -533,6 +537,7 @@ struct CellStateWorld {
         nextSet += 1
         stored = .value(value)
         revision += 1
+        readInEarlierShape = revision
         var adopted = value
         let (adoption, drain) = state.adoptStoredUpdate(&adopted, changeCount: current.count)
         note("store update stores \(value): \(adoption)")
@@ -617,6 +622,9 @@ struct CellStateWorld {
             // A rewrite in the current shape replaces only the version read.
             if state.isRewrite(version) {
                 guard known == revision else { return .rewriteRefused }
+                check(
+                    revision == readInEarlierShape,
+                    "a rewrite replaced a value stored after the one it rewrites, which a check had seen")
             }
             write(value)
             return .written
@@ -666,6 +674,7 @@ struct CellStateWorld {
         case .value(let value):
             return .value(value)
         case .earlierShape(let value):
+            readInEarlierShape = revision
             return .reshaped(value, rewrite: true, note: nil)
         case .anotherVersion:
             return .anotherVersion(WLStorageError(code: .storedByAnotherVersion, message: "another version", key: "k"))
@@ -678,6 +687,7 @@ struct CellStateWorld {
         backerDrops = false
         stored = .value(value)
         revision += 1
+        readInEarlierShape = revision
         known = revision
         knownWasRead = false
     }
