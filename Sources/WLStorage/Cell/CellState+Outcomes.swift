@@ -11,6 +11,18 @@ extension CellState {
             startVersion = version
         }
         var followUp: CellJob<T>?
+        // A removal of unknown fields pending that ends without a write gave way: the backer is to keep them again.
+        let dropPending = extras?.dropVersion.map { writtenVersion < $0 } ?? false
+        let writes: Bool =
+            switch outcome {
+            case .written, .writtenOver: true
+            default: false
+            }
+        defer {
+            if dropPending, let drop = extras?.dropVersion, writtenVersion >= drop, !writes {
+                effects.keepUnknownFields = true
+            }
+        }
         switch outcome {
         case .written, .writtenOver:
             writeEnded(startVersion, failure: nil, effects: &effects)
@@ -239,7 +251,8 @@ extension CellState {
         if case .unchanged = change { return false }
         let onlyRewrite = onlyRewritePending
         guard !isPending || onlyRewrite else { return false }
-        guard version == startVersion else { return !isPending }
+        // A rewrite marked since the check began rewrites the value read before what the check found: it gives way too.
+        guard version == startVersion || onlyRewrite else { return !isPending }
         switch change {
         case .unchanged, .unreadable:
             return false

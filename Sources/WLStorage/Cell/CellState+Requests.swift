@@ -51,7 +51,9 @@ extension CellState {
     /// a change is pending. The value replaced leaves in `value`.
     mutating func adoptStoredUpdate(_ value: inout T, changeCount count: UInt32) -> (StoredUpdate, drain: Bool) {
         let onlyRewrite = onlyRewritePending
-        if isPending && !onlyRewrite { return (.pending, false) }
+        // A removal of unknown fields alone is no change of the value: it is written with the update's value.
+        let onlyDrop = !onlyRewrite && onlyRewriteOrDropPending
+        if isPending && !onlyRewrite && !onlyDrop { return (.pending, false) }
         if onlyRewrite { writtenVersion = version }
         guard changeCount == count else { return (.changedMeanwhile, false) }
         swap(&self.value, &value)
@@ -60,6 +62,15 @@ extension CellState {
         version &+= 1
         writtenVersion = version
         stored = .known
+        if onlyDrop {
+            // The removal takes the update's version, left to write: a flush waiting for it waits for its write.
+            writtenVersion = version &- 1
+            let version = self.version
+            withExtras { extras in
+                extras.dropVersion = version
+                extras.dropRidesOn = nil
+            }
+        }
         return (.adopted, hasListeners && queueNotification())
     }
 
@@ -148,10 +159,13 @@ extension CellState {
         extras?.rewriteVersion == version
     }
 
-    /// The stored object's unknown members are to go: a change of what is stored, not of the value.
+    /// The stored object's unknown members are to go: a change of what is stored, not of the value; returns whether it
+    /// is to be written (not when ``removesUnknownFields`` is false, as it may have become since the storage looked).
     /// Over a change of the value not written yet, the removal goes with that change, which gives way to nothing; once
     /// that change is written on its own (its write was in flight), the removal is alone again.
-    mutating func dropUnknownFields() {
+    @discardableResult
+    mutating func dropUnknownFields() -> Bool {
+        guard removesUnknownFields else { return false }
         let changeOfValue = isPending && !onlyRewriteOrDropPending ? version : nil
         version &+= 1
         let version = self.version
@@ -159,6 +173,7 @@ extension CellState {
             extras.dropVersion = version
             extras.dropRidesOn = changeOfValue
         }
+        return true
     }
 
     // MARK: Listeners

@@ -75,9 +75,11 @@ extension StorageCell {
         let chains = chaining && !outcome.mayChangeValue
         let defaultValue = outcome.mayNeedDefault ? defaults.value : defaults.ifMade
         let next = state.withLock { state in
-            state.finish(
+            let next = state.finish(
                 job, outcome, defaultValue: defaultValue, key: backer.key, now: now, chaining: chains,
                 effects: &effects)
+            if effects.keepUnknownFields { access?.keepUnknownFields() }
+            return next
         }
         if effects.forgetLastRead { access?.forgetLastRead() }
         if effects.adoptSeen { access?.adoptSeen() }

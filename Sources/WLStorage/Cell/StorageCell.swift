@@ -157,10 +157,14 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     /// Writes the value without unknown stored members; returns when written (``WLStorage/removeUnknownFields()``).
     func removeUnknownFields() {
-        // A value this version cannot read has nothing to remove; writing the value in memory would destroy it.
-        guard state.withLock({ $0.removesUnknownFields }) else { return }
-        access?.dropUnknownFields()
-        state.withLock { $0.dropUnknownFields() }
+        // A value this version cannot read has nothing to remove; writing the value in memory would destroy it. The
+        // backer is told under the lock, as a job's end that finds a removal given way tells it to keep them again.
+        let made = state.withLock { state in
+            guard state.dropUnknownFields() else { return false }
+            access?.dropUnknownFields()
+            return true
+        }
+        guard made else { return }
         flushReportingMisuse()
     }
 

@@ -229,6 +229,12 @@ struct UnknownFieldsBase: Sendable {
         box = Box(bytes: box?.bytes, drops: true)
     }
 
+    /// A removal asked for gave way, unwritten: the next write keeps the unknown members again.
+    mutating func keepUnknownFields() {
+        guard let box, box.drops else { return }
+        self.box = box.bytes.map { Box(bytes: $0, drops: false) }
+    }
+
     /// The bytes whose unknown members a write keeps: none when it is to drop them (done once stored, ``wrote()``).
     mutating func take() -> Data? {
         guard let box else { return nil }

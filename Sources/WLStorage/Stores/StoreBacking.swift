@@ -20,6 +20,9 @@ protocol StoreBacking<Value>: Sendable {
     /// Makes the next write drop stored JSON members the type does not know (``UnknownFields``).
     func dropUnknownFields()
 
+    /// Takes back ``dropUnknownFields()``: the removal gave way before a write made it.
+    func keepUnknownFields()
+
     /// Writes `value`, read in an earlier shape, only while the key holds what this backer read or wrote last; returns
     /// whether it did, or `nil` when it cannot tell (a plain write).
     func rewrite(_ value: Value) throws -> Bool?
@@ -48,6 +51,7 @@ enum ChangeWrite {
 extension StoreBacking {
     func writeChange(_ value: Value, defaultValue: () -> Value) throws(WLStorageError) -> ChangeWrite { .plain }
     func adoptSeen() {}
+    func keepUnknownFields() {}
 }
 
 /// The version of a key a backer saw last (written or read), by its stamp: only that one is not a change; and the
@@ -80,6 +84,8 @@ struct KnownVersions: Sendable {
     }
 
     mutating func dropUnknownFields() { unknownFieldsBase.dropUnknownFields() }
+
+    mutating func keepUnknownFields() { unknownFieldsBase.keepUnknownFields() }
 
     /// Makes `data` (read, not adopted) what the next write replaces, its unknown members kept; the version seen stays.
     mutating func replacing(_ data: Data) { unknownFieldsBase.record(data) }

@@ -388,6 +388,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         known.withLock { $0.dropUnknownFields() }
     }
 
+    func keepUnknownFields() {
+        known.withLock { $0.keepUnknownFields() }
+    }
+
     func forgetLastRead() {
         known.withLock { $0.forgetLastRead() }
     }

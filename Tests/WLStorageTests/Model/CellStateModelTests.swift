@@ -104,6 +104,12 @@ struct CellStateWorld {
     /// The cell's version after the last change of this process (a set or an update): another version's bytes, once
     /// read, are replaced only by a write that carries such a change, not by a rewrite or a removal of unknown fields.
     var lastChangeVersion: UInt64 = 0
+    /// Whether the backer was asked to drop unknown fields and has not written since: only while the cell has that
+    /// removal to write (a removal that gave way leaves the next write keeping them, as any write does).
+    var backerDrops = false
+    /// The revision a value in an earlier shape was read at (at open, or by a read since), or this process wrote last:
+    /// a rewrite replaces only that, never another program's value stored since.
+    var readInEarlierShape = 0
     var nextSet = 1
     var nextOutside = -1
     var failing = true
@@ -138,6 +144,7 @@ struct CellStateWorld {
             // so another storage of the key may join and set in between.
             stored = .earlierShape(100)
             revision = 1
+            readInEarlierShape = 1
             known = 1
             knownWasRead = true
             state = CellState(value: 100, stored: .known, throttle: WriteThrottle(interval: interval))
@@ -319,7 +326,9 @@ struct CellStateWorld {
             effects: &effects)
         note("finished, next \(String(describing: next))")
         if effects.forgetLastRead, knownWasRead { known = -1 }
+        if effects.keepUnknownFields { backerDrops = false }
         apply(effects)
+        checkBackerDrops()
         // A retry due sooner than the least backoff after the failed job started is at once (a job that took as long
         // as the backoff is retried when it ends, which is no loop).
         let retriedAtOnce = effects.tick.map { now &+ $0.delay &- current.start < WriteThrottle.minimumRetryDelay }
@@ -338,6 +347,12 @@ struct CellStateWorld {
             flush?.failed = true
         }
         check(next != nil || state.busyThread == 0, "the cell stays busy with no job in flight")
+    }
+
+    /// The backer drops unknown fields only for a removal the cell has yet to write.
+    func checkBackerDrops() {
+        let dropPending = state.extras?.dropVersion.map { state.writtenVersion < $0 } ?? false
+        check(!backerDrops || dropPending, "a removal of unknown fields gave way, and the backer still drops them")
     }
 
     /// What the cell does after its lock: flushes woken, a tick, a check's retry, a check.
@@ -378,9 +393,11 @@ struct CellStateWorld {
     /// The storage writes its value without the stored object's unknown members (a write with no change of value),
     /// unless the key holds another version's value and nothing is pending.
     mutating func removeUnknownFields() {
-        guard !released, flush == nil, state.removesUnknownFields else { return }
+        guard !released, flush == nil else { return }
+        // The storage marks the removal and tells its backer under one lock; the state says whether it is made.
+        guard state.dropUnknownFields() else { return }
         note("unknown fields removed")
-        state.dropUnknownFields()
+        backerDrops = true
         // A write of the value, which races with others' writes as a set does; but not a change of the value, which
         // bytes of another version seen since give way to.
         lastSet = state.value
@@ -520,6 +537,7 @@ struct CellStateWorld {
         nextSet += 1
         stored = .value(value)
         revision += 1
+        readInEarlierShape = revision
         var adopted = value
         let (adoption, drain) = state.adoptStoredUpdate(&adopted, changeCount: current.count)
         note("store update stores \(value): \(adoption)")
@@ -529,6 +547,8 @@ struct CellStateWorld {
             known = revision
             knownWasRead = false
             madeChange(value)
+            // A removal of unknown fields asked for meanwhile is still to write, with this value: no change of it.
+            if state.isPending { lastChangeVersion = state.writtenVersion }
         case .changedMeanwhile:
             // The key is read again before the update returns: it then holds the update's value, unless newer.
             madeChange(value)
@@ -536,6 +556,9 @@ struct CellStateWorld {
         case .pending:
             // A set made meanwhile is newer, and is written after (unless its write was under way already).
             check(state.isPending, "a store update gave way to a change that is not pending")
+            check(
+                !dropCameLast || lastChangeVersion > state.writtenVersion,
+                "a store update gave way to a removal of unknown fields, which is no change of the value")
             updateStoredMeanwhile = value
             updateStoredBeforeDiscard = value
         }
@@ -599,6 +622,9 @@ struct CellStateWorld {
             // A rewrite in the current shape replaces only the version read.
             if state.isRewrite(version) {
                 guard known == revision else { return .rewriteRefused }
+                check(
+                    revision == readInEarlierShape,
+                    "a rewrite replaced a value stored after the one it rewrites, which a check had seen")
             }
             write(value)
             return .written
@@ -648,6 +674,7 @@ struct CellStateWorld {
         case .value(let value):
             return .value(value)
         case .earlierShape(let value):
+            readInEarlierShape = revision
             return .reshaped(value, rewrite: true, note: nil)
         case .anotherVersion:
             return .anotherVersion(WLStorageError(code: .storedByAnotherVersion, message: "another version", key: "k"))
@@ -657,8 +684,10 @@ struct CellStateWorld {
     }
 
     private mutating func write(_ value: Int) {
+        backerDrops = false
         stored = .value(value)
         revision += 1
+        readInEarlierShape = revision
         known = revision
         knownWasRead = false
     }

@@ -45,6 +45,30 @@ import Testing
         #expect(!state.isPending, "the rewrite would replace another version's bytes with no change made")
     }
 
+    /// A check started before the rewrite was marked finds another program's value: the rewrite of the value read
+    /// before it gives way, and the cell takes that value, as when the rewrite was marked before the check.
+    @Test func aRewriteMarkedWhileACheckRunsGivesWayToAChangeTheCheckFinds() {
+        var state = Self.makeState()
+        let check = state.requestCheck(on: 1, now: 1)!
+        _ = state.rewriteRead()
+        let next = Self.finish(check, .checked(.changed(7)), in: &state)
+        #expect(next == nil)
+        #expect(state.value == 7, "the cell kept the value read before the other program's change")
+        #expect(!state.isPending, "the rewrite would replace the other program's value with the one read before")
+    }
+
+    /// The same check finds the key removed: the rewrite gives way to the removal, and the cell goes back to its
+    /// default.
+    @Test func aRewriteMarkedWhileACheckRunsGivesWayToARemovalTheCheckFinds() {
+        var state = Self.makeState()
+        let check = state.requestCheck(on: 1, now: 1)!
+        _ = state.rewriteRead()
+        let next = Self.finish(check, .checked(.removed), in: &state)
+        #expect(next == nil)
+        #expect(state.value == 0, "the cell kept the value read before the removal")
+        #expect(!state.isPending, "the rewrite would undo the removal")
+    }
+
     /// Another version's bytes seen by a check: the rewrite at open is not marked over them.
     @Test func noRewriteIsMarkedOverAnotherVersionsValueSeenSinceTheOpen() {
         var state = Self.makeState()
@@ -69,6 +93,30 @@ import Testing
         let check = state.requestCheck(on: 1, now: 1)!
         _ = Self.finish(check, .reported(Self.anotherVersion), in: &state)
         #expect(!state.isPending, "the removal would write the value over another version's bytes")
+    }
+
+    /// A check that finds another version's bytes can end between the storage's look at the cell and its removal of
+    /// unknown fields: with nothing pending, the removal is then not made, as it is not when asked for after the check.
+    @Test func aRemovalOfUnknownFieldsOverAnotherVersionsValueWithNothingPendingMarksNothing() {
+        var state = Self.makeState()
+        let check = state.requestCheck(on: 1, now: 1)!
+        _ = Self.finish(check, .reported(Self.anotherVersion), in: &state)
+        state.dropUnknownFields()
+        #expect(!state.isPending, "the removal would write the value over another version's bytes")
+    }
+
+    /// A removal of unknown fields asked for while an update is made in the store, with no change pending, is no change
+    /// of the value: the update's value, stored, is the value, and the removal is written with it, not the value from
+    /// before the update.
+    @Test func aRemovalOfUnknownFieldsAskedForDuringAStoreUpdateGoesWithTheUpdatesValue() {
+        var state = Self.makeState()
+        let count = state.startUpdate(counting: true).changeCount
+        state.dropUnknownFields()
+        var stored = 101
+        let (adoption, _) = state.adoptStoredUpdate(&stored, changeCount: count)
+        #expect(adoption == .adopted, "the update gave way to a removal of unknown fields, as to a newer change")
+        #expect(state.value == 101, "the value from before the update would be written over it")
+        #expect(state.onlyRewriteOrDropPending, "the removal is not left to write")
     }
 
     /// The same removal asked for over a set not yet written goes with that set, which another version's bytes do not

@@ -1,0 +1,46 @@
+import Dispatch
+import Foundation
+import Testing
+
+@testable import WLStorage
+
+private struct Tally: Codable, Equatable, Sendable {
+    var count = 0
+}
+
+// A removal of unknown fields is not a change of the value: when it gives way to another version's value, nothing of
+// it is left to the writes after it, which keep the fields of what they replace as any write does.
+@Suite struct RemovalOfUnknownFieldsGivingWayTests {
+    /// `removeUnknownFields()` asked for while a check of another version's write runs: the removal gives way to what
+    /// the check finds. A set after it is written over that value keeping the fields this version does not know, as a
+    /// set is; the removal that gave way must not drop them.
+    @Test func aSetAfterARemovalThatGaveWayKeepsTheFieldsOfAnotherVersionsValue() throws {
+        let store = InterceptedStore()
+        store.base.writeUnreported("tally", json: #"{"count":1,"label":"kept"}"#)
+        let storage = WLStorage(key: "tally", defaultValue: Tally(), flushInterval: nil, store: store)
+        #expect(storage.wrappedValue == Tally(count: 1))
+
+        // Another version stores what this one cannot read; the check of its news stops before it reads.
+        let gate = store.holdNextRead()
+        store.base.writeFromOutside("tally", json: #"{"count":"many","label":"kept"}"#)
+        try #require(gate.entered.wait(timeout: .now() + 60) == .success, "no check read the key")
+        // The removal, asked for meanwhile, waits for the check to end.
+        let removed = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            storage.removeUnknownFields()
+            removed.signal()
+        }
+        #expect(eventually { storage.hasPendingChanges }, "the removal was not asked for")
+        gate.open.signal()
+        try #require(removed.wait(timeout: .now() + 60) == .success)
+        #expect(store.base.stored("tally") == #"{"count":"many","label":"kept"}"#)
+        #expect(!storage.hasPendingChanges)
+
+        storage.wrappedValue = Tally(count: 5)
+        storage.flush()
+        let stored = try #require(store.base.stored("tally"))
+        let object = try JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [String: Any]
+        #expect(object?["count"] as? Int == 5, "\(stored)")
+        #expect(object?["label"] as? String == "kept", "the removal that gave way dropped the field: \(stored)")
+    }
+}
