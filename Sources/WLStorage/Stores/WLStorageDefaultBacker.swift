@@ -422,7 +422,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// The bytes of `value` with the unknown members of the last bytes (``UnknownFields``), size-checked.
-    private func encode(_ value: T) throws(WLStorageError) -> Data {
+    func encode(_ value: T) throws(WLStorageError) -> Data {
         let (base, renames) = known.withLock { ($0.takeBase(), $0.renames) }
         return try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: base)
     }
@@ -449,11 +449,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         try JSONCoders.encode(
             value, key: key, renaming: known.withLock { $0.renames },
             keepingUnknownOf: stored.flatMap(UnknownFields.base))
-    }
-
-    /// The bytes of `value` for a batch of its store's writes.
-    func encodeForBatch(_ value: T) throws(WLStorageError) -> Data {
-        try encode(value)
     }
 
     /// Records `data` as the version written to a store's key (update or batch); bytes kept from before go now.
