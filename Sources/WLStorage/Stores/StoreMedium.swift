@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A key of a ``WLStorageStore`` other than a directory as a ``KeyMedium``, with what only a store offers: a carried
 /// feed, encryption, conditional, versioned and batch writes. Versions are stamped by bytes alone; bytes that do not
@@ -12,7 +13,7 @@ final class StoreMedium: KeyMedium {
     /// The bytes a value to rewrite was read from, which a conditional store replaces only while it holds them.
     private let rewriteFrom = Lock<Data?>(nil)
     /// Whether an update has reported that the store cannot tag writes (see `WLStorageVersionedRead/untagged(_:)`).
-    private let untaggedReported = Lock(false)
+    private let untaggedReported = Atomic<Bool>(false)
     /// The store's carried feed, if any, and what it carried (``CarriedVersions``); capabilities found once.
     private let carriedFeed: (any CarriedChangeFeed)?
     private let versions = Lock(CarriedVersions())
@@ -264,10 +265,7 @@ final class StoreMedium: KeyMedium {
 
     /// Reports once per backer that its store cannot tag writes.
     func firstUntaggedReport() -> Bool {
-        untaggedReported.withLock { reported in
-            defer { reported = true }
-            return !reported
-        }
+        !untaggedReported.exchange(true, ordering: .relaxed)
     }
 
     // MARK: Bytes kept elsewhere
