@@ -233,9 +233,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///   ``WLStorageError/Code/reentrantCall``, and the outer update goes on.
     ///
     /// In a store that writes on condition (``WLStorageConditionalStore``), the update is made in the store, atomic for
-    /// every process, and waits for it, retrying for up to 10 seconds. An update that could not be stored, or whose
-    /// outcome is unknown, is reported (``WLStorageError/Code/writeFailed``, or the store's own code when it refused the
-    /// value, such as ``WLStorageError/Code/valueTooLarge``) and not made later: it counts once or not at all.
+    /// every process, and waits for it, retrying for up to 10 seconds; one that could not be stored is reported and not
+    /// made later: it counts once or not at all (see <doc:ChangingAStoredType>).
     ///
     /// - Parameter body: Changes the value it is given.
     /// - Returns: What `body` returns, from the run whose value was stored (from its last run when none was).

@@ -25,7 +25,6 @@ final class StoreMedium: KeyMedium {
     /// Whether the store rewrites on condition (``StoreCapabilities/rewrites``): a flush of all leaves a rewrite to it.
     let rewritesOnCondition: Bool
 
-    /// Everything the store can do.
     var capabilities: StoreCapabilities { Stores.capabilities(of: store) }
 
     init(store: any WLStorageStore, storedKey: String, capabilities: StoreCapabilities) {

@@ -44,7 +44,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private var lastTrouble: ContinuousClock.Instant?
     /// The server's timeline where the listener last listened (a promoted standby starts a new one).
     private var timeline: UInt32?
-    /// The probe's timer while the listener listens.
     private var probe: (any DispatchSourceTimer)?
     private let identity: String
 
@@ -163,7 +162,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         WLStorageSystem.report(WLStorageError(code: .storeFailedOver, message: message))
     }
 
-    /// Probes the listening connection with a round trip every ``probeInterval``.
     private func startProbing(generation: UInt64) {
         let timer = DispatchSource.makeTimerSource(queue: queue)
         let interval = DispatchTimeInterval.nanoseconds(Int(Self.probeInterval / .nanoseconds(1)))
@@ -205,7 +203,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         WLStorageSystem.report(error)
     }
 
-    /// Closes the connection, its socket's watch and its probe.
     private func closeConnection() {
         tableOID = nil
         senders = [:]
