@@ -313,10 +313,7 @@ final class StoreMedium: KeyMedium {
     }
 
     func failure(_ error: any Error, writing: Bool, key: String) -> WLStorageError {
-        if var error = error as? WLStorageError {
-            if error.key == nil { error.key = key }
-            return error
-        }
+        if error is WLStorageError { return WLStorageError(wrapping: error, key: key) }
         return WLStorageError(
             code: writing ? .writeFailed : .readFailed,
             message: "\(identity) could not \(writing ? "store" : "read") the value: \(error)", key: key,
