@@ -37,14 +37,8 @@ extension WLStoragePostgresStore {
                     return []
                 }
                 try connection.runTransactions(
-                    count: chunks.count - first,
-                    { index in
-                        [
-                            .init(
-                                sql: statements.upsertMany,
-                                parameters: upsertManyParameters(batch[chunks[first + index]]))
-                        ]
-                    },
+                    statements.upsertMany, count: chunks.count - first,
+                    parameters: { index in upsertManyParameters(batch[chunks[first + index]]) },
                     committed: { index in
                         committed = first + index + 1
                         stored = chunks[first + index].upperBound

@@ -70,7 +70,7 @@ extension WLStoragePostgresStore {
             var reconnections = 0
             var failures = 0
             while true {
-                let reused = connection.isConnected
+                let reused = connection.backendPID != nil
                 var started = false
                 do throws(PostgresError) {
                     if !reused {
@@ -81,7 +81,7 @@ extension WLStoragePostgresStore {
                     started = true
                     return .success(try body(connection, deadline))
                 } catch {
-                    if !connection.isConnected { writerPID.value = nil }
+                    if connection.backendPID == nil { writerPID.value = nil }
                     if error.kind == .connectionLost, !started || reading, reconnections < 4,
                         ContinuousClock.now < deadline
                     {

@@ -12,12 +12,10 @@ import WLStorage
 ///
 /// The table is created at the first connection if it does not exist. Every write adds one to its row's `version` and
 /// notifies `<table>_changes` in the same statement, with the bytes when they fit; ``WLStorage/update(_:)`` writes on
-/// condition of the version, tagged, so that it is made exactly once. The article on sharing values across machines
-/// gives the table, the privileges the store needs, and how a change travels.
-///
-/// The store connects at first use, so a server that is down does not stop a program from starting; until it is back,
-/// reads and writes throw and storages keep their values pending. Every wait (connecting, a statement) ends after the
-/// store's timeout: the statement is cancelled, its connection dropped, and the call throws.
+/// condition of the version, tagged, so that it is made exactly once. The store connects at first use, so a server
+/// that is down does not stop a program from starting, and no wait outlasts the store's timeout. The article on sharing
+/// values across machines gives the table, the privileges the store needs, how a change travels, and what storages do
+/// while the server is away.
 ///
 /// - Important: Keys must not contain NUL, which PostgreSQL's `text` cannot hold. A key's index entry must fit in a
 ///   B-tree page after compression (about 2,700 bytes): the server refuses longer keys that do not compress.
@@ -58,11 +56,9 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///   - table: The table's name, `name` or `schema.name`, each part an unquoted SQL identifier (letters, digits and
     ///     underscores, not starting with a digit) of at most 48 bytes.
     ///   - timeout: How long to wait at most to connect, or for a statement to complete.
-    ///   - adoptsNotifiedValues: Whether a replica takes the value a notification carries from every sender; any role
-    ///     that can connect may notify any channel. `false` by default: values are taken only from a process whose role
-    ///     may update the table (learnt once per process), and the row is read otherwise. When on, any role that can
-    ///     connect can make replicas hold a value not in the table: turn it on only when every such role may write the
-    ///     table. The first store of an identity that a process follows decides it for that process.
+    ///   - adoptsNotifiedValues: Whether a replica takes the value a notification carries from every sender, not only
+    ///     from a process whose role may update the table. Any role that can connect may notify: turn it on only when
+    ///     every such role may write the table. The first store of an identity a process follows decides it there.
     /// - Throws: `WLStorageError.Code.invalidConfiguration` when libpq cannot parse `url`, or `table`
     ///   or `namespace` is not valid. The message never contains the password.
     public init(
@@ -113,9 +109,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     public var description: String { "WLStoragePostgresStore(\(identity))" }
 
     /// Why the store's change feed cannot hear other programs' changes now, or `nil` while it listens (or while no
-    /// storage follows the store). The feed's connection is probed every two seconds and made again when it breaks or
-    /// falls silent, and then every storage reads its key again. The error is also reported to
-    /// ``WLStorageSystem/errorHandler`` when it starts and once a minute while it lasts. A health check can read it.
+    /// storage follows the store); also reported to ``WLStorageSystem/errorHandler`` when it starts and once a minute
+    /// while it lasts. A health check can read it.
     public var changeFeedError: WLStorageError? { listener.trouble }
 
     // MARK: - WLStorageStore

@@ -9,7 +9,6 @@ extension StorageCell {
         return try updateLocally(body)
     }
 
-    /// The update of the value in this process only.
     @inlinable
     func updateLocally<R>(_ body: (inout T) throws -> R) rethrows -> R {
         let cell = ObjectIdentifier(self)
@@ -27,7 +26,7 @@ extension StorageCell {
             var value = start
             let result: R
             do {
-                defer { UpdatesOnThisThread.end(cell) }
+                defer { UpdatesOnThisThread.end() }
                 result = try body(&value)
             } catch {
                 state.withLock { $0.endUpdate() }
@@ -94,7 +93,7 @@ extension StorageCell {
                 // The closure never ran: it runs once on a copy for its result, which is not stored.
                 var copy = get()
                 _ = UpdatesOnThisThread.begin(cell)
-                defer { UpdatesOnThisThread.end(cell) }
+                defer { UpdatesOnThisThread.end() }
                 stored = try body(&copy)
             case .inProcess:
                 stored = nil
@@ -125,7 +124,6 @@ extension StorageCell {
         _ body: (inout T) throws -> R, in key: StoreKey, store: any WLStorageConditionalStore,
         versioned: (any WLStorageVersionedStore)?
     ) rethrows -> StoreUpdateEnd<R> {
-        let cell = ObjectIdentifier(self)
         var attempts = 0
         var setsMeanwhile = 0
         var lastResult: R?
@@ -184,8 +182,8 @@ extension StorageCell {
             var value = read.value
             let result: R
             do {
-                _ = UpdatesOnThisThread.begin(cell)
-                defer { UpdatesOnThisThread.end(cell) }
+                _ = UpdatesOnThisThread.begin(ObjectIdentifier(self))
+                defer { UpdatesOnThisThread.end() }
                 result = try body(&value)
             }
             lastResult = result

@@ -109,7 +109,7 @@ extension CellState {
     @inline(__always)  // into the cell's critical section
     mutating func startBatchWrite(
         on thread: UInt, now: UInt64, rewritesOnCondition: Bool, into slot: UnsafeMutablePointer<T>
-    ) -> BatchStart {
+    ) -> BatchTake<UInt64> {
         if busyThread == thread { return .busyHere }
         if isBusy { return .elsewhere }
         guard hasWork else { return .idle }

@@ -114,7 +114,7 @@ extension StorageCell {
             defer { slot.deinitialize(count: 1) }
             let data: Data
             do throws(WLStorageError) {
-                data = try keyBacker.encodeForBatch(slot.pointee)
+                data = try keyBacker.encode(slot.pointee)
             } catch {
                 _ = finishBatchWrite(version, data: Data(), failure: error)
                 return .elsewhere

@@ -358,9 +358,6 @@ enum BatchTake<Change: Sendable>: Sendable {
     case elsewhere
 }
 
-/// What the cell's state takes for a batch: the version of the change.
-typealias BatchStart = BatchTake<UInt64>
-
 extension StorageCell: RegisteredCell {
     var valueTypeName: String { TypeName.of(T.self) }
 

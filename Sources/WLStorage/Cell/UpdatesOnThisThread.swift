@@ -62,8 +62,7 @@ enum UpdatesOnThisThread {
 
     /// Ends the innermost update that ``begin(_:)`` recorded.
     @usableFromInline
-    static func end(_ cell: ObjectIdentifier) {
-        let record = self.record
+    static func end() {
         if record.pointee.depth > 0 { record.pointee.depth -= 1 }
     }
 

@@ -80,14 +80,9 @@ enum JSONFill {
         _ member: Member, from model: [UInt8], at path: ArraySlice<String>, into bytes: [UInt8]
     ) -> [UInt8]? {
         var parser = Parser(bytes: bytes)
-        guard var node = parser.parseValue(depth: 0) else { return nil }
-        for name in path {
-            guard case .object(let members, _) = node, let inner = members.last(where: { $0.key == name }) else {
-                return nil
-            }
-            node = inner.value
-        }
-        guard case .object(let members, let range) = node else { return nil }
+        guard let root = parser.parseValue(depth: 0),
+            case .object(let members, let range) = path.isEmpty ? root : Self.member(at: path, in: root)?.value
+        else { return nil }
         var text: [UInt8] = members.isEmpty ? [] : [UInt8(ascii: ",")]
         text += model[member.rawKey]
         text.append(UInt8(ascii: ":"))

@@ -3,7 +3,7 @@ import Foundation
 /// Where bytes were read from, as a storage's messages name it: a file, or a key of a store.
 struct StoredPlace: Sendable {
     let key: String
-    /// What holds the bytes, as a sentence's subject: "the file", "what store x holds".
+    /// What holds the bytes, as a sentence's subject: "the file", "the key's value in <identity>".
     let subject: String
     /// The file, when the bytes are a file's: its path is made only for a message.
     let file: (directory: StorageDirectory, name: String)?
@@ -14,10 +14,6 @@ struct StoredPlace: Sendable {
 
     static func file(key: String, _ name: String, in directory: StorageDirectory) -> StoredPlace {
         StoredPlace(key: key, subject: "the file", file: (directory, name), conceals: false)
-    }
-
-    static func store(key: String, identity: String, conceals: Bool) -> StoredPlace {
-        StoredPlace(key: key, subject: "what \(identity) holds", file: nil, conceals: conceals)
     }
 }
 

@@ -221,7 +221,6 @@ enum AESGCM {
         }
     }
 
-    /// Throws unless `result`, the return value of libcrypto's `function`, is 1.
     private static func check(_ result: Int32, _ function: String) throws {
         guard result == 1 else { throw failure(function) }
     }

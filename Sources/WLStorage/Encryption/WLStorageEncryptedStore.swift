@@ -26,7 +26,6 @@ public final class WLStorageEncryptedStore: WLStorageStore {
     fileprivate let fingerprints: [[UInt8]]
     public let identity: String
 
-    /// What the store under this one can do (see ``StoreCapabilities``).
     private let under: StoreCapabilities
     /// Whether the store below changes keys (a prefix): values are sealed with the key they are stored under there.
     private var changesKeys: Bool { under.resolve != nil }

@@ -148,12 +148,10 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         return key
     }
 
-    /// Whether `byte` is a printable ASCII character or white space.
     private static func isText(_ byte: UInt8) -> Bool {
         (0x20...0x7e).contains(byte) || isWhiteSpace(byte)
     }
 
-    /// Whether `byte` is ASCII white space.
     private static func isWhiteSpace(_ byte: UInt8) -> Bool {
         byte == 0x20 || (0x09...0x0d).contains(byte)
     }
@@ -188,7 +186,6 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         return decoded ? key : nil
     }
 
-    /// The value of a character of the standard base64 alphabet.
     private static func base64Value(_ byte: UInt8) -> UInt8? {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"): byte - UInt8(ascii: "A")

@@ -248,7 +248,6 @@ package final class FileMonitor: Sendable {
         return found
     }
 
-    /// The target of the symlink at `path`, as stored in it.
     private static func target(ofSymlink path: String) -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = readlink(path, &buffer, buffer.count - 1)

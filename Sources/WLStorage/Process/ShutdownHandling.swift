@@ -80,6 +80,16 @@ enum ShutdownHandling {
         let deadline = timeout.map { ContinuousClock.now + $0 }
         let caller = UInt(bitPattern: Int(bitPattern: pthread_self()))
         var insideABacker = false
+        /// Whether `cell` has work to flush; one whose job runs on the calling thread has none, and is noticed.
+        func hasWork(_ cell: any RegisteredCell) -> Bool {
+            switch cell.flushState(from: caller) {
+            case .idle: return false
+            case .busyHere:
+                insideABacker = true
+                return false
+            case .work: return true
+            }
+        }
         // The cells of one store (not a directory) are grouped, so their changes are written in one batch.
         var groups: [[any RegisteredCell]] = []
         var stores: [String: Int] = [:]
@@ -89,11 +99,7 @@ enum ShutdownHandling {
             if let included, !included(cell) { continue }
             // A store's cell is grouped without its lock: the batch asks the cell when it takes its change.
             guard let store = cell.storeMedium?.identity else {
-                switch cell.flushState(from: caller) {
-                case .idle: break
-                case .busyHere: insideABacker = true
-                case .work: single.append(.cell(cell))
-                }
+                if hasWork(cell) { single.append(.cell(cell)) }
                 continue
             }
             if let index = stores[store] {
@@ -110,17 +116,7 @@ enum ShutdownHandling {
         }
         // Otherwise idle cells are left out, and a call from inside a backer is noticed.
         for index in groups.indices {
-            groups[index].removeAll { cell in
-                switch cell.flushState(from: caller) {
-                case .idle:
-                    return true
-                case .busyHere:
-                    insideABacker = true
-                    return true
-                case .work:
-                    return false
-                }
-            }
+            groups[index].removeAll { !hasWork($0) }
         }
         groups.removeAll { $0.isEmpty }
         // From inside a backer, wait for no job in flight: its backer may be waiting for the caller.

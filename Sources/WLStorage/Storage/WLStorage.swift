@@ -177,33 +177,31 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         defer { cell.storageAttached() }
         let interval = flushInterval.map { UInt64(ShutdownHandling.nanoseconds($0)) }
         var binding = binding
-        switch binding.follow(makeDefault: defaultValueClosure) {
-        case .found(let cell):
-            self.cell = cell
-            cell.add(migrations, joining: true)
-            cell.join(interval: interval)
+        /// The key's live cell, joined; a cell of `value` in memory only when the key is open with another type.
+        func existing(_ found: StorageRegistry.Lookup<T>, value: @autoclosure () -> T) -> StorageCell<T>? {
+            switch found {
+            case .found(let cell):
+                cell.add(migrations, joining: true)
+                cell.join(interval: interval)
+                return cell
+            case .mismatch(let other):
+                return binding.detachedCell(value(), other: other, scheduler: scheduler)
+            case .none:
+                return nil
+            }
+        }
+        if let existing = existing(binding.follow(makeDefault: defaultValueClosure), value: defaultValueClosure()) {
+            self.cell = existing
             return
-        case .mismatch(let other):
-            self.cell = binding.detachedCell(defaultValueClosure(), other: other, scheduler: scheduler)
-            return
-        case .none:
-            break
         }
         let opening = binding.read(makeDefault: defaultValueClosure, lazyDefault: lazyDefault, migrations: migrations)
         let cell = binding.makeCell(opening, migrations: migrations, interval: interval, scheduler: scheduler)
-        switch binding.register(cell) {
-        case .found(let existing):
-            // Another thread opened the key meanwhile: its cell wins, this one is dropped unwritten.
+        // Another thread opened the key meanwhile: its cell wins, this one is dropped unwritten.
+        if let existing = existing(binding.register(cell), value: opening.value) {
             self.cell = existing
-            existing.add(migrations, joining: true)
-            existing.join(interval: interval)
             return
-        case .mismatch(let other):
-            self.cell = binding.detachedCell(opening.value, other: other, scheduler: scheduler)
-            return
-        case .none:
-            self.cell = cell
         }
+        self.cell = cell
         if let readError = opening.readError {
             cell.record(readError)
             if opening.stored == .unknown && CellState<T>.isTransient(readError) { cell.retryUnknownRead() }
@@ -235,9 +233,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///   ``WLStorageError/Code/reentrantCall``, and the outer update goes on.
     ///
     /// In a store that writes on condition (``WLStorageConditionalStore``), the update is made in the store, atomic for
-    /// every process, and waits for it, retrying for up to 10 seconds. An update that could not be stored, or whose
-    /// outcome is unknown, is reported (``WLStorageError/Code/writeFailed``, or the store's own code when it refused the
-    /// value, such as ``WLStorageError/Code/valueTooLarge``) and not made later: it counts once or not at all.
+    /// every process, and waits for it, retrying for up to 10 seconds; one that could not be stored is reported and not
+    /// made later: it counts once or not at all (see <doc:ChangingAStoredType>).
     ///
     /// - Parameter body: Changes the value it is given.
     /// - Returns: What `body` returns, from the run whose value was stored (from its last run when none was).

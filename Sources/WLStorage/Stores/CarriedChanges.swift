@@ -82,7 +82,6 @@ struct CarriedVersions: Sendable {
     var known: Int64?
     /// The carried changes not looked at yet, in the order reported.
     var offered: [WLStorageCarriedChange] = []
-    /// A change was reported that must be read.
     var mustRead = false
 
     /// The most carried changes kept between two checks; past it, the check reads.

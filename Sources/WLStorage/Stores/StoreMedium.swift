@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A key of a ``WLStorageStore`` other than a directory as a ``KeyMedium``, with what only a store offers: a carried
 /// feed, encryption, conditional, versioned and batch writes. Versions are stamped by bytes alone; bytes that do not
@@ -12,7 +13,7 @@ final class StoreMedium: KeyMedium {
     /// The bytes a value to rewrite was read from, which a conditional store replaces only while it holds them.
     private let rewriteFrom = Lock<Data?>(nil)
     /// Whether an update has reported that the store cannot tag writes (see `WLStorageVersionedRead/untagged(_:)`).
-    private let untaggedReported = Lock(false)
+    private let untaggedReported = Atomic<Bool>(false)
     /// The store's carried feed, if any, and what it carried (``CarriedVersions``); capabilities found once.
     private let carriedFeed: (any CarriedChangeFeed)?
     private let versions = Lock(CarriedVersions())
@@ -24,7 +25,6 @@ final class StoreMedium: KeyMedium {
     /// Whether the store rewrites on condition (``StoreCapabilities/rewrites``): a flush of all leaves a rewrite to it.
     let rewritesOnCondition: Bool
 
-    /// Everything the store can do.
     var capabilities: StoreCapabilities { Stores.capabilities(of: store) }
 
     init(store: any WLStorageStore, storedKey: String, capabilities: StoreCapabilities) {
@@ -264,10 +264,7 @@ final class StoreMedium: KeyMedium {
 
     /// Reports once per backer that its store cannot tag writes.
     func firstUntaggedReport() -> Bool {
-        untaggedReported.withLock { reported in
-            defer { reported = true }
-            return !reported
-        }
+        !untaggedReported.exchange(true, ordering: .relaxed)
     }
 
     // MARK: Bytes kept elsewhere
@@ -316,10 +313,7 @@ final class StoreMedium: KeyMedium {
     }
 
     func failure(_ error: any Error, writing: Bool, key: String) -> WLStorageError {
-        if var error = error as? WLStorageError {
-            if error.key == nil { error.key = key }
-            return error
-        }
+        if error is WLStorageError { return WLStorageError(wrapping: error, key: key) }
         return WLStorageError(
             code: writing ? .writeFailed : .readFailed,
             message: "\(identity) could not \(writing ? "store" : "read") the value: \(error)", key: key,

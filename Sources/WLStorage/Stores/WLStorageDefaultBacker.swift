@@ -3,16 +3,10 @@ import Synchronization
 
 /// The backer that keeps each value in its own JSON file in a directory.
 ///
-/// The file is named by the key when the key is 1 to 127 bytes of `[A-Za-z0-9._-]` (not `.`, `..` or 64 lowercase
-/// hex digits), else by the lowercase hex SHA-256 of its UTF-8 bytes, so no key can name a file outside the
-/// directory or another key's file. It holds the value's `JSONEncoder` output with sorted keys.
-///
-/// Writes are atomic and durable (a 0600 temporary file, synced, renamed over the file, then the directory synced):
-/// a reader sees the old content or the new, even after a crash or power loss.
-///
-/// Reading never follows a symlink. A file that is not JSON is moved aside to a `~corrupt-` name; JSON that does not
-/// decode and sealed values are left as they are; a non-regular file is left alone, reported, and never replaced. A
-/// write keeps stored JSON members the type does not know (see <doc:ChangingAStoredType>).
+/// The file is named by the key when the key is a plain file name, else by the SHA-256 of the key, so no key can name
+/// a file outside the directory or another key's file. It holds the value's `JSONEncoder` output with sorted keys.
+/// Writes are atomic and durable, with mode 0600; reading never follows a symlink. <doc:Guarantees> gives the rules
+/// of names, writes and files that do not read; <doc:ChangingAStoredType> how members the type does not know are kept.
 ///
 /// Every storage of a key in a store keeps its value through this class (see <doc:Architecture>).
 public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
@@ -128,7 +122,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Whether a default is saved where nothing is stored (see ``create(value:)``).
     var savesDefault: Bool { medium.savesDefault }
 
-    /// Whether any entry stands where the bytes are.
     var entryExists: Bool { medium.entryExists(key: key) }
 
     /// Where the bytes are, as messages name them.
@@ -426,7 +419,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// The bytes of `value` with the unknown members of the last bytes (``UnknownFields``), size-checked.
-    private func encode(_ value: T) throws(WLStorageError) -> Data {
+    func encode(_ value: T) throws(WLStorageError) -> Data {
         let (base, renames) = known.withLock { ($0.takeBase(), $0.renames) }
         return try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: base)
     }
@@ -453,11 +446,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         try JSONCoders.encode(
             value, key: key, renaming: known.withLock { $0.renames },
             keepingUnknownOf: stored.flatMap(UnknownFields.base))
-    }
-
-    /// The bytes of `value` for a batch of its store's writes.
-    func encodeForBatch(_ value: T) throws(WLStorageError) -> Data {
-        try encode(value)
     }
 
     /// Records `data` as the version written to a store's key (update or batch); bytes kept from before go now.

@@ -132,11 +132,9 @@ extension WLStorageStore where Self == WLStorageDirectoryStore {
     }
 
     /// A directory shared by every program of the user that names the same suite, as a suite of `UserDefaults`:
-    /// `<folder>` in ``WLStorageSystem/suitesDirectory``, whatever the program and build.
-    ///
-    /// The folder is the name itself when it is a plain file name (1 to 127 of `[A-Za-z0-9._-]`, not `.`, `..` or 64
-    /// lowercase hex digits, and not `suite-` plus 64 of them); any other name's is `suite-` and the lowercase hex
-    /// SHA-256 of its UTF-8 bytes. So two names never share a folder.
+    /// `<folder>` in ``WLStorageSystem/suitesDirectory``, whatever the program and build. The folder is the name when
+    /// it is a plain file name not like `suite-` and 64 hex digits, else `suite-` and the name's SHA-256, so two names
+    /// never share one (see <doc:GettingStarted>).
     public static func suite(_ name: String) -> WLStorageDirectoryStore {
         WLStorageDirectoryStore(url: StorageLocation.suiteDirectory(name))
     }

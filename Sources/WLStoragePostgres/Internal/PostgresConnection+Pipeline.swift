@@ -2,21 +2,16 @@ internal import CWLStorageLibPQ
 import Foundation
 
 extension PostgresConnection {
-    /// One statement of a transaction: its SQL and its parameters.
-    struct Statement {
-        var sql: String
-        var parameters: [Parameter]
-    }
-
-    /// Runs `count` transactions in one pipeline (`PQenterPipelineMode`), one round trip: each `BEGIN`, the statements
-    /// `transaction(index)` builds as it is sent (one transaction's parameters held at a time), `COMMIT`.
+    /// Runs `count` transactions in one pipeline (`PQenterPipelineMode`), one round trip: each `BEGIN`, `sql` with the
+    /// parameters `parameters(index)` builds as it is sent (one transaction's held at a time), `COMMIT`.
     ///
     /// Each commits on its own, in order; `committed(index)` is called as its commit is confirmed (one sent but not
     /// confirmed may have happened). A failed statement rolls its transaction back and the server skips the rest.
     /// Failures are handled as ``query(_:_:deadline:)`` handles them; after a statement's failure the connection stays,
     /// out of pipeline mode and of any transaction.
     func runTransactions(
-        count: Int, _ transaction: (Int) -> [Statement], committed: (Int) -> Void, deadline: ContinuousClock.Instant
+        _ sql: String, count: Int, parameters: (Int) -> [Parameter], committed: (Int) -> Void,
+        deadline: ContinuousClock.Instant
     ) throws(PostgresError) {
         try onConnection { connection throws(PostgresError) in
             guard PQenterPipelineMode(connection) == 1 else { throw lost("could not enter pipeline mode", connection) }
@@ -32,10 +27,8 @@ extension PostgresConnection {
                     if sent < count {
                         try enqueue("BEGIN", [], on: connection)
                         awaited.append(.statement)
-                        for statement in transaction(sent) {
-                            try enqueue(statement.sql, statement.parameters, on: connection)
-                            awaited.append(.statement)
-                        }
+                        try enqueue(sql, parameters(sent), on: connection)
+                        awaited.append(.statement)
                         try enqueue("COMMIT", [], on: connection)
                         awaited.append(.commit(sent))
                         // Results come at once, not at the synchronization point: each commit is known when made.

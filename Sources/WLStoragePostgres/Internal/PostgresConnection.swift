@@ -47,11 +47,6 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         close()
     }
 
-    var isConnected: Bool {
-        if case .connected = state { return true }
-        return false
-    }
-
     /// The server process of the connection (`PQbackendPID`), when connected.
     var backendPID: Int32? {
         if case .connected(_, let pid) = state { return pid }
@@ -71,9 +66,11 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         case .closed: throw PostgresError(.connectionFailed, "the connection was closed")
         case .disconnected: break
         }
-        let connection = try Self.withCStrings(settings.keywords, settings.values) { keywords, values in
-            PQconnectStartParams(keywords, values, 0)
-        }
+        // libpq copies the options: the C strings are freed at once.
+        let keywords = settings.keywords.map { UnsafePointer(strdup($0)) } + [nil]
+        let values = settings.values.map { UnsafePointer(strdup($0)) } + [nil]
+        let connection = PQconnectStartParams(keywords, values, 0)
+        for pointer in keywords + values { free(UnsafeMutablePointer(mutating: pointer)) }
         guard let connection else { throw PostgresError(.connectionFailed, "libpq could not allocate a connection") }
         // Notices (such as "relation already exists, skipping") would be printed on standard error.
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
@@ -309,11 +306,11 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     /// Asks the server to cancel the running query (`PQcancel`) on another thread, unawaited: it opens a connection.
     static func cancel(_ connection: OpaquePointer) {
         guard let cancel = PQgetCancel(connection) else { return }
-        let request = CancelRequest(cancel)
+        nonisolated(unsafe) let request = cancel  // used by the one thread that sends it
         DispatchQueue.global().async {
             var buffer = [CChar](repeating: 0, count: 256)
-            _ = PQcancel(request.cancel, &buffer, Int32(buffer.count))
-            PQfreeCancel(request.cancel)
+            _ = PQcancel(request, &buffer, Int32(buffer.count))
+            PQfreeCancel(request)
         }
     }
 
@@ -333,25 +330,5 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         // libpq's lines after the first are indented with a tab: one line, its parts joined by "; ".
         let lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
         return settings.redact(text.isEmpty ? "no message from libpq" : lines.joined(separator: "; "))
-    }
-
-    private static func withCStrings<R>(
-        _ keywords: [String], _ values: [String],
-        _ body: (UnsafePointer<UnsafePointer<CChar>?>, UnsafePointer<UnsafePointer<CChar>?>) throws(PostgresError) -> R
-    ) throws(PostgresError) -> R {
-        let keywordPointers = keywords.map { UnsafePointer(strdup($0)) } + [nil]
-        let valuePointers = values.map { UnsafePointer(strdup($0)) } + [nil]
-        defer {
-            for pointer in keywordPointers + valuePointers { free(UnsafeMutablePointer(mutating: pointer)) }
-        }
-        return try body(keywordPointers, valuePointers)
-    }
-}
-
-private final class CancelRequest: @unchecked Sendable {  // owned by the one thread that sends it
-    let cancel: OpaquePointer
-
-    init(_ cancel: OpaquePointer) {
-        self.cancel = cancel
     }
 }

@@ -44,7 +44,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private var lastTrouble: ContinuousClock.Instant?
     /// The server's timeline where the listener last listened (a promoted standby starts a new one).
     private var timeline: UInt32?
-    /// The probe's timer while the listener listens.
     private var probe: (any DispatchSourceTimer)?
     private let identity: String
 
@@ -163,7 +162,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         WLStorageSystem.report(WLStorageError(code: .storeFailedOver, message: message))
     }
 
-    /// Probes the listening connection with a round trip every ``probeInterval``.
     private func startProbing(generation: UInt64) {
         let timer = DispatchSource.makeTimerSource(queue: queue)
         let interval = DispatchTimeInterval.nanoseconds(Int(Self.probeInterval / .nanoseconds(1)))
@@ -205,7 +203,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         WLStorageSystem.report(error)
     }
 
-    /// Closes the connection, its socket's watch and its probe.
     private func closeConnection() {
         tableOID = nil
         senders = [:]
@@ -308,7 +305,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
                 + " OR (c.relowner = a.usesysid AND NOT c.relforcerowsecurity)))::text"
                 + " FROM pg_stat_activity a JOIN pg_roles r ON r.oid = a.usesysid JOIN pg_class c ON c.oid = $1::oid"
                 + " WHERE a.pid = ANY($2::int[])",
-            [.text(tableOID), .text(Self.array(pids))], deadline: deadline)
+            [.text(tableOID), .text("{" + pids.map(String.init).joined(separator: ",") + "}")], deadline: deadline)
         var found: [Int32: (role: String, trusted: Bool)] = [:]
         for row in rows {
             guard row.count == 3, let pid = row[0].flatMap({ Int32(String(decoding: $0, as: UTF8.self)) }),
@@ -331,11 +328,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         senders = senders.filter { pid, sender in
             found[pid].map { $0.role == sender.role && $0.trusted == sender.trusted } ?? false
         }
-    }
-
-    /// Process numbers as an SQL array literal.
-    private static func array(_ pids: some Sequence<Int32>) -> String {
-        "{" + pids.map(String.init).joined(separator: ",") + "}"
     }
 
     /// The notifications on the store's channel received now, but the writing connection's own, its process read after

@@ -53,8 +53,6 @@ final class SocketWatch: Sendable {
             pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
         ]
         while !cancelled.load(ordering: .acquiring) {
-            descriptors[0].revents = 0
-            descriptors[1].revents = 0
             let ready = poll(&descriptors, 2, -1)
             if ready < 0 {
                 if errno == EINTR { continue }

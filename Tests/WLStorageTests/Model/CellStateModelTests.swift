@@ -444,7 +444,7 @@ struct CellStateWorld {
     /// A flush of every cell of a store takes the cell's change into its batch.
     mutating func takeBatch() {
         guard batch == nil else { return }
-        let start = withUnsafeTemporaryAllocation(of: Int.self, capacity: 1) { buffer -> (BatchStart, Int?) in
+        let start = withUnsafeTemporaryAllocation(of: Int.self, capacity: 1) { buffer -> (BatchTake<UInt64>, Int?) in
             let slot = buffer.baseAddress!
             // The store writes on condition (as the package's stores do): a rewrite is left to its own conditional write.
             let start = state.startBatchWrite(on: Self.background, now: now, rewritesOnCondition: true, into: slot)
