@@ -64,7 +64,9 @@ final class Replica: Sendable {
 
     /// Sends `signal` to the replica.
     func signal(_ signal: Int32) {
-        kill(process.processIdentifier, signal)
+        // A process never launched has the pid 0, which would signal the test runner's whole process group.
+        let pid = process.processIdentifier
+        if pid > 0 { kill(pid, signal) }
     }
 
     /// Everything the replica printed so far, line by line.
