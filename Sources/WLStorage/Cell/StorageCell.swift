@@ -6,7 +6,9 @@ import Synchronization
 // Locks: `StorageCell.state` guards a cell's ``CellState``; the registry, the router, the file monitor, the store
 // feeds, a backer's known version and the directory table each guard their own table. Every lock is a leaf: none is
 // held while another is taken, while a backer, an observer or a listener runs, or while a user object (closure,
-// continuation, backer, storage) is released: such objects are moved out and released after the lock.
+// continuation, backer, storage) is released: such objects are moved out and released after the lock. One exception:
+// a key backer's known-version lock, which calls nothing, is taken under the cell's state lock to drop or keep unknown
+// fields in the same step as the state marks a removal or finds it gave way; it is never held while the state's is.
 //
 // Outside changes (inotify, store and custom feeds) reach the ``ChangeRouter``, which has the cells concerned check
 // their keys; ``CellState`` adopts by the last-writer rule. A cell runs one job at a time, on its `busyThread`.
