@@ -159,14 +159,15 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
 
     /// Writes the value without unknown stored members; returns when written (``WLStorage/removeUnknownFields()``).
     func removeUnknownFields() {
-        // A value this version cannot read has nothing to remove; writing the value in memory would destroy it. The
-        // backer is told under the lock, as a job's end that finds a removal given way tells it to keep them again.
-        let made = state.withLock { state in
-            guard state.dropUnknownFields() else { return false }
-            access?.dropUnknownFields()
-            return true
+        // A value this version cannot read has nothing to remove, nor one that is no object; writing the value in memory
+        // would destroy a newer one. The backer is told under the lock, as a job's end that finds a removal given way
+        // tells it to keep them again.
+        let flushes = state.withLock { state in
+            guard state.removesUnknownFields else { return false }
+            if access?.dropUnknownFields() != false { state.dropUnknownFields() }
+            return state.isPending
         }
-        guard made else { return }
+        guard flushes else { return }
         flushReportingMisuse()
     }
 

@@ -224,9 +224,12 @@ struct UnknownFieldsBase: Sendable {
     var bytes: Data? { box?.bytes }
     var drops: Bool { box?.drops ?? false }
 
-    /// Makes the next write leave out the members of the stored object that the value's type does not know.
-    mutating func dropUnknownFields() {
-        box = Box(bytes: box?.bytes, drops: true)
+    /// Makes the next write leave out the members of the stored object that the value's type does not know; returns
+    /// `false`, asking nothing, when no object is kept (a number or an array has no members to leave out).
+    mutating func dropUnknownFields() -> Bool {
+        guard let bytes = box?.bytes else { return false }
+        box = Box(bytes: bytes, drops: true)
+        return true
     }
 
     /// A removal asked for gave way, unwritten: the next write keeps the unknown members again.

@@ -264,7 +264,8 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// A write normally keeps unknown fields, so an older program does not destroy what a newer one stored (see
     /// <doc:ChangingAStoredType>). Call this once every program sharing the key has dropped a field. A failed write
     /// stays pending. Over a value stored by another version that this one cannot read, with no change pending, it
-    /// writes nothing. A custom ``WLStorageBacker`` only gets the value written.
+    /// writes nothing; over a value that is no JSON object (a number, an array), only what is pending. A custom
+    /// ``WLStorageBacker`` only gets the value written.
     public func removeUnknownFields() {
         cell.removeUnknownFields()
     }

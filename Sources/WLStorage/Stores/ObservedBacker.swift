@@ -58,8 +58,8 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
     /// Never called: a custom backer is written with changes only, never with a default.
     func create(value: T) throws(WLStorageError) -> Bool { true }
 
-    /// A custom backer encodes by itself: it keeps no fields.
-    func dropUnknownFields() {}
+    /// A custom backer encodes by itself: it keeps no fields, and gets the value written.
+    func dropUnknownFields() -> Bool { true }
 
     /// A custom backer's versions are known by their encoding alone, which tells nothing of who stored them.
     func rewrite(_ value: T) throws -> Bool? { nil }

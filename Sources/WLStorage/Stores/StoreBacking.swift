@@ -17,8 +17,9 @@ protocol StoreBacking<Value>: Sendable {
     /// What changed since this backer last wrote or read; decoded by `decoding`'s steps but never written back.
     func readExternalChange(decoding: ValueDecoding<Value>) throws(WLStorageError) -> ExternalChange<Value>
 
-    /// Makes the next write drop stored JSON members the type does not know (``UnknownFields``).
-    func dropUnknownFields()
+    /// Makes the next write drop stored JSON members the type does not know (``UnknownFields``); returns `false`, asking
+    /// nothing, when what it read or wrote last is no JSON object.
+    func dropUnknownFields() -> Bool
 
     /// Takes back ``dropUnknownFields()``: the removal gave way before a write made it.
     func keepUnknownFields()
@@ -83,7 +84,7 @@ struct KnownVersions: Sendable {
         return seen.flatMap(UnknownFields.base) ?? taken
     }
 
-    mutating func dropUnknownFields() { unknownFieldsBase.dropUnknownFields() }
+    mutating func dropUnknownFields() -> Bool { unknownFieldsBase.dropUnknownFields() }
 
     mutating func keepUnknownFields() { unknownFieldsBase.keepUnknownFields() }
 

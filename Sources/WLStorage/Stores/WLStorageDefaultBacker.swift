@@ -377,7 +377,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         known.withLock { $0.adoptSeen() }
     }
 
-    func dropUnknownFields() {
+    func dropUnknownFields() -> Bool {
         known.withLock { $0.dropUnknownFields() }
     }
 

@@ -43,4 +43,26 @@ private struct Tally: Codable, Equatable, Sendable {
         #expect(object?["count"] as? Int == 5, "\(stored)")
         #expect(object?["label"] as? String == "kept", "the removal that gave way dropped the field: \(stored)")
     }
+    /// A value that is no JSON object (a number, an array) has no fields: a removal of unknown fields has nothing to
+    /// drop, and must not write the value in memory over one another program stored since, not heard of yet.
+    @Test func aRemovalOverANumberWritesNothing() {
+        removeUnknownFields(of: 0, stored: "1", storedSince: "2")
+    }
+
+    @Test func aRemovalOverAnArrayWritesNothing() {
+        removeUnknownFields(of: [0], stored: "[1]", storedSince: "[2]")
+    }
+
+    private func removeUnknownFields<T: Codable & Sendable & Equatable>(
+        of defaultValue: T, stored: String, storedSince: String
+    ) {
+        let store = InterceptedStore()
+        store.base.writeUnreported("n", json: stored)
+        let storage = WLStorage(key: "n", defaultValue: defaultValue, flushInterval: nil, store: store)
+        #expect(storage.wrappedValue != defaultValue, "the stored value was not read")
+        store.base.writeUnreported("n", json: storedSince)
+        storage.removeUnknownFields()
+        #expect(!storage.hasPendingChanges)
+        #expect(store.base.stored("n") == storedSince, "the removal wrote the value in memory over a newer one")
+    }
 }
