@@ -166,6 +166,9 @@ final class StoreMedium: KeyMedium {
             let current: Data?
             do {
                 current = try store.read(key: storedKey)
+            } catch let error as WLStorageError where error.code == .decodingFailed {
+                // Bytes that do not open (another key's, damaged) are not the value read: a change since the read.
+                current = nil
             } catch {
                 throw failure(error, writing: false, key: key)
             }

@@ -309,4 +309,22 @@ struct RewriteGivesWayTests {
         #expect(!newer.hasPendingChanges)
         #expect(newer.lastError == nil)
     }
+    /// Through an encrypted store, a value another program sealed with another key since the read is a change as any:
+    /// the rewrite gives way to it rather than failing, and being tried again, for as long as the value stays.
+    @Test func aRewriteInAStoreThatCannotWriteOnConditionGivesWayToAValueSealedWithAnotherKey() throws {
+        let plain = PlainStore()
+        let ours = WLStorageEncryptedStore(plain, key: try .random())
+        try ours.write(key: "panel", data: Data(#"{"stamp":1,"wide":true}"#.utf8))
+        let newer = WLStorage(
+            key: "panel", defaultValue: PanelV2(), flushInterval: nil, store: ours, migrations: fromV1)
+        #expect(newer.hasPendingChanges, "the value read in the older shape is to be written back in the newer")
+        let theirs = WLStorageEncryptedStore(plain, key: try .random())
+        try theirs.write(key: "panel", data: Data(#"{"stamp":2,"wide":false}"#.utf8))
+        let sealed = try plain.read(key: "panel")
+        newer.flush()
+        #expect(try plain.read(key: "panel") == sealed, "the rewrite replaced a value sealed with another key")
+        #expect(
+            !newer.hasPendingChanges, "the rewrite stays pending, to be tried again for as long as that value stays")
+        #expect(newer.lastError?.code == .decodingFailed, "\(String(describing: newer.lastError))")
+    }
 }
