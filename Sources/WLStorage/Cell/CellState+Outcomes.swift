@@ -11,18 +11,6 @@ extension CellState {
             startVersion = version
         }
         var followUp: CellJob<T>?
-        // A removal of unknown fields pending that ends without a write gave way: the backer is to keep them again.
-        let dropPending = extras?.dropVersion.map { writtenVersion < $0 } ?? false
-        let writes: Bool =
-            switch outcome {
-            case .written, .writtenOver: true
-            default: false
-            }
-        defer {
-            if dropPending, let drop = extras?.dropVersion, writtenVersion >= drop, !writes {
-                effects.keepUnknownFields = true
-            }
-        }
         switch outcome {
         case .written, .writtenOver:
             writeEnded(startVersion, failure: nil, effects: &effects)

@@ -200,4 +200,7 @@ struct CellState<T: Sendable>: Sendable {
     /// Whether a removal of unknown fields has work: not, with nothing pending, over another version's value nor before
     /// what is stored could be read (the value is then the default, which would replace it).
     var removesUnknownFields: Bool { isPending || (stored != .unknown && extras?.storedByAnotherVersion != true) }
+
+    /// Whether a write started now drops the stored members the type does not know: a removal of them waits.
+    var dropsUnknownFields: Bool { extras?.dropVersion.map { writtenVersion < $0 } ?? false }
 }

@@ -13,9 +13,6 @@ struct JobEffects {
     var forgetLastRead = false
     /// The cell took the value the check read: its bytes are the base of later changes (``StoreBacking/adoptSeen()``).
     var adoptSeen = false
-    /// A removal of unknown fields gave way unwritten: the backer keeps them again (``StoreBacking/keepUnknownFields()``),
-    /// told under the cell's lock, so that a removal asked for meanwhile is not taken back.
-    var keepUnknownFields = false
     var waiters: [WaitingFlush] = []
     /// Listeners have notifications to deliver, and no one delivers them yet.
     var drainNotifications = false

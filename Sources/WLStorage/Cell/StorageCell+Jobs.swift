@@ -75,11 +75,9 @@ extension StorageCell {
         let chains = chaining && !outcome.mayChangeValue
         let defaultValue = outcome.mayNeedDefault ? defaults.value : defaults.ifMade
         let next = state.withLock { state in
-            let next = state.finish(
+            state.finish(
                 job, outcome, defaultValue: defaultValue, key: backer.key, now: now, chaining: chains,
                 effects: &effects)
-            if effects.keepUnknownFields { access?.keepUnknownFields() }
-            return next
         }
         if effects.forgetLastRead { access?.forgetLastRead() }
         if effects.adoptSeen { access?.adoptSeen() }
@@ -101,8 +99,11 @@ extension StorageCell {
         // Copied into a slot, not returned as an optional: another generic type to look up.
         return withUnsafeTemporaryAllocation(of: T.self, capacity: 1) { buffer -> BatchTake<BatchWrite> in
             guard let slot = buffer.baseAddress else { return .elsewhere }
-            let start = state.withLock {
-                $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, into: slot)
+            let (start, dropping) = state.withLock {
+                (
+                    $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, into: slot),
+                    $0.dropsUnknownFields
+                )
             }
             let version: UInt64
             switch start {
@@ -114,7 +115,7 @@ extension StorageCell {
             defer { slot.deinitialize(count: 1) }
             let data: Data
             do throws(WLStorageError) {
-                data = try keyBacker.encode(slot.pointee)
+                data = try keyBacker.encode(slot.pointee, dropping: dropping)
             } catch {
                 _ = finishBatchWrite(version, data: Data(), failure: error)
                 return .elsewhere
@@ -141,17 +142,18 @@ extension StorageCell {
         switch job {
         case .write(let value, let version):
             do {
+                let (rewrites, dropping) = state.withLock { ($0.isRewrite(version), $0.dropsUnknownFields) }
                 // A rewrite replaces only what was read: a change made elsewhere since is read instead.
-                if state.withLock({ $0.isRewrite(version) }), let rewritten = try access?.rewrite(value) {
+                if rewrites, let rewritten = try access?.rewrite(value, dropping: dropping) {
                     return rewritten ? .written : .rewriteRefused
                 }
                 // Where the backer can, the changed fields go onto what the key holds now.
-                switch try access?.writeChange(value, defaultValue: { defaults.value }) {
+                switch try access?.writeChange(value, dropping: dropping, defaultValue: { defaults.value }) {
                 case .written?: return .written
                 case .writtenOver?: return .writtenOver
                 case .plain?, nil: break
                 }
-                try backer.write(value: value)
+                if let access { try access.write(value, dropping: dropping) } else { try backer.write(value: value) }
                 return .written
             } catch {
                 return .failed(WLStorageError(wrapping: error, key: backer.key))

@@ -6,9 +6,7 @@ import Synchronization
 // Locks: `StorageCell.state` guards a cell's ``CellState``; the registry, the router, the file monitor, the store
 // feeds, a backer's known version and the directory table each guard their own table. Every lock is a leaf: none is
 // held while another is taken, while a backer, an observer or a listener runs, or while a user object (closure,
-// continuation, backer, storage) is released: such objects are moved out and released after the lock. One exception:
-// a key backer's known-version lock, which calls nothing, is taken under the cell's state lock to drop or keep unknown
-// fields in the same step as the state marks a removal or finds it gave way; it is never held while the state's is.
+// continuation, backer, storage) is released: such objects are moved out and released after the lock.
 //
 // Outside changes (inotify, store and custom feeds) reach the ``ChangeRouter``, which has the cells concerned check
 // their keys; ``CellState`` adopts by the last-writer rule. A cell runs one job at a time, on its `busyThread`.
@@ -160,11 +158,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// Writes the value without unknown stored members; returns when written (``WLStorage/removeUnknownFields()``).
     func removeUnknownFields() {
         // A value this version cannot read has nothing to remove, nor one that is no object; writing the value in memory
-        // would destroy a newer one. The backer is told under the lock, as a job's end that finds a removal given way
-        // tells it to keep them again.
+        // would destroy a newer one. The writes that drop the fields are those the state starts while the removal waits.
+        let keepsFields = access?.keepsFields ?? true
         let flushes = state.withLock { state in
             guard state.removesUnknownFields else { return false }
-            if access?.dropUnknownFields() != false { state.dropUnknownFields() }
+            if keepsFields { state.dropUnknownFields() }
             return state.isPending
         }
         guard flushes else { return }

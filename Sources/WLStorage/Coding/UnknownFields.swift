@@ -195,62 +195,21 @@ enum UnknownFields {
     }
 }
 
-/// What a backer keeps for ``UnknownFields``: its last object bytes, and whether the next write drops their unknown
-/// members (until a write that did is stored). A reference, `nil` for non-objects: one word.
+/// What a backer keeps for ``UnknownFields``: its last object bytes. A reference, `nil` for non-objects: one word.
 struct UnknownFieldsBase: Sendable {
     private final class Box: Sendable {
-        let bytes: Data?
-        let drops: Bool
-        /// Whether a write took the removal asked for (see ``take()``): stored, it makes it.
-        let taken: Bool
+        let bytes: Data
 
-        init(bytes: Data?, drops: Bool, taken: Bool = false) {
-            self.bytes = bytes
-            self.drops = drops
-            self.taken = taken
-        }
+        init(_ bytes: Data) { self.bytes = bytes }
     }
 
     private var box: Box?
 
-    /// Keeps `data` when it is a JSON object, else forgets it; a removal asked for stays asked for.
+    /// Keeps `data` when it is a JSON object, else forgets it.
     mutating func record(_ data: Data?) {
-        let bytes = data.flatMap(UnknownFields.base)
-        let drops = box?.drops ?? false
-        box = bytes == nil && !drops ? nil : Box(bytes: bytes, drops: drops, taken: box?.taken ?? false)
+        box = data.flatMap(UnknownFields.base).map(Box.init)
     }
 
-    /// The bytes kept, and whether the next write drops their unknown members.
+    /// The bytes kept.
     var bytes: Data? { box?.bytes }
-    var drops: Bool { box?.drops ?? false }
-
-    /// Makes the next write leave out the members of the stored object that the value's type does not know; returns
-    /// `false`, asking nothing, when no object is kept (a number or an array has no members to leave out).
-    mutating func dropUnknownFields() -> Bool {
-        guard let bytes = box?.bytes else { return false }
-        box = Box(bytes: bytes, drops: true)
-        return true
-    }
-
-    /// A removal asked for gave way, unwritten: the next write keeps the unknown members again.
-    mutating func keepUnknownFields() {
-        guard let box, box.drops else { return }
-        self.box = box.bytes.map { Box(bytes: $0, drops: false) }
-    }
-
-    /// The bytes whose unknown members a write keeps: none when it is to drop them (done once stored, ``wrote()``).
-    mutating func take() -> Data? {
-        guard let box else { return nil }
-        guard !box.drops else {
-            if !box.taken { self.box = Box(bytes: box.bytes, drops: true, taken: true) }
-            return nil
-        }
-        return box.bytes
-    }
-
-    /// A write was stored: a removal of the unknown members that a write took is made.
-    mutating func wrote() {
-        guard let box, box.drops, box.taken else { return }
-        self.box = box.bytes.map { Box(bytes: $0, drops: false) }
-    }
 }

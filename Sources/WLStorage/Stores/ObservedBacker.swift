@@ -58,11 +58,15 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
     /// Never called: a custom backer is written with changes only, never with a default.
     func create(value: T) throws(WLStorageError) -> Bool { true }
 
-    /// A custom backer encodes by itself: it keeps no fields, and gets the value written.
-    func dropUnknownFields() -> Bool { true }
+    /// A custom backer encodes by itself: it keeps no fields, and a removal of them gets the value written.
+    var keepsFields: Bool { true }
+
+    func write(_ value: T, dropping: Bool) throws {
+        try write(value: value)
+    }
 
     /// A custom backer's versions are known by their encoding alone, which tells nothing of who stored them.
-    func rewrite(_ value: T) throws -> Bool? { nil }
+    func rewrite(_ value: T, dropping: Bool) throws -> Bool? { nil }
 
     func forgetLastRead() {
         known.withLock { $0.forgetLastRead() }

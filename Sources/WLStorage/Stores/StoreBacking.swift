@@ -17,16 +17,16 @@ protocol StoreBacking<Value>: Sendable {
     /// What changed since this backer last wrote or read; decoded by `decoding`'s steps but never written back.
     func readExternalChange(decoding: ValueDecoding<Value>) throws(WLStorageError) -> ExternalChange<Value>
 
-    /// Makes the next write drop stored JSON members the type does not know (``UnknownFields``); returns `false`, asking
-    /// nothing, when what it read or wrote last is no JSON object.
-    func dropUnknownFields() -> Bool
+    /// Whether what it read or wrote last is a JSON object, whose members the type does not know a write may drop
+    /// (``UnknownFields``); a number or an array has none.
+    var keepsFields: Bool { get }
 
-    /// Takes back ``dropUnknownFields()``: the removal gave way before a write made it.
-    func keepUnknownFields()
+    /// Writes `value` whole; with `dropping`, without the stored members its type does not know.
+    func write(_ value: Value, dropping: Bool) throws
 
     /// Writes `value`, read in an earlier shape, only while the key holds what this backer read or wrote last; returns
     /// whether it did, or `nil` when it cannot tell (a plain write).
-    func rewrite(_ value: Value) throws -> Bool?
+    func rewrite(_ value: Value, dropping: Bool) throws -> Bool?
 
     /// Takes the version read last as unseen, so the next check reports it (for a check not adopted because this
     /// process's change was written meanwhile); a version written stays seen.
@@ -34,13 +34,13 @@ protocol StoreBacking<Value>: Sendable {
 
     /// Writes `value` as its changes to the bytes it was read from (or `defaultValue`'s) onto what the key holds now
     /// (``FieldMerge``), or `.plain` for a backer that writes whole values.
-    func writeChange(_ value: Value, defaultValue: () -> Value) throws(WLStorageError) -> ChangeWrite
+    func writeChange(_ value: Value, dropping: Bool, defaultValue: () -> Value) throws(WLStorageError) -> ChangeWrite
 
     /// The storage took the value the last check read: later changes are taken against its bytes.
     func adoptSeen()
 }
 
-/// How ``StoreBacking/writeChange(_:defaultValue:)`` wrote a change.
+/// How ``StoreBacking/writeChange(_:dropping:defaultValue:)`` wrote a change.
 enum ChangeWrite {
     /// The backer writes values whole: the change is to be written so.
     case plain
@@ -50,9 +50,10 @@ enum ChangeWrite {
 }
 
 extension StoreBacking {
-    func writeChange(_ value: Value, defaultValue: () -> Value) throws(WLStorageError) -> ChangeWrite { .plain }
+    func writeChange(_ value: Value, dropping: Bool, defaultValue: () -> Value) throws(WLStorageError) -> ChangeWrite {
+        .plain
+    }
     func adoptSeen() {}
-    func keepUnknownFields() {}
 }
 
 /// The version of a key a backer saw last (written or read), by its stamp: only that one is not a change; and the
@@ -76,17 +77,8 @@ struct KnownVersions: Sendable {
         return hasher.finalize() | 1
     }
 
-    /// The bytes whose unknown members a write keeps (a check's, if the change was kept over them); `nil` to drop them.
-    mutating func takeBase() -> Data? {
-        let dropping = unknownFieldsBase.drops
-        let taken = unknownFieldsBase.take()
-        guard !dropping else { return nil }
-        return seen.flatMap(UnknownFields.base) ?? taken
-    }
-
-    mutating func dropUnknownFields() -> Bool { unknownFieldsBase.dropUnknownFields() }
-
-    mutating func keepUnknownFields() { unknownFieldsBase.keepUnknownFields() }
+    /// The bytes whose unknown members a write keeps (a check's, if the change was kept over them).
+    var writeBase: Data? { seen.flatMap(UnknownFields.base) ?? unknownFieldsBase.bytes }
 
     /// Makes `data` (read, not adopted) what the next write replaces, its unknown members kept; the version seen stays.
     mutating func replacing(_ data: Data) { unknownFieldsBase.record(data) }
@@ -95,14 +87,10 @@ struct KnownVersions: Sendable {
     mutating func wrote(_ stamp: Int, _ data: Data) {
         (last, lastWasRead, seen) = (stamp, false, nil)
         unknownFieldsBase.record(data)
-        unknownFieldsBase.wrote()
     }
 
     /// The object bytes the last check saw, not taken: another program's change a pending change is written onto.
     var seenObject: Data? { seen.flatMap(UnknownFields.base) }
-
-    /// The bytes whose unknown members a change's write keeps (see ``base``); none when it is to drop them.
-    mutating func takeOrigin() -> Data? { unknownFieldsBase.take() }
 
     /// Forgets what the last check saw.
     mutating func forgetSeen() { seen = nil }

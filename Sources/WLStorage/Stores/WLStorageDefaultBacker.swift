@@ -89,7 +89,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///   ``WLStorageError/Code/notARegularFile`` or ``WLStorageError/Code/directoryUnavailable``. The file is
     ///   unchanged when it throws.
     public func write(value: T) throws {
-        _ = try place(value, replacing: true)
+        _ = try place(value, replacing: true, dropping: false)
     }
 
     // MARK: What the storage uses beyond the protocol
@@ -116,7 +116,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Writes `value` unless something (even an empty file) is stored; a secret store saves no default.
     func create(value: T) throws(WLStorageError) -> Bool {
         guard savesDefault else { return true }
-        return try place(value, replacing: false)
+        return try place(value, replacing: false, dropping: false)
     }
 
     /// Whether a default is saved where nothing is stored (see ``create(value:)``).
@@ -217,13 +217,17 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
+    func write(_ value: T, dropping: Bool) throws {
+        _ = try place(value, replacing: true, dropping: dropping)
+    }
+
     /// Writes `value`, reshaped, only while the key holds the bytes last read; `nil` when it cannot tell (plain write).
-    func rewrite(_ value: T) throws -> Bool? {
+    func rewrite(_ value: T, dropping: Bool) throws -> Bool? {
         let outcome = try medium.rewrite(
             key: key, announced: attached.load(ordering: .relaxed),
             isLast: { stamp in known.withLock { $0.isLast(stamp) } },
             encode: { () throws(WLStorageError) -> Data in
-                try encode(value)
+                try encode(value, dropping: dropping)
             })
         switch outcome {
         case .plain:
@@ -237,12 +241,17 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// A file's key is written field by field onto what it holds; a store's whole, unless another program's change was
-    /// seen since the read (``writeChange(_:to:base:)``). `defaultValue` is the base of a value not read from the key.
-    func writeChange(_ value: T, defaultValue: () -> T) throws(WLStorageError) -> ChangeWrite {
+    /// seen since the read (see the store's below). `defaultValue` is the base of a value not read from the key.
+    func writeChange(_ value: T, dropping: Bool, defaultValue: () -> T) throws(WLStorageError) -> ChangeWrite {
         guard let (base, renames) = try changeBase(defaultValue) else { return .plain }
+        // The unknown members kept are those of the bytes read or written (another program's go in the merge).
+        func encode() throws(WLStorageError) -> Data {
+            let keeping = dropping ? nil : known.withLock { $0.base }
+            return try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: keeping)
+        }
         switch held {
-        case .file(let file): return try writeChange(value, to: file, base: base, renames: renames)
-        case .store(let medium): return try writeChange(value, to: medium, base: base, renames: renames)
+        case .file(let file): return try writeChange(encode(), to: file, base: base)
+        case .store(let medium): return try writeChange(encode, to: medium, base: base)
         }
     }
 
@@ -291,11 +300,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             key: key)
     }
 
-    private func writeChange(
-        _ value: T, to file: FileMedium, base: Data, renames: [FieldRename]
-    ) throws(WLStorageError) -> ChangeWrite {
-        let keeping = known.withLock { $0.takeOrigin() }
-        let data = try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: keeping)
+    private func writeChange(_ data: Data, to file: FileMedium, base: Data) throws(WLStorageError) -> ChangeWrite {
         var over = false
         let written = try file.write(key: key, announced: attached.load(ordering: .relaxed)) {
             stored throws(WLStorageError) -> Data? in
@@ -325,12 +330,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// A conditional store gets the value whole while the key holds the bytes read or written, or, after another's
     /// change was seen, the changed fields onto those bytes on the same condition, for a few rounds; others, whole.
     private func writeChange(
-        _ value: T, to medium: StoreMedium, base: Data, renames: [FieldRename]
+        _ encode: () throws(WLStorageError) -> Data, to medium: StoreMedium, base: Data
     ) throws(WLStorageError) -> ChangeWrite {
         guard !medium.conceals, let conditional = medium.capabilities.conditional else { return .plain }
         var stored = known.withLock { $0.seenObject } ?? base
-        let keeping = known.withLock { $0.takeOrigin() }
-        let data = try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: keeping)
+        let data = try encode()
         func writeOnCondition(_ bytes: Data, ifItHolds expected: Data?) throws(WLStorageError) -> Bool {
             do {
                 return try medium.write(bytes, ifItHolds: expected, through: conditional)
@@ -377,12 +381,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         known.withLock { $0.adoptSeen() }
     }
 
-    func dropUnknownFields() -> Bool {
-        known.withLock { $0.dropUnknownFields() }
-    }
-
-    func keepUnknownFields() {
-        known.withLock { $0.keepUnknownFields() }
+    var keepsFields: Bool {
+        known.withLock { $0.base != nil }
     }
 
     func forgetLastRead() {
@@ -392,11 +392,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     // MARK: Writes
 
     /// Encodes `value` and writes it, replacing or only where nothing is; returns whether it was written.
-    private func place(_ value: T, replacing: Bool) throws(WLStorageError) -> Bool {
+    private func place(_ value: T, replacing: Bool, dropping: Bool) throws(WLStorageError) -> Bool {
         guard
             let (data, stamp) = try medium.write(
                 key: key, replacing: replacing, announced: attached.load(ordering: .relaxed),
-                encode: { () throws(WLStorageError) -> Data in try encode(value) })
+                encode: { () throws(WLStorageError) -> Data in try encode(value, dropping: dropping) })
         else { return false }
         recordWrite(data, stamp: stamp)
         return true
@@ -418,9 +418,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// The bytes of `value` with the unknown members of the last bytes (``UnknownFields``), size-checked.
-    func encode(_ value: T) throws(WLStorageError) -> Data {
-        let (base, renames) = known.withLock { ($0.takeBase(), $0.renames) }
+    /// The bytes of `value` with the unknown members of the last bytes unless `dropping` (``UnknownFields``),
+    /// size-checked.
+    func encode(_ value: T, dropping: Bool) throws(WLStorageError) -> Data {
+        let (base, renames) = known.withLock { (dropping ? nil : $0.writeBase, $0.renames) }
         return try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: base)
     }
 

@@ -104,9 +104,6 @@ struct CellStateWorld {
     /// The cell's version after the last change of this process (a set or an update): another version's bytes, once
     /// read, are replaced only by a write that carries such a change, not by a rewrite or a removal of unknown fields.
     var lastChangeVersion: UInt64 = 0
-    /// Whether the backer was asked to drop unknown fields and has not written since: only while the cell has that
-    /// removal to write (a removal that gave way leaves the next write keeping them, as any write does).
-    var backerDrops = false
     /// The revision a value in an earlier shape was read at (at open, or by a read since), or this process wrote last:
     /// a rewrite replaces only that, never another program's value stored since.
     var readInEarlierShape = 0
@@ -326,9 +323,7 @@ struct CellStateWorld {
             effects: &effects)
         note("finished, next \(String(describing: next))")
         if effects.forgetLastRead, knownWasRead { known = -1 }
-        if effects.keepUnknownFields { backerDrops = false }
         apply(effects)
-        checkBackerDrops()
         // A retry due sooner than the least backoff after the failed job started is at once (a job that took as long
         // as the backoff is retried when it ends, which is no loop).
         let retriedAtOnce = effects.tick.map { now &+ $0.delay &- current.start < WriteThrottle.minimumRetryDelay }
@@ -347,12 +342,6 @@ struct CellStateWorld {
             flush?.failed = true
         }
         check(next != nil || state.busyThread == 0, "the cell stays busy with no job in flight")
-    }
-
-    /// The backer drops unknown fields only for a removal the cell has yet to write.
-    func checkBackerDrops() {
-        let dropPending = state.extras?.dropVersion.map { state.writtenVersion < $0 } ?? false
-        check(!backerDrops || dropPending, "a removal of unknown fields gave way, and the backer still drops them")
     }
 
     /// What the cell does after its lock: flushes woken, a tick, a check's retry, a check.
@@ -394,10 +383,9 @@ struct CellStateWorld {
     /// unless the key holds another version's value and nothing is pending.
     mutating func removeUnknownFields() {
         guard !released, flush == nil else { return }
-        // The storage marks the removal and tells its backer under one lock; the state says whether it is made.
+        // The state says whether the removal is made; the writes it starts while it waits drop the fields.
         guard state.dropUnknownFields() else { return }
         note("unknown fields removed")
-        backerDrops = true
         // A write of the value, which races with others' writes as a set does; but not a change of the value, which
         // bytes of another version seen since give way to.
         lastSet = state.value
@@ -684,7 +672,6 @@ struct CellStateWorld {
     }
 
     private mutating func write(_ value: Int) {
-        backerDrops = false
         stored = .value(value)
         revision += 1
         readInEarlierShape = revision
