@@ -5,11 +5,12 @@ import Synchronization
 /// cancelled: how the listening connection hears a notification (the thread the kernel wakes runs the handler).
 ///
 /// It watches a duplicate of the socket, so libpq closing its descriptor never closes one the thread waits on, and a
-/// pipe that ``cancel()`` writes to; the duplicate closes when the thread ends, the pipe with the watch, which the
+/// socket pair that ``cancel()`` writes to (made close-on-exec at once, where a pipe would need a second call, a window
+/// for a process started meanwhile); the duplicate closes when the thread ends, the pair with the watch, which the
 /// thread holds. The handler must read what arrived (or cancel): `poll` reports a socket readable until it is read.
 final class SocketWatch: Sendable {
     private let socket: Int32
-    /// The pipe's ends: the thread waits on `wake`, ``cancel()`` writes to `waker`.
+    /// The pair's ends: the thread waits on `wake`, ``cancel()`` writes to `waker`.
     private let wake: Int32
     private let waker: Int32
     private let cancelled = Atomic<Bool>(false)
@@ -20,16 +21,15 @@ final class SocketWatch: Sendable {
         guard watched >= 0 else {
             throw PostgresError(.connectionLost, "dup failed: \(String(cString: strerror(errno)))")
         }
-        var pipe: [Int32] = [-1, -1]
-        guard Glibc.pipe(&pipe) == 0 else {
-            let error = PostgresError(.connectionLost, "pipe failed: \(String(cString: strerror(errno)))")
+        var pair: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
+            let error = PostgresError(.connectionLost, "socketpair failed: \(String(cString: strerror(errno)))")
             Glibc.close(watched)
             throw error
         }
-        for end in pipe { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         self.socket = watched
-        self.wake = pipe[0]
-        self.waker = pipe[1]
+        self.wake = pair[0]
+        self.waker = pair[1]
         let thread = Thread { [self] in run(readable) }
         thread.name = "WLStoragePostgres.listener"
         thread.start()
