@@ -105,7 +105,9 @@ extension CellState {
     }
 
     /// The pending change for a batch of its store, decided and taken at once: copied into `slot`, the cell busy on
-    /// `thread`. A rewrite in a `rewritesOnCondition` store is left to its own conditional write.
+    /// `thread`. A rewrite, and in a `rewritesOnCondition` store a removal of unknown fields alone, is left to its own
+    /// write, which gives way to (or goes onto) another program's change not heard of yet: neither is a change of the
+    /// value, and a batch would write the value whole over that change. (Elsewhere a removal is written whole anyway.)
     @inline(__always)  // into the cell's critical section
     mutating func startBatchWrite(
         on thread: UInt, now: UInt64, rewritesOnCondition: Bool, into slot: UnsafeMutablePointer<T>
@@ -114,7 +116,7 @@ extension CellState {
         if isBusy { return .elsewhere }
         guard hasWork else { return .idle }
         guard isPending, stored == .known else { return .elsewhere }
-        if rewritesOnCondition && onlyRewritePending { return .elsewhere }
+        if onlyRewritePending || (rewritesOnCondition && onlyRewriteOrDropPending) { return .elsewhere }
         throttle.writeStarts(now: now)
         busyThread = thread
         slot.initialize(to: value)

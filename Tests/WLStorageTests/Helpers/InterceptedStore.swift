@@ -28,7 +28,7 @@ final class InterceptedStore: WLStorageConditionalStore {
         var holdBeforeReading: (entered: DispatchSemaphore, open: DispatchSemaphore)?
         var holdAfterReading: (reached: DispatchSemaphore, release: DispatchSemaphore)?
         var afterWrite: (@Sendable () -> Void)?
-        var beforeConditionalWrite: (@Sendable () -> Void)?
+        var beforeConditionalWrite: (@Sendable () throws -> Void)?
         var afterCreate: (@Sendable (String) -> Void)?
         var afterConditionalWrite: (body: @Sendable () -> Void, losingTheOutcome: Bool)?
         var announced: (@Sendable (WLStorageStoreChange) -> Void)?
@@ -82,8 +82,9 @@ final class InterceptedStore: WLStorageConditionalStore {
         interceptions.withLock { $0.afterCreate = body }
     }
 
-    /// Runs `body` once, at the start of the next write on condition, before it compares.
-    func beforeNextConditionalWrite(_ body: @escaping @Sendable () -> Void) {
+    /// Runs `body` once, at the start of the next write on condition, before it compares; what it throws, the write
+    /// throws, having stored nothing (a store that cannot be reached).
+    func beforeNextConditionalWrite(_ body: @escaping @Sendable () throws -> Void) {
         interceptions.withLock { $0.beforeConditionalWrite = body }
     }
 
@@ -132,7 +133,7 @@ final class InterceptedStore: WLStorageConditionalStore {
     func keys() throws -> [String] { try base.keys() }
 
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        interceptions.withLock { taking(&$0.beforeConditionalWrite) }?()
+        try interceptions.withLock { taking(&$0.beforeConditionalWrite) }?()
         let stored = try base.write(key: key, data: data, ifItHolds: expected)
         guard stored, let after = interceptions.withLock({ taking(&$0.afterConditionalWrite) }) else { return stored }
         after.body()

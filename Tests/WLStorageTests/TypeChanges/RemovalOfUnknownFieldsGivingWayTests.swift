@@ -43,6 +43,28 @@ private struct Tally: Codable, Equatable, Sendable {
         #expect(object?["count"] as? Int == 5, "\(stored)")
         #expect(object?["label"] as? String == "kept", "the removal that gave way dropped the field: \(stored)")
     }
+    /// A removal of unknown fields whose write failed is still pending when every storage is flushed (at exit), and
+    /// another program changed the value since, unheard of: the flush writes the removal onto that change, as the
+    /// storage's own write would, not the value in memory whole over it.
+    @Test func aRemovalLeftPendingIsNotWrittenWholeByAFlushOfAllOverAChangeNotHeardOf() throws {
+        struct Unreachable: Error {}
+        let store = InterceptedStore()
+        store.base.writeUnreported("tally", json: #"{"count":1,"label":"old"}"#)
+        let storage = WLStorage(key: "tally", defaultValue: Tally(), flushInterval: nil, store: store)
+        #expect(storage.wrappedValue == Tally(count: 1))
+        store.beforeNextConditionalWrite { throw Unreachable() }
+        storage.removeUnknownFields()
+        try #require(storage.hasPendingChanges, "the removal's write did not fail")
+        // Another program counts, and this one has not heard of it yet.
+        store.base.writeUnreported("tally", json: #"{"count":2,"label":"old"}"#)
+
+        WLStorageSystem.flushAll()
+        #expect(!storage.hasPendingChanges, "\(storage.lastError?.message ?? "")")
+        let stored = try #require(store.base.stored("tally"))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [String: Any])
+        #expect(object["count"] as? Int == 2, "the removal wrote the value in memory over another program's: \(stored)")
+    }
+
     /// A value that is no JSON object (a number, an array) has no fields: a removal of unknown fields has nothing to
     /// drop, and must not write the value in memory over one another program stored since, not heard of yet.
     @Test func aRemovalOverANumberWritesNothing() {

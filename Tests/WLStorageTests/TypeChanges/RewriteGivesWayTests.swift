@@ -298,6 +298,22 @@ struct RewriteGivesWayTests {
         #expect(!newer.hasPendingChanges)
     }
 
+    /// The same rewrite still pending when every storage is flushed (``WLStorageSystem/flushAll()``, the flush at exit):
+    /// it reads the key again there too, rather than go whole in the store's batch over the other program's set.
+    @Test func aRewriteInAStoreThatCannotWriteOnConditionGivesWayAtAFlushOfAll() {
+        let store = PlainStore()
+        store.put("panel", #"{"stamp":1,"wide":true}"#)
+        let newer = WLStorage(
+            key: "panel", defaultValue: PanelV2(), flushInterval: nil, store: store, migrations: fromV1)
+        #expect(newer.hasPendingChanges, "the value read in the older shape is to be written back in the newer")
+        store.put("panel", #"{"stamp":2,"wide":false}"#)  // another program of the older version
+        WLStorageSystem.flushAll()
+        #expect(
+            store.stored("panel") == #"{"stamp":2,"wide":false}"#,
+            "the flush of all wrote the rewrite of the value read before over another program's set")
+        #expect(!newer.hasPendingChanges)
+    }
+
     /// With nothing stored since the read, that store gets the rewrite.
     @Test func aRewriteInAStoreThatCannotWriteOnConditionIsWrittenWhenNothingChanged() {
         let store = PlainStore()

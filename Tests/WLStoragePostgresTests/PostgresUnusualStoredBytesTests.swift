@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+import WLStorage
+import WLStoragePostgres
+import WLStorageTestSupport
+
+/// Storages over rows that hold what no storage writes: nothing at all, bytes that are no JSON, keys no file could have.
+@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+struct PostgresUnusualStoredBytesTests {
+    /// Handles of one namespace with identities of their own, as programs' stores are to one process.
+    private func handles(_ count: Int, _ name: String) throws -> [WLStoragePostgresStore] {
+        let cluster = try PostgresCluster.shared()
+        let namespace = uniqueNamespace(name)
+        return try (1...count).map { spellings in
+            let hosts = Array(repeating: cluster.directory.path, count: spellings).joined(separator: ",")
+            let ports = Array(repeating: String(cluster.port), count: spellings).joined(separator: ",")
+            return try WLStoragePostgresStore(
+                url: "postgresql:///postgres?host=\(hosts)&port=\(ports)&user=postgres", namespace: namespace,
+                timeout: .seconds(10))
+        }
+    }
+
+    private func stores(_ name: String = #function) throws -> (WLStoragePostgresStore, WLStoragePostgresStore) {
+        let handles = try handles(2, name)
+        return (handles[0], handles[1])
+    }
+
+    @Test func updatesOfTwoProgramsOverAnEmptyRowCountFromTheDefaultOnce() throws {
+        let handles = try handles(3, #function)
+        let (store, other, outside) = (handles[0], handles[1], handles[2])
+        try store.write(key: "count", data: Data())
+        let first = WLStorage(key: "count", defaultValue: 10, flushInterval: 0, store: store)
+        let second = WLStorage(key: "count", defaultValue: 10, flushInterval: 0, store: other)
+        #expect(first.wrappedValue == 10 && second.wrappedValue == 10)
+        let counting = startThread { for _ in 0..<20 { first.update { $0 += 1 } } }
+        for _ in 0..<20 { second.update { $0 += 1 } }
+        counting.wait()
+        #expect(try store.read(key: "count") == bytes("50"))
+        #expect(
+            first.lastError == nil && second.lastError == nil,
+            "\(first.lastError?.message ?? "") \(second.lastError?.message ?? "")")
+        // Emptied by another program while both run: each goes back to its default, and a set is written.
+        try outside.write(key: "count", data: Data())
+        #expect(
+            eventually(timeout: 60) { first.wrappedValue == 10 && second.wrappedValue == 10 },
+            "\(first.wrappedValue) \(second.wrappedValue)")
+        second.wrappedValue = 7
+        second.flush()
+        #expect(try store.read(key: "count") == bytes("7"))
+        #expect(eventually(timeout: 60) { first.wrappedValue == 7 })
+    }
+
+    @Test func bytesThatAreNoJSONStoredByAnotherProgramAreReportedAndNeverTakenAsTheValue() throws {
+        let (store, other) = try stores()
+        let storage = WLStorage(key: "cursor", defaultValue: 0, flushInterval: 0, store: store)
+        storage.wrappedValue = 5
+        storage.flush()
+        // Another program stores bytes that are no JSON: the running storage keeps its value and says so.
+        try other.write(key: "cursor", data: bytes("{not json"))
+        #expect(eventually(timeout: 60) { storage.lastError?.code == .decodingFailed }, "the bytes were not reported")
+        #expect(storage.wrappedValue == 5)
+        #expect(try store.read(key: "cursor") == bytes("{not json"), "reading replaced them")
+        // An update cannot read them either: it is made in this process, as a set, and says so.
+        storage.update { $0 += 1 }
+        storage.flush()
+        #expect(storage.wrappedValue == 6)
+        #expect(try store.read(key: "cursor") == bytes("6"))
+    }
+
+    @Test func keysNoFileCouldHaveAreKeysOfTheirOwn() throws {
+        let (store, other) = try stores()
+        let keys = ["a/b", "..", "../x", "/", "", String(repeating: "k", count: 2_000), "é\u{301}", " "]
+        for (index, key) in keys.enumerated() {
+            let storage = WLStorage(key: key, defaultValue: -1, flushInterval: 0, store: store)
+            storage.wrappedValue = index
+            storage.flush()
+            #expect(storage.lastError == nil, "\(key.prefix(20)): \(storage.lastError?.message ?? "")")
+        }
+        for (index, key) in keys.enumerated() {
+            let reader = WLStorage(key: key, defaultValue: -1, flushInterval: 0, store: other)
+            #expect(reader.wrappedValue == index, "\(key.prefix(20))")
+            reader.update { $0 += 100 }
+            #expect(try store.read(key: key) == bytes("\(index + 100)"), "\(key.prefix(20))")
+        }
+        // A NUL cannot be in a PostgreSQL text: the write fails, says why, and stays pending.
+        let nul = WLStorage(key: "a\u{0}b", defaultValue: 0, flushInterval: 0, store: store)
+        nul.wrappedValue = 1
+        nul.flush()
+        #expect(nul.hasPendingChanges && nul.lastError != nil)
+        #expect(try store.read(key: "a") == nil)
+    }
+}
