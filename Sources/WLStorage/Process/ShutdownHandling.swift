@@ -41,27 +41,11 @@ enum ShutdownHandling {
         // libcrypto first: its atexit handler then runs after the flush's, which may still hash and encrypt.
         _ = OpenSSLLibrary.initialized
         atexit {
-            ShutdownHandling.flushEverything(within: ShutdownHandling.shutdownFlushTimeout)
+            ShutdownHandling.flushEverything(within: WLStorageSystem.shutdownFlushTimeout)
         }
         if wantsSignals {
             installSignalHandlers()
         }
-    }
-
-    static var signalHandlersWanted: Bool {
-        get { parts.state.withLock { $0.signalHandlersWanted } }
-        set {
-            let started = parts.state.withLock { state in
-                state.signalHandlersWanted = newValue
-                return state.started
-            }
-            if started && newValue { installSignalHandlers() }
-        }
-    }
-
-    static var shutdownFlushTimeout: Duration {
-        get { parts.state.withLock { $0.shutdownFlushTimeout } }
-        set { parts.state.withLock { $0.shutdownFlushTimeout = max(newValue, .zero) } }
     }
 
     /// `duration` in nanoseconds, `Int.max` when it is longer, so that a deadline of any length never wraps around.
@@ -155,7 +139,7 @@ enum ShutdownHandling {
         }
     }
 
-    private static func installSignalHandlers() {
+    static func installSignalHandlers() {
         let registered = DispatchGroup()
         parts.state.withLock { state in
             guard state.signalHandlersWanted else { return }
@@ -163,8 +147,8 @@ enum ShutdownHandling {
                 // Until registration, the default action stands, so an early signal still ends the program.
                 let source = DispatchSource.makeSignalSource(signal: signal, queue: parts.queue)
                 source.setEventHandler {
-                    guard signalHandlersWanted else { return }
-                    flushEverything(within: shutdownFlushTimeout)
+                    guard WLStorageSystem.flushesOnSignals else { return }
+                    flushEverything(within: WLStorageSystem.shutdownFlushTimeout)
                     endProgram(by: signal)
                 }
                 registered.enter()
