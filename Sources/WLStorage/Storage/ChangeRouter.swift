@@ -29,7 +29,7 @@ final class ChangeRouter: Sendable {
     }
 
     /// Where cells check their keys and store feeds run their rounds: concurrent, so a slow backer holds up no other.
-    private let checks = DispatchQueue(label: "WLStorage.checks", qos: .utility, attributes: .concurrent)
+    let checks = DispatchQueue(label: "WLStorage.checks", qos: .utility, attributes: .concurrent)
 
     // MARK: Following
 
@@ -126,20 +126,11 @@ final class ChangeRouter: Sendable {
         }
     }
 
-    /// ``deliver(store:keys:mustRead:everything:carried:)`` for a round of the one `change`.
-    func deliver(store identity: String, carried change: WLStorageCarriedChange) {
-        deliver(store: identity, keys: [change.key], mustRead: [], everything: false, carried: [change.key: [change]])
-    }
-
     /// Has each of `cells` check its key on the queue of checks; held weakly, so a storage opened next reads afresh.
     func check(_ cells: [any RegisteredCell]) {
         for cell in cells {
             checks.async { [weak cell] in cell?.checkForExternalChange() }
         }
-    }
-
-    func onChecksQueue(_ work: @escaping @Sendable () -> Void) {
-        checks.async(execute: work)
     }
 }
 

@@ -36,16 +36,15 @@ struct KeyBinding<T: Codable & Sendable> {
     /// The binding of `backer`: the only place where a backer's kind is found by casts.
     @inline(__always)
     init(backer: any WLStorageBacker<T>) {
+        self.backer = backer
         if let keyBacker = backer as? WLStorageDefaultBacker<T> {
-            self.init(key: keyBacker)
+            kind = .key(keyBacker)
         } else if let observable = backer as? any WLStorageObservableBacker<T> {
-            self.init(custom: backer, .observable(observable))
+            kind = .observable(observable)
         } else {
-            self.init(custom: backer, .plain)
+            kind = .plain
         }
     }
-
-    private init(custom backer: any WLStorageBacker<T>, _ kind: Kind) { (self.backer, self.kind) = (backer, kind) }
 
     @inline(__always)
     init(key keyBacker: WLStorageDefaultBacker<T>) {

@@ -166,12 +166,6 @@ extension StorageLocation {
     package static func suitesDirectory(
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> URL? {
-        // A relative path is taken from the current directory, as WLSTORAGE_DIRECTORY's is.
-        if let override = environment[suitesEnvironmentVariable], !override.isEmpty {
-            return URL(fileURLWithPath: override, isDirectory: true)
-        }
-        guard let base = dataHome(environment: environment) else { return nil }
-        return URL(fileURLWithPath: base, isDirectory: true)
-            .appendingPathComponent("wlstorage/suites", isDirectory: true)
+        directory(overriddenBy: suitesEnvironmentVariable, environment: environment) { "wlstorage/suites" }
     }
 }
