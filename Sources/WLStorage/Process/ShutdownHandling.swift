@@ -75,8 +75,7 @@ enum ShutdownHandling {
             }
         }
         // The cells of one store (not a directory) are grouped, so their changes are written in one batch.
-        var groups: [[any RegisteredCell]] = []
-        var stores: [String: Int] = [:]
+        var groups: [String: [any RegisteredCell]] = [:]
         var single: [FlushItem] = []
         var live = Runtime.shared.registry.liveCells()
         while let cell = live.popLast() {
@@ -86,28 +85,19 @@ enum ShutdownHandling {
                 if hasWork(cell) { single.append(.cell(cell)) }
                 continue
             }
-            if let index = stores[store] {
-                groups[index].append(cell)
-            } else {
-                stores[store] = groups.count
-                groups.append([cell])
-            }
+            groups[store, default: []].append(cell)
         }
         // One store's cells and nothing else, with no deadline: the calling thread writes their batch.
-        if deadline == nil, single.isEmpty, groups.count == 1, groups[0].count > 1 {
-            FlushItem.flushStore(groups[0], insideABacker: insideABacker, on: caller)
+        if deadline == nil, single.isEmpty, groups.count == 1, let cells = groups.first?.value, cells.count > 1 {
+            FlushItem.flushStore(cells, insideABacker: insideABacker, on: caller)
             return
         }
         // Otherwise idle cells are left out, and a call from inside a backer is noticed.
-        for index in groups.indices {
-            groups[index].removeAll { !hasWork($0) }
-        }
-        groups.removeAll { $0.isEmpty }
+        var items = groups.values.map { $0.filter(hasWork) }.filter { !$0.isEmpty }.map(FlushItem.store)
         // From inside a backer, wait for no job in flight: its backer may be waiting for the caller.
         let waiting = !insideABacker
-        var items = groups.map(FlushItem.store)
         items += single
-        groups = []
+        groups = [:]
         single = []
         guard items.count > 1 || deadline != nil else {
             items.first?.flush(waiting: waiting, on: caller)
