@@ -88,7 +88,6 @@ struct CarriedVersions: Sendable {
     static let limit = 64
 
     enum Decision: Equatable {
-        /// Read the key.
         case read
         /// Nothing newer than what the backer knows was carried.
         case stale

@@ -42,7 +42,6 @@ final class StoreMedium: KeyMedium {
         StoredPlace(key: key, subject: "the key's value in \(identity)", file: nil, conceals: conceals)
     }
 
-    /// Whether the store's values are secret (``StoreCapabilities/conceals``).
     var conceals: Bool { encrypted != nil }
 
     /// Whether a default is saved where nothing is stored. Not in a secret store: a default sealed with a wrong key
@@ -96,7 +95,6 @@ final class StoreMedium: KeyMedium {
         return .bytes(ReadBytes(data: data, stamp: KnownVersions.stamp(data)), underPreviousKey: underPreviousKey)
     }
 
-    /// Reads the key through `feed`, and records its version.
     private func readWithVersion(_ feed: any CarriedChangeFeed) throws -> Data? {
         forgetVersion()
         let found = try feed.readWithVersion(key: storedKey)

@@ -250,8 +250,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
                 }
                 let (trusted, asked) = try trustedSenders(of: parsed)
                 var changes: [WLStorageFeedEvent] = []
-                for (pid, parsedChange) in parsed {
-                    var change = parsedChange
+                for (pid, var change) in parsed {
                     // Bytes from a sender not trusted are not taken: the key it names is read.
                     if case .carried(let carried) = change, !trusted.contains(pid) {
                         change = .change(.key(carried.key))
