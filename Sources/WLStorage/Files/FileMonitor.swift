@@ -314,8 +314,8 @@ package final class FileMonitor: Sendable {
         for (path, identity) in moved { directoryMoved(path, to: identity) }
         // Counted before cells are looked for: a storage opened meanwhile checks its file itself.
         Runtime.shared.router.count(polled.map { .directory($0) })
-        for path in polled { Runtime.shared.router.deliver(everyFileIn: path) }
         let paths = Set(polled)
+        Runtime.shared.router.deliver(everyFileIn: paths)
         for subscriber in subscribers(where: { paths.contains($0.directory) }) { subscriber.handler(.any) }
     }
 
@@ -401,7 +401,7 @@ package final class FileMonitor: Sendable {
                 subscriber.handler(.directoryGone)
             }
             router.countEveryDirectory()
-            router.deliverToEveryFile()
+            router.deliver(everyFileIn: nil)
             for subscriber in subscribers(where: { !gone.contains($0.directory) }) { subscriber.handler(.any) }
             return
         }
@@ -424,7 +424,7 @@ package final class FileMonitor: Sendable {
     private func reresolve(_ path: StorageDirectory) {
         guard rewatch(path) else { return }
         // Checked even for the same directory: an event before the new watch would be lost.
-        Runtime.shared.router.deliver(everyFileIn: path)
+        Runtime.shared.router.deliver(everyFileIn: [path])
         for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.any) }
     }
 

@@ -97,18 +97,14 @@ final class ChangeRouter: Sendable {
 
     // MARK: Delivering
 
-    /// Has the cells of `files`, of every file at `path`, or of every file (events lost) check, on the checks queue.
+    /// Has the cells of `files`, or of every file in `paths` (`nil`: in every directory), check on the checks queue.
     func deliver(files: some Sequence<CellKey>) {
         let registry = Runtime.shared.registry
         check(files.compactMap { registry.cell(for: $0) })
     }
 
-    func deliver(everyFileIn path: StorageDirectory) {
-        check(Runtime.shared.registry.liveCells().filter { $0.directory == path })
-    }
-
-    func deliverToEveryFile() {
-        check(Runtime.shared.registry.liveCells().filter { $0.directory != nil })
+    func deliver(everyFileIn paths: Set<StorageDirectory>?) {
+        check(Runtime.shared.registry.liveCells().filter { $0.directory.map { paths?.contains($0) ?? true } ?? false })
     }
 
     /// Hands the cells of `store` what was reported of their keys, and has each check its key, on this thread (the
