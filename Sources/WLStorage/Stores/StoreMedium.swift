@@ -2,8 +2,7 @@ import Foundation
 import Synchronization
 
 /// A key of a ``WLStorageStore`` other than a directory as a ``KeyMedium``, with what only a store offers: a carried
-/// feed, encryption, conditional, versioned and batch writes. Versions are stamped by bytes alone; bytes that do not
-/// decode are copied to another key and removed while the key holds them.
+/// feed, encryption, conditional, versioned and batch writes. Versions are stamped by bytes alone.
 final class StoreMedium: KeyMedium {
     /// The store that holds the bytes, and the key there (a prefixed store's key with its prefix).
     let store: any WLStorageStore
