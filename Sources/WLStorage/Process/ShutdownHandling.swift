@@ -215,16 +215,6 @@ private enum FlushItem: Sendable {
 
     /// Flushes `cells`, all of one store, on `thread`: one batch, then each cell for what the batch did not take.
     static func flushStore(_ cells: [any RegisteredCell], insideABacker: Bool, on thread: UInt) {
-        // After a failed batch, cells are not flushed one by one (a timeout each); their changes retry with backoff.
-        let (needsFlush, busyHere) = writeBatch(of: cells, on: thread)
-        let waiting = !insideABacker && !busyHere
-        for index in cells.indices where needsFlush[index] { cells[index].flush(waitingForJobs: waiting) }
-    }
-
-    /// Writes the changes of `cells`, one store's, in one batch; returns which need their own flush, and busy-here.
-    private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) -> (
-        needsFlush: [Bool], busyHere: Bool
-    ) {
         var needsFlush = [Bool](repeating: true, count: cells.count)
         var busyHere = false
         var taken: [(batch: BatchWrite, index: Int)] = []
@@ -242,33 +232,35 @@ private enum FlushItem: Sendable {
                 break
             }
         }
-        guard let firstIndex = taken.first?.index, let first = cells[firstIndex].storeMedium else {
-            return (needsFlush, busyHere)
-        }
-        let writes = taken.map(\.batch.write)
-        var failure: WLStorageError?
-        do {
-            try first.store.write(writes)
-        } catch {
-            failure = WLStorageError(
-                code: .writeFailed,
-                message: "\(first.identity) could not store a batch of \(writes.count) values: \(error)",
-                underlying: error)
-        }
-        // The writes a failed batch says it stored, from its start, are written; the others stay pending.
-        let stored = min(
-            max(failure.flatMap { ($0.underlying as? WLStorageError)?.storedWrites } ?? 0, 0), writes.count)
-        for (position, (batch, index)) in taken.enumerated() {
-            guard let failure, position >= stored else {
-                needsFlush[index] = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: nil)
-                continue
+        if let firstIndex = taken.first?.index, let first = cells[firstIndex].storeMedium {
+            let writes = taken.map(\.batch.write)
+            var failure: WLStorageError?
+            do {
+                try first.store.write(writes)
+            } catch {
+                failure = WLStorageError(
+                    code: .writeFailed,
+                    message: "\(first.identity) could not store a batch of \(writes.count) values: \(error)",
+                    underlying: error)
             }
-            var error = failure
-            error.key = batch.write.key
-            _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
-            needsFlush[index] = false
+            // The writes a failed batch says it stored, from its start, are written; the others stay pending.
+            let stored = min(
+                max(failure.flatMap { ($0.underlying as? WLStorageError)?.storedWrites } ?? 0, 0), writes.count)
+            for (position, (batch, index)) in taken.enumerated() {
+                guard let failure, position >= stored else {
+                    needsFlush[index] = cells[index].finishBatchWrite(
+                        batch.version, data: batch.write.data, failure: nil)
+                    continue
+                }
+                var error = failure
+                error.key = batch.write.key
+                _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
+                needsFlush[index] = false
+            }
         }
-        return (needsFlush, busyHere)
+        // After a failed batch, cells are not flushed one by one (a timeout each); their changes retry with backoff.
+        let waiting = !insideABacker && !busyHere
+        for index in cells.indices where needsFlush[index] { cells[index].flush(waitingForJobs: waiting) }
     }
 }
 
