@@ -10,7 +10,6 @@ extension WLStorageDefaultBacker {
 
 /// How the default directory is found. Shared by the library and the command-line tool.
 package enum StorageLocation {
-    /// The environment variable that overrides the default directory.
     package static let environmentVariable = "WLSTORAGE_DIRECTORY"
 
     /// The process's default directory: for this program and this build, from the environment now.
@@ -18,7 +17,6 @@ package enum StorageLocation {
         defaultDirectory(program: ProcessInfo.processInfo.processName, debug: isDebug)
     }
 
-    /// Whether this build of the library is a debug build.
     #if DEBUG
         package static let isDebug = true
     #else
