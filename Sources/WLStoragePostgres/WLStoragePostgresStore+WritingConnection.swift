@@ -100,7 +100,6 @@ extension WLStoragePostgresStore {
                         writerPID.value = nil
                         continue
                     }
-                    // Patient too once the program flushes at exit: no later retry will come.
                     if patient || WLStorageSystem.isFlushingAtExit, Self.isTransient(error) {
                         failures += 1
                         let pause = Duration.milliseconds(min(10 << min(failures - 1, 5), 250))

@@ -38,7 +38,6 @@ enum AESGCM {
     static let nonceLength = 12
     static let tagLength = 16
 
-    /// An `EVP_CIPHER`, fetched once.
     private static let algorithm = FetchedAlgorithm(
         pointer: OpenSSLLibrary.initialized ? EVP_CIPHER_fetch(nil, "AES-256-GCM", nil) : nil)
 
@@ -259,7 +258,6 @@ package enum SealedBox {
     /// The length of the smallest box, which holds an empty plaintext.
     static let minimumLength = headerLength + AESGCM.tagLength
 
-    /// The fingerprint of `key`: the first 4 bytes of the SHA-256 of its bytes.
     static func fingerprint(of key: [UInt8]) throws -> [UInt8] {
         guard key.count == AESGCM.keyLength else { throw CipherError.invalidKeyLength(key.count) }
         guard let digest = key.withUnsafeBytes({ SHA256.digest(of: $0) }) else {

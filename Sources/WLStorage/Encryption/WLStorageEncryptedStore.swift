@@ -256,11 +256,11 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
                 key: key)
         }
         let current = try base.read(key: storedKey)
-        guard let current, !current.isEmpty else {
-            guard expected?.isEmpty ?? true else { return false }
-            return try base.write(key: storedKey, data: store.seal(data, key: key), ifItHolds: current)
+        if let current, !current.isEmpty {
+            guard expected?.isEmpty == false, (try? store.open(current, key: key)) == expected else { return false }
+        } else if !(expected?.isEmpty ?? true) {
+            return false
         }
-        guard let expected, !expected.isEmpty, (try? store.open(current, key: key)) == expected else { return false }
         return try base.write(key: storedKey, data: store.seal(data, key: key), ifItHolds: current)
     }
 

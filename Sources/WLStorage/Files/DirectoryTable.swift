@@ -4,7 +4,6 @@ import Foundation
 /// that it was prepared and its identity, so preparation is once per process. The lock guards the records only.
 package enum DirectoryTable {
     struct Record {
-        let directory: StorageDirectory
         var backers: Int
         /// The directory's identity, once it has been prepared; `nil` until then, or after ``forget(_:)``.
         var identity: DirectoryIdentity?
@@ -29,7 +28,7 @@ package enum DirectoryTable {
         let known = Runtime.shared.directories.withLock { state -> StorageDirectory? in
             guard let path = state.pathOfURL[text], let index = state.byPath.index(forKey: path) else { return nil }
             state.byPath.values[index].backers += 1
-            return state.byPath.values[index].directory
+            return state.byPath.keys[index]
         }
         if let known { return known }
         let path = StorageDirectory(path: url.standardizedFileURL.path)
@@ -38,9 +37,9 @@ package enum DirectoryTable {
             if let index = state.byPath.index(forKey: path) {
                 state.byPath.values[index].backers += 1
                 state.byPath.values[index].urls.insert(text)
-                return state.byPath.values[index].directory
+                return state.byPath.keys[index]
             }
-            state.byPath[path] = Record(directory: path, backers: 1, urls: [text])
+            state.byPath[path] = Record(backers: 1, urls: [text])
             return path
         }
     }

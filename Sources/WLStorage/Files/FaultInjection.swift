@@ -29,7 +29,6 @@ package enum FaultInjection {
         }
     }
 
-    /// Removes the plan of the directory at `path`.
     package static func remove(forDirectory path: String) {
         _ = Runtime.shared.faultPlans.withLock { plans in
             let old = plans.removeValue(forKey: path)

@@ -147,7 +147,7 @@ struct FileMedium: KeyMedium {
 
     func keepOriginal(_ data: Data, _ reshape: String, key: String) -> WLStorageError? {
         guard let directory, let fileName else { return setupError(key: key) }
-        let kept = Self.keptOriginalName(for: fileName)
+        let kept = fileName + StorageDirectory.keptOriginalSuffix
         do throws(WLStorageError) {
             // Made once: an earlier run's copy is kept. Anything but a file at the name keeps nothing.
             if try directory.create(kept, contents: data) == nil,
@@ -170,7 +170,7 @@ struct FileMedium: KeyMedium {
 
     func removeKeptOriginal() throws {
         guard let directory, let fileName else { return }
-        _ = try directory.remove(Self.keptOriginalName(for: fileName))
+        _ = try directory.remove(fileName + StorageDirectory.keptOriginalSuffix)
     }
 
     func keepAside(_ read: ReadBytes, judged: String, type: String, _ error: (any Error)?, key: String) -> KeptAside {
@@ -195,11 +195,6 @@ struct FileMedium: KeyMedium {
                 code: .decodingFailed,
                 message: "the file \(judged); it was moved aside to \(aside)",
                 key: key, path: directory.filePath(fileName), underlying: error))
-    }
-
-    /// The name the bytes of `fileName` are kept under while it is rewritten: `NAME~before-type-change`.
-    static func keptOriginalName(for fileName: String) -> String {
-        fileName + StorageDirectory.keptOriginalSuffix
     }
 
     /// Encodes and writes (replacing, where nothing stands, or over `expected` only); the bytes and stamp, or `nil`.

@@ -9,7 +9,6 @@ import Foundation
 /// The lock guards the tables only: cells and subscribers are called, and subscribers released, outside it.
 package final class FileMonitor: Sendable {
 
-    /// What a subscriber is told.
     package enum Event: Sendable {
         /// The file may have changed: it was replaced, written, removed, or events were lost.
         case changed
@@ -17,7 +16,6 @@ package final class FileMonitor: Sendable {
         case directoryGone
     }
 
-    /// What a subscriber of a whole directory is told.
     package enum DirectoryEvent: Sendable {
         /// The file of this name may have changed.
         case file(String)
@@ -34,7 +32,6 @@ package final class FileMonitor: Sendable {
         let handler: @Sendable (DirectoryEvent) -> Void
     }
 
-    /// A directory path in use.
     private struct WatchedPath {
         var users = 0
         /// The inotify watch of the directory the path leads to, or `nil` while the path is polled.
@@ -47,7 +44,6 @@ package final class FileMonitor: Sendable {
         var linkWatches: Set<Int32> = []
     }
 
-    /// What one inotify watch stands for.
     private struct WatchUse {
         /// The directory paths that lead to the watched directory.
         var paths: Set<StorageDirectory> = []
@@ -171,7 +167,6 @@ package final class FileMonitor: Sendable {
         }
     }
 
-    /// Whether `directory` is polled rather than watched with inotify.
     func isPolled(_ directory: StorageDirectory) -> Bool {
         state.withLock { state in state.paths[directory].map { $0.watch == nil } ?? false }
     }
@@ -319,8 +314,8 @@ package final class FileMonitor: Sendable {
         for (path, identity) in moved { directoryMoved(path, to: identity) }
         // Counted before cells are looked for: a storage opened meanwhile checks its file itself.
         Runtime.shared.router.count(polled.map { .directory($0) })
-        for path in polled { Runtime.shared.router.deliver(everyFileIn: path) }
         let paths = Set(polled)
+        Runtime.shared.router.deliver(everyFileIn: paths)
         for subscriber in subscribers(where: { paths.contains($0.directory) }) { subscriber.handler(.any) }
     }
 
@@ -406,7 +401,7 @@ package final class FileMonitor: Sendable {
                 subscriber.handler(.directoryGone)
             }
             router.countEveryDirectory()
-            router.deliverToEveryFile()
+            router.deliver(everyFileIn: nil)
             for subscriber in subscribers(where: { !gone.contains($0.directory) }) { subscriber.handler(.any) }
             return
         }
@@ -429,7 +424,7 @@ package final class FileMonitor: Sendable {
     private func reresolve(_ path: StorageDirectory) {
         guard rewatch(path) else { return }
         // Checked even for the same directory: an event before the new watch would be lost.
-        Runtime.shared.router.deliver(everyFileIn: path)
+        Runtime.shared.router.deliver(everyFileIn: [path])
         for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.any) }
     }
 

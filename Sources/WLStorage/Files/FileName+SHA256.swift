@@ -55,7 +55,6 @@ package enum FileName {
 
 /// SHA-256 through OpenSSL libcrypto's EVP interface, with the algorithm fetched once per process.
 package enum SHA256 {
-    /// An `EVP_MD`, fetched once.
     private static let algorithm = FetchedAlgorithm(
         pointer: OpenSSLLibrary.initialized ? EVP_MD_fetch(nil, "SHA256", nil) : nil)
 

@@ -14,7 +14,6 @@ enum OwnRenames {
     /// More announcements waiting than this means events were lost: they are forgotten (costs checks, not correctness).
     private static let limit = 4_096
 
-    /// `temporary` is about to be renamed into place.
     static func willRename(_ temporary: String) {
         Runtime.shared.ownRenames.withLock { state in
             if state.names.count >= limit { state.names.removeAll() }
@@ -22,7 +21,6 @@ enum OwnRenames {
         }
     }
 
-    /// The rename of `temporary` did not happen.
     static func didNotRename(_ temporary: String) {
         Runtime.shared.ownRenames.withLock { _ = $0.names.remove(temporary) }
     }

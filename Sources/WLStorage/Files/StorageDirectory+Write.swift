@@ -141,7 +141,6 @@ extension StorageDirectory {
                 throw error(.writeFailed, "cannot rename the temporary file into place", name: name, errno: code)
             }
             placed = true
-            unlockDirectory()
         } else {
             if announced { OwnRenames.willRename(temporary) }
             let outcome: NoReplaceOutcome
@@ -163,8 +162,8 @@ extension StorageDirectory {
                 OwnRenames.didNotRename(temporary)
                 return nil
             }
-            unlockDirectory()
         }
+        unlockDirectory()
         guard retrying(.fsync, nil, { fsync(dir) }) == 0 else {
             throw error(.writeFailed, "cannot sync the storage directory", errno: errno)
         }

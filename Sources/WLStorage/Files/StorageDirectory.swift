@@ -25,7 +25,6 @@ package struct FileIdentity: Hashable, Sendable {
     }
 }
 
-/// What kind of entry stands at a name.
 package enum EntryKind: String, Sendable {
     case regularFile = "regular file"
     case symlink
@@ -92,7 +91,6 @@ package struct StorageDirectory: Sendable, Hashable {
 
     private let storage: Path
 
-    /// The directory's absolute path.
     package var path: String { storage.path }
 
     package init(path: String) {

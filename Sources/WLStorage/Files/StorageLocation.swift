@@ -10,7 +10,6 @@ extension WLStorageDefaultBacker {
 
 /// How the default directory is found. Shared by the library and the command-line tool.
 package enum StorageLocation {
-    /// The environment variable that overrides the default directory.
     package static let environmentVariable = "WLSTORAGE_DIRECTORY"
 
     /// The process's default directory: for this program and this build, from the environment now.
@@ -18,7 +17,6 @@ package enum StorageLocation {
         defaultDirectory(program: ProcessInfo.processInfo.processName, debug: isDebug)
     }
 
-    /// Whether this build of the library is a debug build.
     #if DEBUG
         package static let isDebug = true
     #else
@@ -36,13 +34,18 @@ package enum StorageLocation {
     package static func defaultDirectory(
         program: String, debug: Bool, environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> URL? {
-        if let override = environment[environmentVariable], !override.isEmpty {
+        directory(overriddenBy: environmentVariable, environment: environment) {
+            let folder = FileName.isPlain(program) ? program : "program-" + (SHA256.hexDigest(of: program) ?? "unknown")
+            return folder + (debug ? "/.wlstorage_debug" : "/.wlstorage")
+        }
+    }
+
+    /// `$variable` when set (a relative path is taken from the current directory), else `path()` in the data home.
+    static func directory(overriddenBy variable: String, environment: [String: String], path: () -> String) -> URL? {
+        if let override = environment[variable], !override.isEmpty {
             return URL(fileURLWithPath: override, isDirectory: true)
         }
         guard let base = dataHome(environment: environment) else { return nil }
-        let folder = FileName.isPlain(program) ? program : "program-" + (SHA256.hexDigest(of: program) ?? "unknown")
-        return URL(fileURLWithPath: base, isDirectory: true)
-            .appendingPathComponent(folder, isDirectory: true)
-            .appendingPathComponent(debug ? ".wlstorage_debug" : ".wlstorage", isDirectory: true)
+        return URL(fileURLWithPath: base, isDirectory: true).appendingPathComponent(path(), isDirectory: true)
     }
 }

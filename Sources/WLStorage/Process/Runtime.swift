@@ -1,10 +1,9 @@
 import Dispatch
 import Synchronization
 
-/// Everything the package keeps for the whole process, in one object: the live cells, the monitor, the scheduler, the
-/// store feeds, and the tables and settings of the package's namespaces. No other type holds process state in a
-/// static property, but the libcrypto start (``OpenSSLLibrary``) and the thread key of ``UpdatesOnThisThread``, which
-/// must outlive it or be made once. Parts refer to one another through ``shared`` only when used, never while made.
+/// Everything the package keeps for the whole process, in one object. No other type holds process state in a static
+/// property, but the libcrypto start (``OpenSSLLibrary``) and the thread key of ``UpdatesOnThisThread``, which must
+/// outlive it or be made once. Parts refer to one another through ``shared`` only when used, never while made.
 package final class Runtime: Sendable {
     package static let shared = Runtime()
 

@@ -41,27 +41,11 @@ enum ShutdownHandling {
         // libcrypto first: its atexit handler then runs after the flush's, which may still hash and encrypt.
         _ = OpenSSLLibrary.initialized
         atexit {
-            ShutdownHandling.flushEverything(within: ShutdownHandling.shutdownFlushTimeout)
+            ShutdownHandling.flushEverything(within: WLStorageSystem.shutdownFlushTimeout)
         }
         if wantsSignals {
             installSignalHandlers()
         }
-    }
-
-    static var signalHandlersWanted: Bool {
-        get { parts.state.withLock { $0.signalHandlersWanted } }
-        set {
-            let started = parts.state.withLock { state in
-                state.signalHandlersWanted = newValue
-                return state.started
-            }
-            if started && newValue { installSignalHandlers() }
-        }
-    }
-
-    static var shutdownFlushTimeout: Duration {
-        get { parts.state.withLock { $0.shutdownFlushTimeout } }
-        set { parts.state.withLock { $0.shutdownFlushTimeout = max(newValue, .zero) } }
     }
 
     /// `duration` in nanoseconds, `Int.max` when it is longer, so that a deadline of any length never wraps around.
@@ -91,8 +75,7 @@ enum ShutdownHandling {
             }
         }
         // The cells of one store (not a directory) are grouped, so their changes are written in one batch.
-        var groups: [[any RegisteredCell]] = []
-        var stores: [String: Int] = [:]
+        var groups: [String: [any RegisteredCell]] = [:]
         var single: [FlushItem] = []
         var live = Runtime.shared.registry.liveCells()
         while let cell = live.popLast() {
@@ -102,28 +85,19 @@ enum ShutdownHandling {
                 if hasWork(cell) { single.append(.cell(cell)) }
                 continue
             }
-            if let index = stores[store] {
-                groups[index].append(cell)
-            } else {
-                stores[store] = groups.count
-                groups.append([cell])
-            }
+            groups[store, default: []].append(cell)
         }
         // One store's cells and nothing else, with no deadline: the calling thread writes their batch.
-        if deadline == nil, single.isEmpty, groups.count == 1, groups[0].count > 1 {
-            FlushItem.flushStore(groups[0], insideABacker: insideABacker, on: caller)
+        if deadline == nil, single.isEmpty, groups.count == 1, let cells = groups.first?.value, cells.count > 1 {
+            FlushItem.flushStore(cells, insideABacker: insideABacker, on: caller)
             return
         }
         // Otherwise idle cells are left out, and a call from inside a backer is noticed.
-        for index in groups.indices {
-            groups[index].removeAll { !hasWork($0) }
-        }
-        groups.removeAll { $0.isEmpty }
+        var items = groups.values.map { $0.filter(hasWork) }.filter { !$0.isEmpty }.map(FlushItem.store)
         // From inside a backer, wait for no job in flight: its backer may be waiting for the caller.
         let waiting = !insideABacker
-        var items = groups.map(FlushItem.store)
         items += single
-        groups = []
+        groups = [:]
         single = []
         guard items.count > 1 || deadline != nil else {
             items.first?.flush(waiting: waiting, on: caller)
@@ -155,7 +129,7 @@ enum ShutdownHandling {
         }
     }
 
-    private static func installSignalHandlers() {
+    static func installSignalHandlers() {
         let registered = DispatchGroup()
         parts.state.withLock { state in
             guard state.signalHandlersWanted else { return }
@@ -163,8 +137,8 @@ enum ShutdownHandling {
                 // Until registration, the default action stands, so an early signal still ends the program.
                 let source = DispatchSource.makeSignalSource(signal: signal, queue: parts.queue)
                 source.setEventHandler {
-                    guard signalHandlersWanted else { return }
-                    flushEverything(within: shutdownFlushTimeout)
+                    guard WLStorageSystem.flushesOnSignals else { return }
+                    flushEverything(within: WLStorageSystem.shutdownFlushTimeout)
                     endProgram(by: signal)
                 }
                 registered.enter()
@@ -241,16 +215,6 @@ private enum FlushItem: Sendable {
 
     /// Flushes `cells`, all of one store, on `thread`: one batch, then each cell for what the batch did not take.
     static func flushStore(_ cells: [any RegisteredCell], insideABacker: Bool, on thread: UInt) {
-        // After a failed batch, cells are not flushed one by one (a timeout each); their changes retry with backoff.
-        let (needsFlush, busyHere) = writeBatch(of: cells, on: thread)
-        let waiting = !insideABacker && !busyHere
-        for index in cells.indices where needsFlush[index] { cells[index].flush(waitingForJobs: waiting) }
-    }
-
-    /// Writes the changes of `cells`, one store's, in one batch; returns which need their own flush, and busy-here.
-    private static func writeBatch(of cells: [any RegisteredCell], on thread: UInt) -> (
-        needsFlush: [Bool], busyHere: Bool
-    ) {
         var needsFlush = [Bool](repeating: true, count: cells.count)
         var busyHere = false
         var taken: [(batch: BatchWrite, index: Int)] = []
@@ -268,33 +232,35 @@ private enum FlushItem: Sendable {
                 break
             }
         }
-        guard let firstIndex = taken.first?.index, let first = cells[firstIndex].storeMedium else {
-            return (needsFlush, busyHere)
-        }
-        let writes = taken.map(\.batch.write)
-        var failure: WLStorageError?
-        do {
-            try first.store.write(writes)
-        } catch {
-            failure = WLStorageError(
-                code: .writeFailed,
-                message: "\(first.identity) could not store a batch of \(writes.count) values: \(error)",
-                underlying: error)
-        }
-        // The writes a failed batch says it stored, from its start, are written; the others stay pending.
-        let stored = min(
-            max(failure.flatMap { ($0.underlying as? WLStorageError)?.storedWrites } ?? 0, 0), writes.count)
-        for (position, (batch, index)) in taken.enumerated() {
-            guard let failure, position >= stored else {
-                needsFlush[index] = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: nil)
-                continue
+        if let firstIndex = taken.first?.index, let first = cells[firstIndex].storeMedium {
+            let writes = taken.map(\.batch.write)
+            var failure: WLStorageError?
+            do {
+                try first.store.write(writes)
+            } catch {
+                failure = WLStorageError(
+                    code: .writeFailed,
+                    message: "\(first.identity) could not store a batch of \(writes.count) values: \(error)",
+                    underlying: error)
             }
-            var error = failure
-            error.key = batch.write.key
-            _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
-            needsFlush[index] = false
+            // The writes a failed batch says it stored, from its start, are written; the others stay pending.
+            let stored = min(
+                max(failure.flatMap { ($0.underlying as? WLStorageError)?.storedWrites } ?? 0, 0), writes.count)
+            for (position, (batch, index)) in taken.enumerated() {
+                guard let failure, position >= stored else {
+                    needsFlush[index] = cells[index].finishBatchWrite(
+                        batch.version, data: batch.write.data, failure: nil)
+                    continue
+                }
+                var error = failure
+                error.key = batch.write.key
+                _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
+                needsFlush[index] = false
+            }
         }
-        return (needsFlush, busyHere)
+        // After a failed batch, cells are not flushed one by one (a timeout each); their changes retry with backoff.
+        let waiting = !insideABacker && !busyHere
+        for index in cells.indices where needsFlush[index] { cells[index].flush(waitingForJobs: waiting) }
     }
 }
 

@@ -114,28 +114,13 @@ extension WLStorageError {
     /// Receives every error as it happens: see ``WLStorageSystem/errorHandler``.
     @available(*, deprecated, renamed: "WLStorageSystem.errorHandler")
     public static var handler: (@Sendable (WLStorageError) -> Void)? {
-        get { currentHandler }
-        set { currentHandler = newValue }
-    }
-
-    /// The handler of ``WLStorageSystem/errorHandler``.
-    static var currentHandler: (@Sendable (WLStorageError) -> Void)? {
-        get { Runtime.shared.errorHandler.withLock { $0 }?.handler }
-        set {
-            // Unwrapped, not passed through the generic `map`: that wraps the function in a conversion at every set.
-            let box: ErrorHandlerBox? = if let newValue { ErrorHandlerBox(newValue) } else { nil }
-            // The old handler is released after the lock: releasing a closure can run user code.
-            let old = Runtime.shared.errorHandler.withLock { handler in
-                defer { handler = box }
-                return handler
-            }
-            _ = old
-        }
+        get { WLStorageSystem.errorHandler }
+        set { WLStorageSystem.errorHandler = newValue }
     }
 
     /// Passes `error` to ``WLStorageSystem/errorHandler``, or writes it to standard error. For the package's stores.
     package static func report(_ error: WLStorageError) {
-        if let handler = currentHandler {
+        if let handler = WLStorageSystem.errorHandler {
             handler(error)
         } else {
             let line = Array("\(error)\n".utf8)

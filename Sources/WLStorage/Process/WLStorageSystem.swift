@@ -36,8 +36,8 @@ public enum WLStorageSystem {
     /// Set it below the time your supervisor waits before it kills the program (systemd's `TimeoutStopSec`, Docker's
     /// `stop` timeout, Kubernetes' `terminationGracePeriodSeconds`). ``flushAll()`` itself waits without this bound.
     public static var shutdownFlushTimeout: Duration {
-        get { ShutdownHandling.shutdownFlushTimeout }
-        set { ShutdownHandling.shutdownFlushTimeout = newValue }
+        get { Runtime.shared.shutdown.state.withLock { $0.shutdownFlushTimeout } }
+        set { Runtime.shared.shutdown.state.withLock { $0.shutdownFlushTimeout = max(newValue, .zero) } }
     }
 
     /// Whether the package flushes every storage on SIGTERM, SIGINT and SIGHUP, then ends the program by that
@@ -50,8 +50,14 @@ public enum WLStorageSystem {
     /// - Important: Set to `false` after the first storage, the signals stay handled through Dispatch (which cannot
     ///   give them back to their default action), so the program must handle them itself or they do nothing.
     public static var flushesOnSignals: Bool {
-        get { ShutdownHandling.signalHandlersWanted }
-        set { ShutdownHandling.signalHandlersWanted = newValue }
+        get { Runtime.shared.shutdown.state.withLock { $0.signalHandlersWanted } }
+        set {
+            let started = Runtime.shared.shutdown.state.withLock { state in
+                state.signalHandlersWanted = newValue
+                return state.started
+            }
+            if started && newValue { ShutdownHandling.installSignalHandlers() }
+        }
     }
 
     /// The largest value, in bytes of JSON, that storages read or write: 16 MiB unless you set it.
@@ -81,7 +87,16 @@ public enum WLStorageSystem {
     /// - Important: The handler often runs on a background thread, so it must be thread-safe and quick. It must not
     ///   call ``WLStorage/flush()`` on the storage that failed: that would retry and report again without end.
     public static var errorHandler: (@Sendable (WLStorageError) -> Void)? {
-        get { WLStorageError.currentHandler }
-        set { WLStorageError.currentHandler = newValue }
+        get { Runtime.shared.errorHandler.withLock { $0 }?.handler }
+        set {
+            // Unwrapped, not passed through the generic `map`: that wraps the function in a conversion at every set.
+            let box: ErrorHandlerBox? = if let newValue { ErrorHandlerBox(newValue) } else { nil }
+            // The old handler is released after the lock: releasing a closure can run user code.
+            let old = Runtime.shared.errorHandler.withLock { handler in
+                defer { handler = box }
+                return handler
+            }
+            _ = old
+        }
     }
 }

@@ -29,7 +29,7 @@ final class ChangeRouter: Sendable {
     }
 
     /// Where cells check their keys and store feeds run their rounds: concurrent, so a slow backer holds up no other.
-    private let checks = DispatchQueue(label: "WLStorage.checks", qos: .utility, attributes: .concurrent)
+    let checks = DispatchQueue(label: "WLStorage.checks", qos: .utility, attributes: .concurrent)
 
     // MARK: Following
 
@@ -97,18 +97,14 @@ final class ChangeRouter: Sendable {
 
     // MARK: Delivering
 
-    /// Has the cells of `files`, of every file at `path`, or of every file (events lost) check, on the checks queue.
+    /// Has the cells of `files`, or of every file in `paths` (`nil`: in every directory), check on the checks queue.
     func deliver(files: some Sequence<CellKey>) {
         let registry = Runtime.shared.registry
         check(files.compactMap { registry.cell(for: $0) })
     }
 
-    func deliver(everyFileIn path: StorageDirectory) {
-        check(Runtime.shared.registry.liveCells().filter { $0.directory == path })
-    }
-
-    func deliverToEveryFile() {
-        check(Runtime.shared.registry.liveCells().filter { $0.directory != nil })
+    func deliver(everyFileIn paths: Set<StorageDirectory>?) {
+        check(Runtime.shared.registry.liveCells().filter { $0.directory.map { paths?.contains($0) ?? true } ?? false })
     }
 
     /// Hands the cells of `store` what was reported of their keys, and has each check its key, on this thread (the
@@ -126,20 +122,11 @@ final class ChangeRouter: Sendable {
         }
     }
 
-    /// ``deliver(store:keys:mustRead:everything:carried:)`` for a round of the one `change`.
-    func deliver(store identity: String, carried change: WLStorageCarriedChange) {
-        deliver(store: identity, keys: [change.key], mustRead: [], everything: false, carried: [change.key: [change]])
-    }
-
     /// Has each of `cells` check its key on the queue of checks; held weakly, so a storage opened next reads afresh.
     func check(_ cells: [any RegisteredCell]) {
         for cell in cells {
             checks.async { [weak cell] in cell?.checkForExternalChange() }
         }
-    }
-
-    func onChecksQueue(_ work: @escaping @Sendable () -> Void) {
-        checks.async(execute: work)
     }
 }
 

@@ -1,8 +1,6 @@
 /// How a storage is bound to its key: the one place that knows the kinds of backer, and the steps every storage
-/// takes to open its key. ``follow(makeDefault:)`` follows outside changes before anything is read (so none after
-/// the read is missed) and finds the key's live cell, waiting while another thread opens the key; `read` reads a new
-/// cell's first state; `makeCell` and ``register(_:)`` make the key's cell, unless another thread registered one
-/// meanwhile; ``catchUp(_:)`` checks for a change that came between following and registering.
+/// takes to open its key, in order: ``follow(makeDefault:)`` before anything is read (so no change after the read is
+/// missed; it waits while another thread opens the key), `read`, `makeCell`, ``register(_:)`` and ``catchUp(_:)``.
 struct KeyBinding<T: Codable & Sendable> {
     private enum Kind {
         case key(WLStorageDefaultBacker<T>)
@@ -36,16 +34,15 @@ struct KeyBinding<T: Codable & Sendable> {
     /// The binding of `backer`: the only place where a backer's kind is found by casts.
     @inline(__always)
     init(backer: any WLStorageBacker<T>) {
+        self.backer = backer
         if let keyBacker = backer as? WLStorageDefaultBacker<T> {
-            self.init(key: keyBacker)
+            kind = .key(keyBacker)
         } else if let observable = backer as? any WLStorageObservableBacker<T> {
-            self.init(custom: backer, .observable(observable))
+            kind = .observable(observable)
         } else {
-            self.init(custom: backer, .plain)
+            kind = .plain
         }
     }
-
-    private init(custom backer: any WLStorageBacker<T>, _ kind: Kind) { (self.backer, self.kind) = (backer, kind) }
 
     @inline(__always)
     init(key keyBacker: WLStorageDefaultBacker<T>) {

@@ -47,10 +47,8 @@ public protocol WLStorageCarryingStore: WLStorageStore {
 
 /// The carried feed a storage uses: a ``WLStorageCarryingStore``'s, or an encrypted store's over one.
 package protocol CarriedChangeFeed: Sendable {
-    /// Starts the feed (see ``WLStorageCarryingStore/observeCarriedChanges(_:)``).
     func observeCarriedChanges(_ changed: @escaping @Sendable (WLStorageFeedEvent) -> Void) -> WLStorageSubscription?
 
-    /// The bytes of `key` with their version (see ``WLStorageCarryingStore/readWithVersion(key:)``).
     func readWithVersion(key: String) throws -> (data: Data, version: Int64)?
 
     /// The bytes a carried change of `key` stands for: the carried bytes, or for an encrypted store, those opened.
@@ -88,7 +86,6 @@ struct CarriedVersions: Sendable {
     static let limit = 64
 
     enum Decision: Equatable {
-        /// Read the key.
         case read
         /// Nothing newer than what the backer knows was carried.
         case stale

@@ -39,7 +39,6 @@ package protocol DeclaresCapabilities: WLStorageStore {
     var capabilities: StoreCapabilities { get }
 }
 
-/// Where the stores meet the storages.
 package enum Stores {
     /// The capabilities of `store`: the only function that looks at a store's type.
     package static func capabilities(of store: any WLStorageStore) -> StoreCapabilities {

@@ -122,13 +122,14 @@ final class StoreFeeds: Sendable {
         case .none:
             return
         case .carried(let change):
-            Runtime.shared.router.deliver(store: identity, carried: change)
+            Runtime.shared.router.deliver(
+                store: identity, keys: [change.key], mustRead: [], everything: false, carried: [change.key: [change]])
             checkReported(identity)
         case .reported:
             if case .carried(let change) = event, change.data != nil {
                 checkReported(identity)
             } else {
-                Runtime.shared.router.onChecksQueue { [weak self] in self?.checkReported(identity) }
+                Runtime.shared.router.checks.async { [weak self] in self?.checkReported(identity) }
             }
         }
     }

@@ -2,8 +2,7 @@ import Foundation
 import Synchronization
 
 /// A key of a ``WLStorageStore`` other than a directory as a ``KeyMedium``, with what only a store offers: a carried
-/// feed, encryption, conditional, versioned and batch writes. Versions are stamped by bytes alone; bytes that do not
-/// decode are copied to another key and removed while the key holds them.
+/// feed, encryption, conditional, versioned and batch writes. Versions are stamped by bytes alone.
 final class StoreMedium: KeyMedium {
     /// The store that holds the bytes, and the key there (a prefixed store's key with its prefix).
     let store: any WLStorageStore
@@ -42,7 +41,6 @@ final class StoreMedium: KeyMedium {
         StoredPlace(key: key, subject: "the key's value in \(identity)", file: nil, conceals: conceals)
     }
 
-    /// Whether the store's values are secret (``StoreCapabilities/conceals``).
     var conceals: Bool { encrypted != nil }
 
     /// Whether a default is saved where nothing is stored. Not in a secret store: a default sealed with a wrong key
@@ -96,7 +94,6 @@ final class StoreMedium: KeyMedium {
         return .bytes(ReadBytes(data: data, stamp: KnownVersions.stamp(data)), underPreviousKey: underPreviousKey)
     }
 
-    /// Reads the key through `feed`, and records its version.
     private func readWithVersion(_ feed: any CarriedChangeFeed) throws -> Data? {
         forgetVersion()
         let found = try feed.readWithVersion(key: storedKey)

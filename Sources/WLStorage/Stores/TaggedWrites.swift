@@ -10,7 +10,6 @@ public struct WLStorageWriteTag: Sendable, Hashable, CustomStringConvertible {
         self.text = text
     }
 
-    /// A new tag, from two random `UInt64`s.
     package static func random() -> WLStorageWriteTag {
         var generator = SystemRandomNumberGenerator()
         return WLStorageWriteTag(text: FileName.hex(of: generator.next()) + FileName.hex(of: generator.next()))

@@ -42,7 +42,6 @@ public final class WLStorageDirectoryStore: WLStorageStore {
         try read(key: key, limit: ValueSizeLimit.maximum)
     }
 
-    /// The bytes of `key`'s file, when no larger than `limit`.
     func read(key: String, limit: Int) throws -> Data? {
         let (directory, name) = try file(key, waiting: false)
         return try directory.read(name, limit: limit)
@@ -141,7 +140,6 @@ extension WLStorageStore where Self == WLStorageDirectoryStore {
 }
 
 extension StorageLocation {
-    /// The environment variable that overrides the directory of suites.
     package static let suitesEnvironmentVariable = "WLSTORAGE_SUITES_DIRECTORY"
 
     /// What the folders of hashed suite names start with, before the name's SHA-256.
@@ -155,23 +153,15 @@ extension StorageLocation {
         return hashedSuitePrefix + (SHA256.hexDigest(of: name) ?? "unknown")
     }
 
-    /// The directory of the suite `name`.
     package static func suiteDirectory(
         _ name: String, environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> URL? {
         suitesDirectory(environment: environment)?.appendingPathComponent(suiteFolder(name), isDirectory: true)
     }
 
-    /// The directory that holds the suites' folders.
     package static func suitesDirectory(
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) -> URL? {
-        // A relative path is taken from the current directory, as WLSTORAGE_DIRECTORY's is.
-        if let override = environment[suitesEnvironmentVariable], !override.isEmpty {
-            return URL(fileURLWithPath: override, isDirectory: true)
-        }
-        guard let base = dataHome(environment: environment) else { return nil }
-        return URL(fileURLWithPath: base, isDirectory: true)
-            .appendingPathComponent("wlstorage/suites", isDirectory: true)
+        directory(overriddenBy: suitesEnvironmentVariable, environment: environment) { "wlstorage/suites" }
     }
 }

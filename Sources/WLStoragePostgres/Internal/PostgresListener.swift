@@ -221,16 +221,13 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
 
     /// Starts the thread that reads the socket when it is readable, on `queue` (see ``SocketWatch``).
     private func startReading(_ socket: Int32, generation: UInt64) throws(PostgresError) {
-        let current = Locked<SocketWatch?>(nil)
-        let watch = try SocketWatch(socket: socket) { [weak self, queue] in
+        watch = try SocketWatch(socket: socket) { [weak self, queue] watch in
             queue.sync {
                 // A watch replaced or cancelled meanwhile reads nothing: its thread ends.
-                guard let self, let watch = current.withLock({ $0 }), self.watch === watch else { return }
+                guard let self, self.watch === watch else { return }
                 self.readable(generation: generation)
             }
         }
-        current.withLock { $0 = watch }
-        self.watch = watch
     }
 
     private func readable(generation: UInt64) {
@@ -253,8 +250,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
                 }
                 let (trusted, asked) = try trustedSenders(of: parsed)
                 var changes: [WLStorageFeedEvent] = []
-                for (pid, parsedChange) in parsed {
-                    var change = parsedChange
+                for (pid, var change) in parsed {
                     // Bytes from a sender not trusted are not taken: the key it names is read.
                     if case .carried(let carried) = change, !trusted.contains(pid) {
                         change = .change(.key(carried.key))

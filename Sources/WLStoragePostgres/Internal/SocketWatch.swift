@@ -15,8 +15,8 @@ final class SocketWatch: Sendable {
     private let waker: Int32
     private let cancelled = Atomic<Bool>(false)
 
-    /// Starts the thread, watching a duplicate of `socket` and calling `readable` until the watch is cancelled.
-    init(socket: Int32, readable: @escaping @Sendable () -> Void) throws(PostgresError) {
+    /// Starts the thread, watching a duplicate of `socket` and calling `readable` with the watch until it is cancelled.
+    init(socket: Int32, readable: @escaping @Sendable (SocketWatch) -> Void) throws(PostgresError) {
         let watched = fcntl(socket, F_DUPFD_CLOEXEC, 0)
         guard watched >= 0 else {
             throw PostgresError(.connectionLost, "dup failed: \(String(cString: strerror(errno)))")
@@ -47,7 +47,7 @@ final class SocketWatch: Sendable {
         Glibc.close(waker)
     }
 
-    private func run(_ readable: @Sendable () -> Void) {
+    private func run(_ readable: @Sendable (SocketWatch) -> Void) {
         defer { Glibc.close(socket) }
         var descriptors = [
             pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
@@ -59,7 +59,7 @@ final class SocketWatch: Sendable {
                 return
             }
             if descriptors[1].revents != 0 || cancelled.load(ordering: .acquiring) { return }
-            if descriptors[0].revents != 0 { readable() }
+            if descriptors[0].revents != 0 { readable(self) }
         }
     }
 }
