@@ -11,20 +11,14 @@ import WLStorage
 /// A middlebox can drop the flow and leave the socket open and silent, so a listening connection is probed every
 /// ``probeInterval``. Failures to listen are reported at first, then once a minute while they last.
 ///
-/// Locks: `state` guards the phase and the handlers, never held while a handler runs or the connection is used.
+/// Locks: `state` guards whether it runs and the handlers, never held while a handler runs or the connection is used.
 /// Everything else is used on `queue` only: the watch's thread reads the socket inside `queue.sync`.
 final class PostgresListener: @unchecked Sendable {  // `state` under its lock; the rest on `queue`
     typealias Handler = @Sendable (WLStorageFeedEvent) -> Void
 
-    private enum Phase: Equatable {
-        case idle
-        case connecting
-        case listening
-        case waiting(attempt: Int)
-    }
-
     private struct State {
-        var phase = Phase.idle
+        /// Whether it has handlers, so is in any phase but `idle`.
+        var running = false
         var handlers: [UInt64: Handler] = [:]
         var nextID: UInt64 = 0
         /// Changes with each start and stop, so that a retry scheduled for an earlier run does nothing.
@@ -84,8 +78,8 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         let (id, start) = state.withLock { state -> (UInt64, UInt64?) in
             state.nextID += 1
             state.handlers[state.nextID] = handler
-            guard case .idle = state.phase else { return (state.nextID, nil) }
-            state.phase = .connecting
+            guard !state.running else { return (state.nextID, nil) }
+            state.running = true
             state.generation += 1
             return (state.nextID, state.generation)
         }
@@ -98,7 +92,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         let (removed, stop) = state.withLock { state -> (Handler?, Bool) in
             let removed = state.handlers.removeValue(forKey: id)
             guard state.handlers.isEmpty, removed != nil else { return (removed, false) }
-            state.phase = .idle
+            state.running = false
             state.generation += 1
             return (removed, true)
         }
@@ -126,7 +120,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         }
         let listening = state.withLock { state -> Bool in
             guard state.generation == generation else { return false }
-            state.phase = .listening
             state.trouble = nil
             return true
         }
@@ -335,12 +328,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     }
 
     private func retry(generation: UInt64, attempt: Int) {
-        let scheduled = state.withLock { state -> Bool in
-            guard state.generation == generation else { return false }
-            state.phase = .waiting(attempt: attempt)
-            return true
-        }
-        guard scheduled else { return }
+        guard isCurrent(generation) else { return }
         let delay = min(0.1 * pow(2, Double(min(attempt, 10))), 5)
         queue.asyncAfter(deadline: .now() + delay) { [weak self] in
             self?.connect(generation: generation, attempt: attempt)
@@ -348,7 +336,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     }
 
     private func stopListening() {
-        guard state.withLock({ $0.phase == .idle }) else { return }
+        guard state.withLock({ !$0.running }) else { return }
         closeConnection()
         lastTrouble = nil
         _ = state.withLock { $0.trouble.take() }  // released outside the lock
