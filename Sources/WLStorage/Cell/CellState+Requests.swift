@@ -1,3 +1,5 @@
+import Dispatch
+
 /// The transitions of a storage's requests, each under the cell's lock, returning what to do after it.
 extension CellState {
     /// What a set does: made (and whether a tick is needed, and notifications wait to be drained), or not while an
@@ -80,7 +82,7 @@ extension CellState {
     /// or none as the flush comes from inside the cell's own job, which it would wait for forever.
     enum FlushStep {
         case run(CellJob<T>)
-        case wait(WaitingFlush)
+        case wait(DispatchSemaphore)
         case done
         case reentrant
     }
@@ -97,7 +99,7 @@ extension CellState {
         if busyThread == thread { return .reentrant }
         if isBusy {
             guard waitingForJobs else { return .done }
-            let waiter = WaitingFlush()
+            let waiter = DispatchSemaphore(value: 0)
             withExtras { $0.waiters.append(waiter) }
             return .wait(waiter)
         }

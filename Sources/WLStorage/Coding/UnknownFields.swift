@@ -194,22 +194,3 @@ enum UnknownFields {
         [UInt8(ascii: "{")] + parts.joined(separator: [UInt8(ascii: ",")]) + [UInt8(ascii: "}")]
     }
 }
-
-/// What a backer keeps for ``UnknownFields``: its last object bytes. A reference, `nil` for non-objects: one word.
-struct UnknownFieldsBase: Sendable {
-    private final class Box: Sendable {
-        let bytes: Data
-
-        init(_ bytes: Data) { self.bytes = bytes }
-    }
-
-    private var box: Box?
-
-    /// Keeps `data` when it is a JSON object, else forgets it.
-    mutating func record(_ data: Data?) {
-        box = data.flatMap(UnknownFields.base).map(Box.init)
-    }
-
-    /// The bytes kept.
-    var bytes: Data? { box?.bytes }
-}

@@ -60,10 +60,12 @@ extension StoreBacking {
 /// JSON object bytes last seen, whose unknown members a write keeps (``UnknownFields``).
 struct KnownVersions: Sendable {
     /// The stamp of the version seen last, 0 for none; stamps are odd, 2 is a read forgotten (``forgetLastRead()``).
-    private var last = 0
+    private(set) var last = 0
     /// Whether the version seen last was read (not written).
     private var lastWasRead = false
-    private var unknownFieldsBase = UnknownFieldsBase()
+    /// The JSON object bytes last read or written, whose unknown members a write keeps and against which it takes its
+    /// changes (``FieldMerge``); `nil` for other bytes.
+    private(set) var base: Data?
     /// The bytes the last check saw, until the storage adopts them (see ``saw(_:_:)``).
     private var seen: Data?
     /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
@@ -78,15 +80,15 @@ struct KnownVersions: Sendable {
     }
 
     /// The bytes whose unknown members a write keeps (a check's, if the change was kept over them).
-    var writeBase: Data? { seen.flatMap(UnknownFields.base) ?? unknownFieldsBase.bytes }
+    var writeBase: Data? { seenObject ?? base }
 
     /// Makes `data` (read, not adopted) what the next write replaces, its unknown members kept; the version seen stays.
-    mutating func replacing(_ data: Data) { unknownFieldsBase.record(data) }
+    mutating func replacing(_ data: Data) { base = UnknownFields.base(data) }
 
     /// Records the version `stamp`, whose bytes are `data`, as written.
     mutating func wrote(_ stamp: Int, _ data: Data) {
         (last, lastWasRead, seen) = (stamp, false, nil)
-        unknownFieldsBase.record(data)
+        base = UnknownFields.base(data)
     }
 
     /// The object bytes the last check saw, not taken: another program's change a pending change is written onto.
@@ -94,9 +96,6 @@ struct KnownVersions: Sendable {
 
     /// Forgets what the last check saw.
     mutating func forgetSeen() { seen = nil }
-
-    /// The bytes a write takes its changes against (``FieldMerge``); `nil` when not a known JSON object.
-    var base: Data? { unknownFieldsBase.bytes }
 
     /// Records `stamp`/`data` as seen by a check (the base once adopted); returns whether it is the last seen.
     mutating func saw(_ stamp: Int, _ data: Data) -> Bool {
@@ -106,7 +105,7 @@ struct KnownVersions: Sendable {
 
     /// The storage adopted what the last check saw: its bytes are the base of the changes made from now on.
     mutating func adoptSeen() {
-        if let seen { unknownFieldsBase.record(seen) }
+        if let seen { base = UnknownFields.base(seen) }
         seen = nil
     }
 
@@ -120,13 +119,10 @@ struct KnownVersions: Sendable {
     mutating func read(_ stamp: Int, _ data: Data) -> Bool {
         defer {
             (last, lastWasRead, seen) = (stamp, true, nil)
-            unknownFieldsBase.record(data)
+            base = UnknownFields.base(data)
         }
         return stamp == last
     }
-
-    /// Whether `stamp` is the version seen last.
-    func isLast(_ stamp: Int) -> Bool { stamp == last }
 
     /// Takes the version read last, if it was read, as one no read matches, still known (so a removal is one). A
     /// removal read last is one again too.
@@ -146,7 +142,7 @@ struct KnownVersions: Sendable {
     mutating func forget() -> Bool {
         defer {
             (last, lastWasRead, seen) = (0, false, nil)
-            unknownFieldsBase.record(nil)
+            base = nil
         }
         return last != 0
     }

@@ -225,7 +225,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     func rewrite(_ value: T, dropping: Bool) throws -> Bool? {
         let outcome = try medium.rewrite(
             key: key, announced: attached.load(ordering: .relaxed),
-            isLast: { stamp in known.withLock { $0.isLast(stamp) } },
+            isLast: { stamp in known.withLock { $0.last == stamp } },
             encode: { () throws(WLStorageError) -> Data in
                 try encode(value, dropping: dropping)
             })
