@@ -84,8 +84,13 @@ enum StoredBytes<T: Codable & Sendable> {
             key: place.key, path: place.path, underlying: place.conceals ? nil : error.error)
     }
 
+    /// Why `data` did not decode, for a message: not JSON (and why, unless secret) or JSON of another shape; and the
+    /// migrations that threw.
     private static func judge(_ data: Data, _ failures: [String], _ place: StoredPlace) -> String {
-        place.conceals
-            ? "does not decode as \(T.self)" : ValueDecoding<T>.judge(data, migrationFailures: failures)
+        if place.conceals { return "does not decode as \(T.self)" }
+        let what = JSONSyntax.problem(in: data).map { "is not JSON (\($0)), so it does not decode as" }
+        let base = "\(what ?? "holds JSON that does not decode as") \(T.self)"
+        guard !failures.isEmpty else { return base }
+        return base + " (" + failures.joined(separator: "; ") + ")"
     }
 }

@@ -89,14 +89,6 @@ struct ValueDecoding<T: Codable & Sendable> {
             throw DecodingFailure(error: error, migrationFailures: failures, anotherVersion: false)
         }
     }
-
-    /// Why bytes did not decode, for a message: not JSON (and why) or JSON of another shape; and migrations that threw.
-    static func judge(_ data: Data, migrationFailures: [String]) -> String {
-        let what = JSONSyntax.problem(in: data).map { "is not JSON (\($0)), so it does not decode as" }
-        let base = "\(what ?? "holds JSON that does not decode as") \(T.self)"
-        guard !migrationFailures.isEmpty else { return base }
-        return base + " (" + migrationFailures.joined(separator: "; ") + ")"
-    }
 }
 
 /// Bytes that decoded through no step of ``ValueDecoding``.
