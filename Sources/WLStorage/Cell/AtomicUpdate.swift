@@ -58,24 +58,16 @@ extension StorageCell {
     /// The backer of a key in a store other than a directory, and its medium: what an update writes through.
     typealias StoreKey = (backer: WLStorageDefaultBacker<T>, medium: StoreMedium)
 
-    /// The update in a conditional store; `nil` for other backers.
+    /// The update in a ``WLStorageConditionalStore`` (`nil` for other backers), atomic for every process: the pending
+    /// change written, the key read, `body` run, the result stored only while the key holds what was read (or its
+    /// version), else all again. Never turned into a set, which would replace others' writes: an unreachable store is
+    /// retried for ``unreachableStoreRetry``, then reported and not made; an unknown outcome is reported and not made
+    /// again. Only undecodable bytes or an unencodable result make it a set.
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
         guard let keyBacker, let medium = keyBacker.storeMedium, medium.writesOnCondition else { return nil }
         let capabilities = medium.capabilities
         guard let store = capabilities.conditional else { return nil }
-        return try updateShared(body, in: (keyBacker, medium), store: store, versioned: capabilities.versioned)
-    }
-
-    /// The update in a ``WLStorageConditionalStore``, atomic for every process: the pending change is written, the key
-    /// read, `body` run, and the result stored only while the key holds what was read (or its version), else all again.
-    /// Never turned into a set, which would replace others' writes: an unreachable store is retried for
-    /// ``unreachableStoreRetry``, then reported and not made; an unknown outcome is reported and not made again. Only
-    /// undecodable bytes or an unencodable result make it a set.
-    private func updateShared<R>(
-        _ body: (inout T) throws -> R, in key: StoreKey, store: any WLStorageConditionalStore,
-        versioned: (any WLStorageVersionedStore)?
-    ) rethrows -> R {
         let cell = ObjectIdentifier(self)
         if UpdatesOnThisThread.contains(cell) {
             var copy = get()
@@ -86,7 +78,7 @@ extension StorageCell {
         do {
             _ = state.withLock { $0.startUpdate(counting: true) }
             defer { state.withLock { $0.endUpdate() } }
-            switch try storeUpdate(body, in: key, store: store, versioned: versioned) {
+            switch try storeUpdate(body, in: (keyBacker, medium), store: store, versioned: capabilities.versioned) {
             case .done(let result), .notMade(let result?):
                 stored = result
             case .notMade(nil):
