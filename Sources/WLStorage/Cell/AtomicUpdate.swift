@@ -95,8 +95,7 @@ extension StorageCell {
         return try updateLocally(body)
     }
 
-    /// How an update against the store ended: stored, or its outcome unknown (not made again); to be made in this
-    /// process, as a set; or not made, the store not reached in time. With what the closure returned (last, if it ran).
+    /// How a store update ended: stored or unknown (not made again), made here as a set, or not made (store unreached).
     private enum StoreUpdateEnd<R> {
         case done(R)
         case inProcess

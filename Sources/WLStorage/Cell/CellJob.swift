@@ -8,7 +8,6 @@ enum CellJob<T: Sendable>: Sendable {
     case check(version: UInt64)
 }
 
-/// What a read of the backer found.
 enum ReadResult<T: Sendable>: Sendable {
     case value(T)
     /// A stored value in an earlier shape (``ValueDecoding``), written back when `rewrite` is set; `note` says why not.
@@ -33,7 +32,6 @@ enum ExternalChange<T: Sendable>: Sendable {
     case unreadable(WLStorageError)
 }
 
-/// How a job ended.
 enum JobOutcome<T: Sendable>: Sendable {
     case written
     /// The change was written onto another program's: the key is checked at once, on the same thread.
@@ -41,7 +39,6 @@ enum JobOutcome<T: Sendable>: Sendable {
     /// A rewrite on condition found other bytes in place: it is dropped, and the key checked at once.
     case rewriteRefused
     case failed(WLStorageError)
-    /// The default was saved.
     case created
     /// A read found this (a reread, or a default create that found something stored).
     case read(ReadResult<T>)

@@ -29,8 +29,7 @@ extension CellState {
         case .reported(let error):
             recordError(error, &effects)
             if error.code == .storedByAnotherVersion && onlyRewriteOrDropPending {
-                // Another version stored a value since the read: the rewrite gives way, even one marked since the check
-                // began (it rewrites a value read before).
+                // Another version stored since the read: the rewrite gives way, even one marked since the check began.
                 writtenVersion = version
             }
             if Self.isTransient(error) {

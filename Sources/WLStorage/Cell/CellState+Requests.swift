@@ -87,8 +87,7 @@ extension CellState {
         case reentrant
     }
 
-    /// The next step of a flush on `thread` of what was set up to version `target` (set by the first step). With
-    /// `waitingForJobs` off, a job in flight elsewhere is left to finish the work.
+    /// The next step of a flush on `thread` of what was set up to version `target` (set by the first step).
     mutating func flushStep(on thread: UInt, now: UInt64, upTo target: inout UInt64?, waitingForJobs: Bool)
         -> FlushStep
     {

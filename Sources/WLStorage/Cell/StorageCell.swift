@@ -320,8 +320,7 @@ extension JobOutcome {
     }
 }
 
-/// How a flush of a cell ended: everything set before it written (or nothing pending), a write failed (the value stays
-/// pending, the error reported), or called from inside the cell's own job (its backer), which it would wait for.
+/// How a flush of a cell ended: all set before it written, a write failed (reported, still pending), or reentrant.
 enum FlushResult {
     case done
     case failed

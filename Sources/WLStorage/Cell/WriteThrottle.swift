@@ -43,7 +43,6 @@ struct WriteThrottle: Sendable {
         disarm()
     }
 
-    /// The work that ``makeUrgent()`` was for is done.
     mutating func endUrgency() {
         isUrgent = false
     }

@@ -84,8 +84,7 @@ enum StoredBytes<T: Codable & Sendable> {
             key: place.key, path: place.path, underlying: place.conceals ? nil : error.error)
     }
 
-    /// Why `data` did not decode, for a message: not JSON (and why, unless secret) or JSON of another shape; and the
-    /// migrations that threw.
+    /// Why `data` did not decode: not JSON (and why) or JSON of another shape, and failed migrations; less if secret.
     private static func judge(_ data: Data, _ failures: [String], _ place: StoredPlace) -> String {
         if place.conceals { return "does not decode as \(T.self)" }
         let what = JSONSyntax.problem(in: data).map { "is not JSON (\($0)), so it does not decode as" }

@@ -17,8 +17,7 @@ protocol StoreBacking<Value>: Sendable {
     /// What changed since this backer last wrote or read; decoded by `decoding`'s steps but never written back.
     func readExternalChange(decoding: ValueDecoding<Value>) throws(WLStorageError) -> ExternalChange<Value>
 
-    /// Whether what it read or wrote last is a JSON object, whose members the type does not know a write may drop
-    /// (``UnknownFields``); a number or an array has none.
+    /// Whether what it read or wrote last is a JSON object, whose unknown members a write may drop (an array has none).
     var keepsFields: Bool { get }
 
     /// Writes `value` whole; with `dropping`, without the stored members its type does not know.
@@ -63,8 +62,7 @@ struct KnownVersions: Sendable {
     private(set) var last = 0
     /// Whether the version seen last was read (not written).
     private var lastWasRead = false
-    /// The JSON object bytes last read or written, whose unknown members a write keeps and against which it takes its
-    /// changes (``FieldMerge``); `nil` for other bytes.
+    /// The JSON object bytes last read or written: their unknown members a write keeps, the base of its changes.
     private(set) var base: Data?
     /// The bytes the last check saw, until the storage adopts them (see ``saw(_:_:)``).
     private var seen: Data?
@@ -94,7 +92,6 @@ struct KnownVersions: Sendable {
     /// The object bytes the last check saw, not taken: another program's change a pending change is written onto.
     var seenObject: Data? { seen.flatMap(UnknownFields.base) }
 
-    /// Forgets what the last check saw.
     mutating func forgetSeen() { seen = nil }
 
     /// Records `stamp`/`data` as seen by a check (the base once adopted); returns whether it is the last seen.
@@ -124,14 +121,12 @@ struct KnownVersions: Sendable {
         return stamp == last
     }
 
-    /// Takes the version read last, if it was read, as one no read matches, still known (so a removal is one). A
-    /// removal read last is one again too.
+    /// Takes the version read last (a removal too), if read, as one no read matches yet known, so a removal is one.
     mutating func forgetLastRead() {
         if lastWasRead { last = 2 }
     }
 
-    /// A check found nothing stored: forgets the version, and returns whether one was known (a removal), which counts as
-    /// read, for ``forgetLastRead()``.
+    /// A check found nothing stored: forgets the version; returns whether one was known (a removal, counted as read).
     mutating func readRemoval() -> Bool {
         let knew = forget()
         lastWasRead = knew

@@ -28,8 +28,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     let known = Lock(KnownVersions())
     /// Whether a storage keeps its value through this backer (its writes are its own, not another program's).
     private let attached = Atomic<Bool>(false)
-    /// Whether the medium keeps the stored bytes from before the type changed, to remove once a write has stored the
-    /// value in the current shape (see ``settleKeptOriginal()``).
+    /// Whether the medium keeps the bytes from before the type changed, removed after a write in the current shape.
     private let keepsOriginal = Atomic<Bool>(false)
 
     /// Marks the backer as a storage's own (see ``attached``).
@@ -94,10 +93,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     // MARK: What the storage uses beyond the protocol
 
-    /// The directory of the file, when the bytes are a file's.
     package var directory: StorageDirectory? { held.file?.directory }
 
-    /// The file's name in ``directory``.
     package var fileName: String? { held.file?.fileName }
 
     /// Where the storage follows changes made elsewhere, and how the registry knows its cell.
@@ -221,7 +218,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         _ = try place(value, replacing: true, dropping: dropping)
     }
 
-    /// Writes `value`, reshaped, only while the key holds the bytes last read; `nil` when it cannot tell (plain write).
     func rewrite(_ value: T, dropping: Bool) throws -> Bool? {
         let outcome = try medium.rewrite(
             key: key, announced: attached.load(ordering: .relaxed),
@@ -418,8 +414,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// The bytes of `value` with the unknown members of the last bytes unless `dropping` (``UnknownFields``),
-    /// size-checked.
+    /// The bytes of `value` with the last bytes' unknown members unless `dropping` (``UnknownFields``), size-checked.
     func encode(_ value: T, dropping: Bool) throws(WLStorageError) -> Data {
         let (base, renames) = known.withLock { (dropping ? nil : $0.writeBase, $0.renames) }
         return try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: base)
