@@ -249,8 +249,7 @@ extension StorageCell {
         var version: Int64??
     }
 
-    /// Why an update could not read the key: the store could not be read (tried again), or the key holds what this
-    /// type cannot decode (the update is made in this process, as a set).
+    /// Why an update could not read the key: the store unreachable (tried again), or bytes it cannot decode (a set).
     enum UpdateReadFailure: Error {
         case unreadable(WLStorageError)
         case undecodable(WLStorageError)

@@ -1,6 +1,5 @@
-/// One call of a cell into its backer, outside its lock, one at a time (see ``CellState/busyThread``): write the value
-/// of a version, save the default unless something is stored by now, read again after a failed read, or read the
-/// value if another program changed it; each taken at a `version`.
+/// One call of a cell into its backer, outside its lock, one at a time (see ``CellState/busyThread``), taken at a
+/// `version`: a write, a default's save unless something is stored by now, a read after a failed one, or a check.
 enum CellJob<T: Sendable>: Sendable {
     case write(T, version: UInt64)
     case createDefault(T, version: UInt64)

@@ -85,10 +85,6 @@ struct WriteThrottle: Sendable {
         return overflow ? ceiling : min(delay, ceiling)
     }
 
-    func isCurrent(_ token: UInt32) -> Bool {
-        isArmed && self.token == token
-    }
-
     mutating func writeStarts(now: UInt64) {
         disarm()
         lastWriteStart = max(now, 1)

@@ -20,8 +20,7 @@ struct ValueDecoding<T: Codable & Sendable> {
         }
     }
 
-    /// What the bytes decode to: the value and how it was reshaped (`nil`: in its shape); JSON that no step reads as
-    /// this type (another version stored it, left as it is); or bytes that are not JSON, which nothing can read.
+    /// What the bytes decode to: the value and its reshape (`nil`: none), another version's JSON (left), or not JSON.
     enum Outcome {
         case decoded(T, Reshape?)
         case anotherVersion(any Error, migrationFailures: [String])
