@@ -171,8 +171,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             guard rewrite else { return .value(value) }
             medium.willRewrite(read)
             return .reshaped(value, rewrite: true, note: nil)
-        case .reshaped(let value, let reshape):
-            if let note = medium.keepOriginal(read.data, reshape.description, key: key) {
+        case .migrated(let value, let type):
+            if let note = medium.keepOriginal(read.data, "were in the shape of \(type), and were migrated", key: key) {
                 return .reshaped(value, rewrite: false, note: note)
             }
             keepsOriginal.store(true, ordering: .relaxed)
