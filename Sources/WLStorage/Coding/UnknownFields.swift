@@ -28,7 +28,6 @@ enum UnknownFields {
         var candidates: [[String]] = []
         collectMissing(baseMembers, from: encodedMembers, at: [], into: &candidates)
         guard !candidates.isEmpty else { return nil }
-        // What bytes decode to, as its encoding; `nil` when they do not decode.
         func decoded(_ bytes: [UInt8]) -> Data? {
             guard let value = try? JSONCoders.decoder.decode(T.self, from: Data(bytes)) else { return nil }
             return try? JSONCoders.encoder.encode(value)

@@ -65,7 +65,7 @@ struct KnownVersions: Sendable {
     /// The JSON object bytes last read or written: their unknown members a write keeps, the base of its changes.
     private(set) var base: Data?
     /// The bytes the last check saw, until the storage adopts them (see ``saw(_:_:)``).
-    private var seen: Data?
+    var seen: Data?
     /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
     var renames: [FieldRename] = []
 
@@ -76,9 +76,6 @@ struct KnownVersions: Sendable {
         data.withUnsafeBytes { hasher.combine(bytes: $0) }
         return hasher.finalize() | 1
     }
-
-    /// The bytes whose unknown members a write keeps (a check's, if the change was kept over them).
-    var writeBase: Data? { seenObject ?? base }
 
     /// Makes `data` (read, not adopted) what the next write replaces, its unknown members kept; the version seen stays.
     mutating func replacing(_ data: Data) { base = UnknownFields.base(data) }
@@ -91,8 +88,6 @@ struct KnownVersions: Sendable {
 
     /// The object bytes the last check saw, not taken: another program's change a pending change is written onto.
     var seenObject: Data? { seen.flatMap(UnknownFields.base) }
-
-    mutating func forgetSeen() { seen = nil }
 
     /// Records `stamp`/`data` as seen by a check (the base once adopted); returns whether it is the last seen.
     mutating func saw(_ stamp: Int, _ data: Data) -> Bool {

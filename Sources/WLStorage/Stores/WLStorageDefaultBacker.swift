@@ -20,7 +20,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return URL(fileURLWithPath: directory.filePath(fileName), isDirectory: false)
     }
 
-    /// Where the bytes are: a file of a directory, or a key of another store.
     private let held: HeldMedium
 
     var medium: any KeyMedium { held.medium }
@@ -105,7 +104,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// The medium, when the bytes are a store's (other than a directory's).
     var storeMedium: StoreMedium? {
         if case .store(let medium) = held { medium } else { nil }
     }
@@ -356,7 +354,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                     }
                     guard let current, !current.isEmpty else {
                         // Removed meanwhile: written whole while nothing is stored; a value stored anew is merged onto.
-                        known.withLock { $0.forgetSeen() }
+                        known.withLock { $0.seen = nil }
                         guard try writeOnCondition(data, ifItHolds: current) else { continue }
                         wrote(data)
                         return .written
@@ -414,9 +412,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// The bytes of `value` with the last bytes' unknown members unless `dropping` (``UnknownFields``), size-checked.
+    /// `value`'s bytes, size-checked, with the last bytes' unknown members (a check's, if kept over) unless `dropping`.
     func encode(_ value: T, dropping: Bool) throws(WLStorageError) -> Data {
-        let (base, renames) = known.withLock { (dropping ? nil : $0.writeBase, $0.renames) }
+        let (base, renames) = known.withLock { (dropping ? nil : $0.seenObject ?? $0.base, $0.renames) }
         return try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: base)
     }
 
