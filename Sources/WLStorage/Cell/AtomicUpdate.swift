@@ -33,21 +33,16 @@ extension StorageCell {
                 throw error
             }
             // After the closure returned: what observers of the commit do is not from inside it.
-            if commit(&value, ifUnchangedSince: count) { return result }
+            let committed = registrar.withMutation(of: self, keyPath: valueKeyPath) {
+                let outcome = state.withLock { $0.commitUpdate(&value, ifUnchangedSince: count) }
+                guard let (needsTick, drain) = outcome else { return false }
+                if needsTick { armTick() }
+                if drain { drainNotifications() }
+                return true
+            }
+            if committed { return result }
             attempts += 1
             if attempts > 2 { sched_yield() }
-        }
-    }
-
-    /// Stores `value` if the value is unchanged since `count`, ending the update; returns whether it stored it.
-    @inlinable
-    func commit(_ value: inout T, ifUnchangedSince count: UInt32) -> Bool {
-        registrar.withMutation(of: self, keyPath: valueKeyPath) {
-            let outcome = state.withLock { $0.commitUpdate(&value, ifUnchangedSince: count) }
-            guard let (needsTick, drain) = outcome else { return false }
-            if needsTick { armTick() }
-            if drain { drainNotifications() }
-            return true
         }
     }
 
@@ -189,7 +184,12 @@ extension StorageCell {
                 }
             switch outcome {
             case .stored(let overwritten):
-                switch adopt(&value, writtenSince: count) {
+                let adoption = registrar.withMutation(of: self, keyPath: valueKeyPath) {
+                    let (adoption, drain) = state.withLock { $0.adoptStoredUpdate(&value, changeCount: count) }
+                    if drain { drainNotifications() }
+                    return adoption
+                }
+                switch adoption {
                 case .adopted:
                     key.backer.wrote(data)
                     if overwritten { checkForExternalChangeBeforeReturning() }
@@ -298,15 +298,6 @@ extension StorageCell {
                     error, bytes, at: key.backer.place,
                     finding: "the update found bytes in \(key.medium.identity) that",
                     outcome: ", so it was made in this process only and is written as a set is"))
-        }
-    }
-
-    /// Takes `value`, just stored by an update, as the value and as written, unless changed since `count` or pending.
-    private func adopt(_ value: inout T, writtenSince count: UInt32) -> CellState<T>.StoredUpdate {
-        registrar.withMutation(of: self, keyPath: valueKeyPath) {
-            let (adoption, drain) = state.withLock { $0.adoptStoredUpdate(&value, changeCount: count) }
-            if drain { drainNotifications() }
-            return adoption
         }
     }
 
