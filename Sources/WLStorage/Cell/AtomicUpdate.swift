@@ -33,21 +33,16 @@ extension StorageCell {
                 throw error
             }
             // After the closure returned: what observers of the commit do is not from inside it.
-            if commit(&value, ifUnchangedSince: count) { return result }
+            let committed = registrar.withMutation(of: self, keyPath: valueKeyPath) {
+                let outcome = state.withLock { $0.commitUpdate(&value, ifUnchangedSince: count) }
+                guard let (needsTick, drain) = outcome else { return false }
+                if needsTick { armTick() }
+                if drain { drainNotifications() }
+                return true
+            }
+            if committed { return result }
             attempts += 1
             if attempts > 2 { sched_yield() }
-        }
-    }
-
-    /// Stores `value` if the value is unchanged since `count`, ending the update; returns whether it stored it.
-    @inlinable
-    func commit(_ value: inout T, ifUnchangedSince count: UInt32) -> Bool {
-        registrar.withMutation(of: self, keyPath: valueKeyPath) {
-            let outcome = state.withLock { $0.commitUpdate(&value, ifUnchangedSince: count) }
-            guard let (needsTick, drain) = outcome else { return false }
-            if needsTick { armTick() }
-            if drain { drainNotifications() }
-            return true
         }
     }
 
@@ -58,24 +53,16 @@ extension StorageCell {
     /// The backer of a key in a store other than a directory, and its medium: what an update writes through.
     typealias StoreKey = (backer: WLStorageDefaultBacker<T>, medium: StoreMedium)
 
-    /// The update in a conditional store; `nil` for other backers.
+    /// The update in a ``WLStorageConditionalStore`` (`nil` for other backers), atomic for every process: the pending
+    /// change written, the key read, `body` run, the result stored only while the key holds what was read (or its
+    /// version), else all again. Never turned into a set, which would replace others' writes: an unreachable store is
+    /// retried for ``unreachableStoreRetry``, then reported and not made; an unknown outcome is reported and not made
+    /// again. Only undecodable bytes or an unencodable result make it a set.
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
         guard let keyBacker, let medium = keyBacker.storeMedium, medium.writesOnCondition else { return nil }
         let capabilities = medium.capabilities
         guard let store = capabilities.conditional else { return nil }
-        return try updateShared(body, in: (keyBacker, medium), store: store, versioned: capabilities.versioned)
-    }
-
-    /// The update in a ``WLStorageConditionalStore``, atomic for every process: the pending change is written, the key
-    /// read, `body` run, and the result stored only while the key holds what was read (or its version), else all again.
-    /// Never turned into a set, which would replace others' writes: an unreachable store is retried for
-    /// ``unreachableStoreRetry``, then reported and not made; an unknown outcome is reported and not made again. Only
-    /// undecodable bytes or an unencodable result make it a set.
-    private func updateShared<R>(
-        _ body: (inout T) throws -> R, in key: StoreKey, store: any WLStorageConditionalStore,
-        versioned: (any WLStorageVersionedStore)?
-    ) rethrows -> R {
         let cell = ObjectIdentifier(self)
         if UpdatesOnThisThread.contains(cell) {
             var copy = get()
@@ -86,7 +73,7 @@ extension StorageCell {
         do {
             _ = state.withLock { $0.startUpdate(counting: true) }
             defer { state.withLock { $0.endUpdate() } }
-            switch try storeUpdate(body, in: key, store: store, versioned: versioned) {
+            switch try storeUpdate(body, in: (keyBacker, medium), store: store, versioned: capabilities.versioned) {
             case .done(let result), .notMade(let result?):
                 stored = result
             case .notMade(nil):
@@ -103,8 +90,7 @@ extension StorageCell {
         return try updateLocally(body)
     }
 
-    /// How an update against the store ended: stored, or its outcome unknown (not made again); to be made in this
-    /// process, as a set; or not made, the store not reached in time. With what the closure returned (last, if it ran).
+    /// How a store update ended: stored or unknown (not made again), made here as a set, or not made (store unreached).
     private enum StoreUpdateEnd<R> {
         case done(R)
         case inProcess
@@ -198,7 +184,12 @@ extension StorageCell {
                 }
             switch outcome {
             case .stored(let overwritten):
-                switch adopt(&value, writtenSince: count) {
+                let adoption = registrar.withMutation(of: self, keyPath: valueKeyPath) {
+                    let (adoption, drain) = state.withLock { $0.adoptStoredUpdate(&value, changeCount: count) }
+                    if drain { drainNotifications() }
+                    return adoption
+                }
+                switch adoption {
                 case .adopted:
                     key.backer.wrote(data)
                     if overwritten { checkForExternalChangeBeforeReturning() }
@@ -258,8 +249,7 @@ extension StorageCell {
         var version: Int64??
     }
 
-    /// Why an update could not read the key: the store could not be read (tried again), or the key holds what this
-    /// type cannot decode (the update is made in this process, as a set).
+    /// Why an update could not read the key: the store unreachable (tried again), or bytes it cannot decode (a set).
     enum UpdateReadFailure: Error {
         case unreadable(WLStorageError)
         case undecodable(WLStorageError)
@@ -308,15 +298,6 @@ extension StorageCell {
                     error, bytes, at: key.backer.place,
                     finding: "the update found bytes in \(key.medium.identity) that",
                     outcome: ", so it was made in this process only and is written as a set is"))
-        }
-    }
-
-    /// Takes `value`, just stored by an update, as the value and as written, unless changed since `count` or pending.
-    private func adopt(_ value: inout T, writtenSince count: UInt32) -> CellState<T>.StoredUpdate {
-        registrar.withMutation(of: self, keyPath: valueKeyPath) {
-            let (adoption, drain) = state.withLock { $0.adoptStoredUpdate(&value, changeCount: count) }
-            if drain { drainNotifications() }
-            return adoption
         }
     }
 

@@ -1,3 +1,5 @@
+import Dispatch
+
 /// The parts of a cell's state that most cells never use.
 final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written only under the cell's state lock
     var listeners: [UInt64: @Sendable (T) -> Void] = [:]
@@ -8,7 +10,7 @@ final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written 
     var lastError: WLStorageError?
     /// When ``lastError`` is a misuse, the version then: a write of a later version clears it.
     var misuseVersion: UInt64?
-    var waiters: [WaitingFlush] = []
+    var waiters: [DispatchSemaphore] = []
     /// A check for another program's change came while the cell was busy.
     var checkRequested = false
     /// Every storage of the cell was released with work left: the registry keeps the cell until it is done.

@@ -1,6 +1,5 @@
-/// One call of a cell into its backer, outside its lock, one at a time (see ``CellState/busyThread``): write the value
-/// of a version, save the default unless something is stored by now, read again after a failed read, or read the
-/// value if another program changed it; each taken at a `version`.
+/// One call of a cell into its backer, outside its lock, one at a time (see ``CellState/busyThread``), taken at a
+/// `version`: a write, a default's save unless something is stored by now, a read after a failed one, or a check.
 enum CellJob<T: Sendable>: Sendable {
     case write(T, version: UInt64)
     case createDefault(T, version: UInt64)
@@ -8,7 +7,6 @@ enum CellJob<T: Sendable>: Sendable {
     case check(version: UInt64)
 }
 
-/// What a read of the backer found.
 enum ReadResult<T: Sendable>: Sendable {
     case value(T)
     /// A stored value in an earlier shape (``ValueDecoding``), written back when `rewrite` is set; `note` says why not.
@@ -33,7 +31,6 @@ enum ExternalChange<T: Sendable>: Sendable {
     case unreadable(WLStorageError)
 }
 
-/// How a job ended.
 enum JobOutcome<T: Sendable>: Sendable {
     case written
     /// The change was written onto another program's: the key is checked at once, on the same thread.
@@ -41,7 +38,6 @@ enum JobOutcome<T: Sendable>: Sendable {
     /// A rewrite on condition found other bytes in place: it is dropped, and the key checked at once.
     case rewriteRefused
     case failed(WLStorageError)
-    /// The default was saved.
     case created
     /// A read found this (a reread, or a default create that found something stored).
     case read(ReadResult<T>)

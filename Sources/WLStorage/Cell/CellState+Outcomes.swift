@@ -29,30 +29,26 @@ extension CellState {
         case .reported(let error):
             recordError(error, &effects)
             if error.code == .storedByAnotherVersion && onlyRewriteOrDropPending {
-                // Another version stored a value since the read: the rewrite gives way, even one marked since the check
-                // began (it rewrites a value read before).
+                // Another version stored since the read: the rewrite gives way, even one marked since the check began.
                 writtenVersion = version
             }
             if Self.isTransient(error) {
                 // Another program's change may be there, unseen: the check is retried with the backoff.
                 armCheckRetry(&effects)
             }
-        case .checked:
+        case .checked(let change):
             extras?.failedChecks = 0
+            if applyChange(change, startVersion: startVersion, defaultValue: defaultValue, effects: &effects) {
+                // The check read another's change while this process's was written, and did not adopt it: a check at
+                // once, the read not taken as seen, tells which the key holds last.
+                effects.forgetLastRead = true
+                followUp = .check(version: version)
+            }
         case .read(let result):
             // A read that worked ends an episode of failed checks.
             if case .failed = result {} else { extras?.failedChecks = 0 }
             followUp = applyRead(
                 result, job: job, startVersion: startVersion, key: key, defaultValue: defaultValue, effects: &effects)
-        }
-        if case .checked(let change) = outcome,
-            applyChange(change, startVersion: startVersion, defaultValue: defaultValue, effects: &effects),
-            followUp == nil
-        {
-            // The check read another's change while this process's was written, and did not adopt it: a check at once,
-            // the read not taken as seen, tells which the key holds last.
-            effects.forgetLastRead = true
-            followUp = .check(version: version)
         }
         if followUp == nil, chaining, extras?.checkRequested == true, extras?.waiters.isEmpty ?? true {
             extras?.checkRequested = false
@@ -128,11 +124,8 @@ extension CellState {
             recordError(error, &effects)
             if !isPending && Self.isTransient(error) { armCheckRetry(&effects) }
             return nil
-        case .movedAside(let error) where isCreate:
-            effects.errors.append(error)
-            throttle.writeEnded(succeeded: false)
-            return nil
-        case .absent where isCreate:
+        case .movedAside where isCreate, .absent where isCreate:
+            if case .movedAside(let error) = result { effects.errors.append(error) }
             throttle.writeEnded(succeeded: false)
             return nil
         case .anotherVersion(let error):
@@ -226,7 +219,6 @@ extension CellState {
 
     /// Another program's change, adopted by the last-writer rule: a local change pending or made since the check
     /// started is written after it; a pending rewrite gives way. Returns whether the key must be checked again.
-    @discardableResult
     private mutating func applyChange(
         _ change: ExternalChange<T>, startVersion: UInt64, defaultValue: T?, effects: inout JobEffects
     ) -> Bool {

@@ -1,7 +1,8 @@
+import Dispatch
+
 /// The transitions of a storage's requests, each under the cell's lock, returning what to do after it.
 extension CellState {
-    /// What a set does: made (and whether a tick is needed, and notifications wait to be drained), or not while an
-    /// update of the cell runs on some thread (the cell finds out whether it is this one's).
+    /// What a set does: made (a tick needed? notifications to drain?), or not while an update of the cell runs.
     @usableFromInline
     enum SetOutcome {
         case changed(needsTick: Bool, drain: Bool)
@@ -39,8 +40,7 @@ extension CellState {
         return changeLocally(to: &value)
     }
 
-    /// What became of a value an update stored: adopted, or not as the cell's value changed since the update read the
-    /// key (an outside change adopted), or a change of this process, newer, is pending.
+    /// What became of a value an update stored: adopted, not (an outside change adopted since), or a newer one pending.
     enum StoredUpdate {
         case adopted
         case changedMeanwhile
@@ -76,17 +76,15 @@ extension CellState {
 
     // MARK: Flushes and batches
 
-    /// A flush's next step: a job to run on the flushing thread, the job in flight to wait for (then ask again), none,
-    /// or none as the flush comes from inside the cell's own job, which it would wait for forever.
+    /// A flush's next step: run a job, wait for the one in flight (then ask again), done, or reentrant (its own job).
     enum FlushStep {
         case run(CellJob<T>)
-        case wait(WaitingFlush)
+        case wait(DispatchSemaphore)
         case done
         case reentrant
     }
 
-    /// The next step of a flush on `thread` of what was set up to version `target` (set by the first step). With
-    /// `waitingForJobs` off, a job in flight elsewhere is left to finish the work.
+    /// The next step of a flush on `thread` of what was set up to version `target` (set by the first step).
     mutating func flushStep(on thread: UInt, now: UInt64, upTo target: inout UInt64?, waitingForJobs: Bool)
         -> FlushStep
     {
@@ -97,7 +95,7 @@ extension CellState {
         if busyThread == thread { return .reentrant }
         if isBusy {
             guard waitingForJobs else { return .done }
-            let waiter = WaitingFlush()
+            let waiter = DispatchSemaphore(value: 0)
             withExtras { $0.waiters.append(waiter) }
             return .wait(waiter)
         }

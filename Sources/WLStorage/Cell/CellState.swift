@@ -122,7 +122,7 @@ struct CellState<T: Sendable>: Sendable {
 
     /// What a tick with `token` does: the pending work, or nothing when stale or busy (the job re-arms when it ends).
     mutating func startTick(_ token: UInt32, on thread: UInt, now: UInt64, defaultValue: T?) -> CellJob<T>? {
-        guard throttle.isCurrent(token) else { return nil }
+        guard throttle.isArmed, throttle.token == token else { return nil }
         guard !isBusy else {
             throttle.disarm()
             return nil

@@ -1,3 +1,5 @@
+import Dispatch
+
 /// What the cell does after a job, outside its lock.
 struct JobEffects {
     var errors: [WLStorageError] = []
@@ -13,7 +15,7 @@ struct JobEffects {
     var forgetLastRead = false
     /// The cell took the value the check read: its bytes are the base of later changes (``StoreBacking/adoptSeen()``).
     var adoptSeen = false
-    var waiters: [WaitingFlush] = []
+    var waiters: [DispatchSemaphore] = []
     /// Listeners have notifications to deliver, and no one delivers them yet.
     var drainNotifications = false
     /// Values and errors the state let go of, released after the lock: their deinit may be user code.

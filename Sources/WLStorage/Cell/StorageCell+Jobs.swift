@@ -185,7 +185,7 @@ extension StorageCell {
     /// Does what a finished job left to do, outside the lock.
     private func perform(_ effects: JobEffects) {
         // Waiting flushes are woken before listeners run: a handler on this thread may be slow.
-        for waiter in effects.waiters { waiter.wake() }
+        for waiter in effects.waiters { waiter.signal() }
         if effects.drainNotifications { drainNotifications() }
         for error in effects.errors { WLStorageError.report(error) }
         if let tick = effects.tick { schedule(tick) }

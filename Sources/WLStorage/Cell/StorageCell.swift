@@ -320,8 +320,7 @@ extension JobOutcome {
     }
 }
 
-/// How a flush of a cell ended: everything set before it written (or nothing pending), a write failed (the value stays
-/// pending, the error reported), or called from inside the cell's own job (its backer), which it would wait for.
+/// How a flush of a cell ended: all set before it written, a write failed (reported, still pending), or reentrant.
 enum FlushResult {
     case done
     case failed
@@ -332,8 +331,7 @@ extension CellJob {
     var isCreate: Bool { if case .createDefault = self { true } else { false } }
 }
 
-/// The backer of a cell, when the package made it: a key's in a store, the wrapper of a custom backer with a change
-/// feed, none (a plain custom backer), or one that refuses every write (the key is open with another value type).
+/// The backer of a cell when the package made it (a key's, a custom one's with a feed), none, or one refusing writes.
 enum OwnBacker<T: Codable & Sendable> {
     case key(WLStorageDefaultBacker<T>)
     case observed(ObservedBacker<T>)

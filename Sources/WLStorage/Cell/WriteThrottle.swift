@@ -43,7 +43,6 @@ struct WriteThrottle: Sendable {
         disarm()
     }
 
-    /// The work that ``makeUrgent()`` was for is done.
     mutating func endUrgency() {
         isUrgent = false
     }
@@ -84,10 +83,6 @@ struct WriteThrottle: Sendable {
         let doublings = min(max(failures, 1) - 1, 32)
         let (delay, overflow) = base.multipliedReportingOverflow(by: 1 << doublings)
         return overflow ? ceiling : min(delay, ceiling)
-    }
-
-    func isCurrent(_ token: UInt32) -> Bool {
-        isArmed && self.token == token
     }
 
     mutating func writeStarts(now: UInt64) {

@@ -206,7 +206,6 @@ enum JSONFill {
             }
         }
 
-        /// Skips a string from its opening quote to past its closing one.
         private mutating func skipString() -> Bool {
             index += 1
             while index < bytes.count {

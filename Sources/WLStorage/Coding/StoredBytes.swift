@@ -22,8 +22,8 @@ struct StoredPlace: Sendable {
 enum StoredBytes<T: Codable & Sendable> {
     /// The value, in the current shape or with fields filled from the default (not written back: reading never writes).
     case value(T)
-    /// The value via a migration or reshaping, to be written back in the current shape; the bytes kept until then.
-    case reshaped(T, ValueDecoding<T>.Reshape)
+    /// The value via a migration from the type named, written back in the current shape; the bytes kept until then.
+    case migrated(T, from: String)
     /// Bytes another version of the program stored, or sealed by an encrypted store read without its key: left.
     case anotherVersion(WLStorageError)
     case sealedElsewhere(WLStorageError)
@@ -35,10 +35,10 @@ enum StoredBytes<T: Codable & Sendable> {
         _ data: Data, at place: StoredPlace, decoding: ValueDecoding<T>, plainError: (any Error)? = nil
     ) -> Self {
         switch decoding.decode(data, plainError: plainError) {
-        case .decoded(let value, nil), .decoded(let value, .filledIn):
+        case .decoded(let value, nil):
             return .value(value)
-        case .decoded(let value, let reshape?):
-            return .reshaped(value, reshape)
+        case .decoded(let value, let type?):
+            return .migrated(value, from: type)
         case .anotherVersion(let error, let failures):
             // Left as it is: its version may still be at work, or come back after a rollback.
             return .anotherVersion(
@@ -84,8 +84,12 @@ enum StoredBytes<T: Codable & Sendable> {
             key: place.key, path: place.path, underlying: place.conceals ? nil : error.error)
     }
 
+    /// Why `data` did not decode: not JSON (and why) or JSON of another shape, and failed migrations; less if secret.
     private static func judge(_ data: Data, _ failures: [String], _ place: StoredPlace) -> String {
-        place.conceals
-            ? "does not decode as \(T.self)" : ValueDecoding<T>.judge(data, migrationFailures: failures)
+        if place.conceals { return "does not decode as \(T.self)" }
+        let what = JSONSyntax.problem(in: data).map { "is not JSON (\($0)), so it does not decode as" }
+        let base = "\(what ?? "holds JSON that does not decode as") \(T.self)"
+        guard !failures.isEmpty else { return base }
+        return base + " (" + failures.joined(separator: "; ") + ")"
     }
 }

@@ -28,7 +28,6 @@ enum UnknownFields {
         var candidates: [[String]] = []
         collectMissing(baseMembers, from: encodedMembers, at: [], into: &candidates)
         guard !candidates.isEmpty else { return nil }
-        // What bytes decode to, as its encoding; `nil` when they do not decode.
         func decoded(_ bytes: [UInt8]) -> Data? {
             guard let value = try? JSONCoders.decoder.decode(T.self, from: Data(bytes)) else { return nil }
             return try? JSONCoders.encoder.encode(value)
@@ -193,23 +192,4 @@ enum UnknownFields {
     private static func object(_ parts: [[UInt8]]) -> [UInt8] {
         [UInt8(ascii: "{")] + parts.joined(separator: [UInt8(ascii: ",")]) + [UInt8(ascii: "}")]
     }
-}
-
-/// What a backer keeps for ``UnknownFields``: its last object bytes. A reference, `nil` for non-objects: one word.
-struct UnknownFieldsBase: Sendable {
-    private final class Box: Sendable {
-        let bytes: Data
-
-        init(_ bytes: Data) { self.bytes = bytes }
-    }
-
-    private var box: Box?
-
-    /// Keeps `data` when it is a JSON object, else forgets it.
-    mutating func record(_ data: Data?) {
-        box = data.flatMap(UnknownFields.base).map(Box.init)
-    }
-
-    /// The bytes kept.
-    var bytes: Data? { box?.bytes }
 }

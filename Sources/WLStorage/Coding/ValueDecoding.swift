@@ -6,24 +6,10 @@ struct ValueDecoding<T: Codable & Sendable> {
     let defaultValue: () -> T
     let migrations: [WLStorageMigration<T>]
 
-    /// How bytes that are not in the current shape became the value.
-    enum Reshape: Sendable, Equatable {
-        /// The fields they lacked were taken from the default value, or the migration from this type converted them.
-        case filledIn
-        case migrated(from: String)
-
-        var description: String {
-            switch self {
-            case .filledIn: "lacked fields of the current type, which were taken from the default value"
-            case .migrated(let type): "were in the shape of \(type), and were migrated"
-            }
-        }
-    }
-
-    /// What the bytes decode to: the value and how it was reshaped (`nil`: in its shape); JSON that no step reads as
-    /// this type (another version stored it, left as it is); or bytes that are not JSON, which nothing can read.
+    /// What the bytes decode to: the value (and the type a migration took it from), another version's JSON (left), or
+    /// not JSON. A value with fields filled from the default is no migration: it is not written back.
     enum Outcome {
-        case decoded(T, Reshape?)
+        case decoded(T, migratedFrom: String?)
         case anotherVersion(any Error, migrationFailures: [String])
         case undecodable(any Error, migrationFailures: [String])
     }
@@ -39,7 +25,7 @@ struct ValueDecoding<T: Codable & Sendable> {
             firstError = plainError
         } else {
             do {
-                return .decoded(try JSONCoders.decoder.decode(T.self, from: data), nil)
+                return .decoded(try JSONCoders.decoder.decode(T.self, from: data), migratedFrom: nil)
             } catch {
                 firstError = error
             }
@@ -54,7 +40,7 @@ struct ValueDecoding<T: Codable & Sendable> {
             // migration that decodes them comes first (a renamed field would take the default's value).
             let written = renames.isEmpty ? encoded : FieldRename.writing(encoded, renames)
             let coverage = JSONFill.coverage(of: data, in: written)
-            if coverage.any && coverage.all { return .decoded(value, .filledIn) }
+            if coverage.any && coverage.all { return .decoded(value, migratedFrom: nil) }
             if coverage.any { mapped = value }
         }
         var failures: [String] = []
@@ -68,13 +54,13 @@ struct ValueDecoding<T: Codable & Sendable> {
                     failures.append("the migration from \(migration.sourceType) made a value that does not encode")
                     continue
                 }
-                return .decoded(value, .migrated(from: migration.sourceType))
+                return .decoded(value, migratedFrom: migration.sourceType)
             case .failed(let error):
                 failures.append("the migration from \(migration.sourceType) threw \(error)")
             }
         }
         // Another version's value that this one can map, unless a migration that read the bytes threw.
-        if failures.isEmpty, let mapped { return .decoded(mapped, .filledIn) }
+        if failures.isEmpty, let mapped { return .decoded(mapped, migratedFrom: nil) }
         if JSONSyntax.problem(in: data) == nil { return .anotherVersion(firstError, migrationFailures: failures) }
         return .undecodable(firstError, migrationFailures: failures)
     }
@@ -88,14 +74,6 @@ struct ValueDecoding<T: Codable & Sendable> {
         case .undecodable(let error, let failures):
             throw DecodingFailure(error: error, migrationFailures: failures, anotherVersion: false)
         }
-    }
-
-    /// Why bytes did not decode, for a message: not JSON (and why) or JSON of another shape; and migrations that threw.
-    static func judge(_ data: Data, migrationFailures: [String]) -> String {
-        let what = JSONSyntax.problem(in: data).map { "is not JSON (\($0)), so it does not decode as" }
-        let base = "\(what ?? "holds JSON that does not decode as") \(T.self)"
-        guard !migrationFailures.isEmpty else { return base }
-        return base + " (" + migrationFailures.joined(separator: "; ") + ")"
     }
 }
 

@@ -16,11 +16,8 @@ import Foundation
 public struct WLStorageMigration<Value>: Sendable {
     /// What trying a migration on some bytes gave.
     enum Attempt {
-        /// The bytes do not decode as the migration's type.
         case notDecoded
-        /// They decode and convert to this value.
         case converted(Value)
-        /// They decode, and the conversion threw this error.
         case failed(any Error)
     }
 

@@ -28,31 +28,18 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
         }
     }
 
-    /// Reads the backer: the value (`nil`: it asked for the default), and whether it is its own last version.
-    private func readBase() throws(WLStorageError) -> (value: T, known: Bool)? {
-        var absent = false
-        let value: T
-        do {
-            value = try base.read {
-                absent = true
-                return defaultValue
-            }
-        } catch {
-            throw WLStorageError(wrapping: error, key: key)
+    /// Reads the backer as any backer is read, recording a value read; `isKnown`: it is the backer's own last version.
+    private func readBase() -> (result: ReadResult<T>, isKnown: Bool) {
+        let result = StorageCell.read(base) { defaultValue }
+        guard case .value(let value) = result, let data = try? JSONCoders.encoder.encode(value) else {
+            return (result, false)
         }
-        if absent { return nil }
-        guard let data = try? JSONCoders.encoder.encode(value) else { return (value, false) }
-        return (value, known.withLock { $0.read(KnownVersions.stamp(data), data) })
+        return (result, known.withLock { $0.read(KnownVersions.stamp(data), data) })
     }
 
     /// The custom backer decodes by itself: `decoding` has no part.
     func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> {
-        do {
-            guard let (value, _) = try readBase() else { return .absent }
-            return .value(value)
-        } catch {
-            return .failed(error)
-        }
+        readBase().result
     }
 
     /// Never called: a custom backer is written with changes only, never with a default.
@@ -75,9 +62,13 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
     var entryExists: Bool { false }
 
     func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
-        guard let (value, isKnown) = try readBase() else {
+        switch readBase() {
+        case (.value(let value), let isKnown):
+            return isKnown ? .unchanged : .changed(value)
+        case (.failed(let error), _):
+            throw error
+        default:
             return known.withLock { $0.readRemoval() } ? .removed : .unchanged
         }
-        return isKnown ? .unchanged : .changed(value)
     }
 }

@@ -17,8 +17,7 @@ protocol StoreBacking<Value>: Sendable {
     /// What changed since this backer last wrote or read; decoded by `decoding`'s steps but never written back.
     func readExternalChange(decoding: ValueDecoding<Value>) throws(WLStorageError) -> ExternalChange<Value>
 
-    /// Whether what it read or wrote last is a JSON object, whose members the type does not know a write may drop
-    /// (``UnknownFields``); a number or an array has none.
+    /// Whether what it read or wrote last is a JSON object, whose unknown members a write may drop (an array has none).
     var keepsFields: Bool { get }
 
     /// Writes `value` whole; with `dropping`, without the stored members its type does not know.
@@ -60,12 +59,13 @@ extension StoreBacking {
 /// JSON object bytes last seen, whose unknown members a write keeps (``UnknownFields``).
 struct KnownVersions: Sendable {
     /// The stamp of the version seen last, 0 for none; stamps are odd, 2 is a read forgotten (``forgetLastRead()``).
-    private var last = 0
+    private(set) var last = 0
     /// Whether the version seen last was read (not written).
     private var lastWasRead = false
-    private var unknownFieldsBase = UnknownFieldsBase()
+    /// The JSON object bytes last read or written: their unknown members a write keeps, the base of its changes.
+    private(set) var base: Data?
     /// The bytes the last check saw, until the storage adopts them (see ``saw(_:_:)``).
-    private var seen: Data?
+    var seen: Data?
     /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
     var renames: [FieldRename] = []
 
@@ -77,26 +77,17 @@ struct KnownVersions: Sendable {
         return hasher.finalize() | 1
     }
 
-    /// The bytes whose unknown members a write keeps (a check's, if the change was kept over them).
-    var writeBase: Data? { seen.flatMap(UnknownFields.base) ?? unknownFieldsBase.bytes }
-
     /// Makes `data` (read, not adopted) what the next write replaces, its unknown members kept; the version seen stays.
-    mutating func replacing(_ data: Data) { unknownFieldsBase.record(data) }
+    mutating func replacing(_ data: Data) { base = UnknownFields.base(data) }
 
     /// Records the version `stamp`, whose bytes are `data`, as written.
     mutating func wrote(_ stamp: Int, _ data: Data) {
         (last, lastWasRead, seen) = (stamp, false, nil)
-        unknownFieldsBase.record(data)
+        base = UnknownFields.base(data)
     }
 
     /// The object bytes the last check saw, not taken: another program's change a pending change is written onto.
     var seenObject: Data? { seen.flatMap(UnknownFields.base) }
-
-    /// Forgets what the last check saw.
-    mutating func forgetSeen() { seen = nil }
-
-    /// The bytes a write takes its changes against (``FieldMerge``); `nil` when not a known JSON object.
-    var base: Data? { unknownFieldsBase.bytes }
 
     /// Records `stamp`/`data` as seen by a check (the base once adopted); returns whether it is the last seen.
     mutating func saw(_ stamp: Int, _ data: Data) -> Bool {
@@ -106,7 +97,7 @@ struct KnownVersions: Sendable {
 
     /// The storage adopted what the last check saw: its bytes are the base of the changes made from now on.
     mutating func adoptSeen() {
-        if let seen { unknownFieldsBase.record(seen) }
+        if let seen { base = UnknownFields.base(seen) }
         seen = nil
     }
 
@@ -120,22 +111,17 @@ struct KnownVersions: Sendable {
     mutating func read(_ stamp: Int, _ data: Data) -> Bool {
         defer {
             (last, lastWasRead, seen) = (stamp, true, nil)
-            unknownFieldsBase.record(data)
+            base = UnknownFields.base(data)
         }
         return stamp == last
     }
 
-    /// Whether `stamp` is the version seen last.
-    func isLast(_ stamp: Int) -> Bool { stamp == last }
-
-    /// Takes the version read last, if it was read, as one no read matches, still known (so a removal is one). A
-    /// removal read last is one again too.
+    /// Takes the version read last (a removal too), if read, as one no read matches yet known, so a removal is one.
     mutating func forgetLastRead() {
         if lastWasRead { last = 2 }
     }
 
-    /// A check found nothing stored: forgets the version, and returns whether one was known (a removal), which counts as
-    /// read, for ``forgetLastRead()``.
+    /// A check found nothing stored: forgets the version; returns whether one was known (a removal, counted as read).
     mutating func readRemoval() -> Bool {
         let knew = forget()
         lastWasRead = knew
@@ -146,7 +132,7 @@ struct KnownVersions: Sendable {
     mutating func forget() -> Bool {
         defer {
             (last, lastWasRead, seen) = (0, false, nil)
-            unknownFieldsBase.record(nil)
+            base = nil
         }
         return last != 0
     }

@@ -20,7 +20,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return URL(fileURLWithPath: directory.filePath(fileName), isDirectory: false)
     }
 
-    /// Where the bytes are: a file of a directory, or a key of another store.
     private let held: HeldMedium
 
     var medium: any KeyMedium { held.medium }
@@ -28,8 +27,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     let known = Lock(KnownVersions())
     /// Whether a storage keeps its value through this backer (its writes are its own, not another program's).
     private let attached = Atomic<Bool>(false)
-    /// Whether the medium keeps the stored bytes from before the type changed, to remove once a write has stored the
-    /// value in the current shape (see ``settleKeptOriginal()``).
+    /// Whether the medium keeps the bytes from before the type changed, removed after a write in the current shape.
     private let keepsOriginal = Atomic<Bool>(false)
 
     /// Marks the backer as a storage's own (see ``attached``).
@@ -94,10 +92,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     // MARK: What the storage uses beyond the protocol
 
-    /// The directory of the file, when the bytes are a file's.
     package var directory: StorageDirectory? { held.file?.directory }
 
-    /// The file's name in ``directory``.
     package var fileName: String? { held.file?.fileName }
 
     /// Where the storage follows changes made elsewhere, and how the registry knows its cell.
@@ -108,7 +104,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// The medium, when the bytes are a store's (other than a directory's).
     var storeMedium: StoreMedium? {
         if case .store(let medium) = held { medium } else { nil }
     }
@@ -174,8 +169,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             guard rewrite else { return .value(value) }
             medium.willRewrite(read)
             return .reshaped(value, rewrite: true, note: nil)
-        case .reshaped(let value, let reshape):
-            if let note = medium.keepOriginal(read.data, reshape.description, key: key) {
+        case .migrated(let value, let type):
+            if let note = medium.keepOriginal(read.data, "were in the shape of \(type), and were migrated", key: key) {
                 return .reshaped(value, rewrite: false, note: note)
             }
             keepsOriginal.store(true, ordering: .relaxed)
@@ -221,11 +216,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         _ = try place(value, replacing: true, dropping: dropping)
     }
 
-    /// Writes `value`, reshaped, only while the key holds the bytes last read; `nil` when it cannot tell (plain write).
     func rewrite(_ value: T, dropping: Bool) throws -> Bool? {
         let outcome = try medium.rewrite(
             key: key, announced: attached.load(ordering: .relaxed),
-            isLast: { stamp in known.withLock { $0.isLast(stamp) } },
+            isLast: { stamp in known.withLock { $0.last == stamp } },
             encode: { () throws(WLStorageError) -> Data in
                 try encode(value, dropping: dropping)
             })
@@ -360,7 +354,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                     }
                     guard let current, !current.isEmpty else {
                         // Removed meanwhile: written whole while nothing is stored; a value stored anew is merged onto.
-                        known.withLock { $0.forgetSeen() }
+                        known.withLock { $0.seen = nil }
                         guard try writeOnCondition(data, ifItHolds: current) else { continue }
                         wrote(data)
                         return .written
@@ -418,10 +412,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// The bytes of `value` with the unknown members of the last bytes unless `dropping` (``UnknownFields``),
-    /// size-checked.
+    /// `value`'s bytes, size-checked, with the last bytes' unknown members (a check's, if kept over) unless `dropping`.
     func encode(_ value: T, dropping: Bool) throws(WLStorageError) -> Data {
-        let (base, renames) = known.withLock { (dropping ? nil : $0.writeBase, $0.renames) }
+        let (base, renames) = known.withLock { (dropping ? nil : $0.seenObject ?? $0.base, $0.renames) }
         return try JSONCoders.encode(value, key: key, renaming: renames, keepingUnknownOf: base)
     }
 

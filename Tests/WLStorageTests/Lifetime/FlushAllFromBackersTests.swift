@@ -22,7 +22,7 @@ private func runChildWithoutBlocking(
     /// `WLStorageSystem.flushAll()` documents that "a storage whose backer is calling it (from `write(value:)`) is left to
     /// that write", so a backer may call it. Two such backers writing at the same time deadlock: the flushAll inside
     /// X's write (thread 1, X busy on it) waits for Y's job (`ShutdownHandling.flushEverything` keeps every cell
-    /// busy on another thread, `needsFlush(from:)`; `StorageCell.flush()` then waits as a `WaitingFlush`), and the
+    /// busy on another thread, `needsFlush(from:)`; `StorageCell.flush()` then waits on a semaphore), and the
     /// flushAll inside Y's write (thread 2) waits for X's. With VALUE `exit` it is the exit flush itself that starts
     /// the two writes side by side (the calling thread and a queue thread of `FlushRound`): the program never exits.
     @Test(arguments: ["flush", "exit"])

@@ -25,7 +25,7 @@ struct CellStateWorld {
     /// A flush on its own thread: its target version, and what it waits for.
     struct Flush {
         var target: UInt64?
-        var waiter: WaitingFlush?
+        var waiter: DispatchSemaphore?
         var failed = false
     }
 
