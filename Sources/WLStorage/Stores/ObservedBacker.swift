@@ -42,7 +42,8 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
         readBase().result
     }
 
-    /// Never called: a custom backer is written with changes only, never with a default.
+    /// Saves nothing: a custom backer is written with changes only, never with a default (a default unsaved after a
+    /// failed first read stays unsaved).
     func create(value: T) throws(WLStorageError) -> Bool { true }
 
     /// A custom backer encodes by itself: it keeps no fields, and a removal of them gets the value written.
