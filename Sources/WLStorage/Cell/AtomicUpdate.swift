@@ -291,13 +291,12 @@ extension StorageCell {
         do {
             return UpdateRead(bytes: bytes, value: try decoding.value(of: bytes), version: version)
         } catch {
-            // The set the update becomes keeps these bytes' members this type does not know.
-            key.backer.willReplace(bytes)
-            throw .undecodable(
-                StoredBytes<T>.failure(
-                    error, bytes, at: key.backer.place,
-                    finding: "the update found bytes in \(key.medium.identity) that",
-                    outcome: ", so it was made in this process only and is written as a set is"))
+            let failure = StoredBytes<T>.failure(
+                error, bytes, at: key.backer.place, finding: "the update found bytes in \(key.medium.identity) that",
+                outcome: ", so it was made in this process only and is written as a set is")
+            // The set the update becomes keeps these bytes' members this type does not know, or a copy of them.
+            key.backer.willReplace(bytes, undecodable: failure.code == .decodingFailed)
+            throw .undecodable(failure)
         }
     }
 

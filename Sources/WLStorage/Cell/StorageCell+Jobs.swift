@@ -187,7 +187,7 @@ extension StorageCell {
         // Waiting flushes are woken before listeners run: a handler on this thread may be slow.
         for waiter in effects.waiters { waiter.signal() }
         if effects.drainNotifications { drainNotifications() }
-        for error in effects.errors { WLStorageError.report(error) }
+        for error in effects.errors { WLStorageSystem.report(error) }
         if let tick = effects.tick { schedule(tick) }
         if let delay = effects.checkRetry { scheduleCheckRetry(after: delay) }
         if effects.scheduleCheck {

@@ -175,7 +175,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         var effects = JobEffects()
         state.withLock { asMisuse ? $0.recordMisuse(error, &effects) : $0.setLastError(error, &effects) }
         _ = effects
-        WLStorageError.report(error)
+        WLStorageSystem.report(error)
     }
 
     // MARK: Listeners

@@ -197,6 +197,17 @@ struct FileMedium: KeyMedium {
                 key: key, path: directory.filePath(fileName), underlying: error))
     }
 
+    func keepCopy(_ data: Data, key: String) throws(WLStorageError) -> String {
+        let (directory, fileName) = try location(key: key)
+        let aside = StorageDirectory.movedAsideName(for: fileName)
+        guard try directory.create(aside, contents: data) != nil else {
+            throw WLStorageError(
+                code: .writeFailed, message: "cannot keep a copy of the file aside: \(aside) exists", key: key,
+                path: directory.filePath(fileName))
+        }
+        return directory.filePath(aside)
+    }
+
     /// Encodes and writes (replacing, where nothing stands, or over `expected` only); the bytes and stamp, or `nil`.
     private func place(
         key: String, replacing: Bool, announced: Bool, ifStill expected: FileIdentity? = nil,

@@ -120,7 +120,7 @@ enum ShutdownHandling {
         Thread.detachNewThread { round.work() }
         if !round.waitUntilDone(before: deadline) {
             let left = round.expire()
-            WLStorageError.report(
+            WLStorageSystem.report(
                 WLStorageError(
                     code: .writeFailed,
                     message: "the flush at exit ran out of time (\(timeout ?? .zero)): \(left.unfinished) of"

@@ -117,16 +117,6 @@ extension WLStorageError {
         get { WLStorageSystem.errorHandler }
         set { WLStorageSystem.errorHandler = newValue }
     }
-
-    /// Passes `error` to ``WLStorageSystem/errorHandler``, or writes it to standard error. For the package's stores.
-    package static func report(_ error: WLStorageError) {
-        if let handler = WLStorageSystem.errorHandler {
-            handler(error)
-        } else {
-            let line = Array("\(error)\n".utf8)
-            _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
-        }
-    }
 }
 
 /// The error handler as the runtime holds it (see ``Runtime/errorHandler``).

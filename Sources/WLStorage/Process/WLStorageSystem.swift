@@ -1,3 +1,5 @@
+import Foundation
+
 /// The settings and actions that concern every storage of the process, in one place.
 ///
 /// ```swift
@@ -77,7 +79,12 @@ public enum WLStorageSystem {
     /// Reports `error` to ``errorHandler``, or to standard error when there is none: for a store's errors that no call
     /// of a storage returns, such as a feed that lost its connection.
     public static func report(_ error: WLStorageError) {
-        WLStorageError.report(error)
+        if let handler = errorHandler {
+            handler(error)
+        } else {
+            let line = Array("\(error)\n".utf8)
+            _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        }
     }
 
     /// Receives every error as it happens, on the thread where it happened.

@@ -39,6 +39,10 @@ protocol KeyMedium: Sendable {
 
     /// Keeps `read`, bytes that do not decode as `type` (`judged` says how, `error` why), aside, out of the key's way.
     func keepAside(_ read: ReadBytes, judged: String, type: String, _ error: (any Error)?, key: String) -> KeptAside
+
+    /// Keeps a copy of `data`, bytes that do not decode, aside before a write replaces them; where it is, as messages
+    /// name it.
+    func keepCopy(_ data: Data, key: String) throws(WLStorageError) -> String
 }
 
 /// Where a storage follows outside changes, and how the registry knows its cell: a directory's file, or a store's key.

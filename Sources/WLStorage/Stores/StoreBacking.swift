@@ -66,6 +66,8 @@ struct KnownVersions: Sendable {
     private(set) var base: Data?
     /// The bytes the last check saw, until the storage adopts them (see ``saw(_:_:)``).
     var seen: Data?
+    /// Bytes that do not decode, seen last at the key: the next write keeps a copy of them aside before it replaces them.
+    var undecodable: Data?
     /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
     var renames: [FieldRename] = []
 
@@ -77,12 +79,16 @@ struct KnownVersions: Sendable {
         return hasher.finalize() | 1
     }
 
-    /// Makes `data` (read, not adopted) what the next write replaces, its unknown members kept; the version seen stays.
-    mutating func replacing(_ data: Data) { base = UnknownFields.base(data) }
+    /// Makes `data` (read, not adopted) what the next write replaces, its unknown members kept, or a copy of it kept
+    /// aside first when it is `undecodable`; the version seen stays.
+    mutating func replacing(_ data: Data, undecodable: Bool) {
+        base = UnknownFields.base(data)
+        self.undecodable = undecodable ? data : nil
+    }
 
     /// Records the version `stamp`, whose bytes are `data`, as written.
     mutating func wrote(_ stamp: Int, _ data: Data) {
-        (last, lastWasRead, seen) = (stamp, false, nil)
+        (last, lastWasRead, seen, undecodable) = (stamp, false, nil, nil)
         base = UnknownFields.base(data)
     }
 
@@ -91,8 +97,11 @@ struct KnownVersions: Sendable {
 
     /// Records `stamp`/`data` as seen by a check (the base once adopted); returns whether it is the last seen.
     mutating func saw(_ stamp: Int, _ data: Data) -> Bool {
-        defer { (last, lastWasRead, seen) = (stamp, true, data) }
-        return stamp == last
+        let same = stamp == last
+        // Bytes that do not decode, seen again, still want their copy.
+        if !same { undecodable = nil }
+        (last, lastWasRead, seen) = (stamp, true, data)
+        return same
     }
 
     /// The storage adopted what the last check saw: its bytes are the base of the changes made from now on.
@@ -110,7 +119,7 @@ struct KnownVersions: Sendable {
     /// Records the version `stamp`, whose bytes are `data`, as read; returns whether it is the version seen last.
     mutating func read(_ stamp: Int, _ data: Data) -> Bool {
         defer {
-            (last, lastWasRead, seen) = (stamp, true, nil)
+            (last, lastWasRead, seen, undecodable) = (stamp, true, nil, nil)
             base = UnknownFields.base(data)
         }
         return stamp == last
@@ -131,7 +140,7 @@ struct KnownVersions: Sendable {
     /// Forgets the version; returns whether one was known.
     mutating func forget() -> Bool {
         defer {
-            (last, lastWasRead, seen) = (0, false, nil)
+            (last, lastWasRead, seen, undecodable) = (0, false, nil, nil)
             base = nil
         }
         return last != 0

@@ -312,6 +312,16 @@ final class StoreMedium: KeyMedium {
         return .kept(failure("; it was kept aside under the key \(aside)"))
     }
 
+    func keepCopy(_ data: Data, key: String) throws(WLStorageError) -> String {
+        let aside = StorageDirectory.movedAsideName(for: storedKey)
+        do {
+            if try store.create(key: aside, data: data) { return "the key \(aside) of \(identity)" }
+        } catch {
+            throw failure(error, writing: true, key: key)
+        }
+        throw WLStorageError(code: .writeFailed, message: "cannot keep a copy aside: \(aside) exists", key: key)
+    }
+
     func failure(_ error: any Error, writing: Bool, key: String) -> WLStorageError {
         if error is WLStorageError { return WLStorageError(wrapping: error, key: key) }
         return WLStorageError(

@@ -195,8 +195,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// What another program did to the key since this backer last wrote or read it (``KnownVersions``). Never keeps
-    /// bytes aside: bytes that do not decode are reported and left to their writer.
+    /// What another program did to the key since this backer last wrote or read it (``KnownVersions``). Bytes that do
+    /// not decode are reported and left as they are, until this backer's next write keeps a copy of them aside.
     func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
         switch try medium.readForCheck(key: key) {
         case .unchanged:
@@ -208,12 +208,31 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             return known.withLock { $0.readRemoval() } ? .removed : .unchanged
         case .bytes(let read?):
             if known.withLock({ $0.saw(read.stamp, read.data) }) { return .unchanged }
-            return try StoredBytes.change(read.data, at: place, decoding: decoding)
+            do throws(WLStorageError) {
+                return try StoredBytes.change(read.data, at: place, decoding: decoding)
+            } catch {
+                if error.code == .decodingFailed { known.withLock { $0.undecodable = read.data } }
+                throw error
+            }
         }
     }
 
     func write(_ value: T, dropping: Bool) throws {
+        try keepUndecodableCopy()
         _ = try place(value, replacing: true, dropping: dropping)
+    }
+
+    /// Keeps a copy of the bytes that do not decode, seen last at the key, aside before a write replaces them.
+    private func keepUndecodableCopy() throws(WLStorageError) {
+        guard let bytes = known.withLock({ $0.undecodable }) else { return }
+        let copy = try medium.keepCopy(bytes, key: key)
+        known.withLock { if $0.undecodable == bytes { $0.undecodable = nil } }
+        WLStorageSystem.report(
+            WLStorageError(
+                code: .decodingFailed,
+                message: "what another program stored does not decode as \(T.self), and this program's value replaces"
+                    + " it; a copy of it was kept aside at \(copy)",
+                key: key, path: place.path))
     }
 
     func rewrite(_ value: T, dropping: Bool) throws -> Bool? {
@@ -237,6 +256,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// A file's key is written field by field onto what it holds; a store's whole, unless another program's change was
     /// seen since the read (see the store's below). `defaultValue` is the base of a value not read from the key.
     func writeChange(_ value: T, dropping: Bool, defaultValue: () -> T) throws(WLStorageError) -> ChangeWrite {
+        try keepUndecodableCopy()
         guard let (base, renames) = try changeBase(defaultValue) else { return .plain }
         // The unknown members kept are those of the bytes read or written (another program's go in the merge).
         func encode() throws(WLStorageError) -> Data {
@@ -315,10 +335,14 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return .writtenOver
     }
 
-    /// Whether a change is written on its own, not whole in a batch: another program's change was seen since.
+    /// Whether a change is written on its own, not whole in a batch: another program's change was seen since, or bytes
+    /// that do not decode, of which the write keeps a copy.
     var writesChangeOnItsOwn: Bool {
-        guard let medium = storeMedium, medium.writesOnCondition, !medium.conceals else { return false }
-        return known.withLock { known in known.seenObject.map { $0 != known.base } ?? false }
+        guard let medium = storeMedium else { return false }
+        let merges = medium.writesOnCondition && !medium.conceals
+        return known.withLock { known in
+            known.undecodable != nil || (merges && known.seenObject.map { $0 != known.base } ?? false)
+        }
     }
 
     /// A conditional store gets the value whole while the key holds the bytes read or written, or, after another's
@@ -430,9 +454,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     // MARK: A store's writes on condition and in batches
 
-    /// Makes `data`, bytes this version cannot decode, what the next write replaces, keeping their unknown members.
-    func willReplace(_ data: Data) {
-        known.withLock { $0.replacing(data) }
+    /// Makes `data`, bytes this version cannot decode, what the next write replaces, keeping their unknown members (or,
+    /// when they are `undecodable` by any version, a copy of them).
+    func willReplace(_ data: Data, undecodable: Bool) {
+        known.withLock { $0.replacing(data, undecodable: undecodable) }
     }
 
     /// The bytes of `value` to replace `stored`, with the members of `stored` that its type does not know.

@@ -32,7 +32,7 @@ struct ProcessSettingsTests {
         ReportedErrors.install()
         let error = WLStorageError(code: .readFailed, message: "reported again and again", key: "handler-reads")
         for _ in 0..<1_000_000 { _ = WLStorageSystem.errorHandler }
-        WLStorageError.report(error)
+        WLStorageSystem.report(error)
         #expect(!ReportedErrors.errors { $0.key == "handler-reads" }.isEmpty)
     }
 
@@ -41,7 +41,7 @@ struct ProcessSettingsTests {
         ReportedErrors.install()
         let error = WLStorageError(code: .readFailed, message: "reported after the round trips", key: "handler-sets")
         for _ in 0..<1_000_000 { WLStorageSystem.errorHandler = WLStorageSystem.errorHandler }
-        WLStorageError.report(error)
+        WLStorageSystem.report(error)
         #expect(!ReportedErrors.errors { $0.key == "handler-sets" }.isEmpty)
     }
 
@@ -56,7 +56,7 @@ struct ProcessSettingsTests {
                 case 0: WLStorageSystem.errorHandler = WLStorageSystem.errorHandler
                 case 1: _ = WLStorageSystem.errorHandler
                 default:
-                    WLStorageError.report(WLStorageError(code: .readFailed, message: "\(index) \(round)", key: key))
+                    WLStorageSystem.report(WLStorageError(code: .readFailed, message: "\(index) \(round)", key: key))
                 }
             }
         }
