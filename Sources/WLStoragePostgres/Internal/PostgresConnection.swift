@@ -1,13 +1,7 @@
 internal import CWLStorageLibPQ
 import Foundation
 
-/// One libpq connection in non-blocking mode: no wait outlasts the deadline it is given. A state machine:
-///
-/// ```
-/// disconnected ──connect()──▶ connected ──query fails with the connection, timeout, disconnect()──▶ disconnected
-///       ▲                          │
-///       └──────── connect() fails ─┘ (stays disconnected)          any state ──close()──▶ closed (for good)
-/// ```
+/// One libpq connection in non-blocking mode: no wait outlasts the deadline it is given.
 final class PostgresConnection: @unchecked Sendable {  // used under the owner's lock or on the owner's queue only
     enum State {
         /// No connection: the next ``connect(deadline:)`` makes one.

@@ -5,9 +5,6 @@ import WLStorage
 /// that waits on its socket (``SocketWatch``). It connects with the first handler and disconnects with the last; once
 /// it listens, and after every reconnection, it reports ``WLStorageStoreChange/everything`` (nothing was heard before).
 ///
-/// Phases: `idle` (no handler) ──add──▶ `connecting` ──LISTEN works──▶ `listening` ──connection lost──▶
-/// `waiting` (backoff: 100 ms doubling to 5 s) ──▶ `connecting`; from any phase, removing the last handler ──▶ `idle`.
-///
 /// A middlebox can drop the flow and leave the socket open and silent, so a listening connection is probed every
 /// ``probeInterval``. Failures to listen are reported at first, then once a minute while they last.
 ///
