@@ -101,10 +101,6 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
             timeout: timeout, identity: identity, trustsEveryRole: adoptsNotifiedValues, ownPID: { pid.value })
     }
 
-    deinit {
-        writer.withLock { $0.close() }
-    }
-
     /// `WLStoragePostgresStore(<identity>)`.
     public var description: String { "WLStoragePostgresStore(\(identity))" }
 
