@@ -75,10 +75,9 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
             var polling = PGRES_POLLING_WRITING
             while polling != PGRES_POLLING_OK {
                 switch polling {
-                case PGRES_POLLING_READING:
-                    try wait(for: PQsocket(connection), events: Int16(POLLIN), deadline: deadline, connecting: true)
-                case PGRES_POLLING_WRITING:
-                    try wait(for: PQsocket(connection), events: Int16(POLLOUT), deadline: deadline, connecting: true)
+                case PGRES_POLLING_READING, PGRES_POLLING_WRITING:
+                    let events = Int16(polling == PGRES_POLLING_READING ? POLLIN : POLLOUT)
+                    try wait(for: PQsocket(connection), events: events, deadline: deadline, connecting: true)
                 case PGRES_POLLING_FAILED:
                     throw PostgresError(.connectionFailed, "could not connect: \(message(of: connection))")
                 default:
