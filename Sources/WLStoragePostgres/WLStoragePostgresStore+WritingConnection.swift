@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import WLStorage
 
 extension WLStoragePostgresStore {
@@ -194,17 +193,4 @@ extension WLStoragePostgresStore {
 
     /// A creation of the table that raced another's: a catalog unique violation, the table or its row type there.
     static let concurrentCreation: Set<String> = ["23505", "42P07", "42710"]
-}
-
-/// The server process of the writing connection (0: none), atomic so the listener reads it during a call.
-final class BackendPID: Sendable {
-    private let pid = Atomic<Int32>(0)
-
-    var value: Int32? {
-        get {
-            let pid = pid.load(ordering: .acquiring)
-            return pid == 0 ? nil : pid
-        }
-        set { pid.store(newValue ?? 0, ordering: .releasing) }
-    }
 }

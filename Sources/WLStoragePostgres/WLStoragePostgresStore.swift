@@ -31,13 +31,13 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     public let timeout: Duration
 
     // Lock order: `writer` (held for one call: a connection and a statement, each bounded by the timeout), then
-    // `tagging`, a leaf. The listener's lock is never taken with either; feed handlers run outside all.
+    // `tagging` or `writerPID`, leaves. The listener's lock is never taken with them; feed handlers run outside all.
     let settings: PostgresSettings
     let statements: Statements
     /// The connection for reads and writes; its lock serializes the store's statements.
     let writer: Locked<PostgresConnection>
     /// The server process of the writing connection, read by the listener to tell the store's own notifications.
-    let writerPID = BackendPID()
+    let writerPID = Locked<Int32?>(nil)
     /// Why the table cannot keep updates' tags (no `recent_tags`, which the role may not add), as the last connection
     /// found; `nil` when it can, or before the first connection.
     let tagging = Locked<WLStorageError?>(nil)
@@ -99,10 +99,6 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         self.listener = PostgresListener(
             settings: settings, channel: statements.channel, table: statements.quotedName, namespace: namespace,
             timeout: timeout, identity: identity, trustsEveryRole: adoptsNotifiedValues, ownPID: { pid.value })
-    }
-
-    deinit {
-        writer.withLock { $0.close() }
     }
 
     /// `WLStoragePostgresStore(<identity>)`.

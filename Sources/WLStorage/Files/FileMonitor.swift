@@ -66,17 +66,6 @@ package final class FileMonitor: Sendable {
         var polledPaths: [StorageDirectory] { paths.compactMap { $0.value.watch == nil ? $0.key : nil } }
     }
 
-    /// A file name in a directory path, compared as bytes.
-    private struct FileInDirectory: Hashable {
-        let directory: StorageDirectory
-        let name: [UInt8]
-
-        init(directory: StorageDirectory, name: String) {
-            self.directory = directory
-            self.name = Array(name.utf8)
-        }
-    }
-
     private let state = Lock(State())
     private let queue = DispatchQueue(label: "WLStorage.monitor")
 
@@ -333,7 +322,7 @@ package final class FileMonitor: Sendable {
     private func readEvents(_ descriptor: Int32) {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
         var changed: Set<CellKey> = []
-        var changedNames: Set<FileInDirectory> = []
+        var changedNames: [StorageDirectory: Set<[UInt8]>] = [:]  // names compared as bytes
         var changedPaths: Set<StorageDirectory> = []
         var gone: Set<StorageDirectory> = []
         var relinked: Set<StorageDirectory> = []
@@ -375,7 +364,7 @@ package final class FileMonitor: Sendable {
                         changed.insert(.file(event.name, in: identity))
                         changedPaths.formUnion(use.paths)
                     }
-                    for path in use.paths { changedNames.insert(FileInDirectory(directory: path, name: event.name)) }
+                    for path in use.paths { changedNames[path, default: []].insert(Array(event.name.utf8)) }
                 }
             }
             for path in gone where state.paths[path] != nil {
@@ -409,12 +398,12 @@ package final class FileMonitor: Sendable {
         router.count(changedPaths.map { .directory($0) })
         router.deliver(files: changed)
         for subscriber in subscribers(where: { _ in !changedNames.isEmpty }) {
+            let names = changedNames[subscriber.directory] ?? []
             if let fileName = subscriber.fileName {
-                let named = FileInDirectory(directory: subscriber.directory, name: fileName)
-                if changedNames.contains(named) { subscriber.handler(.file(fileName)) }
+                if names.contains(Array(fileName.utf8)) { subscriber.handler(.file(fileName)) }
             } else {
-                for named in changedNames where named.directory == subscriber.directory {
-                    subscriber.handler(.file(String(decoding: named.name, as: UTF8.self)))
+                for name in names {
+                    subscriber.handler(.file(String(decoding: name, as: UTF8.self)))
                 }
             }
         }

@@ -27,9 +27,7 @@ enum OwnRenames {
 
     /// The indices of the `IN_MOVED_TO` events in `events` that are this process's own renames into place.
     static func ownEvents(in events: [(watch: Int32, mask: UInt32, cookie: UInt32, name: String)]) -> Set<Int> {
-        let movedFrom = UInt32(IN_MOVED_FROM)
-        let movedTo = UInt32(IN_MOVED_TO)
-        return Runtime.shared.ownRenames.withLock { state in
+        Runtime.shared.ownRenames.withLock { state in
             guard !state.names.isEmpty || !state.cookies.isEmpty else { return [] }
             if state.cookies.count >= limit { state.cookies.removeAll() }
             var own: Set<Int> = []
@@ -37,9 +35,9 @@ enum OwnRenames {
                 if event.mask & UInt32(IN_Q_OVERFLOW) != 0 {
                     state.names.removeAll()
                     state.cookies.removeAll()
-                } else if event.mask & movedFrom != 0, state.names.remove(event.name) != nil {
+                } else if event.mask & UInt32(IN_MOVED_FROM) != 0, state.names.remove(event.name) != nil {
                     state.cookies.insert(event.cookie)
-                } else if event.mask & movedTo != 0, state.cookies.remove(event.cookie) != nil {
+                } else if event.mask & UInt32(IN_MOVED_TO) != 0, state.cookies.remove(event.cookie) != nil {
                     own.insert(index)
                 }
             }

@@ -43,7 +43,7 @@ extension StorageDirectory {
             if code == ENOENT { return nil }
             let isEntry = Self.withCString(name) { fstatat(dir, $0, &status, AT_SYMLINK_NOFOLLOW) } == 0
             if isEntry, (status.st_mode & S_IFMT) != S_IFREG {
-                throw Self.notRegular(EntryKind(mode: status.st_mode), path: displayPath)
+                throw notRegular(text, EntryKind(mode: status.st_mode))
             }
             throw WLStorageError(code: .readFailed, message: "cannot open the file", path: displayPath, errno: code)
         }
@@ -54,7 +54,7 @@ extension StorageDirectory {
         }
         guard (status.st_mode & S_IFMT) == S_IFREG else {
             close(fd)
-            throw Self.notRegular(EntryKind(mode: status.st_mode), path: displayPath)
+            throw notRegular(text, EntryKind(mode: status.st_mode))
         }
         return ReadableEntry(descriptor: fd, size: Int64(status.st_size), path: displayPath)
     }

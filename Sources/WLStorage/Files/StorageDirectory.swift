@@ -319,13 +319,9 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 
     func notRegular(_ name: String, _ kind: EntryKind) -> WLStorageError {
-        Self.notRegular(kind, path: filePath(name))
-    }
-
-    static func notRegular(_ kind: EntryKind, path: String) -> WLStorageError {
         WLStorageError(
             code: .notARegularFile, message: "the file is a \(kind.rawValue); it is left as it is and not followed",
-            path: path)
+            path: filePath(name))
     }
 
     func tooLarge(_ name: String, size: Int, limit: Int) -> WLStorageError {

@@ -113,7 +113,7 @@ enum ShutdownHandling {
         }
         guard let deadline else {
             round.work()
-            round.waitUntilDone()
+            round.done.wait()
             return
         }
         // Helpers that never come (the queue's threads are all busy) leave their items to a thread of its own.
@@ -271,7 +271,7 @@ private final class FlushRound: Sendable {
     private let count: Int
     private let next = Atomic<Int>(0)
     private let finished = Atomic<Int>(0)
-    private let done = DispatchSemaphore(value: 0)
+    let done = DispatchSemaphore(value: 0)
     private let waiting: Bool
     private let deadline: ContinuousClock.Instant?
     private let expired = Atomic<Bool>(false)
@@ -298,10 +298,6 @@ private final class FlushRound: Sendable {
             item?.flush(waiting: waiting, on: thread)
             if finished.add(1, ordering: .acquiringAndReleasing).newValue == count { done.signal() }
         }
-    }
-
-    func waitUntilDone() {
-        done.wait()
     }
 
     /// Waits until every item is flushed, or `deadline`; returns whether every item was.

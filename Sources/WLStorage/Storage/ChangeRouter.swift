@@ -134,14 +134,13 @@ final class ChangeRouter: Sendable {
 final class FeedTarget<T: Codable & Sendable>: Sendable {
     private struct State {
         weak var cell: StorageCell<T>?
-        var attached = false
         var missed = false
     }
     private let state = Lock(State())
 
     func changed() {
         let cell = state.withLock { state -> StorageCell<T>? in
-            if !state.attached { state.missed = true }
+            state.missed = true  // read once, when the cell is attached
             return state.cell
         }
         if let cell { Runtime.shared.router.check([cell]) }
@@ -151,7 +150,6 @@ final class FeedTarget<T: Codable & Sendable>: Sendable {
     func attach(_ cell: StorageCell<T>) -> Bool {
         state.withLock { state in
             state.cell = cell
-            state.attached = true
             return state.missed
         }
     }

@@ -197,18 +197,15 @@ final class StorageRegistry: Sendable {
     /// no longer leads to `identity`, the look-up is keyed by what it is now.
     private func match(_ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?) -> Match {
         guard let identity, let other = cell.directory, other != directory else { return .matches }
-        if (try? other.identity()) == identity {
-            let current = try? directory.identity()
-            if current == identity { return .matches }
-            pathFound(directory, leadingTo: current)
-            return .staleIdentity(current)
-        }
-        let id = ObjectIdentifier(cell)
-        tables.withLock { tables in
-            if case .keyed(let key)? = tables.cells[id], let entry = tables.entries[key], entry.id == id {
-                tables.entries[key] = nil
-                tables.cells[id] = .unkeyed(entry, movedAsideFrom: other)
-                tables.movedAside[other, default: 0] += 1
+        let isThatFile = (try? other.identity()) == identity
+        if !isThatFile {
+            let id = ObjectIdentifier(cell)
+            tables.withLock { tables in
+                if case .keyed(let key)? = tables.cells[id], let entry = tables.entries[key], entry.id == id {
+                    tables.entries[key] = nil
+                    tables.cells[id] = .unkeyed(entry, movedAsideFrom: other)
+                    tables.movedAside[other, default: 0] += 1
+                }
             }
         }
         // Every cell of `directory`, wherever it is keyed, is keyed by what it leads to now: a stale cell moves once.
@@ -217,6 +214,7 @@ final class StorageRegistry: Sendable {
             pathFound(directory, leadingTo: current)
             return .staleIdentity(current)
         }
+        if isThatFile { return .matches }
         directoryChanged(path: directory, to: identity)
         return .movedAside
     }

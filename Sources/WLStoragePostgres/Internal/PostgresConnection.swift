@@ -1,13 +1,7 @@
 internal import CWLStorageLibPQ
 import Foundation
 
-/// One libpq connection in non-blocking mode: no wait outlasts the deadline it is given. A state machine:
-///
-/// ```
-/// disconnected ──connect()──▶ connected ──query fails with the connection, timeout, disconnect()──▶ disconnected
-///       ▲                          │
-///       └──────── connect() fails ─┘ (stays disconnected)          any state ──close()──▶ closed (for good)
-/// ```
+/// One libpq connection in non-blocking mode: no wait outlasts the deadline it is given.
 final class PostgresConnection: @unchecked Sendable {  // used under the owner's lock or on the owner's queue only
     enum State {
         /// No connection: the next ``connect(deadline:)`` makes one.
@@ -81,10 +75,9 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
             var polling = PGRES_POLLING_WRITING
             while polling != PGRES_POLLING_OK {
                 switch polling {
-                case PGRES_POLLING_READING:
-                    try wait(for: PQsocket(connection), events: Int16(POLLIN), deadline: deadline, connecting: true)
-                case PGRES_POLLING_WRITING:
-                    try wait(for: PQsocket(connection), events: Int16(POLLOUT), deadline: deadline, connecting: true)
+                case PGRES_POLLING_READING, PGRES_POLLING_WRITING:
+                    let events = Int16(polling == PGRES_POLLING_READING ? POLLIN : POLLOUT)
+                    try wait(for: PQsocket(connection), events: events, deadline: deadline, connecting: true)
                 case PGRES_POLLING_FAILED:
                     throw PostgresError(.connectionFailed, "could not connect: \(message(of: connection))")
                 default:

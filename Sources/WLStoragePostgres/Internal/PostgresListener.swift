@@ -5,20 +5,15 @@ import WLStorage
 /// that waits on its socket (``SocketWatch``). It connects with the first handler and disconnects with the last; once
 /// it listens, and after every reconnection, it reports ``WLStorageStoreChange/everything`` (nothing was heard before).
 ///
-/// Phases: `idle` (no handler) ──add──▶ `connecting` ──LISTEN works──▶ `listening` ──connection lost──▶
-/// `waiting` (backoff: 100 ms doubling to 5 s) ──▶ `connecting`; from any phase, removing the last handler ──▶ `idle`.
-///
 /// A middlebox can drop the flow and leave the socket open and silent, so a listening connection is probed every
 /// ``probeInterval``. Failures to listen are reported at first, then once a minute while they last.
 ///
-/// Locks: `state` guards whether it runs and the handlers, never held while a handler runs or the connection is used.
+/// Locks: `state` guards the handlers (whether it runs), never held while a handler runs or the connection is used.
 /// Everything else is used on `queue` only: the watch's thread reads the socket inside `queue.sync`.
 final class PostgresListener: @unchecked Sendable {  // `state` under its lock; the rest on `queue`
     typealias Handler = @Sendable (WLStorageFeedEvent) -> Void
 
     private struct State {
-        /// Whether it has handlers, so is in any phase but `idle`.
-        var running = false
         var handlers: [UInt64: Handler] = [:]
         var nextID: UInt64 = 0
         /// Changes with each start and stop, so that a retry scheduled for an earlier run does nothing.
@@ -78,8 +73,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         let (id, start) = state.withLock { state -> (UInt64, UInt64?) in
             state.nextID += 1
             state.handlers[state.nextID] = handler
-            guard !state.running else { return (state.nextID, nil) }
-            state.running = true
+            guard state.handlers.count == 1 else { return (state.nextID, nil) }
             state.generation += 1
             return (state.nextID, state.generation)
         }
@@ -92,7 +86,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         let (removed, stop) = state.withLock { state -> (Handler?, Bool) in
             let removed = state.handlers.removeValue(forKey: id)
             guard state.handlers.isEmpty, removed != nil else { return (removed, false) }
-            state.running = false
             state.generation += 1
             return (removed, true)
         }
@@ -336,7 +329,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     }
 
     private func stopListening() {
-        guard state.withLock({ !$0.running }) else { return }
+        guard state.withLock({ $0.handlers.isEmpty }) else { return }
         closeConnection()
         lastTrouble = nil
         _ = state.withLock { $0.trouble.take() }  // released outside the lock
