@@ -56,4 +56,30 @@ struct EtcdSlowLinkExitFlushTests {
         #expect(lost.isEmpty, "neither written nor reported: \(lost.prefix(20)); \(errors.prefix(2000))")
         if fault != .silence { #expect(written.count == 200, "\(errors.prefix(2000))") }
     }
+
+    /// A program started while its only member is down cannot read its keys, so their changes are not written in a
+    /// batch: each storage reads its key first, then writes, on its own. The member is started again once the program
+    /// has set its values and ended: those reads and writes wait for it within the store's timeout, as a batch does.
+    @Test(arguments: [1, 20])
+    func theFlushAtExitReadsAndWritesKeysThatCouldNotBeReadOnceTheMemberIsBack(values: Int) throws {
+        let server = try EtcdServer.started()
+        defer { server.remove() }
+        let namespace = uniqueNamespace()
+        server.stop()
+        let input = Pipe()
+        defer { try? input.fileHandleForWriting.close() }
+        let child = try ChildProcess(
+            "WLStorageEtcdExitChild", [server.endpoint, namespace, String(values), "100"],
+            standardInput: input.fileHandleForReading)
+        defer { if child.process.end == nil { child.send(SIGKILL) } }
+        try #require(child.waitFor("ready", timeout: 300), "\(child.printedErrors)")
+        try input.fileHandleForWriting.write(contentsOf: Data("go\n".utf8))
+        try #require(child.waitFor("set", timeout: 120), "\(child.printedErrors)")
+        try server.start()
+        let end = try #require(child.waitForExit(timeout: 200), "the program was still running after 200 s")
+        #expect(end.reason == .exit && end.status == 0, "\(child.printedErrors)")
+        let store = try WLStorageEtcdStore(endpoints: [server.endpoint], namespace: namespace)
+        let written = try store.entries().filter { "k" + String(decoding: $0.value, as: UTF8.self) == $0.key }.count
+        #expect(written == values, "\(child.printedErrors.prefix(2000))")
+    }
 }
