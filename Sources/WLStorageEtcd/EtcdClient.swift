@@ -50,10 +50,33 @@ final class EtcdClient: @unchecked Sendable {  // `preferred`, `idle` and `revis
     /// only when `resending`: a conditional write sent twice could find its own bytes the second time and say it did not
     /// store them. Such a call gives each endpoint its share of the time left, and an endpoint that failed (anything
     /// but a refusal) is the last one the next call tries.
+    ///
+    /// Once the flush at exit has begun, a call that reached no member (or whose answer was lost, when `resending`) is
+    /// made again with a backoff (10 ms, doubling up to a quarter of a second) within the timeout: a member restarting
+    /// is waited for.
     func call<Body: Encodable, Answer: Decodable>(
         _ path: String, _ body: Body, resending: Bool, as answer: Answer.Type = Answer.self
     ) throws(EtcdFailure) -> Answer {
         let deadline = ContinuousClock.now + timeout
+        var failures = 0
+        while true {
+            do throws(EtcdFailure) {
+                return try call(path, body, resending: resending, until: deadline)
+            } catch {
+                failures += 1
+                let pause = Duration.milliseconds(min(10 << min(failures - 1, 5), 250))
+                let passes = error.outcome == .notSent || (resending && error.outcome == .unknown)
+                guard passes, WLStorageSystem.isFlushingAtExit, ContinuousClock.now + pause < deadline else {
+                    throw error
+                }
+                usleep(UInt32(pause / .microseconds(1)))
+            }
+        }
+    }
+
+    private func call<Body: Encodable, Answer: Decodable>(
+        _ path: String, _ body: Body, resending: Bool, until deadline: ContinuousClock.Instant
+    ) throws(EtcdFailure) -> Answer {
         let encoded: Data
         do {
             encoded = try JSONEncoder.etcd.encode(body)

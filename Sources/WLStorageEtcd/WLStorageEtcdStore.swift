@@ -247,12 +247,16 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     /// Stores every write of `batch`, in transactions of at most 128 puts (etcd's default `--max-txn-ops`) and about
     /// 1 MiB of keys and values, sent one after the other; a key written twice in one transaction is written once,
     /// with its last bytes (etcd refuses a transaction that puts a key twice). Each transaction is fenced as a put is
-    /// (see ``write(key:data:)``).
+    /// (see ``write(key:data:)``). A transaction that reached no member, or whose answer was lost (a member restarting,
+    /// or out of reach for a moment), is sent again with a backoff within the store's timeout from the batch's start:
+    /// the flush at exit writes its values once the member is back. The fence makes a transaction carried out already
+    /// put the same bytes again, after any write made since.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether
     ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes of the transactions carried out before
     ///   it.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
+        let deadline = ContinuousClock.now + timeout
         var stored = 0
         for chunk in Self.chunks(of: batch) {
             var last: [String: Int] = [:]
@@ -260,16 +264,29 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
             let puts = chunk.filter { last[batch[$0].key] == $0 }.map { index in
                 RequestOp(requestPut: PutRequest(key: etcdKey(batch[index].key), value: batch[index].data))
             }
-            do {
-                // Each key twice: in its put, and in the fence.
-                let keys = chunk.map { batch[$0].key }
-                try checkSize(of: keys + keys, chunk.map { batch[$0].data }, key: nil)
-                try fencedBatch(Set(keys).map(etcdKey), operations: puts)
-            } catch {
-                var error = error
-                error.storedWrites = stored
-                error.message += " (\(stored) of the batch's \(batch.count) values were stored)"
-                throw error
+            var failures = 0
+            while true {
+                do throws(WLStorageError) {
+                    // Each key twice: in its put, and in the fence.
+                    let keys = chunk.map { batch[$0].key }
+                    try checkSize(of: keys + keys, chunk.map { batch[$0].data }, key: nil)
+                    try fencedBatch(Set(keys).map(etcdKey), operations: puts)
+                    break
+                } catch {
+                    // 10 ms, doubling, up to a quarter of a second, and never past the deadline.
+                    failures += 1
+                    let pause = Duration.milliseconds(min(10 << min(failures - 1, 5), 250))
+                    if (error.underlying as? EtcdFailure).map({ $0.outcome != .refused }) ?? false,
+                        ContinuousClock.now + pause < deadline
+                    {
+                        usleep(UInt32(pause / .microseconds(1)))
+                        continue
+                    }
+                    var error = error
+                    error.storedWrites = stored
+                    error.message += " (\(stored) of the batch's \(batch.count) values were stored)"
+                    throw error
+                }
             }
             stored = chunk.upperBound
         }

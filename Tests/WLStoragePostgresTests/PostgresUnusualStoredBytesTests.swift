@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 import WLStorage
-import WLStoragePostgres
 import WLStorageTestSupport
+
+@testable import WLStoragePostgres
 
 /// Storages over rows that hold what no storage writes: nothing at all, bytes that are no JSON, keys no file could have.
 @Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
@@ -65,6 +66,30 @@ struct PostgresUnusualStoredBytesTests {
         storage.flush()
         #expect(storage.wrappedValue == 6)
         #expect(try store.read(key: "cursor") == bytes("6"))
+    }
+
+    /// A row changed by hand to bytes that are no JSON (an UPDATE sends no notification: no storage hears of it): the
+    /// next set, written on condition, finds them, keeps a copy of them under another key, then replaces them.
+    @Test func aSetOverARowChangedByHandToBytesThatAreNoJSONKeepsACopyOfThem() throws {
+        let cluster = try PostgresCluster.shared()
+        let namespace = uniqueNamespace()
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(10))
+        let storage = WLStorage(
+            key: "prefs", defaultValue: ["theme": "light"], flushInterval: nil, store: store)
+        storage.wrappedValue = ["theme": "dark"]
+        storage.flush()
+        let admin = try adminConnection(cluster.url)
+        defer { admin.close() }
+        try sqlValue(
+            admin, "UPDATE wlstorage SET value = convert_to($2, 'UTF8') WHERE namespace = $1 AND key = 'prefs'",
+            [namespace, #"{"theme":"blue""#])
+        storage.wrappedValue["size"] = "large"
+        storage.flush()
+        #expect(!storage.hasPendingChanges)
+        let stored = try JSONDecoder().decode([String: String].self, from: try #require(try store.read(key: "prefs")))
+        #expect(stored["size"] == "large")
+        let copies = try store.keys().filter { $0.hasPrefix("prefs~corrupt-") }.map { try store.read(key: $0) }
+        #expect(copies == [bytes(#"{"theme":"blue""#)], "kept aside: \(copies)")
     }
 
     @Test func keysNoFileCouldHaveAreKeysOfTheirOwn() throws {

@@ -68,6 +68,8 @@ struct KnownVersions: Sendable {
     var seen: Data?
     /// Bytes that do not decode, seen last at the key: the next write keeps a copy of them aside before it replaces them.
     var undecodable: Data?
+    /// The stamp of the bytes that do not decode a write last kept a copy of, so that a write tried again keeps no more.
+    var copied = 0
     /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
     var renames: [FieldRename] = []
 

@@ -222,11 +222,18 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         _ = try place(value, replacing: true, dropping: dropping)
     }
 
-    /// Keeps a copy of the bytes that do not decode, seen last at the key, aside before a write replaces them.
-    private func keepUndecodableCopy() throws(WLStorageError) {
-        guard let bytes = known.withLock({ $0.undecodable }) else { return }
+    /// Keeps a copy of bytes that do not decode aside before a write replaces them: those seen last at the key, or
+    /// `found` there by the write when they are not JSON; once for the same bytes, however often the write is tried.
+    private func keepUndecodableCopy(found: Data? = nil) throws(WLStorageError) {
+        if let found, JSONSyntax.problem(in: found) == nil { return }
+        guard let bytes = found ?? known.withLock({ $0.undecodable }) else { return }
+        let stamp = KnownVersions.stamp(bytes)
+        guard known.withLock({ $0.copied != stamp }) else { return }
         let copy = try medium.keepCopy(bytes, key: key)
-        known.withLock { if $0.undecodable == bytes { $0.undecodable = nil } }
+        known.withLock { known in
+            if known.undecodable == bytes { known.undecodable = nil }
+            known.copied = stamp
+        }
         WLStorageSystem.report(
             WLStorageError(
                 code: .decodingFailed,
@@ -319,6 +326,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         let written = try file.write(key: key, announced: attached.load(ordering: .relaxed)) {
             stored throws(WLStorageError) -> Data? in
             over = false
+            if let stored, stored != base { try keepUndecodableCopy(found: stored) }
             guard let stored, stored != base, let merged = merging(data, base: base, onto: stored) else { return data }
             over = true
             if merged == stored { return nil }
@@ -383,6 +391,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                         wrote(data)
                         return .written
                     }
+                    try keepUndecodableCopy(found: current)
                     stored = current
                     continue
                 }

@@ -10,7 +10,7 @@ import Testing
 /// socket open (a server, or a middlebox, that stopped answering).
 ///
 /// Driven through its standard input: `delay MS` sets the delay of each direction, `hold` stops forwarding, `freeze`
-/// stops forwarding on the connections open now only; each answers `ok`. It ends when its standard input closes, so it never outlives the tests.
+/// stops forwarding on the connections open now only, `cut` resets them; each answers `ok`. It ends when its standard input closes, so it never outlives the tests.
 final class LatencyProxy: Sendable {
     private let process: Process
     private let input: FileHandle
@@ -77,6 +77,12 @@ final class LatencyProxy: Sendable {
         try command("freeze")
     }
 
+    /// Resets every connection open now, both sides, as a middlebox that drops its flows with a reset; new connections
+    /// are forwarded.
+    func cut() throws {
+        try command("cut")
+    }
+
     private func command(_ line: String) throws {
         let answered = Self.lines(output).count
         try input.write(contentsOf: Data((line + "\n").utf8))
@@ -102,6 +108,7 @@ final class LatencyProxy: Sendable {
         held = asyncio.Event()
 
         flows = []
+        transports = []
 
         async def forward(reader, writer, frozen):
             loop = asyncio.get_running_loop()
@@ -146,6 +153,7 @@ final class LatencyProxy: Sendable {
                 return
             frozen = asyncio.Event()
             flows.append(frozen)
+            transports.append((client_writer.transport, server_writer.transport))
             await asyncio.gather(
                 forward(client_reader, server_writer, frozen), forward(server_reader, client_writer, frozen),
                 return_exceptions=True)
@@ -171,6 +179,11 @@ final class LatencyProxy: Sendable {
                     for frozen in flows:
                         frozen.set()
                     flows.clear()
+                elif words[:1] == ["cut"]:
+                    for pair in transports:
+                        for transport in pair:
+                            transport.abort()
+                    transports.clear()
                 print("ok", flush=True)
 
         asyncio.run(main())
