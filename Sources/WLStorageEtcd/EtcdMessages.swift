@@ -11,6 +11,9 @@ struct RangeRequest: Encodable {
     var revision: String?
     var keysOnly: Bool?
     var countOnly: Bool?
+    enum CodingKeys: String, CodingKey {
+        case key, rangeEnd = "range_end", limit, revision, keysOnly = "keys_only", countOnly = "count_only"
+    }
 }
 
 struct PutRequest: Encodable {
@@ -21,12 +24,15 @@ struct PutRequest: Encodable {
 struct DeleteRangeRequest: Encodable {
     var key: Data
     var rangeEnd: Data?
+    enum CodingKeys: String, CodingKey { case key, rangeEnd = "range_end" }
 }
 
 struct Compare: Encodable {
     /// `VALUE`, `CREATE` or `MOD`.
     var target: String
     var key: Data
+    /// The end of the range of keys compared (each of them), from `key`; `nil` for `key` alone.
+    var rangeEnd: Data?
     /// Compared with the key's bytes. A comparison of bytes fails where nothing is stored.
     var value: Data?
     /// Compared with the revision the key was created at: `0` where nothing is stored.
@@ -34,12 +40,19 @@ struct Compare: Encodable {
     /// Compared with the revision the key was last written at.
     var modRevision: String?
     var result = "EQUAL"
+    enum CodingKeys: String, CodingKey {
+        case target, key, rangeEnd = "range_end", value, createRevision = "create_revision"
+        case modRevision = "mod_revision", result
+    }
 }
 
 struct RequestOp: Encodable {
     var requestRange: RangeRequest?
     var requestPut: PutRequest?
     var requestDeleteRange: DeleteRangeRequest?
+    enum CodingKeys: String, CodingKey {
+        case requestRange = "request_range", requestPut = "request_put", requestDeleteRange = "request_delete_range"
+    }
 }
 
 struct TxnRequest: Encodable {
@@ -53,8 +66,10 @@ struct WatchCreateRequest: Encodable {
         var key: Data
         var rangeEnd: Data
         var startRevision: String?
+        enum CodingKeys: String, CodingKey { case key, rangeEnd = "range_end", startRevision = "start_revision" }
     }
     var createRequest: Create
+    enum CodingKeys: String, CodingKey { case createRequest = "create_request" }
 }
 
 struct ResponseHeader: Decodable {
@@ -62,6 +77,7 @@ struct ResponseHeader: Decodable {
     var revision: String?
 
     var revisionNumber: Int64 { revision.flatMap { Int64($0) } ?? 0 }
+    enum CodingKeys: String, CodingKey { case clusterId = "cluster_id", revision }
 }
 
 struct KeyValue: Decodable {
@@ -70,6 +86,7 @@ struct KeyValue: Decodable {
     var modRevision: String?
     /// The key's version: 1 when it is made, one more at every put, and the key made anew after a delete starts again.
     var version: String?
+    enum CodingKeys: String, CodingKey { case key, value, modRevision = "mod_revision", version }
 }
 
 /// An answer with etcd's header, whose revision is the cluster's when it answered.
@@ -87,9 +104,16 @@ struct WriteResponse: EtcdAnswer {
     var header: ResponseHeader?
 }
 
+/// A transaction's answer without the answers to its operations, which a batch's puts do not need decoded.
+struct TxnOutcome: EtcdAnswer {
+    var header: ResponseHeader?
+    var succeeded: Bool?
+}
+
 struct TxnResponse: EtcdAnswer {
     struct Response: Decodable {
         var responseRange: RangeResponse?
+        enum CodingKeys: String, CodingKey { case responseRange = "response_range" }
     }
     var header: ResponseHeader?
     var succeeded: Bool?
@@ -111,6 +135,9 @@ struct WatchLine: Decodable {
         var compactRevision: String?
         var cancelReason: String?
         var events: [Event]?
+        enum CodingKeys: String, CodingKey {
+            case header, created, canceled, compactRevision = "compact_revision", cancelReason = "cancel_reason", events
+        }
     }
     var result: Result?
     var error: GatewayError?
@@ -126,20 +153,15 @@ struct GatewayError: Decodable {
 
     var text: String { message ?? error ?? "no message" }
     var status: Int? { code ?? grpcCode }
+    enum CodingKeys: String, CodingKey { case code, grpcCode = "grpc_code", message, error }
 }
 
 extension JSONEncoder {
-    static let etcd: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.keyEncodingStrategy = .convertToSnakeCase
-        return encoder
-    }()
+    /// Field names are spelled out by each message's coding keys: a conversion of every key (`convertToSnakeCase`)
+    /// took a third of the time a batch's transaction took to encode.
+    static let etcd = JSONEncoder()
 }
 
 extension JSONDecoder {
-    static let etcd: JSONDecoder = {
-        let decoder = JSONDecoder()
-        decoder.keyDecodingStrategy = .convertFromSnakeCase
-        return decoder
-    }()
+    static let etcd = JSONDecoder()
 }

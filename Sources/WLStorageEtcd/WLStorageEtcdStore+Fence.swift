@@ -20,11 +20,11 @@ extension WLStorageEtcdStore {
     /// then sent once more without the fence (a plain write, which other writers' writes may follow in any order), and
     /// one with conditions is not stored (`false`), as when they do not hold.
     ///
-    /// - Returns: Whether the transaction was carried out.
+    /// - Returns: The answer of the transaction carried out, or `nil` when it was not.
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether it
     ///   was carried out.
     func fenced(key: String, conditions: [Compare], operations: [RequestOp], resending: Bool) throws(WLStorageError)
-        -> Bool
+        -> TxnResponse?
     {
         let etcdKey = etcdKey(key)
         try learnRevision(key: key)
@@ -34,20 +34,20 @@ extension WLStorageEtcdStore {
             if attempt < Self.fenceTries {
                 compare.append(Compare(target: "MOD", key: etcdKey, modRevision: String(seen + 1), result: "LESS"))
             } else if !conditions.isEmpty {
-                return false
+                return nil
             }
             let request = TxnRequest(
                 compare: compare, success: operations, failure: [RequestOp(requestRange: RangeRequest(key: etcdKey))])
             let answer: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
                 try client.call("v3/kv/txn", request, resending: resending)
             }
-            if answer.succeeded == true { return true }
+            if answer.succeeded == true { return answer }
             let current = answer.responses?.first?.responseRange?.kvs?.first
             let modified = current?.modRevision.flatMap { Int64($0) } ?? 0
             // Refused by its own conditions, not by the fence.
             guard modified > seen else {
                 if conditions.isEmpty { break }
-                return false
+                return nil
             }
         }
         // Without conditions of its own, only the fence can refuse, and a refusal says what came after it.
@@ -60,17 +60,30 @@ extension WLStorageEtcdStore {
     /// latest revision the store has seen; when one was, tries again with the revision of that answer, and at the last
     /// try without the fence, as ``fenced(key:conditions:operations:resending:)`` does for a put.
     ///
+    /// The first try compares the keys from the first of `keys` to the last, in etcd's order, as one range: etcd
+    /// checks one comparison of a range in a fraction of the time it takes for one comparison per key. Any key of the
+    /// range written since refuses it, one of the batch's or not; the next tries compare the batch's keys one by one.
+    ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
     ///   it was carried out.
     func fencedBatch(_ keys: [Data], operations: [RequestOp]) throws(WLStorageError) {
         try learnRevision(key: nil)
+        let first = keys.min { $0.lexicographicallyPrecedes($1) }
+        let last = keys.max { $0.lexicographicallyPrecedes($1) }
         for attempt in 0...Self.fenceTries {
             let seen = client.latestRevision
+            let revision = String(seen + 1)
             let compare =
-                attempt < Self.fenceTries
-                ? keys.map { Compare(target: "MOD", key: $0, modRevision: String(seen + 1), result: "LESS") } : []
+                if attempt == 0, keys.count > 1, let first, let last {
+                    // The range ends just after its last key.
+                    [Compare(target: "MOD", key: first, rangeEnd: last + [0], modRevision: revision, result: "LESS")]
+                } else if attempt < Self.fenceTries {
+                    keys.map { Compare(target: "MOD", key: $0, modRevision: revision, result: "LESS") }
+                } else {
+                    [Compare]()
+                }
             let request = TxnRequest(compare: compare, success: operations)
-            let answer: TxnResponse = try perform(reading: false, key: nil) { () throws(EtcdFailure) in
+            let answer: TxnOutcome = try perform(reading: false, key: nil) { () throws(EtcdFailure) in
                 try client.call("v3/kv/txn", request, resending: true)
             }
             if answer.succeeded == true { return }

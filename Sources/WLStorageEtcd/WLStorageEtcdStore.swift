@@ -177,11 +177,23 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when nothing was stored, or it is not known whether it
     ///   was.
     public func write(key: String, data: Data) throws {
-        // The fence's two more mentions of the key fit in the margin under etcd's limit.
+        _ = try writeWithVersion(key: key, data: data)
+    }
+
+    /// Stores `data` under `key` as ``write(key:data:)`` does, and returns the key's version after the write, read in
+    /// the same transaction.
+    ///
+    /// - Throws: As ``write(key:data:)``.
+    public func writeWithVersion(key: String, data: Data) throws -> Int64? {
+        // The fence's and the read's mentions of the key fit in the margin under etcd's limit.
         try checkSize(of: [key], [data], key: key)
-        _ = try fenced(
-            key: key, conditions: [], operations: [RequestOp(requestPut: PutRequest(key: etcdKey(key), value: data))],
-            resending: true)
+        let etcdKey = etcdKey(key)
+        let operations = [
+            RequestOp(requestPut: PutRequest(key: etcdKey, value: data)),
+            RequestOp(requestRange: RangeRequest(key: etcdKey, keysOnly: true)),
+        ]
+        let answer = try fenced(key: key, conditions: [], operations: operations, resending: true)
+        return answer?.responses?.last?.responseRange?.kvs?.first?.version.flatMap { Int64($0) }
     }
 
     /// Stores `data` under `key` unless something is stored there, in one transaction (the key's creation revision is
@@ -212,7 +224,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
             }
         return try fenced(
             key: key, conditions: [condition],
-            operations: [RequestOp(requestPut: PutRequest(key: etcdKey, value: data))], resending: false)
+            operations: [RequestOp(requestPut: PutRequest(key: etcdKey, value: data))], resending: false) != nil
     }
 
     /// Removes what is stored under `key`, and the tags of its updates' writes, in one transaction; nothing stored is
@@ -241,7 +253,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         ]
         return try fenced(
             key: key, conditions: [Compare(target: "VALUE", key: etcdKey, value: data)], operations: operations,
-            resending: false)
+            resending: false) != nil
     }
 
     /// Stores every write of `batch`, in transactions of at most 128 puts (etcd's default `--max-txn-ops`) and about

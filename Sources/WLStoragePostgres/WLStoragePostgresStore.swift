@@ -125,7 +125,16 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when nothing was stored, or it is not known whether it
     ///   was (the connection broke, or the timeout passed).
     public func write(key: String, data: Data) throws {
-        _ = try query(statements.upsert, upsertParameters(key, data), reading: false, key: key)
+        _ = try writeWithVersion(key: key, data: data)
+    }
+
+    /// Stores `data` under `key` as ``write(key:data:)`` does, and returns the row's version after the write, which
+    /// the statement returns.
+    ///
+    /// - Throws: As ``write(key:data:)``.
+    public func writeWithVersion(key: String, data: Data) throws -> Int64? {
+        let rows = try query(statements.upsert, upsertParameters(key, data), reading: false, key: key)
+        return rows.first?.last.flatMap { $0 }.flatMap { Int64(String(decoding: $0, as: UTF8.self)) }
     }
 
     /// Stores `data` under `key` unless a row exists for it, in one statement (`INSERT … ON CONFLICT DO NOTHING`), and

@@ -44,7 +44,10 @@ struct EtcdLateWriteTests {
             // A batch (a flush of every storage, the flush at exit) the same way.
             let batchFirst = try WLStorageEtcdStore(
                 endpoints: [slow.endpoint, other.endpoint], namespace: namespace, timeout: .seconds(2))
-            try batchFirst.write([WLStorageStoreWrite(key: "batched", data: bytes("1"))])
+            try batchFirst.write([
+                WLStorageStoreWrite(key: "batched", data: bytes("1")),
+                WLStorageStoreWrite(key: "batched2", data: bytes("1")),
+            ])
             try store.write(key: "batched", data: bytes("2"))
 
             // Everything held is delivered, and answered.

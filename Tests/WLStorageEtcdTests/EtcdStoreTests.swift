@@ -93,6 +93,36 @@ struct EtcdStoreTests {
         }
     }
 
+    /// Another program writes a key that sorts between two keys of a batch: the batch's first try, which compares the
+    /// range from its first key to its last, is refused, and the next, which compares its own keys, stores it.
+    @Test func aBatchIsStoredWhenAKeyAmongItsKeysWasWrittenSince() async throws {
+        try await onItsOwnThread {
+            let namespace = uniqueNamespace()
+            let store = try makeStore(namespace)
+            try store.write(key: "a", data: bytes("0"))
+            try makeStore(namespace).write(key: "b", data: bytes("other"))
+            try store.write([
+                WLStorageStoreWrite(key: "a", data: bytes("1")), WLStorageStoreWrite(key: "c", data: bytes("1")),
+            ])
+            #expect(try store.read(key: "a") == bytes("1"))
+            #expect(try store.read(key: "b") == bytes("other"))
+            #expect(try store.read(key: "c") == bytes("1"))
+        }
+    }
+
+    /// A write says the key's version after it, as a read does: 1 when made, one more at each write, 1 again once
+    /// the key is made anew.
+    @Test func aWriteSaysTheVersionItMade() async throws {
+        try await onItsOwnThread {
+            let store = try makeStore(uniqueNamespace())
+            #expect(try store.writeWithVersion(key: "k", data: bytes("1")) == 1)
+            #expect(try store.writeWithVersion(key: "k", data: bytes("2")) == 2)
+            #expect(try store.readWithVersion(key: "k")?.version == 2)
+            try store.remove(key: "k")
+            #expect(try store.writeWithVersion(key: "k", data: bytes("3")) == 1)
+        }
+    }
+
     /// The third transaction of a batch holds a value larger than etcd takes in a request (1.5 MiB by default): the
     /// two before it are stored, and the error says so. The third is not sent: etcd's refusal would stop the program
     /// (see `WLStorageEtcdStore.maximumRequestBytes`).

@@ -36,6 +36,17 @@ struct PostgresStoreTests {
         #expect(try store.read(key: "binary") == binary)
     }
 
+    /// A write says the row's version after it, as a read does: 1 when made, one more at each write, 1 again once
+    /// the row is made anew.
+    @Test func aWriteSaysTheVersionItMade() throws {
+        let store = try store(uniqueNamespace())
+        #expect(try store.writeWithVersion(key: "k", data: bytes("1")) == 1)
+        #expect(try store.writeWithVersion(key: "k", data: bytes("2")) == 2)
+        #expect(try store.readWithVersion(key: "k")?.version == 2)
+        try store.remove(key: "k")
+        #expect(try store.writeWithVersion(key: "k", data: bytes("3")) == 1)
+    }
+
     @Test func createStoresOnlyWhereNothingIsStored() throws {
         let store = try store(uniqueNamespace())
         #expect(try store.create(key: "k", data: bytes("first")))

@@ -43,6 +43,18 @@ public protocol WLStorageCarryingStore: WLStorageStore {
 
     /// The bytes of `key` with their version, or `nil` when nothing is stored.
     func readWithVersion(key: String) throws -> (data: Data, version: Int64)?
+
+    /// Stores `data` under `key` as ``WLStorageStore/write(key:data:)`` does, and returns the key's version after the
+    /// write, or `nil` when it is not known. A storage that learns the version of its own write takes the feed's report
+    /// of it as known, without reading the key. By default, a write with no version.
+    func writeWithVersion(key: String, data: Data) throws -> Int64?
+}
+
+extension WLStorageCarryingStore {
+    public func writeWithVersion(key: String, data: Data) throws -> Int64? {
+        try write(key: key, data: data)
+        return nil
+    }
 }
 
 /// The carried feed a storage uses: a ``WLStorageCarryingStore``'s, or an encrypted store's over one.

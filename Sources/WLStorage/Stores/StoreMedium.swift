@@ -139,8 +139,11 @@ final class StoreMedium: KeyMedium {
     {
         let data = try encode()
         forgetVersion()
+        var version: Int64?
         do {
-            if replacing {
+            if replacing, carries, let carrying = (carriedFeed as? StoreCarriedFeed)?.store {
+                version = try carrying.writeWithVersion(key: storedKey, data: data)
+            } else if replacing {
                 try store.write(key: storedKey, data: data)
             } else if try !store.create(key: storedKey, data: data) {
                 return nil
@@ -149,6 +152,8 @@ final class StoreMedium: KeyMedium {
             throw failure(error, writing: true, key: key)
         }
         wrote()
+        // The feed's report of this write, heard before or after, is then known news.
+        if let version { versions.withLock { $0.known = version } }
         return (data, KnownVersions.stamp(data))
     }
 

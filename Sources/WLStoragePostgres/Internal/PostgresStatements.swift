@@ -67,8 +67,8 @@ extension WLStoragePostgresStore {
             let insert = "INSERT INTO \(name) AS stored (namespace, key, value, version) VALUES ($1, $2, $3, 1)"
             upsert = """
                 WITH written AS (\(insert) ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value, \
-                version = stored.version + 1, updated_at = now() RETURNING stored.version) SELECT \(notifyWrite) \
-                FROM written
+                version = stored.version + 1, updated_at = now() RETURNING stored.version) SELECT \(notifyWrite), \
+                version::text FROM written
                 """
             // The rows of a chunk of a batch, written as `upsert` writes one: the same version and notification.
             upsertMany = """

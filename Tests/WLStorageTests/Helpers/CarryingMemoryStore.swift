@@ -30,9 +30,22 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
         return row
     }
 
+    /// Whether ``writeWithVersion(key:data:)`` returns the version written (`false`: `nil`, as a store that cannot).
+    let saysWrittenVersions: Bool
+
+    init(saysWrittenVersions: Bool = true) {
+        self.saysWrittenVersions = saysWrittenVersions
+    }
+
     func write(key: String, data: Data) throws {
+        _ = try writeWithVersion(key: key, data: data)
+    }
+
+    /// A write, whose report the feed sends before it returns.
+    func writeWithVersion(key: String, data: Data) throws -> Int64? {
         let version = store(key, data)
         report(.carried(WLStorageCarriedChange(key: key, version: version, data: data)))
+        return saysWrittenVersions ? version : nil
     }
 
     func remove(key: String) throws {

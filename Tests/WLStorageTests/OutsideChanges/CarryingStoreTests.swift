@@ -58,6 +58,32 @@ import WLStorageTestSupport
         #expect(eventually { storage.wrappedValue == 11 }, "the storage holds \(storage.wrappedValue)")
     }
 
+    /// A store that says the version of each write: the storage knows its own writes when the feed reports them, and
+    /// reads its key for none of them; the next change of another program is taken as carried.
+    @Test func itsOwnWritesWhoseVersionsTheStoreSaysAreNotReadBack() {
+        let store = CarryingMemoryStore()
+        let (storage, readsAtOpen) = openedStorage(store)
+        for value in 10...14 {
+            storage.wrappedValue = value
+            storage.flush()
+        }
+        store.writeFromOutside("k", json: "20")
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+        #expect(store.reads(of: "k") == readsAtOpen)
+    }
+
+    /// A store that does not say the version of a write: the storage reads its key once the feed reports it, and
+    /// holds what it wrote, then another program's change.
+    @Test func itsOwnWritesWhoseVersionsAreNotSaidAreReadBack() {
+        let store = CarryingMemoryStore(saysWrittenVersions: false)
+        let (storage, readsAtOpen) = openedStorage(store)
+        storage.wrappedValue = 10
+        storage.flush()
+        store.writeFromOutside("k", json: "20")
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+        #expect(store.reads(of: "k") > readsAtOpen)
+    }
+
     /// While a storage reads its key, another program writes it, an operator removes it without a word from the feed,
     /// and a program makes it anew at version 1. The feed reports both writes after the read that missed them; the
     /// first follows on from the version read, but the last is the key's newest write: the storage ends holding it.
