@@ -11,13 +11,15 @@ import WLStorage
 /// Notifications the store did not send: ignored, and the listener keeps listening.
 @Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresUnsentNotificationTests: PostgresFaultSuite {
-    /// A payload announcing a namespace of length `Int.max` makes `colon + 1 + length` overflow: anyone who may
-    /// `NOTIFY` on the channel crashes every program listening on it.
-    @Test func aPayloadWithAnEnormousLengthIsIgnoredNotACrash() async {
-        await #expect(processExitsWith: .success) {
-            _ = WLStoragePostgresStore.change(fromPayload: "k:9223372036854775807:x", namespace: "x", table: "1")
-            _ = WLStoragePostgresStore.change(fromPayload: "*:9223372036854775806:x", namespace: "x", table: "1")
-        }
+    /// A payload announcing a namespace of length `Int.max` made `colon + 1 + length` overflow: anyone who may
+    /// `NOTIFY` on the channel crashed every program listening on it. Parsed in this process, not in an exit test:
+    /// Swift Testing's watch of an exit test's process waits for any child of the test process without reaping it, and
+    /// a child another test left unreaped (a zombie) then keeps it from ever seeing its own, and the run hangs.
+    @Test func aPayloadWithAnEnormousLengthIsIgnoredNotACrash() {
+        #expect(
+            WLStoragePostgresStore.change(fromPayload: "k:9223372036854775807:x", namespace: "x", table: "1") == nil)
+        #expect(
+            WLStoragePostgresStore.change(fromPayload: "*:9223372036854775806:x", namespace: "x", table: "1") == nil)
     }
 
     @Test func garbageNotificationsAreIgnoredAndTheListenerKeepsListening() throws {

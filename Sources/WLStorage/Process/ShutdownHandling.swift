@@ -235,8 +235,14 @@ private enum FlushItem: Sendable {
         if let firstIndex = taken.first?.index, let first = cells[firstIndex].storeMedium {
             let writes = taken.map(\.batch.write)
             var failure: WLStorageError?
+            // The version of each key after the batch, where the store says it.
+            var versions: [Int64?] = []
             do {
-                try first.store.write(writes)
+                if let carrying = first.carryingStore {
+                    versions = try carrying.writeWithVersions(writes)
+                } else {
+                    try first.store.write(writes)
+                }
             } catch {
                 failure = WLStorageError(
                     code: .writeFailed,
@@ -249,12 +255,13 @@ private enum FlushItem: Sendable {
             for (position, (batch, index)) in taken.enumerated() {
                 guard let failure, position >= stored else {
                     needsFlush[index] = cells[index].finishBatchWrite(
-                        batch.version, data: batch.write.data, failure: nil)
+                        batch.version, data: batch.write.data, failure: nil,
+                        stored: versions.indices.contains(position) ? versions[position] : nil)
                     continue
                 }
                 var error = failure
                 error.key = batch.write.key
-                _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
+                _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error, stored: nil)
                 needsFlush[index] = false
             }
         }
