@@ -64,23 +64,12 @@ extension WLStorageEtcdStore {
     /// checks one comparison of a range in a fraction of the time it takes for one comparison per key. Any key of the
     /// range written since refuses it, one of the batch's or not; the next tries compare the batch's keys one by one.
     ///
-    /// The transaction ends with a read of the versions of the keys of that range, at most four times as many keys as
-    /// `keys`, which sees its puts.
-    ///
-    /// - Returns: The version of each key the read reached, by etcd key.
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
     ///   it was carried out.
-    func fencedBatch(_ keys: [Data], operations: [RequestOp]) throws(WLStorageError) -> [Data: Int64] {
+    func fencedBatch(_ keys: [Data], operations: [RequestOp]) throws(WLStorageError) {
         try learnRevision(key: nil)
         let first = keys.min { $0.lexicographicallyPrecedes($1) }
         let last = keys.max { $0.lexicographicallyPrecedes($1) }
-        var operations = operations
-        if let first, let last {
-            operations.append(
-                RequestOp(
-                    requestRange: RangeRequest(
-                        key: first, rangeEnd: last + [0], limit: String(4 * keys.count), keysOnly: true)))
-        }
         for attempt in 0...Self.fenceTries {
             let seen = client.latestRevision
             let revision = String(seen + 1)
@@ -94,15 +83,10 @@ extension WLStorageEtcdStore {
                     [Compare]()
                 }
             let request = TxnRequest(compare: compare, success: operations)
-            let answer: TxnResponse = try perform(reading: false, key: nil) { () throws(EtcdFailure) in
+            let answer: TxnOutcome = try perform(reading: false, key: nil) { () throws(EtcdFailure) in
                 try client.call("v3/kv/txn", request, resending: true)
             }
-            if answer.succeeded == true {
-                let read = answer.responses?.last?.responseRange?.kvs ?? []
-                return Dictionary(
-                    read.compactMap { kv in kv.version.flatMap { Int64($0) }.map { (kv.key, $0) } }
-                ) { first, _ in first }
-            }
+            if answer.succeeded == true { return }
             // Only the fence can refuse, and the refusal's answer brings a later revision.
             guard client.latestRevision > seen else { break }
         }

@@ -256,31 +256,20 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
             resending: false) != nil
     }
 
-    /// Stores every write of `batch`, in transactions of at most 127 puts and a read of their keys' versions (128
-    /// operations: etcd's default `--max-txn-ops`) and about 1 MiB of keys and values, sent one after the other; a key
-    /// written twice in one transaction is written once, with its last bytes (etcd refuses a transaction that puts a
-    /// key twice). Each transaction is fenced as a put is (see ``write(key:data:)``). A transaction that reached no
-    /// member, or whose answer was lost (a member restarting, or out of reach for a moment), is sent again with a
-    /// backoff within the store's timeout from the batch's start: the flush at exit writes its values once the member
-    /// is back. The fence makes a transaction carried out already put the same bytes again, after any write made since.
+    /// Stores every write of `batch`, in transactions of at most 128 puts (etcd's default `--max-txn-ops`) and about
+    /// 1 MiB of keys and values, sent one after the other; a key written twice in one transaction is written once,
+    /// with its last bytes (etcd refuses a transaction that puts a key twice). Each transaction is fenced as a put is
+    /// (see ``write(key:data:)``). A transaction that reached no member, or whose answer was lost (a member restarting,
+    /// or out of reach for a moment), is sent again with a backoff within the store's timeout from the batch's start:
+    /// the flush at exit writes its values once the member is back. The fence makes a transaction carried out already
+    /// put the same bytes again, after any write made since.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether
     ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes of the transactions carried out before
     ///   it.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
-        _ = try writeWithVersions(batch)
-    }
-
-    /// Stores every write of `batch` as ``write(_:)`` does, and returns the version each write made its key, read in
-    /// the transaction that wrote it (for a write replaced by a later one of the same key in that transaction, the
-    /// later one's); `nil` for a key the read did not reach (the read of a transaction's keys
-    /// stops after four times as many keys as it wrote, when other keys lie among them).
-    ///
-    /// - Throws: As ``write(_:)``.
-    public func writeWithVersions(_ batch: [WLStorageStoreWrite]) throws -> [Int64?] {
         let deadline = ContinuousClock.now + timeout
         var stored = 0
-        var versions = [Int64?](repeating: nil, count: batch.count)
         for chunk in Self.chunks(of: batch) {
             var last: [String: Int] = [:]
             for index in chunk { last[batch[index].key] = index }
@@ -290,11 +279,10 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
             var failures = 0
             while true {
                 do throws(WLStorageError) {
-                    // Each key three times: in its put, in the fence, and in the read of versions.
+                    // Each key twice: in its put, and in the fence.
                     let keys = chunk.map { batch[$0].key }
-                    try checkSize(of: keys + keys + keys, chunk.map { batch[$0].data }, key: nil)
-                    let written = try fencedBatch(Set(keys).map(etcdKey), operations: puts)
-                    for index in chunk { versions[index] = written[etcdKey(batch[index].key)] }
+                    try checkSize(of: keys + keys, chunk.map { batch[$0].data }, key: nil)
+                    try fencedBatch(Set(keys).map(etcdKey), operations: puts)
                     break
                 } catch {
                     // 10 ms, doubling, up to a quarter of a second, and never past the deadline.
@@ -314,7 +302,6 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
             }
             stored = chunk.upperBound
         }
-        return versions
     }
 
     /// The ranges of `batch` written by one transaction each.
@@ -324,8 +311,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         var bytes = 0
         for (index, write) in batch.enumerated() {
             let size = write.key.utf8.count + write.data.count
-            // One operation of each transaction reads the versions of its keys.
-            if index > start && (index - start >= transactionOperations - 1 || bytes + size > transactionBytes) {
+            if index > start && (index - start >= transactionOperations || bytes + size > transactionBytes) {
                 chunks.append(start..<index)
                 start = index
                 bytes = 0

@@ -123,26 +123,6 @@ struct EtcdStoreTests {
         }
     }
 
-    /// A batch of more keys than one transaction takes, one of them twice, among keys the batch does not write, says
-    /// the version each write made its key: the last write of a key the version a read then finds, the one before
-    /// it an earlier version.
-    @Test func aBatchSaysTheVersionsItMade() async throws {
-        try await onItsOwnThread {
-            let store = try makeStore(uniqueNamespace())
-            for index in stride(from: 0, to: 300, by: 7) { try store.write(key: "k\(index)", data: bytes("before")) }
-            var batch = (0..<300).map { WLStorageStoreWrite(key: "k\($0)", data: bytes(String($0))) }
-            batch.append(WLStorageStoreWrite(key: "k5", data: bytes("again")))
-            try store.write(key: "k150x", data: bytes("not in the batch"))
-            let versions = try store.writeWithVersions(batch)
-            #expect(versions.count == batch.count)
-            for (write, version) in zip(batch, versions).dropFirst(6) {
-                #expect(version == (try store.readWithVersion(key: write.key)?.version), "\(write.key)")
-            }
-            #expect(versions[0] == 2 && versions[1] == 1)
-            #expect(versions[5].map { $0 + 1 } == versions[300])
-        }
-    }
-
     /// The third transaction of a batch holds a value larger than etcd takes in a request (1.5 MiB by default): the
     /// two before it are stored, and the error says so. The third is not sent: etcd's refusal would stop the program
     /// (see `WLStorageEtcdStore.maximumRequestBytes`).

@@ -206,8 +206,8 @@ enum EtcdCases {
         var (libraryCount, directCount, rawCount) = (0, 0, 0)
         var failure: (any Error)?
         var leftPending = false
-        // Between rounds, a pause in which the store's watch reports its own writes (a thousand events): the next round
-        // does not run beside them.
+        // Between rounds, a pause in which the store's watch reports its own writes and each storage reads its key
+        // back (a thousand reads): the next round does not run beside them.
         let pause: UInt64 = 3_000_000_000
         let settings =
             harness.quick
@@ -260,7 +260,7 @@ enum EtcdCases {
         return [
             Row(
                 caseID: "etcd-batch", title: "etcd: flush of \(count) pending keys",
-                subject: "WLStorageSystem.flushAll(): transactions of up to 127 puts and a read of their versions",
+                subject: "WLStorageSystem.flushAll(): transactions of up to 128 puts",
                 value: results["WLStorageSystem.flushAll()"]!, baseline: baseline,
                 baselineValue: results["by hand"]!, target: .ratio(atMost: 1.2), note: note),
             Row(

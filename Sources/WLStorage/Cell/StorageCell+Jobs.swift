@@ -117,7 +117,7 @@ extension StorageCell {
             do throws(WLStorageError) {
                 data = try keyBacker.encode(slot.pointee, dropping: dropping)
             } catch {
-                _ = finishBatchWrite(version, data: Data(), failure: error, stored: nil)
+                _ = finishBatchWrite(version, data: Data(), failure: error)
                 return .elsewhere
             }
             return .taken(
@@ -126,8 +126,8 @@ extension StorageCell {
     }
 
     /// Ends the batch write of `version`, as `data` (written when `failure` is `nil`); returns whether work is left.
-    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?, stored: Int64?) -> Bool {
-        if failure == nil { keyBacker?.wrote(data, version: stored) }
+    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
+        if failure == nil { keyBacker?.wrote(data) }
         let now = scheduler.now
         var effects = JobEffects()
         let done = state.withLock {

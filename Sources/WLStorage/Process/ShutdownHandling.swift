@@ -235,14 +235,8 @@ private enum FlushItem: Sendable {
         if let firstIndex = taken.first?.index, let first = cells[firstIndex].storeMedium {
             let writes = taken.map(\.batch.write)
             var failure: WLStorageError?
-            // The version of each key after the batch, where the store says it.
-            var versions: [Int64?] = []
             do {
-                if let carrying = first.carryingStore {
-                    versions = try carrying.writeWithVersions(writes)
-                } else {
-                    try first.store.write(writes)
-                }
+                try first.store.write(writes)
             } catch {
                 failure = WLStorageError(
                     code: .writeFailed,
@@ -255,13 +249,12 @@ private enum FlushItem: Sendable {
             for (position, (batch, index)) in taken.enumerated() {
                 guard let failure, position >= stored else {
                     needsFlush[index] = cells[index].finishBatchWrite(
-                        batch.version, data: batch.write.data, failure: nil,
-                        stored: versions.indices.contains(position) ? versions[position] : nil)
+                        batch.version, data: batch.write.data, failure: nil)
                     continue
                 }
                 var error = failure
                 error.key = batch.write.key
-                _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error, stored: nil)
+                _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
                 needsFlush[index] = false
             }
         }

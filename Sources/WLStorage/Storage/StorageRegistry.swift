@@ -44,7 +44,7 @@ protocol RegisteredCell: AnyObject, Sendable {
     var storeMedium: StoreMedium? { get }
     /// The pending change as a batch write, or why not; ``finishBatchWrite(_:data:failure:)`` ends it.
     func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite>
-    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?, stored: Int64?) -> Bool
+    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
 
 /// What a flush of every cell finds in a cell, from the flushing thread: as a batch does (``BatchTake``), or work.

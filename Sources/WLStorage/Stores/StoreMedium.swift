@@ -134,11 +134,6 @@ final class StoreMedium: KeyMedium {
 
     // MARK: Writes
 
-    /// The store, when it carries its changes and says the versions of its writes; not through an encrypted store.
-    var carryingStore: (any WLStorageCarryingStore)? {
-        carries ? (carriedFeed as? StoreCarriedFeed)?.store : nil
-    }
-
     func write(key: String, replacing: Bool, announced: Bool, encode: () throws(WLStorageError) -> Data)
         throws(WLStorageError) -> (data: Data, stamp: Int)?
     {
@@ -146,7 +141,7 @@ final class StoreMedium: KeyMedium {
         forgetVersion()
         var version: Int64?
         do {
-            if replacing, let carrying = carryingStore {
+            if replacing, carries, let carrying = (carriedFeed as? StoreCarriedFeed)?.store {
                 version = try carrying.writeWithVersion(key: storedKey, data: data)
             } else if replacing {
                 try store.write(key: storedKey, data: data)
@@ -156,7 +151,9 @@ final class StoreMedium: KeyMedium {
         } catch {
             throw failure(error, writing: true, key: key)
         }
-        wrote(version: version)
+        wrote()
+        // The feed's report of this write, heard before or after, is then known news.
+        if let version { versions.withLock { $0.known = version } }
         return (data, KnownVersions.stamp(data))
     }
 
@@ -202,11 +199,9 @@ final class StoreMedium: KeyMedium {
         rewriteFrom.withLock { $0 = read.data }
     }
 
-    /// After a write of the key: nothing is left to rewrite, and the key's version is `version`, which makes the
-    /// feed's report of this write, heard before or after, known news; without it, the next report reads the key.
-    func wrote(version: Int64? = nil) {
+    /// After a write of the key: its version is not known to the feed, and nothing is left to rewrite.
+    func wrote() {
         forgetVersion()
-        if let version { versions.withLock { $0.known = version } }
         rewriteFrom.withLock { $0 = nil }
     }
 

@@ -477,8 +477,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// Records `data` as the version written to a store's key (update or batch); bytes kept from before go now.
-    func wrote(_ data: Data, version: Int64? = nil) {
-        storeMedium?.wrote(version: version)
+    func wrote(_ data: Data) {
+        storeMedium?.wrote()
         recordWrite(data, stamp: KnownVersions.stamp(data))
     }
 }

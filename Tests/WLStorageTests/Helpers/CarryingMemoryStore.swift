@@ -10,7 +10,6 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
     private struct State {
         var rows: [String: (data: Data, version: Int64)] = [:]
         var reads: [String: Int] = [:]
-        var versionsRead: [String: [Int64]] = [:]
         var handlers: [Int: @Sendable (WLStorageFeedEvent) -> Void] = [:]
         var nextHandler = 0
         var heldReads: [String: HeldRead] = [:]
@@ -25,7 +24,6 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
     func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
         let (row, held) = withState { state in
             state.reads[key, default: 0] += 1
-            state.versionsRead[key, default: []].append(state.rows[key]?.version ?? 0)
             return (state.rows[key], state.heldReads.removeValue(forKey: key))
         }
         held?.hold()
@@ -48,15 +46,6 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
         let version = store(key, data)
         report(.carried(WLStorageCarriedChange(key: key, version: version, data: data)))
         return saysWrittenVersions ? version : nil
-    }
-
-    /// A batch, written one write at a time (a write's report sent before the next write).
-    func writeWithVersions(_ batch: [WLStorageStoreWrite]) throws -> [Int64?] {
-        try batch.map { try writeWithVersion(key: $0.key, data: $0.data) }
-    }
-
-    func write(_ batch: [WLStorageStoreWrite]) throws {
-        _ = try writeWithVersions(batch)
     }
 
     func remove(key: String) throws {
@@ -136,9 +125,6 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
 
     /// How many times `key` was read.
     func reads(of key: String) -> Int { withState { $0.reads[key, default: 0] } }
-
-    /// The version each read of `key` found (0: nothing stored), in order.
-    func versionsRead(of key: String) -> [Int64] { withState { $0.versionsRead[key, default: []] } }
 
     private func store(_ key: String, _ data: Data) -> Int64 {
         withState { state in

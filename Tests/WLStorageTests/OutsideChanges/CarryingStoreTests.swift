@@ -58,32 +58,18 @@ import WLStorageTestSupport
         #expect(eventually { storage.wrappedValue == 11 }, "the storage holds \(storage.wrappedValue)")
     }
 
-    /// A flush of every storage of the store writes their changes as one batch, whose versions the store says: no
-    /// storage reads its key when the feed reports the batch's writes (no read finds the version the batch made), and
-    /// each takes the next change of another program. (A check that finds the changes reported to it already taken
-    /// by an earlier one reads the key, so reads after that change are not counted.)
-    @Test(arguments: [true, false])
-    func aBatchWhoseVersionsTheStoreSaysIsNotReadBack(saysVersions: Bool) {
-        let store = CarryingMemoryStore(saysWrittenVersions: saysVersions)
-        let keys = ["a", "b", "c"]
-        for key in keys { store.writeFromOutside(key, json: "1") }
-        let storages = keys.map { WLStorage(key: $0, defaultValue: 0, flushInterval: nil, store: store) }
-        let cells = storages.map { $0.cell as AnyObject }
-        for storage in storages { storage.wrappedValue = 10 }
-        ShutdownHandling.flushEverything(only: { cell in cells.contains { $0 === cell } })
-        for key in keys { store.writeFromOutside(key, json: "20") }
-        for storage in storages {
-            #expect(eventually { storage.wrappedValue == 20 }, "a storage holds \(storage.wrappedValue)")
+    /// A store that says the version of each write: the storage knows its own writes when the feed reports them, and
+    /// reads its key for none of them; the next change of another program is taken as carried.
+    @Test func itsOwnWritesWhoseVersionsTheStoreSaysAreNotReadBack() {
+        let store = CarryingMemoryStore()
+        let (storage, readsAtOpen) = openedStorage(store)
+        for value in 10...14 {
+            storage.wrappedValue = value
+            storage.flush()
         }
-        // Version 1 is the one the storages opened on, the batch made version 2, and the change of another program 3.
-        if saysVersions {
-            let readsOfTheBatch = keys.map { store.versionsRead(of: $0).filter { $0 == 2 }.count }
-            #expect(readsOfTheBatch == [0, 0, 0], "reads that found the batch's version")
-        } else {
-            // Each storage's known version is forgotten at its write: the next report reads the key.
-            let readsAfterTheBatch = keys.map { store.versionsRead(of: $0).filter { $0 >= 2 }.count }
-            #expect(readsAfterTheBatch.allSatisfy { $0 > 0 }, "reads after the batch: \(readsAfterTheBatch)")
-        }
+        store.writeFromOutside("k", json: "20")
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+        #expect(store.reads(of: "k") == readsAtOpen)
     }
 
     /// A store that does not say the version of a write: the storage reads its key once the feed reports it, and
