@@ -72,6 +72,35 @@ import WLStorageTestSupport
         #expect(store.reads(of: "k") == readsAtOpen)
     }
 
+    /// An operator removes the key without a word from the feed, and the storage's write makes it anew, at version 1.
+    /// Before the write returns, the operator removes it again and another program makes it anew, at version 1 too.
+    /// The feed reports both writes at the same version: the second is not the storage's own, and it ends holding it.
+    @Test func anotherProgramsWriteAtTheVersionOfItsOwnWriteIsTaken() {
+        let store = CarryingMemoryStore()
+        let (storage, _) = openedStorage(store)
+        store.removeUnreported("k")
+        store.afterNextWrite(of: "k") {
+            store.removeUnreported("k")
+            store.writeFromOutside("k", json: "20")
+        }
+        storage.wrappedValue = 10
+        storage.flush()
+        #expect((try? store.readWithVersion(key: "k"))?.version == 1)
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+    }
+
+    /// Another program writes the key after the storage's write is stored, before the write returns: the storage takes
+    /// it from the feed, after its own, without a read of the key.
+    @Test func anotherProgramsWriteRightAfterItsOwnIsTakenFromTheFeed() {
+        let store = CarryingMemoryStore()
+        let (storage, readsAtOpen) = openedStorage(store)
+        store.afterNextWrite(of: "k") { store.writeFromOutside("k", json: "20") }
+        storage.wrappedValue = 10
+        storage.flush()
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+        #expect(store.reads(of: "k") == readsAtOpen)
+    }
+
     /// A store that does not say the version of a write: the storage reads its key once the feed reports it, and
     /// holds what it wrote, then another program's change.
     @Test func itsOwnWritesWhoseVersionsAreNotSaidAreReadBack() {
