@@ -101,6 +101,39 @@ import WLStorageTestSupport
         #expect(store.reads(of: "k") == readsAtOpen)
     }
 
+    /// A prefixed store over a carrying one: the storage's writes go to the prefixed key, each heard back at the
+    /// version it made, and another program's change of the prefixed key is taken from the feed.
+    @Test func itsOwnWritesThroughAPrefixedStoreAreKnownAndAnothersChangeIsTaken() {
+        let store = CarryingMemoryStore()
+        store.writeFromOutside("p.k", json: "1")
+        let storage = WLStorage(key: "k", defaultValue: 0, store: store.prefixed("p."))
+        #expect(storage.wrappedValue == 1)
+        for value in 10...12 {
+            storage.wrappedValue = value
+            storage.flush()
+        }
+        #expect((try? store.readWithVersion(key: "p.k"))?.version == 4)
+        store.writeFromOutside("p.k", json: "20")
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+        #expect((try? store.keys()) == ["p.k"])
+    }
+
+    /// An encrypted store over a carrying one: the storage's writes go through the encrypted store, sealed (the carrying
+    /// store's write that says its version takes plain bytes only), and another program's change, sealed with the same
+    /// key, is taken.
+    @Test func anEncryptedStoreOverACarryingOneSealsItsOwnWritesAndTakesAnothers() throws {
+        let store = CarryingMemoryStore()
+        let key = try WLStorageEncryptionKey.random()
+        let storage = WLStorage(key: "k", defaultValue: 0, store: store.encrypted(with: key))
+        storage.wrappedValue = 10
+        storage.flush()
+        let sealed = try #require(try store.read(key: "k"))
+        #expect(sealed != Data("10".utf8))
+        #expect(try store.encrypted(with: key).read(key: "k") == Data("10".utf8))
+        try store.encrypted(with: key).write(key: "k", data: Data("20".utf8))
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+    }
+
     /// A store that does not say the version of a write: the storage reads its key once the feed reports it, and
     /// holds what it wrote, then another program's change.
     @Test func itsOwnWritesWhoseVersionsAreNotSaidAreReadBack() {
