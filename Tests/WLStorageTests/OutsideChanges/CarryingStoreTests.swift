@@ -134,6 +134,31 @@ import WLStorageTestSupport
         #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
     }
 
+    /// Two writes of the storage, each ending with a check left to run (its report heard while it wrote), and the
+    /// checks run late, together: the first finds both writes heard back, its own; the second finds nothing more
+    /// reported, and nothing reads the key.
+    @Test func checksLeftByItsOwnWritesAndRunLateReadNothing() {
+        let store = CarryingMemoryStore()
+        store.writeFromOutside("k", json: "1")
+        let scheduler = ManualScheduler()
+        let medium = StoreMedium(store: store, storedKey: "k", capabilities: Stores.capabilities(of: store))
+        let storage = WLStorage<Int>(
+            defaultValueClosure: { 0 }, flushInterval: nil,
+            backer: WLStorageDefaultBacker<Int>(key: "k", medium: medium),
+            scheduler: scheduler)
+        #expect(storage.wrappedValue == 1)
+        let readsAtOpen = store.reads(of: "k")
+        storage.wrappedValue = 10
+        storage.flush()
+        storage.wrappedValue = 11
+        storage.flush()
+        #expect(scheduler.pendingJobs == 2)
+        scheduler.advance()
+        #expect(store.reads(of: "k") == readsAtOpen)
+        store.writeFromOutside("k", json: "20")
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+    }
+
     /// A store that does not say the version of a write: the storage reads its key once the feed reports it, and
     /// holds what it wrote, then another program's change.
     @Test func itsOwnWritesWhoseVersionsAreNotSaidAreReadBack() {
