@@ -181,18 +181,20 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     }
 
     /// Stores `data` under `key` as ``write(key:data:)`` does, and returns the key's version after the write, read in
-    /// the same transaction.
+    /// the same transaction; `nil` when the key counted once more, for that read, would take its key and bytes past
+    /// ``maximumRequestBytes`` (the read is not sent: with a long key, etcd would refuse the request).
     ///
     /// - Throws: As ``write(key:data:)``.
     public func writeWithVersion(key: String, data: Data) throws -> Int64? {
-        // The fence's and the read's mentions of the key fit in the margin under etcd's limit.
+        // The fence's and the refusal's read's mentions of the key fit in the margin under etcd's limit; the read of
+        // the version mentions it once more, counted.
         try checkSize(of: [key], [data], key: key)
         let etcdKey = etcdKey(key)
-        let operations = [
-            RequestOp(requestPut: PutRequest(key: etcdKey, value: data)),
-            RequestOp(requestRange: RangeRequest(key: etcdKey, keysOnly: true)),
-        ]
+        var operations = [RequestOp(requestPut: PutRequest(key: etcdKey, value: data))]
+        let readsVersion = (try? checkSize(of: [key, key], [data], key: key)) != nil
+        if readsVersion { operations.append(RequestOp(requestRange: RangeRequest(key: etcdKey, keysOnly: true))) }
         let answer = try fenced(key: key, conditions: [], operations: operations, resending: true)
+        guard readsVersion else { return nil }
         return answer?.responses?.last?.responseRange?.kvs?.first?.version.flatMap { Int64($0) }
     }
 

@@ -60,4 +60,36 @@ struct EtcdLateWriteTests {
             #expect(batched == bytes("2"), "a late batch took the key back to \(String(describing: batched))")
         }
     }
+
+    /// A batch of two keys goes to an endpoint that delivers everything late, and its caller gives up on it (not known
+    /// whether stored). Only its last key is written since, elsewhere. The batch's first tries (the range from its first
+    /// key to its last, fenced as one), delivered then, do nothing: the range holds its last key.
+    @Test func aBatchDeliveredLateAfterItsLastKeyWasWrittenDoesNothing() async throws {
+        try await onItsOwnThread {
+            let server = try EtcdServer.shared()
+            let namespace = uniqueNamespace()
+            let slow = try TCPProxy(to: server.clientPort)
+            defer { slow.stop() }
+            let store = try WLStorageEtcdStore(
+                endpoints: [server.endpoint], namespace: namespace, timeout: .seconds(2))
+            let late = try WLStorageEtcdStore(endpoints: [slow.endpoint], namespace: namespace, timeout: .seconds(2))
+            // The late store hears the cluster's revision before the endpoint delivers late; the batch goes on a
+            // connection made then.
+            #expect(try late.read(key: "a") == nil)
+            slow.cutAll()
+            slow.delay(.seconds(6))
+            #expect(throws: WLStorageError.self) {
+                try late.write([
+                    WLStorageStoreWrite(key: "a", data: bytes("late")),
+                    WLStorageStoreWrite(key: "b", data: bytes("late")),
+                ])
+            }
+            try store.write(key: "b", data: bytes("newer"))
+
+            try #require(eventually(timeout: 120) { slow.chunksInFlight == 0 }, "the slow endpoint kept chunks")
+            let last = try rawEntry(in: server, namespace: namespace, key: "b")?.value
+            #expect(last == bytes("newer"), "a late batch took the key back to \(String(describing: last))")
+            #expect(try rawEntry(in: server, namespace: namespace, key: "a") == nil)
+        }
+    }
 }

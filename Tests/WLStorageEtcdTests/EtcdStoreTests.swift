@@ -123,6 +123,25 @@ struct EtcdStoreTests {
         }
     }
 
+    /// A key of 30,000 bytes, with bytes that bring its key and bytes to `maximumRequestBytes`: the write's transaction
+    /// mentions the key in its put, its fence and the read of the key when refused, under etcd's limit, and it is
+    /// stored. A read of its version would mention it once more, past the limit: the write does not say its version.
+    /// With fewer bytes, it does.
+    @Test func aLongKeyWrittenWithBytesUpToTheLimitIsStored() async throws {
+        try await onItsOwnThread {
+            let namespace = uniqueNamespace()
+            let store = try makeStore(namespace)
+            let key = String(repeating: "k", count: 30_000)
+            let size = WLStorageEtcdStore.maximumRequestBytes - "wlstorage/\(namespace)/".utf8.count - key.utf8.count
+            let data = Data(repeating: UInt8(ascii: "x"), count: size)
+            try store.write(key: key, data: data)
+            #expect(try store.read(key: key) == data)
+            #expect(try store.writeWithVersion(key: key, data: data) == nil)
+            #expect(try store.read(key: key) == data)
+            #expect(try store.writeWithVersion(key: "k", data: data.dropLast(100_000)) == 1)
+        }
+    }
+
     /// The third transaction of a batch holds a value larger than etcd takes in a request (1.5 MiB by default): the
     /// two before it are stored, and the error says so. The third is not sent: etcd's refusal would stop the program
     /// (see `WLStorageEtcdStore.maximumRequestBytes`).

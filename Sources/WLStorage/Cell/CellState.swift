@@ -120,6 +120,14 @@ struct CellState<T: Sendable>: Sendable {
         return .reread(version: version)
     }
 
+    /// What a check scheduled at the end of a job (``JobEffects/scheduleCheck``) does: the check requested while the
+    /// job ran, or nothing when a check since has run (it served the request; this one would find nothing more
+    /// reported, and a store's carried feed would read the key for it).
+    mutating func requestScheduledCheck(on thread: UInt, now: UInt64) -> CellJob<T>? {
+        guard extras?.checkRequested == true else { return nil }
+        return requestCheck(on: thread, now: now)
+    }
+
     /// What a tick with `token` does: the pending work, or nothing when stale or busy (the job re-arms when it ends).
     mutating func startTick(_ token: UInt32, on thread: UInt, now: UInt64, defaultValue: T?) -> CellJob<T>? {
         guard throttle.isArmed, throttle.token == token else { return nil }

@@ -14,6 +14,15 @@ extension StorageCell {
         run(job, chaining: true)
     }
 
+    /// The check requested while a job ran, unless a check has run since.
+    private func checkIfStillRequested() {
+        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        let now = scheduler.now
+        let job = state.withLock { $0.requestScheduledCheck(on: thread, now: now) }
+        guard let job else { return }
+        run(job, chaining: true)
+    }
+
     /// ``checkForExternalChange()``, over when it returns: an update that stored its value then holds it or newer.
     func checkForExternalChangeBeforeReturning() {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
@@ -191,7 +200,7 @@ extension StorageCell {
         if let tick = effects.tick { schedule(tick) }
         if let delay = effects.checkRetry { scheduleCheckRetry(after: delay) }
         if effects.scheduleCheck {
-            scheduler.schedule(after: 0) { [weak self] in self?.checkForExternalChange() }
+            scheduler.schedule(after: 0) { [weak self] in self?.checkIfStillRequested() }
         }
         if effects.releaseOrphan { Runtime.shared.registry.letGo(self) }
     }

@@ -87,9 +87,13 @@ struct StoreCarriedFeed: CarriedChangeFeed {
 /// the last one at or below the known version follow on from it one by one; changes at or below it before them are old
 /// news; only the known version heard again is stale. Anything else reads: no known version, a gap, disorder, no bytes,
 /// a reconnection, or a lower version after another (the key removed and made anew unreported, its versions restarted).
+/// The known version heard with other bytes than those known reads too: another write that made the key anew up to it.
+/// Heard last with the bytes known, it is stale whatever came before it (the storage's own writes heard late, say).
 struct CarriedVersions: Sendable {
-    /// The version of the bytes the backer last read or adopted; `nil` when unknown.
+    /// The version of the bytes the backer last read, adopted or wrote; `nil` when unknown.
     var known: Int64?
+    /// The bytes of the known version as the feed carries them, when the backer has them at hand; `nil` when not.
+    var knownBytes: Data?
     /// The carried changes not looked at yet, in the order reported.
     var offered: [WLStorageCarriedChange] = []
     var mustRead = false
@@ -103,6 +107,12 @@ struct CarriedVersions: Sendable {
         case stale
         /// Take these bytes, of this version.
         case adopt(Data, version: Int64)
+    }
+
+    /// Knows `version` (`nil`: none), whose bytes as the feed carries them are `bytes` (`nil`: not at hand).
+    mutating func know(_ version: Int64?, bytes: Data?) {
+        known = version
+        knownBytes = version == nil ? nil : bytes
     }
 
     mutating func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool) {
@@ -123,7 +133,13 @@ struct CarriedVersions: Sendable {
         guard !mustRead, let known, let newest = offered.last else { return .read }
         let unseen = offered[(offered.lastIndex { $0.version <= known }.map { $0 + 1 } ?? 0)...]
         guard !unseen.isEmpty else {
-            return offered.allSatisfy { $0.version == known } ? .stale : .read
+            // The newest write is the known version with the bytes known: whatever came before it is old news.
+            if newest.version == known, let knownBytes, newest.data == knownBytes { return .stale }
+            // Heard again: the known version, with the bytes known when both are at hand.
+            let heardAgain = offered.allSatisfy { change in
+                change.version == known && (knownBytes == nil || change.data == nil || change.data == knownBytes)
+            }
+            return heardAgain ? .stale : .read
         }
         for (offset, change) in unseen.enumerated() where change.version != known &+ Int64(offset) &+ 1 {
             return .read

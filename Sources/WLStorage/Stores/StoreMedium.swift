@@ -18,6 +18,9 @@ final class StoreMedium: KeyMedium {
     private let versions = Lock(CarriedVersions())
     /// Whether there is a ``carriedFeed``, asked at every write without copying it.
     private let carries: Bool
+    /// The store when its feed is its own (not an encrypted store's): its writes say their versions, and the bytes it
+    /// reads are those its feed carries.
+    private let carrying: (any WLStorageCarryingStore)?
     private let encrypted: WLStorageEncryptedStore?
     /// Whether the store writes on condition: a flush of every storage asks it of each.
     let writesOnCondition: Bool
@@ -32,6 +35,7 @@ final class StoreMedium: KeyMedium {
         self.identity = store.identity
         (carriedFeed, encrypted) = (capabilities.carried, capabilities.encrypted)
         carries = capabilities.carried != nil
+        carrying = (capabilities.carried as? StoreCarriedFeed)?.store
         writesOnCondition = capabilities.conditional != nil
         rewritesOnCondition = capabilities.rewrites != nil
     }
@@ -58,7 +62,7 @@ final class StoreMedium: KeyMedium {
     /// Forgets the version of the key while the backer writes it: the next carried change then reads the key.
     private func forgetVersion() {
         guard carries else { return }
-        versions.withLock { $0.known = nil }
+        versions.withLock { $0.know(nil, bytes: nil) }
     }
 
     // MARK: Reads
@@ -97,7 +101,7 @@ final class StoreMedium: KeyMedium {
     private func readWithVersion(_ feed: any CarriedChangeFeed) throws -> Data? {
         forgetVersion()
         let found = try feed.readWithVersion(key: storedKey)
-        versions.withLock { $0.known = found?.version }
+        versions.withLock { $0.know(found?.version, bytes: carrying != nil ? found?.data : nil) }
         return found?.data
     }
 
@@ -110,7 +114,7 @@ final class StoreMedium: KeyMedium {
             return nil
         case .adopt(let carried, let version):
             let data = try carriedFeed.opened(carried, key: storedKey)
-            versions.withLock { $0.known = version }
+            versions.withLock { $0.know(version, bytes: carried) }
             return .some(data)
         case .read:
             return .some(try readWithVersion(carriedFeed))
@@ -141,7 +145,7 @@ final class StoreMedium: KeyMedium {
         forgetVersion()
         var version: Int64?
         do {
-            if replacing, carries, let carrying = (carriedFeed as? StoreCarriedFeed)?.store {
+            if replacing, let carrying {
                 version = try carrying.writeWithVersion(key: storedKey, data: data)
             } else if replacing {
                 try store.write(key: storedKey, data: data)
@@ -153,7 +157,7 @@ final class StoreMedium: KeyMedium {
         }
         wrote()
         // The feed's report of this write, heard before or after, is then known news.
-        if let version { versions.withLock { $0.known = version } }
+        if let version { versions.withLock { $0.know(version, bytes: data) } }
         return (data, KnownVersions.stamp(data))
     }
 

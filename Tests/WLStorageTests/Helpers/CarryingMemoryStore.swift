@@ -13,6 +13,7 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
         var handlers: [Int: @Sendable (WLStorageFeedEvent) -> Void] = [:]
         var nextHandler = 0
         var heldReads: [String: HeldRead] = [:]
+        var afterWrites: [String: @Sendable () -> Void] = [:]
     }
 
     let identity = "carrying-memory:" + UUID().uuidString
@@ -45,6 +46,7 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
     func writeWithVersion(key: String, data: Data) throws -> Int64? {
         let version = store(key, data)
         report(.carried(WLStorageCarriedChange(key: key, version: version, data: data)))
+        withState { $0.afterWrites.removeValue(forKey: key) }?()
         return saysWrittenVersions ? version : nil
     }
 
@@ -94,6 +96,12 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
     /// notifications come from the writing programs): the key's versions start again with its next write.
     func removeUnreported(_ key: String) {
         withState { $0.rows[key] = nil }
+    }
+
+    /// Runs `body` once the next write of `key` through the store is stored and reported, before the write returns:
+    /// what `body` does comes between the write and what the storage makes of it.
+    func afterNextWrite(of key: String, _ body: @escaping @Sendable () -> Void) {
+        withState { $0.afterWrites[key] = body }
     }
 
     /// Holds the next read of `key` once it has taken what the key holds, until the read returned is released: writes

@@ -61,6 +61,35 @@ import Testing
         #expect(Self.decide(known: 5, [Self.change(5, nil)]) == .stale)
     }
 
+    /// The known version heard with other bytes than those known (those the backer wrote, say) is another write that
+    /// made the key anew up to it, behind the store's back: the key is read. Heard with the same bytes, or without any,
+    /// it is stale.
+    @Test func theKnownVersionWithOtherBytesIsRead() {
+        var versions = CarriedVersions()
+        versions.know(5, bytes: Data("mine".utf8))
+        versions.offer([Self.change(5, "mine"), Self.change(5, "other")], mustRead: false)
+        #expect(versions.take() == .read)
+        versions.know(5, bytes: Data("mine".utf8))
+        versions.offer([Self.change(5, "mine"), Self.change(5, nil)], mustRead: false)
+        #expect(versions.take() == .stale)
+    }
+
+    /// The backer's own writes heard after the last of them (its checks behind): the newest change reported is the
+    /// known version with the bytes known, and the versions before it are old news. Without the bytes at hand, the
+    /// older versions cannot be told from a key made anew, and the key is read.
+    @Test func theKnownVersionWithItsBytesHeardLastIsStale() {
+        var versions = CarriedVersions()
+        versions.know(6, bytes: Data("six".utf8))
+        versions.offer([Self.change(4, "four"), Self.change(5, "five"), Self.change(6, "six")], mustRead: false)
+        #expect(versions.take() == .stale)
+        versions.know(6, bytes: nil)
+        versions.offer([Self.change(5, "five"), Self.change(6, "six")], mustRead: false)
+        #expect(versions.take() == .read)
+        versions.know(6, bytes: Data("six".utf8))
+        versions.offer([Self.change(6, "six"), Self.change(5, "made anew")], mustRead: false)
+        #expect(versions.take() == .read)
+    }
+
     /// Versions all older than the known one come from a key removed and made anew behind the store's back (its versions
     /// start again), or from a sender replaying old ones: the key is read.
     @Test func versionsAllOlderThanTheKnownOneAreRead() {

@@ -72,6 +72,93 @@ import WLStorageTestSupport
         #expect(store.reads(of: "k") == readsAtOpen)
     }
 
+    /// An operator removes the key without a word from the feed, and the storage's write makes it anew, at version 1.
+    /// Before the write returns, the operator removes it again and another program makes it anew, at version 1 too.
+    /// The feed reports both writes at the same version: the second is not the storage's own, and it ends holding it.
+    @Test func anotherProgramsWriteAtTheVersionOfItsOwnWriteIsTaken() {
+        let store = CarryingMemoryStore()
+        let (storage, _) = openedStorage(store)
+        store.removeUnreported("k")
+        store.afterNextWrite(of: "k") {
+            store.removeUnreported("k")
+            store.writeFromOutside("k", json: "20")
+        }
+        storage.wrappedValue = 10
+        storage.flush()
+        #expect((try? store.readWithVersion(key: "k"))?.version == 1)
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+    }
+
+    /// Another program writes the key after the storage's write is stored, before the write returns: the storage takes
+    /// it from the feed, after its own, without a read of the key.
+    @Test func anotherProgramsWriteRightAfterItsOwnIsTakenFromTheFeed() {
+        let store = CarryingMemoryStore()
+        let (storage, readsAtOpen) = openedStorage(store)
+        store.afterNextWrite(of: "k") { store.writeFromOutside("k", json: "20") }
+        storage.wrappedValue = 10
+        storage.flush()
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+        #expect(store.reads(of: "k") == readsAtOpen)
+    }
+
+    /// A prefixed store over a carrying one: the storage's writes go to the prefixed key, each heard back at the
+    /// version it made, and another program's change of the prefixed key is taken from the feed.
+    @Test func itsOwnWritesThroughAPrefixedStoreAreKnownAndAnothersChangeIsTaken() {
+        let store = CarryingMemoryStore()
+        store.writeFromOutside("p.k", json: "1")
+        let storage = WLStorage(key: "k", defaultValue: 0, store: store.prefixed("p."))
+        #expect(storage.wrappedValue == 1)
+        for value in 10...12 {
+            storage.wrappedValue = value
+            storage.flush()
+        }
+        #expect((try? store.readWithVersion(key: "p.k"))?.version == 4)
+        store.writeFromOutside("p.k", json: "20")
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+        #expect((try? store.keys()) == ["p.k"])
+    }
+
+    /// An encrypted store over a carrying one: the storage's writes go through the encrypted store, sealed (the carrying
+    /// store's write that says its version takes plain bytes only), and another program's change, sealed with the same
+    /// key, is taken.
+    @Test func anEncryptedStoreOverACarryingOneSealsItsOwnWritesAndTakesAnothers() throws {
+        let store = CarryingMemoryStore()
+        let key = try WLStorageEncryptionKey.random()
+        let storage = WLStorage(key: "k", defaultValue: 0, store: store.encrypted(with: key))
+        storage.wrappedValue = 10
+        storage.flush()
+        let sealed = try #require(try store.read(key: "k"))
+        #expect(sealed != Data("10".utf8))
+        #expect(try store.encrypted(with: key).read(key: "k") == Data("10".utf8))
+        try store.encrypted(with: key).write(key: "k", data: Data("20".utf8))
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+    }
+
+    /// Two writes of the storage, each ending with a check left to run (its report heard while it wrote), and the
+    /// checks run late, together: the first finds both writes heard back, its own; the second finds nothing more
+    /// reported, and nothing reads the key.
+    @Test func checksLeftByItsOwnWritesAndRunLateReadNothing() {
+        let store = CarryingMemoryStore()
+        store.writeFromOutside("k", json: "1")
+        let scheduler = ManualScheduler()
+        let medium = StoreMedium(store: store, storedKey: "k", capabilities: Stores.capabilities(of: store))
+        let storage = WLStorage<Int>(
+            defaultValueClosure: { 0 }, flushInterval: nil,
+            backer: WLStorageDefaultBacker<Int>(key: "k", medium: medium),
+            scheduler: scheduler)
+        #expect(storage.wrappedValue == 1)
+        let readsAtOpen = store.reads(of: "k")
+        storage.wrappedValue = 10
+        storage.flush()
+        storage.wrappedValue = 11
+        storage.flush()
+        #expect(scheduler.pendingJobs == 2)
+        scheduler.advance()
+        #expect(store.reads(of: "k") == readsAtOpen)
+        store.writeFromOutside("k", json: "20")
+        #expect(eventually { storage.wrappedValue == 20 }, "the storage holds \(storage.wrappedValue)")
+    }
+
     /// A store that does not say the version of a write: the storage reads its key once the feed reports it, and
     /// holds what it wrote, then another program's change.
     @Test func itsOwnWritesWhoseVersionsAreNotSaidAreReadBack() {
