@@ -32,6 +32,8 @@ struct CellStateWorld {
     enum Timer {
         case tick(UInt32)
         case check
+        /// The check a job left requested when it ended, run as the cell runs it: only while still requested.
+        case scheduledCheck
         case checkRetry
     }
 
@@ -291,6 +293,11 @@ struct CellStateWorld {
             if let job = made { begin(job, on: Self.background, chaining: true) }
         case .check:
             requestCheck()
+        case .scheduledCheck:
+            note("scheduled check")
+            if let job = state.requestScheduledCheck(on: Self.background, now: now) {
+                begin(job, on: Self.background, chaining: true)
+            }
         case .checkRetry:
             state.checkRetryDue()
             requestCheck()
@@ -356,7 +363,7 @@ struct CellStateWorld {
         for waiter in effects.waiters where waiter === flush?.waiter { flush?.waiter = nil }
         if let tick = effects.tick { schedule(.tick(tick.token), after: tick.delay) }
         if let delay = effects.checkRetry { schedule(.checkRetry, after: delay) }
-        if effects.scheduleCheck { schedule(.check, after: 0) }
+        if effects.scheduleCheck { schedule(.scheduledCheck, after: 0) }
     }
 
     /// Whether a flush's last job succeeded, as the cell's `run` tells: not a failure, nor a default's save that found
