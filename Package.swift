@@ -18,7 +18,9 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        .target(name: "WLStorage", dependencies: ["CWLStorageOpenSSL"]),
+        // JSON as bytes: a tree reader where bytes must be kept as they are, field merges, renames, unknown fields.
+        .target(name: "WLStorageJSON"),
+        .target(name: "WLStorage", dependencies: ["WLStorageJSON", "CWLStorageOpenSSL"]),
         .systemLibrary(
             name: "CWLStorageLibPQ",
             pkgConfig: "libpq",
@@ -32,7 +34,8 @@ let package = Package(
             providers: [.apt(["libcurl4-openssl-dev"])]
         ),
         .target(name: "WLStorageEtcd", dependencies: ["WLStorage", "CWLStorageCurl"]),
-        .executableTarget(name: "wlstorage", dependencies: ["WLStorage", "WLStoragePostgres", "WLStorageEtcd"]),
+        .executableTarget(
+            name: "wlstorage", dependencies: ["WLStorage", "WLStorageJSON", "WLStoragePostgres", "WLStorageEtcd"]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
         .target(name: "WLStorageFleet", dependencies: ["WLStorage"]),
         .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage", "WLStorageFleet"]),
@@ -64,7 +67,7 @@ let package = Package(
             name: "WLStorageTests",
             dependencies: [
                 "WLStorage", "WLStorageTestSupport", "WLStorageTestChild", "wlstorage", "WLStorageDemo",
-                "WLStorageFleet",
+                "WLStorageFleet", "WLStorageJSON",
             ]
         ),
     ]

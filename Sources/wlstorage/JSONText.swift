@@ -1,5 +1,6 @@
 import Foundation
 import WLStorage
+import WLStorageJSON
 
 /// JSON as the bytes of a file: checked as the library checks it (`JSONSerialization`, through `JSONSyntax`), and
 /// re-laid out without being re-encoded.

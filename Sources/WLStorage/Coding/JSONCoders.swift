@@ -1,14 +1,7 @@
 import Foundation
+import WLStorageJSON
 
-/// One encoder and one decoder for every backer, thread-safe: `JSONEncoder` output with sorted keys.
-enum JSONCoders {
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        return encoder
-    }()
-    static let decoder = JSONDecoder()
-
+extension JSONCoders {
     /// The bytes of `value` with renamed fields' old names and `base`'s unknown members, size-checked.
     static func encode<T: Codable>(
         _ value: T, key: String, renaming renames: [FieldRename] = [], keepingUnknownOf base: Data?

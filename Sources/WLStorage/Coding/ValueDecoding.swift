@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageJSON
 
 /// How stored bytes become the value: a plain decode, else the missing fields from the default's JSON, then migrations.
 struct ValueDecoding<T: Codable & Sendable> {

@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageJSON
 
 /// How a value stored by an earlier version of the program, as an earlier type, becomes the current one.
 ///

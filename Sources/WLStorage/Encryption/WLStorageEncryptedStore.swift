@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageJSON
 
 /// A store that keeps the values of another store encrypted: AES-256-GCM through OpenSSL, a fresh random nonce per
 /// write, and the storage key authenticated with it, so one key's bytes cannot pass for another's.

@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageJSON
 
 /// A custom backer with a feed, wrapped so its cell tells its own versions (by JSON encoding) from outside changes.
 final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking {

@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageJSON
 
 /// What a cell needs of its backer beyond ``WLStorageBacker``: telling nothing stored, saving a default only there,
 /// and reading an outside change. A plain custom backer lacks it (see ``StorageCell/read(_:defaultValue:)``).

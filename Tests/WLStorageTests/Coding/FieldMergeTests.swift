@@ -1,6 +1,7 @@
 // The three-way merge of JSON that a storage's write makes onto another program's change (see `FieldMerge`).
 import Foundation
 import Testing
+import WLStorageJSON
 
 @testable import WLStorage
 

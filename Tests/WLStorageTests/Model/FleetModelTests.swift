@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import WLStorageFleet
+import WLStorageJSON
 
 @testable import WLStorage
 

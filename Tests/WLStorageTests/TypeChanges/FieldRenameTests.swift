@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WLStorageJSON
 import WLStorageTestSupport
 
 @testable import WLStorage

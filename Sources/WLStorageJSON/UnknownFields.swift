@@ -6,16 +6,16 @@ import Foundation
 /// whole, as is a nested object sharing no member with the value's (another enum case). A member is *known* when the
 /// value's encoding decodes differently with it than without it (or not at all), so a `nil` optional or removed entry
 /// is removed while a newer field is kept. Members are judged together, then in halving groups.
-enum UnknownFields {
+package enum UnknownFields {
     /// `data` itself when it is a JSON object, which a write may need to keep members of; `nil` otherwise.
-    static func base(_ data: Data) -> Data? {
+    package static func base(_ data: Data) -> Data? {
         // Whitespace and a byte order mark may come first.
         let first = data.withUnsafeBytes { $0.first { ![0x20, 0x0A, 0x09, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) } }
         return first == UInt8(ascii: "{") ? data : nil
     }
 
     /// `encoded`, a value of `type`, with the members of `base` that `type` does not know added; `nil` when none.
-    static func merging<T: Codable>(_ encoded: Data, keepingUnknownOf base: Data, as type: T.Type) -> Data? {
+    package static func merging<T: Codable>(_ encoded: Data, keepingUnknownOf base: Data, as type: T.Type) -> Data? {
         guard case let (baseBytes, baseMembers, _)? = JSONFill.object(base),
             case let (encodedBytes, encodedMembers, _)? = JSONFill.object(encoded)
         else { return nil }
@@ -50,7 +50,7 @@ enum UnknownFields {
     }
 
     /// At most this many decodes judge the members in groups; a group not judged by then is left out.
-    static let maximumGroupTests = 64
+    package static let maximumGroupTests = 64
 
     /// Group testing: a group whose members leave the value as it is is kept whole; one that changes it is split.
     private static func judgedInGroups(
@@ -78,7 +78,7 @@ enum UnknownFields {
     }
 
     /// Whether two encodings of one type are of the same value: equal bytes, or equal but for array order (a `Set`).
-    static func same(_ encoding: Data?, _ target: Data) -> Bool {
+    package static func same(_ encoding: Data?, _ target: Data) -> Bool {
         guard let encoding else { return false }
         if encoding == target { return true }
         guard encoding.count == target.count,

@@ -2,11 +2,11 @@ import Foundation
 
 /// The added-fields step: a JSON object completed with the members it lacks from the default value's JSON, one at a
 /// time where the decoder reports a key not found, until it decodes; stored members are copied byte for byte.
-enum JSONFill {
+package enum JSONFill {
     private static let maximumAdded = 1_024
 
     /// Whether `encoded` keeps all members of `stored` (at every shared object depth), and any of them (at the top).
-    static func coverage(of stored: Data, in encoded: Data) -> (all: Bool, any: Bool) {
+    package static func coverage(of stored: Data, in encoded: Data) -> (all: Bool, any: Bool) {
         guard let storedMembers = object(stored)?.members, let encodedMembers = object(encoded)?.members else {
             return (false, false)
         }
@@ -27,7 +27,7 @@ enum JSONFill {
 
     /// The value of `type` from `data` (which threw `error`) with the members it needs from `defaults`, and its bytes;
     /// `nil` when one is not at the same place there. Only after a key not found: the text is JSON, as parsing needs.
-    static func filled<T: Decodable>(
+    package static func filled<T: Decodable>(
         _ data: Data, failing error: any Error, from defaults: Data, as type: T.Type
     ) -> (value: T, bytes: Data)? {
         guard case DecodingError.keyNotFound(_, _) = error else { return nil }
@@ -61,7 +61,7 @@ enum JSONFill {
     }
 
     /// The bytes of `data` (without a byte order mark), its members and range, when it is a JSON object.
-    static func object(_ data: Data) -> (bytes: [UInt8], members: [Member], range: Range<Int>)? {
+    package static func object(_ data: Data) -> (bytes: [UInt8], members: [Member], range: Range<Int>)? {
         var parser = Parser(bytes: withoutByteOrderMark([UInt8](data)))
         guard case .object(let members, let range)? = parser.parseValue(depth: 0) else { return nil }
         return (parser.bytes, members, range)
@@ -93,7 +93,7 @@ enum JSONFill {
     }
 
     /// A parsed JSON value: an object's members, or any other value; with where it is.
-    indirect enum Node {
+    package indirect enum Node {
         case object([Member], Range<Int>)
         case other(Range<Int>)
 
@@ -104,7 +104,7 @@ enum JSONFill {
         }
     }
 
-    struct Member {
+    package struct Member {
         /// The key as written, quotes included, and as compared (escapes resolved).
         var rawKey: Range<Int>
         var key: String
@@ -112,7 +112,7 @@ enum JSONFill {
     }
 
     /// A parser of JSON that Foundation read or wrote: finds where values end, parses objects, skips the rest.
-    struct Parser {
+    package struct Parser {
         let bytes: [UInt8]
         var index = 0
 

@@ -4,10 +4,10 @@ import Foundation
 /// three-way merge of JSON objects (a JSON Merge Patch of the change). Members the writer left unchanged keep what is
 /// stored; ones it changed, added or removed are written so; non-objects are taken whole. So the last writer of a
 /// field wins, and changes to different fields are both kept.
-enum FieldMerge {
+package enum FieldMerge {
     /// The bytes of `stored` with the changes `value` makes to `base`, or `nil` when one of the three is not JSON. With
     /// `replacingCases`, a value object sharing no member with base or stored is taken whole (another enum case).
-    static func merge(base: Data, value: Data, stored: Data, replacingCases: Bool = false) -> Data? {
+    package static func merge(base: Data, value: Data, stored: Data, replacingCases: Bool = false) -> Data? {
         guard let base = try? JSONCoders.decoder.decode(JSONValue.self, from: base),
             let value = try? JSONCoders.decoder.decode(JSONValue.self, from: value),
             let stored = try? JSONCoders.decoder.decode(JSONValue.self, from: stored)
@@ -20,7 +20,7 @@ enum FieldMerge {
     }
 
     /// `merged` with the top members of `value` it lacks (removed by another program); `nil` when none, or not objects.
-    static func filling(_ merged: Data, from value: Data) -> Data? {
+    package static func filling(_ merged: Data, from value: Data) -> Data? {
         guard case .object(var members)? = try? JSONCoders.decoder.decode(JSONValue.self, from: merged),
             case .object(let valueMembers)? = try? JSONCoders.decoder.decode(JSONValue.self, from: value)
         else { return nil }
@@ -55,7 +55,7 @@ enum FieldMerge {
 
 /// Any JSON value as Foundation reads it: integers exact (`Int64`/`UInt64`), other numbers `Double`, or `Decimal`
 /// when they have more digits than a `Double` holds, so a merged amount is not rounded.
-enum JSONValue: Codable, Equatable, Sendable {
+package enum JSONValue: Codable, Equatable, Sendable {
     case null
     case bool(Bool)
     case integer(Int64)
@@ -66,7 +66,7 @@ enum JSONValue: Codable, Equatable, Sendable {
     case array([JSONValue])
     case object([String: JSONValue])
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
@@ -98,7 +98,7 @@ enum JSONValue: Codable, Equatable, Sendable {
         }
     }
 
-    func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {
         case .null: try container.encodeNil()

@@ -2,18 +2,23 @@ import Foundation
 
 /// A field renamed while programs that know only its old name still run: reads the old name, writes both. When they
 /// differ, the old name's value is the newer (this version writes both alike).
-struct FieldRename: Sendable, Equatable {
-    let old: String
-    let new: String
+package struct FieldRename: Sendable, Equatable {
+    package let old: String
+    package let new: String
+
+    package init(old: String, new: String) {
+        self.old = old
+        self.new = new
+    }
 
     /// `data` with each new name holding its old name's value where that differs; `data` itself otherwise.
-    static func reading(_ data: Data, _ renames: [FieldRename]) -> Data {
+    package static func reading(_ data: Data, _ renames: [FieldRename]) -> Data {
         renames.reduce(data) { data, rename in copy(rename.old, to: rename.new, in: data) }
     }
 
     /// `data`, a value's encoding, with each old name holding its new name's value (left out where that is absent or
     /// `null`). The last rename goes first, so every earlier name in a chain takes the value.
-    static func writing(_ data: Data, _ renames: [FieldRename]) -> Data {
+    package static func writing(_ data: Data, _ renames: [FieldRename]) -> Data {
         renames.reversed().reduce(data) { data, rename in
             copy(rename.new, to: rename.old, in: data, removingWithoutSource: true)
         }
