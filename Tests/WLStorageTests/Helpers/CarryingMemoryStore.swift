@@ -10,6 +10,8 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
     private struct State {
         var rows: [String: (data: Data, version: Int64)] = [:]
         var reads: [String: Int] = [:]
+        /// The version each read found (0: nothing stored), by key.
+        var versionsRead: [String: [Int64]] = [:]
         var handlers: [Int: @Sendable (WLStorageFeedEvent) -> Void] = [:]
         var nextHandler = 0
         var heldReads: [String: HeldRead] = [:]
@@ -25,6 +27,7 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
     func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
         let (row, held) = withState { state in
             state.reads[key, default: 0] += 1
+            state.versionsRead[key, default: []].append(state.rows[key]?.version ?? 0)
             return (state.rows[key], state.heldReads.removeValue(forKey: key))
         }
         held?.hold()
@@ -140,6 +143,12 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
 
     /// How many times `key` was read.
     func reads(of key: String) -> Int { withState { $0.reads[key, default: 0] } }
+
+    /// How many reads of `key` found one of `versions` stored: a storage's own writes read back, counted apart from a
+    /// read that a check may make for another program's write (when two checks share its report, say).
+    func reads(of key: String, finding versions: ClosedRange<Int64>) -> Int {
+        withState { $0.versionsRead[key, default: []].filter(versions.contains).count }
+    }
 
     private func store(_ key: String, _ data: Data) -> Int64 {
         withState { state in
