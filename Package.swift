@@ -20,7 +20,9 @@ let package = Package(
         ),
         // JSON as bytes: a tree reader where bytes must be kept as they are, field merges, renames, unknown fields.
         .target(name: "WLStorageJSON"),
-        .target(name: "WLStorage", dependencies: ["WLStorageJSON", "CWLStorageOpenSSL"]),
+        // The cell's state machine, and the error type: values and decisions, no I/O, no process state.
+        .target(name: "WLStorageCore"),
+        .target(name: "WLStorage", dependencies: ["WLStorageCore", "WLStorageJSON", "CWLStorageOpenSSL"]),
         .systemLibrary(
             name: "CWLStorageLibPQ",
             pkgConfig: "libpq",

@@ -4,6 +4,7 @@
 #
 #   1. builds the WLStorage target in a scratch path of its own (Docs/.build, git-ignored),
 #   2. extracts the module's public symbol graph from the built module with `swift symbolgraph-extract`,
+#      with the symbols of the module it re-exports (WLStorageCore: the error type),
 #   3. checks that every public symbol has a `///` comment (Docs/check-doc-comments.swift),
 #   4. converts Docs/WLStorage.docc with those symbols, treating every warning as an error,
 #   5. does steps 1 to 3 for the two stores' modules (WLStoragePostgres, WLStorageEtcd) and converts their symbols
@@ -76,8 +77,9 @@ swift symbolgraph-extract \
     ${c_flags[@]+"${c_flags[@]}"} \
     -minimum-access-level public \
     -skip-synthesized-members \
+    -experimental-allowed-reexported-modules=WLStorageCore \
     -output-dir "$graphs"
-# Keep only this module's graphs: WLStorage.symbols.json and any WLStorage@Other.symbols.json for its
+# WLStorageError is declared in WLStorageCore, which WLStorage re-exports: its symbols are WLStorage's. Keep only this module's graphs: WLStorage.symbols.json and any WLStorage@Other.symbols.json for its
 # extensions of other modules' types.
 find "$graphs" -type f -name '*.symbols.json' ! -name "$module.symbols.json" ! -name "$module@*.symbols.json" \
     -delete

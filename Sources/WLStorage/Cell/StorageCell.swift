@@ -327,10 +327,6 @@ enum FlushResult {
     case reentrant
 }
 
-extension CellJob {
-    var isCreate: Bool { if case .createDefault = self { true } else { false } }
-}
-
 /// The backer of a cell when the package made it (a key's, a custom one's with a feed), none, or one refusing writes.
 enum OwnBacker<T: Codable & Sendable> {
     case key(WLStorageDefaultBacker<T>)
@@ -343,18 +339,6 @@ enum OwnBacker<T: Codable & Sendable> {
 struct BatchWrite: Sendable {
     let write: WLStorageStoreWrite
     let version: UInt64
-}
-
-/// What a batch of its store's writes takes of a cell, seen from the flushing thread: its change, or why nothing.
-enum BatchTake<Change: Sendable>: Sendable {
-    /// The change (its version in the cell's state, then its write), copied out: the cell is busy until the batch ends.
-    case taken(Change)
-    /// Nothing to write, and no job running.
-    case idle
-    /// A job of the cell runs on the flushing thread: the flush is called from inside a backer.
-    case busyHere
-    /// Work the batch does not take: the cell's own flush writes it, or waits for its job.
-    case elsewhere
 }
 
 extension StorageCell: RegisteredCell {

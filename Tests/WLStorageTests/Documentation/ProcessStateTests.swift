@@ -16,7 +16,8 @@ import WLStorageTestSupport
     /// made by a call, or a value made by a closure run once; in every library target.
     static func statefulStatics() throws -> Set<String> {
         let root = packageDirectory.appendingPathComponent("Sources")
-        let files = try ["WLStorage", "WLStorageJSON", "WLStoragePostgres", "WLStorageEtcd"].flatMap { target in
+        let files = try ["WLStorageCore", "WLStorageJSON", "WLStorage", "WLStoragePostgres", "WLStorageEtcd"].flatMap {
+            target in
             try FileManager.default.subpathsOfDirectory(atPath: root.appendingPathComponent(target).path)
                 .filter { $0.hasSuffix(".swift") }.map { "\(target)/\($0)" }
         }

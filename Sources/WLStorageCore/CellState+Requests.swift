@@ -4,14 +4,14 @@ import Dispatch
 extension CellState {
     /// What a set does: made (a tick needed? notifications to drain?), or not while an update of the cell runs.
     @usableFromInline
-    enum SetOutcome {
+    package enum SetOutcome {
         case changed(needsTick: Bool, drain: Bool)
         case updating
     }
 
     /// A set of `value`, unless an update runs. The value replaced leaves in `value`.
     @inlinable
-    mutating func set(_ value: inout T) -> SetOutcome {
+    package mutating func set(_ value: inout T) -> SetOutcome {
         if updaters != 0 { return .updating }
         let (needsTick, drain) = changeLocally(to: &value)
         return .changed(needsTick: needsTick, drain: drain)
@@ -21,27 +21,29 @@ extension CellState {
 
     /// An update's closure is about to run (again): its start value, and the change count to find unchanged to commit.
     @inlinable
-    mutating func startUpdate(counting: Bool) -> (value: T, changeCount: UInt32) {
+    package mutating func startUpdate(counting: Bool) -> (value: T, changeCount: UInt32) {
         if counting { updaters &+= 1 }
         return (value, changeCount)
     }
 
     /// An update ends without a commit: its closure threw, or it was made in the store.
     @inlinable
-    mutating func endUpdate() {
+    package mutating func endUpdate() {
         updaters &-= 1
     }
 
     /// An update's commit of `value`, made only if the value is unchanged since `count`; `nil` when it is to run again.
     @inlinable
-    mutating func commitUpdate(_ value: inout T, ifUnchangedSince count: UInt32) -> (needsTick: Bool, drain: Bool)? {
+    package mutating func commitUpdate(_ value: inout T, ifUnchangedSince count: UInt32) -> (
+        needsTick: Bool, drain: Bool
+    )? {
         guard changeCount == count else { return nil }
         updaters &-= 1
         return changeLocally(to: &value)
     }
 
     /// What became of a value an update stored: adopted, not (an outside change adopted since), or a newer one pending.
-    enum StoredUpdate {
+    package enum StoredUpdate {
         case adopted
         case changedMeanwhile
         case pending
@@ -49,7 +51,8 @@ extension CellState {
 
     /// Takes `value`, just stored by an update, as the value and as written, unless the value changed since `count` or
     /// a change is pending. The value replaced leaves in `value`.
-    mutating func adoptStoredUpdate(_ value: inout T, changeCount count: UInt32) -> (StoredUpdate, drain: Bool) {
+    package mutating func adoptStoredUpdate(_ value: inout T, changeCount count: UInt32) -> (StoredUpdate, drain: Bool)
+    {
         let onlyRewrite = onlyRewritePending
         // A removal of unknown fields alone is no change of the value: it is written with the update's value.
         let onlyDrop = !onlyRewrite && onlyRewriteOrDropPending
@@ -77,7 +80,7 @@ extension CellState {
     // MARK: Flushes and batches
 
     /// A flush's next step: run a job, wait for the one in flight (then ask again), done, or reentrant (its own job).
-    enum FlushStep {
+    package enum FlushStep {
         case run(CellJob<T>)
         case wait(DispatchSemaphore)
         case done
@@ -85,7 +88,7 @@ extension CellState {
     }
 
     /// The next step of a flush on `thread` of what was set up to version `target` (set by the first step).
-    mutating func flushStep(on thread: UInt, now: UInt64, upTo target: inout UInt64?, waitingForJobs: Bool)
+    package mutating func flushStep(on thread: UInt, now: UInt64, upTo target: inout UInt64?, waitingForJobs: Bool)
         -> FlushStep
     {
         // Up to the latest version at the call, and a rewrite read meanwhile: no change of the caller is left behind.
@@ -107,7 +110,7 @@ extension CellState {
     /// write, which gives way to (or goes onto) another program's change not heard of yet: neither is a change of the
     /// value, and a batch would write the value whole over that change. (Elsewhere a removal is written whole anyway.)
     @inline(__always)  // into the cell's critical section
-    mutating func startBatchWrite(
+    package mutating func startBatchWrite(
         on thread: UInt, now: UInt64, rewritesOnCondition: Bool, into slot: UnsafeMutablePointer<T>
     ) -> BatchTake<UInt64> {
         if busyThread == thread { return .busyHere }
@@ -124,14 +127,14 @@ extension CellState {
     // MARK: Storages joining and leaving
 
     /// Another storage joins with `interval`: the shortest holds; returns a sooner tick for a waiting change.
-    mutating func join(interval: UInt64?, now: UInt64) -> (token: UInt32, delay: UInt64)? {
+    package mutating func join(interval: UInt64?, now: UInt64) -> (token: UInt32, delay: UInt64)? {
         guard throttle.lower(to: interval), hasWork, !isBusy else { return nil }
         throttle.disarm()
         return throttle.arm(now: now, force: stored == .defaultUnsaved)
     }
 
     /// The last storage is gone with work left: kept and written at once with backoff; returns whether orphaned now.
-    mutating func orphan(now: UInt64) -> (orphaned: Bool, tick: (token: UInt32, delay: UInt64)?) {
+    package mutating func orphan(now: UInt64) -> (orphaned: Bool, tick: (token: UInt32, delay: UInt64)?) {
         guard hasWork, !isOrphaned else { return (false, nil) }
         withExtras { $0.orphaned = true }
         throttle.makeUrgent()
@@ -146,7 +149,7 @@ extension CellState {
     /// Not when anything happened to the cell since it was registered: a change of this process carries the new shape
     /// itself, and what a check found since (another version's bytes, a change, nothing readable) is not to be
     /// replaced by the value read before it.
-    mutating func rewriteRead() -> Bool {
+    package mutating func rewriteRead() -> Bool {
         guard changeCount == 0, !isPending, stored == .known, extras?.storedByAnotherVersion != true else {
             return false
         }
@@ -155,7 +158,7 @@ extension CellState {
     }
 
     /// Whether the write of `version` only rewrites the value read in an earlier type's shape.
-    func isRewrite(_ version: UInt64) -> Bool {
+    package func isRewrite(_ version: UInt64) -> Bool {
         extras?.rewriteVersion == version
     }
 
@@ -164,7 +167,7 @@ extension CellState {
     /// Over a change of the value not written yet, the removal goes with that change, which gives way to nothing; once
     /// that change is written on its own (its write was in flight), the removal is alone again.
     @discardableResult
-    mutating func dropUnknownFields() -> Bool {
+    package mutating func dropUnknownFields() -> Bool {
         guard removesUnknownFields else { return false }
         let changeOfValue = isPending && !onlyRewriteOrDropPending ? version : nil
         version &+= 1
@@ -179,7 +182,7 @@ extension CellState {
     // MARK: Listeners
 
     /// Adds `listener`; returns its id, and whether notifications (the current value, if asked) wait to be drained.
-    mutating func addListener(
+    package mutating func addListener(
         _ listener: @escaping @Sendable (T) -> Void, sendingCurrent: Bool
     ) -> (id: UInt64, drain: Bool) {
         hasListeners = true
@@ -193,7 +196,7 @@ extension CellState {
     }
 
     /// Removes the listener `id`; returns it, to be released after the lock.
-    mutating func removeListener(_ id: UInt64) -> (@Sendable (T) -> Void)? {
+    package mutating func removeListener(_ id: UInt64) -> (@Sendable (T) -> Void)? {
         guard let extras else { return nil }
         let removed = extras.listeners.removeValue(forKey: id)
         hasListeners = !extras.listeners.isEmpty
@@ -203,7 +206,7 @@ extension CellState {
     // MARK: Checks
 
     /// What is stored could not be read, and nothing pending will read it: a check is retried with the backoff.
-    mutating func retryUnknownRead(_ effects: inout JobEffects) {
+    package mutating func retryUnknownRead(_ effects: inout JobEffects) {
         guard stored == .unknown, !isPending else { return }
         armCheckRetry(&effects)
     }

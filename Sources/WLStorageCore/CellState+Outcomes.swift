@@ -1,7 +1,7 @@
 /// How a cell's job ends: a write, a default's save, a read or a check, applied by the last-writer rule.
 extension CellState {
     /// Applies how `job` ended; returns the follow-up job to run at once on this thread, or `nil` with the cell idle.
-    mutating func finish(
+    package mutating func finish(
         _ job: CellJob<T>, _ outcome: JobOutcome<T>, defaultValue: T?, key: String, now: UInt64, chaining: Bool,
         effects: inout JobEffects
     ) -> CellJob<T>? {
@@ -67,7 +67,7 @@ extension CellState {
 
     /// How the batch write of `startVersion`'s change ended (written when `failure` is `nil`); `true`: no work left.
     @inline(__always)
-    mutating func finishBatchWrite(
+    package mutating func finishBatchWrite(
         _ startVersion: UInt64, failure: WLStorageError?, now: UInt64, effects: inout JobEffects
     ) -> Bool {
         writeEnded(startVersion, failure: failure, effects: &effects)
@@ -201,17 +201,17 @@ extension CellState {
     }
 
     /// Makes the value read in an earlier shape pending, to write back; an outside change before it wins.
-    mutating func markRewrite() {
+    package mutating func markRewrite() {
         version &+= 1
         let version = self.version
         withExtras { $0.rewriteVersion = version }
     }
 
     /// Whether the only change pending is the rewrite of a value read in an earlier type's shape.
-    @inline(__always) var onlyRewritePending: Bool { isPending && extras?.rewriteVersion == version }
+    @inline(__always) package var onlyRewritePending: Bool { isPending && extras?.rewriteVersion == version }
 
     /// Whether what is pending writes no change of the value: a rewrite, or a removal of unknown fields.
-    var onlyRewriteOrDropPending: Bool {
+    package var onlyRewriteOrDropPending: Bool {
         guard isPending, let extras else { return false }
         if extras.rewriteVersion == version { return true }
         return extras.dropVersion == version && writtenVersion >= extras.dropRidesOn ?? 0

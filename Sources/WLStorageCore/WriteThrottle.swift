@@ -2,26 +2,26 @@
 /// nothing (the tick writes the latest). A change after a write arms a tick one interval after that write started. A
 /// write disarms, so a stale tick finds its token out of date.
 @usableFromInline
-struct WriteThrottle: Sendable {
+package struct WriteThrottle: Sendable {
     /// The flush interval in nanoseconds (the shortest of the cell's storages); `UInt64.max` for no automatic writes.
     // Properties are declared widest first, which keeps the layout at 24 bytes.
-    @usableFromInline private(set) var interval: UInt64
+    @usableFromInline package private(set) var interval: UInt64
     /// When the last write started; 0 before the first.
     private var lastWriteStart: UInt64 = 0
-    private(set) var token: UInt32 = 0
+    package private(set) var token: UInt32 = 0
     /// Failed writes since the last one that succeeded, up to 65,535 (the backoff stops growing after 32).
-    private(set) var failures: UInt16 = 0
+    package private(set) var failures: UInt16 = 0
     /// Every storage was released with work left: ticks and retries wait no interval, even with automatic writes off.
-    private(set) var isUrgent = false
-    private(set) var isArmed = false
+    package private(set) var isUrgent = false
+    package private(set) var isArmed = false
 
-    static let minimumRetryDelay: UInt64 = 100_000_000
-    static let maximumRetryDelay: UInt64 = 30_000_000_000
+    package static let minimumRetryDelay: UInt64 = 100_000_000
+    package static let maximumRetryDelay: UInt64 = 30_000_000_000
 
     /// The longest interval, 100 years in nanoseconds: longer ones are clamped, so clock arithmetic never overflows.
-    static let maximumInterval: UInt64 = 100 * 365 * 24 * 3_600 * 1_000_000_000
+    package static let maximumInterval: UInt64 = 100 * 365 * 24 * 3_600 * 1_000_000_000
 
-    init(interval: UInt64?) {
+    package init(interval: UInt64?) {
         self.interval = Self.clamped(interval)
     }
 
@@ -30,7 +30,7 @@ struct WriteThrottle: Sendable {
     }
 
     /// Lowers the interval to `interval` when shorter; returns whether it did. An armed tick keeps its time.
-    mutating func lower(to interval: UInt64?) -> Bool {
+    package mutating func lower(to interval: UInt64?) -> Bool {
         let new = Self.clamped(interval)
         guard new < self.interval else { return false }
         self.interval = new
@@ -38,12 +38,12 @@ struct WriteThrottle: Sendable {
     }
 
     /// Makes the writes urgent (see ``isUrgent``), disarming a tick armed for later: the caller arms a new one.
-    mutating func makeUrgent() {
+    package mutating func makeUrgent() {
         isUrgent = true
         disarm()
     }
 
-    mutating func endUrgency() {
+    package mutating func endUrgency() {
         isUrgent = false
     }
 
@@ -53,15 +53,15 @@ struct WriteThrottle: Sendable {
     }
 
     /// Whether ticks write changes: the throttle has an interval, or a release made it urgent.
-    var writesOnTicks: Bool { interval != .max || isUrgent }
+    package var writesOnTicks: Bool { interval != .max || isUrgent }
     /// Whether a change must arm a tick: automatic writes are on and none is armed.
     @usableFromInline
-    var needsTick: Bool {
+    package var needsTick: Bool {
         !isArmed && interval != .max
     }
 
     /// Arms a tick, unless one is armed or automatic writes are off (unless `force`), and returns its token and delay.
-    mutating func arm(now: UInt64, force: Bool = false) -> (token: UInt32, delay: UInt64)? {
+    package mutating func arm(now: UInt64, force: Bool = false) -> (token: UInt32, delay: UInt64)? {
         guard interval != .max || force || isUrgent, !isArmed else { return nil }
         isArmed = true
         token &+= 1
@@ -77,7 +77,7 @@ struct WriteThrottle: Sendable {
     }
 
     /// The wait before a retry after `failures` in a row: the interval (at least 100 ms), doubling up to 30 s or it.
-    static func retryDelay(afterFailures failures: UInt32, interval: UInt64) -> UInt64 {
+    package static func retryDelay(afterFailures failures: UInt32, interval: UInt64) -> UInt64 {
         let base = max(interval, minimumRetryDelay)
         let ceiling = max(base, maximumRetryDelay)
         let doublings = min(max(failures, 1) - 1, 32)
@@ -85,19 +85,19 @@ struct WriteThrottle: Sendable {
         return overflow ? ceiling : min(delay, ceiling)
     }
 
-    mutating func writeStarts(now: UInt64) {
+    package mutating func writeStarts(now: UInt64) {
         disarm()
         lastWriteStart = max(now, 1)
     }
 
     /// Disarms any tick: it will find its token out of date.
-    mutating func disarm() {
+    package mutating func disarm() {
         isArmed = false
         token &+= 1
     }
 
     /// How the last write ended, for the delay of the next retry.
-    mutating func writeEnded(succeeded: Bool) {
+    package mutating func writeEnded(succeeded: Bool) {
         failures = succeeded ? 0 : (failures == .max ? failures : failures + 1)
     }
 }

@@ -1,40 +1,40 @@
 /// The memory cell's state. Every transition is a method here that returns what to do; the cell does it after the lock.
 @usableFromInline
-struct CellState<T: Sendable>: Sendable {
+package struct CellState<T: Sendable>: Sendable {
     /// Incremented on every local change; the value is pending while it differs from `writtenVersion`.
-    @usableFromInline var version: UInt64 = 0
-    var writtenVersion: UInt64 = 0
-    @usableFromInline var throttle: WriteThrottle
-    @usableFromInline var hasListeners = false
-    var stored: StoredState
+    @usableFromInline package var version: UInt64 = 0
+    package var writtenVersion: UInt64 = 0
+    @usableFromInline package var throttle: WriteThrottle
+    @usableFromInline package var hasListeners = false
+    package var stored: StoredState
     /// How many `update`s of the cell are running, on any thread (see ``UpdatesOnThisThread``).
-    @usableFromInline var updaters: UInt16 = 0
+    @usableFromInline package var updaters: UInt16 = 0
     /// Incremented on every change, local or adopted: an `update` commits only if it is unchanged since its read.
-    @usableFromInline var changeCount: UInt32 = 0
+    @usableFromInline package var changeCount: UInt32 = 0
     /// The thread running the cell's job, or 0 when none runs.
-    var busyThread: UInt = 0
+    package var busyThread: UInt = 0
     /// Listeners, the last error, waiting flushes and rarely set flags: allocated when first needed.
-    var extras: CellExtras<T>?
+    package var extras: CellExtras<T>?
     /// The value, last: the fields before it then have the same offsets whatever the value's type.
-    @usableFromInline var value: T
+    @usableFromInline package var value: T
 
     @inline(__always)  // into the cell's init, which looks up the metadata of this type already
-    init(value: T, stored: StoredState, throttle: WriteThrottle) {
+    package init(value: T, stored: StoredState, throttle: WriteThrottle) {
         self.value = value
         self.stored = stored
         self.throttle = throttle
     }
 
-    @inline(__always) var isPending: Bool { version != writtenVersion }
+    @inline(__always) package var isPending: Bool { version != writtenVersion }
 
     /// Whether the cell has work for its backer: a change to write or a default to save.
-    @inline(__always) var hasWork: Bool { isPending || stored == .defaultUnsaved }
+    @inline(__always) package var hasWork: Bool { isPending || stored == .defaultUnsaved }
 
-    @inline(__always) var isBusy: Bool { busyThread != 0 }
+    @inline(__always) package var isBusy: Bool { busyThread != 0 }
 
-    @inline(__always) var isOrphaned: Bool { extras?.orphaned ?? false }
+    @inline(__always) package var isOrphaned: Bool { extras?.orphaned ?? false }
 
-    mutating func withExtras<R>(_ body: (CellExtras<T>) -> R) -> R {
+    package mutating func withExtras<R>(_ body: (CellExtras<T>) -> R) -> R {
         if let extras { return body(extras) }
         let made = CellExtras<T>()
         extras = made
@@ -43,7 +43,7 @@ struct CellState<T: Sendable>: Sendable {
 
     /// A change made by this process: swaps `value` in (the old one left in `value`, released after the lock).
     @inlinable
-    mutating func changeLocally(to value: inout T) -> (needsTick: Bool, drain: Bool) {
+    package mutating func changeLocally(to value: inout T) -> (needsTick: Bool, drain: Bool) {
         swap(&self.value, &value)
         version &+= 1
         changeCount &+= 1
@@ -52,7 +52,7 @@ struct CellState<T: Sendable>: Sendable {
 
     /// Queues the value for every listener (or `listener`); returns whether the caller must drain after the lock.
     @usableFromInline
-    mutating func queueNotification(for listener: UInt64? = nil) -> Bool {
+    package mutating func queueNotification(for listener: UInt64? = nil) -> Bool {
         let value = self.value
         return withExtras { extras in
             if listener == nil && extras.pendingNotifications.count >= Self.notificationBacklog {
@@ -67,10 +67,10 @@ struct CellState<T: Sendable>: Sendable {
     }
 
     /// The most notifications queued before older changes are dropped.
-    static var notificationBacklog: Int { 256 }
+    package static var notificationBacklog: Int { 256 }
 
     /// The next notifications to deliver, with their listeners; `nil` (and draining over) when none is left.
-    mutating func takeNotifications() -> (
+    package mutating func takeNotifications() -> (
         values: [(value: T, listener: UInt64?)], listeners: [UInt64: @Sendable (T) -> Void]
     )? {
         guard hasNotificationsLeft(), let extras else { return nil }
@@ -79,7 +79,7 @@ struct CellState<T: Sendable>: Sendable {
     }
 
     /// Whether notifications were queued since the last batch was taken; when none were, draining is over.
-    mutating func hasNotificationsLeft() -> Bool {
+    package mutating func hasNotificationsLeft() -> Bool {
         guard let extras, !extras.pendingNotifications.isEmpty else {
             extras?.draining = false
             return false
@@ -90,7 +90,7 @@ struct CellState<T: Sendable>: Sendable {
     // MARK: Starting jobs
 
     /// The job for the pending work (changes up to `target`), marking the cell busy; an unknown stored value is read.
-    mutating func startWork(on thread: UInt, now: UInt64, upTo target: UInt64? = nil) -> CellJob<T>? {
+    package mutating func startWork(on thread: UInt, now: UInt64, upTo target: UInt64? = nil) -> CellJob<T>? {
         let job: CellJob<T>
         if isPending && target.map({ writtenVersion < $0 }) ?? true {
             job = stored == .unknown ? .reread(version: version) : .write(value, version: version)
@@ -107,7 +107,7 @@ struct CellState<T: Sendable>: Sendable {
 
     /// A check for an outside change: counted, and its job started, marking the cell busy; if busy, run after the job.
     /// A read of what is stored, unknown, counts as a try, as a tick's does.
-    mutating func requestCheck(on thread: UInt, now: UInt64) -> CellJob<T>? {
+    package mutating func requestCheck(on thread: UInt, now: UInt64) -> CellJob<T>? {
         withExtras { $0.externalChecks += 1 }
         guard !isBusy else {
             withExtras { $0.checkRequested = true }
@@ -123,13 +123,13 @@ struct CellState<T: Sendable>: Sendable {
     /// What a check scheduled at the end of a job (``JobEffects/scheduleCheck``) does: the check requested while the
     /// job ran, or nothing when a check since has run (it served the request; this one would find nothing more
     /// reported, and a store's carried feed would read the key for it).
-    mutating func requestScheduledCheck(on thread: UInt, now: UInt64) -> CellJob<T>? {
+    package mutating func requestScheduledCheck(on thread: UInt, now: UInt64) -> CellJob<T>? {
         guard extras?.checkRequested == true else { return nil }
         return requestCheck(on: thread, now: now)
     }
 
     /// What a tick with `token` does: the pending work, or nothing when stale or busy (the job re-arms when it ends).
-    mutating func startTick(_ token: UInt32, on thread: UInt, now: UInt64, defaultValue: T?) -> CellJob<T>? {
+    package mutating func startTick(_ token: UInt32, on thread: UInt, now: UInt64, defaultValue: T?) -> CellJob<T>? {
         guard throttle.isArmed, throttle.token == token else { return nil }
         guard !isBusy else {
             throttle.disarm()
@@ -154,7 +154,7 @@ struct CellState<T: Sendable>: Sendable {
     }
 
     /// Whether a failed read may pass if retried: not a too large, irregular or undecodable file (its change is seen).
-    static func isTransient(_ error: WLStorageError) -> Bool {
+    package static func isTransient(_ error: WLStorageError) -> Bool {
         switch error.code {
         case .decodingFailed, .valueTooLarge, .notARegularFile: false
         default: true
@@ -162,7 +162,7 @@ struct CellState<T: Sendable>: Sendable {
     }
 
     /// Has a check tried again after the backoff, unless one is waiting already.
-    mutating func armCheckRetry(_ effects: inout JobEffects) {
+    package mutating func armCheckRetry(_ effects: inout JobEffects) {
         // The backoff counts retries, not events.
         let failures = withExtras { extras -> UInt32? in
             guard !extras.checkRetryArmed else { return nil }
@@ -174,13 +174,13 @@ struct CellState<T: Sendable>: Sendable {
     }
 
     /// The retry of a check armed by ``armCheckRetry(_:)`` is due: another may be armed from now on.
-    mutating func checkRetryDue() {
+    package mutating func checkRetryDue() {
         extras?.checkRetryArmed = false
     }
 
     /// Replaces the last error (the old one released after the lock), keeping `storedByAnotherVersion` in step.
     @inline(__always)  // the common case, nothing to clear, without a call that would look up this type
-    mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects) {
+    package mutating func setLastError(_ error: WLStorageError?, _ effects: inout JobEffects) {
         // A misuse stays until a later change is written (see ``recordMisuse(_:_:)``).
         if error == nil && (extras?.lastError == nil || extras?.misuseVersion != nil) { return }
         replaceLastError(error, &effects)
@@ -200,15 +200,17 @@ struct CellState<T: Sendable>: Sendable {
     }
 
     /// Records a misuse as the last error until a later change is written or another error replaces it.
-    mutating func recordMisuse(_ error: WLStorageError, _ effects: inout JobEffects) {
+    package mutating func recordMisuse(_ error: WLStorageError, _ effects: inout JobEffects) {
         setLastError(error, &effects)
         extras?.misuseVersion = version
     }
 
     /// Whether a removal of unknown fields has work: not, with nothing pending, over another version's value nor before
     /// what is stored could be read (the value is then the default, which would replace it).
-    var removesUnknownFields: Bool { isPending || (stored != .unknown && extras?.storedByAnotherVersion != true) }
+    package var removesUnknownFields: Bool {
+        isPending || (stored != .unknown && extras?.storedByAnotherVersion != true)
+    }
 
     /// Whether a write started now drops the stored members the type does not know: a removal of them waits.
-    var dropsUnknownFields: Bool { extras?.dropVersion.map { writtenVersion < $0 } ?? false }
+    package var dropsUnknownFields: Bool { extras?.dropVersion.map { writtenVersion < $0 } ?? false }
 }

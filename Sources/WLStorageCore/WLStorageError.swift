@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The one error type of WLStorage: what went wrong, for which key and file, and the system's own reason.
 ///
@@ -11,7 +10,7 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         /// A short, stable name for the code, such as `"writeFailed"`.
         public let name: String
 
-        init(_ name: String) {
+        package init(_ name: String) {
             self.name = name
         }
 
@@ -107,23 +106,5 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
             text += " [\(cause)]"
         }
         return text
-    }
-}
-
-extension WLStorageError {
-    /// Receives every error as it happens: see ``WLStorageSystem/errorHandler``.
-    @available(*, deprecated, renamed: "WLStorageSystem.errorHandler")
-    public static var handler: (@Sendable (WLStorageError) -> Void)? {
-        get { WLStorageSystem.errorHandler }
-        set { WLStorageSystem.errorHandler = newValue }
-    }
-}
-
-/// The error handler as the runtime holds it (see ``Runtime/errorHandler``).
-final class ErrorHandlerBox: Sendable {
-    let handler: @Sendable (WLStorageError) -> Void
-
-    init(_ handler: @escaping @Sendable (WLStorageError) -> Void) {
-        self.handler = handler
     }
 }
