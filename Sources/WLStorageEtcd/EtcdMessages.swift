@@ -19,6 +19,9 @@ struct RangeRequest: Encodable {
 struct PutRequest: Encodable {
     var key: Data
     var value: Data
+    /// Whether the answer holds the key as it was before the put, from which the put's version follows.
+    var prevKv: Bool?
+    enum CodingKeys: String, CodingKey { case key, value, prevKv = "prev_kv" }
 }
 
 struct DeleteRangeRequest: Encodable {
@@ -104,10 +107,21 @@ struct WriteResponse: EtcdAnswer {
     var header: ResponseHeader?
 }
 
-/// A transaction's answer without the answers to its operations, which a batch's puts do not need decoded.
-struct TxnOutcome: EtcdAnswer {
+/// A batch transaction's answer: the answers to its puts, each with the key as it was before (its version alone
+/// decoded).
+struct TxnPutsOutcome: EtcdAnswer {
+    struct Response: Decodable {
+        struct Put: Decodable {
+            struct Before: Decodable { var version: String? }
+            var prevKv: Before?
+            enum CodingKeys: String, CodingKey { case prevKv = "prev_kv" }
+        }
+        var responsePut: Put?
+        enum CodingKeys: String, CodingKey { case responsePut = "response_put" }
+    }
     var header: ResponseHeader?
     var succeeded: Bool?
+    var responses: [Response]?
 }
 
 struct TxnResponse: EtcdAnswer {

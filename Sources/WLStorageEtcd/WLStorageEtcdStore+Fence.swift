@@ -64,9 +64,11 @@ extension WLStorageEtcdStore {
     /// checks one comparison of a range in a fraction of the time it takes for one comparison per key. Any key of the
     /// range written since refuses it, one of the batch's or not; the next tries compare the batch's keys one by one.
     ///
+    /// - Returns: The version each put made, in order, where the answer says it: one more than the key's before it, or
+    ///   1 for a key made by it.
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
     ///   it was carried out.
-    func fencedBatch(_ keys: [Data], operations: [RequestOp]) throws(WLStorageError) {
+    func fencedBatch(_ keys: [Data], operations: [RequestOp]) throws(WLStorageError) -> [Int64?] {
         try learnRevision(key: nil)
         let first = keys.min { $0.lexicographicallyPrecedes($1) }
         let last = keys.max { $0.lexicographicallyPrecedes($1) }
@@ -83,10 +85,19 @@ extension WLStorageEtcdStore {
                     [Compare]()
                 }
             let request = TxnRequest(compare: compare, success: operations)
-            let answer: TxnOutcome = try perform(reading: false, key: nil) { () throws(EtcdFailure) in
+            let answer: TxnPutsOutcome = try perform(reading: false, key: nil) { () throws(EtcdFailure) in
                 try client.call("v3/kv/txn", request, resending: true)
             }
-            if answer.succeeded == true { return }
+            if answer.succeeded == true {
+                guard let responses = answer.responses, responses.count == operations.count else {
+                    return operations.map { _ in nil }
+                }
+                return responses.map { response in
+                    guard let put = response.responsePut else { return nil }
+                    guard let before = put.prevKv else { return 1 }
+                    return before.version.flatMap { Int64($0) }.map { $0 + 1 }
+                }
+            }
             // Only the fence can refuse, and the refusal's answer brings a later revision.
             guard client.latestRevision > seen else { break }
         }

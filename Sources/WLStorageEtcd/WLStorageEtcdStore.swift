@@ -270,13 +270,25 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes of the transactions carried out before
     ///   it.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
+        _ = try writeWithVersions(batch)
+    }
+
+    /// Stores every write of `batch` as ``write(_:)`` does, and returns the version of each key after it, from the
+    /// answers of the transactions: each put asks for the key as it was before it (`prev_kv`), whose version the put
+    /// makes one greater.
+    ///
+    /// - Throws: As ``write(_:)``.
+    public func writeWithVersions(_ batch: [WLStorageStoreWrite]) throws -> [String: Int64] {
         let deadline = ContinuousClock.now + timeout
+        var versions: [String: Int64] = [:]
         var stored = 0
         for chunk in Self.chunks(of: batch) {
             var last: [String: Int] = [:]
             for index in chunk { last[batch[index].key] = index }
-            let puts = chunk.filter { last[batch[$0].key] == $0 }.map { index in
-                RequestOp(requestPut: PutRequest(key: etcdKey(batch[index].key), value: batch[index].data))
+            let written = chunk.filter { last[batch[$0].key] == $0 }
+            let puts = written.map { index in
+                RequestOp(
+                    requestPut: PutRequest(key: etcdKey(batch[index].key), value: batch[index].data, prevKv: true))
             }
             var failures = 0
             while true {
@@ -284,7 +296,10 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
                     // Each key twice: in its put, and in the fence.
                     let keys = chunk.map { batch[$0].key }
                     try checkSize(of: keys + keys, chunk.map { batch[$0].data }, key: nil)
-                    try fencedBatch(Set(keys).map(etcdKey), operations: puts)
+                    let made = try fencedBatch(Set(keys).map(etcdKey), operations: puts)
+                    for (index, version) in zip(written, made) {
+                        if let version { versions[batch[index].key] = version }
+                    }
                     break
                 } catch {
                     // 10 ms, doubling, up to a quarter of a second, and never past the deadline.
@@ -304,6 +319,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
             }
             stored = chunk.upperBound
         }
+        return versions
     }
 
     /// The ranges of `batch` written by one transaction each.

@@ -123,6 +123,29 @@ struct EtcdStoreTests {
         }
     }
 
+    /// A batch says the version each of its keys reached: one more than before, 1 for a key it made (new, or made anew
+    /// after a removal), as a read finds; over several transactions, and a key written twice in it once, as its last.
+    @Test func aBatchSaysTheVersionsItMade() async throws {
+        try await onItsOwnThread {
+            let store = try makeStore(uniqueNamespace())
+            try store.write(key: "old", data: bytes("1"))
+            try store.write(key: "old", data: bytes("2"))
+            try store.write(key: "gone", data: bytes("1"))
+            try store.remove(key: "gone")
+            var batch = (0..<300).map { WLStorageStoreWrite(key: "k\($0)", data: bytes(String($0))) }
+            batch += ["old", "gone", "k7"].map { WLStorageStoreWrite(key: $0, data: bytes("9")) }
+            let versions = try store.writeWithVersions(batch)
+            #expect(versions.count == 302)
+            #expect(versions["old"] == 3)
+            #expect(versions["gone"] == 1)
+            #expect(versions["k0"] == 1)
+            for key in ["old", "gone", "k0", "k7", "k299"] {
+                #expect(try store.readWithVersion(key: key)?.version == versions[key], "\(key)")
+            }
+            #expect(try store.read(key: "k7") == bytes("9"))
+        }
+    }
+
     /// A key of 30,000 bytes, with bytes that bring its key and bytes to `maximumRequestBytes`: the write's transaction
     /// mentions the key in its put, its fence and the read of the key when refused, under etcd's limit, and it is
     /// stored. A read of its version would mention it once more, past the limit: the write does not say its version.

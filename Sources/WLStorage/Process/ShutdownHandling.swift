@@ -235,8 +235,9 @@ private enum FlushItem: Sendable {
         if let firstIndex = taken.first?.index, let first = cells[firstIndex].storeMedium {
             let writes = taken.map(\.batch.write)
             var failure: WLStorageError?
+            var versions: [String: Int64] = [:]
             do {
-                try first.store.write(writes)
+                versions = try first.write(writes)
             } catch {
                 failure = WLStorageError(
                     code: .writeFailed,
@@ -249,12 +250,13 @@ private enum FlushItem: Sendable {
             for (position, (batch, index)) in taken.enumerated() {
                 guard let failure, position >= stored else {
                     needsFlush[index] = cells[index].finishBatchWrite(
-                        batch.version, data: batch.write.data, failure: nil)
+                        batch.version, data: batch.write.data, storeVersion: versions[batch.write.key], failure: nil)
                     continue
                 }
                 var error = failure
                 error.key = batch.write.key
-                _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
+                _ = cells[index].finishBatchWrite(
+                    batch.version, data: batch.write.data, storeVersion: nil, failure: error)
                 needsFlush[index] = false
             }
         }
