@@ -19,9 +19,6 @@ struct RangeRequest: Encodable {
 struct PutRequest: Encodable {
     var key: Data
     var value: Data
-    /// Whether the answer holds the key as it was before the put, from which the put's version follows.
-    var prevKv: Bool?
-    enum CodingKeys: String, CodingKey { case key, value, prevKv = "prev_kv" }
 }
 
 struct DeleteRangeRequest: Encodable {
@@ -105,23 +102,6 @@ struct RangeResponse: EtcdAnswer {
 
 struct WriteResponse: EtcdAnswer {
     var header: ResponseHeader?
-}
-
-/// A batch transaction's answer: the answers to its puts, each with the key as it was before (its version alone
-/// decoded).
-struct TxnPutsOutcome: EtcdAnswer {
-    struct Response: Decodable {
-        struct Put: Decodable {
-            struct Before: Decodable { var version: String? }
-            var prevKv: Before?
-            enum CodingKeys: String, CodingKey { case prevKv = "prev_kv" }
-        }
-        var responsePut: Put?
-        enum CodingKeys: String, CodingKey { case responsePut = "response_put" }
-    }
-    var header: ResponseHeader?
-    var succeeded: Bool?
-    var responses: [Response]?
 }
 
 struct TxnResponse: EtcdAnswer {

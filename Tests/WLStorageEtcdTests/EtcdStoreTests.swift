@@ -124,7 +124,7 @@ struct EtcdStoreTests {
     }
 
     /// A batch says the version each of its keys reached: one more than before, 1 for a key it made (new, or made anew
-    /// after a removal), as a read finds; over several transactions, and a key written twice in it once, as its last.
+    /// after a removal), as a read finds; over several transactions, and for a key written twice in it, its last.
     @Test func aBatchSaysTheVersionsItMade() async throws {
         try await onItsOwnThread {
             let store = try makeStore(uniqueNamespace())
@@ -165,15 +165,15 @@ struct EtcdStoreTests {
         }
     }
 
-    /// The third transaction of a batch holds a value larger than etcd takes in a request (1.5 MiB by default): the
-    /// two before it are stored, and the error says so. The third is not sent: etcd's refusal would stop the program
-    /// (see `WLStorageEtcdStore.maximumRequestBytes`).
+    /// The third transaction of a batch (written in key order) holds a value larger than etcd takes in a request
+    /// (1.5 MiB by default): the two before it are stored, and the error says so. The third is not sent, nor the one
+    /// after it: etcd's refusal would stop the program (see `WLStorageEtcdStore.maximumRequestBytes`).
     @Test func aBatchRefusedPartWaySaysHowManyWritesWereStored() async throws {
         try await onItsOwnThread {
             let store = try makeStore(uniqueNamespace())
             var batch = (0..<130).map { WLStorageStoreWrite(key: "k\($0)", data: bytes(String($0))) }
             batch.append(WLStorageStoreWrite(key: "large", data: Data(repeating: UInt8(ascii: "x"), count: 2 << 20)))
-            batch.append(WLStorageStoreWrite(key: "after", data: bytes("1")))
+            batch.append(WLStorageStoreWrite(key: "z", data: bytes("1")))
             #expect {
                 try store.write(batch)
             } throws: { error in
@@ -182,7 +182,7 @@ struct EtcdStoreTests {
             }
             #expect(try store.read(key: "k129") == bytes("129"))
             #expect(try store.read(key: "large") == nil)
-            #expect(try store.read(key: "after") == nil)
+            #expect(try store.read(key: "z") == nil)
         }
     }
 
