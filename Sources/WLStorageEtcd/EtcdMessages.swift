@@ -104,6 +104,12 @@ struct WriteResponse: EtcdAnswer {
     var header: ResponseHeader?
 }
 
+/// A transaction's answer without the answers to its operations, which a batch's puts do not need decoded.
+struct TxnOutcome: EtcdAnswer {
+    var header: ResponseHeader?
+    var succeeded: Bool?
+}
+
 struct TxnResponse: EtcdAnswer {
     struct Response: Decodable {
         var responseRange: RangeResponse?

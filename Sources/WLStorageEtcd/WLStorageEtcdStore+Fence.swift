@@ -56,46 +56,37 @@ extension WLStorageEtcdStore {
             key: key, path: identity)
     }
 
-    /// Runs the puts of one transaction of a batch, then a read of the versions of `keys` (etcd keys, in etcd's order),
-    /// on condition that none of them was written after the latest revision the store has seen; when one was, tries
-    /// again with the revision of that answer, and at the last try without the fence, as
-    /// ``fenced(key:conditions:operations:resending:)`` does for a put.
+    /// Runs the puts of one transaction of a batch on condition that none of `keys` (etcd keys) was written after the
+    /// latest revision the store has seen; when one was, tries again with the revision of that answer, and at the last
+    /// try without the fence, as ``fenced(key:conditions:operations:resending:)`` does for a put.
     ///
-    /// The first try compares the keys from the first of `keys` to the last as one range: etcd checks one comparison of
-    /// a range in a fraction of the time it takes for one comparison per key. Any key of the range written since
-    /// refuses it, one of the batch's or not; the next tries compare the batch's keys one by one. The read covers the
-    /// same range, keys only.
+    /// The first try compares the keys from the first of `keys` to the last, in etcd's order, as one range: etcd
+    /// checks one comparison of a range in a fraction of the time it takes for one comparison per key. Any key of the
+    /// range written since refuses it, one of the batch's or not; the next tries compare the batch's keys one by one.
     ///
-    /// - Returns: The version of each key of the range after the transaction, by etcd key.
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
     ///   it was carried out.
-    func fencedBatch(_ keys: [Data], operations: [RequestOp]) throws(WLStorageError) -> [Data: Int64] {
+    func fencedBatch(_ keys: [Data], operations: [RequestOp]) throws(WLStorageError) {
         try learnRevision(key: nil)
-        guard let first = keys.first, let last = keys.last else { return [:] }
-        // The range ends just after its last key.
-        let rangeEnd = last + [0]
-        let read = RequestOp(requestRange: RangeRequest(key: first, rangeEnd: rangeEnd, keysOnly: true))
+        let first = keys.min { $0.lexicographicallyPrecedes($1) }
+        let last = keys.max { $0.lexicographicallyPrecedes($1) }
         for attempt in 0...Self.fenceTries {
             let seen = client.latestRevision
             let revision = String(seen + 1)
             let compare =
-                if attempt == 0, keys.count > 1 {
-                    [Compare(target: "MOD", key: first, rangeEnd: rangeEnd, modRevision: revision, result: "LESS")]
+                if attempt == 0, keys.count > 1, let first, let last {
+                    // The range ends just after its last key.
+                    [Compare(target: "MOD", key: first, rangeEnd: last + [0], modRevision: revision, result: "LESS")]
                 } else if attempt < Self.fenceTries {
                     keys.map { Compare(target: "MOD", key: $0, modRevision: revision, result: "LESS") }
                 } else {
                     [Compare]()
                 }
-            let request = TxnRequest(compare: compare, success: operations + [read])
-            let answer: TxnResponse = try perform(reading: false, key: nil) { () throws(EtcdFailure) in
+            let request = TxnRequest(compare: compare, success: operations)
+            let answer: TxnOutcome = try perform(reading: false, key: nil) { () throws(EtcdFailure) in
                 try client.call("v3/kv/txn", request, resending: true)
             }
-            if answer.succeeded == true {
-                let found = answer.responses?.last?.responseRange?.kvs ?? []
-                return Dictionary(
-                    found.compactMap { kv in kv.version.flatMap { Int64($0) }.map { (kv.key, $0) } }
-                ) { _, last in last }
-            }
+            if answer.succeeded == true { return }
             // Only the fence can refuse, and the refusal's answer brings a later revision.
             guard client.latestRevision > seen else { break }
         }

@@ -47,9 +47,8 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     /// The end of the range of the store's keys: the prefix with its last byte (`/`) made `0`.
     let prefixEnd: Data
 
-    /// The most puts in one transaction of a batch: etcd's default `--max-txn-ops`, 128, less the read of their
-    /// versions.
-    static let transactionOperations = 127
+    /// The most operations in one transaction of a batch: etcd's default `--max-txn-ops`.
+    static let transactionOperations = 128
     /// The bytes of keys and values past which a transaction of a batch ends (before Base64, which adds a third).
     static let transactionBytes = 1024 * 1024
     /// The most bytes of keys and values one request may hold: etcd refuses a request of more than
@@ -259,47 +258,33 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
             resending: false) != nil
     }
 
-    /// Stores every write of `batch`, a key written more than once with its last bytes, in key order, in transactions
-    /// of at most 127 puts (under etcd's default `--max-txn-ops` of 128, with the read of their versions) and about
-    /// 1 MiB of keys and values, sent one after the other. Each transaction is fenced as a put is (see
-    /// ``write(key:data:)``). A transaction that reached no member, or whose answer was lost (a member restarting, or
-    /// out of reach for a moment), is sent again with a backoff within the store's timeout from the batch's start: the
-    /// flush at exit writes its values once the member is back. The fence makes a transaction carried out already put
-    /// the same bytes again, after any write made since.
+    /// Stores every write of `batch`, in transactions of at most 128 puts (etcd's default `--max-txn-ops`) and about
+    /// 1 MiB of keys and values, sent one after the other; a key written twice in one transaction is written once,
+    /// with its last bytes (etcd refuses a transaction that puts a key twice). Each transaction is fenced as a put is
+    /// (see ``write(key:data:)``). A transaction that reached no member, or whose answer was lost (a member restarting,
+    /// or out of reach for a moment), is sent again with a backoff within the store's timeout from the batch's start:
+    /// the flush at exit writes its values once the member is back. The fence makes a transaction carried out already
+    /// put the same bytes again, after any write made since.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether
-    ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes from the batch's start whose keys the
-    ///   transactions carried out before it stored (some after them may be stored too: they are written again).
+    ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes of the transactions carried out before
+    ///   it.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
-        _ = try writeWithVersions(batch)
-    }
-
-    /// Stores every write of `batch` as ``write(_:)`` does, and returns the version of each key after it: each
-    /// transaction also reads the versions of the keys from its first to its last (keys only), which are next to one
-    /// another in etcd's order when the batch holds most of the namespace's keys, as a flush of every storage does.
-    ///
-    /// - Throws: As ``write(_:)``.
-    public func writeWithVersions(_ batch: [WLStorageStoreWrite]) throws -> [String: Int64] {
         let deadline = ContinuousClock.now + timeout
-        var last: [String: Int] = [:]
-        for (index, write) in batch.enumerated() { last[write.key] = index }
-        let writes = batch.indices.filter { last[batch[$0].key] == $0 }.map { batch[$0] }
-            .map { (write: $0, etcdKey: etcdKey($0.key)) }
-            .sorted { $0.etcdKey.lexicographicallyPrecedes($1.etcdKey) }
-        var versions: [String: Int64] = [:]
-        var stored: Set<String> = []
-        for chunk in Self.chunks(of: writes.map(\.write)) {
-            let puts = writes[chunk].map { RequestOp(requestPut: PutRequest(key: $0.etcdKey, value: $0.write.data)) }
+        var stored = 0
+        for chunk in Self.chunks(of: batch) {
+            var last: [String: Int] = [:]
+            for index in chunk { last[batch[index].key] = index }
+            let puts = chunk.filter { last[batch[$0].key] == $0 }.map { index in
+                RequestOp(requestPut: PutRequest(key: etcdKey(batch[index].key), value: batch[index].data))
+            }
             var failures = 0
             while true {
                 do throws(WLStorageError) {
-                    // Each key twice (in its put, and in the fence), and the first and last once more, in the read.
-                    let keys = writes[chunk].map(\.write.key)
-                    let ends = [keys[0], keys[keys.count - 1]]
-                    try checkSize(of: keys + keys + ends, writes[chunk].map(\.write.data), key: nil)
-                    let read = try fencedBatch(writes[chunk].map(\.etcdKey), operations: puts)
-                    for write in writes[chunk] { versions[write.write.key] = read[write.etcdKey] }
-                    stored.formUnion(keys)
+                    // Each key twice: in its put, and in the fence.
+                    let keys = chunk.map { batch[$0].key }
+                    try checkSize(of: keys + keys, chunk.map { batch[$0].data }, key: nil)
+                    try fencedBatch(Set(keys).map(etcdKey), operations: puts)
                     break
                 } catch {
                     // 10 ms, doubling, up to a quarter of a second, and never past the deadline.
@@ -311,16 +296,14 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
                         usleep(UInt32(pause / .microseconds(1)))
                         continue
                     }
-                    // The writes from the batch's start whose keys are stored.
-                    let storedWrites = batch.firstIndex { !stored.contains($0.key) } ?? batch.count
                     var error = error
-                    error.storedWrites = storedWrites
-                    error.message += " (\(storedWrites) of the batch's \(batch.count) values were stored)"
+                    error.storedWrites = stored
+                    error.message += " (\(stored) of the batch's \(batch.count) values were stored)"
                     throw error
                 }
             }
+            stored = chunk.upperBound
         }
-        return versions
     }
 
     /// The ranges of `batch` written by one transaction each.

@@ -99,7 +99,7 @@ extension StorageCell {
 
     // MARK: Batches
 
-    /// The pending change as a store batch write (busy until ``finishBatchWrite(_:data:storeVersion:failure:)``), or why not.
+    /// The pending change as a store batch write (busy until ``finishBatchWrite(_:data:failure:)``), or why not.
     func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite> {
         guard let keyBacker, let storeMedium = keyBacker.storeMedium else { return .elsewhere }
         if keyBacker.writesChangeOnItsOwn { return .elsewhere }
@@ -126,7 +126,7 @@ extension StorageCell {
             do throws(WLStorageError) {
                 data = try keyBacker.encode(slot.pointee, dropping: dropping)
             } catch {
-                _ = finishBatchWrite(version, data: Data(), storeVersion: nil, failure: error)
+                _ = finishBatchWrite(version, data: Data(), failure: error)
                 return .elsewhere
             }
             return .taken(
@@ -135,8 +135,8 @@ extension StorageCell {
     }
 
     /// Ends the batch write of `version`, as `data` (written when `failure` is `nil`); returns whether work is left.
-    func finishBatchWrite(_ version: UInt64, data: Data, storeVersion: Int64?, failure: WLStorageError?) -> Bool {
-        if failure == nil { keyBacker?.wrote(data, storeVersion: storeVersion) }
+    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
+        if failure == nil { keyBacker?.wrote(data) }
         let now = scheduler.now
         var effects = JobEffects()
         let done = state.withLock {

@@ -335,7 +335,7 @@ enum OwnBacker<T: Codable & Sendable> {
     case refusing
 }
 
-/// One cell's change in a store batch, with its version (for ``StorageCell/finishBatchWrite(_:data:storeVersion:failure:)``).
+/// One cell's change in a store batch, with its version (for ``StorageCell/finishBatchWrite(_:data:failure:)``).
 struct BatchWrite: Sendable {
     let write: WLStorageStoreWrite
     let version: UInt64

@@ -235,9 +235,8 @@ private enum FlushItem: Sendable {
         if let firstIndex = taken.first?.index, let first = cells[firstIndex].storeMedium {
             let writes = taken.map(\.batch.write)
             var failure: WLStorageError?
-            var versions: [String: Int64] = [:]
             do {
-                versions = try first.write(writes)
+                try first.store.write(writes)
             } catch {
                 failure = WLStorageError(
                     code: .writeFailed,
@@ -250,13 +249,12 @@ private enum FlushItem: Sendable {
             for (position, (batch, index)) in taken.enumerated() {
                 guard let failure, position >= stored else {
                     needsFlush[index] = cells[index].finishBatchWrite(
-                        batch.version, data: batch.write.data, storeVersion: versions[batch.write.key], failure: nil)
+                        batch.version, data: batch.write.data, failure: nil)
                     continue
                 }
                 var error = failure
                 error.key = batch.write.key
-                _ = cells[index].finishBatchWrite(
-                    batch.version, data: batch.write.data, storeVersion: nil, failure: error)
+                _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
                 needsFlush[index] = false
             }
         }

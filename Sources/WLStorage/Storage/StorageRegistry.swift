@@ -42,10 +42,9 @@ protocol RegisteredCell: AnyObject, Sendable {
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool)
     /// A store key's medium (not a directory's), whose store writes the cell's batches; constant, read without a lock.
     var storeMedium: StoreMedium? { get }
-    /// The pending change as a batch write, or why not; ``finishBatchWrite(_:data:storeVersion:failure:)`` ends it.
+    /// The pending change as a batch write, or why not; ``finishBatchWrite(_:data:failure:)`` ends it.
     func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite>
-    /// `storeVersion` is the key's version the write made, when the store said it.
-    func finishBatchWrite(_ version: UInt64, data: Data, storeVersion: Int64?, failure: WLStorageError?) -> Bool
+    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
 
 /// What a flush of every cell finds in a cell, from the flushing thread: as a batch does (``BatchTake``), or work.

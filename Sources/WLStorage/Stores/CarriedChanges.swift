@@ -48,22 +48,12 @@ public protocol WLStorageCarryingStore: WLStorageStore {
     /// write, or `nil` when it is not known. A storage that learns the version of its own write takes the feed's report
     /// of it as known, without reading the key. By default, a write with no version.
     func writeWithVersion(key: String, data: Data) throws -> Int64?
-
-    /// Stores every write of `batch` as ``WLStorageStore/write(_:)`` does, and returns the version of each key after
-    /// it, where known. A flush of every storage writes their changes so, and takes the feed's reports of them as
-    /// known. By default, a batch with no versions.
-    func writeWithVersions(_ batch: [WLStorageStoreWrite]) throws -> [String: Int64]
 }
 
 extension WLStorageCarryingStore {
     public func writeWithVersion(key: String, data: Data) throws -> Int64? {
         try write(key: key, data: data)
         return nil
-    }
-
-    public func writeWithVersions(_ batch: [WLStorageStoreWrite]) throws -> [String: Int64] {
-        try write(batch)
-        return [:]
     }
 }
 

@@ -209,21 +209,6 @@ final class StoreMedium: KeyMedium {
         rewriteFrom.withLock { $0 = nil }
     }
 
-    /// Writes `batch`, keys of this medium's store: through the store's own feed when it has one, with the versions
-    /// the writes made (``WLStorageCarryingStore/writeWithVersions(_:)``); else with none.
-    func write(_ batch: [WLStorageStoreWrite]) throws -> [String: Int64] {
-        guard let carrying else {
-            try store.write(batch)
-            return [:]
-        }
-        return try carrying.writeWithVersions(batch)
-    }
-
-    /// A batch wrote `data` as `version`: the feed's report of it is then known news, as a write's is.
-    func wrote(_ data: Data, version: Int64) {
-        versions.withLock { $0.know(version, bytes: data) }
-    }
-
     // MARK: Writes on condition, for updates
 
     /// Stores `data` only while the key holds `expected`; returns whether it did. After a lost answer, the key read

@@ -477,11 +477,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             keepingUnknownOf: stored.flatMap(UnknownFields.base))
     }
 
-    /// Records `data` as the version written to a store's key (update or batch), with the key's version the write made
-    /// when the store said it (a batch's); bytes kept from before go now.
-    func wrote(_ data: Data, storeVersion: Int64? = nil) {
+    /// Records `data` as the version written to a store's key (update or batch); bytes kept from before go now.
+    func wrote(_ data: Data) {
         storeMedium?.wrote()
-        if let storeVersion { storeMedium?.wrote(data, version: storeVersion) }
         recordWrite(data, stamp: KnownVersions.stamp(data))
     }
 }

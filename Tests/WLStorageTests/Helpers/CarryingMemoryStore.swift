@@ -53,13 +53,6 @@ final class CarryingMemoryStore: WLStorageCarryingStore, @unchecked Sendable {  
         return saysWrittenVersions ? version : nil
     }
 
-    /// Writes the batch key by key, each reported as it is stored; the versions made, when the store says them.
-    func writeWithVersions(_ batch: [WLStorageStoreWrite]) throws -> [String: Int64] {
-        var versions: [String: Int64] = [:]
-        for write in batch { versions[write.key] = try writeWithVersion(key: write.key, data: write.data) }
-        return versions
-    }
-
     func remove(key: String) throws {
         withState { $0.rows[key] = nil }
         report(.change(.key(key)))

@@ -73,28 +73,6 @@ import WLStorageTestSupport
         #expect(store.reads(of: "k") >= readsAtOpen)
     }
 
-    /// A flush of every storage writes the store's changes as one batch: the store says the version of each key it
-    /// wrote, so no storage reads its key when the feed reports them; the next change of another program is taken.
-    @Test(arguments: [true, false])
-    func theWritesOfABatchWhoseVersionsTheStoreSaysAreNotReadBack(saysVersions: Bool) {
-        let store = CarryingMemoryStore(saysWrittenVersions: saysVersions)
-        let keys = ["a", "b", "c"]
-        for key in keys { store.writeFromOutside(key, json: "1") }
-        let storages = keys.map { WLStorage(key: $0, defaultValue: 0, store: store) }
-        let readsAtOpen = keys.map(store.reads(of:))
-        for storage in storages { storage.wrappedValue = 10 }
-        ShutdownHandling.flushEverything(only: { $0.storeKey?.store == store.identity })
-        if saysVersions {
-            for key in keys { store.writeFromOutside(key, json: "20") }
-            #expect(eventually { storages.allSatisfy { $0.wrappedValue == 20 } }, "\(storages.map(\.wrappedValue))")
-            // Version 2 is the batch's write.
-            #expect(keys.allSatisfy { store.reads(of: $0, finding: 2...2) == 0 })
-        } else {
-            // A store that does not say them has each key read, for its own write heard back.
-            #expect(eventually { zip(keys.map(store.reads(of:)), readsAtOpen).allSatisfy { $0 > $1 } })
-        }
-    }
-
     /// An operator removes the key without a word from the feed, and the storage's write makes it anew, at version 1.
     /// Before the write returns, the operator removes it again and another program makes it anew, at version 1 too.
     /// The feed reports both writes at the same version: the second is not the storage's own, and it ends holding it.
