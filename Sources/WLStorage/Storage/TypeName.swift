@@ -78,6 +78,8 @@ enum TypeName {
             if ["Swift", "Foundation", "FoundationEssentials"].contains(parts.first?.name), parts.count > 1 {
                 parts.removeFirst()
             }
+            // The package's lower layer is seen through the module a program imports.
+            if parts.first?.name == "WLStorageCore" { parts[0].name = "WLStorage" }
             if parts.count == 1, let arguments = parts[0].arguments {
                 switch (parts[0].name, arguments.count) {
                 case ("Optional", 1):
