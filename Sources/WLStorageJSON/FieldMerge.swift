@@ -2,54 +2,98 @@ import Foundation
 
 /// A change made over bytes another program has replaced since, taken onto what is stored now, field by field: a
 /// three-way merge of JSON objects (a JSON Merge Patch of the change). Members the writer left unchanged keep what is
-/// stored; ones it changed, added or removed are written so; non-objects are taken whole. So the last writer of a
-/// field wins, and changes to different fields are both kept.
+/// stored, byte for byte; ones it changed, added or removed are written so; non-objects are taken whole. So the last
+/// writer of a field wins, and changes to different fields are both kept. Values are compared as ``JSONValue``s;
+/// members are written in the order of their names, as the package's encoder writes them.
 package enum FieldMerge {
     /// The bytes of `stored` with the changes `value` makes to `base`, or `nil` when one of the three is not JSON. With
     /// `replacingCases`, a value object sharing no member with base or stored is taken whole (another enum case).
     package static func merge(base: Data, value: Data, stored: Data, replacingCases: Bool = false) -> Data? {
-        guard let base = try? JSONCoders.decoder.decode(JSONValue.self, from: base),
-            let value = try? JSONCoders.decoder.decode(JSONValue.self, from: value),
-            let stored = try? JSONCoders.decoder.decode(JSONValue.self, from: stored)
-        else { return nil }
+        guard let base = Piece(base), let value = Piece(value), let stored = Piece(stored) else { return nil }
         // The whole value removed by this writer is no JSON to write: the value's own bytes stand.
-        guard let merged = merge(base: base, value: value, stored: stored, replacingCases: replacingCases) else {
-            return nil
-        }
-        return try? JSONCoders.encoder.encode(merged)
+        return merge(base: base, value: value, stored: stored, replacingCases: replacingCases).map { Data($0) }
     }
 
     /// `merged` with the top members of `value` it lacks (removed by another program); `nil` when none, or not objects.
     package static func filling(_ merged: Data, from value: Data) -> Data? {
-        guard case .object(var members)? = try? JSONCoders.decoder.decode(JSONValue.self, from: merged),
-            case .object(let valueMembers)? = try? JSONCoders.decoder.decode(JSONValue.self, from: value)
-        else { return nil }
+        guard let members = Piece(merged)?.members, let valueMembers = Piece(value)?.members else { return nil }
         let missing = valueMembers.filter { members[$0.key] == nil }
         guard !missing.isEmpty else { return nil }
-        members.merge(missing) { stored, _ in stored }
-        return try? JSONCoders.encoder.encode(JSONValue.object(members))
+        return Data(object(members.merging(missing) { stored, _ in stored }.mapValues { ($0.key, $0.piece.bytes) }))
     }
 
-    /// The member to write (`nil`: none): stored where the base is unchanged, merged where all are objects, else ours.
-    private static func merge(
-        base: JSONValue?, value: JSONValue?, stored: JSONValue?, replacingCases: Bool
-    ) -> JSONValue? {
-        if value == base { return stored }
-        guard case .object(let baseMembers)? = base, case .object(let valueMembers)? = value,
-            case .object(var members)? = stored,
-            !replacingCases || (!disjoint(valueMembers, baseMembers) && !disjoint(valueMembers, members))
-        else { return value }
+    /// The bytes of the member to write (`nil`: none): stored where the base is unchanged, merged where all are
+    /// objects, else ours.
+    private static func merge(base: Piece?, value: Piece?, stored: Piece?, replacingCases: Bool) -> ArraySlice<UInt8>? {
+        if value?.value == base?.value { return stored?.bytes }
+        guard let baseMembers = base?.members, let valueMembers = value?.members, let storedMembers = stored?.members,
+            !replacingCases || (!disjoint(valueMembers, baseMembers) && !disjoint(valueMembers, storedMembers))
+        else { return value?.bytes }
+        var members = storedMembers.mapValues { ($0.key, $0.piece.bytes) }
         for name in Set(baseMembers.keys).union(valueMembers.keys) {
+            let key = storedMembers[name]?.key ?? valueMembers[name]?.key ?? baseMembers[name]?.key ?? []
             members[name] = merge(
-                base: baseMembers[name], value: valueMembers[name], stored: members[name],
-                replacingCases: replacingCases)
+                base: baseMembers[name]?.piece, value: valueMembers[name]?.piece, stored: storedMembers[name]?.piece,
+                replacingCases: replacingCases
+            ).map { (key, $0) }
         }
-        return .object(members)
+        return object(members)[...]
     }
 
     /// Whether two objects, neither empty, have no member in common.
-    private static func disjoint(_ one: [String: JSONValue], _ other: [String: JSONValue]) -> Bool {
+    private static func disjoint(_ one: [String: Piece.Member], _ other: [String: Piece.Member]) -> Bool {
         !one.isEmpty && !other.isEmpty && !one.keys.contains { other[$0] != nil }
+    }
+
+    /// The bytes of an object of `members`: each key and value as read, in the order of their names.
+    private static func object(_ members: [String: (key: ArraySlice<UInt8>, bytes: ArraySlice<UInt8>)]) -> [UInt8] {
+        var bytes: [UInt8] = [UInt8(ascii: "{")]
+        for name in members.keys.sorted() {
+            guard let member = members[name] else { continue }
+            if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
+            bytes += member.key
+            bytes.append(UInt8(ascii: ":"))
+            bytes += member.bytes
+        }
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
+    /// A JSON value as Foundation reads it, with the bytes it was read from: compared as read, written as it was.
+    private struct Piece {
+        /// A member of an object: its key as written (quoted, escapes kept), and its value.
+        typealias Member = (key: ArraySlice<UInt8>, piece: Piece)
+
+        let value: JSONValue
+        /// The bytes of the whole text, and where this value is in them.
+        private let text: [UInt8]
+        private let node: JSONFill.Node
+
+        var bytes: ArraySlice<UInt8> { text[node.range] }
+
+        init?(_ data: Data) {
+            guard let value = try? JSONCoders.decoder.decode(JSONValue.self, from: data) else { return nil }
+            var parser = JSONFill.Parser(bytes: JSONFill.withoutByteOrderMark([UInt8](data)))
+            guard let node = parser.parseValue(depth: 0) else { return nil }
+            self.init(value: value, text: parser.bytes, node: node)
+        }
+
+        private init(value: JSONValue, text: [UInt8], node: JSONFill.Node) {
+            self.value = value
+            self.text = text
+            self.node = node
+        }
+
+        /// The members by name (the last of a name, as the decoder takes it), when an object; `nil` otherwise.
+        var members: [String: Member]? {
+            guard case .object(let values) = value, case .object(let members, _) = node else { return nil }
+            var byName: [String: Member] = [:]
+            for member in members {
+                guard let value = values[member.key] else { continue }
+                byName[member.key] = (text[member.rawKey], Piece(value: value, text: text, node: member.value))
+            }
+            return byName
+        }
     }
 }
 

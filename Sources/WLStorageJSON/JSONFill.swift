@@ -56,7 +56,7 @@ package enum JSONFill {
     }
 
     /// `bytes` without a byte order mark, which the decoder accepts.
-    private static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
+    static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
         bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
     }
 

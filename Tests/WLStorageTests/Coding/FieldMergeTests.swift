@@ -66,6 +66,18 @@ import WLStorageJSON
                 stored: #"{"a":3,"m":12345678901234567.89}"#) == #"{"a":3,"m":12345678901234567.89}"#)
     }
 
+    /// Members the value left as they were keep another program's bytes as it wrote them: a number that a `Double`
+    /// reads as 0, a negative zero, a number's spelling, a string's escapes, an object's spacing.
+    @Test func theMembersTheValueLeftKeepTheirBytes() {
+        let stored =
+            #"{"a":1,"e":"caf\u00e9","f":1.0,"n":1e-500,"o":{ "x" : 1 },"z":-0}"#
+        #expect(
+            merge(base: #"{"a":1}"#, value: #"{"a":2}"#, stored: stored)
+                == #"{"a":2,"e":"caf\u00e9","f":1.0,"n":1e-500,"o":{ "x" : 1 },"z":-0}"#)
+        // And when the value changed nothing, what is stored is written as it is.
+        #expect(merge(base: #"{"a":1}"#, value: #"{"a":1}"#, stored: stored) == stored)
+    }
+
     @Test func bytesThatAreNotJSONMergeNothing() {
         #expect(merge(base: #"{"a":1}"#, value: #"{"a":2}"#, stored: "not json") == nil)
         #expect(merge(base: "{", value: #"{"a":2}"#, stored: #"{"a":1}"#) == nil)
