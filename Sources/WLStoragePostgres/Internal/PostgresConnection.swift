@@ -43,14 +43,12 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
 
     /// The server process of the connection (`PQbackendPID`), when connected.
     var backendPID: Int32? {
-        if case .connected(_, let pid) = state { return pid }
-        return nil
+        if case .connected(_, let pid) = state { pid } else { nil }
     }
 
     /// The connection's socket, when connected. It belongs to libpq, which closes it when the connection ends.
     var socket: Int32? {
-        if case .connected(let connection, _) = state { return PQsocket(connection) }
-        return nil
+        if case .connected(let connection, _) = state { PQsocket(connection) } else { nil }
     }
 
     /// Connects, unless connected: `PQconnectStartParams`, then `PQconnectPoll` and `poll` until `deadline`.
@@ -69,10 +67,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         // Notices (such as "relation already exists, skipping") would be printed on standard error.
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
         do throws(PostgresError) {
-            guard PQstatus(connection) != CONNECTION_BAD else {
-                throw PostgresError(.connectionFailed, "could not connect: \(message(of: connection))")
-            }
-            var polling = PGRES_POLLING_WRITING
+            var polling = PQstatus(connection) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING
             while polling != PGRES_POLLING_OK {
                 switch polling {
                 case PGRES_POLLING_READING, PGRES_POLLING_WRITING:
