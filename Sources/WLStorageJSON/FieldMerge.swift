@@ -13,10 +13,9 @@ package enum FieldMerge {
             let stored = try? JSONCoders.decoder.decode(JSONValue.self, from: stored)
         else { return nil }
         // The whole value removed by this writer is no JSON to write: the value's own bytes stand.
-        guard let merged = merge(base: base, value: value, stored: stored, replacingCases: replacingCases) else {
-            return nil
+        return merge(base: base, value: value, stored: stored, replacingCases: replacingCases).flatMap {
+            try? JSONCoders.encoder.encode($0)
         }
-        return try? JSONCoders.encoder.encode(merged)
     }
 
     /// `merged` with the top members of `value` it lacks (removed by another program); `nil` when none, or not objects.

@@ -176,10 +176,8 @@ package enum UnknownFields {
                 parts.append((member.key, raw(member, in: encodedBytes)))
             }
         }
-        for key in here {
-            if let member = base.members[key]?.member {
-                parts.append((member.key, raw(member, in: baseBytes)))
-            }
+        for member in here.compactMap({ base.members[$0]?.member }) {
+            parts.append((member.key, raw(member, in: baseBytes)))
         }
         parts.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
         return object(parts.map(\.bytes))
