@@ -2,8 +2,6 @@ import Foundation
 
 /// Writing a directory's files durably, atomically and privately, and moving aside what a storage cannot read.
 extension StorageDirectory {
-    // MARK: Write
-
     /// Replaces `name` with `contents`, atomically and durably, and returns the new file's identity: a 0600 temporary
     /// file (`O_EXCL|O_NOFOLLOW`) is locked, written in full, synced and closed, renamed over `name` (only a regular
     /// file is replaced), and the directory synced; on failure it is removed and the old file left. With `announced`,
