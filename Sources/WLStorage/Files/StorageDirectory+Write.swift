@@ -63,13 +63,10 @@ extension StorageDirectory {
         let writeErrno = contents.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Int32? in
             var offset = 0
             while offset < buffer.count {
-                let written = call(.write, temporary) {
+                let written = retrying(.write, temporary) {
                     Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
                 }
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
+                if written < 0 { return errno }
                 offset += written
             }
             return nil
