@@ -209,11 +209,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         func append(_ value: Int32) {
             withUnsafeBytes(of: value.bigEndian) { array.append(contentsOf: $0) }
         }
-        append(1)
-        append(0)
-        append(Int32(bitPattern: elementType))
-        append(Int32(elements.count))
-        append(1)
+        for header: Int32 in [1, 0, Int32(bitPattern: elementType), Int32(elements.count), 1] { append(header) }
         for element in elements {
             append(Int32(element.count))
             array.append(element)
