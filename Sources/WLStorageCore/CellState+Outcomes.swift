@@ -97,9 +97,7 @@ extension CellState {
         if let extras {
             effects.waiters = extras.waiters
             extras.waiters = []
-            if extras.checkRequested {
-                effects.scheduleCheck = true
-            }
+            effects.scheduleCheck = extras.checkRequested
         }
         if hasWork {
             effects.tick = throttle.arm(now: now, force: isOrphaned || stored == .defaultUnsaved)

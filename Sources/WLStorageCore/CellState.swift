@@ -145,11 +145,9 @@ package struct CellState<T: Sendable>: Sendable {
             busyThread = thread
             return .createDefault(defaultValue, version: writtenVersion)
         }
-        guard let job = startWork(on: thread, now: now) else {
-            // A tick armed with nothing pending is disarmed, or it would keep later changes from arming one.
-            throttle.disarm()
-            return nil
-        }
+        let job = startWork(on: thread, now: now)
+        // A tick armed with nothing pending is disarmed, or it would keep later changes from arming one.
+        if job == nil { throttle.disarm() }
         return job
     }
 

@@ -122,12 +122,11 @@ package enum JSONFill {
         mutating func parseValue(depth: Int) -> Node? {
             skipWhitespace()
             guard index < bytes.count, depth < Self.maximumDepth else { return nil }
+            let start = index
             if bytes[index] == UInt8(ascii: "{") {
-                let start = index
                 guard let members = parseObject(depth: depth) else { return nil }
                 return .object(members, start..<index)
             }
-            let start = index
             guard skipValue() else { return nil }
             return .other(start..<index)
         }

@@ -165,22 +165,14 @@ package enum UnknownFields {
                 below[path[0], default: []].append(Array(path.dropFirst()))
             }
         }
-        var parts: [(key: String, bytes: [UInt8])] = []
-        for member in encoded {
-            if let paths = below[member.key], case .object(let inner, _) = member.value,
+        var parts = encoded.map { member -> (key: String, bytes: [UInt8]) in
+            guard let paths = below[member.key], case .object(let inner, _) = member.value,
                 let baseInner = base.members[member.key]?.inner
-            {
-                let merged = merge(inner, in: encodedBytes, with: baseInner, in: baseBytes, keeping: paths[...])
-                parts.append((member.key, [UInt8](encodedBytes[member.rawKey]) + [UInt8(ascii: ":")] + merged))
-            } else {
-                parts.append((member.key, raw(member, in: encodedBytes)))
-            }
+            else { return (member.key, raw(member, in: encodedBytes)) }
+            let merged = merge(inner, in: encodedBytes, with: baseInner, in: baseBytes, keeping: paths[...])
+            return (member.key, [UInt8](encodedBytes[member.rawKey]) + [UInt8(ascii: ":")] + merged)
         }
-        for key in here {
-            if let member = base.members[key]?.member {
-                parts.append((member.key, raw(member, in: baseBytes)))
-            }
-        }
+        parts += here.compactMap { base.members[$0]?.member }.map { ($0.key, raw($0, in: baseBytes)) }
         parts.sort { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
         return object(parts.map(\.bytes))
     }

@@ -2,8 +2,6 @@ import Foundation
 import WLStorage
 
 extension WLStoragePostgresStore {
-    // MARK: - Notification payloads
-
     /// The most bytes of a payload; PostgreSQL refuses 8,000 or more.
     static let payloadLimit = 7_900
 

@@ -44,13 +44,10 @@ extension WLStoragePostgresStore {
         var sent = false
         let result = execute(reading: false, resending: false) { connection, deadline throws(PostgresError) in
             sent = true
-            if let version {
-                return try connection.query(
-                    statements.replaceIfVersion,
-                    upsertParameters(key, data) + [.text(tag.text), .text(String(version))], deadline: deadline)
-            }
+            let sql = version == nil ? statements.createTagged : statements.replaceIfVersion
+            let condition: [PostgresConnection.Parameter] = version.map { [.text(String($0))] } ?? []
             return try connection.query(
-                statements.createTagged, upsertParameters(key, data) + [.text(tag.text)], deadline: deadline)
+                sql, upsertParameters(key, data) + [.text(tag.text)] + condition, deadline: deadline)
         }
         switch result {
         case .success(let rows):

@@ -15,10 +15,9 @@ extension WLStoragePostgresStore {
         _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
     ) throws(WLStorageError) -> [[Data?]] {
         try check((key.map { [$0] } ?? []) + keys, reading: reading)
-        switch execute(reading: reading, resending: resending, patient: patient, body) {
-        case .success(let rows): return rows
-        case .failure(let error): throw failure(error, reading: reading, key: key)
-        }
+        return try execute(reading: reading, resending: resending, patient: patient, body).mapError {
+            failure($0, reading: reading, key: key)
+        }.get()
     }
 
     /// The parameters of ``Statements/remove`` (or, with `data`, ``Statements/removeIfHolds``) for `key`.

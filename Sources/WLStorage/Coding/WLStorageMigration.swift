@@ -65,12 +65,7 @@ public struct WLStorageMigration<Value>: Sendable {
         _ type: Old.Type, _ convert: @escaping @Sendable (Old) throws -> Value
     ) -> Self {
         Self(sourceType: String(describing: type)) { data in
-            let old: Old
-            do {
-                old = try JSONCoders.decoder.decode(Old.self, from: data)
-            } catch {
-                return .notDecoded
-            }
+            guard let old = try? JSONCoders.decoder.decode(Old.self, from: data) else { return .notDecoded }
             do {
                 return .converted(try convert(old))
             } catch {

@@ -287,10 +287,7 @@ package enum SealedBox {
         let fingerprint = try knownFingerprint ?? fingerprint(of: key)
         let nonce = try AESGCM.randomNonce()
         var sealed = Data(capacity: minimumLength + plaintext.count)
-        sealed.append(contentsOf: magic)
-        sealed.append(version)
-        sealed.append(contentsOf: fingerprint)
-        sealed.append(contentsOf: nonce)
+        sealed.append(contentsOf: magic + [version] + fingerprint + nonce)
         // The header then the storage key's UTF-8 bytes; the header's fixed length keeps the pairs apart.
         var additionalData = sealed
         additionalData.append(contentsOf: associatedKey.utf8)

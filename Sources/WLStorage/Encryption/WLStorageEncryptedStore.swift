@@ -213,9 +213,7 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
         if changesKeys {
             resolve = { [self] key in
                 let (holder, storedKey) = Stores.resolve(base, key)
-                let store: any WLStorageStore = WLStorageEncryptedStore(
-                    holder, secrets: secrets, fingerprints: fingerprints)
-                return (store, storedKey)
+                return (WLStorageEncryptedStore(holder, secrets: secrets, fingerprints: fingerprints), storedKey)
             }
         }
         return StoreCapabilities(

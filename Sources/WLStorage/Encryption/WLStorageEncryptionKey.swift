@@ -217,7 +217,6 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         "WLStorageEncryptionKey(fingerprint: \(fingerprintText))"
     }
 
-    /// The fingerprint in hexadecimal.
     package var fingerprintText: String { SHA256.hex(fingerprint) }
 }
 

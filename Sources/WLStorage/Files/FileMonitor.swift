@@ -398,13 +398,9 @@ package final class FileMonitor: Sendable {
         router.count(changedPaths.map { .directory($0) })
         router.deliver(files: changed)
         for subscriber in subscribers(where: { _ in !changedNames.isEmpty }) {
-            let names = changedNames[subscriber.directory] ?? []
-            if let fileName = subscriber.fileName {
-                if names.contains(Array(fileName.utf8)) { subscriber.handler(.file(fileName)) }
-            } else {
-                for name in names {
-                    subscriber.handler(.file(String(decoding: name, as: UTF8.self)))
-                }
+            let wanted = subscriber.fileName.map { Array($0.utf8) }
+            for name in changedNames[subscriber.directory] ?? [] where wanted == nil || wanted == name {
+                subscriber.handler(.file(String(decoding: name, as: UTF8.self)))
             }
         }
     }

@@ -68,7 +68,6 @@ extension StorageDirectory {
 
 /// A regular file of a storage directory, open for reading; closed when the value goes away.
 package struct ReadableEntry: ~Copyable {
-    /// The open descriptor.
     package let descriptor: CInt
     /// The size `fstat` gave when the file was opened.
     package let size: Int64

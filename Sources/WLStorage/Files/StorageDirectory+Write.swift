@@ -2,8 +2,6 @@ import Foundation
 
 /// Writing a directory's files durably, atomically and privately, and moving aside what a storage cannot read.
 extension StorageDirectory {
-    // MARK: Write
-
     /// Replaces `name` with `contents`, atomically and durably, and returns the new file's identity: a 0600 temporary
     /// file (`O_EXCL|O_NOFOLLOW`) is locked, written in full, synced and closed, renamed over `name` (only a regular
     /// file is replaced), and the directory synced; on failure it is removed and the old file left. With `announced`,
@@ -65,13 +63,10 @@ extension StorageDirectory {
         let writeErrno = contents.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Int32? in
             var offset = 0
             while offset < buffer.count {
-                let written = call(.write, temporary) {
+                let written = retrying(.write, temporary) {
                     Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
                 }
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
+                if written < 0 { return errno }
                 offset += written
             }
             return nil
@@ -340,61 +335,54 @@ extension StorageDirectory {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
         if let identity, self.identity(of: name, in: dir) != identity { return nil }
-        for _ in 0..<8 {
-            let aside = Self.movedAsideName(for: name)
-            switch try moveOut(name, to: aside, ifStill: identity, in: dir) {
-            case .moved:
-                _ = retrying(.fsync, nil) { fsync(dir) }
-                return aside
-            case .changed:
-                return nil
-            case .taken:
-                continue
-            }
-        }
-        throw error(
-            .writeFailed, "cannot find a free name to move the undecodable file aside", name: name, errno: EEXIST)
+        let aside = try moveOut(
+            name, to: { Self.movedAsideName(for: name) }, ifStill: identity, in: dir,
+            failing: "cannot find a free name to move the undecodable file aside")
+        if aside != nil { _ = retrying(.fsync, nil) { fsync(dir) } }
+        return aside
     }
 
-    private enum MoveOutOutcome { case moved, changed, taken }
-
-    /// Moves `name` to `target` (`taken` if something stands there), only while it is `expected` when given: a file
-    /// renamed into place since the check is moved back (`changed`) unless a newer one stands. Without
-    /// no-replace renames, a file renamed in between the link and the unlink is still moved.
+    /// Moves `name` to the first of a few names `draw` gives where nothing stands, and returns it; only while `name` is
+    /// `expected` when given: a file renamed into place since the check is moved back (`nil`) unless a newer one
+    /// stands. Without no-replace renames, a file renamed in between the link and the unlink is still moved.
     private func moveOut(
-        _ name: String, to target: String, ifStill expected: FileIdentity?, in dir: CInt
-    ) throws(WLStorageError) -> MoveOutOutcome {
-        switch try moveWithoutReplacing(name, to: target, in: dir) {
-        case .exists:
-            return .taken
-        case .linked:
-            if let expected, identity(of: target, in: dir) != expected {
-                _ = retrying(.unlink, target) { unlinkat(dir, target, 0) }
-                return .changed
-            }
-            guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
-                let code = errno
-                _ = retrying(.unlink, target) { unlinkat(dir, target, 0) }
-                throw error(.writeFailed, "cannot move the file out of its place", name: name, errno: code)
-            }
-            return .moved
-        case .moved:
-            guard let expected, identity(of: target, in: dir) != expected else { return .moved }
-            // Another program's version, renamed in since the check: back in place, unless a newer one is.
-            switch try? moveWithoutReplacing(target, to: name, in: dir) {
-            case .moved?:
-                break
-            case .linked?, .exists?:
-                _ = retrying(.unlink, target) { unlinkat(dir, target, 0) }
-            case nil:
-                // Kept under a name the tool lists, not left to the clean-up of temporary files.
-                if Self.isTemporary(target) {
-                    _ = try? moveWithoutReplacing(target, to: Self.movedAsideName(for: name), in: dir)
+        _ name: String, to draw: () -> String, ifStill expected: FileIdentity?, in dir: CInt, failing message: String
+    ) throws(WLStorageError) -> String? {
+        for _ in 0..<8 {
+            let target = draw()
+            switch try moveWithoutReplacing(name, to: target, in: dir) {
+            case .exists:
+                continue
+            case .linked:
+                if let expected, identity(of: target, in: dir) != expected {
+                    _ = retrying(.unlink, target) { unlinkat(dir, target, 0) }
+                    return nil
                 }
+                guard retrying(.unlink, name, { unlinkat(dir, name, 0) }) == 0 else {
+                    let code = errno
+                    _ = retrying(.unlink, target) { unlinkat(dir, target, 0) }
+                    throw error(.writeFailed, "cannot move the file out of its place", name: name, errno: code)
+                }
+                return target
+            case .moved:
+                guard let expected, identity(of: target, in: dir) != expected else { return target }
+                // Another program's version, renamed in since the check: back in place, unless a newer one is.
+                switch try? moveWithoutReplacing(target, to: name, in: dir) {
+                case .moved?:
+                    break
+                case .linked?, .exists?:
+                    _ = retrying(.unlink, target) { unlinkat(dir, target, 0) }
+                case nil:
+                    // Kept under a name the tool lists, not left to the clean-up of temporary files.
+                    if Self.isTemporary(target) {
+                        _ = try? moveWithoutReplacing(target, to: Self.movedAsideName(for: name), in: dir)
+                    }
+                }
+                _ = retrying(.fsync, nil) { fsync(dir) }
+                return nil
             }
-            _ = retrying(.fsync, nil) { fsync(dir) }
-            return .changed
         }
+        throw error(.writeFailed, message, name: name, errno: EEXIST)
     }
 
     /// The identity of the regular file `entry` in `dir`, or `nil` when there is none.
@@ -433,19 +421,13 @@ extension StorageDirectory {
         guard identity(of: name, in: dir) == expected else { return false }
         _ = retrying(.flock, nil) { flock(dir, LOCK_SH) }
         defer { _ = flock(dir, LOCK_UN) }
-        for _ in 0..<8 {
-            let temporary = Self.temporaryName(for: name)
-            switch try moveOut(name, to: temporary, ifStill: expected, in: dir) {
-            case .moved:
-                _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
-                _ = retrying(.fsync, nil) { fsync(dir) }
-                return true
-            case .changed:
-                return false
-            case .taken:
-                continue
-            }
-        }
-        throw error(.writeFailed, "cannot find a free temporary name to remove the file", name: name, errno: EEXIST)
+        guard
+            let temporary = try moveOut(
+                name, to: { Self.temporaryName(for: name) }, ifStill: expected, in: dir,
+                failing: "cannot find a free temporary name to remove the file")
+        else { return false }
+        _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+        _ = retrying(.fsync, nil) { fsync(dir) }
+        return true
     }
 }

@@ -117,21 +117,14 @@ package struct StorageDirectory: Sendable, Hashable {
 
     // MARK: System calls
 
-    /// Runs `body`, a system call on `name` (or on the directory for `nil`), unless a test injects a fault into it.
-    @inline(__always)
-    func call<R: BinaryInteger>(_ call: SystemCall, _ name: String?, _ body: () -> R) -> R {
-        if let code = FaultInjection.fault(call, directory: path, name: name) {
-            errno = code
-            return -1
-        }
-        return body()
-    }
-
-    /// As ``call(_:_:_:)``, and again while the call is interrupted by a signal (`EINTR`).
+    /// Runs `body`, a system call on `name` (or on the directory for `nil`), unless a test injects a fault into it;
+    /// again while the call is interrupted by a signal (`EINTR`).
     @inline(__always)
     func retrying<R: BinaryInteger>(_ systemCall: SystemCall, _ name: String?, _ body: () -> R) -> R {
         while true {
-            let result = call(systemCall, name, body)
+            let fault = FaultInjection.fault(systemCall, directory: path, name: name)
+            if let fault { errno = fault }
+            let result = fault == nil ? body() : -1
             if result < 0 && errno == EINTR { continue }
             return result
         }
@@ -303,9 +296,8 @@ package struct StorageDirectory: Sendable, Hashable {
             withUnsafeBytes(of: &entry.pointee.d_name) { raw in
                 let bytes = raw.bindMemory(to: UInt8.self)
                 let name = UnsafeBufferPointer(rebasing: bytes[..<(bytes.firstIndex(of: 0) ?? bytes.count)])
-                let isDot = name.count == 1 && name[0] == UInt8(ascii: ".")
-                let isDotDot = name.count == 2 && name[0] == UInt8(ascii: ".") && name[1] == UInt8(ascii: ".")
-                if !isDot && !isDotDot { body(name) }
+                let isDotOrDotDot = (1...2).contains(name.count) && name.allSatisfy { $0 == UInt8(ascii: ".") }
+                if !isDotOrDotDot { body(name) }
             }
         }
     }

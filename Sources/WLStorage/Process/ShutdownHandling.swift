@@ -290,10 +290,7 @@ private final class FlushRound: Sendable {
             if let deadline, ContinuousClock.now >= deadline { return }
             let index = next.add(1, ordering: .relaxed).oldValue
             guard index < count else { return }
-            let item = items.withLock { items in
-                defer { items[index] = nil }
-                return items[index]
-            }
+            let item = items.withLock { $0[index].take() }
             let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
             item?.flush(waiting: waiting, on: thread)
             if finished.add(1, ordering: .acquiringAndReleasing).newValue == count { done.signal() }

@@ -97,13 +97,9 @@ public enum WLStorageSystem {
         get { Runtime.shared.errorHandler.withLock { $0 }?.handler }
         set {
             // Unwrapped, not passed through the generic `map`: that wraps the function in a conversion at every set.
-            let box: ErrorHandlerBox? = if let newValue { ErrorHandlerBox(newValue) } else { nil }
-            // The old handler is released after the lock: releasing a closure can run user code.
-            let old = Runtime.shared.errorHandler.withLock { handler in
-                defer { handler = box }
-                return handler
-            }
-            _ = old
+            var box: ErrorHandlerBox? = if let newValue { ErrorHandlerBox(newValue) } else { nil }
+            // The old handler, swapped into `box`, is released after the lock: releasing a closure can run user code.
+            Runtime.shared.errorHandler.withLock { swap(&$0, &box) }
         }
     }
 }

@@ -51,11 +51,8 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// The binding of `key` in `store`: a file for a directory (through key-changing stores), else the store's key.
     init(key: String, store: any WLStorageStore) {
-        var (resolved, storedKey, capabilities) = (store, key, Stores.capabilities(of: store))
-        if let resolve = capabilities.resolve {
-            (resolved, storedKey) = resolve(key)
-            capabilities = Stores.capabilities(of: resolved)
-        }
+        let (resolved, storedKey) = Stores.resolve(store, key)
+        let capabilities = Stores.capabilities(of: resolved)
         if let directory = capabilities.directory {
             self.init(key: WLStorageDefaultBacker<T>(key: storedKey, directory: directory.url))
         } else {
@@ -171,12 +168,11 @@ struct KeyBinding<T: Codable & Sendable> {
         case .reshaped(let value, let rewrites, let note):
             // Read through the added fields or a migration: written back in the current shape, as a change.
             return Opening(value: value, stored: .known, defaults: defaults, readError: note, rewrite: rewrites)
-        case .absent:
-            return Opening(value: defaults.value, stored: savesDefault ? .defaultUnsaved : .known, defaults: defaults)
-        case .movedAside(let error):
+        case .absent, .movedAside:
+            let movedAside: WLStorageError? = if case .movedAside(let error) = found { error } else { nil }
             return Opening(
                 value: defaults.value, stored: savesDefault ? .defaultUnsaved : .known, defaults: defaults,
-                readError: error)
+                readError: movedAside)
         case .anotherVersion(let error):
             // Left as it is, not replaced by the default: only a set is written over it.
             return Opening(value: defaults.value, stored: .known, defaults: defaults, readError: error)

@@ -295,8 +295,8 @@ final class StorageRegistry: Sendable {
 
     /// The cells of files at `path` are now `identity`'s (`nil`: by path); a cell whose new key is taken keeps its old.
     func directoryChanged(path: StorageDirectory, to identity: DirectoryIdentity?) {
-        let moved = tables.withLock { tables -> [any RegisteredCell] in
-            // Strong references leave with `moved`, so none is the last one dropped under the lock.
+        _ = tables.withLock { tables -> [any RegisteredCell] in
+            // Strong references leave with `moved`, released after the lock, so none is the last one dropped under it.
             var moved: [any RegisteredCell] = []
             /// The key of `cell` under `identity` when it is a file's at `path` and the key is free (not its own).
             func freeKey(for cell: any RegisteredCell) -> CellKey? {
@@ -323,7 +323,6 @@ final class StorageRegistry: Sendable {
             }
             return moved
         }
-        _ = moved  // released here, outside the lock
     }
 
     /// Keeps `cell` alive until each call is balanced by ``letGo(_:)``.
@@ -336,7 +335,7 @@ final class StorageRegistry: Sendable {
 
     /// Balances one ``keep(_:)``; with the last, the cell's last reference may go, after the lock.
     func letGo(_ cell: any RegisteredCell) {
-        let released = tables.withLock { tables -> (any RegisteredCell)? in
+        _ = tables.withLock { tables -> (any RegisteredCell)? in  // the cell let go is released after the lock
             let id = ObjectIdentifier(cell)
             guard let entry = tables.kept[id] else { return nil }
             if entry.count > 1 {
@@ -345,7 +344,6 @@ final class StorageRegistry: Sendable {
             }
             return tables.kept.removeValue(forKey: id)?.cell
         }
-        _ = released
     }
 
     func liveCells() -> [any RegisteredCell] {

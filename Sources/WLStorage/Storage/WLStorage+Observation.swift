@@ -53,10 +53,7 @@ public final class WLStorageSubscription: Sendable {
 
     /// Stops it. For a change handler, calls already queued may still run. Calling it again does nothing.
     public func cancel() {
-        let cancellation = self.cancellation.withLock { body in
-            defer { body = nil }
-            return body
-        }
+        let cancellation = self.cancellation.withLock { $0.take() }
         cancellation?()
     }
 

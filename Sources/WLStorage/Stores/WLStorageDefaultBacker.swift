@@ -439,11 +439,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// After a write in the current shape, removes the bytes kept from an earlier shape (failing, after the next one).
     private func settleKeptOriginal() {
         guard keepsOriginal.load(ordering: .relaxed), keepsOriginal.exchange(false, ordering: .relaxed) else { return }
-        do {
-            try medium.removeKeptOriginal()
-        } catch {
-            keepsOriginal.store(true, ordering: .relaxed)
-        }
+        if (try? medium.removeKeptOriginal()) == nil { keepsOriginal.store(true, ordering: .relaxed) }
     }
 
     /// `value`'s bytes, size-checked, with the last bytes' unknown members (a check's, if kept over) unless `dropping`.

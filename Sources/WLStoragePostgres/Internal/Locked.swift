@@ -9,7 +9,6 @@ final class Locked<Value>: @unchecked Sendable {  // `guarded`: under `lock`
         self.guarded = value
     }
 
-    /// Calls `body` with the value while holding the lock.
     func withLock<Result, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result {
         lock.lock()
         defer { lock.unlock() }

@@ -31,17 +31,14 @@ extension PostgresConnection {
                         awaited.append(.statement)
                         try enqueue("COMMIT", [], on: connection)
                         awaited.append(.commit(sent))
-                        // Results come at once, not at the synchronization point: each commit is known when made.
-                        guard PQsendFlushRequest(connection) == 1 else {
-                            throw lost("could not send the query", connection)
-                        }
                         sent += 1
                     } else {
-                        guard PQpipelineSync(connection) == 1 else {
-                            throw lost("could not send the query", connection)
-                        }
                         awaited.append(.sync)
                         synced = true
+                    }
+                    // Results come per transaction, not at the synchronization point: each commit is known when made.
+                    guard (synced ? PQpipelineSync(connection) : PQsendFlushRequest(connection)) == 1 else {
+                        throw lost("could not send the query", connection)
                     }
                 }
                 let flush = PQflush(connection)

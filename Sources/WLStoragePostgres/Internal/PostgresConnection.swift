@@ -43,14 +43,12 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
 
     /// The server process of the connection (`PQbackendPID`), when connected.
     var backendPID: Int32? {
-        if case .connected(_, let pid) = state { return pid }
-        return nil
+        if case .connected(_, let pid) = state { pid } else { nil }
     }
 
     /// The connection's socket, when connected. It belongs to libpq, which closes it when the connection ends.
     var socket: Int32? {
-        if case .connected(let connection, _) = state { return PQsocket(connection) }
-        return nil
+        if case .connected(let connection, _) = state { PQsocket(connection) } else { nil }
     }
 
     /// Connects, unless connected: `PQconnectStartParams`, then `PQconnectPoll` and `poll` until `deadline`.
@@ -69,10 +67,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         // Notices (such as "relation already exists, skipping") would be printed on standard error.
         PQsetNoticeProcessor(connection, { _, _ in }, nil)
         do throws(PostgresError) {
-            guard PQstatus(connection) != CONNECTION_BAD else {
-                throw PostgresError(.connectionFailed, "could not connect: \(message(of: connection))")
-            }
-            var polling = PGRES_POLLING_WRITING
+            var polling = PQstatus(connection) == CONNECTION_BAD ? PGRES_POLLING_FAILED : PGRES_POLLING_WRITING
             while polling != PGRES_POLLING_OK {
                 switch polling {
                 case PGRES_POLLING_READING, PGRES_POLLING_WRITING:
@@ -214,11 +209,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         func append(_ value: Int32) {
             withUnsafeBytes(of: value.bigEndian) { array.append(contentsOf: $0) }
         }
-        append(1)
-        append(0)
-        append(Int32(bitPattern: elementType))
-        append(Int32(elements.count))
-        append(1)
+        for header: Int32 in [1, 0, Int32(bitPattern: elementType), Int32(elements.count), 1] { append(header) }
         for element in elements {
             append(Int32(element.count))
             array.append(element)

@@ -268,9 +268,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         let unknown = carriedBy.filter { senders[$0] == nil }
         let asked = !unknown.isEmpty && tableOID != nil
         if asked, let tableOID {
-            for (pid, sender) in try lookUp(unknown, tableOID: tableOID, deadline: .now + timeout) {
-                senders[pid] = sender
-            }
+            senders.merge(try lookUp(unknown, tableOID: tableOID, deadline: .now + timeout)) { _, found in found }
         }
         return (carriedBy.filter { senders[$0]?.trusted ?? false }, asked)
     }

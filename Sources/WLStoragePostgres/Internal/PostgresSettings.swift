@@ -35,9 +35,7 @@ struct PostgresSettings: Sendable {
         // A `dbname` (or `PGDATABASE`) may itself be a connection string, with a password: it is hidden too.
         let givenDatabase = parsed.last { $0.keyword == "dbname" }?.value ?? ""
         let fallback = Self.defaults()
-        for database in [givenDatabase, fallback["dbname"] ?? ""] where !database.isEmpty {
-            secrets += Self.embeddedSecrets(in: database)
-        }
+        secrets += [givenDatabase, fallback["dbname"] ?? ""].flatMap(Self.embeddedSecrets(in:))
         // Longest first, so that a secret containing another is hidden whole.
         self.secrets = Array(Set(secrets.filter { !$0.isEmpty })).sorted { $0.utf8.count > $1.utf8.count }
 
