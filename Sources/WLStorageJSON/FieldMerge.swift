@@ -97,15 +97,13 @@ package enum FieldMerge {
     }
 }
 
-/// Any JSON value as Foundation reads it: integers exact (`Int64`/`UInt64`), other numbers `Double`, or `Decimal`
-/// when they have more digits than a `Double` holds, so a merged amount is not rounded.
-package enum JSONValue: Codable, Equatable, Sendable {
+/// Any JSON value as Foundation reads it, to compare: numbers by their digits (as `Decimal`s, exact to 38 digits), or as
+/// `Double`s or integers where a `Decimal` cannot hold them.
+package enum JSONValue: Decodable, Equatable, Sendable {
     case null
     case bool(Bool)
-    case integer(Int64)
-    case unsigned(UInt64)
-    case number(Double)
-    case decimal(Decimal)
+    case number(Decimal)
+    case double(Double)
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
@@ -116,44 +114,19 @@ package enum JSONValue: Codable, Equatable, Sendable {
             self = .null
         } else if let value = try? container.decode(Bool.self) {
             self = .bool(value)
-        } else if let exact = try? container.decode(Decimal.self) {
-            // Foundation reads integers and `Double`s through a `Double`: each is taken only when it holds every digit.
-            if let value = try? container.decode(Int64.self), Decimal(value) == exact {
-                self = .integer(value)
-            } else if let value = try? container.decode(UInt64.self), Decimal(value) == exact {
-                self = .unsigned(value)
-            } else if let value = try? container.decode(Double.self), Decimal(string: "\(value)") == exact {
-                self = .number(value)
-            } else {
-                self = .decimal(exact)
-            }
-        } else if let value = try? container.decode(Int64.self) {
-            self = .integer(value)
-        } else if let value = try? container.decode(UInt64.self) {
-            self = .unsigned(value)
-        } else if let value = try? container.decode(Double.self) {
+        } else if let value = try? container.decode(Decimal.self) {
             self = .number(value)
+        } else if let value = try? container.decode(Double.self) {
+            self = .double(value)
+        } else if let value = try? container.decode(Int64.self) {
+            // A number neither reads, such as 1e-500, which Foundation reads as an integer 0.
+            self = .number(Decimal(value))
         } else if let value = try? container.decode(String.self) {
             self = .string(value)
         } else if let value = try? container.decode([JSONValue].self) {
             self = .array(value)
         } else {
             self = .object(try container.decode([String: JSONValue].self))
-        }
-    }
-
-    package func encode(to encoder: any Encoder) throws {
-        var container = encoder.singleValueContainer()
-        switch self {
-        case .null: try container.encodeNil()
-        case .bool(let value): try container.encode(value)
-        case .integer(let value): try container.encode(value)
-        case .unsigned(let value): try container.encode(value)
-        case .number(let value): try container.encode(value)
-        case .decimal(let value): try container.encode(value)
-        case .string(let value): try container.encode(value)
-        case .array(let value): try container.encode(value)
-        case .object(let value): try container.encode(value)
         }
     }
 }
