@@ -60,29 +60,16 @@ package enum FieldMerge {
     }
 
     /// A JSON value as Foundation reads it, with the bytes it was read from: compared as read, written as it was.
-    private struct Piece {
+    fileprivate struct Piece {
         /// A member of an object: its key as written (quoted, escapes kept), and its value.
         typealias Member = (key: ArraySlice<UInt8>, piece: Piece)
 
         let value: JSONValue
         /// The bytes of the whole text, and where this value is in them.
-        private let text: [UInt8]
-        private let node: JSONFill.Node
+        let text: [UInt8]
+        let node: JSONFill.Node
 
         var bytes: ArraySlice<UInt8> { text[node.range] }
-
-        init?(_ data: Data) {
-            guard let value = try? JSONCoders.decoder.decode(JSONValue.self, from: data) else { return nil }
-            var parser = JSONFill.Parser(bytes: JSONFill.withoutByteOrderMark([UInt8](data)))
-            guard let node = parser.parseValue(depth: 0) else { return nil }
-            self.init(value: value, text: parser.bytes, node: node)
-        }
-
-        private init(value: JSONValue, text: [UInt8], node: JSONFill.Node) {
-            self.value = value
-            self.text = text
-            self.node = node
-        }
 
         /// The members by name (the last of a name, as the decoder takes it), when an object; `nil` otherwise.
         var members: [String: Member]? {
@@ -94,6 +81,15 @@ package enum FieldMerge {
             }
             return byName
         }
+    }
+}
+
+extension FieldMerge.Piece {
+    init?(_ data: Data) {
+        guard let value = try? JSONCoders.decoder.decode(JSONValue.self, from: data) else { return nil }
+        var parser = JSONFill.Parser(bytes: JSONFill.withoutByteOrderMark([UInt8](data)))
+        guard let node = parser.parseValue(depth: 0) else { return nil }
+        self.init(value: value, text: parser.bytes, node: node)
     }
 }
 
