@@ -5,9 +5,7 @@ package enum CellJob<T: Sendable>: Sendable {
     case createDefault(T, version: UInt64)
     case reread(version: UInt64)
     case check(version: UInt64)
-}
 
-extension CellJob {
     package var isCreate: Bool { if case .createDefault = self { true } else { false } }
 }
 

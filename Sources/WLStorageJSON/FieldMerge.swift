@@ -16,10 +16,10 @@ package enum FieldMerge {
 
     /// `merged` with the top members of `value` it lacks (removed by another program); `nil` when none, or not objects.
     package static func filling(_ merged: Data, from value: Data) -> Data? {
-        guard let members = Piece(merged)?.members, let valueMembers = Piece(value)?.members else { return nil }
-        let missing = valueMembers.filter { members[$0.key] == nil }
-        guard !missing.isEmpty else { return nil }
-        return Data(object(members.merging(missing) { stored, _ in stored }.mapValues { ($0.key, $0.piece.bytes) }))
+        guard let members = Piece(merged)?.members, let valueMembers = Piece(value)?.members,
+            valueMembers.keys.contains(where: { members[$0] == nil })
+        else { return nil }
+        return Data(object(members.merging(valueMembers) { kept, _ in kept }.mapValues { ($0.key, $0.piece.bytes) }))
     }
 
     /// The bytes of the member to write (`nil`: none): stored where the base is unchanged, merged where all are
@@ -47,16 +47,8 @@ package enum FieldMerge {
 
     /// The bytes of an object of `members`: each key and value as read, in the order of their names.
     private static func object(_ members: [String: (key: ArraySlice<UInt8>, bytes: ArraySlice<UInt8>)]) -> [UInt8] {
-        var bytes: [UInt8] = [UInt8(ascii: "{")]
-        for name in members.keys.sorted() {
-            guard let member = members[name] else { continue }
-            if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
-            bytes += member.key
-            bytes.append(UInt8(ascii: ":"))
-            bytes += member.bytes
-        }
-        bytes.append(UInt8(ascii: "}"))
-        return bytes
+        let written = members.sorted { $0.key < $1.key }.map { $0.value.key + [UInt8(ascii: ":")] + $0.value.bytes }
+        return [UInt8(ascii: "{")] + written.joined(separator: [UInt8(ascii: ",")]) + [UInt8(ascii: "}")]
     }
 
     /// A JSON value as Foundation reads it, with the bytes it was read from: compared as read, written as it was.
@@ -71,11 +63,11 @@ package enum FieldMerge {
 
         var bytes: ArraySlice<UInt8> { text[node.range] }
 
-        /// The members by name (the last of a name, as the decoder takes it), when an object; `nil` otherwise.
+        /// The members by name (the first of a name, as the decoder takes it), when an object; `nil` otherwise.
         var members: [String: Member]? {
             guard case .object(let values) = value, case .object(let members, _) = node else { return nil }
             var byName: [String: Member] = [:]
-            for member in members {
+            for member in members where byName[member.key] == nil {
                 guard let value = values[member.key] else { continue }
                 byName[member.key] = (text[member.rawKey], Piece(value: value, text: text, node: member.value))
             }
@@ -85,11 +77,20 @@ package enum FieldMerge {
 }
 
 extension FieldMerge.Piece {
+    /// The value of `data` and its bytes, as UTF-8: Foundation reads UTF-16 and UTF-32 too, which are read again as
+    /// UTF-8 when the bytes do not parse whole, to what the decoder read (an object or not).
     init?(_ data: Data) {
         guard let value = try? JSONCoders.decoder.decode(JSONValue.self, from: data) else { return nil }
-        var parser = JSONFill.Parser(bytes: JSONFill.withoutByteOrderMark([UInt8](data)))
-        guard let node = parser.parseValue(depth: 0) else { return nil }
-        self.init(value: value, text: parser.bytes, node: node)
+        for encoding: String.Encoding in [.utf8, .utf16, .utf32, .utf16BigEndian, .utf16LittleEndian, .utf32BigEndian] {
+            guard let string = String(data: data, encoding: encoding) else { continue }
+            let text = JSONFill.withoutByteOrderMark(Array(string.utf8))
+            var parser = JSONFill.Parser(bytes: text)
+            guard let node = parser.parseValue(depth: 0), parser.isAtEnd else { continue }
+            if case .object = value, case .other = node { continue }
+            self.init(value: value, text: text, node: node)
+            return
+        }
+        return nil
     }
 }
 
@@ -113,7 +114,8 @@ package enum JSONValue: Decodable, Equatable, Sendable {
         } else if let value = try? container.decode(Decimal.self) {
             self = .number(value)
         } else if let value = try? container.decode(Double.self) {
-            self = .double(value)
+            // A spelling no `Decimal` reads (`1.0e-128`) of a number one holds compares as that number.
+            self = Decimal(string: "\(value)").map(JSONValue.number) ?? .double(value)
         } else if let value = try? container.decode(Int64.self) {
             // A number neither reads, such as 1e-500, which Foundation reads as an integer 0.
             self = .number(Decimal(value))

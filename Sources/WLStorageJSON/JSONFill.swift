@@ -83,10 +83,8 @@ package enum JSONFill {
         guard let root = parser.parseValue(depth: 0),
             case .object(let members, let range) = path.isEmpty ? root : Self.member(at: path, in: root)?.value
         else { return nil }
-        var text: [UInt8] = members.isEmpty ? [] : [UInt8(ascii: ",")]
-        text += model[member.rawKey]
-        text.append(UInt8(ascii: ":"))
-        text += model[member.value.range]
+        let separator: [UInt8] = members.isEmpty ? [] : [UInt8(ascii: ",")]
+        let text = separator + model[member.rawKey] + [UInt8(ascii: ":")] + model[member.value.range]
         var result = bytes
         result.insert(contentsOf: text, at: range.upperBound - 1)  // before the closing brace
         return result
@@ -153,13 +151,18 @@ package enum JSONFill {
                 guard index < bytes.count else { return nil }
                 if bytes[index] == UInt8(ascii: ",") {
                     index += 1
-                    continue
+                    skipWhitespace()
+                    // A trailing comma, which Foundation reads.
+                    guard index < bytes.count, bytes[index] == UInt8(ascii: "}") else { continue }
                 }
                 guard bytes[index] == UInt8(ascii: "}") else { return nil }
                 index += 1
                 return members
             }
         }
+
+        /// Whether only whitespace is left.
+        var isAtEnd: Bool { bytes[index...].allSatisfy { " \t\n\r".utf8.contains($0) } }
 
         private static func key(_ quoted: ArraySlice<UInt8>) -> String? {
             if !quoted.contains(UInt8(ascii: "\\")) {
