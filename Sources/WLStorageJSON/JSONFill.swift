@@ -67,10 +67,10 @@ package enum JSONFill {
         return (parser.bytes, members, range)
     }
 
-    /// The member at `path` (keys of nested objects) of `node`.
+    /// The member at `path` (keys of nested objects) of `node`: the first of a name, as the decoder reads it.
     private static func member(at path: ArraySlice<String>, in node: Node) -> Member? {
         guard let first = path.first, case .object(let members, _) = node,
-            let member = members.last(where: { $0.key == first })
+            let member = members.first(where: { $0.key == first })
         else { return nil }
         return path.count == 1 ? member : self.member(at: path.dropFirst(), in: member.value)
     }

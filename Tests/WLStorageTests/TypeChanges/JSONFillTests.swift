@@ -97,4 +97,13 @@ struct JSONFillTests {
             fill(#"{"s":"}\"{[","t":["]","\\"]}"#, #"{"u":true}"#, as: Texts.self)
                 == #"{"s":"}\"{[","t":["]","\\"],"u":true}"#)
     }
+
+    @Test func aMemberMissingInADuplicatedObjectIsAddedToTheFirstTheDecoderReads() {
+        struct Outer: Decodable {
+            var o: Inner
+        }
+        #expect(
+            fill(#"{"o":{"x":"a"},"o":{"x":"b"}}"#, #"{"o":{"x":"B","y":7}}"#, as: Outer.self)
+                == #"{"o":{"x":"a","y":7},"o":{"x":"b"}}"#)
+    }
 }
