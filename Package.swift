@@ -22,7 +22,9 @@ let package = Package(
         .target(name: "WLStorageJSON"),
         // The cell's state machine, and the error type: values and decisions, no I/O, no process state.
         .target(name: "WLStorageCore"),
-        .target(name: "WLStorage", dependencies: ["WLStorageCore", "WLStorageJSON", "CWLStorageOpenSSL"]),
+        // libcrypto: AES-256-GCM, the sealed box format, SHA-256.
+        .target(name: "WLStorageCrypto", dependencies: ["CWLStorageOpenSSL"]),
+        .target(name: "WLStorage", dependencies: ["WLStorageCore", "WLStorageJSON", "WLStorageCrypto"]),
         .systemLibrary(
             name: "CWLStorageLibPQ",
             pkgConfig: "libpq",
@@ -37,7 +39,8 @@ let package = Package(
         ),
         .target(name: "WLStorageEtcd", dependencies: ["WLStorage", "CWLStorageCurl"]),
         .executableTarget(
-            name: "wlstorage", dependencies: ["WLStorage", "WLStorageJSON", "WLStoragePostgres", "WLStorageEtcd"]),
+            name: "wlstorage",
+            dependencies: ["WLStorage", "WLStorageJSON", "WLStorageCrypto", "WLStoragePostgres", "WLStorageEtcd"]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
         .target(name: "WLStorageFleet", dependencies: ["WLStorage"]),
         .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage", "WLStorageFleet"]),
@@ -69,7 +72,7 @@ let package = Package(
             name: "WLStorageTests",
             dependencies: [
                 "WLStorage", "WLStorageTestSupport", "WLStorageTestChild", "wlstorage", "WLStorageDemo",
-                "WLStorageFleet", "WLStorageJSON",
+                "WLStorageFleet", "WLStorageJSON", "WLStorageCrypto",
             ]
         ),
     ]

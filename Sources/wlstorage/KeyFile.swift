@@ -1,5 +1,6 @@
 import Foundation
 import WLStorage
+import WLStorageCrypto
 
 #if canImport(Glibc)
     import Glibc

@@ -1,4 +1,5 @@
 import Synchronization
+import WLStorageCrypto
 
 /// The largest value read or written, in bytes of JSON (``WLStorageSystem/maximumValueSize``).
 package enum ValueSizeLimit {

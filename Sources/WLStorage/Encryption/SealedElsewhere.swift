@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCrypto
 
 /// Bytes an encrypted store sealed, found by a storage without its key: unknown to it, never moved aside or replaced.
 enum SealedElsewhere {

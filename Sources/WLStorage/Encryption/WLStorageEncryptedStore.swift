@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCrypto
 import WLStorageJSON
 
 /// A store that keeps the values of another store encrypted: AES-256-GCM through OpenSSL, a fresh random nonce per

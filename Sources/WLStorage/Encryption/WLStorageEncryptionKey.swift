@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCrypto
 
 /// A 256-bit key of a ``WLStorageEncryptedStore``. Its ``description`` names it by a fingerprint, never its bytes.
 ///
@@ -200,7 +201,7 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
     /// A new random key, from OpenSSL's random generator.
     public static func random() throws -> WLStorageEncryptionKey {
         do {
-            return try WLStorageEncryptionKey(bytes: AESGCM.randomKey())
+            return try WLStorageEncryptionKey(bytes: AESGCM.randomBytes(count: AESGCM.keyLength))
         } catch let error as WLStorageError {
             throw error
         } catch {

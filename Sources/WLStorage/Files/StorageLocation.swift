@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCrypto
 
 extension WLStorageDefaultBacker {
     /// The directory that storages created with a key alone keep their files in: ``WLStorageSystem/defaultDirectory``.

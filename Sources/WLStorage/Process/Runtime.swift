@@ -2,7 +2,7 @@ import Dispatch
 import Synchronization
 
 /// Everything the package keeps for the whole process, in one object. No other type holds process state in a static
-/// property, but the libcrypto start (``OpenSSLLibrary``) and the thread key of ``UpdatesOnThisThread``, which must
+/// property, but libcrypto's (in `WLStorageCrypto`) and the thread key of ``UpdatesOnThisThread``, which must
 /// outlive it or be made once. Parts refer to one another through ``shared`` only when used, never while made.
 package final class Runtime: Sendable {
     package static let shared = Runtime()
@@ -30,6 +30,4 @@ package final class Runtime: Sendable {
     /// The error handler, boxed: a function held by the lock itself gains a conversion layer at every access.
     let errorHandler = Lock<ErrorHandlerBox?>(nil)
     let shutdown = ShutdownHandling.Parts()
-    /// The calls into libcrypto in flight, and whether it is closed to new ones (see ``OpenSSLLibrary``).
-    let openSSLCalls = Atomic<Int>(0)
 }

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Synchronization
+import WLStorageCrypto
 
 /// The one place that flushes storages at shutdown: an `atexit` handler, and Dispatch signal sources for SIGTERM,
 /// SIGINT and SIGHUP on one serial queue, installed once by the first storage. Sources are never cancelled: libdispatch
@@ -39,7 +40,7 @@ enum ShutdownHandling {
         parts.started.store(true, ordering: .releasing)
         guard firstTime else { return }
         // libcrypto first: its atexit handler then runs after the flush's, which may still hash and encrypt.
-        _ = OpenSSLLibrary.initialized
+        _ = OpenSSLLibrary.shared
         atexit {
             ShutdownHandling.flushEverything(within: WLStorageSystem.shutdownFlushTimeout)
         }

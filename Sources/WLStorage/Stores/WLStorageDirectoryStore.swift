@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCrypto
 
 /// The store that keeps each key's value in its own file in a directory: the default store.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WLStorageCrypto
 
 @testable import WLStorage
 
@@ -155,13 +156,13 @@ func cipherError(_ body: () throws -> Void) -> CipherError? {
     }
 
     @Test func randomNoncesAndKeysHaveTheirLengthsAndDiffer() throws {
-        let first = try AESGCM.randomNonce()
-        let second = try AESGCM.randomNonce()
+        let first = try AESGCM.randomBytes(count: AESGCM.nonceLength)
+        let second = try AESGCM.randomBytes(count: AESGCM.nonceLength)
         #expect(first.count == 12)
         #expect(second.count == 12)
         #expect(first != second)
-        let firstKey = try AESGCM.randomKey()
+        let firstKey = try AESGCM.randomBytes(count: AESGCM.keyLength)
         #expect(firstKey.count == 32)
-        #expect(try AESGCM.randomKey() != firstKey)
+        #expect(try AESGCM.randomBytes(count: AESGCM.keyLength) != firstKey)
     }
 }

@@ -5,6 +5,7 @@ import Foundation
 import Observation
 import Synchronization
 import Testing
+import WLStorageCrypto
 
 @testable import WLStorage
 
@@ -156,7 +157,7 @@ struct EncryptedStoreLayeringTests: EncryptedDirectorySuite {
             #expect(throws: CipherError.self) { try SealedBox.open(bad, keys: [key.bytes], associatedKey: "k") }
         }
         // The Data-based open with slices of a buffer for each part.
-        let nonce = try AESGCM.randomNonce()
+        let nonce = try AESGCM.randomBytes(count: AESGCM.nonceLength)
         let parts = try AESGCM.seal(Data("hello".utf8), key: key.bytes, nonce: nonce, additionalData: Data("ad".utf8))
         var buffer = Data([9, 9])
         buffer.append(parts.ciphertext)

@@ -5,6 +5,7 @@ import Foundation
 import Observation
 import Synchronization
 import Testing
+import WLStorageCrypto
 
 @testable import WLStorage
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WLStorageCrypto
 @testable import WLStorage
 
 @Suite(.capturingOutput) struct SHA256KnownAnswerTests {

@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCrypto
 
 @testable import WLStorage
 

@@ -1,6 +1,7 @@
 // What several suites need of the files and stores they work on, given to a suite by the protocol it adopts.
 import Foundation
 import Testing
+import WLStorageCrypto
 
 @testable import WLStorage
 

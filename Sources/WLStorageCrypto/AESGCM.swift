@@ -3,7 +3,7 @@ import Foundation
 import Synchronization
 
 /// A failure to seal or open bytes with ``AESGCM`` or ``SealedBox``; no case carries plaintext, ciphertext or keys.
-enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
+package enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
     case invalidKeyLength(Int)
     case invalidNonceLength(Int)
     case invalidTagLength(Int)
@@ -12,7 +12,7 @@ enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
     case authenticationFailed, notASealedBox, noMatchingKey
     case unsupportedVersion(UInt8)
 
-    var description: String {
+    package var description: String {
         switch self {
         case .invalidKeyLength(let length): "The key is \(length) bytes long, not \(AESGCM.keyLength)."
         case .invalidNonceLength(let length): "The nonce is \(length) bytes long, not \(AESGCM.nonceLength)."
@@ -29,17 +29,17 @@ enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 /// AES-256-GCM through OpenSSL libcrypto's EVP interface, the cipher fetched once per process; a context per call, so
-/// calls run on any number of threads. A nonce must never be used twice with one key (``randomNonce()``). Key material:
-/// the key goes to libcrypto straight from the caller's array (whose copies are the caller's), and
+/// calls run on any number of threads. A nonce must never be used twice with one key (a random one each time). Key
+/// material: the key goes to libcrypto straight from the caller's array (whose copies are the caller's), and
 /// `EVP_CIPHER_CTX_free` clears its schedule. A failed `open` clears what it decrypted; plaintexts are not cleared.
-enum AESGCM {
+package enum AESGCM {
     /// Lengths in bytes of a key, a nonce (the initialization vector) and an authentication tag.
-    static let keyLength = 32
-    static let nonceLength = 12
-    static let tagLength = 16
+    package static let keyLength = 32
+    package static let nonceLength = 12
+    package static let tagLength = 16
 
     private static let algorithm = FetchedAlgorithm(
-        pointer: OpenSSLLibrary.initialized ? EVP_CIPHER_fetch(nil, "AES-256-GCM", nil) : nil)
+        pointer: OpenSSLLibrary.shared.initialized ? EVP_CIPHER_fetch(nil, "AES-256-GCM", nil) : nil)
 
     /// The largest piece of input passed to one `EVP_*Update` call, whose length is a C `int`.
     private static let maximumChunk = 1 << 30
@@ -53,7 +53,7 @@ enum AESGCM {
     ) -> Int32
 
     /// Encrypts `plaintext` under `key` and `nonce`, authenticating it with `additionalData`. Throws a ``CipherError``.
-    static func seal(
+    package static func seal(
         _ plaintext: Data, key: [UInt8], nonce: [UInt8], additionalData: Data = Data()
     ) throws -> (ciphertext: Data, tag: Data) {
         guard key.count == keyLength else { throw CipherError.invalidKeyLength(key.count) }
@@ -92,7 +92,7 @@ enum AESGCM {
     /// Decrypts `ciphertext` in place, returning the plaintext only if `tag` verifies with the additional data, given in
     /// two pieces (authenticated as if joined) so that a sealed box opens without a copy. Throws
     /// ``CipherError/authenticationFailed`` when it does not, another ``CipherError`` for bad lengths or libcrypto.
-    static func open(
+    package static func open(
         ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer, key: [UInt8], nonce: UnsafeRawBufferPointer,
         additionalData: UnsafeRawBufferPointer, _ moreAdditionalData: UnsafeRawBufferPointer
     ) throws -> Data {
@@ -141,18 +141,9 @@ enum AESGCM {
         }
     }
 
-    /// A new 12-byte nonce from OpenSSL's cryptographically secure random generator (`RAND_bytes`).
-    static func randomNonce() throws -> [UInt8] {
-        try randomBytes(count: nonceLength)
-    }
-
-    /// A new 32-byte key from OpenSSL's cryptographically secure random generator (`RAND_bytes`).
-    static func randomKey() throws -> [UInt8] {
-        try randomBytes(count: keyLength)
-    }
-
-    /// `count` bytes from `RAND_bytes`; throws ``CipherError/libcryptoFailed(function:reason:)`` unless it returns 1.
-    static func randomBytes(count: Int) throws -> [UInt8] {
+    /// `count` bytes from OpenSSL's cryptographically secure random generator (`RAND_bytes`), for a nonce or a key;
+    /// throws ``CipherError/libcryptoFailed(function:reason:)`` unless it returns 1.
+    package static func randomBytes(count: Int) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         guard count > 0 else { return bytes }
         guard OpenSSLLibrary.enter() else {
@@ -164,7 +155,7 @@ enum AESGCM {
     }
 
     /// Overwrites `bytes` with zeros through `OPENSSL_cleanse`, which the compiler does not remove as a dead store.
-    static func clear(_ bytes: UnsafeMutableRawBufferPointer) {
+    package static func clear(_ bytes: UnsafeMutableRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         OPENSSL_cleanse(base, bytes.count)
     }
@@ -250,15 +241,15 @@ enum AESGCM {
 /// The additional data is the 21 header bytes then the storage key's UTF-8 bytes, so no header byte can change and
 /// one key's box does not open under another. The fingerprint picks the key among current and older ones.
 package enum SealedBox {
-    static let magic: [UInt8] = Array("WLSE".utf8)
+    package static let magic: [UInt8] = Array("WLSE".utf8)
     /// The version this code writes and the only one it opens.
-    static let version: UInt8 = 1
-    static let fingerprintLength = 4
-    static let headerLength = 4 + 1 + fingerprintLength + AESGCM.nonceLength
+    package static let version: UInt8 = 1
+    package static let fingerprintLength = 4
+    package static let headerLength = 4 + 1 + fingerprintLength + AESGCM.nonceLength
     /// The length of the smallest box, which holds an empty plaintext.
-    static let minimumLength = headerLength + AESGCM.tagLength
+    package static let minimumLength = headerLength + AESGCM.tagLength
 
-    static func fingerprint(of key: [UInt8]) throws -> [UInt8] {
+    package static func fingerprint(of key: [UInt8]) throws -> [UInt8] {
         guard key.count == AESGCM.keyLength else { throw CipherError.invalidKeyLength(key.count) }
         guard let digest = key.withUnsafeBytes({ SHA256.digest(of: $0) }) else {
             throw CipherError.libcryptoFailed(function: "EVP_Digest(SHA256)", reason: nil)
@@ -281,11 +272,11 @@ package enum SealedBox {
     }
 
     /// Seals `plaintext` under `key` with a new random nonce, bound to `associatedKey`. Throws a ``CipherError``.
-    static func seal(
+    package static func seal(
         _ plaintext: Data, key: [UInt8], fingerprint knownFingerprint: [UInt8]? = nil, associatedKey: String
     ) throws -> Data {
         let fingerprint = try knownFingerprint ?? fingerprint(of: key)
-        let nonce = try AESGCM.randomNonce()
+        let nonce = try AESGCM.randomBytes(count: AESGCM.nonceLength)
         var sealed = Data(capacity: minimumLength + plaintext.count)
         sealed.append(contentsOf: magic + [version] + fingerprint + nonce)
         // The header then the storage key's UTF-8 bytes; the header's fixed length keeps the pairs apart.
@@ -300,7 +291,7 @@ package enum SealedBox {
     /// Opens `sealed`, stored under `associatedKey`, with whichever of `keys` sealed it (only fingerprint matches are
     /// tried, in order); returns the plaintext and that key's index. `fingerprints`, when given, are those of `keys`.
     /// ``CipherError/authenticationFailed``: altered, another storage key's box, or a wrong key matching by chance.
-    static func open(
+    package static func open(
         _ sealed: Data, keys: [[UInt8]], fingerprints knownFingerprints: [[UInt8]]? = nil, associatedKey: String
     ) throws -> (plaintext: Data, keyIndex: Int) {
         let fingerprints = try knownFingerprints ?? keys.map { try fingerprint(of: $0) }
@@ -332,49 +323,6 @@ package enum SealedBox {
                 }
                 throw matched ? CipherError.authenticationFailed : CipherError.noMatchingKey
             }
-        }
-    }
-}
-
-/// An algorithm fetched from libcrypto once; OpenSSL documents fetched algorithms as safe to share between threads.
-struct FetchedAlgorithm: @unchecked Sendable {  // immutable after creation; OpenSSL owns its locking
-    let pointer: OpaquePointer?
-}
-
-/// libcrypto, initialized once, and closed to the package's calls as the program exits: libcrypto frees its locks at
-/// exit (a cleanup whoever initialized it first registered), so a handler running before it closes the library to
-/// new calls and waits up to two seconds for those in flight; a later call fails instead.
-enum OpenSSLLibrary {
-    static let initialized: Bool = {
-        let initialized = OPENSSL_init_crypto(UInt64(OPENSSL_INIT_NO_ATEXIT), nil) == 1
-        atexit { OpenSSLLibrary.close() }
-        return initialized
-    }()
-
-    /// Calls in flight, with the top bit set once closed.
-    private static let closedBit = 1 << 62
-
-    /// Counts a call; `false` when the library is closed, and the call must not be made.
-    static func enter() -> Bool {
-        _ = initialized
-        var current = Runtime.shared.openSSLCalls.load(ordering: .acquiring)
-        while current & closedBit == 0 {
-            let (exchanged, original) = Runtime.shared.openSSLCalls.compareExchange(
-                expected: current, desired: current + 1, ordering: .acquiringAndReleasing)
-            if exchanged { return true }
-            current = original
-        }
-        return false
-    }
-
-    static func leave() {
-        Runtime.shared.openSSLCalls.subtract(1, ordering: .releasing)
-    }
-
-    private static func close() {
-        Runtime.shared.openSSLCalls.bitwiseOr(closedBit, ordering: .acquiringAndReleasing)
-        for _ in 0..<2_000 where Runtime.shared.openSSLCalls.load(ordering: .acquiring) & ~closedBit != 0 {
-            usleep(1_000)
         }
     }
 }
