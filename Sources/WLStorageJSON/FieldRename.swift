@@ -25,24 +25,25 @@ package struct FieldRename: Sendable, Equatable {
     }
 
     /// `object` with `target` given `source`'s value byte for byte (removed when `source` is absent or `null` and
-    /// `removingWithoutSource`); `object` itself when nothing changes or it is no object.
+    /// `removingWithoutSource`); `object` itself when nothing changes or it is no object. Of a repeated name, the
+    /// first is the one the decoder reads.
     private static func copy(
         _ source: String, to target: String, in object: Data, removingWithoutSource: Bool = false
     ) -> Data {
         guard source != target else { return object }
         guard case let (bytes, members, range)? = JSONFill.object(object) else { return object }
-        let from = members.last { $0.key == source }
+        let from = members.first { $0.key == source }
         // A `null` written under the new name is no value for the old one, which an earlier version may need.
         let absent = from.map { removingWithoutSource && bytes[$0.value.range].elementsEqual("null".utf8) } ?? true
         guard let from, !absent else {
-            guard removingWithoutSource, let index = members.lastIndex(where: { $0.key == target }) else {
+            guard removingWithoutSource, let index = members.firstIndex(where: { $0.key == target }) else {
                 return object
             }
             return Data(removing(members, at: index, from: bytes))
         }
         let value = bytes[from.value.range]
         var result = bytes
-        if let to = members.last(where: { $0.key == target }) {
+        if let to = members.first(where: { $0.key == target }) {
             guard bytes[to.value.range] != value else { return object }
             result.replaceSubrange(to.value.range, with: value)
         } else {

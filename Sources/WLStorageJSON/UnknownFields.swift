@@ -112,12 +112,12 @@ package enum UnknownFields {
         return { lookup.contains($0[...]) }
     }
 
-    /// An object's members by key (the last of a repeated key, as the decoder takes it), with theirs.
+    /// An object's members by key (the first of a repeated key, as the decoder takes it), with theirs.
     private struct Lookup {
         var members: [String: (member: JSONFill.Member, inner: Lookup?)] = [:]
 
         init(_ list: [JSONFill.Member]) {
-            for member in list {
+            for member in list where members[member.key] == nil {
                 let inner: Lookup? = if case .object(let inner, _) = member.value { Lookup(inner) } else { nil }
                 members[member.key] = (member, inner)
             }
@@ -136,7 +136,7 @@ package enum UnknownFields {
     ) {
         let encodedByKey = Dictionary(encoded.map { ($0.key, $0) }) { _, last in last }
         var seen: Set<String> = []
-        for member in base.reversed() where seen.insert(member.key).inserted {
+        for member in base where seen.insert(member.key).inserted {
             guard let counterpart = encodedByKey[member.key] else {
                 paths.append(path + [member.key])
                 continue

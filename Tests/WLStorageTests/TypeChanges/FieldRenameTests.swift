@@ -79,6 +79,16 @@ struct FieldRenameTests {
         text.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? NSDictionary }
     }
 
+    @Test func aNameTheStoredObjectHoldsTwiceIsReadAsTheDecoderReadsIt() throws {
+        func read(_ stored: String) throws -> Appearance {
+            let renamed = FieldRename.reading(Data(stored.utf8), [FieldRename(old: "theme", new: "colorScheme")])
+            return try JSONCoders.decoder.decode(Appearance.self, from: renamed)
+        }
+        // The decoder reads the first of a repeated name: the old one's value goes there, and is taken from there.
+        #expect(try read(#"{"colorScheme":"a","colorScheme":"b","fontSize":1,"theme":"dark"}"#).colorScheme == "dark")
+        #expect(try read(#"{"fontSize":1,"theme":"dark","theme":"light"}"#).colorScheme == "dark")
+    }
+
     @Test(arguments: RenameChange.allCases)
     func aRenamedFieldSetToNilIsNotBroughtBackByItsOldName(change: RenameChange) throws {
         let store = MemoryStore()

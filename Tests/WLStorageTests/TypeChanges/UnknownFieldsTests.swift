@@ -40,6 +40,10 @@ private struct Named: Codable, Equatable, Sendable {
     var count = 0
 }
 
+private struct Nest: Codable, Equatable, Sendable {
+    var inner = Named()
+}
+
 /// A type that counts its decodes.
 private struct Counted: Codable {
     static let decodes = Atomic<Int>(0)
@@ -167,9 +171,14 @@ struct UnknownFieldsTests {
         #expect(object(written)?["zoom"] as? Int == 2)
     }
 
-    @Test func aKeyTheStoredObjectHoldsTwiceIsWrittenOnceWithItsLastValue() throws {
+    @Test func aKeyTheStoredObjectHoldsTwiceIsWrittenOnceWithTheValueTheDecoderReads() throws {
+        // The decoder reads the first of a repeated key: what the other version read stays what it reads.
         let written = try merged(Named(name: nil, count: 2), over: #"{"count":1,"zoom":1,"zoom":2}"#)
-        #expect(written == #"{"count":2,"zoom":2}"#)
+        #expect(written == #"{"count":2,"zoom":1}"#)
+        let nested = try merged(
+            Nest(inner: Named(name: nil, count: 2)),
+            over: #"{"inner":{"count":1,"zoom":1},"inner":{"count":1,"zoom":2}}"#)
+        #expect(nested == #"{"inner":{"count":2,"zoom":1}}"#)
     }
 
     @Test(arguments: [
