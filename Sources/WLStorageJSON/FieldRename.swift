@@ -25,8 +25,7 @@ package struct FieldRename: Sendable, Equatable {
     }
 
     /// `object` with `target` given `source`'s value byte for byte (removed when `source` is absent or `null` and
-    /// `removingWithoutSource`); `object` itself when nothing changes or it is no object. Of a repeated name, the
-    /// first is the one the decoder reads.
+    /// `removingWithoutSource`); `object` itself when nothing changes or no object. A name is its first, as decoded.
     private static func copy(
         _ source: String, to target: String, in object: Data, removingWithoutSource: Bool = false
     ) -> Data {
