@@ -130,17 +130,15 @@ package enum JSONFill {
         }
 
         private mutating func parseObject(depth: Int) -> [Member]? {
-            index += 1  // {
             var members: [Member] = []
-            skipWhitespace()
-            if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                return members
-            }
-            while true {
+            // A `}` may follow the `{` and each comma: an empty object, or a trailing comma, which Foundation reads.
+            repeat {
+                index += 1  // the `{` or a comma
                 skipWhitespace()
+                guard index < bytes.count else { return nil }
+                if bytes[index] == UInt8(ascii: "}") { break }
                 let keyStart = index
-                guard index < bytes.count, bytes[index] == UInt8(ascii: "\""), skipString() else { return nil }
+                guard bytes[index] == UInt8(ascii: "\""), skipString() else { return nil }
                 let rawKey = keyStart..<index
                 skipWhitespace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
@@ -148,17 +146,10 @@ package enum JSONFill {
                 guard let value = parseValue(depth: depth + 1), let key = Self.key(bytes[rawKey]) else { return nil }
                 members.append(Member(rawKey: rawKey, key: key, value: value))
                 skipWhitespace()
-                guard index < bytes.count else { return nil }
-                if bytes[index] == UInt8(ascii: ",") {
-                    index += 1
-                    skipWhitespace()
-                    // A trailing comma, which Foundation reads.
-                    guard index < bytes.count, bytes[index] == UInt8(ascii: "}") else { continue }
-                }
-                guard bytes[index] == UInt8(ascii: "}") else { return nil }
-                index += 1
-                return members
-            }
+            } while index < bytes.count && bytes[index] == UInt8(ascii: ",")
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "}") else { return nil }
+            index += 1
+            return members
         }
 
         /// Whether only whitespace is left.

@@ -79,11 +79,7 @@ struct PostgresSettings: Sendable {
     }
 
     private static func redact(_ text: String, secrets: [String]) -> String {
-        var text = text
-        for secret in secrets where !secret.isEmpty {
-            text = text.replacingOccurrences(of: secret, with: "*****")
-        }
-        return text
+        secrets.filter { !$0.isEmpty }.reduce(text) { $0.replacingOccurrences(of: $1, with: "*****") }
     }
 
     /// The password as written in `url` (a URI's user information after the colon, raw and decoded, or a `password=`
@@ -111,18 +107,15 @@ struct PostgresSettings: Sendable {
         } else {
             var search = url[...]
             while let range = search.range(of: "password") {
-                var value = search[range.upperBound...].drop { $0 == " " }
-                guard value.first == "=" else {
-                    search = search[range.upperBound...]
-                    continue
-                }
+                search = search[range.upperBound...]
+                var value = search.drop { $0 == " " }
+                guard value.first == "=" else { continue }
                 value = value.dropFirst().drop { $0 == " " }
                 if value.first == "'" {
                     found.append(String(value.dropFirst().prefix { $0 != "'" }))
                 } else {
                     found.append(String(value.prefix { !$0.isWhitespace }))
                 }
-                search = search[range.upperBound...]
             }
         }
         return found.filter { !$0.isEmpty }
@@ -144,16 +137,14 @@ struct PostgresSettings: Sendable {
         var word = ""
         var escaped = false
         for character in options {
-            if escaped {
+            if escaped || (character != "\\" && !character.isWhitespace) {
                 word.append(character)
                 escaped = false
             } else if character == "\\" {
                 escaped = true
-            } else if character.isWhitespace {
+            } else {
                 if !word.isEmpty { words.append(word) }
                 word = ""
-            } else {
-                word.append(character)
             }
         }
         if !word.isEmpty { words.append(word) }
