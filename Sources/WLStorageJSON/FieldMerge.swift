@@ -10,7 +10,6 @@ package enum FieldMerge {
     /// `replacingCases`, a value object sharing no member with base or stored is taken whole (another enum case).
     package static func merge(base: Data, value: Data, stored: Data, replacingCases: Bool = false) -> Data? {
         guard let base = Piece(base), let value = Piece(value), let stored = Piece(stored) else { return nil }
-        // The whole value removed by this writer is no JSON to write: the value's own bytes stand.
         return merge(base: base, value: value, stored: stored, replacingCases: replacingCases).map { Data($0) }
     }
 

@@ -180,7 +180,7 @@ extension StorageCell {
             }
         case .reread:
             if let access { return .read(access.readStored(decoding: decoding)) }
-            return .read(Self.read(backer) { defaultValue })
+            return .read(backer.readResult { defaultValue })
         case .check:
             guard let access else { return .checked(.unchanged) }
             do {
@@ -203,19 +203,5 @@ extension StorageCell {
             scheduler.schedule(after: 0) { [weak self] in self?.checkIfStillRequested() }
         }
         if effects.releaseOrphan { Runtime.shared.registry.letGo(self) }
-    }
-
-    /// Reads any backer, telling a stored value from `makeDefault`'s by whether the backer asked for it.
-    static func read(_ backer: any WLStorageBacker<T>, defaultValue makeDefault: () -> T) -> ReadResult<T> {
-        var askedForDefault = false
-        do {
-            let value = try backer.read {
-                askedForDefault = true
-                return makeDefault()
-            }
-            return askedForDefault ? .absent : .value(value)
-        } catch {
-            return .failed(WLStorageError(wrapping: error, key: backer.key))
-        }
     }
 }

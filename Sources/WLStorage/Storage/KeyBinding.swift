@@ -149,7 +149,7 @@ struct KeyBinding<T: Codable & Sendable> {
             return Self.opening(observed.readStored(decoding: decoding(made)), defaults: made, savesDefault: false)
         case .observable, .plain:
             var made: T?
-            let found = StorageCell.read(backer) {
+            let found = backer.readResult {
                 let value = made ?? makeDefault()
                 made = value
                 return value

@@ -31,7 +31,7 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
 
     /// Reads the backer as any backer is read, recording a value read; `isKnown`: it is the backer's own last version.
     private func readBase() -> (result: ReadResult<T>, isKnown: Bool) {
-        let result = StorageCell.read(base) { defaultValue }
+        let result = base.readResult { defaultValue }
         guard case .value(let value) = result, let data = try? JSONCoders.encoder.encode(value) else {
             return (result, false)
         }

@@ -2,7 +2,7 @@ import Foundation
 import WLStorageJSON
 
 /// What a cell needs of its backer beyond ``WLStorageBacker``: telling nothing stored, saving a default only there,
-/// and reading an outside change. A plain custom backer lacks it (see ``StorageCell/read(_:defaultValue:)``).
+/// and reading an outside change. A plain custom backer lacks it (see ``WLStorageBacker/readResult(defaultValue:)``).
 protocol StoreBacking<Value>: Sendable {
     associatedtype Value: Codable & Sendable
 

@@ -49,3 +49,19 @@ public protocol WLStorageObservableBacker<T>: WLStorageBacker {
     /// have been changed elsewhere, until the returned observation is cancelled or released.
     func observeChanges(_ changed: @escaping @Sendable () -> Void) -> WLStorageSubscription
 }
+
+extension WLStorageBacker {
+    /// Reads the backer as any backer is read, telling a stored value from `makeDefault`'s by whether it asked for it.
+    func readResult(defaultValue makeDefault: () -> T) -> ReadResult<T> {
+        var askedForDefault = false
+        do {
+            let value = try read {
+                askedForDefault = true
+                return makeDefault()
+            }
+            return askedForDefault ? .absent : .value(value)
+        } catch {
+            return .failed(WLStorageError(wrapping: error, key: key))
+        }
+    }
+}
