@@ -1,6 +1,7 @@
 import Dispatch
 
 /// The parts of a cell's state that most cells never use.
+@usableFromInline
 package final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and written only under the cell's state lock
     package var listeners: [UInt64: @Sendable (T) -> Void] = [:]
     package var nextListenerID: UInt64 = 0

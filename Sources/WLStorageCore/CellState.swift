@@ -3,22 +3,22 @@
 package struct CellState<T: Sendable>: Sendable {
     /// Incremented on every local change; the value is pending while it differs from `writtenVersion`.
     @usableFromInline package var version: UInt64 = 0
-    package var writtenVersion: UInt64 = 0
+    @usableFromInline package var writtenVersion: UInt64 = 0
     @usableFromInline package var throttle: WriteThrottle
     @usableFromInline package var hasListeners = false
-    package var stored: StoredState
+    @usableFromInline package var stored: StoredState
     /// How many `update`s of the cell are running, on any thread (see ``UpdatesOnThisThread``).
     @usableFromInline package var updaters: UInt16 = 0
     /// Incremented on every change, local or adopted: an `update` commits only if it is unchanged since its read.
     @usableFromInline package var changeCount: UInt32 = 0
     /// The thread running the cell's job, or 0 when none runs.
-    package var busyThread: UInt = 0
+    @usableFromInline package var busyThread: UInt = 0
     /// Listeners, the last error, waiting flushes and rarely set flags: allocated when first needed.
-    package var extras: CellExtras<T>?
+    @usableFromInline package var extras: CellExtras<T>?
     /// The value, last: the fields before it then have the same offsets whatever the value's type.
     @usableFromInline package var value: T
 
-    @inline(__always)  // into the cell's init, which looks up the metadata of this type already
+    @inlinable @inline(__always)  // into the cell's init, which looks up the metadata of this type already
     package init(value: T, stored: StoredState, throttle: WriteThrottle) {
         self.value = value
         self.stored = stored

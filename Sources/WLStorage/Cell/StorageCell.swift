@@ -44,6 +44,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The value a removal returns to, made now if it has not been: never read it under a lock of the package.
     var defaultValue: T { defaults.value }
 
+    @inline(__always)
     init(
         value: T, stored: StoredState, defaults: CellDefault<T>, migrations: [WLStorageMigration<T>] = [],
         backer: any WLStorageBacker<T>, own: OwnBacker<T>, interval: UInt64?, scheduler: any WriteScheduler
@@ -54,7 +55,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         self.scheduler = scheduler
         self.defaults = defaults
         super.init()
-        if !migrations.isEmpty { add(migrations) }
+        if migrations.count > 0 { add(migrations) }  // not `isEmpty`: a generic call, and two metadata look-ups
     }
 
     /// Adds a storage's migrations; renames go to a key's backer, which writes both names. A joining storage's rename

@@ -29,7 +29,7 @@ struct KeyBinding<T: Codable & Sendable> {
     /// What the watch or the feed had reported when following began (see ``ChangeRouter``).
     private var reports = ChangeRouter.Reports()
     /// The right to open the key, held from following until ``register(_:)``: other storages of the key wait for it.
-    private var gate: OpeningGate?
+    private var opening: CellKey?
 
     /// The binding of `backer`: the only place where a backer's kind is found by casts.
     @inline(__always)
@@ -61,9 +61,10 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
+    @inline(__always)
     private var keyBacker: WLStorageDefaultBacker<T>? { if case .key(let keyBacker) = kind { keyBacker } else { nil } }
 
-    private var own: OwnBacker<T> {
+    @inline(__always) private var own: OwnBacker<T> {
         switch kind {
         case .key(let keyBacker): .key(keyBacker)
         case .observed(let observed, _): .observed(observed)
@@ -72,7 +73,7 @@ struct KeyBinding<T: Codable & Sendable> {
     }
 
     /// Starts following outside changes and finds the key's live cell, if any; when found, following stops again.
-    mutating func follow(makeDefault: () -> T) -> StorageRegistry.Lookup<T> {
+    @inline(__always) mutating func follow(makeDefault: () -> T) -> StorageRegistry.Lookup<T> {
         switch kind {
         case .key(let keyBacker):
             switch keyBacker.source {
@@ -104,7 +105,7 @@ struct KeyBinding<T: Codable & Sendable> {
         let watch = Runtime.shared.router.follow(directory: directory)
         identity = watch.identity ?? identity
         let found: StorageRegistry.Lookup<T>
-        (found, gate) = Runtime.shared.registry.open(file: name, in: directory, identity: &identity, as: T.self)
+        (found, opening) = Runtime.shared.registry.open(file: name, in: directory, identity: &identity, as: T.self)
         guard case .none = found else {
             Runtime.shared.router.unfollow(.directory(directory))
             return found
@@ -116,7 +117,7 @@ struct KeyBinding<T: Codable & Sendable> {
     private mutating func follow(store medium: StoreMedium) -> StorageRegistry.Lookup<T> {
         reports = Runtime.shared.router.follow(store: medium.store, identity: medium.identity)
         let found: StorageRegistry.Lookup<T>
-        (found, gate) = Runtime.shared.registry.open(.store(medium.identity, key: medium.storedKey), as: T.self)
+        (found, opening) = Runtime.shared.registry.open(.store(medium.identity, key: medium.storedKey), as: T.self)
         guard case .none = found else {
             Runtime.shared.router.unfollow(.store(medium.identity))
             return found
@@ -127,7 +128,9 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Reads the first state of a new cell. A storage that follows outside changes needs its default for a removal:
     /// `lazyDefault`, or made now. A plain custom backer asks for the default only when it holds nothing.
-    func read(makeDefault: () -> T, lazyDefault: LazyDefault<T>?, migrations: [WLStorageMigration<T>]) -> Opening {
+    @inline(__always) func read(makeDefault: () -> T, lazyDefault: LazyDefault<T>?, migrations: [WLStorageMigration<T>])
+        -> Opening
+    {
         func decoding(_ made: CellDefault<T>) -> ValueDecoding<T> {
             ValueDecoding(defaultValue: { made.value }, migrations: migrations)
         }
@@ -140,7 +143,7 @@ struct KeyBinding<T: Codable & Sendable> {
         switch kind {
         case .key(let keyBacker):
             let made = made()
-            if !migrations.isEmpty { keyBacker.addRenames(migrations.compactMap(\.rename)) }
+            if migrations.count > 0 { keyBacker.addRenames(migrations.compactMap(\.rename)) }  // see StorageCell.init
             let found = keyBacker.readStored(prepared: prepared, decoding: decoding(made))
             return Self.opening(found, defaults: made, savesDefault: keyBacker.savesDefault)
         case .observed(let observed, _):
@@ -148,15 +151,21 @@ struct KeyBinding<T: Codable & Sendable> {
             let made = CellDefault.made(observed.defaultValue)
             return Self.opening(observed.readStored(decoding: decoding(made)), defaults: made, savesDefault: false)
         case .observable, .plain:
-            var made: T?
-            let found = backer.readResult {
-                let value = made ?? makeDefault()
-                made = value
-                return value
-            }
-            let defaultValue = if case .value(let read) = found { made ?? read } else { made ?? makeDefault() }
-            return Self.opening(found, defaults: .made(defaultValue), savesDefault: false)
+            return readPlain(makeDefault: makeDefault)
         }
+    }
+
+    /// Out of line: its optional is a generic type to look up, which a file's opening need not.
+    @inline(never)
+    private func readPlain(makeDefault: () -> T) -> Opening {
+        var made: T?
+        let found = backer.readResult {
+            let value = made ?? makeDefault()
+            made = value
+            return value
+        }
+        let defaultValue = if case .value(let read) = found { made ?? read } else { made ?? makeDefault() }
+        return Self.opening(found, defaults: .made(defaultValue), savesDefault: false)
     }
 
     /// The first state of a cell that read `found`; only a store key's backer saves its default where nothing is.
@@ -212,10 +221,10 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Makes `cell` the key's, or returns the cell (or value type) another thread registered meanwhile, dropping `cell`
     /// unwritten. Either way, storages waiting for this opening go on.
-    mutating func register(_ cell: StorageCell<T>) -> StorageRegistry.Lookup<T> {
+    @inline(__always) mutating func register(_ cell: StorageCell<T>) -> StorageRegistry.Lookup<T> {
         defer {
-            if let gate { Runtime.shared.registry.opened(gate) }
-            gate = nil
+            if let opening { Runtime.shared.registry.opened(opening) }
+            opening = nil
         }
         if identity == nil, let directory = keyBacker?.directory {
             // The read may have prepared the directory: keyed by what it is, as every storage of its file will be.
@@ -230,7 +239,7 @@ struct KeyBinding<T: Codable & Sendable> {
     }
 
     /// Checks for a change between following and registering `cell`, which found no cell to tell.
-    func catchUp(_ cell: StorageCell<T>) {
+    @inline(__always) func catchUp(_ cell: StorageCell<T>) {
         switch kind {
         case .key(let keyBacker):
             guard watched else { return }

@@ -68,6 +68,12 @@ final class StorageRegistry: Sendable {
         let id: ObjectIdentifier
     }
 
+    /// A key's opening: its thread, and the group the threads waiting for it wait on, made by the first to wait.
+    private struct Opening {
+        let owner: UInt
+        var waiters: DispatchGroup?
+    }
+
     private struct Tables {
         /// The cells of keys in stores, by their keys.
         var entries: [CellKey: Entry] = [:]
@@ -75,8 +81,8 @@ final class StorageRegistry: Sendable {
         var cells: [ObjectIdentifier: Registration] = [:]
         /// Cells kept alive until their work is done, with the number of ``keep(_:)`` calls not balanced yet.
         var kept: [ObjectIdentifier: (cell: any RegisteredCell, count: Int)] = [:]
-        /// The keys being opened, by the threads that read them and make their defaults (see ``OpeningGate``).
-        var opening: [CellKey: OpeningGate] = [:]
+        /// The keys being opened, by the threads that read them and make their defaults (see ``open(_:as:matches:)``).
+        var opening: [CellKey: Opening] = [:]
         /// Directory paths of cells moved out of their keys' way, with counts: records may be stale until re-examined.
         var movedAside: [StorageDirectory: Int] = [:]
 
@@ -97,8 +103,8 @@ final class StorageRegistry: Sendable {
     /// What a look-up of a key to open finds: its live cell, another thread opening it, or the right to open it.
     private enum OpeningStep {
         case found(any RegisteredCell)
-        case wait(OpeningGate)
-        case open(OpeningGate?)
+        case wait(DispatchGroup)
+        case open(CellKey?)
     }
 
     private let tables = Lock(Tables())
@@ -110,7 +116,7 @@ final class StorageRegistry: Sendable {
     /// The live cell of the file `name` in `directory`, or the right to open it; corrects a stale `identity`.
     func open<T>(
         file name: String, in directory: StorageDirectory, identity: inout DirectoryIdentity?, as type: T.Type
-    ) -> (found: Lookup<T>, gate: OpeningGate?) {
+    ) -> (found: Lookup<T>, opening: CellKey?) {
         // A cell keyed by the path alone (it led nowhere) is keyed by what it leads to once it leads somewhere.
         let unreachable = Self.key(directory: directory, name: name, identity: nil)
         if identity != nil,
@@ -142,45 +148,48 @@ final class StorageRegistry: Sendable {
     }
 
     /// The live cell of `key` in a store, or the right to open it.
-    func open<T>(_ key: CellKey, as type: T.Type) -> (found: Lookup<T>, gate: OpeningGate?) {
+    func open<T>(_ key: CellKey, as type: T.Type) -> (found: Lookup<T>, opening: CellKey?) {
         open(key, as: type) { _ in true }!
     }
 
     /// The live cell of `key` that `matches` (`false`: moved aside, looked for again; `nil` returned), or the key's
-    /// gate, held until ``opened(_:)`` so the key is read and its default made once. A thread holding a gate waits for
-    /// none, so no two threads wait for each other.
+    /// opening, held until ``opened(_:)`` so the key is read and its default made once. A thread opening a key waits
+    /// for none, so no two threads wait for each other.
     private func open<T>(
         _ key: CellKey, as type: T.Type, matches: (any RegisteredCell) -> Bool?
-    ) -> (found: Lookup<T>, gate: OpeningGate?)? {
+    ) -> (found: Lookup<T>, opening: CellKey?)? {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         while true {
             let step = tables.withLock { tables -> OpeningStep in
                 if let cell = tables.entries[key]?.cell { return .found(cell) }
-                let holdsAGate = tables.opening.values.contains { $0.owner == thread }
-                if let gate = tables.opening[key] { return holdsAGate ? .open(nil) : .wait(gate) }
-                let gate = OpeningGate(key: key, owner: thread)
-                tables.opening[key] = gate
-                return .open(gate)
+                let opensAKey = tables.opening.values.contains { $0.owner == thread }
+                // One look-up where no thread opens the key; another's opening is put back.
+                guard var other = tables.opening.updateValue(Opening(owner: thread), forKey: key) else {
+                    return .open(key)
+                }
+                defer { tables.opening[key] = other }
+                if opensAKey { return .open(nil) }
+                let waiters = other.waiters ?? DispatchGroup()
+                if other.waiters == nil { waiters.enter() }  // left by ``opened(_:)``
+                other.waiters = waiters
+                return .wait(waiters)
             }
             switch step {
             case .found(let cell):
                 guard let matching = matches(cell) else { return nil }
                 guard matching else { continue }
                 return (Self.match(cell, as: type), nil)
-            case .wait(let gate):
-                gate.wait()
-            case .open(let gate):
-                return (.none, gate)
+            case .wait(let waiters):
+                waiters.wait()  // outside every lock
+            case .open(let opening):
+                return (.none, opening)
             }
         }
     }
 
-    /// Ends the opening of the key of `gate` (see ``open(_:as:matches:)``): its cell is registered, or another's was.
-    func opened(_ gate: OpeningGate) {
-        tables.withLock { tables in
-            if tables.opening[gate.key] === gate { tables.opening[gate.key] = nil }
-        }
-        gate.open()
+    /// Ends the opening of `key` (see ``open(_:as:matches:)``): its cell is registered, or another's was.
+    func opened(_ key: CellKey) {
+        tables.withLock { $0.opening.removeValue(forKey: key)?.waiters }?.leave()
     }
 
     /// Whether a cell found under the key of `directory`'s file is that file's cell; else it was moved out of the key's
@@ -364,26 +373,5 @@ final class StorageRegistry: Sendable {
     private static func match<T>(_ cell: any RegisteredCell, as type: T.Type) -> Lookup<T> {
         if let typed = cell as? StorageCell<T> { return .found(typed) }
         return .mismatch(cell.valueTypeName)
-    }
-}
-
-/// The right to open a key with no live cell, held until its cell is registered; others wait outside every lock.
-final class OpeningGate: Sendable {
-    let key: CellKey
-    let owner: UInt  // the thread
-    private let group = DispatchGroup()
-
-    init(key: CellKey, owner: UInt) {
-        (self.key, self.owner) = (key, owner)
-        group.enter()
-    }
-
-    /// Waits until the key is opened. Never call it under a lock of the package.
-    func wait() {
-        group.wait()
-    }
-
-    fileprivate func open() {
-        group.leave()
     }
 }

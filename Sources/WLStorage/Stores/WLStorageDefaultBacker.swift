@@ -127,6 +127,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// through `decoding`'s added fields and migrations, are kept aside and count as absent; bytes that decode only
     /// through them are kept until this backer next writes. `prepared`: the caller has just prepared the directory;
     /// `again`: a key changed while its bytes were kept aside is read once more.
+    @inline(__always)
     func readStored(
         prepared: Bool = false, again: Bool = true, decoding: @autoclosure () -> ValueDecoding<T>
     ) -> ReadResult<T> {
