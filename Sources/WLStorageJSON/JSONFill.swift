@@ -31,7 +31,7 @@ package enum JSONFill {
         _ data: Data, failing error: any Error, from defaults: Data, as type: T.Type
     ) -> (value: T, bytes: Data)? {
         guard case DecodingError.keyNotFound(_, _) = error else { return nil }
-        var bytes = withoutByteOrderMark([UInt8](data))
+        guard var bytes = object(data)?.bytes else { return nil }
         let model = [UInt8](defaults)
         var modelParser = Parser(bytes: model)
         guard let modelRoot = modelParser.parseValue(depth: 0) else { return nil }
@@ -55,16 +55,22 @@ package enum JSONFill {
         return nil
     }
 
-    /// `bytes` without a byte order mark, which the decoder accepts.
-    static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
-        bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+    /// The bytes of `data` (as UTF-8, without a byte order mark), its members and range, when it is a JSON object.
+    package static func object(_ data: Data) -> (bytes: [UInt8], members: [Member], range: Range<Int>)? {
+        guard case let (bytes, .object(members, range))? = parsed(data) else { return nil }
+        return (bytes, members, range)
     }
 
-    /// The bytes of `data` (without a byte order mark), its members and range, when it is a JSON object.
-    package static func object(_ data: Data) -> (bytes: [UInt8], members: [Member], range: Range<Int>)? {
-        var parser = Parser(bytes: withoutByteOrderMark([UInt8](data)))
-        guard case .object(let members, let range)? = parser.parseValue(depth: 0) else { return nil }
-        return (parser.bytes, members, range)
+    /// The bytes of `data` as UTF-8 without a byte order mark (which the decoder accepts), and the value they hold:
+    /// Foundation reads UTF-16 and UTF-32 too, which are tried when the bytes do not parse whole as UTF-8.
+    package static func parsed(_ data: Data) -> (bytes: [UInt8], node: Node)? {
+        for encoding: String.Encoding in [.utf8, .utf16, .utf16LittleEndian, .utf32, .utf32LittleEndian] {
+            guard let string = String(data: data, encoding: encoding) else { continue }
+            var parser = Parser(bytes: Array(string.drop { $0 == "\u{FEFF}" }.utf8))
+            guard let node = parser.parseValue(depth: 0), parser.isAtEnd else { continue }
+            return (parser.bytes, node)
+        }
+        return nil
     }
 
     /// The member at `path` (keys of nested objects) of `node`: the first of a name, as the decoder reads it.
@@ -75,7 +81,7 @@ package enum JSONFill {
         return path.count == 1 ? member : self.member(at: path.dropFirst(), in: member.value)
     }
 
-    /// `bytes` with `member` of `model` added to the object at `path`; `nil` when there is no object there.
+    /// `bytes` with `member` of `model` added last to the object at `path`, before any trailing comma; `nil` if none.
     private static func inserting(
         _ member: Member, from model: [UInt8], at path: ArraySlice<String>, into bytes: [UInt8]
     ) -> [UInt8]? {
@@ -86,7 +92,7 @@ package enum JSONFill {
         let separator: [UInt8] = members.isEmpty ? [] : [UInt8(ascii: ",")]
         let text = separator + model[member.rawKey] + [UInt8(ascii: ":")] + model[member.value.range]
         var result = bytes
-        result.insert(contentsOf: text, at: range.upperBound - 1)  // before the closing brace
+        result.insert(contentsOf: text, at: members.last?.value.range.upperBound ?? range.lowerBound + 1)
         return result
     }
 
@@ -204,7 +210,8 @@ package enum JSONFill {
             default:
                 let start = index
                 index = bytes[index...].firstIndex { ",}] \t\n\r".utf8.contains($0) } ?? bytes.count
-                return index > start
+                // Text in another encoding read as UTF-8 starts with no number or literal.
+                return index > start && "-0123456789tfn".utf8.contains(bytes[start])
             }
         }
 
