@@ -5,10 +5,10 @@
 import Foundation
 import Testing
 import WLStorageFleet
-import WLStorageJSON
 import WLStorageTestSupport
 
 @testable import WLStorage
+@testable import WLStorageJSON
 
 private struct Inner: Codable, Equatable, Sendable {
     var x = 0
@@ -47,7 +47,6 @@ private struct Probe: Decodable {
     struct InnerProbe: Decodable {
         var x: Int?
         var y: Int?
-        var w: JSONValue?
     }
     var a: Int?
     var b: String?
@@ -55,7 +54,6 @@ private struct Probe: Decodable {
     var c: Int?
     var d: InnerProbe?
     var note: String?
-    var z: JSONValue?
 
     /// What each version reads of bytes the decoder reads as this: the old name wins, the rest from the defaults.
     var readings: Readings {
@@ -252,6 +250,14 @@ struct StoredJSONSpellingsTests {
 
     private func stored(_ store: MemoryStore) -> Data? { store.contents.state.withLock { $0.values[Self.key] } }
 
+    /// The bytes of the members no version knows, `z` and `d.w`, as UTF-8 (the first of a repeated name).
+    private func unknownMembers(_ data: Data?) -> [[UInt8]?] {
+        guard let data, let (bytes, members, _) = JSONFill.object(data) else { return [] }
+        let z = members.first { $0.key == "z" }.map { Array(bytes[$0.value.range]) }
+        guard case .object(let inner, _)? = members.first(where: { $0.key == "d" })?.value else { return [z, nil] }
+        return [z, inner.first { $0.key == "w" }.map { Array(bytes[$0.value.range]) }]
+    }
+
     private func probe(_ data: Data?) -> Probe? { data.flatMap { try? JSONDecoder().decode(Probe.self, from: $0) } }
 
     /// A program of `version` that has read the key.
@@ -339,6 +345,48 @@ struct StoredJSONSpellingsTests {
         #expect(read.v2 == V2(a: 1, bee: "y", c: 9))
     }
 
+    // MARK: Numbers and strings the decoder reads and `JSONSerialization` does not
+
+    /// Members no version knows that `JSONDecoder` reads (skips) while `JSONSerialization` and ``JSONValue`` do not: a
+    /// number beyond a `Double`'s range, a string with a lone surrogate.
+    static let unreadableMembers = ["1e400", "-1E+999", #""\ud800""#]
+
+    /// A change written onto another program's keeps that program's change beside a member no type reads. Known not to
+    /// hold yet: the merge compares members as ``JSONValue``s, and gives up on the whole object when one does not
+    /// decode as one; the change is then written whole, over the other program's.
+    @Test(arguments: unreadableMembers)
+    func aChangeWrittenOntoAnotherProgramsKeepsItsChangeBesideAMemberNoTypeReads(member: String) {
+        let store = store(holding: Data(#"{"a":1,"b":"x","bee":"x","c":2,"z":\#(member)}"#.utf8))
+        let writer = program(2, over: store)
+        store.contents.state.withLock {
+            $0.values[Self.key] = Data(#"{"a":7,"b":"x","bee":"x","c":2,"z":\#(member)}"#.utf8)
+        }
+        writer.change(.c, to: 9)
+        withKnownIssue("FieldMerge gives up on an object with a member JSONValue does not read") {
+            #expect(readings(store).0.v2 == V2(a: 7, bee: "x", c: 9))
+        }
+        #expect(unknownMembers(stored(store)) == [Array(member.utf8), nil])
+    }
+
+    /// Bytes a version cannot map, beside a member no type reads, are another version's JSON: left as they are, not
+    /// kept aside as not JSON (`JSONSerialization`, which judges them, does not read the member). Known not to hold yet.
+    @Test(arguments: unreadableMembers)
+    func bytesAVersionCannotMapBesideAMemberNoTypeReadsAreLeftAsTheyAre(member: String) {
+        let bytes = Data(#"{"a":"one","b":"x","z":\#(member)}"#.utf8)
+        let store = store(holding: bytes)
+        let storage = WLStorage(
+            key: Self.key, defaultValue: V1(), flushInterval: nil, store: MemoryStore(replicaOf: store))
+        #expect(storage.wrappedValue == V1())
+        storage.flush()
+        // JSONSyntax judges with JSONSerialization, which rejects what JSONDecoder reads: the bytes count as no JSON,
+        // are kept aside, and replaced by the default.
+        withKnownIssue("bytes JSONDecoder reads are judged not JSON by JSONSerialization") {
+            #expect(storage.lastError?.code == .storedByAnotherVersion)
+            #expect(stored(store) == bytes, "reading wrote")
+            #expect(store.contents.state.withLock { $0.values.count } == 1, "a copy was kept aside")
+        }
+    }
+
     /// Bytes spelled at random, read by each version, then changed one field at a time by random versions (rollbacks
     /// among them): every read is the decoder's, reading writes nothing, and nothing changes that no write changed.
     @Test(arguments: Spelling.allCases)
@@ -356,7 +404,7 @@ struct StoredJSONSpellingsTests {
             let (read, _) = readings(store)
             #expect(read == expected, "\(shown)")
             #expect(stored(store) == bytes, "reading wrote: \(shown)")
-            let unknown = (decoded.z, decoded.d?.w)
+            let unknown = unknownMembers(bytes)
             for step in 0..<4 {
                 let field = speller.pick(FieldChange.allCases)
                 let version = speller.pick(field.versions)
@@ -369,8 +417,7 @@ struct StoredJSONSpellingsTests {
                     "\(shown); step \(step): version \(version) set \(field) to \(value), stored "
                     + String(decoding: after ?? Data(), as: UTF8.self)
                 #expect(read == expected, "\(context)")
-                let now = probe(after)
-                #expect(now?.z == unknown.0 && now?.d?.w == unknown.1, "a member no version knows changed: \(context)")
+                #expect(unknownMembers(after) == unknown, "a member no version knows changed: \(context)")
                 if read != expected { break }
             }
         }
@@ -417,8 +464,8 @@ struct StoredJSONSpellingsTests {
                 "\(shown); another stored \(other) = \(otherValue) as \(String(decoding: otherBytes, as: UTF8.self)), "
                 + "then version \(version) set \(field) to \(value): \(String(decoding: after ?? Data(), as: UTF8.self))"
             #expect(read == expected, "\(context)")
-            let now = probe(after)
-            #expect(now?.z == decoded.z && now?.d?.w == decoded.d?.w, "a member no version knows changed: \(shown)")
+            #expect(
+                unknownMembers(after) == unknownMembers(otherBytes), "a member no version knows changed: \(context)")
         }
     }
 }
