@@ -301,6 +301,35 @@ struct StoredJSONSpellingsTests {
         #expect(store.contents.state.withLock { $0.values.count } == 1, "a copy was kept aside")
     }
 
+    /// Members filled into an empty nested object, however its braces are spaced, go inside it.
+    @Test(arguments: ["{}", "{ }", "{\n\t}", "{},"])
+    func membersFilledIntoAnEmptyNestedObjectAreRead(empty: String) {
+        let bytes = Data(#"{"a":1,"b":"x","bee":"x","c":2,"d":\#(empty)}"#.utf8)
+        let store = store(holding: bytes)
+        let (read, errors) = readings(store)
+        #expect(read.v3 == V3(a: 1, bee: "x", c: 2, d: Inner(x: 0, y: 0)))
+        #expect(errors == [nil, nil, nil])
+        #expect(stored(store) == bytes)
+    }
+
+    /// Thousands of members no version knows, spelled oddly in UTF-16, survive a write of each version, in a second.
+    @Test func thousandsOfOddlySpelledUnknownMembersSurviveEveryVersionsWrite() throws {
+        var members = (0..<3_000).map { #""\u0075\#($0)" : [\#($0), {"k":\#($0)e0}] ,"u\#($0)":null"# }
+        members += [#""a":1"#, #""b":"x""#, #""bee":"x""#, #""c":2"#, #""d":{"x":1,"y":2,}"#]
+        let text = "{" + members.joined(separator: ",\n") + ",}"
+        let store = store(holding: try #require(text.data(using: .utf16BigEndian)))
+        let start = ContinuousClock.now
+        for version in 1...3 { program(version, over: store).change(.a, to: 10 + version) }
+        #expect(ContinuousClock.now - start < .seconds(10))
+        let written = try #require(stored(store))
+        let after = try #require(JSONFill.object(written))
+        // Each unknown name once, with the value the decoder read (the first), and the known ones.
+        #expect(after.members.count == 3_000 + 5)
+        #expect(readings(store).0.v3 == V3(a: 13, bee: "x", c: 2, d: Inner(x: 1, y: 2)))
+        let probe = try JSONDecoder().decode([String: JSONValue].self, from: written)
+        #expect(probe["u7"] == .array([.number(7), .object(["k": .number(7)])]))
+    }
+
     // MARK: UTF-16 and UTF-32, which Foundation reads
 
     static let encodings: [String.Encoding] = [
