@@ -362,6 +362,43 @@ struct StoredJSONSpellingsTests {
         #expect(read.v3 == V3(a: 5, bee: "x", c: 2, d: Inner(x: 3, y: 4)))
     }
 
+    /// The same in a directory: each version reads the file as the decoder does, and a write keeps what it does not know.
+    @Test(arguments: encodings)
+    func eachVersionReadsAFileInUTF16OrUTF32AndItsWriteKeepsWhatItDoesNotKnow(encoding: String.Encoding) throws {
+        try withTemporaryDirectory { directory in
+            let text = #"{"a":1,"b":"new","bee":"old","c":2,"d":{"w":7,"x":3},"z":[1],}"#
+            let bytes = try #require(text.data(using: encoding))
+            let url = directory.appendingPathComponent(Self.key)
+            try bytes.write(to: url)
+            do {
+                let v2 = WLStorage(
+                    key: Self.key, defaultValue: V2(), flushInterval: nil, store: .directory(directory),
+                    migrations: renamed)
+                #expect(v2.wrappedValue == V2(a: 1, bee: "new", c: 2))
+                v2.flush()
+            }
+            do {
+                let v3 = WLStorage(
+                    key: Self.key, defaultValue: V3(), flushInterval: nil, store: .directory(directory),
+                    migrations: renamed3)
+                #expect(v3.wrappedValue == V3(a: 1, bee: "new", c: 2, d: Inner(x: 3)))
+                v3.flush()
+            }
+            #expect(try Data(contentsOf: url) == bytes, "reading wrote")
+            do {
+                let v1 = WLStorage(key: Self.key, defaultValue: V1(), flushInterval: nil, store: .directory(directory))
+                #expect(v1.wrappedValue == V1(a: 1, b: "new"))
+                v1.wrappedValue.a = 5
+                v1.flush()
+                #expect(v1.lastError == nil)
+            }
+            let written = try Data(contentsOf: url)
+            #expect(unknownMembers(written) == [Array("[1]".utf8), Array("7".utf8)])
+            let decoded = try #require(probe(written))
+            #expect(decoded.readings.v3 == V3(a: 5, bee: "new", c: 2, d: Inner(x: 3)))
+        }
+    }
+
     /// A change written onto another program's UTF-32 (little-endian) keeps that program's change: the merge read
     /// UTF-32 in big-endian order only, and the change was written whole over it.
     @Test func aChangeWrittenOntoAnotherProgramsUTF32KeepsItsChange() throws {
