@@ -5,7 +5,8 @@ import Foundation
 package enum JSONFill {
     private static let maximumAdded = 1_024
 
-    /// Whether `encoded` keeps all members of `stored` (at every shared object depth), and any of them (at the top).
+    /// Whether `encoded` keeps all members of `stored` (at every shared object depth; the first of a repeated name, as
+    /// the decoder reads it), and any of them (at the top).
     package static func coverage(of stored: Data, in encoded: Data) -> (all: Bool, any: Bool) {
         guard let storedMembers = object(stored)?.members, let encodedMembers = object(encoded)?.members else {
             return (false, false)
@@ -16,7 +17,7 @@ package enum JSONFill {
 
     private static func keepsAll(_ stored: [Member], _ encoded: [Member]) -> Bool {
         let byKey = Dictionary(encoded.map { ($0.key, $0) }) { _, last in last }
-        return stored.allSatisfy { member in
+        return Dictionary(stored.map { ($0.key, $0) }) { first, _ in first }.values.allSatisfy { member in
             guard let kept = byKey[member.key] else { return false }
             if case .object(let inner, _) = member.value, case .object(let keptInner, _) = kept.value {
                 return keepsAll(inner, keptInner)

@@ -330,6 +330,22 @@ struct StoredJSONSpellingsTests {
         #expect(probe["u7"] == .array([.number(7), .object(["k": .number(7)])]))
     }
 
+    /// A value filled from the default is taken at once when it keeps every member the decoder read, whatever a
+    /// repeated name after the first holds: it is not read through a migration instead (which took `d` from its own
+    /// conversion, not from the bytes, and wrote the value back, so reading wrote).
+    @Test func aRepeatedNameAfterTheFirstDoesNotSendAFilledValueThroughAMigration() {
+        let bytes = Data(#"{"a":1,"b":"x","bee":"x","c":2,"d":{"x":1},"d":{"q":1}}"#.utf8)
+        let store = store(holding: bytes)
+        let migrations = renamed3 + [.from(V2.self) { V3(a: $0.a, bee: $0.bee, c: $0.c, note: $0.note) }]
+        let storage = WLStorage(
+            key: Self.key, defaultValue: V3(), flushInterval: nil, store: MemoryStore(replicaOf: store),
+            migrations: migrations)
+        #expect(storage.wrappedValue == V3(a: 1, bee: "x", c: 2, d: Inner(x: 1, y: 0)))
+        storage.flush()
+        #expect(stored(store) == bytes, "reading wrote")
+        #expect(store.contents.state.withLock { $0.values.count } == 1, "a copy was kept as before the type change")
+    }
+
     // MARK: UTF-16 and UTF-32, which Foundation reads
 
     static let encodings: [String.Encoding] = [
