@@ -592,8 +592,14 @@ struct StoredJSONSpellingsTests {
             case .y: document.d?.y = otherValue
             case .note: document.note = "n\(otherValue)"
             }
-            let otherBytes = document.bytes(&speller)
-            store.contents.state.withLock { $0.values[Self.key] = otherBytes }
+            var otherBytes = document.bytes(&speller)
+            if speller.chance(50) {
+                // Or a program of some version that knows the field, which writes the package's plain JSON.
+                program(speller.pick(other.versions), over: store).change(other, to: otherValue)
+                otherBytes = stored(store) ?? Data()
+            } else {
+                store.contents.state.withLock { $0.values[Self.key] = otherBytes }
+            }
             other.apply(otherValue, to: &expected)
             writer.change(field, to: value)
             field.apply(value, to: &expected)
