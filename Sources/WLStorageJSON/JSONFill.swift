@@ -62,12 +62,13 @@ package enum JSONFill {
         return (bytes, members, range)
     }
 
-    /// The bytes of `data` as UTF-8 without a byte order mark (which the decoder accepts), and the value they hold:
-    /// Foundation reads UTF-16 and UTF-32 too, which are tried when the bytes do not parse whole as UTF-8.
+    /// `data` as UTF-8 without a byte order mark, and the value it holds: the bytes as they are (the decoder skips strings
+    /// that are not UTF-8), else as UTF-16 or UTF-32 text; misread text is no value, whose bytes all start in ASCII.
     package static func parsed(_ data: Data) -> (bytes: [UInt8], node: Node)? {
         for encoding: String.Encoding in [.utf8, .utf16, .utf16LittleEndian, .utf32, .utf32LittleEndian] {
-            guard let string = String(data: data, encoding: encoding) else { continue }
-            var parser = Parser(bytes: Array(string.drop { $0 == "\u{FEFF}" }.utf8))
+            let text = encoding == .utf8 ? [UInt8](data) : String(data: data, encoding: encoding).map { Array($0.utf8) }
+            guard let text else { continue }
+            var parser = Parser(bytes: text.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(text.dropFirst(3)) : text)
             guard let node = parser.parseValue(depth: 0), parser.isAtEnd else { continue }
             return (parser.bytes, node)
         }
@@ -211,7 +212,6 @@ package enum JSONFill {
             default:
                 let start = index
                 index = bytes[index...].firstIndex { ",}] \t\n\r".utf8.contains($0) } ?? bytes.count
-                // Text in another encoding read as UTF-8 starts with no number or literal.
                 return index > start && "-0123456789tfn".utf8.contains(bytes[start])
             }
         }

@@ -427,6 +427,18 @@ struct StoredJSONSpellingsTests {
         #expect(read.v2 == V2(a: 1, bee: "y", c: 9))
     }
 
+    /// A member no version knows holding a string that is not UTF-8, which the decoder skips, is kept by a write, and
+    /// the other members are read as before by every version.
+    @Test func aWriteKeepsAnUnknownMemberWhoseStringIsNotUTF8() throws {
+        var bytes = Data(#"{"a":1,"b":"x","bee":"x","c":2,"d":{"x":3,"y":4},"z":""#.utf8)
+        bytes += [0xFF, 0xFE] + Data(#""}"#.utf8)
+        let store = store(holding: bytes)
+        #expect(readings(store).0.v3 == V3(a: 1, bee: "x", c: 2, d: Inner(x: 3, y: 4)))
+        program(1, over: store).change(.a, to: 5)
+        #expect(unknownMembers(stored(store)) == [[UInt8(ascii: "\""), 0xFF, 0xFE, UInt8(ascii: "\"")], nil])
+        #expect(readings(store).0.v3 == V3(a: 5, bee: "x", c: 2, d: Inner(x: 3, y: 4)))
+    }
+
     // MARK: Numbers and strings the decoder reads and `JSONSerialization` does not
 
     /// Members no version knows that `JSONDecoder` reads (skips) while `JSONSerialization` and ``JSONValue`` do not: a
