@@ -439,6 +439,33 @@ struct StoredJSONSpellingsTests {
         #expect(readings(store).0.v3 == V3(a: 5, bee: "x", c: 2, d: Inner(x: 3, y: 4)))
     }
 
+    /// A set the writer did not change, stored in another order than its encoder writes it, is no change of its own: a
+    /// change of another field written onto another program's keeps that program's change of the set. Known not to hold
+    /// yet: the merge compares arrays in order, so the set re-encoded in this process's order counts as changed, and is
+    /// written over the other program's (any two processes encode a `Set` in different orders).
+    @Test func aSetStoredInAnotherOrderIsNoChangeOfTheWriters() throws {
+        struct Tagged: Codable, Equatable, Sendable {
+            var tags: Set<String> = []
+            var count = 0
+        }
+        let tags: Set<String> = ["a", "b", "c", "d", "e", "f", "g", "h"]
+        let order = try JSONDecoder().decode([String: [String]].self, from: JSONEncoder().encode(["tags": tags]))
+        let reversed = try #require(order["tags"]).reversed().map { #""\#($0)""# }.joined(separator: ",")
+        let store = MemoryStore()
+        store.writeUnreported(Self.key, json: #"{"count":1,"tags":[\#(reversed)]}"#)
+        let writer = WLStorage(
+            key: Self.key, defaultValue: Tagged(), flushInterval: nil, store: MemoryStore(replicaOf: store))
+        #expect(writer.wrappedValue == Tagged(tags: tags, count: 1))
+        store.writeUnreported(Self.key, json: #"{"count":1,"tags":["z",\#(reversed)]}"#)
+        writer.wrappedValue.count = 2
+        writer.flush()
+        let after = try #require(stored(store))
+        let read = try JSONDecoder().decode(Tagged.self, from: after)
+        withKnownIssue("FieldMerge compares arrays in order, and a Set's order differs between processes") {
+            #expect(read == Tagged(tags: tags.union(["z"]), count: 2))
+        }
+    }
+
     // MARK: Numbers and strings the decoder reads and `JSONSerialization` does not
 
     /// Members no version knows that `JSONDecoder` reads (skips) while `JSONSerialization` and ``JSONValue`` do not: a
