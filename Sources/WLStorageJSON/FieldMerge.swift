@@ -76,19 +76,11 @@ package enum FieldMerge {
 }
 
 extension FieldMerge.Piece {
-    /// The value of `data` and its bytes, as UTF-8: Foundation reads UTF-16 and UTF-32 too, which are read again as
-    /// UTF-8 when the bytes do not parse whole, to what the decoder read (an object or not).
+    /// The value of `data` and its bytes, as UTF-8 (see ``JSONFill/parsed(_:)``).
     init?(_ data: Data) {
-        guard let value = try? JSONCoders.decoder.decode(JSONValue.self, from: data) else { return nil }
-        for encoding: String.Encoding in [.utf8, .utf16, .utf32, .utf16BigEndian, .utf16LittleEndian, .utf32BigEndian] {
-            guard let string = String(data: data, encoding: encoding) else { continue }
-            let text = JSONFill.withoutByteOrderMark(Array(string.utf8))
-            var parser = JSONFill.Parser(bytes: text)
-            guard let node = parser.parseValue(depth: 0), parser.isAtEnd else { continue }
-            if case .object = value, case .other = node { continue }
-            self.init(value: value, text: text, node: node)
-            return
-        }
-        return nil
+        guard let value = try? JSONCoders.decoder.decode(JSONValue.self, from: data),
+            let (text, node) = JSONFill.parsed(data)
+        else { return nil }
+        self.init(value: value, text: text, node: node)
     }
 }

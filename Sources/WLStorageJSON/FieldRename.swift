@@ -30,7 +30,7 @@ package struct FieldRename: Sendable, Equatable {
         _ source: String, to target: String, in object: Data, removingWithoutSource: Bool = false
     ) -> Data {
         guard source != target else { return object }
-        guard case let (bytes, members, range)? = JSONFill.object(object) else { return object }
+        guard case let (bytes, members, _)? = JSONFill.object(object) else { return object }
         let from = members.first { $0.key == source }
         // A `null` written under the new name is no value for the old one, which an earlier version may need.
         let absent = from.map { removingWithoutSource && bytes[$0.value.range].elementsEqual("null".utf8) } ?? true
@@ -55,8 +55,8 @@ package struct FieldRename: Sendable, Equatable {
                 position = next.rawKey.lowerBound
                 member.append(UInt8(ascii: ","))
             } else {
-                position = range.upperBound - 1  // before the closing brace
-                if !members.isEmpty { member.insert(UInt8(ascii: ","), at: 0) }
+                position = members[members.count - 1].value.range.upperBound  // before any trailing comma
+                member.insert(UInt8(ascii: ","), at: 0)
             }
             result.insert(contentsOf: member, at: position)
         }

@@ -5,7 +5,8 @@ import Foundation
 package enum JSONFill {
     private static let maximumAdded = 1_024
 
-    /// Whether `encoded` keeps all members of `stored` (at every shared object depth), and any of them (at the top).
+    /// Whether `encoded` keeps all members of `stored` (at every shared object depth; the first of a repeated name, as
+    /// the decoder reads it), and any of them (at the top).
     package static func coverage(of stored: Data, in encoded: Data) -> (all: Bool, any: Bool) {
         guard let storedMembers = object(stored)?.members, let encodedMembers = object(encoded)?.members else {
             return (false, false)
@@ -16,7 +17,7 @@ package enum JSONFill {
 
     private static func keepsAll(_ stored: [Member], _ encoded: [Member]) -> Bool {
         let byKey = Dictionary(encoded.map { ($0.key, $0) }) { _, last in last }
-        return stored.allSatisfy { member in
+        return Dictionary(stored.map { ($0.key, $0) }) { first, _ in first }.values.allSatisfy { member in
             guard let kept = byKey[member.key] else { return false }
             if case .object(let inner, _) = member.value, case .object(let keptInner, _) = kept.value {
                 return keepsAll(inner, keptInner)
@@ -31,7 +32,7 @@ package enum JSONFill {
         _ data: Data, failing error: any Error, from defaults: Data, as type: T.Type
     ) -> (value: T, bytes: Data)? {
         guard case DecodingError.keyNotFound(_, _) = error else { return nil }
-        var bytes = withoutByteOrderMark([UInt8](data))
+        guard var bytes = object(data)?.bytes else { return nil }
         let model = [UInt8](defaults)
         var modelParser = Parser(bytes: model)
         guard let modelRoot = modelParser.parseValue(depth: 0) else { return nil }
@@ -55,16 +56,23 @@ package enum JSONFill {
         return nil
     }
 
-    /// `bytes` without a byte order mark, which the decoder accepts.
-    static func withoutByteOrderMark(_ bytes: [UInt8]) -> [UInt8] {
-        bytes.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(bytes.dropFirst(3)) : bytes
+    /// The bytes of `data` (as UTF-8, without a byte order mark), its members and range, when it is a JSON object.
+    package static func object(_ data: Data) -> (bytes: [UInt8], members: [Member], range: Range<Int>)? {
+        guard case let (bytes, .object(members, range))? = parsed(data) else { return nil }
+        return (bytes, members, range)
     }
 
-    /// The bytes of `data` (without a byte order mark), its members and range, when it is a JSON object.
-    package static func object(_ data: Data) -> (bytes: [UInt8], members: [Member], range: Range<Int>)? {
-        var parser = Parser(bytes: withoutByteOrderMark([UInt8](data)))
-        guard case .object(let members, let range)? = parser.parseValue(depth: 0) else { return nil }
-        return (parser.bytes, members, range)
+    /// `data` as UTF-8 without a byte order mark, and the value it holds: the bytes as they are (the decoder skips strings
+    /// that are not UTF-8), else as UTF-16 or UTF-32 text; misread text is no value, whose bytes all start in ASCII.
+    package static func parsed(_ data: Data) -> (bytes: [UInt8], node: Node)? {
+        for encoding: String.Encoding in [.utf8, .utf16, .utf16LittleEndian, .utf32, .utf32LittleEndian] {
+            let text = encoding == .utf8 ? [UInt8](data) : String(data: data, encoding: encoding).map { Array($0.utf8) }
+            guard let text else { continue }
+            var parser = Parser(bytes: text.starts(with: [0xEF, 0xBB, 0xBF]) ? Array(text.dropFirst(3)) : text)
+            guard let node = parser.parseValue(depth: 0), parser.isAtEnd else { continue }
+            return (parser.bytes, node)
+        }
+        return nil
     }
 
     /// The member at `path` (keys of nested objects) of `node`: the first of a name, as the decoder reads it.
@@ -75,7 +83,7 @@ package enum JSONFill {
         return path.count == 1 ? member : self.member(at: path.dropFirst(), in: member.value)
     }
 
-    /// `bytes` with `member` of `model` added to the object at `path`; `nil` when there is no object there.
+    /// `bytes` with `member` of `model` added last to the object at `path`, before any trailing comma; `nil` if none.
     private static func inserting(
         _ member: Member, from model: [UInt8], at path: ArraySlice<String>, into bytes: [UInt8]
     ) -> [UInt8]? {
@@ -86,7 +94,7 @@ package enum JSONFill {
         let separator: [UInt8] = members.isEmpty ? [] : [UInt8(ascii: ",")]
         let text = separator + model[member.rawKey] + [UInt8(ascii: ":")] + model[member.value.range]
         var result = bytes
-        result.insert(contentsOf: text, at: range.upperBound - 1)  // before the closing brace
+        result.insert(contentsOf: text, at: members.last?.value.range.upperBound ?? range.lowerBound + 1)
         return result
     }
 
@@ -195,7 +203,7 @@ package enum JSONFill {
             default:
                 let start = index
                 index = bytes[index...].firstIndex { ",}] \t\n\r".utf8.contains($0) } ?? bytes.count
-                return index > start
+                return index > start && "-0123456789tfn".utf8.contains(bytes[start])
             }
         }
 

@@ -9,8 +9,8 @@ import Foundation
 package enum UnknownFields {
     /// `data` itself when it is a JSON object, which a write may need to keep members of; `nil` otherwise.
     package static func base(_ data: Data) -> Data? {
-        // Whitespace and a byte order mark may come first.
-        let first = data.withUnsafeBytes { $0.first { ![0x20, 0x0A, 0x09, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) } }
+        // Whitespace, a byte order mark and UTF-16's or UTF-32's zeros may come first: bytes below 0x21 or above 0xBA.
+        let first = data.withUnsafeBytes { $0.first { (0x21...0xBA).contains($0) } }
         return first == UInt8(ascii: "{") ? data : nil
     }
 

@@ -44,7 +44,7 @@ struct JSONFillTests {
             fill(
                 #"{ "a" : 1.50, "o": {"x": "\u0041"}, "arr": [{"k":1}] }"#,
                 #"{"a":2,"b":[3],"o":{"x":"B","y":7},"optional":5}"#, as: Nested.self)
-                == #"{ "a" : 1.50, "o": {"x": "\u0041","y":7}, "arr": [{"k":1}] ,"b":[3]}"#)
+                == #"{ "a" : 1.50, "o": {"x": "\u0041","y":7}, "arr": [{"k":1}],"b":[3] }"#)
     }
 
     @Test func keysAreComparedAsTheStringsTheyStandFor() {
