@@ -3,7 +3,7 @@ import Foundation
 /// Any JSON value as Foundation reads it, to compare: numbers by their digits (as `Decimal`s, exact to 38 digits), or as
 /// `Double`s or integers where a `Decimal` cannot hold them.
 package enum JSONValue: Decodable, Equatable, Sendable {
-    case null
+    case null, unreadable
     case bool(Bool)
     case number(Decimal)
     case double(Double)
@@ -30,7 +30,8 @@ package enum JSONValue: Decodable, Equatable, Sendable {
         } else if let value = try? container.decode([JSONValue].self) {
             self = .array(value)
         } else {
-            self = .object(try container.decode([String: JSONValue].self))
+            // A value the decoder skips but no type reads (`1e400`, a lone surrogate): one writers copy as it was.
+            self = (try? container.decode([String: JSONValue].self)).map(JSONValue.object) ?? .unreadable
         }
     }
 

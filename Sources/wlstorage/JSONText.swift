@@ -2,8 +2,8 @@ import Foundation
 import WLStorage
 import WLStorageJSON
 
-/// JSON as the bytes of a file: checked as the library checks it (`JSONSerialization`, through `JSONSyntax`), and
-/// re-laid out without being re-encoded.
+/// JSON as the bytes of a file: checked strictly, as `JSONSerialization` reads JSON (the library leaves as another
+/// version's some texts `JSONDecoder` reads but this refuses, such as `1e400`), and re-laid out without re-encoding.
 ///
 /// Laying out the text, rather than parsing and serializing it again, keeps
 /// every number, string escape and key order exactly as stored: `1.0` stays `1.0` and a 20-digit integer keeps its
@@ -12,7 +12,7 @@ enum JSONText {
     /// Why `data` is not a JSON text (top-level fragments such as `42` or `null` allowed), in Foundation's words
     /// with the offset of the byte it is about (`Invalid value around character 9`), or `nil` when it is.
     static func problem(in data: Data) -> String? {
-        JSONSyntax.problem(in: data)
+        JSONSyntax.problem(in: data, strict: true)
     }
 
     /// `text` as a JSON string: in quotes, with `"`, `\` and the control characters escaped, as `set --string` stores

@@ -93,15 +93,13 @@ struct PostgresSettings: Sendable {
                 let userInformation = authority[..<at]
                 if let colon = userInformation.firstIndex(of: ":") {
                     let password = String(userInformation[userInformation.index(after: colon)...])
-                    found.append(password)
-                    if let decoded = password.removingPercentEncoding { found.append(decoded) }
+                    found += [password, password.removingPercentEncoding].compactMap { $0 }
                 }
             }
             for pair in url.split(whereSeparator: { $0 == "?" || $0 == "&" }) {
                 let parts = pair.split(separator: "=", maxSplits: 1)
                 if parts.count == 2, parts[0].lowercased().hasSuffix("password") {
-                    found.append(String(parts[1]))
-                    if let decoded = String(parts[1]).removingPercentEncoding { found.append(decoded) }
+                    found += [String(parts[1]), String(parts[1]).removingPercentEncoding].compactMap { $0 }
                 }
             }
         } else {
@@ -125,9 +123,8 @@ struct PostgresSettings: Sendable {
     /// `password=secret …`): as written, and as libpq parses them.
     private static func embeddedSecrets(in database: String) -> [String] {
         guard database.contains("=") || database.contains("://") else { return [] }
-        var found = writtenSecrets(in: database)
-        if let options = PQconninfoParse(database, nil) { found += entries(options).filter(\.secret).map(\.value) }
-        return found.filter { !$0.isEmpty }
+        let parsed = PQconninfoParse(database, nil).map { entries($0).filter(\.secret).map(\.value) } ?? []
+        return (writtenSecrets(in: database) + parsed).filter { !$0.isEmpty }
     }
 
     /// The value given to `search_path` by libpq's `options` (`-c search_path=a,b`, `-csearch_path=…`,

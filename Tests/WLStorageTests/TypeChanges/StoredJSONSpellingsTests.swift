@@ -468,13 +468,12 @@ struct StoredJSONSpellingsTests {
 
     // MARK: Numbers and strings the decoder reads and `JSONSerialization` does not
 
-    /// Members no version knows that `JSONDecoder` reads (skips) while `JSONSerialization` and ``JSONValue`` do not: a
-    /// number beyond a `Double`'s range, a string with a lone surrogate.
+    /// Members no version knows that `JSONDecoder` reads (skips) while `JSONSerialization` does not, and no type reads:
+    /// a number beyond a `Double`'s range, a string with a lone surrogate.
     static let unreadableMembers = ["1e400", "-1E+999", #""\ud800""#]
 
-    /// A change written onto another program's keeps that program's change beside a member no type reads. Known not to
-    /// hold yet: the merge compares members as ``JSONValue``s, and gives up on the whole object when one does not
-    /// decode as one; the change is then written whole, over the other program's.
+    /// A change written onto another program's keeps that program's change beside a member no type reads (the merge
+    /// gave up on the whole object, and the change was written whole, over the other program's).
     @Test(arguments: unreadableMembers)
     func aChangeWrittenOntoAnotherProgramsKeepsItsChangeBesideAMemberNoTypeReads(member: String) {
         let store = store(holding: Data(#"{"a":1,"b":"x","bee":"x","c":2,"z":\#(member)}"#.utf8))
@@ -483,14 +482,12 @@ struct StoredJSONSpellingsTests {
             $0.values[Self.key] = Data(#"{"a":7,"b":"x","bee":"x","c":2,"z":\#(member)}"#.utf8)
         }
         writer.change(.c, to: 9)
-        withKnownIssue("FieldMerge gives up on an object with a member JSONValue does not read") {
-            #expect(readings(store).0.v2 == V2(a: 7, bee: "x", c: 9))
-        }
+        #expect(readings(store).0.v2 == V2(a: 7, bee: "x", c: 9))
         #expect(unknownMembers(stored(store)) == [Array(member.utf8), nil])
     }
 
     /// Bytes a version cannot map, beside a member no type reads, are another version's JSON: left as they are, not
-    /// kept aside as not JSON (`JSONSerialization`, which judges them, does not read the member). Known not to hold yet.
+    /// kept aside as not JSON (they were, when judged by `JSONSerialization`, which does not read the member).
     @Test(arguments: unreadableMembers)
     func bytesAVersionCannotMapBesideAMemberNoTypeReadsAreLeftAsTheyAre(member: String) {
         let bytes = Data(#"{"a":"one","b":"x","z":\#(member)}"#.utf8)
@@ -499,13 +496,9 @@ struct StoredJSONSpellingsTests {
             key: Self.key, defaultValue: V1(), flushInterval: nil, store: MemoryStore(replicaOf: store))
         #expect(storage.wrappedValue == V1())
         storage.flush()
-        // JSONSyntax judges with JSONSerialization, which rejects what JSONDecoder reads: the bytes count as no JSON,
-        // are kept aside, and replaced by the default.
-        withKnownIssue("bytes JSONDecoder reads are judged not JSON by JSONSerialization") {
-            #expect(storage.lastError?.code == .storedByAnotherVersion)
-            #expect(stored(store) == bytes, "reading wrote")
-            #expect(store.contents.state.withLock { $0.values.count } == 1, "a copy was kept aside")
-        }
+        #expect(storage.lastError?.code == .storedByAnotherVersion)
+        #expect(stored(store) == bytes, "reading wrote")
+        #expect(store.contents.state.withLock { $0.values.count } == 1, "a copy was kept aside")
     }
 
     // MARK: Members filled from the default
