@@ -3,8 +3,8 @@ import Foundation
 /// A change made over bytes another program has replaced since, taken onto what is stored now, field by field: a
 /// three-way merge of JSON objects (a JSON Merge Patch of the change). Members the writer left unchanged keep what is
 /// stored, byte for byte; ones it changed, added or removed are written so; non-objects are taken whole. So the last
-/// writer of a field wins, and changes to different fields are both kept. Values are compared as ``JSONValue``s (a
-/// number written as the `Double` it was read as is no change); members are written sorted by name, as encoded.
+/// writer of a field wins, and changes to different fields are both kept. Values are compared as ``JSONValue``s;
+/// members are written sorted by name, as encoded.
 package enum FieldMerge {
     /// The bytes of `stored` with the changes `value` makes to `base`, or `nil` when one of the three is not JSON. With
     /// `replacingCases`, a value object sharing no member with base or stored is taken whole (another enum case).
@@ -24,7 +24,7 @@ package enum FieldMerge {
     /// The bytes of the member to write (`nil`: none): stored where the base is unchanged, merged where all are
     /// objects, else ours.
     private static func merge(base: Piece?, value: Piece?, stored: Piece?, replacingCases: Bool) -> ArraySlice<UInt8>? {
-        if value?.value.leaves(base?.value) ?? (base == nil) { return stored?.bytes }
+        if value?.value == base?.value { return stored?.bytes }
         guard let baseMembers = base?.members, let valueMembers = value?.members, let storedMembers = stored?.members,
             !replacingCases || (!disjoint(valueMembers, baseMembers) && !disjoint(valueMembers, storedMembers))
         else { return value?.bytes }

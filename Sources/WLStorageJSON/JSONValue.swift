@@ -34,22 +34,4 @@ package enum JSONValue: Decodable, Equatable, Sendable {
             self = (try? container.decode([String: JSONValue].self)).map(JSONValue.object) ?? .unreadable
         }
     }
-
-    /// Whether this value, a writer's encoding of what it read as `read`, leaves that as it was: equal, or with numbers
-    /// written as the `Double`s they were read as (in the shortest spelling, as the encoder writes a `Double`).
-    package func leaves(_ read: JSONValue?) -> Bool {
-        switch (self, read) {
-        case (.number(let written), .number(let read)?):
-            // From 2^53, an integer written may be an integer's: never taken for a `Double`'s.
-            written == read
-                || written.magnitude < 0x20_0000_0000_0000
-                    && Double("\(read)").flatMap { Decimal(string: "\($0)") } == written
-        case (.array(let items), .array(let readItems)?):
-            items.count == readItems.count && zip(items, readItems).allSatisfy { $0.leaves($1) }
-        case (.object(let members), .object(let readMembers)?):
-            members.count == readMembers.count && members.allSatisfy { $0.value.leaves(readMembers[$0.key]) }
-        default:
-            self == read
-        }
-    }
 }

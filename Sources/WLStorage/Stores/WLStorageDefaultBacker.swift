@@ -30,6 +30,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     private let attached = Atomic<Bool>(false)
     /// Whether the medium keeps the bytes from before the type changed, removed after a write in the current shape.
     private let keepsOriginal = Atomic<Bool>(false)
+    /// The values of the last bytes read or seen, as decoded: a change is taken against the value as this program
+    /// encodes it, not another program's spelling of it (a `Set`'s order, a member filled from the default).
+    private let decodedBases = Lock<[(bytes: Data, value: T)]>([])
 
     /// Marks the backer as a storage's own (see ``attached``).
     func attach() { attached.store(true, ordering: .relaxed) }
@@ -150,6 +153,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             do {
                 let value = try JSONCoders.decoder.decode(T.self, from: read.data)
                 _ = known.withLock { $0.read(read.stamp, read.data) }
+                decoded(value, from: read.data)
                 return .value(value)
             } catch {
                 plainError = error
@@ -168,6 +172,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         _ = known.withLock { $0.read(read.stamp, read.data) }
         switch StoredBytes.read(read.data, at: place, decoding: decoding, plainError: plainError) {
         case .value(let value):
+            decoded(value, from: read.data)
             guard rewrite else { return .value(value) }
             medium.willRewrite(read)
             return .reshaped(value, rewrite: true, note: nil)
@@ -211,7 +216,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         case .bytes(let read?):
             if known.withLock({ $0.saw(read.stamp, read.data) }) { return .unchanged }
             do throws(WLStorageError) {
-                return try StoredBytes.change(read.data, at: place, decoding: decoding)
+                let change = try StoredBytes.change(read.data, at: place, decoding: decoding)
+                if case .changed(let value) = change { decoded(value, from: read.data) }
+                return change
             } catch {
                 if error.code == .decodingFailed { known.withLock { $0.undecodable = read.data } }
                 throw error
@@ -287,10 +294,12 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return UnknownFields.base(made).map { ($0, renames) }
     }
 
-    /// The bytes to write for `data` changed against `base` onto `stored` (another's): the first that decodes of the
-    /// merge (``FieldMerge``), the merge taking another enum case whole, the merge filled from `data`. Else `data`
-    /// whole, unless `stored` did not decode either. `nil` when no merge can be made.
-    private func merging(_ data: Data, base: Data, onto stored: Data) -> Data? {
+    /// The bytes for `data`, changed against `base` (as this program encodes the value decoded from it, if known), onto
+    /// `stored` (another's): the first that decodes of the merge (``FieldMerge``), the merge taking another enum case
+    /// whole, the merge filled from `data`; else `data` whole, unless `stored` did not decode either; `nil`: no merge.
+    private func merging(_ data: Data, base read: Data, onto stored: Data) -> Data? {
+        let value = decodedBases.withLock { $0.last { $0.bytes == read }?.value }
+        let base = value.flatMap { try? encode($0, replacing: read) } ?? read
         guard let merged = FieldMerge.merge(base: base, value: data, stored: stored) else { return nil }
         func decodes(_ bytes: Data) -> Bool { (try? JSONCoders.decoder.decode(T.self, from: bytes)) != nil }
         if decodes(merged) { return merged }
@@ -404,6 +413,15 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             return .writtenOver
         }
         throw changesKeptComing
+    }
+
+    /// Records `value` as decoded from `bytes`, with the last one before; the one dropped is released after the lock.
+    private func decoded(_ value: T, from bytes: Data) {
+        var entries = [(bytes: bytes, value: value)]
+        decodedBases.withLock { kept in
+            swap(&kept, &entries)
+            kept.insert(contentsOf: entries.suffix(1), at: 0)
+        }
     }
 
     func adoptSeen() {

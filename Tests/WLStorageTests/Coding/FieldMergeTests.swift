@@ -66,20 +66,13 @@ import WLStorageJSON
                 stored: #"{"a":3,"m":12345678901234567.89}"#) == #"{"a":3,"m":12345678901234567.89}"#)
     }
 
-    /// A number read with more digits than the `Double` it is, written back as the `Double`'s shortest spelling, is no
-    /// change: another program's change of it stands.
-    @Test func aNumberWrittenBackAsTheDoubleItWasReadAsIsNoChange() {
-        #expect(
-            merge(
-                base: #"{"x":0.10000000000000001,"y":1}"#, value: #"{"x":0.1,"y":2}"#, stored: #"{"x":0.5,"y":1}"#)
-                == #"{"x":0.5,"y":2}"#)
-        #expect(merge(base: #"[1e-7,2]"#, value: #"[1e-07,2]"#, stored: #"[3]"#) == #"[3]"#)
-        // A change past a `Double`'s digits (a `Decimal`'s) is one; and a number the `Double` read differs from.
+    /// A number changed past a `Double`'s digits (a `Decimal`'s), or to another `Double`, or an integer past 2^53 changed
+    /// to the one the `Double` of the other reads as (an `Int64`'s change), is a change.
+    @Test func numbersChangedPastADoublesDigitsAreChanges() {
         #expect(
             merge(base: #"{"x":0.1}"#, value: #"{"x":0.1000000000000000000001}"#, stored: #"{"x":0.5}"#)
                 == #"{"x":0.1000000000000000000001}"#)
         #expect(merge(base: #"{"x":0.1}"#, value: #"{"x":0.2}"#, stored: #"{"x":0.5}"#) == #"{"x":0.2}"#)
-        // An integer past 2^53 changed to the one the `Double` of the other reads as: an `Int64`'s change.
         #expect(
             merge(base: #"{"x":9007199254740993}"#, value: #"{"x":9007199254740992}"#, stored: #"{"x":5}"#)
                 == #"{"x":9007199254740992}"#)
