@@ -10,9 +10,8 @@ package enum JSONSyntax {
             _ = try JSONSerialization.jsonObject(with: data, options: .fragmentsAllowed)
             return nil
         } catch {
-            var reason = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)"
-            if reason.hasSuffix(".") { reason.removeLast() }
-            return reason
+            let reason = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "\(error)"
+            return reason.hasSuffix(".") ? String(reason.dropLast()) : reason
         }
     }
 }

@@ -30,8 +30,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     private let attached = Atomic<Bool>(false)
     /// Whether the medium keeps the bytes from before the type changed, removed after a write in the current shape.
     private let keepsOriginal = Atomic<Bool>(false)
-    /// The values of the last bytes read or seen, as decoded: a change is taken against the value as this program
-    /// encodes it, not another program's spelling of it (a `Set`'s order, a member filled from the default).
+    /// The values decoded from the last bytes read or seen (of 64 KiB at most): a change is taken against the value as
+    /// this program encodes it, not another program's spelling of it (a `Set`'s order, a member the read filled in).
     private let decodedBases = Lock<[(bytes: Data, value: T)]>([])
 
     /// Marks the backer as a storage's own (see ``attached``).
@@ -417,6 +417,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// Records `value` as decoded from `bytes`, with the last one before; the one dropped is released after the lock.
     private func decoded(_ value: T, from bytes: Data) {
+        guard bytes.count <= 65_536 else { return }
         var entries = [(bytes: bytes, value: value)]
         decodedBases.withLock { kept in
             swap(&kept, &entries)

@@ -28,9 +28,11 @@ private final class Touchy: Codable, Sendable {
 @Suite(.capturingOutput, .serialized) struct ValueDeinitOutsideLocksTests {
     @Test func valuesWhoseDeinitTouchesTheStorageAreReleasedOutsideTheLock() {
         let store = MemoryStore()
-        store.writeFromOutside("t", json: #"{"n":1}"#)
+        store.writeFromOutside("t", json: #"{"n":5}"#)
         let storage = WLStorage(key: "t", defaultValue: Touchy(0), flushInterval: nil, store: store)
         Touchy.target.withLock { $0 = storage }
+        // The value read stays with the backer (the base of a field merge); a value set is released at the next set.
+        storage.wrappedValue = Touchy(1)
         defer {
             let storage = Touchy.target.withLock { target in
                 defer { target = nil }
@@ -38,7 +40,7 @@ private final class Touchy: Codable, Sendable {
             }
             _ = storage
         }
-        storage.wrappedValue = Touchy(2)  // releases the value read, whose deinit sets the storage
+        storage.wrappedValue = Touchy(2)  // releases the value set before, whose deinit sets the storage
         #expect(storage.wrappedValue.n == -1)
         storage.flush()
         #expect(store.stored("t") == #"{"n":-1}"#)
