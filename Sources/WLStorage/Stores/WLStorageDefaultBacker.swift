@@ -30,8 +30,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     private let attached = Atomic<Bool>(false)
     /// Whether the medium keeps the bytes from before the type changed, removed after a write in the current shape.
     private let keepsOriginal = Atomic<Bool>(false)
-    /// The values decoded from the last bytes read or seen (of 64 KiB at most): a change is taken against the value as
-    /// this program encodes it, not another program's spelling of it (a `Set`'s order, a member the read filled in).
+    /// The values decoded from the last two byte strings read or seen, up to 64 KiB: the bases of a merge's comparison.
     private let decodedBases = Lock<[(bytes: Data, value: T)]>([])
 
     /// Marks the backer as a storage's own (see ``attached``).
@@ -172,7 +171,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         _ = known.withLock { $0.read(read.stamp, read.data) }
         switch StoredBytes.read(read.data, at: place, decoding: decoding, plainError: plainError) {
         case .value(let value):
-            decoded(value, from: read.data)
+            decoded(value, from: read.data, always: true)
             guard rewrite else { return .value(value) }
             medium.willRewrite(read)
             return .reshaped(value, rewrite: true, note: nil)
@@ -294,7 +293,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return UnknownFields.base(made).map { ($0, renames) }
     }
 
-    /// The bytes for `data`, changed against `base` (as this program encodes the value decoded from it, if known), onto
+    /// The bytes for `data`, changed against `base` (as this program encodes the value decoded from it, if kept), onto
     /// `stored` (another's): the first that decodes of the merge (``FieldMerge``), the merge taking another enum case
     /// whole, the merge filled from `data`; else `data` whole, unless `stored` did not decode either; `nil`: no merge.
     private func merging(_ data: Data, base read: Data, onto stored: Data) -> Data? {
@@ -415,9 +414,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         throw changesKeptComing
     }
 
-    /// Records `value` as decoded from `bytes`, with the last one before; the one dropped is released after the lock.
-    private func decoded(_ value: T, from bytes: Data) {
-        guard bytes.count <= 65_536 else { return }
+    /// Records `value` as decoded from `bytes` (the entry dropped is released after the lock) where comparing the bytes
+    /// may differ from comparing this program's encoding (arrays: a `Set`'s order; fractions: digits), or `always`.
+    private func decoded(_ value: T, from bytes: Data, always: Bool = false) {
+        guard bytes.count <= 65_536, always || bytes.contains(where: { $0 == 0x5B || $0 == 0x2E }) else { return }
         var entries = [(bytes: bytes, value: value)]
         decodedBases.withLock { kept in
             swap(&kept, &entries)
