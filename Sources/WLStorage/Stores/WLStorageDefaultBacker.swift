@@ -417,12 +417,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Records `value` as decoded from `bytes` (the entry dropped is released after the lock) where comparing the bytes
     /// may differ from comparing this program's encoding (arrays: a `Set`'s order; fractions: digits), or `always`.
     private func decoded(_ value: T, from bytes: Data, always: Bool = false) {
-        guard bytes.count <= 65_536, always || bytes.contains(where: { $0 == 0x5B || $0 == 0x2E }) else { return }
+        guard bytes.count <= 65_536, always || bytes.withUnsafeBytes({ $0.contains { $0 == 0x5B || $0 == 0x2E } })
+        else { return }
         var entries = [(bytes: bytes, value: value)]
-        decodedBases.withLock { kept in
-            swap(&kept, &entries)
-            kept.insert(contentsOf: entries.suffix(1), at: 0)
-        }
+        decodedBases.withLock { kept in (kept, entries) = (Array(kept.suffix(1)) + entries, kept) }
     }
 
     func adoptSeen() {
