@@ -70,8 +70,8 @@ let usage = """
     The etcd-* cases start a throwaway etcd on 127.0.0.1 with the etcd program on the PATH (WLSTORAGE_ETCD=PATH
     chooses it), and are skipped when there is none.
     Missed targets are marked MISSED. The exit status is 2 when the arguments are wrong, 1 when a target of a
-    guarded row (a hot path: get and set, with a file and with a custom backer) is missed outside --quick, and 0
-    otherwise.
+    guarded row (a hot path: get and set, with a file and with a custom backer, and update) is missed outside
+    --quick, and 0 otherwise.
     """
 
 var quick = false

@@ -5,7 +5,7 @@ extension StorageCell {
     /// Runs `body` on a copy of the value outside every lock, again if the value changed, and stores what it leaves.
     @inlinable
     func update<R>(_ body: (inout T) throws -> R) rethrows -> R {
-        if isStoreBacked, let stored = try updateInStore(body) { return stored }
+        if updatesInStore, let stored = try updateInStore(body) { return stored }
         return try updateLocally(body)
     }
 
@@ -45,10 +45,6 @@ extension StorageCell {
             if attempts > 2 { sched_yield() }
         }
     }
-
-    /// Whether the backer may be a store's that writes on condition (not a directory's file).
-    @usableFromInline
-    var isStoreBacked: Bool { keyBacker.map { $0.storeMedium != nil } ?? true }
 
     /// The backer of a key in a store other than a directory, and its medium: what an update writes through.
     typealias StoreKey = (backer: WLStorageDefaultBacker<T>, medium: StoreMedium)
