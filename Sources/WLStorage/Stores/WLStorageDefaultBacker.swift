@@ -30,7 +30,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     private let attached = Atomic<Bool>(false)
     /// Whether the medium keeps the bytes from before the type changed, removed after a write in the current shape.
     private let keepsOriginal = Atomic<Bool>(false)
-    /// The values decoded from the last two byte strings read or seen, up to 64 KiB: the bases of a merge's comparison.
+    /// The values decoded from the base's bytes and those seen last, up to 64 KiB: the bases of a merge's comparison.
     private let decodedBases = Lock<[(bytes: Data, value: T)]>([])
 
     /// Marks the backer as a storage's own (see ``attached``).
@@ -171,7 +171,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         _ = known.withLock { $0.read(read.stamp, read.data) }
         switch StoredBytes.read(read.data, at: place, decoding: decoding, plainError: plainError) {
         case .value(let value):
-            decoded(value, from: read.data, always: true)
+            decoded(value, from: read.data)
             guard rewrite else { return .value(value) }
             medium.willRewrite(read)
             return .reshaped(value, rewrite: true, note: nil)
@@ -414,14 +414,15 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         throw changesKeptComing
     }
 
-    /// Records `value` as decoded from `bytes` (the entry dropped is released after the lock) where comparing the bytes
-    /// may differ from comparing this program's encoding (arrays: a `Set`'s order; fractions: digits), or `always`.
-    private func decoded(_ value: T, from bytes: Data, always: Bool = false) {
-        guard bytes.count <= 65_536, always || bytes.contains(where: { $0 == 0x5B || $0 == 0x2E }) else { return }
+    /// Records `value` as decoded from `bytes` (of 64 KiB at most) where this program encodes it otherwise (a `Set`'s
+    /// order, digits, members filled in), beside the base's entry; the entry dropped is released after the lock.
+    private func decoded(_ value: T, from bytes: Data) {
+        guard bytes.count <= 65_536, (try? JSONCoders.encoder.encode(value)) != bytes else { return }
         var entries = [(bytes: bytes, value: value)]
+        let base = known.withLock { $0.base }
         decodedBases.withLock { kept in
             swap(&kept, &entries)
-            kept.insert(contentsOf: entries.suffix(1), at: 0)
+            kept.insert(contentsOf: entries.filter { $0.bytes == base && $0.bytes != bytes }, at: 0)
         }
     }
 

@@ -1,0 +1,158 @@
+// A change written onto another program's is judged against the value read as this program encodes it: members the
+// program did not change (a `Set` in another order, a member filled in, a `null` it does not write, a number spelled in
+// more digits than its `Double`) keep the other program's value, however the value was read (at the start, adopted
+// from a check, through a decoder of the type's own) and whatever the checks saw while the change was pending.
+import Foundation
+import Testing
+import WLStorageTestSupport
+
+@testable import WLStorage
+
+@Suite(.capturingOutput)
+struct ChangeJudgedAgainstTheValueReadTests {
+    static let key = "judged"
+
+    private struct Tagged: Codable, Equatable, Sendable {
+        var tags: Set<String> = []
+        var count = 0
+    }
+
+    /// The version that added `b`; an earlier one stored `a` alone.
+    private struct Added: Codable, Equatable, Sendable {
+        var a = 0
+        var b = 0
+    }
+
+    /// The same, decoding a missing `b` as its default itself, as types often do when they gain a field.
+    private struct AddedByItsDecoder: Codable, Equatable, Sendable {
+        var a = 0
+        var b = 0
+
+        init(a: Int = 0, b: Int = 0) { (self.a, self.b) = (a, b) }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            a = try container.decode(Int.self, forKey: .a)
+            b = try container.decodeIfPresent(Int.self, forKey: .b) ?? 0
+        }
+    }
+
+    private struct Noted: Codable, Equatable, Sendable {
+        var a = 0
+        var note: String?
+    }
+
+    private struct Ratio: Codable, Equatable, Sendable {
+        var ratio = 0.0
+        var y = 0
+    }
+
+    private func stored(_ store: MemoryStore) -> Data? { store.contents.state.withLock { $0.values[Self.key] } }
+
+    /// `tags` as the process encodes them, in reverse, as the members of a JSON array.
+    private func reversed(_ tags: Set<String>) throws -> String {
+        let order = try JSONDecoder().decode([String: [String]].self, from: JSONEncoder().encode(["tags": tags]))
+        return try #require(order["tags"]).reversed().map { #""\#($0)""# }.joined(separator: ",")
+    }
+
+    /// A set read in another order stays no change of the writer's while its change is pending and the checks see two
+    /// other programs' changes (the value read was no longer kept after the second, and the set counted as changed and
+    /// was written over the last program's added element).
+    @Test func aSetReadInAnotherOrderIsNoChangeAfterTwoChangesSeenWhileTheChangeWasPending() throws {
+        let tags: Set<String> = ["a", "b", "c", "d", "e", "f", "g", "h"]
+        let reversed = try reversed(tags)
+        let store = MemoryStore()
+        store.writeUnreported(Self.key, json: #"{"count":1,"tags":[\#(reversed)]}"#)
+        let writer = WLStorage(
+            key: Self.key, defaultValue: Tagged(), flushInterval: nil, store: MemoryStore(replicaOf: store))
+        #expect(writer.wrappedValue == Tagged(tags: tags, count: 1))
+        writer.wrappedValue.count = 2
+        for added in ["y", "z"] {
+            let checks = writer.cell.externalChecks
+            store.writeFromOutside(Self.key, json: #"{"count":1,"tags":["\#(added)",\#(reversed)]}"#)
+            try #require(eventually(timeout: 60) { writer.cell.externalChecks > checks })
+        }
+        writer.flush()
+        let after = try #require(stored(store))
+        #expect(try JSONDecoder().decode(Tagged.self, from: after) == Tagged(tags: tags.union(["z"]), count: 2))
+    }
+
+    /// A member filled from the default into a value adopted from a check is no change of the writer's: another
+    /// program's value of it, stored meanwhile, stands (the value adopted was not kept, and the member counted as added).
+    @Test func aMemberFilledIntoAValueAdoptedFromACheckDoesNotReplaceAnotherProgramsValueOfIt() throws {
+        let store = MemoryStore()
+        store.writeUnreported(Self.key, json: #"{"a":0,"b":0}"#)
+        let writer = WLStorage(
+            key: Self.key, defaultValue: Added(), flushInterval: nil, store: MemoryStore(replicaOf: store))
+        #expect(writer.wrappedValue == Added())
+        store.writeFromOutside(Self.key, json: #"{"a":1}"#)
+        try #require(eventually(timeout: 60) { writer.wrappedValue == Added(a: 1, b: 0) })
+        store.writeUnreported(Self.key, json: #"{"a":1,"b":9}"#)
+        writer.wrappedValue.a = 2
+        writer.flush()
+        #expect(stored(store).map { String(decoding: $0, as: UTF8.self) } == #"{"a":2,"b":9}"#)
+    }
+
+    /// A member the type's own decoder filled in when it read is no change of the writer's, read at the start or adopted.
+    @Test(arguments: [false, true])
+    func aMemberTheTypesDecoderFilledInDoesNotReplaceAnotherProgramsValueOfIt(adopted: Bool) throws {
+        let store = MemoryStore()
+        store.writeUnreported(Self.key, json: adopted ? #"{"a":0,"b":0}"# : #"{"a":1}"#)
+        let writer = WLStorage(
+            key: Self.key, defaultValue: AddedByItsDecoder(), flushInterval: nil, store: MemoryStore(replicaOf: store))
+        _ = writer.wrappedValue
+        if adopted { store.writeFromOutside(Self.key, json: #"{"a":1}"#) }
+        try #require(eventually(timeout: 60) { writer.wrappedValue == AddedByItsDecoder(a: 1, b: 0) })
+        store.writeUnreported(Self.key, json: #"{"a":1,"b":9}"#)
+        writer.wrappedValue.a = 2
+        writer.flush()
+        #expect(stored(store).map { String(decoding: $0, as: UTF8.self) } == #"{"a":2,"b":9}"#)
+    }
+
+    /// A `null` another program writes for a missing optional, which this program leaves out, is no removal of the
+    /// writer's: another program's value of the member, stored meanwhile, stands (it was removed).
+    @Test(arguments: [false, true])
+    func aNullTheWriterLeavesOutDoesNotRemoveAnotherProgramsValue(adopted: Bool) throws {
+        let store = MemoryStore()
+        store.writeUnreported(Self.key, json: adopted ? #"{"a":0}"# : #"{"a":1,"note":null}"#)
+        let writer = WLStorage(
+            key: Self.key, defaultValue: Noted(), flushInterval: nil, store: MemoryStore(replicaOf: store))
+        _ = writer.wrappedValue
+        if adopted { store.writeFromOutside(Self.key, json: #"{"a":1,"note":null}"#) }
+        try #require(eventually(timeout: 60) { writer.wrappedValue == Noted(a: 1) })
+        store.writeUnreported(Self.key, json: #"{"a":1,"note":"hi"}"#)
+        writer.wrappedValue.a = 2
+        writer.flush()
+        #expect(stored(store).map { String(decoding: $0, as: UTF8.self) } == #"{"a":2,"note":"hi"}"#)
+    }
+
+    /// A `Double` stored as an integer of more digits than it keeps, which the writer encodes in its shortest spelling,
+    /// is no change of the writer's: another program's change of it meanwhile stands.
+    @Test func aDoubleStoredAsALongIntegerIsNoChangeOfTheWriters() throws {
+        let store = MemoryStore()
+        store.writeUnreported(Self.key, json: #"{"ratio":12345678901234567890,"y":1}"#)
+        let writer = WLStorage(
+            key: Self.key, defaultValue: Ratio(), flushInterval: nil, store: MemoryStore(replicaOf: store))
+        #expect(writer.wrappedValue == Ratio(ratio: 12_345_678_901_234_567_168, y: 1))
+        store.writeUnreported(Self.key, json: #"{"ratio":2,"y":1}"#)
+        writer.wrappedValue.y = 2
+        writer.flush()
+        #expect(stored(store).map { String(decoding: $0, as: UTF8.self) } == #"{"ratio":2,"y":2}"#)
+    }
+
+    /// Reading bytes whose members the type fills in or writes otherwise, at the start or from a check, writes nothing.
+    @Test func readingWhatTheWriterWouldSpellOtherwiseWritesNothing() throws {
+        let store = MemoryStore()
+        store.writeUnreported(Self.key, json: #"{"a":1,"note":null}"#)
+        let noted = WLStorage(key: Self.key, defaultValue: Noted(), flushInterval: nil, store: store)
+        let added = WLStorage(
+            key: Self.key, defaultValue: AddedByItsDecoder(), flushInterval: nil, store: MemoryStore(replicaOf: store))
+        #expect(noted.wrappedValue == Noted(a: 1))
+        #expect(added.wrappedValue == AddedByItsDecoder(a: 1))
+        store.writeFromOutside(Self.key, json: #"{"a":3,"note":null}"#)
+        #expect(eventually(timeout: 60) { noted.wrappedValue.a == 3 && added.wrappedValue.a == 3 })
+        noted.flush()
+        added.flush()
+        #expect(stored(store).map { String(decoding: $0, as: UTF8.self) } == #"{"a":3,"note":null}"#)
+    }
+}
