@@ -155,4 +155,33 @@ struct ChangeJudgedAgainstTheValueReadTests {
         added.flush()
         #expect(stored(store).map { String(decoding: $0, as: UTF8.self) } == #"{"a":3,"note":null}"#)
     }
+
+    /// The second of three versions, which added `ratio`.
+    private struct Rated: Codable, Equatable, Sendable {
+        var a = 0
+        var b = ""
+        var ratio = 0.5
+    }
+
+    /// In a directory, a version that filled a member in when it read the first version's file keeps that member out of
+    /// its change while the monitor sees the third version write it, then the first version, rolled back to, write over
+    /// that: the third version's value stands (the value read was no longer kept, and the filled member counted as added).
+    @Test func aFilledMemberStaysOutOfAChangeWhileTheMonitorSeesTwoVersionsWrite() throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent(Self.key)
+            try Data(#"{"a":1,"b":"x"}"#.utf8).write(to: url)
+            let storage = fileStorage(Self.key, in: directory, default: Rated(), flushInterval: nil)
+            #expect(storage.wrappedValue == Rated(a: 1, b: "x"))
+            storage.wrappedValue.a = 2
+            for written in [#"{"a":1,"b":"y","bee":"y","ratio":0.25}"#, #"{"a":1,"b":"z","bee":"y","ratio":0.25}"#] {
+                let checks = storage.cell.externalChecks
+                try replaceFromOutside(url, with: written)
+                try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            }
+            storage.flush()
+            #expect(storage.lastError == nil)
+            let after = try #require(contents(of: Self.key, in: directory))
+            #expect(String(decoding: after, as: UTF8.self) == #"{"a":2,"b":"z","bee":"y","ratio":0.25}"#)
+        }
+    }
 }
