@@ -284,11 +284,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// The bytes a change is taken against (read, written, or the default's after another's object was seen), or `nil`.
+    /// The bytes a change is taken against: read, written, or the default's where none were or another's object was.
     private func changeBase(_ defaultValue: () -> T) throws(WLStorageError) -> (Data, [FieldRename])? {
-        let (base, seen, renames) = known.withLock { ($0.base, $0.seenObject, $0.renames) }
+        let (base, seen, last, renames) = known.withLock { ($0.base, $0.seenObject, $0.last, $0.renames) }
         if let base { return (base, renames) }
-        guard seen != nil else { return nil }
+        guard seen != nil || last == 0 else { return nil }
         let made = try JSONCoders.encode(defaultValue(), key: key, renaming: renames, keepingUnknownOf: nil)
         return UnknownFields.base(made).map { ($0, renames) }
     }
@@ -363,13 +363,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// A conditional store gets the value whole while the key holds the bytes read or written, or, after another's
-    /// change was seen, the changed fields onto those bytes on the same condition, for a few rounds; others, whole.
+    /// A conditional store gets the value whole while the key holds the bytes read or written (nothing, if none), or,
+    /// after another's change was seen, the changed fields onto it on the same condition, a few rounds; others, whole.
     private func writeChange(
         _ encode: () throws(WLStorageError) -> Data, to medium: StoreMedium, base: Data
     ) throws(WLStorageError) -> ChangeWrite {
         guard !medium.conceals, let conditional = medium.capabilities.conditional else { return .plain }
-        var stored = known.withLock { $0.seenObject } ?? base
+        var stored = known.withLock { $0.seenObject ?? $0.base }
         let data = try encode()
         func writeOnCondition(_ bytes: Data, ifItHolds expected: Data?) throws(WLStorageError) -> Bool {
             do {
@@ -379,11 +379,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             }
         }
         for _ in 0..<8 {
-            let merged = stored == base ? data : merging(data, base: base, onto: stored) ?? data
+            let merged = stored.map { $0 == base ? data : merging(data, base: base, onto: $0) ?? data } ?? data
             if merged != stored || stored == base {
                 try checkSize(merged)
                 let written = try writeOnCondition(merged, ifItHolds: stored)
-                if written, stored == base {
+                if written, stored == base || stored == nil {
                     wrote(merged)
                     return .written
                 }

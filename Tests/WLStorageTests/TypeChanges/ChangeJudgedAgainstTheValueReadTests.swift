@@ -184,4 +184,63 @@ struct ChangeJudgedAgainstTheValueReadTests {
             #expect(String(decoding: after, as: UTF8.self) == #"{"a":2,"b":"z","bee":"y","ratio":0.25}"#)
         }
     }
+
+    /// After another program removed the key, a change of the default the storage took goes onto a value another
+    /// program stored since, unheard of: only the member changed (the default was written whole over that value). A
+    /// store that writes on condition writes the default's change only while nothing is stored.
+    @Test func aChangeOfTheDefaultTakenAfterARemovalGoesOntoAValueStoredSince() throws {
+        let store = MemoryStore()
+        store.writeUnreported(Self.key, json: #"{"a":1,"b":2}"#)
+        let writer = WLStorage(
+            key: Self.key, defaultValue: Added(), flushInterval: nil, store: MemoryStore(replicaOf: store))
+        #expect(writer.wrappedValue == Added(a: 1, b: 2))
+        store.removeFromOutside(Self.key)
+        try #require(eventually(timeout: 60) { writer.wrappedValue == Added() })
+        store.writeUnreported(Self.key, json: #"{"a":5,"b":9,"z":[1]}"#)
+        writer.wrappedValue.a = 3
+        writer.flush()
+        #expect(writer.lastError == nil)
+        #expect(stored(store).map { String(decoding: $0, as: UTF8.self) } == #"{"a":3,"b":9,"z":[1]}"#)
+        #expect(eventually(timeout: 60) { writer.wrappedValue == Added(a: 3, b: 9) })
+    }
+
+    /// The same in a directory.
+    @Test func aChangeOfTheDefaultTakenAfterTheFileWasRemovedGoesOntoAFileWrittenSince() throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent(Self.key)
+            try Data(#"{"a":1,"b":2}"#.utf8).write(to: url)
+            let storage = fileStorage(Self.key, in: directory, default: Added(), flushInterval: nil)
+            #expect(storage.wrappedValue == Added(a: 1, b: 2))
+            try FileManager.default.removeItem(at: url)
+            try #require(eventually(timeout: 60) { storage.wrappedValue == Added() })
+            // Written as the change is made: the storage may or may not have heard of it by its write.
+            try replaceFromOutside(url, with: #"{"a":5,"b":9,"z":[1]}"#)
+            storage.wrappedValue.a = 3
+            storage.flush()
+            #expect(storage.lastError == nil)
+            let after = try #require(contents(of: Self.key, in: directory))
+            #expect(String(decoding: after, as: UTF8.self) == #"{"a":3,"b":9,"z":[1]}"#)
+        }
+    }
+
+    /// With nothing stored after a removal, a change of the default is written whole, and a storage of a number too.
+    @Test func aChangeOfTheDefaultIsWrittenWholeWhereNothingIsStored() throws {
+        let store = MemoryStore()
+        store.writeUnreported(Self.key, json: #"{"a":1,"b":2}"#)
+        store.writeUnreported("number", json: "1")
+        let writer = WLStorage(
+            key: Self.key, defaultValue: Added(), flushInterval: nil, store: MemoryStore(replicaOf: store))
+        let number = WLStorage(key: "number", defaultValue: 0, flushInterval: nil, store: MemoryStore(replicaOf: store))
+        #expect(writer.wrappedValue == Added(a: 1, b: 2))
+        #expect(number.wrappedValue == 1)
+        store.removeFromOutside(Self.key)
+        store.removeFromOutside("number")
+        try #require(eventually(timeout: 60) { writer.wrappedValue == Added() && number.wrappedValue == 0 })
+        writer.wrappedValue.a = 3
+        number.wrappedValue = 4
+        writer.flush()
+        number.flush()
+        #expect(stored(store).map { String(decoding: $0, as: UTF8.self) } == #"{"a":3,"b":0}"#)
+        #expect(store.stored("number") == "4")
+    }
 }
