@@ -1,7 +1,8 @@
 // A change written onto another program's is judged against the value read as this program encodes it: members the
 // program did not change (a `Set` in another order, a member filled in, a `null` it does not write, a number spelled in
 // more digits than its `Double`) keep the other program's value, however the value was read (at the start, adopted
-// from a check, through a decoder of the type's own) and whatever the checks saw while the change was pending.
+// from a check, through a decoder of the type's own) and whatever the checks saw while the change was pending; and a
+// change of the default taken after a removal goes onto a value stored since as the members it changed.
 import Foundation
 import Testing
 import WLStorageTestSupport
@@ -110,7 +111,7 @@ struct ChangeJudgedAgainstTheValueReadTests {
     }
 
     /// A `null` another program writes for a missing optional, which this program leaves out, is no removal of the
-    /// writer's: another program's value of the member, stored meanwhile, stands (it was removed).
+    /// writer's: another program's value of the member, stored meanwhile, stands.
     @Test(arguments: [false, true])
     func aNullTheWriterLeavesOutDoesNotRemoveAnotherProgramsValue(adopted: Bool) throws {
         let store = MemoryStore()
