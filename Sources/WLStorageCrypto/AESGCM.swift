@@ -1,6 +1,5 @@
 internal import CWLStorageOpenSSL
 import Foundation
-import Synchronization
 
 /// A failure to seal or open bytes with ``AESGCM`` or ``SealedBox``; no case carries plaintext, ciphertext or keys.
 package enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {

@@ -33,9 +33,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     /// The same backer when the package made it, told by the binding: spares a cast on every flush.
     private let ownBacker: OwnBacker<T>
     /// Whether an update goes to a store that writes on condition.
-    @usableFromInline var updatesInStore: Bool {
-        if case .key(let key) = ownBacker { key.storeMedium?.writesOnCondition == true } else { false }
-    }
+    @usableFromInline var updatesInStore: Bool { storeMedium?.writesOnCondition == true }
     /// The same backer when it is a key's in a store, and its medium when that store is not a directory.
     var keyBacker: WLStorageDefaultBacker<T>? { if case .key(let keyBacker) = ownBacker { keyBacker } else { nil } }
     /// Whether the key was open with another value type when the cell was made: memory only, writes nothing.

@@ -135,9 +135,8 @@ struct KnownVersions: Sendable {
 
     /// A check found nothing stored: forgets the version; returns whether one was known (a removal, counted as read).
     mutating func readRemoval() -> Bool {
-        let knew = forget()
-        lastWasRead = knew
-        return knew
+        lastWasRead = forget()
+        return lastWasRead
     }
 
     /// Forgets the version; returns whether one was known.

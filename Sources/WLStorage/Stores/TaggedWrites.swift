@@ -1,5 +1,3 @@
-import Foundation
-
 /// A random tag that tells one conditional write from every other: 16 random bytes, as 32 hexadecimal digits.
 public struct WLStorageWriteTag: Sendable, Hashable, CustomStringConvertible {
     /// The tag's 32 hexadecimal digits, as a store keeps them.

@@ -30,8 +30,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     private let attached = Atomic<Bool>(false)
     /// Whether the medium keeps the bytes from before the type changed, removed after a write in the current shape.
     private let keepsOriginal = Atomic<Bool>(false)
-    /// The values decoded from the last two byte strings read or seen, up to 64 KiB: the bases of a merge's comparison.
-    private let decodedBases = Lock<[(bytes: Data, value: T)]>([])
+    /// The values decoded from the base's bytes and those seen last, up to 64 KiB: the bases of a merge's comparison.
+    private let decodedBases = Lock(DecodedBases())
+    private struct Decoded { let bytes: Data, value: T }
+    private struct DecodedBases {
+        var base, last: Decoded?
+        func find(_ bytes: Data?) -> Decoded? { last?.bytes == bytes ? last : base?.bytes == bytes ? base : nil }
+    }
 
     /// Marks the backer as a storage's own (see ``attached``).
     func attach() { attached.store(true, ordering: .relaxed) }
@@ -171,7 +176,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         _ = known.withLock { $0.read(read.stamp, read.data) }
         switch StoredBytes.read(read.data, at: place, decoding: decoding, plainError: plainError) {
         case .value(let value):
-            decoded(value, from: read.data, always: true)
+            decoded(value, from: read.data)
             guard rewrite else { return .value(value) }
             medium.willRewrite(read)
             return .reshaped(value, rewrite: true, note: nil)
@@ -284,11 +289,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// The bytes a change is taken against (read, written, or the default's after another's object was seen), or `nil`.
+    /// The bytes a change is taken against: read, written, or the default's where none were or another's object was.
     private func changeBase(_ defaultValue: () -> T) throws(WLStorageError) -> (Data, [FieldRename])? {
-        let (base, seen, renames) = known.withLock { ($0.base, $0.seenObject, $0.renames) }
+        let (base, seen, last, renames) = known.withLock { ($0.base, $0.seenObject, $0.last, $0.renames) }
         if let base { return (base, renames) }
-        guard seen != nil else { return nil }
+        guard seen != nil || last == 0 else { return nil }
         let made = try JSONCoders.encode(defaultValue(), key: key, renaming: renames, keepingUnknownOf: nil)
         return UnknownFields.base(made).map { ($0, renames) }
     }
@@ -297,7 +302,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// `stored` (another's): the first that decodes of the merge (``FieldMerge``), the merge taking another enum case
     /// whole, the merge filled from `data`; else `data` whole, unless `stored` did not decode either; `nil`: no merge.
     private func merging(_ data: Data, base read: Data, onto stored: Data) -> Data? {
-        let value = decodedBases.withLock { $0.last { $0.bytes == read }?.value }
+        let value = decodedBases.withLock { $0.find(read)?.value }
         let base = value.flatMap { try? encode($0, replacing: read) } ?? read
         guard let merged = FieldMerge.merge(base: base, value: data, stored: stored) else { return nil }
         func decodes(_ bytes: Data) -> Bool { (try? JSONCoders.decoder.decode(T.self, from: bytes)) != nil }
@@ -363,13 +368,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    /// A conditional store gets the value whole while the key holds the bytes read or written, or, after another's
-    /// change was seen, the changed fields onto those bytes on the same condition, for a few rounds; others, whole.
+    /// A conditional store gets the value whole while the key holds the bytes read or written (nothing, if none), or,
+    /// after another's change was seen, the changed fields onto it on the same condition, a few rounds; others, whole.
     private func writeChange(
         _ encode: () throws(WLStorageError) -> Data, to medium: StoreMedium, base: Data
     ) throws(WLStorageError) -> ChangeWrite {
         guard !medium.conceals, let conditional = medium.capabilities.conditional else { return .plain }
-        var stored = known.withLock { $0.seenObject } ?? base
+        var stored = known.withLock { $0.seenObject ?? $0.base }
         let data = try encode()
         func writeOnCondition(_ bytes: Data, ifItHolds expected: Data?) throws(WLStorageError) -> Bool {
             do {
@@ -379,11 +384,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             }
         }
         for _ in 0..<8 {
-            let merged = stored == base ? data : merging(data, base: base, onto: stored) ?? data
+            let merged = stored.map { $0 == base ? data : merging(data, base: base, onto: $0) ?? data } ?? data
             if merged != stored || stored == base {
                 try checkSize(merged)
                 let written = try writeOnCondition(merged, ifItHolds: stored)
-                if written, stored == base {
+                if written, stored == base || stored == nil {
                     wrote(merged)
                     return .written
                 }
@@ -414,13 +419,16 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         throw changesKeptComing
     }
 
-    /// Records `value` as decoded from `bytes` (the entry dropped is released after the lock) where comparing the bytes
-    /// may differ from comparing this program's encoding (arrays: a `Set`'s order; fractions: digits), or `always`.
-    private func decoded(_ value: T, from bytes: Data, always: Bool = false) {
-        guard bytes.count <= 65_536, always || bytes.withUnsafeBytes({ $0.contains { $0 == 0x5B || $0 == 0x2E } })
-        else { return }
-        var entries = [(bytes: bytes, value: value)]
-        decodedBases.withLock { kept in (kept, entries) = (Array(kept.suffix(1)) + entries, kept) }
+    /// Records `value` as decoded from `bytes` (of 64 KiB at most), beside the base's entry: a merge compares with this
+    /// program's encoding of it (a `Set`'s order, digits, members filled in). Entries dropped go after the lock.
+    private func decoded(_ value: T, from bytes: Data) {
+        guard bytes.count <= 65_536 else { return }
+        let base = known.withLock { $0.base }
+        var entries = DecodedBases(base: nil, last: Decoded(bytes: bytes, value: value))
+        decodedBases.withLock { kept in
+            if bytes != base { entries.base = kept.find(base) }
+            swap(&kept, &entries)
+        }
     }
 
     func adoptSeen() {

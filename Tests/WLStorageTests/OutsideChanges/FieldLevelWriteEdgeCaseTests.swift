@@ -297,11 +297,16 @@ import WLStorageTestSupport
             let storage = try Self.openedStorage(in: directory)
             var lost: [String] = []
             for round in 1...150 {
-                Self.outsideSetsTheme("o\(round)", in: directory)
                 if round % 3 == 0 {
+                    Self.outsideSetsTheme("o\(round)", in: directory)
                     storage.update { $0.fontSize = 1000 + round }
                 } else {
+                    // A set is a get, then a set (see Guarantees): made once the storage holds what the file holds, and
+                    // before the other program's change, so that the monitor taking a change between the two does not
+                    // make it carry the theme of before (which then counts as a change of the theme, and is written).
+                    try #require(eventually(timeout: 60) { storage.wrappedValue == Self.decoded(in: directory) })
                     storage.wrappedValue.fontSize = 1000 + round
+                    Self.outsideSetsTheme("o\(round)", in: directory)
                 }
                 storage.flush()
                 let stored = Self.decoded(in: directory)
