@@ -143,7 +143,7 @@ final class EtcdClient: @unchecked Sendable {  // `preferred`, `idle` and `revis
         }
         let kept = reusingConnections ? lock.withLock { idle.popLast() } ?? CurlHandle() : nil
         let (status, bytes) = try CurlPost.post(
-            endpoint.appendingPathComponent(path).absoluteString, body: body,
+            endpoint.absoluteString + "/" + path, body: body,
             milliseconds: max(1, Int(remaining.seconds * 1000)), with: kept)
         if let kept {
             // Kept only after a call that got an answer: one that failed may leave its connection in any state.

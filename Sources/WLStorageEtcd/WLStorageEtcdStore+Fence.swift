@@ -36,14 +36,19 @@ extension WLStorageEtcdStore {
             } else if !conditions.isEmpty {
                 return nil
             }
+            // A refusal reads the key, to tell the fence's from the conditions'; without conditions, only the fence
+            // refuses, and the refusal's revision is at least the key's.
             let request = TxnRequest(
-                compare: compare, success: operations, failure: [RequestOp(requestRange: RangeRequest(key: etcdKey))])
+                compare: compare, success: operations,
+                failure: conditions.isEmpty ? nil : [RequestOp(requestRange: RangeRequest(key: etcdKey))])
             let answer: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
                 try client.call("v3/kv/txn", request, resending: resending)
             }
             if answer.succeeded == true { return answer }
-            let current = answer.responses?.first?.responseRange?.kvs?.first
-            let modified = current?.modRevision.flatMap { Int64($0) } ?? 0
+            let modified =
+                conditions.isEmpty
+                ? answer.header?.revisionNumber ?? 0
+                : answer.responses?.first?.responseRange?.kvs?.first?.modRevision.flatMap { Int64($0) } ?? 0
             // Refused by its own conditions, not by the fence.
             guard modified > seen else {
                 if conditions.isEmpty { break }

@@ -186,8 +186,8 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     ///
     /// - Throws: As ``write(key:data:)``.
     public func writeWithVersion(key: String, data: Data) throws -> Int64? {
-        // The fence's and the refusal's read's mentions of the key fit in the margin under etcd's limit; the read of
-        // the version mentions it once more, counted.
+        // The fence's mention of the key fits in the margin under etcd's limit; the read of the version mentions it once
+        // more, counted.
         try checkSize(of: [key], [data], key: key)
         let etcdKey = etcdKey(key)
         var operations = [RequestOp(requestPut: PutRequest(key: etcdKey, value: data))]

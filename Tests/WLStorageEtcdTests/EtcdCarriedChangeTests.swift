@@ -39,6 +39,33 @@ struct EtcdCarriedChangeTests {
         }
     }
 
+    /// A put of a value of 1 MB comes as a line of the watch's answer in many chunks, held until the line ends; the
+    /// small puts around it come whole, each a chunk. Every one is carried with its bytes, in order.
+    @Test func aPutWhoseLineComesInManyChunksIsCarriedWhole() async throws {
+        try await onItsOwnThread {
+            let namespace = uniqueNamespace()
+            let store = try WLStorageEtcdStore(endpoints: [EtcdServer.shared().endpoint], namespace: namespace)
+            let events = Lock<[WLStorageFeedEvent]>([])
+            let subscription = store.observeCarriedChanges { event in events.withLock { $0.append(event) } }
+            defer { subscription?.cancel() }
+            try #require(eventually(timeout: 60) { events.withLock { $0 }.contains(.change(.everything)) })
+
+            let writer = try WLStorageEtcdStore(endpoints: [EtcdServer.shared().otherSpelling], namespace: namespace)
+            let large = Data((0..<1_000_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            try writer.write(key: "a", data: bytes("before"))
+            try writer.write(key: "b", data: large)
+            try writer.write(key: "a", data: bytes("after"))
+            let expected: [WLStorageFeedEvent] = [
+                .carried(WLStorageCarriedChange(key: "a", version: 1, data: bytes("before"))),
+                .carried(WLStorageCarriedChange(key: "b", version: 1, data: large)),
+                .carried(WLStorageCarriedChange(key: "a", version: 2, data: bytes("after"))),
+            ]
+            let after = { Array(events.withLock { $0 }.drop { $0 == .change(.everything) }) }
+            #expect(eventually(timeout: 60) { after().count >= expected.count })
+            #expect(after() == expected)
+        }
+    }
+
     /// A storage over the store follows another program's sets, which its feed carries, and its own sets heard back
     /// change nothing.
     @Test func aStorageFollowsAnotherProgramsSetsFromTheFeed() async throws {

@@ -79,6 +79,37 @@ struct EtcdStoreTests {
         }
     }
 
+    /// Another program writes the key after the latest revision the store has seen: the fence refuses the store's
+    /// next write of it, which is sent again with the revision of that refusal and stored (a plain write, a write that
+    /// says its version, a removal, a conditional write whose condition holds); a conditional write whose condition
+    /// does not hold is refused by its condition (and not stored), however the fence answered.
+    @Test func aWriteOfAKeyWrittenElsewhereSinceIsStoredOnceTheFenceRefusedIt() async throws {
+        try await onItsOwnThread {
+            let namespace = uniqueNamespace()
+            let store = try makeStore(namespace)
+            let other = try makeStore(namespace, try EtcdServer.shared().otherSpelling)
+            #expect(try store.read(key: "k") == nil)
+            try other.write(key: "k", data: bytes("1"))
+            try other.write(key: "k", data: bytes("2"))
+            #expect(try store.writeWithVersion(key: "k", data: bytes("3")) == 3)
+            try other.write(key: "k", data: bytes("4"))
+            try store.write(key: "k", data: bytes("5"))
+            #expect(try other.readWithVersion(key: "k")?.version == 5)
+            try other.write(key: "k", data: bytes("6"))
+            #expect(try store.write(key: "k", data: bytes("7"), ifItHolds: bytes("6")) == true)
+            try other.write(key: "k", data: bytes("8"))
+            #expect(try store.write(key: "k", data: bytes("9"), ifItHolds: bytes("7")) == false)
+            #expect(try store.remove(key: "k", ifItHolds: bytes("7")) == false)
+            #expect(try other.read(key: "k") == bytes("8"))
+            try other.write(key: "k", data: bytes("9"))
+            try store.remove(key: "k")
+            #expect(try other.read(key: "k") == nil)
+            try other.write(key: "k", data: bytes("10"))
+            #expect(try store.remove(key: "k", ifItHolds: bytes("10")) == true)
+            #expect(try other.read(key: "k") == nil)
+        }
+    }
+
     /// 300 writes, with keys written twice, are more operations than etcd takes in one transaction (128).
     @Test func aBatchLargerThanOneTransactionIsStoredWhole() async throws {
         try await onItsOwnThread {
@@ -124,9 +155,8 @@ struct EtcdStoreTests {
     }
 
     /// A key of 30,000 bytes, with bytes that bring its key and bytes to `maximumRequestBytes`: the write's transaction
-    /// mentions the key in its put, its fence and the read of the key when refused, under etcd's limit, and it is
-    /// stored. A read of its version would mention it once more, past the limit: the write does not say its version.
-    /// With fewer bytes, it does.
+    /// mentions the key in its put and its fence, under etcd's limit, and it is stored. A read of its version would
+    /// mention it once more, past the limit: the write does not say its version. With fewer bytes, it does.
     @Test func aLongKeyWrittenWithBytesUpToTheLimitIsStored() async throws {
         try await onItsOwnThread {
             let namespace = uniqueNamespace()
