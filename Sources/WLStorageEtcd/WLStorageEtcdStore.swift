@@ -264,7 +264,9 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     /// (see ``write(key:data:)``). A transaction that reached no member, or whose answer was lost (a member restarting,
     /// or out of reach for a moment), is sent again with a backoff within the store's timeout from the batch's start:
     /// the flush at exit writes its values once the member is back. The fence makes a transaction carried out already
-    /// put the same bytes again, after any write made since.
+    /// put the same bytes again, after any write made since. The fence of a transaction compares the keys from its
+    /// first to its last in byte order, all of them: a batch in the keys' order, as the package's flush sends, keeps
+    /// that range to the transaction's own keys.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether
     ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes of the transactions carried out before

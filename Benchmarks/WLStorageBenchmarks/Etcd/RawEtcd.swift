@@ -77,9 +77,10 @@ final class RawEtcdClient {
     }
 }
 
-/// A watch of one etcd key read by hand: a thread of its own runs the `POST /v3/watch` with libcurl, whose write
-/// callback splits the streamed answer into lines and notes when each value (an integer) first arrived. `heard`, when
-/// given, is called with each new value and its time, on that thread. It runs until the process ends.
+/// A watch of one etcd key, or of every key under a prefix, read by hand: a thread of its own runs the `POST /v3/watch`
+/// with libcurl, whose write callback splits the streamed answer into lines and notes when each value (an integer)
+/// first arrived. `heard`, when given, is called with each new value and its time, on that thread. It runs until the
+/// process ends.
 final class RawEtcdWatch: Sendable {
     /// Each value received, with the monotonic time it was first received.
     let received = Mutex<[Int: UInt64]>([:])
@@ -125,11 +126,17 @@ final class RawEtcdWatch: Sendable {
         }
     }
 
-    /// Starts watching `key` at `endpoint`.
-    init(endpoint: String, key: String, heard: (@Sendable (Int, UInt64) -> Void)? = nil) throws {
+    /// Starts watching `key` at `endpoint`, or every key that starts with it when `prefix` is set.
+    init(endpoint: String, key: String, prefix: Bool = false, heard: (@Sendable (Int, UInt64) -> Void)? = nil) throws {
         guard let probe = curl_easy_init() else { throw RawEtcdClient.Failure(description: "libcurl") }
         curl_easy_cleanup(probe)
-        let body = #"{"create_request":{"key":""# + Data(key.utf8).base64EncodedString() + #""}}"#
+        var range = ""
+        if prefix, !key.isEmpty {
+            var end = Array(key.utf8)
+            end[end.count - 1] += 1  // the keys below the prefix with its last byte raised are those that start with it
+            range = #","range_end":""# + Data(end).base64EncodedString() + #"""#
+        }
+        let body = #"{"create_request":{"key":""# + Data(key.utf8).base64EncodedString() + #"""# + range + "}}"
         let url = endpoint + "/v3/watch"
         Thread.detachNewThread { [self] in
             guard let handle = curl_easy_init() else { return }

@@ -233,6 +233,8 @@ private enum FlushItem: Sendable {
                 break
             }
         }
+        // In the keys' order: an etcd transaction's fence spans only its keys, and shared rows are locked in one order.
+        taken.sort { $0.batch.write.key < $1.batch.write.key }
         if let firstIndex = taken.first?.index, let first = cells[firstIndex].storeMedium {
             let writes = taken.map(\.batch.write)
             var failure: WLStorageError?

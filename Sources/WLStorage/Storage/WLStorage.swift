@@ -258,8 +258,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         cell.flushReportingMisuse()
     }
 
-    /// Writes the value as its type encodes it, dropping stored fields the type does not know, and returns when
-    /// written.
+    /// Writes the value as its type encodes it, dropping stored fields the type does not know; returns once written.
     ///
     /// A write normally keeps unknown fields, so an older program does not destroy what a newer one stored (see
     /// <doc:ChangingAStoredType>). Call this once every program sharing the key has dropped a field. A failed write

@@ -1,5 +1,4 @@
-/// A setting declared once: its key, type, default, where it lives, how often it is written and how earlier types
-/// become it.
+/// A setting declared once: its key, type, default, where it lives, how often it is written, how older types become it.
 ///
 /// ```swift
 /// extension WLStorageKeys {
