@@ -38,9 +38,8 @@ import WLStorageTestSupport
                 try Data(Self.initial.utf8).write(to: url)
                 let storage = manualStorage(Self.key, in: directory, default: Prefs(theme: "light", fontSize: 13))
                 try #require(storage.wrappedValue.theme == "dark")
-                let checks = storage.cell.externalChecks
                 try replaceFromOutside(url, with: Self.broken)
-                try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+                try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
                 try whileTheFileMonitorIsHeld(scratch: scratch) {
                     try replaceFromOutside(url, with: Self.brokenAgain)
                     storage.wrappedValue.fontSize = 16
@@ -63,9 +62,8 @@ import WLStorageTestSupport
         let store = MemoryStore()
         let storage = try Self.storage(of: store)
         if heardOfOthersFirst {
-            let checks = storage.cell.externalChecks
             store.writeFromOutside(Self.key, json: Self.broken)
-            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
         }
         store.writeUnreported(Self.key, json: Self.brokenAgain)
         storage.wrappedValue.fontSize = 16
@@ -83,9 +81,8 @@ import WLStorageTestSupport
         let store = MemoryStore()
         let storage = try Self.storage(of: store)
         if heardOf {
-            let checks = storage.cell.externalChecks
             store.writeFromOutside(Self.key, json: Self.broken)
-            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
         } else {
             store.writeUnreported(Self.key, json: Self.broken)
         }
@@ -106,9 +103,8 @@ import WLStorageTestSupport
     @Test func aCopyThatCannotBeMadeLeavesTheBytesAndTheChangePending() throws {
         let store = MemoryStore()
         let storage = try Self.storage(of: store)
-        let checks = storage.cell.externalChecks
         store.writeFromOutside(Self.key, json: Self.broken)
-        try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+        try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
         store.failWrites(true)
         storage.wrappedValue.fontSize = 16
         storage.flush()
@@ -126,9 +122,8 @@ import WLStorageTestSupport
     func bytesThatDoNotDecodeReplacedUnheardBeforeTheWriteLoseNothing(replacement: String?) throws {
         let store = MemoryStore()
         let storage = try Self.storage(of: store)
-        let checks = storage.cell.externalChecks
         store.writeFromOutside(Self.key, json: Self.broken)
-        try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+        try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
         if let replacement {
             store.writeUnreported(Self.key, json: replacement)
         } else {
@@ -149,10 +144,9 @@ import WLStorageTestSupport
         let storage = WLStorage(
             key: Self.key, defaultValue: Prefs(theme: "light", fontSize: 13), flushInterval: nil, store: encrypted)
         try #require(storage.wrappedValue.theme == "dark")
-        let checks = storage.cell.externalChecks
         try encrypted.write(key: Self.key, data: Data(Self.broken.utf8))
         memory.report(.key(Self.key))
-        try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+        try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
         storage.wrappedValue.fontSize = 16
         storage.flush()
         #expect(!storage.hasPendingChanges)
@@ -171,9 +165,8 @@ import WLStorageTestSupport
         let storage = WLStorage(
             key: Self.key, defaultValue: Prefs(theme: "light", fontSize: 13), flushInterval: nil, store: prefixed)
         try #require(storage.wrappedValue.theme == "dark")
-        let checks = storage.cell.externalChecks
         memory.writeFromOutside("app/" + Self.key, json: Self.broken)
-        try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+        try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
         storage.wrappedValue.fontSize = 16
         storage.flush()
         #expect(!storage.hasPendingChanges)
@@ -187,9 +180,8 @@ import WLStorageTestSupport
         let first = try Self.storage(of: store)
         var second: WLStorage<Prefs>? = WLStorage(
             key: Self.key, defaultValue: Prefs(theme: "light", fontSize: 13), flushInterval: nil, store: store)
-        let checks = first.cell.externalChecks
         store.writeFromOutside(Self.key, json: Self.broken)
-        try #require(eventually(timeout: 60) { first.cell.externalChecks > checks })
+        try #require(eventually(timeout: 60) { hasHeardWhatIsStored(first) })
         second?.wrappedValue.fontSize = 16
         second = nil
         first.flush()
@@ -207,9 +199,8 @@ import WLStorageTestSupport
             try Data(Self.initial.utf8).write(to: url)
             let storage = manualStorage(Self.key, in: directory, default: Prefs(theme: "light", fontSize: 13))
             try #require(storage.wrappedValue.theme == "dark")
-            let checks = storage.cell.externalChecks
             try replaceFromOutside(url, with: Self.broken)
-            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
             storage.wrappedValue.fontSize = 16
             withFaultPlan(
                 in: directory, fileName: Self.key, standing: { call, _ in call == .write ? .fail(ENOSPC) : nil }

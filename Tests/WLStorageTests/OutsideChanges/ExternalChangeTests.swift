@@ -89,9 +89,8 @@ import Testing
             let storage = fileStorage("race", in: directory, default: "start", flushInterval: 3_600)
             storage.flush()
             storage.wrappedValue = "local"
-            let checksBefore = storage.cell.externalChecks
             try storeFromAnotherProcess("outside", key: "race", in: directory)
-            let looked = eventually { storage.cell.externalChecks > checksBefore }
+            let looked = eventually { hasHeardWhatIsStored(storage) }
             #expect(looked)
             #expect(storage.wrappedValue == "local")
             storage.flush()

@@ -56,10 +56,9 @@ import WLStorageTestSupport
                 let url = directory.appendingPathComponent(Self.key)
                 let storage = try Self.openedStorage(in: directory)
                 storage.wrappedValue.fontSize = 16
-                let checks = storage.cell.externalChecks
                 try replaceFromOutside(
                     url, with: #"{"fontSize":15,"lineSpacing":1,"mode":{"dark":{"level":1}},"theme":"dark"}"#)
-                try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+                try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
                 try whileTheFileMonitorIsHeld(scratch: scratch) {
                     try replaceFromOutside(
                         url, with: #"{"fontSize":15,"lineSpacing":2,"mode":{"dark":{"level":1}},"theme":"dark"}"#)
@@ -79,10 +78,9 @@ import WLStorageTestSupport
                 let url = directory.appendingPathComponent(Self.key)
                 let storage = try Self.openedStorage(in: directory)
                 storage.wrappedValue.fontSize = 16
-                let checks = storage.cell.externalChecks
                 try replaceFromOutside(
                     url, with: #"{"fontSize":15,"lineSpacing":1,"mode":{"dark":{"level":1}},"theme":"dark"}"#)
-                try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+                try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
                 try whileTheFileMonitorIsHeld(scratch: scratch) {
                     try replaceFromOutside(url, with: Self.initial)
                     storage.flush()
@@ -147,11 +145,10 @@ import WLStorageTestSupport
             let storage = manualStorage(Self.key, in: directory, default: Self.defaultValue)
             #expect(storage.wrappedValue == Self.defaultValue)
             storage.wrappedValue.fontSize = 16
-            let checks = storage.cell.externalChecks
             try replaceFromOutside(
                 directory.appendingPathComponent(Self.key),
                 with: #"{"fontSize":13,"mode":{"dark":{"level":1}},"theme":"blue"}"#)
-            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
             storage.flush()
             let stored = Self.decoded(in: directory)
             #expect(stored?.fontSize == 16)
@@ -329,11 +326,10 @@ import WLStorageTestSupport
         try withTemporaryDirectory { directory in
             let storage = try Self.openedStorage(in: directory)
             storage.wrappedValue.fontSize = 16
-            let checks = storage.cell.externalChecks
             try replaceFromOutside(
                 directory.appendingPathComponent(Self.key),
                 with: #"{"fontSize":15,"mode":{"light":{}},"theme":"blue"}"#)
-            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
             storage.wrappedValue.fontSize = 15
             storage.flush()
             let expected = Prefs(theme: "blue", fontSize: 15, mode: .light)
@@ -372,12 +368,10 @@ import WLStorageTestSupport
             let url = directory.appendingPathComponent(Self.key)
             let storage = try Self.openedStorage(in: directory)
             storage.wrappedValue.fontSize = 16
-            var checks = storage.cell.externalChecks
             try replaceFromOutside(url, with: "not json")
-            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
-            checks = storage.cell.externalChecks
+            try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
             try replaceFromOutside(url, with: #"{"fontSize":15,"mode":{"dark":{"level":1}},"theme":"blue"}"#)
-            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
             storage.flush()
             #expect(Self.decoded(in: directory) == Prefs(theme: "blue", fontSize: 16))
             #expect(eventually(timeout: 60) { storage.wrappedValue == Prefs(theme: "blue", fontSize: 16) })

@@ -65,11 +65,10 @@ import WLStorageTestSupport
         try withTemporaryDirectory { directory in
             let storage = try Self.openedStorage(in: directory)
             storage.wrappedValue.fontSize = 16
-            let checks = storage.cell.externalChecks
             try replaceFromOutside(
                 directory.appendingPathComponent(Self.key),
                 with: #"{"fontSize":15,"tags":["a"],"theme":"blue","window":{"height":600,"width":800}}"#)
-            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
             // Seen while the change was pending: the value keeps the change until it is written.
             #expect(storage.wrappedValue.fontSize == 16)
             storage.flush()
@@ -185,11 +184,10 @@ import WLStorageTestSupport
         let storage = WLStorage(key: Self.key, defaultValue: Self.defaultValue, flushInterval: nil, store: store)
         try #require(storage.wrappedValue.theme == "dark")
         storage.wrappedValue.fontSize = 16
-        let checks = storage.cell.externalChecks
         store.writeFromOutside(
             Self.key,
             json: #"{"fontSize":15,"lineSpacing":2,"tags":["a"],"theme":"dark","window":{"height":600,"width":800}}"#)
-        try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+        try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
         storage.flush()
         let data = Data(try #require(store.stored(Self.key)).utf8)
         let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
@@ -206,10 +204,9 @@ import WLStorageTestSupport
         let storage = WLStorage(key: Self.key, defaultValue: Self.defaultValue, flushInterval: nil, store: store)
         try #require(storage.wrappedValue.theme == "dark")
         storage.wrappedValue.fontSize = 16
-        let checks = storage.cell.externalChecks
         store.writeFromOutside(
             Self.key, json: #"{"fontSize":15,"tags":["a"],"theme":"blue","window":{"height":600,"width":800}}"#)
-        try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+        try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
         if flushingEveryStorage { flushAllStores([store]) }
         storage.flush()
         let expected = Preferences(theme: "blue", fontSize: 16, tags: ["a"])

@@ -43,9 +43,8 @@ private final class Delivered<T: Sendable>: Sendable {
             storage.wrappedValue = "v"
             storage.flush()
             storage.wrappedValue = "local"
-            let checksBefore = storage.cell.externalChecks
             try #require(unlink(file.path) == 0)
-            let looked = eventually { storage.cell.externalChecks > checksBefore }
+            let looked = eventually { hasHeardWhatIsStored(storage) }
             #expect(looked)
             #expect(storage.wrappedValue == "local")
             storage.flush()
