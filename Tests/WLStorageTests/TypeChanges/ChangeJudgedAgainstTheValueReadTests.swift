@@ -224,6 +224,54 @@ struct ChangeJudgedAgainstTheValueReadTests {
         }
     }
 
+    /// A change pending when another program removed the key is still judged against the value it was made on: on a
+    /// value stored since, heard of or not, a member it left as it was read keeps the other program's value (judged
+    /// against the default, the member read counted as changed and was written over that value).
+    @Test(arguments: [false, true])
+    func aChangePendingAcrossARemovalIsJudgedAgainstTheValueItWasMadeOn(heard: Bool) throws {
+        let store = MemoryStore()
+        store.writeUnreported(Self.key, json: #"{"a":1,"b":2}"#)
+        let writer = WLStorage(
+            key: Self.key, defaultValue: Added(), flushInterval: nil, store: MemoryStore(replicaOf: store))
+        #expect(writer.wrappedValue == Added(a: 1, b: 2))
+        writer.wrappedValue.a = 3
+        var checks = writer.cell.externalChecks
+        store.removeFromOutside(Self.key)
+        try #require(eventually(timeout: 60) { writer.cell.externalChecks > checks })
+        checks = writer.cell.externalChecks
+        if heard {
+            store.writeFromOutside(Self.key, json: #"{"a":1,"b":7}"#)
+            try #require(eventually(timeout: 60) { writer.cell.externalChecks > checks })
+        } else {
+            store.writeUnreported(Self.key, json: #"{"a":1,"b":7}"#)
+        }
+        writer.flush()
+        #expect(writer.lastError == nil)
+        #expect(stored(store).map { String(decoding: $0, as: UTF8.self) } == #"{"a":3,"b":7}"#)
+        #expect(eventually(timeout: 60) { writer.wrappedValue == Added(a: 3, b: 7) })
+    }
+
+    /// The same in a directory.
+    @Test func aChangePendingAcrossTheFilesRemovalIsJudgedAgainstTheValueItWasMadeOn() throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent(Self.key)
+            try Data(#"{"a":1,"b":2}"#.utf8).write(to: url)
+            let storage = fileStorage(Self.key, in: directory, default: Added(), flushInterval: nil)
+            #expect(storage.wrappedValue == Added(a: 1, b: 2))
+            storage.wrappedValue.a = 3
+            var checks = storage.cell.externalChecks
+            try FileManager.default.removeItem(at: url)
+            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            checks = storage.cell.externalChecks
+            try replaceFromOutside(url, with: #"{"a":1,"b":7}"#)
+            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            storage.flush()
+            #expect(storage.lastError == nil)
+            let after = try #require(contents(of: Self.key, in: directory))
+            #expect(String(decoding: after, as: UTF8.self) == #"{"a":3,"b":7}"#)
+        }
+    }
+
     /// With nothing stored after a removal, a change of the default is written whole, and a storage of a number too.
     @Test func aChangeOfTheDefaultIsWrittenWholeWhereNothingIsStored() throws {
         let store = MemoryStore()
