@@ -168,6 +168,7 @@ extension CellState {
             }
             extras?.unreadableSinceKnown = false
             adopt(found, effects: &effects)
+            effects.adoptSeen = true
             if rewrites { markRewrite() }
             return nil
         }

@@ -98,6 +98,9 @@ struct KnownVersions: Sendable {
     /// The object bytes the last check saw, not taken: another program's change a pending change is written onto.
     var seenObject: Data? { seen.flatMap(UnknownFields.base) }
 
+    /// Makes the bytes read last seen, as by a check, rather than the base: the storage has not taken them yet.
+    mutating func readAsSeen() { (seen, base) = (base, nil) }
+
     /// Records `stamp`/`data` as seen by a check (the base once adopted); returns whether it is the last seen.
     mutating func saw(_ stamp: Int, _ data: Data) -> Bool {
         let same = stamp == last

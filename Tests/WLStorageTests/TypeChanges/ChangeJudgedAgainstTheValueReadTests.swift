@@ -3,6 +3,7 @@
 // more digits than its `Double`) keep the other program's value, however the value was read (at the start, adopted
 // from a check, through a decoder of the type's own) and whatever the checks saw while the change was pending; and a
 // change of the default taken after a removal goes onto a value stored since as the members it changed.
+import Dispatch
 import Foundation
 import Testing
 import WLStorageTestSupport
@@ -270,6 +271,39 @@ struct ChangeJudgedAgainstTheValueReadTests {
             let after = try #require(contents(of: Self.key, in: directory))
             #expect(String(decoding: after, as: UTF8.self) == #"{"a":3,"b":7}"#)
         }
+    }
+
+    /// A change of the default made while the default's save finds a value another program stored (after the storage
+    /// read nothing) goes onto that value as the member it changed: the default's other members do not replace the
+    /// other program's (the change was judged against the value found, and written whole over it).
+    @Test func aChangeOfTheDefaultMadeWhileItsSaveFindsAStoredValueGoesOntoThatValue() throws {
+        let store = InterceptedStore()
+        let storage = Lock<WLStorage<Added>?>(nil)
+        let release = DispatchSemaphore(value: 0)
+        // The storage's first read finds nothing; the other program stores its value right after it.
+        let reached = store.holdNextRead(afterReadingUntil: release)
+        let opened = DispatchSemaphore(value: 0)
+        startThread {
+            let made = WLStorage(key: Self.key, defaultValue: Added(), flushInterval: nil, store: store)
+            storage.withLock { $0 = made }
+            opened.signal()
+        }
+        try #require(reached.wait(timeout: .now() + 120) == .success)
+        store.base.writeUnreported(Self.key, json: #"{"a":0,"b":9}"#)
+        // The default's save finds that value; the change is made before the storage reads it.
+        let changed = DispatchSemaphore(value: 0)
+        store.afterNextCreate { _ in
+            _ = opened.wait(timeout: .now() + 120)
+            storage.withLock { $0 }?.wrappedValue.a = 3
+            changed.signal()
+        }
+        release.signal()
+        try #require(changed.wait(timeout: .now() + 120) == .success)
+        let writer = try #require(storage.withLock { $0 })
+        writer.flush()
+        #expect(writer.lastError == nil)
+        #expect(store.base.stored(Self.key) == #"{"a":3,"b":9}"#)
+        #expect(eventually(timeout: 60) { writer.wrappedValue == Added(a: 3, b: 9) })
     }
 
     /// With nothing stored after a removal, a change of the default is written whole, and a storage of a number too.
