@@ -87,7 +87,12 @@ struct PostgresFieldLevelWriteTests {
         for change in [nil, #"{"fontSize":20,"theme":"dark"}"#] {
             let checks = storage.cell.externalChecks
             if let change { try other.write(key: "prefs", data: bytes(change)) } else { try other.remove(key: "prefs") }
-            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            // Counted, and ended: the check read what the other program left.
+            try #require(
+                eventually(timeout: 60) {
+                    storage.cell.externalChecks > checks
+                        && storage.cell.state.withLock { !$0.isBusy && !($0.extras?.checkRequested ?? false) }
+                })
         }
         storage.flush()
         #expect(storage.lastError == nil)

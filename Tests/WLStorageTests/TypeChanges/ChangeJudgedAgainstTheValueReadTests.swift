@@ -51,6 +51,12 @@ struct ChangeJudgedAgainstTheValueReadTests {
 
     private func stored(_ store: MemoryStore) -> Data? { store.contents.state.withLock { $0.values[Self.key] } }
 
+    /// Whether the storage has counted a check since `checks` and has ended it (no job running or asked for).
+    private func checked<T>(_ storage: WLStorage<T>, since checks: Int) -> Bool {
+        storage.cell.externalChecks > checks
+            && storage.cell.state.withLock { !$0.isBusy && !($0.extras?.checkRequested ?? false) }
+    }
+
     /// `tags` as the process encodes them, in reverse, as the members of a JSON array.
     private func reversed(_ tags: Set<String>) throws -> String {
         let order = try JSONDecoder().decode([String: [String]].self, from: JSONEncoder().encode(["tags": tags]))
@@ -238,11 +244,11 @@ struct ChangeJudgedAgainstTheValueReadTests {
         writer.wrappedValue.a = 3
         var checks = writer.cell.externalChecks
         store.removeFromOutside(Self.key)
-        try #require(eventually(timeout: 60) { writer.cell.externalChecks > checks })
+        try #require(eventually(timeout: 60) { checked(writer, since: checks) })
         checks = writer.cell.externalChecks
         if heard {
             store.writeFromOutside(Self.key, json: #"{"a":1,"b":7}"#)
-            try #require(eventually(timeout: 60) { writer.cell.externalChecks > checks })
+            try #require(eventually(timeout: 60) { checked(writer, since: checks) })
         } else {
             store.writeUnreported(Self.key, json: #"{"a":1,"b":7}"#)
         }
@@ -262,10 +268,10 @@ struct ChangeJudgedAgainstTheValueReadTests {
             storage.wrappedValue.a = 3
             var checks = storage.cell.externalChecks
             try FileManager.default.removeItem(at: url)
-            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            try #require(eventually(timeout: 60) { checked(storage, since: checks) })
             checks = storage.cell.externalChecks
             try replaceFromOutside(url, with: #"{"a":1,"b":7}"#)
-            try #require(eventually(timeout: 60) { storage.cell.externalChecks > checks })
+            try #require(eventually(timeout: 60) { checked(storage, since: checks) })
             storage.flush()
             #expect(storage.lastError == nil)
             let after = try #require(contents(of: Self.key, in: directory))
