@@ -168,6 +168,7 @@ extension CellState {
             }
             extras?.unreadableSinceKnown = false
             adopt(found, effects: &effects)
+            effects.adoptSeen = true
             if rewrites { markRewrite() }
             return nil
         }
@@ -236,11 +237,11 @@ extension CellState {
             return false
         case .changed(let found):
             adopt(found, effects: &effects)
-            effects.adoptSeen = true
         case .removed:
             guard let defaultValue else { return false }
             adopt(defaultValue, effects: &effects)
         }
+        effects.adoptSeen = true
         if onlyRewrite { writtenVersion = version }
         // Nothing is left to save: a removal is respected, not undone by saving the default again.
         stored = .known

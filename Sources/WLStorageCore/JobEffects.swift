@@ -13,7 +13,7 @@ package struct JobEffects {
     package var checkRetry: UInt64?
     /// The backer takes its last read as unseen before the follow-up check (``StoreBacking/forgetLastRead()``).
     package var forgetLastRead = false
-    /// The cell took the value the check read: its bytes are the base of later changes (``StoreBacking/adoptSeen()``).
+    /// The cell took what a check or a default's save read, or a removal (see ``StoreBacking/adoptSeen()``).
     package var adoptSeen = false
     package var waiters: [DispatchSemaphore] = []
     /// Listeners have notifications to deliver, and no one delivers them yet.

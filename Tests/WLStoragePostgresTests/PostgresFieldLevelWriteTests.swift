@@ -1,11 +1,12 @@
 import Foundation
 import Testing
-import WLStorage
 
+@testable import WLStorage
 @testable import WLStoragePostgres
 
 /// Two programs change different fields of one key of PostgreSQL, with the server crashing between their writes: each
-/// program's write goes onto the other's, whether or not its feed told of it before the crash.
+/// program's write goes onto the other's, whether or not its feed told of it before the crash; and a change pending
+/// across another program's removal of the key goes onto what is stored since as the fields it changed.
 @Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresFieldLevelWriteTests {
     struct Prefs: Codable, Sendable, Equatable {
@@ -66,5 +67,36 @@ struct PostgresFieldLevelWriteTests {
         let stored = try JSONDecoder().decode(Prefs.self, from: Data(text.utf8))
         #expect(stored == Prefs(theme: "green", fontSize: 22), "the row holds \(text)")
         #expect(eventually(timeout: 120) { a.wrappedValue == stored && b.wrappedValue == stored })
+    }
+
+    /// A change pending when another program removed the row, then stored it anew, goes onto the new row as the field it
+    /// changed: the field it left as it read it keeps the other program's value (it was judged against the default, and
+    /// the font size read went over the one stored since).
+    @Test func aChangePendingAcrossARemovalGoesOntoTheRowStoredSinceAsItsChangedField() throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.remove() }
+        try cluster.start()
+        let namespace = uniqueNamespace()
+        let other = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(10))
+        try other.write(key: "prefs", data: bytes(#"{"fontSize":15,"theme":"dark"}"#))
+        let storage = WLStorage(
+            key: "prefs", defaultValue: Prefs(), flushInterval: nil,
+            store: try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(10)))
+        try #require(storage.wrappedValue == Prefs(theme: "dark", fontSize: 15))
+        storage.wrappedValue.theme = "blue"
+        for change in [nil, #"{"fontSize":20,"theme":"dark"}"#] {
+            let checks = storage.cell.externalChecks
+            if let change { try other.write(key: "prefs", data: bytes(change)) } else { try other.remove(key: "prefs") }
+            // Counted, and ended: the check read what the other program left.
+            try #require(
+                eventually(timeout: 60) {
+                    storage.cell.externalChecks > checks
+                        && storage.cell.state.withLock { !$0.isBusy && !($0.extras?.checkRequested ?? false) }
+                })
+        }
+        storage.flush()
+        #expect(storage.lastError == nil)
+        let row = try other.read(key: "prefs").map { String(decoding: $0, as: UTF8.self) }
+        #expect(row == #"{"fontSize":20,"theme":"blue"}"#)
     }
 }

@@ -6,33 +6,29 @@ extension StorageCell {
 
     /// Reads the file if another program changed it and adopts it unless a change is pending (after the job, if busy).
     func checkForExternalChange() {
+        check(ifStillRequested: false)
+    }
+
+    /// Runs a check on this thread unless busy (with `ifStillRequested`, only the check requested while a job ran,
+    /// unless a check has run since); returns whether it ran.
+    @discardableResult
+    private func check(ifStillRequested: Bool) -> Bool {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         // Counted as the check starts: a test that sees the count grow sees the check under way.
         let now = scheduler.now
-        let job = state.withLock { $0.requestCheck(on: thread, now: now) }
-        guard let job else { return }
+        let job = state.withLock {
+            ifStillRequested ? $0.requestScheduledCheck(on: thread, now: now) : $0.requestCheck(on: thread, now: now)
+        }
+        guard let job else { return false }
         run(job, chaining: true)
-    }
-
-    /// The check requested while a job ran, unless a check has run since.
-    private func checkIfStillRequested() {
-        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
-        let now = scheduler.now
-        let job = state.withLock { $0.requestScheduledCheck(on: thread, now: now) }
-        guard let job else { return }
-        run(job, chaining: true)
+        return true
     }
 
     /// ``checkForExternalChange()``, over when it returns: an update that stored its value then holds it or newer.
     func checkForExternalChangeBeforeReturning() {
-        let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
         // A few rounds at most: each waits for a job that other threads may follow with another.
         for _ in 0..<8 {
-            let now = scheduler.now
-            if let job = state.withLock({ $0.requestCheck(on: thread, now: now) }) {
-                _ = run(job, chaining: true)
-                return
-            }
+            if check(ifStillRequested: false) { return }
             guard flush() == .done else { return }
         }
     }
@@ -174,6 +170,8 @@ extension StorageCell {
                 let found = access.readStored(decoding: decoding)
                 // An empty file stands for nothing stored, but it is not replaced by a default.
                 if case .absent = found, access.entryExists { return .created }
+                // Not the base until the cell takes it: a change of the default made meanwhile goes onto it.
+                if case .anotherVersion = found {} else { keyBacker?.known.withLock { $0.readAsSeen() } }
                 return .read(found)
             } catch {
                 return .failed(WLStorageError(wrapping: error, key: backer.key))
@@ -200,7 +198,7 @@ extension StorageCell {
         if let tick = effects.tick { schedule(tick) }
         if let delay = effects.checkRetry { scheduleCheckRetry(after: delay) }
         if effects.scheduleCheck {
-            scheduler.schedule(after: 0) { [weak self] in self?.checkIfStillRequested() }
+            scheduler.schedule(after: 0) { [weak self] in self?.check(ifStillRequested: true) }
         }
         if effects.releaseOrphan { Runtime.shared.registry.letGo(self) }
     }

@@ -98,6 +98,9 @@ struct KnownVersions: Sendable {
     /// The object bytes the last check saw, not taken: another program's change a pending change is written onto.
     var seenObject: Data? { seen.flatMap(UnknownFields.base) }
 
+    /// Makes the bytes read last seen, as by a check, rather than the base: the storage has not taken them yet.
+    mutating func readAsSeen() { (seen, base) = (base, nil) }
+
     /// Records `stamp`/`data` as seen by a check (the base once adopted); returns whether it is the last seen.
     mutating func saw(_ stamp: Int, _ data: Data) -> Bool {
         let same = stamp == last
@@ -107,9 +110,9 @@ struct KnownVersions: Sendable {
         return same
     }
 
-    /// The storage adopted what the last check saw: its bytes are the base of the changes made from now on.
+    /// The storage adopted what the last check saw (a removal: the default, of no bytes): the base of later changes.
     mutating func adoptSeen() {
-        if let seen { base = UnknownFields.base(seen) }
+        if let seen { base = UnknownFields.base(seen) } else if last == 0 { base = nil }
         seen = nil
     }
 
@@ -133,17 +136,17 @@ struct KnownVersions: Sendable {
         if lastWasRead { last = 2 }
     }
 
-    /// A check found nothing stored: forgets the version; returns whether one was known (a removal, counted as read).
+    /// A check found nothing stored: forgets the version, not a pending change's base; returns whether one was known.
     mutating func readRemoval() -> Bool {
-        lastWasRead = forget()
+        lastWasRead = forget(keepingBase: true)
         return lastWasRead
     }
 
-    /// Forgets the version; returns whether one was known.
-    mutating func forget() -> Bool {
+    /// Forgets the version (and the base, unless `keepingBase`); returns whether one was known.
+    mutating func forget(keepingBase: Bool = false) -> Bool {
         defer {
             (last, lastWasRead, seen, undecodable) = (0, false, nil, nil)
-            base = nil
+            if !keepingBase { base = nil }
         }
         return last != 0
     }

@@ -3,6 +3,7 @@
 // more digits than its `Double`) keep the other program's value, however the value was read (at the start, adopted
 // from a check, through a decoder of the type's own) and whatever the checks saw while the change was pending; and a
 // change of the default taken after a removal goes onto a value stored since as the members it changed.
+import Dispatch
 import Foundation
 import Testing
 import WLStorageTestSupport
@@ -49,6 +50,12 @@ struct ChangeJudgedAgainstTheValueReadTests {
     }
 
     private func stored(_ store: MemoryStore) -> Data? { store.contents.state.withLock { $0.values[Self.key] } }
+
+    /// Whether the storage has counted a check since `checks` and has ended it (no job running or asked for).
+    private func checked<T>(_ storage: WLStorage<T>, since checks: Int) -> Bool {
+        storage.cell.externalChecks > checks
+            && storage.cell.state.withLock { !$0.isBusy && !($0.extras?.checkRequested ?? false) }
+    }
 
     /// `tags` as the process encodes them, in reverse, as the members of a JSON array.
     private func reversed(_ tags: Set<String>) throws -> String {
@@ -220,6 +227,87 @@ struct ChangeJudgedAgainstTheValueReadTests {
             let after = try #require(contents(of: Self.key, in: directory))
             #expect(String(decoding: after, as: UTF8.self) == #"{"a":3,"b":9,"z":[1]}"#)
         }
+    }
+
+    /// A change pending when another program removed the key is still judged against the value it was made on: on a
+    /// value stored since, heard of or not, a member it left as it was read keeps the other program's value (judged
+    /// against the default, the member read counted as changed and was written over that value).
+    @Test(arguments: [false, true])
+    func aChangePendingAcrossARemovalIsJudgedAgainstTheValueItWasMadeOn(heard: Bool) throws {
+        let store = MemoryStore()
+        store.writeUnreported(Self.key, json: #"{"a":1,"b":2}"#)
+        let writer = WLStorage(
+            key: Self.key, defaultValue: Added(), flushInterval: nil, store: MemoryStore(replicaOf: store))
+        #expect(writer.wrappedValue == Added(a: 1, b: 2))
+        writer.wrappedValue.a = 3
+        var checks = writer.cell.externalChecks
+        store.removeFromOutside(Self.key)
+        try #require(eventually(timeout: 60) { checked(writer, since: checks) })
+        checks = writer.cell.externalChecks
+        if heard {
+            store.writeFromOutside(Self.key, json: #"{"a":1,"b":7}"#)
+            try #require(eventually(timeout: 60) { checked(writer, since: checks) })
+        } else {
+            store.writeUnreported(Self.key, json: #"{"a":1,"b":7}"#)
+        }
+        writer.flush()
+        #expect(writer.lastError == nil)
+        #expect(stored(store).map { String(decoding: $0, as: UTF8.self) } == #"{"a":3,"b":7}"#)
+        #expect(eventually(timeout: 60) { writer.wrappedValue == Added(a: 3, b: 7) })
+    }
+
+    /// The same in a directory.
+    @Test func aChangePendingAcrossTheFilesRemovalIsJudgedAgainstTheValueItWasMadeOn() throws {
+        try withTemporaryDirectory { directory in
+            let url = directory.appendingPathComponent(Self.key)
+            try Data(#"{"a":1,"b":2}"#.utf8).write(to: url)
+            let storage = fileStorage(Self.key, in: directory, default: Added(), flushInterval: nil)
+            #expect(storage.wrappedValue == Added(a: 1, b: 2))
+            storage.wrappedValue.a = 3
+            var checks = storage.cell.externalChecks
+            try FileManager.default.removeItem(at: url)
+            try #require(eventually(timeout: 60) { checked(storage, since: checks) })
+            checks = storage.cell.externalChecks
+            try replaceFromOutside(url, with: #"{"a":1,"b":7}"#)
+            try #require(eventually(timeout: 60) { checked(storage, since: checks) })
+            storage.flush()
+            #expect(storage.lastError == nil)
+            let after = try #require(contents(of: Self.key, in: directory))
+            #expect(String(decoding: after, as: UTF8.self) == #"{"a":3,"b":7}"#)
+        }
+    }
+
+    /// A change of the default made while the default's save finds a value another program stored (after the storage
+    /// read nothing) goes onto that value as the member it changed: the default's other members do not replace the
+    /// other program's (the change was judged against the value found, and written whole over it).
+    @Test func aChangeOfTheDefaultMadeWhileItsSaveFindsAStoredValueGoesOntoThatValue() throws {
+        let store = InterceptedStore()
+        let storage = Lock<WLStorage<Added>?>(nil)
+        let release = DispatchSemaphore(value: 0)
+        // The storage's first read finds nothing; the other program stores its value right after it.
+        let reached = store.holdNextRead(afterReadingUntil: release)
+        let opened = DispatchSemaphore(value: 0)
+        startThread {
+            let made = WLStorage(key: Self.key, defaultValue: Added(), flushInterval: nil, store: store)
+            storage.withLock { $0 = made }
+            opened.signal()
+        }
+        try #require(reached.wait(timeout: .now() + 120) == .success)
+        store.base.writeUnreported(Self.key, json: #"{"a":0,"b":9}"#)
+        // The default's save finds that value; the change is made before the storage reads it.
+        let changed = DispatchSemaphore(value: 0)
+        store.afterNextCreate { _ in
+            _ = opened.wait(timeout: .now() + 120)
+            storage.withLock { $0 }?.wrappedValue.a = 3
+            changed.signal()
+        }
+        release.signal()
+        try #require(changed.wait(timeout: .now() + 120) == .success)
+        let writer = try #require(storage.withLock { $0 })
+        writer.flush()
+        #expect(writer.lastError == nil)
+        #expect(store.base.stored(Self.key) == #"{"a":3,"b":9}"#)
+        #expect(eventually(timeout: 60) { writer.wrappedValue == Added(a: 3, b: 9) })
     }
 
     /// With nothing stored after a removal, a change of the default is written whole, and a storage of a number too.
