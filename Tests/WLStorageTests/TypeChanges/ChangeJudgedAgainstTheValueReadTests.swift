@@ -51,12 +51,6 @@ struct ChangeJudgedAgainstTheValueReadTests {
 
     private func stored(_ store: MemoryStore) -> Data? { store.contents.state.withLock { $0.values[Self.key] } }
 
-    /// Whether the storage has counted a check since `checks` and has ended it (no job running or asked for).
-    private func checked<T>(_ storage: WLStorage<T>, since checks: Int) -> Bool {
-        storage.cell.externalChecks > checks
-            && storage.cell.state.withLock { !$0.isBusy && !($0.extras?.checkRequested ?? false) }
-    }
-
     /// `tags` as the process encodes them, in reverse, as the members of a JSON array.
     private func reversed(_ tags: Set<String>) throws -> String {
         let order = try JSONDecoder().decode([String: [String]].self, from: JSONEncoder().encode(["tags": tags]))
@@ -240,13 +234,11 @@ struct ChangeJudgedAgainstTheValueReadTests {
             key: Self.key, defaultValue: Added(), flushInterval: nil, store: MemoryStore(replicaOf: store))
         #expect(writer.wrappedValue == Added(a: 1, b: 2))
         writer.wrappedValue.a = 3
-        var checks = writer.cell.externalChecks
         store.removeFromOutside(Self.key)
-        try #require(eventually(timeout: 60) { checked(writer, since: checks) })
-        checks = writer.cell.externalChecks
+        try #require(eventually(timeout: 60) { hasHeardWhatIsStored(writer) })
         if heard {
             store.writeFromOutside(Self.key, json: #"{"a":1,"b":7}"#)
-            try #require(eventually(timeout: 60) { checked(writer, since: checks) })
+            try #require(eventually(timeout: 60) { hasHeardWhatIsStored(writer) })
         } else {
             store.writeUnreported(Self.key, json: #"{"a":1,"b":7}"#)
         }
@@ -264,12 +256,10 @@ struct ChangeJudgedAgainstTheValueReadTests {
             let storage = fileStorage(Self.key, in: directory, default: Added(), flushInterval: nil)
             #expect(storage.wrappedValue == Added(a: 1, b: 2))
             storage.wrappedValue.a = 3
-            var checks = storage.cell.externalChecks
             try FileManager.default.removeItem(at: url)
-            try #require(eventually(timeout: 60) { checked(storage, since: checks) })
-            checks = storage.cell.externalChecks
+            try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
             try replaceFromOutside(url, with: #"{"a":1,"b":7}"#)
-            try #require(eventually(timeout: 60) { checked(storage, since: checks) })
+            try #require(eventually(timeout: 60) { hasHeardWhatIsStored(storage) })
             storage.flush()
             #expect(storage.lastError == nil)
             let after = try #require(contents(of: Self.key, in: directory))
