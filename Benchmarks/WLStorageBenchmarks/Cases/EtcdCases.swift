@@ -217,6 +217,17 @@ enum EtcdCases {
             harness.quick
             ? RunSettings(rounds: 3, warmUpRounds: 1, roundNanoseconds: 0, maximumOperations: 1)
             : RunSettings(rounds: 9, warmUpRounds: 1, roundNanoseconds: 0, maximumOperations: 1)
+        /// The time of the transactions by hand of `keys` (etcd keys in Base64), each key holding `value`, after the pause.
+        func byHand(_ keys: [String], _ value: Int) -> UInt64 {
+            sleep(nanoseconds: pause)
+            let start = monotonicNanoseconds()
+            do {
+                for transaction in transactions(keys: keys, value: value) { try raw.post("v3/kv/txn", transaction) }
+            } catch {
+                failure = failure ?? error
+            }
+            return monotonicNanoseconds() - start
+        }
         let results = harness.measure(
             [
                 Variant(name: "WLStorageSystem.flushAll()") { _ in
@@ -244,29 +255,11 @@ enum EtcdCases {
                 },
                 Variant(name: "by hand") { _ in
                     rawCount += 1
-                    sleep(nanoseconds: pause)
-                    let start = monotonicNanoseconds()
-                    do {
-                        for transaction in transactions(keys: rawKeys, value: rawCount) {
-                            try raw.post("v3/kv/txn", transaction)
-                        }
-                    } catch {
-                        failure = failure ?? error
-                    }
-                    return monotonicNanoseconds() - start
+                    return byHand(rawKeys, rawCount)
                 },
                 Variant(name: "by hand, watched") { _ in
                     watchedCount += 1
-                    sleep(nanoseconds: pause)
-                    let start = monotonicNanoseconds()
-                    do {
-                        for transaction in transactions(keys: watchedKeys, value: watchedCount) {
-                            try raw.post("v3/kv/txn", transaction)
-                        }
-                    } catch {
-                        failure = failure ?? error
-                    }
-                    return monotonicNanoseconds() - start
+                    return byHand(watchedKeys, watchedCount)
                 },
             ], settings: settings)
         if let failure { throw failure }
