@@ -172,7 +172,7 @@ extension StorageCell {
                 if let versioned, let version = read.version {
                     key.medium.write(data, ifVersion: version, through: versioned, key: backer.key)
                 } else {
-                    write(data, ifItHolds: read.bytes, in: key.medium, through: store)
+                    key.medium.write(data, ifItHolds: read.bytes, through: store, key: backer.key)
                 }
             switch outcome {
             case .stored(let overwritten):
@@ -204,21 +204,6 @@ extension StorageCell {
                 reportUnknownOutcome(error, in: key.medium)
                 return .done(result)
             }
-        }
-    }
-
-    /// A write on condition that the key holds `bytes`, told as a tagged write's outcome: one that failed did not store
-    /// if the key still holds `bytes` (a failed read throws, never reads as `nil`); else its outcome is unknown.
-    private func write(
-        _ data: Data, ifItHolds bytes: Data?, in medium: StoreMedium, through store: any WLStorageConditionalStore
-    ) -> TaggedWriteOutcome {
-        do {
-            return try medium.write(data, ifItHolds: bytes, through: store) ? .stored(overwritten: false) : .refused
-        } catch {
-            guard case .success(let found) = Result(catching: { try medium.store.read(key: medium.storedKey) }),
-                found == bytes
-            else { return .unknown(error) }
-            return .notStored(medium.failure(error, writing: true, key: backer.key))
         }
     }
 

@@ -73,6 +73,8 @@ struct KnownVersions: Sendable {
     var copied = 0
     /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
     var renames: [FieldRename] = []
+    /// The bytes of a change's write whose outcome is unknown, until a write or a read: it may have been stored.
+    var unsure: Data?
 
     /// The stamp of a store's bytes, or of a file's version (identity and contents: an inode's time can be coarse).
     static func stamp(_ data: Data, identity: FileIdentity? = nil) -> Int {
@@ -91,7 +93,7 @@ struct KnownVersions: Sendable {
 
     /// Records the version `stamp`, whose bytes are `data`, as written.
     mutating func wrote(_ stamp: Int, _ data: Data) {
-        (last, lastWasRead, seen, undecodable) = (stamp, false, nil, nil)
+        (last, lastWasRead, seen, undecodable, unsure) = (stamp, false, nil, nil, nil)
         base = UnknownFields.base(data)
     }
 
@@ -125,7 +127,7 @@ struct KnownVersions: Sendable {
     /// Records the version `stamp`, whose bytes are `data`, as read; returns whether it is the version seen last.
     mutating func read(_ stamp: Int, _ data: Data) -> Bool {
         defer {
-            (last, lastWasRead, seen, undecodable) = (stamp, true, nil, nil)
+            (last, lastWasRead, seen, undecodable, unsure) = (stamp, true, nil, nil, nil)
             base = UnknownFields.base(data)
         }
         return stamp == last

@@ -185,14 +185,14 @@ final class StoreMedium: KeyMedium {
             return .plain
         }
         let data = try encode()
-        var stored: Bool
-        do {
-            stored = try write(data, ifItHolds: expected, through: conditional)
-        } catch {
-            throw failure(error, writing: true, key: key)
+        let stored: Bool
+        switch write(data, ifItHolds: expected, through: conditional, key: key) {
+        case .stored: stored = true
+        // A write whose answer was lost, sent again by the store: the key may hold the rewrite already.
+        case .refused: stored = (try? store.read(key: storedKey)) == data
+        case .notStored(let error): throw error
+        case .unknown(let error): throw failure(error, writing: true, key: key)
         }
-        // A write whose answer was lost, retried: the key holds the rewrite already.
-        if !stored, (try? store.read(key: storedKey)) == data { stored = true }
         rewriteFrom.withLock { $0 = nil }
         guard stored else { return .gaveWay }
         wrote()
@@ -211,17 +211,21 @@ final class StoreMedium: KeyMedium {
 
     // MARK: Writes on condition, for updates
 
-    /// Stores `data` only while the key holds `expected`; returns whether it did. After a lost answer, the key read
-    /// again tells: holding `data`, it was stored; else the write's error is thrown (outcome unknown).
+    /// Stores `data` only while the key holds `expected`, told as a tagged write's outcome: after a lost answer, the key
+    /// read again tells stored (`data`), not stored (`expected`), or unknown (anything else, or a failed read).
     func write(
-        _ data: Data, ifItHolds expected: Data?, through conditional: any WLStorageConditionalStore
-    ) throws -> Bool {
+        _ data: Data, ifItHolds expected: Data?, through conditional: any WLStorageConditionalStore, key: String
+    ) -> TaggedWriteOutcome {
         forgetVersion()
         do {
             return try conditional.write(key: storedKey, data: data, ifItHolds: expected)
+                ? .stored(overwritten: false) : .refused
         } catch {
-            guard (try? store.read(key: storedKey)) == data else { throw error }
-            return true
+            switch Result(catching: { try store.read(key: storedKey) }) {
+            case .success(.some(data)): return .stored(overwritten: false)
+            case .success(expected): return .notStored(failure(error, writing: true, key: key))
+            default: return .unknown(error)
+            }
         }
     }
 

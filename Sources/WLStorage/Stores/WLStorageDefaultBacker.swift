@@ -302,6 +302,14 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// `stored` (another's): the first that decodes of the merge (``FieldMerge``), the merge taking another enum case
     /// whole, the merge filled from `data`; else `data` whole, unless `stored` did not decode either; `nil`: no merge.
     private func merging(_ data: Data, base read: Data, onto stored: Data) -> Data? {
+        // After a write whose outcome is unknown, `stored`'s changes go onto the bytes sent, the value's since onto that:
+        // a field another program changed wins (it may be newer, as no tag tells whether the write was made), and one
+        // that `stored` holds as read gets the change again.
+        if let unsure = known.withLock({ $0.unsure }), unsure != read,
+            let made = FieldMerge.merge(base: read, value: stored, stored: unsure)
+        {
+            return merging(data, base: unsure, onto: made)
+        }
         let value = decodedBases.withLock { $0.find(read)?.value }
         let base = value.flatMap { try? encode($0, replacing: read) } ?? read
         guard let merged = FieldMerge.merge(base: base, value: data, stored: stored) else { return nil }
@@ -358,13 +366,14 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return .writtenOver
     }
 
-    /// Whether a change is written on its own, not whole in a batch: another program's change was seen since, or bytes
-    /// that do not decode, of which the write keeps a copy.
+    /// Whether a change is written on its own, not whole in a batch: another program's change was seen since, a write
+    /// whose outcome is unknown was sent, or bytes that do not decode were seen, of which the write keeps a copy.
     var writesChangeOnItsOwn: Bool {
         guard let medium = storeMedium else { return false }
         let merges = medium.writesOnCondition && !medium.conceals
         return known.withLock { known in
-            known.undecodable != nil || (merges && known.seenObject.map { $0 != known.base } ?? false)
+            known.undecodable != nil || known.unsure != nil
+                || (merges && known.seenObject.map { $0 != known.base } ?? false)
         }
     }
 
@@ -377,9 +386,12 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         var stored = known.withLock { $0.seenObject ?? $0.base }
         let data = try encode()
         func writeOnCondition(_ bytes: Data, ifItHolds expected: Data?) throws(WLStorageError) -> Bool {
-            do {
-                return try medium.write(bytes, ifItHolds: expected, through: conditional)
-            } catch {
+            switch medium.write(bytes, ifItHolds: expected, through: conditional, key: key) {
+            case .stored: return true
+            case .refused: return false
+            case .notStored(let error): throw error
+            case .unknown(let error):
+                known.withLock { $0.unsure = bytes }
                 throw medium.failure(error, writing: true, key: key)
             }
         }
@@ -393,12 +405,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                     return .written
                 }
                 if !written {
-                    let current: Data?
-                    do {
-                        current = try medium.store.read(key: medium.storedKey)
-                    } catch {
-                        throw medium.failure(error, writing: false, key: key)
-                    }
+                    let current = try Result { try medium.store.read(key: medium.storedKey) }
+                        .mapError { medium.failure($0, writing: false, key: key) }.get()
                     guard let current, !current.isEmpty else {
                         // Removed meanwhile: written whole while nothing is stored; a value stored anew is merged onto.
                         known.withLock { $0.seen = nil }

@@ -1,0 +1,123 @@
+// A change written field by field onto a store's key, whose write on condition loses its answer (the store may have
+// stored it): the retry re-applies the change where the key still holds what it was read from, and never writes it over
+// a newer change of the same field another program made after the lost write.
+import Foundation
+import Testing
+import WLStorageTestSupport
+
+@testable import WLStorage
+
+@Suite(.capturingOutput, .serialized) struct FieldLevelWriteWithLostAnswerTests {
+    struct Pair: Codable, Sendable, Equatable {
+        var a: Int
+        var b: Int
+    }
+
+    /// A store that writes on condition, whose next such write loses its answer once made.
+    enum Store: String, CaseIterable, CustomTestStringConvertible {
+        /// By bytes alone (``InterceptedStore``).
+        case conditional
+        /// By version too, with tags (``VersionedMemoryStore``), which a change written field by field does not use.
+        case versioned
+
+        var testDescription: String { rawValue }
+    }
+
+    static let key = "pair"
+
+    /// A storage of ``key`` in a store of `kind` holding {"a":1,"b":1}, whose writes happen only when it is flushed; its
+    /// next write on condition is made, then `meanwhile` runs and the write loses its answer. Returns the storage and a
+    /// function that reads what the store holds, and the store.
+    static func storage(
+        in kind: Store, meanwhile: @escaping @Sendable (_ writeFromOutside: (String) -> Void) -> Void
+    ) throws -> (WLStorage<Pair>, () -> String?, any WLStorageStore) {
+        let initial = #"{"a":1,"b":1}"#
+        switch kind {
+        case .conditional:
+            let store = InterceptedStore(feed: .announced)
+            store.base.writeUnreported(key, json: initial)
+            let storage = WLStorage(key: key, defaultValue: Pair(a: 0, b: 0), flushInterval: nil, store: store)
+            try #require(storage.wrappedValue == Pair(a: 1, b: 1))
+            store.afterNextConditionalWrite(losingTheOutcome: true) {
+                meanwhile { store.base.writeUnreported(key, json: $0) }
+            }
+            return (storage, { store.base.stored(key) }, store)
+        case .versioned:
+            let store = VersionedMemoryStore()
+            store.writeFromOutside(key, json: initial)
+            let storage = WLStorage(key: key, defaultValue: Pair(a: 0, b: 0), flushInterval: nil, store: store)
+            try #require(storage.wrappedValue == Pair(a: 1, b: 1))
+            store.loseNextAnswer(.afterTheWrite) {
+                meanwhile { try? store.write(key: key, data: Data($0.utf8)) }
+            }
+            return (storage, { store.stored(key) }, store)
+        }
+    }
+
+    static func decoded(_ json: String?) throws -> Pair {
+        try JSONDecoder().decode(Pair.self, from: Data(try #require(json).utf8))
+    }
+
+    /// Another program read this one's write, whose answer was lost, and set the same field again: its value is newer,
+    /// and the retry keeps it, whether the storage's own flush makes it or a flush of every storage of the store.
+    @Test(arguments: Store.allCases, [false, true])
+    func anotherProgramsChangeOfTheSameFieldMadeAfterAWriteWhoseAnswerWasLostIsKept(
+        _ kind: Store, flushingEveryStorage: Bool
+    ) throws {
+        let (storage, stored, store) = try Self.storage(in: kind) { writeFromOutside in
+            writeFromOutside(#"{"a":3,"b":1}"#)
+        }
+        storage.wrappedValue.a = 2
+        storage.flush()
+        if flushingEveryStorage { flushAllStores([store]) }
+        storage.flush()
+        #expect(try Self.decoded(stored()) == Pair(a: 3, b: 1))
+        #expect(eventually(timeout: 60) { storage.wrappedValue == Pair(a: 3, b: 1) }, "holds \(storage.wrappedValue)")
+        #expect(!storage.hasPendingChanges)
+    }
+
+    /// Another program changed another field over this one's write, whose answer was lost: both changes are kept.
+    @Test(arguments: Store.allCases)
+    func anotherProgramsChangeOfAnotherFieldMadeAfterAWriteWhoseAnswerWasLostKeepsBoth(_ kind: Store) throws {
+        let (storage, stored, _) = try Self.storage(in: kind) { writeFromOutside in
+            writeFromOutside(#"{"a":2,"b":5}"#)
+        }
+        storage.wrappedValue.a = 2
+        storage.flush()
+        storage.flush()
+        #expect(try Self.decoded(stored()) == Pair(a: 2, b: 5))
+        #expect(eventually(timeout: 60) { storage.wrappedValue == Pair(a: 2, b: 5) }, "holds \(storage.wrappedValue)")
+        #expect(!storage.hasPendingChanges)
+    }
+
+    /// The key holds the field as it was read, beside another program's change of another field: this program's change
+    /// was not made (or was undone by a program that had not read it), and the retry makes it.
+    @Test(arguments: Store.allCases)
+    func aChangeAWriteWhoseAnswerWasLostDidNotLeaveIsMadeByTheRetry(_ kind: Store) throws {
+        let (storage, stored, _) = try Self.storage(in: kind) { writeFromOutside in
+            writeFromOutside(#"{"a":1,"b":5}"#)
+        }
+        storage.wrappedValue.a = 2
+        storage.flush()
+        storage.flush()
+        #expect(try Self.decoded(stored()) == Pair(a: 2, b: 5))
+        #expect(eventually(timeout: 60) { storage.wrappedValue == Pair(a: 2, b: 5) }, "holds \(storage.wrappedValue)")
+        #expect(!storage.hasPendingChanges)
+    }
+
+    /// A change this program made after the write whose answer was lost is newer than another program's change of the
+    /// same field made over that write: it is written.
+    @Test(arguments: Store.allCases)
+    func aChangeMadeAfterAWriteWhoseAnswerWasLostIsWrittenOverAnotherProgramsChange(_ kind: Store) throws {
+        let (storage, stored, _) = try Self.storage(in: kind) { writeFromOutside in
+            writeFromOutside(#"{"a":3,"b":1}"#)
+        }
+        storage.wrappedValue.a = 2
+        storage.flush()
+        storage.wrappedValue.a = 4
+        storage.flush()
+        #expect(try Self.decoded(stored()) == Pair(a: 4, b: 1))
+        #expect(storage.wrappedValue == Pair(a: 4, b: 1))
+        #expect(!storage.hasPendingChanges)
+    }
+}
