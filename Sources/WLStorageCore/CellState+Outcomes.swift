@@ -1,6 +1,7 @@
 /// How a cell's job ends: a write, a default's save, a read or a check, applied by the last-writer rule.
 extension CellState {
-    /// Applies how `job` ended; returns the follow-up job to run at once on this thread, or `nil` with the cell idle.
+    /// Applies how `job` ended; returns the follow-up job to run at once on this thread, or `nil` with the cell idle (or,
+    /// when the backer is to adopt what was read, busy until ``becomeIdle(now:effects:)``: no write starts before).
     package mutating func finish(
         _ job: CellJob<T>, _ outcome: JobOutcome<T>, defaultValue: T?, key: String, now: UInt64, chaining: Bool,
         effects: inout JobEffects
@@ -61,7 +62,7 @@ extension CellState {
             }
             return followUp
         }
-        becomeIdle(now: now, effects: &effects)
+        if !effects.adoptSeen { becomeIdle(now: now, effects: &effects) }
         return nil
     }
 
@@ -92,7 +93,7 @@ extension CellState {
 
     /// The job ended with nothing after it: idle, waiting flushes woken, the throttle armed for work left.
     @inline(__always)
-    private mutating func becomeIdle(now: UInt64, effects: inout JobEffects) {
+    package mutating func becomeIdle(now: UInt64, effects: inout JobEffects) {
         busyThread = 0
         if let extras {
             effects.waiters = extras.waiters

@@ -327,11 +327,9 @@ final class StoreMedium: KeyMedium {
 
     func keepCopy(_ data: Data, key: String) throws(WLStorageError) -> String {
         let aside = StorageDirectory.movedAsideName(for: storedKey)
-        do {
-            if try store.create(key: aside, data: data) { return "the key \(aside) of \(identity)" }
-        } catch {
-            throw failure(error, writing: true, key: key)
-        }
+        let created = try Result { try store.create(key: aside, data: data) }
+            .mapError { failure($0, writing: true, key: key) }.get()
+        if created { return "the key \(aside) of \(identity)" }
         throw WLStorageError(code: .writeFailed, message: "cannot keep a copy aside: \(aside) exists", key: key)
     }
 

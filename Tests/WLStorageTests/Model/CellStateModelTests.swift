@@ -329,6 +329,8 @@ struct CellStateWorld {
             current.job, outcome, defaultValue: Self.defaultValue, key: "k", now: now, chaining: chains,
             effects: &effects)
         note("finished, next \(String(describing: next))")
+        // The backer takes the bytes adopted as the base of later changes, then the cell goes idle.
+        if effects.adoptSeen, next == nil { state.becomeIdle(now: now, effects: &effects) }
         if effects.forgetLastRead, knownWasRead { known = -1 }
         apply(effects)
         // A retry due sooner than the least backoff after the failed job started is at once (a job that took as long
