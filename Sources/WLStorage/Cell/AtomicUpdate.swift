@@ -178,12 +178,13 @@ extension StorageCell {
             case .stored(let overwritten):
                 let adoption = registrar.withMutation(of: self, keyPath: valueKeyPath) {
                     let (adoption, drain) = state.withLock { $0.adoptStoredUpdate(&value, changeCount: count) }
+                    // Known as written before a handler told of it writes again (an update of its own).
+                    if adoption == .adopted { key.backer.wrote(data) }
                     if drain { drainNotifications() }
                     return adoption
                 }
                 switch adoption {
                 case .adopted:
-                    key.backer.wrote(data)
                     if overwritten { checkForExternalChangeBeforeReturning() }
                 case .changedMeanwhile:
                     // The cell took a value while the closure ran: the key is read again before the update returns.
