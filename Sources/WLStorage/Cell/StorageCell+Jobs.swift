@@ -85,10 +85,8 @@ extension StorageCell {
                 effects: &effects)
         }
         if effects.forgetLastRead { access?.forgetLastRead() }
-        if effects.adoptSeen {
-            access?.adoptSeen()
-            if next == nil { state.withLock { $0.becomeIdle(now: now, effects: &effects) } }
-        }
+        if effects.adoptSeen { access?.adoptSeen() }
+        if effects.adoptSeen, next == nil { state.withLock { $0.becomeIdle(now: now, effects: &effects) } }
         if effects.valueChanged {
             registrar.withMutation(of: self, keyPath: valueKeyPath) {}
         }

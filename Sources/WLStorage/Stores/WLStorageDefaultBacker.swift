@@ -303,8 +303,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// whole, the merge filled from `data`; else `data` whole, unless `stored` did not decode either; `nil`: no merge.
     private func merging(_ data: Data, base read: Data, onto stored: Data) -> Data? {
         // After a write whose outcome is unknown, `stored`'s changes go onto the bytes sent, the value's since onto that:
-        // a field another program changed wins (it may be newer, as no tag tells whether the write was made), and one
-        // that `stored` holds as read gets the change again.
+        // a field another program changed wins (it may be newer, as no tag tells whether the write was made: one that
+        // was not loses a later change of the field), and one that `stored` holds as read gets the change again.
         if let unsure = known.withLock({ $0.unsure }), unsure != read,
             let made = FieldMerge.merge(base: read, value: stored, stored: unsure)
         {
@@ -391,7 +391,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             case .refused: return false
             case .notStored(let error): throw error
             case .unknown(let error):
-                known.withLock { $0.unsure = bytes }
+                // Versioned stores make it again: a write lost to a restart was mostly never sent (and has no tag).
+                if medium.capabilities.versioned == nil { known.withLock { $0.unsure = bytes } }
                 throw medium.failure(error, writing: true, key: key)
             }
         }

@@ -1,7 +1,8 @@
 // An update made by a handler of the storage's own changes, while an update of the same storage tells it of its value:
-// the storage knows the key as the last write left it, so the next check finds nothing new and reads nothing more.
+// the storage knows the key as the last write left it, so the next check finds nothing new to take or tell.
 import Foundation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
@@ -22,7 +23,9 @@ import Testing
         #expect(store.stored("counter") == "12")
         #expect(storage.wrappedValue == 12)
         #expect(hasHeardWhatIsStored(storage), "the storage takes the first update's 2 as the last version it wrote")
-        // A check (as the feed's news of the write brings) finds the storage's own write: nothing to take or tell.
+        // The handler is told of 12 once (by a package thread: this one was telling it of 2). A check then, as the
+        // feed's news of the write brings, finds the storage's own write: nothing to take, nor to tell again.
+        #expect(eventually(timeout: 60) { toldOfTwelve.tallied == 1 })
         storage.cell.checkForExternalChange()
         #expect(storage.wrappedValue == 12)
         #expect(toldOfTwelve.tallied == 1, "the check took the storage's own write for another program's change")
