@@ -1,6 +1,7 @@
 // A change written field by field onto a store's key, whose write on condition loses its answer (the store may have
-// stored it): the retry re-applies the change where the key still holds what it was read from, and never writes it over
-// a newer change of the same field another program made after the lost write.
+// stored it): the retry makes the change again where the key still holds what it was read from, keeps another
+// program's change of other fields, and, in a store that keeps no versions, never writes it over a change of the same
+// field another program may have made after the lost write. A versioned store makes it again (Guarantees.md).
 import Foundation
 import Testing
 import WLStorageTestSupport
