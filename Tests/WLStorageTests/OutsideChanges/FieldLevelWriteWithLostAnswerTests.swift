@@ -96,30 +96,14 @@ import WLStorageTestSupport
     /// Another program changed another field over this one's write, whose answer was lost: both changes are kept.
     @Test(arguments: Store.allCases)
     func anotherProgramsChangeOfAnotherFieldMadeAfterAWriteWhoseAnswerWasLostKeepsBoth(_ kind: Store) throws {
-        let (storage, stored, _) = try Self.storage(in: kind) { writeFromOutside in
-            writeFromOutside(#"{"a":2,"b":5}"#)
-        }
-        storage.wrappedValue.a = 2
-        storage.flush()
-        storage.flush()
-        #expect(try Self.decoded(stored()) == Pair(a: 2, b: 5))
-        #expect(eventually(timeout: 60) { storage.wrappedValue == Pair(a: 2, b: 5) }, "holds \(storage.wrappedValue)")
-        #expect(!storage.hasPendingChanges)
+        try Self.expectRetry(in: kind, outside: #"{"a":2,"b":5}"#, toEndAs: Pair(a: 2, b: 5))
     }
 
     /// The key holds the field as it was read, beside another program's change of another field: this program's change
     /// was not made (or was undone by a program that had not read it), and the retry makes it.
     @Test(arguments: Store.allCases)
     func aChangeAWriteWhoseAnswerWasLostDidNotLeaveIsMadeByTheRetry(_ kind: Store) throws {
-        let (storage, stored, _) = try Self.storage(in: kind) { writeFromOutside in
-            writeFromOutside(#"{"a":1,"b":5}"#)
-        }
-        storage.wrappedValue.a = 2
-        storage.flush()
-        storage.flush()
-        #expect(try Self.decoded(stored()) == Pair(a: 2, b: 5))
-        #expect(eventually(timeout: 60) { storage.wrappedValue == Pair(a: 2, b: 5) }, "holds \(storage.wrappedValue)")
-        #expect(!storage.hasPendingChanges)
+        try Self.expectRetry(in: kind, outside: #"{"a":1,"b":5}"#, toEndAs: Pair(a: 2, b: 5))
     }
 
     /// A change this program made after the write whose answer was lost is newer than another program's change of the
@@ -143,14 +127,18 @@ import WLStorageTestSupport
     /// condition of bytes alone cannot tell this from a write made and changed since, and keeps the other program's.
     @Test(arguments: Store.allCases)
     func aWriteWhoseAnswerWasLostBeforeItWasMadeIsMadeAgainOnAVersionedStore(_ kind: Store) throws {
-        let (storage, stored, _) = try Self.storage(in: kind, made: false) { writeFromOutside in
-            writeFromOutside(#"{"a":3,"b":1}"#)
-        }
+        let expected = kind == .versioned ? Pair(a: 2, b: 1) : Pair(a: 3, b: 1)
+        try Self.expectRetry(in: kind, made: false, outside: #"{"a":3,"b":1}"#, toEndAs: expected)
+    }
+
+    /// Sets `a = 2` in a storage of `kind` whose write loses its answer (made or not) while another program stores
+    /// `outside`, flushes twice, and expects the store and the storage to hold `expected`, with nothing pending.
+    static func expectRetry(in kind: Store, made: Bool = true, outside: String, toEndAs expected: Pair) throws {
+        let (storage, stored, _) = try storage(in: kind, made: made) { writeFromOutside in writeFromOutside(outside) }
         storage.wrappedValue.a = 2
         storage.flush()
         storage.flush()
-        let expected = kind == .versioned ? Pair(a: 2, b: 1) : Pair(a: 3, b: 1)
-        #expect(try Self.decoded(stored()) == expected)
+        #expect(try decoded(stored()) == expected)
         #expect(eventually(timeout: 60) { storage.wrappedValue == expected }, "holds \(storage.wrappedValue)")
         #expect(!storage.hasPendingChanges)
     }

@@ -24,14 +24,7 @@ import Testing
             check, .checked(.changed(3)), defaultValue: 0, key: "k", now: 1, chaining: false, effects: &effects)
         #expect(next == nil)
         try #require(effects.adoptSeen && state.value == 3)
-        var value = 4
-        _ = state.set(&value)
-        var target: UInt64?
-        let step = state.flushStep(on: 2, now: 2, upTo: &target, waitingForJobs: true)
-        guard case .wait = step else {
-            Issue.record("a write started before the backer took the value's bytes as its base: \(step)")
-            return
-        }
+        Self.expectASetsFlushToWait(&state)
     }
 
     /// The same after a read of the key (a default's save that found a value stored): the value read is the base.
@@ -47,6 +40,11 @@ import Testing
             effects: &effects)
         #expect(next == nil)
         try #require(effects.adoptSeen && state.value == 3)
+        Self.expectASetsFlushToWait(&state)
+    }
+
+    /// A set and a flush on another thread: the flush waits for the job, rather than starting a write.
+    static func expectASetsFlushToWait(_ state: inout CellState<Int>) {
         var value = 4
         _ = state.set(&value)
         var target: UInt64?
