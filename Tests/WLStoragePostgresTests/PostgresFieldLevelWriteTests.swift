@@ -1,12 +1,14 @@
 import Foundation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 @testable import WLStoragePostgres
 
 /// Two programs change different fields of one key of PostgreSQL, with the server crashing between their writes: each
-/// program's write goes onto the other's, whether or not its feed told of it before the crash; and a change pending
-/// across another program's removal of the key goes onto what is stored since as the fields it changed.
+/// program's write goes onto the other's, whether or not its feed told of it before the crash; a change pending across
+/// another program's removal of the key goes onto what is stored since as the fields it changed; and a write whose
+/// answer was lost, with another program's newer change of the field (a known issue).
 @Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresFieldLevelWriteTests {
     struct Prefs: Codable, Sendable, Equatable {
@@ -104,5 +106,55 @@ struct PostgresFieldLevelWriteTests {
         #expect(storage.lastError == nil)
         let row = try other.read(key: "prefs").map { String(decoding: $0, as: UTF8.self) }
         #expect(row == #"{"fontSize":20,"theme":"blue"}"#)
+    }
+
+    /// A change's write commits and its answer is lost (the connection reset), while another program has set the same
+    /// field again: the other program's value is newer and should stay. It does not yet (a known issue, Guarantees.md):
+    /// the write is untagged, so nothing tells it from one never sent, and the retry makes the change again. Either way
+    /// the storage ends holding what the row holds, with nothing pending.
+    @Test(.enabled(if: LatencyProxy.isAvailable, "python3 is needed for the proxy"))
+    func aWriteWhoseAnswerWasLostAfterItWasMadeIsNotMadeAgainOverAnotherProgramsNewerChange() throws {
+        let cluster = try PostgresCluster.shared()
+        let proxy = try LatencyProxy(to: cluster.socketPath)
+        let namespace = uniqueNamespace()
+        let other = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(30))
+        try other.write(key: "prefs", data: bytes(#"{"fontSize":15,"theme":"dark"}"#))
+        let storage = WLStorage(
+            key: "prefs", defaultValue: Prefs(), flushInterval: nil,
+            store: try WLStoragePostgresStore(
+                url: "host=127.0.0.1 port=\(proxy.port) user=postgres dbname=postgres", namespace: namespace,
+                timeout: .seconds(30)))
+        try #require(storage.wrappedValue == Prefs(theme: "dark", fontSize: 15))
+        // The row held by another transaction: the storage's write is sent, and waits for it.
+        let admin = try adminConnection(cluster.url)
+        defer { admin.close() }
+        _ = try admin.query("BEGIN", deadline: .now + .seconds(10))
+        try sqlValue(
+            admin, "SELECT key FROM wlstorage WHERE namespace = $1 AND key = $2 FOR UPDATE", [namespace, "prefs"])
+        storage.wrappedValue.theme = "blue"
+        let flushed = startThread { storage.flush() }
+        #expect(
+            try eventuallyThrowing(timeout: 60) {
+                try sqlValue(
+                    admin,
+                    "SELECT count(*)::text FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))")
+                    == "1"
+            })
+        // Its answer held by the proxy, the write commits; another program sets the theme again; the answer is lost.
+        try proxy.freeze()
+        _ = try admin.query("COMMIT", deadline: .now + .seconds(10))
+        func row() throws -> String? { try other.read(key: "prefs").map { String(decoding: $0, as: UTF8.self) } }
+        #expect(try eventuallyThrowing(timeout: 60) { try row() == #"{"fontSize":15,"theme":"blue"}"# })
+        try other.write(key: "prefs", data: bytes(#"{"fontSize":15,"theme":"green"}"#))
+        try proxy.cut()
+        #expect(flushed.wait(timeout: .now() + 120) == .success)
+        storage.flush()
+        let text = try #require(try row())
+        withKnownIssue("an untagged write whose answer was lost is made again over a newer change of its field") {
+            #expect(text == #"{"fontSize":15,"theme":"green"}"#)
+        }
+        let stored = try JSONDecoder().decode(Prefs.self, from: Data(text.utf8))
+        #expect(eventually(timeout: 60) { storage.wrappedValue == stored }, "holds \(storage.wrappedValue)")
+        #expect(!storage.hasPendingChanges, "\(String(describing: storage.lastError))")
     }
 }
