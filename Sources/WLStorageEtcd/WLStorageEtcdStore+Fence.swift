@@ -41,8 +41,17 @@ extension WLStorageEtcdStore {
             let request = TxnRequest(
                 compare: compare, success: operations,
                 failure: conditions.isEmpty ? nil : [RequestOp(requestRange: RangeRequest(key: etcdKey))])
-            let answer: TxnResponse = try perform(reading: false, key: key) { () throws(EtcdFailure) in
-                try client.call("v3/kv/txn", request, resending: resending)
+            let answer: TxnResponse
+            do {
+                answer = try client.call("v3/kv/txn", request, resending: resending)
+            } catch {
+                // A put on conditions whose answer was lost: the key's history tells, when it can.
+                if error.outcome == .unknown, !conditions.isEmpty, operations.count == 1,
+                    let put = operations[0].requestPut, let made = firstWrite(since: seen, of: etcdKey, was: put.value)
+                {
+                    return made ? TxnResponse(succeeded: true) : nil
+                }
+                throw failure(error, reading: false, key: key)
             }
             if answer.succeeded == true { return answer }
             let modified =
@@ -59,6 +68,25 @@ extension WLStorageEtcdStore {
         throw WLStorageError(
             code: .writeFailed, message: "\(identity): etcd refused the write without saying why; nothing was stored",
             key: key, path: identity)
+    }
+
+    /// Whether the first write of `etcdKey` after the revision `seen` put `data`, read back through the key's history
+    /// from its current version: a put fenced at `seen` whose answer was lost was carried out only as that first write
+    /// (the fence refuses it after any other, so one found not to be can never be). `nil` when the history cannot tell:
+    /// no write since (the put may still arrive), the key removed meanwhile, more than a few writes since, the revisions
+    /// needed compacted, or etcd not reached.
+    func firstWrite(since seen: Int64, of etcdKey: Data, was data: Data) -> Bool? {
+        var (revision, first): (Int64?, Data?) = (nil, nil)
+        for _ in 0..<16 {
+            let request = RangeRequest(key: etcdKey, revision: revision.map { String($0) })
+            let answer: RangeResponse? = try? client.call("v3/kv/range", request, resending: true)
+            guard let found = answer?.kvs?.first, let modified = found.modRevision.flatMap({ Int64($0) }) else {
+                return nil
+            }
+            if modified <= seen { return first.map { $0 == data } }
+            (revision, first) = (modified - 1, found.value ?? Data())
+        }
+        return nil
     }
 
     /// Runs the puts of one transaction of a batch on condition that none of `keys` (etcd keys) was written after the

@@ -391,7 +391,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             case .refused: return false
             case .notStored(let error): throw error
             case .unknown(let error):
-                // Versioned stores make it again: a write lost to a restart was mostly never sent (and has no tag).
+                // Versioned stores make it again (etcd's history told what it could): it was mostly never sent.
                 if medium.capabilities.versioned == nil { known.withLock { $0.unsure = bytes } }
                 throw medium.failure(error, writing: true, key: key)
             }
