@@ -25,6 +25,9 @@ package enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noMatchingKey: "No key given has the fingerprint of the key the box was sealed with."
         }
     }
+
+    /// What a call into libcrypto throws once the program is ending (``OpenSSLLibrary``).
+    static let programEnding = CipherError.libcryptoFailed(function: "exit", reason: "the program is ending")
 }
 
 /// AES-256-GCM through OpenSSL libcrypto's EVP interface, the cipher fetched once per process; a context per call, so
@@ -145,9 +148,7 @@ package enum AESGCM {
     package static func randomBytes(count: Int) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         guard count > 0 else { return bytes }
-        guard OpenSSLLibrary.enter() else {
-            throw CipherError.libcryptoFailed(function: "exit", reason: "the program is ending")
-        }
+        guard OpenSSLLibrary.enter() else { throw CipherError.programEnding }
         defer { OpenSSLLibrary.leave() }
         try check(RAND_bytes(&bytes, Int32(count)), "RAND_bytes")
         return bytes
@@ -166,9 +167,7 @@ package enum AESGCM {
         guard let cipher = algorithm.pointer else {
             throw failure("EVP_CIPHER_fetch(AES-256-GCM)")
         }
-        guard OpenSSLLibrary.enter() else {
-            throw CipherError.libcryptoFailed(function: "exit", reason: "the program is ending")
-        }
+        guard OpenSSLLibrary.enter() else { throw CipherError.programEnding }
         defer { OpenSSLLibrary.leave() }
         guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }
         defer { EVP_CIPHER_CTX_free(context) }

@@ -22,8 +22,7 @@ package enum SHA256 {
     /// The lowercase hex SHA-256 of the UTF-8 bytes of `string`, or `nil` when libcrypto cannot compute it.
     package static func hexDigest(of string: String) -> String? {
         var string = string
-        guard let digest = string.withUTF8({ digest(of: UnsafeRawBufferPointer($0)) }) else { return nil }
-        return hex(digest)
+        return string.withUTF8 { digest(of: UnsafeRawBufferPointer($0)) }.map(hex)
     }
 
     /// `bytes` as lowercase hex digits, two a byte.

@@ -48,17 +48,13 @@ package struct FieldRename: Sendable, Equatable {
         } else {
             guard let name = try? JSONCoders.encoder.encode(target) else { return object }
             // Where the encoder's sorted keys put it, so the output stays plain.
-            let next = members.first { $0.key > target }
-            var member = [UInt8](name) + [UInt8(ascii: ":")] + value
-            let position: Int
-            if let next {
-                position = next.rawKey.lowerBound
-                member.append(UInt8(ascii: ","))
+            let member = [UInt8](name) + [UInt8(ascii: ":")] + value
+            if let next = members.first(where: { $0.key > target }) {
+                result.insert(contentsOf: member + [UInt8(ascii: ",")], at: next.rawKey.lowerBound)
             } else {
-                position = members[members.count - 1].value.range.upperBound  // before any trailing comma
-                member.insert(UInt8(ascii: ","), at: 0)
+                let end = members[members.count - 1].value.range.upperBound  // before any trailing comma
+                result.insert(contentsOf: [UInt8(ascii: ",")] + member, at: end)
             }
-            result.insert(contentsOf: member, at: position)
         }
         return Data(result)
     }
@@ -66,16 +62,14 @@ package struct FieldRename: Sendable, Equatable {
     /// `bytes`, an object, without its member at `index` and the comma that parts it from the others.
     private static func removing(_ members: [JSONFill.Member], at index: Int, from bytes: [UInt8]) -> [UInt8] {
         let member = members[index]
-        let removed: Range<Int>
-        if index + 1 < members.count {
-            removed = member.rawKey.lowerBound..<members[index + 1].rawKey.lowerBound
-        } else if index > 0 {
-            removed = members[index - 1].value.range.upperBound..<member.value.range.upperBound
-        } else {
-            removed = member.rawKey.lowerBound..<member.value.range.upperBound
-        }
         var result = bytes
-        result.removeSubrange(removed)
+        if index + 1 < members.count {
+            result.removeSubrange(member.rawKey.lowerBound..<members[index + 1].rawKey.lowerBound)
+        } else if index > 0 {
+            result.removeSubrange(members[index - 1].value.range.upperBound..<member.value.range.upperBound)
+        } else {
+            result.removeSubrange(member.rawKey.lowerBound..<member.value.range.upperBound)
+        }
         return result
     }
 }

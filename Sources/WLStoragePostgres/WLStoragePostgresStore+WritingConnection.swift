@@ -101,8 +101,7 @@ extension WLStoragePostgresStore {
                     if patient || WLStorageSystem.isFlushingAtExit, Self.isTransient(error) {
                         failures += 1
                         let pause = Duration.milliseconds(min(10 << min(failures - 1, 5), 250))
-                        let remaining = ContinuousClock.now.duration(to: deadline)
-                        if remaining > pause {
+                        if ContinuousClock.now.duration(to: deadline) > pause {
                             connection.disconnect()
                             writerPID.value = nil
                             usleep(UInt32(pause / .microseconds(1)))
@@ -119,13 +118,10 @@ extension WLStoragePostgresStore {
     /// broken, or a statement ended by a shutdown (57P01, 57P02, 57P03) or a connection exception (class 08).
     static func isTransient(_ error: PostgresError) -> Bool {
         switch error.kind {
-        case .connectionFailed, .connectionLost:
-            return true
+        case .connectionFailed, .connectionLost: true
         case .queryFailed:
-            guard let state = error.sqlState else { return false }
-            return ["57P01", "57P02", "57P03"].contains(state) || state.hasPrefix("08")
-        case .invalidSettings, .timedOut:
-            return false
+            error.sqlState.map { ["57P01", "57P02", "57P03"].contains($0) || $0.hasPrefix("08") } ?? false
+        case .invalidSettings, .timedOut: false
         }
     }
 

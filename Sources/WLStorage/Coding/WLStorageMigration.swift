@@ -20,6 +20,14 @@ public struct WLStorageMigration<Value>: Sendable {
         case notDecoded
         case converted(Value)
         case failed(any Error)
+
+        /// A conversion's outcome: its value, or what it threw.
+        init(_ conversion: Result<Value, any Error>) {
+            switch conversion {
+            case .success(let value): self = .converted(value)
+            case .failure(let error): self = .failed(error)
+            }
+        }
     }
 
     /// The name of the type the migration decodes, for messages.
@@ -66,11 +74,7 @@ public struct WLStorageMigration<Value>: Sendable {
     ) -> Self {
         Self(sourceType: String(describing: type)) { data in
             guard let old = try? JSONCoders.decoder.decode(Old.self, from: data) else { return .notDecoded }
-            do {
-                return .converted(try convert(old))
-            } catch {
-                return .failed(error)
-            }
+            return Attempt(Result { try convert(old) })
         }
     }
 
@@ -86,16 +90,9 @@ public struct WLStorageMigration<Value>: Sendable {
         let attempt = self.attempt
         return WLStorageMigration<Next>(sourceType: sourceType) { data in
             switch attempt(data) {
-            case .notDecoded:
-                return .notDecoded
-            case .failed(let error):
-                return .failed(error)
-            case .converted(let value):
-                do {
-                    return .converted(try convert(value))
-                } catch {
-                    return .failed(error)
-                }
+            case .notDecoded: .notDecoded
+            case .failed(let error): .failed(error)
+            case .converted(let value): .init(Result { try convert(value) })
             }
         }
     }

@@ -129,7 +129,7 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
     /// The key in `contents`: 32 bytes are the key unless all text; anything else is base64 of 32 bytes.
     private static func decode(_ contents: UnsafeRawBufferPointer) throws -> [UInt8] {
         if contents.count == AESGCM.keyLength {
-            guard contents.allSatisfy(isText) else { return Array(contents) }
+            if !contents.allSatisfy({ (0x20...0x7e).contains($0) || isWhiteSpace($0) }) { return Array(contents) }
             throw WLStorageError(
                 code: .invalidConfiguration,
                 message: "no key: \(AESGCM.keyLength) characters of text are refused as a key, since they could be"
@@ -147,10 +147,6 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
                     + " around them ignored), or \(AESGCM.keyLength) raw bytes")
         }
         return key
-    }
-
-    private static func isText(_ byte: UInt8) -> Bool {
-        (0x20...0x7e).contains(byte) || isWhiteSpace(byte)
     }
 
     private static func isWhiteSpace(_ byte: UInt8) -> Bool {
@@ -200,14 +196,14 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
 
     /// A new random key, from OpenSSL's random generator.
     public static func random() throws -> WLStorageEncryptionKey {
+        let bytes: [UInt8]
         do {
-            return try WLStorageEncryptionKey(bytes: AESGCM.randomBytes(count: AESGCM.keyLength))
-        } catch let error as WLStorageError {
-            throw error
+            bytes = try AESGCM.randomBytes(count: AESGCM.keyLength)
         } catch {
             throw WLStorageError(
                 code: .invalidConfiguration, message: "no random key could be made: \(error)", underlying: error)
         }
+        return try WLStorageEncryptionKey(bytes: bytes)
     }
 
     /// The base64 text of the key's bytes, as a key file holds it: the secret itself; keep it out of logs.

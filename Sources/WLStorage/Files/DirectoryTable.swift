@@ -25,13 +25,9 @@ package enum DirectoryTable {
     /// The directory at `url`, standardized, its path string shared by its backers. Balance with ``release(_:)``.
     package static func directory(for url: URL) -> StorageDirectory {
         let text = URLText(path: url.absoluteString)
-        let known = Runtime.shared.directories.withLock { state -> StorageDirectory? in
-            guard let path = state.pathOfURL[text], let index = state.byPath.index(forKey: path) else { return nil }
-            state.byPath.values[index].backers += 1
-            return state.byPath.keys[index]
-        }
-        if let known { return known }
-        let path = StorageDirectory(path: url.standardizedFileURL.path)
+        // A URL seen before is not standardized again.
+        let known = Runtime.shared.directories.withLock { $0.pathOfURL[text] }
+        let path = known ?? StorageDirectory(path: url.standardizedFileURL.path)
         return Runtime.shared.directories.withLock { state in
             state.pathOfURL[text] = path
             if let index = state.byPath.index(forKey: path) {
@@ -86,9 +82,7 @@ package enum DirectoryTable {
     private static func removeAbandonedTemporaryFiles(in directory: StorageDirectory) {
         // A directory that cannot be listed now is retried by the next preparation with `waiting`.
         guard (try? directory.removeAbandonedTemporaryFiles()) != nil else { return }
-        Runtime.shared.directories.withLock { state in
-            state.byPath[directory]?.cleanUpPending = false
-        }
+        Runtime.shared.directories.withLock { $0.byPath[directory]?.cleanUpPending = false }
     }
 
     /// The identity of `directory` as last prepared, if it was.
@@ -98,9 +92,7 @@ package enum DirectoryTable {
 
     /// Makes the next ``prepare(_:)`` of `directory` work again (removed, or its path leads elsewhere).
     package static func forget(_ directory: StorageDirectory) {
-        Runtime.shared.directories.withLock { state in
-            state.byPath[directory]?.identity = nil
-        }
+        Runtime.shared.directories.withLock { $0.byPath[directory]?.identity = nil }
     }
 
     /// The number of directories in use (for tests).

@@ -57,15 +57,14 @@ struct FileMedium: KeyMedium {
     }
 
     func read(key: String, prepared: Bool) -> MediumRead {
-        let directory: StorageDirectory
-        let fileName: String
         do {
-            if prepared, let known = self.directory, let name = self.fileName {
-                (directory, fileName) = (known, name)
-            } else {
-                // A read, on a storage's creating thread, does not wait for another's lock on the directory.
-                (directory, fileName) = try location(key: key, waiting: false)
-            }
+            let (directory, fileName) =
+                if prepared, let known = self.directory, let name = self.fileName {
+                    (known, name)
+                } else {
+                    // A read, on a storage's creating thread, does not wait for another's lock on the directory.
+                    try location(key: key, waiting: false)
+                }
             guard let (data, identity) = try directory.readVersion(fileName), !data.isEmpty else { return .absent }
             return .bytes(
                 ReadBytes(data: data, stamp: KnownVersions.stamp(data, identity: identity), identity: identity),
@@ -105,8 +104,7 @@ struct FileMedium: KeyMedium {
     {
         for _ in 0..<8 {
             let current = try readCurrent(key: key)
-            let made = try make(current.flatMap { $0.contents.isEmpty ? nil : $0.contents })
-            guard let data = made else {
+            guard let data = try make(current.flatMap { $0.contents.isEmpty ? nil : $0.contents }) else {
                 guard let current else { continue }
                 return (current.contents, KnownVersions.stamp(current.contents, identity: current.identity))
             }
@@ -175,9 +173,8 @@ struct FileMedium: KeyMedium {
 
     func keepAside(_ read: ReadBytes, judged: String, type: String, _ error: (any Error)?, key: String) -> KeptAside {
         guard let directory, let fileName else { return .failed(setupError(key: key)) }
-        let aside: String
         do {
-            guard let moved = try directory.moveAside(fileName, ifStill: read.identity) else {
+            guard let aside = try directory.moveAside(fileName, ifStill: read.identity) else {
                 return .changed(
                     WLStorageError(
                         code: .readFailed,
@@ -185,16 +182,15 @@ struct FileMedium: KeyMedium {
                             + " in place",
                         key: key, path: directory.filePath(fileName)))
             }
-            aside = moved
+            return .kept(
+                WLStorageError(
+                    code: .decodingFailed,
+                    message: "the file \(judged); it was moved aside to \(aside)",
+                    key: key, path: directory.filePath(fileName), underlying: error))
         } catch var failure {
             failure.message = "the file does not decode as \(type), and " + failure.message
             return .failed(Self.keyed(failure, key))
         }
-        return .kept(
-            WLStorageError(
-                code: .decodingFailed,
-                message: "the file \(judged); it was moved aside to \(aside)",
-                key: key, path: directory.filePath(fileName), underlying: error))
     }
 
     func keepCopy(_ data: Data, key: String) throws(WLStorageError) -> String {

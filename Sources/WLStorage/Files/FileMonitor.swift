@@ -137,9 +137,7 @@ package final class FileMonitor: Sendable {
 
     /// Records that `directory`'s path led to `identity` before the monitor looked again; the next storage uses it.
     func correct(_ directory: StorageDirectory, to identity: DirectoryIdentity?) {
-        state.withLock { state in
-            state.paths[directory]?.identity = identity
-        }
+        state.withLock { $0.paths[directory]?.identity = identity }
     }
 
     /// Ends one use of the directory at `path`. With the last, its watches and its polling end.

@@ -3,10 +3,9 @@ import Foundation
 /// The entries of a storage directory by the bytes of their names, for tools that must see every entry: a `String`
 /// turns non-UTF-8 bytes into U+FFFD, so such a name could not be opened. Entries are reached by `fstatat`/`openat`.
 extension StorageDirectory {
-    /// The names of the directory's entries as bytes, without `.` and `..`, sorted byte by byte.
-    ///
-    /// - Throws: ``WLStorageError/Code/directoryUnavailable`` when the directory cannot be opened (its `errno` is
-    ///   `ENOENT` when there is none), ``WLStorageError/Code/readFailed`` when it cannot be listed.
+    /// The names of the directory's entries as bytes, without `.` and `..`, sorted byte by byte. Throws
+    /// ``WLStorageError/Code/directoryUnavailable`` when the directory cannot be opened (its `errno` is `ENOENT` when
+    /// there is none), ``WLStorageError/Code/readFailed`` when it cannot be listed.
     package func rawEntryNames() throws(WLStorageError) -> [[UInt8]] {
         var names: [[UInt8]] = []
         try forEachEntry(checkingErrors: true) { names.append(Array($0)) }
@@ -24,11 +23,9 @@ extension StorageDirectory {
     }
 
     /// Opens the regular file `name` for reading (`openat` with `O_NOFOLLOW|O_NONBLOCK`, checked by `fstat` before a
-    /// byte is read), or returns `nil` when there is no entry of that name.
-    ///
-    /// - Throws: ``WLStorageError/Code/directoryUnavailable`` when the directory cannot be opened (`ENOENT` when
-    ///   there is none); ``WLStorageError/Code/notARegularFile`` for a symlink, a directory or a special file;
-    ///   ``WLStorageError/Code/readFailed`` when the file cannot be opened.
+    /// byte is read), or returns `nil` when there is no entry of that name. Throws as ``rawEntryNames()`` when the
+    /// directory cannot be opened, ``WLStorageError/Code/notARegularFile`` for a symlink, a directory or a special
+    /// file, ``WLStorageError/Code/readFailed`` when the file cannot be opened.
     package func openEntryForReading(named name: [UInt8]) throws(WLStorageError) -> ReadableEntry? {
         let dir = try openDirectory()
         defer { close(dir) }
@@ -74,9 +71,7 @@ package struct ReadableEntry: ~Copyable {
     /// The file's path, for messages. A name that is not UTF-8 has U+FFFD in place of its invalid bytes here.
     package let path: String
 
-    /// Reads the next bytes into `buffer`; returns how many, 0 at the end. The corresponding C function is `read`.
-    ///
-    /// - Throws: ``WLStorageError/Code/readFailed``.
+    /// Reads into `buffer` (`read`): how many bytes, 0 at the end; throws ``WLStorageError/Code/readFailed``.
     package func read(into buffer: UnsafeMutableRawBufferPointer) throws(WLStorageError) -> Int {
         while true {
             let count = Glibc.read(descriptor, buffer.baseAddress, buffer.count)

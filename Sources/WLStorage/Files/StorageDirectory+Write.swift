@@ -138,24 +138,22 @@ extension StorageDirectory {
             placed = true
         } else {
             if announced { OwnRenames.willRename(temporary) }
-            let outcome: NoReplaceOutcome
             do {
-                outcome = try moveWithoutReplacing(temporary, to: name, in: dir)
+                switch try moveWithoutReplacing(temporary, to: name, in: dir) {
+                case .moved:
+                    placed = true
+                case .linked:
+                    // Linked, not renamed: the temporary name goes before the directory sync, so one sync covers both.
+                    OwnRenames.didNotRename(temporary)
+                    _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
+                    placed = true
+                case .exists:
+                    OwnRenames.didNotRename(temporary)
+                    return nil
+                }
             } catch {
                 OwnRenames.didNotRename(temporary)
                 throw error
-            }
-            switch outcome {
-            case .moved:
-                placed = true
-            case .linked:
-                // Linked, not renamed: the temporary name goes before the directory sync, so one sync covers both.
-                OwnRenames.didNotRename(temporary)
-                _ = retrying(.unlink, temporary) { unlinkat(dir, temporary, 0) }
-                placed = true
-            case .exists:
-                OwnRenames.didNotRename(temporary)
-                return nil
             }
         }
         unlockDirectory()

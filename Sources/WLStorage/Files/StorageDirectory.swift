@@ -205,9 +205,7 @@ package struct StorageDirectory: Sendable, Hashable {
         try readVersion(name, limit: limit)?.contents
     }
 
-    /// The contents of `name` and the identity of the version read, or `nil` when there is no such file.
-    ///
-    /// - Throws: As ``read(_:limit:)``.
+    /// The contents of `name` and their identity, or `nil` when there is no such file; throws as ``read(_:limit:)``.
     package func readVersion(
         _ name: String, limit: Int = ValueSizeLimit.maximum
     ) throws(WLStorageError) -> (contents: Data, identity: FileIdentity)? {
@@ -381,9 +379,7 @@ enum SystemFunctions {
     /// `renameat2`, in glibc since 2.28; declared only with `_GNU_SOURCE`, which Swift's `Glibc` does not set.
     static let renameat2: Renameat2? = dlsym(nil, "renameat2").map { unsafeBitCast($0, to: Renameat2.self) }
 
-    /// `RENAME_NOREPLACE` from `<linux/fs.h>`.
+    /// `RENAME_NOREPLACE` and `RENAME_EXCHANGE` from `<linux/fs.h>`.
     static let renameNoReplace: CUnsignedInt = 1
-
-    /// `RENAME_EXCHANGE` from `<linux/fs.h>`.
     static let renameExchange: CUnsignedInt = 2
 }

@@ -294,8 +294,7 @@ private final class FlushRound: Sendable {
             let index = next.add(1, ordering: .relaxed).oldValue
             guard index < count else { return }
             let item = items.withLock { $0[index].take() }
-            let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
-            item?.flush(waiting: waiting, on: thread)
+            item?.flush(waiting: waiting, on: UInt(bitPattern: Int(bitPattern: pthread_self())))
             if finished.add(1, ordering: .acquiringAndReleasing).newValue == count { done.signal() }
         }
     }

@@ -99,8 +99,7 @@ final class ChangeRouter: Sendable {
 
     /// Has the cells of `files`, or of every file in `paths` (`nil`: in every directory), check on the checks queue.
     func deliver(files: some Sequence<CellKey>) {
-        let registry = Runtime.shared.registry
-        check(files.compactMap { registry.cell(for: $0) })
+        check(files.compactMap { Runtime.shared.registry.cell(for: $0) })
     }
 
     func deliver(everyFileIn paths: Set<StorageDirectory>?) {

@@ -76,13 +76,10 @@ struct KeyBinding<T: Codable & Sendable> {
     @inline(__always) mutating func follow(makeDefault: () -> T) -> StorageRegistry.Lookup<T> {
         switch kind {
         case .key(let keyBacker):
-            switch keyBacker.source {
-            case .file(let directory, let name):
-                return follow(directory: directory, name: name)
-            case .store(let medium):
-                return follow(store: medium)
-            case .none:
-                return .none
+            return switch keyBacker.source {
+            case .file(let directory, let name): follow(directory: directory, name: name)
+            case .store(let medium): follow(store: medium)
+            case .none: .none
             }
         case .observable(let observable):
             // A change the feed reports before the cell exists is checked once the cell is there.

@@ -141,10 +141,9 @@ struct CarriedVersions: Sendable {
             }
             return heardAgain ? .stale : .read
         }
-        for (offset, change) in unseen.enumerated() where change.version != known &+ Int64(offset) &+ 1 {
-            return .read
-        }
-        guard let data = newest.data else { return .read }
+        guard unseen.enumerated().allSatisfy({ offset, change in change.version == known &+ Int64(offset) &+ 1 }),
+            let data = newest.data
+        else { return .read }
         return .adopt(data, version: newest.version)
     }
 }

@@ -65,12 +65,9 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
 
     func readExternalChange(decoding: ValueDecoding<T>) throws(WLStorageError) -> ExternalChange<T> {
         switch readBase() {
-        case (.value(let value), let isKnown):
-            return isKnown ? .unchanged : .changed(value)
-        case (.failed(let error), _):
-            throw error
-        default:
-            return known.withLock { $0.readRemoval() } ? .removed : .unchanged
+        case (.value(let value), let isKnown): isKnown ? .unchanged : .changed(value)
+        case (.failed(let error), _): throw error
+        default: known.withLock { $0.readRemoval() } ? .removed : .unchanged
         }
     }
 }

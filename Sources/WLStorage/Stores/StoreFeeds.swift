@@ -83,8 +83,7 @@ final class StoreFeeds: Sendable {
         // Released from inside `observeChanges`: the call that starts the feed cancels it.
         if feeds.withLock({ _ in ended.startingThread }) == UInt(bitPattern: Int(bitPattern: pthread_self())) { return }
         ended.started.wait()
-        let observation = feeds.withLock { _ in ended.observation.take() }
-        observation?.cancel()
+        feeds.withLock { _ in ended.observation.take() }?.cancel()
     }
 
     private func changed(_ identity: String, _ event: WLStorageFeedEvent) {

@@ -11,8 +11,7 @@ public final class WLStorageSubscription: Sendable {
 
     /// Stops it. For a change handler, calls already queued may still run. Calling it again does nothing.
     public func cancel() {
-        let cancellation = self.cancellation.withLock { $0.take() }
-        cancellation?()
+        cancellation.withLock { $0.take() }?()
     }
 
     deinit { cancel() }

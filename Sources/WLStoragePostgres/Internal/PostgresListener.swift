@@ -342,8 +342,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         let ids = state.withLock { Array($0.handlers.keys) }
         for change in changes {
             for id in ids {
-                guard let handler = state.withLock({ $0.handlers[id] }) else { continue }
-                handler(change)
+                state.withLock { $0.handlers[id] }?(change)
             }
         }
     }

@@ -14,9 +14,8 @@ struct PostgresSettings: Sendable {
     /// The values of the options libpq marks as secret (the password), as parsed and as written in the string.
     private let secrets: [String]
 
-    /// Parses `url` (a `postgresql://` URI or `key=value` pairs).
-    ///
-    /// - Parameter timeout: The connect timeout to use when the string sets none, rounded up to whole seconds.
+    /// Parses `url` (a `postgresql://` URI or `key=value` pairs); `timeout` is the connect timeout when the string sets
+    /// none, rounded up to whole seconds.
     init(url: String, timeout: Duration) throws(PostgresError) {
         let written = Self.writtenSecrets(in: url)
         var errorMessage: UnsafeMutablePointer<CChar>?
@@ -109,11 +108,9 @@ struct PostgresSettings: Sendable {
                 var value = search.drop { $0 == " " }
                 guard value.first == "=" else { continue }
                 value = value.dropFirst().drop { $0 == " " }
-                if value.first == "'" {
-                    found.append(String(value.dropFirst().prefix { $0 != "'" }))
-                } else {
-                    found.append(String(value.prefix { !$0.isWhitespace }))
-                }
+                let quoted = value.first == "'"
+                found.append(
+                    String(quoted ? value.dropFirst().prefix { $0 != "'" } : value.prefix { !$0.isWhitespace }))
             }
         }
         return found.filter { !$0.isEmpty }
