@@ -41,23 +41,40 @@ extension WLStorageEtcdStore {
             let request = TxnRequest(
                 compare: compare, success: operations,
                 failure: conditions.isEmpty ? nil : [RequestOp(requestRange: RangeRequest(key: etcdKey))])
-            let answer: TxnResponse
-            do {
-                answer = try client.call("v3/kv/txn", request, resending: resending)
-            } catch {
-                // A put on conditions whose answer was lost: the key's history tells, when it can.
-                if error.outcome == .unknown, !conditions.isEmpty, operations.count == 1,
-                    let put = operations[0].requestPut, let made = firstWrite(since: seen, of: etcdKey, was: put.value)
-                {
-                    return made ? TxnResponse(succeeded: true) : nil
+            // A put on conditions whose answer was lost: the key's history tells, when it can. When it tells of no
+            // write since `seen`, the same transaction is sent again, fence and all (to the next endpoint first): of
+            // the copies, only one can be carried out, as the key's first write after `seen`, and the first one,
+            // delivered late, does nothing once another was.
+            let judged = !conditions.isEmpty && operations.count == 1 ? operations[0].requestPut : nil
+            var sentAgain = 0
+            var sent: TxnResponse?
+            while sent == nil {
+                do {
+                    sent = try client.call("v3/kv/txn", request, resending: resending) as TxnResponse
+                } catch {
+                    guard error.outcome == .unknown, let put = judged else {
+                        throw failure(error, reading: false, key: key)
+                    }
+                    switch firstWrite(since: seen, of: etcdKey, was: put.value) {
+                    case .made?: return TxnResponse(succeeded: true)
+                    case .another?: return nil
+                    case .noWrite? where sentAgain < client.endpoints.count: sentAgain += 1
+                    default: throw failure(error, reading: false, key: key)
+                    }
                 }
-                throw failure(error, reading: false, key: key)
             }
+            guard let answer = sent else { break }
             if answer.succeeded == true { return answer }
             let modified =
                 conditions.isEmpty
                 ? answer.header?.revisionNumber ?? 0
                 : answer.responses?.first?.responseRange?.kvs?.first?.modRevision.flatMap { Int64($0) } ?? 0
+            // A copy sent before this one may have been carried out.
+            if sentAgain > 0, modified > seen, let put = judged,
+                firstWrite(since: seen, of: etcdKey, was: put.value) == .made
+            {
+                return TxnResponse(succeeded: true)
+            }
             // Refused by its own conditions, not by the fence.
             guard modified > seen else {
                 if conditions.isEmpty { break }
@@ -72,10 +89,10 @@ extension WLStorageEtcdStore {
 
     /// Whether the first write of `etcdKey` after the revision `seen` put `data`, read back through the key's history
     /// from its current version: a put fenced at `seen` whose answer was lost was carried out only as that first write
-    /// (the fence refuses it after any other, so one found not to be can never be). `nil` when the history cannot tell:
-    /// no write since (the put may still arrive), the key removed meanwhile, more than a few writes since, the revisions
-    /// needed compacted, or etcd not reached.
-    func firstWrite(since seen: Int64, of etcdKey: Data, was data: Data) -> Bool? {
+    /// (the fence refuses it after any other, so one found not to be can never be). `noWrite` when there was no write
+    /// since (the put may still arrive); `nil` when the history cannot tell: the key removed meanwhile, more than a few
+    /// writes since, the revisions needed compacted, or etcd not reached.
+    func firstWrite(since seen: Int64, of etcdKey: Data, was data: Data) -> FirstWrite? {
         var (revision, first): (Int64?, Data?) = (nil, nil)
         for _ in 0..<16 {
             let request = RangeRequest(key: etcdKey, revision: revision.map { String($0) })
@@ -83,10 +100,20 @@ extension WLStorageEtcdStore {
             guard let found = answer?.kvs?.first, let modified = found.modRevision.flatMap({ Int64($0) }) else {
                 return nil
             }
-            if modified <= seen { return first.map { $0 == data } }
+            if modified <= seen { return first.map { $0 == data ? .made : .another } ?? .noWrite }
             (revision, first) = (modified - 1, found.value ?? Data())
         }
         return nil
+    }
+
+    /// What the key's history tells of a put fenced at a revision: ``firstWrite(since:of:was:)``.
+    enum FirstWrite {
+        /// The key's first write after it put the put's bytes: the put was carried out.
+        case made
+        /// Another write came first: the put can never be carried out.
+        case another
+        /// No write since: the put may still arrive.
+        case noWrite
     }
 
     /// Runs the puts of one transaction of a batch on condition that none of `keys` (etcd keys) was written after the

@@ -210,9 +210,12 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     /// Stores `data` under `key` only while it holds `expected` (for `nil`, while nothing is stored), in one
     /// transaction, and returns whether it did.
     ///
+    /// A transaction whose answer was lost is judged by the key's history (its fence makes it, if carried out, the
+    /// key's first write after the revision it names); with no write since, it is sent again as it is, fence and all,
+    /// at most once per endpoint: only one copy can be carried out.
+    ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
-    ///   it was carried out. A transaction whose answer was lost is not sent again: it may have been carried out, and
-    ///   a second one would find the new bytes and say it did not store them.
+    ///   it was carried out.
     public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
         // The transaction names the key twice: in its comparison and in its put (and the fence's two more mentions fit in
         // the margin under etcd's limit).

@@ -64,4 +64,40 @@ struct EtcdFieldLevelWriteWithLostAnswerTests {
                 cut: .request, outside: #"{"a":3,"b":5}"#, toEndAs: Pair(a: 2, b: 5), namespace: uniqueNamespace())
         }
     }
+    /// The write goes to an endpoint that delivers it late, after its caller gave up on its answer and the key's
+    /// history, read through another endpoint, told of no write since: the write is carried out once, and not made
+    /// again over another program's newer change of the field.
+    @Test func aWriteDeliveredLateIsNotMadeAgainOverAnotherProgramsNewerChangeOfTheField() async throws {
+        try await onItsOwnThread {
+            let server = try EtcdServer.shared()
+            let namespace = uniqueNamespace()
+            let slow = try TCPProxy(to: server.clientPort)
+            defer { slow.stop() }
+            let store = try WLStorageEtcdStore(
+                endpoints: [slow.endpoint, server.endpoint], namespace: namespace, timeout: .seconds(2))
+            let other = try WLStorageEtcdStore(endpoints: [server.otherSpelling], namespace: namespace)
+            try other.write(key: "pair", data: bytes(#"{"a":1,"b":1}"#))
+            let storage = WLStorage(key: "pair", defaultValue: Pair(a: 0, b: 0), flushInterval: nil, store: store)
+            try #require(storage.wrappedValue == Pair(a: 1, b: 1))
+            // The first endpoint, which answered last, now delivers everything 6 s late.
+            slow.cutAll()
+            slow.delay(.seconds(6))
+            storage.wrappedValue.a = 2
+            storage.flush()
+            // The write is carried out (the late one, or another sent after it); then another program sets the field.
+            try #require(
+                eventually(timeout: 120) {
+                    (try? rawEntry(in: server, namespace: namespace, key: "pair"))??.value == bytes(#"{"a":2,"b":1}"#)
+                }, "the write was not carried out")
+            try other.write(key: "pair", data: bytes(#"{"a":3,"b":1}"#))
+            storage.flush()
+            try #require(eventually(timeout: 120) { slow.chunksInFlight == 0 }, "the slow endpoint kept chunks")
+            let stored = try #require(try other.read(key: "pair"))
+            #expect(
+                try JSONDecoder().decode(Pair.self, from: stored) == Pair(a: 3, b: 1),
+                "\(String(decoding: stored, as: UTF8.self))")
+            #expect(eventuallyHolds(storage, Pair(a: 3, b: 1)))
+            #expect(!storage.hasPendingChanges, "\(String(describing: storage.lastError))")
+        }
+    }
 }
