@@ -131,6 +131,42 @@ import WLStorageTestSupport
         try Self.expectRetry(in: kind, made: false, outside: #"{"a":3,"b":1}"#, toEndAs: expected)
     }
 
+    /// Another program changed another field before this program's write, which went onto that change and lost its
+    /// answer, then changed the field the write changed: the retry keeps both of its changes.
+    @Test func anotherProgramsChangeMadeBeforeAWriteWhoseAnswerWasLostIsKeptByTheRetry() throws {
+        let (storage, stored) = try Self.storageWritingOnto(#"{"a":1,"b":5}"#, thenLosingTheAnswerTo: #"{"a":3,"b":5}"#)
+        storage.wrappedValue.a = 2
+        storage.flush()
+        storage.flush()
+        let held = try Self.decoded(stored())
+        #expect(held == Pair(a: 3, b: 5))
+        #expect(eventually(timeout: 60) { storage.wrappedValue == Pair(a: 3, b: 5) }, "holds \(storage.wrappedValue)")
+        #expect(!storage.hasPendingChanges)
+    }
+
+    /// A field a newer version of the type stored before this program's write, which went onto it and lost its answer,
+    /// is kept by the retry, though this version does not know it.
+    @Test func aFieldOfAnotherVersionStoredBeforeAWriteWhoseAnswerWasLostIsKeptByTheRetry() throws {
+        let (storage, stored) = try Self.storageWritingOnto(
+            #"{"a":1,"b":1,"c":7}"#, thenLosingTheAnswerTo: #"{"a":3,"b":1,"c":7}"#)
+        storage.wrappedValue.b = 2
+        storage.flush()
+        storage.flush()
+        let held = try JSONSerialization.jsonObject(with: Data(try #require(stored()).utf8)) as? [String: Int]
+        #expect(held == ["a": 3, "b": 2, "c": 7])
+        #expect(!storage.hasPendingChanges)
+    }
+
+    /// A storage of ``key`` in a store that writes on condition of bytes, where another program stored `before` unseen
+    /// (the storage's write is refused, and goes onto it), and stores `after` once that write is made, losing its answer.
+    static func storageWritingOnto(
+        _ before: String, thenLosingTheAnswerTo after: String
+    ) throws -> (WLStorage<Pair>, () -> String?) {
+        let (storage, stored, store) = try storage(in: .conditional) { writeFromOutside in writeFromOutside(after) }
+        try #require(store as? InterceptedStore).base.writeUnreported(key, json: before)
+        return (storage, stored)
+    }
+
     /// Sets `a = 2` in a storage of `kind` whose write loses its answer (made or not) while another program stores
     /// `outside`, flushes twice, and expects the store and the storage to hold `expected`, with nothing pending.
     static func expectRetry(in kind: Store, made: Bool = true, outside: String, toEndAs expected: Pair) throws {
