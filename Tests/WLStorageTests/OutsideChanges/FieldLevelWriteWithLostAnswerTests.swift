@@ -157,6 +157,27 @@ import WLStorageTestSupport
         #expect(!storage.hasPendingChanges)
     }
 
+    /// The retry of a write whose answer was lost goes onto another program's change of another field, and loses its
+    /// answer too, while another program changes the field written: the last retry keeps both programs' changes.
+    @Test func aRetryWhoseAnswerIsLostAgainKeepsOtherProgramsChanges() throws {
+        let store = InterceptedStore(feed: .announced)
+        store.base.writeUnreported(Self.key, json: #"{"a":1,"b":1}"#)
+        let storage = WLStorage(key: Self.key, defaultValue: Pair(a: 0, b: 0), flushInterval: nil, store: store)
+        try #require(storage.wrappedValue == Pair(a: 1, b: 1))
+        store.afterNextConditionalWrite(losingTheOutcome: true) {
+            store.base.writeUnreported(Self.key, json: #"{"a":1,"b":5}"#)
+            store.afterNextConditionalWrite(losingTheOutcome: true) {
+                store.base.writeUnreported(Self.key, json: #"{"a":3,"b":5}"#)
+            }
+        }
+        storage.wrappedValue.a = 2
+        for _ in 0..<3 { storage.flush() }
+        let held = try Self.decoded(store.base.stored(Self.key))
+        #expect(held == Pair(a: 3, b: 5))
+        #expect(eventually(timeout: 60) { storage.wrappedValue == Pair(a: 3, b: 5) }, "holds \(storage.wrappedValue)")
+        #expect(!storage.hasPendingChanges)
+    }
+
     /// A storage of ``key`` in a store that writes on condition of bytes, where another program stored `before` unseen
     /// (the storage's write is refused, and goes onto it), and stores `after` once that write is made, losing its answer.
     static func storageWritingOnto(
