@@ -2,6 +2,7 @@
 // stored it): the retry makes the change again where the key still holds what it was read from, keeps another
 // program's change of other fields, and, in a store that keeps no versions, never writes it over a change of the same
 // field another program may have made after the lost write. A versioned store makes it again (Guarantees.md).
+import Dispatch
 import Foundation
 import Testing
 import WLStorageTestSupport
@@ -176,6 +177,49 @@ import WLStorageTestSupport
         #expect(held == Pair(a: 3, b: 5))
         #expect(eventually(timeout: 60) { storage.wrappedValue == Pair(a: 3, b: 5) }, "holds \(storage.wrappedValue)")
         #expect(!storage.hasPendingChanges)
+    }
+
+    /// A flush of every storage of the store is about to take the change into its batch when the storage's own flush
+    /// writes it on another thread, and that write loses its answer: the change is written on its own, not whole in the
+    /// batch over another program's change of the same field made after the lost write.
+    @Test func aChangeWhoseWriteLosesItsAnswerAsAFlushOfEveryStorageTakesItIsNotWrittenInTheBatch() throws {
+        let store = InterceptedStore(feed: .announced)
+        store.base.writeUnreported(Self.key, json: #"{"a":1,"b":1}"#)
+        let clock = ClockWithAHook()
+        let storage = WLStorage<Pair>(
+            defaultValueClosure: { Pair(a: 0, b: 0) }, flushInterval: nil,
+            binding: KeyBinding(key: Self.key, store: store), migrations: [], scheduler: clock)
+        try #require(storage.wrappedValue == Pair(a: 1, b: 1))
+        storage.wrappedValue.a = 2
+        store.afterNextConditionalWrite(losingTheOutcome: true) {
+            store.base.writeUnreported(Self.key, json: #"{"a":3,"b":1}"#)
+        }
+        // The batch reads the clock between asking the storage's backer and taking the change: the write runs then.
+        clock.onNextReading { storage.flush() }
+        flushAllStores([store])
+        storage.flush()
+        let held = try Self.decoded(store.base.stored(Self.key))
+        #expect(held == Pair(a: 3, b: 1))
+        #expect(!storage.hasPendingChanges)
+    }
+
+    /// The package's clock, which runs work given to it once, the next time it is read.
+    final class ClockWithAHook: WriteScheduler {
+        private let hook = Lock<(@Sendable () -> Void)?>(nil)
+
+        var now: UInt64 {
+            hook.withLock { hook in
+                defer { hook = nil }
+                return hook
+            }?()
+            return DispatchTime.now().uptimeNanoseconds
+        }
+
+        func schedule(after delay: UInt64, _ work: @escaping @Sendable () -> Void) {
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay)), execute: work)
+        }
+
+        func onNextReading(_ work: @escaping @Sendable () -> Void) { hook.withLock { $0 = work } }
     }
 
     /// A storage of ``key`` in a store that writes on condition of bytes, where another program stored `before` unseen
