@@ -158,6 +158,19 @@ import WLStorageTestSupport
         #expect(!storage.hasPendingChanges)
     }
 
+    /// Another program changed a field before this program's write, which went onto that change and lost its answer;
+    /// a program that read the write then set the field back: its value is the newer, and the retry keeps it.
+    @Test func aFieldSetBackOverAWriteWhoseAnswerWasLostKeepsTheValueSetBack() throws {
+        let (storage, stored) = try Self.storageWritingOnto(#"{"a":1,"b":5}"#, thenLosingTheAnswerTo: #"{"a":2,"b":1}"#)
+        storage.wrappedValue.a = 2
+        storage.flush()
+        storage.flush()
+        let held = try Self.decoded(stored())
+        #expect(held == Pair(a: 2, b: 1))
+        #expect(eventually(timeout: 60) { storage.wrappedValue == Pair(a: 2, b: 1) }, "holds \(storage.wrappedValue)")
+        #expect(!storage.hasPendingChanges)
+    }
+
     /// The retry of a write whose answer was lost goes onto another program's change of another field, and loses its
     /// answer too, while another program changes the field written: the last retry keeps both programs' changes.
     @Test func aRetryWhoseAnswerIsLostAgainKeepsOtherProgramsChanges() throws {
