@@ -193,8 +193,8 @@ import WLStorageTestSupport
     }
 
     /// A flush of every storage of the store is about to take the change into its batch when the storage's own flush
-    /// writes it on another thread, and that write loses its answer: the change is written on its own, not whole in the
-    /// batch over another program's change of the same field made after the lost write.
+    /// (another thread's, in a program) writes it, and that write loses its answer: the change is written on its own,
+    /// not whole in the batch over another program's change of the same field made after the lost write.
     @Test func aChangeWhoseWriteLosesItsAnswerAsAFlushOfEveryStorageTakesItIsNotWrittenInTheBatch() throws {
         let store = InterceptedStore(feed: .announced)
         store.base.writeUnreported(Self.key, json: #"{"a":1,"b":1}"#)
@@ -207,7 +207,8 @@ import WLStorageTestSupport
         store.afterNextConditionalWrite(losingTheOutcome: true) {
             store.base.writeUnreported(Self.key, json: #"{"a":3,"b":1}"#)
         }
-        // The batch reads the clock between asking the storage's backer and taking the change: the write runs then.
+        // The batch, on this thread, reads the clock between asking the storage's backer and taking the change: the
+        // storage's own flush runs then.
         clock.onNextReading { storage.flush() }
         flushAllStores([store])
         storage.flush()
@@ -216,14 +217,16 @@ import WLStorageTestSupport
         #expect(!storage.hasPendingChanges)
     }
 
-    /// The package's clock, which runs work given to it once, the next time it is read.
+    /// The package's clock, which runs work given to it once, the next time the thread that gave it reads it.
     final class ClockWithAHook: WriteScheduler {
-        private let hook = Lock<(@Sendable () -> Void)?>(nil)
+        private let hook = Lock<(thread: UInt, work: @Sendable () -> Void)?>(nil)
 
         var now: UInt64 {
-            hook.withLock { hook in
-                defer { hook = nil }
-                return hook
+            let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+            hook.withLock { hook -> (@Sendable () -> Void)? in
+                guard let taken = hook, taken.thread == thread else { return nil }
+                hook = nil
+                return taken.work
             }?()
             return DispatchTime.now().uptimeNanoseconds
         }
@@ -232,7 +235,10 @@ import WLStorageTestSupport
             DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay)), execute: work)
         }
 
-        func onNextReading(_ work: @escaping @Sendable () -> Void) { hook.withLock { $0 = work } }
+        func onNextReading(_ work: @escaping @Sendable () -> Void) {
+            let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
+            hook.withLock { $0 = (thread, work) }
+        }
     }
 
     /// A storage of ``key`` in a store that writes on condition of bytes, where another program stored `before` unseen
