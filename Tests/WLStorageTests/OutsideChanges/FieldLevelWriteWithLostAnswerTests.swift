@@ -2,7 +2,6 @@
 // stored it): the retry makes the change again where the key still holds what it was read from, keeps another
 // program's change of other fields, and, in a store that keeps no versions, never writes it over a change of the same
 // field another program may have made after the lost write. A versioned store makes it again (Guarantees.md).
-import Dispatch
 import Foundation
 import Testing
 import WLStorageTestSupport
@@ -215,30 +214,6 @@ import WLStorageTestSupport
         let held = try Self.decoded(store.base.stored(Self.key))
         #expect(held == Pair(a: 3, b: 1))
         #expect(!storage.hasPendingChanges)
-    }
-
-    /// The package's clock, which runs work given to it once, the next time the thread that gave it reads it.
-    final class ClockWithAHook: WriteScheduler {
-        private let hook = Lock<(thread: UInt, work: @Sendable () -> Void)?>(nil)
-
-        var now: UInt64 {
-            let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
-            hook.withLock { hook -> (@Sendable () -> Void)? in
-                guard let taken = hook, taken.thread == thread else { return nil }
-                hook = nil
-                return taken.work
-            }?()
-            return DispatchTime.now().uptimeNanoseconds
-        }
-
-        func schedule(after delay: UInt64, _ work: @escaping @Sendable () -> Void) {
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: delay)), execute: work)
-        }
-
-        func onNextReading(_ work: @escaping @Sendable () -> Void) {
-            let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
-            hook.withLock { $0 = (thread, work) }
-        }
     }
 
     /// A storage of ``key`` in a store that writes on condition of bytes, where another program stored `before` unseen
