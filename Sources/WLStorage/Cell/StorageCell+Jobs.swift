@@ -99,16 +99,16 @@ extension StorageCell {
     /// The pending change as a store batch write (busy until ``finishBatchWrite(_:data:failure:)``), or why not.
     func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite> {
         guard let keyBacker, let storeMedium = keyBacker.storeMedium else { return .elsewhere }
-        if keyBacker.writesChangeOnItsOwn { return .elsewhere }
         let now = scheduler.now
         let rewritesOnCondition = storeMedium.rewritesOnCondition
         // Copied into a slot, not returned as an optional: another generic type to look up.
         return withUnsafeTemporaryAllocation(of: T.self, capacity: 1) { buffer -> BatchTake<BatchWrite> in
             guard let slot = buffer.baseAddress else { return .elsewhere }
-            let (start, dropping) = state.withLock {
-                (
-                    $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, into: slot),
-                    $0.dropsUnknownFields
+            let (start, dropping) = state.withLock { state -> (BatchTake<UInt64>, Bool) in
+                if keyBacker.writesChangeOnItsOwn { return (.elsewhere, false) }  // locked: no job ends meanwhile
+                return (
+                    state.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, into: slot),
+                    state.dropsUnknownFields
                 )
             }
             let version: UInt64

@@ -73,8 +73,8 @@ struct KnownVersions: Sendable {
     var copied = 0
     /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
     var renames: [FieldRename] = []
-    /// The bytes of a change's write whose outcome is unknown, until a write or a read: it may have been stored.
-    var unsure: Data?
+    /// A change's write of unknown outcome: the bytes sent, the value's, and those it replaces; until a write or a read.
+    var unsure: (sent: Data, own: Data, over: Data?)?
 
     /// The stamp of a store's bytes, or of a file's version (identity and contents: an inode's time can be coarse).
     static func stamp(_ data: Data, identity: FileIdentity? = nil) -> Int {

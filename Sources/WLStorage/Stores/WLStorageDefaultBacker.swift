@@ -302,13 +302,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// `stored` (another's): the first that decodes of the merge (``FieldMerge``), the merge taking another enum case
     /// whole, the merge filled from `data`; else `data` whole, unless `stored` did not decode either; `nil`: no merge.
     private func merging(_ data: Data, base read: Data, onto stored: Data) -> Data? {
-        // After a write whose outcome is unknown, `stored`'s changes go onto the bytes sent, the value's since onto that:
-        // a field another program changed wins (it may be newer, as no tag tells whether the write was made: one that
-        // was not loses a later change of the field), and one that `stored` holds as read gets the change again.
-        if let unsure = known.withLock({ $0.unsure }), unsure != read,
-            let made = FieldMerge.merge(base: read, value: stored, stored: unsure)
+        // After a write whose outcome is unknown, `stored`'s changes to what it replaced go onto the bytes sent, the
+        // value's since its own bytes then onto that: a field another program changed wins (no tag tells whether the
+        // write was made: one not made loses a later change of it), and one `stored` holds as before gets it again.
+        if let unsure = known.withLock({ $0.unsure }), unsure.own != read,
+            let made = FieldMerge.merge(base: unsure.over ?? read, value: stored, stored: unsure.sent)
         {
-            return merging(data, base: unsure, onto: made)
+            return merging(data, base: unsure.own, onto: made)
         }
         let value = decodedBases.withLock { $0.find(read)?.value }
         let base = value.flatMap { try? encode($0, replacing: read) } ?? read
@@ -392,7 +392,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             case .notStored(let error): throw error
             case .unknown(let error):
                 // Versioned stores make it again (etcd's history told what it could): it was mostly never sent.
-                if medium.capabilities.versioned == nil { known.withLock { $0.unsure = bytes } }
+                if medium.capabilities.versioned == nil { known.withLock { $0.unsure = (bytes, data, expected) } }
                 throw medium.failure(error, writing: true, key: key)
             }
         }

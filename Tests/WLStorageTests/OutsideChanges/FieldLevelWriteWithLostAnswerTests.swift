@@ -131,6 +131,101 @@ import WLStorageTestSupport
         try Self.expectRetry(in: kind, made: false, outside: #"{"a":3,"b":1}"#, toEndAs: expected)
     }
 
+    /// Another program changed another field before this program's write, which went onto that change and lost its
+    /// answer, then changed the field the write changed: the retry keeps both of its changes.
+    @Test func anotherProgramsChangeMadeBeforeAWriteWhoseAnswerWasLostIsKeptByTheRetry() throws {
+        let (storage, stored) = try Self.storageWritingOnto(#"{"a":1,"b":5}"#, thenLosingTheAnswerTo: #"{"a":3,"b":5}"#)
+        storage.wrappedValue.a = 2
+        storage.flush()
+        storage.flush()
+        let held = try Self.decoded(stored())
+        #expect(held == Pair(a: 3, b: 5))
+        #expect(eventually(timeout: 60) { storage.wrappedValue == Pair(a: 3, b: 5) }, "holds \(storage.wrappedValue)")
+        #expect(!storage.hasPendingChanges)
+    }
+
+    /// A field a newer version of the type stored before this program's write, which went onto it and lost its answer,
+    /// is kept by the retry, though this version does not know it.
+    @Test func aFieldOfAnotherVersionStoredBeforeAWriteWhoseAnswerWasLostIsKeptByTheRetry() throws {
+        let (storage, stored) = try Self.storageWritingOnto(
+            #"{"a":1,"b":1,"c":7}"#, thenLosingTheAnswerTo: #"{"a":3,"b":1,"c":7}"#)
+        storage.wrappedValue.b = 2
+        storage.flush()
+        storage.flush()
+        let held = try JSONSerialization.jsonObject(with: Data(try #require(stored()).utf8)) as? [String: Int]
+        #expect(held == ["a": 3, "b": 2, "c": 7])
+        #expect(!storage.hasPendingChanges)
+    }
+
+    /// Another program changed a field before this program's write, which went onto that change and lost its answer;
+    /// a program that read the write then set the field back: its value is the newer, and the retry keeps it.
+    @Test func aFieldSetBackOverAWriteWhoseAnswerWasLostKeepsTheValueSetBack() throws {
+        let (storage, stored) = try Self.storageWritingOnto(#"{"a":1,"b":5}"#, thenLosingTheAnswerTo: #"{"a":2,"b":1}"#)
+        storage.wrappedValue.a = 2
+        storage.flush()
+        storage.flush()
+        let held = try Self.decoded(stored())
+        #expect(held == Pair(a: 2, b: 1))
+        #expect(eventually(timeout: 60) { storage.wrappedValue == Pair(a: 2, b: 1) }, "holds \(storage.wrappedValue)")
+        #expect(!storage.hasPendingChanges)
+    }
+
+    /// The retry of a write whose answer was lost goes onto another program's change of another field, and loses its
+    /// answer too, while another program changes the field written: the last retry keeps both programs' changes.
+    @Test func aRetryWhoseAnswerIsLostAgainKeepsOtherProgramsChanges() throws {
+        let store = InterceptedStore(feed: .announced)
+        store.base.writeUnreported(Self.key, json: #"{"a":1,"b":1}"#)
+        let storage = WLStorage(key: Self.key, defaultValue: Pair(a: 0, b: 0), flushInterval: nil, store: store)
+        try #require(storage.wrappedValue == Pair(a: 1, b: 1))
+        store.afterNextConditionalWrite(losingTheOutcome: true) {
+            store.base.writeUnreported(Self.key, json: #"{"a":1,"b":5}"#)
+            store.afterNextConditionalWrite(losingTheOutcome: true) {
+                store.base.writeUnreported(Self.key, json: #"{"a":3,"b":5}"#)
+            }
+        }
+        storage.wrappedValue.a = 2
+        for _ in 0..<3 { storage.flush() }
+        let held = try Self.decoded(store.base.stored(Self.key))
+        #expect(held == Pair(a: 3, b: 5))
+        #expect(eventually(timeout: 60) { storage.wrappedValue == Pair(a: 3, b: 5) }, "holds \(storage.wrappedValue)")
+        #expect(!storage.hasPendingChanges)
+    }
+
+    /// A flush of every storage of the store is about to take the change into its batch when the storage's own flush
+    /// (another thread's, in a program) writes it, and that write loses its answer: the change is written on its own,
+    /// not whole in the batch over another program's change of the same field made after the lost write.
+    @Test func aChangeWhoseWriteLosesItsAnswerAsAFlushOfEveryStorageTakesItIsNotWrittenInTheBatch() throws {
+        let store = InterceptedStore(feed: .announced)
+        store.base.writeUnreported(Self.key, json: #"{"a":1,"b":1}"#)
+        let clock = ClockWithAHook()
+        let storage = WLStorage<Pair>(
+            defaultValueClosure: { Pair(a: 0, b: 0) }, flushInterval: nil,
+            binding: KeyBinding(key: Self.key, store: store), migrations: [], scheduler: clock)
+        try #require(storage.wrappedValue == Pair(a: 1, b: 1))
+        storage.wrappedValue.a = 2
+        store.afterNextConditionalWrite(losingTheOutcome: true) {
+            store.base.writeUnreported(Self.key, json: #"{"a":3,"b":1}"#)
+        }
+        // The batch, on this thread, reads the clock between asking the storage's backer and taking the change: the
+        // storage's own flush runs then.
+        clock.onNextReading { storage.flush() }
+        flushAllStores([store])
+        storage.flush()
+        let held = try Self.decoded(store.base.stored(Self.key))
+        #expect(held == Pair(a: 3, b: 1))
+        #expect(!storage.hasPendingChanges)
+    }
+
+    /// A storage of ``key`` in a store that writes on condition of bytes, where another program stored `before` unseen
+    /// (the storage's write is refused, and goes onto it), and stores `after` once that write is made, losing its answer.
+    static func storageWritingOnto(
+        _ before: String, thenLosingTheAnswerTo after: String
+    ) throws -> (WLStorage<Pair>, () -> String?) {
+        let (storage, stored, store) = try storage(in: .conditional) { writeFromOutside in writeFromOutside(after) }
+        try #require(store as? InterceptedStore).base.writeUnreported(key, json: before)
+        return (storage, stored)
+    }
+
     /// Sets `a = 2` in a storage of `kind` whose write loses its answer (made or not) while another program stores
     /// `outside`, flushes twice, and expects the store and the storage to hold `expected`, with nothing pending.
     static func expectRetry(in kind: Store, made: Bool = true, outside: String, toEndAs expected: Pair) throws {
