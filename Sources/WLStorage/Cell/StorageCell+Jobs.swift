@@ -98,17 +98,18 @@ extension StorageCell {
 
     /// The pending change as a store batch write (busy until ``finishBatchWrite(_:data:failure:)``), or why not.
     func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite> {
-        guard let keyBacker, let storeMedium = keyBacker.storeMedium else { return .elsewhere }
+        guard let keyBacker, let storeMedium = keyBacker.storeMedium, !keyBacker.writesChangeOnItsOwn else {
+            return .elsewhere
+        }
         let now = scheduler.now
         let rewritesOnCondition = storeMedium.rewritesOnCondition
         // Copied into a slot, not returned as an optional: another generic type to look up.
         return withUnsafeTemporaryAllocation(of: T.self, capacity: 1) { buffer -> BatchTake<BatchWrite> in
             guard let slot = buffer.baseAddress else { return .elsewhere }
-            let (start, dropping) = state.withLock { state -> (BatchTake<UInt64>, Bool) in
-                if keyBacker.writesChangeOnItsOwn { return (.elsewhere, false) }  // locked: no job ends meanwhile
-                return (
-                    state.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, into: slot),
-                    state.dropsUnknownFields
+            let (start, dropping) = state.withLock {
+                (
+                    $0.startBatchWrite(on: thread, now: now, rewritesOnCondition: rewritesOnCondition, into: slot),
+                    $0.dropsUnknownFields
                 )
             }
             let version: UInt64
@@ -119,6 +120,14 @@ extension StorageCell {
             case .elsewhere: return .elsewhere
             }
             defer { slot.deinitialize(count: 1) }
+            // A job that ended before the take may have left the change to be written on its own: asked again, the
+            // cell busy (no job ends now), and given back if so.
+            if keyBacker.writesChangeOnItsOwn {
+                var effects = JobEffects()
+                state.withLock { $0.becomeIdle(now: now, effects: &effects) }
+                perform(effects)
+                return .elsewhere
+            }
             let data: Data
             do throws(WLStorageError) {
                 data = try keyBacker.encode(slot.pointee, dropping: dropping)

@@ -73,8 +73,8 @@ struct KnownVersions: Sendable {
     var copied = 0
     /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
     var renames: [FieldRename] = []
-    /// A change's write of unknown outcome: the bytes sent, the value's, and those it replaces; until a write or a read.
-    var unsure: (sent: Data, own: Data, over: Data?)?
+    /// A change's write of unknown outcome, until a write or a read.
+    var unsure: UnsureWrite?
 
     /// The stamp of a store's bytes, or of a file's version (identity and contents: an inode's time can be coarse).
     static func stamp(_ data: Data, identity: FileIdentity? = nil) -> Int {
@@ -151,5 +151,17 @@ struct KnownVersions: Sendable {
             if !keepingBase { base = nil }
         }
         return last != 0
+    }
+}
+
+/// A change's write of unknown outcome: the bytes sent, the value's own, and those it was to replace. Boxed: a storage
+/// keeps one only after a lost answer, and a pointer costs each storage less than the three.
+final class UnsureWrite: Sendable {
+    let sent: Data
+    let own: Data
+    let over: Data?
+
+    init(sent: Data, own: Data, over: Data?) {
+        (self.sent, self.own, self.over) = (sent, own, over)
     }
 }

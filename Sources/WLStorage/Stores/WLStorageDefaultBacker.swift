@@ -392,7 +392,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             case .notStored(let error): throw error
             case .unknown(let error):
                 // Versioned stores make it again (etcd's history told what it could): it was mostly never sent.
-                if medium.capabilities.versioned == nil { known.withLock { $0.unsure = (bytes, data, expected) } }
+                if medium.capabilities.versioned == nil {
+                    let unsure = UnsureWrite(sent: bytes, own: data, over: expected)
+                    known.withLock { $0.unsure = unsure }
+                }
                 throw medium.failure(error, writing: true, key: key)
             }
         }
