@@ -98,9 +98,7 @@ extension StorageCell {
 
     /// The pending change as a store batch write (busy until ``finishBatchWrite(_:data:failure:)``), or why not.
     func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite> {
-        guard let keyBacker, let storeMedium = keyBacker.storeMedium, !keyBacker.writesChangeOnItsOwn else {
-            return .elsewhere
-        }
+        guard let keyBacker, let storeMedium = keyBacker.storeMedium else { return .elsewhere }
         let now = scheduler.now
         let rewritesOnCondition = storeMedium.rewritesOnCondition
         // Copied into a slot, not returned as an optional: another generic type to look up.
@@ -120,8 +118,8 @@ extension StorageCell {
             case .elsewhere: return .elsewhere
             }
             defer { slot.deinitialize(count: 1) }
-            // A job that ended before the take may have left the change to be written on its own: asked again, the
-            // cell busy (no job ends now), and given back if so.
+            // A change to be written on its own (a job may have left it so just before the take) is given back: asked
+            // with the cell busy, so that no job ends meanwhile.
             if keyBacker.writesChangeOnItsOwn {
                 var effects = JobEffects()
                 state.withLock { $0.becomeIdle(now: now, effects: &effects) }

@@ -25,9 +25,13 @@ package enum DirectoryTable {
     /// The directory at `url`, standardized, its path string shared by its backers. Balance with ``release(_:)``.
     package static func directory(for url: URL) -> StorageDirectory {
         let text = URLText(path: url.absoluteString)
-        // A URL seen before is not standardized again.
-        let known = Runtime.shared.directories.withLock { $0.pathOfURL[text] }
-        let path = known ?? StorageDirectory(path: url.standardizedFileURL.path)
+        let known = Runtime.shared.directories.withLock { state -> StorageDirectory? in
+            guard let path = state.pathOfURL[text], let index = state.byPath.index(forKey: path) else { return nil }
+            state.byPath.values[index].backers += 1
+            return state.byPath.keys[index]
+        }
+        if let known { return known }
+        let path = StorageDirectory(path: url.standardizedFileURL.path)
         return Runtime.shared.directories.withLock { state in
             state.pathOfURL[text] = path
             if let index = state.byPath.index(forKey: path) {
