@@ -513,6 +513,12 @@ private final class FleetRun {
         let writer = lastWrite[key].map(\.0)
         guard let expected = handle.version.reads(data) else {
             counts["read a value it cannot map", default: 0] += 1
+            // As below: a check an earlier operation started may have made the storage look settled.
+            if handle.lastErrorCode != .storedByAnotherVersion {
+                _ = settles(timeout: .seconds(30)) {
+                    handle.lastErrorCode == .storedByAnotherVersion && handle.isSettled(checksAbove: nil)
+                }
+            }
             guard handle.lastErrorCode == .storedByAnotherVersion else {
                 throw fail(
                     "P\(index) \(handle.version) cannot read \(describe(data)) in \(key), and its last error is"
