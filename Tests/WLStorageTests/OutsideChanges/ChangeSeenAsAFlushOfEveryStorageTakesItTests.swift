@@ -1,6 +1,6 @@
-// A flush of every storage of a store asks each storage's backer whether its change is written on its own, then takes
-// the change into its batch: a job of the storage that ends in between (a check that sees another program's change)
-// still has the change written on its own, onto that other change, not whole in the batch over it.
+// A flush of every storage of a store takes each storage's change into its batch unless it must be written on its own:
+// a job of the storage that ends just before the take (a check that sees another program's change) still has the
+// change written on its own, onto that other change, not whole in the batch over it.
 import Foundation
 import Testing
 import WLStorageTestSupport
@@ -25,7 +25,7 @@ import WLStorageTestSupport
         try #require(storage.wrappedValue == Pair(a: 1, b: 1))
         storage.wrappedValue.a = 2
         store.base.writeUnreported("pair", json: #"{"a":1,"b":5}"#)
-        // The batch, on this thread, reads the clock between asking the storage's backer and taking the change.
+        // The batch, on this thread, reads the clock just before it takes the change.
         clock.onNextReading { storage.cell.checkForExternalChange() }
         flushAllStores([store])
         storage.flush()
