@@ -138,27 +138,44 @@ extension WLStoragePostgresStore {
             path: identity, underlying: error)
     }
 
-    /// Creates the table when missing, and adds `recent_tags` to one without it. `to_regclass` asks first: `CREATE
-    /// TABLE IF NOT EXISTS` needs `CREATE` on the schema even when the table exists.
+    /// Creates the table when missing, and adds `recent_tags` to one without it; creates `<table>_writes` when missing.
+    /// `to_regclass` asks first: `CREATE TABLE IF NOT EXISTS` needs `CREATE` on the schema even when the table exists.
     private func prepareTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
     {
         do {
             var missing: WLStorageError?
+            var records = false
             if let table = try connection.query(statements.tableState, deadline: deadline).first {
                 if table.first.flatMap({ $0 }) == nil { missing = try addTagsColumn(connection, deadline: deadline) }
-            } else {
-                do {
-                    _ = try connection.query(statements.createTable, deadline: deadline)
-                } catch  where error.kind == .queryFailed && Self.concurrentCreation.contains(error.sqlState ?? "") {
-                    // Two connections created the table at once; the other one won.
-                    _ = try connection.query(statements.createTable, deadline: deadline)
+                records = table.count > 1 && table[1] == Data("true".utf8)
+                if table.count > 1, table[1] == nil {
+                    records = try create(statements.createWrites, connection, deadline)
                 }
+            } else {
+                _ = try create(statements.createTable, connection, deadline, orThrow: true)
+                records = try create(statements.createWrites, connection, deadline)
             }
             tagging.withLock { $0 = missing }
+            recordsWrites.store(records, ordering: .relaxed)
         } catch {
             connection.disconnect()
             throw error
         }
+    }
+
+    /// Runs `creation`, a `CREATE TABLE IF NOT EXISTS`, and returns whether it ran; a creation that raced another
+    /// connection's is run again. Refused (no `CREATE` on the schema), it returns `false` unless `orThrow`.
+    private func create(
+        _ creation: String, _ connection: PostgresConnection, _ deadline: ContinuousClock.Instant, orThrow: Bool = false
+    ) throws(PostgresError) -> Bool {
+        do {
+            _ = try connection.query(creation, deadline: deadline)
+        } catch  where error.kind == .queryFailed && Self.concurrentCreation.contains(error.sqlState ?? "") {
+            _ = try connection.query(creation, deadline: deadline)
+        } catch  where error.kind == .queryFailed && !orThrow {
+            return false
+        }
+        return true
     }
 
     /// Adds `recent_tags` to a table made without it, which needs the table's owner and a lock (waited for a second at

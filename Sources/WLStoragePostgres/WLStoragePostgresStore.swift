@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import WLStorage
 
 /// A store that keeps values in a PostgreSQL table, one row per namespace and key, and tells its storages about
@@ -41,6 +42,10 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// Why the table cannot keep updates' tags (no `recent_tags`, which the role may not add), as the last connection
     /// found; `nil` when it can, or before the first connection.
     let tagging = Locked<WLStorageError?>(nil)
+    /// Whether changes' writes record their tags in `<table>_writes`, as the last connection found.
+    let recordsWrites = Atomic<Bool>(false)
+    /// How many writes recorded their tags: old tags are removed at every 1,000th.
+    let recordedWrites = Atomic<Int>(0)
     let listener: PostgresListener
     /// Whether replicas take carried values from every sender, not only from roles that may update the table.
     public let adoptsNotifiedValues: Bool
@@ -164,13 +169,43 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// statement, and returns whether it did; notifies the change when it did. (``WLStorage/update(_:)`` uses it only
     /// when the table cannot keep tags; otherwise it writes on condition of the version.)
     ///
+    /// The statement records a random tag in `<table>_writes`. When its answer is lost, the store claims the tag: a
+    /// claim that takes it tells that the write was not made, and can no longer be (its tag would be a duplicate); a
+    /// tag taken already tells that it was made.
+    ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed, or it is not known whether
-    ///   it ran. A statement whose connection is lost is not sent again (it may have committed): read the key.
+    ///   it ran: the server stayed away past the timeout, or the role cannot record tags (see the article on sharing
+    ///   values across machines).
     public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
-        let (sql, parameters) =
-            expected.map { (statements.replaceIfHolds, upsertParameters(key, data) + [.bytes($0)]) }
-            ?? (statements.create, upsertParameters(key, data))
-        return try !query(sql, parameters, reading: false, key: key, resending: false).isEmpty
+        try check([key], reading: false)
+        let tag = WLStorageWriteTag.random().text
+        var sent = false
+        var recorded = false
+        let result = execute(reading: false, resending: false) { connection, deadline throws(PostgresError) in
+            sent = true
+            recorded = recordsWrites.load(ordering: .relaxed)
+            let (sql, parameters): (String, [PostgresConnection.Parameter]) =
+                switch (expected, recorded) {
+                case (let expected?, true): (statements.recordedReplaceIfHolds, [.bytes(expected), .text(tag)])
+                case (let expected?, false): (statements.replaceIfHolds, [.bytes(expected)])
+                case (nil, true): (statements.recordedCreate, [.text(tag)])
+                case (nil, false): (statements.create, [])
+                }
+            return try connection.query(sql, upsertParameters(key, data) + parameters, deadline: deadline)
+        }
+        switch result {
+        case .success(let rows):
+            // Tags older than ten minutes go, at the store's first recorded write and every 1,000th: the tag of a
+            // write whose answer is lost is claimed within the write's call.
+            if recorded, recordedWrites.add(1, ordering: .relaxed).oldValue % 1_000 == 0 {
+                _ = try? query(statements.pruneTags, [], reading: false, key: nil)
+            }
+            return !rows.isEmpty
+        case .failure(let error):
+            guard sent, recorded, !Self.refusesStatement(error) else { throw failure(error, reading: false, key: key) }
+            let claim = try query(statements.claimTag, [.text(tag)], reading: false, key: key, patient: true)
+            return claim.first?.first.flatMap { $0 } == Data("false".utf8)
+        }
     }
 
     /// Every key of the store's namespace, sorted.

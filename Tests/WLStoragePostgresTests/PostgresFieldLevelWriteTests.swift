@@ -8,7 +8,8 @@ import WLStorageTestSupport
 /// Two programs change different fields of one key of PostgreSQL, with the server crashing between their writes: each
 /// program's write goes onto the other's, whether or not its feed told of it before the crash; a change pending across
 /// another program's removal of the key goes onto what is stored since as the fields it changed; and a write whose
-/// answer was lost, with another program's newer change of the field (a known issue).
+/// answer was lost is counted once: made (another program's newer change of the field stays), or not made and then never
+/// made late.
 @Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresFieldLevelWriteTests {
     struct Prefs: Codable, Sendable, Equatable {
@@ -109,9 +110,8 @@ struct PostgresFieldLevelWriteTests {
     }
 
     /// A change's write commits and its answer is lost (the connection reset), while another program has set the same
-    /// field again: the other program's value is newer and should stay. It does not yet (a known issue, Guarantees.md):
-    /// the write is untagged, so nothing tells it from one never sent, and the retry makes the change again. Either way
-    /// the storage ends holding what the row holds, with nothing pending.
+    /// field again: the other program's value is newer and stays. The write's tag, recorded with it, tells the store
+    /// that it was made; the storage ends holding what the row holds, with nothing pending.
     @Test(.enabled(if: LatencyProxy.isAvailable, "python3 is needed for the proxy"))
     func aWriteWhoseAnswerWasLostAfterItWasMadeIsNotMadeAgainOverAnotherProgramsNewerChange() throws {
         let cluster = try PostgresCluster.shared()
@@ -150,11 +150,50 @@ struct PostgresFieldLevelWriteTests {
         #expect(flushed.wait(timeout: .now() + 120) == .success)
         storage.flush()
         let text = try #require(try row())
-        withKnownIssue("an untagged write whose answer was lost is made again over a newer change of its field") {
-            #expect(text == #"{"fontSize":15,"theme":"green"}"#)
-        }
+        #expect(text == #"{"fontSize":15,"theme":"green"}"#)
         let stored = try JSONDecoder().decode(Prefs.self, from: Data(text.utf8))
         #expect(eventually(timeout: 60) { storage.wrappedValue == stored }, "holds \(storage.wrappedValue)")
         #expect(!storage.hasPendingChanges, "\(String(describing: storage.lastError))")
+    }
+
+    /// A change's write waits for a row another transaction holds, and its answer is lost: the store claims the write's
+    /// tag and answers that it did not store. Run once the row is free, the write is refused for its tag, taken: the row
+    /// keeps what it held, which the storage's next write goes onto.
+    @Test(.enabled(if: LatencyProxy.isAvailable, "python3 is needed for the proxy"))
+    func aWriteWhoseAnswerWasLostWhileItWaitedIsNotMadeOnceTheRowIsFree() throws {
+        let cluster = try PostgresCluster.shared()
+        let proxy = try LatencyProxy(to: cluster.socketPath)
+        let namespace = uniqueNamespace()
+        let other = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(30))
+        try other.write(key: "prefs", data: bytes(#"{"theme":"dark"}"#))
+        let store = try WLStoragePostgresStore(
+            url: "host=127.0.0.1 port=\(proxy.port) user=postgres dbname=postgres", namespace: namespace,
+            timeout: .seconds(30))
+        try #require(try store.read(key: "prefs") == bytes(#"{"theme":"dark"}"#))
+        let admin = try adminConnection(cluster.url)
+        defer { admin.close() }
+        _ = try admin.query("BEGIN", deadline: .now + .seconds(10))
+        try sqlValue(
+            admin, "SELECT key FROM wlstorage WHERE namespace = $1 AND key = $2 FOR UPDATE", [namespace, "prefs"])
+        let outcome = HeldReference<Result<Bool, any Error>>()
+        let written = startThread {
+            outcome.hold(
+                Result {
+                    try store.write(
+                        key: "prefs", data: bytes(#"{"theme":"blue"}"#), ifItHolds: bytes(#"{"theme":"dark"}"#))
+                })
+        }
+        let waiting = "SELECT pid::text FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"
+        #expect(try eventuallyThrowing(timeout: 60) { try sqlValue(admin, waiting) != nil })
+        let waiter = try #require(try sqlValue(admin, waiting))
+        try proxy.cut()
+        #expect(written.wait(timeout: .now() + 120) == .success)
+        let stored = try #require(outcome.current).get()
+        #expect(!stored, "the write's tag was claimed: it was not stored")
+        // The row free, the write runs, and is refused; its server process then finds its connection gone.
+        _ = try admin.query("COMMIT", deadline: .now + .seconds(10))
+        let ended = "SELECT count(*)::text FROM pg_stat_activity WHERE pid = $1::int"
+        #expect(try eventuallyThrowing(timeout: 60) { try sqlValue(admin, ended, [waiter]) == "0" })
+        #expect(try other.read(key: "prefs") == bytes(#"{"theme":"dark"}"#))
     }
 }

@@ -21,6 +21,11 @@ extension WLStoragePostgresStore {
         let remove: String
         let removeIfHolds: String
         let replaceIfHolds: String
+        let createWrites: String
+        let recordedReplaceIfHolds: String
+        let recordedCreate: String
+        let claimTag: String
+        let pruneTags: String
 
         /// The payload of a write's notification: `prefix` (``WLStoragePostgresStore/payload(namespace:key:)``), the
         /// row's new `version`, `.` and the table's OID (a same-named table of another schema shares the channel), and
@@ -35,16 +40,31 @@ extension WLStoragePostgresStore {
 
         init(table: String) {
             let name = table.split(separator: ".").map { "\"\($0)\"" }.joined(separator: ".")
+            let writes = "\(name.dropLast())_writes\""
             let notifyWrite =
                 "pg_notify($4, \(Self.carried(prefix: "$5", version: "written.version", value: "$3", name: name)))"
             quotedName = name
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
-            // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
-            // whose column is not NULL when the table has `recent_tags`.
+            // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists:
+            // not NULL when it has `recent_tags`; whether the role may record tags in `<table>_writes` (NULL: no table).
             tableState = """
                 SELECT (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('\(name)') \
-                AND attname = 'recent_tags' AND NOT attisdropped) WHERE to_regclass('\(name)') IS NOT NULL
+                AND attname = 'recent_tags' AND NOT attisdropped), \
+                has_table_privilege(to_regclass('\(writes)'), 'INSERT, SELECT, DELETE')::text \
+                WHERE to_regclass('\(name)') IS NOT NULL
                 """
+            // The tags of changes' writes, each recorded by its write's statement. After a lost answer, the store claims
+            // the tag: `claimed` comes back `true` when the claim took it (the write was not made, and its tag would now
+            // be a duplicate), `false` when the write had recorded it.
+            createWrites = """
+                CREATE TABLE IF NOT EXISTS \(writes) (tag text PRIMARY KEY, \
+                written_at timestamptz NOT NULL DEFAULT now(), claimed boolean NOT NULL DEFAULT false)
+                """
+            claimTag = """
+                INSERT INTO \(writes) AS kept (tag, claimed) VALUES ($1, true) \
+                ON CONFLICT (tag) DO UPDATE SET claimed = kept.claimed RETURNING claimed::text
+                """
+            pruneTags = "DELETE FROM \(writes) WHERE written_at < now() - interval '10 minutes'"
             createTable = """
                 CREATE TABLE IF NOT EXISTS \(name) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \
                 version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), \
@@ -80,10 +100,14 @@ extension WLStoragePostgresStore {
                 \(Self.carried(prefix: "input.payload", version: "written.version", value: "input.value", name: name))) \
                 FROM written JOIN input ON input.key = written.key
                 """
-            create = """
-                WITH written AS (\(insert) ON CONFLICT (namespace, key) DO NOTHING RETURNING stored.version) \
-                SELECT \(notifyWrite) FROM written
-                """
+            // A write's statement: `write` returns the new version, which the notification carries; with `tag`, the
+            // tag is recorded in `<table>_writes` when it wrote.
+            func writing(_ write: String, recording tag: String? = nil) -> String {
+                let recorded = tag.map { ", recorded AS (INSERT INTO \(writes) (tag) SELECT \($0) FROM written)" } ?? ""
+                return "WITH written AS (\(write))\(recorded) SELECT \(notifyWrite) FROM written"
+            }
+            let creating = "\(insert) ON CONFLICT (namespace, key) DO NOTHING RETURNING stored.version"
+            create = writing(creating)
             remove = """
                 WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 RETURNING 1) \
                 SELECT pg_notify($3, $4) FROM removed
@@ -94,26 +118,28 @@ extension WLStoragePostgresStore {
                 """
             // An update's write: on condition of the version read ($7), its tag ($6) first among those the row keeps.
             let tags = "(ARRAY[$6::text] || stored.recent_tags)[1:\(WLStoragePostgresStore.keptTags)]"
-            replaceIfVersion = """
-                WITH written AS (UPDATE \(name) AS stored SET value = $3, version = stored.version + 1, \
-                updated_at = now(), recent_tags = \(tags) \
-                WHERE namespace = $1 AND key = $2 AND version = $7::bigint RETURNING stored.version) \
-                SELECT \(notifyWrite) FROM written
+            replaceIfVersion = writing(
                 """
-            createTagged = """
-                WITH written AS (INSERT INTO \(name) (namespace, key, value, version, recent_tags) \
-                VALUES ($1, $2, $3, 1, ARRAY[$6::text]) ON CONFLICT (namespace, key) DO NOTHING \
-                RETURNING version) SELECT \(notifyWrite) FROM written
+                UPDATE \(name) AS stored SET value = $3, version = stored.version + 1, updated_at = now(), \
+                recent_tags = \(tags) WHERE namespace = $1 AND key = $2 AND version = $7::bigint RETURNING stored.version
+                """)
+            createTagged = writing(
                 """
+                INSERT INTO \(name) (namespace, key, value, version, recent_tags) VALUES ($1, $2, $3, 1, ARRAY[$6::text]) \
+                ON CONFLICT (namespace, key) DO NOTHING RETURNING version
+                """)
             trace = """
                 SELECT version::text, ($3::text = ANY(recent_tags))::text, cardinality(recent_tags)::text \
                 FROM \(name) WHERE namespace = $1 AND key = $2
                 """
-            replaceIfHolds = """
-                WITH written AS (UPDATE \(name) SET value = $3, version = version + 1, updated_at = now() \
-                WHERE namespace = $1 AND key = $2 AND value = $6 RETURNING version) SELECT \(notifyWrite) \
-                FROM written
+            // A change's write, on condition of the bytes read ($6); recorded, with its tag ($7, or $6 for a creation).
+            let replacing = """
+                UPDATE \(name) SET value = $3, version = version + 1, updated_at = now() \
+                WHERE namespace = $1 AND key = $2 AND value = $6 RETURNING version
                 """
+            replaceIfHolds = writing(replacing)
+            recordedReplaceIfHolds = writing(replacing, recording: "$7")
+            recordedCreate = writing(creating, recording: "$6")
         }
     }
 
