@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 
 /// The parts of a cell's state that most cells never use.
 @usableFromInline
@@ -30,6 +31,8 @@ package final class CellExtras<T: Sendable>: @unchecked Sendable {  // read and 
     /// Checks in a row that could not read the file; whether a retry is armed (no other is armed meanwhile).
     package var failedChecks: UInt32 = 0
     package var checkRetryArmed = false
+    /// The bytes an update stored and the cell took while a job ran: the next job records them as written first.
+    package var adoptedWrite: Data?
 
     package init() {}
 }

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 
 /// The transitions of a storage's requests, each under the cell's lock, returning what to do after it.
 extension CellState {
@@ -49,16 +50,19 @@ extension CellState {
         case pending
     }
 
-    /// Takes `value`, just stored by an update, as the value and as written, unless the value changed since `count` or
-    /// a change is pending. The value replaced leaves in `value`.
-    package mutating func adoptStoredUpdate(_ value: inout T, changeCount count: UInt32) -> (StoredUpdate, drain: Bool)
-    {
+    /// Takes `value`, just stored by an update as `data`, as the value and as written, unless the value changed since
+    /// `count` or a change is pending. The value replaced leaves in `value`. Adopted, the cell is busy on `thread` until
+    /// the caller records `data` as written (`records`), so that no job takes the value before; a job in flight leaves
+    /// that to the next job (``takeAdoptedWrite()``).
+    package mutating func adoptStoredUpdate(
+        _ value: inout T, changeCount count: UInt32, written data: Data, on thread: UInt
+    ) -> (StoredUpdate, drain: Bool, records: Bool) {
         let onlyRewrite = onlyRewritePending
         // A removal of unknown fields alone is no change of the value: it is written with the update's value.
         let onlyDrop = !onlyRewrite && onlyRewriteOrDropPending
-        if isPending && !onlyRewrite && !onlyDrop { return (.pending, false) }
+        if isPending && !onlyRewrite && !onlyDrop { return (.pending, false, false) }
         if onlyRewrite { writtenVersion = version }
-        guard changeCount == count else { return (.changedMeanwhile, false) }
+        guard changeCount == count else { return (.changedMeanwhile, false, false) }
         swap(&self.value, &value)
         changeCount &+= 1
         // A new version, written already: a check that read the key before this update wrote it does not adopt that.
@@ -74,7 +78,16 @@ extension CellState {
                 extras.dropRidesOn = nil
             }
         }
-        return (.adopted, hasListeners && queueNotification())
+        let records = !isBusy
+        if records { busyThread = thread }
+        if records { extras?.adoptedWrite = nil } else { withExtras { $0.adoptedWrite = data } }
+        return (.adopted, hasListeners && queueNotification(), records)
+    }
+
+    /// The bytes an update stored and the cell took while a job ran, to record as written before the backer is used.
+    package mutating func takeAdoptedWrite() -> Data? {
+        defer { extras?.adoptedWrite = nil }
+        return extras?.adoptedWrite
     }
 
     // MARK: Flushes and batches

@@ -176,10 +176,20 @@ extension StorageCell {
                 }
             switch outcome {
             case .stored(let overwritten):
+                let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))
                 let adoption = registrar.withMutation(of: self, keyPath: valueKeyPath) {
-                    let (adoption, drain) = state.withLock { $0.adoptStoredUpdate(&value, changeCount: count) }
-                    // Known as written before a handler told of it writes again (an update of its own).
-                    if adoption == .adopted { key.backer.wrote(data) }
+                    let (adoption, drain, records) = state.withLock {
+                        $0.adoptStoredUpdate(&value, changeCount: count, written: data, on: thread)
+                    }
+                    // Known as written before a handler told of it writes again (an update of its own), and before a
+                    // job takes the value (a set's, written as a change of it): the cell is busy until then.
+                    if records {
+                        let now = scheduler.now
+                        key.backer.wrote(data)
+                        var effects = JobEffects()
+                        state.withLock { $0.becomeIdle(now: now, effects: &effects) }
+                        perform(effects)
+                    }
                     if drain { drainNotifications() }
                     return adoption
                 }

@@ -118,6 +118,7 @@ extension StorageCell {
             case .elsewhere: return .elsewhere
             }
             defer { slot.deinitialize(count: 1) }
+            if let written = state.withLock({ $0.takeAdoptedWrite() }) { keyBacker.wrote(written) }
             // A change to be written on its own (a job may have left it so just before the take) is given back: asked
             // with the cell busy, so that no job ends meanwhile.
             if keyBacker.writesChangeOnItsOwn {
@@ -152,6 +153,8 @@ extension StorageCell {
 
     /// Calls the backer for `job`, outside the lock, with the cell busy on this thread.
     private func perform(_ job: CellJob<T>) -> JobOutcome<T> {
+        // What an update stored while another job ran is recorded as written before the backer is used again.
+        if let written = state.withLock({ $0.takeAdoptedWrite() }) { keyBacker?.wrote(written) }
         switch job {
         case .write(let value, let version):
             do {
@@ -198,7 +201,7 @@ extension StorageCell {
     }
 
     /// Does what a finished job left to do, outside the lock.
-    private func perform(_ effects: JobEffects) {
+    func perform(_ effects: JobEffects) {
         // Waiting flushes are woken before listeners run: a handler on this thread may be slow.
         for waiter in effects.waiters { waiter.signal() }
         if effects.drainNotifications { drainNotifications() }

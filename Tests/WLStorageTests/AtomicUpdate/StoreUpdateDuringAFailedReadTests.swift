@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import WLStorage
@@ -15,7 +16,7 @@ import Testing
         let read = CellJob<Int>.reread(version: state.version)
         let (_, count) = state.startUpdate(counting: true)
         var updated = 1
-        let (adoption, _) = state.adoptStoredUpdate(&updated, changeCount: count)
+        let (adoption, _, _) = state.adoptStoredUpdate(&updated, changeCount: count, written: Data(), on: 2)
         state.endUpdate()
         #expect(adoption == .adopted)
         var value = 2

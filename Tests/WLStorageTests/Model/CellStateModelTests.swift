@@ -65,6 +65,7 @@ struct CellStateWorld {
     static let defaultValue = 0
     static let background: UInt = 1
     static let flushing: UInt = 2
+    static let updating: UInt = 3
 
     var random: SplitMix64
     var state: CellState<Int>
@@ -536,8 +537,16 @@ struct CellStateWorld {
         revision += 1
         readInEarlierShape = revision
         var adopted = value
-        let (adoption, drain) = state.adoptStoredUpdate(&adopted, changeCount: current.count)
+        let (adoption, drain, records) = state.adoptStoredUpdate(
+            &adopted, changeCount: current.count, written: Data(), on: Self.updating)
         note("store update stores \(value): \(adoption)")
+        if records {
+            // The update records its bytes as written, the cell busy meanwhile, then leaves it idle.
+            check(state.busyThread == Self.updating, "the cell is not busy while the update records its value")
+            var effects = JobEffects()
+            state.becomeIdle(now: now, effects: &effects)
+            apply(effects)
+        }
         if drain { requestDrain() }
         switch adoption {
         case .adopted:

@@ -204,6 +204,27 @@ import WLStorageTestSupport
         #expect(!storage.hasPendingChanges)
     }
 
+    /// Another program removed the key after this program's write whose answer was lost, and a check saw the removal:
+    /// the change, still pending, is written whole where nothing is stored; where another program stored a value anew,
+    /// the fields that value changed since the bytes the write was to replace are kept, as over the write itself.
+    @Test(arguments: [nil, #"{"a":3,"b":5}"#])
+    func aChangeWhoseWriteLostItsAnswerIsWrittenOnceTheKeyIsRemoved(storedAnew: String?) throws {
+        let (storage, stored, store) = try Self.storage(in: .conditional) { writeFromOutside in
+            writeFromOutside(#"{"a":2,"b":5}"#)
+        }
+        storage.wrappedValue.a = 2
+        storage.flush()
+        try #require(storage.hasPendingChanges)
+        try store.remove(key: Self.key)
+        storage.cell.checkForExternalChange()
+        // The removal forgets the version read, not the write whose outcome is unknown: the retry still knows it.
+        try #require(storage.cell.keyBacker?.known.withLock { $0.unsure != nil } == true)
+        if let storedAnew { try #require(store as? InterceptedStore).base.writeUnreported(Self.key, json: storedAnew) }
+        storage.flush()
+        #expect(try Self.decoded(stored()) == (storedAnew == nil ? Pair(a: 2, b: 1) : Pair(a: 3, b: 5)))
+        #expect(!storage.hasPendingChanges)
+    }
+
     /// A storage of ``key`` in a store that writes on condition of bytes, where another program stored `before` unseen
     /// (the storage's write is refused, and goes onto it), and stores `after` once that write is made, losing its answer.
     static func storageWritingOnto(

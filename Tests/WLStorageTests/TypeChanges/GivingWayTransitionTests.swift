@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import WLStorage
@@ -113,7 +114,7 @@ import Testing
         let count = state.startUpdate(counting: true).changeCount
         state.dropUnknownFields()
         var stored = 101
-        let (adoption, _) = state.adoptStoredUpdate(&stored, changeCount: count)
+        let (adoption, _, _) = state.adoptStoredUpdate(&stored, changeCount: count, written: Data(), on: 2)
         #expect(adoption == .adopted, "the update gave way to a removal of unknown fields, as to a newer change")
         #expect(state.value == 101, "the value from before the update would be written over it")
         #expect(state.onlyRewriteOrDropPending, "the removal is not left to write")
