@@ -2,15 +2,21 @@ import Foundation
 import WLStorage
 
 extension WLStoragePostgresStore {
-    /// The most tags of updates' writes a row keeps (`recent_tags`): a replica asks about its tag only once it has
-    /// reconnected, and other replicas may have written many times meanwhile.
-    static let keptTags = 256
-
     /// The bytes of `key` and their version, read as ``read(key:)`` reads; `WLStorageVersionedRead/untagged(_:)` when the
-    /// table cannot keep tags.
+    /// store cannot record tags in `<table>_writes`, which it could not create, or the role may not write.
     public func readVersioned(key: String) throws -> WLStorageVersionedRead {
         let found = try readWithVersion(key: key)
-        if let missing = tagging.withLock({ $0 }) { return .untagged(missing) }
+        guard recordsWrites.load(ordering: .relaxed) else {
+            return .untagged(
+                WLStorageError(
+                    code: .invalidConfiguration,
+                    message: "\(identity): the store cannot record the tags of its writes, which makes an update whose"
+                        + " answer is lost exactly once, in the table \(table)_writes: it could not create it, or may not"
+                        + " write it. Updates compare bytes instead, and an update whose answer is lost can then be"
+                        + " made twice or taken for another's. Have the schema's owner run: \(statements.createWrites);"
+                        + " and grant SELECT, INSERT, UPDATE, DELETE on it to the store's role",
+                    path: identity))
+        }
         guard let found else { return .absent }
         return .found(found.data, version: found.version)
     }
@@ -35,8 +41,8 @@ extension WLStoragePostgresStore {
     }
 
     /// Stores `data` under `key` only while its row's version is `version` (for `nil`, while there is no row), in one
-    /// statement that puts `tag` first among the row's kept tags, and notifies the change when it wrote. A statement
-    /// whose connection is lost is not sent again: the update resends it and asks about its tag (``trace(of:key:)``).
+    /// statement that records `tag` in `<table>_writes`, and notifies the change when it wrote. A statement whose
+    /// connection is lost is not sent again: the update resends it and asks about its tag (``trace(of:key:)``).
     public func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws
         -> WLStorageTaggedWriteResult
     {
@@ -44,7 +50,7 @@ extension WLStoragePostgresStore {
         var sent = false
         let result = execute(reading: false, resending: false) { connection, deadline throws(PostgresError) in
             sent = true
-            let sql = version == nil ? statements.createTagged : statements.replaceIfVersion
+            let sql = version == nil ? statements.recordedCreate : statements.replaceIfVersion
             let condition: [PostgresConnection.Parameter] = version.map { [.text(String($0))] } ?? []
             return try connection.query(
                 sql, upsertParameters(key, data) + [.text(tag.text)] + condition, deadline: deadline)
@@ -68,20 +74,19 @@ extension WLStoragePostgresStore {
         return ["22", "23", "42", "54"].contains(String(state.prefix(2)))
     }
 
-    /// The row of `key`: its version, whether `tag` is among its kept tags, and how many; `nil` when there is no row.
+    /// The row of `key` (its version; `nil` when there is no row), and whether the write tagged `tag` was made: the tag
+    /// is claimed, so that a write not made yet never is.
     public func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
         let rows = try query(
-            statements.trace, [.text(namespace), .text(key), .text(tag.text)], reading: true, key: key)
+            statements.trace, [.text(namespace), .text(key), .text(tag.text)], reading: false, key: key, patient: true)
         guard let row = rows.first else { return nil }
         let texts = row.map { $0.map { String(decoding: $0, as: UTF8.self) } }
-        guard texts.count == 3, let version = texts[0].flatMap({ Int64($0) }), let kept = texts[2].flatMap({ Int($0) })
-        else {
+        guard texts.count == 2, let version = texts[0].flatMap({ Int64($0) }) else {
             throw WLStorageError(
-                code: .readFailed, message: "\(identity): the row of the key has no version or tags", key: key,
-                path: identity)
+                code: .readFailed, message: "\(identity): the row of the key has no version", key: key, path: identity)
         }
-        return WLStorageTagTrace(
-            version: version, tagFound: texts[1] == "true", tagsKept: kept, capacity: Self.keptTags)
+        // Exact however many writes came since: one tag kept, of one.
+        return WLStorageTagTrace(version: version, tagFound: texts[1] == "true", tagsKept: 0, capacity: 1)
     }
 }
 

@@ -138,24 +138,21 @@ extension WLStoragePostgresStore {
             path: identity, underlying: error)
     }
 
-    /// Creates the table when missing, and adds `recent_tags` to one without it; creates `<table>_writes` when missing.
-    /// `to_regclass` asks first: `CREATE TABLE IF NOT EXISTS` needs `CREATE` on the schema even when the table exists.
+    /// Creates the table and `<table>_writes` when missing. `to_regclass` asks first: `CREATE TABLE IF NOT EXISTS` needs
+    /// `CREATE` on the schema even when the table exists.
     private func prepareTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
     {
         do {
-            var missing: WLStorageError?
-            var records = false
+            var records: Bool
             if let table = try connection.query(statements.tableState, deadline: deadline).first {
-                if table.first.flatMap({ $0 }) == nil { missing = try addTagsColumn(connection, deadline: deadline) }
-                records = table.count > 1 && table[1] == Data("true".utf8)
-                if table.count > 1, table[1] == nil {
+                records = table.first == Data("true".utf8)
+                if table.first.flatMap({ $0 }) == nil {
                     records = try create(statements.createWrites, connection, deadline)
                 }
             } else {
                 _ = try create(statements.createTable, connection, deadline, orThrow: true)
                 records = try create(statements.createWrites, connection, deadline)
             }
-            tagging.withLock { $0 = missing }
             recordsWrites.store(records, ordering: .relaxed)
         } catch {
             connection.disconnect()
@@ -176,31 +173,6 @@ extension WLStoragePostgresStore {
             return false
         }
         return true
-    }
-
-    /// Adds `recent_tags` to a table made without it, which needs the table's owner and a lock (waited for a second at
-    /// most). When it cannot, updates compare bytes and say what to run (the error returned); a new connection tries.
-    private func addTagsColumn(_ connection: PostgresConnection, deadline: ContinuousClock.Instant)
-        throws(PostgresError) -> WLStorageError?
-    {
-        do {
-            _ = try connection.query("SET lock_timeout = 1000", deadline: deadline)
-            defer { _ = try? connection.query("RESET lock_timeout", deadline: deadline) }
-            _ = try connection.query(statements.addTagsColumn, deadline: deadline)
-            return nil
-        } catch  where error.kind == .queryFailed {
-            // Added by another connection meanwhile, perhaps.
-            if try connection.query(statements.tableState, deadline: deadline).first?.first.flatMap({ $0 }) != nil {
-                return nil
-            }
-            return WLStorageError(
-                code: .invalidConfiguration,
-                message: "\(identity): the table lacks the column recent_tags, in which updates tag their writes, and"
-                    + " the store could not add it (\(error.message)); updates compare bytes instead, and a"
-                    + " replica's update whose answer is lost can then be taken for another's, or made twice. Have the"
-                    + " table's owner run: \(statements.addTagsColumn)",
-                path: identity, underlying: error)
-        }
     }
 
     /// A creation of the table that raced another's: a catalog unique violation, the table or its row type there.

@@ -32,17 +32,14 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     public let timeout: Duration
 
     // Lock order: `writer` (held for one call: a connection and a statement, each bounded by the timeout), then
-    // `tagging` or `writerPID`, leaves. The listener's lock is never taken with them; feed handlers run outside all.
+    // `writerPID`, a leaf. The listener's lock is never taken with them; feed handlers run outside all.
     let settings: PostgresSettings
     let statements: Statements
     /// The connection for reads and writes; its lock serializes the store's statements.
     let writer: Locked<PostgresConnection>
     /// The server process of the writing connection, read by the listener to tell the store's own notifications.
     let writerPID = Locked<Int32?>(nil)
-    /// Why the table cannot keep updates' tags (no `recent_tags`, which the role may not add), as the last connection
-    /// found; `nil` when it can, or before the first connection.
-    let tagging = Locked<WLStorageError?>(nil)
-    /// Whether changes' writes record their tags in `<table>_writes`, as the last connection found.
+    /// Whether writes on condition record their tags in `<table>_writes`, as the last connection found.
     let recordsWrites = Atomic<Bool>(false)
     /// How many writes recorded their tags: old tags are removed at every 1,000th.
     let recordedWrites = Atomic<Int>(0)
@@ -204,7 +201,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         case .failure(let error):
             guard sent, recorded, !Self.refusesStatement(error) else { throw failure(error, reading: false, key: key) }
             let claim = try query(statements.claimTag, [.text(tag)], reading: false, key: key, patient: true)
-            return claim.first?.first.flatMap { $0 } == Data("false".utf8)
+            return claim.first?.first.flatMap { $0 } == Data("true".utf8)
         }
     }
 

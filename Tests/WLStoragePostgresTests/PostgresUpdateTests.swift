@@ -72,21 +72,45 @@ struct PostgresUpdateTests {
         #expect(total == 900, "\(cuts) connections cut; what the replicas reported:\n\(described)")
     }
 
+    /// The tag of an update's write tells whether it was made however many writes came since, and a tag claimed before
+    /// its write arrives makes that write fail.
+    @Test func aTaggedWriteIsToldMadeOrNotHoweverManyWritesCameSince() throws {
+        let cluster = try PostgresCluster.shared()
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: uniqueNamespace())
+        let made = WLStorageWriteTag.random()
+        guard case .stored = try store.write(key: "k", data: bytes("0"), ifVersion: nil, tag: made) else {
+            Issue.record("the first write was not stored")
+            return
+        }
+        for count in 1...300 {
+            guard case .found(_, let version) = try store.readVersioned(key: "k") else { return }
+            _ = try store.write(key: "k", data: bytes("\(count)"), ifVersion: version, tag: .random())
+        }
+        let trace = try #require(try store.trace(of: made, key: "k"))
+        #expect(trace.version == 301 && trace.committed(ifVersion: nil) == true)
+        let claimed = WLStorageWriteTag.random()
+        #expect(try store.trace(of: claimed, key: "k")?.committed(ifVersion: 301) == false)
+        let late = try store.write(key: "k", data: bytes("late"), ifVersion: 301, tag: claimed)
+        guard case .notStored = late else {
+            Issue.record("a write whose tag was claimed: \(late)")
+            return
+        }
+        #expect(try store.read(key: "k") == bytes("300"))
+    }
+
     @Test func anUpdateThroughAnEncryptedStoreTagsItsWrite() throws {
         let cluster = try PostgresCluster.shared()
-        let namespace = uniqueNamespace()
+        let table = "wls_encrypted_\(UInt32.random(in: 0...UInt32.max))"
+        let admin = try adminConnection(cluster.url)
+        defer { _ = try? sqlValue(admin, "DROP TABLE \(table), \(table)_writes") }
         ReportedErrors.install()
-        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace)
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: uniqueNamespace(), table: table)
         let storage = WLStorage(
             key: "k", defaultValue: 0, flushInterval: nil, store: store.encrypted(with: try .random()))
         storage.update { $0 += 1 }
         storage.update { $0 += 1 }
         #expect(storage.lastError == nil, "\(String(describing: storage.lastError))")
-        let admin = try adminConnection(cluster.url)
-        #expect(
-            try sqlValue(
-                admin, "SELECT cardinality(recent_tags)::text FROM wlstorage WHERE namespace = $1 AND key = 'k'",
-                [namespace]) == "2")
+        #expect(try sqlValue(admin, "SELECT count(*)::text FROM \(table)_writes WHERE NOT claimed") == "2")
     }
 }
 

@@ -8,10 +8,8 @@ extension WLStoragePostgresStore {
         let quotedName: String
         let tableState: String
         let createTable: String
-        let addTagsColumn: String
         let readVersioned: String
         let replaceIfVersion: String
-        let createTagged: String
         let trace: String
         let keys: String
         let list: String
@@ -45,32 +43,32 @@ extension WLStoragePostgresStore {
                 "pg_notify($4, \(Self.carried(prefix: "$5", version: "written.version", value: "$3", name: name)))"
             quotedName = name
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
-            // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists:
-            // not NULL when it has `recent_tags`; whether the role may record tags in `<table>_writes` (NULL: no table).
+            // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
+            // telling whether the role may record tags in `<table>_writes` (NULL when there is no such table).
             tableState = """
-                SELECT (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('\(name)') \
-                AND attname = 'recent_tags' AND NOT attisdropped), \
-                has_table_privilege(to_regclass('\(writes)'), 'INSERT, SELECT, DELETE')::text \
+                SELECT has_table_privilege(to_regclass('\(writes)'), 'INSERT, SELECT, UPDATE, DELETE')::text \
                 WHERE to_regclass('\(name)') IS NOT NULL
                 """
-            // The tags of changes' writes, each recorded by its write's statement. After a lost answer, the store claims
-            // the tag: `claimed` comes back `true` when the claim took it (the write was not made, and its tag would now
-            // be a duplicate), `false` when the write had recorded it.
+            // The tags of writes on condition, each recorded by its write's statement. After a lost answer, the store
+            // claims the tag: `written` comes back `false` when the claim took it (the write was not made, and its tag
+            // would now be a duplicate), `true` when the write had recorded it.
             createWrites = """
                 CREATE TABLE IF NOT EXISTS \(writes) (tag text PRIMARY KEY, \
                 written_at timestamptz NOT NULL DEFAULT now(), claimed boolean NOT NULL DEFAULT false)
                 """
-            claimTag = """
-                INSERT INTO \(writes) AS kept (tag, claimed) VALUES ($1, true) \
-                ON CONFLICT (tag) DO UPDATE SET claimed = kept.claimed RETURNING claimed::text
+            func claiming(_ tag: String) -> String {
                 """
+                INSERT INTO \(writes) AS kept (tag, claimed) VALUES (\(tag), true) \
+                ON CONFLICT (tag) DO UPDATE SET claimed = kept.claimed RETURNING (NOT claimed)::text AS written
+                """
+            }
+            claimTag = claiming("$1")
             pruneTags = "DELETE FROM \(writes) WHERE written_at < now() - interval '10 minutes'"
             createTable = """
                 CREATE TABLE IF NOT EXISTS \(name) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \
                 version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), \
                 recent_tags text[] NOT NULL DEFAULT '{}', PRIMARY KEY (namespace, key))
                 """
-            addTagsColumn = "ALTER TABLE \(name) ADD COLUMN IF NOT EXISTS recent_tags text[] NOT NULL DEFAULT '{}'"
             // The bytes only when they are not too large ($3), their size and their version.
             readVersioned = """
                 SELECT CASE WHEN octet_length(value) <= $3::bigint THEN value END, octet_length(value)::text, \
@@ -116,20 +114,16 @@ extension WLStoragePostgresStore {
                 WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 AND value = $3 RETURNING 1) \
                 SELECT pg_notify($4, $5) FROM removed
                 """
-            // An update's write: on condition of the version read ($7), its tag ($6) first among those the row keeps.
-            let tags = "(ARRAY[$6::text] || stored.recent_tags)[1:\(WLStoragePostgresStore.keptTags)]"
+            // An update's write, on condition of the version read ($7), its tag ($6) recorded. (`recent_tags`, where
+            // earlier versions of the store kept their updates' tags, is left as it is.)
             replaceIfVersion = writing(
                 """
-                UPDATE \(name) AS stored SET value = $3, version = stored.version + 1, updated_at = now(), \
-                recent_tags = \(tags) WHERE namespace = $1 AND key = $2 AND version = $7::bigint RETURNING stored.version
-                """)
-            createTagged = writing(
-                """
-                INSERT INTO \(name) (namespace, key, value, version, recent_tags) VALUES ($1, $2, $3, 1, ARRAY[$6::text]) \
-                ON CONFLICT (namespace, key) DO NOTHING RETURNING version
-                """)
+                UPDATE \(name) SET value = $3, version = version + 1, updated_at = now() \
+                WHERE namespace = $1 AND key = $2 AND version = $7::bigint RETURNING version
+                """, recording: "$6")
+            // The row's version, and whether the tag ($3) was recorded by its write, once claimed.
             trace = """
-                SELECT version::text, ($3::text = ANY(recent_tags))::text, cardinality(recent_tags)::text \
+                WITH claim AS (\(claiming("$3"))) SELECT version::text, (SELECT written FROM claim) \
                 FROM \(name) WHERE namespace = $1 AND key = $2
                 """
             // A change's write, on condition of the bytes read ($6); recorded, with its tag ($7, or $6 for a creation).
