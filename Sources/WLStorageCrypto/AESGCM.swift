@@ -197,9 +197,7 @@ package enum AESGCM {
         while offset < input.count {
             let length = min(input.count - offset, maximumChunk)
             let source = (inputBase + offset).assumingMemoryBound(to: UInt8.self)
-            let destination = output.flatMap { $0.baseAddress }.map {
-                ($0 + offset).assumingMemoryBound(to: UInt8.self)
-            }
+            let destination = output?.baseAddress.map { ($0 + offset).assumingMemoryBound(to: UInt8.self) }
             var written: Int32 = 0
             try check(function(context, destination, &written, source, Int32(length)), name)
             if output != nil, written != Int32(length) {

@@ -21,8 +21,7 @@ package enum FieldMerge {
         return Data(object(members.merging(valueMembers) { kept, _ in kept }.mapValues { ($0.key, $0.piece.bytes) }))
     }
 
-    /// The bytes of the member to write (`nil`: none): stored where the base is unchanged, merged where all are
-    /// objects, else ours.
+    /// The member to write (`nil`: none): stored where the base is unchanged, merged where all are objects, else ours.
     private static func merge(base: Piece?, value: Piece?, stored: Piece?, replacingCases: Bool) -> ArraySlice<UInt8>? {
         if value?.value == base?.value { return stored?.bytes }
         guard let baseMembers = base?.members, let valueMembers = value?.members, let storedMembers = stored?.members,

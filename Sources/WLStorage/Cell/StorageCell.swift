@@ -93,7 +93,6 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         storeMedium.map { .store($0.identity, key: $0.storedKey) }
     }
 
-    /// The directory of the cell's file and the file's name, when its key is a directory's.
     var directory: StorageDirectory? { keyBacker?.directory }
     var fileName: String? { keyBacker?.fileName }
 

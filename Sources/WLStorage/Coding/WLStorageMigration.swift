@@ -57,10 +57,8 @@ public struct WLStorageMigration<Value>: Sendable {
     ///   - oldName: The field's name in the earlier versions, as they encode it.
     ///   - newName: The field's name in this version, as the type encodes it.
     public static func renamed(from oldName: String, to newName: String) -> Self {
-        Self(sourceType: "the rename of \(oldName) to \(newName)", rename: FieldRename(old: oldName, new: newName)) {
-            _ in
-            .notDecoded
-        }
+        let rename = FieldRename(old: oldName, new: newName)
+        return Self(sourceType: "the rename of \(oldName) to \(newName)", rename: rename) { _ in .notDecoded }
     }
 
     /// A migration from values stored as `type`.

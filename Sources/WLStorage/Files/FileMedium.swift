@@ -12,7 +12,6 @@ struct FileMedium: KeyMedium {
         if let directory { DirectoryTable.release(directory) }
     }
 
-    /// Where the storage follows changes made elsewhere, and how the registry knows its cell.
     var source: MediumSource {
         guard let directory, let fileName else { return .none }
         return .file(directory, name: fileName)
@@ -45,9 +44,7 @@ struct FileMedium: KeyMedium {
 
     /// The prepared directory and file name (``DirectoryTable/prepare(_:waiting:)``), or throws.
     func location(key: String, waiting: Bool = true) throws(WLStorageError) -> (StorageDirectory, String) {
-        guard let directory, let fileName else {
-            throw setupError(key: key)
-        }
+        guard let directory, let fileName else { throw setupError(key: key) }
         do {
             _ = try DirectoryTable.prepare(directory, waiting: waiting)
         } catch {

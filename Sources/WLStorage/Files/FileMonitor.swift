@@ -278,9 +278,8 @@ package final class FileMonitor: Sendable {
     }
 
     private func stopPollingIfIdle(_ state: inout State) {
-        guard state.polledPaths.isEmpty, let timer = state.pollTimer else { return }
-        timer.cancel()
-        state.pollTimer = nil
+        guard state.polledPaths.isEmpty else { return }
+        state.pollTimer.take()?.cancel()
     }
 
     private func poll() {

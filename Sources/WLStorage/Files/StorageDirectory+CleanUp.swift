@@ -62,8 +62,7 @@ extension StorageDirectory {
         func remove() -> Bool { retrying(.unlink, entry) { unlinkat(dir, entry, 0) } == 0 }
         if held.lastingStamp == written || held.lastingStamp == expected { return remove() }
 
-        var target = stat()
-        guard retrying(.stat, name, { fstatat(dir, name, &target, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+        guard let target = status(of: name, in: dir) else {
             // Removed since: a later change. A file that cannot be looked at is left as it is.
             return errno == ENOENT ? remove() : false
         }

@@ -17,8 +17,7 @@ extension StorageDirectory {
         guard let dir = try? openDirectory() else { return nil }
         defer { close(dir) }
         var status = stat()
-        let result = Self.withCString(name) { fstatat(dir, $0, &status, AT_SYMLINK_NOFOLLOW) }
-        guard result == 0 else { return nil }
+        guard Self.withCString(name, { fstatat(dir, $0, &status, AT_SYMLINK_NOFOLLOW) }) == 0 else { return nil }
         return FileStatus(status)
     }
 

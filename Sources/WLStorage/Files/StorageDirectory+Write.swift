@@ -103,18 +103,17 @@ extension StorageDirectory {
         }
         let identity = FileIdentity(status)
         if replacing {
-            var target = stat()
-            let found = retrying(.stat, name, { fstatat(dir, name, &target, AT_SYMLINK_NOFOLLOW) }) == 0
+            let target = self.status(of: name, in: dir)
             let statErrno = errno
-            if found, (target.st_mode & S_IFMT) != S_IFREG {
+            if let target, (target.st_mode & S_IFMT) != S_IFREG {
                 throw notRegular(name, EntryKind(mode: target.st_mode))
             }
             if let expected {
                 // Not known to be another version when it cannot be looked at: an error, so the write is made again.
-                if !found, statErrno != ENOENT {
+                if target == nil, statErrno != ENOENT {
                     throw error(.writeFailed, "cannot inspect the file in place", name: name, errno: statErrno)
                 }
-                guard found, FileIdentity(target) == expected else { return nil }
+                guard let target, FileIdentity(target) == expected else { return nil }
                 // The temporary name is the exchange's from here: it may come to hold another program's version.
                 placed = true
                 switch try exchange(
@@ -258,12 +257,11 @@ extension StorageDirectory {
 
     /// The identity of what `entry` holds, or `nil` when nothing does.
     private func displaced(_ entry: String, in dir: CInt) throws(WLStorageError) -> FileIdentity? {
-        var status = stat()
-        guard retrying(.stat, entry, { fstatat(dir, entry, &status, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+        guard let found = status(of: entry, in: dir) else {
             if errno == ENOENT { return nil }
             throw error(.writeFailed, "cannot inspect the file the rewrite replaced", name: entry, errno: errno)
         }
-        return FileIdentity(status)
+        return FileIdentity(found)
     }
 
     /// Puts `taken` (held by `holder`) back at `name`, which holds `placed`; while what comes back is newer than both,
@@ -383,12 +381,15 @@ extension StorageDirectory {
         throw error(.writeFailed, message, name: name, errno: EEXIST)
     }
 
+    /// What `fstatat` says of `entry` in `dir`, a symlink not followed; `nil`, with `errno` set, when it fails.
+    func status(of entry: String, in dir: CInt) -> stat? {
+        var status = stat()
+        return retrying(.stat, entry, { fstatat(dir, entry, &status, AT_SYMLINK_NOFOLLOW) }) == 0 ? status : nil
+    }
+
     /// The identity of the regular file `entry` in `dir`, or `nil` when there is none.
     func identity(of entry: String, in dir: CInt) -> FileIdentity? {
-        var status = stat()
-        guard retrying(.stat, entry, { fstatat(dir, entry, &status, AT_SYMLINK_NOFOLLOW) }) == 0,
-            (status.st_mode & S_IFMT) == S_IFREG
-        else { return nil }
+        guard let status = status(of: entry, in: dir), (status.st_mode & S_IFMT) == S_IFREG else { return nil }
         return FileIdentity(status)
     }
 
@@ -397,8 +398,7 @@ extension StorageDirectory {
     package func remove(_ name: String) throws(WLStorageError) -> Bool {
         let dir = try openDirectory()
         defer { _ = closeDescriptor(dir, nil) }
-        var status = stat()
-        guard retrying(.stat, name, { fstatat(dir, name, &status, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+        guard let status = status(of: name, in: dir) else {
             if errno == ENOENT { return false }
             throw error(.writeFailed, "cannot inspect the file", name: name, errno: errno)
         }

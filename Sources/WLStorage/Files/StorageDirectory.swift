@@ -198,14 +198,9 @@ package struct StorageDirectory: Sendable, Hashable {
 
     // MARK: Read
 
-    /// The contents of `name`, at most `limit` bytes, or `nil` when there is no such file. Throws
+    /// The contents of `name` (at most `limit` bytes) and their identity, or `nil` when there is no such file. Throws
     /// ``WLStorageError/Code/notARegularFile`` for any non-regular file (never followed or opened),
     /// ``WLStorageError/Code/valueTooLarge`` for a larger one (not read), ``WLStorageError/Code/readFailed`` otherwise.
-    package func read(_ name: String, limit: Int = ValueSizeLimit.maximum) throws(WLStorageError) -> Data? {
-        try readVersion(name, limit: limit)?.contents
-    }
-
-    /// The contents of `name` and their identity, or `nil` when there is no such file; throws as ``read(_:limit:)``.
     package func readVersion(
         _ name: String, limit: Int = ValueSizeLimit.maximum
     ) throws(WLStorageError) -> (contents: Data, identity: FileIdentity)? {
@@ -336,16 +331,10 @@ package struct StorageDirectory: Sendable, Hashable {
                 let separator = directory.last == UInt8(ascii: "/") ? 0 : 1
                 let count = directory.count + separator + name.count + 1
                 return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { buffer in
-                    var end = buffer.baseAddress!
-                    if let base = directory.baseAddress { end.update(from: base, count: directory.count) }
-                    end += directory.count
-                    if separator == 1 {
-                        end.pointee = UInt8(ascii: "/")
-                        end += 1
-                    }
-                    if let base = name.baseAddress { end.update(from: base, count: name.count) }
-                    end += name.count
-                    end.pointee = 0
+                    _ = buffer.initialize(fromContentsOf: directory)
+                    if separator == 1 { buffer[directory.count] = UInt8(ascii: "/") }
+                    _ = buffer[(directory.count + separator)...].initialize(fromContentsOf: name)
+                    buffer[count - 1] = 0
                     return buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: count) { body($0) }
                 }
             }

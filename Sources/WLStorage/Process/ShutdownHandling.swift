@@ -44,9 +44,7 @@ enum ShutdownHandling {
         atexit {
             ShutdownHandling.flushEverything(within: WLStorageSystem.shutdownFlushTimeout)
         }
-        if wantsSignals {
-            installSignalHandlers()
-        }
+        if wantsSignals { installSignalHandlers() }
     }
 
     /// `duration` in nanoseconds, `Int.max` when it is longer, so that a deadline of any length never wraps around.

@@ -41,15 +41,7 @@ extension WLStorageSystem {
         try TaskBindings.$current.withValue(settingDefaultDirectory(url), operation: body)
     }
 
-    /// Runs `body` with `url` as the default directory of the storages made while it runs: in `body`, and in the child
-    /// tasks it starts (see ``withDefaultDirectory(_:_:)``).
-    ///
-    /// - Parameters:
-    ///   - url: The directory, created with mode 0700 on first use.
-    ///   - isolation: The actor `body` runs on: the caller's.
-    ///   - body: The code whose storages use `url`.
-    /// - Returns: What `body` returns.
-    /// - Throws: What `body` throws.
+    /// ``withDefaultDirectory(_:_:)`` for an async `body`, which runs on `isolation`, the caller's actor.
     public static func withDefaultDirectory<Result>(
         _ url: URL, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> Result
     ) async rethrows -> Result {

@@ -82,8 +82,7 @@ public enum WLStorageSystem {
         if let handler = errorHandler {
             handler(error)
         } else {
-            let line = Array("\(error)\n".utf8)
-            _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+            _ = Array("\(error)\n".utf8).withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
         }
     }
 

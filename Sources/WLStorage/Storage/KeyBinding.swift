@@ -125,9 +125,8 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Reads the first state of a new cell. A storage that follows outside changes needs its default for a removal:
     /// `lazyDefault`, or made now. A plain custom backer asks for the default only when it holds nothing.
-    @inline(__always) func read(makeDefault: () -> T, lazyDefault: LazyDefault<T>?, migrations: [WLStorageMigration<T>])
-        -> Opening
-    {
+    @inline(__always)
+    func read(makeDefault: () -> T, lazyDefault: LazyDefault<T>?, migrations: [WLStorageMigration<T>]) -> Opening {
         func decoding(_ made: CellDefault<T>) -> ValueDecoding<T> {
             ValueDecoding(defaultValue: { made.value }, migrations: migrations)
         }
@@ -219,10 +218,7 @@ struct KeyBinding<T: Codable & Sendable> {
     /// Makes `cell` the key's, or returns the cell (or value type) another thread registered meanwhile, dropping `cell`
     /// unwritten. Either way, storages waiting for this opening go on.
     @inline(__always) mutating func register(_ cell: StorageCell<T>) -> StorageRegistry.Lookup<T> {
-        defer {
-            if let opening { Runtime.shared.registry.opened(opening) }
-            opening = nil
-        }
+        defer { if let opening = opening.take() { Runtime.shared.registry.opened(opening) } }
         if identity == nil, let directory = keyBacker?.directory {
             // The read may have prepared the directory: keyed by what it is, as every storage of its file will be.
             identity = DirectoryTable.identity(of: directory)

@@ -32,17 +32,14 @@ protocol RegisteredCell: AnyObject, Sendable {
     /// The directory of the cell's file and the file's name, when its key is a directory's.
     var directory: StorageDirectory? { get }
     var fileName: String? { get }
-    /// Writes whatever is pending. With `waitingForJobs` off, a cell whose job runs elsewhere is left to that job.
     @discardableResult func flush(waitingForJobs: Bool) -> FlushResult
     /// What ``flush(waitingForJobs:)`` would find, seen from `thread`.
     func flushState(from thread: UInt) -> CellFlushState
-    /// Reads the file when another program may have changed it, and adopts the new value.
     func checkForExternalChange()
     /// Hands the backer what its store's feed carried for its key, or (`mustRead`) that it changed uncarried.
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool)
     /// A store key's medium (not a directory's), whose store writes the cell's batches; constant, read without a lock.
     var storeMedium: StoreMedium? { get }
-    /// The pending change as a batch write, or why not; ``finishBatchWrite(_:data:failure:)`` ends it.
     func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite>
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }

@@ -28,14 +28,8 @@ enum TypeName {
 
         /// A type, or `nil` when the text is not one this parser knows.
         mutating func type() -> String? {
-            var result: String
-            if skip("(") {
-                guard let elements = list(closing: ")") else { return nil }
-                result = "(" + elements.joined(separator: ", ") + ")"
-            } else {
-                guard let named = named() else { return nil }
-                result = named
-            }
+            let first = skip("(") ? list(closing: ")").map { "(" + $0.joined(separator: ", ") + ")" } : named()
+            guard var result = first else { return nil }
             if skip(" -> ") {
                 guard let returned = type() else { return nil }
                 result += " -> " + returned

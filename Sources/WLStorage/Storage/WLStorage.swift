@@ -33,8 +33,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     public convenience init(
         key: String, defaultValue: T, flushInterval: Int? = 1, migrations: [WLStorageMigration<T>] = []
     ) {
-        self.init(
-            key: key, defaultValueClosure: { defaultValue }, flushInterval: flushInterval, migrations: migrations)
+        self.init(key: key, defaultValueClosure: { defaultValue }, flushInterval: flushInterval, migrations: migrations)
     }
 
     /// Creates a storage of `key` in the default directory, calling `defaultValueClosure` when nothing is stored.

@@ -83,15 +83,7 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
         try TaskBindings.$current.withValue(binding(to: store), operation: body)
     }
 
-    /// Runs `body` with the scope bound to `store` for the storages made while it runs: in `body`, and in the child
-    /// tasks it starts (see ``withBinding(to:_:)``).
-    ///
-    /// - Parameters:
-    ///   - store: Where the keys of the scope live while `body` runs.
-    ///   - isolation: The actor `body` runs on: the caller's.
-    ///   - body: The code whose storages use `store`.
-    /// - Returns: What `body` returns.
-    /// - Throws: What `body` throws.
+    /// ``withBinding(to:_:)`` for an async `body`, which runs on `isolation`, the caller's actor.
     public func withBinding<Result>(
         to store: some WLStorageStore, isolation: isolated (any Actor)? = #isolation, _ body: () async throws -> Result
     ) async rethrows -> Result {

@@ -40,8 +40,7 @@ protocol KeyMedium: Sendable {
     /// Keeps `read`, bytes that do not decode as `type` (`judged` says how, `error` why), aside, out of the key's way.
     func keepAside(_ read: ReadBytes, judged: String, type: String, _ error: (any Error)?, key: String) -> KeptAside
 
-    /// Keeps a copy of `data`, bytes that do not decode, aside before a write replaces them; where it is, as messages
-    /// name it.
+    /// Keeps a copy of `data`, undecodable bytes, aside before a write replaces them; returns where, as messages say.
     func keepCopy(_ data: Data, key: String) throws(WLStorageError) -> String
 }
 

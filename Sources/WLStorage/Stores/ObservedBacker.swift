@@ -43,8 +43,7 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
         readBase().result
     }
 
-    /// Saves nothing: a custom backer is written with changes only, never with a default (a default unsaved after a
-    /// failed first read stays unsaved).
+    /// Saves nothing: a custom backer is written with changes only, never a default, even after a failed first read.
     func create(value: T) throws(WLStorageError) -> Bool { true }
 
     /// A custom backer encodes by itself: it keeps no fields, and a removal of them gets the value written.

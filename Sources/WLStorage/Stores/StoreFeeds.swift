@@ -50,24 +50,21 @@ final class StoreFeeds: Sendable {
         }
         // Called from inside `observeChanges`: the feed is not in place and cannot be waited for.
         if reentered { return }
-        if isNew {
-            let observation: WLStorageSubscription?
-            if let carrying = Stores.capabilities(of: store).carried {
-                observation = carrying.observeCarriedChanges { [weak self] event in self?.changed(identity, event) }
-            } else {
-                observation = store.observeChanges { [weak self] change in self?.changed(identity, .change(change)) }
-            }
-            let unused = feeds.withLock { feeds -> WLStorageSubscription? in
-                feed.startingThread = 0
-                guard feeds[identity] === feed else { return observation }
-                feed.observation = observation
-                return nil
-            }
-            unused?.cancel()
-            feed.started.leave()
+        guard isNew else { return feed.started.wait() }
+        let observation: WLStorageSubscription?
+        if let carrying = Stores.capabilities(of: store).carried {
+            observation = carrying.observeCarriedChanges { [weak self] event in self?.changed(identity, event) }
         } else {
-            feed.started.wait()
+            observation = store.observeChanges { [weak self] change in self?.changed(identity, .change(change)) }
         }
+        let unused = feeds.withLock { feeds -> WLStorageSubscription? in
+            feed.startingThread = 0
+            guard feeds[identity] === feed else { return observation }
+            feed.observation = observation
+            return nil
+        }
+        unused?.cancel()
+        feed.started.leave()
     }
 
     /// Ends one use of the feed of `identity`; with the last, the feed is cancelled.

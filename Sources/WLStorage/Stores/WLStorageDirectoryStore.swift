@@ -45,7 +45,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
 
     func read(key: String, limit: Int) throws -> Data? {
         let (directory, name) = try file(key, waiting: false)
-        return try directory.read(name, limit: limit)
+        return try directory.readVersion(name, limit: limit)?.contents
     }
 
     /// Replaces `key`'s file with `data`, atomically and durably, with mode 0600.
@@ -160,9 +160,7 @@ extension StorageLocation {
         suitesDirectory(environment: environment)?.appendingPathComponent(suiteFolder(name), isDirectory: true)
     }
 
-    package static func suitesDirectory(
-        environment: [String: String] = ProcessInfo.processInfo.environment
-    ) -> URL? {
+    package static func suitesDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> URL? {
         directory(overriddenBy: suitesEnvironmentVariable, environment: environment) { "wlstorage/suites" }
     }
 }

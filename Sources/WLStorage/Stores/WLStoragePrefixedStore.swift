@@ -20,32 +20,26 @@ public struct WLStoragePrefixedStore<Base: WLStorageStore>: WLStorageStore {
     /// The identity of the store it wraps: a prefixed key is a key of that store.
     public var identity: String { base.identity }
 
-    /// The bytes of the prefixed key in the wrapped store.
     public func read(key: String) throws -> Data? {
         try base.read(key: prefix + key)
     }
 
-    /// Writes the prefixed key in the wrapped store.
     public func write(key: String, data: Data) throws {
         try base.write(key: prefix + key, data: data)
     }
 
-    /// Creates the prefixed key in the wrapped store.
     public func create(key: String, data: Data) throws -> Bool {
         try base.create(key: prefix + key, data: data)
     }
 
-    /// Writes the prefixed keys in one batch of the wrapped store.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
         try base.write(batch.map { WLStorageStoreWrite(key: prefix + $0.key, data: $0.data) })
     }
 
-    /// Removes the prefixed key from the wrapped store.
     public func remove(key: String) throws {
         try base.remove(key: prefix + key)
     }
 
-    /// Removes the prefixed key from the wrapped store while it holds `data`.
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         try base.remove(key: prefix + key, ifItHolds: data)
     }

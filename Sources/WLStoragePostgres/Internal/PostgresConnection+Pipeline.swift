@@ -53,8 +53,7 @@ extension PostgresConnection {
                         continue
                     }
                     defer { PQclear(result) }
-                    let status = PQresultStatus(result)
-                    switch (awaited[next], status) {
+                    switch (awaited[next], PQresultStatus(result)) {
                     case (.sync, _):
                         next += 1
                     case (_, PGRES_PIPELINE_ABORTED):

@@ -192,9 +192,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         var offset = 0
         for value in values {
             let start = storage.baseAddress! + offset
-            value.withUnsafeBytes { bytes in
-                if let base = bytes.baseAddress { start.copyMemory(from: base, byteCount: bytes.count) }
-            }
+            _ = value.copyBytes(to: UnsafeMutableRawBufferPointer(start: start, count: value.count))
             pointers.append(UnsafePointer(start.assumingMemoryBound(to: CChar.self)))
             offset += value.count
         }
@@ -217,9 +215,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         return array
     }
 
-    func receive(
-        on connection: OpaquePointer, deadline: ContinuousClock.Instant
-    ) throws(PostgresError) -> [[Data?]] {
+    func receive(on connection: OpaquePointer, deadline: ContinuousClock.Instant) throws(PostgresError) -> [[Data?]] {
         var rows: [[Data?]] = []
         var failure: PostgresError?
         while true {

@@ -116,13 +116,10 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
             state.trouble = nil
             return true
         }
-        if listening {
-            lastTrouble = nil
-            startProbing(generation: generation)
-            deliver([.change(.everything)])
-        } else {
-            stopListening()
-        }
+        guard listening else { return stopListening() }
+        lastTrouble = nil
+        startProbing(generation: generation)
+        deliver([.change(.everything)])
     }
 
     /// Reports a failover: the server is now on another timeline than before. A later one: a standby was promoted. An
@@ -192,10 +189,8 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     private func closeConnection() {
         tableOID = nil
         senders = [:]
-        probe?.cancel()
-        probe = nil
-        watch?.cancel()
-        watch = nil
+        probe.take()?.cancel()
+        watch.take()?.cancel()
         connection.disconnect()
     }
 

@@ -86,8 +86,7 @@ struct PostgresSettings: Sendable {
     private static func writtenSecrets(in url: String) -> [String] {
         var found: [String] = []
         if let scheme = url.range(of: "://") {
-            let rest = url[scheme.upperBound...]
-            let authority = rest.prefix { $0 != "/" && $0 != "?" }
+            let authority = url[scheme.upperBound...].prefix { $0 != "/" && $0 != "?" }
             if let at = authority.lastIndex(of: "@") {
                 let userInformation = authority[..<at]
                 if let colon = userInformation.firstIndex(of: ":") {

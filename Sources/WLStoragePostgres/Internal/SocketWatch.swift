@@ -53,8 +53,7 @@ final class SocketWatch: Sendable {
             pollfd(fd: socket, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
         ]
         while !cancelled.load(ordering: .acquiring) {
-            let ready = poll(&descriptors, 2, -1)
-            if ready < 0 {
+            if poll(&descriptors, 2, -1) < 0 {
                 if errno == EINTR { continue }
                 return
             }
