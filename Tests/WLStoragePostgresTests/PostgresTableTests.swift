@@ -140,6 +140,41 @@ struct PostgresTableTests {
                 == "1 false")
     }
 
+    @Test func aRoleThatMayOnlyReadTheTableOfWriteTagsWritesUntagged() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let table = Self.uniqueName("wls_readonly_tags")
+        let role = Self.uniqueName("wls_writer")
+        try Self.createTableWithoutTags(admin, table)
+        try sqlValue(
+            admin,
+            "CREATE TABLE public.\(table)_writes (tag text PRIMARY KEY, written_at timestamptz NOT NULL DEFAULT now(), claimed boolean NOT NULL DEFAULT false)"
+        )
+        try sqlValue(admin, "CREATE ROLE \(role) LOGIN")
+        try sqlValue(admin, "GRANT USAGE ON SCHEMA public TO \(role)")
+        try sqlValue(admin, "GRANT SELECT, INSERT, UPDATE, DELETE ON public.\(table) TO \(role)")
+        try sqlValue(admin, "GRANT SELECT ON public.\(table)_writes TO \(role)")
+        defer {
+            _ = try? sqlValue(admin, "DROP TABLE public.\(table), public.\(table)_writes")
+            _ = try? sqlValue(admin, "DROP ROLE \(role)")
+        }
+
+        ReportedErrors.install()
+        let store = try WLStoragePostgresStore(
+            url: cluster.connectionURL(user: role), namespace: uniqueNamespace(), table: table)
+        let storage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
+        storage.wrappedValue = 5
+        storage.flush()
+        storage.update { $0 += 1 }
+        storage.flush()
+        #expect(!storage.hasPendingChanges, "\(String(describing: storage.lastError))")
+        #expect(try sqlValue(admin, "SELECT convert_from(value, 'UTF8') FROM public.\(table)") == "6")
+        guard case .untagged = try store.readVersioned(key: "k") else {
+            Issue.record("the store records tags in a table it may not write")
+            return
+        }
+    }
+
     @Test func aRoleThatMayNotCreateTheTableOfWriteTagsIsToldTheStatementAndUpdatesByComparingBytes() throws {
         let cluster = try PostgresCluster.shared()
         let admin = try adminConnection(cluster.url)

@@ -44,9 +44,11 @@ extension WLStoragePostgresStore {
             quotedName = name
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
             // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
-            // telling whether the role may record tags in `<table>_writes` (NULL when there is no such table).
+            // telling whether the role may record and claim tags in `<table>_writes` (NULL when there is no such table;
+            // `has_table_privilege` with several privileges tells whether any is held, so each is asked).
             tableState = """
-                SELECT has_table_privilege(to_regclass('\(writes)'), 'INSERT, SELECT, UPDATE, DELETE')::text \
+                SELECT (SELECT bool_and(has_table_privilege(to_regclass('\(writes)'), privilege)) \
+                FROM unnest(ARRAY['INSERT', 'SELECT', 'UPDATE']) AS privilege)::text \
                 WHERE to_regclass('\(name)') IS NOT NULL
                 """
             // The tags of writes on condition, each recorded by its write's statement. After a lost answer, the store
