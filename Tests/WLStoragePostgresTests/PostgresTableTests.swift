@@ -169,4 +169,42 @@ struct PostgresTableTests {
         #expect(try sqlValue(admin, "SELECT convert_from(value, 'UTF8') FROM public.\(table)") == "3")
         #expect(try sqlValue(admin, "SELECT to_regclass('public.\(table)_writes')::text") == nil)
     }
+
+    /// A schema of its own (grants on `public` race other tests') with a table and its table of write tags, and a role
+    /// that may write the table and has `privileges` on the table of write tags; returns the table, `schema.name`.
+    private static func tableWithTagsAndRole(
+        _ admin: PostgresConnection, _ role: String, privileges: String
+    ) throws -> String {
+        let schema = uniqueName("wls_tags")
+        let table = "\(schema).wlstorage"
+        try sqlValue(admin, "CREATE SCHEMA \(schema)")
+        try sqlValue(admin, WLStoragePostgresStore.Statements(table: table).createTable)
+        try sqlValue(admin, WLStoragePostgresStore.Statements(table: table).createWrites)
+        try sqlValue(admin, "CREATE ROLE \(role) LOGIN")
+        try sqlValue(admin, "GRANT USAGE ON SCHEMA \(schema) TO \(role)")
+        try sqlValue(admin, "GRANT SELECT, INSERT, UPDATE, DELETE ON \(table) TO \(role)")
+        try sqlValue(admin, "GRANT \(privileges) ON \(table)_writes TO \(role)")
+        return table
+    }
+
+    @Test func aRoleThatMayOnlyReadTheTableOfWriteTagsWritesUntagged() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let role = Self.uniqueName("wls_writer")
+        let table = try Self.tableWithTagsAndRole(admin, role, privileges: "SELECT")
+        defer {
+            _ = try? sqlValue(admin, "DROP SCHEMA \(table.prefix { $0 != "." }) CASCADE")
+            _ = try? sqlValue(admin, "DROP ROLE \(role)")
+        }
+
+        let store = try WLStoragePostgresStore(
+            url: cluster.connectionURL(user: role), namespace: uniqueNamespace(), table: table)
+        #expect(try store.create(key: "k", data: bytes("1")))
+        #expect(try store.write(key: "k", data: bytes("2"), ifItHolds: bytes("1")))
+        guard case .untagged = try store.readVersioned(key: "k") else {
+            Issue.record("the store tags writes in a table the role may only read")
+            return
+        }
+        #expect(try store.read(key: "k") == bytes("2"))
+    }
 }

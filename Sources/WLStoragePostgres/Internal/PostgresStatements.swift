@@ -44,10 +44,13 @@ extension WLStoragePostgresStore {
             quotedName = name
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
             // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
-            // telling whether the role may record tags in `<table>_writes` (NULL when there is no such table).
+            // telling whether the role may record tags in `<table>_writes` (NULL when there is no such table): each
+            // privilege asked alone, as a list asks whether any is held.
+            let privileges = ["INSERT", "SELECT", "UPDATE", "DELETE"].map {
+                "has_table_privilege(to_regclass('\(writes)'), '\($0)')"
+            }
             tableState = """
-                SELECT has_table_privilege(to_regclass('\(writes)'), 'INSERT, SELECT, UPDATE, DELETE')::text \
-                WHERE to_regclass('\(name)') IS NOT NULL
+                SELECT (\(privileges.joined(separator: " AND ")))::text WHERE to_regclass('\(name)') IS NOT NULL
                 """
             // The tags of writes on condition, each recorded by its write's statement. After a lost answer, the store
             // claims the tag: `written` comes back `false` when the claim took it (the write was not made, and its tag
