@@ -91,8 +91,10 @@ extension WLStoragePostgresStore {
                         retried = true
                         continue
                     }
-                    // The table was dropped by someone else: a new connection creates it again.
-                    if !retried, error.sqlState == "42P01" {
+                    // The table was dropped by someone else: a new connection creates it again. A write refused while
+                    // tags are recorded (the privileges on `<table>_writes` revoked): a new one asks whether they can be.
+                    let revoked = error.sqlState == "42501" && !reading && recordsWrites.load(ordering: .relaxed)
+                    if !retried, error.sqlState == "42P01" || revoked {
                         retried = true
                         connection.disconnect()
                         writerPID.value = nil

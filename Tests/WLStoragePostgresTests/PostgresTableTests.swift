@@ -207,4 +207,33 @@ struct PostgresTableTests {
         }
         #expect(try store.read(key: "k") == bytes("2"))
     }
+
+    @Test func aRoleWhosePrivilegesOnTheTableOfWriteTagsAreRevokedWritesUntaggedFromThen() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let role = Self.uniqueName("wls_writer")
+        let table = try Self.tableWithTagsAndRole(admin, role, privileges: "SELECT, INSERT, UPDATE, DELETE")
+        defer {
+            _ = try? sqlValue(admin, "DROP SCHEMA \(table.prefix { $0 != "." }) CASCADE")
+            _ = try? sqlValue(admin, "DROP ROLE \(role)")
+        }
+
+        ReportedErrors.install()
+        let store = try WLStoragePostgresStore(
+            url: cluster.connectionURL(user: role), namespace: uniqueNamespace(), table: table)
+        #expect(try store.write(key: "k", data: bytes("1"), ifItHolds: nil))
+        guard case .found = try store.readVersioned(key: "k") else {
+            Issue.record("the store does not tag writes in a table the role may write")
+            return
+        }
+        try sqlValue(admin, "REVOKE ALL ON \(table)_writes FROM \(role)")
+        #expect(try store.write(key: "k", data: bytes("2"), ifItHolds: bytes("1")))
+        let storage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
+        storage.update { $0 += 1 }
+        #expect(try store.read(key: "k") == bytes("3"))
+        guard case .untagged = try store.readVersioned(key: "k") else {
+            Issue.record("the store tags writes in a table the role may no longer write")
+            return
+        }
+    }
 }
