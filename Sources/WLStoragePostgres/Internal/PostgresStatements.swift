@@ -66,7 +66,11 @@ extension WLStoragePostgresStore {
                 """
             }
             claimTag = claiming("$1")
-            pruneTags = "DELETE FROM \(writes) WHERE written_at < now() - interval '10 minutes'"
+            // A claimed tag is kept a day: a copy of its write can still be waiting for a row, its connection gone.
+            pruneTags = """
+                DELETE FROM \(writes) WHERE written_at < now() - CASE WHEN claimed THEN interval '1 day' \
+                ELSE interval '10 minutes' END
+                """
             createTable = """
                 CREATE TABLE IF NOT EXISTS \(name) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \
                 version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), \
