@@ -145,14 +145,13 @@ extension WLStoragePostgresStore {
     private func prepareTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
     {
         do {
-            var records: Bool
-            if let table = try connection.query(statements.tableState, deadline: deadline).first {
-                records = table.first == Data("true".utf8)
-                if table.first.flatMap({ $0 }) == nil {
-                    records = try create(statements.createWrites, connection, deadline)
-                }
-            } else {
+            var state = try connection.query(statements.tableState, deadline: deadline).first
+            if state == nil {
                 _ = try create(statements.createTable, connection, deadline, orThrow: true)
+                state = try connection.query(statements.tableState, deadline: deadline).first
+            }
+            var records = state?.first == Data("true".utf8)
+            if state?.first.flatMap({ $0 }) == nil {
                 records = try create(statements.createWrites, connection, deadline)
             }
             recordsWrites.store(records, ordering: .relaxed)

@@ -170,6 +170,24 @@ struct PostgresTableTests {
         #expect(try sqlValue(admin, "SELECT to_regclass('public.\(table)_writes')::text") == nil)
     }
 
+    @Test func aStoreWhoseTableOfWriteTagsIsAnotherStoresTableWritesUntagged() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let table = Self.uniqueName("wls_named")
+        defer { _ = try? sqlValue(admin, "DROP TABLE \(table), \(table)_writes, \(table)_writes_writes") }
+        let first = try WLStoragePostgresStore(url: cluster.url, namespace: uniqueNamespace(), table: table + "_writes")
+        #expect(try first.write(key: "k", data: bytes("1"), ifItHolds: nil))
+
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: uniqueNamespace(), table: table)
+        #expect(try store.write(key: "k", data: bytes("1"), ifItHolds: nil))
+        #expect(try store.write(key: "k", data: bytes("2"), ifItHolds: bytes("1")))
+        guard case .untagged = try store.readVersioned(key: "k") else {
+            Issue.record("the store tags writes in another store's table")
+            return
+        }
+        #expect(try first.read(key: "k") == bytes("1"))
+    }
+
     /// A schema of its own (grants on `public` race other tests') with a table and its table of write tags, and a role
     /// that may write the table and has `privileges` on the table of write tags; returns the table, `schema.name`.
     private static func tableWithTagsAndRole(

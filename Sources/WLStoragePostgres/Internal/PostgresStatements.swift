@@ -45,12 +45,20 @@ extension WLStoragePostgresStore {
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
             // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
             // telling whether the role may record tags in `<table>_writes` (NULL when there is no such table): each
-            // privilege asked alone, as a list asks whether any is held.
-            let privileges = ["INSERT", "SELECT", "UPDATE", "DELETE"].map {
-                "has_table_privilege(to_regclass('\(writes)'), '\($0)')"
-            }
+            // privilege asked alone, as a list asks whether any is held, and the table one of tags (not the table of
+            // another store, named `<table>_writes`).
+            let checks =
+                ["INSERT", "SELECT", "UPDATE", "DELETE"].map {
+                    "has_table_privilege(to_regclass('\(writes)'), '\($0)')"
+                }
+                + [
+                    """
+                    (to_regclass('\(writes)') IS NULL OR EXISTS (SELECT FROM pg_attribute \
+                    WHERE attrelid = to_regclass('\(writes)') AND attname = 'claimed'))
+                    """
+                ]
             tableState = """
-                SELECT (\(privileges.joined(separator: " AND ")))::text WHERE to_regclass('\(name)') IS NOT NULL
+                SELECT (\(checks.joined(separator: " AND ")))::text WHERE to_regclass('\(name)') IS NOT NULL
                 """
             // The tags of writes on condition, each recorded by its write's statement. After a lost answer, the store
             // claims the tag: `written` comes back `false` when the claim took it (the write was not made, and its tag
