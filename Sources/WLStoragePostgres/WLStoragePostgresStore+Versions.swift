@@ -57,6 +57,7 @@ extension WLStoragePostgresStore {
         }
         switch result {
         case .success(let rows):
+            countRecordedWrite()
             return rows.isEmpty ? .refused : .stored
         case .failure(let error):
             let failure = self.failure(error, reading: false, key: key)

@@ -91,8 +91,10 @@ extension WLStoragePostgresStore {
                         retried = true
                         continue
                     }
-                    // The table was dropped by someone else: a new connection creates it again.
-                    if !retried, error.sqlState == "42P01" {
+                    // The table was dropped by someone else: a new connection creates it again. A write refused while
+                    // tags are recorded (the privileges on `<table>_writes` revoked): a new one asks whether they can be.
+                    let revoked = error.sqlState == "42501" && !reading && recordsWrites.load(ordering: .relaxed)
+                    if !retried, error.sqlState == "42P01" || revoked {
                         retried = true
                         connection.disconnect()
                         writerPID.value = nil
@@ -143,14 +145,13 @@ extension WLStoragePostgresStore {
     private func prepareTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
     {
         do {
-            var records: Bool
-            if let table = try connection.query(statements.tableState, deadline: deadline).first {
-                records = table.first == Data("true".utf8)
-                if table.first.flatMap({ $0 }) == nil {
-                    records = try create(statements.createWrites, connection, deadline)
-                }
-            } else {
+            var state = try connection.query(statements.tableState, deadline: deadline).first
+            if state == nil {
                 _ = try create(statements.createTable, connection, deadline, orThrow: true)
+                state = try connection.query(statements.tableState, deadline: deadline).first
+            }
+            var records = state?.first == Data("true".utf8)
+            if state?.first.flatMap({ $0 }) == nil {
                 records = try create(statements.createWrites, connection, deadline)
             }
             recordsWrites.store(records, ordering: .relaxed)

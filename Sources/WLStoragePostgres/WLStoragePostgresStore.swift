@@ -192,16 +192,20 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         }
         switch result {
         case .success(let rows):
-            // Tags older than ten minutes go, at the store's first recorded write and every 1,000th: the tag of a
-            // write whose answer is lost is claimed within the write's call.
-            if recorded, recordedWrites.add(1, ordering: .relaxed).oldValue % 1_000 == 0 {
-                _ = try? query(statements.pruneTags, [], reading: false, key: nil)
-            }
+            if recorded { countRecordedWrite() }
             return !rows.isEmpty
         case .failure(let error):
             guard sent, recorded, !Self.refusesStatement(error) else { throw failure(error, reading: false, key: key) }
             let claim = try query(statements.claimTag, [.text(tag)], reading: false, key: key, patient: true)
             return claim.first?.first.flatMap { $0 } == Data("true".utf8)
+        }
+    }
+
+    /// Removes old tags at the store's first recorded write and every 1,000th: the tag of a write whose answer is lost
+    /// is claimed within the write's call.
+    func countRecordedWrite() {
+        if recordedWrites.add(1, ordering: .relaxed).oldValue % 1_000 == 0 {
+            _ = try? query(statements.pruneTags, [], reading: false, key: nil)
         }
     }
 

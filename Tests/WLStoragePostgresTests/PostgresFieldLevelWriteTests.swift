@@ -196,4 +196,53 @@ struct PostgresFieldLevelWriteTests {
         #expect(try eventuallyThrowing(timeout: 60) { try sqlValue(admin, ended, [waiter]) == "0" })
         #expect(try other.read(key: "prefs") == bytes(#"{"theme":"dark"}"#))
     }
+
+    /// As above, with the row held for longer than the ten minutes unclaimed tags are kept (the claimed tag made older
+    /// by as much, and a store's first write removing old tags): the claimed tag is kept, and the write, run once the
+    /// row is free, is still refused for it.
+    @Test(.enabled(if: LatencyProxy.isAvailable, "python3 is needed for the proxy"))
+    func aWriteNotMadeForItsClaimedTagIsNotMadeOnceTheRowIsFreeAfterOldTagsWereRemoved() throws {
+        let cluster = try PostgresCluster.shared()
+        let proxy = try LatencyProxy(to: cluster.socketPath)
+        let namespace = uniqueNamespace()
+        let table = "wls_claimed_\(UInt32.random(in: 0...UInt32.max))"
+        let admin = try adminConnection(cluster.url)
+        let other = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, table: table)
+        defer { _ = try? sqlValue(admin, "DROP TABLE \(table), \(table)_writes") }
+        try other.write(key: "prefs", data: bytes(#"{"theme":"dark"}"#))
+        let store = try WLStoragePostgresStore(
+            url: "host=127.0.0.1 port=\(proxy.port) user=postgres dbname=postgres", namespace: namespace,
+            table: table, timeout: .seconds(30))
+        try #require(try store.read(key: "prefs") == bytes(#"{"theme":"dark"}"#))
+        let holder = try adminConnection(cluster.url)
+        defer { holder.close() }
+        _ = try holder.query("BEGIN", deadline: .now + .seconds(10))
+        try sqlValue(
+            holder, "SELECT key FROM \(table) WHERE namespace = $1 AND key = $2 FOR UPDATE", [namespace, "prefs"])
+        let outcome = HeldReference<Result<Bool, any Error>>()
+        let written = startThread {
+            outcome.hold(
+                Result {
+                    try store.write(
+                        key: "prefs", data: bytes(#"{"theme":"blue"}"#), ifItHolds: bytes(#"{"theme":"dark"}"#))
+                })
+        }
+        let waiting = "SELECT pid::text FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))"
+        let holderPID = try #require(try sqlValue(holder, "SELECT pg_backend_pid()::text"))
+        #expect(try eventuallyThrowing(timeout: 60) { try sqlValue(admin, waiting, [holderPID]) != nil })
+        let waiter = try #require(try sqlValue(admin, waiting, [holderPID]))
+        try proxy.cut()
+        #expect(written.wait(timeout: .now() + 120) == .success)
+        #expect(try !#require(outcome.current).get(), "the write's tag was claimed: it was not stored")
+        // Eleven minutes on, a store's first write removes the tags older than ten minutes, a written one's among them.
+        try sqlValue(admin, "INSERT INTO \(table)_writes (tag) VALUES ('written')")
+        try sqlValue(admin, "UPDATE \(table)_writes SET written_at = written_at - interval '11 minutes'")
+        let fresh = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, table: table)
+        #expect(try fresh.write(key: "another", data: bytes("1"), ifItHolds: nil))
+        #expect(try sqlValue(admin, "SELECT count(*)::text FROM \(table)_writes WHERE tag = 'written'") == "0")
+        _ = try holder.query("COMMIT", deadline: .now + .seconds(10))
+        let ended = "SELECT count(*)::text FROM pg_stat_activity WHERE pid = $1::int"
+        #expect(try eventuallyThrowing(timeout: 60) { try sqlValue(admin, ended, [waiter]) == "0" })
+        #expect(try other.read(key: "prefs") == bytes(#"{"theme":"dark"}"#))
+    }
 }

@@ -5,8 +5,9 @@ import WLStorage
 @testable import WLStoragePostgres
 
 /// The store's table: which one a store uses, that it is made when missing, and that a role that may only read and
-/// write it uses it.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+/// write it uses it. One test at a time: two change the privileges of the schema `public`, and grants made at once fail
+/// with "tuple concurrently updated".
+@Suite(.serialized, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresTableTests {
     /// A name no other test uses, a valid SQL identifier.
     private static func uniqueName(_ prefix: String) -> String {
@@ -140,41 +141,6 @@ struct PostgresTableTests {
                 == "1 false")
     }
 
-    @Test func aRoleThatMayOnlyReadTheTableOfWriteTagsWritesUntagged() throws {
-        let cluster = try PostgresCluster.shared()
-        let admin = try adminConnection(cluster.url)
-        let table = Self.uniqueName("wls_readonly_tags")
-        let role = Self.uniqueName("wls_writer")
-        try Self.createTableWithoutTags(admin, table)
-        try sqlValue(
-            admin,
-            "CREATE TABLE public.\(table)_writes (tag text PRIMARY KEY, written_at timestamptz NOT NULL DEFAULT now(), claimed boolean NOT NULL DEFAULT false)"
-        )
-        try sqlValue(admin, "CREATE ROLE \(role) LOGIN")
-        try sqlValue(admin, "GRANT USAGE ON SCHEMA public TO \(role)")
-        try sqlValue(admin, "GRANT SELECT, INSERT, UPDATE, DELETE ON public.\(table) TO \(role)")
-        try sqlValue(admin, "GRANT SELECT ON public.\(table)_writes TO \(role)")
-        defer {
-            _ = try? sqlValue(admin, "DROP TABLE public.\(table), public.\(table)_writes")
-            _ = try? sqlValue(admin, "DROP ROLE \(role)")
-        }
-
-        ReportedErrors.install()
-        let store = try WLStoragePostgresStore(
-            url: cluster.connectionURL(user: role), namespace: uniqueNamespace(), table: table)
-        let storage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
-        storage.wrappedValue = 5
-        storage.flush()
-        storage.update { $0 += 1 }
-        storage.flush()
-        #expect(!storage.hasPendingChanges, "\(String(describing: storage.lastError))")
-        #expect(try sqlValue(admin, "SELECT convert_from(value, 'UTF8') FROM public.\(table)") == "6")
-        guard case .untagged = try store.readVersioned(key: "k") else {
-            Issue.record("the store records tags in a table it may not write")
-            return
-        }
-    }
-
     @Test func aRoleThatMayNotCreateTheTableOfWriteTagsIsToldTheStatementAndUpdatesByComparingBytes() throws {
         let cluster = try PostgresCluster.shared()
         let admin = try adminConnection(cluster.url)
@@ -203,5 +169,90 @@ struct PostgresTableTests {
         #expect(error.message.contains("CREATE TABLE IF NOT EXISTS \"\(table)_writes\""), "\(error)")
         #expect(try sqlValue(admin, "SELECT convert_from(value, 'UTF8') FROM public.\(table)") == "3")
         #expect(try sqlValue(admin, "SELECT to_regclass('public.\(table)_writes')::text") == nil)
+    }
+
+    @Test func aStoreWhoseTableOfWriteTagsIsAnotherStoresTableWritesUntagged() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let table = Self.uniqueName("wls_named")
+        defer { _ = try? sqlValue(admin, "DROP TABLE \(table), \(table)_writes, \(table)_writes_writes") }
+        let first = try WLStoragePostgresStore(url: cluster.url, namespace: uniqueNamespace(), table: table + "_writes")
+        #expect(try first.write(key: "k", data: bytes("1"), ifItHolds: nil))
+
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: uniqueNamespace(), table: table)
+        #expect(try store.write(key: "k", data: bytes("1"), ifItHolds: nil))
+        #expect(try store.write(key: "k", data: bytes("2"), ifItHolds: bytes("1")))
+        guard case .untagged = try store.readVersioned(key: "k") else {
+            Issue.record("the store tags writes in another store's table")
+            return
+        }
+        #expect(try first.read(key: "k") == bytes("1"))
+    }
+
+    /// A schema of its own (grants on `public` race other tests') with a table and its table of write tags, and a role
+    /// that may write the table and has `privileges` on the table of write tags; returns the table, `schema.name`.
+    private static func tableWithTagsAndRole(
+        _ admin: PostgresConnection, _ role: String, privileges: String
+    ) throws -> String {
+        let schema = uniqueName("wls_tags")
+        let table = "\(schema).wlstorage"
+        try sqlValue(admin, "CREATE SCHEMA \(schema)")
+        try sqlValue(admin, WLStoragePostgresStore.Statements(table: table).createTable)
+        try sqlValue(admin, WLStoragePostgresStore.Statements(table: table).createWrites)
+        try sqlValue(admin, "CREATE ROLE \(role) LOGIN")
+        try sqlValue(admin, "GRANT USAGE ON SCHEMA \(schema) TO \(role)")
+        try sqlValue(admin, "GRANT SELECT, INSERT, UPDATE, DELETE ON \(table) TO \(role)")
+        try sqlValue(admin, "GRANT \(privileges) ON \(table)_writes TO \(role)")
+        return table
+    }
+
+    @Test func aRoleThatMayOnlyReadTheTableOfWriteTagsWritesUntagged() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let role = Self.uniqueName("wls_writer")
+        let table = try Self.tableWithTagsAndRole(admin, role, privileges: "SELECT")
+        defer {
+            _ = try? sqlValue(admin, "DROP SCHEMA \(table.prefix { $0 != "." }) CASCADE")
+            _ = try? sqlValue(admin, "DROP ROLE \(role)")
+        }
+
+        let store = try WLStoragePostgresStore(
+            url: cluster.connectionURL(user: role), namespace: uniqueNamespace(), table: table)
+        #expect(try store.create(key: "k", data: bytes("1")))
+        #expect(try store.write(key: "k", data: bytes("2"), ifItHolds: bytes("1")))
+        guard case .untagged = try store.readVersioned(key: "k") else {
+            Issue.record("the store tags writes in a table the role may only read")
+            return
+        }
+        #expect(try store.read(key: "k") == bytes("2"))
+    }
+
+    @Test func aRoleWhosePrivilegesOnTheTableOfWriteTagsAreRevokedWritesUntaggedFromThen() throws {
+        let cluster = try PostgresCluster.shared()
+        let admin = try adminConnection(cluster.url)
+        let role = Self.uniqueName("wls_writer")
+        let table = try Self.tableWithTagsAndRole(admin, role, privileges: "SELECT, INSERT, UPDATE, DELETE")
+        defer {
+            _ = try? sqlValue(admin, "DROP SCHEMA \(table.prefix { $0 != "." }) CASCADE")
+            _ = try? sqlValue(admin, "DROP ROLE \(role)")
+        }
+
+        ReportedErrors.install()
+        let store = try WLStoragePostgresStore(
+            url: cluster.connectionURL(user: role), namespace: uniqueNamespace(), table: table)
+        #expect(try store.write(key: "k", data: bytes("1"), ifItHolds: nil))
+        guard case .found = try store.readVersioned(key: "k") else {
+            Issue.record("the store does not tag writes in a table the role may write")
+            return
+        }
+        try sqlValue(admin, "REVOKE ALL ON \(table)_writes FROM \(role)")
+        #expect(try store.write(key: "k", data: bytes("2"), ifItHolds: bytes("1")))
+        let storage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
+        storage.update { $0 += 1 }
+        #expect(try store.read(key: "k") == bytes("3"))
+        guard case .untagged = try store.readVersioned(key: "k") else {
+            Issue.record("the store tags writes in a table the role may no longer write")
+            return
+        }
     }
 }

@@ -44,12 +44,21 @@ extension WLStoragePostgresStore {
             quotedName = name
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
             // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
-            // telling whether the role may record and claim tags in `<table>_writes` (NULL when there is no such table;
-            // `has_table_privilege` with several privileges tells whether any is held, so each is asked).
+            // telling whether the role may record tags in `<table>_writes` (NULL when there is no such table): each
+            // privilege asked alone, as a list asks whether any is held, and the table one of tags (not the table of
+            // another store, named `<table>_writes`).
+            let checks =
+                ["INSERT", "SELECT", "UPDATE", "DELETE"].map {
+                    "has_table_privilege(to_regclass('\(writes)'), '\($0)')"
+                }
+                + [
+                    """
+                    (to_regclass('\(writes)') IS NULL OR EXISTS (SELECT FROM pg_attribute \
+                    WHERE attrelid = to_regclass('\(writes)') AND attname = 'claimed'))
+                    """
+                ]
             tableState = """
-                SELECT (SELECT bool_and(has_table_privilege(to_regclass('\(writes)'), privilege)) \
-                FROM unnest(ARRAY['INSERT', 'SELECT', 'UPDATE']) AS privilege)::text \
-                WHERE to_regclass('\(name)') IS NOT NULL
+                SELECT (\(checks.joined(separator: " AND ")))::text WHERE to_regclass('\(name)') IS NOT NULL
                 """
             // The tags of writes on condition, each recorded by its write's statement. After a lost answer, the store
             // claims the tag: `written` comes back `false` when the claim took it (the write was not made, and its tag
@@ -65,7 +74,11 @@ extension WLStoragePostgresStore {
                 """
             }
             claimTag = claiming("$1")
-            pruneTags = "DELETE FROM \(writes) WHERE written_at < now() - interval '10 minutes'"
+            // A claimed tag is kept a day: a copy of its write can still be waiting for a row, its connection gone.
+            pruneTags = """
+                DELETE FROM \(writes) WHERE written_at < now() - CASE WHEN claimed THEN interval '1 day' \
+                ELSE interval '10 minutes' END
+                """
             createTable = """
                 CREATE TABLE IF NOT EXISTS \(name) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \
                 version bigint NOT NULL, updated_at timestamptz NOT NULL DEFAULT now(), \
