@@ -75,9 +75,11 @@ extension WLStoragePostgresStore {
             }
             claimTag = claiming("$1")
             // A claimed tag is kept a day: a copy of its write can still be waiting for a row, its connection gone.
+            // At most 10,000 at once (ten times the writes between two removals), so that a removal ends well within
+            // the store's timeout however large the table grew.
             pruneTags = """
-                DELETE FROM \(writes) WHERE written_at < now() - CASE WHEN claimed THEN interval '1 day' \
-                ELSE interval '10 minutes' END
+                DELETE FROM \(writes) WHERE ctid = ANY(ARRAY(SELECT ctid FROM \(writes) WHERE written_at < now() - \
+                CASE WHEN claimed THEN interval '1 day' ELSE interval '10 minutes' END LIMIT 10000))
                 """
             createTable = """
                 CREATE TABLE IF NOT EXISTS \(name) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \

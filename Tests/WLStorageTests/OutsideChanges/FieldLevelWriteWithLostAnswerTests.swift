@@ -68,9 +68,8 @@ import WLStorageTestSupport
 
     /// Another program read this one's write, whose answer was lost, and set the same field again: its value is newer,
     /// and the retry keeps it, whether the storage's own flush makes it or a flush of every storage of the store. A
-    /// versioned store makes the change again (a known issue): its tags would tell whether the lost write was made, but
-    /// a change written field by field is written on condition of bytes, untagged, and a store's fleet (a write lost to
-    /// a restart, never sent, beside another program's earlier change) needs the later change made.
+    /// versioned store whose conditional write throws after a lost answer has the change made again (a known issue):
+    /// PostgreSQL and etcd tell inside the store whether it was made (a claimed tag; the key's history), and answer.
     @Test(arguments: Store.allCases, [false, true])
     func anotherProgramsChangeOfTheSameFieldMadeAfterAWriteWhoseAnswerWasLostIsKept(
         _ kind: Store, flushingEveryStorage: Bool
