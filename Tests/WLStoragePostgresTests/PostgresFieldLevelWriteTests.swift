@@ -172,23 +172,8 @@ struct PostgresFieldLevelWriteTests {
         try #require(try store.read(key: "prefs") == bytes(#"{"theme":"dark"}"#))
         let admin = try adminConnection(cluster.url)
         defer { admin.close() }
-        _ = try admin.query("BEGIN", deadline: .now + .seconds(10))
-        try sqlValue(
-            admin, "SELECT key FROM wlstorage WHERE namespace = $1 AND key = $2 FOR UPDATE", [namespace, "prefs"])
-        let outcome = HeldReference<Result<Bool, any Error>>()
-        let written = startThread {
-            outcome.hold(
-                Result {
-                    try store.write(
-                        key: "prefs", data: bytes(#"{"theme":"blue"}"#), ifItHolds: bytes(#"{"theme":"dark"}"#))
-                })
-        }
-        let waiting = "SELECT pid::text FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))"
-        #expect(try eventuallyThrowing(timeout: 60) { try sqlValue(admin, waiting) != nil })
-        let waiter = try #require(try sqlValue(admin, waiting))
-        try proxy.cut()
-        #expect(written.wait(timeout: .now() + 120) == .success)
-        let stored = try #require(outcome.current).get()
+        let (stored, waiter) = try Self.writeWaitingForTheRow(
+            of: store, table: "wlstorage", namespace: namespace, holder: admin, admin: admin, proxy: proxy)
         #expect(!stored, "the write's tag was claimed: it was not stored")
         // The row free, the write runs, and is refused; its server process then finds its connection gone.
         _ = try admin.query("COMMIT", deadline: .now + .seconds(10))
@@ -216,6 +201,27 @@ struct PostgresFieldLevelWriteTests {
         try #require(try store.read(key: "prefs") == bytes(#"{"theme":"dark"}"#))
         let holder = try adminConnection(cluster.url)
         defer { holder.close() }
+        let (stored, waiter) = try Self.writeWaitingForTheRow(
+            of: store, table: table, namespace: namespace, holder: holder, admin: admin, proxy: proxy)
+        #expect(!stored, "the write's tag was claimed: it was not stored")
+        // Eleven minutes on, a store's first write removes the tags older than ten minutes, a written one's among them.
+        try sqlValue(admin, "INSERT INTO \(table)_writes (tag) VALUES ('written')")
+        try sqlValue(admin, "UPDATE \(table)_writes SET written_at = written_at - interval '11 minutes'")
+        let fresh = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, table: table)
+        #expect(try fresh.write(key: "another", data: bytes("1"), ifItHolds: nil))
+        #expect(try sqlValue(admin, "SELECT count(*)::text FROM \(table)_writes WHERE tag = 'written'") == "0")
+        _ = try holder.query("COMMIT", deadline: .now + .seconds(10))
+        let ended = "SELECT count(*)::text FROM pg_stat_activity WHERE pid = $1::int"
+        #expect(try eventuallyThrowing(timeout: 60) { try sqlValue(admin, ended, [waiter]) == "0" })
+        #expect(try other.read(key: "prefs") == bytes(#"{"theme":"dark"}"#))
+    }
+
+    /// Has `store` change the key `prefs` from dark to blue while `holder` holds its row (from here until it commits),
+    /// and cuts the write's connection once it waits: returns what the write answered, and its server process.
+    static func writeWaitingForTheRow(
+        of store: WLStoragePostgresStore, table: String, namespace: String, holder: PostgresConnection,
+        admin: PostgresConnection, proxy: LatencyProxy
+    ) throws -> (stored: Bool, waiter: String) {
         _ = try holder.query("BEGIN", deadline: .now + .seconds(10))
         try sqlValue(
             holder, "SELECT key FROM \(table) WHERE namespace = $1 AND key = $2 FOR UPDATE", [namespace, "prefs"])
@@ -233,16 +239,6 @@ struct PostgresFieldLevelWriteTests {
         let waiter = try #require(try sqlValue(admin, waiting, [holderPID]))
         try proxy.cut()
         #expect(written.wait(timeout: .now() + 120) == .success)
-        #expect(try !#require(outcome.current).get(), "the write's tag was claimed: it was not stored")
-        // Eleven minutes on, a store's first write removes the tags older than ten minutes, a written one's among them.
-        try sqlValue(admin, "INSERT INTO \(table)_writes (tag) VALUES ('written')")
-        try sqlValue(admin, "UPDATE \(table)_writes SET written_at = written_at - interval '11 minutes'")
-        let fresh = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, table: table)
-        #expect(try fresh.write(key: "another", data: bytes("1"), ifItHolds: nil))
-        #expect(try sqlValue(admin, "SELECT count(*)::text FROM \(table)_writes WHERE tag = 'written'") == "0")
-        _ = try holder.query("COMMIT", deadline: .now + .seconds(10))
-        let ended = "SELECT count(*)::text FROM pg_stat_activity WHERE pid = $1::int"
-        #expect(try eventuallyThrowing(timeout: 60) { try sqlValue(admin, ended, [waiter]) == "0" })
-        #expect(try other.read(key: "prefs") == bytes(#"{"theme":"dark"}"#))
+        return (try #require(outcome.current).get(), waiter)
     }
 }
