@@ -117,20 +117,26 @@ struct PostgresFieldLevelWriteTests {
         let cluster = try PostgresCluster.shared()
         let proxy = try LatencyProxy(to: cluster.socketPath)
         let namespace = uniqueNamespace()
-        let other = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(30))
+        // A table of its own: no other test's store removes its write tags.
+        let table = "wls_lost_\(UInt32.random(in: 0...UInt32.max))"
+        let admin = try adminConnection(cluster.url)
+        defer {
+            _ = try? sqlValue(admin, "DROP TABLE \(table), \(table)_writes")
+            admin.close()
+        }
+        let other = try WLStoragePostgresStore(
+            url: cluster.url, namespace: namespace, table: table, timeout: .seconds(30))
         try other.write(key: "prefs", data: bytes(#"{"fontSize":15,"theme":"dark"}"#))
         let storage = WLStorage(
             key: "prefs", defaultValue: Prefs(), flushInterval: nil,
             store: try WLStoragePostgresStore(
                 url: "host=127.0.0.1 port=\(proxy.port) user=postgres dbname=postgres", namespace: namespace,
-                timeout: .seconds(30)))
+                table: table, timeout: .seconds(30)))
         try #require(storage.wrappedValue == Prefs(theme: "dark", fontSize: 15))
         // The row held by another transaction: the storage's write is sent, and waits for it.
-        let admin = try adminConnection(cluster.url)
-        defer { admin.close() }
         _ = try admin.query("BEGIN", deadline: .now + .seconds(10))
         try sqlValue(
-            admin, "SELECT key FROM wlstorage WHERE namespace = $1 AND key = $2 FOR UPDATE", [namespace, "prefs"])
+            admin, "SELECT key FROM \(table) WHERE namespace = $1 AND key = $2 FOR UPDATE", [namespace, "prefs"])
         storage.wrappedValue.theme = "blue"
         let flushed = startThread { storage.flush() }
         #expect(
@@ -150,7 +156,11 @@ struct PostgresFieldLevelWriteTests {
         #expect(flushed.wait(timeout: .now() + 120) == .success)
         storage.flush()
         let text = try #require(try row())
-        #expect(text == #"{"fontSize":15,"theme":"green"}"#)
+        let tags = try sqlValue(
+            admin, "SELECT string_agg(claimed::text || ' ' || written_at::text, ', ') FROM \(table)_writes")
+        #expect(
+            text == #"{"fontSize":15,"theme":"green"}"#,
+            "tags (claimed, written at): \(tags ?? "none"); last error: \(String(describing: storage.lastError))")
         let stored = try JSONDecoder().decode(Prefs.self, from: Data(text.utf8))
         #expect(eventually(timeout: 60) { storage.wrappedValue == stored }, "holds \(storage.wrappedValue)")
         #expect(!storage.hasPendingChanges, "\(String(describing: storage.lastError))")
@@ -182,7 +192,7 @@ struct PostgresFieldLevelWriteTests {
         #expect(try other.read(key: "prefs") == bytes(#"{"theme":"dark"}"#))
     }
 
-    /// As above, with the row held for longer than the ten minutes unclaimed tags are kept (the claimed tag made older
+    /// As above, with the row held for longer than the hour unclaimed tags are kept (the claimed tag made older
     /// by as much, and a store's first write removing old tags): the claimed tag is kept, and the write, run once the
     /// row is free, is still refused for it.
     @Test(.enabled(if: LatencyProxy.isAvailable, "python3 is needed for the proxy"))
@@ -204,9 +214,9 @@ struct PostgresFieldLevelWriteTests {
         let (stored, waiter) = try Self.writeWaitingForTheRow(
             of: store, table: table, namespace: namespace, holder: holder, admin: admin, proxy: proxy)
         #expect(!stored, "the write's tag was claimed: it was not stored")
-        // Eleven minutes on, a store's first write removes the tags older than ten minutes, a written one's among them.
+        // 61 minutes on, a store's first write removes the tags older than an hour, a written one's among them.
         try sqlValue(admin, "INSERT INTO \(table)_writes (tag) VALUES ('written')")
-        try sqlValue(admin, "UPDATE \(table)_writes SET written_at = written_at - interval '11 minutes'")
+        try sqlValue(admin, "UPDATE \(table)_writes SET written_at = written_at - interval '61 minutes'")
         let fresh = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, table: table)
         #expect(try fresh.write(key: "another", data: bytes("1"), ifItHolds: nil))
         #expect(try sqlValue(admin, "SELECT count(*)::text FROM \(table)_writes WHERE tag = 'written'") == "0")

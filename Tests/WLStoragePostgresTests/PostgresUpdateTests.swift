@@ -98,7 +98,7 @@ struct PostgresUpdateTests {
         #expect(try store.read(key: "k") == bytes("300"))
     }
 
-    /// A store that only updates removes the tags older than ten minutes at its first write, as one that changes does.
+    /// A store that only updates removes the tags older than an hour at its first write, as one that changes does.
     @Test func aStoreThatOnlyUpdatesRemovesOldTags() throws {
         let cluster = try PostgresCluster.shared()
         let table = "wls_updates_\(UInt32.random(in: 0...UInt32.max))"
@@ -107,7 +107,7 @@ struct PostgresUpdateTests {
         let store = try WLStoragePostgresStore(url: cluster.url, namespace: uniqueNamespace(), table: table)
         #expect(try store.read(key: "k") == nil)
         try sqlValue(
-            admin, "INSERT INTO \(table)_writes (tag, written_at) VALUES ('old', now() - interval '11 minutes')")
+            admin, "INSERT INTO \(table)_writes (tag, written_at) VALUES ('old', now() - interval '61 minutes')")
         let storage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: store)
         storage.update { $0 += 1 }
         #expect(try store.read(key: "k") == bytes("1"))

@@ -79,7 +79,7 @@ extension WLStoragePostgresStore {
             // the store's timeout however large the table grew.
             pruneTags = """
                 DELETE FROM \(writes) WHERE ctid = ANY(ARRAY(SELECT ctid FROM \(writes) WHERE written_at < now() - \
-                CASE WHEN claimed THEN interval '1 day' ELSE interval '10 minutes' END LIMIT 10000))
+                CASE WHEN claimed THEN interval '1 day' ELSE interval '1 hour' END LIMIT 10000))
                 """
             createTable = """
                 CREATE TABLE IF NOT EXISTS \(name) (namespace text NOT NULL, key text NOT NULL, value bytea NOT NULL, \
