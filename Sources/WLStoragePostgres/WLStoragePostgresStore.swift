@@ -175,7 +175,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///   values across machines).
     public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
         try check([key], reading: false)
-        let tag = WLStorageWriteTag.random().text
+        let tag = UUID().uuidString
         let started = ContinuousClock.now
         var sent = false
         var recorded = false
