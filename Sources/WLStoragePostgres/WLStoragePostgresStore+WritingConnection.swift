@@ -52,7 +52,8 @@ extension WLStoragePostgresStore {
     /// A connection lost before `body` ran, or under a read, is made again a few times while the deadline allows; a
     /// write that fails on an idle connection lost meanwhile is run once more on a new one, unless `resending` is off.
     /// A `patient` call, and every call once the flush at exit has begun (no later retry will come), also retries with
-    /// a backoff after every failure of a server restarting or failing over (see ``isTransient(_:)``).
+    /// a backoff after every failure of a server restarting or failing over (see ``isTransient(_:)``), unless `body` ran
+    /// and `resending` is off.
     func execute(
         reading: Bool, resending: Bool, patient: Bool = false,
         _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]
@@ -100,7 +101,7 @@ extension WLStoragePostgresStore {
                         writerPID.value = nil
                         continue
                     }
-                    if patient || WLStorageSystem.isFlushingAtExit, Self.isTransient(error) {
+                    if patient || WLStorageSystem.isFlushingAtExit, Self.isTransient(error), !started || resending {
                         failures += 1
                         let pause = Duration.milliseconds(min(10 << min(failures - 1, 5), 250))
                         if ContinuousClock.now.duration(to: deadline) > pause {
