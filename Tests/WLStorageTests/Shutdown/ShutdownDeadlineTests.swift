@@ -19,6 +19,8 @@ struct ShutdownDeadlineTests {
         #expect(ShutdownHandling.nanoseconds(.seconds(9_223_372_035)) == 9_223_372_035_000_000_000)
     }
 
+    /// A flush of some cells with a deadline writes them and is not taken for the flush at exit: the process goes on,
+    /// and a store would otherwise resend its calls as if nothing were to come after it.
     @Test func aFlushWithTheLongestTimeoutWritesAndReturns() throws {
         try withTemporaryDirectory { directory in
             let storage = WLStorage(key: "k", defaultValue: 0, flushInterval: nil, store: .directory(directory))
@@ -30,6 +32,7 @@ struct ShutdownDeadlineTests {
                 only: { cells.contains(ObjectIdentifier($0)) }, within: .seconds(Int64.max))
             #expect(stored(Int.self, key: "k", in: directory) == 7)
             #expect(stored(Int.self, key: "l", in: directory) == 8)
+            #expect(!WLStorageSystem.isFlushingAtExit)
         }
     }
 }
