@@ -3,10 +3,11 @@ import Synchronization
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// What a storage said was written stays written when the server dies in the middle of a flush (`SIGKILL`) and starts
 /// again on its data directory; what was not written is written once it is back, and no value goes back in time.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdAcknowledgedWriteTests {
     @Test func everyAcknowledgedWriteSurvivesAServerKilledMidFlushAndNoValueGoesBack() async throws {
         try await onItsOwnThread {

@@ -2,11 +2,12 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// The etcd store's feed carries each put's version and bytes, as its watch's events hold them, so that a storage of
 /// the key takes another program's write without reading it (the core's rule is checked with a store in memory, in
 /// CarryingStoreTests).
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdCarriedChangeTests {
     /// Another program's writes, made by `write` through another spelling of the endpoint while a store of a new
     /// namespace observes its feed, are reported as `expected` after the feed's start; returns the observing store.

@@ -6,7 +6,7 @@ import WLStorageTestSupport
 
 /// Three versions of a type updating one etcd key at once, with a rename and a rollback (see ``ConcurrentVersions``),
 /// plain and encrypted.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdConcurrentVersionsTests {
     @Test(arguments: [false, true])
     func updatesOfThreeVersionsAtOnceCountOnceAndKeepEveryField(encrypted: Bool) async throws {

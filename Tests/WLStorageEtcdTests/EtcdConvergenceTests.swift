@@ -4,11 +4,12 @@ import Testing
 import WLStorage
 import WLStorageEtcd
 import WLStorageFleet
+import WLStorageTestSupport
 
 /// Several programs of a fleet write one key at once through etcd: two storages of it (as two replicas are, each with a
 /// store of its own), and a program that puts, removes, and makes the key anew without a storage. Whatever the order
 /// the machine gives their writes, once the last one is made every storage ends holding what etcd holds.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdConvergenceTests {
     @Test(arguments: [1, 2, 3, 4, 5] as [UInt64])
     func everyStorageEndsHoldingTheStoredValueAfterAFleetsWrites(seed: UInt64) async throws {

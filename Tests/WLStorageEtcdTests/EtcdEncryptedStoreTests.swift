@@ -6,7 +6,7 @@ import WLStorageTestSupport
 
 /// An encrypted store over the etcd store: its feed carries the bytes sealed, as etcd holds them, and the replica that
 /// has the key opens them; bytes sealed with another key change nothing it holds.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdEncryptedStoreTests {
     @Test func aReplicaOpensWhatTheFeedCarriesAndIgnoresBytesSealedWithAnotherKey() async throws {
         try await onItsOwnThread {

@@ -2,9 +2,10 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// A store whose first endpoint is dead passes it over, for its calls and for its watch.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdEndpointTests {
     @Test func aDeadEndpointIsPassedOver() async throws {
         try await onItsOwnThread {

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorageEtcd
 
 /// etcd's gateway ends the answer of a request etcd refuses with an HTTP trailer. The client reads it as the refusal it
 /// is: read with `URLSession` on Linux, such an answer stopped the program (`Transfer completed, but there's no
 /// response`).
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdErrorAnswerTests {
     @Test func anAnswerEtcdRefusesIsARefusalNotTheEndOfTheProgram() async throws {
         try await onItsOwnThread {

@@ -2,11 +2,12 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// Updates over the etcd store are made exactly once when the answer to their write is lost: the write is a
 /// transaction on the key's `mod_revision` that records its tag beside the key, and a write sent again is judged by
 /// that tag, never by the bytes. Against the shared single-member server; answers are cut by a relay in front of it.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdExactlyOnceUpdateTests {
     /// `stored`, `refused` or `not stored: <error>`.
     private func describe(_ result: WLStorageTaggedWriteResult) -> String {

@@ -2,13 +2,14 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// What the flush at exit keeps of a program whose values live in etcd: every one of a thousand values pending.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdExitFlushTests {
     /// How a program ends: it returns from its main code, or the package's flush on SIGTERM ends it by the signal.
     enum Ending: String, CaseIterable, CustomTestStringConvertible {

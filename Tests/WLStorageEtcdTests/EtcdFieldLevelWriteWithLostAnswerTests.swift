@@ -2,13 +2,14 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// A change written onto an etcd key on condition of the bytes read, whose answer is lost while another program writes
 /// the key: the key's history tells whether the write was carried out (a write fenced at a revision can only be the
 /// key's first after it), so a write carried out is not made again over another program's newer change of its field,
 /// and one never carried out is made onto what the key holds. Against the shared single-member server; answers and
 /// requests are cut by a relay in front of it.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdFieldLevelWriteWithLostAnswerTests {
     struct Pair: Codable, Sendable, Equatable {
         var a: Int

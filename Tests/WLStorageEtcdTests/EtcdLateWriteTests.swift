@@ -2,10 +2,11 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// A write that reaches etcd late, after its caller gave up on it and wrote newer values through another endpoint (a
 /// network that holds a request for seconds, then delivers it), never takes the key back to an older value.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdLateWriteTests {
     @Test func aWriteDeliveredAfterNewerOnesNeverTakesTheKeyBack() async throws {
         try await onItsOwnThread {

@@ -2,10 +2,11 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// The etcd store's feed through a network that misbehaves (a ``TCPProxy`` between the store and the server): a watch
 /// cut off misses nothing once it is back, and a member that stops answering is noticed and reported.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdNetworkTroubleTests {
     /// The watch is cut, and the member refuses connections while another program makes changes (twenty keys, one of
     /// them twice, one removed); the feed says meanwhile that it cannot watch. Once the member takes connections again,

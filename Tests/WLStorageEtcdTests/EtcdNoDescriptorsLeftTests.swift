@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -10,7 +11,7 @@ import WLStorageEtcd
 /// A program with no file descriptor left (`EMFILE` from every socket): its store's read and write fail, saying why
 /// (not only libcurl's "Couldn't connect to server"), and nothing is sent; once it has descriptors again, a storage
 /// writes. The program is a child (`WLStorageEtcdTestChild --no-descriptors`): the limit is the process's.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdNoDescriptorsLeftTests {
     @Test func callsWithoutDescriptorsSayWhyAndAStorageWritesOnceThereAreSome() throws {
         let server = try EtcdServer.shared()

@@ -2,10 +2,11 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// A store with two endpoints, one of which stops answering without a word (a ``TCPProxy`` that holds its
 /// connections, as a member behind a partition does): the store's calls go on through the other endpoint.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdSilentEndpointTests {
     @Test func writesAndUpdatesGoOnThroughTheOtherEndpointWhenOneStopsAnswering() async throws {
         try await onItsOwnThread {

@@ -2,12 +2,13 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// Three programs increment one counter with `update` through a link 10 ms away from their only member, which cuts
 /// every connection, goes silent and comes back (forwarding late what it held), and whose member is killed and started
 /// again: the counter ends holding exactly the number of updates that returned with no error (an update reported as of
 /// unknown outcome may count once), each of which stored a value of its own.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdSlowLinkCounterTests {
     @Test func anExactlyOnceCounterEndsExactThroughALinkThatIsCutSilencedAndWhoseMemberIsKilled() throws {
         let server = try EtcdServer.started()

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -9,7 +10,7 @@ import WLStorageEtcd
 
 /// A program that ends with values pending in etcd 10 ms away, whose link fails as the flush at exit sends them: every
 /// value is in etcd once the program has ended, or, when the link went silent for good, reported by its key.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdSlowLinkExitFlushTests {
     enum Fault: String, CaseIterable {
         /// Every connection cut.

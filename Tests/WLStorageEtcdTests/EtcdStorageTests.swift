@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// Storages over the etcd store against a real server: values that another program sees, updates that add up across
 /// stores, and changes that travel through the feed, also across a restart of the server.
@@ -9,7 +10,7 @@ import WLStorageEtcd
 /// "Another program" is a store of the same server and namespace reached through `localhost` rather than
 /// `127.0.0.1`: its identity differs, so that its storages hold values of their own in this process, as another
 /// program's would.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdStorageTests {
     struct Settings: Codable, Equatable, Sendable {
         var theme = "dark"

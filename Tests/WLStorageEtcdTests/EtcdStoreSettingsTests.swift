@@ -2,8 +2,10 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// The settings a store is made with, checked without a server.
+@Suite(.onTestThreads)
 struct EtcdStoreSettingsTests {
     @Test func endpointsThatAreNotURLsAreRefusedWithoutTheirPassword() {
         for endpoints in [[], ["127.0.0.1:2379"], ["http://user:secret@127.0.0.1:2379"], ["http://h:1/path"]] {

@@ -2,9 +2,10 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// The etcd store's calls against a real server: bytes in and out, conditions, batches, keys.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdStoreTests {
     private func makeStore(_ namespace: String, _ endpoint: String? = nil) throws -> WLStorageEtcdStore {
         try WLStorageEtcdStore(endpoints: [endpoint ?? EtcdServer.shared().endpoint], namespace: namespace)

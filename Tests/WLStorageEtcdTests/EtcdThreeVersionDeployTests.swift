@@ -28,7 +28,7 @@ private struct FleetV3: Codable, Equatable, Sendable {
 
 /// Three versions of a type with a rename and a rollback over one etcd key, and the scenarios every store runs (see
 /// ``ThreeVersionDeploy``), plain and encrypted.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdThreeVersionDeployTests {
     /// Three handles of one namespace with identities of their own, as three programs' stores are to one process.
     private static func programs(_ server: EtcdServer, namespace: String) throws -> [WLStorageEtcdStore] {

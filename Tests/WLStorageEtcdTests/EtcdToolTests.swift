@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -9,7 +10,7 @@ import WLStorageEtcd
 
 /// `wlstorage --etcd ENDPOINTS [--namespace NS]`: the tool on the keys of an etcd store, as on a PostgreSQL store's
 /// rows.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdToolTests {
     private struct Run {
         var status: Int32

@@ -2,10 +2,11 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// A store whose calls cannot reach a server (nothing listens on its port): every call fails within the timeout with
 /// an error that names the endpoint, a storage keeps its value pending, and writes it once a server listens there.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdUnreachableServerTests {
     @Test func callsFailClearlyWithinTheTimeoutAndThePendingValueIsWrittenOnceTheServerListens() async throws {
         try await onItsOwnThread {

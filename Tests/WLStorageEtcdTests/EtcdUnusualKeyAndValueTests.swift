@@ -2,11 +2,12 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// Keys with `/` and the empty key are keys like any other, kept apart from other namespaces' keys; a value larger
 /// than one request to etcd may hold, or than ``WLStorageSystem/maximumValueSize``, is not sent, is said, stays pending,
 /// and leaves what etcd holds as it was.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdUnusualKeyAndValueTests {
     @Test func keysWithSlashesAndTheEmptyKeyAreKeysOfTheirNamespaceAlone() async throws {
         try await onItsOwnThread {

@@ -6,7 +6,7 @@ import WLStorageTestSupport
 
 /// Storages over etcd keys that hold what no storage writes (nothing at all, bytes that are no JSON), and keys no file
 /// could have, each over handles with identities of their own, as programs' stores are to one process.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdUnusualStoredBytesTests {
     private static func handles(_ name: String = #function) throws -> [WLStorageEtcdStore] {
         let server = try EtcdServer.shared()

@@ -3,10 +3,11 @@ import Synchronization
 import Testing
 import WLStorage
 import WLStorageEtcd
+import WLStorageTestSupport
 
 /// What a storage's update and flush promise when the server is far and its connections break: each program reaches
 /// etcd through a ``TCPProxy`` that delays every chunk by 10 ms each way and cuts every connection now and then.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdWriteAcknowledgementTests {
     /// Cuts every connection of `proxies` every 100 to 400 ms until stopped.
     private final class Cutter: Sendable {

@@ -6,7 +6,7 @@ import WLStorageTestSupport
 
 /// An encrypted store over the etcd store in a program that has the wrong key: it reads nothing it cannot open, says so
 /// clearly, writes nothing by reading, and never replaces the value it cannot open, by any path that writes.
-@Suite(.enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdWrongKeyTests {
     @Test func aProgramWithTheWrongKeyNeverOverwritesTheValueAndSaysWhy() async throws {
         try await onItsOwnThread {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -11,7 +12,7 @@ import WLStorage
 /// What a batch of several chunks keeps, sent in one pipeline: every key stored and notified once, chunks committed
 /// in order, none run after one that fails, the count of what was stored when it fails or runs out of time, and every
 /// byte over a slow network.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresBatchTests {
     /// `count` writes, `kN` holding `N`.
     private static func numbered(_ count: Int) -> [WLStorageStoreWrite] {

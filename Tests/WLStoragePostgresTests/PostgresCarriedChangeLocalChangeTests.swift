@@ -2,12 +2,13 @@ import Dispatch
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// A carried change that arrives while the replica has a change of its own: the local change is the newer one, and is
 /// kept and written; an update running meanwhile runs again on the carried value.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresCarriedChangeLocalChangeTests {
     private static func store(_ url: String, _ namespace: String) throws -> WLStoragePostgresStore {
         try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(10))

@@ -2,12 +2,13 @@ import Dispatch
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// What a replica's observers receive from carried changes that come fast, several in one read of the listening
 /// connection: values in the order they were written, never one older than what came before, and the last one always.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresCarriedChangeOrderTests {
     /// A storage of `key` with two observers on queues of their own, each with the values it received, in order.
     final class ObservedReplica: Sendable {

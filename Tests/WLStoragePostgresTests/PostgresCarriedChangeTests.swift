@@ -2,13 +2,14 @@ import Dispatch
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// A write's notification carries the row's new version and bytes: a replica adopts them without reading the row when
 /// the version follows the one it knows, ignores an older one, and reads the row whenever it cannot trust what came (a
 /// gap in versions, a value too large to carry, a reconnection). An encrypted store's notifications carry sealed bytes.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresCarriedChangeTests {
     /// A replica's storage of `key`, with every value its observer received, in order.
     final class Replica: Sendable {

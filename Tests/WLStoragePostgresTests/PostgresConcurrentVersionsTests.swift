@@ -6,7 +6,7 @@ import WLStorageTestSupport
 
 /// Three versions of a type updating one row at once, with a rename and a rollback (see ``ConcurrentVersions``), plain
 /// and encrypted.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresConcurrentVersionsTests {
     @Test(arguments: [false, true])
     func updatesOfThreeVersionsAtOnceCountOnceAndKeepEveryField(encrypted: Bool) throws {

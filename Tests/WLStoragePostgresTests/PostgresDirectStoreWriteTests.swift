@@ -1,13 +1,14 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// A write or a removal made through the store itself (``WLStorageStore/write(key:data:)``, as a tool, an admin
 /// endpoint or a migration in the same program does), not through a storage, is a change for the storages of the key in
 /// that store, as it is in a directory store.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresDirectStoreWriteTests {
     // Disabled: the store's listener drops every notification sent by the store's own writing connection (its
     // process id), which is also the connection of direct writes and removals; only the first change after a storage

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -9,7 +10,7 @@ import WLStorage
 #endif
 
 /// The table dropped by another program is created again.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresDroppedTableTests: PostgresFaultSuite {
     @Test func aDroppedTableIsCreatedAgain() throws {
         let cluster = try PostgresCluster.shared()

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -10,7 +11,7 @@ import WLStorage
 
 /// What the flush at exit and a batch of a PostgreSQL store keep: every value over a slow network, what was committed
 /// when a batch fails, and an end when the server stops answering.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresExitFlushTests {
     /// The rows of `namespace` whose value is the number its key names (`kN` holds `N`).
     private static func rowsHoldingTheirNumber(_ connection: PostgresConnection, _ namespace: String) throws -> Int {

@@ -1,13 +1,14 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// Programs that name a primary and its streaming standby in their connection string (`host=primary,standby` with
 /// `target_session_attrs=read-write`), while the primary crashes, the standby is promoted, and the old primary comes
 /// back as a standby. Each test has servers of its own.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresFailoverTests {
     /// With synchronous replication, three programs append ids with `update` and a fourth follows a key while the
     /// primary crashes and the standby is promoted: the writers go on on the new primary by themselves, every update

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// The change feed on a real network: a listening connection that a middlebox stops forwarding is found out and made
 /// again, and a feed the server refuses says so.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresFeedTests {
     @Test(.enabled(if: LatencyProxy.isAvailable, "python3 is needed for the proxy"))
     func aListeningConnectionThatStopsForwardingIsFoundOutAndTheChangesMeanwhileAreRead() throws {

@@ -10,7 +10,7 @@ import WLStorageTestSupport
 /// another program's removal of the key goes onto what is stored since as the fields it changed; and a write whose
 /// answer was lost is counted once: made (another program's newer change of the field stays), or not made and then never
 /// made late.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresFieldLevelWriteTests {
     struct Prefs: Codable, Sendable, Equatable {
         var theme = "light"

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageFleet
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -114,7 +115,7 @@ private struct SharedTable: FleetSharedStore {
     }
 }
 
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresFleetTests {
     @Test func aFleetOfProcessesSharingATableNeverLosesAFlushedSetToADefault() throws {
         // A server of its own: the run restarts it.

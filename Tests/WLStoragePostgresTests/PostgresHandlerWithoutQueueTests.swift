@@ -2,13 +2,14 @@ import Dispatch
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// `onChange(queue: nil)` on a replica: another replica's set reaches the handler on the store's listening thread.
 /// What a handler may do there (open a storage of the same store, let go of the last storage of its key and of its
 /// own subscription) neither deadlocks the listener nor stops it hearing later changes.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresHandlerWithoutQueueTests {
 
     private static func store(_ url: String, _ namespace: String) throws -> WLStoragePostgresStore {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -9,7 +10,7 @@ import WLStorage
 #endif
 
 /// Connections killed from outside are replaced, and what was missed meanwhile is reported.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresKilledConnectionTests: PostgresFaultSuite {
     @Test func aTerminatedWriteConnectionIsReplacedByTheNextCall() throws {
         let cluster = try PostgresCluster.shared()

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Observation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 @testable import WLStoragePostgres
@@ -10,7 +11,7 @@ import Testing
 /// flush every storage of the store, and let go of the last references to its storage, its subscription and its store
 /// (whose listener is the thread it runs on). Nothing deadlocks, what it does is written, and the store's changes
 /// are heard afterwards. For `onChange(queue: nil)`, and for the `onChange` closure of `withObservationTracking`.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresListenerThreadHandlerTests {
 
     enum Observer: String, CaseIterable, Sendable, CustomTestStringConvertible {

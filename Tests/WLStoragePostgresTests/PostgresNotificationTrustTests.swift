@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -10,7 +11,7 @@ import WLStorage
 /// nor hide a real write from it: by default, a replica takes the bytes a notification carries only from a server
 /// process whose role may update the table, and reads the row for any other (a store that adopts notified values
 /// trusts every role that can connect).
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresNotificationTrustTests {
     /// The OID of the default table, which carried changes name (readable by every role, in `pg_class`).
     private static func table(_ admin: PostgresConnection) throws -> String {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -9,7 +10,7 @@ import WLStorage
 #endif
 
 /// Observations cancelled from their own handler, or from many threads while notifications stream.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresObservationCancelTests: PostgresFaultSuite {
     /// A handler that cancels its own observation must not be called again: here it still receives every other change
     /// delivered in the same read (`deliver` works on a copy of the handlers taken before the loop).

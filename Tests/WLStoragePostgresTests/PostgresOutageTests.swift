@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// The store while its server is down, stopped cleanly or crashed, and back: each test has a server of its own.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresOutageTests {
     @Test func aServerDownAtStartIsAnErrorOfEachCallUntilItStarts() throws {
         let cluster = try PostgresCluster()

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// The feed tells the store's own writes from others' by the server process of the store's writing connection.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresOwnWriteTests: PostgresFaultSuite {
     /// The first change a listening connection hears makes it look up the table's OID, and the notifications that come
     /// during that lookup are taken with its answer. A store whose writing connection is made in the meantime, and

@@ -2,11 +2,13 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageFleet
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// Payloads that another program may send on the store's channel, cut, changed or forged at random: each is refused,
 /// read as a change to read, or read as a carried change of a positive version of the store's table; none crashes.
+@Suite(.onTestThreads)
 struct PostgresPayloadParsingTests {
     @Test func changedPayloadsAreRefusedOrReadAsChangesOfTheStoresTable() {
         let namespace = "ns"

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -12,7 +13,7 @@ import WLStorage
 /// or a clean stop for a switchover) and the standby is promoted: what the flush at exit, updates, a program started in
 /// between, and the failover's report do. Each test has servers of its own; they run one at a time (each has two
 /// servers and several programs).
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason), .serialized)
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason), .serialized)
 struct PostgresPromotedStandbyTests {
     /// With synchronous replication, a program with values pending (1,000, written in one batch, or one) is ended by
     /// SIGTERM while the primary is down (crashed, or stopped for a switchover) and its standby not yet promoted: the

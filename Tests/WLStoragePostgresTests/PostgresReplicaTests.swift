@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// Storages in three programs on one server, end to end: `WLStorage(key:defaultValue:flushInterval:store:)` over the
 /// PostgreSQL store, its change feed, and the observers of each program.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresReplicaTests {
     private func replicas(_ count: Int, url: String, namespace: String, flushInterval: Int = 1) throws -> [Replica] {
         try (0..<count).map { _ in try Replica(url: url, namespace: namespace, flushInterval: flushInterval) }

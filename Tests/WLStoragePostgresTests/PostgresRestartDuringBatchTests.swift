@@ -6,7 +6,7 @@ import WLStorageTestSupport
 
 /// A flush of every storage while the server restarts as after a crash: what it reports written is in the table, once;
 /// what it could not write stays pending, and is written once the server is back.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresRestartDuringBatchTests {
     @Test(arguments: ["immediate", "fast"])
     func aFlushOfAllWhileTheServerRestartsLosesNoPendingValue(mode: String) throws {

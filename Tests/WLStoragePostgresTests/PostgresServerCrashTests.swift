@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -13,7 +14,7 @@ import WLStorage
 /// Each call is bounded by the store's timeout of 2 s. The test allows each call 10 timeouts, and every thread 60 s to
 /// end its last call: a loaded machine, which only makes a call late, does not fail it; a call that outlasts its
 /// timeout many times over, or never ends, does.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresServerCrashTests: PostgresFaultSuite {
     @Test func manyThreadsWhileTheServerCrashesNeitherHangNorLoseAWrite() throws {
         let cluster = try PostgresCluster()

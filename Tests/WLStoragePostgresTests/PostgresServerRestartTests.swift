@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// Programs that update one row while the server restarts (a crash, a clean restart) and their sessions are ended: each
 /// update that returned with no error is in the row exactly once. Each test has a server of its own.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresServerRestartTests {
     /// Three programs append ids to one list with `update` while the server crashes (`-m immediate`), restarts
     /// cleanly (`-m fast`) and ends their sessions (`pg_terminate_backend`), each fault once every program has had ten

@@ -1,10 +1,12 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
+
 @testable import WLStoragePostgres
 
 /// What a store refuses at once, and that no message shows the password. No server is needed.
-@Suite struct PostgresSettingsTests {
+@Suite(.onTestThreads) struct PostgresSettingsTests {
     @Test(arguments: [
         "postgresql://ada:s3cret%zz@localhost/db",
         "postgresql://ada:s3cret@localhost/db?bogus=1",

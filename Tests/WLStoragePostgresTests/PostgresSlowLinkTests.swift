@@ -1,13 +1,14 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// Programs whose server is 10 ms away behind a link that resets its connections, stops forwarding on them without a
 /// word, or whose server crashes: what they acknowledged, and what they had pending at exit, is in the table, once.
 /// Each test has a server of its own.
-@Suite(.enabled(if: PostgresCluster.shouldRun && LatencyProxy.isAvailable, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun && LatencyProxy.isAvailable, PostgresCluster.skipReason))
 struct PostgresSlowLinkTests {
     enum Fault: String, CaseIterable {
         case cut, freeze, crash

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -8,7 +9,7 @@ import WLStorage
 /// an operator's mistake that leaves two servers taking writes (a split brain), which the package cannot undo. What it
 /// does then: sessions made before stay where they are, new ones go to the first server of the list that takes writes
 /// (the old primary), no program hangs or fails, and a program whose feed moves to the old primary says so.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresSplitBrainTests {
     @Test func aProgramMovedFromThePromotedStandbyToTheOldPrimaryStartedAgainAsAPrimaryReportsIt() throws {
         let pair = try FailoverPair(synchronous: false)

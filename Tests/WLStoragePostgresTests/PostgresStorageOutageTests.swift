@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// Storages of a PostgreSQL store while the server is down, and once it is back: what they keep, and what they never
 /// write over. Each test has a server of its own.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresStorageOutageTests {
     init() {
         ReportedErrors.install()

@@ -3,10 +3,11 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresStoreContractTests {
     @Test func thePostgresStoreKeepsTheContract() throws {
         let cluster = try PostgresCluster.shared()

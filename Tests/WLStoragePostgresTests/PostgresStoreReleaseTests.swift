@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -9,7 +10,7 @@ import WLStorage
 #endif
 
 /// A store released while its listener reconnects or a call runs.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresStoreReleaseTests: PostgresFaultSuite {
     @Test func aStoreReleasedWhileItsListenerReconnectsOrACallRuns() throws {
         let cluster = try PostgresCluster()

@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// The store against a real server shared by the suite: each test works in namespaces (or a table) of its own.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresStoreTests {
     private func store(
         _ namespace: String, table: String = "wlstorage", timeout: Duration = .seconds(10)

@@ -1,13 +1,14 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// The store's table: which one a store uses, that it is made when missing, and that a role that may only read and
 /// write it uses it. One test at a time: two change the privileges of the schema `public`, and grants made at once fail
 /// with "tuple concurrently updated".
-@Suite(.serialized, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .serialized, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresTableTests {
     /// A name no other test uses, a valid SQL identifier.
     private static func uniqueName(_ prefix: String) -> String {

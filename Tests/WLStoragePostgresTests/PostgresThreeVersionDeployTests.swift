@@ -6,7 +6,7 @@ import WLStorageTestSupport
 
 /// Three versions of a type with a rename and a rollback, on a row of a PostgreSQL table, plain and encrypted (see
 /// ``ThreeVersionDeploy``).
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresThreeVersionDeployTests {
     /// A namespace of its own, encrypted or not.
     private func store(encrypted: Bool, _ name: String = #function) throws -> any WLStorageStore {

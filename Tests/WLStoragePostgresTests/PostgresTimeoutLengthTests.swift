@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// A store's timeout of any length, `.seconds(.max)` meaning none included, and of a fraction of a second: the store is
 /// made and works, and libpq's connect timeout is the timeout rounded up to whole seconds, at least 2.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresTimeoutLengthTests {
     @Test func aStoreWithTheLongestTimeoutWritesAndReads() throws {
         let cluster = try PostgresCluster.shared()

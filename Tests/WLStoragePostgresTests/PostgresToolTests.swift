@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// `wlstorage --postgres URL [--namespace NS]`: the tool on the rows of a PostgreSQL store.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresToolTests {
     private struct Run {
         var status: Int32

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -28,7 +29,7 @@ private let visitsMigrations: [WLStorageMigration<Visits>] = [
 /// A row in the shape of an earlier version of its type, through a store whose notifications carry the values: read
 /// through its migration, its bytes kept under another key until the value is written back in the current shape, and
 /// written back only while the row still holds what was read.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresTypeChangeTests {
     private static let kept = "profile~before-type-change"
 

@@ -2,9 +2,10 @@ import Foundation
 import Testing
 import WLStorage
 import WLStoragePostgres
+import WLStorageTestSupport
 
 /// Typed keys in the PostgreSQL store, named directly and through a scope bound to the store.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresTypedKeyTests {
     private struct Cursor: Codable, Sendable, Equatable {
         var position = 0

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -69,7 +70,7 @@ private struct CallOutcome: Sendable {
 /// A call that waited without end would be left hanging on a thread of its own while the test goes on and fails: each
 /// waits far longer (60 s or more) than the calls' timeout of 1 s, so that a loaded machine, which only delays the
 /// end of a call, never fails it.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresUnansweredCallTests: PostgresFaultSuite {
     @Test func aServerThatNeverAnswersTimesOutWithoutThePassword() throws {
         let server = try SilentServer()

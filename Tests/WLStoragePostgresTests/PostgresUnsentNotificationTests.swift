@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -9,7 +10,7 @@ import WLStorage
 #endif
 
 /// Notifications the store did not send: ignored, and the listener keeps listening.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresUnsentNotificationTests: PostgresFaultSuite {
     /// A payload announcing a namespace of length `Int.max` made `colon + 1 + length` overflow: anyone who may
     /// `NOTIFY` on the channel crashed every program listening on it. Parsed in this process, not in an exit test:

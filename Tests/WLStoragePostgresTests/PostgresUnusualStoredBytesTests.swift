@@ -6,7 +6,7 @@ import WLStorageTestSupport
 @testable import WLStoragePostgres
 
 /// Storages over rows that hold what no storage writes: nothing at all, bytes that are no JSON, keys no file could have.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresUnusualStoredBytesTests {
     /// Handles of one namespace with identities of their own, as programs' stores are to one process.
     private func handles(_ count: Int, _ name: String) throws -> [WLStoragePostgresStore] {

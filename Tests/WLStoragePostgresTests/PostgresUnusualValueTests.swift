@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -9,7 +10,7 @@ import WLStorage
 #endif
 
 /// Batches of nothing or of duplicates, a NUL in a key, empty and large values, and strange namespaces.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresUnusualValueTests: PostgresFaultSuite {
     @Test func batchesOfNothingOfDuplicatesAndWithANulKey() throws {
         let cluster = try PostgresCluster.shared()

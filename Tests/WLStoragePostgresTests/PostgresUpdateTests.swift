@@ -3,12 +3,13 @@ import Foundation
 import Synchronization
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// Updates against a real server, through plain and encrypted stores: each counts exactly once, also when connections are
 /// cut, and each ends.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresUpdateTests {
     private func store(_ namespace: String) throws -> WLStoragePostgresStore {
         try WLStoragePostgresStore(

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
 /// A key removed and written again starts its versions over: a replica that knew a higher version must not take the
 /// new writes for stale ones.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresVersionResetTests {
     private static func store(_ url: String, _ namespace: String) throws -> WLStoragePostgresStore {
         try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(10))

@@ -7,7 +7,7 @@ import WLStorageTestSupport
 
 /// An encrypted store over the PostgreSQL store in a program that has the wrong key: it never replaces the value it
 /// cannot open, by any path that writes (a set, an update, a flush, the flush of every storage), and says why.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresWrongKeyTests {
     /// The row's value and version, read past the store.
     private static func row(_ cluster: PostgresCluster, _ namespace: String, _ key: String) throws -> String? {

@@ -10,6 +10,9 @@
 // - every suite carries the `.capturingOutput` trait: the output of the child processes a test starts (`ChildProcess`,
 //   the test children and the tool alike) and the errors reported about the test's temporary directories are kept,
 //   and shown with the test's issues when, and only when, it fails.
+//
+// Every suite runs its tests on threads of its own, a few at a time (`.onTestThreads`, which `.capturingOutput`
+// includes; see TestThreads.swift): a test that waits then holds no thread of the concurrency pool.
 import Foundation
 import Testing
 import WLStorage
@@ -121,19 +124,23 @@ public struct CapturingOutputTrait: SuiteTrait, TestTrait, TestScoping {
             issue.comments += record.comments()
             return issue
         }
-        try await TestRecord.$current.withValue(record) {
-            try await showOutput.provideScope(for: test, testCase: testCase) {
-                do {
-                    try await function()
-                } catch let error where !(error is ExpectationFailedError) {
-                    // The runner records an error thrown out of the test after this scope has ended, without the
-                    // output; a warning beside it shows the output. (A failed #require was recorded in the scope.)
-                    if !record.comments().isEmpty {
-                        Issue.record(
-                            "the test threw \(error); what it started and the errors reported follow",
-                            severity: .warning, sourceLocation: test.sourceLocation)
+        // On threads of its own, a few tests at a time (see ``TestThreadsExecutor``).
+        try await TestThreadsTrait().provideScope(for: test, testCase: testCase) {
+            try await TestRecord.$current.withValue(record) {
+                try await showOutput.provideScope(for: test, testCase: testCase) {
+                    do {
+                        try await function()
+                    } catch let error where !(error is ExpectationFailedError) {
+                        // The runner records an error thrown out of the test after this scope has ended, without
+                        // the output; a warning beside it shows the output. (A failed #require was recorded in
+                        // the scope.)
+                        if !record.comments().isEmpty {
+                            Issue.record(
+                                "the test threw \(error); what it started and the errors reported follow",
+                                severity: .warning, sourceLocation: test.sourceLocation)
+                        }
+                        throw error
                     }
-                    throw error
                 }
             }
         }

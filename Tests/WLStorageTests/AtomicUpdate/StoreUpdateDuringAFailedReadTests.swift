@@ -1,12 +1,13 @@
 import Foundation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
 // An update made in the store by a write on condition tells the cell what the key holds. A read of the key that was
 // already running, started while what is stored was unknown (the first read had failed), and that fails after the
 // update, does not make it unknown again: changes made since build on the update's value, and are written.
-@Suite struct StoreUpdateDuringAFailedReadTests {
+@Suite(.onTestThreads) struct StoreUpdateDuringAFailedReadTests {
     @Test func aReadThatFailsAfterAStoreUpdateLeavesTheStoredValueKnownAndTheChangesSinceAreWritten() {
         var state = CellState<Int>(value: 0, stored: .unknown, throttle: WriteThrottle(interval: 1_000_000_000))
         guard case .reread? = state.requestCheck(on: 1, now: 1) else {

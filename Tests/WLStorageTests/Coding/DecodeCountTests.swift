@@ -66,7 +66,7 @@ private struct CountedGrown: Codable, Equatable, Sendable {
     }
 }
 
-@Suite struct DecodeCountTests: StoredFileSuite {
+@Suite(.onTestThreads) struct DecodeCountTests: StoredFileSuite {
     @Test func readingAValueStoredInItsShapeRunsItsDecoderOnce() throws {
         try withTemporaryDirectory { directory in
             try write(#"{"name":"ada","size":7}"#, key: "profile", in: directory)

@@ -4,10 +4,11 @@ import Foundation
 import Testing
 import WLStorageFleet
 import WLStorageJSON
+import WLStorageTestSupport
 
 @testable import WLStorage
 
-@Suite struct FieldMergeEdgeCaseTests {
+@Suite(.onTestThreads) struct FieldMergeEdgeCaseTests {
     func merge(_ base: String, _ value: String, _ stored: String, replacingCases: Bool = false) -> Data? {
         FieldMerge.merge(
             base: Data(base.utf8), value: Data(value.utf8), stored: Data(stored.utf8), replacingCases: replacingCases)

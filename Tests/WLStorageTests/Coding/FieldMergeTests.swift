@@ -2,10 +2,11 @@
 import Foundation
 import Testing
 import WLStorageJSON
+import WLStorageTestSupport
 
 @testable import WLStorage
 
-@Suite struct FieldMergeTests {
+@Suite(.onTestThreads) struct FieldMergeTests {
     func merge(base: String, value: String, stored: String) -> String? {
         FieldMerge.merge(base: Data(base.utf8), value: Data(value.utf8), stored: Data(stored.utf8))
             .map { String(decoding: $0, as: UTF8.self) }

@@ -25,7 +25,7 @@ private struct Appearance: Codable, Equatable, Sendable {
     var fontSize = 13
 }
 
-@Suite struct StoredValueFallbackTests: StoredFileSuite {
+@Suite(.onTestThreads) struct StoredValueFallbackTests: StoredFileSuite {
     @Test func aValueWithTheTypesJSONDecoderDecodesItsOwnWayReadsAsJSONDecoderReadsIt() throws {
         try withTemporaryDirectory { directory in
             let receipt = Receipt(

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 import WLStorageTestSupport
 
-@Suite struct ArchitectureFilesTests {
+@Suite(.onTestThreads) struct ArchitectureFilesTests {
     static let article = "Docs/WLStorage.docc/Architecture.md"
 
     /// The paths in backquotes that end in `.swift`, as the article writes them: relative to `Sources/WLStorage`, or to

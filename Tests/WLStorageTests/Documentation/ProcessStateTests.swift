@@ -5,7 +5,7 @@ import Testing
 import WLStorageCrypto
 import WLStorageTestSupport
 
-@Suite struct ProcessStateTests {
+@Suite(.onTestThreads) struct ProcessStateTests {
     /// The stored static properties that may hold state: the runtime itself, the key of a thread's updates in flight
     /// (a thread-local slot, made once), and libcrypto's start and calls in flight, one per process.
     static let allowed: Set<String> = [

@@ -3,9 +3,11 @@ import Foundation
 import Observation
 import Synchronization
 import Testing
+import WLStorageTestSupport
+
 @testable import WLStorage
 
-@Suite struct JoinedCellIntervalTests {
+@Suite(.onTestThreads) struct JoinedCellIntervalTests {
     /// Guarantees, "What a crash or a power loss can lose" and the throttle: with `flushInterval` n, "later changes
     /// within flushInterval seconds collapse into one write of the latest value at the end of the interval".
     ///

@@ -2,10 +2,13 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import WLStorageTestSupport
+
 @testable import WLStorage
 
 /// One call of a conditional replacement failed, with no other program at work: nothing is lost, and the outcome says
 /// what happened.
+@Suite(.onTestThreads)
 struct ConditionalReplacementFaultTests {
     @Test(arguments: [EIO, EINTR])
     func failingAnyOneCallOfAConditionalReplacementLosesNothing(fault: Int32) throws {

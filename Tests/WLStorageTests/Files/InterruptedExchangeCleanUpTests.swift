@@ -4,9 +4,11 @@
 import Foundation
 import Synchronization
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
+@Suite(.onTestThreads)
 struct InterruptedExchangeCleanUpTests {
     /// A directory with the key's file `key`, and the file an exchange of it left: made by writing each version under
     /// a name of its own and renaming it where the exchange would have left it.

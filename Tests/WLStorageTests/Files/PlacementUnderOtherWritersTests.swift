@@ -5,9 +5,11 @@ import Dispatch
 import Foundation
 import Synchronization
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
+@Suite(.onTestThreads)
 struct PlacementUnderOtherWritersTests {
     enum Placement: String, CaseIterable, Sendable {
         case write, create, conditionalReplacement

@@ -4,6 +4,7 @@ import Foundation
 import Observation
 import Synchronization
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
@@ -18,7 +19,7 @@ private func runChildWithoutBlocking(
     return (child, await child.exited(timeout: timeout))
 }
 
-@Suite struct FlushAllFromBackersTests {
+@Suite(.onTestThreads) struct FlushAllFromBackersTests {
     /// `WLStorageSystem.flushAll()` documents that "a storage whose backer is calling it (from `write(value:)`) is left to
     /// that write", so a backer may call it. Two such backers writing at the same time deadlock: the flushAll inside
     /// X's write (thread 1, X busy on it) waits for Y's job (`ShutdownHandling.flushEverything` keeps every cell

@@ -4,10 +4,11 @@ import Foundation
 import Observation
 import Synchronization
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
-@Suite struct MismatchedStorageReleaseTests {
+@Suite(.onTestThreads) struct MismatchedStorageReleaseTests {
     /// Guarantees, "Several programs, one file": a storage of a file open with another type "keeps its value in
     /// memory only"; "Storages released with a write left to do": the value "is retried with the backoff ... until it
     /// is written".

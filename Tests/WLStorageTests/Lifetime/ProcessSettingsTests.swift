@@ -5,7 +5,7 @@ import WLStorageTestSupport
 @testable import WLStorage
 
 /// The settings of the whole process live on `WLStorageSystem`; their earlier spellings still set the same settings.
-@Suite(.serialized)
+@Suite(.onTestThreads, .serialized)
 struct ProcessSettingsTests {
     @available(*, deprecated, message: "checks the deprecated spellings")
     @Test func theEarlierSpellingsSetTheSettingsOfTheProcess() {

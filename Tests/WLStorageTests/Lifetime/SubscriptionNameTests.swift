@@ -1,7 +1,10 @@
 import Testing
+import WLStorageTestSupport
+
 @testable import WLStorage
 
 /// A store's feed and a storage's change handler are one class; its earlier name still works.
+@Suite(.onTestThreads)
 struct SubscriptionNameTests {
     @available(*, deprecated, message: "checks the deprecated spelling")
     @Test func aFeedUnderTheEarlierNameIsCancelledOnceWhenReleased() {

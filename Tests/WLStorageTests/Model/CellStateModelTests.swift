@@ -6,6 +6,7 @@
 import Foundation
 import Testing
 import WLStorageFleet
+import WLStorageTestSupport
 
 @testable import WLStorage
 
@@ -742,7 +743,7 @@ struct CellStateWorld {
     }
 }
 
-@Suite struct CellStateModelTests {
+@Suite(.onTestThreads) struct CellStateModelTests {
     static var seeds: [UInt64] {
         if let seed = ProcessInfo.processInfo.environment["WLSTORAGE_SEED"].flatMap(UInt64.init) { return [seed] }
         // More worlds on request, to explore (the suite runs 1,000 of each length).

@@ -1,10 +1,11 @@
 import Foundation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
 /// When a store's backer adopts the bytes a notification carried, and when it reads the key instead.
-@Suite struct CarriedVersionsTests {
+@Suite(.onTestThreads) struct CarriedVersionsTests {
     private static func change(_ version: Int64, _ text: String?) -> WLStorageCarriedChange {
         WLStorageCarriedChange(key: "k", version: version, data: text.map { Data($0.utf8) })
     }

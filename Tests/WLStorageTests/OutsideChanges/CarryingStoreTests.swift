@@ -7,7 +7,7 @@ import WLStorageTestSupport
 /// A store of a program's own whose feed carries versions and bytes (``CarryingMemoryStore``, written against the
 /// public API alone): a storage takes another program's write from the feed, and reads the key only when what the
 /// feed carried cannot be trusted to follow on from what it knows.
-@Suite struct CarryingStoreTests {
+@Suite(.onTestThreads) struct CarryingStoreTests {
     /// A storage of `store`'s key "k", opened once the store holds 1, and the reads of the key its opening made.
     private func openedStorage(_ store: CarryingMemoryStore) -> (WLStorage<Int>, reads: Int) {
         store.writeFromOutside("k", json: "1")

@@ -1,12 +1,13 @@
 import Dispatch
 import Foundation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
 /// A check for another program's change that runs while an update of the same storage is written: whatever the order
 /// of the two, the storage ends on what the key holds.
-@Suite struct CheckDuringAnUpdateTests {
+@Suite(.onTestThreads) struct CheckDuringAnUpdateTests {
     /// A check starts while an update's write is on its way, and reads only after the update has stored 6 and another
     /// program 7: the value it read came after the update, but the update moved the cell's version meanwhile, so the
     /// check does not adopt it. The storage must not stay on 6 while the key holds 7.

@@ -4,10 +4,11 @@ import Foundation
 import Observation
 import Synchronization
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
-@Suite struct CheckRetryTests {
+@Suite(.onTestThreads) struct CheckRetryTests {
     /// Guarantees, "Several programs, one file": when a check "cannot read the file at that moment (EMFILE, EIO),
     /// the error is reported and the read is tried again with the backoff (100 ms, doubling up to 30 s)".
     ///

@@ -4,10 +4,11 @@ import Foundation
 import Observation
 import Synchronization
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
-@Suite struct FailedRereadTests {
+@Suite(.onTestThreads) struct FailedRereadTests {
     /// Guarantees, "Several programs, one file": another program's change is taken, and "when the file cannot be
     /// read at that moment (EMFILE, EIO), the error is reported and the read is tried again with the backoff until
     /// it succeeds".

@@ -3,10 +3,11 @@
 // this process what the other program changed, and put them back over a newer change of the same fields.
 import Dispatch
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
-@Suite struct WriteAfterAnAdoptionTests {
+@Suite(.onTestThreads) struct WriteAfterAnAdoptionTests {
     static func makeState() -> CellState<Int> {
         CellState(value: 1, stored: .known, throttle: WriteThrottle(interval: 0))
     }

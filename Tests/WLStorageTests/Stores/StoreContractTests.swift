@@ -1,10 +1,11 @@
 // Every store of the package, and the test stores, against the store contract (StoreContract in the test support).
 import Foundation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
-@Suite struct StoreContractTests {
+@Suite(.onTestThreads) struct StoreContractTests {
     /// The keys of ``StoreContract/unusualKeys`` that a directory stores under their hash, which its `keys()` cannot
     /// tell from the file name and does not list (as documented).
     static let hashedInADirectory: Set<String> = Set(

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
@@ -21,7 +22,7 @@ private let savedProfileMigrations: [WLStorageMigration<SavedProfile>] = [
 /// stored a value of an earlier shape in the meantime, the save reads that value instead, through the migration, and
 /// the flush writes it back in the current shape before it returns, as it would have had the storage read it at its
 /// open: a flush that returns with no error leaves nothing pending.
-@Suite struct DefaultSaveFindsOlderShapeTests {
+@Suite(.onTestThreads) struct DefaultSaveFindsOlderShapeTests {
     @Test func aFlushWhoseDefaultSaveFindsAnOlderShapeWritesItBackBeforeReturning() throws {
         try withTemporaryDirectory { scratch in
             let directory = scratch.appendingPathComponent("store")

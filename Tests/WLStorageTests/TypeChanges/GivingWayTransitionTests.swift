@@ -1,12 +1,13 @@
 import Foundation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
 // The cell's transitions that decide what gives way to another program's value, driven on `CellState` alone at the
 // moments a real storage reaches only by a race: a rewrite of a value read in an earlier shape, or a removal of
 // unknown fields, is not a change of this process, and never replaces what another program stored after the read.
-@Suite struct GivingWayTransitionTests {
+@Suite(.onTestThreads) struct GivingWayTransitionTests {
     private static let anotherVersion = WLStorageError(
         code: .storedByAnotherVersion, message: "another version", key: "k")
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
@@ -20,7 +21,7 @@ let rewriteMigrations: [WLStorageMigration<RewrittenProfile>] = [
 /// A value read through a migration is written back in the current shape; that rewrite is not a change of the
 /// program's user, and never replaces what another program stored after the read, even when the news of that change
 /// has not reached the storage yet.
-@Suite struct MigratedValueRewriteTests {
+@Suite(.onTestThreads) struct MigratedValueRewriteTests {
     /// The other program's change reaches the file through a hard link in another directory, so the watch of the
     /// storage's directory hears nothing of it: only the rewrite itself can notice that the file is no longer the one it
     /// read.

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
@@ -10,7 +11,7 @@ private struct Tally: Codable, Equatable, Sendable {
 
 // A removal of unknown fields is not a change of the value: when it gives way to another version's value, nothing of
 // it is left to the writes after it, which keep the fields of what they replace as any write does.
-@Suite struct RemovalOfUnknownFieldsGivingWayTests {
+@Suite(.onTestThreads) struct RemovalOfUnknownFieldsGivingWayTests {
     /// `removeUnknownFields()` asked for while a check of another version's write runs: the removal gives way to what
     /// the check finds. A set after it is written over that value keeping the fields this version does not know, as a
     /// set is; the removal that gave way must not drop them.

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 import WLStorageJSON
+import WLStorageTestSupport
 
 @testable import WLStorage
 
@@ -109,7 +110,7 @@ private func object(_ json: String) -> NSDictionary? {
     (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? NSDictionary
 }
 
-@Suite
+@Suite(.onTestThreads)
 struct UnknownFieldsTests {
     @Test func aTypeWithASetKeepsTheFieldsOfANewerVersion() throws {
         let tags = (0..<100).map { "t\($0)" }
