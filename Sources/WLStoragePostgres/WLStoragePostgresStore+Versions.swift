@@ -11,10 +11,11 @@ extension WLStoragePostgresStore {
                 WLStorageError(
                     code: .invalidConfiguration,
                     message: "\(identity): the store cannot record the tags of its writes, which makes an update whose"
-                        + " answer is lost exactly once, in the table \(table)_writes: it could not create it, or may not"
-                        + " write it. Updates compare bytes instead, and an update whose answer is lost can then be"
-                        + " made twice or taken for another's. Have the schema's owner run: \(statements.createWrites);"
-                        + " and grant SELECT, INSERT, UPDATE, DELETE on it to the store's role",
+                        + " answer is lost exactly once, in the table \(table)_writes: it could not create it, may not"
+                        + " write it, or it is unlogged, which a crash empties (make it logged). Updates compare bytes"
+                        + " instead, and an update whose answer is lost can then be made twice or taken for another's."
+                        + " Have the schema's owner run: \(statements.createWrites); and grant SELECT, INSERT, UPDATE,"
+                        + " DELETE on it to the store's role",
                     path: identity))
         }
         guard let found else { return .absent }

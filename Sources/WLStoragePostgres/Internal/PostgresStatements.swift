@@ -45,16 +45,17 @@ extension WLStoragePostgresStore {
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
             // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
             // telling whether the role may record tags in `<table>_writes` (NULL when there is no such table): each
-            // privilege asked alone, as a list asks whether any is held, and the table one of tags (not the table of
-            // another store, named `<table>_writes`); and the file node of `<table>_writes`, which emptying it changes.
+            // privilege asked alone, as a list asks whether any is held, and the table one of tags (not another store's
+            // table named so), logged (a crash empties an unlogged one); and its file node, which emptying it changes.
             let checks =
                 ["INSERT", "SELECT", "UPDATE", "DELETE"].map {
                     "has_table_privilege(to_regclass('\(writes)'), '\($0)')"
                 }
                 + [
                     """
-                    (to_regclass('\(writes)') IS NULL OR EXISTS (SELECT FROM pg_attribute \
-                    WHERE attrelid = to_regclass('\(writes)') AND attname = 'claimed'))
+                    (to_regclass('\(writes)') IS NULL OR EXISTS (SELECT FROM pg_attribute, pg_class \
+                    WHERE attrelid = to_regclass('\(writes)') AND attname = 'claimed' AND pg_class.oid = attrelid \
+                    AND relpersistence = 'p'))
                     """
                 ]
             tableState = """
