@@ -61,6 +61,7 @@ extension WLStoragePostgresStore {
         switch result {
         case .success(let rows):
             countRecordedWrite()
+            if !rows.isEmpty { lostWrites.withLock { $0[tag.text] = nil } }  // stored by a resend: no trace follows
             return rows.isEmpty ? .refused : .stored
         case .failure(let error):
             let failure = self.failure(error, reading: false, key: key)
