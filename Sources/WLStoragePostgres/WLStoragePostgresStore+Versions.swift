@@ -11,10 +11,11 @@ extension WLStoragePostgresStore {
                 WLStorageError(
                     code: .invalidConfiguration,
                     message: "\(identity): the store cannot record the tags of its writes, which makes an update whose"
-                        + " answer is lost exactly once, in the table \(table)_writes: it could not create it, or may not"
-                        + " write it. Updates compare bytes instead, and an update whose answer is lost can then be"
-                        + " made twice or taken for another's. Have the schema's owner run: \(statements.createWrites);"
-                        + " and grant SELECT, INSERT, UPDATE, DELETE on it to the store's role",
+                        + " answer is lost exactly once, in the table \(table)_writes: it could not create it, may not"
+                        + " write it, or it is unlogged, which a crash empties (make it logged). Updates compare bytes"
+                        + " instead, and an update whose answer is lost can then be made twice or taken for another's."
+                        + " Have the schema's owner run: \(statements.createWrites); and grant SELECT, INSERT, UPDATE,"
+                        + " DELETE on it to the store's role",
                     path: identity))
         }
         guard let found else { return .absent }
@@ -48,8 +49,10 @@ extension WLStoragePostgresStore {
     {
         try check([key], reading: false)
         var sent = false
+        var node = 0
         let result = execute(reading: false, resending: false) { connection, deadline throws(PostgresError) in
             sent = true
+            node = writesNode.load(ordering: .relaxed)
             let sql = version == nil ? statements.recordedCreate : statements.replaceIfVersion
             let condition: [PostgresConnection.Parameter] = version.map { [.text(String($0))] } ?? []
             return try connection.query(
@@ -58,12 +61,14 @@ extension WLStoragePostgresStore {
         switch result {
         case .success(let rows):
             countRecordedWrite()
+            if !rows.isEmpty { lostWrites.withLock { $0[tag.text] = nil } }  // stored by a resend: no trace follows
             return rows.isEmpty ? .refused : .stored
         case .failure(let error):
             let failure = self.failure(error, reading: false, key: key)
             // Not sent at all, or refused by the server with an error of the statement itself (the connection still
             // up): nothing was committed. Any other failure may have come after the commit.
             if !sent || Self.refusesStatement(error) { return .notStored(failure) }
+            lostWrites.withLock { $0[tag.text] = $0[tag.text] ?? node }
             throw failure
         }
     }
@@ -78,16 +83,28 @@ extension WLStoragePostgresStore {
     /// The row of `key` (its version; `nil` when there is no row), and whether the write tagged `tag` was made: the tag
     /// is claimed, so that a write not made yet never is.
     public func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
+        let node = lostWrites.withLock { $0[tag.text] } ?? writesNode.load(ordering: .relaxed)
         let rows = try query(
-            statements.trace, [.text(namespace), .text(key), .text(tag.text)], reading: false, key: key, patient: true)
+            statements.trace, [.text(namespace), .text(key), .text(tag.text), .text(String(node))], reading: false,
+            key: key, patient: true)
         guard let row = rows.first else { return nil }
         let texts = row.map { $0.map { String(decoding: $0, as: UTF8.self) } }
         guard texts.count == 2, let version = texts[0].flatMap({ Int64($0) }) else {
             throw WLStorageError(
                 code: .readFailed, message: "\(identity): the row of the key has no version", key: key, path: identity)
         }
+        guard let written = texts[1] else { throw emptiedTags(key) }
+        lostWrites.withLock { $0[tag.text] = nil }
         // Exact however many writes came since: one tag kept, of one.
-        return WLStorageTagTrace(version: version, tagFound: texts[1] == "true", tagsKept: 0, capacity: 1)
+        return WLStorageTagTrace(version: version, tagFound: written == "true", tagsKept: 0, capacity: 1)
+    }
+
+    /// The failure of a write whose answer was lost once its tag cannot tell: `<table>_writes` was emptied since.
+    func emptiedTags(_ key: String) -> WLStorageError {
+        WLStorageError(
+            code: .writeFailed,
+            message: "\(identity): whether a write was made is not known: its answer was lost, and"
+                + " \(table)_writes, which held its tag, was truncated or dropped since", key: key, path: identity)
     }
 }
 

@@ -151,11 +151,12 @@ extension WLStoragePostgresStore {
                 _ = try create(statements.createTable, connection, deadline, orThrow: true)
                 state = try connection.query(statements.tableState, deadline: deadline).first
             }
-            var records = state?.first == Data("true".utf8)
-            if state?.first.flatMap({ $0 }) == nil {
-                records = try create(statements.createWrites, connection, deadline)
+            if state?.first.flatMap({ $0 }) == nil, try create(statements.createWrites, connection, deadline) {
+                state = try connection.query(statements.tableState, deadline: deadline).first
             }
-            recordsWrites.store(records, ordering: .relaxed)
+            recordsWrites.store(state?.first == Data("true".utf8), ordering: .relaxed)
+            let node = state?.last.flatMap { $0 }.flatMap { Int(String(decoding: $0, as: UTF8.self)) }
+            writesNode.store(node ?? 0, ordering: .relaxed)
         } catch {
             connection.disconnect()
             throw error

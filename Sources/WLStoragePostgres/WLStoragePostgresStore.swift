@@ -43,6 +43,10 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     let recordsWrites = Atomic<Bool>(false)
     /// How many writes recorded their tags: old tags are removed at every 1,000th.
     let recordedWrites = Atomic<Int>(0)
+    /// The file node of `<table>_writes` as the last connection found it, and, by tag, the one each tagged write whose
+    /// answer was lost was sent with, until traced: a claim checks that the table was not emptied since.
+    let writesNode = Atomic<Int>(0)
+    let lostWrites = Locked<[String: Int]>([:])
     let listener: PostgresListener
     /// Whether replicas take carried values from every sender, not only from roles that may update the table.
     public let adoptsNotifiedValues: Bool
@@ -179,9 +183,11 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         let started = ContinuousClock.now
         var sent = false
         var recorded = false
+        var node = 0
         let result = execute(reading: false, resending: false) { connection, deadline throws(PostgresError) in
             sent = true
             recorded = recordsWrites.load(ordering: .relaxed)
+            node = writesNode.load(ordering: .relaxed)
             let (sql, parameters): (String, [PostgresConnection.Parameter]) =
                 switch (expected, recorded) {
                 case (let expected?, true): (statements.recordedReplaceIfHolds, [.bytes(expected), .text(tag)])
@@ -197,13 +203,14 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
             return !rows.isEmpty
         case .failure(let error):
             guard sent, recorded, !Self.refusesStatement(error) else { throw failure(error, reading: false, key: key) }
-            let claim = try query(statements.claimTag, [.text(tag)], reading: false, key: key, patient: true)
-            if claim.first?.first.flatMap({ $0 }) == Data("true".utf8) { return true }
+            let claim = try query(
+                statements.claimTag, [.text(tag), .text(String(node))], reading: false, key: key, patient: true)
+            guard let written = claim.first?.first.flatMap({ $0 }) else { throw emptiedTags(key) }
             // A tag older than an hour may have been removed: a claim so late that takes it tells nothing.
-            guard ContinuousClock.now - started < .seconds(3_000) else {
+            guard written == Data("true".utf8) || ContinuousClock.now - started < .seconds(3_000) else {
                 throw failure(error, reading: false, key: key)
             }
-            return false
+            return written == Data("true".utf8)
         }
     }
 

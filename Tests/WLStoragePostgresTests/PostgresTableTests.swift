@@ -207,6 +207,35 @@ struct PostgresTableTests {
         return table
     }
 
+    /// An unlogged table of tags is emptied by a crash of the server (and is empty on a promoted standby): the tag of a
+    /// write made whose answer the crash lost would be gone, the write told not made, and an update made twice. A store
+    /// records no tags there: it writes untagged, and says why.
+    @Test func aStoreWhoseTableOfWriteTagsIsUnloggedWritesUntagged() throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.remove() }
+        try cluster.start()
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: uniqueNamespace())
+        #expect(try store.read(key: "k") == nil)
+        var admin = try adminConnection(cluster.url)
+        try sqlValue(admin, "ALTER TABLE wlstorage_writes SET UNLOGGED")
+        try sqlValue(admin, "INSERT INTO wlstorage_writes (tag) VALUES ('made')")
+        admin.close()
+        try cluster.restart(mode: .immediate)
+        admin = try adminConnection(cluster.url)
+        defer { admin.close() }
+        #expect(try sqlValue(admin, "SELECT count(*)::text FROM wlstorage_writes") == "0", "the crash kept the tag")
+
+        let fresh = try WLStoragePostgresStore(url: cluster.url, namespace: uniqueNamespace())
+        #expect(try fresh.create(key: "k", data: bytes("1")))
+        #expect(try fresh.write(key: "k", data: bytes("2"), ifItHolds: bytes("1")))
+        guard case .untagged(let error) = try fresh.readVersioned(key: "k") else {
+            Issue.record("the store tags writes in an unlogged table")
+            return
+        }
+        #expect(error.message.contains("unlogged"), "\(error.message)")
+        #expect(try sqlValue(admin, "SELECT count(*)::text FROM wlstorage_writes") == "0")
+    }
+
     @Test func aRoleThatMayOnlyReadTheTableOfWriteTagsWritesUntagged() throws {
         let cluster = try PostgresCluster.shared()
         let admin = try adminConnection(cluster.url)

@@ -229,7 +229,14 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
             case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
                 rows = []
             case PGRES_TUPLES_OK:
-                rows = Self.rows(of: result)
+                let columns = 0..<PQnfields(result)
+                rows = (0..<PQntuples(result)).map { row in
+                    columns.map { column in
+                        guard PQgetisnull(result, row, column) == 0 else { return nil }
+                        return Data(
+                            bytes: PQgetvalue(result, row, column), count: Int(PQgetlength(result, row, column)))
+                    }
+                }
             default:
                 failure = failure ?? self.failure(of: result, on: connection)
             }
@@ -246,16 +253,6 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         return PostgresError(
             lost ? .connectionLost : .queryFailed, settings.redact(text.isEmpty ? message(of: connection) : text),
             sqlState: state)
-    }
-
-    private static func rows(of result: OpaquePointer) -> [[Data?]] {
-        let columns = 0..<PQnfields(result)
-        return (0..<PQntuples(result)).map { row in
-            columns.map { column in
-                guard PQgetisnull(result, row, column) == 0 else { return nil }
-                return Data(bytes: PQgetvalue(result, row, column), count: Int(PQgetlength(result, row, column)))
-            }
-        }
     }
 
     /// Waits with `poll` until `socket` is ready for `events`, or throws when `deadline` passes.

@@ -104,7 +104,14 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
             noticeFailover()
             _ = try connection.query(#"LISTEN "\#(channel)""#, deadline: .now + timeout)
             guard let socket = connection.socket else { throw PostgresError(.connectionLost, "no socket") }
-            try startReading(socket, generation: generation)
+            // A thread reads the socket when it is readable, on `queue` (see ``SocketWatch``).
+            watch = try SocketWatch(socket: socket) { [weak self, queue] watch in
+                queue.sync {
+                    // A watch replaced or cancelled meanwhile reads nothing: its thread ends.
+                    guard let self, self.watch === watch else { return }
+                    self.readable(generation: generation)
+                }
+            }
         } catch {
             closeConnection()
             reportTrouble("cannot listen: \(error)")
@@ -118,7 +125,12 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         }
         guard listening else { return stopListening() }
         lastTrouble = nil
-        startProbing(generation: generation)
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        let interval = DispatchTimeInterval.nanoseconds(Int(Self.probeInterval / .nanoseconds(1)))
+        timer.schedule(deadline: .now() + interval, repeating: interval)
+        timer.setEventHandler { [weak self] in self?.probeConnection(generation: generation) }
+        probe = timer
+        timer.resume()
         deliver([.change(.everything)])
     }
 
@@ -145,15 +157,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         WLStorageSystem.report(WLStorageError(code: .storeFailedOver, message: message))
     }
 
-    private func startProbing(generation: UInt64) {
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        let interval = DispatchTimeInterval.nanoseconds(Int(Self.probeInterval / .nanoseconds(1)))
-        timer.schedule(deadline: .now() + interval, repeating: interval)
-        timer.setEventHandler { [weak self] in self?.probeConnection(generation: generation) }
-        probe = timer
-        timer.resume()
-    }
-
     /// One probe: a round trip answered within the probe's timeout; notifications meanwhile are delivered.
     private func probeConnection(generation: UInt64) {
         guard isCurrent(generation), watch != nil else { return }
@@ -161,7 +164,8 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
             try checkSenders(deadline: .now + min(timeout, Self.probeTimeout))
         } catch {
             reportTrouble("stopped answering (\(error)); it reconnects, and the storages read their keys again")
-            lost(generation: generation)
+            closeConnection()
+            retry(generation: generation, attempt: 0)
             return
         }
         readable(generation: generation)
@@ -192,23 +196,6 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         probe.take()?.cancel()
         watch.take()?.cancel()
         connection.disconnect()
-    }
-
-    /// The connection is lost: it is closed, and made again after the backoff.
-    private func lost(generation: UInt64) {
-        closeConnection()
-        retry(generation: generation, attempt: 0)
-    }
-
-    /// Starts the thread that reads the socket when it is readable, on `queue` (see ``SocketWatch``).
-    private func startReading(_ socket: Int32, generation: UInt64) throws(PostgresError) {
-        watch = try SocketWatch(socket: socket) { [weak self, queue] watch in
-            queue.sync {
-                // A watch replaced or cancelled meanwhile reads nothing: its thread ends.
-                guard let self, self.watch === watch else { return }
-                self.readable(generation: generation)
-            }
-        }
     }
 
     private func readable(generation: UInt64) {
@@ -245,7 +232,8 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
                 received = asked ? try othersNotifications() : []
             }
         } catch {
-            lost(generation: generation)
+            closeConnection()
+            retry(generation: generation, attempt: 0)
         }
     }
 

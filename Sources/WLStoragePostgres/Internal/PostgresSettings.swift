@@ -33,7 +33,10 @@ struct PostgresSettings: Sendable {
         var secrets = written + entries.filter { $0.secret && !$0.value.isEmpty }.map(\.value)
         // A `dbname` (or `PGDATABASE`) may itself be a connection string, with a password: it is hidden too.
         let givenDatabase = parsed.last { $0.keyword == "dbname" }?.value ?? ""
-        let fallback = Self.defaults()
+        // libpq's defaults, from the environment (`PGHOST`, `PGPORT`, …) and its compiled-in values.
+        let fallback =
+            PQconndefaults().map { Dictionary(Self.entries($0).map { ($0.keyword, $0.value) }) { _, last in last } }
+            ?? [:]
         secrets += [givenDatabase, fallback["dbname"] ?? ""].flatMap(Self.embeddedSecrets(in:))
         // Longest first, so that a secret containing another is hidden whole.
         self.secrets = Array(Set(secrets.filter { !$0.isEmpty })).sorted { $0.utf8.count > $1.utf8.count }
@@ -157,12 +160,6 @@ struct PostgresSettings: Sendable {
             if name == "search_path" { found = String(setting[setting.index(after: equals)...]) }
         }
         return found
-    }
-
-    /// libpq's defaults, from the environment (`PGHOST`, `PGPORT`, …) and its compiled-in values.
-    private static func defaults() -> [String: String] {
-        guard let options = PQconndefaults() else { return [:] }
-        return Dictionary(entries(options).map { ($0.keyword, $0.value) }, uniquingKeysWith: { _, last in last })
     }
 
     /// The options of a libpq option array that have a value, in order, each with whether libpq marks it secret

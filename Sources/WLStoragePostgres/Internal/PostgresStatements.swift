@@ -45,35 +45,38 @@ extension WLStoragePostgresStore {
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
             // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
             // telling whether the role may record tags in `<table>_writes` (NULL when there is no such table): each
-            // privilege asked alone, as a list asks whether any is held, and the table one of tags (not the table of
-            // another store, named `<table>_writes`).
+            // privilege asked alone, as a list asks whether any is held, and the table one of tags (not another store's
+            // table named so), logged (a crash empties an unlogged one); and its file node, which emptying it changes.
             let checks =
                 ["INSERT", "SELECT", "UPDATE", "DELETE"].map {
                     "has_table_privilege(to_regclass('\(writes)'), '\($0)')"
                 }
                 + [
                     """
-                    (to_regclass('\(writes)') IS NULL OR EXISTS (SELECT FROM pg_attribute \
-                    WHERE attrelid = to_regclass('\(writes)') AND attname = 'claimed'))
+                    (to_regclass('\(writes)') IS NULL OR EXISTS (SELECT FROM pg_attribute, pg_class \
+                    WHERE attrelid = to_regclass('\(writes)') AND attname = 'claimed' AND pg_class.oid = attrelid \
+                    AND relpersistence = 'p'))
                     """
                 ]
             tableState = """
-                SELECT (\(checks.joined(separator: " AND ")))::text WHERE to_regclass('\(name)') IS NOT NULL
+                SELECT (\(checks.joined(separator: " AND ")))::text, pg_relation_filenode(to_regclass('\(writes)'))::text \
+                WHERE to_regclass('\(name)') IS NOT NULL
                 """
             // The tags of writes on condition, each recorded by its write's statement. After a lost answer, the store
             // claims the tag: `written` comes back `false` when the claim took it (the write was not made, and its tag
-            // would now be a duplicate), `true` when the write had recorded it.
+            // would now be a duplicate), `true` when the write had recorded it; nothing when the table's file node is
+            // no longer `node`, the one the write was sent with (the table emptied since, the tag with it).
             createWrites = """
                 CREATE TABLE IF NOT EXISTS \(writes) (tag text PRIMARY KEY, \
                 written_at timestamptz NOT NULL DEFAULT now(), claimed boolean NOT NULL DEFAULT false)
                 """
-            func claiming(_ tag: String) -> String {
+            func claiming(_ tag: String, node: String) -> String {
                 """
-                INSERT INTO \(writes) AS kept (tag, claimed) VALUES (\(tag), true) \
-                ON CONFLICT (tag) DO UPDATE SET claimed = kept.claimed RETURNING (NOT claimed)::text AS written
+                INSERT INTO \(writes) AS kept (tag, claimed) SELECT \(tag), true WHERE pg_relation_filenode('\(writes)') \
+                = \(node)::oid ON CONFLICT (tag) DO UPDATE SET claimed = kept.claimed RETURNING (NOT claimed)::text AS written
                 """
             }
-            claimTag = claiming("$1")
+            claimTag = claiming("$1", node: "$2")
             // A claimed tag is kept a day: a copy of its write can still be waiting for a row, its connection gone.
             // At most 10,000 at once (ten times the writes between two removals), so that a removal ends well within
             // the store's timeout however large the table grew.
@@ -138,9 +141,9 @@ extension WLStoragePostgresStore {
                 UPDATE \(name) SET value = $3, version = version + 1, updated_at = now() \
                 WHERE namespace = $1 AND key = $2 AND version = $7::bigint RETURNING version
                 """, recording: "$6")
-            // The row's version, and whether the tag ($3) was recorded by its write, once claimed.
+            // The row's version, and whether the tag ($3) was recorded by its write, once claimed (file node $4).
             trace = """
-                WITH claim AS (\(claiming("$3"))) SELECT version::text, (SELECT written FROM claim) \
+                WITH claim AS (\(claiming("$3", node: "$4"))) SELECT version::text, (SELECT written FROM claim) \
                 FROM \(name) WHERE namespace = $1 AND key = $2
                 """
             // A change's write, on condition of the bytes read ($6); recorded, with its tag ($7, or $6 for a creation).
