@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -8,7 +9,7 @@ import WLStorage
 /// by the claim's new connection, or truncated): the claim takes the tag, which says nothing then. The store reports
 /// the outcome as unknown (it throws), rather than telling the write not made, which would have the change made again
 /// over a newer one, or an update counted twice, without a word.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresEmptiedTagTableTests {
     @Test(
         .enabled(if: LatencyProxy.isAvailable, "python3 is needed for the proxy"),

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageTestSupport
 
 @testable import WLStoragePostgres
 
@@ -10,7 +11,7 @@ import WLStorage
 /// while the server ends their sessions and crashes: each id whose update returned without an error is in the list
 /// once, no id is there twice, no id whose update was reported not made is there, and each set field holds the last
 /// value set, under both names for the renamed one.
-@Suite(.enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
+@Suite(.onTestThreads, .enabled(if: PostgresCluster.shouldRun, PostgresCluster.skipReason))
 struct PostgresVersionsWithLostAnswersTests {
     /// The value as the second and third versions read it.
     struct LaterVersion: Codable, Sendable {
