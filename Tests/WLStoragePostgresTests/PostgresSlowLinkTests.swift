@@ -44,8 +44,9 @@ struct PostgresSlowLinkTests {
     }
 
     /// A program exits with 1,000 values pending; the fault comes as the flush at exit sends them (a store timeout of
-    /// 3 s, the flush bounded by 100 s): every value is in the table once the program has ended, or, when the link
-    /// went silent under the batch (which then takes the store's whole timeout), reported by its key.
+    /// 10 s, the flush bounded by 100 s): every value is in the table once the program has ended, or, when the link
+    /// went silent under the batch (which then takes the store's whole timeout), reported by its key. (With 3 s, a
+    /// loaded machine had a call wait out its timeout behind the batch's resend.)
     @Test(arguments: Fault.allCases)
     func theFlushAtExitWritesEveryValueThroughALinkThatFailsDuringIt(fault: Fault) throws {
         let cluster = try PostgresCluster()
@@ -55,7 +56,7 @@ struct PostgresSlowLinkTests {
         let namespace = uniqueNamespace()
         let url = "host=127.0.0.1 port=\(proxy.port) user=postgres dbname=postgres"
         // The delay once the program is ready: its thousand storages each read their key first.
-        let child = try Replica(arguments: ["--pending", url, namespace, "1", "1000", "3", "100"])
+        let child = try Replica(arguments: ["--pending", url, namespace, "1", "1000", "10", "100"])
         try proxy.delay(milliseconds: 10)
         child.send("go")
         #expect(child.waitFor("set"))
