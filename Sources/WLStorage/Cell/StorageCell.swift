@@ -29,8 +29,7 @@ class ObservedCell: Observable, @unchecked Sendable {  // no mutable state: the 
 @usableFromInline
 final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendable {  // state: `state`
     @usableFromInline let state: Lock<CellState<T>>
-    let backer: any WLStorageBacker<T>
-    /// The same backer when the package made it, told by the binding: spares a cast on every flush.
+    /// The backer, and its kind when the package made it, told by the binding: spares a cast on every flush.
     private let ownBacker: OwnBacker<T>
     /// Whether an update goes to a store that writes on condition.
     @usableFromInline var updatesInStore: Bool { storeMedium?.writesOnCondition == true }
@@ -40,7 +39,6 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     var refusesEveryWrite: Bool { if case .refusing = ownBacker { true } else { false } }
     var storeMedium: StoreMedium? { keyBacker?.storeMedium }
     let scheduler: any WriteScheduler
-    let defaults: CellDefault<T>
     /// The migrations of the cell's storages, in the order they came (see ``add(_:joining:)``).
     private let migrations = Lock<[WLStorageMigration<T>]>([])
     /// The value a removal returns to, made now if it has not been: never read it under a lock of the package.
@@ -49,10 +47,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     @inline(__always)
     init(
         value: T, stored: StoredState, defaults: CellDefault<T>, migrations: [WLStorageMigration<T>] = [],
-        backer: any WLStorageBacker<T>, own: OwnBacker<T>, interval: UInt64?, scheduler: any WriteScheduler
+        own: OwnBacker<T>, interval: UInt64?, scheduler: any WriteScheduler
     ) {
         self.state = Lock(CellState(value: value, stored: stored, throttle: WriteThrottle(interval: interval)))
-        self.backer = backer
         self.ownBacker = own
         self.scheduler = scheduler
         self.defaults = defaults
@@ -88,6 +85,14 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         }
     }
 
+    var backer: any WLStorageBacker<T> {
+        switch ownBacker {
+        case .key(let keyBacker): keyBacker
+        case .observed(let observed): observed
+        case .other(let backer), .refusing(let backer): backer
+        }
+    }
+
     /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
     var storeKey: CellKey? {
         storeMedium.map { .store($0.identity, key: $0.storedKey) }
@@ -96,8 +101,10 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     var directory: StorageDirectory? { keyBacker?.directory }
     var fileName: String? { keyBacker?.fileName }
 
+    var registeredKey: CellKey?  // guarded by the registry's lock (see ``RegisteredCell``)
     /// Twice the number of live storages, plus one while the cell holds a use of its watch or feed.
-    private let storagesAndWatch = Atomic<Int>(0)
+    private let storagesAndWatch = Atomic<Int32>(0)  // four bytes, in the padding after the key
+    let defaults: CellDefault<T>  // last, as its size varies with the value's type
 
     /// Takes over the use of the watch or feed made for this cell; it ends with the cell.
     func adoptWatch() {
@@ -105,7 +112,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     deinit {
-        Runtime.shared.registry.unregister(ObjectIdentifier(self))
+        Runtime.shared.registry.unregister(self)
         if storagesAndWatch.load(ordering: .relaxed) & 1 != 0 {
             if let directory { Runtime.shared.router.unfollow(.directory(directory)) }
             if let storeMedium { Runtime.shared.router.unfollow(.store(storeMedium.identity)) }
@@ -329,12 +336,12 @@ enum FlushResult {
     case reentrant
 }
 
-/// The backer of a cell when the package made it (a key's, a custom one's with a feed), none, or one refusing writes.
+/// The backer of a cell: a key's, a custom one with a feed, another, or one refusing writes; one word in the cell.
 enum OwnBacker<T: Codable & Sendable> {
     case key(WLStorageDefaultBacker<T>)
     case observed(ObservedBacker<T>)
-    case other
-    case refusing
+    indirect case other(any WLStorageBacker<T>)  // boxed, as is the next
+    indirect case refusing(any WLStorageBacker<T>)
 }
 
 /// One cell's change in a store batch, with its version (for ``StorageCell/finishBatchWrite(_:data:failure:)``).

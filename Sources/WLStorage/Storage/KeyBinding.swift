@@ -68,7 +68,7 @@ struct KeyBinding<T: Codable & Sendable> {
         switch kind {
         case .key(let keyBacker): .key(keyBacker)
         case .observed(let observed, _): .observed(observed)
-        case .observable, .plain: .other
+        case .observable, .plain: .other(backer)
         }
     }
 
@@ -192,8 +192,8 @@ struct KeyBinding<T: Codable & Sendable> {
         _ opening: Opening, migrations: [WLStorageMigration<T>], interval: UInt64?, scheduler: any WriteScheduler
     ) -> StorageCell<T> {
         let cell = StorageCell(
-            value: opening.value, stored: opening.stored, defaults: opening.defaults, migrations: migrations,
-            backer: backer, own: own, interval: interval, scheduler: scheduler)
+            value: opening.value, stored: opening.stored, defaults: opening.defaults, migrations: migrations, own: own,
+            interval: interval, scheduler: scheduler)
         if watched { cell.adoptWatch() }
         return cell
     }
@@ -209,8 +209,8 @@ struct KeyBinding<T: Codable & Sendable> {
             key: backer.key,
             path: keyBacker?.fileURL?.path)
         let cell = StorageCell(
-            value: value, stored: .known, defaults: .made(value), backer: RefusingBacker<T>(refusal: mismatch),
-            own: .refusing, interval: nil, scheduler: scheduler)
+            value: value, stored: .known, defaults: .made(value), own: .refusing(RefusingBacker(refusal: mismatch)),
+            interval: nil, scheduler: scheduler)
         cell.record(mismatch)
         return cell
     }

@@ -40,6 +40,8 @@ protocol RegisteredCell: AnyObject, Sendable {
     func offer(_ changes: [WLStorageCarriedChange], mustRead: Bool)
     /// A store key's medium (not a directory's), whose store writes the cell's batches; constant, read without a lock.
     var storeMedium: StoreMedium? { get }
+    /// The key the registry keeps the cell by, if any: kept in the cell, read and written under the registry's lock.
+    var registeredKey: CellKey? { get set }
     func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite>
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
 }
@@ -54,12 +56,6 @@ enum CellFlushState {
 /// Every live cell (for a flush of all, the monitor, one cell per file), held weakly but those released with work left
 /// (``keep(_:)``). The lock guards the tables only; no cell is released under it (its deinit unregisters).
 final class StorageRegistry: Sendable {
-    /// How a cell is registered: by its key, or by itself (with the path of a cell moved out of its key's way).
-    private enum Registration {
-        case keyed(CellKey)
-        case unkeyed(Entry, movedAsideFrom: StorageDirectory?)
-    }
-
     private struct Entry: Sendable {
         weak var cell: (any RegisteredCell)?
         let id: ObjectIdentifier
@@ -74,8 +70,8 @@ final class StorageRegistry: Sendable {
     private struct Tables {
         /// The cells of keys in stores, by their keys.
         var entries: [CellKey: Entry] = [:]
-        /// Every registered cell: by key, or by itself (no key, or moved out of its key's way) for a flush of all only.
-        var cells: [ObjectIdentifier: Registration] = [:]
+        /// Cells registered by themselves (no key, or moved aside from a path); a keyed cell keeps its key itself.
+        var cells: [ObjectIdentifier: (entry: Entry, movedAsideFrom: StorageDirectory?)] = [:]
         /// Cells kept alive until their work is done, with the number of ``keep(_:)`` calls not balanced yet.
         var kept: [ObjectIdentifier: (cell: any RegisteredCell, count: Int)] = [:]
         /// The keys being opened, by the threads that read them and make their defaults (see ``open(_:as:matches:)``).
@@ -85,7 +81,7 @@ final class StorageRegistry: Sendable {
 
         /// Counts one cell less moved aside from its path, when the registration of `id` was one.
         mutating func endMovedAside(_ id: ObjectIdentifier) {
-            guard case .unkeyed(_, let path?)? = cells[id] else { return }
+            guard let path = cells[id]?.movedAsideFrom else { return }
             if let count = movedAside[path], count > 1 { movedAside[path] = count - 1 } else { movedAside[path] = nil }
         }
     }
@@ -207,9 +203,10 @@ final class StorageRegistry: Sendable {
         if !isThatFile {
             let id = ObjectIdentifier(cell)
             tables.withLock { tables in
-                if case .keyed(let key)? = tables.cells[id], let entry = tables.entries[key], entry.id == id {
+                if let key = cell.registeredKey, let entry = tables.entries[key], entry.id == id {
                     tables.entries[key] = nil
-                    tables.cells[id] = .unkeyed(entry, movedAsideFrom: other)
+                    cell.registeredKey = nil
+                    tables.cells[id] = (entry, other)
                     tables.movedAside[other, default: 0] += 1
                 }
             }
@@ -260,7 +257,7 @@ final class StorageRegistry: Sendable {
         } else if let storeKey = cell.storeKey {
             key = storeKey
         } else {
-            tables.withLock { $0.cells[id] = .unkeyed(Entry(cell: cell, id: id), movedAsideFrom: nil) }
+            tables.withLock { $0.cells[id] = (Entry(cell: cell, id: id), nil) }
             return .none
         }
         while true {
@@ -271,9 +268,8 @@ final class StorageRegistry: Sendable {
                         tables.entries[key] = replaced
                         return existing
                     }
-                    tables.cells[replaced.id] = nil
                 }
-                tables.cells[id] = .keyed(key)
+                cell.registeredKey = key
                 return nil
             }
             guard let existing else { return .none }
@@ -291,10 +287,12 @@ final class StorageRegistry: Sendable {
         }
     }
 
-    func unregister(_ id: ObjectIdentifier) {
+    /// Forgets `cell`, called by its deinit (it is neither kept nor released here).
+    func unregister(_ cell: any RegisteredCell) {
+        let id = ObjectIdentifier(cell)
         tables.withLock { tables in
             tables.endMovedAside(id)
-            guard case .keyed(let key)? = tables.cells.removeValue(forKey: id) else { return }
+            guard tables.cells.removeValue(forKey: id) == nil, let key = cell.registeredKey else { return }
             if tables.entries[key]?.id == id { tables.entries[key] = nil }
         }
     }
@@ -317,15 +315,15 @@ final class StorageRegistry: Sendable {
                 guard let cell = entry.cell, let newKey = freeKey(for: cell) else { continue }
                 tables.entries[key] = nil
                 tables.entries[newKey] = entry
-                tables.cells[entry.id] = .keyed(newKey)
+                cell.registeredKey = newKey
             }
             // A cell moved out of its key's way, of a file in that directory, takes its key again where it is free.
-            for (id, registration) in tables.cells {
-                guard case .unkeyed(let entry, _) = registration, let cell = entry.cell, let newKey = freeKey(for: cell)
-                else { continue }
-                tables.entries[newKey] = entry
+            for (id, unkeyed) in tables.cells {
+                guard let cell = unkeyed.entry.cell, let newKey = freeKey(for: cell) else { continue }
+                tables.entries[newKey] = unkeyed.entry
                 tables.endMovedAside(id)
-                tables.cells[id] = .keyed(newKey)
+                tables.cells[id] = nil
+                cell.registeredKey = newKey
             }
             return moved
         }
@@ -356,12 +354,12 @@ final class StorageRegistry: Sendable {
         tables.withLock { tables in
             // Not `compactMap(\.cell)`, which copies each entry and its weak reference.
             var cells: [any RegisteredCell] = []
-            cells.reserveCapacity(tables.cells.count)
+            cells.reserveCapacity(tables.entries.count + tables.cells.count)
             for entry in tables.entries.values {
                 if let cell = entry.cell { cells.append(cell) }
             }
-            for case .unkeyed(let entry, _) in tables.cells.values {
-                if let cell = entry.cell { cells.append(cell) }
+            for unkeyed in tables.cells.values {
+                if let cell = unkeyed.entry.cell { cells.append(cell) }
             }
             return cells
         }

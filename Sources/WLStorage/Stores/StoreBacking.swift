@@ -65,16 +65,30 @@ struct KnownVersions: Sendable {
     private var lastWasRead = false
     /// The JSON object bytes last read or written: their unknown members a write keeps, the base of its changes.
     private(set) var base: Data?
-    /// The bytes the last check saw, until the storage adopts them (see ``saw(_:_:)``).
-    var seen: Data?
-    /// Bytes that do not decode, seen last at the key: the next write keeps a copy of them aside before it replaces them.
-    var undecodable: Data?
-    /// The stamp of the bytes that do not decode a write last kept a copy of, so that a write tried again keeps no more.
-    var copied = 0
     /// The fields renamed by the migrations of the key's storages, which writes hold under both names.
     var renames: [FieldRename] = []
-    /// A change's write of unknown outcome, until a write or a read.
-    var unsure: UnsureWrite?
+    /// ``rare`` behind one pointer, `nil` while it is empty, as it is for most keys.
+    private var boxed: Boxed?
+    private indirect enum Boxed { case rare(Rare) }
+
+    /// What a key sees only after another program's change, bytes that do not decode, or a lost answer.
+    var rare: Rare {
+        get { if case .rare(let rare)? = boxed { rare } else { Rare() } }
+        set { boxed = newValue.isEmpty ? nil : .rare(newValue) }
+    }
+
+    struct Rare {
+        /// The bytes the last check saw, until the storage adopts them (see ``saw(_:_:)``).
+        var seen: Data?
+        /// Bytes that do not decode, seen last at the key: the next write keeps a copy aside before it replaces them.
+        var undecodable: Data?
+        /// The stamp of the bytes that do not decode a write last kept a copy of: a write tried again keeps no more.
+        var copied = 0
+        /// A change's write of unknown outcome, until a write or a read.
+        var unsure: UnsureWrite?
+
+        var isEmpty: Bool { seen == nil && undecodable == nil && copied == 0 && unsure == nil }
+    }
 
     /// The stamp of a store's bytes, or of a file's version (identity and contents: an inode's time can be coarse).
     static func stamp(_ data: Data, identity: FileIdentity? = nil) -> Int {
@@ -88,34 +102,34 @@ struct KnownVersions: Sendable {
     /// aside first when it is `undecodable`; the version seen stays.
     mutating func replacing(_ data: Data, undecodable: Bool) {
         base = UnknownFields.base(data)
-        self.undecodable = undecodable ? data : nil
+        rare.undecodable = undecodable ? data : nil
     }
 
     /// Records the version `stamp`, whose bytes are `data`, as written.
     mutating func wrote(_ stamp: Int, _ data: Data) {
-        (last, lastWasRead, seen, undecodable, unsure) = (stamp, false, nil, nil, nil)
+        (last, lastWasRead, rare) = (stamp, false, Rare(copied: rare.copied))
         base = UnknownFields.base(data)
     }
 
     /// The object bytes the last check saw, not taken: another program's change a pending change is written onto.
-    var seenObject: Data? { seen.flatMap(UnknownFields.base) }
+    var seenObject: Data? { rare.seen.flatMap(UnknownFields.base) }
 
     /// Makes the bytes read last seen, as by a check, rather than the base: the storage has not taken them yet.
-    mutating func readAsSeen() { (seen, base) = (base, nil) }
+    mutating func readAsSeen() { (rare.seen, base) = (base, nil) }
 
     /// Records `stamp`/`data` as seen by a check (the base once adopted); returns whether it is the last seen.
     mutating func saw(_ stamp: Int, _ data: Data) -> Bool {
         let same = stamp == last
         // Bytes that do not decode, seen again, still want their copy.
-        if !same { undecodable = nil }
-        (last, lastWasRead, seen) = (stamp, true, data)
+        if !same { rare.undecodable = nil }
+        (last, lastWasRead, rare.seen) = (stamp, true, data)
         return same
     }
 
     /// The storage adopted what the last check saw (a removal: the default, of no bytes): the base of later changes.
     mutating func adoptSeen() {
-        if let seen { base = UnknownFields.base(seen) } else if last == 0 { base = nil }
-        seen = nil
+        if let seen = rare.seen { base = UnknownFields.base(seen) } else if last == 0 { base = nil }
+        rare.seen = nil
     }
 
     /// Records `data` as written onto another's change: the next check reads the version, and `data` stays the base.
@@ -127,7 +141,7 @@ struct KnownVersions: Sendable {
     /// Records the version `stamp`, whose bytes are `data`, as read; returns whether it is the version seen last.
     mutating func read(_ stamp: Int, _ data: Data) -> Bool {
         defer {
-            (last, lastWasRead, seen, undecodable, unsure) = (stamp, true, nil, nil, nil)
+            (last, lastWasRead, rare) = (stamp, true, Rare(copied: rare.copied))
             base = UnknownFields.base(data)
         }
         return stamp == last
@@ -147,21 +161,16 @@ struct KnownVersions: Sendable {
     /// Forgets the version (and the base, unless `keepingBase`); returns whether one was known.
     mutating func forget(keepingBase: Bool = false) -> Bool {
         defer {
-            (last, lastWasRead, seen, undecodable) = (0, false, nil, nil)
+            (last, lastWasRead, rare) = (0, false, Rare(copied: rare.copied, unsure: rare.unsure))
             if !keepingBase { base = nil }
         }
         return last != 0
     }
 }
 
-/// A change's write of unknown outcome: the bytes sent, the value's own, and those it was to replace. Boxed: a storage
-/// keeps one only after a lost answer, and a pointer costs each storage less than the three.
-final class UnsureWrite: Sendable {
+/// A change's write of unknown outcome: the bytes sent, the value's own, and those it was to replace.
+struct UnsureWrite: Sendable {
     let sent: Data
     let own: Data
     let over: Data?
-
-    init(sent: Data, own: Data, over: Data?) {
-        (self.sent, self.own, self.over) = (sent, own, over)
-    }
 }

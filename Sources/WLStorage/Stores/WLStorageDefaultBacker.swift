@@ -21,22 +21,18 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return URL(fileURLWithPath: directory.filePath(fileName), isDirectory: false)
     }
 
-    private let held: HeldMedium
-
-    var medium: any KeyMedium { held.medium }
-    /// The version this backer last wrote or read, to tell its own versions from other programs' changes.
-    let known = Lock(KnownVersions())
+    private let held: HeldMedium  // the two flags next fill its spare bytes
     /// Whether a storage keeps its value through this backer (its writes are its own, not another program's).
     private let attached = Atomic<Bool>(false)
     /// Whether the medium keeps the bytes from before the type changed, removed after a write in the current shape.
     private let keepsOriginal = Atomic<Bool>(false)
-    /// The values decoded from the base's bytes and those seen last, up to 64 KiB: the bases of a merge's comparison.
-    private let decodedBases = Lock(DecodedBases())
+
+    var medium: any KeyMedium { held.medium }
+    /// The version this backer last wrote or read, to tell its own versions from other programs' changes.
+    let known = Lock(KnownVersions())
+    /// The values decoded from objects seen last and from the base's, up to 64 KiB: the bases of a merge's comparison.
+    private let decodedBases = Lock<[Decoded]>([])
     private struct Decoded { let bytes: Data, value: T }
-    private struct DecodedBases {
-        var base, last: Decoded?
-        func find(_ bytes: Data?) -> Decoded? { last?.bytes == bytes ? last : base?.bytes == bytes ? base : nil }
-    }
 
     /// Marks the backer as a storage's own (see ``attached``).
     func attach() { attached.store(true, ordering: .relaxed) }
@@ -224,7 +220,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                 if case .changed(let value) = change { decoded(value, from: read.data) }
                 return change
             } catch {
-                if error.code == .decodingFailed { known.withLock { $0.undecodable = read.data } }
+                if error.code == .decodingFailed { known.withLock { $0.rare.undecodable = read.data } }
                 throw error
             }
         }
@@ -239,13 +235,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// `found` there by the write when they are not JSON; once for the same bytes, however often the write is tried.
     private func keepUndecodableCopy(found: Data? = nil) throws(WLStorageError) {
         if let found, JSONSyntax.problem(in: found) == nil { return }
-        guard let bytes = found ?? known.withLock({ $0.undecodable }) else { return }
+        guard let bytes = found ?? known.withLock({ $0.rare.undecodable }) else { return }
         let stamp = KnownVersions.stamp(bytes)
-        guard known.withLock({ $0.copied != stamp }) else { return }
+        guard known.withLock({ $0.rare.copied != stamp }) else { return }
         let copy = try medium.keepCopy(bytes, key: key)
         known.withLock { known in
-            if known.undecodable == bytes { known.undecodable = nil }
-            known.copied = stamp
+            if known.rare.undecodable == bytes { known.rare.undecodable = nil }
+            known.rare.copied = stamp
         }
         WLStorageSystem.report(
             WLStorageError(
@@ -305,12 +301,12 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         // After a write whose outcome is unknown, `stored`'s changes to what it replaced go onto the bytes sent, the
         // value's since its own bytes then onto that: a field another program changed wins (no tag tells whether the
         // write was made: one not made loses a later change of it), and one `stored` holds as before gets it again.
-        if let unsure = known.withLock({ $0.unsure }), unsure.own != read,
+        if let unsure = known.withLock({ $0.rare.unsure }), unsure.own != read,
             let made = FieldMerge.merge(base: unsure.over ?? read, value: stored, stored: unsure.sent)
         {
             return merging(data, base: unsure.own, onto: made)
         }
-        let value = decodedBases.withLock { $0.find(read)?.value }
+        let value = decodedBases.withLock { $0.first { $0.bytes == read }?.value }
         let base = value.flatMap { try? encode($0, replacing: read) } ?? read
         guard let merged = FieldMerge.merge(base: base, value: data, stored: stored) else { return nil }
         func decodes(_ bytes: Data) -> Bool { (try? JSONCoders.decoder.decode(T.self, from: bytes)) != nil }
@@ -372,7 +368,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         guard let medium = storeMedium else { return false }
         let merges = medium.writesOnCondition && !medium.conceals
         return known.withLock { known in
-            known.undecodable != nil || known.unsure != nil
+            known.rare.undecodable != nil || known.rare.unsure != nil
                 || (merges && known.seenObject.map { $0 != known.base } ?? false)
         }
     }
@@ -394,7 +390,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                 // Versioned stores make it again (etcd's history told what it could): it was mostly never sent.
                 if medium.capabilities.versioned == nil {
                     let unsure = UnsureWrite(sent: bytes, own: data, over: expected)
-                    known.withLock { $0.unsure = unsure }
+                    known.withLock { $0.rare.unsure = unsure }
                 }
                 throw medium.failure(error, writing: true, key: key)
             }
@@ -413,7 +409,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                         .mapError { medium.failure($0, writing: false, key: key) }.get()
                     guard let current, !current.isEmpty else {
                         // Removed meanwhile: written whole while nothing is stored; a value stored anew is merged onto.
-                        known.withLock { $0.seen = nil }
+                        known.withLock { $0.rare.seen = nil }
                         guard try writeOnCondition(data, ifItHolds: current) else { continue }
                         wrote(data)
                         return .written
@@ -431,14 +427,14 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         throw changesKeptComing
     }
 
-    /// Records `value` as decoded from `bytes` (of 64 KiB at most), beside the base's entry: a merge compares with this
-    /// program's encoding of it (a `Set`'s order, digits, members filled in). Entries dropped go after the lock.
+    /// Records `value` as decoded from `bytes` (an object of 64 KiB at most: only objects are bases), beside the base's
+    /// entry: a merge compares with this program's encoding of it (a `Set`'s order, digits). Dropped go after the lock.
     private func decoded(_ value: T, from bytes: Data) {
         guard bytes.count <= 65_536 else { return }
         let base = known.withLock { $0.base }
-        var entries = DecodedBases(base: nil, last: Decoded(bytes: bytes, value: value))
+        var entries = UnknownFields.base(bytes) == nil ? [] : [Decoded(bytes: bytes, value: value)]
         decodedBases.withLock { kept in
-            if bytes != base { entries.base = kept.find(base) }
+            if bytes != base, let entry = kept.first(where: { $0.bytes == base }) { entries.append(entry) }
             swap(&kept, &entries)
         }
     }

@@ -217,7 +217,7 @@ import WLStorageTestSupport
         try store.remove(key: Self.key)
         storage.cell.checkForExternalChange()
         // The removal forgets the version read, not the write whose outcome is unknown: the retry still knows it.
-        try #require(storage.cell.keyBacker?.known.withLock { $0.unsure != nil } == true)
+        try #require(storage.cell.keyBacker?.known.withLock { $0.rare.unsure != nil } == true)
         if let storedAnew { try #require(store as? InterceptedStore).base.writeUnreported(Self.key, json: storedAnew) }
         storage.flush()
         #expect(try Self.decoded(stored()) == (storedAnew == nil ? Pair(a: 2, b: 1) : Pair(a: 3, b: 5)))
