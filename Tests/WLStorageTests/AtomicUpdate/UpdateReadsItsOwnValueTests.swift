@@ -47,7 +47,8 @@ private final class HeldReadStore: WLStorageConditionalStore {
 
 /// An update that stored its value holds it when it returns: also when the cell took another program's value while
 /// the closure ran and a check of the key is in flight on another thread as the update ends.
-@Suite(.capturingOutput, .timeLimit(.minutes(5)))
+// The time limit catches a hang; it counts the wait for each test's turn too (see TestThreads.swift).
+@Suite(.capturingOutput, .timeLimit(.minutes(30)))
 struct UpdateReadsItsOwnValueTests {
     @Test func anUpdateHoldsWhatItStoredWhenItReturnsWhileACheckRunsElsewhere() throws {
         let store = HeldReadStore()

@@ -21,7 +21,8 @@ final class Received<T: Sendable>: Sendable {
     var all: [T] { values.withLock { $0 } }
 }
 
-@Suite(.capturingOutput, .timeLimit(.minutes(5))) struct ObservationTests {
+// The time limit catches a hang; it counts the wait for each test's turn too (see TestThreads.swift).
+@Suite(.capturingOutput, .timeLimit(.minutes(30))) struct ObservationTests {
     @Test func observationTrackingFiresOnAChangeFromAnotherThread() {
         let storage = WLStorage(defaultValueClosure: { 0 }, flushInterval: nil, backer: RecordingBacker<Int>(stored: 0))
         let fired = Atomic<Bool>(false)
