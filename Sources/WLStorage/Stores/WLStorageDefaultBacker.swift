@@ -32,11 +32,6 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     private let keepsOriginal = Atomic<Bool>(false)
     /// The values decoded from the base's bytes and those seen last, up to 64 KiB: the bases of a merge's comparison.
     private let decodedBases = Lock(DecodedBases())
-    private struct Decoded { let bytes: Data, value: T }
-    private struct DecodedBases {
-        var base, last: Decoded?
-        func find(_ bytes: Data?) -> Decoded? { last?.bytes == bytes ? last : base?.bytes == bytes ? base : nil }
-    }
 
     /// Marks the backer as a storage's own (see ``attached``).
     func attach() { attached.store(true, ordering: .relaxed) }
@@ -157,7 +152,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             do {
                 let value = try JSONCoders.decoder.decode(T.self, from: read.data)
                 _ = known.withLock { $0.read(read.stamp, read.data) }
-                decoded(value, from: read.data)
+                decoded(value, from: read.data, read: true)
                 return .value(value)
             } catch {
                 plainError = error
@@ -176,7 +171,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         _ = known.withLock { $0.read(read.stamp, read.data) }
         switch StoredBytes.read(read.data, at: place, decoding: decoding, plainError: plainError) {
         case .value(let value):
-            decoded(value, from: read.data)
+            decoded(value, from: read.data, read: true)
             guard rewrite else { return .value(value) }
             medium.willRewrite(read)
             return .reshaped(value, rewrite: true, note: nil)
@@ -310,7 +305,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         {
             return merging(data, base: unsure.own, onto: made)
         }
-        let value = decodedBases.withLock { $0.find(read)?.value }
+        let value = decodedBases.withLock { $0.find(read)?.value } as? T
         let base = value.flatMap { try? encode($0, replacing: read) } ?? read
         guard let merged = FieldMerge.merge(base: base, value: data, stored: stored) else { return nil }
         func decodes(_ bytes: Data) -> Bool { (try? JSONCoders.decoder.decode(T.self, from: bytes)) != nil }
@@ -431,14 +426,15 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         throw changesKeptComing
     }
 
-    /// Records `value` as decoded from `bytes` (of 64 KiB at most), beside the base's entry: a merge compares with this
-    /// program's encoding of it (a `Set`'s order, digits, members filled in). Entries dropped go after the lock.
-    private func decoded(_ value: T, from bytes: Data) {
+    /// Records `value` as decoded from `bytes` (64 KiB at most), beside the base's entry unless just `read` (the base): a
+    /// merge compares with this program's encoding of it (a `Set`'s order, digits, members filled in). Entries dropped
+    /// go after the lock.
+    private func decoded(_ value: T, from bytes: Data, read: Bool = false) {
         guard bytes.count <= 65_536 else { return }
-        let base = known.withLock { $0.base }
-        var entries = DecodedBases(base: nil, last: Decoded(bytes: bytes, value: value))
+        let base = read ? nil : known.withLock { $0.base }
+        var entries = DecodedBases(base: nil, last: .init(bytes: bytes, value: value))
         decodedBases.withLock { kept in
-            if bytes != base { entries.base = kept.find(base) }
+            if !read, bytes != base { entries.base = kept.find(base) }
             swap(&kept, &entries)
         }
     }
@@ -522,6 +518,14 @@ extension WLStorageDefaultBacker: StoreBacking {
     func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> {
         readStored(prepared: false, decoding: decoding)
     }
+}
+
+/// Values decoded from bytes, by those bytes: a backer's, each a value of its type. Not generic: a type nested in the
+/// backer is, and its metadata look-ups cost every opening more than the cast back at a merge.
+private struct DecodedBases {
+    struct Decoded { let bytes: Data, value: any Sendable }
+    var base, last: Decoded?
+    func find(_ bytes: Data?) -> Decoded? { last?.bytes == bytes ? last : base?.bytes == bytes ? base : nil }
 }
 
 /// The medium of a backer in three words: a file's inline, a store's by reference (an existential takes five).
