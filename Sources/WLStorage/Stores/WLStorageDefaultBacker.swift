@@ -305,8 +305,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         {
             return merging(data, base: unsure.own, onto: made)
         }
-        let value = decodedBases.withLock { $0.find(read)?.value } as? T
-        let base = value.flatMap { try? encode($0, replacing: read) } ?? read
+        let found = decodedBases.withLock { $0.find(read) }  // cast once found: `nil as? T` is a value of an optional T
+        let base = found.flatMap { ($0.value as? T).flatMap { try? encode($0, replacing: read) } } ?? read
         guard let merged = FieldMerge.merge(base: base, value: data, stored: stored) else { return nil }
         func decodes(_ bytes: Data) -> Bool { (try? JSONCoders.decoder.decode(T.self, from: bytes)) != nil }
         if decodes(merged) { return merged }
