@@ -39,8 +39,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     var refusesEveryWrite: Bool { if case .refusing = ownBacker { true } else { false } }
     var storeMedium: StoreMedium? { keyBacker?.storeMedium }
     let scheduler: any WriteScheduler
-    /// The migrations of the cell's storages, in the order they came (see ``add(_:joining:)``).
-    private let migrations = Lock<[WLStorageMigration<T>]>([])
+    /// The migrations of the cell's storages, in the order they came (see ``add(_:)``); guarded by `state`: a lock of
+    /// their own, of a type generic in `T`, cost the making of every cell metadata look-ups.
+    private nonisolated(unsafe) var migrations: [WLStorageMigration<T>]
     /// The value a removal returns to, made now if it has not been: never read it under a lock of the package.
     var defaultValue: T { defaults.value }
 
@@ -53,18 +54,19 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         self.ownBacker = own
         self.scheduler = scheduler
         self.defaults = defaults
+        // Their renames are the backer's already: a key's binding gave them before it read.
+        self.migrations = migrations
         super.init()
-        if migrations.count > 0 { add(migrations) }  // not `isEmpty`: a generic call, and two metadata look-ups
     }
 
-    /// Adds a storage's migrations; renames go to a key's backer, which writes both names. A joining storage's rename
+    /// Adds the migrations of a storage joining the cell; renames go to a key's backer, which writes both names. A rename
     /// new to the backer has the key read again, or a write would put under the old name a value not read from it.
-    func add(_ migrations: [WLStorageMigration<T>], joining: Bool = false) {
+    func add(_ migrations: [WLStorageMigration<T>]) {
         guard !migrations.isEmpty else { return }
         // The old array's elements are copied, not released: no user object goes under the lock.
-        self.migrations.withLock { $0 += migrations }
+        state.withLock { _ in self.migrations += migrations }
         let renames = migrations.compactMap(\.rename)
-        guard !renames.isEmpty, case .key(let backer) = ownBacker, backer.addRenames(renames), joining else { return }
+        guard !renames.isEmpty, case .key(let backer) = ownBacker, backer.addRenames(renames) else { return }
         backer.forgetLastRead()
         checkForExternalChange()
     }
@@ -73,7 +75,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     var decoding: ValueDecoding<T> {
         ValueDecoding(
             defaultValue: { [defaults] in defaults.value },
-            migrations: migrations.withLock { $0 })
+            migrations: state.withLock { _ in migrations })
     }
 
     /// The backer when it offers more than ``WLStorageBacker`` (``StoreBacking``).

@@ -20,27 +20,31 @@ package enum DirectoryTable {
     struct Records {
         var byPath: [StorageDirectory: Record] = [:]
         var pathOfURL: [URLText: StorageDirectory] = [:]
+        /// The URL named last and its record's path, while that has a record.
+        var last: (url: String, path: StorageDirectory)?
     }
 
     /// The directory at `url`, standardized, its path string shared by its backers. Balance with ``release(_:)``.
     package static func directory(for url: URL) -> StorageDirectory {
-        let text = URLText(path: url.absoluteString)
+        let string = url.absoluteString
         let known = Runtime.shared.directories.withLock { state -> StorageDirectory? in
-            guard let path = state.pathOfURL[text], let index = state.byPath.index(forKey: path) else { return nil }
+            // Backers made in a row name one URL: the last one named is found without hashing its text.
+            let path = state.last?.url == string ? state.last?.path : state.pathOfURL[URLText(path: string)]
+            guard let path, let index = state.byPath.index(forKey: path) else { return nil }
             state.byPath.values[index].backers += 1
+            state.last = (string, state.byPath.keys[index])
             return state.byPath.keys[index]
         }
         if let known { return known }
+        let text = URLText(path: string)
         let path = StorageDirectory(path: url.standardizedFileURL.path)
         return Runtime.shared.directories.withLock { state in
             state.pathOfURL[text] = path
-            if let index = state.byPath.index(forKey: path) {
-                state.byPath.values[index].backers += 1
-                state.byPath.values[index].urls.insert(text)
-                return state.byPath.keys[index]
-            }
-            state.byPath[path] = Record(backers: 1, urls: [text])
-            return path
+            state.byPath[path, default: Record(backers: 0)].backers += 1
+            let index = state.byPath.index(forKey: path)!  // there now
+            state.byPath.values[index].urls.insert(text)
+            state.last = (string, state.byPath.keys[index])
+            return state.byPath.keys[index]
         }
     }
 
@@ -50,6 +54,7 @@ package enum DirectoryTable {
             guard let record = state.byPath[directory] else { return }
             if record.backers <= 1 {
                 state.byPath[directory] = nil
+                if state.last?.path == directory { state.last = nil }
                 for url in record.urls { state.pathOfURL[url] = nil }
             } else {
                 state.byPath[directory]?.backers = record.backers - 1

@@ -324,20 +324,15 @@ package struct StorageDirectory: Sendable, Hashable {
 
     /// Calls `body` with ``filePath(_:)`` of `name` as a C string made on the stack.
     func withFilePath<R>(_ name: String, _ body: (UnsafePointer<CChar>) -> R) -> R {
-        var directory = path
-        var name = name
-        return directory.withUTF8 { directory in
-            name.withUTF8 { name in
-                let separator = directory.last == UInt8(ascii: "/") ? 0 : 1
-                let count = directory.count + separator + name.count + 1
-                return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { buffer in
-                    _ = buffer.initialize(fromContentsOf: directory)
-                    if separator == 1 { buffer[directory.count] = UInt8(ascii: "/") }
-                    _ = buffer[(directory.count + separator)...].initialize(fromContentsOf: name)
-                    buffer[count - 1] = 0
-                    return buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: count) { body($0) }
-                }
-            }
+        let (directory, name) = (path.utf8, name.utf8)
+        let separator = directory.last == UInt8(ascii: "/") ? 0 : 1
+        let count = directory.count + separator + name.count + 1
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { buffer in
+            let end = buffer.initialize(fromContentsOf: directory)
+            if separator == 1 { buffer[end] = UInt8(ascii: "/") }
+            _ = buffer[(end + separator)...].initialize(fromContentsOf: name)
+            buffer[count - 1] = 0
+            return buffer.baseAddress!.withMemoryRebound(to: CChar.self, capacity: count) { body($0) }
         }
     }
 }

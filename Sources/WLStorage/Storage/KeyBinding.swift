@@ -139,7 +139,7 @@ struct KeyBinding<T: Codable & Sendable> {
         switch kind {
         case .key(let keyBacker):
             let made = made()
-            if migrations.count > 0 { keyBacker.addRenames(migrations.compactMap(\.rename)) }  // see StorageCell.init
+            if migrations.count > 0 { keyBacker.addRenames(migrations.compactMap(\.rename)) }
             let found = keyBacker.readStored(prepared: prepared, decoding: decoding(made))
             return Self.opening(found, defaults: made, savesDefault: keyBacker.savesDefault)
         case .observed(let observed, _):

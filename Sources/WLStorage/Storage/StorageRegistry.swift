@@ -78,6 +78,8 @@ final class StorageRegistry: Sendable {
         var opening: [CellKey: Opening] = [:]
         /// Directory paths of cells moved out of their keys' way, with counts: records may be stale until re-examined.
         var movedAside: [StorageDirectory: Int] = [:]
+        /// Whether a cell was ever keyed by its directory's path (which led nowhere): until then, none is looked for.
+        var keyedByPath = false
 
         /// Counts one cell less moved aside from its path, when the registration of `id` was one.
         mutating func endMovedAside(_ id: ObjectIdentifier) {
@@ -113,7 +115,7 @@ final class StorageRegistry: Sendable {
         // A cell keyed by the path alone (it led nowhere) is keyed by what it leads to once it leads somewhere.
         let unreachable = Self.key(directory: directory, name: name, identity: nil)
         if identity != nil,
-            tables.withLock({ $0.movedAside[directory] != nil || $0.entries[unreachable] != nil })
+            tables.withLock({ $0.movedAside[directory] != nil || ($0.keyedByPath && $0.entries[unreachable] != nil) })
         {
             let current = try? directory.identity()
             if current != identity {
@@ -270,6 +272,7 @@ final class StorageRegistry: Sendable {
                     }
                 }
                 cell.registeredKey = key
+                if case .unreachableDirectory = key.holder { tables.keyedByPath = true }
                 return nil
             }
             guard let existing else { return .none }
@@ -302,6 +305,7 @@ final class StorageRegistry: Sendable {
         _ = tables.withLock { tables -> [any RegisteredCell] in
             // Strong references leave with `moved`, released after the lock, so none is the last one dropped under it.
             var moved: [any RegisteredCell] = []
+            if identity == nil { tables.keyedByPath = true }
             /// The key of `cell` under `identity` when it is a file's at `path` and the key is free (not its own).
             func freeKey(for cell: any RegisteredCell) -> CellKey? {
                 moved.append(cell)

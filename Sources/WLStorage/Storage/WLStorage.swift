@@ -180,7 +180,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         func existing(_ found: StorageRegistry.Lookup<T>, value: @autoclosure () -> T) -> StorageCell<T>? {
             switch found {
             case .found(let cell):
-                cell.add(migrations, joining: true)
+                cell.add(migrations)
                 cell.join(interval: interval)
                 return cell
             case .mismatch(let other):

@@ -31,8 +31,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// The version this backer last wrote or read, to tell its own versions from other programs' changes.
     let known = Lock(KnownVersions())
     /// The values decoded from objects seen last and from the base's, up to 64 KiB: the bases of a merge's comparison.
-    private let decodedBases = Lock<[Decoded]>([])
-    private struct Decoded { let bytes: Data, value: T }
+    private let decodedBases = Lock<[DecodedValue]>([])
 
     /// Marks the backer as a storage's own (see ``attached``).
     func attach() { attached.store(true, ordering: .relaxed) }
@@ -153,7 +152,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
             do {
                 let value = try JSONCoders.decoder.decode(T.self, from: read.data)
                 _ = known.withLock { $0.read(read.stamp, read.data) }
-                decoded(value, from: read.data)
+                decoded(value, from: read.data, read: true)
                 return .value(value)
             } catch {
                 plainError = error
@@ -172,7 +171,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         _ = known.withLock { $0.read(read.stamp, read.data) }
         switch StoredBytes.read(read.data, at: place, decoding: decoding, plainError: plainError) {
         case .value(let value):
-            decoded(value, from: read.data)
+            decoded(value, from: read.data, read: true)
             guard rewrite else { return .value(value) }
             medium.willRewrite(read)
             return .reshaped(value, rewrite: true, note: nil)
@@ -306,8 +305,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         {
             return merging(data, base: unsure.own, onto: made)
         }
-        let value = decodedBases.withLock { $0.first { $0.bytes == read }?.value }
-        let base = value.flatMap { try? encode($0, replacing: read) } ?? read
+        // Cast once found: nothing cast to an optional `T` would be a value of it, `nil`, taken for the bytes read.
+        let found = decodedBases.withLock { $0.first { $0.bytes == read } }
+        let base = found.flatMap { ($0.value as? T).flatMap { try? encode($0, replacing: read) } } ?? read
         guard let merged = FieldMerge.merge(base: base, value: data, stored: stored) else { return nil }
         func decodes(_ bytes: Data) -> Bool { (try? JSONCoders.decoder.decode(T.self, from: bytes)) != nil }
         if decodes(merged) { return merged }
@@ -428,13 +428,14 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// Records `value` as decoded from `bytes` (an object of 64 KiB at most: only objects are bases), beside the base's
-    /// entry: a merge compares with this program's encoding of it (a `Set`'s order, digits). Dropped go after the lock.
-    private func decoded(_ value: T, from bytes: Data) {
+    /// entry unless just `read` (the base): a merge compares with this program's encoding of it (a `Set`'s order,
+    /// digits). Dropped go after the lock.
+    private func decoded(_ value: T, from bytes: Data, read: Bool = false) {
         guard bytes.count <= 65_536 else { return }
-        let base = known.withLock { $0.base }
-        var entries = UnknownFields.base(bytes) == nil ? [] : [Decoded(bytes: bytes, value: value)]
+        let base = read ? nil : known.withLock { $0.base }
+        var entries = UnknownFields.base(bytes) == nil ? [] : [DecodedValue(bytes: bytes, value: value)]
         decodedBases.withLock { kept in
-            if bytes != base, let entry = kept.first(where: { $0.bytes == base }) { entries.append(entry) }
+            if !read, bytes != base, let entry = kept.first(where: { $0.bytes == base }) { entries.append(entry) }
             swap(&kept, &entries)
         }
     }
@@ -519,6 +520,10 @@ extension WLStorageDefaultBacker: StoreBacking {
         readStored(prepared: false, decoding: decoding)
     }
 }
+
+/// A value decoded from bytes, by those bytes: a backer's, of its type. Not generic: a type nested in the backer is,
+/// and its metadata look-ups cost every opening more than the cast back at a merge.
+private struct DecodedValue { let bytes: Data, value: any Sendable }
 
 /// The medium of a backer in three words: a file's inline, a store's by reference (an existential takes five).
 private enum HeldMedium: Sendable {
