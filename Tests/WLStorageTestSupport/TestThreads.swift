@@ -118,3 +118,9 @@ public extension Trait where Self == TestThreadsTrait {
     /// The suite's tests run on threads of their own, a few at a time (see ``TestThreadsExecutor``).
     static var onTestThreads: Self { Self() }
 }
+
+/// Whether the tests run under ThreadSanitizer, whose runtime defines `__tsan_init`.
+public let isUnderThreadSanitizer: Bool = {
+    guard let program = dlopen(nil, RTLD_NOW) else { return false }
+    return dlsym(program, "__tsan_init") != nil
+}()
