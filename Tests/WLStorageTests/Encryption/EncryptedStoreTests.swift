@@ -248,7 +248,7 @@ struct EncryptedStoreTests {
     /// only copies of it in the process are those reading the key leaves.
     @Test(
         .enabled(
-            if: !ProcessMemory.isUnderThreadSanitizer,
+            if: !isUnderThreadSanitizer,
             "ThreadSanitizer maps terabytes of shadow memory, which a search of the process's memory would read"))
     func noCopyOfAKeyFilesBase64TextIsLeftInTheProcessOnceTheKeyIsRead() throws {
         // The search finds a secret on the heap, and one in the region listed last but the stack (regions are listed

@@ -8,12 +8,6 @@ import Foundation
 
 /// Facts about this process's memory.
 enum ProcessMemory {
-    /// Whether the process runs under ThreadSanitizer, whose runtime defines `__tsan_init`.
-    static let isUnderThreadSanitizer: Bool = {
-        guard let program = dlopen(nil, RTLD_NOW) else { return false }
-        return dlsym(program, "__tsan_init") != nil
-    }()
-
     /// The text of `/proc/self/maps`, read to its end: one line per region of the process's memory, by address.
     ///
     /// Read with `read` until it returns 0: Foundation's `String(contentsOfFile:)` stops after its first read, which
