@@ -171,9 +171,7 @@ extension CellState {
     }
 
     /// Whether the write of `version` only rewrites the value read in an earlier type's shape.
-    package func isRewrite(_ version: UInt64) -> Bool {
-        extras?.rewriteVersion == version
-    }
+    package func isRewrite(_ version: UInt64) -> Bool { extras?.rewriteVersion == version }
 
     /// The stored object's unknown members are to go: a change of what is stored, not of the value; returns whether it
     /// is to be written (not when ``removesUnknownFields`` is false, as it may have become since the storage looked).

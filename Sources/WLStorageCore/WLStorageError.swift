@@ -10,9 +10,7 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         /// A short, stable name for the code, such as `"writeFailed"`.
         public let name: String
 
-        package init(_ name: String) {
-            self.name = name
-        }
+        package init(_ name: String) { self.name = name }
 
         /// The code's ``name``.
         public var description: String { name }

@@ -21,9 +21,7 @@ package struct WriteThrottle: Sendable {
     /// The longest interval, 100 years in nanoseconds: longer ones are clamped, so clock arithmetic never overflows.
     package static let maximumInterval: UInt64 = 100 * 365 * 24 * 3_600 * 1_000_000_000
 
-    package init(interval: UInt64?) {
-        self.interval = Self.clamped(interval)
-    }
+    package init(interval: UInt64?) { self.interval = Self.clamped(interval) }
 
     private static func clamped(_ interval: UInt64?) -> UInt64 {
         interval.map { min($0, Self.maximumInterval) } ?? .max
@@ -48,17 +46,13 @@ package struct WriteThrottle: Sendable {
     }
 
     /// The interval the delays are computed from: none when urgent or when automatic writes are off.
-    private var waitingInterval: UInt64 {
-        isUrgent || interval == .max ? 0 : interval
-    }
+    private var waitingInterval: UInt64 { isUrgent || interval == .max ? 0 : interval }
 
     /// Whether ticks write changes: the throttle has an interval, or a release made it urgent.
     package var writesOnTicks: Bool { interval != .max || isUrgent }
     /// Whether a change must arm a tick: automatic writes are on and none is armed.
     @usableFromInline
-    package var needsTick: Bool {
-        !isArmed && interval != .max
-    }
+    package var needsTick: Bool { !isArmed && interval != .max }
 
     /// Arms a tick, unless one is armed or automatic writes are off (unless `force`), and returns its token and delay.
     package mutating func arm(now: UInt64, force: Bool = false) -> (token: UInt32, delay: UInt64)? {

@@ -254,9 +254,7 @@ package enum SealedBox {
     }
 
     /// Whether `bytes` start with the magic bytes: never JSON, so taken for a sealed value even when cut short.
-    package static func startsAsSealed(_ bytes: some Collection<UInt8>) -> Bool {
-        bytes.starts(with: magic)
-    }
+    package static func startsAsSealed(_ bytes: some Collection<UInt8>) -> Bool { bytes.starts(with: magic) }
 
     /// The sealing key's fingerprint from a header with magic, version 1 and a whole fingerprint, else `nil`.
     package static func fingerprint(ofKeyThatSealed bytes: some Collection<UInt8>) -> [UInt8]? {

@@ -37,9 +37,7 @@ package final class OpenSSLLibrary: Sendable {
         return false
     }
 
-    static func leave() {
-        shared.calls.subtract(1, ordering: .releasing)
-    }
+    static func leave() { shared.calls.subtract(1, ordering: .releasing) }
 
     private func close() {
         calls.bitwiseOr(Self.closedBit, ordering: .acquiringAndReleasing)

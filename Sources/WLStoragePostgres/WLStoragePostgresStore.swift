@@ -122,17 +122,13 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///
     /// - Throws: ``WLStorageError`` with the code `readFailed` when the server cannot be reached, does not answer
     ///   within the timeout, or refuses the statement; ``WLStorageError/Code/valueTooLarge`` for a row too large.
-    public func read(key: String) throws -> Data? {
-        try readWithVersion(key: key)?.data
-    }
+    public func read(key: String) throws -> Data? { try readWithVersion(key: key)?.data }
 
     /// Stores `data` under `key` (an upsert), and notifies the change.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when nothing was stored, or it is not known whether it
     ///   was (the connection broke, or the timeout passed).
-    public func write(key: String, data: Data) throws {
-        _ = try writeWithVersion(key: key, data: data)
-    }
+    public func write(key: String, data: Data) throws { _ = try writeWithVersion(key: key, data: data) }
 
     /// Stores `data` under `key` as ``write(key:data:)`` does, and returns the row's version after the write, which
     /// the statement returns.

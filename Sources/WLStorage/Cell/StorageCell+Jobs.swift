@@ -5,9 +5,7 @@ extension StorageCell {
     // MARK: Outside changes
 
     /// Reads the file if another program changed it and adopts it unless a change is pending (after the job, if busy).
-    func checkForExternalChange() {
-        check(ifStillRequested: false)
-    }
+    func checkForExternalChange() { check(ifStillRequested: false) }
 
     /// Runs a check on this thread unless busy (with `ifStillRequested`, only the check requested while a job ran,
     /// unless a check has run since); returns whether it ran.
@@ -48,9 +46,7 @@ extension StorageCell {
         if let delay = effects.checkRetry { scheduleCheckRetry(after: delay) }
     }
 
-    var externalChecks: Int {
-        state.withLock { $0.extras?.externalChecks ?? 0 }
-    }
+    var externalChecks: Int { state.withLock { $0.extras?.externalChecks ?? 0 } }
 
     // MARK: Jobs
 

@@ -96,9 +96,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     /// The store and key, when the backer is a store's; the cell holds one use of the store's feed.
-    var storeKey: CellKey? {
-        storeMedium.map { .store($0.identity, key: $0.storedKey) }
-    }
+    var storeKey: CellKey? { storeMedium.map { .store($0.identity, key: $0.storedKey) } }
 
     var directory: StorageDirectory? { keyBacker?.directory }
     var fileName: String? { keyBacker?.fileName }
@@ -109,9 +107,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     let defaults: CellDefault<T>  // last, as its size varies with the value's type
 
     /// Takes over the use of the watch or feed made for this cell; it ends with the cell.
-    func adoptWatch() {
-        storagesAndWatch.bitwiseOr(1, ordering: .relaxed)
-    }
+    func adoptWatch() { storagesAndWatch.bitwiseOr(1, ordering: .relaxed) }
 
     deinit {
         Runtime.shared.registry.unregister(self)
@@ -158,13 +154,9 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
         if state.withLock({ $0.rewriteRead() }) { armTick() }
     }
 
-    var lastError: WLStorageError? {
-        state.withLock { $0.extras?.lastError }
-    }
+    var lastError: WLStorageError? { state.withLock { $0.extras?.lastError } }
 
-    var hasPendingChanges: Bool {
-        state.withLock { $0.isPending }
-    }
+    var hasPendingChanges: Bool { state.withLock { $0.isPending } }
 
     /// Writes the value without unknown stored members; returns when written (``WLStorage/removeUnknownFields()``).
     func removeUnknownFields() {
@@ -216,17 +208,11 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     /// Removes a listener, released after the lock: it may hold the last reference to a storage of this cell.
-    func removeListener(_ id: UInt64) {
-        _ = state.withLock { $0.removeListener(id) }
-    }
+    func removeListener(_ id: UInt64) { _ = state.withLock { $0.removeListener(id) } }
 
-    private func isListening(_ id: UInt64) -> Bool {
-        state.withLock { $0.extras?.listeners[id] != nil }
-    }
+    private func isListening(_ id: UInt64) -> Bool { state.withLock { $0.extras?.listeners[id] != nil } }
 
-    var listenerCount: Int {
-        state.withLock { $0.extras?.listeners.count ?? 0 }
-    }
+    var listenerCount: Int { state.withLock { $0.extras?.listeners.count ?? 0 } }
 
     // MARK: Ticks
 
@@ -253,9 +239,7 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     }
 
     /// Counts a storage, balanced by ``storageReleased()``.
-    func storageAttached() {
-        storagesAndWatch.add(2, ordering: .acquiringAndReleasing)
-    }
+    func storageAttached() { storagesAndWatch.add(2, ordering: .acquiringAndReleasing) }
 
     /// Another storage joins: the shortest interval holds, and a change waiting for a longer one is written sooner.
     func join(interval: UInt64?) {

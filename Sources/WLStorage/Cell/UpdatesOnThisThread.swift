@@ -30,9 +30,7 @@ enum UpdatesOnThisThread {
     }
 
     @usableFromInline
-    static func contains(_ cell: ObjectIdentifier) -> Bool {
-        record.pointee.cells.contains(UInt(bitPattern: cell))
-    }
+    static func contains(_ cell: ObjectIdentifier) -> Bool { record.pointee.cells.contains(UInt(bitPattern: cell)) }
 
     /// Records that this thread runs an update of `cell`; `false`, recording nothing, when it runs one already.
     @usableFromInline
@@ -46,9 +44,7 @@ enum UpdatesOnThisThread {
 
     /// Ends the innermost update that ``begin(_:)`` recorded.
     @usableFromInline
-    static func end() {
-        _ = record.pointee.cells.popLast()
-    }
+    static func end() { _ = record.pointee.cells.popLast() }
 
     /// Runs `report` unless this thread is reporting a refusal already, so an error handler repeating it ends.
     static func reportingOnce(_ report: () -> Void) {

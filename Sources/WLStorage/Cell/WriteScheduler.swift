@@ -21,9 +21,7 @@ package final class DispatchWriteScheduler: WriteScheduler {
     static let slotWidth: UInt64 = 20_000_000
     static let gatheringThreshold: UInt64 = 200_000_000
 
-    package var now: UInt64 {
-        DispatchTime.now().uptimeNanoseconds
-    }
+    package var now: UInt64 { DispatchTime.now().uptimeNanoseconds }
 
     package func schedule(after delay: UInt64, _ work: @escaping @Sendable () -> Void) {
         if delay == 0 {

@@ -17,7 +17,5 @@ package enum ValueSizeLimit {
     }
 
     /// The limit that setting `size` gives: at least 1 byte, at most ``ceiling``.
-    package static func clamped(_ size: Int) -> Int {
-        min(max(1, size), ceiling)
-    }
+    package static func clamped(_ size: Int) -> Int { min(max(1, size), ceiling) }
 }

@@ -52,9 +52,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
     }
 
     /// The key the bytes of `key` are stored under in the store that holds them, which they are sealed with.
-    private func sealedKey(_ key: String) -> String {
-        changesKeys ? Stores.resolve(base, key).key : key
-    }
+    private func sealedKey(_ key: String) -> String { changesKeys ? Stores.resolve(base, key).key : key }
 
     /// The bytes stored under `key`, decrypted. A value under a previous key opens too (a storage reseals it).
     ///
@@ -65,21 +63,15 @@ public final class WLStorageEncryptedStore: WLStorageStore {
         return try read(key: key, underPreviousKey: &underPreviousKey)
     }
 
-    public func write(key: String, data: Data) throws {
-        try base.write(key: key, data: seal(data, key: key))
-    }
+    public func write(key: String, data: Data) throws { try base.write(key: key, data: seal(data, key: key)) }
 
-    public func create(key: String, data: Data) throws -> Bool {
-        try base.create(key: key, data: seal(data, key: key))
-    }
+    public func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: seal(data, key: key)) }
 
     public func write(_ batch: [WLStorageStoreWrite]) throws {
         try base.write(batch.map { WLStorageStoreWrite(key: $0.key, data: try seal($0.data, key: $0.key)) })
     }
 
-    public func remove(key: String) throws {
-        try base.remove(key: key)
-    }
+    public func remove(key: String) throws { try base.remove(key: key) }
 
     /// Removes `key` only while it holds `data` once decrypted.
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
@@ -104,9 +96,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
         return aside
     }
 
-    public func keys() throws -> [String] {
-        try base.keys()
-    }
+    public func keys() throws -> [String] { try base.keys() }
 
     public func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription?
     {

@@ -149,9 +149,7 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         return key
     }
 
-    private static func isWhiteSpace(_ byte: UInt8) -> Bool {
-        byte == 0x20 || (0x09...0x0d).contains(byte)
-    }
+    private static func isWhiteSpace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0d).contains(byte) }
 
     /// The 32 bytes whose padded standard base64 is `text`, or `nil`; decoded in place, cleared on failure.
     private static func decodeBase64Key(_ text: UnsafeRawBufferPointer) -> [UInt8]? {
@@ -210,9 +208,7 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
     public var base64EncodedSecret: String { Data(bytes).base64EncodedString() }
 
     /// `WLStorageEncryptionKey(fingerprint: 1a2b3c4d)`.
-    public var description: String {
-        "WLStorageEncryptionKey(fingerprint: \(fingerprintText))"
-    }
+    public var description: String { "WLStorageEncryptionKey(fingerprint: \(fingerprintText))" }
 
     package var fingerprintText: String { SHA256.hex(fingerprint) }
 }

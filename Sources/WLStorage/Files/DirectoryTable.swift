@@ -105,7 +105,5 @@ package enum DirectoryTable {
     }
 
     /// The number of directories in use (for tests).
-    package static var count: Int {
-        Runtime.shared.directories.withLock { $0.byPath.count }
-    }
+    package static var count: Int { Runtime.shared.directories.withLock { $0.byPath.count } }
 }

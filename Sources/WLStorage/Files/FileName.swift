@@ -10,9 +10,7 @@ package enum FileName {
     package static let maximumPlainLength = 127
 
     /// The file name for `key`, or `nil` when the key needs hashing and libcrypto cannot hash it.
-    package static func forKey(_ key: String) -> String? {
-        isPlain(key) ? key : SHA256.hexDigest(of: key)
-    }
+    package static func forKey(_ key: String) -> String? { isPlain(key) ? key : SHA256.hexDigest(of: key) }
 
     /// Whether `key` is used as its own file name.
     package static func isPlain(_ key: String) -> Bool {
@@ -22,9 +20,7 @@ package enum FileName {
     }
 
     /// Whether `name` is a name the file of some key has: a plain key or a digest.
-    package static func isKeyFileName(_ name: String) -> Bool {
-        isPlain(name) || isDigest(name)
-    }
+    package static func isKeyFileName(_ name: String) -> Bool { isPlain(name) || isDigest(name) }
 
     /// Whether `name` has the form of a hashed key's file name: 64 lowercase hex digits. No plain key has that form.
     package static func isDigest(_ name: String) -> Bool {

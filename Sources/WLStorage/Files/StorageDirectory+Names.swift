@@ -4,9 +4,7 @@ import Synchronization
 /// The names the package's writers give files: a key's file, temporary files, exchange files, kept-bytes names.
 extension StorageDirectory {
     /// Whether `name` is a writer's temporary file (`NAME~<16 hex>.tmp`) or exchange file.
-    package static func isTemporary(_ name: String) -> Bool {
-        writtenFileName(ofTemporary: name) != nil
-    }
+    package static func isTemporary(_ name: String) -> Bool { writtenFileName(ofTemporary: name) != nil }
 
     /// The file the temporary file `name` was to become, or `nil` when it is not one.
     package static func writtenFileName(ofTemporary name: String) -> String? {
@@ -67,14 +65,10 @@ extension StorageDirectory {
     package static let keptOriginalSuffix = "~before-type-change"
 
     /// Whether `name` holds a value's bytes kept from before its type changed.
-    package static func isKeptOriginal(_ name: String) -> Bool {
-        name.hasSuffix(keptOriginalSuffix)
-    }
+    package static func isKeptOriginal(_ name: String) -> Bool { name.hasSuffix(keptOriginalSuffix) }
 
     /// Whether `name` is a file moved aside because it did not decode.
-    package static func isMovedAside(_ name: String) -> Bool {
-        name.contains(movedAsideMarker)
-    }
+    package static func isMovedAside(_ name: String) -> Bool { name.contains(movedAsideMarker) }
 
     /// What follows the name of a file in the name it is moved aside to, before the time and a random number.
     package static let movedAsideMarker = "~corrupt-"

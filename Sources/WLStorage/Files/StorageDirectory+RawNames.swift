@@ -81,7 +81,5 @@ package struct ReadableEntry: ~Copyable {
         }
     }
 
-    deinit {
-        close(descriptor)
-    }
+    deinit { close(descriptor) }
 }

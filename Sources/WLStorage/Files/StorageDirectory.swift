@@ -93,9 +93,7 @@ package struct StorageDirectory: Sendable, Hashable {
 
     package var path: String { storage.path }
 
-    package init(path: String) {
-        self.storage = Path(path)
-    }
+    package init(path: String) { self.storage = Path(path) }
 
     /// Equal when their paths are the same bytes, as the file system compares names (`é` composed or not differ).
     package static func == (lhs: Self, rhs: Self) -> Bool {
@@ -111,9 +109,7 @@ package struct StorageDirectory: Sendable, Hashable {
         }
     }
 
-    package func hash(into hasher: inout Hasher) {
-        hasher.combine(storage.hash)
-    }
+    package func hash(into hasher: inout Hasher) { hasher.combine(storage.hash) }
 
     // MARK: System calls
 
@@ -253,9 +249,7 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 
     /// The names of the directory's entries, sorted, without `.` and `..`.
-    package func entries() throws(WLStorageError) -> [String] {
-        try entries { _ in true }.sorted()
-    }
+    package func entries() throws(WLStorageError) -> [String] { try entries { _ in true }.sorted() }
 
     /// The names whose bytes pass `included` (only those made into strings), in directory order, without `.` and `..`.
     func entries(where included: (UnsafeBufferPointer<UInt8>) -> Bool) throws(WLStorageError) -> [String] {
@@ -318,9 +312,7 @@ package struct StorageDirectory: Sendable, Hashable {
     }
 
     /// The absolute path of `name` in this directory.
-    package func filePath(_ name: String) -> String {
-        path.hasSuffix("/") ? path + name : path + "/" + name
-    }
+    package func filePath(_ name: String) -> String { path.hasSuffix("/") ? path + name : path + "/" + name }
 
     /// Calls `body` with ``filePath(_:)`` of `name` as a C string made on the stack.
     func withFilePath<R>(_ name: String, _ body: (UnsafePointer<CChar>) -> R) -> R {

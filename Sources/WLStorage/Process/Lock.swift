@@ -7,9 +7,7 @@ package struct Lock<Value: ~Copyable>: ~Copyable {
     @usableFromInline let mutex: Mutex<Value>
 
     @inline(__always)
-    package init(_ initialValue: consuming sending Value) {
-        self.mutex = Mutex(initialValue)
-    }
+    package init(_ initialValue: consuming sending Value) { self.mutex = Mutex(initialValue) }
 
     @inlinable @inline(__always)
     package func withLock<Result: ~Copyable, E: Error>(

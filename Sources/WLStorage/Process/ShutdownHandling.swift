@@ -173,9 +173,7 @@ enum ShutdownHandling {
 extension WLStorage where T == Never {
     /// Writes the pending value of every live storage: see ``WLStorageSystem/flushAll()``.
     @available(*, deprecated, renamed: "WLStorageSystem.flushAll()")
-    public static func flushAll() {
-        WLStorageSystem.flushAll()
-    }
+    public static func flushAll() { WLStorageSystem.flushAll() }
 
     /// How long the flush at exit and on signals lasts at most: see ``WLStorageSystem/shutdownFlushTimeout``.
     @available(*, deprecated, renamed: "WLStorageSystem.shutdownFlushTimeout")

@@ -13,7 +13,5 @@ extension WLStorageError {
 final class ErrorHandlerBox: Sendable {
     let handler: @Sendable (WLStorageError) -> Void
 
-    init(_ handler: @escaping @Sendable (WLStorageError) -> Void) {
-        self.handler = handler
-    }
+    init(_ handler: @escaping @Sendable (WLStorageError) -> Void) { self.handler = handler }
 }

@@ -20,9 +20,7 @@ extension WLStorageSystem {
     ///
     /// `nil` when neither `XDG_DATA_HOME` nor a home directory is known. ``withDefaultDirectory(_:_:)`` does not
     /// change it (see <doc:TestingWithStorages>).
-    public static var suitesDirectory: URL? {
-        StorageLocation.suitesDirectory()
-    }
+    public static var suitesDirectory: URL? { StorageLocation.suitesDirectory() }
 
     /// Runs `body` with `url` as the default directory of the storages made while it runs: in `body`, and in the child
     /// tasks it starts. Made for tests, which run side by side in one process (see <doc:TestingWithStorages>).

@@ -17,17 +17,13 @@ public enum WLStorageSystem {
     /// - Important: The calling thread waits for every write. Called from a backer's `write(value:)`, it waits for no
     ///   write in flight. Never call it from ``errorHandler``: a write that keeps failing would retry and report
     ///   without end.
-    public static func flushAll() {
-        ShutdownHandling.flushEverything()
-    }
+    public static func flushAll() { ShutdownHandling.flushEverything() }
 
     /// Whether the flush at exit or on SIGTERM, SIGINT or SIGHUP has begun.
     ///
     /// A store reads it to retry a call that fails for a passing reason until its own timeout rather than give up at
     /// once, since nothing would try again after the program ends.
-    public static var isFlushingAtExit: Bool {
-        Runtime.shared.shutdown.exitFlushStarted.load(ordering: .acquiring)
-    }
+    public static var isFlushingAtExit: Bool { Runtime.shared.shutdown.exitFlushStarted.load(ordering: .acquiring) }
 
     /// How long the flush at exit and on SIGTERM, SIGINT and SIGHUP lasts at most: 10 seconds unless you set it.
     ///

@@ -98,9 +98,7 @@ final class ChangeRouter: Sendable {
     // MARK: Delivering
 
     /// Has the cells of `files`, or of every file in `paths` (`nil`: in every directory), check on the checks queue.
-    func deliver(files: some Sequence<CellKey>) {
-        check(files.compactMap { Runtime.shared.registry.cell(for: $0) })
-    }
+    func deliver(files: some Sequence<CellKey>) { check(files.compactMap { Runtime.shared.registry.cell(for: $0) }) }
 
     func deliver(everyFileIn paths: Set<StorageDirectory>?) {
         check(Runtime.shared.registry.liveCells().filter { $0.directory.map { paths?.contains($0) ?? true } ?? false })

@@ -45,9 +45,7 @@ struct KeyBinding<T: Codable & Sendable> {
     }
 
     @inline(__always)
-    init(key keyBacker: WLStorageDefaultBacker<T>) {
-        (backer, kind) = (keyBacker, .key(keyBacker))
-    }
+    init(key keyBacker: WLStorageDefaultBacker<T>) { (backer, kind) = (keyBacker, .key(keyBacker)) }
 
     /// The binding of `key` in `store`: a file for a directory (through key-changing stores), else the store's key.
     init(key: String, store: any WLStorageStore) {

@@ -4,9 +4,7 @@ final class LazyDefault<T: Sendable>: Sendable {
     private let made = Lock<T?>(nil)
     private let make: @Sendable () -> T
 
-    init(_ make: @escaping @Sendable () -> T) {
-        self.make = make
-    }
+    init(_ make: @escaping @Sendable () -> T) { self.make = make }
 
     /// The default, made now if it has not been. Never call it under a lock of the package.
     var value: T {
@@ -20,9 +18,7 @@ final class LazyDefault<T: Sendable>: Sendable {
     }
 
     /// The default when it has been made, else `nil`: what code under a lock may use.
-    var ifMade: T? {
-        made.withLock { $0 }
-    }
+    var ifMade: T? { made.withLock { $0 } }
 }
 
 extension JobOutcome {

@@ -183,9 +183,7 @@ final class StorageRegistry: Sendable {
     }
 
     /// Ends the opening of `key` (see ``open(_:as:matches:)``): its cell is registered, or another's was.
-    func opened(_ key: CellKey) {
-        tables.withLock { $0.opening.removeValue(forKey: key)?.waiters }?.leave()
-    }
+    func opened(_ key: CellKey) { tables.withLock { $0.opening.removeValue(forKey: key)?.waiters }?.leave() }
 
     /// Whether a cell found under the key of `directory`'s file is that file's cell; else it was moved out of the key's
     /// way (its directory was removed since), or the key was stale: `directory` is now this.
@@ -246,9 +244,7 @@ final class StorageRegistry: Sendable {
         return liveCells().filter { $0.storeKey?.store == identity }
     }
 
-    func cell(for key: CellKey) -> (any RegisteredCell)? {
-        tables.withLock { $0.entries[key]?.cell }
-    }
+    func cell(for key: CellKey) -> (any RegisteredCell)? { tables.withLock { $0.entries[key]?.cell } }
 
     /// Registers `cell` by file or identity, or returns the file's cell registered meanwhile; fixes a stale `identity`.
     func register<T>(_ cell: StorageCell<T>, identity: inout DirectoryIdentity?) -> Lookup<T> {

@@ -19,9 +19,7 @@ final class TaskBinding: Sendable {
     let store: any WLStorageStore
     private let oneShot = Lock<[ObjectIdentifier: OneShot]>([:])
 
-    init(_ store: any WLStorageStore) {
-        self.store = store
-    }
+    init(_ store: any WLStorageStore) { self.store = store }
 
     /// The storage that one-shot access to `key` goes through inside the closure: in this binding's store.
     func storage<Value>(of key: WLStorageKey<Value>) -> WLStorage<Value> {

@@ -239,9 +239,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// - Returns: What `body` returns, from the run whose value was stored (from its last run when none was).
     /// - Throws: What `body` throws; the value is then left as it was.
     @discardableResult
-    public func update<R>(_ body: (inout T) throws -> R) rethrows -> R {
-        try cell.update(body)
-    }
+    public func update<R>(_ body: (inout T) throws -> R) rethrows -> R { try cell.update(body) }
 
     /// The storage itself, so that `$name.flush()` works where the property wrapper is used.
     public var projectedValue: WLStorage<T> { self }
@@ -253,9 +251,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///
     /// - Important: The write runs on the calling thread. Never call it from this storage's backer (it would wait for
     ///   itself), nor from ``WLStorageSystem/errorHandler`` for this storage's error (it would retry without end).
-    public func flush() {
-        cell.flushReportingMisuse()
-    }
+    public func flush() { cell.flushReportingMisuse() }
 
     /// Writes the value as its type encodes it, dropping stored fields the type does not know; returns once written.
     ///
@@ -264,20 +260,14 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// stays pending. Over a value stored by another version that this one cannot read, with no change pending, it
     /// writes nothing; over a value that is no JSON object (a number, an array), only what is pending. A custom
     /// ``WLStorageBacker`` only gets the value written.
-    public func removeUnknownFields() {
-        cell.removeUnknownFields()
-    }
+    public func removeUnknownFields() { cell.removeUnknownFields() }
 
     /// Whether a change has not been written yet.
-    public var hasPendingChanges: Bool {
-        cell.hasPendingChanges
-    }
+    public var hasPendingChanges: Bool { cell.hasPendingChanges }
 
     /// The error of the latest failed read or write; `nil` again once a write succeeds. A reentrant call's error
     /// (``WLStorageError/Code/reentrantCall``) stays until a later change is written or another error replaces it.
-    public var lastError: WLStorageError? {
-        cell.lastError
-    }
+    public var lastError: WLStorageError? { cell.lastError }
 }
 
 /// The backer of a storage that must not write: it reads nothing, and refuses every write with the reason.

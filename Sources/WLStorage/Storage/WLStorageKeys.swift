@@ -31,14 +31,10 @@ public class WLStorageKeys: @unchecked Sendable {  // non-final, so unchecked; n
     }
 
     /// Sets the value of `key` to its default, made now, and writes it as any set.
-    public static func reset<Value>(_ key: WLStorageKey<Value>) {
-        storage(key).wrappedValue = key.defaultValue
-    }
+    public static func reset<Value>(_ key: WLStorageKey<Value>) { storage(key).wrappedValue = key.defaultValue }
 
     /// The value of `key` now, then every change (see ``WLStorage/values``).
-    public static func values<Value>(_ key: WLStorageKey<Value>) -> AsyncStream<Value> {
-        storage(key).values
-    }
+    public static func values<Value>(_ key: WLStorageKey<Value>) -> AsyncStream<Value> { storage(key).values }
 
     /// The storage that one-shot access to `key` goes through, for ``WLStorage/flush()`` and the rest.
     public static func storage<Value>(_ key: WLStorageKey<Value>) -> WLStorage<Value> {

@@ -24,9 +24,7 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     public let name: String
 
     /// A scope named `name`.
-    public init(_ name: String) {
-        self.name = name
-    }
+    public init(_ name: String) { self.name = name }
 
     /// `scope "name"`.
     public var description: String { "scope \"\(name)\"" }

@@ -75,9 +75,7 @@ struct StoreCarriedFeed: CarriedChangeFeed {
         store.observeCarriedChanges(changed)
     }
 
-    func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
-        try store.readWithVersion(key: key)
-    }
+    func readWithVersion(key: String) throws -> (data: Data, version: Int64)? { try store.readWithVersion(key: key) }
 
     func opened(_ carried: Data, key: String) throws -> Data { carried }
 }

@@ -18,9 +18,7 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
 
     var key: String { base.key }
 
-    func read(defaultValueClosure: () -> T) throws -> T {
-        try base.read(defaultValueClosure: defaultValueClosure)
-    }
+    func read(defaultValueClosure: () -> T) throws -> T { try base.read(defaultValueClosure: defaultValueClosure) }
 
     func write(value: T) throws {
         try base.write(value: value)
@@ -39,9 +37,7 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
     }
 
     /// The custom backer decodes by itself: `decoding` has no part.
-    func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> {
-        readBase().result
-    }
+    func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> { readBase().result }
 
     /// Saves nothing: a custom backer is written with changes only, never a default, even after a failed first read.
     func create(value: T) throws(WLStorageError) -> Bool { true }
@@ -49,16 +45,12 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
     /// A custom backer encodes by itself: it keeps no fields, and a removal of them gets the value written.
     var keepsFields: Bool { true }
 
-    func write(_ value: T, dropping: Bool) throws {
-        try write(value: value)
-    }
+    func write(_ value: T, dropping: Bool) throws { try write(value: value) }
 
     /// A custom backer's versions are known by their encoding alone, which tells nothing of who stored them.
     func rewrite(_ value: T, dropping: Bool) throws -> Bool? { nil }
 
-    func forgetLastRead() {
-        known.withLock { $0.forgetLastRead() }
-    }
+    func forgetLastRead() { known.withLock { $0.forgetLastRead() } }
 
     var entryExists: Bool { false }
 

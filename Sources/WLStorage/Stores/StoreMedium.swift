@@ -199,9 +199,7 @@ final class StoreMedium: KeyMedium {
         return .written(data, stamp: KnownVersions.stamp(data))
     }
 
-    func willRewrite(_ read: ReadBytes) {
-        rewriteFrom.withLock { $0 = read.data }
-    }
+    func willRewrite(_ read: ReadBytes) { rewriteFrom.withLock { $0 = read.data } }
 
     /// After a write of the key: its version is not known to the feed, and nothing is left to rewrite.
     func wrote() {
@@ -276,9 +274,7 @@ final class StoreMedium: KeyMedium {
     }
 
     /// Reports once per backer that its store cannot tag writes.
-    func firstUntaggedReport() -> Bool {
-        !untaggedReported.exchange(true, ordering: .relaxed)
-    }
+    func firstUntaggedReport() -> Bool { !untaggedReported.exchange(true, ordering: .relaxed) }
 
     // MARK: Bytes kept elsewhere
 
@@ -298,9 +294,7 @@ final class StoreMedium: KeyMedium {
         }
     }
 
-    func removeKeptOriginal() throws {
-        try store.remove(key: keptOriginalKey)
-    }
+    func removeKeptOriginal() throws { try store.remove(key: keptOriginalKey) }
 
     /// Bytes that do not decode are copied to a `~corrupt-` key with the time, and removed here while the key holds
     /// them; something stored meanwhile is read instead.

@@ -4,9 +4,7 @@ public struct WLStorageWriteTag: Sendable, Hashable, CustomStringConvertible {
     public let text: String
 
     /// The tag written as `text` (a store that read it back).
-    public init(text: String) {
-        self.text = text
-    }
+    public init(text: String) { self.text = text }
 
     package static func random() -> WLStorageWriteTag {
         var generator = SystemRandomNumberGenerator()

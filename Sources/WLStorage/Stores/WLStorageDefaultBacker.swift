@@ -54,9 +54,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         self.held = .store(medium)
     }
 
-    deinit {
-        held.file?.release()
-    }
+    deinit { held.file?.release() }
 
     /// Reads the file. A missing or empty file gives `defaultValueClosure()`; fields a file lacks are taken from it
     /// (see <doc:ChangingAStoredType>), the file left as it is.
@@ -89,9 +87,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ///   ``WLStorageError/Code/valueTooLarge``, ``WLStorageError/Code/writeFailed``,
     ///   ``WLStorageError/Code/notARegularFile`` or ``WLStorageError/Code/directoryUnavailable``. The file is
     ///   unchanged when it throws.
-    public func write(value: T) throws {
-        _ = try place(value, replacing: true, dropping: false)
-    }
+    public func write(value: T) throws { _ = try place(value, replacing: true, dropping: false) }
 
     // MARK: What the storage uses beyond the protocol
 
@@ -440,17 +436,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         }
     }
 
-    func adoptSeen() {
-        known.withLock { $0.adoptSeen() }
-    }
+    func adoptSeen() { known.withLock { $0.adoptSeen() } }
 
-    var keepsFields: Bool {
-        known.withLock { $0.base != nil }
-    }
+    var keepsFields: Bool { known.withLock { $0.base != nil } }
 
-    func forgetLastRead() {
-        known.withLock { $0.forgetLastRead() }
-    }
+    func forgetLastRead() { known.withLock { $0.forgetLastRead() } }
 
     // MARK: Writes
 
@@ -516,9 +506,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 }
 
 extension WLStorageDefaultBacker: StoreBacking {
-    func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> {
-        readStored(prepared: false, decoding: decoding)
-    }
+    func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> { readStored(prepared: false, decoding: decoding) }
 }
 
 /// A value decoded from bytes, by those bytes: a backer's, of its type. Not generic: a type nested in the backer is,

@@ -39,9 +39,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     }
 
     /// The bytes of `key`'s file, or `nil` when there is none.
-    public func read(key: String) throws -> Data? {
-        try read(key: key, limit: ValueSizeLimit.maximum)
-    }
+    public func read(key: String) throws -> Data? { try read(key: key, limit: ValueSizeLimit.maximum) }
 
     func read(key: String, limit: Int) throws -> Data? {
         let (directory, name) = try file(key, waiting: false)
@@ -127,9 +125,7 @@ extension WLStorageStore where Self == WLStorageDirectoryStore {
     }
 
     /// The files in the directory at `url`.
-    public static func directory(_ url: URL) -> WLStorageDirectoryStore {
-        WLStorageDirectoryStore(url: url)
-    }
+    public static func directory(_ url: URL) -> WLStorageDirectoryStore { WLStorageDirectoryStore(url: url) }
 
     /// A directory shared by every program of the user that names the same suite, as a suite of `UserDefaults`:
     /// `<folder>` in ``WLStorageSystem/suitesDirectory``, whatever the program and build. The folder is the name when

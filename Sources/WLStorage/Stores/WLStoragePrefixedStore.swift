@@ -20,25 +20,17 @@ public struct WLStoragePrefixedStore<Base: WLStorageStore>: WLStorageStore {
     /// The identity of the store it wraps: a prefixed key is a key of that store.
     public var identity: String { base.identity }
 
-    public func read(key: String) throws -> Data? {
-        try base.read(key: prefix + key)
-    }
+    public func read(key: String) throws -> Data? { try base.read(key: prefix + key) }
 
-    public func write(key: String, data: Data) throws {
-        try base.write(key: prefix + key, data: data)
-    }
+    public func write(key: String, data: Data) throws { try base.write(key: prefix + key, data: data) }
 
-    public func create(key: String, data: Data) throws -> Bool {
-        try base.create(key: prefix + key, data: data)
-    }
+    public func create(key: String, data: Data) throws -> Bool { try base.create(key: prefix + key, data: data) }
 
     public func write(_ batch: [WLStorageStoreWrite]) throws {
         try base.write(batch.map { WLStorageStoreWrite(key: prefix + $0.key, data: $0.data) })
     }
 
-    public func remove(key: String) throws {
-        try base.remove(key: prefix + key)
-    }
+    public func remove(key: String) throws { try base.remove(key: prefix + key) }
 
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         try base.remove(key: prefix + key, ifItHolds: data)

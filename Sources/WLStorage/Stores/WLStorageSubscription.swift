@@ -5,14 +5,10 @@ public final class WLStorageSubscription: Sendable {
     private let cancellation: Lock<(@Sendable () -> Void)?>
 
     /// Creates a subscription that calls `cancel` once, when it is cancelled or released.
-    public init(cancel: @escaping @Sendable () -> Void) {
-        self.cancellation = Lock(cancel)
-    }
+    public init(cancel: @escaping @Sendable () -> Void) { self.cancellation = Lock(cancel) }
 
     /// Stops it. For a change handler, calls already queued may still run. Calling it again does nothing.
-    public func cancel() {
-        cancellation.withLock { $0.take() }?()
-    }
+    public func cancel() { cancellation.withLock { $0.take() }?() }
 
     deinit { cancel() }
 }

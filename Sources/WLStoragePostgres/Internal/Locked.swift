@@ -5,9 +5,7 @@ final class Locked<Value>: @unchecked Sendable {  // `guarded`: under `lock`
     private let lock = NSLock()
     private var guarded: Value
 
-    init(_ value: Value) {
-        self.guarded = value
-    }
+    init(_ value: Value) { self.guarded = value }
 
     func withLock<Result, E: Error>(_ body: (inout Value) throws(E) -> Result) throws(E) -> Result {
         lock.lock()

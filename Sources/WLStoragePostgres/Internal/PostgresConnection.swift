@@ -33,13 +33,9 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     let settings: PostgresSettings
     private(set) var state = State.disconnected
 
-    init(settings: PostgresSettings) {
-        self.settings = settings
-    }
+    init(settings: PostgresSettings) { self.settings = settings }
 
-    deinit {
-        close()
-    }
+    deinit { close() }
 
     /// The server process of the connection (`PQbackendPID`), when connected.
     var backendPID: Int32? {
@@ -204,9 +200,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     /// element type, length, lower bound, then each element's length and bytes; every integer big-endian, 32 bits.
     private static func binaryArray(of elements: [Data], elementType: Oid) -> Data {
         var array = Data(capacity: 20 + elements.reduce(0) { $0 + 4 + $1.count })
-        func append(_ value: Int32) {
-            withUnsafeBytes(of: value.bigEndian) { array.append(contentsOf: $0) }
-        }
+        func append(_ value: Int32) { withUnsafeBytes(of: value.bigEndian) { array.append(contentsOf: $0) } }
         for header: Int32 in [1, 0, Int32(bitPattern: elementType), Int32(elements.count), 1] { append(header) }
         for element in elements {
             append(Int32(element.count))

@@ -172,9 +172,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
     }
 
     /// Why the listener does not listen while it tries to; `nil` while it listens, or has no handler.
-    var trouble: WLStorageError? {
-        state.withLock { $0.trouble }
-    }
+    var trouble: WLStorageError? { state.withLock { $0.trouble } }
 
     /// Says that the feed cannot hear changes: at the first trouble, then once a minute while it lasts.
     private func reportTrouble(_ what: String) {
@@ -316,9 +314,7 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         _ = state.withLock { $0.trouble.take() }  // released outside the lock
     }
 
-    private func isCurrent(_ generation: UInt64) -> Bool {
-        state.withLock { $0.generation == generation }
-    }
+    private func isCurrent(_ generation: UInt64) -> Bool { state.withLock { $0.generation == generation } }
 
     /// Calls every handler with each change, outside the lock; a handler removed meanwhile is not called again.
     private func deliver(_ changes: [WLStorageFeedEvent]) {

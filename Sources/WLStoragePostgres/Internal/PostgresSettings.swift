@@ -76,9 +76,7 @@ struct PostgresSettings: Sendable {
     }
 
     /// `text` with every secret of the connection string replaced by `*****`.
-    func redact(_ text: String) -> String {
-        Self.redact(text, secrets: secrets)
-    }
+    func redact(_ text: String) -> String { Self.redact(text, secrets: secrets) }
 
     private static func redact(_ text: String, secrets: [String]) -> String {
         secrets.filter { !$0.isEmpty }.reduce(text) { $0.replacingOccurrences(of: $1, with: "*****") }
