@@ -407,4 +407,32 @@ import WLStorageTestSupport
             }
         }
     }
+
+    /// A value of an optional type too large to be kept decoded (over 64 KiB) is merged against the bytes it was read
+    /// from: a kept value looked for and not found must not be taken for a `nil` of the type, whose `null` would make
+    /// the change go whole and undo the other program's.
+    @Test func anOptionalValueTooLargeToKeepDecodedGoesOntoAnotherProgramsChangeFieldByField() throws {
+        struct Notes: Codable, Sendable, Equatable {
+            var theme: String
+            var fontSize: Int
+            var text: String
+        }
+        let text = String(repeating: "n", count: 70_000)
+        try withTemporaryDirectory { scratch in
+            try withTemporaryDirectory { directory in
+                let url = directory.appendingPathComponent(Self.key)
+                try Data(#"{"fontSize":15,"text":"\#(text)","theme":"dark"}"#.utf8).write(to: url)
+                let storage: WLStorage<Notes?> = manualStorage(Self.key, in: directory, default: nil)
+                try #require(storage.wrappedValue?.theme == "dark")
+                storage.wrappedValue?.fontSize = 16
+                try whileTheFileMonitorIsHeld(scratch: scratch) {
+                    try replaceFromOutside(url, with: #"{"fontSize":15,"text":"\#(text)","theme":"light"}"#)
+                    storage.flush()
+                }
+                let object = try Self.object(in: directory)
+                #expect(object["fontSize"] as? Int == 16)
+                #expect(object["theme"] as? String == "light", "the other program's change was undone")
+            }
+        }
+    }
 }
