@@ -6,8 +6,29 @@ import Foundation
 /// (watched via its parent) moves the watch and the cells. Without inotify, or while the directory is missing, the path
 /// is polled every half second.
 ///
-/// The lock guards the tables only: cells and subscribers are called, and subscribers released, outside it.
+/// It reports to ``changes`` and to its subscribers, never to cells. The lock guards the tables only: reports and
+/// subscribers are made outside it, and subscribers released outside it.
 package final class FileMonitor: Sendable {
+    /// Where the monitor reports changes of the key files in the paths it watches: the change router.
+    protocol Changes: Sendable {
+        /// Counts a change in each of `paths` (`nil`: every path followed), before its files are looked at.
+        func count(_ paths: [StorageDirectory]?)
+        /// The key files `files` may have changed, or every file of `paths` (`nil`: of every path).
+        func changed(_ files: Set<ChangedFile>)
+        func changed(everyFileIn paths: Set<StorageDirectory>?)
+        /// The path leads to another directory than before, `identity`.
+        func moved(_ path: StorageDirectory, to identity: DirectoryIdentity)
+    }
+
+    /// A key file by name, in the directory it is in.
+    struct ChangedFile: Hashable, Sendable {
+        let name: String
+        let directory: DirectoryIdentity
+    }
+
+    private let changes: any Changes
+
+    init(reportingTo changes: any Changes) { self.changes = changes }
 
     package enum Event: Sendable {
         /// The file may have changed: it was replaced, written, removed, or events were lost.
@@ -299,18 +320,16 @@ package final class FileMonitor: Sendable {
         }
         for (path, identity) in moved { directoryMoved(path, to: identity) }
         // Counted before cells are looked for: a storage opened meanwhile checks its file itself.
-        Runtime.shared.router.count(polled.map { .directory($0) })
+        changes.count(polled)
         let paths = Set(polled)
-        Runtime.shared.router.deliver(everyFileIn: paths)
+        changes.changed(everyFileIn: paths)
         for subscriber in subscribers(where: { paths.contains($0.directory) }) { subscriber.handler(.any) }
     }
 
-    /// The path's directory is another one now: cells are keyed by the new one, and the next write prepares it.
+    /// The path's directory is another one now: the next write prepares it.
     private func directoryMoved(_ path: StorageDirectory, to identity: DirectoryIdentity) {
         DirectoryTable.forget(path)
-        Runtime.shared.registry.directoryChanged(path: path, to: identity)
-        // A storage being opened now moves its cell itself (``KeyBinding/catchUp(_:)``).
-        Runtime.shared.router.count([.directory(path)])
+        changes.moved(path, to: identity)
     }
 
     // MARK: Events
@@ -318,7 +337,7 @@ package final class FileMonitor: Sendable {
     /// Reads every queued inotify event and hands each change of a storage file to its cell and subscribers.
     private func readEvents(_ descriptor: Int32) {
         var buffer = [UInt8](repeating: 0, count: 16 * 1024)
-        var changed: Set<CellKey> = []
+        var changed: Set<ChangedFile> = []
         var changedNames: [StorageDirectory: Set<[UInt8]>] = [:]  // names compared as bytes
         var changedPaths: Set<StorageDirectory> = []
         var gone: Set<StorageDirectory> = []
@@ -358,7 +377,7 @@ package final class FileMonitor: Sendable {
                 for link in use.links where link.name == event.name { relinked.insert(link.path) }
                 if !use.paths.isEmpty, FileName.isKeyFileName(event.name) {
                     if let identity = use.identity, !own.contains(index) {
-                        changed.insert(.file(event.name, in: identity))
+                        changed.insert(ChangedFile(name: event.name, directory: identity))
                         changedPaths.formUnion(use.paths)
                     }
                     for path in use.paths { changedNames[path, default: []].insert(Array(event.name.utf8)) }
@@ -375,7 +394,6 @@ package final class FileMonitor: Sendable {
         }
         let told = gone
         for path in relinked.subtracting(gone) { reresolve(path) }
-        let router = Runtime.shared.router
         if overflowed {
             // Events were lost (maybe a removal or a symlink's replacement): every path is watched anew, a path leading
             // nowhere is polled and its subscribers told, and every file-backed cell and subscriber checks its file.
@@ -386,14 +404,14 @@ package final class FileMonitor: Sendable {
             for subscriber in subscribers(where: { gone.contains($0.directory) && !told.contains($0.directory) }) {
                 subscriber.handler(.directoryGone)
             }
-            router.countEveryDirectory()
-            router.deliver(everyFileIn: nil)
+            changes.count(nil)
+            changes.changed(everyFileIn: nil)
             for subscriber in subscribers(where: { !gone.contains($0.directory) }) { subscriber.handler(.any) }
             return
         }
         // Counted before cells are looked for: a storage not registered yet sees the count move.
-        router.count(changedPaths.map { .directory($0) })
-        router.deliver(files: changed)
+        changes.count(Array(changedPaths))
+        changes.changed(changed)
         for subscriber in subscribers(where: { _ in !changedNames.isEmpty }) {
             let wanted = subscriber.fileName.map { Array($0.utf8) }
             for name in changedNames[subscriber.directory] ?? [] where wanted == nil || wanted == name {
@@ -406,7 +424,7 @@ package final class FileMonitor: Sendable {
     private func reresolve(_ path: StorageDirectory) {
         guard rewatch(path) else { return }
         // Checked even for the same directory: an event before the new watch would be lost.
-        Runtime.shared.router.deliver(everyFileIn: [path])
+        changes.changed(everyFileIn: [path])
         for subscriber in subscribers(where: { $0.directory == path }) { subscriber.handler(.any) }
     }
 

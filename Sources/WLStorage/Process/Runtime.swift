@@ -8,8 +8,8 @@ package final class Runtime: Sendable {
     package static let shared = Runtime()
 
     let registry = StorageRegistry()
-    let router = ChangeRouter()
-    package let monitor = FileMonitor()
+    let router: ChangeRouter
+    package let monitor: FileMonitor
     let scheduler = DispatchWriteScheduler()
     let feeds = StoreFeeds()
 
@@ -30,4 +30,9 @@ package final class Runtime: Sendable {
     /// The error handler, boxed: a function held by the lock itself gains a conversion layer at every access.
     let errorHandler = Lock<ErrorHandlerBox?>(nil)
     let shutdown = ShutdownHandling.Parts()
+
+    private init() {
+        router = ChangeRouter()
+        monitor = FileMonitor(reportingTo: router)
+    }
 }

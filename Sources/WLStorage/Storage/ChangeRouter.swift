@@ -5,6 +5,8 @@ import Synchronization
 enum ChangeSource: Hashable, Sendable {
     case directory(StorageDirectory)
     case store(String)
+
+    var isDirectory: Bool { if case .directory = self { true } else { false } }
 }
 
 /// The one way outside changes reach cells: from the file monitor, the store feeds, and custom backers' feeds. It
@@ -90,19 +92,7 @@ final class ChangeRouter: Sendable {
         }
     }
 
-    /// Counts a change of every directory followed (events were lost).
-    func countEveryDirectory() {
-        count(sources.withLock { $0.keys.filter { if case .directory = $0 { true } else { false } } })
-    }
-
     // MARK: Delivering
-
-    /// Has the cells of `files`, or of every file in `paths` (`nil`: in every directory), check on the checks queue.
-    func deliver(files: some Sequence<CellKey>) { check(files.compactMap { Runtime.shared.registry.cell(for: $0) }) }
-
-    func deliver(everyFileIn paths: Set<StorageDirectory>?) {
-        check(Runtime.shared.registry.liveCells().filter { $0.directory.map { paths?.contains($0) ?? true } ?? false })
-    }
 
     /// Hands the cells of `store` what was reported of their keys, and has each check its key, on this thread (the
     /// feeds' round): `keys` in report order, `mustRead` ones told to read; with `everything`, every cell reads.
@@ -149,5 +139,26 @@ final class FeedTarget<T: Codable & Sendable>: Sendable {
             state.cell = cell
             return state.missed
         }
+    }
+}
+
+/// The file monitor's reports: a path's change counted before its cells are looked for, which check on the checks
+/// queue; a path leading elsewhere moves its cells (a storage being opened moves its own: ``KeyBinding/catchUp(_:)``).
+extension ChangeRouter: FileMonitor.Changes {
+    func count(_ paths: [StorageDirectory]?) {
+        count(paths.map { $0.map(ChangeSource.directory) } ?? sources.withLock { $0.keys.filter(\.isDirectory) })
+    }
+
+    func changed(_ files: Set<FileMonitor.ChangedFile>) {
+        check(files.compactMap { Runtime.shared.registry.cell(for: .file($0.name, in: $0.directory)) })
+    }
+
+    func changed(everyFileIn paths: Set<StorageDirectory>?) {
+        check(Runtime.shared.registry.liveCells().filter { $0.directory.map { paths?.contains($0) ?? true } ?? false })
+    }
+
+    func moved(_ path: StorageDirectory, to identity: DirectoryIdentity) {
+        Runtime.shared.registry.directoryChanged(path: path, to: identity)
+        count([path])
     }
 }
