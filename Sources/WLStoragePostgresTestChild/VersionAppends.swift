@@ -34,16 +34,19 @@ struct SpacingSetterV3: Codable, Sendable {
 }
 
 /// `--version-appends URL NAMESPACE VERSION FIRST-ID`: a program of version 1, 2 or 3 of a type (see `AppendsV1`) that
-/// appends ids to the list of the key `settings` with atomic updates until told to stop; or, for VERSION `1s` or `3s`,
-/// a program of version 1 or 3 that knows no ids and sets a field of its own with plain sets (a program that sets the
-/// ids' value whole would race its own reads, as any get followed by a set does).
+/// appends ids to the list of the key `settings` with atomic updates, in rounds, until told to stop; or, for VERSION
+/// `1s` or `3s`, a program of version 1 or 3 that knows no ids and sets a field of its own with plain sets (a program
+/// that sets the ids' value whole would race its own reads, as any get followed by a set does).
 ///
-/// Prints `ready`; on `go`, runs `update { $0.ids.append(id) }` for `FIRST-ID`, `FIRST-ID + 1`, … printing `appended
-/// ID` for an update that returned with no error reported by it, `reported ID` for one that reported an error while
-/// it ran (on the thread that ran it), and `not made ID` when that error said the update was not made; a setter sets
-/// the theme to `tID` (version 1) or the line spacing to `ID` (version 3) for each id instead, printing nothing. On
-/// `stop`, it ends the update it is in, flushes until nothing is pending (for up to 120 s), prints `last VALUE` (the
-/// last value it set, or `none`), `flushed` or `pending`, and `stopped`, and exits. A store timeout of 2 s.
+/// Prints `ready`; on `go N`, runs `update { $0.ids.append(id) }` for the next N ids from `FIRST-ID` on, printing
+/// `appended ID` for an update that returned with no error reported by it, `reported ID` for one that reported an error
+/// while it ran (on the thread that ran it), and `not made ID` when that error said the update was not made; a setter
+/// sets the theme to `tID` (version 1) or the line spacing to `ID` (version 3) for each id instead, printing nothing.
+/// Once it has run every step it was told, it prints `ran COUNT` (the steps run since it started) and waits for the
+/// next `go`. Rounds bound what the programs do while one of them waits: updates written on condition are not fair,
+/// and a program left to update freely can keep a slower one's writes refused for good. On `stop`, it ends the update
+/// it is in, flushes until nothing is pending (for up to 120 s), prints `last VALUE` (the last value it set, or
+/// `none`), `flushed` or `pending`, and `stopped`, and exits. A store timeout of 2 s.
 func runVersionAppendsMode(_ arguments: [String]) -> Never {
     let versions = ["1", "2", "3", "1s", "3s"]
     guard arguments.count == 6, versions.contains(arguments[4]), let firstID = Int(arguments[5]) else {
@@ -72,26 +75,34 @@ func runVersionAppendsMode(_ arguments: [String]) -> Never {
     }
 }
 
-/// Waits for `go`, then calls `step` with each id from `firstID` on until `stop`; then flushes, and exits.
+/// Calls `step` with each id from `firstID` on, as many times as each `go` says, until `stop`; then flushes, and exits.
 private func runSteps<V: Codable & Sendable>(_ storage: WLStorage<V>, firstID: Int, _ step: (Int) -> Void) -> Never {
-    let started = DispatchSemaphore(value: 0)
+    let told = Atomic<Int>(0)
+    let wake = DispatchSemaphore(value: 0)
     let stopped = Atomic<Bool>(false)
     Thread.detachNewThread {
         while let line = readLine() {
-            if line == "go" { started.signal() }
+            if line.hasPrefix("go "), let steps = Int(line.dropFirst(3)) { told.add(steps, ordering: .relaxed) }
             if line == "stop" { stopped.store(true, ordering: .relaxed) }
+            wake.signal()
         }
         stopped.store(true, ordering: .relaxed)
-        started.signal()
+        wake.signal()
     }
     say("ready")
-    started.wait()
     var id = firstID
     var last = "none"
+    var ran = 0
     while !stopped.load(ordering: .relaxed) {
+        guard ran < told.load(ordering: .relaxed) else {
+            wake.wait()
+            continue
+        }
         step(id)
         last = String(id)
         id += 1
+        ran += 1
+        if ran == told.load(ordering: .relaxed) { say("ran \(ran)") }
     }
     let end = ContinuousClock.now + .seconds(120)
     storage.flush()

@@ -19,13 +19,13 @@ struct PostgresVersionsWithLostAnswersTests {
         var colorScheme = "light"
     }
 
-    /// Not under ThreadSanitizer: there, in two runs of two, the programs (five processes built with it) stopped making
-    /// progress after a fault, their connections refused ("server closed the connection unexpectedly"); not yet
-    /// explained, and left for the plain run, where it passed every run.
-    @Test(
-        .enabled(if: LatencyProxy.isAvailable, "python3 is needed for the proxy"),
-        .disabled(
-            if: isUnderThreadSanitizer, "the programs stop making progress under ThreadSanitizer (not yet explained)"))
+    /// The programs run in rounds (each makes ten steps, then waits for the next round), a fault in each. Updates
+    /// written on condition are not fair: left to update freely, the version whose work between its read and its write
+    /// is shortest (the third, which knows every field) grows the list, which lengthens everyone's work, and the others'
+    /// writes are refused nearly every time. Under ThreadSanitizer, which slows that work far more than the server's,
+    /// the first version had 82 updates when the third had 1,411, then 68 of its 70 writes in 15 s were refused; with
+    /// no fault at all, it made 14 updates in 110 s while the third made 2,000 (the plain build shows the same, later).
+    @Test(.enabled(if: LatencyProxy.isAvailable, "python3 is needed for the proxy"))
     func threeVersionsKeepEveryAcknowledgedIdOnceAndEveryFieldWhileAnswersAreLost() throws {
         let cluster = try PostgresCluster()
         defer { cluster.remove() }
@@ -43,12 +43,24 @@ struct PostgresVersionsWithLostAnswersTests {
         var programs = [try program("1", 0), try program("2", 100_000), try program("3", 200_000)]
         let themeSetter = try program("1s", 0)
         let spacingSetter = try program("3s", 0)
+        var setters = [themeSetter, spacingSetter]
         var stopped: [Replica] = []
-        /// Waits until every running program has had five more updates acknowledged.
-        func progress() -> Bool {
-            let counts = programs.map { acknowledged($0).count }
-            return zip(programs, counts).allSatisfy { program, count in
-                eventually(timeout: 120) { acknowledged(program).count >= count + 5 }
+        var steps: [ObjectIdentifier: Int] = [:]
+        /// Tells every running program to make ten more steps, disrupts the server with `fault` meanwhile, and waits
+        /// until every one has made them: each update returned, whether acknowledged or reported.
+        func round(_ fault: String?) throws {
+            let running = programs + setters
+            for program in running {
+                steps[ObjectIdentifier(program), default: 0] += 10
+                program.send("go 10")
+            }
+            if let fault { try disrupt(fault) }
+            for program in running {
+                let ran = "ran \(steps[ObjectIdentifier(program)]!)"
+                try #require(
+                    program.waitFor(ran, timeout: 120),
+                    "a program stopped making progress: \(program.lines.suffix(3)) \(program.printedErrors.suffix(3000))"
+                )
             }
         }
         func stop(_ program: Replica) {
@@ -73,25 +85,18 @@ struct PostgresVersionsWithLostAnswersTests {
                     [application])
             }
         }
-        for program in programs + [themeSetter, spacingSetter] { program.send("go") }
-        for fault in ["lost", "lost", "terminate", "lost", "immediate", "lost", "lost", "lost"] {
-            try #require(progress(), "the programs stopped making progress: \(programs.map(\.printedErrors))")
-            try disrupt(fault)
-        }
-        try #require(progress(), "the programs stopped making progress: \(programs.map(\.printedErrors))")
+        try round(nil)
+        for fault in ["lost", "lost", "terminate", "lost", "immediate", "lost", "lost", "lost"] { try round(fault) }
+        try round(nil)
         // Version 3 rolled back to version 2: its field stays, written by no one any more.
         let third = programs.removeLast()
         stop(third)
         stop(spacingSetter)
+        setters.removeLast()
         stopped.append(third)
-        let rolledBack = try program("2", 300_000)
-        rolledBack.send("go")
-        programs.append(rolledBack)
-        for fault in ["lost", "lost", "immediate", "lost", "terminate", "lost"] {
-            try #require(progress(), "the programs stopped making progress: \(programs.map(\.printedErrors))")
-            try disrupt(fault)
-        }
-        try #require(progress(), "the programs stopped making progress: \(programs.map(\.printedErrors))")
+        programs.append(try program("2", 300_000))
+        for fault in ["lost", "lost", "immediate", "lost", "terminate", "lost"] { try round(fault) }
+        try round(nil)
         for program in programs + [themeSetter] { stop(program) }
         stopped += programs
 
@@ -105,6 +110,7 @@ struct PostgresVersionsWithLostAnswersTests {
         #expect(twice.isEmpty, "ids stored more than once: \(twice)")
         for program in stopped {
             let acknowledged = acknowledged(program)
+            #expect(!acknowledged.isEmpty, "no update acknowledged: \(program.printedErrors.suffix(3000))")
             let missing = acknowledged.filter { counts[$0] == nil }
             let notMade = program.lines.compactMap { $0.hasPrefix("not made ") ? Int($0.dropFirst(9)) : nil }
             #expect(notMade.allSatisfy { counts[$0] == nil }, "updates told not made are in the row: \(notMade)")
