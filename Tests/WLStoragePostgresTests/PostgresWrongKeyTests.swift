@@ -62,4 +62,26 @@ struct PostgresWrongKeyTests {
         #expect(lateWriter.wrappedValue == "right")
         #expect(try rightStore.encrypted(with: key).read(key: "late") == bytes("\"right\""))
     }
+
+    /// A program with the wrong key that ends (exit, SIGTERM) with a set and updates pending: the flush at exit, which
+    /// writes a store's values in a batch, leaves the value it cannot open as it is.
+    @Test(arguments: [SIGTERM, 0])
+    func aProgramWithTheWrongKeyEndingWithChangesPendingLeavesTheValue(signal: Int32) throws {
+        let cluster = try PostgresCluster.shared()
+        let namespace = uniqueNamespace()
+        let key = try WLStorageEncryptionKey.random()
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace).encrypted(with: key)
+        try store.write(key: "x", data: bytes("5"))
+        let sealed = try #require(try Self.row(cluster, namespace, "x"))
+        let wrong = try Replica(
+            url: cluster.url, namespace: namespace, flushInterval: 3_600,
+            encryptionKey: try WLStorageEncryptionKey.random().base64EncodedSecret)
+        try wrong.set(7)
+        wrong.send("increment 2")
+        #expect(wrong.waitFor("incremented 2"))
+        if signal == 0 { wrong.send("exit") } else { wrong.signal(signal) }
+        #expect(wrong.waitForExit() != nil)
+        #expect(try Self.row(cluster, namespace, "x") == sealed, "\(wrong.printedErrors)")
+        #expect(try store.read(key: "x") == bytes("5"))
+    }
 }
