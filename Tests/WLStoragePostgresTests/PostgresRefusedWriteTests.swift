@@ -22,6 +22,7 @@ struct PostgresRefusedWriteTests {
             store = try WLStoragePostgresStore(
                 url: cluster.url, namespace: uniqueNamespace(), table: table, timeout: .seconds(10))
             try store.write(key: "n", data: bytes("1"))
+            try store.write(key: "o", data: bytes(#"{"n":1}"#))
             let on = target == "rows" ? table : table + "_writes"
             let condition = times < 0 ? "true" : "nextval('\(table)_refusals') <= \(times)"
             try sqlValue(admin, "CREATE SEQUENCE \(table)_refusals")
@@ -43,9 +44,11 @@ struct PostgresRefusedWriteTests {
         }
 
         var value: String? {
-            get throws {
-                try sqlValue(admin, "SELECT convert_from(value, 'UTF8') FROM \(table) WHERE key = 'n'")
-            }
+            get throws { try value(of: "n") }
+        }
+
+        func value(of key: String) throws -> String? {
+            try sqlValue(admin, "SELECT convert_from(value, 'UTF8') FROM \(table) WHERE key = $1", [key])
         }
 
         deinit {
@@ -83,16 +86,24 @@ struct PostgresRefusedWriteTests {
         #expect(storage.wrappedValue == 11)
     }
 
+    /// A set refused stays pending, and says why: for an object too, which is written on condition of what was read (a
+    /// refusal is no other program's change, to merge onto again and again).
     @Test func aSetRefusedByTheServerStaysPendingAndIsWrittenOnceAllowed() throws {
         let refusing = try Refusing("rows", times: -1)
-        let storage = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: refusing.store)
-        storage.wrappedValue = 50
-        storage.flush()
-        #expect(storage.hasPendingChanges)
-        #expect(storage.lastError?.message.contains("refused by the test") == true)
-        #expect(try refusing.value == "1")
+        let number = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: refusing.store)
+        let object = WLStorage(key: "o", defaultValue: ["n": 0], flushInterval: nil, store: refusing.store)
+        number.wrappedValue = 50
+        object.wrappedValue = ["n": 50]
+        number.flush()
+        object.flush()
+        for storage in [number.lastError, object.lastError] {
+            #expect(storage?.message.contains("refused by the test") == true, "\(String(describing: storage))")
+        }
+        #expect(number.hasPendingChanges && object.hasPendingChanges)
+        #expect(try refusing.value(of: "n") == "1" && refusing.value(of: "o") == #"{"n":1}"#)
         try refusing.allow()
-        storage.flush()
-        #expect(try refusing.value == "50")
+        number.flush()
+        object.flush()
+        #expect(try refusing.value(of: "n") == "50" && refusing.value(of: "o") == #"{"n":50}"#)
     }
 }
