@@ -363,12 +363,12 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// Whether a change is written on its own, not whole in a batch: another's change was seen, a write of unknown
-    /// outcome sent, bytes that do not decode seen (the write keeps a copy), or a secret is written on condition.
+    /// outcome sent, bytes that do not decode seen (the write keeps a copy), or a secret object (or nothing) was read.
     var writesChangeOnItsOwn: Bool {
         guard let medium = storeMedium else { return false }
-        if medium.writesOnCondition && medium.conceals { return true }
         return known.withLock { known in
             known.rare.undecodable != nil || known.rare.unsure != nil
+                || (medium.writesOnCondition && medium.conceals && (known.base != nil || known.last == 0))
                 || (medium.writesOnCondition && known.seenObject.map { $0 != known.base } ?? false)
         }
     }
