@@ -115,7 +115,7 @@ extension StorageCell {
             guard Self.mayPass(error), since.duration(to: now) < Self.unreachableStoreRetry else {
                 // A refusal that no retry passes (a value too large for the store) keeps its code, and says so.
                 let passing = Self.mayPass(error)
-                let why = passing ? "\(key.medium.identity) could not be reached" : "\(key.medium.identity) refused it"
+                let why = passing ? "\(key.medium.identity) did not store it" : "\(key.medium.identity) refused it"
                 record(
                     WLStorageError(
                         code: passing ? .writeFailed : error.code,

@@ -358,23 +358,23 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return .writtenOver
     }
 
-    /// Whether a change is written on its own, not whole in a batch: another program's change was seen since, a write
-    /// whose outcome is unknown was sent, or bytes that do not decode were seen, of which the write keeps a copy.
+    /// Whether a change is written on its own, not whole in a batch: another's change was seen, a write of unknown
+    /// outcome sent, bytes that do not decode seen (the write keeps a copy), or a secret object (or nothing) was read.
     var writesChangeOnItsOwn: Bool {
         guard let medium = storeMedium else { return false }
-        let merges = medium.writesOnCondition && !medium.conceals
         return known.withLock { known in
             known.rare.undecodable != nil || known.rare.unsure != nil
-                || (merges && known.seenObject.map { $0 != known.base } ?? false)
+                || (medium.writesOnCondition && medium.conceals && (known.base != nil || known.last == 0))
+                || (medium.writesOnCondition && known.seenObject.map { $0 != known.base } ?? false)
         }
     }
 
-    /// A conditional store gets the value whole while the key holds the bytes read or written (nothing, if none), or,
-    /// after another's change was seen, the changed fields onto it on the same condition, a few rounds; others, whole.
+    /// A conditional store (secret too: no bytes unheard of are replaced) gets it whole while the key holds the bytes
+    /// read or written (or none), or after another's change, the changed fields onto it, a few rounds; others, whole.
     private func writeChange(
         _ encode: () throws(WLStorageError) -> Data, to medium: StoreMedium, base: Data
     ) throws(WLStorageError) -> ChangeWrite {
-        guard !medium.conceals, let conditional = medium.capabilities.conditional else { return .plain }
+        guard let conditional = medium.capabilities.conditional else { return .plain }
         var stored = known.withLock { $0.seenObject ?? $0.base }
         let data = try encode()
         func writeOnCondition(_ bytes: Data, ifItHolds expected: Data?) throws(WLStorageError) -> Bool {

@@ -37,6 +37,23 @@ struct EncryptedStorageLifetimeTests: EncryptedDirectorySuite {
         }
     }
 
+    /// A program started with the wrong key that ends (exit(0), SIGTERM) with a set pending: the flush at exit leaves
+    /// the value it cannot open as it is.
+    @Test(arguments: ["exit", "wait"])
+    func aProgramWithTheWrongKeyLeavesTheValueWhenItEnds(action: String) throws {
+        try withTemporaryDirectory { directory in
+            try store(directory).write(key: "token", data: json(#""right""#))
+            let sealed = try #require(file("token", in: directory))
+            let child = try ChildProcess(
+                "WLStorageTestChild", ["encrypted", directory.path, "token", "wrong"],
+                environment: childEnvironment(key: try .random(), action: action))
+            #expect(child.waitFor("ready"))
+            if action == "wait" { child.send(SIGTERM) }
+            #expect(try #require(child.waitForExit()).reason == (action == "wait" ? .uncaughtSignal : .exit))
+            #expect(file("token", in: directory) == sealed)
+        }
+    }
+
     @Test func manyThreadsSetGetAndUpdateAnEncryptedStorage() throws {
         try withTemporaryDirectory { directory in
             let storage = WLStorage(key: "count", defaultValue: 0, flushInterval: 0, store: store(directory))
