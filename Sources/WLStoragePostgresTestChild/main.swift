@@ -5,6 +5,7 @@
 // (or `--pending …`, a program that ends with many values pending: see Pending.swift)
 // (or `--appends …`, a program that appends ids to a list with atomic updates: see Appends.swift)
 // (or `--version-appends …`, such a program of one of three versions of a type: see VersionAppends.swift)
+// (or `--no-descriptors …`, a program whose file descriptors run out while it uses a store: see NoDescriptors.swift)
 // (with WLSTORAGE_TEST_ENCRYPTION_KEY, the base64 text of a key, in the environment: an encrypted store)
 //
 // Commands, one a line: `set N` (prints `set N`), `increment N` (N atomic updates, then prints `incremented N`),
@@ -21,6 +22,7 @@ if arguments.count > 1 && arguments[1] == "--pending" { runPendingMode(arguments
 if arguments.count > 1 && arguments[1] == "--fleet" { runFleetMode(arguments) }
 if arguments.count > 1 && arguments[1] == "--appends" { runAppendsMode(arguments) }
 if arguments.count > 1 && arguments[1] == "--version-appends" { runVersionAppendsMode(arguments) }
+if arguments.count > 1 && arguments[1] == "--no-descriptors" { runNoDescriptorsMode(arguments) }
 guard arguments.count == 5, let interval = Int(arguments[4]) else {
     FileHandle.standardError.write(Data("usage: WLStoragePostgresTestChild URL NAMESPACE KEY FLUSH-INTERVAL\n".utf8))
     exit(64)
