@@ -15,8 +15,8 @@ package enum FileName {
     /// Whether `key` is used as its own file name.
     package static func isPlain(_ key: String) -> Bool {
         let utf8 = key.utf8
-        guard (1...maximumPlainLength).contains(utf8.count), key != ".", key != ".." else { return false }
-        return utf8.allSatisfy(isPlainByte) && !isDigest(key)
+        guard 1...maximumPlainLength ~= utf8.count, key != ".", key != "..", !isDigest(key) else { return false }
+        return utf8.withContiguousStorageIfAvailable { $0.allSatisfy(isPlainByte) } ?? utf8.allSatisfy(isPlainByte)
     }
 
     /// Whether `name` is a name the file of some key has: a plain key or a digest.

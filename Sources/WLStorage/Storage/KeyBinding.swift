@@ -3,7 +3,6 @@
 /// missed; it waits while another thread opens the key), `read`, `makeCell`, ``register(_:)`` and ``catchUp(_:)``.
 struct KeyBinding<T: Codable & Sendable> {
     private enum Kind {
-        case key(WLStorageDefaultBacker<T>)
         /// A custom backer with a change feed, until following begins: then it is wrapped (``observed``).
         case observable(any WLStorageObservableBacker<T>)
         case observed(ObservedBacker<T>, FeedTarget<T>)
@@ -16,10 +15,16 @@ struct KeyBinding<T: Codable & Sendable> {
         var stored: StoredState
         var defaults: CellDefault<T>
         var readError: WLStorageError?
-        var rewrite = false
+        var rewrite: Bool
+        @inline(__always)  // called, it looks its generic types' metadata up again
+        init(value: T, stored: StoredState, defaults: CellDefault<T>, readError: WLStorageError?, rewrite: Bool) {
+            (self.value, self.stored, self.defaults) = (value, stored, defaults)
+            (self.readError, self.rewrite) = (readError, rewrite)
+        }
     }
 
     private(set) var backer: any WLStorageBacker<T>
+    private let keyBacker: WLStorageDefaultBacker<T>?  // apart from `kind`, whose switch looks its metadata up
     private var kind: Kind
     /// What the directory of the file is, when known, and whether it was prepared before the read.
     private var identity: DirectoryIdentity?
@@ -35,9 +40,9 @@ struct KeyBinding<T: Codable & Sendable> {
     @inline(__always)
     init(backer: any WLStorageBacker<T>) {
         self.backer = backer
-        if let keyBacker = backer as? WLStorageDefaultBacker<T> {
-            kind = .key(keyBacker)
-        } else if let observable = backer as? any WLStorageObservableBacker<T> {
+        func cast(_ it: some WLStorageBacker<T>) -> WLStorageDefaultBacker<T>? { it as? WLStorageDefaultBacker<T> }
+        keyBacker = cast(backer)  // opened: from its class, not from the existential, whose metadata costs a look-up
+        if keyBacker == nil, let observable = backer as? any WLStorageObservableBacker<T> {
             kind = .observable(observable)
         } else {
             kind = .plain
@@ -45,7 +50,7 @@ struct KeyBinding<T: Codable & Sendable> {
     }
 
     @inline(__always)
-    init(key keyBacker: WLStorageDefaultBacker<T>) { (backer, kind) = (keyBacker, .key(keyBacker)) }
+    init(key keyBacker: WLStorageDefaultBacker<T>) { (backer, self.keyBacker, kind) = (keyBacker, keyBacker, .plain) }
 
     /// The binding of `key` in `store`: a file for a directory (through key-changing stores), else the store's key.
     init(key: String, store: any WLStorageStore) {
@@ -59,26 +64,21 @@ struct KeyBinding<T: Codable & Sendable> {
         }
     }
 
-    @inline(__always)
-    private var keyBacker: WLStorageDefaultBacker<T>? { if case .key(let keyBacker) = kind { keyBacker } else { nil } }
-
     @inline(__always) private var own: OwnBacker<T> {
-        switch kind {
-        case .key(let keyBacker): .key(keyBacker)
-        case .observed(let observed, _): .observed(observed)
-        case .observable, .plain: .other(backer)
-        }
+        if let keyBacker { return .key(keyBacker) }
+        return if case .observed(let observed, _) = kind { .observed(observed) } else { .other(backer) }
     }
 
     /// Starts following outside changes and finds the key's live cell, if any; when found, following stops again.
     @inline(__always) mutating func follow(makeDefault: () -> T) -> StorageRegistry.Lookup<T> {
-        switch kind {
-        case .key(let keyBacker):
+        if let keyBacker {
             return switch keyBacker.source {
             case .file(let directory, let name): follow(directory: directory, name: name)
             case .store(let medium): follow(store: medium)
             case .none: .none
             }
+        }
+        switch kind {
         case .observable(let observable):
             // A change the feed reports before the cell exists is checked once the cell is there.
             let target = FeedTarget<T>()
@@ -134,12 +134,13 @@ struct KeyBinding<T: Codable & Sendable> {
             if let lazyDefault { return .lazy(lazyDefault) }
             return .made(makeDefault())
         }
-        switch kind {
-        case .key(let keyBacker):
+        if let keyBacker {
             let made = made()
             if migrations.count > 0 { keyBacker.addRenames(migrations.compactMap(\.rename)) }
             let found = keyBacker.readStored(prepared: prepared, decoding: decoding(made))
             return Self.opening(found, defaults: made, savesDefault: keyBacker.savesDefault)
+        }
+        switch kind {
         case .observed(let observed, _):
             // The default made when following began: the wrapper holds it.
             let made = CellDefault.made(observed.defaultValue)
@@ -167,7 +168,7 @@ struct KeyBinding<T: Codable & Sendable> {
     private static func opening(_ found: ReadResult<T>, defaults: CellDefault<T>, savesDefault: Bool) -> Opening {
         switch found {
         case .value(let value):
-            return Opening(value: value, stored: .known, defaults: defaults)
+            return Opening(value: value, stored: .known, defaults: defaults, readError: nil, rewrite: false)
         case .reshaped(let value, let rewrites, let note):
             // Read through the added fields or a migration: written back in the current shape, as a change.
             return Opening(value: value, stored: .known, defaults: defaults, readError: note, rewrite: rewrites)
@@ -175,12 +176,13 @@ struct KeyBinding<T: Codable & Sendable> {
             let movedAside: WLStorageError? = if case .movedAside(let error) = found { error } else { nil }
             return Opening(
                 value: defaults.value, stored: savesDefault ? .defaultUnsaved : .known, defaults: defaults,
-                readError: movedAside)
+                readError: movedAside, rewrite: false)
         case .anotherVersion(let error):
             // Left as it is, not replaced by the default: only a set is written over it.
-            return Opening(value: defaults.value, stored: .known, defaults: defaults, readError: error)
+            return Opening(value: defaults.value, stored: .known, defaults: defaults, readError: error, rewrite: false)
         case .failed(let error):
-            return Opening(value: defaults.value, stored: .unknown, defaults: defaults, readError: error)
+            return Opening(
+                value: defaults.value, stored: .unknown, defaults: defaults, readError: error, rewrite: false)
         }
     }
 
@@ -231,8 +233,7 @@ struct KeyBinding<T: Codable & Sendable> {
 
     /// Checks for a change between following and registering `cell`, which found no cell to tell.
     @inline(__always) func catchUp(_ cell: StorageCell<T>) {
-        switch kind {
-        case .key(let keyBacker):
+        if let keyBacker {
             guard watched else { return }
             switch keyBacker.source {
             case .file(let directory, _):
@@ -249,10 +250,8 @@ struct KeyBinding<T: Codable & Sendable> {
             case .none:
                 break
             }
-        case .observed(_, let target):
-            if target.attach(cell) { cell.checkForExternalChange() }
-        case .observable, .plain:
-            break
+        } else if case .observed(_, let target) = kind, target.attach(cell) {
+            cell.checkForExternalChange()
         }
     }
 }

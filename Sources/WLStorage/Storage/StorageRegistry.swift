@@ -63,6 +63,7 @@ final class StorageRegistry: Sendable {
 
     /// A key's opening: its thread, and the group the threads waiting for it wait on, made by the first to wait.
     private struct Opening {
+        let key: CellKey
         let owner: UInt
         var waiters: DispatchGroup?
     }
@@ -75,7 +76,7 @@ final class StorageRegistry: Sendable {
         /// Cells kept alive until their work is done, with the number of ``keep(_:)`` calls not balanced yet.
         var kept: [ObjectIdentifier: (cell: any RegisteredCell, count: Int)] = [:]
         /// The keys being opened, by the threads that read them and make their defaults (see ``open(_:as:matches:)``).
-        var opening: [CellKey: Opening] = [:]
+        var opening: [Opening] = []
         /// Directory paths of cells moved out of their keys' way, with counts: records may be stale until re-examined.
         var movedAside: [StorageDirectory: Int] = [:]
         /// Whether a cell was ever keyed by its directory's path (which led nowhere): until then, none is looked for.
@@ -157,16 +158,14 @@ final class StorageRegistry: Sendable {
         while true {
             let step = tables.withLock { tables -> OpeningStep in
                 if let cell = tables.entries[key]?.cell { return .found(cell) }
-                let opensAKey = tables.opening.values.contains { $0.owner == thread }
-                // One look-up where no thread opens the key; another's opening is put back.
-                guard var other = tables.opening.updateValue(Opening(owner: thread), forKey: key) else {
+                guard let other = tables.opening.firstIndex(where: { $0.key == key }) else {
+                    tables.opening.append(Opening(key: key, owner: thread))
                     return .open(key)
                 }
-                defer { tables.opening[key] = other }
-                if opensAKey { return .open(nil) }
-                let waiters = other.waiters ?? DispatchGroup()
-                if other.waiters == nil { waiters.enter() }  // left by ``opened(_:)``
-                other.waiters = waiters
+                if tables.opening.contains(where: { $0.owner == thread }) { return .open(nil) }
+                let waiters = tables.opening[other].waiters ?? DispatchGroup()
+                if tables.opening[other].waiters == nil { waiters.enter() }  // left by ``opened(_:)``
+                tables.opening[other].waiters = waiters
                 return .wait(waiters)
             }
             switch step {
@@ -183,7 +182,10 @@ final class StorageRegistry: Sendable {
     }
 
     /// Ends the opening of `key` (see ``open(_:as:matches:)``): its cell is registered, or another's was.
-    func opened(_ key: CellKey) { tables.withLock { $0.opening.removeValue(forKey: key)?.waiters }?.leave() }
+    func opened(_ key: CellKey) {
+        tables.withLock { t in t.opening.firstIndex { $0.key == key }.flatMap { t.opening.remove(at: $0).waiters } }?
+            .leave()
+    }
 
     /// Whether a cell found under the key of `directory`'s file is that file's cell; else it was moved out of the key's
     /// way (its directory was removed since), or the key was stale: `directory` is now this.

@@ -33,7 +33,7 @@ final class ObservedBacker<T: Codable & Sendable>: WLStorageBacker, StoreBacking
         guard case .value(let value) = result, let data = try? JSONCoders.encoder.encode(value) else {
             return (result, false)
         }
-        return (result, known.withLock { $0.read(KnownVersions.stamp(data), data) })
+        return (result, known.withLock { $0.read(KnownVersions.stamp(data), data).same })
     }
 
     /// The custom backer decodes by itself: `decoding` has no part.

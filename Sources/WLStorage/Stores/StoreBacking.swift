@@ -93,7 +93,7 @@ struct KnownVersions: Sendable {
     /// The stamp of a store's bytes, or of a file's version (identity and contents: an inode's time can be coarse).
     static func stamp(_ data: Data, identity: FileIdentity? = nil) -> Int {
         var hasher = Hasher()
-        if let identity { hasher.combine(identity) }
+        if let identity { hasher.combine(identity.lastingStamp ^ identity.device) }  // all five fields, mixed cheaply
         data.withUnsafeBytes { hasher.combine(bytes: $0) }
         return hasher.finalize() | 1
     }
@@ -138,13 +138,12 @@ struct KnownVersions: Sendable {
         lastWasRead = true
     }
 
-    /// Records the version `stamp`, whose bytes are `data`, as read; returns whether it is the version seen last.
-    mutating func read(_ stamp: Int, _ data: Data) -> Bool {
-        defer {
-            (last, lastWasRead, rare) = (stamp, true, Rare(copied: rare.copied))
-            base = UnknownFields.base(data)
-        }
-        return stamp == last
+    /// Records the version `stamp`, whose bytes are `data`, as read; returns whether it was seen last, and is an object.
+    mutating func read(_ stamp: Int, _ data: Data) -> (same: Bool, object: Bool) {
+        let same = stamp == last
+        (last, lastWasRead, base) = (stamp, true, UnknownFields.base(data))
+        if boxed != nil { rare = Rare(copied: rare.copied) }  // else it is empty already
+        return (same, base != nil)
     }
 
     /// Takes the version read last (a removal too), if read, as one no read matches yet known, so a removal is one.

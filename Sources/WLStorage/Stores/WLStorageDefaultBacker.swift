@@ -114,7 +114,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// Whether a default is saved where nothing is stored (see ``create(value:)``).
-    var savesDefault: Bool { medium.savesDefault }
+    var savesDefault: Bool { held.file != nil || medium.savesDefault }
 
     var entryExists: Bool { medium.entryExists(key: key) }
 
@@ -131,7 +131,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     ) -> ReadResult<T> {
         let read: ReadBytes
         let rewrite: Bool
-        switch medium.read(key: key, prepared: prepared) {
+        switch held.file?.read(key: key, prepared: prepared) ?? medium.read(key: key, prepared: prepared) {
         case .bytes(let bytes, let underPreviousKey):
             (read, rewrite) = (bytes, underPreviousKey)
         case .absent:
@@ -147,8 +147,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         if !rewrite, known.withLock({ $0.renames.isEmpty }) {
             do {
                 let value = try JSONCoders.decoder.decode(T.self, from: read.data)
-                _ = known.withLock { $0.read(read.stamp, read.data) }
-                decoded(value, from: read.data, read: true)
+                decoded(value, from: read.data, readObject: known.withLock { $0.read(read.stamp, read.data).object })
                 return .value(value)
             } catch {
                 plainError = error
@@ -164,10 +163,10 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     private func readStored(
         _ read: ReadBytes, rewrite: Bool, decoding: ValueDecoding<T>, plainError: (any Error)?, again: Bool
     ) -> ReadResult<T> {
-        _ = known.withLock { $0.read(read.stamp, read.data) }
+        let object = known.withLock { $0.read(read.stamp, read.data).object }
         switch StoredBytes.read(read.data, at: place, decoding: decoding, plainError: plainError) {
         case .value(let value):
-            decoded(value, from: read.data, read: true)
+            decoded(value, from: read.data, readObject: object)
             guard rewrite else { return .value(value) }
             medium.willRewrite(read)
             return .reshaped(value, rewrite: true, note: nil)
@@ -424,12 +423,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     }
 
     /// Records `value` as decoded from `bytes` (an object of 64 KiB at most: only objects are bases), beside the base's
-    /// entry unless just `read` (the base): a merge compares with this program's encoding of it (a `Set`'s order,
-    /// digits). Dropped go after the lock.
-    private func decoded(_ value: T, from bytes: Data, read: Bool = false) {
+    /// entry unless just read (the base, `readObject` telling whether an object): a merge compares with this program's
+    /// encoding of it (a `Set`'s order, digits). Dropped go after the lock.
+    private func decoded(_ value: T, from bytes: Data, readObject: Bool? = nil) {
         guard bytes.count <= 65_536 else { return }
+        let read = readObject != nil
         let base = read ? nil : known.withLock { $0.base }
-        var entries = UnknownFields.base(bytes) == nil ? [] : [DecodedValue(bytes: bytes, value: value)]
+        var entries = readObject ?? (UnknownFields.base(bytes) != nil) ? [DecodedValue(bytes: bytes, value: value)] : []
         decodedBases.withLock { kept in
             if !read, bytes != base, let entry = kept.first(where: { $0.bytes == base }) { entries.append(entry) }
             swap(&kept, &entries)
