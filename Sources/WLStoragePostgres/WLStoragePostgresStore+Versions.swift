@@ -74,10 +74,10 @@ extension WLStoragePostgresStore {
     }
 
     /// Whether `error` is the server's refusal of a statement, raised before its commit (a trigger's, a full disk, a
-    /// deadlock); not an error that ends the connection or the server (classes 08, 57), which can come after a commit.
+    /// deadlock); not one that can come after a commit: the connection or server ending (08, 57), out of memory (53200).
     static func refusesStatement(_ error: PostgresError) -> Bool {
         guard error.kind == .queryFailed, let state = error.sqlState else { return false }
-        return ["22", "23", "25", "42", "53", "54", "P0", "40001", "40P01"].contains { state.hasPrefix($0) }
+        return ["22", "23", "25", "42", "53100", "53400", "54", "P0", "40001", "40P01"].contains { state.hasPrefix($0) }
     }
 
     /// The row of `key` (its version; `nil` when there is no row), and whether the write tagged `tag` was made: the tag
