@@ -16,14 +16,8 @@ func runAppendsMode(_ arguments: [String]) -> Never {
             Data("usage: WLStoragePostgresTestChild --appends URL NAMESPACE FIRST-ID\n".utf8))
         exit(64)
     }
-    let storage: WLStorage<[Int]>
-    do {
-        let store = try WLStoragePostgresStore(url: arguments[2], namespace: arguments[3], timeout: .seconds(2))
-        storage = WLStorage(key: "list", defaultValue: [], flushInterval: 1, store: store)
-    } catch {
-        FileHandle.standardError.write(Data("\(error)\n".utf8))
-        exit(65)
-    }
+    let store = openStore(url: arguments[2], namespace: arguments[3])
+    let storage = WLStorage<[Int]>(key: "list", defaultValue: [], flushInterval: 1, store: store)
     // The errors reported on the thread that runs the updates: those of an update, not of the background's writes or
     // of the change feed.
     let updater = pthread_self()

@@ -13,12 +13,6 @@ func runFleetMode(_ arguments: [String]) -> Never {
             Data("usage: WLStoragePostgresTestChild --fleet URL NAMESPACE VERSION FLUSH-INTERVAL\n".utf8))
         exit(64)
     }
-    let store: WLStoragePostgresStore
-    do {
-        store = try WLStoragePostgresStore(url: arguments[2], namespace: arguments[3])
-    } catch {
-        FileHandle.standardError.write(Data("\(error)\n".utf8))
-        exit(65)
-    }
+    let store = openStore(url: arguments[2], namespace: arguments[3], timeout: .seconds(10))
     FleetProgram.run(version: version, flushInterval: Int(arguments[5]), store: store)
 }

@@ -28,14 +28,8 @@ func runNoDescriptorsMode(_ arguments: [String]) -> Never {
         fillers.append(filler)
     } while fillers.last! < 63
     WLStorageSystem.errorHandler = { error in say("reported \(error.message)") }
-    let storage: WLStorage<Int>
-    do {
-        let store = try WLStoragePostgresStore(url: arguments[2], namespace: arguments[3], timeout: .seconds(2))
-        storage = WLStorage(key: arguments[4], defaultValue: 0, flushInterval: 1, store: store)
-    } catch {
-        FileHandle.standardError.write(Data("\(error)\n".utf8))
-        exit(65)
-    }
+    let store = openStore(url: arguments[2], namespace: arguments[3])
+    let storage = WLStorage<Int>(key: arguments[4], defaultValue: 0, flushInterval: 1, store: store)
     let subscription = storage.onChange(queue: DispatchQueue(label: "onChange")) { say("changed \($0)") }
     storage.wrappedValue = 1
     storage.flush()

@@ -2,8 +2,19 @@ import Dispatch
 import Foundation
 import Observation
 import WLStorage
+import WLStoragePostgres
 
 private let output = NSLock()
+
+/// The store of the arguments; on a bad URL, the error on standard error and exit status 65.
+func openStore(url: String, namespace: String, timeout: Duration = .seconds(2)) -> WLStoragePostgresStore {
+    do {
+        return try WLStoragePostgresStore(url: url, namespace: namespace, timeout: timeout)
+    } catch {
+        FileHandle.standardError.write(Data("\(error)\n".utf8))
+        exit(65)
+    }
+}
 
 /// Prints `line` on standard output, one whole line at a time whatever the thread.
 func say(_ line: String) {

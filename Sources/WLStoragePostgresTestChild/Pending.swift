@@ -24,14 +24,9 @@ func runPendingMode(_ arguments: [String]) -> Never {
     var storages: [WLStorage<Int>] = []
     for index in 0..<stores {
         let namespace = stores == 1 ? arguments[3] : "\(arguments[3])-\(index)"
-        do {
-            let store = try WLStoragePostgresStore(url: arguments[2], namespace: namespace, timeout: .seconds(timeout))
-            for key in 0..<keys {
-                storages.append(WLStorage(key: "k\(key)", defaultValue: -1, flushInterval: 60, store: store))
-            }
-        } catch {
-            FileHandle.standardError.write(Data("\(error)\n".utf8))
-            exit(65)
+        let store = openStore(url: arguments[2], namespace: namespace, timeout: .seconds(timeout))
+        for key in 0..<keys {
+            storages.append(WLStorage(key: "k\(key)", defaultValue: -1, flushInterval: 60, store: store))
         }
     }
     say("ready")

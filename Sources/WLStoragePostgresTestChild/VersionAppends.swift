@@ -54,13 +54,7 @@ func runVersionAppendsMode(_ arguments: [String]) -> Never {
             Data("usage: WLStoragePostgresTestChild --version-appends URL NAMESPACE VERSION FIRST-ID\n".utf8))
         exit(64)
     }
-    let store: WLStoragePostgresStore
-    do {
-        store = try WLStoragePostgresStore(url: arguments[2], namespace: arguments[3], timeout: .seconds(2))
-    } catch {
-        FileHandle.standardError.write(Data("\(error)\n".utf8))
-        exit(65)
-    }
+    let store = openStore(url: arguments[2], namespace: arguments[3])
     func open<V: Codable & Sendable>(_ value: V, renamed: Bool = true) -> WLStorage<V> {
         WLStorage(
             key: "settings", defaultValue: value, flushInterval: 0, store: store,

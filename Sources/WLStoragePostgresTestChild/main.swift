@@ -27,13 +27,7 @@ guard arguments.count == 5, let interval = Int(arguments[4]) else {
     FileHandle.standardError.write(Data("usage: WLStoragePostgresTestChild URL NAMESPACE KEY FLUSH-INTERVAL\n".utf8))
     exit(64)
 }
-let store: WLStoragePostgresStore
-do {
-    store = try WLStoragePostgresStore(url: arguments[1], namespace: arguments[2], timeout: .seconds(2))
-} catch {
-    FileHandle.standardError.write(Data("\(error)\n".utf8))
-    exit(65)
-}
+let store = openStore(url: arguments[1], namespace: arguments[2])
 // With WLSTORAGE_TEST_ENCRYPTION_KEY set (base64), the values are encrypted with that key.
 let storage: WLStorage<Int>
 if ProcessInfo.processInfo.environment["WLSTORAGE_TEST_ENCRYPTION_KEY"] != nil {
