@@ -55,7 +55,11 @@ struct PostgresEncryptedFieldsAcrossRestartTests {
         #expect(
             eventually(timeout: 60) {
                 last.withLock { $0 } == [a.wrappedValue.a, b.wrappedValue.b]
-            })
+            },
+            Comment(
+                rawValue:
+                    "last set \(last.withLock { $0 }); a holds \(a.wrappedValue) (\(String(describing: a.lastError))),"
+                    + " b \(b.wrappedValue) (\(String(describing: b.lastError)))"))
         let expected = last.withLock { Pair(a: $0[0], b: $0[1]) }
         let stored = {
             a.flush()

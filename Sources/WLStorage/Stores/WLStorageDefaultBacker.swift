@@ -357,14 +357,14 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return .writtenOver
     }
 
-    /// Whether a change is written on its own, not whole in a batch: another's change was seen, a write of unknown
-    /// outcome sent, bytes that do not decode seen (the write keeps a copy), or a secret object (or nothing) was read.
+    /// Whether a change is written on its own, not whole in a batch: a write of unknown outcome sent, bytes that do not
+    /// decode seen (the write keeps a copy), or, in a store that writes on condition, an object (or nothing) read or
+    /// seen: its write goes onto another program's change not heard of yet, which a batch would replace.
     var writesChangeOnItsOwn: Bool {
         guard let medium = storeMedium else { return false }
         return known.withLock { known in
             known.rare.undecodable != nil || known.rare.unsure != nil
-                || (medium.writesOnCondition && medium.conceals && (known.base != nil || known.last == 0))
-                || (medium.writesOnCondition && known.seenObject.map { $0 != known.base } ?? false)
+                || (medium.writesOnCondition && (known.base != nil || known.last == 0 || known.seenObject != nil))
         }
     }
 

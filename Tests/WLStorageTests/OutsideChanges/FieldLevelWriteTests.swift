@@ -217,8 +217,10 @@ import WLStorageTestSupport
     }
 
     /// A store that writes on condition writes a change only while the key holds what the value was read from: another
-    /// program's change of another field, which its feed has not told of yet, is read and the change goes onto it.
-    @Test func aStoresWriteGoesOntoAnotherProgramsChangeItsFeedHasNotToldOfYet() throws {
+    /// program's change of another field, which its feed has not told of yet, is read and the change goes onto it,
+    /// whether the storage's own flush writes it or a flush of every storage of the store (at exit, on a signal).
+    @Test(arguments: [false, true])
+    func aStoresWriteGoesOntoAnotherProgramsChangeItsFeedHasNotToldOfYet(flushingEveryStorage: Bool) throws {
         let store = MemoryStore()
         store.writeFromOutside(Self.key, json: Self.initial)
         let storage = WLStorage(key: Self.key, defaultValue: Self.defaultValue, flushInterval: nil, store: store)
@@ -226,6 +228,7 @@ import WLStorageTestSupport
         storage.wrappedValue.fontSize = 16
         store.writeUnreported(
             Self.key, json: #"{"fontSize":15,"tags":["a"],"theme":"blue","window":{"height":600,"width":800}}"#)
+        if flushingEveryStorage { flushAllStores([store]) }
         storage.flush()
         let expected = Preferences(theme: "blue", fontSize: 16, tags: ["a"])
         let stored = try JSONDecoder().decode(Preferences.self, from: Data(try #require(store.stored(Self.key)).utf8))
