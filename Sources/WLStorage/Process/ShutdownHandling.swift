@@ -258,9 +258,14 @@ private enum FlushItem: Sendable {
                 needsFlush[index] = false
             }
         }
-        // After a failed batch, cells are not flushed one by one (a timeout each); their changes retry with backoff.
+        // After a failed batch, cells are not flushed one by one (a timeout each); nor after a change written on its own
+        // failed slowly, as with a store that is hung or away. Their changes retry with backoff.
         let waiting = !insideABacker && !busyHere
-        for index in cells.indices where needsFlush[index] { cells[index].flush(waitingForJobs: waiting) }
+        for index in cells.indices where needsFlush[index] {
+            let started = ContinuousClock.now
+            let failed = cells[index].flush(waitingForJobs: waiting) == .failed
+            if failed, started.duration(to: .now) > .seconds(1) { break }
+        }
     }
 }
 

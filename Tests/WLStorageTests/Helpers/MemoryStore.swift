@@ -16,6 +16,10 @@ final class MemoryStore: WLStorageStore {
             var writes = 0
             /// Calls of `write(key:data:)`, failed or not.
             var writeAttempts = 0
+            /// Calls of `write(key:data:ifItHolds:)`, failed or not.
+            var conditionalWriteAttempts = 0
+            /// How long a conditional write waits before it fails, while writes fail, in microseconds.
+            var failingWriteStall: UInt32 = 0
             var reads = 0
             /// 0: no faults; 1: every third write fails; 2: every second write stalls for a moment.
             var faultMode = 0
@@ -153,6 +157,13 @@ final class MemoryStore: WLStorageStore {
 
     func failReads(_ fail: Bool) { contents.state.withLock { $0.failReads = fail } }
     func failWrites(_ fail: Bool) { contents.state.withLock { $0.failWrites = fail } }
+    /// Makes writes fail, each conditional one after `seconds`, as a store that is away fails at its timeout.
+    func failWritesAfterATimeout(of seconds: Double) {
+        contents.state.withLock { state in
+            state.failWrites = true
+            state.failingWriteStall = UInt32(seconds * 1_000_000)
+        }
+    }
     /// Runs `body`, outside the lock, as the next conditional write begins once `count` of them have failed while
     /// writes fail.
     func afterFailedConditionalWrites(_ count: Int, _ body: @escaping @Sendable () -> Void) {
@@ -164,10 +175,12 @@ final class MemoryStore: WLStorageStore {
     var feedCount: Int { contents.state.withLock { $0.handlers.count } }
     var reads: Int { contents.state.withLock { $0.reads } }
     var writeAttempts: Int { contents.state.withLock { $0.writeAttempts } }
+    var conditionalWriteAttempts: Int { contents.state.withLock { $0.conditionalWriteAttempts } }
 }
 
 extension MemoryStore: WLStorageConditionalStore {
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
+        contents.state.withLock { $0.conditionalWriteAttempts += 1 }
         try injectFault()
         // The body planned for after the last failed write runs, after the lock, before the next write.
         let planned = contents.state.withLock { state -> (@Sendable () -> Void)? in
@@ -176,6 +189,8 @@ extension MemoryStore: WLStorageConditionalStore {
             return body
         }
         planned?()
+        let stall = contents.state.withLock { $0.failWrites ? $0.failingWriteStall : 0 }
+        if stall > 0 { usleep(stall) }
         return try contents.state.withLock { state in
             if state.failWrites {
                 if let (count, body) = state.afterFailedConditionalWrites, count > 0 {

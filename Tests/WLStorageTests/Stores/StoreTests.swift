@@ -147,6 +147,33 @@ import WLStorageCrypto
         #expect(store.batches.count <= 2)
     }
 
+    /// In a store that writes on condition, each object goes on its own, on condition (onto another program's change of
+    /// another field not heard of yet); once one fails at a timeout, as a store that is away does, the rest are not
+    /// tried one by one (each would wait as long).
+    @Test func flushAllWritesEachObjectOfAConditionalStoreOnItsOwnUntilTheStoreFails() {
+        struct Counter: Codable, Sendable, Equatable {
+            var count = 0
+        }
+        let store = MemoryStore()
+        let keys = (0..<12).map { "object\($0)" }
+        for key in keys { store.writeFromOutside(key, json: #"{"count":0}"#) }
+        let storages = keys.map { WLStorage(key: $0, defaultValue: Counter(), flushInterval: nil, store: store) }
+        for (index, storage) in storages.enumerated() { storage.wrappedValue.count = index + 1 }
+
+        store.failWritesAfterATimeout(of: 1.5)
+        flushAllStores([store])
+        #expect(storages.allSatisfy { $0.hasPendingChanges })
+        // One try for each flush of every storage that ran meanwhile: this one, and another test's perhaps.
+        #expect(store.conditionalWriteAttempts < keys.count / 2)
+        #expect(store.writeAttempts == 0)
+
+        store.failWrites(false)
+        flushAllStores([store])
+        #expect(storages.allSatisfy { !$0.hasPendingChanges })
+        for (index, key) in keys.enumerated() { #expect(store.stored(key) == #"{"count":\#(index + 1)}"#) }
+        #expect(store.batches.isEmpty)
+    }
+
     @Test func aPrefixedStoreSharesItsKeysWithTheStoreItWraps() throws {
         let store = MemoryStore()
         let billing = store.prefixed("billing.")
