@@ -175,10 +175,12 @@ extension CellState {
         }
     }
 
-    /// Makes `error` the last error, reported after the lock.
+    /// Makes `error` the last error, reported after the lock; not again while an update waits (it reports its end).
     private mutating func recordError(_ error: WLStorageError, _ effects: inout JobEffects) {
+        let last = extras?.lastError
+        let again = updaters > 0 && last?.code == error.code && last?.message == error.message
         setLastError(error, &effects)
-        effects.errors.append(error)
+        if !again { effects.errors.append(error) }
     }
 
     /// After unreadable bytes replaced a read value, a read finding nothing is taken as a removal; returns whether so.

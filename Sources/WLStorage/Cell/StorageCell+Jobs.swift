@@ -115,19 +115,19 @@ extension StorageCell {
             }
             defer { slot.deinitialize(count: 1) }
             if let written = state.withLock({ $0.takeAdoptedWrite() }) { keyBacker.wrote(written) }
-            // A change to be written on its own (a job may have left it so just before the take) is given back: asked
-            // with the cell busy, so that no job ends meanwhile.
-            if keyBacker.writesChangeOnItsOwn {
-                var effects = JobEffects()
-                state.withLock { $0.becomeIdle(now: now, effects: &effects) }
-                perform(effects)
-                return .elsewhere
-            }
             let data: Data
             do throws(WLStorageError) {
                 data = try keyBacker.encode(slot.pointee, dropping: dropping)
             } catch {
                 _ = finishBatchWrite(version, data: Data(), failure: error)
+                return .elsewhere
+            }
+            // A change to be written on its own (a job may have left it so just before the take) is given back: asked
+            // with the cell busy, so that no job ends meanwhile.
+            if keyBacker.writesOnItsOwn(data) {
+                var effects = JobEffects()
+                state.withLock { $0.becomeIdle(now: now, effects: &effects) }
+                perform(effects)
                 return .elsewhere
             }
             return .taken(

@@ -258,14 +258,32 @@ private enum FlushItem: Sendable {
                 needsFlush[index] = false
             }
         }
-        // After a failed batch, cells are not flushed one by one (a timeout each); nor after a change written on its own
-        // failed slowly, as with a store that is hung or away. Their changes retry with backoff.
+        // After a failed batch, cells are not flushed one by one (a timeout each); nor, reported, after a change written
+        // on its own failed slowly, as with a store that is hung or away. Their changes retry with backoff.
         let waiting = !insideABacker && !busyHere
+        var slowFailure = false
         for index in cells.indices where needsFlush[index] {
+            guard !slowFailure else {
+                if case .work = cells[index].flushState(from: thread), let key = cells[index].storeKey {
+                    cells[index].record(Self.notTried(key), asMisuse: false)
+                }
+                continue
+            }
             let started = ContinuousClock.now
             let failed = cells[index].flush(waitingForJobs: waiting) == .failed
-            if failed, started.duration(to: .now) > .seconds(1) { break }
+            slowFailure = failed && started.duration(to: .now) > .seconds(1)
         }
+    }
+}
+
+extension FlushItem {
+    /// Why a flush of every storage left the change of `key` pending: a write of the store just failed slowly.
+    fileprivate static func notTried(_ key: CellKey) -> WLStorageError {
+        WLStorageError(
+            code: .writeFailed,
+            message: "this flush did not write the value: a write to \(key.store ?? "its store") failed after more"
+                + " than a second just before, as when the store is away; the change stays pending",
+            key: key.key)
     }
 }
 

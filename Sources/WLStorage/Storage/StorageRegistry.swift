@@ -33,6 +33,8 @@ protocol RegisteredCell: AnyObject, Sendable {
     var directory: StorageDirectory? { get }
     var fileName: String? { get }
     @discardableResult func flush(waitingForJobs: Bool) -> FlushResult
+    /// Makes `error` the cell's last error, and reports it.
+    func record(_ error: WLStorageError, asMisuse: Bool)
     /// What ``flush(waitingForJobs:)`` would find, seen from `thread`.
     func flushState(from thread: UInt) -> CellFlushState
     func checkForExternalChange()

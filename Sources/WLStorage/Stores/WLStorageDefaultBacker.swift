@@ -357,14 +357,16 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return .writtenOver
     }
 
-    /// Whether a change is written on its own, not whole in a batch: a write of unknown outcome sent, bytes that do not
-    /// decode seen (the write keeps a copy), or, in a store that writes on condition, an object (or nothing) read or
-    /// seen: its write goes onto another program's change not heard of yet, which a batch would replace.
-    var writesChangeOnItsOwn: Bool {
+    /// Whether a change, `data`, is written on its own, not whole in a batch: a write of unknown outcome sent, bytes
+    /// that do not decode seen (the write keeps a copy), or, in a store that writes on condition, an object read or seen,
+    /// or to store where nothing was (a secret, or an object): it goes onto another's change not heard of yet.
+    func writesOnItsOwn(_ data: Data) -> Bool {
         guard let medium = storeMedium else { return false }
         return known.withLock { known in
             known.rare.undecodable != nil || known.rare.unsure != nil
-                || (medium.writesOnCondition && (known.base != nil || known.last == 0 || known.seenObject != nil))
+                || (medium.writesOnCondition
+                    && (known.base != nil || known.seenObject != nil
+                        || (known.last == 0 && (medium.conceals || data.first == UInt8(ascii: "{")))))
         }
     }
 

@@ -249,6 +249,25 @@ struct UpdateTests {
         #expect(!storage.hasPendingChanges)
     }
 
+    /// While an update waits for its store, the pending set it writes first fails again at each attempt: the failure is
+    /// reported once, not once per attempt (a daemon's log would get one line every few tenths of a second).
+    @Test func aPendingSetThatFailsAgainWhileAnUpdateWaitsIsReportedOnce() throws {
+        struct Counter: Codable, Sendable, Equatable {
+            var count = 0
+        }
+        let store = MemoryStore()
+        store.writeFromOutside("counter", json: #"{"count":1}"#)
+        let storage = WLStorage(key: "counter", defaultValue: Counter(), flushInterval: nil, store: store)
+        try #require(storage.wrappedValue.count == 1)
+        storage.wrappedValue.count = 2
+        store.failWrites(true)
+        store.afterFailedConditionalWrites(5) { store.failWrites(false) }
+        storage.update { $0.count += 10 }
+        #expect(store.stored("counter") == #"{"count":12}"#)
+        let reported = ReportedErrors.errors { $0.message.contains(store.identity) }
+        #expect(reported.count == 1, "\(reported.map(\.message))")
+    }
+
     @Test func anUpdateInAStoreStartsFromAPendingLocalChange() throws {
         let store = MemoryStore()
         let storage = WLStorage(key: "counter", defaultValue: 0, flushInterval: nil, store: store)
