@@ -258,31 +258,30 @@ private enum FlushItem: Sendable {
                 needsFlush[index] = false
             }
         }
-        // After a failed batch, cells are not flushed one by one (a timeout each); nor, reported, after a change written
-        // on its own failed slowly, as with a store that is hung or away. Their changes retry with backoff.
+        // After a failed batch, cells are not flushed one by one (a timeout each); nor, reported, once changes written on
+        // their own failed for over a second in all, as with a store hung or away. Their changes retry with backoff.
         let waiting = !insideABacker && !busyHere
-        var slowFailure = false
+        var failing = Duration.zero
         for index in cells.indices where needsFlush[index] {
-            guard !slowFailure else {
+            guard failing <= .seconds(1) else {
                 if case .work = cells[index].flushState(from: thread), let key = cells[index].storeKey {
                     cells[index].record(Self.notTried(key), asMisuse: false)
                 }
                 continue
             }
             let started = ContinuousClock.now
-            let failed = cells[index].flush(waitingForJobs: waiting) == .failed
-            slowFailure = failed && started.duration(to: .now) > .seconds(1)
+            if cells[index].flush(waitingForJobs: waiting) == .failed { failing += started.duration(to: .now) }
         }
     }
 }
 
 extension FlushItem {
-    /// Why a flush of every storage left the change of `key` pending: a write of the store just failed slowly.
+    /// Why a flush of every storage left the change of `key` pending: writes of the store failed slowly just before.
     fileprivate static func notTried(_ key: CellKey) -> WLStorageError {
         WLStorageError(
             code: .writeFailed,
-            message: "this flush did not write the value: a write to \(key.store ?? "its store") failed after more"
-                + " than a second just before, as when the store is away; the change stays pending",
+            message: "this flush did not write the value: writes to \(key.store ?? "its store") failed for more than a"
+                + " second just before, as when the store is away; the change stays pending",
             key: key.key)
     }
 }
