@@ -1,12 +1,18 @@
 import Foundation
 import Testing
+import WLStorageFleet
 import WLStorageTestSupport
 
 @testable import WLStorage
 @testable import WLStoragePostgres
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// Two programs change different fields of one key of PostgreSQL, with the server crashing between their writes: each
-/// program's write goes onto the other's, whether or not its feed told of it before the crash; a change pending across
+/// program's write goes onto the other's, whether or not its feed told of it before the crash, and whether it is written
+/// by a flush or by the flush on SIGTERM, which writes every storage's change at once; a change pending across
 /// another program's removal of the key goes onto what is stored since as the fields it changed; and a write whose
 /// answer was lost is counted once: made (another program's newer change of the field stays), or not made and then never
 /// made late.
@@ -70,6 +76,51 @@ struct PostgresFieldLevelWriteTests {
         let stored = try JSONDecoder().decode(Prefs.self, from: Data(text.utf8))
         #expect(stored == Prefs(theme: "green", fontSize: 22), "the row holds \(text)")
         #expect(eventually(timeout: 120) { a.wrappedValue == stored && b.wrappedValue == stored })
+    }
+
+    /// A program (the test child's `--fleet` mode, a storage of an object of four fields, never flushed but at the end)
+    /// has set three fields, and is ended by SIGTERM after another program set the fourth in a way its feed has not told
+    /// of (plain SQL, which sends no notification): the flush on the signal writes the change on its own, onto the row
+    /// as it is, and the row holds both programs' fields. Written whole in a batch, as the flush of every storage wrote
+    /// a store's changes, the change replaced the other program's mode with the one it had read.
+    @Test func theFlushOnSIGTERMKeepsAnotherProgramsChangeOfAnotherFieldThatItsFeedHasNotToldOf() throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.remove() }
+        try cluster.start()
+        let namespace = uniqueNamespace()
+        let other = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(10))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        func text(_ value: FleetValueV1) throws -> String { String(decoding: try encoder.encode(value), as: UTF8.self) }
+        let first = FleetValueV1.made(by: 1)
+        try other.write(key: "prefs", data: Data(try text(first).utf8))
+        let child = try Replica(arguments: ["--fleet", cluster.url, namespace, "1", "none"], awaitingReady: false)
+        child.send("open prefs")
+        try #require(child.waitFor("opened \(try text(first)) none"), "\(child.printed) \(child.printedErrors)")
+        // A set with stamp 3 changes the stamp, theme and font size; the mode stays comfortable, as read.
+        let set = FleetValueV1.made(by: 3)
+        try #require(set.mode == first.mode)
+        child.send("set prefs 3")
+        try #require(child.waitFor("set \(try text(set))"), "\(child.printed) \(child.printedErrors)")
+        var changed = first
+        changed.mode = .compact
+        let admin = try adminConnection(cluster.url)
+        defer { admin.close() }
+        try sqlValue(
+            admin,
+            """
+            UPDATE wlstorage SET value = convert_to($3, 'UTF8'), version = version + 1, updated_at = now() \
+            WHERE namespace = $1 AND key = $2
+            """, [namespace, "prefs", try text(changed)])
+        child.signal(SIGTERM)
+        let end = child.waitForExit(timeout: 120)
+        #expect(end?.reason == .uncaughtSignal && end?.status == SIGTERM, "\(child.printedErrors)")
+        let row = try #require(try other.read(key: "prefs"))
+        var both = set
+        both.mode = .compact
+        #expect(
+            try JSONDecoder().decode(FleetValueV1.self, from: row) == both,
+            "the row holds \(String(decoding: row, as: UTF8.self)); \(child.printedErrors)")
     }
 
     /// Whether `storage` has heard the row as `other` reads it now: the version its backer last read, wrote or saw in a

@@ -22,8 +22,9 @@ final class Replica: Sendable {
         try self.init(arguments: [url, namespace, key, String(flushInterval)], encryptionKey: encryptionKey)
     }
 
-    /// Starts the test child with `arguments` (see its usage) and waits until it prints `ready`.
-    init(arguments: [String], encryptionKey: String? = nil) throws {
+    /// Starts the test child with `arguments` (see its usage) and waits until it prints `ready`; with `awaitingReady`
+    /// false, does not wait (the `--fleet` mode prints only answers to commands).
+    init(arguments: [String], encryptionKey: String? = nil, awaitingReady: Bool = true) throws {
         let directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
         let process = Process()
         process.executableURL = directory.appendingPathComponent("WLStoragePostgresTestChild")
@@ -42,6 +43,7 @@ final class Replica: Sendable {
         try process.run()
         self.process = process
         self.input = pipe.fileHandleForWriting
+        guard awaitingReady else { return }
         try #require(waitFor("ready"), "the replica did not get ready: \(printed) \(printedErrors)")
     }
 
