@@ -147,6 +147,42 @@ import WLStorageCrypto
         #expect(store.batches.count <= 2)
     }
 
+    /// Values that are not objects, of keys another program removed (heard of: nothing is stored), go in the batch of a
+    /// store that writes on condition: on its own, each would be written whole as well (it has no field to go onto
+    /// another program's), a round trip more a key at exit. An object of such a key goes on its own, on condition.
+    @Test func flushAllWritesValuesThatAreNotObjectsOfKeysRemovedElsewhereInOneBatch() {
+        struct Counter: Codable, Sendable, Equatable {
+            var count = 0
+        }
+        let store = MemoryStore()
+        let keys = (0..<3).flatMap { ["number\($0)", "list\($0)"] }
+        for key in keys { store.writeFromOutside(key, json: key.hasPrefix("list") ? "[0]" : "0") }
+        store.writeFromOutside("object", json: #"{"count":0}"#)
+        let numbers = (0..<3).map { WLStorage(key: "number\($0)", defaultValue: 9, flushInterval: nil, store: store) }
+        let lists = (0..<3).map { WLStorage(key: "list\($0)", defaultValue: [9], flushInterval: nil, store: store) }
+        let object = WLStorage(key: "object", defaultValue: Counter(count: 9), flushInterval: nil, store: store)
+        #expect(numbers.allSatisfy { $0.wrappedValue == 0 } && lists.allSatisfy { $0.wrappedValue == [0] })
+        for key in keys + ["object"] { store.removeFromOutside(key) }
+        #expect(
+            eventually { numbers.allSatisfy { $0.wrappedValue == 9 } && lists.allSatisfy { $0.wrappedValue == [9] } })
+        #expect(eventually { object.wrappedValue.count == 9 })
+        // The checks that heard the removals have ended: a busy cell would be flushed on its own.
+        func idle<T>(_ storage: WLStorage<T>) -> Bool { storage.cell.state.withLock { !$0.isBusy } }
+        #expect(eventually { numbers.allSatisfy(idle) && lists.allSatisfy(idle) && idle(object) })
+        for (index, storage) in numbers.enumerated() { storage.wrappedValue = index + 1 }
+        for (index, storage) in lists.enumerated() { storage.wrappedValue = [index + 1] }
+        object.wrappedValue.count = 1
+
+        flushAllStores([store])
+        #expect(numbers.allSatisfy { !$0.hasPendingChanges } && lists.allSatisfy { !$0.hasPendingChanges })
+        #expect(!object.hasPendingChanges)
+        #expect(store.batches.flatMap { $0 }.sorted() == keys.sorted())
+        #expect(store.writeAttempts == 0)
+        #expect(store.conditionalWriteAttempts == 1)
+        #expect(store.stored("number2") == "3" && store.stored("list2") == "[3]")
+        #expect(store.stored("object") == #"{"count":1}"#)
+    }
+
     /// In a store that writes on condition, each object goes on its own, on condition (onto another program's change of
     /// another field not heard of yet); once they failed at a timeout for over a second in all, as with a store that is
     /// away, the rest are not tried one by one (each would wait as long), a timeout under a second too.
