@@ -53,6 +53,33 @@ extension WLStoragePostgresStore {
         }
     }
 
+    /// Stores each write of `batch` only while its row holds the bytes at the same index of `expected` (`nil`: no row),
+    /// and returns whether it did: in the chunks of ``write(_:)``, each one statement (`UPDATE … FROM unnest(…)` where the
+    /// row holds what is expected, `INSERT … ON CONFLICT DO NOTHING` where none should be) notifying the keys it wrote.
+    ///
+    /// - Throws: ``WLStorageError`` (`writeFailed`) when a chunk failed or may not have committed; those before stay.
+    public func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
+        guard batch.count == expected.count, Set(batch.map(\.key)).count == batch.count else {
+            return try zip(batch, expected).map { try write(key: $0.key, data: $0.data, ifItHolds: $1) }
+        }
+        var written = Set<String>()
+        for chunk in Self.chunks(of: batch) {
+            let writes = batch[chunk]
+            let parameters: [PostgresConnection.Parameter] = [
+                .text(namespace), .texts(writes.map(\.key)), .byteArrays(writes.map(\.data)), .text(statements.channel),
+                .texts(writes.map { Self.payload(namespace: namespace, key: $0.key) }),
+                .byteArrays(expected[chunk].map { $0 ?? Data() }),
+                .texts(expected[chunk].map { $0 == nil ? "t" : "f" }),
+            ]
+            let rows = try run(reading: false, key: nil, checking: writes.map(\.key), resending: false, patient: true) {
+                connection, deadline throws(PostgresError) in
+                try connection.query(statements.writeManyIfHold, parameters, deadline: deadline)
+            }
+            for case let key?? in rows.map(\.first) { written.insert(String(decoding: key, as: UTF8.self)) }
+        }
+        return batch.map { written.contains($0.key) }
+    }
+
     /// The most rows of one statement of a batch.
     static let batchRows = 500
     /// The bytes of values past which a chunk of a batch ends (a chunk holds at least one row).

@@ -118,6 +118,26 @@ public enum StoreContract {
             try store.write(key: "c", data: bytes("2"), ifItHolds: bytes("1")) == true, sourceLocation: sourceLocation)
         #expect(try store.read(key: "c") == bytes("2"), sourceLocation: sourceLocation)
         try store.remove(key: "c")
+
+        // A batch on condition: each write judged by its own key; over the 500 rows of a PostgreSQL statement too.
+        try store.write(key: "cb-held", data: bytes("1"))
+        try store.write(key: "cb-other", data: bytes("1"))
+        try store.write(key: "cb-taken", data: bytes("1"))
+        let many = (0..<520).map { String(format: "cb-%03d", $0) }
+        let batch = ["cb-absent", "cb-held", "cb-missing", "cb-other", "cb-taken"] + many
+        let expected: [Data?] = [nil, bytes("1"), bytes("1"), bytes("0"), nil] + many.map { _ in nil }
+        let written = try store.write(
+            batch.map { WLStorageStoreWrite(key: $0, data: bytes("2")) }, ifTheyHold: expected)
+        #expect(
+            written == [true, true, false, false, false] + many.map { _ in true },
+            "a batch on condition stores the writes whose keys hold what is expected, and only those",
+            sourceLocation: sourceLocation)
+        for (key, value) in [("cb-absent", "2"), ("cb-held", "2"), ("cb-other", "1"), ("cb-taken", "1")] {
+            #expect(try store.read(key: key) == bytes(value), "\(key)", sourceLocation: sourceLocation)
+        }
+        #expect(try store.read(key: "cb-missing") == nil, sourceLocation: sourceLocation)
+        #expect(try store.read(key: many[519]) == bytes("2"), sourceLocation: sourceLocation)
+        for key in batch { try store.remove(key: key) }
     }
 
     private static func checkVersionedWrites(_ store: any WLStorageVersionedStore, sourceLocation: SourceLocation)

@@ -124,15 +124,21 @@ extension StorageCell {
             }
             // A change to be written on its own (a job may have left it so just before the take) is given back: asked
             // with the cell busy, so that no job ends meanwhile.
-            if keyBacker.writesOnItsOwn(data) {
-                var effects = JobEffects()
-                state.withLock { $0.becomeIdle(now: now, effects: &effects) }
-                perform(effects)
+            let condition = keyBacker.batchCondition(data)
+            if case .onItsOwn = condition {
+                giveBackBatchWrite()
                 return .elsewhere
             }
-            return .taken(
-                BatchWrite(write: WLStorageStoreWrite(key: storeMedium.storedKey, data: data), version: version))
+            let write = WLStorageStoreWrite(key: storeMedium.storedKey, data: data)
+            return .taken(BatchWrite(write: write, version: version, condition: condition))
         }
+    }
+
+    /// Ends a batch write taken and not made: the change stays pending, for the cell's own flush.
+    func giveBackBatchWrite() {
+        var effects = JobEffects()
+        state.withLock { $0.becomeIdle(now: scheduler.now, effects: &effects) }
+        perform(effects)
     }
 
     /// Ends the batch write of `version`, as `data` (written when `failure` is `nil`); returns whether work is left.

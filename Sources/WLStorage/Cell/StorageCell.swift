@@ -334,6 +334,8 @@ enum OwnBacker<T: Codable & Sendable> {
 struct BatchWrite: Sendable {
     let write: WLStorageStoreWrite
     let version: UInt64
+    /// Whole, or on condition of the bytes the key holds.
+    let condition: BatchCondition
 }
 
 extension StorageCell: RegisteredCell {

@@ -232,31 +232,8 @@ private enum FlushItem: Sendable {
         }
         // In the keys' order: an etcd transaction's fence spans only its keys, and shared rows are locked in one order.
         taken.sort { $0.batch.write.key < $1.batch.write.key }
-        if let firstIndex = taken.first?.index, let first = cells[firstIndex].storeMedium {
-            let writes = taken.map(\.batch.write)
-            var failure: WLStorageError?
-            do {
-                try first.store.write(writes)
-            } catch {
-                failure = WLStorageError(
-                    code: .writeFailed,
-                    message: "\(first.identity) could not store a batch of \(writes.count) values: \(error)",
-                    underlying: error)
-            }
-            // The writes a failed batch says it stored, from its start, are written; the others stay pending.
-            let stored = min(
-                max(failure.flatMap { ($0.underlying as? WLStorageError)?.storedWrites } ?? 0, 0), writes.count)
-            for (position, (batch, index)) in taken.enumerated() {
-                guard let failure, position >= stored else {
-                    needsFlush[index] = cells[index].finishBatchWrite(
-                        batch.version, data: batch.write.data, failure: nil)
-                    continue
-                }
-                var error = failure
-                error.key = batch.write.key
-                _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
-                needsFlush[index] = false
-            }
+        if let medium = taken.first.flatMap({ cells[$0.index].storeMedium }) {
+            write(taken, of: cells, to: medium, needsFlush: &needsFlush)
         }
         // After a failed batch, cells are not flushed one by one (a timeout each); nor, reported, once changes written on
         // their own failed for over a second in all, as with a store hung or away. Their changes retry with backoff.
@@ -276,6 +253,54 @@ private enum FlushItem: Sendable {
 }
 
 extension FlushItem {
+    /// Writes the changes `taken` from `cells` to `medium`'s store: those written whole in one batch, then those written
+    /// on condition in another. A refused change is given back to its cell's own flush, which writes it onto what the
+    /// key holds; after a failure, the changes not stored stay pending, reported.
+    private static func write(
+        _ taken: [(batch: BatchWrite, index: Int)], of cells: [any RegisteredCell], to medium: StoreMedium,
+        needsFlush: inout [Bool]
+    ) {
+        let whole = taken.filter { $0.batch.condition == .whole }
+        let onCondition = taken.filter { $0.batch.condition != .whole }
+        func failed(_ error: any Error, _ count: Int) -> WLStorageError {
+            WLStorageError(
+                code: .writeFailed, message: "\(medium.identity) could not store a batch of \(count) values: \(error)",
+                underlying: error)
+        }
+        var failure: WLStorageError?
+        var stored = whole.count  // from the start of `whole + onCondition`, when there is a failure
+        var written: [Bool] = []
+        do {
+            if !whole.isEmpty { try medium.store.write(whole.map(\.batch.write)) }
+        } catch {
+            failure = failed(error, whole.count)
+            // The writes a failed batch says it stored, from its start, are written; the others stay pending.
+            stored = min(max((error as? WLStorageError)?.storedWrites ?? 0, 0), whole.count)
+        }
+        if failure == nil, !onCondition.isEmpty, let conditional = medium.capabilities.conditional {
+            do {
+                let expected = onCondition.map { taken -> Data? in
+                    if case .ifItHolds(let bytes) = taken.batch.condition { bytes } else { nil }
+                }
+                written = try conditional.write(onCondition.map(\.batch.write), ifTheyHold: expected)
+            } catch {
+                failure = failed(error, onCondition.count)
+            }
+        }
+        for (position, (batch, index)) in (whole + onCondition).enumerated() {
+            if let failure, position >= stored {
+                var error = failure
+                error.key = batch.write.key
+                _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
+                needsFlush[index] = false
+            } else if position < whole.count || written.dropFirst(position - whole.count).first == true {
+                needsFlush[index] = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: nil)
+            } else {
+                cells[index].giveBackBatchWrite()  // refused, or not answered for
+            }
+        }
+    }
+
     /// Why a flush of every storage left the change of `key` pending: writes of the store failed slowly just before.
     fileprivate static func notTried(_ key: CellKey) -> WLStorageError {
         WLStorageError(

@@ -46,6 +46,7 @@ protocol RegisteredCell: AnyObject, Sendable {
     var registeredKey: CellKey? { get set }
     func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite>
     func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
+    func giveBackBatchWrite()
 }
 
 /// What a flush of every cell finds in a cell, from the flushing thread: as a batch does (``BatchTake``), or work.

@@ -357,16 +357,18 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return .writtenOver
     }
 
-    /// Whether a change, `data`, is written on its own, not whole in a batch: a write of unknown outcome sent, bytes
-    /// that do not decode seen (the write keeps a copy), or, in a store that writes on condition, an object read or seen,
-    /// or to store where nothing was (a secret, or an object): it goes onto another's change not heard of yet.
-    func writesOnItsOwn(_ data: Data) -> Bool {
-        guard let medium = storeMedium else { return false }
+    /// How a change, `data`, goes in a store's batch: on its own after a write of unknown outcome or bytes that do not
+    /// decode (a copy is kept); in a store that writes on condition, an object read or to store where nothing was (or a
+    /// secret) on condition of the bytes read, never over another's change unheard of (on its own, merged, once seen).
+    func batchCondition(_ data: Data) -> BatchCondition {
+        guard let medium = storeMedium else { return .whole }
         return known.withLock { known in
-            known.rare.undecodable != nil || known.rare.unsure != nil
-                || (medium.writesOnCondition
-                    && (known.base != nil || known.seenObject != nil
-                        || (known.last == 0 && (medium.conceals || data.first == UInt8(ascii: "{")))))
+            if known.rare.undecodable != nil || known.rare.unsure != nil { return .onItsOwn }
+            guard medium.writesOnCondition,
+                known.base != nil || known.seenObject != nil
+                    || (known.last == 0 && (medium.conceals || data.first == UInt8(ascii: "{")))
+            else { return .whole }
+            return known.seenObject == nil ? .ifItHolds(known.base) : .onItsOwn
         }
     }
 
@@ -509,6 +511,13 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
 extension WLStorageDefaultBacker: StoreBacking {
     func readStored(decoding: ValueDecoding<T>) -> ReadResult<T> { readStored(prepared: false, decoding: decoding) }
+}
+
+/// How a store's pending change goes in a flush of every storage (``WLStorageDefaultBacker/batchCondition(_:)``).
+enum BatchCondition: Equatable {
+    case whole, onItsOwn
+    /// In the batch written on condition, while the key holds these bytes (`nil`: nothing).
+    case ifItHolds(Data?)
 }
 
 /// A value decoded from bytes, by those bytes: a backer's, of its type. Not generic: a type nested in the backer is,

@@ -69,6 +69,23 @@ public protocol WLStorageConditionalStore: WLStorageStore {
     /// - Throws: When it is not known whether `data` was stored. The update reads the key back and counts itself made
     ///   when it holds `data`; otherwise it makes its change as a set. A `WLStorageVersionedStore` tells this exactly.
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool
+
+    /// Stores each write of `batch` only while its key holds the bytes at the same index of `expected` (`nil`:
+    /// nothing), as ``write(key:data:ifItHolds:)`` does, and returns for each whether it did: how
+    /// ``WLStorageSystem/flushAll()`` and the exit flush hand the store the changes that go onto what others stored.
+    /// The keys are distinct; a refused write is written again on its own, its change onto what the key holds.
+    ///
+    /// The default implementation writes them one by one.
+    ///
+    /// - Throws: When it is not known which were stored. They stay pending, to be written again on condition.
+    func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool]
+}
+
+extension WLStorageConditionalStore {
+    /// Writes the keys on condition one by one, in order; the first failure stops.
+    public func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
+        try zip(batch, expected).map { try write(key: $0.key, data: $0.data, ifItHolds: $1) }
+    }
 }
 
 /// One key's bytes, to be written with others by ``WLStorageStore/write(_:)``.

@@ -15,6 +15,7 @@ extension WLStoragePostgresStore {
         let list: String
         let upsert: String
         let upsertMany: String
+        let writeManyIfHold: String
         let create: String
         let remove: String
         let removeIfHolds: String
@@ -115,6 +116,20 @@ extension WLStoragePostgresStore {
                 SELECT $1, input.key, input.value, 1 FROM input ON CONFLICT (namespace, key) DO UPDATE \
                 SET value = EXCLUDED.value, version = stored.version + 1, updated_at = now() \
                 RETURNING stored.key, stored.version) SELECT pg_notify($4, \
+                \(Self.carried(prefix: "input.payload", version: "written.version", value: "input.value", name: name))) \
+                FROM written JOIN input ON input.key = written.key
+                """
+            // The rows of a chunk of a batch written on condition: each updated while it holds the bytes expected ($6),
+            // or made where expected absent ($7); the keys written are returned, notified as `upsertMany` notifies.
+            writeManyIfHold = """
+                WITH input AS (SELECT * FROM unnest($2::text[], $3::bytea[], $5::text[], $6::bytea[], $7::text[]::bool[]) \
+                AS input(key, value, payload, expected, absent)), updated AS (UPDATE \(name) AS stored SET \
+                value = input.value, version = stored.version + 1, updated_at = now() FROM input WHERE NOT input.absent \
+                AND stored.namespace = $1 AND stored.key = input.key AND stored.value = input.expected \
+                RETURNING stored.key, stored.version), created AS (INSERT INTO \(name) AS stored (namespace, key, value, \
+                version) SELECT $1, input.key, input.value, 1 FROM input WHERE input.absent ON CONFLICT (namespace, key) \
+                DO NOTHING RETURNING stored.key, stored.version), written AS (SELECT * FROM updated UNION ALL \
+                SELECT * FROM created) SELECT written.key, pg_notify($4, \
                 \(Self.carried(prefix: "input.payload", version: "written.version", value: "input.value", name: name))) \
                 FROM written JOIN input ON input.key = written.key
                 """

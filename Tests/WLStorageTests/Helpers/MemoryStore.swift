@@ -13,6 +13,10 @@ final class MemoryStore: WLStorageStore {
             var failReads = false
             var failWrites = false
             var batches: [[String]] = []
+            /// The keys of each call of `write(_:ifTheyHold:)`, failed or not.
+            var conditionalBatches: [[String]] = []
+            /// Run once, outside the lock, as the next `write(_:ifTheyHold:)` returns.
+            var afterConditionalBatch: (@Sendable () -> Void)?
             var writes = 0
             /// Calls of `write(key:data:)`, failed or not.
             var writeAttempts = 0
@@ -172,6 +176,11 @@ final class MemoryStore: WLStorageStore {
     /// Makes the next `count` conditional writes fail before they store anything.
     func failConditionalWrites(_ count: Int) { contents.state.withLock { $0.conditionalWritesToFail = count } }
     var batches: [[String]] { contents.state.withLock { $0.batches } }
+    var conditionalBatches: [[String]] { contents.state.withLock { $0.conditionalBatches } }
+    /// Runs `body`, outside the lock, as the next write of a batch on condition returns.
+    func afterConditionalBatch(_ body: @escaping @Sendable () -> Void) {
+        contents.state.withLock { $0.afterConditionalBatch = body }
+    }
     var feedCount: Int { contents.state.withLock { $0.handlers.count } }
     var reads: Int { contents.state.withLock { $0.reads } }
     var writeAttempts: Int { contents.state.withLock { $0.writeAttempts } }
@@ -207,6 +216,28 @@ extension MemoryStore: WLStorageConditionalStore {
             state.values[key] = data
             return true
         }
+    }
+
+    /// Writes on condition in one step, recorded; while writes fail, it fails after the stall a conditional write takes.
+    func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
+        contents.state.withLock { $0.conditionalBatches.append(batch.map(\.key)) }
+        try injectFault()
+        let stall = contents.state.withLock { $0.failWrites ? $0.failingWriteStall : 0 }
+        if stall > 0 { usleep(stall) }
+        let (written, after) = try contents.state.withLock { state in
+            if state.failWrites { throw Failure() }
+            defer { state.afterConditionalBatch = nil }
+            return (
+                zip(batch, expected).map { write, expected in
+                    guard state.values[write.key] == expected else { return false }
+                    state.writes += 1
+                    state.values[write.key] = write.data
+                    return true
+                }, state.afterConditionalBatch
+            )
+        }
+        after?()
+        return written
     }
 }
 
