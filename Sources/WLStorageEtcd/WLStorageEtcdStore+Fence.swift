@@ -158,7 +158,7 @@ extension WLStorageEtcdStore {
 
     /// Reads the cluster's revision when the store has seen none yet (no answer so far), so that a write has one to
     /// fence with. Nothing was written when it fails.
-    private func learnRevision(key: String?) throws(WLStorageError) {
+    func learnRevision(key: String?) throws(WLStorageError) {
         guard client.latestRevision == 0 else { return }
         do throws(EtcdFailure) {
             let _: RangeResponse = try client.call(

@@ -23,7 +23,8 @@ import WLStorage
 /// `WLStorageVersionedStore` whose version is the key's `mod_revision`; an update's write is one transaction that
 /// compares it and records the write's tag beside the key (see ``write(key:data:ifVersion:tag:)``).
 /// ``write(key:data:ifItHolds:)`` is one transaction that compares the key's bytes (or, where nothing should be stored,
-/// its creation revision) before it writes.
+/// its creation revision) before it writes; ``write(_:ifTheyHold:)``, a batch of such writes (the objects a flush of
+/// every storage writes), one transaction for up to 127 keys.
 ///
 /// What this store does not do yet: it has no TLS client certificates, no user and password (etcd's authentication),
 /// and no lease on its keys.
@@ -313,19 +314,27 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
 
     /// The ranges of `batch` written by one transaction each.
     static func chunks(of batch: [WLStorageStoreWrite]) -> [Range<Int>] {
+        chunks(count: batch.count, operations: transactionOperations) {
+            batch[$0].key.utf8.count + batch[$0].data.count
+        }
+    }
+
+    /// The ranges of `count` writes sent in one transaction each: at most `operations` writes, and at most
+    /// ``transactionBytes`` of the bytes `size` counts for each write (a write that alone holds more, alone).
+    static func chunks(count: Int, operations: Int, size: (Int) -> Int) -> [Range<Int>] {
         var chunks: [Range<Int>] = []
         var start = 0
         var bytes = 0
-        for (index, write) in batch.enumerated() {
-            let size = write.key.utf8.count + write.data.count
-            if index > start && (index - start >= transactionOperations || bytes + size > transactionBytes) {
+        for index in 0..<count {
+            let size = size(index)
+            if index > start && (index - start >= operations || bytes + size > transactionBytes) {
                 chunks.append(start..<index)
                 start = index
                 bytes = 0
             }
             bytes += size
         }
-        if start < batch.count { chunks.append(start..<batch.count) }
+        if start < count { chunks.append(start..<count) }
         return chunks
     }
 
