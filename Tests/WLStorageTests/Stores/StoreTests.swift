@@ -218,6 +218,32 @@ import WLStorageCrypto
         }
     }
 
+    /// An object whose key a check read again and found as it was (a feed that reconnects has every storage read its key)
+    /// still goes in the batch on condition: nothing another program stored is to be merged.
+    @Test func flushAllWritesObjectsReadAgainUnchangedInTheBatchOnCondition() {
+        struct Counter: Codable, Sendable, Equatable {
+            var count = 0
+        }
+        let store = MemoryStore()
+        let keys = (0..<4).map { "object\($0)" }
+        for key in keys { store.writeFromOutside(key, json: #"{"count":0}"#) }
+        let storages = keys.map {
+            WLStorage(key: $0, defaultValue: Counter(count: 9), flushInterval: nil, store: store)
+        }
+        #expect(storages.allSatisfy { $0.wrappedValue.count == 0 })
+        let reads = store.reads
+        store.report(.everything)
+        #expect(eventually { store.reads >= reads + keys.count })
+        #expect(eventually { storages.allSatisfy { $0.cell.state.withLock { !$0.isBusy } } })
+        for (index, storage) in storages.enumerated() { storage.wrappedValue.count = index + 1 }
+
+        flushAllStores([store])
+        #expect(storages.allSatisfy { !$0.hasPendingChanges })
+        #expect(Set(store.conditionalBatches.flatMap { $0 }) == Set(keys))
+        #expect(store.conditionalWriteAttempts == 0)
+        for (index, key) in keys.enumerated() { #expect(store.stored(key) == #"{"count":\#(index + 1)}"#) }
+    }
+
     /// In a store that writes on condition, an object refused in the batch goes on its own, on condition (onto another
     /// program's change of another field not heard of yet); once such writes failed at a timeout for over a second in
     /// all, as with a store that is away, the rest are not tried one by one (each would wait as long), a timeout under a
