@@ -1,8 +1,8 @@
 import Foundation
 import Testing
-import WLStorage
 import WLStorageTestSupport
 
+@testable import WLStorage
 @testable import WLStoragePostgres
 
 #if canImport(Glibc)
@@ -38,6 +38,41 @@ struct PostgresKilledConnectionTests: PostgresFaultSuite {
         try store.write(chunked)
         #expect(try store.keys().count == 3 + chunked.count)
         #expect(try store.read(key: "c\(chunked.count - 1)") == bytes("\(chunked.count - 1)"))
+    }
+
+    /// Objects pending while the writing connection died idle (the server restarted, or a pooler or firewall dropped
+    /// it): the flush of every storage sends them in its batch on condition, which runs again on a new connection, as a
+    /// batch of whole values does, and none stays pending (at exit, it would be lost).
+    @Test func aFlushOfEveryStorageWritesObjectsOnConditionAfterTheWritingConnectionDiedWhileIdle() throws {
+        struct Prefs: Codable, Sendable, Equatable {
+            var theme = "light"
+            var fontSize = 13
+        }
+        let cluster = try PostgresCluster.shared()
+        let namespace = uniqueNamespace()
+        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(30))
+        let other = try WLStoragePostgresStore(url: cluster.url, namespace: namespace)
+        let keys = ["a", "b", "c"]
+        for key in keys { try other.write(key: key, data: bytes(#"{"fontSize":15,"theme":"dark"}"#)) }
+        let storages = keys.map { WLStorage(key: $0, defaultValue: Prefs(), flushInterval: nil, store: store) }
+        try #require(storages.allSatisfy { $0.wrappedValue == Prefs(theme: "dark", fontSize: 15) })
+        try #require(eventually { storages.allSatisfy { $0.cell.state.withLock { !$0.isBusy } } })
+        for storage in storages { storage.wrappedValue.theme = "blue" }
+        let replaced = try #require(store.writerPID.value)
+        let admin = try Self.admin(cluster.url)
+        defer { admin.close() }
+        #expect(try sqlValue(admin, "SELECT pg_terminate_backend($1::int)::text", [String(replaced)]) == "true")
+        #expect(
+            try eventuallyThrowing {
+                try sqlValue(
+                    admin, "SELECT count(*)::text FROM pg_stat_activity WHERE pid = $1::int", [String(replaced)])
+                    == "0"
+            })
+        ShutdownHandling.flushEverything(only: { $0.storeKey?.store == store.identity })
+        for (key, storage) in zip(keys, storages) {
+            #expect(!storage.hasPendingChanges, "\(key): \(String(describing: storage.lastError))")
+            #expect(try other.read(key: key) == bytes(#"{"fontSize":15,"theme":"blue"}"#), "\(key)")
+        }
     }
 
     @Test func aTerminatedListeningConnectionReportsEverythingOnceBack() throws {
