@@ -119,7 +119,8 @@ extension StorageCell {
             do throws(WLStorageError) {
                 data = try keyBacker.encode(slot.pointee, dropping: dropping)
             } catch {
-                _ = finishBatchWrite(version, data: Data(), failure: error)
+                let write = WLStorageStoreWrite(key: storeMedium.storedKey, data: Data())
+                _ = finishBatchWrite(BatchWrite(write: write, version: version, condition: .whole), failure: error)
                 return .elsewhere
             }
             // A change to be written on its own (a job may have left it so just before the take) is given back: asked
@@ -141,14 +142,18 @@ extension StorageCell {
         perform(effects)
     }
 
-    /// Ends the batch write of `version`, as `data` (written when `failure` is `nil`); returns whether work is left.
-    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
-        if failure == nil { keyBacker?.wrote(data) }
+    /// Ends `batch` (written when `failure` is `nil`); returns whether work is left. One on condition that failed may have
+    /// been made: as after a change's own write of unknown outcome, another program's later change of a field wins.
+    func finishBatchWrite(_ batch: BatchWrite, failure: WLStorageError?) -> Bool {
+        let data = batch.write.data
+        if failure == nil {
+            keyBacker?.wrote(data)
+        } else if case .ifItHolds(let over) = batch.condition {
+            keyBacker?.known.withLock { $0.rare.unsure = UnsureWrite(sent: data, own: data, over: over) }
+        }
         let now = scheduler.now
         var effects = JobEffects()
-        let done = state.withLock {
-            $0.finishBatchWrite(version, failure: failure, now: now, effects: &effects)
-        }
+        let done = state.withLock { $0.finishBatchWrite(batch.version, failure: failure, now: now, effects: &effects) }
         perform(effects)
         return !done
     }

@@ -291,10 +291,10 @@ extension FlushItem {
             if let failure, position >= stored {
                 var error = failure
                 error.key = batch.write.key
-                _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
+                _ = cells[index].finishBatchWrite(batch, failure: error)
                 needsFlush[index] = false
             } else if position < whole.count || written.dropFirst(position - whole.count).first == true {
-                needsFlush[index] = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: nil)
+                needsFlush[index] = cells[index].finishBatchWrite(batch, failure: nil)
             } else {
                 cells[index].giveBackBatchWrite()  // refused, or not answered for
             }

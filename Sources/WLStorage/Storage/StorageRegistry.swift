@@ -45,7 +45,7 @@ protocol RegisteredCell: AnyObject, Sendable {
     /// The key the registry keeps the cell by, if any: kept in the cell, read and written under the registry's lock.
     var registeredKey: CellKey? { get set }
     func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite>
-    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
+    func finishBatchWrite(_ batch: BatchWrite, failure: WLStorageError?) -> Bool
     func giveBackBatchWrite()
 }
 

@@ -17,6 +17,8 @@ final class MemoryStore: WLStorageStore {
             var conditionalBatches: [[String]] = []
             /// Run once, outside the lock, as the next `write(_:ifTheyHold:)` returns.
             var afterConditionalBatch: (@Sendable () -> Void)?
+            /// Whether the next `write(_:ifTheyHold:)` throws once it has stored, as when its answer is lost.
+            var losesConditionalBatchAnswer = false
             var writes = 0
             /// Calls of `write(key:data:)`, failed or not.
             var writeAttempts = 0
@@ -181,6 +183,8 @@ final class MemoryStore: WLStorageStore {
     func afterConditionalBatch(_ body: @escaping @Sendable () -> Void) {
         contents.state.withLock { $0.afterConditionalBatch = body }
     }
+    /// Has the next write of a batch on condition store what it stores, then throw, as when its answer is lost.
+    func loseTheAnswerOfTheNextConditionalBatch() { contents.state.withLock { $0.losesConditionalBatchAnswer = true } }
     var feedCount: Int { contents.state.withLock { $0.handlers.count } }
     var reads: Int { contents.state.withLock { $0.reads } }
     var writeAttempts: Int { contents.state.withLock { $0.writeAttempts } }
@@ -224,19 +228,20 @@ extension MemoryStore: WLStorageConditionalStore {
         try injectFault()
         let stall = contents.state.withLock { $0.failWrites ? $0.failingWriteStall : 0 }
         if stall > 0 { usleep(stall) }
-        let (written, after) = try contents.state.withLock { state in
+        let (written, after, lost) = try contents.state.withLock { state in
             if state.failWrites { throw Failure() }
-            defer { state.afterConditionalBatch = nil }
+            defer { (state.afterConditionalBatch, state.losesConditionalBatchAnswer) = (nil, false) }
             return (
                 zip(batch, expected).map { write, expected in
                     guard state.values[write.key] == expected else { return false }
                     state.writes += 1
                     state.values[write.key] = write.data
                     return true
-                }, state.afterConditionalBatch
+                }, state.afterConditionalBatch, state.losesConditionalBatchAnswer
             )
         }
         after?()
+        if lost { throw Failure() }
         return written
     }
 }

@@ -277,6 +277,40 @@ import WLStorageCrypto
         #expect(store.batches.isEmpty)
     }
 
+    /// A batch on condition stores an object's change and its answer is lost: the change stays pending, reported. Another
+    /// program, having read it, then sets the same field again (heard of or not): its value is newer and stays when the
+    /// change is written again, as a change's own write of unknown outcome lets another program's later change win.
+    @Test(arguments: [true, false])
+    func anotherProgramsNewerChangeOfAFieldStaysAfterABatchOnConditionWhoseAnswerWasLost(heard: Bool) throws {
+        struct Pair: Codable, Sendable, Equatable {
+            var a = 0
+            var b = 0
+        }
+        let store = MemoryStore()
+        store.writeFromOutside("pair", json: #"{"a":0,"b":0}"#)
+        let storage = WLStorage(key: "pair", defaultValue: Pair(), flushInterval: nil, store: store)
+        #expect(storage.wrappedValue == Pair())
+        #expect(eventually { storage.cell.state.withLock { !$0.isBusy } })
+        storage.wrappedValue.a = 1
+        store.loseTheAnswerOfTheNextConditionalBatch()
+        flushAllStores([store])
+        #expect(store.conditionalBatches.flatMap { $0 } == ["pair"])
+        #expect(store.stored("pair") == #"{"a":1,"b":0}"#)
+        #expect(storage.hasPendingChanges && storage.lastError?.code == .writeFailed)
+        // Another program read the change that was made, and sets the field again.
+        if heard {
+            store.writeFromOutside("pair", json: #"{"a":2,"b":0}"#)
+        } else {
+            store.writeUnreported("pair", json: #"{"a":2,"b":0}"#)
+        }
+        #expect(eventually { storage.cell.state.withLock { !$0.isBusy } })
+        storage.flush()
+        #expect(!storage.hasPendingChanges, "\(String(describing: storage.lastError))")
+        let stored = try JSONDecoder().decode(Pair.self, from: Data(try #require(store.stored("pair")).utf8))
+        #expect(stored == Pair(a: 2, b: 0))
+        #expect(eventually { storage.wrappedValue == stored }, "holds \(storage.wrappedValue)")
+    }
+
     @Test func aPrefixedStoreSharesItsKeysWithTheStoreItWraps() throws {
         let store = MemoryStore()
         let billing = store.prefixed("billing.")
