@@ -1,8 +1,8 @@
 import Foundation
 import Testing
-import WLStorage
 import WLStorageTestSupport
 
+@testable import WLStorage
 @testable import WLStoragePostgres
 
 /// Storages over rows that hold what no storage writes: nothing at all, bytes that are no JSON, keys no file could have.
@@ -113,5 +113,39 @@ struct PostgresUnusualStoredBytesTests {
         nul.flush()
         #expect(nul.hasPendingChanges && nul.lastError != nil)
         #expect(try store.read(key: "a") == nil)
+    }
+
+    /// A storage of a key with a NUL, which a PostgreSQL store cannot hold, has a change pending (an object, or a number)
+    /// when every storage is flushed: the others of the store are written all the same (at exit, they would be lost),
+    /// objects and numbers, and only its change stays pending, reported.
+    @Test(arguments: [true, false])
+    func aKeyWithNULLeavesTheOtherChangesOfAFlushOfEveryStorageWritten(nulHoldsAnObject: Bool) throws {
+        struct Prefs: Codable, Sendable, Equatable {
+            var theme = "light"
+            var fontSize = 13
+        }
+        let (store, other) = try stores()
+        for key in ["a", "b"] { try other.write(key: key, data: bytes(#"{"fontSize":15,"theme":"dark"}"#)) }
+        try other.write(key: "n", data: bytes("1"))
+        let objects = ["a", "b"].map { WLStorage(key: $0, defaultValue: Prefs(), flushInterval: nil, store: store) }
+        let number = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: store)
+        let nulObject = WLStorage(key: "o\u{0}", defaultValue: Prefs(), flushInterval: nil, store: store)
+        let nulNumber = WLStorage(key: "n\u{0}", defaultValue: 0, flushInterval: nil, store: store)
+        try #require(objects.allSatisfy { $0.wrappedValue.theme == "dark" } && number.wrappedValue == 1)
+        #expect(nulObject.wrappedValue == Prefs() && nulNumber.wrappedValue == 0)
+        func idle<T>(_ storage: WLStorage<T>) -> Bool { storage.cell.state.withLock { !$0.isBusy } }
+        #expect(eventually { objects.allSatisfy(idle) && idle(number) && idle(nulObject) && idle(nulNumber) })
+        for storage in objects { storage.wrappedValue.theme = "blue" }
+        number.wrappedValue = 2
+        if nulHoldsAnObject { nulObject.wrappedValue.theme = "blue" } else { nulNumber.wrappedValue = 2 }
+        ShutdownHandling.flushEverything(only: { $0.storeKey?.store == store.identity })
+        for (key, storage) in zip(["a", "b"], objects) {
+            #expect(!storage.hasPendingChanges, "\(key): \(String(describing: storage.lastError))")
+            #expect(try other.read(key: key) == bytes(#"{"fontSize":15,"theme":"blue"}"#), "\(key)")
+        }
+        #expect(!number.hasPendingChanges, "\(String(describing: number.lastError))")
+        #expect(try other.read(key: "n") == bytes("2"))
+        let nul = nulHoldsAnObject ? nulObject.hasPendingChanges : nulNumber.hasPendingChanges
+        #expect(nul)
     }
 }
