@@ -148,4 +148,39 @@ struct PostgresUnusualStoredBytesTests {
         let nul = nulHoldsAnObject ? nulObject.hasPendingChanges : nulNumber.hasPendingChanges
         #expect(nul)
     }
+
+    /// As above, with a key too long for the table's index (its bytes do not compress), whose row the server refuses:
+    /// the other changes of the store are written all the same, objects and numbers, and only its change stays pending.
+    @Test(arguments: [true, false])
+    func aKeyTooLongForTheIndexLeavesTheOtherChangesOfAFlushOfEveryStorageWritten(longHoldsAnObject: Bool) throws {
+        struct Prefs: Codable, Sendable, Equatable {
+            var theme = "light"
+            var fontSize = 13
+        }
+        let (store, other) = try stores()
+        var random = SystemRandomNumberGenerator()
+        let long =
+            "long-" + (0..<8_000).map { _ in String(UInt8.random(in: 0..<16, using: &random), radix: 16) }.joined()
+        for key in ["a", "b"] { try other.write(key: key, data: bytes(#"{"fontSize":15,"theme":"dark"}"#)) }
+        try other.write(key: "n", data: bytes("1"))
+        let objects = ["a", "b"].map { WLStorage(key: $0, defaultValue: Prefs(), flushInterval: nil, store: store) }
+        let number = WLStorage(key: "n", defaultValue: 0, flushInterval: nil, store: store)
+        let longObject = WLStorage(key: long + "o", defaultValue: Prefs(), flushInterval: nil, store: store)
+        let longNumber = WLStorage(key: long + "n", defaultValue: 0, flushInterval: nil, store: store)
+        try #require(objects.allSatisfy { $0.wrappedValue.theme == "dark" } && number.wrappedValue == 1)
+        #expect(longObject.wrappedValue == Prefs() && longNumber.wrappedValue == 0)
+        func idle<T>(_ storage: WLStorage<T>) -> Bool { storage.cell.state.withLock { !$0.isBusy } }
+        #expect(eventually { objects.allSatisfy(idle) && idle(number) && idle(longObject) && idle(longNumber) })
+        for storage in objects { storage.wrappedValue.theme = "blue" }
+        number.wrappedValue = 2
+        if longHoldsAnObject { longObject.wrappedValue.theme = "blue" } else { longNumber.wrappedValue = 2 }
+        ShutdownHandling.flushEverything(only: { $0.storeKey?.store == store.identity })
+        for (key, storage) in zip(["a", "b"], objects) {
+            #expect(!storage.hasPendingChanges, "\(key): \(String(describing: storage.lastError))")
+            #expect(try other.read(key: key) == bytes(#"{"fontSize":15,"theme":"blue"}"#), "\(key)")
+        }
+        #expect(!number.hasPendingChanges, "\(String(describing: number.lastError))")
+        #expect(try other.read(key: "n") == bytes("2"))
+        #expect(longHoldsAnObject ? longObject.hasPendingChanges : longNumber.hasPendingChanges)
+    }
 }
