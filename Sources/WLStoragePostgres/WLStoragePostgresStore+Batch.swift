@@ -71,7 +71,7 @@ extension WLStoragePostgresStore {
                 .byteArrays(expected[chunk].map { $0 ?? Data() }),
                 .texts(expected[chunk].map { $0 == nil ? "t" : "f" }),
             ]
-            let rows = try run(reading: false, key: nil, checking: writes.map(\.key), patient: true) {
+            let rows = try run(reading: false, key: nil, checking: writes.map(\.key), resending: false, patient: true) {
                 connection, deadline throws(PostgresError) in
                 try connection.query(statements.writeManyIfHold, parameters, deadline: deadline)
             }

@@ -65,6 +65,8 @@ extension WLStoragePostgresStore {
             guard ContinuousClock.now < deadline else {
                 return .failure(PostgresError(.timedOut, "timed out waiting for the store's other calls to end"))
             }
+            // A connection the server ended while idle (it restarted, say) is made anew before a statement is sent on it.
+            if connection.backendPID != nil, (try? connection.notifications()) == nil { writerPID.value = nil }
             var retried = false
             var reconnections = 0
             var failures = 0
