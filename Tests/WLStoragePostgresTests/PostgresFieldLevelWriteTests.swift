@@ -221,6 +221,56 @@ struct PostgresFieldLevelWriteTests {
         #expect(!storage.hasPendingChanges, "\(String(describing: storage.lastError))")
     }
 
+    /// As above, the change written by a flush of every storage, in its batch on condition: the batch commits and its
+    /// answer is lost while another program has set the same field again. The change stays pending (the batch cannot
+    /// tell what it stored), and its next write leaves the other program's newer value.
+    @Test(.enabled(if: LatencyProxy.isAvailable, "python3 is needed for the proxy"))
+    func aBatchOnConditionWhoseAnswerWasLostAfterItWasMadeIsNotMadeAgainOverAnotherProgramsNewerChange() throws {
+        let cluster = try PostgresCluster.shared()
+        let proxy = try LatencyProxy(to: cluster.socketPath)
+        let namespace = uniqueNamespace()
+        let admin = try adminConnection(cluster.url)
+        defer { admin.close() }
+        let other = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(30))
+        try other.write(key: "prefs", data: bytes(#"{"fontSize":15,"theme":"dark"}"#))
+        let store = try WLStoragePostgresStore(
+            url: "host=127.0.0.1 port=\(proxy.port) user=postgres dbname=postgres", namespace: namespace,
+            timeout: .seconds(30))
+        let storage = WLStorage(key: "prefs", defaultValue: Prefs(), flushInterval: nil, store: store)
+        try #require(storage.wrappedValue == Prefs(theme: "dark", fontSize: 15))
+        try #require(eventually { storage.cell.state.withLock { !$0.isBusy } })
+        // The row held by another transaction: the batch is sent, and waits for it.
+        _ = try admin.query("BEGIN", deadline: .now + .seconds(10))
+        try sqlValue(
+            admin, "SELECT key FROM wlstorage WHERE namespace = $1 AND key = $2 FOR UPDATE", [namespace, "prefs"])
+        storage.wrappedValue.theme = "blue"
+        let flushed = startThread {
+            ShutdownHandling.flushEverything(only: { $0.storeKey?.store == store.identity })
+        }
+        #expect(
+            try eventuallyThrowing(timeout: 60) {
+                try sqlValue(
+                    admin,
+                    "SELECT count(*)::text FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))")
+                    == "1"
+            })
+        // Its answer held by the proxy, the batch commits; another program sets the theme again; the answer is lost.
+        try proxy.freeze()
+        _ = try admin.query("COMMIT", deadline: .now + .seconds(10))
+        func row() throws -> String? { try other.read(key: "prefs").map { String(decoding: $0, as: UTF8.self) } }
+        #expect(try eventuallyThrowing(timeout: 60) { try row() == #"{"fontSize":15,"theme":"blue"}"# })
+        try other.write(key: "prefs", data: bytes(#"{"fontSize":15,"theme":"green"}"#))
+        try proxy.cut()
+        #expect(flushed.wait(timeout: .now() + 120) == .success)
+        #expect(
+            eventually(timeout: 60) {
+                storage.flush()
+                return !storage.hasPendingChanges
+            }, "\(String(describing: storage.lastError))")
+        #expect(try row() == #"{"fontSize":15,"theme":"green"}"#, "\(String(describing: storage.lastError))")
+        #expect(eventually(timeout: 60) { storage.wrappedValue.theme == "green" }, "holds \(storage.wrappedValue)")
+    }
+
     /// A change's write waits for a row another transaction holds, and its answer is lost: the store claims the write's
     /// tag and answers that it did not store. Run once the row is free, the write is refused for its tag, taken: the row
     /// keeps what it held, which the storage's next write goes onto.

@@ -183,4 +183,28 @@ struct PostgresUnusualStoredBytesTests {
         #expect(try other.read(key: "n") == bytes("2"))
         #expect(longHoldsAnObject ? longObject.hasPendingChanges : longNumber.hasPendingChanges)
     }
+
+    /// Objects over rows of empty bytes (read as nothing stored) and over no row at all are flushed with every storage:
+    /// the batch on condition, which creates where no row is, refuses the empty rows, and their own writes replace
+    /// the empty bytes; nothing stays pending and each row holds its object once.
+    @Test func objectsOverEmptyRowsAndNoRowsAreWrittenByAFlushOfEveryStorage() throws {
+        struct Prefs: Codable, Sendable, Equatable {
+            var theme = "light"
+            var fontSize = 13
+        }
+        let (store, other) = try stores()
+        let keys = (0..<6).map { "p\($0)" }
+        for key in keys where key < "p3" { try other.write(key: key, data: Data()) }
+        let storages = keys.map { WLStorage(key: $0, defaultValue: Prefs(), flushInterval: nil, store: store) }
+        #expect(storages.allSatisfy { $0.wrappedValue == Prefs() })
+        func idle<T>(_ storage: WLStorage<T>) -> Bool { storage.cell.state.withLock { !$0.isBusy } }
+        #expect(eventually { storages.allSatisfy(idle) })
+        for (index, storage) in storages.enumerated() { storage.wrappedValue.fontSize = 20 + index }
+        ShutdownHandling.flushEverything(only: { $0.storeKey?.store == store.identity })
+        for (index, (key, storage)) in zip(keys, storages).enumerated() {
+            #expect(!storage.hasPendingChanges, "\(key): \(String(describing: storage.lastError))")
+            let row = try other.read(key: key).map { String(decoding: $0, as: UTF8.self) }
+            #expect(row == #"{"fontSize":\#(20 + index),"theme":"light"}"#, "\(key)")
+        }
+    }
 }
