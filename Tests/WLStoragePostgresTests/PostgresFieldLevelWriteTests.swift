@@ -123,6 +123,51 @@ struct PostgresFieldLevelWriteTests {
             "the row holds \(String(decoding: row, as: UTF8.self)); \(child.printedErrors)")
     }
 
+    /// A program (the test child's `--fleet` mode) has set three fields of an object it read, and the server ends its
+    /// store's writing connection, idle (as a restart, a pooler or a firewall does), before it is ended by SIGTERM. The
+    /// flush on the signal writes the change (a batch on condition sent on the ended connection fails at once, and is
+    /// not resent: it may have been made), and the row holds it.
+    @Test func theFlushOnSIGTERMWritesAnObjectAfterTheServerEndedTheIdleWritingConnection() throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.remove() }
+        try cluster.start()
+        let namespace = uniqueNamespace()
+        let other = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(10))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        func text(_ value: FleetValueV1) throws -> String { String(decoding: try encoder.encode(value), as: UTF8.self) }
+        try other.write(key: "prefs", data: Data(try text(FleetValueV1.made(by: 1)).utf8))
+        let child = try Replica(arguments: ["--fleet", cluster.url, namespace, "1", "none"], awaitingReady: false)
+        child.send("open prefs")
+        try #require(
+            child.waitFor("opened \(try text(FleetValueV1.made(by: 1))) none"),
+            "\(child.printed) \(child.printedErrors)")
+        let set = FleetValueV1.made(by: 3)
+        child.send("set prefs 3")
+        try #require(child.waitFor("set \(try text(set))"), "\(child.printed) \(child.printedErrors)")
+        // The writing connection's last statement is the read of the key; the listener's is not.
+        let admin = try adminConnection(cluster.url)
+        defer { admin.close() }
+        let writer = try #require(
+            try sqlValue(
+                admin,
+                """
+                SELECT pid::text FROM pg_stat_activity WHERE datname = 'postgres' AND pid <> pg_backend_pid() \
+                AND query LIKE 'SELECT CASE WHEN octet_length(value)%'
+                """), "\(child.printedErrors)")
+        #expect(try sqlValue(admin, "SELECT pg_terminate_backend($1::int)::text", [writer]) == "true")
+        let pid = try #require(pid_t(writer))
+        #expect(eventually(timeout: 60) { kill(pid, 0) == -1 && errno == ESRCH })
+        child.signal(SIGTERM)
+        let end = child.waitForExit(timeout: 120)
+        #expect(end?.reason == .uncaughtSignal && end?.status == SIGTERM, "\(child.printedErrors)")
+        let reader = try WLStoragePostgresStore(url: cluster.url, namespace: namespace, timeout: .seconds(60))
+        let row = try #require(try reader.read(key: "prefs"))
+        #expect(
+            try JSONDecoder().decode(FleetValueV1.self, from: row) == set,
+            "the row holds \(String(decoding: row, as: UTF8.self)); \(child.printedErrors)")
+    }
+
     /// Whether `storage` has heard the row as `other` reads it now: the version its backer last read, wrote or saw in a
     /// check is that row's (bytes alone, 0 for none), and no job of its cell runs, so the check that saw it has ended. A
     /// count of checks would not do: a check asked for before the change raises it too.
