@@ -146,6 +146,68 @@ struct PostgresBatchTests {
         #expect(try Self.rowsHoldingTheirNumber(admin, namespace) == rows * 3)
     }
 
+    /// A batch on condition of three chunks (500, 500, 1 rows), each row in one of six cases: a row holding the bytes
+    /// expected (written, a value equal to them too), holding others (refused), none where none is expected (made,
+    /// empty bytes too), one where none is expected (refused), none where bytes are expected (refused), and empty bytes
+    /// expected of a row holding them (written). Each answer is the row's; written rows gain a version, others keep
+    /// theirs. A chunk refused by the server throws, the chunks before it committed.
+    @Test func aBatchOnConditionOfSeveralChunksWritesExactlyTheRowsHoldingWhatEachExpects() throws {
+        let url = try PostgresCluster.shared().url
+        let namespace = uniqueNamespace()
+        let store = try WLStoragePostgresStore(url: url, namespace: namespace)
+        let rows = WLStoragePostgresStore.batchRows
+        let count = rows * 2 + 1
+        // Case of key N: N % 6. Stored beforehand: cases 0, 1, 3 and 5.
+        func key(_ index: Int) -> String { String(format: "c%05d", index) }
+        try store.write(
+            (0..<count).compactMap { index -> WLStorageStoreWrite? in
+                switch index % 6 {
+                case 0, 1, 3: WLStorageStoreWrite(key: key(index), data: bytes("old\(index)"))
+                case 5: WLStorageStoreWrite(key: key(index), data: Data())
+                default: nil
+                }
+            })
+        let batch = (0..<count).map { index in
+            WLStorageStoreWrite(
+                key: key(index),
+                data: index % 12 == 0 ? bytes("old\(index)") : index % 12 == 2 ? Data() : bytes("new\(index)"))
+        }
+        let expected: [Data?] = (0..<count).map { index in
+            switch index % 6 {
+            case 0: bytes("old\(index)")
+            case 1: bytes("other\(index)")
+            case 2, 3: nil
+            case 4: bytes("old\(index)")
+            default: Data()
+            }
+        }
+        #expect(WLStoragePostgresStore.chunks(of: batch).map(\.count) == [rows, rows, 1])
+        let written = try store.write(batch, ifTheyHold: expected)
+        #expect(written == (0..<count).map { [0, 2, 5].contains($0 % 6) })
+        let admin = try adminConnection(url)
+        defer { admin.close() }
+        for index in 0..<count {
+            let row = try store.read(key: key(index))
+            let version = try sqlValue(
+                admin, "SELECT version::text FROM wlstorage WHERE namespace = $1 AND key = $2", [namespace, key(index)])
+            switch index % 6 {
+            case 0, 5: #expect(row == batch[index].data && version == "2", "\(index)")
+            case 2: #expect(row == batch[index].data && version == "1", "\(index)")
+            case 1, 3: #expect(row == bytes("old\(index)") && version == "1", "\(index)")
+            default: #expect(row == nil, "\(index)")
+            }
+        }
+        // The second chunk refused by the server: the first one's rows are written, the others not.
+        var failing = batch.map { WLStorageStoreWrite(key: $0.key, data: bytes("again")) }
+        failing[rows + 1] = WLStorageStoreWrite(key: Self.refusedKey(), data: bytes("0"))
+        let holding = (0..<count).map { try? store.read(key: key($0)) }
+        var expectedAgain = holding
+        expectedAgain[rows + 1] = nil  // made where no row is: its index entry is refused
+        #expect(throws: WLStorageError.self) { try store.write(failing, ifTheyHold: expectedAgain) }
+        #expect(try (0..<rows).allSatisfy { try store.read(key: key($0)) == bytes("again") })
+        #expect(try (rows..<count).allSatisfy { try store.read(key: key($0)) == holding[$0] })
+    }
+
     @Test(.enabled(if: LatencyProxy.isAvailable, "python3 is needed for the proxy"))
     func aBatchOfLargeValuesOverASlowNetworkStoresEveryByte() throws {
         let cluster = try PostgresCluster.shared()
