@@ -142,8 +142,7 @@ extension StorageCell {
         perform(effects)
     }
 
-    /// Ends `batch` (written when `failure` is `nil`); returns whether work is left. One on condition that failed may have
-    /// been made: as after a change's own write of unknown outcome, another program's later change of a field wins.
+    /// Ends `batch`, written when `failure` is `nil` (else, on condition, of unknown outcome); returns whether work is left.
     func finishBatchWrite(_ batch: BatchWrite, failure: WLStorageError?) -> Bool {
         let data = batch.write.data
         if failure == nil {
