@@ -64,14 +64,13 @@ extension WLStoragePostgresStore {
         }
         var written = Set<String>()
         for chunk in Self.chunks(of: batch) {
-            let writes = batch[chunk]
-            let parameters: [PostgresConnection.Parameter] = [
-                .text(namespace), .texts(writes.map(\.key)), .byteArrays(writes.map(\.data)), .text(statements.channel),
-                .texts(writes.map { Self.payload(namespace: namespace, key: $0.key) }),
-                .byteArrays(expected[chunk].map { $0 ?? Data() }),
-                .texts(expected[chunk].map { $0 == nil ? "t" : "f" }),
-            ]
-            let rows = try run(reading: false, key: nil, checking: writes.map(\.key), resending: false, patient: true) {
+            let parameters =
+                upsertManyParameters(batch[chunk]) + [
+                    .byteArrays(expected[chunk].map { $0 ?? Data() }),
+                    .texts(expected[chunk].map { $0 == nil ? "t" : "f" }),
+                ]
+            let keys = batch[chunk].map(\.key)
+            let rows = try run(reading: false, key: nil, checking: keys, resending: false, patient: true) {
                 connection, deadline throws(PostgresError) in
                 try connection.query(statements.writeManyIfHold, parameters, deadline: deadline)
             }

@@ -119,8 +119,7 @@ extension StorageCell {
             do throws(WLStorageError) {
                 data = try keyBacker.encode(slot.pointee, dropping: dropping)
             } catch {
-                let write = WLStorageStoreWrite(key: storeMedium.storedKey, data: Data())
-                _ = finishBatchWrite(BatchWrite(write: write, version: version, condition: .whole), failure: error)
+                _ = finishBatchWrite(version, data: Data(), failure: error)
                 return .elsewhere
             }
             // A change to be written on its own (a job may have left it so just before the take) is given back: asked
@@ -135,24 +134,24 @@ extension StorageCell {
         }
     }
 
-    /// Ends a batch write taken and not made: the change stays pending, for the cell's own flush.
-    func giveBackBatchWrite() {
+    /// Ends a batch write taken and not made, or (`unsure`) of unknown outcome: the change stays pending, for the cell's
+    /// own flush, and after such a write, as after its own, another program's later change of a field wins.
+    func giveBackBatchWrite(unsure batch: BatchWrite? = nil) {
+        if let batch, case .ifItHolds(let over) = batch.condition {
+            let data = batch.write.data
+            keyBacker?.known.withLock { $0.rare.unsure = UnsureWrite(sent: data, own: data, over: over) }
+        }
         var effects = JobEffects()
         state.withLock { $0.becomeIdle(now: scheduler.now, effects: &effects) }
         perform(effects)
     }
 
-    /// Ends `batch`, written when `failure` is `nil` (else, on condition, of unknown outcome); returns whether work is left.
-    func finishBatchWrite(_ batch: BatchWrite, failure: WLStorageError?) -> Bool {
-        let data = batch.write.data
-        if failure == nil {
-            keyBacker?.wrote(data)
-        } else if case .ifItHolds(let over) = batch.condition {
-            keyBacker?.known.withLock { $0.rare.unsure = UnsureWrite(sent: data, own: data, over: over) }
-        }
+    /// Ends the batch write of `version`, as `data` (written when `failure` is `nil`); returns whether work is left.
+    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool {
+        if failure == nil { keyBacker?.wrote(data) }
         let now = scheduler.now
         var effects = JobEffects()
-        let done = state.withLock { $0.finishBatchWrite(batch.version, failure: failure, now: now, effects: &effects) }
+        let done = state.withLock { $0.finishBatchWrite(version, failure: failure, now: now, effects: &effects) }
         perform(effects)
         return !done
     }

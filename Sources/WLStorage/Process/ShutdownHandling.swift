@@ -232,13 +232,13 @@ private enum FlushItem: Sendable {
         }
         // In the keys' order: an etcd transaction's fence spans only its keys, and shared rows are locked in one order.
         taken.sort { $0.batch.write.key < $1.batch.write.key }
-        if let medium = taken.first.flatMap({ cells[$0.index].storeMedium }) {
-            write(taken, of: cells, to: medium, needsFlush: &needsFlush)
-        }
-        // After a failed batch, cells are not flushed one by one (a timeout each); nor, reported, once changes written on
-        // their own failed for over a second in all, as with a store hung or away. Their changes retry with backoff.
-        let waiting = !insideABacker && !busyHere
         var failing = Duration.zero
+        if let medium = taken.first.flatMap({ cells[$0.index].storeMedium }) {
+            failing = write(taken, of: cells, to: medium, needsFlush: &needsFlush)
+        }
+        // After a failed batch written whole, cells are not flushed one by one (a timeout each); nor, reported, once the
+        // batch on condition and changes on their own failed for over a second in all, as with a store hung or away.
+        let waiting = !insideABacker && !busyHere
         for index in cells.indices where needsFlush[index] {
             guard failing <= .seconds(1) else {
                 if case .work = cells[index].flushState(from: thread), let key = cells[index].storeKey {
@@ -253,52 +253,51 @@ private enum FlushItem: Sendable {
 }
 
 extension FlushItem {
-    /// Writes the changes `taken` from `cells` to `medium`'s store: those written whole in one batch, then those written
-    /// on condition in another. A refused change is given back to its cell's own flush, which writes it onto what the
-    /// key holds; after a failure, the changes not stored stay pending, reported.
+    /// Writes the changes `taken` from `cells` to `medium`'s store: those written whole in one batch, then those on
+    /// condition in another. One refused, or of unknown outcome (that batch failed: a server restarting, say; how long
+    /// it took is returned), goes to its cell's own flush; after the batch written whole fails, the rest stay pending.
     private static func write(
         _ taken: [(batch: BatchWrite, index: Int)], of cells: [any RegisteredCell], to medium: StoreMedium,
         needsFlush: inout [Bool]
-    ) {
+    ) -> Duration {
         let whole = taken.filter { $0.batch.condition == .whole }
         let onCondition = taken.filter { $0.batch.condition != .whole }
-        func failed(_ error: any Error, _ count: Int) -> WLStorageError {
-            WLStorageError(
-                code: .writeFailed, message: "\(medium.identity) could not store a batch of \(count) values: \(error)",
-                underlying: error)
-        }
         var failure: WLStorageError?
         var stored = whole.count  // from the start of `whole + onCondition`, when there is a failure
         var written: [Bool] = []
+        var failing: Duration?
         do {
             if !whole.isEmpty { try medium.store.write(whole.map(\.batch.write)) }
         } catch {
-            failure = failed(error, whole.count)
+            let message = "\(medium.identity) could not store a batch of \(whole.count) values: \(error)"
+            failure = WLStorageError(code: .writeFailed, message: message, underlying: error)
             // The writes a failed batch says it stored, from its start, are written; the others stay pending.
             stored = min(max((error as? WLStorageError)?.storedWrites ?? 0, 0), whole.count)
         }
         if failure == nil, !onCondition.isEmpty, let conditional = medium.capabilities.conditional {
+            let started = ContinuousClock.now
+            let expected = onCondition.map { taken -> Data? in
+                if case .ifItHolds(let bytes) = taken.batch.condition { bytes } else { nil }
+            }
             do {
-                let expected = onCondition.map { taken -> Data? in
-                    if case .ifItHolds(let bytes) = taken.batch.condition { bytes } else { nil }
-                }
                 written = try conditional.write(onCondition.map(\.batch.write), ifTheyHold: expected)
             } catch {
-                failure = failed(error, onCondition.count)
+                failing = started.duration(to: .now)
             }
         }
         for (position, (batch, index)) in (whole + onCondition).enumerated() {
             if let failure, position >= stored {
                 var error = failure
                 error.key = batch.write.key
-                _ = cells[index].finishBatchWrite(batch, failure: error)
+                _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
                 needsFlush[index] = false
             } else if position < whole.count || written.dropFirst(position - whole.count).first == true {
-                needsFlush[index] = cells[index].finishBatchWrite(batch, failure: nil)
+                needsFlush[index] = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: nil)
             } else {
-                cells[index].giveBackBatchWrite()  // refused, or not answered for
+                cells[index].giveBackBatchWrite(unsure: failing != nil ? batch : nil)  // refused, or not answered for
             }
         }
+        return failing ?? .zero
     }
 
     /// Why a flush of every storage left the change of `key` pending: writes of the store failed slowly just before.

@@ -45,8 +45,8 @@ protocol RegisteredCell: AnyObject, Sendable {
     /// The key the registry keeps the cell by, if any: kept in the cell, read and written under the registry's lock.
     var registeredKey: CellKey? { get set }
     func takeBatchWrite(on thread: UInt) -> BatchTake<BatchWrite>
-    func finishBatchWrite(_ batch: BatchWrite, failure: WLStorageError?) -> Bool
-    func giveBackBatchWrite()
+    func finishBatchWrite(_ version: UInt64, data: Data, failure: WLStorageError?) -> Bool
+    func giveBackBatchWrite(unsure batch: BatchWrite?)
 }
 
 /// What a flush of every cell finds in a cell, from the flushing thread: as a batch does (``BatchTake``), or work.

@@ -71,13 +71,11 @@ public protocol WLStorageConditionalStore: WLStorageStore {
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool
 
     /// Stores each write of `batch` only while its key holds the bytes at the same index of `expected` (`nil`:
-    /// nothing), as ``write(key:data:ifItHolds:)`` does, and returns for each whether it did: how
-    /// ``WLStorageSystem/flushAll()`` and the exit flush hand the store the changes that go onto what others stored.
-    /// The keys are distinct; a refused write is written again on its own, its change onto what the key holds.
+    /// nothing), as ``write(key:data:ifItHolds:)`` does, and returns for each whether it did: how a flush of every
+    /// storage (``WLStorageSystem/flushAll()``, at exit) writes the changes that go onto what others stored. The keys
+    /// are distinct. The default implementation writes them one by one.
     ///
-    /// The default implementation writes them one by one.
-    ///
-    /// - Throws: When it is not known which were stored. They stay pending, to be written again on condition.
+    /// - Throws: When it is not known which were stored: each is then written again on its own, on condition.
     func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool]
 }
 

@@ -17,8 +17,9 @@ final class MemoryStore: WLStorageStore {
             var conditionalBatches: [[String]] = []
             /// Run once, outside the lock, as the next `write(_:ifTheyHold:)` returns.
             var afterConditionalBatch: (@Sendable () -> Void)?
-            /// Whether the next `write(_:ifTheyHold:)` throws once it has stored, as when its answer is lost.
-            var losesConditionalBatchAnswer = false
+            /// Whether the next `write(_:ifTheyHold:)` throws once it has stored, as when its answer is lost; or, `nil`,
+            /// before it stores anything, as when the server restarts as it is sent.
+            var losesConditionalBatchAnswer: Bool? = false
             var writes = 0
             /// Calls of `write(key:data:)`, failed or not.
             var writeAttempts = 0
@@ -183,11 +184,15 @@ final class MemoryStore: WLStorageStore {
     func afterConditionalBatch(_ body: @escaping @Sendable () -> Void) {
         contents.state.withLock { $0.afterConditionalBatch = body }
     }
-    /// Has the next write of a batch on condition store what it stores, then throw, as when its answer is lost.
-    func loseTheAnswerOfTheNextConditionalBatch() { contents.state.withLock { $0.losesConditionalBatchAnswer = true } }
+    /// Has the next write of a batch on condition throw, after it stored what it stores (its answer lost) or before.
+    func loseTheAnswerOfTheNextConditionalBatch(afterStoring: Bool = true) {
+        contents.state.withLock { $0.losesConditionalBatchAnswer = afterStoring ? true : nil }
+    }
     var feedCount: Int { contents.state.withLock { $0.handlers.count } }
     var reads: Int { contents.state.withLock { $0.reads } }
     var writeAttempts: Int { contents.state.withLock { $0.writeAttempts } }
+    /// Writes that stored, whole or on condition.
+    var writes: Int { contents.state.withLock { $0.writes } }
     var conditionalWriteAttempts: Int { contents.state.withLock { $0.conditionalWriteAttempts } }
 }
 
@@ -230,6 +235,10 @@ extension MemoryStore: WLStorageConditionalStore {
         if stall > 0 { usleep(stall) }
         let (written, after, lost) = try contents.state.withLock { state in
             if state.failWrites { throw Failure() }
+            if state.losesConditionalBatchAnswer == nil {
+                state.losesConditionalBatchAnswer = false
+                throw Failure()
+            }
             defer { (state.afterConditionalBatch, state.losesConditionalBatchAnswer) = (nil, false) }
             return (
                 zip(batch, expected).map { write, expected in
@@ -241,7 +250,7 @@ extension MemoryStore: WLStorageConditionalStore {
             )
         }
         after?()
-        if lost { throw Failure() }
+        if lost == true { throw Failure() }
         return written
     }
 }

@@ -277,9 +277,36 @@ import WLStorageCrypto
         #expect(store.batches.isEmpty)
     }
 
-    /// A batch on condition stores an object's change and its answer is lost: the change stays pending, reported. Another
-    /// program, having read it, then sets the same field again (heard of or not): its value is newer and stays when the
-    /// change is written again, as a change's own write of unknown outcome lets another program's later change win.
+    /// A batch on condition that fails at once, before it stores anything (a server restarting as it is sent, an idle
+    /// connection found closed), leaves each object to its own write in the same flush: at exit, nothing is lost.
+    @Test func theObjectsOfABatchOnConditionThatFailsAtOnceAreWrittenOnTheirOwnInTheSameFlush() throws {
+        struct Pair: Codable, Sendable, Equatable {
+            var a = 0
+            var b = 0
+        }
+        let store = MemoryStore()
+        let keys = (0..<3).map { "pair\($0)" }
+        for key in keys { store.writeFromOutside(key, json: #"{"a":0,"b":0}"#) }
+        let storages = keys.map { WLStorage(key: $0, defaultValue: Pair(), flushInterval: nil, store: store) }
+        #expect(storages.allSatisfy { $0.wrappedValue == Pair() })
+        #expect(eventually { storages.allSatisfy { $0.cell.state.withLock { !$0.isBusy } } })
+        for (index, storage) in storages.enumerated() { storage.wrappedValue.a = index + 1 }
+        store.writeUnreported("pair2", json: #"{"a":0,"b":7}"#)
+        store.loseTheAnswerOfTheNextConditionalBatch(afterStoring: false)
+
+        flushAllStores([store])
+        for storage in storages {
+            #expect(!storage.hasPendingChanges && storage.lastError == nil, "\(String(describing: storage.lastError))")
+        }
+        for (index, key) in keys.enumerated() {
+            let stored = try JSONDecoder().decode(Pair.self, from: Data(try #require(store.stored(key)).utf8))
+            #expect(stored == Pair(a: index + 1, b: key == "pair2" ? 7 : 0), "\(key)")
+        }
+    }
+
+    /// A batch on condition stores an object's change and its answer is lost: the object's own write, in the same flush,
+    /// finds the change made. Another program, having read it, then sets the same field again (heard of or not): its
+    /// value is newer and stays, as after a change's own write of unknown outcome.
     @Test(arguments: [true, false])
     func anotherProgramsNewerChangeOfAFieldStaysAfterABatchOnConditionWhoseAnswerWasLost(heard: Bool) throws {
         struct Pair: Codable, Sendable, Equatable {
@@ -296,7 +323,7 @@ import WLStorageCrypto
         flushAllStores([store])
         #expect(store.conditionalBatches.flatMap { $0 } == ["pair"])
         #expect(store.stored("pair") == #"{"a":1,"b":0}"#)
-        #expect(storage.hasPendingChanges && storage.lastError?.code == .writeFailed)
+        #expect(!storage.hasPendingChanges && store.writes == 1, "\(String(describing: storage.lastError))")
         // Another program read the change that was made, and sets the field again.
         if heard {
             store.writeFromOutside("pair", json: #"{"a":2,"b":0}"#)
@@ -308,7 +335,8 @@ import WLStorageCrypto
         #expect(!storage.hasPendingChanges, "\(String(describing: storage.lastError))")
         let stored = try JSONDecoder().decode(Pair.self, from: Data(try #require(store.stored("pair")).utf8))
         #expect(stored == Pair(a: 2, b: 0))
-        #expect(eventually { storage.wrappedValue == stored }, "holds \(storage.wrappedValue)")
+        // Unheard of, with nothing pending here, it is taken at the next report of the key.
+        if heard { #expect(eventually { storage.wrappedValue == stored }, "holds \(storage.wrappedValue)") }
     }
 
     @Test func aPrefixedStoreSharesItsKeysWithTheStoreItWraps() throws {
