@@ -237,7 +237,10 @@ extension MemoryStore: WLStorageConditionalStore {
             if state.failWrites { throw Failure() }
             if state.losesConditionalBatchAnswer == nil {
                 state.losesConditionalBatchAnswer = false
-                throw Failure()
+                // Nothing was sent, as its error says.
+                var error = WLStorageError(code: .writeFailed, message: "the batch was not sent")
+                error.storedWrites = 0
+                throw error
             }
             defer { (state.afterConditionalBatch, state.losesConditionalBatchAnswer) = (nil, false) }
             return (
