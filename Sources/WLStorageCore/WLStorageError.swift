@@ -68,8 +68,8 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
     public var errno: Int32?
     /// The error that caused this one, such as a `DecodingError` or a custom backer's error.
     public var underlying: (any Error)?
-    /// For an error thrown by ``WLStorageStore/write(_:)``: how many writes, from the start of the batch, were stored
-    /// before it failed (`nil` counts as none); the others stay pending.
+    /// For ``WLStorageStore/write(_:)``: how many writes, from the batch's start, were stored (`nil`: none); the others
+    /// stay pending. For `write(_:ifTheyHold:)`: how many may have been (`nil`: all); those after were not sent.
     public var storedWrites: Int?
 
     /// Creates an error, for example in a custom backer that wants to report a failure with a code of its own.

@@ -164,9 +164,7 @@ package enum AESGCM {
     private static func withContext<Result>(
         _ body: (_ context: OpaquePointer, _ cipher: OpaquePointer) throws -> Result
     ) throws -> Result {
-        guard let cipher = algorithm.pointer else {
-            throw failure("EVP_CIPHER_fetch(AES-256-GCM)")
-        }
+        guard let cipher = algorithm.pointer else { throw failure("EVP_CIPHER_fetch(AES-256-GCM)") }
         guard OpenSSLLibrary.enter() else { throw CipherError.programEnding }
         defer { OpenSSLLibrary.leave() }
         guard let context = EVP_CIPHER_CTX_new() else { throw failure("EVP_CIPHER_CTX_new") }

@@ -28,7 +28,9 @@ extension WLStorageEtcdStore {
     /// that reached no endpoint is sent again with a backoff within the store's timeout from the batch's start.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether it
-    ///   was carried out; the transactions before it were.
+    ///   was carried out; the transactions before it were, those after it were not sent: its
+    ///   ``WLStorageError/storedWrites`` counts the writes up to the failed transaction's end (its start, when no copy of
+    ///   it reached etcd).
     public func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
         guard batch.count == expected.count, Set(batch.map(\.key)).count == batch.count else {
             return try zip(batch, expected).map { try write(key: $0.key, data: $0.data, ifItHolds: $1) }
@@ -47,6 +49,9 @@ extension WLStorageEtcdStore {
                 var error = error
                 let stored = written.filter { $0 }.count
                 error.message += " (a batch of \(batch.count) writes on condition, \(stored) of them stored before it)"
+                // The writes after the chunk were not sent, nor were the chunk's when no copy of it reached etcd.
+                let unsent = (error.underlying as? EtcdFailure)?.outcome == .notSent
+                error.storedWrites = unsent ? chunk.lowerBound : chunk.upperBound
                 throw error
             }
         }

@@ -57,24 +57,32 @@ extension WLStoragePostgresStore {
     /// and returns whether it did: in the chunks of ``write(_:)``, each one statement (`UPDATE … FROM unnest(…)` where the
     /// row holds what is expected, `INSERT … ON CONFLICT DO NOTHING` where none should be) notifying the keys it wrote.
     ///
-    /// - Throws: ``WLStorageError`` (`writeFailed`) when a chunk failed or may not have committed; those before stay.
+    /// - Throws: ``WLStorageError`` (`writeFailed`) when a chunk failed or may not have committed; those before stay,
+    ///   those after were not sent (``WLStorageError/storedWrites`` counts the writes up to the chunk's end).
     public func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
         guard batch.count == expected.count, Set(batch.map(\.key)).count == batch.count else {
             return try zip(batch, expected).map { try write(key: $0.key, data: $0.data, ifItHolds: $1) }
         }
-        var written = Set<String>()
-        for chunk in Self.chunks(of: batch) {
-            let parameters =
-                upsertManyParameters(batch[chunk]) + [
-                    .byteArrays(expected[chunk].map { $0 ?? Data() }),
-                    .texts(expected[chunk].map { $0 == nil ? "t" : "f" }),
-                ]
-            let keys = batch[chunk].map(\.key)
-            let rows = try run(reading: false, key: nil, checking: keys, resending: false, patient: true) {
-                connection, deadline throws(PostgresError) in
-                try connection.query(statements.writeManyIfHold, parameters, deadline: deadline)
+        var (written, sent) = (Set<String>(), 0)
+        do throws(WLStorageError) {
+            for chunk in Self.chunks(of: batch) {
+                let parameters =
+                    upsertManyParameters(batch[chunk]) + [
+                        .byteArrays(expected[chunk].map { $0 ?? Data() }),
+                        .texts(expected[chunk].map { $0 == nil ? "t" : "f" }),
+                    ]
+                try check(batch[chunk].map(\.key), reading: false)
+                sent = chunk.upperBound
+                let rows = try run(reading: false, key: nil, resending: false, patient: true) {
+                    connection, deadline throws(PostgresError) in
+                    try connection.query(statements.writeManyIfHold, parameters, deadline: deadline)
+                }
+                for case let key?? in rows.map(\.first) { written.insert(String(decoding: key, as: UTF8.self)) }
             }
-            for case let key?? in rows.map(\.first) { written.insert(String(decoding: key, as: UTF8.self)) }
+        } catch {
+            var error = error
+            error.storedWrites = sent  // the chunks after the one that failed were not sent
+            throw error
         }
         return batch.map { written.contains($0.key) }
     }

@@ -186,9 +186,7 @@ package struct StorageDirectory: Sendable, Hashable {
 
     func openDirectory() throws(WLStorageError) -> CInt {
         let fd = retrying(.open, nil) { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        guard fd >= 0 else {
-            throw error(.directoryUnavailable, "cannot open the storage directory", errno: errno)
-        }
+        guard fd >= 0 else { throw error(.directoryUnavailable, "cannot open the storage directory", errno: errno) }
         return fd
     }
 
@@ -215,9 +213,7 @@ package struct StorageDirectory: Sendable, Hashable {
         guard retrying(.stat, name, { fstat(fd, &status) }) == 0 else {
             throw error(.readFailed, "cannot inspect the file", name: name, errno: errno)
         }
-        guard (status.st_mode & S_IFMT) == S_IFREG else {
-            throw notRegular(name, EntryKind(mode: status.st_mode))
-        }
+        guard (status.st_mode & S_IFMT) == S_IFREG else { throw notRegular(name, EntryKind(mode: status.st_mode)) }
         let size = max(0, Int(status.st_size))
         guard size <= limit else { throw tooLarge(name, size: size, limit: limit) }
         // Only `fstat`'s size is read (writers replace files whole); a file that says it is empty is read to its end.

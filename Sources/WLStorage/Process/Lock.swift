@@ -44,9 +44,7 @@ package struct SanitizerHooks: Sendable {
 
     /// The hooks when the program runs under ThreadSanitizer, else `nil`.
     @usableFromInline static let active: SanitizerHooks? = {
-        guard let acquire = dlsym(nil, "__tsan_acquire"), let release = dlsym(nil, "__tsan_release") else {
-            return nil
-        }
+        guard let acquire = dlsym(nil, "__tsan_acquire"), let release = dlsym(nil, "__tsan_release") else { return nil }
         return SanitizerHooks(
             acquire: unsafeBitCast(acquire, to: Hook.self), release: unsafeBitCast(release, to: Hook.self))
     }()

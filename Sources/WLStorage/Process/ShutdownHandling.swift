@@ -264,8 +264,7 @@ extension FlushItem {
         let onCondition = taken.filter { $0.batch.condition != .whole }
         var failure: WLStorageError?
         var stored = whole.count  // from the start of `whole + onCondition`, when there is a failure
-        var written: [Bool] = []
-        var failing: Duration?
+        var (written, failing, sent): ([Bool], Duration?, Int) = ([], nil, .max)  // sent: those after, known unsent
         do {
             if !whole.isEmpty { try medium.store.write(whole.map(\.batch.write)) }
         } catch {
@@ -282,7 +281,7 @@ extension FlushItem {
             do {
                 written = try conditional.write(onCondition.map(\.batch.write), ifTheyHold: expected)
             } catch {
-                failing = started.duration(to: .now)
+                (failing, sent) = (started.duration(to: .now), (error as? WLStorageError)?.storedWrites ?? .max)
             }
         }
         for (position, (batch, index)) in (whole + onCondition).enumerated() {
@@ -294,7 +293,7 @@ extension FlushItem {
             } else if position < whole.count || written.dropFirst(position - whole.count).first == true {
                 needsFlush[index] = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: nil)
             } else {
-                cells[index].giveBackBatchWrite(unsure: failing != nil ? batch : nil)  // refused, or not answered for
+                cells[index].giveBackBatchWrite(unsure: failing != nil && position - whole.count < sent ? batch : nil)
             }
         }
         return failing ?? .zero

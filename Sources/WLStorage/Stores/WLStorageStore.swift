@@ -75,7 +75,8 @@ public protocol WLStorageConditionalStore: WLStorageStore {
     /// storage (``WLStorageSystem/flushAll()``, at exit) writes the changes that go onto what others stored. The keys
     /// are distinct. The default implementation writes them one by one.
     ///
-    /// - Throws: When it is not known which were stored: each is then written again on its own, on condition.
+    /// - Throws: When it is not known which were stored: each is then written again on its own, on condition (as of
+    ///   unknown outcome, but past the ``WLStorageError/storedWrites`` of the error, which were not sent).
     func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool]
 }
 
