@@ -1,5 +1,7 @@
+import Dispatch
 import Foundation
 import Testing
+import WLStorageTestSupport
 
 @testable import WLStorage
 
@@ -30,5 +32,31 @@ import Testing
         #expect(!storage.hasPendingChanges, "\(String(describing: storage.lastError))")
         let stored = try JSONDecoder().decode(Pair.self, from: Data(try #require(store.stored("pair")).utf8))
         #expect(stored == Pair(a: 1, b: 3))
+    }
+
+    /// Two threads flush every storage at once, over objects one in five of which another program changed (another
+    /// field), unheard of: each object is written once (refused in a batch, then on its own onto the other change),
+    /// nothing stays pending, and every stored object holds both changes.
+    @Test func twoFlushesOfEveryStorageAtOnceWriteEachObjectOnce() throws {
+        let store = MemoryStore()
+        let keys = (0..<50).map { String(format: "pair%02d", $0) }
+        for key in keys { store.writeFromOutside(key, json: #"{"a":0,"b":0}"#) }
+        let storages = keys.map { WLStorage(key: $0, defaultValue: Pair(), flushInterval: nil, store: store) }
+        #expect(storages.allSatisfy { $0.wrappedValue == Pair() })
+        #expect(eventually { storages.allSatisfy { $0.cell.state.withLock { !$0.isBusy } } })
+        for (index, storage) in storages.enumerated() { storage.wrappedValue.a = index + 1 }
+        for key in keys.enumerated().filter({ $0.offset % 5 == 0 }).map(\.element) {
+            store.writeUnreported(key, json: #"{"a":0,"b":7}"#)
+        }
+        let writes = store.writes
+
+        let flushes = (0..<2).map { _ in startThread { flushAllStores([store]) } }
+        for flush in flushes { #expect(flush.wait(timeout: .now() + 120) == .success) }
+        #expect(storages.allSatisfy { !$0.hasPendingChanges }, "\(storages.compactMap(\.lastError).prefix(3))")
+        #expect(store.writes - writes == keys.count, "each object written once")
+        for (index, key) in keys.enumerated() {
+            let stored = try JSONDecoder().decode(Pair.self, from: Data(try #require(store.stored(key)).utf8))
+            #expect(stored == Pair(a: index + 1, b: index % 5 == 0 ? 7 : 0), "\(key)")
+        }
     }
 }
