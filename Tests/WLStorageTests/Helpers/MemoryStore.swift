@@ -20,6 +20,9 @@ final class MemoryStore: WLStorageStore {
             /// Whether the next `write(_:ifTheyHold:)` throws once it has stored, as when its answer is lost; or, `nil`,
             /// before it stores anything, as when the server restarts as it is sent.
             var losesConditionalBatchAnswer: Bool? = false
+            /// When set, the next `write(_:ifTheyHold:)` writes on condition only that many of its writes, from its start,
+            /// then throws, its error saying the others were not sent: a chunked batch whose second chunk fails.
+            var conditionalBatchFailsAfter: Int?
             var writes = 0
             /// Calls of `write(key:data:)`, failed or not.
             var writeAttempts = 0
@@ -184,6 +187,10 @@ final class MemoryStore: WLStorageStore {
     func afterConditionalBatch(_ body: @escaping @Sendable () -> Void) {
         contents.state.withLock { $0.afterConditionalBatch = body }
     }
+    /// Has the next write of a batch on condition write its first `count` writes on condition, then throw.
+    func failTheNextConditionalBatch(after count: Int) {
+        contents.state.withLock { $0.conditionalBatchFailsAfter = count }
+    }
     /// Has the next write of a batch on condition throw, after it stored what it stores (its answer lost) or before.
     func loseTheAnswerOfTheNextConditionalBatch(afterStoring: Bool = true) {
         contents.state.withLock { $0.losesConditionalBatchAnswer = afterStoring ? true : nil }
@@ -243,6 +250,16 @@ extension MemoryStore: WLStorageConditionalStore {
                 throw error
             }
             defer { (state.afterConditionalBatch, state.losesConditionalBatchAnswer) = (nil, false) }
+            if let count = state.conditionalBatchFailsAfter {
+                state.conditionalBatchFailsAfter = nil
+                for (write, expected) in zip(batch, expected).prefix(count) where state.values[write.key] == expected {
+                    state.writes += 1
+                    state.values[write.key] = write.data
+                }
+                var error = WLStorageError(code: .writeFailed, message: "the batch's second chunk failed")
+                error.storedWrites = count
+                throw error
+            }
             return (
                 zip(batch, expected).map { write, expected in
                     guard state.values[write.key] == expected else { return false }

@@ -59,4 +59,36 @@ import WLStorageTestSupport
             #expect(stored == Pair(a: index + 1, b: index % 5 == 0 ? 7 : 0), "\(key)")
         }
     }
+
+    /// A batch on condition writes its first chunk, refusing an object there whose field another program set, unheard
+    /// of, and its second chunk fails, before anything of it was sent. Objects of the second chunk whose field another
+    /// program set keep this program's change (they were not sent). Known issue: the refused object of the first chunk
+    /// is given back as a write of unknown outcome (the error does not say which writes of the chunks before it were
+    /// refused), and the other program's value of the field wins over this program's later change.
+    @Test func aBatchOnConditionWhoseSecondChunkFailsKeepsTheChangesOfBothChunks() throws {
+        let store = MemoryStore()
+        let keys = (0..<10).map { "pair\($0)" }
+        for key in keys { store.writeFromOutside(key, json: #"{"a":0,"b":0}"#) }
+        let storages = keys.map { WLStorage(key: $0, defaultValue: Pair(), flushInterval: nil, store: store) }
+        #expect(storages.allSatisfy { $0.wrappedValue == Pair() })
+        #expect(eventually { storages.allSatisfy { $0.cell.state.withLock { !$0.isBusy } } })
+        for (index, storage) in storages.enumerated() { storage.wrappedValue.a = index + 1 }
+        for key in ["pair2", "pair7"] { store.writeUnreported(key, json: #"{"a":-1,"b":7}"#) }
+        store.failTheNextConditionalBatch(after: 5)
+
+        flushAllStores([store])
+        #expect(store.conditionalBatches.flatMap { $0 } == keys)
+        #expect(storages.allSatisfy { !$0.hasPendingChanges }, "\(storages.compactMap(\.lastError).prefix(3))")
+        for (index, key) in keys.enumerated() {
+            let stored = try JSONDecoder().decode(Pair.self, from: Data(try #require(store.stored(key)).utf8))
+            let expected = Pair(a: index + 1, b: ["pair2", "pair7"].contains(key) ? 7 : 0)
+            if key == "pair2" {
+                withKnownIssue("a refused write of a chunk before the failed one is given back as of unknown outcome") {
+                    #expect(stored == expected, "\(key)")
+                }
+            } else {
+                #expect(stored == expected, "\(key)")
+            }
+        }
+    }
 }
