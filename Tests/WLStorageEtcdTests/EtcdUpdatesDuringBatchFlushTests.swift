@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+import WLStorage
+import WLStorageEtcd
+import WLStorageTestSupport
+
+@testable import WLStorage
+
+/// Updates of objects made while flushes of every storage write other changes of the same objects in batches on
+/// condition.
+@Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
+struct EtcdUpdatesDuringBatchFlushTests {
+    struct Tally: Codable, Sendable, Equatable {
+        var count = 0
+        var note = 0
+    }
+
+    /// Two programs update the counts of 20 objects while one of them changes each object's note and flushes every
+    /// storage, again and again: each count ends holding exactly the updates made, once each, and each note the last
+    /// one set.
+    @Test func updatesMixedWithFlushesOfEveryStorageCountOnceEach() async throws {
+        try await onItsOwnThread {
+            let server = try EtcdServer.shared()
+            let namespace = uniqueNamespace()
+            let stores = try [[server.endpoint], [server.otherSpelling]].map {
+                try WLStorageEtcdStore(endpoints: $0, namespace: namespace, timeout: .seconds(10))
+            }
+            let keys = (0..<20).map { String(format: "t%02d", $0) }
+            try stores[1].write(keys.map { WLStorageStoreWrite(key: $0, data: Data(#"{"count":0,"note":0}"#.utf8)) })
+            let programs = stores.map { store in
+                keys.map { WLStorage(key: $0, defaultValue: Tally(), flushInterval: nil, store: store) }
+            }
+            try #require(programs.allSatisfy { $0.allSatisfy { $0.wrappedValue == Tally() } })
+            let rounds = 10
+            let updating = programs.map { storages in
+                startThread {
+                    for _ in 0..<rounds {
+                        for storage in storages { storage.update { $0.count += 1 } }
+                    }
+                }
+            }
+            let flushing = startThread {
+                for round in 1...rounds {
+                    for storage in programs[0] { storage.wrappedValue.note = round }
+                    ShutdownHandling.flushEverything(only: { $0.storeKey?.store == stores[0].identity })
+                }
+            }
+            for thread in updating + [flushing] { #expect(thread.wait(timeout: .now() + 300) == .success) }
+            #expect(
+                eventually(timeout: 60) {
+                    ShutdownHandling.flushEverything(only: { $0.storeKey?.store == stores[0].identity })
+                    return programs[0].allSatisfy { !$0.hasPendingChanges }
+                }, "\(programs[0].compactMap(\.lastError).prefix(3))")
+            for storage in programs.joined() {
+                #expect(storage.lastError == nil, "\(storage.lastError?.message ?? "")")
+            }
+
+            for key in keys {
+                let stored = try JSONDecoder().decode(Tally.self, from: try #require(try stores[1].read(key: key)))
+                #expect(stored == Tally(count: 2 * rounds, note: rounds), "\(key)")
+            }
+        }
+    }
+}
