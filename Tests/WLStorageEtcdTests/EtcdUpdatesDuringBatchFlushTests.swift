@@ -61,4 +61,45 @@ struct EtcdUpdatesDuringBatchFlushTests {
             }
         }
     }
+
+    /// The batch on condition of a flush is cut (its request never forwarded, or its answer lost) while this program
+    /// updates one of its objects from another thread, and another program another one: each update counts once, and
+    /// the flushed notes are stored.
+    @Test(arguments: [TransactionCuttingRelay.Cut.request, .answer])
+    func updatesMadeWhileABatchOnConditionIsCutCountOnce(cut: TransactionCuttingRelay.Cut) async throws {
+        try await onItsOwnThread {
+            let server = try EtcdServer.shared()
+            let namespace = uniqueNamespace()
+            let relay = try TransactionCuttingRelay(to: server.clientPort)
+            defer { relay.stop() }
+            let store = try WLStorageEtcdStore(endpoints: [relay.endpoint], namespace: namespace, timeout: .seconds(5))
+            let other = try WLStorageEtcdStore(endpoints: [server.otherSpelling], namespace: namespace)
+            let keys = (0..<10).map { String(format: "t%02d", $0) }
+            try other.write(keys.map { WLStorageStoreWrite(key: $0, data: Data(#"{"count":0,"note":0}"#.utf8)) })
+            let storages = keys.map { WLStorage(key: $0, defaultValue: Tally(), flushInterval: nil, store: store) }
+            let elsewhere = WLStorage(key: "t05", defaultValue: Tally(), flushInterval: nil, store: other)
+            try #require(storages.allSatisfy { $0.wrappedValue == Tally() } && elsewhere.wrappedValue == Tally())
+            try #require(eventually(timeout: 60) { storages.allSatisfy { $0.cell.state.withLock { !$0.isBusy } } })
+            for storage in storages { storage.wrappedValue.note = 1 }
+
+            let updated = Lock(false)
+            relay.cutNextWrite(cut) {
+                let updating = startThread { storages[2].update { $0.count += 1 } }
+                elsewhere.update { $0.count += 1 }
+                updated.withLock { $0 = updating.wait(timeout: .now() + 60) == .success }
+            }
+            ShutdownHandling.flushEverything(only: { $0.storeKey?.store == store.identity })
+            #expect(relay.cutCount == 1, "the batch was cut")
+            #expect(eventually(timeout: 60) { updated.withLock { $0 } }, "this program's update ended")
+            #expect(
+                eventually(timeout: 60) {
+                    ShutdownHandling.flushEverything(only: { $0.storeKey?.store == store.identity })
+                    return storages.allSatisfy { !$0.hasPendingChanges }
+                }, "\(storages.compactMap(\.lastError).prefix(3))")
+            for (index, key) in keys.enumerated() {
+                let stored = try JSONDecoder().decode(Tally.self, from: try #require(try other.read(key: key)))
+                #expect(stored == Tally(count: index == 2 || index == 5 ? 1 : 0, note: 1), "\(key)")
+            }
+        }
+    }
 }
