@@ -41,7 +41,9 @@ struct EtcdUpdatesDuringBatchFlushTests {
             }
             let flushing = startThread {
                 for round in 1...rounds {
-                    for storage in programs[0] { storage.wrappedValue.note = round }
+                    // An update: `wrappedValue.note = round` would set the whole value read, over a count an update of
+                    // the other thread made meanwhile (a compound set is not atomic; see Guarantees).
+                    for storage in programs[0] { storage.update { $0.note = round } }
                     ShutdownHandling.flushEverything(only: { $0.storeKey?.store == stores[0].identity })
                 }
             }
