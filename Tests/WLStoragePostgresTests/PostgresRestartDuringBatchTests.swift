@@ -25,7 +25,7 @@ struct PostgresRestartDuringBatchTests {
             // Round 0: the restart begins while the batch is sent; round 1: the batch begins with the server down.
             let stopMode: PostgresCluster.StopMode = mode == "fast" ? .fast : .immediate
             if round == 1 { try cluster.stop(mode: stopMode) }
-            let flushing = startThread { WLStorageSystem.flushAll() }
+            let flushing = startThread { flushAllStores([store]) }
             if round == 0 { try cluster.stop(mode: stopMode) }
             try cluster.start()
             flushing.wait()
@@ -41,7 +41,7 @@ struct PostgresRestartDuringBatchTests {
                 }
             }
             // What stayed pending is written now that the server is back.
-            if notWritten > 0 { WLStorageSystem.flushAll() }
+            if notWritten > 0 { flushAllStores([store]) }
             for (index, storage) in storages.enumerated() {
                 #expect(!storage.hasPendingChanges, "k\(index): \(storage.lastError?.message ?? "")")
                 let stored = try reader.read(key: "k\(index)").map { String(decoding: $0, as: UTF8.self) }

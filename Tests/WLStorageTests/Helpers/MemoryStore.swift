@@ -275,14 +275,6 @@ extension MemoryStore: WLStorageConditionalStore {
     }
 }
 
-/// ``WLStorageSystem/flushAll()`` for the storages of `stores` only: the flush of every cell, with its batches by store,
-/// without writing the storages of the tests running beside, which may be keeping a change pending on purpose (a
-/// storage of a store of its own that a test flushes only when it chooses, as a test of a wrapped directory store does).
-func flushAllStores(_ stores: [any WLStorageStore]) {
-    let identities = Set(stores.map(\.identity))
-    ShutdownHandling.flushEverything(only: { cell in cell.storeKey?.store.map(identities.contains) ?? false })
-}
-
 /// A custom backer with a change feed: a value in memory that tests change from outside.
 final class ObservableMemoryBacker: WLStorageObservableBacker, Sendable {
     let key = "observed"

@@ -59,7 +59,7 @@ private struct Tally: Codable, Equatable, Sendable {
         // Another program counts, and this one has not heard of it yet.
         store.base.writeUnreported("tally", json: #"{"count":2,"label":"old"}"#)
 
-        WLStorageSystem.flushAll()
+        flushAllStores([store])
         #expect(!storage.hasPendingChanges, "\(storage.lastError?.message ?? "")")
         let stored = try #require(store.base.stored("tally"))
         let object = try #require(try JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [String: Any])

@@ -307,7 +307,7 @@ struct RewriteGivesWayTests {
             key: "panel", defaultValue: PanelV2(), flushInterval: nil, store: store, migrations: fromV1)
         #expect(newer.hasPendingChanges, "the value read in the older shape is to be written back in the newer")
         store.put("panel", #"{"stamp":2,"wide":false}"#)  // another program of the older version
-        WLStorageSystem.flushAll()
+        flushAllStores([store])
         #expect(
             store.stored("panel") == #"{"stamp":2,"wide":false}"#,
             "the flush of all wrote the rewrite of the value read before over another program's set")

@@ -1,0 +1,9 @@
+@testable import WLStorage
+
+/// ``WLStorageSystem/flushAll()`` for the storages of `stores` only: the flush of every cell, with its batches by store,
+/// without writing the storages of the tests running beside, which may be keeping a change pending on purpose (a
+/// storage of a store of its own that a test flushes only when it chooses, as a test of a wrapped directory store does).
+public func flushAllStores(_ stores: [any WLStorageStore]) {
+    let identities = Set(stores.map(\.identity))
+    ShutdownHandling.flushEverything(only: { cell in cell.storeKey?.store.map(identities.contains) ?? false })
+}
