@@ -61,6 +61,20 @@ import WLStorageTestSupport
             "suites without `.onTestThreads` or `.capturingOutput`:\n\(without.joined(separator: "\n"))")
     }
 
+    /// No test flushes every storage of the test process (`WLStorageSystem.flushAll()`): it would write the storages of
+    /// the tests running beside, which may keep a change pending on purpose (a program with the wrong key whose set must
+    /// wait until it hears the value it cannot open). Tests flush their own stores' storages (`flushAllStores`); child
+    /// programs, which are processes of their own, may call it.
+    @Test func noTestFlushesTheStoragesOfTheTestsBesideIt() throws {
+        let call = "WLStorageSystem" + ".flushAll()"  // in two parts, so this file does not hold the call it looks for
+        let callers = try Self.testFiles().filter { path in
+            try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").contains { line in
+                line.contains(call) && !line.trimmingCharacters(in: .whitespaces).hasPrefix("//")
+            }
+        }
+        #expect(callers.isEmpty, "tests that flush every storage of the test process: \(callers)")
+    }
+
     /// The search finds a suite without the trait, over several lines too, and a test type with no attribute.
     @Test func theSearchFindsSuitesWithoutTheTrait() {
         let text = """
