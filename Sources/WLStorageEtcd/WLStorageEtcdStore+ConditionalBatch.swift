@@ -30,7 +30,7 @@ extension WLStorageEtcdStore {
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether it
     ///   was carried out; the transactions before it were, those after it were not sent: its
     ///   ``WLStorageError/storedWrites`` counts the writes up to the failed transaction's end (its start, when no copy of
-    ///   it reached etcd).
+    ///   it reached etcd), and ``WLStorageError/storedAnswers`` gives the answers of those before it.
     public func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
         guard batch.count == expected.count, Set(batch.map(\.key)).count == batch.count else {
             return try zip(batch, expected).map { try write(key: $0.key, data: $0.data, ifItHolds: $1) }
@@ -52,6 +52,7 @@ extension WLStorageEtcdStore {
                 // The writes after the chunk were not sent, nor were the chunk's when no copy of it reached etcd.
                 let unsent = (error.underlying as? EtcdFailure)?.outcome == .notSent
                 error.storedWrites = unsent ? chunk.lowerBound : chunk.upperBound
+                error.storedAnswers = Array(written[..<chunk.lowerBound])
                 throw error
             }
         }

@@ -58,14 +58,16 @@ extension WLStoragePostgresStore {
     /// row holds what is expected, `INSERT … ON CONFLICT DO NOTHING` where none should be) notifying the keys it wrote.
     ///
     /// - Throws: ``WLStorageError`` (`writeFailed`) when a chunk failed or may not have committed; those before stay,
-    ///   those after were not sent (``WLStorageError/storedWrites`` counts the writes up to the chunk's end).
+    ///   those after were not sent (``WLStorageError/storedWrites`` counts the writes up to the chunk's end, and
+    ///   ``WLStorageError/storedAnswers`` gives the answers of those before it).
     public func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
         guard batch.count == expected.count, Set(batch.map(\.key)).count == batch.count else {
             return try zip(batch, expected).map { try write(key: $0.key, data: $0.data, ifItHolds: $1) }
         }
-        var (written, sent) = (Set<String>(), 0)
+        var (written, sent, answered) = (Set<String>(), 0, 0)
         do throws(WLStorageError) {
             for chunk in Self.chunks(of: batch) {
+                answered = chunk.lowerBound
                 let parameters =
                     upsertManyParameters(batch[chunk]) + [
                         .byteArrays(expected[chunk].map { $0 ?? Data() }),
@@ -82,6 +84,7 @@ extension WLStoragePostgresStore {
         } catch {
             var error = error
             error.storedWrites = sent  // the chunks after the one that failed were not sent
+            error.storedAnswers = batch[..<answered].map { written.contains($0.key) }
             throw error
         }
         return batch.map { written.contains($0.key) }

@@ -197,14 +197,20 @@ struct PostgresBatchTests {
             default: #expect(row == nil, "\(index)")
             }
         }
-        // The second chunk refused by the server: the first one's rows are written, the others not.
+        // The second chunk refused by the server: the first one's rows are written but one whose row holds other
+        // bytes, the others not, and the error gives the first chunk's answers.
         var failing = batch.map { WLStorageStoreWrite(key: $0.key, data: bytes("again")) }
         failing[rows + 1] = WLStorageStoreWrite(key: Self.refusedKey(), data: bytes("0"))
         let holding = (0..<count).map { try? store.read(key: key($0)) }
         var expectedAgain = holding
+        expectedAgain[3] = bytes("other")
         expectedAgain[rows + 1] = nil  // made where no row is: its index entry is refused
-        #expect(throws: WLStorageError.self) { try store.write(failing, ifTheyHold: expectedAgain) }
-        #expect(try (0..<rows).allSatisfy { try store.read(key: key($0)) == bytes("again") })
+        #expect {
+            try store.write(failing, ifTheyHold: expectedAgain)
+        } throws: { error in
+            (error as? WLStorageError)?.storedAnswers == (0..<rows).map { $0 != 3 }
+        }
+        #expect(try (0..<rows).allSatisfy { try store.read(key: key($0)) == ($0 == 3 ? holding[3] : bytes("again")) })
         #expect(try (rows..<count).allSatisfy { try store.read(key: key($0)) == holding[$0] })
     }
 

@@ -281,7 +281,9 @@ extension FlushItem {
             do {
                 written = try conditional.write(onCondition.map(\.batch.write), ifTheyHold: expected)
             } catch {
-                (failing, sent) = (started.duration(to: .now), (error as? WLStorageError)?.storedWrites ?? .max)
+                let known = error as? WLStorageError
+                (failing, sent) = (started.duration(to: .now), known?.storedWrites ?? .max)
+                written = known?.storedAnswers ?? []
             }
         }
         for (position, (batch, index)) in (whole + onCondition).enumerated() {
@@ -293,7 +295,8 @@ extension FlushItem {
             } else if position < whole.count || written.dropFirst(position - whole.count).first == true {
                 needsFlush[index] = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: nil)
             } else {
-                cells[index].giveBackBatchWrite(unsure: failing != nil && position - whole.count < sent ? batch : nil)
+                let unknown = failing != nil && position - whole.count >= written.count && position - whole.count < sent
+                cells[index].giveBackBatchWrite(unsure: unknown ? batch : nil)  // answered: refused
             }
         }
         return failing ?? .zero

@@ -81,9 +81,20 @@ public protocol WLStorageConditionalStore: WLStorageStore {
 }
 
 extension WLStorageConditionalStore {
-    /// Writes the keys on condition one by one, in order; the first failure stops.
+    /// Writes the keys on condition one by one, in order; the first failure stops, and says the answers before it.
     public func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
-        try zip(batch, expected).map { try write(key: $0.key, data: $0.data, ifItHolds: $1) }
+        var answers: [Bool] = []
+        for (write, expected) in zip(batch, expected) {
+            do {
+                answers.append(try self.write(key: write.key, data: write.data, ifItHolds: expected))
+            } catch {
+                let unknown = WLStorageError(code: .writeFailed, message: "\(error)", underlying: error)
+                var failure = error as? WLStorageError ?? unknown
+                (failure.storedWrites, failure.storedAnswers) = (answers.count + 1, answers)
+                throw failure
+            }
+        }
+        return answers
     }
 }
 

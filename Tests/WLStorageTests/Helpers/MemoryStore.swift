@@ -252,12 +252,15 @@ extension MemoryStore: WLStorageConditionalStore {
             defer { (state.afterConditionalBatch, state.losesConditionalBatchAnswer) = (nil, false) }
             if let count = state.conditionalBatchFailsAfter {
                 state.conditionalBatchFailsAfter = nil
-                for (write, expected) in zip(batch, expected).prefix(count) where state.values[write.key] == expected {
+                let answers = zip(batch, expected).prefix(count).map { write, expected in
+                    guard state.values[write.key] == expected else { return false }
                     state.writes += 1
                     state.values[write.key] = write.data
+                    return true
                 }
+                // The first chunk was answered; the second failed before any of it was sent.
                 var error = WLStorageError(code: .writeFailed, message: "the batch's second chunk failed")
-                error.storedWrites = count
+                (error.storedWrites, error.storedAnswers) = (count, answers)
                 throw error
             }
             return (

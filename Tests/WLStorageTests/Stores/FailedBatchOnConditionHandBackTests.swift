@@ -62,9 +62,9 @@ import WLStorageTestSupport
 
     /// A batch on condition writes its first chunk, refusing an object there whose field another program set, unheard
     /// of, and its second chunk fails, before anything of it was sent. Objects of the second chunk whose field another
-    /// program set keep this program's change (they were not sent). Known issue: the refused object of the first chunk
-    /// is given back as a write of unknown outcome (the error does not say which writes of the chunks before it were
-    /// refused), and the other program's value of the field wins over this program's later change.
+    /// program set keep this program's change (they were not sent), and so does the object refused in the first chunk:
+    /// the error gives the first chunk's answers (``WLStorageError/storedAnswers``), so it goes back as refused, not as
+    /// a write of unknown outcome, which would give the field to the other program's value.
     @Test func aBatchOnConditionWhoseSecondChunkFailsKeepsTheChangesOfBothChunks() throws {
         let store = MemoryStore()
         let keys = (0..<10).map { "pair\($0)" }
@@ -82,13 +82,27 @@ import WLStorageTestSupport
         for (index, key) in keys.enumerated() {
             let stored = try JSONDecoder().decode(Pair.self, from: Data(try #require(store.stored(key)).utf8))
             let expected = Pair(a: index + 1, b: ["pair2", "pair7"].contains(key) ? 7 : 0)
-            if key == "pair2" {
-                withKnownIssue("a refused write of a chunk before the failed one is given back as of unknown outcome") {
-                    #expect(stored == expected, "\(key)")
-                }
-            } else {
-                #expect(stored == expected, "\(key)")
-            }
+            #expect(stored == expected, "\(key)")
         }
+    }
+
+    /// The contract's own batch on condition, which writes one key at a time, says where it failed: the writes before
+    /// are answered (stored or refused), the one that failed may have been stored, and those after were not sent.
+    @Test func theOneByOneBatchOnConditionThatFailsPartWaySaysWhatWasAnswered() throws {
+        struct Unreachable: Error {}
+        let store = InterceptedStore()
+        store.base.writeFromOutside("b", json: "1")
+        store.beforeNextConditionalWrite {
+            store.beforeNextConditionalWrite { store.beforeNextConditionalWrite { throw Unreachable() } }
+        }
+        let writes = ["a", "b", "c", "d"].map { WLStorageStoreWrite(key: $0, data: Data("2".utf8)) }
+        #expect {
+            _ = try store.write(writes, ifTheyHold: [nil, nil, nil, nil])
+        } throws: { error in
+            let error = error as? WLStorageError
+            return error?.storedWrites == 3 && error?.storedAnswers == [true, false] && error?.underlying is Unreachable
+        }
+        #expect(store.base.stored("a") == "2" && store.base.stored("b") == "1")
+        #expect(store.base.stored("c") == nil && store.base.stored("d") == nil)
     }
 }
