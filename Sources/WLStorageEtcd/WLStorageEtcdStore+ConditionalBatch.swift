@@ -150,6 +150,29 @@ extension WLStorageEtcdStore {
         }
     }
 
+    /// The bytes stored under each of `keys` (`nil`: nothing), read as ``read(key:)`` reads: a transaction of ranges
+    /// for each chunk of ``transactionOperations`` keys.
+    ///
+    /// - Throws: As ``read(key:)``.
+    public func read(keys: [String]) throws -> [Data?] {
+        var values: [Data?] = []
+        for start in stride(from: 0, to: keys.count, by: Self.transactionOperations) {
+            let chunk = keys[start..<min(start + Self.transactionOperations, keys.count)]
+            let request = TxnRequest(
+                compare: [], success: chunk.map { RequestOp(requestRange: RangeRequest(key: etcdKey($0))) })
+            let answer: TxnResponse = try perform(reading: true, key: chunk.first) { () throws(EtcdFailure) in
+                try client.call("v3/kv/txn", request, resending: true)
+            }
+            guard let responses = answer.responses, responses.count == chunk.count else {
+                throw WLStorageError(
+                    code: .readFailed, message: "\(identity): etcd answered a read of \(chunk.count) keys with fewer",
+                    path: identity)
+            }
+            values += responses.map { $0.responseRange?.kvs?.first.map { $0.value ?? Data() } }
+        }
+        return values
+    }
+
     /// What `keys` (etcd keys) hold, read in one transaction, at one revision: each key's entry, `nil` where nothing is
     /// stored; `nil` when the read failed.
     private func read(_ keys: [Data]) -> [KeyValue?]? {

@@ -90,6 +90,23 @@ extension WLStoragePostgresStore {
         return batch.map { written.contains($0.key) }
     }
 
+    /// The bytes stored under each of `keys` (`nil`: no row), read as ``read(key:)`` reads, a statement per chunk.
+    public func read(keys: [String]) throws -> [Data?] {
+        try check(keys, reading: true)
+        let limit = String(WLStorageSystem.maximumStoredValueSize)
+        var found: [String: Data] = [:]
+        for start in stride(from: 0, to: keys.count, by: Self.batchRows) {
+            let chunk = Array(keys[start..<min(start + Self.batchRows, keys.count)])
+            let parameters: [PostgresConnection.Parameter] = [.text(namespace), .texts(chunk), .text(limit)]
+            for row in try query(statements.readMany, parameters, reading: true, key: nil) where row.count == 3 {
+                guard let key = row[0].map({ String(decoding: $0, as: UTF8.self) }) else { continue }
+                guard let value = row[1] else { throw tooLarge(key, size: row[2]) }
+                found[key] = value
+            }
+        }
+        return keys.map { found[$0] }
+    }
+
     /// The most rows of one statement of a batch.
     static let batchRows = 500
     /// The bytes of values past which a chunk of a batch ends (a chunk holds at least one row).

@@ -24,8 +24,8 @@ extension WLStoragePostgresStore {
 
     /// The bytes of `key` and their version, read as ``read(key:)`` reads; `nil` when there is no row.
     public func readWithVersion(key: String) throws -> (data: Data, version: Int64)? {
-        let limit = WLStorageSystem.maximumStoredValueSize
-        let parameters: [PostgresConnection.Parameter] = [.text(namespace), .text(key), .text(String(limit))]
+        let limit = String(WLStorageSystem.maximumStoredValueSize)
+        let parameters: [PostgresConnection.Parameter] = [.text(namespace), .text(key), .text(limit)]
         let rows = try query(statements.readVersioned, parameters, reading: true, key: key)
         guard let row = rows.first, row.count == 3 else { return nil }
         guard let version = row[2].flatMap({ Int64(String(decoding: $0, as: UTF8.self)) }) else {
@@ -33,12 +33,17 @@ extension WLStoragePostgresStore {
                 code: .readFailed, message: "\(identity): the row of the key has no version", key: key, path: identity)
         }
         if let value = row[0] { return (value, version) }
-        let size = row[1].map { String(decoding: $0, as: UTF8.self) } ?? "?"
-        throw WLStorageError(
+        throw tooLarge(key, size: row[1])
+    }
+
+    /// The error of a row too large to read, of `size` bytes (as text).
+    func tooLarge(_ key: String, size: Data?) -> WLStorageError {
+        WLStorageError(
             code: .valueTooLarge,
-            message: "\(identity): the row of the key holds \(size) bytes, more than the largest value read"
-                + " (\(limit) bytes, WLStorageSystem.maximumValueSize and what encryption adds); it is not read",
-            key: key, path: identity)
+            message: "\(identity): the row of the key holds \(size.map { String(decoding: $0, as: UTF8.self) } ?? "?")"
+                + " bytes, more than the largest value read (\(WLStorageSystem.maximumStoredValueSize) bytes,"
+                + " WLStorageSystem.maximumValueSize and what encryption adds); it is not read", key: key,
+            path: identity)
     }
 
     /// Stores `data` under `key` only while its row's version is `version` (for `nil`, while there is no row), in one

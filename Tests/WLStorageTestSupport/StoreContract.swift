@@ -137,6 +137,11 @@ public enum StoreContract {
         }
         #expect(try store.read(key: "cb-missing") == nil, sourceLocation: sourceLocation)
         #expect(try store.read(key: many[519]) == bytes("2"), sourceLocation: sourceLocation)
+        // The keys read in one call, in the order asked, over more than a statement's or a transaction's keys.
+        let asked = ["cb-other", "cb-missing"] + many.reversed() + ["cb-absent"]
+        #expect(
+            try store.read(keys: asked) == [bytes("1"), nil] + many.map { _ in bytes("2") } + [bytes("2")],
+            "the keys read in one call hold what each read of one holds", sourceLocation: sourceLocation)
         for key in batch { try store.remove(key: key) }
     }
 

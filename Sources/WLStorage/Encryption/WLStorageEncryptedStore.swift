@@ -28,9 +28,9 @@ public final class WLStorageEncryptedStore: WLStorageStore {
     fileprivate let fingerprints: [[UInt8]]
     public let identity: String
 
-    private let under: StoreCapabilities
+    fileprivate let under: StoreCapabilities
     /// Whether the store below changes keys (a prefix): values are sealed with the key they are stored under there.
-    private var changesKeys: Bool { under.resolve != nil }
+    fileprivate var changesKeys: Bool { under.resolve != nil }
 
     /// A store that encrypts the values of `base` with `key`, and opens values stored under `previousKeys` too.
     public convenience init(
@@ -252,6 +252,48 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
             return false
         }
         return try base.write(key: storedKey, data: store.seal(data, key: key), ifItHolds: current)
+    }
+
+    /// Stores each write, sealed, only while its key holds what is expected once opened: the keys are read in one call,
+    /// and those that hold it are written in one batch on condition of the sealed bytes read, by the store below.
+    func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
+        guard !store.changesKeys, !rewriting, let base = store.under.conditional else {
+            return try writeOneByOne(batch, ifTheyHold: expected)
+        }
+        var (current, sent, sealed): ([Data?], [Int], [WLStorageStoreWrite]) = ([], [], [])
+        do {
+            current = try base.read(keys: batch.map(\.key))
+            guard current.count == batch.count else {
+                throw WLStorageError(code: .readFailed, message: "\(store.identity): the store below read too few keys")
+            }
+            // The writes whose keys hold what they expect (nothing stored, or bytes that open to it).
+            sent = batch.indices.filter { index in
+                guard let sealed = current[index], !sealed.isEmpty else { return expected[index]?.isEmpty ?? true }
+                return expected[index]?.isEmpty == false
+                    && (try? store.open(sealed, key: batch[index].key)) == expected[index]
+            }
+            sealed = try sent.map {
+                WLStorageStoreWrite(key: batch[$0].key, data: try store.seal(batch[$0].data, key: batch[$0].key))
+            }
+        } catch {
+            var failure = error as? WLStorageError ?? WLStorageError(code: .writeFailed, message: "\(error)")
+            failure.storedWrites = 0  // none was sent
+            throw failure
+        }
+        var answers = [Bool](repeating: false, count: batch.count)
+        do {
+            for (written, index) in zip(try base.write(sealed, ifTheyHold: sent.map { current[$0] }), sent) {
+                answers[index] = written
+            }
+        } catch var error as WLStorageError {
+            // Counted in the batch: those before the first write not answered are; those from the first not sent, not.
+            let (answered, tried) = (error.storedAnswers?.count ?? 0, error.storedWrites ?? sent.count)
+            for (written, index) in zip(error.storedAnswers ?? [], sent) { answers[index] = written }
+            error.storedAnswers = Array(answers[..<(answered < sent.count ? sent[answered] : batch.count)])
+            error.storedWrites = tried < sent.count ? sent[tried] : batch.count
+            throw error
+        }
+        return answers
     }
 
     /// The bytes of `key`, opened, with the sealed bytes' version (each seal differs: the version tells writes apart).

@@ -368,8 +368,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                 known.base != nil || known.seenObject != nil
                     || (known.last == 0 && (medium.conceals || data.first == UInt8(ascii: "{")))
             else { return .whole }
-            return !medium.conceals && known.seenObject.map({ $0 == known.base }) ?? true
-                ? .ifItHolds(known.base) : .onItsOwn
+            return known.seenObject.map({ $0 == known.base }) ?? true ? .ifItHolds(known.base) : .onItsOwn
         }
     }
 

@@ -78,11 +78,24 @@ public protocol WLStorageConditionalStore: WLStorageStore {
     /// - Throws: When it is not known which were stored: each is then written again on its own, on condition (as of
     ///   unknown outcome, but past the ``WLStorageError/storedWrites`` of the error, which were not sent).
     func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool]
+
+    /// The bytes stored under each of `keys` (`nil`: nothing), as ``WLStorageStore/read(key:)`` reads them: how a store
+    /// over this one that seals its values (``WLStorageEncryptedStore``) writes a batch on condition of what they hold.
+    /// The default implementation reads them one by one.
+    func read(keys: [String]) throws -> [Data?]
 }
 
 extension WLStorageConditionalStore {
     /// Writes the keys on condition one by one, in order; the first failure stops, and says the answers before it.
     public func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
+        try writeOneByOne(batch, ifTheyHold: expected)
+    }
+
+    /// Reads the keys one by one.
+    public func read(keys: [String]) throws -> [Data?] { try keys.map { try read(key: $0) } }
+
+    /// The default ``write(_:ifTheyHold:)``, for a store that writes some batches one by one.
+    package func writeOneByOne(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
         var answers: [Bool] = []
         for (write, expected) in zip(batch, expected) {
             do {

@@ -9,6 +9,7 @@ extension WLStoragePostgresStore {
         let tableState: String
         let createTable: String
         let readVersioned: String
+        let readMany: String
         let replaceIfVersion: String
         let trace: String
         let keys: String
@@ -94,6 +95,10 @@ extension WLStoragePostgresStore {
             readVersioned = """
                 SELECT CASE WHEN octet_length(value) <= $3::bigint THEN value END, octet_length(value)::text, \
                 version::text FROM \(name) WHERE namespace = $1 AND key = $2
+                """
+            readMany = """
+                SELECT key, CASE WHEN octet_length(value) <= $3::bigint THEN value END, octet_length(value)::text \
+                FROM \(name) WHERE namespace = $1 AND key = ANY($2::text[])
                 """
             keys = "SELECT key FROM \(name) WHERE namespace = $1 ORDER BY key"
             // Each row's key, size, time of its last write (UTC, to the second) and bytes when not too large ($2).

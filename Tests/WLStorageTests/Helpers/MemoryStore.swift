@@ -151,6 +151,11 @@ final class MemoryStore: WLStorageStore {
         contents.state.withLock { $0.values[key] = Data(json.utf8) }
     }
 
+    /// Another program's write of `data` under `key` whose news the feed has not brought yet.
+    func writeUnreported(_ key: String, data: Data) {
+        contents.state.withLock { $0.values[key] = data }
+    }
+
     /// Another program's removal of `key`, reported by the feed.
     func removeFromOutside(_ key: String) {
         contents.state.withLock { $0.values[key] = nil }

@@ -105,4 +105,24 @@ import WLStorageTestSupport
         #expect(store.base.stored("a") == "2" && store.base.stored("b") == "1")
         #expect(store.base.stored("c") == nil && store.base.stored("d") == nil)
     }
+
+    /// An encrypted store's batch on condition sends the store below only the writes whose keys hold what they expect:
+    /// when that batch fails part way, the error counts in the whole batch, the writes left out answered (refused).
+    @Test func anEncryptedBatchOnConditionThatFailsPartWayCountsTheWritesItLeftOut() throws {
+        let store = MemoryStore()
+        let encrypted = store.encrypted(with: try .random())
+        let keys = (0..<6).map { "k\($0)" }
+        for key in keys { try encrypted.write(key: key, data: Data("1".utf8)) }
+        let conditional = try #require(Stores.capabilities(of: encrypted).conditional)
+        store.failTheNextConditionalBatch(after: 2)
+        let writes = keys.map { WLStorageStoreWrite(key: $0, data: Data("2".utf8)) }
+        #expect {
+            _ = try conditional.write(writes, ifTheyHold: keys.map { Data(($0 == "k1" ? "0" : "1").utf8) })
+        } throws: { error in
+            let error = error as? WLStorageError
+            return error?.storedAnswers == [true, false, true] && error?.storedWrites == 3
+        }
+        #expect(store.conditionalBatches == [["k0", "k2", "k3", "k4", "k5"]])
+        #expect(try keys.map { try encrypted.read(key: $0) } == ["2", "1", "2", "1", "1", "1"].map { Data($0.utf8) })
+    }
 }

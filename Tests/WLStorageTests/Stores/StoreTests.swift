@@ -218,6 +218,39 @@ import WLStorageCrypto
         }
     }
 
+    /// Objects of an encrypted store over one that writes on condition go in one batch on condition too: the keys read
+    /// in one call, those holding what was read written on condition of the sealed bytes. One whose key another program
+    /// changed meanwhile, unheard of, is refused there and written on its own, its changed field onto the other's.
+    @Test func flushAllWritesEncryptedObjectsInOneBatchOnCondition() throws {
+        struct Pair: Codable, Sendable, Equatable {
+            var a = 0
+            var b = 0
+        }
+        let store = MemoryStore()
+        let key = try WLStorageEncryptionKey.random()
+        let encrypted = store.encrypted(with: key)
+        let keys = (0..<6).map { "object\($0)" }
+        for name in keys { try encrypted.write(key: name, data: Data(#"{"a":0,"b":0}"#.utf8)) }
+        let storages = (keys + ["new"]).map {
+            WLStorage(key: $0, defaultValue: Pair(), flushInterval: nil, store: encrypted)
+        }
+        #expect(storages.allSatisfy { $0.wrappedValue == Pair() })
+        #expect(eventually { storages.allSatisfy { $0.cell.state.withLock { !$0.isBusy } } })
+        for (index, storage) in storages.enumerated() { storage.wrappedValue.a = index + 1 }
+        let other = MemoryStore()
+        try other.encrypted(with: key).write(key: "object5", data: Data(#"{"a":0,"b":7}"#.utf8))
+        store.writeUnreported("object5", data: try #require(try other.read(key: "object5")))
+
+        flushAllStores([encrypted])
+        #expect(storages.allSatisfy { !$0.hasPendingChanges }, "\(storages.compactMap(\.lastError).prefix(2))")
+        // object5 holds what this program did not read: left out of the batch, refused.
+        #expect(store.conditionalBatches == [(keys.dropLast() + ["new"]).sorted()], "\(store.conditionalBatches)")
+        for (index, name) in (keys + ["new"]).enumerated() {
+            let stored = try JSONDecoder().decode(Pair.self, from: try #require(try encrypted.read(key: name)))
+            #expect(stored == Pair(a: index + 1, b: name == "object5" ? 7 : 0), "\(name)")
+        }
+    }
+
     /// An object whose key a check read again and found as it was (a feed that reconnects has every storage read its key)
     /// still goes in the batch on condition: nothing another program stored is to be merged.
     @Test func flushAllWritesObjectsReadAgainUnchangedInTheBatchOnCondition() {
