@@ -94,7 +94,6 @@ package enum DirectoryTable {
         Runtime.shared.directories.withLock { $0.byPath[directory]?.cleanUpPending = false }
     }
 
-    /// The identity of `directory` as last prepared, if it was.
     package static func identity(of directory: StorageDirectory) -> DirectoryIdentity? {
         Runtime.shared.directories.withLock { $0.byPath[directory]?.identity }
     }

@@ -32,7 +32,6 @@ struct FileMedium: KeyMedium {
         return directory.status(of: fileName) != nil
     }
 
-    /// Why there is no file to read or write.
     private func setupError(key: String) -> WLStorageError {
         directory == nil
             ? WLStorageError(
@@ -94,8 +93,8 @@ struct FileMedium: KeyMedium {
     }
 
     /// Writes what `make` makes of the file's bytes now (`nil`: nothing), only while the file is still the version read
-    /// (or only where nothing stands); a file replaced meanwhile is read and `make` asked again. `make` returning `nil`
-    /// writes nothing and returns the version stored. `nil` when others replaced the file in each of a few rounds.
+    /// (or only where nothing stands), asking again after a replacement; `nil` when others replaced the file in each of
+    /// a few rounds.
     func write(key: String, announced: Bool, onto make: (Data?) throws(WLStorageError) -> Data?)
         throws(WLStorageError) -> (data: Data, stamp: Int)?
     {

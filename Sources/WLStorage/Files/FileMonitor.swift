@@ -1,13 +1,12 @@
 import Foundation
 
 /// Tells file-backed storages when another program changed their file. One inotify descriptor for the process, read on
-/// one serial queue, with one watch per directory in use for `IN_MOVED_TO`, `IN_CLOSE_WRITE`, `IN_DELETE` and
-/// `IN_MOVED_FROM`; an event's file's live cell reads it. A path is followed, not pinned: a replaced symlink on it
-/// (watched via its parent) moves the watch and the cells. Without inotify, or while the directory is missing, the path
-/// is polled every half second.
+/// one serial queue, one watch per directory in use (`IN_MOVED_TO`, `IN_CLOSE_WRITE`, `IN_DELETE`, `IN_MOVED_FROM`). A
+/// path is followed, not pinned: a replaced symlink on it (watched via its parent) moves the watch and the cells.
+/// Without inotify, or while the directory is missing, the path is polled every half second.
 ///
-/// It reports to ``changes`` and to its subscribers, never to cells. The lock guards the tables only: reports and
-/// subscribers are made outside it, and subscribers released outside it.
+/// It reports to ``changes`` and its subscribers, never to cells. The lock guards the tables only: reports are made,
+/// and subscribers released, outside it.
 package final class FileMonitor: Sendable {
     /// Where the monitor reports changes of the key files in the paths it watches: the change router.
     protocol Changes: Sendable {
@@ -38,11 +37,9 @@ package final class FileMonitor: Sendable {
     }
 
     package enum DirectoryEvent: Sendable {
-        /// The file of this name may have changed.
         case file(String)
         /// Any file may have changed: events were lost, or the path now leads to another directory.
         case any
-        /// The directory was removed or moved away; no more events will come for it.
         case directoryGone
     }
 
@@ -57,7 +54,6 @@ package final class FileMonitor: Sendable {
         var users = 0
         /// The inotify watch of the directory the path leads to, or `nil` while the path is polled.
         var watch: Int32?
-        /// What the path led to when it was last looked at.
         var identity: DirectoryIdentity?
         /// Polled whatever happens (tests of the fallback).
         var pollOnly = false

@@ -1,10 +1,8 @@
 import WLStorageCrypto
 
-/// How a key becomes a file name in the storage directory.
-///
-/// A key of 1 to 127 bytes of `[A-Za-z0-9._-]`, not `.`, `..` or 64 lowercase hex digits, is its own name; any other
-/// is the lowercase hex SHA-256 of its UTF-8 bytes. One to one, never a `/` or `~` (free for temporary files).
-/// Keys are compared as UTF-8 bytes, as file names are.
+/// How a key becomes a file name: a key of 1 to 127 bytes of `[A-Za-z0-9._-]`, not `.`, `..` or 64 lowercase hex
+/// digits, is its own name; any other is the lowercase hex SHA-256 of its UTF-8 bytes. One to one, never a `/` or `~`
+/// (free for temporary files); keys compare as UTF-8 bytes, as file names do.
 package enum FileName {
     /// The longest key, in bytes, that is used as a file name as it is.
     package static let maximumPlainLength = 127
@@ -12,7 +10,6 @@ package enum FileName {
     /// The file name for `key`, or `nil` when the key needs hashing and libcrypto cannot hash it.
     package static func forKey(_ key: String) -> String? { isPlain(key) ? key : SHA256.hexDigest(of: key) }
 
-    /// Whether `key` is used as its own file name.
     package static func isPlain(_ key: String) -> Bool {
         let utf8 = key.utf8
         guard 1...maximumPlainLength ~= utf8.count, key != ".", key != "..", !isDigest(key) else { return false }

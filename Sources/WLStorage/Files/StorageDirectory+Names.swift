@@ -19,7 +19,6 @@ extension StorageDirectory {
         return keyFileName(of: written) != nil ? written : nil
     }
 
-    /// What the name of an exchange's file ends with.
     package static let exchangeSuffix = ".xchg"
 
     /// The name a conditional replacement gives its written file for the exchange: `NAME~<expected's

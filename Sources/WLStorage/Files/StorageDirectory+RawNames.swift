@@ -3,9 +3,8 @@ import Foundation
 /// The entries of a storage directory by the bytes of their names, for tools that must see every entry: a `String`
 /// turns non-UTF-8 bytes into U+FFFD, so such a name could not be opened. Entries are reached by `fstatat`/`openat`.
 extension StorageDirectory {
-    /// The names of the directory's entries as bytes, without `.` and `..`, sorted byte by byte. Throws
-    /// ``WLStorageError/Code/directoryUnavailable`` when the directory cannot be opened (its `errno` is `ENOENT` when
-    /// there is none), ``WLStorageError/Code/readFailed`` when it cannot be listed.
+    /// The names of the entries as bytes, without `.` and `..`, sorted; throws
+    /// ``WLStorageError/Code/directoryUnavailable`` (`ENOENT`: none) or ``WLStorageError/Code/readFailed``.
     package func rawEntryNames() throws(WLStorageError) -> [[UInt8]] {
         var names: [[UInt8]] = []
         try forEachEntry(checkingErrors: true) { names.append(Array($0)) }
@@ -21,10 +20,8 @@ extension StorageDirectory {
         return FileStatus(status)
     }
 
-    /// Opens the regular file `name` for reading (`openat` with `O_NOFOLLOW|O_NONBLOCK`, checked by `fstat` before a
-    /// byte is read), or returns `nil` when there is no entry of that name. Throws as ``rawEntryNames()`` when the
-    /// directory cannot be opened, ``WLStorageError/Code/notARegularFile`` for a symlink, a directory or a special
-    /// file, ``WLStorageError/Code/readFailed`` when the file cannot be opened.
+    /// Opens the regular file `name` (`openat` with `O_NOFOLLOW|O_NONBLOCK`, checked by `fstat`), or `nil` when there
+    /// is none. Throws as ``rawEntryNames()``, or ``WLStorageError/Code/notARegularFile``.
     package func openEntryForReading(named name: [UInt8]) throws(WLStorageError) -> ReadableEntry? {
         let dir = try openDirectory()
         defer { close(dir) }

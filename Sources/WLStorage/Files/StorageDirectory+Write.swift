@@ -180,12 +180,11 @@ extension StorageDirectory {
     /// another program's version: `renameat2(RENAME_EXCHANGE)` swaps the written file in and the displaced one out,
     /// where it is checked: the expected version is removed; another is exchanged back (or a newer one put in place)
     /// until the file taken back is ours or one put back before. A reader may briefly see the written file, never a
-    /// loss. The written file is first renamed to an exchange name (``exchangeName(for:replacing:with:)``), so a
-    /// process killed mid-exchange leaves the other version where clean-up restores it
-    /// (``resolveInterruptedExchange(_:in:)``).
+    /// loss. The written file first takes an exchange name (``exchangeName(for:replacing:with:)``), so clean-up
+    /// restores a killed exchange (``resolveInterruptedExchange(_:in:)``).
     ///
-    /// The caller holds the directory's lock exclusively until `unlock`, once the exchange name is removed: another
-    /// exchange at the name could put back a version this one put back, which this one would then remove.
+    /// The caller holds the directory's lock exclusively until `unlock`: another exchange at the name could put back a
+    /// version this one put back, which this one would then remove.
     private func exchange(
         _ temporary: inout String, with name: String, in dir: CInt, ifStill expected: FileIdentity,
         written: FileIdentity, announced: Bool, unlock: () -> Void

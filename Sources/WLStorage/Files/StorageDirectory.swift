@@ -65,16 +65,15 @@ package struct DirectoryIdentity: Hashable, Sendable, CustomStringConvertible {
     package var description: String { "\(device):\(inode)" }
 }
 
-/// A storage directory and every file operation the package does in it, with POSIX calls.
+/// A storage directory and every file operation the package does in it, with POSIX calls. The directory is opened
+/// afresh for each operation (a symlink in its path followed to where it points now), files are reached relative to it,
+/// and a symlink where a file should be is never followed.
 ///
-/// The directory is opened afresh for each operation (a symlink in its path followed to where it points now), and
-/// files are reached relative to it; a symlink where a file should be is never followed.
-///
-/// Temporary files are `NAME~<16 hex>.tmp` (``writtenFileName(ofTemporary:)``). A writer holds an exclusive `flock`
-/// on its temporary file and a shared one on the directory while it creates it and from close to rename; clean-up
-/// holds the directory's exclusive lock and removes only such files it can lock, so never a working writer's. A
-/// conditional replacement holds the directory's lock exclusively through its exchanges
-/// (``exchangeName(for:replacing:with:)``). Every system call goes through ``FaultInjection``.
+/// Temporary files are `NAME~<16 hex>.tmp` (``writtenFileName(ofTemporary:)``). A writer holds an exclusive `flock` on
+/// its temporary file and a shared one on the directory while it creates it and from close to rename; clean-up holds
+/// the directory's exclusive lock and removes only such files it can lock, so never a working writer's. A conditional
+/// replacement holds the directory's lock exclusively through its exchanges. Every system call goes through
+/// ``FaultInjection``.
 package struct StorageDirectory: Sendable, Hashable {
     /// The path and the hash of its bytes, made once and shared by copies.
     private final class Path: Sendable {
@@ -193,8 +192,7 @@ package struct StorageDirectory: Sendable, Hashable {
     // MARK: Read
 
     /// The contents of `name` (at most `limit` bytes) and their identity, or `nil` when there is no such file. Throws
-    /// ``WLStorageError/Code/notARegularFile`` for any non-regular file (never followed or opened),
-    /// ``WLStorageError/Code/valueTooLarge`` for a larger one (not read), ``WLStorageError/Code/readFailed`` otherwise.
+    /// ``WLStorageError/Code/notARegularFile`` (not opened), ``WLStorageError/Code/valueTooLarge`` or `readFailed`.
     package func readVersion(
         _ name: String, limit: Int = ValueSizeLimit.maximum
     ) throws(WLStorageError) -> (contents: Data, identity: FileIdentity)? {
@@ -307,7 +305,6 @@ package struct StorageDirectory: Sendable, Hashable {
             path: filePath(name))
     }
 
-    /// The absolute path of `name` in this directory.
     package func filePath(_ name: String) -> String { path.hasSuffix("/") ? path + name : path + "/" + name }
 
     /// Calls `body` with ``filePath(_:)`` of `name` as a C string made on the stack.
