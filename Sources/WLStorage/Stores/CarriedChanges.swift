@@ -17,8 +17,8 @@ public struct WLStorageCarriedChange: Sendable, Equatable {
     }
 }
 
-/// What the feed of a ``WLStorageCarryingStore`` reports: a change to read, or a carried one. (Not a case of
-/// ``WLStorageStoreChange``, which would break exhaustive switches in programs' own store wrappers.)
+/// What the feed of a ``WLStorageCarryingStore`` reports: a change to read, or a carried one (a case of
+/// ``WLStorageStoreChange`` would break programs' exhaustive switches).
 public enum WLStorageFeedEvent: Sendable, Equatable {
     /// A change to read, as ``WLStorageStore/observeChanges(_:)`` reports it.
     case change(WLStorageStoreChange)
@@ -34,9 +34,6 @@ public enum WLStorageFeedEvent: Sendable, Equatable {
 ///   ``readWithVersion(key:)`` reads bytes and version in one step.
 /// - The feed reports every write of a key, in order: carried (version, and bytes when they fit), or to read.
 /// - It carries bytes only from writers it trusts: a storage takes them as if it had read the key.
-///
-/// A storage adopts carried bytes only when the changes reported after its known version follow on from it one by
-/// one, in report order; anything else (a gap, disorder, a key made anew, no bytes, `everything`) reads the key.
 public protocol WLStorageCarryingStore: WLStorageStore {
     /// Starts the feed with carried changes reported as such; storages call it instead of `observeChanges`.
     func observeCarriedChanges(_ changed: @escaping @Sendable (WLStorageFeedEvent) -> Void) -> WLStorageSubscription?
@@ -45,8 +42,7 @@ public protocol WLStorageCarryingStore: WLStorageStore {
     func readWithVersion(key: String) throws -> (data: Data, version: Int64)?
 
     /// Stores `data` under `key` as ``WLStorageStore/write(key:data:)`` does, and returns the key's version after the
-    /// write, or `nil` when it is not known. A storage that learns the version of its own write takes the feed's report
-    /// of it as known, without reading the key. By default, a write with no version.
+    /// write, or `nil` when it is not known (the default).
     func writeWithVersion(key: String, data: Data) throws -> Int64?
 }
 
@@ -81,12 +77,11 @@ struct StoreCarriedFeed: CarriedChangeFeed {
 }
 
 /// What a store's backer knows of its key's version and what its feed carried since, to decide whether a check adopts
-/// carried bytes or reads the key. Report order is the order of writes. Bytes are adopted only when the changes after
-/// the last one at or below the known version follow on from it one by one; changes at or below it before them are old
-/// news; only the known version heard again is stale. Anything else reads: no known version, a gap, disorder, no bytes,
-/// a reconnection, or a lower version after another (the key removed and made anew unreported, its versions restarted).
-/// The known version heard with other bytes than those known reads too: another write that made the key anew up to it.
-/// Heard last with the bytes known, it is stale whatever came before it (the storage's own writes heard late, say).
+/// carried bytes or reads the key. Report order is write order. Bytes are adopted only when the changes after the last
+/// one at or below the known version follow on from it one by one; earlier ones are old news. Anything else reads: no
+/// known version, a gap, disorder, no bytes, a reconnection, a lower version after another (the key made anew
+/// unreported), or the known version heard with other bytes. The known version heard last with the known bytes is
+/// stale, whatever came before.
 struct CarriedVersions: Sendable {
     /// The version of the bytes the backer last read, adopted or wrote; `nil` when unknown.
     var known: Int64?
@@ -103,7 +98,6 @@ struct CarriedVersions: Sendable {
         case read
         /// Nothing newer than what the backer knows was carried.
         case stale
-        /// Take these bytes, of this version.
         case adopt(Data, version: Int64)
     }
 

@@ -6,7 +6,6 @@ protocol KeyMedium: Sendable {
     /// Where the bytes of `key` are, as messages name it.
     func place(key: String) -> StoredPlace
 
-    /// Whether a default is saved where nothing is stored.
     var savesDefault: Bool { get }
 
     /// Whether anything stands at the key, even empty bytes (which read as nothing, and a default does not replace).

@@ -28,8 +28,7 @@ protocol StoreBacking<Value>: Sendable {
     /// whether it did, or `nil` when it cannot tell (a plain write).
     func rewrite(_ value: Value, dropping: Bool) throws -> Bool?
 
-    /// Takes the version read last as unseen, so the next check reports it (for a check not adopted because this
-    /// process's change was written meanwhile); a version written stays seen.
+    /// Takes the version read last as unseen, so the next check reports it (after a check that was not adopted).
     func forgetLastRead()
 
     /// Writes `value` as its changes to the bytes it was read from (or `defaultValue`'s) onto what the key holds now
@@ -56,8 +55,8 @@ extension StoreBacking {
     func adoptSeen() {}
 }
 
-/// The version of a key a backer saw last (written or read), by its stamp: only that one is not a change; and the
-/// JSON object bytes last seen, whose unknown members a write keeps (``UnknownFields``).
+/// The version of a key a backer saw last, by stamp (only it is not a change), and the last JSON object seen, whose
+/// unknown members a write keeps.
 struct KnownVersions: Sendable {
     /// The stamp of the version seen last, 0 for none; stamps are odd, 2 is a read forgotten (``forgetLastRead()``).
     private(set) var last = 0
@@ -105,7 +104,6 @@ struct KnownVersions: Sendable {
         rare.undecodable = undecodable ? data : nil
     }
 
-    /// Records the version `stamp`, whose bytes are `data`, as written.
     mutating func wrote(_ stamp: Int, _ data: Data) {
         (last, lastWasRead, rare) = (stamp, false, Rare(copied: rare.copied))
         base = UnknownFields.base(data)

@@ -1,10 +1,9 @@
 import Foundation
 
-/// The change feeds of the stores in use: one per store identity, started by its first storage and cancelled with
-/// its last. Reports are gathered into rounds run on the router's queue, or on the feed's thread for a carried change.
-///
-/// The lock guards the table only: `observeChanges` (user code) is called, and subscriptions cancelled and released,
-/// outside it; a feed being started is a placeholder later users wait for.
+/// The change feeds of the stores in use: one per store identity, started by its first storage and cancelled with its
+/// last; reports are gathered into rounds on the router's queue (a carried change: on the feed's thread). The lock
+/// guards the table only: `observeChanges` (user code) is called, and subscriptions released, outside it; a feed being
+/// started is a placeholder later users wait for.
 final class StoreFeeds: Sendable {
 
     private final class Feed: @unchecked Sendable {  // mutable parts: under `StoreFeeds.feeds`
@@ -21,8 +20,8 @@ final class StoreFeeds: Sendable {
         var draining = false
     }
 
-    /// The keys reported and not checked yet, or every key; carried changes not yet handed to cells, by key, in report
-    /// order; when each waiting key was last reported (rounds hand keys over in that order, so write order is kept).
+    /// Keys reported and not checked yet (or every key); carried changes not yet handed over, by key, in report order;
+    /// when each waiting key was last reported, so rounds keep write order.
     private struct Pending {
         var keys: Set<String> = []
         var everything = false

@@ -18,8 +18,7 @@ final class StoreMedium: KeyMedium {
     private let versions = Lock(CarriedVersions())
     /// Whether there is a ``carriedFeed``, asked at every write without copying it.
     private let carries: Bool
-    /// The store when its feed is its own (not an encrypted store's): its writes say their versions, and the bytes it
-    /// reads are those its feed carries.
+    /// The store when its feed is its own (not an encrypted store's): its writes and reads say their versions.
     private let carrying: (any WLStorageCarryingStore)?
     private let encrypted: WLStorageEncryptedStore?
     /// Whether the store writes on condition: a flush of every storage asks it of each.
@@ -161,9 +160,8 @@ final class StoreMedium: KeyMedium {
         return (data, KnownVersions.stamp(data))
     }
 
-    /// Written on condition of the bytes read, when the store can and they are known. A store that cannot write on
-    /// condition is read again first: the rewrite gives way when the key no longer holds the bytes read, and is a
-    /// plain write otherwise (only a change stored between that read and the write can still be replaced).
+    /// Written on condition of the bytes read where the store can; elsewhere the key is read again first, and the
+    /// rewrite gives way if it changed (only a change stored between that read and the write can still be replaced).
     func rewrite(key: String, announced: Bool, isLast: (Int) -> Bool, encode: () throws(WLStorageError) -> Data)
         throws -> MediumRewrite
     {
@@ -228,8 +226,8 @@ final class StoreMedium: KeyMedium {
     }
 
     /// Stores `data` only while the key's version is `version` (`nil`: nothing stored), with a new random tag, and
-    /// finds out what became of it. A write whose answer is lost is resent with the same tag and condition: it stores
-    /// only if the first did not, and once refused the first cannot store either (versions only grow); the tag tells.
+    /// finds out what became of it: a write whose answer is lost is resent with the same tag and condition, which
+    /// stores only if the first did not (versions only grow); the tag tells.
     func write(
         _ data: Data, ifVersion version: Int64?, through store: any WLStorageVersionedStore, key: String
     ) -> TaggedWriteOutcome {
@@ -296,8 +294,7 @@ final class StoreMedium: KeyMedium {
 
     func removeKeptOriginal() throws { try store.remove(key: keptOriginalKey) }
 
-    /// Bytes that do not decode are copied to a `~corrupt-` key with the time, and removed here while the key holds
-    /// them; something stored meanwhile is read instead.
+    /// Undecodable bytes are copied to a `~corrupt-` key, then removed here only while the key still holds them.
     func keepAside(_ read: ReadBytes, judged: String, type: String, _ decodingError: (any Error)?, key: String)
         -> KeptAside
     {

@@ -45,11 +45,8 @@ public struct WLStorageTagTrace: Sendable, Equatable {
     }
 
     /// Whether a write tagged with the tag asked about, on condition of `expected` (`nil`: no row), committed; `nil`
-    /// when the row cannot tell.
-    ///
-    /// A committed write raised the version past `expected` and put its tag first; it can be pushed out only by
-    /// `capacity` later tagged writes, so a tag not found short of version `expected + 1 + capacity` with `capacity`
-    /// tags kept was never written. (Plain writes only make the check more cautious.)
+    /// when the row cannot tell. A committed write put its tag first and only `capacity` later tagged writes push it
+    /// out, so a tag missing short of version `expected + 1 + capacity` was never written.
     package func committed(ifVersion expected: Int64?) -> Bool? {
         if tagFound { return true }
         let ours = (expected ?? 0) &+ 1

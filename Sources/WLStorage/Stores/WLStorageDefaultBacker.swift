@@ -4,18 +4,15 @@ import WLStorageJSON
 
 /// The backer that keeps each value in its own JSON file in a directory.
 ///
-/// The file is named by the key when the key is a plain file name, else by the SHA-256 of the key, so no key can name
-/// a file outside the directory or another key's file. It holds the value's `JSONEncoder` output with sorted keys.
-/// Writes are atomic and durable, with mode 0600; reading never follows a symlink. <doc:Guarantees> gives the rules
-/// of names, writes and files that do not read; <doc:ChangingAStoredType> how members the type does not know are kept.
-///
-/// Every storage of a key in a store keeps its value through this class (see <doc:Architecture>).
+/// The file is named by the key when the key is a plain file name, else by the key's SHA-256, so no key names a file
+/// outside the directory or another key's file. Writes are atomic and durable, mode 0600; reads never follow a symlink.
+/// See <doc:Guarantees> for names, writes and unreadable files, <doc:ChangingAStoredType> for unknown members, and
+/// <doc:Architecture>: every storage of a key in a store keeps its value through this class.
 public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacker, Sendable {
     /// The key the value is stored under.
     public let key: String
 
-    /// The file that holds the value, or `nil` when no directory is available (the error is reported on the
-    /// first read or write).
+    /// The file that holds the value, or `nil` when no directory is available (reported on the first read or write).
     public var fileURL: URL? {
         guard let directory, let fileName else { return nil }
         return URL(fileURLWithPath: directory.filePath(fileName), isDirectory: false)
@@ -36,8 +33,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Marks the backer as a storage's own (see ``attached``).
     func attach() { attached.store(true, ordering: .relaxed) }
 
-    /// Creates a backer for `key` in `directory`, created with mode 0700 on first use (crashed writers' temporary files
-    /// removed).
+    /// Creates a backer for `key` in `directory`, created with mode 0700 on first use.
     ///
     /// - Parameters:
     ///   - key: The key. Any string is accepted.
@@ -56,16 +52,16 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     deinit { held.file?.release() }
 
-    /// Reads the file. A missing or empty file gives `defaultValueClosure()`; fields a file lacks are taken from it
-    /// (see <doc:ChangingAStoredType>), the file left as it is.
+    /// Reads the file. A missing or empty file gives `defaultValueClosure()`, which also fills fields a file lacks (see
+    /// <doc:ChangingAStoredType>).
     ///
     /// - Parameter defaultValueClosure: Makes the value to use when the file is missing or empty, and the fields a file
     ///   lacks.
     /// - Returns: The decoded value, or the default.
-    /// - Throws: ``WLStorageError`` when the file exists but cannot be used: ``WLStorageError/Code/decodingFailed``
-    ///   (not JSON, moved aside; or sealed, left), ``WLStorageError/Code/storedByAnotherVersion`` (left as it is),
-    ///   ``WLStorageError/Code/notARegularFile``, ``WLStorageError/Code/valueTooLarge``,
-    ///   ``WLStorageError/Code/readFailed`` or ``WLStorageError/Code/directoryUnavailable``.
+    /// - Throws: ``WLStorageError``: ``WLStorageError/Code/decodingFailed`` (not JSON, moved aside; or sealed, left),
+    ///   ``WLStorageError/Code/storedByAnotherVersion`` (left), ``WLStorageError/Code/notARegularFile``,
+    ///   ``WLStorageError/Code/valueTooLarge``, ``WLStorageError/Code/readFailed`` or
+    ///   ``WLStorageError/Code/directoryUnavailable``.
     public func read(defaultValueClosure: () -> T) throws -> T {
         let found = withoutActuallyEscaping(defaultValueClosure) { makeDefault in
             readStored(decoding: ValueDecoding(defaultValue: makeDefault, migrations: []))
@@ -83,10 +79,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Writes `value` as JSON, atomically and durably, with mode 0600.
     ///
     /// - Parameter value: The value to store.
-    /// - Throws: ``WLStorageError`` with ``WLStorageError/Code/encodingFailed``,
+    /// - Throws: ``WLStorageError`` (the file unchanged): ``WLStorageError/Code/encodingFailed``,
     ///   ``WLStorageError/Code/valueTooLarge``, ``WLStorageError/Code/writeFailed``,
-    ///   ``WLStorageError/Code/notARegularFile`` or ``WLStorageError/Code/directoryUnavailable``. The file is
-    ///   unchanged when it throws.
+    ///   ``WLStorageError/Code/notARegularFile`` or ``WLStorageError/Code/directoryUnavailable``.
     public func write(value: T) throws { _ = try place(value, replacing: true, dropping: false) }
 
     // MARK: What the storage uses beyond the protocol
@@ -121,10 +116,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Where the bytes are, as messages name them.
     var place: StoredPlace { medium.place(key: key) }
 
-    /// Reads the key: its value, its absence (nothing or empty bytes), or why not. Bytes that do not decode, even
-    /// through `decoding`'s added fields and migrations, are kept aside and count as absent; bytes that decode only
-    /// through them are kept until this backer next writes. `prepared`: the caller has just prepared the directory;
-    /// `again`: a key changed while its bytes were kept aside is read once more.
+    /// Reads the key: its value, its absence (nothing or empty bytes), or why not. Bytes that do not decode even
+    /// through `decoding` are kept aside and count as absent; `prepared`: the directory was just prepared; `again`: a
+    /// key changed while being kept aside is read once more.
     @inline(__always)
     func readStored(
         prepared: Bool = false, again: Bool = true, decoding: @autoclosure () -> ValueDecoding<T>
@@ -156,9 +150,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return readStored(read, rewrite: rewrite, decoding: decoding(), plainError: plainError, again: again)
     }
 
-    /// What `read` is to the storage opening it (``StoredBytes``), read through the added fields and migrations: the
-    /// value, reshaped (original kept, the bytes marked as those a rewrite replaces), another version's (left), or kept
-    /// aside; a key changed meanwhile is read again when `again`, else the read fails.
+    /// What `read` is to the storage opening it (``StoredBytes``): the value, reshaped (original kept, marked for a
+    /// rewrite), another version's (left), or kept aside; a key changed meanwhile is read again when `again`.
     @inline(never)
     private func readStored(
         _ read: ReadBytes, rewrite: Bool, decoding: ValueDecoding<T>, plainError: (any Error)?, again: Bool
@@ -426,9 +419,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         throw changesKeptComing
     }
 
-    /// Records `value` as decoded from `bytes` (an object of 64 KiB at most: only objects are bases), beside the base's
-    /// entry unless just read (the base, `readObject` telling whether an object): a merge compares with this program's
-    /// encoding of it (a `Set`'s order, digits). Dropped go after the lock.
+    /// Records `value` as decoded from `bytes` (an object of 64 KiB at most), beside the base's entry unless just read:
+    /// a merge compares with this program's encoding of it (a `Set`'s order, digits). Dropped ones go after the lock.
     private func decoded(_ value: T, from bytes: Data, readObject: Bool? = nil) {
         guard bytes.count <= 65_536 else { return }
         let read = readObject != nil
@@ -489,8 +481,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     // MARK: A store's writes on condition and in batches
 
-    /// Makes `data`, bytes this version cannot decode, what the next write replaces, keeping their unknown members (or,
-    /// when they are `undecodable` by any version, a copy of them).
+    /// Makes `data`, bytes this version cannot decode, what the next write replaces, keeping their unknown members (a
+    /// copy of them, when `undecodable`).
     func willReplace(_ data: Data, undecodable: Bool) {
         known.withLock { $0.replacing(data, undecodable: undecodable) }
     }
@@ -520,8 +512,7 @@ enum BatchCondition: Equatable {
     case ifItHolds(Data?)
 }
 
-/// A value decoded from bytes, by those bytes: a backer's, of its type. Not generic: a type nested in the backer is,
-/// and its metadata look-ups cost every opening more than the cast back at a merge.
+/// A value decoded from bytes, by those bytes. Not generic: a nested generic type would slow every opening.
 private struct DecodedValue { let bytes: Data, value: any Sendable }
 
 /// The medium of a backer in three words: a file's inline, a store's by reference (an existential takes five).

@@ -1,11 +1,7 @@
 import Foundation
 import WLStorageCrypto
 
-/// The store that keeps each key's value in its own file in a directory: the default store.
-///
-/// Storages in `.standard`, `.directory(_:)` or `.suite(_:)` are kept by ``WLStorageDefaultBacker``: atomic, durable
-/// writes, mode 0600, names made from keys, corrupt files kept aside, other programs' changes followed by inotify.
-/// Used as a plain ``WLStorageStore``, it reads and writes the same files.
+/// The default store: each key's value in its own file in a directory, kept by ``WLStorageDefaultBacker``.
 public final class WLStorageDirectoryStore: WLStorageStore {
     /// The directory, or `nil` when no directory is available (then every read and write fails, and says why).
     public let url: URL?
@@ -113,8 +109,7 @@ struct DirectoryRewrites: WLStorageConditionalStore, StoreView {
 }
 
 extension WLStorageStore where Self == WLStorageDirectoryStore {
-    /// The default directory, ``WLStorageSystem/defaultDirectory``, or the one set by
-    /// ``WLStorageSystem/withDefaultDirectory(_:_:)``.
+    /// The default directory: ``WLStorageSystem/defaultDirectory``, or a `withDefaultDirectory` closure's.
     public static var standard: WLStorageDirectoryStore {
         WLStorageDirectoryStore(url: WLStorageSystem.defaultDirectory, followsDefaultDirectory: true)
     }
@@ -127,10 +122,8 @@ extension WLStorageStore where Self == WLStorageDirectoryStore {
     /// The files in the directory at `url`.
     public static func directory(_ url: URL) -> WLStorageDirectoryStore { WLStorageDirectoryStore(url: url) }
 
-    /// A directory shared by every program of the user that names the same suite, as a suite of `UserDefaults`:
-    /// `<folder>` in ``WLStorageSystem/suitesDirectory``, whatever the program and build. The folder is the name when
-    /// it is a plain file name not like `suite-` and 64 hex digits, else `suite-` and the name's SHA-256, so two names
-    /// never share one (see <doc:GettingStarted>).
+    /// A directory shared by every program of the user that names the same suite, as a suite of `UserDefaults`, in
+    /// ``WLStorageSystem/suitesDirectory`` (see <doc:GettingStarted>).
     public static func suite(_ name: String) -> WLStorageDirectoryStore {
         WLStorageDirectoryStore(url: StorageLocation.suiteDirectory(name))
     }

@@ -1,10 +1,7 @@
 import Foundation
 
-/// A store that keeps its keys in another store, each with a prefix: `store.prefixed("billing.")` keeps the key
-/// `"limit"` as `"billing.limit"`.
-///
-/// It passes every capability of the wrapped store through, its identity too (so `"limit"` here and
-/// `"billing.limit"` there share one value). Storages of a prefixed directory are kept by the file backer.
+/// A store that keeps its keys in another store with a prefix (`store.prefixed("billing.")` keeps `"limit"` as
+/// `"billing.limit"`), passing every capability through, its identity too.
 public struct WLStoragePrefixedStore<Base: WLStorageStore>: WLStorageStore {
     /// The store the keys are kept in.
     public let base: Base

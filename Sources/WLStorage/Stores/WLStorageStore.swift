@@ -2,12 +2,10 @@ import Foundation
 
 /// Where values live: a store reads, writes and removes the bytes stored under a key.
 ///
-/// The storage encodes its value as JSON on top. Storages of the same key in stores with the same ``identity`` share
-/// one value in a process. A store is called from background threads, several at once for different keys, so it
-/// does its own locking; a process calls it for one key one call at a time. A store that can tell when someone else
-/// changed a key offers a feed (``observeChanges(_:)``): the value stored last wins, a pending local change over it.
-///
-/// See <doc:CustomBackers> for a store of your own.
+/// Storages of the same key in stores with the same ``identity`` share one value in a process. A store is called from
+/// background threads, several at once for different keys, so it does its own locking; for one key a process makes one
+/// call at a time. A store that can tell when someone else changed a key offers a feed (``observeChanges(_:)``). See
+/// <doc:CustomBackers>.
 public protocol WLStorageStore: Sendable {
     /// What the store is, as text: two stores with the same identity hold the same values. It must not contain a
     /// password or other secret; it appears in errors and descriptions.
@@ -26,15 +24,13 @@ public protocol WLStorageStore: Sendable {
 
     /// Stores `data` under `key` unless something is stored there, and returns whether it did: how a default is saved.
     ///
-    /// The default implementation reads then writes, which can replace a value stored in between; a store shared by
-    /// several programs should do it in one step.
+    /// The default implementation reads then writes, which is not atomic; a shared store should do it in one step.
     func create(key: String, data: Data) throws -> Bool
 
-    /// Writes several keys at once: ``WLStorageSystem/flushAll()`` and the exit flush hand a store its pending values
-    /// together. When it throws, the batch stays pending, except the first ``WLStorageError/storedWrites`` writes when
-    /// the error is a ``WLStorageError`` that says how many were stored.
+    /// Writes several keys at once, as ``WLStorageSystem/flushAll()`` and the exit flush do.
     ///
-    /// The default implementation writes the keys one by one, in order, and its error says how many it wrote.
+    /// When it throws, the batch stays pending, except the first ``WLStorageError/storedWrites`` writes when the error
+    /// says how many were stored. The default implementation writes the keys one by one, in order.
     func write(_ batch: [WLStorageStoreWrite]) throws
 
     /// Removes what is stored under `key`. Removing a key that holds nothing is not an error.
@@ -43,8 +39,7 @@ public protocol WLStorageStore: Sendable {
     /// Removes what is stored under `key` only while it is `data`, and returns whether it did: how bytes that do not
     /// decode are removed once kept aside.
     ///
-    /// The default implementation reads, compares and removes, which is not atomic; a shared store should do it in
-    /// one step.
+    /// The default implementation is not atomic; a shared store should do it in one step.
     func remove(key: String, ifItHolds data: Data) throws -> Bool
 
     /// Every key that holds a value.
@@ -53,15 +48,13 @@ public protocol WLStorageStore: Sendable {
     /// Starts telling `changed` when a key's bytes may have been changed by someone else, until the returned
     /// subscription is cancelled or released; `nil` (the default) when the store cannot tell.
     ///
-    /// Call `changed` from any thread, outside the store's own locks. A false report costs one read; a missed one
-    /// leaves an old value until the next change. When changes may have been missed, report
-    /// ``WLStorageStoreChange/everything``.
+    /// Call `changed` from any thread, outside the store's own locks. A false report costs a read, a missed one leaves
+    /// an old value; when changes may have been missed, report ``WLStorageStoreChange/everything``.
     func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription?
 }
 
-/// A store that can replace a key's bytes on condition, in one step no program sharing the store can come between:
-/// ``WLStorage/update(_:)`` is then atomic across all of them. The update stores its result only while the key
-/// holds what it read, and otherwise reads and runs its closure again.
+/// A store that can replace a key's bytes on condition, in one step no other program can come between:
+/// ``WLStorage/update(_:)`` is then atomic across all of them.
 public protocol WLStorageConditionalStore: WLStorageStore {
     /// Stores `data` under `key` only while the key holds `expected` (`nil`: nothing), and returns whether it did, with
     /// no other write between the comparison and the write. A store with a feed notifies the change when it wrote.
@@ -70,13 +63,14 @@ public protocol WLStorageConditionalStore: WLStorageStore {
     ///   when it holds `data`; otherwise it makes its change as a set. A `WLStorageVersionedStore` tells this exactly.
     func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool
 
-    /// Stores each write of `batch` only while its key holds the bytes at the same index of `expected` (`nil`:
-    /// nothing), as ``write(key:data:ifItHolds:)`` does, and returns for each whether it did: how a flush of every
-    /// storage (``WLStorageSystem/flushAll()``, at exit) writes the changes that go onto what others stored. The keys
-    /// are distinct. The default implementation writes them one by one.
+    /// Stores each write of `batch` (distinct keys) only while its key holds the bytes at the same index of `expected`
+    /// (`nil`: nothing), as ``write(key:data:ifItHolds:)`` does; returns for each whether it did.
     ///
-    /// - Throws: When it is not known which were stored: each is then written again on its own, on condition (as of
-    ///   unknown outcome, but past the ``WLStorageError/storedWrites`` of the error, which were not sent).
+    /// A flush of every storage writes the changes that go onto others' this way. The default implementation writes
+    /// them one by one.
+    ///
+    /// - Throws: When it is not known which were stored: each is written again on its own, on condition, except those
+    ///   past the error's ``WLStorageError/storedWrites``, which were not sent.
     func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool]
 
     /// The bytes stored under each of `keys` (`nil`: nothing), as ``WLStorageStore/read(key:)`` reads them: how a store

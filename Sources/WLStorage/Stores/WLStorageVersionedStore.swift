@@ -1,8 +1,7 @@
 import Foundation
 
-/// A store that writes on condition of a key's version rather than its bytes, and tags each such write, so that an
-/// update is made exactly once across lost connections; ``WLStorage/update(_:)`` uses it when offered (bytes are no
-/// version: two replicas' `5 → 6` are the same bytes).
+/// A store that writes on condition of a key's version rather than its bytes (two replicas' `5 → 6` are the same
+/// bytes), and tags each such write, so that ``WLStorage/update(_:)`` is made exactly once across lost connections.
 ///
 /// The contract:
 /// - Every write of a key gives it a greater version; a key made anew may start again from a small one.
