@@ -8,8 +8,7 @@ package struct CellKey: Hashable, Sendable {
         case store(String)
     }
 
-    /// The key in the store (for a directory, the file's name), and what holds it. The key first: the holder's case
-    /// then ends the layout, a word smaller per entry.
+    /// The key in the store (a directory's: the file's name), and what holds it; key first saves a word per entry.
     package let key: String
     package let holder: Holder
 
@@ -19,7 +18,6 @@ package struct CellKey: Hashable, Sendable {
 
     static func store(_ identity: String, key: String) -> CellKey { CellKey(key: key, holder: .store(identity)) }
 
-    /// The store's identity, when it is not a directory.
     var store: String? { if case .store(let identity) = holder { identity } else { nil } }
 }
 
@@ -199,9 +197,8 @@ final class StorageRegistry: Sendable {
     }
 
     /// Whether `cell`, found under `directory`'s key but of another path, is still that file's cell (a removed
-    /// directory's inode may be reused). A cell whose path no longer leads to `identity` is moved aside, and a cell of
-    /// `directory` it kept from the key takes it, so the look-up finds that rather than open another; when `directory`
-    /// no longer leads to `identity`, the look-up is keyed by what it is now.
+    /// directory's inode may be reused). A cell whose path no longer leads to `identity` is moved aside for a cell of
+    /// `directory` it kept; when `directory` no longer leads to `identity`, the look-up is keyed by what it is now.
     private func match(_ cell: any RegisteredCell, directory: StorageDirectory, identity: DirectoryIdentity?) -> Match {
         guard let identity, let other = cell.directory, other != directory else { return .matches }
         let isThatFile = (try? other.identity()) == identity

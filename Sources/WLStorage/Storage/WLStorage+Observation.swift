@@ -19,13 +19,9 @@ extension WLStorage {
 
     /// Calls `handler` on `queue` with the new value after every change, from this process or another.
     ///
-    /// Changes are delivered in order when `queue` is serial. The main queue runs only while the program runs
-    /// `dispatchMain()` or a run loop.
-    ///
-    /// With `nil`, the handler runs on the thread that delivers the change (a setter, before its set returns, or a
-    /// thread of the package), one change at a time, in order, with no lock of the package held, so it may use the
-    /// storage. Keep it short: later changes of the key wait for it. A cancelled handler is not called again, except by
-    /// a call another thread was already starting.
+    /// Changes are delivered in order when `queue` is serial. With `nil`, the handler runs on the thread that delivers
+    /// the change (a setter, or a thread of the package), one change at a time, with no lock of the package held; keep
+    /// it short. A cancelled handler is not called again, except by a call already starting.
     ///
     /// - Parameters:
     ///   - queue: The queue `handler` runs on, or `nil` to run it on the thread that delivers the change.

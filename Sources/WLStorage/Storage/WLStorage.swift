@@ -115,13 +115,6 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
 
     /// Creates a storage of `key` in `store`, with `defaultValue` when nothing is stored.
     ///
-    /// ```swift
-    /// @WLStorage(key: "theme", defaultValue: "dark", store: .suite("com.example.shared"))
-    /// var theme: String
-    /// ```
-    ///
-    /// Storages of the same key in stores with the same identity share one value in the process.
-    ///
     /// - Parameters:
     ///   - key: The key. Any string.
     ///   - defaultValue: The value to use, and save, when nothing is stored.
@@ -222,18 +215,16 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
         set { cell.set(newValue) }
     }
 
-    /// Changes the value in place, atomically: `$count.update { $0 += 1 }` loses no increment. Observers are told
-    /// once, and the result is written as a set's is.
+    /// Changes the value in place, atomically: `$count.update { $0 += 1 }` loses no increment. Observers are told once,
+    /// and the result is written as a set's is.
     ///
     /// `body` runs on a copy, outside every lock of the package; the copy is stored only if no other change came
-    /// meanwhile, else `body` runs again on the newer value. So `body` may run more than once and should only compute.
+    /// meanwhile, else `body` runs again on the newer value, so it should only compute. In a store that writes on
+    /// condition (``WLStorageConditionalStore``), the update is made in the store, atomic for every process, and waits
+    /// for it (retrying up to 10 seconds); one that could not be stored is reported and not made later.
     ///
     /// - Important: `body` must not set or update this storage itself: that is refused and reported as
     ///   ``WLStorageError/Code/reentrantCall``, and the outer update goes on.
-    ///
-    /// In a store that writes on condition (``WLStorageConditionalStore``), the update is made in the store, atomic for
-    /// every process, and waits for it, retrying for up to 10 seconds; one that could not be stored is reported and not
-    /// made later: it counts once or not at all (see <doc:ChangingAStoredType>).
     ///
     /// - Parameter body: Changes the value it is given.
     /// - Returns: What `body` returns, from the run whose value was stored (from its last run when none was).
@@ -255,11 +246,9 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
 
     /// Writes the value as its type encodes it, dropping stored fields the type does not know; returns once written.
     ///
-    /// A write normally keeps unknown fields, so an older program does not destroy what a newer one stored (see
-    /// <doc:ChangingAStoredType>). Call this once every program sharing the key has dropped a field. A failed write
-    /// stays pending. Over a value stored by another version that this one cannot read, with no change pending, it
-    /// writes nothing; over a value that is no JSON object (a number, an array), only what is pending. A custom
-    /// ``WLStorageBacker`` only gets the value written.
+    /// Call it once every program sharing the key has dropped a field (see <doc:ChangingAStoredType>): a write normally
+    /// keeps unknown fields. Over another version's value this one cannot read, with nothing pending, it writes
+    /// nothing. A custom ``WLStorageBacker`` only gets the value written.
     public func removeUnknownFields() { cell.removeUnknownFields() }
 
     /// Whether a change has not been written yet.

@@ -12,12 +12,9 @@
 /// WLStorageKeys[.theme] = "light"           // one-shot access
 /// ```
 ///
-/// Declare keys as constants: a computed static member makes its store at each use. Every storage of a key shares
-/// one value in the process. The default is made only when needed (nothing stored, fields missing, value removed).
-/// A key may name a ``WLStorageScope`` instead of a store, bound to a store once at start.
-///
-/// Two keys of one name in one store with different value types cannot share a value: while a storage of the first
-/// lives, the second keeps its value in memory and reports ``WLStorageError/Code/typeMismatch``.
+/// Declare keys as constants: a computed static member makes its store at each use. Every storage of a key shares one
+/// value in the process; the default is made only when needed. A key may name a ``WLStorageScope`` instead of a store.
+/// Two keys of one name and store with different value types report ``WLStorageError/Code/typeMismatch``.
 public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unchecked Sendable {  // lock: `shared`
     /// Where a key's value lives: a store, the default directory, or a scope bound to one at start.
     enum Location: Sendable {
@@ -44,8 +41,8 @@ public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unch
     ///   - key: The key. Any string.
     ///   - defaultValue: The value to use, and save, when nothing is stored. Made only when it is needed.
     ///   - flushInterval: Seconds between automatic writes (default 1), or `nil` for none until ``WLStorage/flush()``.
-    ///   - store: Where the value lives: `.standard` (the default directory at each storage's creation), a directory,
-    ///     suite, prefixed or encrypted store, or any other ``WLStorageStore``, made once with the key.
+    ///   - store: Where the value lives: `.standard` (the default directory where each storage is made), or any other
+    ///     ``WLStorageStore``, made once with the key.
     ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
     public convenience init(
         _ key: String, default defaultValue: @autoclosure @escaping @Sendable () -> Value, flushInterval: Int? = 1,
@@ -103,8 +100,7 @@ public final class WLStorageKey<Value: Codable & Sendable>: WLStorageKeys, @unch
         if case .scope(let scope) = location { scope } else { nil }
     }
 
-    /// The store the key's value lives in: the one it names, the one its scope is bound to (`nil` while unbound), or
-    /// the one a task binding sets. Reading it does not count as a use of the scope.
+    /// The store the key's value lives in: the one it names, its scope's (`nil` while unbound), or a task binding's.
     public var store: (any WLStorageStore)? {
         if let binding = taskBinding { return binding.store }
         switch location {

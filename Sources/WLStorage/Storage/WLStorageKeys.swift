@@ -1,22 +1,11 @@
-/// The program's keys, declared once as constants, and one-shot access to their values.
+/// The program's keys, declared as constants in extensions (see ``WLStorageKey``), and one-shot access to them.
 ///
-/// ```swift
-/// extension WLStorageKeys {
-///     static let launches = WLStorageKey<Int>("launches", default: 0)
-/// }
-///
-/// WLStorageKeys[.launches] += 1                      // a get and a set
-/// WLStorageKeys.update(.launches) { $0 += 1 }         // atomic
-/// ```
-///
-/// One-shot access goes through one storage of the key, made at first use and kept as long as the key. Inside
-/// ``WLStorageScope/withBinding(to:_:)`` or ``WLStorageSystem/withDefaultDirectory(_:_:)``, it goes through a storage
-/// of the store set for the closure, released and flushed when the closure has returned.
+/// One-shot access goes through one storage of the key, kept as long as the key; inside a `with…` binding of
+/// ``WLStorageScope`` or ``WLStorageSystem``, through one of the closure's store, flushed after it.
 public class WLStorageKeys: @unchecked Sendable {  // non-final, so unchecked; no state (a key's is under `shared`)
     init() {}
 
-    /// The value of `key`, set as a storage's value is. `WLStorageKeys[.count] += 1` is a get then a set and can lose
-    /// a change; use ``update(_:_:)`` for that.
+    /// The value of `key`. `WLStorageKeys[.count] += 1` is a get then a set; use ``update(_:_:)`` for that.
     public static subscript<Value>(key: WLStorageKey<Value>) -> Value {
         get { storage(key).wrappedValue }
         set { storage(key).wrappedValue = newValue }

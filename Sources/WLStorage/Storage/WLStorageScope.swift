@@ -3,22 +3,10 @@ import Foundation
 /// A name for where some keys live, bound to a store once by the program at start: declarations name the scope, and
 /// the program, its tests and each environment choose the store.
 ///
-/// ```swift
-/// extension WLStorageScope {
-///     static let settings = WLStorageScope("settings")
-/// }
-/// extension WLStorageKeys {
-///     static let retries = WLStorageKey<Int>("retries", default: 3, scope: .settings)
-/// }
-///
-/// // At start, before the first storage of a key of the scope is made:
-/// try WLStorageScope.settings.bind(to: .suite("com.example.service"))
-/// ```
-///
-/// ``bind(to:)`` is process-wide; until the scope's first use (the first storage of one of its keys) the last binding
-/// holds, and after it a store with another identity is refused. A storage made while the scope is unbound keeps its
-/// value in memory and reports ``WLStorageError/Code/invalidConfiguration``. ``withBinding(to:_:)`` binds the scope
-/// for one task and its children, for tests (see <doc:TestingWithStorages>).
+/// ``bind(to:)`` is process-wide and may be repeated until the scope's first use (a storage of one of its keys); after
+/// it, another store is refused. A storage made while the scope is unbound keeps its value in memory and reports
+/// ``WLStorageError/Code/invalidConfiguration``. ``withBinding(to:_:)`` binds it for one task, for tests. See
+/// <doc:GettingStarted> for an example.
 public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// The scope's name. Two scopes with the same name are the same scope.
     public let name: String
@@ -59,18 +47,16 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
         if let refusal { throw refusal }
     }
 
-    /// The store the scope is bound to, or `nil` when it is not bound. Inside ``withBinding(to:_:)``, the store set
-    /// for the closure. Reading it does not count as a use.
+    /// The store the scope is bound to (inside ``withBinding(to:_:)``, the closure's), or `nil`. Reading it is no use.
     public var store: (any WLStorageStore)? {
         TaskBindings.current.scopes[name]?.store ?? Runtime.shared.scopeBindings.withLock { $0[name]?.store }
     }
 
-    /// Runs `body` with the scope bound to `store` for the storages made while it runs: in `body`, and in the child
-    /// tasks it starts. Made for tests, which run side by side in one process (see <doc:TestingWithStorages>).
+    /// Runs `body` with the scope bound to `store` for the storages made in `body` and its child tasks, for tests (see
+    /// <doc:TestingWithStorages>).
     ///
-    /// It takes precedence over ``bind(to:)`` and does not count as a use of the scope. Storages made before `body`, or
-    /// in detached tasks and on other threads, keep the process's store; a storage made in `body` keeps `store`.
-    /// Bindings nest. One-shot access goes through a storage of `store`, released and flushed after `body`.
+    /// It takes precedence over ``bind(to:)`` and is no use of the scope; storages made elsewhere keep the process's
+    /// store. Bindings nest; one-shot access goes through a storage of `store`, flushed after `body`.
     ///
     /// - Parameters:
     ///   - store: Where the keys of the scope live while `body` runs.
@@ -105,8 +91,7 @@ public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// A scope's binding to a store, with its identity read when bound (a store's code never runs under the table's
-/// lock), and whether a storage of one of its keys was made.
+/// A scope's binding: its store, the identity read when bound (no store code runs under the lock), and whether used.
 struct ScopeBinding {
     var store: (any WLStorageStore)?
     var identity: String?
