@@ -57,8 +57,7 @@ enum ShutdownHandling {
 
     /// Flushes every cell with work left, side by side on the calling thread and a queue so a hanging backer holds up
     /// only its cell, until all are done or `timeout` has passed (then reports what it left). A cell whose job runs on
-    /// the calling thread is left to that job. `included` filters cells (tests), and such a flush is never taken for
-    /// the one at exit: the process goes on.
+    /// the calling thread is left to that job. `included` filters cells (tests); such a flush is never the one at exit.
     static func flushEverything(only included: ((any RegisteredCell) -> Bool)? = nil, within timeout: Duration? = nil) {
         if timeout != nil, included == nil { parts.exitFlushStarted.store(true, ordering: .releasing) }
         let deadline = timeout.map { ContinuousClock.now + $0 }

@@ -3,32 +3,26 @@ import Foundation
 extension WLStorageSystem {
     /// The directory that storages created with a key alone, or with ``WLStorageStore/standard``, keep their files in.
     ///
-    /// It is `$WLSTORAGE_DIRECTORY` when set; otherwise `<data>/<program>/.wlstorage` (`.wlstorage_debug` in debug
-    /// builds), where `<data>` is `$XDG_DATA_HOME` or `~/.local/share`. Inside ``withDefaultDirectory(_:_:)``, it is
-    /// the directory set for the closure. `nil` when neither `XDG_DATA_HOME` nor a home directory is known.
+    /// It is `$WLSTORAGE_DIRECTORY` when set, else `<program>/.wlstorage` (`.wlstorage_debug` in debug builds) in
+    /// `$XDG_DATA_HOME` or `~/.local/share`, or a `withDefaultDirectory` closure's; `nil` when neither is known.
     ///
     /// - Important: Renaming the executable, or switching between debug and release builds, gives a program another
-    ///   directory. Set `WLSTORAGE_DIRECTORY`, or choose a store (`store: .directory(url)`), to keep values in one
-    ///   place.
+    ///   directory; set `WLSTORAGE_DIRECTORY`, or choose a store, to keep values in one place.
     public static var defaultDirectory: URL? {
         (TaskBindings.current.defaultDirectory?.store as? WLStorageDirectoryStore)?.url
             ?? StorageLocation.processDefaultDirectory
     }
 
-    /// The directory that holds the folders of suites (``WLStorageStore/suite(_:)``): `$WLSTORAGE_SUITES_DIRECTORY`
-    /// when set, else `wlstorage/suites` in `$XDG_DATA_HOME` or `~/.local/share`, for every program and build.
-    ///
-    /// `nil` when neither `XDG_DATA_HOME` nor a home directory is known. ``withDefaultDirectory(_:_:)`` does not
-    /// change it (see <doc:TestingWithStorages>).
+    /// The directory that holds the folders of suites (``WLStorageStore/suite(_:)``) for every program and build:
+    /// `$WLSTORAGE_SUITES_DIRECTORY`, else `wlstorage/suites` in the data home (`nil` without one);
+    /// ``withDefaultDirectory(_:_:)`` leaves it.
     public static var suitesDirectory: URL? { StorageLocation.suitesDirectory() }
 
-    /// Runs `body` with `url` as the default directory of the storages made while it runs: in `body`, and in the child
-    /// tasks it starts. Made for tests, which run side by side in one process (see <doc:TestingWithStorages>).
+    /// Runs `body` with `url` as the default directory of the storages made in `body` and its child tasks; for tests,
+    /// which run side by side in one process (see <doc:TestingWithStorages>).
     ///
-    /// It applies to a key alone, ``WLStorageStore/standard``, ``WLStorageDefaultBacker/init(key:directory:)`` without
-    /// a directory, typed keys with no store or `.standard`, ``defaultDirectory``, and one-shot access through
-    /// ``WLStorageKeys/subscript(_:)``. A storage keeps its directory after `body` returns. Suites, scopes, stores
-    /// already made, and storages made in detached tasks or on other threads are not affected.
+    /// It applies wherever the default directory would; a storage keeps its directory after `body` returns. Suites,
+    /// scopes, stores already made, detached tasks and other threads are not affected.
     ///
     /// - Parameters:
     ///   - url: The directory, created with mode 0700 on first use.
