@@ -49,12 +49,11 @@ extension StorageCell {
     /// The backer of a key in a store other than a directory, and its medium: what an update writes through.
     typealias StoreKey = (backer: WLStorageDefaultBacker<T>, medium: StoreMedium)
 
-    /// The update in a ``WLStorageConditionalStore`` (`nil` for other backers, and inside an update of the cell, which
-    /// ``updateLocally(_:)`` refuses), atomic for every process: the pending change written, the key read, `body` run,
-    /// the result stored only while the key holds what was read (or its version), else all again. Never turned into a
-    /// set, which would replace others' writes: an unreachable store is retried for ``unreachableStoreRetry``, then
-    /// reported and not made; an unknown outcome is reported and not made again. Only undecodable bytes or an
-    /// unencodable result make it a set.
+    /// The update in a ``WLStorageConditionalStore`` (`nil` for other backers, and inside an update of the cell),
+    /// atomic for every process: the pending change written, the key read, `body` run, the result stored only while the
+    /// key holds what was read (or its version), else all again. Never turned into a set, which would replace others'
+    /// writes: an unreachable store (after ``unreachableStoreRetry``) or an unknown outcome is reported and not made;
+    /// only undecodable bytes or an unencodable result make it a set.
     @usableFromInline
     func updateInStore<R>(_ body: (inout T) throws -> R) rethrows -> R? {
         let cell = ObjectIdentifier(self)

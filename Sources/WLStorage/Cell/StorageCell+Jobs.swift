@@ -7,8 +7,7 @@ extension StorageCell {
     /// Reads the file if another program changed it and adopts it unless a change is pending (after the job, if busy).
     func checkForExternalChange() { check(ifStillRequested: false) }
 
-    /// Runs a check on this thread unless busy (with `ifStillRequested`, only the check requested while a job ran,
-    /// unless a check has run since); returns whether it ran.
+    /// Runs a check on this thread unless busy (`ifStillRequested`: only one asked for during a job, not served since).
     @discardableResult
     private func check(ifStillRequested: Bool) -> Bool {
         let thread = UInt(bitPattern: Int(bitPattern: pthread_self()))

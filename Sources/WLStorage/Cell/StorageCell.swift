@@ -31,7 +31,6 @@ final class StorageCell<T: Codable & Sendable>: ObservedCell, @unchecked Sendabl
     @usableFromInline let state: Lock<CellState<T>>
     /// The backer, and its kind when the package made it, told by the binding: spares a cast on every flush.
     private let ownBacker: OwnBacker<T>
-    /// Whether an update goes to a store that writes on condition.
     @usableFromInline var updatesInStore: Bool { storeMedium?.writesOnCondition == true }
     /// The same backer when it is a key's in a store, and its medium when that store is not a directory.
     var keyBacker: WLStorageDefaultBacker<T>? { if case .key(let keyBacker) = ownBacker { keyBacker } else { nil } }
@@ -334,7 +333,6 @@ enum OwnBacker<T: Codable & Sendable> {
 struct BatchWrite: Sendable {
     let write: WLStorageStoreWrite
     let version: UInt64
-    /// Whole, or on condition of the bytes the key holds.
     let condition: BatchCondition
 }
 
