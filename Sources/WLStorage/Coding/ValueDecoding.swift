@@ -16,8 +16,7 @@ struct ValueDecoding<T: Codable & Sendable> {
     }
 
     /// Reads `stored` through the steps, renames first; bytes no migration reads that share fields with this type are
-    /// read as those fields plus the default's (another version's value). `plainError`: what decoding `stored` as the
-    /// type threw, if the caller tried already (without renames only).
+    /// another version's value. `plainError`: what decoding `stored` as the type threw, if the caller tried already.
     func decode(_ stored: Data, plainError: (any Error)? = nil) -> Outcome {
         let renames = migrations.compactMap(\.rename)
         let data = renames.isEmpty ? stored : FieldRename.reading(stored, renames)

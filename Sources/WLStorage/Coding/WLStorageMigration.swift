@@ -3,17 +3,9 @@ import WLStorageJSON
 
 /// How a value stored by an earlier version of the program, as an earlier type, becomes the current one.
 ///
-/// ```swift
-/// @WLStorage(key: "settings", defaultValue: Settings(), migrations: [
-///     .from(SettingsV1.self) { old in Settings(theme: old.darkMode ? "dark" : "light") },
-/// ])
-/// var settings: Settings
-/// ```
-///
 /// When what is stored does not decode, even with missing fields taken from the default, the migrations are tried in
-/// order: the first whose type decodes it converts it, and the result is written back in the current shape (the old
-/// bytes kept until that succeeds). A migration that throws does not apply. When none applies, the bytes are kept
-/// aside. To go through the types in between, chain conversions with ``then(_:)``.
+/// order: the first whose type decodes it converts it, and the result is written back in the current shape. When none
+/// applies, the bytes are kept aside. Chain conversions with ``then(_:)``; see <doc:ChangingAStoredType> for examples.
 public struct WLStorageMigration<Value>: Sendable {
     /// What trying a migration on some bytes gave.
     enum Attempt {
@@ -42,16 +34,11 @@ public struct WLStorageMigration<Value>: Sendable {
         self.attempt = attempt
     }
 
-    /// A field of the value renamed from `oldName` to `newName`, safe while versions that know only the old name still
-    /// run (the expand step of an expand-and-contract rename).
+    /// A field renamed from `oldName` to `newName`, safe while versions that know only the old name still run.
     ///
-    /// The storage reads the old name while it is stored (it wins when the two differ: only an old version writes them
-    /// apart), and writes both names alike; when the value leaves the new name out or `null`, both are left out (see
-    /// <doc:ChangingAStoredType>).
-    ///
-    /// Once no program knows only the old name, release a version without the rename and call
-    /// ``WLStorage/removeUnknownFields()``. A rename applies to top-level fields only; declare chains oldest first, and
-    /// the same renames in every storage of a key.
+    /// The storage reads the old name while it is stored and writes both (see <doc:ChangingAStoredType>). Once no
+    /// program knows only the old name, drop the rename and call ``WLStorage/removeUnknownFields()``. Top-level fields
+    /// only; declare chains oldest first, and the same renames in every storage of a key.
     ///
     /// - Parameters:
     ///   - oldName: The field's name in the earlier versions, as they encode it.
@@ -65,8 +52,8 @@ public struct WLStorageMigration<Value>: Sendable {
     ///
     /// - Parameters:
     ///   - type: The earlier type, as the earlier version of the program stored it.
-    ///   - convert: Makes the current value from the earlier one, with no lock of the package held. It may throw: the
-    ///     next migration is then tried.
+    ///   - convert: Makes the current value from the earlier one, outside the package's locks; if it throws, the next
+    ///     migration is tried.
     public static func from<Old: Decodable & SendableMetatype>(
         _ type: Old.Type, _ convert: @escaping @Sendable (Old) throws -> Value
     ) -> Self {
@@ -77,13 +64,8 @@ public struct WLStorageMigration<Value>: Sendable {
     }
 
     /// This migration followed by one more conversion: how a value of two versions ago goes through the type between.
-    ///
-    /// ```swift
-    /// migrations: [
-    ///     .from(SettingsV2.self) { Settings($0) },
-    ///     WLStorageMigration.from(SettingsV1.self) { SettingsV2($0) }.then { Settings($0) },
-    /// ]
-    /// ```
+    /// This migration followed by one more conversion: how a value of two versions ago goes through the type between
+    /// (`.from(SettingsV1.self) { SettingsV2($0) }.then { Settings($0) }`).
     public func then<Next>(_ convert: @escaping @Sendable (Value) throws -> Next) -> WLStorageMigration<Next> {
         let attempt = self.attempt
         return WLStorageMigration<Next>(sourceType: sourceType) { data in
