@@ -5,26 +5,14 @@ import WLStorageJSON
 /// A store that keeps the values of another store encrypted: AES-256-GCM through OpenSSL, a fresh random nonce per
 /// write, and the storage key authenticated with it, so one key's bytes cannot pass for another's.
 ///
-/// ```swift
-/// let secrets = WLStorageEncryptedStore(
-///     .directory(URL(fileURLWithPath: "/var/lib/mytool/secrets")),
-///     key: try WLStorageEncryptionKey(contentsOf: URL(fileURLWithPath: "/etc/mytool/storage.key")))
-/// @WLStorage(key: "api_token", defaultValue: "", store: secrets)
-/// var apiToken: String
-/// ```
-///
-/// - Bytes that do not open are read as ``WLStorageError/Code/decodingFailed`` naming key and file, and left as they
-///   are: nothing is written over them.
+/// - Bytes that do not open are read as ``WLStorageError/Code/decodingFailed`` and left as they are.
 /// - Keys rotate: give earlier ones as `previousKeys`; a value opened with one is resealed under the current key.
-/// - The storage's errors for an encrypted store never quote what was stored.
-///
-/// See <doc:KeepingSecrets> for what the encryption protects against, and what it does not.
+/// - Errors never quote what was stored. See <doc:KeepingSecrets> for what the encryption protects against.
 public final class WLStorageEncryptedStore: WLStorageStore {
     /// The store that holds the encrypted bytes.
     public let base: any WLStorageStore
     /// The current key first, then the earlier ones.
     fileprivate let secrets: [[UInt8]]
-    /// The fingerprints of `secrets`, in the same order.
     fileprivate let fingerprints: [[UInt8]]
     public let identity: String
 
@@ -56,8 +44,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
 
     /// The bytes stored under `key`, decrypted. A value under a previous key opens too (a storage reseals it).
     ///
-    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/decodingFailed`` when the bytes do not open;
-    ///   what the store under it throws.
+    /// - Throws: ``WLStorageError/Code/decodingFailed`` when the bytes do not open; what the store under it throws.
     public func read(key: String) throws -> Data? {
         var underPreviousKey = false
         return try read(key: key, underPreviousKey: &underPreviousKey)
@@ -103,8 +90,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
         base.observeChanges(changed)
     }
 
-    /// The bytes stored under `key`, decrypted; `underPreviousKey` tells whether they were sealed with a previous key.
-    /// `allowance` allows files that many bytes larger (an encrypted store over this one).
+    /// The bytes stored under `key`, decrypted, and whether under a previous key; `allowance`: what a layer above adds.
     func read(key: String, underPreviousKey: inout Bool, allowance: Int = 0) throws -> Data? {
         guard let sealed = try readSealed(key, underPreviousKey: &underPreviousKey, allowance: allowance) else {
             return nil
@@ -129,8 +115,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
         sealed.isEmpty ? sealed : try opened(sealed, key: key).plaintext
     }
 
-    /// The sealed bytes of `key`: from a directory, files bounded per encryption layer; from an encrypted store below,
-    /// opened by it, telling whether a layer used a previous key.
+    /// The sealed bytes of `key`: a directory's file, bounded per layer, or opened by an encrypted store below.
     private func readSealed(_ key: String, underPreviousKey: inout Bool, allowance: Int) throws -> Data? {
         let (holder, storedKey) = changesKeys ? Stores.resolve(base, key) : (base, key)
         if let directory = (changesKeys ? Stores.capabilities(of: holder) : under).directory {
@@ -216,7 +201,6 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
             carried: !changesKeys ? under.carried.map { EncryptedCarriedFeed(store: self, base: $0) } : nil)
     }
 
-    /// The holding store below as a versioned one, and the key there.
     fileprivate func versionedBase(_ key: String) throws -> (store: any WLStorageVersionedStore, key: String) {
         let (resolved, storedKey) = Stores.resolve(base, key)
         guard let base = Stores.capabilities(of: resolved).versioned else {
@@ -327,8 +311,7 @@ extension WLStorageStore {
     }
 }
 
-/// The carried changes of the store under an encrypted one when the keys are its own (no prefix): the bytes travel
-/// sealed and are opened here, by a replica with the key. Plain bytes never travel.
+/// The carried changes of the store below when the keys are its own: bytes travel sealed and are opened here.
 private struct EncryptedCarriedFeed: CarriedChangeFeed {
     let store: WLStorageEncryptedStore
     let base: any CarriedChangeFeed

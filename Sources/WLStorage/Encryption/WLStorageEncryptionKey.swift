@@ -3,13 +3,12 @@ import WLStorageCrypto
 
 /// A 256-bit key of a ``WLStorageEncryptedStore``. Its ``description`` names it by a fingerprint, never its bytes.
 ///
-/// A key file or an environment variable holds either the base64 text of the 32 bytes (44 characters, white space
-/// around it ignored, as `openssl rand -base64 32` prints), or exactly the 32 bytes. Anything else is refused with
-/// ``WLStorageError/Code/invalidConfiguration``, as are 32 bytes that are all printable or white space (far more
-/// likely a shorter key's text or a passphrase than raw bytes).
+/// A key file or an environment variable holds the base64 text of the 32 bytes (as `openssl rand -base64 32` prints) or
+/// the 32 bytes themselves; anything else, or 32 bytes all printable (likely text), is refused with
+/// ``WLStorageError/Code/invalidConfiguration``.
 ///
-/// - Important: Cleared: a key file's read buffer once decoded, and a failed decoding's buffer. Not cleared: the
-///   key's 32 bytes in its array, an environment variable's text, and ``base64EncodedSecret``'s strings.
+/// - Important: Cleared: a key file's read buffer once decoded, and a failed decoding's buffer. Not cleared: the key's
+///   32 bytes in its array, an environment variable's text, and ``base64EncodedSecret``'s strings.
 public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
     let bytes: [UInt8]
     /// The first four bytes of the key's SHA-256, as sealed values carry them.
@@ -35,12 +34,11 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
         }
     }
 
-    /// The key in the file at `url`: base64 text of 32 bytes (white space ignored), or the 32 bytes. The file must be a
-    /// regular file owned by the effective user (root too, as ssh checks), readable and writable by that user only.
+    /// The key in the file at `url`, in the forms above. The file must be a regular file owned by the effective user
+    /// (root too, as ssh checks), readable and writable by that user only.
     ///
-    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the file is owned
-    ///   by another user, readable by group or others (use 0600 or 0400), unreadable, or holds no key or an ambiguous
-    ///   text.
+    /// - Throws: ``WLStorageError/Code/invalidConfiguration`` when the file is owned by another user, readable by group
+    ///   or others (use 0600 or 0400), unreadable, or holds no key or an ambiguous text.
     public init(contentsOf url: URL) throws {
         let path = url.path
         let bytes = try Self.withContents(ofKeyFile: path) { contents in
@@ -110,8 +108,8 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
 
     /// The key in the environment variable `name` (read in place by `getenv`), in the key file forms.
     ///
-    /// - Throws: ``WLStorageError`` with the code ``WLStorageError/Code/invalidConfiguration`` when the variable is
-    ///   not set, or holds no key or a text that could be read two ways.
+    /// - Throws: ``WLStorageError/Code/invalidConfiguration`` when the variable is unset or holds no key or ambiguous
+    ///   text.
     public init(environmentVariable name: String) throws {
         guard let text = getenv(name) else {
             throw WLStorageError(code: .invalidConfiguration, message: "the environment variable \(name) is not set")
