@@ -1,3 +1,2 @@
-// What a program that imports WLStorage sees of the layers below it: the error type, declared with the cell's state
-// machine in WLStorageCore.
+// What a program that imports WLStorage sees of the layers below: the error type, from WLStorageCore.
 @_exported import WLStorageCore
