@@ -51,9 +51,9 @@ extension CellState {
     }
 
     /// Takes `value`, just stored by an update as `data`, as the value and as written, unless the value changed since
-    /// `count` or a change is pending. The value replaced leaves in `value`. Adopted, the cell is busy on `thread` until
-    /// the caller records `data` as written (`records`), so that no job takes the value before; a job in flight leaves
-    /// that to the next job (``takeAdoptedWrite()``).
+    /// `count` or a change is pending (the value replaced leaves in `value`). Adopted, the cell is busy on `thread`
+    /// until the caller records `data` (`records`); a job in flight leaves that to the next job
+    /// (``takeAdoptedWrite()``).
     package mutating func adoptStoredUpdate(
         _ value: inout T, changeCount count: UInt32, written data: Data, on thread: UInt
     ) -> (StoredUpdate, drain: Bool, records: Bool) {
@@ -118,10 +118,9 @@ extension CellState {
         return startWork(on: thread, now: now, upTo: goal).map(FlushStep.run) ?? .done
     }
 
-    /// The pending change for a batch of its store, decided and taken at once: copied into `slot`, the cell busy on
-    /// `thread`. A rewrite, and in a `rewritesOnCondition` store a removal of unknown fields alone, is left to its own
-    /// write, which gives way to (or goes onto) another program's change not heard of yet: neither is a change of the
-    /// value, and a batch would write the value whole over that change. (Elsewhere a removal is written whole anyway.)
+    /// The pending change for a batch of its store, taken at once into `slot`, the cell busy on `thread`. A rewrite,
+    /// and in a `rewritesOnCondition` store a removal of unknown fields alone, is left to its own write, which gives
+    /// way to another program's unheard change: a batch would write the value whole over it.
     @inline(__always)  // into the cell's critical section
     package mutating func startBatchWrite(
         on thread: UInt, now: UInt64, rewritesOnCondition: Bool, into slot: UnsafeMutablePointer<T>
@@ -159,9 +158,8 @@ extension CellState {
     // MARK: What is stored
 
     /// The value read at open in an earlier shape is to be written back as a change; returns whether a tick is needed.
-    /// Not when anything happened to the cell since it was registered: a change of this process carries the new shape
-    /// itself, and what a check found since (another version's bytes, a change, nothing readable) is not to be
-    /// replaced by the value read before it.
+    /// Not once anything happened to the cell: a change of this process carries the new shape, and what a check found
+    /// since is not to be replaced by the value read before it.
     package mutating func rewriteRead() -> Bool {
         guard changeCount == 0, !isPending, stored == .known, extras?.storedByAnotherVersion != true else {
             return false
@@ -173,10 +171,9 @@ extension CellState {
     /// Whether the write of `version` only rewrites the value read in an earlier type's shape.
     package func isRewrite(_ version: UInt64) -> Bool { extras?.rewriteVersion == version }
 
-    /// The stored object's unknown members are to go: a change of what is stored, not of the value; returns whether it
-    /// is to be written (not when ``removesUnknownFields`` is false, as it may have become since the storage looked).
-    /// Over a change of the value not written yet, the removal goes with that change, which gives way to nothing; once
-    /// that change is written on its own (its write was in flight), the removal is alone again.
+    /// The stored object's unknown members are to go (a change of what is stored, not of the value); returns whether it
+    /// is to be written, as ``removesUnknownFields`` may have turned false. It goes with a change of the value not
+    /// written yet, and alone again once that change is written on its own.
     @discardableResult
     package mutating func dropUnknownFields() -> Bool {
         guard removesUnknownFields else { return false }

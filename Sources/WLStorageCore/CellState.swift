@@ -105,8 +105,8 @@ package struct CellState<T: Sendable>: Sendable {
         return job
     }
 
-    /// A check for an outside change: counted, and its job started, marking the cell busy; if busy, run after the job.
-    /// A read of what is stored, unknown, counts as a try, as a tick's does.
+    /// A check for an outside change: counted, and started (the cell busy) or run after the job; a read of an unknown
+    /// stored value counts as a try.
     package mutating func requestCheck(on thread: UInt, now: UInt64) -> CellJob<T>? {
         withExtras { $0.externalChecks += 1 }
         guard !isBusy else {
@@ -121,8 +121,7 @@ package struct CellState<T: Sendable>: Sendable {
     }
 
     /// What a check scheduled at the end of a job (``JobEffects/scheduleCheck``) does: the check requested while the
-    /// job ran, or nothing when a check since has run (it served the request; this one would find nothing more
-    /// reported, and a store's carried feed would read the key for it).
+    /// job ran, or nothing when a check has run since (it served the request).
     package mutating func requestScheduledCheck(on thread: UInt, now: UInt64) -> CellJob<T>? {
         guard extras?.checkRequested == true else { return nil }
         return requestCheck(on: thread, now: now)

@@ -19,40 +19,32 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
         public static let directoryUnavailable = Code("directoryUnavailable")
         /// Reading the file failed for a reason other than its absence.
         public static let readFailed = Code("readFailed")
-        /// The file holds bytes that are not JSON (or, in an encrypted store, that do not open). They were moved aside
-        /// and kept, or left as they are when they may be another key's value.
+        /// Stored bytes are not JSON (or, encrypted, do not open): moved aside, or left if they may be another key's.
         public static let decodingFailed = Code("decodingFailed")
         /// The stored value is JSON this version of the type cannot read (another version stored it, or a migration
-        /// threw). It is left as it is; the storage keeps its last good value and writes only when it is set.
-        /// See <doc:ChangingAStoredType>.
+        /// threw). It is left as it is; the storage writes only when set. See <doc:ChangingAStoredType>.
         public static let storedByAnotherVersion = Code("storedByAnotherVersion")
         /// The value could not be encoded as JSON. Nothing was written.
         public static let encodingFailed = Code("encodingFailed")
         /// Writing, syncing or renaming the file failed. The value stays pending and is retried.
         public static let writeFailed = Code("writeFailed")
-        /// Something other than a regular file (a symlink, a directory, a device) stands where the file should
-        /// be. It is neither followed nor replaced.
+        /// Something other than a regular file (a symlink, a directory, a device) stands where the file should be.
         public static let notARegularFile = Code("notARegularFile")
         /// Two storages for the same file were opened with different value types.
         public static let typeMismatch = Code("typeMismatch")
         /// A custom backer threw from `read` or `write`.
         public static let backerFailed = Code("backerFailed")
-        /// A file is larger than ``WLStorageSystem/maximumValueSize``, so it is not read and is left as it is, or a
-        /// value encodes to more than that, so it is not written and stays pending.
+        /// A file larger than ``WLStorageSystem/maximumValueSize`` is left unread, or a larger value is not written.
         public static let valueTooLarge = Code("valueTooLarge")
-        /// Changes made while the stored value could not be read were dropped: they were based on the default, and
-        /// the stored value, read later, replaced them rather than be overwritten by them.
+        /// Changes made while the stored value could not be read were dropped: the stored value, read later, won.
         public static let changeDiscarded = Code("changeDiscarded")
-        /// A store was given settings it cannot use (a connection string or a name that is not valid); thrown when the
-        /// store is created. Also reported by a storage's first update when a store's table lacks what updates need
-        /// (the message names the statement to run); the update is made all the same.
+        /// A store was given settings it cannot use (thrown when it is made), or lacks what updates need (reported by a
+        /// first update, which is made all the same; the message names the statement to run).
         public static let invalidConfiguration = Code("invalidConfiguration")
         /// The server of a store was replaced by a promoted standby, or is on an earlier timeline than before: writes
-        /// not replicated may be gone, and every storage of the store reads its keys again. See
-        /// <doc:SharingValuesAcrossMachines>.
+        /// not replicated may be gone; every storage of the store reads its keys again.
         public static let storeFailedOver = Code("storeFailedOver")
-        /// A call that would wait for itself, such as ``WLStorage/flush()`` from inside the storage's own backer,
-        /// returned without doing its work.
+        /// A call that would wait for itself, such as ``WLStorage/flush()`` from the storage's own backer, did nothing.
         public static let reentrantCall = Code("reentrantCall")
     }
 

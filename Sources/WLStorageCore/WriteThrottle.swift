@@ -1,5 +1,5 @@
 /// The throttle: the first change after a quiet interval arms a tick with no delay; later changes while armed do
-/// nothing (the tick writes the latest). A change after a write arms a tick one interval after that write started. A
+/// nothing (the tick writes the latest). A change after a write arms a tick one interval after that write started; a
 /// write disarms, so a stale tick finds its token out of date.
 @usableFromInline
 package struct WriteThrottle: Sendable {
