@@ -1,10 +1,8 @@
 import Foundation
 
 /// A change made over bytes another program has replaced since, taken onto what is stored now, field by field: a
-/// three-way merge of JSON objects (a JSON Merge Patch of the change). Members the writer left unchanged keep what is
-/// stored, byte for byte; ones it changed, added or removed are written so; non-objects are taken whole. So the last
-/// writer of a field wins, and changes to different fields are both kept. Values are compared as ``JSONValue``s;
-/// members are written sorted by name, as encoded.
+/// three-way merge of JSON objects (a JSON Merge Patch of the change). Unchanged members keep what is stored, byte for
+/// byte; non-objects are taken whole; members are written sorted by name.
 package enum FieldMerge {
     /// The bytes of `stored` with the changes `value` makes to `base`, or `nil` when one of the three is not JSON. With
     /// `replacingCases`, a value object sharing no member with base or stored is taken whole (another enum case).

@@ -1,7 +1,6 @@
 import Foundation
 
-/// Any JSON value as Foundation reads it, to compare: numbers by their digits (as `Decimal`s, exact to 38 digits), or as
-/// `Double`s or integers where a `Decimal` cannot hold them.
+/// Any JSON value as Foundation reads it, to compare: numbers by their digits (`Decimal`), else as `Double` or integer.
 package enum JSONValue: Decodable, Equatable, Sendable {
     case null, unreadable
     case bool(Bool)

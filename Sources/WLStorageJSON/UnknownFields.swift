@@ -1,11 +1,10 @@
 import Foundation
 
 /// Fields of a stored JSON object that the current type does not know survive its writes, so an older version in a
-/// fleet does not lose what a newer one stored. A backer keeps the object bytes it last read or wrote (the *base*); a
-/// write adds every base member the type does not know, at every depth where both hold an object. Arrays are taken
-/// whole, as is a nested object sharing no member with the value's (another enum case). A member is *known* when the
-/// value's encoding decodes differently with it than without it (or not at all), so a `nil` optional or removed entry
-/// is removed while a newer field is kept. Members are judged together, then in halving groups.
+/// fleet does not lose what a newer one stored. A write adds every member of the *base* (the object a backer last read
+/// or wrote) the type does not know, where both hold an object; arrays, and nested objects sharing no member (another
+/// enum case), are taken whole. A member is *known* when the value's encoding decodes differently without it, so a
+/// `nil` optional is removed while a newer field is kept.
 package enum UnknownFields {
     /// `data` itself when it is a JSON object, which a write may need to keep members of; `nil` otherwise.
     package static func base(_ data: Data) -> Data? {
