@@ -30,10 +30,10 @@ package enum CipherError: Error, Equatable, Sendable, CustomStringConvertible {
     static let programEnding = CipherError.libcryptoFailed(function: "exit", reason: "the program is ending")
 }
 
-/// AES-256-GCM through OpenSSL libcrypto's EVP interface, the cipher fetched once per process; a context per call, so
-/// calls run on any number of threads. A nonce must never be used twice with one key (a random one each time). Key
-/// material: the key goes to libcrypto straight from the caller's array (whose copies are the caller's), and
-/// `EVP_CIPHER_CTX_free` clears its schedule. A failed `open` clears what it decrypted; plaintexts are not cleared.
+/// AES-256-GCM through OpenSSL libcrypto's EVP interface, the cipher fetched once; a context per call, so calls run on
+/// any number of threads. A nonce must never be used twice with one key (a random one each time). The key goes to
+/// libcrypto straight from the caller's array, and `EVP_CIPHER_CTX_free` clears its schedule; a failed `open` clears
+/// what it decrypted; plaintexts are not cleared.
 package enum AESGCM {
     /// Lengths in bytes of a key, a nonce (the initialization vector) and an authentication tag.
     package static let keyLength = 32
@@ -91,9 +91,8 @@ package enum AESGCM {
         }
     }
 
-    /// Decrypts `ciphertext` in place, returning the plaintext only if `tag` verifies with the additional data, given in
-    /// two pieces (authenticated as if joined) so that a sealed box opens without a copy. Throws
-    /// ``CipherError/authenticationFailed`` when it does not, another ``CipherError`` for bad lengths or libcrypto.
+    /// Decrypts `ciphertext` in place, returning the plaintext only if `tag` verifies with the additional data, given
+    /// in two pieces (authenticated as if joined) so that a sealed box opens without a copy. Throws ``CipherError``.
     package static func open(
         ciphertext: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer, key: [UInt8], nonce: UnsafeRawBufferPointer,
         additionalData: UnsafeRawBufferPointer, _ moreAdditionalData: UnsafeRawBufferPointer
@@ -143,8 +142,7 @@ package enum AESGCM {
         }
     }
 
-    /// `count` bytes from OpenSSL's cryptographically secure random generator (`RAND_bytes`), for a nonce or a key;
-    /// throws ``CipherError/libcryptoFailed(function:reason:)`` unless it returns 1.
+    /// `count` bytes from `RAND_bytes`, OpenSSL's cryptographically secure generator, for a nonce or a key.
     package static func randomBytes(count: Int) throws -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: count)
         guard count > 0 else { return bytes }

@@ -8,13 +8,11 @@ struct FetchedAlgorithm: @unchecked Sendable {  // immutable after creation; Ope
 }
 
 /// libcrypto, initialized once, and closed to the package's calls as the program exits: libcrypto frees its locks at
-/// exit (a cleanup whoever initialized it first registered), so a handler running before it closes the library to
-/// new calls and waits up to two seconds for those in flight; a later call fails instead. The process's, not a
-/// runtime's: there is one libcrypto whatever uses it.
+/// exit, so a handler running before that closes the library to new calls and waits up to two seconds for those in
+/// flight. One per process: there is one libcrypto whatever uses it.
 package final class OpenSSLLibrary: Sendable {
     package static let shared = OpenSSLLibrary()
 
-    /// Whether libcrypto started.
     package let initialized: Bool
     /// Calls in flight, with the top bit set once closed.
     private let calls = Atomic<Int>(0)
