@@ -2,17 +2,14 @@ import Foundation
 import WLStorage
 
 extension WLStoragePostgresStore {
-    /// Stores every write of `batch` in chunks of up to 500 rows and about 4 MiB, each one statement (`INSERT … SELECT
-    /// … FROM unnest(…) ON CONFLICT … DO UPDATE`) in its own transaction that notifies its keys' changes at commit; the
-    /// chunks go in one pipeline (one round trip), within one deadline, the store's timeout.
+    /// Stores every write of `batch` in chunks of up to 500 rows and about 4 MiB, each one statement in its own
+    /// transaction that notifies its keys' changes at commit, all in one pipeline within the store's timeout.
     ///
-    /// Chunks commit in order; a failed chunk is rolled back and none after it runs. The committed chunks stay, and the
-    /// error says how many writes from the start were stored (``WLStorageError/storedWrites``). A chunk whose commit
-    /// was not confirmed in time may still commit; counted as not stored, it is written again later. A lost connection
-    /// or a restarting server is retried with a backoff until the deadline, from the first chunk not committed.
+    /// Chunks commit in order; after a failed chunk none runs, and ``WLStorageError/storedWrites`` counts the writes
+    /// stored from the start. A chunk whose commit was not confirmed in time may still commit; counted as not stored,
+    /// it is written again later. A lost connection or a restarting server is retried until the deadline.
     ///
-    /// - Throws: ``WLStorageError`` with the code `writeFailed` when a chunk did not commit, or it is not known whether
-    ///   it did.
+    /// - Throws: ``WLStorageError`` (`writeFailed`) when a chunk did not commit, or it is not known whether it did.
     public func write(_ batch: [WLStorageStoreWrite]) throws {
         guard !batch.isEmpty else { return }
         if batch.count == 1 {
@@ -54,8 +51,7 @@ extension WLStoragePostgresStore {
     }
 
     /// Stores each write of `batch` only while its row holds the bytes at the same index of `expected` (`nil`: no row),
-    /// and returns whether it did: in the chunks of ``write(_:)``, each one statement (`UPDATE … FROM unnest(…)` where the
-    /// row holds what is expected, `INSERT … ON CONFLICT DO NOTHING` where none should be) notifying the keys it wrote.
+    /// in the chunks of ``write(_:)``, one statement each; returns which it stored.
     ///
     /// - Throws: ``WLStorageError`` (`writeFailed`) when a chunk failed or may not have committed; those before stay,
     ///   those after were not sent (``WLStorageError/storedWrites`` counts the writes up to the chunk's end, and
@@ -107,7 +103,7 @@ extension WLStoragePostgresStore {
         return keys.map { found[$0] }
     }
 
-    /// The most rows of one statement of a batch.
+    /// The most rows of one statement: a chunk of a batch, or of a read of several keys.
     static let batchRows = 500
     /// The bytes of values past which a chunk of a batch ends (a chunk holds at least one row).
     static let batchBytes = 4 * 1024 * 1024

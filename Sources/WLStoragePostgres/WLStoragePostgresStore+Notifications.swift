@@ -5,13 +5,11 @@ extension WLStoragePostgresStore {
     /// The most bytes of a payload; PostgreSQL refuses 8,000 or more.
     static let payloadLimit = 7_900
 
-    /// The start of the payload announcing a write of `key` in `namespace`; the statement appends the row's version
-    /// and, when the whole fits in ``payloadLimit``, the bytes written:
-    /// `*:<bytes of namespace>:<namespace>c<bytes of key>:<key><version>.<table OID>[:<Base64 of the bytes>]`. A key
-    /// too long gives `*:<bytes of namespace>:<namespace>` alone, a change of every key of the namespace.
-    ///
-    /// Starting with `*:`, it is what an older program (which knows only `k:` and `*:`) takes for a change of every
-    /// key, so a rolling deploy misses nothing. The bytes are the row's as stored (sealed, under an encrypted store).
+    /// The start of the payload announcing a write of `key` in `namespace`, to which the statement appends the version
+    /// and, when the whole fits in ``payloadLimit``, the bytes as stored:
+    /// `*:<bytes of namespace>:<namespace>c<bytes of key>:<key><version>.<table OID>[:<Base64 of the bytes>]`; a key
+    /// too long gives the prefix alone. Starting with `*:`, it is a change of every key to an older program (which
+    /// knows only `k:` and `*:`), so a rolling deploy misses nothing.
     static func payload(namespace: String, key: String) -> String {
         let prefix = "*:\(namespace.utf8.count):\(namespace)"
         let payload = prefix + "c\(key.utf8.count):" + key

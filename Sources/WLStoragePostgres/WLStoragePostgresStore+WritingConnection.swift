@@ -47,13 +47,11 @@ extension WLStoragePostgresStore {
         }
     }
 
-    /// Runs `body` on the writing connection, connected (and the table created) first when needed.
-    ///
-    /// A connection lost before `body` ran, or under a read, is made again a few times while the deadline allows; a
-    /// write that fails on an idle connection lost meanwhile is run once more on a new one, unless `resending` is off.
-    /// A `patient` call, and every call once the flush at exit has begun (no later retry will come), also retries with
-    /// a backoff after every failure of a server restarting or failing over (see ``isTransient(_:)``), unless `body` ran
-    /// and `resending` is off.
+    /// Runs `body` on the writing connection, connected (and the table created) first when needed. A connection lost
+    /// before `body` ran, or under a read, is made again a few times within the deadline; a write that fails on an idle
+    /// connection lost meanwhile is run once more unless `resending` is off. A `patient` call, and every call once the
+    /// flush at exit has begun, also retries with backoff after a server restart or failover (``isTransient(_:)``),
+    /// unless `body` ran and `resending` is off.
     func execute(
         reading: Bool, resending: Bool, patient: Bool = false,
         _ body: (PostgresConnection, ContinuousClock.Instant) throws(PostgresError) -> [[Data?]]

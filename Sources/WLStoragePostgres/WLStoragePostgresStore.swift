@@ -5,18 +5,10 @@ import WLStorage
 /// A store that keeps values in a PostgreSQL table, one row per namespace and key, and tells its storages about
 /// changes made by other programs and machines through `LISTEN`/`NOTIFY`.
 ///
-/// ```swift
-/// let store = try WLStoragePostgresStore(
-///     url: "postgresql://app@db.example.com/app?sslmode=verify-full", namespace: "settings")
-/// @WLStorage(key: "theme", defaultValue: "dark", store: store) var theme: String
-/// ```
-///
 /// The table is created at the first connection if it does not exist. Every write adds one to its row's `version` and
-/// notifies `<table>_changes` in the same statement, with the bytes when they fit; ``WLStorage/update(_:)`` writes on
-/// condition of the version, tagged, so that it is made exactly once. The store connects at first use, so a server
-/// that is down does not stop a program from starting, and no wait outlasts the store's timeout. The article on sharing
-/// values across machines gives the table, the privileges the store needs, how a change travels, and what storages do
-/// while the server is away.
+/// notifies `<table>_changes` in the same statement; ``WLStorage/update(_:)`` writes on condition of the version,
+/// tagged, so that it is made exactly once. The store connects at first use and no wait outlasts its timeout (see the
+/// article on sharing values across machines).
 ///
 /// - Important: Keys must not contain NUL, which PostgreSQL's `text` cannot hold. A key's index entry must fit in a
 ///   B-tree page after compression (about 2,700 bytes): the server refuses longer keys that do not compress.
@@ -43,8 +35,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     let recordsWrites = Atomic<Bool>(false)
     /// How many writes recorded their tags: old tags are removed at every 1,000th.
     let recordedWrites = Atomic<Int>(0)
-    /// The file node of `<table>_writes` as the last connection found it, and, by tag, the one each tagged write whose
-    /// answer was lost was sent with, until traced: a claim checks that the table was not emptied since.
+    /// The file node of `<table>_writes` as last found, and by tag the node each write whose answer was lost was sent
+    /// with, until traced: a claim checks that the table was not emptied since.
     let writesNode = Atomic<Int>(0)
     let lostWrites = Locked<[String: Int]>([:])
     let listener: PostgresListener
@@ -57,10 +49,9 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///   - url: A libpq connection string: a `postgresql://` URI, or `key=value` pairs (`host=/run/db port=5432`).
     ///     Libpq's environment variables (`PGHOST`, `PGPASSWORD`, …) and password file apply as usual. Over a network,
     ///     set `sslmode=verify-full`: libpq's default, `prefer`, checks no certificate and falls back to plain text.
-    ///   - namespace: The namespace of the keys: lets several programs or environments share one table.
-    ///     Any text of 1 to 1,000 bytes without NUL.
-    ///   - table: The table's name, `name` or `schema.name`, each part an unquoted SQL identifier (letters, digits and
-    ///     underscores, not starting with a digit) of at most 48 bytes.
+    ///   - namespace: The namespace of the keys, so several programs or environments can share one table: 1 to 1,000
+    ///     bytes, no NUL.
+    ///   - table: The table's name, `name` or `schema.name`, each part `[A-Za-z_][A-Za-z0-9_]*` and at most 48 bytes.
     ///   - timeout: How long to wait at most to connect, or for a statement to complete.
     ///   - adoptsNotifiedValues: Whether a replica takes the value a notification carries from every sender, not only
     ///     from a process whose role may update the table. Any role that can connect may notify: turn it on only when
@@ -110,9 +101,8 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     /// `WLStoragePostgresStore(<identity>)`.
     public var description: String { "WLStoragePostgresStore(\(identity))" }
 
-    /// Why the store's change feed cannot hear other programs' changes now, or `nil` while it listens (or while no
-    /// storage follows the store); also reported to ``WLStorageSystem/errorHandler`` when it starts and once a minute
-    /// while it lasts. A health check can read it.
+    /// Why the change feed cannot hear other programs' changes now, or `nil` while it listens (or no storage follows
+    /// the store); also reported to ``WLStorageSystem/errorHandler`` when it starts and once a minute while it lasts.
     public var changeFeedError: WLStorageError? { listener.trouble }
 
     // MARK: - WLStorageStore
@@ -130,8 +120,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///   was (the connection broke, or the timeout passed).
     public func write(key: String, data: Data) throws { _ = try writeWithVersion(key: key, data: data) }
 
-    /// Stores `data` under `key` as ``write(key:data:)`` does, and returns the row's version after the write, which
-    /// the statement returns.
+    /// Stores `data` under `key` as ``write(key:data:)`` does, and returns the row's version after the write.
     ///
     /// - Throws: As ``write(key:data:)``.
     public func writeWithVersion(key: String, data: Data) throws -> Int64? {
@@ -139,8 +128,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         return rows.first?.last.flatMap { $0 }.flatMap { Int64(String(decoding: $0, as: UTF8.self)) }
     }
 
-    /// Stores `data` under `key` unless a row exists for it, in one statement (`INSERT … ON CONFLICT DO NOTHING`), and
-    /// returns whether it did. Notifies the change when it did.
+    /// Stores `data` under `key` unless a row exists (`INSERT … ON CONFLICT DO NOTHING`); returns whether it did.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed.
     public func create(key: String, data: Data) throws -> Bool {
@@ -154,25 +142,21 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         _ = try query(statements.remove, removalParameters(key), reading: false, key: key)
     }
 
-    /// Removes the row of `key` only while it holds `data`, in one statement, and returns whether it did. Notifies the
-    /// change when it did.
+    /// Removes the row of `key` only while it holds `data`, in one statement; returns whether it did.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed.
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         return try !query(statements.removeIfHolds, removalParameters(key, data), reading: false, key: key).isEmpty
     }
 
-    /// Stores `data` under `key` only while its row holds `expected` (or, for `nil`, while there is no row), in one
-    /// statement, and returns whether it did; notifies the change when it did. (``WLStorage/update(_:)`` uses it only
-    /// when the table cannot keep tags; otherwise it writes on condition of the version.)
+    /// Stores `data` under `key` only while its row holds `expected` (`nil`: while there is no row), in one statement;
+    /// returns whether it did. ``WLStorage/update(_:)`` uses it only when the table cannot keep tags.
     ///
-    /// The statement records a random tag in `<table>_writes`. When its answer is lost, the store claims the tag: a
-    /// claim that takes it tells that the write was not made, and can no longer be (its tag would be a duplicate); a
-    /// tag taken already tells that it was made.
+    /// The statement records a random tag in `<table>_writes`; when its answer is lost, the store claims the tag:
+    /// taking it means the write was not made and no longer can be; finding it taken means it was made.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the statement failed, or it is not known whether
-    ///   it ran: the server stayed away past the timeout, or the role cannot record tags (see the article on sharing
-    ///   values across machines).
+    ///   it ran (the server stayed away past the timeout, or the role cannot record tags).
     public func write(key: String, data: Data, ifItHolds expected: Data?) throws -> Bool {
         try check([key], reading: false)
         let tag = UUID().uuidString
@@ -210,8 +194,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         }
     }
 
-    /// Removes old tags at the store's first recorded write and every 1,000th: the tag of a write whose answer is lost
-    /// is claimed within the write's call.
+    /// Removes old tags at the first recorded write and every 1,000th (a lost answer's tag is claimed within its call).
     func countRecordedWrite() {
         if recordedWrites.add(1, ordering: .relaxed).oldValue % 1_000 == 0 {
             _ = try? query(statements.pruneTags, [], reading: false, key: nil)
@@ -252,12 +235,11 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
         }
     }
 
-    /// Starts listening for changes of the store's namespace made through other connections (other stores, programs,
-    /// machines); the store's own writes, told by its writing connection's server process, are not reported. A write
-    /// heard only after that connection was replaced is reported, since it may have been resent, or be another's.
+    /// Starts listening for changes of the namespace made through other connections (not the store's own writes, told
+    /// by its writing connection's server process, unless heard after that connection was replaced).
     ///
-    /// The listening connection is made in the background; once it listens, and after each reconnection, the feed
-    /// reports ``WLStorageStoreChange/everything``. `changed` is called on the listener's queue, one at a time.
+    /// Once it listens, and after each reconnection, the feed reports ``WLStorageStoreChange/everything``; `changed` is
+    /// called on the listener's queue, one at a time.
     public func observeChanges(
         _ changed: @escaping @Sendable (WLStorageStoreChange) -> Void
     ) -> WLStorageSubscription? {

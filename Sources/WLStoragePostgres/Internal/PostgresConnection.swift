@@ -111,8 +111,8 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
     }
 
     /// Reads what arrived (`PQconsumeInput`) and returns the notifications received (`PQnotifies`); throws, and drops
-    /// the connection, when it broke. Reads until the socket is empty: the end of a connection can arrive with the
-    /// server's last message, and then no later readiness event tells of it.
+    /// the connection, when it broke. Reads until the socket is empty: a connection's end can come with the server's
+    /// last message, and no later readiness event tells of it.
     func notifications() throws(PostgresError) -> [Notification] {
         try onConnection { connection throws(PostgresError) in
             var received: [Notification] = []

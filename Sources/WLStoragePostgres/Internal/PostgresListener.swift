@@ -1,15 +1,14 @@
 import Foundation
 import WLStorage
 
-/// The change feed of a store: a connection of its own that runs `LISTEN` on the store's channel, read by a thread
-/// that waits on its socket (``SocketWatch``). It connects with the first handler and disconnects with the last; once
-/// it listens, and after every reconnection, it reports ``WLStorageStoreChange/everything`` (nothing was heard before).
+/// The change feed of a store: a connection of its own that runs `LISTEN` on the store's channel, read by a thread that
+/// waits on its socket (``SocketWatch``). It connects with the first handler and disconnects with the last; once it
+/// listens, and after every reconnection, it reports ``WLStorageStoreChange/everything``. A listening connection is
+/// probed every ``probeInterval`` (a middlebox can leave the socket open and silent); failures to listen are reported
+/// at first, then once a minute.
 ///
-/// A middlebox can drop the flow and leave the socket open and silent, so a listening connection is probed every
-/// ``probeInterval``. Failures to listen are reported at first, then once a minute while they last.
-///
-/// Locks: `state` guards the handlers (whether it runs), never held while a handler runs or the connection is used.
-/// Everything else is used on `queue` only: the watch's thread reads the socket inside `queue.sync`.
+/// Locks: `state` guards the handlers, never held while a handler runs or the connection is used. Everything else is
+/// used on `queue` only: the watch's thread reads the socket inside `queue.sync`.
 final class PostgresListener: @unchecked Sendable {  // `state` under its lock; the rest on `queue`
     typealias Handler = @Sendable (WLStorageFeedEvent) -> Void
 
@@ -134,9 +133,9 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
         deliver([.change(.everything)])
     }
 
-    /// Reports a failover: the server is now on another timeline than before. A later one: a standby was promoted. An
-    /// earlier one: an old primary restarted as a primary, or a restored backup; later writes are not on it. The WAL
-    /// file's name starts with the timeline; a server that cannot be asked is not judged.
+    /// Reports a failover: the server is on another timeline than before (later: a promoted standby; earlier: an old
+    /// primary restarted as primary, or a restored backup). The WAL file's name starts with the timeline; a server that
+    /// cannot be asked is not judged.
     private func noticeFailover() {
         let rows = try? connection.query(
             "SELECT substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8)", deadline: .now + timeout)

@@ -14,8 +14,7 @@ struct PostgresSettings: Sendable {
     /// The values of the options libpq marks as secret (the password), as parsed and as written in the string.
     private let secrets: [String]
 
-    /// Parses `url` (a `postgresql://` URI or `key=value` pairs); `timeout` is the connect timeout when the string sets
-    /// none, rounded up to whole seconds.
+    /// Parses `url`; `timeout`, rounded up to seconds, is the connect timeout unless the string sets one.
     init(url: String, timeout: Duration) throws(PostgresError) {
         let written = Self.writtenSecrets(in: url)
         var errorMessage: UnsafeMutablePointer<CChar>?
@@ -116,8 +115,7 @@ struct PostgresSettings: Sendable {
         return found.filter { !$0.isEmpty }
     }
 
-    /// The passwords of `database` when it is itself a connection string (`postgresql://user:secret@…` or
-    /// `password=secret …`): as written, and as libpq parses them.
+    /// The passwords of `database` when it is itself a connection string, as written and as libpq parses them.
     private static func embeddedSecrets(in database: String) -> [String] {
         guard database.contains("=") || database.contains("://") else { return [] }
         let parsed = PQconninfoParse(database, nil).map { entries($0).filter(\.secret).map(\.value) } ?? []
@@ -160,8 +158,7 @@ struct PostgresSettings: Sendable {
         return found
     }
 
-    /// The options of a libpq option array that have a value, in order, each with whether libpq marks it secret
-    /// (`dispchar` `*`); the array is freed (`PQconninfoFree`).
+    /// The options with a value of a libpq option array, in order, each with whether libpq marks it secret; frees it.
     private static func entries(
         _ options: UnsafeMutablePointer<PQconninfoOption>
     ) -> [(keyword: String, value: String, secret: Bool)] {
@@ -201,13 +198,10 @@ struct PostgresError: Error, CustomStringConvertible, Sendable {
     enum Kind: Sendable {
         /// The connection string or a name given to the store is not usable.
         case invalidSettings
-        /// No connection could be made.
         case connectionFailed
         /// A connection or a query took longer than the timeout; the connection was dropped.
         case timedOut
-        /// The connection broke during a query.
         case connectionLost
-        /// The server refused the statement.
         case queryFailed
     }
 

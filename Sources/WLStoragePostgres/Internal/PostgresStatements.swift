@@ -45,10 +45,9 @@ extension WLStoragePostgresStore {
                 "pg_notify($4, \(Self.carried(prefix: "$5", version: "written.version", value: "$3", name: name)))"
             quotedName = name
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
-            // The name as a literal of its quoted form: `to_regclass('"schema"."name"')`. A row when the table exists,
-            // telling whether the role may record tags in `<table>_writes` (NULL when there is no such table): each
-            // privilege asked alone, as a list asks whether any is held, and the table one of tags (not another store's
-            // table named so), logged (a crash empties an unlogged one); and its file node, which emptying it changes.
+            // A row when the table exists: whether the role may record tags in `<table>_writes` (each privilege asked
+            // alone; the table one of tags, and logged, as a crash empties an unlogged one), and its file node, which
+            // emptying it changes.
             let checks =
                 ["INSERT", "SELECT", "UPDATE", "DELETE"].map {
                     "has_table_privilege(to_regclass('\(writes)'), '\($0)')"
@@ -64,10 +63,9 @@ extension WLStoragePostgresStore {
                 SELECT (\(checks.joined(separator: " AND ")))::text, pg_relation_filenode(to_regclass('\(writes)'))::text \
                 WHERE to_regclass('\(name)') IS NOT NULL
                 """
-            // The tags of writes on condition, each recorded by its write's statement. After a lost answer, the store
-            // claims the tag: `written` comes back `false` when the claim took it (the write was not made, and its tag
-            // would now be a duplicate), `true` when the write had recorded it; nothing when the table's file node is
-            // no longer `node`, the one the write was sent with (the table emptied since, the tag with it).
+            // The tags of writes on condition, each recorded by its write's statement. After a lost answer the store
+            // claims the tag: `written` is `false` when the claim took it (the write was not made), `true` when the
+            // write had recorded it, nothing when the file node is no longer `node` (the table emptied since).
             createWrites = """
                 CREATE TABLE IF NOT EXISTS \(writes) (tag text PRIMARY KEY, \
                 written_at timestamptz NOT NULL DEFAULT now(), claimed boolean NOT NULL DEFAULT false)
@@ -79,9 +77,8 @@ extension WLStoragePostgresStore {
                 """
             }
             claimTag = claiming("$1", node: "$2")
-            // A claimed tag is kept a day: a copy of its write can still be waiting for a row, its connection gone.
-            // At most 10,000 at once (ten times the writes between two removals), so that a removal ends well within
-            // the store's timeout however large the table grew.
+            // A claimed tag is kept a day (a copy of its write may still wait for a row, its connection gone); at most
+            // 10,000 go at once, so that a removal ends well within the timeout.
             pruneTags = """
                 DELETE FROM \(writes) WHERE ctid = ANY(ARRAY(SELECT ctid FROM \(writes) WHERE written_at < now() - \
                 CASE WHEN claimed THEN interval '1 day' ELSE interval '1 hour' END LIMIT 10000))
@@ -154,8 +151,7 @@ extension WLStoragePostgresStore {
                 WITH removed AS (DELETE FROM \(name) WHERE namespace = $1 AND key = $2 AND value = $3 RETURNING 1) \
                 SELECT pg_notify($4, $5) FROM removed
                 """
-            // An update's write, on condition of the version read ($7), its tag ($6) recorded. (`recent_tags`, where
-            // earlier versions of the store kept their updates' tags, is left as it is.)
+            // An update's write on condition of the version read ($7), its tag ($6) recorded; old `recent_tags` stay.
             replaceIfVersion = writing(
                 """
                 UPDATE \(name) SET value = $3, version = version + 1, updated_at = now() \

@@ -2,12 +2,11 @@ import Foundation
 import Synchronization
 
 /// A thread of its own that waits in `poll` for a socket to be readable and calls a handler each time it is, until
-/// cancelled: how the listening connection hears a notification (the thread the kernel wakes runs the handler).
+/// cancelled: how the listening connection hears a notification.
 ///
 /// It watches a duplicate of the socket, so libpq closing its descriptor never closes one the thread waits on, and a
-/// socket pair that ``cancel()`` writes to (made close-on-exec at once, where a pipe would need a second call, a window
-/// for a process started meanwhile); the duplicate closes when the thread ends, the pair with the watch, which the
-/// thread holds. The handler must read what arrived (or cancel): `poll` reports a socket readable until it is read.
+/// socket pair that ``cancel()`` writes to (close-on-exec at once, unlike a pipe). The handler must read what arrived
+/// (or cancel): `poll` reports a socket readable until it is read.
 final class SocketWatch: Sendable {
     private let socket: Int32
     /// The pair's ends: the thread waits on `wake`, ``cancel()`` writes to `waker`.
