@@ -10,8 +10,7 @@
 /// - Every get and set takes a brief lock; a set is visible to every thread at once and never waits for the disk.
 /// - Writes are throttled: the first change after a quiet interval is written at once; later changes within
 ///   `flushInterval` seconds collapse into one write at its end. With `nil`, nothing is written until ``flush()``.
-/// - ``flush()``, `deinit`, normal exit and SIGTERM, SIGINT and SIGHUP write the pending value
-///   (see ``WLStorageSystem/flushAll()``).
+/// - ``flush()``, `deinit`, normal exit, SIGTERM, SIGINT and SIGHUP write the pending value.
 /// - Storages of the same file in one process share one value; one with another value type keeps its value in
 ///   memory only and reports ``WLStorageError/Code/typeMismatch``.
 /// - A failed write stays pending and is retried; errors go to ``WLStorageSystem/errorHandler`` and ``lastError``.
@@ -40,8 +39,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///
     /// - Parameters:
     ///   - key: The key. Any string; see ``WLStorageDefaultBacker`` for how it names the file.
-    ///   - defaultValueClosure: Makes the value to use, and save, when nothing is stored. Called once, when the
-    ///     storage is created (unless another storage of the same file exists).
+    ///   - defaultValueClosure: Makes the value to use, and save, when nothing is stored; called at most once.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
     ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
     public convenience init(
@@ -101,8 +99,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     /// Creates a storage kept by `backer`.
     ///
     /// - Parameters:
-    ///   - defaultValueClosure: Makes the value to use when the backer holds nothing; called once. Only the file
-    ///     backer saves it; other backers are written only with changes.
+    ///   - defaultValueClosure: Makes the value to use when the backer holds nothing; called once, never written.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
     ///   - backer: Where the value is read from and written to.
     public convenience init(defaultValueClosure: () -> T, flushInterval: Int? = 1, backer: any WLStorageBacker<T>) {
@@ -119,8 +116,7 @@ public final class WLStorage<T: Codable & Sendable>: Sendable {
     ///   - key: The key. Any string.
     ///   - defaultValue: The value to use, and save, when nothing is stored.
     ///   - flushInterval: Seconds between automatic writes, or `nil` for none until ``flush()``. Defaults to 1.
-    ///   - store: Where the value lives: `.standard`, `.directory(url)`, `.suite(name)`, a prefixed store, or any
-    ///     other ``WLStorageStore``.
+    ///   - store: Where the value lives: `.standard`, `.directory(url)`, `.suite(name)`, or any ``WLStorageStore``.
     ///   - migrations: How values stored as earlier types become this one (see <doc:ChangingAStoredType>).
     public convenience init<Store: WLStorageStore>(
         key: String, defaultValue: T, flushInterval: Int? = 1, store: Store, migrations: [WLStorageMigration<T>] = []
