@@ -63,7 +63,6 @@ public struct WLStorageMigration<Value>: Sendable {
         }
     }
 
-    /// This migration followed by one more conversion: how a value of two versions ago goes through the type between.
     /// This migration followed by one more conversion: how a value of two versions ago goes through the type between
     /// (`.from(SettingsV1.self) { SettingsV2($0) }.then { Settings($0) }`).
     public func then<Next>(_ convert: @escaping @Sendable (Value) throws -> Next) -> WLStorageMigration<Next> {
