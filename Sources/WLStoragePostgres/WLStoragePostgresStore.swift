@@ -49,8 +49,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
     ///   - url: A libpq connection string: a `postgresql://` URI, or `key=value` pairs (`host=/run/db port=5432`).
     ///     Libpq's environment variables (`PGHOST`, `PGPASSWORD`, …) and password file apply as usual. Over a network,
     ///     set `sslmode=verify-full`: libpq's default, `prefer`, checks no certificate and falls back to plain text.
-    ///   - namespace: The namespace of the keys, so several programs or environments can share one table: 1 to 1,000
-    ///     bytes, no NUL.
+    ///   - namespace: The namespace of the keys, so programs can share one table: 1 to 1,000 bytes, no NUL.
     ///   - table: The table's name, `name` or `schema.name`, each part `[A-Za-z_][A-Za-z0-9_]*` and at most 48 bytes.
     ///   - timeout: How long to wait at most to connect, or for a statement to complete.
     ///   - adoptsNotifiedValues: Whether a replica takes the value a notification carries from every sender, not only
@@ -116,8 +115,7 @@ public final class WLStoragePostgresStore: WLStorageConditionalStore, CustomStri
 
     /// Stores `data` under `key` (an upsert), and notifies the change.
     ///
-    /// - Throws: ``WLStorageError`` with the code `writeFailed` when nothing was stored, or it is not known whether it
-    ///   was (the connection broke, or the timeout passed).
+    /// - Throws: ``WLStorageError`` (`writeFailed`) when nothing was stored, or it is not known whether it was.
     public func write(key: String, data: Data) throws { _ = try writeWithVersion(key: key, data: data) }
 
     /// Stores `data` under `key` as ``write(key:data:)`` does, and returns the row's version after the write.

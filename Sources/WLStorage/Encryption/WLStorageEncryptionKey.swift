@@ -108,8 +108,7 @@ public struct WLStorageEncryptionKey: Sendable, CustomStringConvertible {
 
     /// The key in the environment variable `name` (read in place by `getenv`), in the key file forms.
     ///
-    /// - Throws: ``WLStorageError/Code/invalidConfiguration`` when the variable is unset or holds no key or ambiguous
-    ///   text.
+    /// - Throws: ``WLStorageError/Code/invalidConfiguration`` when the variable is unset or holds no key.
     public init(environmentVariable name: String) throws {
         guard let text = getenv(name) else {
             throw WLStorageError(code: .invalidConfiguration, message: "the environment variable \(name) is not set")

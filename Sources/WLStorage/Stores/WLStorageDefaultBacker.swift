@@ -55,8 +55,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// Reads the file. A missing or empty file gives `defaultValueClosure()`, which also fills fields a file lacks (see
     /// <doc:ChangingAStoredType>).
     ///
-    /// - Parameter defaultValueClosure: Makes the value to use when the file is missing or empty, and the fields a file
-    ///   lacks.
+    /// - Parameter defaultValueClosure: Makes the value for a missing or empty file, and the fields a file lacks.
     /// - Returns: The decoded value, or the default.
     /// - Throws: ``WLStorageError``: ``WLStorageError/Code/decodingFailed`` (not JSON, moved aside; or sealed, left),
     ///   ``WLStorageError/Code/storedByAnotherVersion`` (left), ``WLStorageError/Code/notARegularFile``,
