@@ -41,8 +41,7 @@ public protocol WLStorageCarryingStore: WLStorageStore {
     /// The bytes of `key` with their version, or `nil` when nothing is stored.
     func readWithVersion(key: String) throws -> (data: Data, version: Int64)?
 
-    /// Stores `data` under `key` as ``WLStorageStore/write(key:data:)`` does, and returns the key's version after the
-    /// write, or `nil` when it is not known (the default).
+    /// As ``WLStorageStore/write(key:data:)``, returning the key's new version, or `nil` (the default).
     func writeWithVersion(key: String, data: Data) throws -> Int64?
 }
 
@@ -76,12 +75,11 @@ struct StoreCarriedFeed: CarriedChangeFeed {
     func opened(_ carried: Data, key: String) throws -> Data { carried }
 }
 
-/// What a store's backer knows of its key's version and what its feed carried since, to decide whether a check adopts
-/// carried bytes or reads the key. Report order is write order. Bytes are adopted only when the changes after the last
-/// one at or below the known version follow on from it one by one; earlier ones are old news. Anything else reads: no
-/// known version, a gap, disorder, no bytes, a reconnection, a lower version after another (the key made anew
-/// unreported), or the known version heard with other bytes. The known version heard last with the known bytes is
-/// stale, whatever came before.
+/// What a store's backer knows of its key's version and what its feed carried since (in write order), to decide whether
+/// a check adopts carried bytes or reads the key. Bytes are adopted only when the changes after the last one at or
+/// below the known version follow on from it one by one; earlier ones are old news. Anything else reads: no known
+/// version, a gap, disorder, no bytes, a reconnection, a lower version after another (the key made anew), or the known
+/// version with other bytes. The known version heard last with the known bytes is stale.
 struct CarriedVersions: Sendable {
     /// The version of the bytes the backer last read, adopted or wrote; `nil` when unknown.
     var known: Int64?

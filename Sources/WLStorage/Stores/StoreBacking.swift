@@ -55,8 +55,7 @@ extension StoreBacking {
     func adoptSeen() {}
 }
 
-/// The version of a key a backer saw last, by stamp (only it is not a change), and the last JSON object seen, whose
-/// unknown members a write keeps.
+/// The version a backer saw last (by stamp: only it is no change), and the last object seen, for its unknown members.
 struct KnownVersions: Sendable {
     /// The stamp of the version seen last, 0 for none; stamps are odd, 2 is a read forgotten (``forgetLastRead()``).
     private(set) var last = 0

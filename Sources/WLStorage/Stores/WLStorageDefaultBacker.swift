@@ -480,8 +480,7 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     // MARK: A store's writes on condition and in batches
 
-    /// Makes `data`, bytes this version cannot decode, what the next write replaces, keeping their unknown members (a
-    /// copy of them, when `undecodable`).
+    /// Makes `data`, undecodable here, what the next write replaces, keeping its unknown members (or a copy).
     func willReplace(_ data: Data, undecodable: Bool) {
         known.withLock { $0.replacing(data, undecodable: undecodable) }
     }

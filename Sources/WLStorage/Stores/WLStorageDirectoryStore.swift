@@ -61,8 +61,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
         _ = try directory.remove(name)
     }
 
-    /// Removes `key`'s file only while it holds `data`; returns whether it did. A file renamed into place between the
-    /// comparison and the removal is left.
+    /// Removes `key`'s file only while it holds `data`; returns whether it did (a file renamed in meanwhile is left).
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         let (directory, name) = try file(key)
         guard let current = try directory.readVersion(name), current.contents == data else { return false }

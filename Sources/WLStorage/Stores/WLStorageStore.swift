@@ -3,7 +3,7 @@ import Foundation
 /// Where values live: a store reads, writes and removes the bytes stored under a key.
 ///
 /// Storages of the same key in stores with the same ``identity`` share one value in a process. A store is called from
-/// background threads, several at once for different keys, so it does its own locking; for one key a process makes one
+/// background threads, concurrently for different keys, so it does its own locking; for one key a process makes one
 /// call at a time. A store that can tell when someone else changed a key offers a feed (``observeChanges(_:)``). See
 /// <doc:CustomBackers>.
 public protocol WLStorageStore: Sendable {
@@ -53,8 +53,7 @@ public protocol WLStorageStore: Sendable {
     func observeChanges(_ changed: @escaping @Sendable (WLStorageStoreChange) -> Void) -> WLStorageSubscription?
 }
 
-/// A store that can replace a key's bytes on condition, in one step no other program can come between:
-/// ``WLStorage/update(_:)`` is then atomic across all of them.
+/// A store that replaces a key's bytes on condition in one step, so ``WLStorage/update(_:)`` is atomic across programs.
 public protocol WLStorageConditionalStore: WLStorageStore {
     /// Stores `data` under `key` only while the key holds `expected` (`nil`: nothing), and returns whether it did, with
     /// no other write between the comparison and the write. A store with a feed notifies the change when it wrote.

@@ -22,8 +22,7 @@ public protocol WLStorageVersionedStore: WLStorageConditionalStore {
     func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws
         -> WLStorageTaggedWriteResult
 
-    /// What the key says of the write tagged `tag`: its version, whether the tag is among its last writes' tags, and
-    /// how many it keeps; `nil` when nothing is stored.
+    /// The key's version, whether the tag is among its kept tags, and how many it keeps; `nil` when nothing is stored.
     func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace?
 }
 
