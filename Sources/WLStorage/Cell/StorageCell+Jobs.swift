@@ -121,8 +121,7 @@ extension StorageCell {
                 _ = finishBatchWrite(version, data: Data(), failure: error)
                 return .elsewhere
             }
-            // A change to be written on its own (a job may have left it so just before the take) is given back: asked
-            // with the cell busy, so that no job ends meanwhile.
+            // A change left to be written on its own is given back, with the cell busy so that no job ends meanwhile.
             let condition = keyBacker.batchCondition(data)
             if case .onItsOwn = condition {
                 giveBackBatchWrite()

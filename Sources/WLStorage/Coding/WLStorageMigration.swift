@@ -63,8 +63,7 @@ public struct WLStorageMigration<Value>: Sendable {
         }
     }
 
-    /// This migration followed by one more conversion: how a value of two versions ago goes through the type between
-    /// (`.from(SettingsV1.self) { SettingsV2($0) }.then { Settings($0) }`).
+    /// This migration, then one more conversion: `.from(SettingsV1.self) { SettingsV2($0) }.then { Settings($0) }`.
     public func then<Next>(_ convert: @escaping @Sendable (Value) throws -> Next) -> WLStorageMigration<Next> {
         let attempt = self.attempt
         return WLStorageMigration<Next>(sourceType: sourceType) { data in

@@ -4,8 +4,8 @@ import WLStorageCrypto
 /// A 256-bit key of a ``WLStorageEncryptedStore``. Its ``description`` names it by a fingerprint, never its bytes.
 ///
 /// A key file or an environment variable holds the base64 text of the 32 bytes (as `openssl rand -base64 32` prints) or
-/// the 32 bytes themselves; anything else, or 32 bytes all printable (likely text), is refused with
-/// ``WLStorageError/Code/invalidConfiguration``.
+/// the 32 bytes themselves; anything else, or 32 printable bytes, is refused
+/// (``WLStorageError/Code/invalidConfiguration``).
 ///
 /// - Important: Cleared: a key file's read buffer once decoded, and a failed decoding's buffer. Not cleared: the key's
 ///   32 bytes in its array, an environment variable's text, and ``base64EncodedSecret``'s strings.

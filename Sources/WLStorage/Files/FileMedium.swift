@@ -92,9 +92,8 @@ struct FileMedium: KeyMedium {
         try place(key: key, replacing: replacing, announced: announced, encode: encode)
     }
 
-    /// Writes what `make` makes of the file's bytes now (`nil`: nothing), only while the file is still the version read
-    /// (or only where nothing stands), asking again after a replacement; `nil` when others replaced the file in each of
-    /// a few rounds.
+    /// Writes what `make` makes of the file's bytes (`nil`: none), only while the file is the version read (or none
+    /// stands), asking again after a replacement; `nil` when others replaced it in each of a few rounds.
     func write(key: String, announced: Bool, onto make: (Data?) throws(WLStorageError) -> Data?)
         throws(WLStorageError) -> (data: Data, stamp: Int)?
     {

@@ -72,8 +72,7 @@ package struct DirectoryIdentity: Hashable, Sendable, CustomStringConvertible {
 /// Temporary files are `NAME~<16 hex>.tmp` (``writtenFileName(ofTemporary:)``). A writer holds an exclusive `flock` on
 /// its temporary file and a shared one on the directory while it creates it and from close to rename; clean-up holds
 /// the directory's exclusive lock and removes only such files it can lock, so never a working writer's. A conditional
-/// replacement holds the directory's lock exclusively through its exchanges. Every system call goes through
-/// ``FaultInjection``.
+/// replacement holds the directory's lock exclusively through its exchanges.
 package struct StorageDirectory: Sendable, Hashable {
     /// The path and the hash of its bytes, made once and shared by copies.
     private final class Path: Sendable {
@@ -112,8 +111,7 @@ package struct StorageDirectory: Sendable, Hashable {
 
     // MARK: System calls
 
-    /// Runs `body`, a system call on `name` (or on the directory for `nil`), unless a test injects a fault into it;
-    /// again while the call is interrupted by a signal (`EINTR`).
+    /// Runs `body`, a system call on `name` (`nil`: the directory), unless a test injects a fault; again on `EINTR`.
     @inline(__always)
     func retrying<R: BinaryInteger>(_ systemCall: SystemCall, _ name: String?, _ body: () -> R) -> R {
         while true {

@@ -311,8 +311,7 @@ extension FlushItem {
     }
 }
 
-/// One ``WLStorageSystem/flushAll()``: items taken one at a time by every thread on it. A cell is held only until
-/// it is flushed, so a slow backer keeps no other cell alive.
+/// One ``WLStorageSystem/flushAll()``, its items taken one at a time by every thread; a cell is held until flushed.
 private final class FlushRound: Sendable {
     private let items: Lock<[FlushItem?]>
     private let count: Int

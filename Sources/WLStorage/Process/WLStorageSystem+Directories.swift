@@ -13,9 +13,8 @@ extension WLStorageSystem {
             ?? StorageLocation.processDefaultDirectory
     }
 
-    /// The directory that holds the folders of suites (``WLStorageStore/suite(_:)``) for every program and build:
-    /// `$WLSTORAGE_SUITES_DIRECTORY`, else `wlstorage/suites` in the data home (`nil` without one);
-    /// ``withDefaultDirectory(_:_:)`` leaves it.
+    /// The directory that holds the folders of suites (``WLStorageStore/suite(_:)``): `$WLSTORAGE_SUITES_DIRECTORY`,
+    /// else `wlstorage/suites` in the data home (`nil` without one); ``withDefaultDirectory(_:_:)`` leaves it.
     public static var suitesDirectory: URL? { StorageLocation.suitesDirectory() }
 
     /// Runs `body` with `url` as the default directory of the storages made in `body` and its child tasks; for tests,

@@ -59,8 +59,7 @@ public enum WLStorageSystem {
     /// The most bytes a store is asked to hold or read for one value: ``maximumValueSize`` plus what encryption adds.
     public static var maximumStoredValueSize: Int { ValueSizeLimit.sealedMaximum }
 
-    /// Reports `error` to ``errorHandler``, or to standard error when there is none: for a store's errors that no call
-    /// of a storage returns, such as a feed that lost its connection.
+    /// Reports `error` to ``errorHandler`` (or standard error): a store's error no storage call returns, as a feed's.
     public static func report(_ error: WLStorageError) {
         if let handler = errorHandler {
             handler(error)

@@ -3,10 +3,10 @@ import Foundation
 /// A name for where some keys live, bound to a store once by the program at start: declarations name the scope, and
 /// the program, its tests and each environment choose the store.
 ///
-/// ``bind(to:)`` is process-wide and may be repeated until the scope's first use (a storage of one of its keys); after
-/// it, another store is refused. A storage made while the scope is unbound keeps its value in memory and reports
-/// ``WLStorageError/Code/invalidConfiguration``. ``withBinding(to:_:)`` binds it for one task, for tests. See
-/// <doc:GettingStarted> for an example.
+/// ``bind(to:)`` is process-wide and may be repeated until the scope's first use; after it, another store is refused. A
+/// storage made while the scope is unbound keeps its value in memory and reports
+/// ``WLStorageError/Code/invalidConfiguration``. ``withBinding(to:_:)`` binds it for one task, for tests (see
+/// <doc:GettingStarted>).
 public struct WLStorageScope: Hashable, Sendable, CustomStringConvertible {
     /// The scope's name. Two scopes with the same name are the same scope.
     public let name: String
