@@ -105,8 +105,7 @@ package struct CellState<T: Sendable>: Sendable {
         return job
     }
 
-    /// A check for an outside change: counted, and started (the cell busy) or run after the job; a read of an unknown
-    /// stored value counts as a try.
+    /// A check for an outside change: counted, and started (busy) or run after the job; reading unknown bytes is a try.
     package mutating func requestCheck(on thread: UInt, now: UInt64) -> CellJob<T>? {
         withExtras { $0.externalChecks += 1 }
         guard !isBusy else {

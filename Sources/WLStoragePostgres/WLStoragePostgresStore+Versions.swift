@@ -85,8 +85,7 @@ extension WLStoragePostgresStore {
         return ["22", "23", "25", "42", "53100", "53400", "54", "P0", "40001", "40P01"].contains { state.hasPrefix($0) }
     }
 
-    /// The row of `key` (its version; `nil` when there is no row), and whether the write tagged `tag` was made: the tag
-    /// is claimed, so that a write not made yet never is.
+    /// The version of `key`'s row (`nil`: none), and whether the write tagged `tag` was made; claimed, it never is.
     public func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
         let node = lostWrites.withLock { $0[tag.text] } ?? writesNode.load(ordering: .relaxed)
         let rows = try query(
@@ -113,6 +112,5 @@ extension WLStoragePostgresStore {
     }
 }
 
-/// The store's updates write on condition of the row's version, tagged (see `WLStorageVersionedStore`), and its
-/// notifications carry the changes (see ``WLStorageCarriedChange``).
+/// Updates write on condition of the row's version, tagged; notifications carry changes (``WLStorageCarriedChange``).
 extension WLStoragePostgresStore: WLStorageVersionedStore {}

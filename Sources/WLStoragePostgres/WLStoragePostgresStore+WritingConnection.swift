@@ -141,8 +141,7 @@ extension WLStoragePostgresStore {
             path: identity, underlying: error)
     }
 
-    /// Creates the table and `<table>_writes` when missing. `to_regclass` asks first: `CREATE TABLE IF NOT EXISTS` needs
-    /// `CREATE` on the schema even when the table exists.
+    /// Creates the table and `<table>_writes` when missing; `to_regclass` first, as `IF NOT EXISTS` needs `CREATE`.
     private func prepareTable(_ connection: PostgresConnection, deadline: ContinuousClock.Instant) throws(PostgresError)
     {
         do {

@@ -3,10 +3,9 @@ import Foundation
 
 extension PostgresConnection {
     /// Runs `count` transactions in one pipeline (`PQenterPipelineMode`), one round trip: each `BEGIN`, `sql` with
-    /// `parameters(index)` (built as sent, one held at a time), `COMMIT`. Each commits on its own, in order;
-    /// `committed(index)` is called as its commit is confirmed (one sent but not confirmed may have happened). A failed
-    /// statement rolls its transaction back and the server skips the rest; failures are handled as
-    /// ``query(_:_:deadline:)`` handles them.
+    /// `parameters(index)`, `COMMIT`. Each commits on its own, in order; `committed(index)` is called as its commit is
+    /// confirmed (one sent but not confirmed may have happened). A failed statement rolls its transaction back and the
+    /// server skips the rest; failures are handled as ``query(_:_:deadline:)`` handles them.
     func runTransactions(
         _ sql: String, count: Int, parameters: (Int) -> [Parameter], committed: (Int) -> Void,
         deadline: ContinuousClock.Instant

@@ -97,8 +97,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         }
     }
 
-    /// Runs `body` on the connection, as ``query(_:_:deadline:)`` does: a timeout cancels the statement, and any failure
-    /// but a refused statement drops the connection.
+    /// Runs `body` as ``query(_:_:deadline:)`` runs: a timeout cancels; a failure but a refusal drops the connection.
     func onConnection<R>(_ body: (OpaquePointer) throws(PostgresError) -> R) throws(PostgresError) -> R {
         guard case .connected(let connection, _) = state else { throw PostgresError(.connectionLost, "not connected") }
         do {

@@ -46,8 +46,8 @@ extension WLStoragePostgresStore {
             quotedName = name
             channel = table.replacingOccurrences(of: ".", with: "_") + "_changes"
             // A row when the table exists: whether the role may record tags in `<table>_writes` (each privilege asked
-            // alone; the table one of tags, and logged, as a crash empties an unlogged one), and its file node, which
-            // emptying it changes.
+            // alone; a logged table of tags, as a crash empties an unlogged one), and its file node, which emptying it
+            // changes.
             let checks =
                 ["INSERT", "SELECT", "UPDATE", "DELETE"].map {
                     "has_table_privilege(to_regclass('\(writes)'), '\($0)')"
@@ -135,8 +135,7 @@ extension WLStoragePostgresStore {
                 \(Self.carried(prefix: "input.payload", version: "written.version", value: "input.value", name: name))) \
                 FROM written JOIN input ON input.key = written.key
                 """
-            // A write's statement: `write` returns the new version, which the notification carries; with `tag`, the
-            // tag is recorded in `<table>_writes` when it wrote.
+            // A write: `write` returns the version the notification carries; `tag` is recorded when it wrote.
             func writing(_ write: String, recording tag: String? = nil) -> String {
                 let recorded = tag.map { ", recorded AS (INSERT INTO \(writes) (tag) SELECT \($0) FROM written)" } ?? ""
                 return "WITH written AS (\(write))\(recorded) SELECT \(notifyWrite) FROM written"
