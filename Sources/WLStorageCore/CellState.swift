@@ -105,7 +105,7 @@ package struct CellState<T: Sendable>: Sendable {
         return job
     }
 
-    /// A check for an outside change: counted, and started (busy) or run after the job; reading unknown bytes is a try.
+    /// A check for an outside change: counted, started (busy) or run after the job; reading an unknown value is a try.
     package mutating func requestCheck(on thread: UInt, now: UInt64) -> CellJob<T>? {
         withExtras { $0.externalChecks += 1 }
         guard !isBusy else {

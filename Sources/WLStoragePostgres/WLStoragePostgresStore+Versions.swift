@@ -85,7 +85,7 @@ extension WLStoragePostgresStore {
         return ["22", "23", "25", "42", "53100", "53400", "54", "P0", "40001", "40P01"].contains { state.hasPrefix($0) }
     }
 
-    /// The version of `key`'s row (`nil`: none), and whether the write tagged `tag` was made; claimed, it never is.
+    /// The version of `key`'s row (`nil`: none), and whether the write tagged `tag` was made (claimed: if not, never).
     public func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
         let node = lostWrites.withLock { $0[tag.text] } ?? writesNode.load(ordering: .relaxed)
         let rows = try query(

@@ -97,7 +97,7 @@ final class PostgresConnection: @unchecked Sendable {  // used under the owner's
         }
     }
 
-    /// Runs `body` as ``query(_:_:deadline:)`` runs: a timeout cancels; a failure but a refusal drops the connection.
+    /// Runs `body` as ``query(_:_:deadline:)`` runs: a timeout cancels; any failure but a refusal drops the connection.
     func onConnection<R>(_ body: (OpaquePointer) throws(PostgresError) -> R) throws(PostgresError) -> R {
         guard case .connected(let connection, _) = state else { throw PostgresError(.connectionLost, "not connected") }
         do {
