@@ -65,9 +65,8 @@ package struct DirectoryIdentity: Hashable, Sendable, CustomStringConvertible {
     package var description: String { "\(device):\(inode)" }
 }
 
-/// A storage directory and every file operation the package does in it, with POSIX calls. The directory is opened
-/// afresh for each operation (a symlink in its path followed to where it points now), files are reached relative to it,
-/// and a symlink where a file should be is never followed.
+/// A storage directory and every file operation the package does in it: the directory opened afresh for each (a symlink
+/// in its path followed), files reached relative to it, and a symlink where a file should be never followed.
 ///
 /// Temporary files are `NAME~<16 hex>.tmp` (``writtenFileName(ofTemporary:)``). A writer holds an exclusive `flock` on
 /// its temporary file and a shared one on the directory while it creates it and from close to rename; clean-up holds

@@ -39,7 +39,6 @@ extension WLStorageSystem {
         try await TaskBindings.$current.withValue(settingDefaultDirectory(url), operation: body, isolation: isolation)
     }
 
-    /// The current task's bindings, with `url` as the default directory.
     private static func settingDefaultDirectory(_ url: URL) -> TaskBindings {
         var bindings = TaskBindings.current
         bindings.defaultDirectory = TaskBinding(WLStorageDirectoryStore(url: url, followsDefaultDirectory: true))

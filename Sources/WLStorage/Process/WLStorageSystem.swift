@@ -30,9 +30,8 @@ public enum WLStorageSystem {
     /// Whether the package flushes every storage on SIGTERM, SIGINT and SIGHUP, then ends the program by that signal.
     /// `true` by default.
     ///
-    /// Set it to `false` before the first storage is created when your program owns its shutdown, and call
-    /// ``flushAll()`` from your shutdown path. A signal whose disposition was set before the first storage is left
-    /// alone either way; normal exit flushes whatever this says.
+    /// Set it to `false` before the first storage when your program owns its shutdown, and call ``flushAll()`` from it.
+    /// A signal whose disposition was set before the first storage is left alone; normal exit flushes regardless.
     ///
     /// - Important: Set to `false` after the first storage, the signals stay handled through Dispatch, so the program
     ///   must handle them itself or they do nothing.

@@ -149,9 +149,8 @@ final class StorageRegistry: Sendable {
         open(key, as: type) { _ in true }!
     }
 
-    /// The live cell of `key` that `matches` (`false`: moved aside, looked for again; `nil` returned), or the key's
-    /// opening, held until ``opened(_:)`` so the key is read and its default made once. A thread opening a key waits
-    /// for none, so no two threads wait for each other.
+    /// The live cell of `key` that `matches` (`false`: moved aside, looked for again), or the key's opening, held until
+    /// ``opened(_:)`` so the key is read and its default made once; an opening thread waits for none.
     private func open<T>(
         _ key: CellKey, as type: T.Type, matches: (any RegisteredCell) -> Bool?
     ) -> (found: Lookup<T>, opening: CellKey?)? {
