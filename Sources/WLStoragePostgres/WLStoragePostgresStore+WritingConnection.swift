@@ -128,7 +128,6 @@ extension WLStoragePostgresStore {
         }
     }
 
-    /// `error` as the store's error for a call with `key`.
     func failure(_ error: PostgresError, reading: Bool, key: String?) -> WLStorageError {
         // A program limit on a write: in this table, the index of the namespace and key.
         let hint =

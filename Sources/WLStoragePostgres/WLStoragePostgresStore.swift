@@ -5,10 +5,10 @@ import WLStorage
 /// A store that keeps values in a PostgreSQL table, one row per namespace and key, and tells its storages about
 /// changes made by other programs and machines through `LISTEN`/`NOTIFY`.
 ///
-/// The table is created at the first connection if it does not exist. Every write adds one to its row's `version` and
-/// notifies `<table>_changes` in the same statement; ``WLStorage/update(_:)`` writes on condition of the version,
-/// tagged, so that it is made exactly once. The store connects at first use and no wait outlasts its timeout (see the
-/// article on sharing values across machines).
+/// The table is created at the first connection if missing. Every write adds one to its row's `version` and notifies
+/// `<table>_changes` in the same statement; ``WLStorage/update(_:)`` writes on condition of the version, tagged, so it
+/// is made exactly once. The store connects at first use; no wait outlasts its timeout. See the article on sharing
+/// values across machines.
 ///
 /// - Important: Keys must not contain NUL, which PostgreSQL's `text` cannot hold. A key's index entry must fit in a
 ///   B-tree page after compression (about 2,700 bytes): the server refuses longer keys that do not compress.
