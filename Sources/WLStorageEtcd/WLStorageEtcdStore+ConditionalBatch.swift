@@ -151,7 +151,7 @@ extension WLStorageEtcdStore {
     }
 
     /// The bytes stored under each of `keys` (`nil`: nothing), read as ``read(key:)`` reads: a transaction of ranges
-    /// for each chunk of ``transactionOperations`` keys.
+    /// for each chunk of 128 keys (etcd's default `--max-txn-ops`).
     ///
     /// - Throws: As ``read(key:)``.
     public func read(keys: [String]) throws -> [Data?] {
