@@ -5,6 +5,12 @@ import WLStorage
 /// A store that keeps values in a PostgreSQL table, one row per namespace and key, and tells its storages about
 /// changes made by other programs and machines through `LISTEN`/`NOTIFY`.
 ///
+/// ```swift
+/// let store = try WLStoragePostgresStore(
+///     url: "postgresql://app@db.example.com/app?sslmode=verify-full", namespace: "settings")
+/// @WLStorage(key: "theme", defaultValue: "dark", store: store) var theme: String
+/// ```
+///
 /// The table is created at the first connection if missing. Every write adds one to its row's `version` and notifies
 /// `<table>_changes` in the same statement; ``WLStorage/update(_:)`` writes on condition of the version, tagged, so it
 /// is made exactly once. The store connects at first use; no wait outlasts its timeout. See the article on sharing

@@ -3,6 +3,13 @@ import WLStorageJSON
 
 /// How a value stored by an earlier version of the program, as an earlier type, becomes the current one.
 ///
+/// ```swift
+/// @WLStorage(key: "settings", defaultValue: Settings(), migrations: [
+///     .from(SettingsV1.self) { old in Settings(theme: old.darkMode ? "dark" : "light") },
+/// ])
+/// var settings: Settings
+/// ```
+///
 /// When what is stored does not decode, even with missing fields taken from the default, the migrations are tried in
 /// order: the first whose type decodes it converts it, and the result is written back in the current shape. When none
 /// applies, the bytes are kept aside. Chain conversions with ``then(_:)``; see <doc:ChangingAStoredType> for examples.

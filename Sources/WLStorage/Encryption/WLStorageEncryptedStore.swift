@@ -5,6 +5,14 @@ import WLStorageJSON
 /// A store that keeps the values of another store encrypted: AES-256-GCM through OpenSSL, a fresh random nonce per
 /// write, and the storage key authenticated with it, so one key's bytes cannot pass for another's.
 ///
+/// ```swift
+/// let secrets = WLStorageEncryptedStore(
+///     .directory(URL(fileURLWithPath: "/var/lib/mytool/secrets")),
+///     key: try WLStorageEncryptionKey(contentsOf: URL(fileURLWithPath: "/etc/mytool/storage.key")))
+/// @WLStorage(key: "api_token", defaultValue: "", store: secrets)
+/// var apiToken: String
+/// ```
+///
 /// - Bytes that do not open are read as ``WLStorageError/Code/decodingFailed`` and left as they are.
 /// - Keys rotate: give earlier ones as `previousKeys`; a value opened with one is resealed under the current key.
 /// - Errors never quote what was stored. See <doc:KeepingSecrets> for what the encryption protects against.

@@ -2,6 +2,11 @@ import Foundation
 
 /// The settings and actions that concern every storage of the process, in one place.
 ///
+/// ```swift
+/// WLStorageSystem.errorHandler = { error in logger.warning("\(error)") }
+/// WLStorageSystem.shutdownFlushTimeout = .seconds(5)
+/// ```
+///
 /// Set them early, before the first storage is created, unless a setting's documentation says otherwise.
 public enum WLStorageSystem {
     /// Writes the pending value of every live storage in the process, and returns when all are written.

@@ -1,6 +1,11 @@
 extension WLStorage {
     /// Creates a storage of a typed key: its key, default, store or scope, flush interval and migrations are the key's.
     ///
+    /// ```swift
+    /// @WLStorage(.theme) var theme       // a property wrapper
+    /// let theme = WLStorage(.theme)      // a storage made in code
+    /// ```
+    ///
     /// - Parameter key: The key, for instance a static member: `.theme`.
     public convenience init(_ key: WLStorageKey<T>) {
         self.init(key, in: key.storeForUse())

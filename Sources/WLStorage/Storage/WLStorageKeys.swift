@@ -1,5 +1,14 @@
 /// The program's keys, declared as constants in extensions (see ``WLStorageKey``), and one-shot access to them.
 ///
+/// ```swift
+/// extension WLStorageKeys {
+///     static let launches = WLStorageKey<Int>("launches", default: 0)
+/// }
+///
+/// WLStorageKeys[.launches] += 1                      // a get and a set
+/// WLStorageKeys.update(.launches) { $0 += 1 }         // atomic
+/// ```
+///
 /// One-shot access goes through one storage of the key, kept as long as the key; inside a `with…` binding of
 /// ``WLStorageScope`` or ``WLStorageSystem``, through one of the closure's store, flushed after it.
 public class WLStorageKeys: @unchecked Sendable {  // non-final, so unchecked; no state (a key's is under `shared`)

@@ -3,6 +3,18 @@ import Foundation
 /// A name for where some keys live, bound to a store once by the program at start: declarations name the scope, and
 /// the program, its tests and each environment choose the store.
 ///
+/// ```swift
+/// extension WLStorageScope {
+///     static let settings = WLStorageScope("settings")
+/// }
+/// extension WLStorageKeys {
+///     static let retries = WLStorageKey<Int>("retries", default: 3, scope: .settings)
+/// }
+///
+/// // At start, before the first storage of a key of the scope is made:
+/// try WLStorageScope.settings.bind(to: .suite("com.example.service"))
+/// ```
+///
 /// ``bind(to:)`` is process-wide and may be repeated until the scope's first use; after it, another store is refused. A
 /// storage made while the scope is unbound keeps its value in memory and reports
 /// ``WLStorageError/Code/invalidConfiguration``. ``withBinding(to:_:)`` binds it for one task, for tests (see
