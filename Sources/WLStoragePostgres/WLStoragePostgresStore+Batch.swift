@@ -64,10 +64,11 @@ extension WLStoragePostgresStore {
         do throws(WLStorageError) {
             for chunk in Self.chunks(of: batch) {
                 answered = chunk.lowerBound
+                let order = chunk.sorted { batch[$0].key < batch[$1].key }  // rows locked in one order
                 let parameters =
-                    upsertManyParameters(batch[chunk]) + [
-                        .byteArrays(expected[chunk].map { $0 ?? Data() }),
-                        .texts(expected[chunk].map { $0 == nil ? "t" : "f" }),
+                    upsertManyParameters(ArraySlice(order.map { batch[$0] })) + [
+                        .byteArrays(order.map { expected[$0] ?? Data() }),
+                        .texts(order.map { expected[$0] == nil ? "t" : "f" }),
                     ]
                 try check(batch[chunk].map(\.key), reading: false)
                 sent = chunk.upperBound
@@ -125,11 +126,12 @@ extension WLStoragePostgresStore {
         return chunks
     }
 
-    /// The parameters of ``Statements/upsertMany`` for `chunk`, a key in it twice written once with its last bytes.
+    /// The parameters of ``Statements/upsertMany`` for `chunk`, a key in it twice written once with its last bytes, in
+    /// the keys' order: two programs' batches of the same keys lock their rows in one order, and never deadlock.
     private func upsertManyParameters(_ chunk: ArraySlice<WLStorageStoreWrite>) -> [PostgresConnection.Parameter] {
         var last: [String: Int] = [:]
         for (index, write) in zip(chunk.indices, chunk) { last[write.key] = index }
-        let writes = zip(chunk.indices, chunk).filter { last[$0.1.key] == $0.0 }.map(\.1)
+        let writes = zip(chunk.indices, chunk).filter { last[$0.1.key] == $0.0 }.map(\.1).sorted { $0.key < $1.key }
         return [
             .text(namespace), .texts(writes.map(\.key)), .byteArrays(writes.map(\.data)), .text(statements.channel),
             .texts(writes.map { Self.payload(namespace: namespace, key: $0.key) }),

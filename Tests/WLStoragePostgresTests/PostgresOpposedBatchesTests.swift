@@ -68,4 +68,41 @@ struct PostgresOpposedBatchesTests {
             }
         }
     }
+
+    /// A program's own batches, of the same keys in opposite orders, sent by two handles at once, whole and on
+    /// condition: the store locks each statement's rows in the keys' order, so both complete, round after round.
+    @Test(arguments: [false, true])
+    func twoBatchesOfTheSameKeysInOppositeOrdersBothComplete(onCondition: Bool) throws {
+        let url = try PostgresCluster.shared().url
+        let namespace = uniqueNamespace()
+        let stores = try (0..<2).map { _ in
+            try WLStoragePostgresStore(url: url, namespace: namespace, timeout: .seconds(60))
+        }
+        let keys = (0..<400).map { String(format: "k%03d", $0) }
+        try stores[0].write(keys.map { WLStorageStoreWrite(key: $0, data: bytes("00")) })
+        var failures: [String] = []
+        for round in 1...10 {
+            let failed = Lock<[String]>([])
+            let threads = stores.enumerated().map { side, store in
+                startThread {
+                    let ordered = side == 0 ? keys : keys.reversed()
+                    let batch = ordered.map { WLStorageStoreWrite(key: $0, data: bytes("\(round)\(side)")) }
+                    do {
+                        if onCondition {
+                            _ = try store.write(batch, ifTheyHold: ordered.map { _ in bytes("\(round - 1)0") })
+                        } else {
+                            try store.write(batch)
+                        }
+                    } catch {
+                        failed.withLock { $0.append("round \(round), side \(side): \(error)") }
+                    }
+                }
+            }
+            for thread in threads { thread.wait() }
+            failures += failed.withLock { $0 }
+            // The next round's condition: every row holds side 0's bytes.
+            try stores[0].write(keys.map { WLStorageStoreWrite(key: $0, data: bytes("\(round)0")) })
+        }
+        #expect(failures.isEmpty, "\(failures.count) batches failed: \(failures.prefix(1))")
+    }
 }
