@@ -279,7 +279,7 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
             }
         } catch var error as WLStorageError {
             // Counted in the batch: those before the first write not answered are; those from the first not sent, not.
-            let (answered, tried) = (error.storedAnswers?.count ?? 0, error.storedWrites ?? sent.count)
+            let (answered, tried) = (error.storedAnswers?.count ?? 0, max(error.storedWrites ?? sent.count, 0))
             for (written, index) in zip(error.storedAnswers ?? [], sent) { answers[index] = written }
             error.storedAnswers = Array(answers[..<(answered < sent.count ? sent[answered] : batch.count)])
             error.storedWrites = tried < sent.count ? sent[tried] : batch.count
