@@ -26,14 +26,21 @@ import WLStorageTestSupport
     final class MisbehavingStore: WLStorageConditionalStore {
         let base: MemoryStore
         let fault: Lock<Fault?>
+        /// A key whose reads fail as a row too large to read would.
+        let unreadable = Lock<String?>(nil)
         var identity: String { base.identity }
 
-        init(_ base: MemoryStore, fault: Fault) {
+        init(_ base: MemoryStore, fault: Fault? = nil) {
             self.base = base
             self.fault = Lock(fault)
         }
 
-        func read(key: String) throws -> Data? { try base.read(key: key) }
+        func read(key: String) throws -> Data? {
+            guard key != unreadable.withLock({ $0 }) else {
+                throw WLStorageError(code: .valueTooLarge, message: "the row is too large", key: key)
+            }
+            return try base.read(key: key)
+        }
         func write(key: String, data: Data) throws { try base.write(key: key, data: data) }
         func create(key: String, data: Data) throws -> Bool { try base.create(key: key, data: data) }
         func write(_ batch: [WLStorageStoreWrite]) throws { try base.write(batch) }
@@ -56,7 +63,7 @@ import WLStorageTestSupport
         }
 
         func read(keys: [String]) throws -> [Data?] {
-            let values = try keys.map { try base.read(key: $0) }
+            let values = try keys.map { try read(key: $0) }
             switch take(.readsOneKeyTooFew, .readsOneKeyTooMany, .readThrowsAForeignError) {
             case .readsOneKeyTooFew: return Array(values.dropLast())
             case .readsOneKeyTooMany: return values + [nil]
@@ -115,6 +122,38 @@ import WLStorageTestSupport
         for (index, name) in names.enumerated() {
             let stored = try JSONDecoder().decode(Pair.self, from: try #require(try encrypted.read(key: name)))
             #expect(stored == Pair(a: index + 1, b: ["pair1", "pair4"].contains(name) ? 7 : 0), "\(name)")
+        }
+    }
+
+    /// One key of the batch that cannot be read (a row too large; on PostgreSQL, a key with a NUL character too) fails
+    /// the read of all the batch's keys: that object stays pending, reported, and the others are written, each on its
+    /// own rather than in the batch, at every flush of every storage while that key stays as it is.
+    @Test func aKeyThatCannotBeReadLeavesOnlyItsObjectOutOfTheBatch() throws {
+        let memory = MemoryStore()
+        let custom = MisbehavingStore(memory)
+        let encrypted = custom.encrypted(with: try .random())
+        let names = (0..<6).map { "pair\($0)" }
+        for name in names { try encrypted.write(key: name, data: Data(#"{"a":0,"b":0}"#.utf8)) }
+        let storages = names.map { WLStorage(key: $0, defaultValue: Pair(), flushInterval: nil, store: encrypted) }
+        #expect(storages.allSatisfy { $0.wrappedValue == Pair() })
+        #expect(eventually { storages.allSatisfy { $0.cell.state.withLock { !$0.isBusy } } })
+        custom.unreadable.withLock { $0 = "pair3" }
+        for (index, storage) in storages.enumerated() { storage.wrappedValue.a = index + 1 }
+
+        flushAllStores([encrypted])
+        for (index, storage) in storages.enumerated() where index != 3 {
+            #expect(!storage.hasPendingChanges, "\(storage.key): \(storage.lastError?.message ?? "")")
+            let stored = try JSONDecoder().decode(Pair.self, from: try #require(try encrypted.read(key: storage.key)))
+            #expect(stored == Pair(a: index + 1), "\(storage.key)")
+        }
+        #expect(storages[3].hasPendingChanges && storages[3].lastError?.code == .valueTooLarge)
+        withKnownIssue(
+            """
+            The read of the batch's keys (read(keys:)) fails as a whole for one key it cannot read, and the encrypted \
+            store then sends none of the batch: every object goes to its own write, a round trip each
+            """
+        ) {
+            #expect(memory.conditionalBatches == [["pair0", "pair1", "pair2", "pair4", "pair5"]])
         }
     }
 }
