@@ -125,4 +125,40 @@ import WLStorageTestSupport
         #expect(store.conditionalBatches == [["k0", "k2", "k3", "k4", "k5"]])
         #expect(try keys.map { try encrypted.read(key: $0) } == ["2", "1", "2", "1", "1", "1"].map { Data($0.utf8) })
     }
+
+    /// An encrypted store leaves out of the batch it sends below the objects whose keys another program changed, unheard
+    /// of; when that batch's answer is lost (on PostgreSQL, a chunk's commit unanswered: its error counts the writes up
+    /// to its end as maybe stored), those objects, never sent, should go back as refused and keep this program's change
+    /// of the field the other program set too (a write never sent is no write of unknown outcome, as above). Counted in the whole batch, the error can only say that every write from
+    /// the first one sent may have been stored, and they go back as writes of unknown outcome.
+    @Test func anEncryptedObjectLeftOutOfABatchWhoseAnswerIsLostKeepsItsChange() throws {
+        let store = MemoryStore()
+        let key = try WLStorageEncryptionKey.random()
+        let encrypted = store.encrypted(with: key)
+        let keys = (0..<3).map { "pair\($0)" }
+        for name in keys { try encrypted.write(key: name, data: Data(#"{"a":0,"b":0}"#.utf8)) }
+        let storages = keys.map { WLStorage(key: $0, defaultValue: Pair(), flushInterval: nil, store: encrypted) }
+        #expect(storages.allSatisfy { $0.wrappedValue == Pair() })
+        #expect(eventually { storages.allSatisfy { $0.cell.state.withLock { !$0.isBusy } } })
+        for (index, storage) in storages.enumerated() { storage.wrappedValue.a = index + 1 }
+        let other = MemoryStore()
+        try other.encrypted(with: key).write(key: "pair1", data: Data(#"{"a":-1,"b":7}"#.utf8))
+        store.writeUnreported("pair1", data: try #require(try other.read(key: "pair1")))
+        store.loseTheAnswerOfTheNextConditionalBatch()
+
+        flushAllStores([encrypted])
+        #expect(store.conditionalBatches.first == ["pair0", "pair2"], "\(store.conditionalBatches)")
+        #expect(storages.allSatisfy { !$0.hasPendingChanges }, "\(storages.compactMap(\.lastError).prefix(2))")
+        let stored = try JSONDecoder().decode(Pair.self, from: try #require(try encrypted.read(key: "pair1")))
+        #expect(stored.b == 7)
+        withKnownIssue(
+            """
+            An encrypted store's batch on condition maps the error of the batch it sent below to the whole batch as a \
+            prefix (storedAnswers, then storedWrites): an object it left out after the first one sent is counted as a \
+            write of unknown outcome, and the field another program set goes to that program's value
+            """
+        ) {
+            #expect(stored == Pair(a: 2, b: 7), "\(stored)")
+        }
+    }
 }
