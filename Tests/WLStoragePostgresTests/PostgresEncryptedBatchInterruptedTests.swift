@@ -144,7 +144,8 @@ struct PostgresEncryptedBatchInterruptedTests {
         if odd == "too large" {
             _ = try sqlValue(
                 admin,
-                "UPDATE wlstorage SET value = convert_to(repeat('x', \(size)), 'UTF8') WHERE namespace = $1 AND key = $2",
+                "UPDATE wlstorage SET value = convert_to(repeat('x', \(size)), 'UTF8')"
+                    + " WHERE namespace = $1 AND key = $2",
                 [namespace, oddName])
         }
         for (index, storage) in storages.enumerated() { storage.wrappedValue.text = "t\(index)" }

@@ -126,12 +126,12 @@ import WLStorageTestSupport
         #expect(try keys.map { try encrypted.read(key: $0) } == ["2", "1", "2", "1", "1", "1"].map { Data($0.utf8) })
     }
 
-    /// An encrypted store leaves out of the batch it sends below the objects whose keys another program changed, unheard
-    /// of; when that batch's answer is lost (on PostgreSQL, a chunk's commit unanswered: its error counts the writes up
-    /// to its end as maybe stored), those objects, never sent, should go back as refused and keep this program's change
-    /// of the field the other program set too (a write never sent is no write of unknown outcome, as above). Counted in
-    /// the whole batch, the error can only say that every write from the first one sent may have been stored, and they
-    /// go back as writes of unknown outcome.
+    /// An encrypted store leaves out of the batch it sends below the objects whose keys another program changed,
+    /// unheard of; when that batch's answer is lost (on PostgreSQL, a chunk's commit unanswered: its error counts the
+    /// writes up to its end as maybe stored), those objects, never sent, should go back as refused and keep this
+    /// program's change of the field the other program set too (a write never sent is no write of unknown outcome, as
+    /// above). Counted in the whole batch, the error can only say that every write from the first one sent may have
+    /// been stored, and they go back as writes of unknown outcome.
     @Test func anEncryptedObjectLeftOutOfABatchWhoseAnswerIsLostKeepsItsChange() throws {
         let store = MemoryStore()
         let key = try WLStorageEncryptionKey.random()
