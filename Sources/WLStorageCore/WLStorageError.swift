@@ -63,9 +63,9 @@ public struct WLStorageError: Error, CustomStringConvertible, Sendable {
     /// For ``WLStorageStore/write(_:)``: how many writes, from the batch's start, were stored (`nil`: none); the others
     /// stay pending. For `write(_:ifTheyHold:)`: how many may have been (`nil`: all); those after were not sent.
     public var storedWrites: Int?
-    /// For `write(_:ifTheyHold:)`: whether each write from the batch's start was stored, as far as the store knows (the
-    /// chunks answered before the one that failed); those after it, up to ``storedWrites``, may have been.
-    public var storedAnswers: [Bool]?
+    /// For `write(_:ifTheyHold:)`: whether each write from the batch's start was stored (`nil`: not known), as far as
+    /// the store can say (the chunks answered before the one that failed); those after, up to ``storedWrites``, may be.
+    public var storedAnswers: [Bool?]?
 
     /// Creates an error, for example in a custom backer that wants to report a failure with a code of its own.
     ///

@@ -39,7 +39,7 @@ struct EtcdEncryptedBatchFleetTests {
 
             for (index, name) in names.enumerated() {
                 if let opened = try? right.read(key: name) {
-                    let stored = try JSONDecoder().decode(Entry.self, from: try #require(opened, "\(name)"))
+                    let stored = try JSONDecoder().decode(Entry.self, from: opened)
                     #expect(stored == Entry(a: index + 1), "\(name): \(stored)")
                     #expect(!rights[index].hasPendingChanges, "\(name): \(rights[index].lastError?.message ?? "")")
                     #expect(wrongs[index].hasPendingChanges, "\(name): the wrong key's change was reported written")

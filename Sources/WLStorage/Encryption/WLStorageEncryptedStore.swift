@@ -277,12 +277,17 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
             for (written, index) in zip(try base.write(sealed, ifTheyHold: sent.map { current[$0] }), sent) {
                 answers[index] = written
             }
-        } catch var error as WLStorageError {
-            // Counted in the batch: those before the first write not answered are; those from the first not sent, not.
-            let (answered, tried) = (error.storedAnswers?.count ?? 0, max(error.storedWrites ?? sent.count, 0))
-            for (written, index) in zip(error.storedAnswers ?? [], sent) { answers[index] = written }
-            error.storedAnswers = Array(answers[..<(answered < sent.count ? sent[answered] : batch.count)])
-            error.storedWrites = tried < sent.count ? sent[tried] : batch.count
+        } catch {
+            // Every write's answer: left out, refused; sent, as the store below says, or not known up to what it may
+            // have stored, refused past it (not sent).
+            var error =
+                error as? WLStorageError ?? WLStorageError(code: .writeFailed, message: "\(error)", underlying: error)
+            let (said, tried) = (error.storedAnswers ?? [], max(error.storedWrites ?? sent.count, 0))
+            var whole = answers.map { Optional($0) }
+            for (position, index) in sent.enumerated() {
+                whole[index] = position < said.count ? said[position] : position < tried ? nil : false
+            }
+            (error.storedAnswers, error.storedWrites) = (whole, batch.count)
             throw error
         }
         return answers

@@ -263,7 +263,7 @@ extension FlushItem {
         let onCondition = taken.filter { $0.batch.condition != .whole }
         var failure: WLStorageError?
         var stored = whole.count  // from the start of `whole + onCondition`, when there is a failure
-        var (written, failing, sent): ([Bool], Duration?, Int) = ([], nil, .max)  // sent: those after, known unsent
+        var (written, failing, sent): ([Bool?], Duration?, Int) = ([], nil, .max)  // sent: those after, known unsent
         do {
             if !whole.isEmpty { try medium.store.write(whole.map(\.batch.write)) }
         } catch {
@@ -278,7 +278,7 @@ extension FlushItem {
                 if case .ifItHolds(let bytes) = taken.batch.condition { bytes } else { nil }
             }
             do {
-                written = try conditional.write(onCondition.map(\.batch.write), ifTheyHold: expected)
+                written = try conditional.write(onCondition.map(\.batch.write), ifTheyHold: expected).map { $0 }
             } catch {
                 let known = error as? WLStorageError
                 (failing, sent) = (started.duration(to: .now), known?.storedWrites ?? .max)
@@ -291,10 +291,11 @@ extension FlushItem {
                 error.key = batch.write.key
                 _ = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: error)
                 needsFlush[index] = false
-            } else if position < whole.count || written.dropFirst(position - whole.count).first == true {
+            } else if position < whole.count || written.dropFirst(position - whole.count).first == .some(true) {
                 needsFlush[index] = cells[index].finishBatchWrite(batch.version, data: batch.write.data, failure: nil)
             } else {
-                let unknown = failing != nil && position - whole.count >= written.count && position - whole.count < sent
+                let answer = position - whole.count
+                let unknown = failing != nil && (answer < written.count ? written[answer] == nil : answer < sent)
                 cells[index].giveBackBatchWrite(unsure: unknown ? batch : nil)  // answered: refused
             }
         }
