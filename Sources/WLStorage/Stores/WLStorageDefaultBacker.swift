@@ -280,10 +280,11 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         return UnknownFields.base(made).map { ($0, renames) }
     }
 
-    /// The bytes for `data`, changed against `base` (as this program encodes the value decoded from it, if kept), onto
-    /// `stored` (another's): the first that decodes of the merge (``FieldMerge``), the merge taking another enum case
-    /// whole, the merge filled from `data`; else `data` whole, unless `stored` did not decode either; `nil`: no merge.
-    private func merging(_ data: Data, base read: Data, onto stored: Data) -> Data? {
+    /// The bytes for `data`, changed against `base` (as this program encodes its value), onto `stored` (another's, a
+    /// renamed field's names holding the old one's value): the first that decodes of the merge (``FieldMerge``), with
+    /// other enum cases whole, filled from `data`; else `data` whole, unless `stored` did not decode; `nil`: none.
+    private func merging(_ data: Data, base read: Data, onto other: Data) -> Data? {
+        let stored = FieldRename.reading(other, known.withLock { $0.renames })
         // After a write whose outcome is unknown, `stored`'s changes to what it replaced go onto the bytes sent, the
         // value's since its own bytes then onto that: a field another program changed wins (no tag tells whether the
         // write was made: one not made loses a later change of it), and one `stored` holds as before gets it again.
