@@ -20,59 +20,13 @@ import WLStorageTestSupport
         try JSONDecoder().decode(Job.self, from: Data(try #require(store.stored(key)).utf8))
     }
 
-    /// Two threads flush every storage of a store over and over while a third sets one field of each object and
-    /// increments another with `update`, and another program, whose writes the feed does not report, sets a third
-    /// field: every object ends with the last set, every increment once, and the other program's last value.
+    /// Two threads flush every storage of a store over and over beside sets, updates and another program's writes (see
+    /// ``FlushOfEveryStorageRace``).
     @Test func twoFlushesOfEveryStorageAtOnceBesideSetsAndUpdatesKeepEveryChange() throws {
         let store = MemoryStore()
-        let outside = MemoryStore(replicaOf: store)
-        let keys = (0..<24).map { String(format: "job%02d", $0) }
-        for key in keys { store.writeFromOutside(key, json: #"{"count":0,"other":0,"set":0}"#) }
-        let storages = keys.map { WLStorage(key: $0, defaultValue: Job(), flushInterval: nil, store: store) }
-        #expect(eventually { storages.allSatisfy { $0.cell.state.withLock { !$0.isBusy } } })
-        let rounds = 150
-        let changing = Atomic<Bool>(true)
-        let flushes = (0..<2).map { _ in
-            startThread {
-                while changing.load(ordering: .acquiring) { flushAllStores([store]) }
-            }
-        }
-        let otherProgram = startThread {
-            for round in 1...rounds {
-                for (index, key) in keys.enumerated() where index % 4 == round % 4 || round == rounds {
-                    // Read, change `other`, write while the key still holds what was read: another program's update.
-                    while true {
-                        let data = try? outside.read(key: key)
-                        guard
-                            var object = data.flatMap({ try? JSONSerialization.jsonObject(with: $0) as? [String: Any] })
-                        else { break }
-                        object["other"] = round
-                        let bytes = try! JSONSerialization.data(withJSONObject: object, options: .sortedKeys)
-                        if (try? outside.write(key: key, data: bytes, ifItHolds: data)) == true { break }
-                    }
-                }
-            }
-        }
-        for round in 1...rounds {
-            for (index, storage) in storages.enumerated() where (index + round) % 3 != 0 || round == rounds {
-                storage.wrappedValue.set = round
-                storage.update { $0.count += 1 }
-            }
-        }
-        #expect(otherProgram.wait(timeout: .now() + 300) == .success)
-        changing.store(false, ordering: .releasing)
-        for flush in flushes { #expect(flush.wait(timeout: .now() + 300) == .success) }
-        #expect(
-            eventually(timeout: 120) {
-                flushAllStores([store])
-                return storages.allSatisfy { !$0.hasPendingChanges }
-            }, "\(storages.compactMap(\.lastError).prefix(3))")
-        for (index, key) in keys.enumerated() {
-            let updates = (1...rounds).filter { (index + $0) % 3 != 0 || $0 == rounds }.count
-            let object = try stored(key, in: store)
-            #expect(object == Job(set: rounds, count: updates, other: rounds), "\(key)")
-            #expect(eventually { storages[index].wrappedValue == object }, "\(key): \(storages[index].wrappedValue)")
-        }
+        try FlushOfEveryStorageRace.twoFlushesAtOnceBesideSetsAndUpdatesKeepEveryChange(
+            store: store, outside: MemoryStore(replicaOf: store), keys: (0..<24).map { String(format: "job%02d", $0) },
+            rounds: 150)
     }
 
     /// Storages whose objects are in a batch on condition are released while it is written: their last references
