@@ -107,4 +107,34 @@ import WLStorageTestSupport
             }
         }
     }
+
+    /// The directory's `fsync`, after each file is renamed into place, fails for every write of the flush: each file
+    /// holds its new value, but no write is known durable, so none is reported written; the next flush writes them again.
+    @Test(arguments: [SystemError.eio, .enospc])
+    func writesWhoseDirectorySyncFailsInAFlushOfEveryStorageStayPending(fault: SystemError) throws {
+        try withTemporaryDirectory { directory in
+            let keys = (0..<12).map { String(format: "k%02d", $0) }
+            for key in keys { try Data(#"{"n":0}"#.utf8).write(to: directory.appendingPathComponent(key)) }
+            let store = WLStorageDirectoryStore.directory(directory)
+            let storages = keys.map { WLStorage(key: $0, defaultValue: Counter(), flushInterval: nil, store: store) }
+            #expect(eventually { storages.allSatisfy { $0.cell.state.withLock { !$0.isBusy } } })
+            for (index, storage) in storages.enumerated() { storage.wrappedValue.n = index + 1 }
+            let code = fault.code
+            let path = directory.standardizedFileURL.path
+            FaultInjection.install(
+                { call, name in call == .fsync && name == nil ? .fail(code) : nil }, forDirectory: path)
+            flushAllStores([store])
+            FaultInjection.remove(forDirectory: path)
+            for storage in storages {
+                #expect(storage.hasPendingChanges, "a write not known durable is taken for written")
+                #expect(storage.lastError?.errno == code, "\(String(describing: storage.lastError))")
+            }
+            flushAllStores([store])
+            for (index, storage) in storages.enumerated() {
+                #expect(!storage.hasPendingChanges, "\(String(describing: storage.lastError))")
+                let data = try #require(contents(of: keys[index], in: directory))
+                #expect(try JSONDecoder().decode(Counter.self, from: data) == Counter(n: index + 1))
+            }
+        }
+    }
 }
