@@ -137,4 +137,46 @@ import WLStorageTestSupport
             }
         }
     }
+
+    /// Another program replaced every file since the storages read them, and the read each write makes of the file, to
+    /// put its change onto the other program's, fails: no write replaces the other program's value with its own whole.
+    @Test(arguments: [SystemError.eio, .emfile])
+    func writesWhoseReadOfAnotherProgramsFileFailsInAFlushOfEveryStorageLoseNothing(fault: SystemError) throws {
+        try withTemporaryDirectory { directory in
+            let keys = (0..<12).map { String(format: "k%02d", $0) }
+            for key in keys { try Data(#"{"n":0}"#.utf8).write(to: directory.appendingPathComponent(key)) }
+            let store = WLStorageDirectoryStore.directory(directory)
+            let storages = keys.map { WLStorage(key: $0, defaultValue: Counter(), flushInterval: nil, store: store) }
+            #expect(eventually { storages.allSatisfy { $0.cell.state.withLock { !$0.isBusy } } })
+            for (index, storage) in storages.enumerated() { storage.wrappedValue.n = index + 1 }
+            for key in keys {
+                try Data(#"{"n":0,"other":2}"#.utf8).write(to: directory.appendingPathComponent(key), options: .atomic)
+            }
+            let code = fault.code
+            let path = directory.standardizedFileURL.path
+            FaultInjection.install(
+                { call, name in call == .open && name.map(keys.contains) == true ? .fail(code) : nil },
+                forDirectory: path)
+            flushAllStores([store])
+            FaultInjection.remove(forDirectory: path)
+            for (index, storage) in storages.enumerated() {
+                let data = try #require(contents(of: keys[index], in: directory))
+                let stored = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Int])
+                #expect(stored["other"] == 2, "\(keys[index]): the other program's field was lost: \(stored)")
+                // The write that could not read what it goes onto was not made: pending, reported.
+                #expect(stored["n"] == 0, "\(keys[index])")
+                #expect(storage.hasPendingChanges, "\(keys[index])")
+                #expect(storage.lastError?.errno == code, "\(String(describing: storage.lastError))")
+            }
+            #expect(
+                eventually(timeout: 60) {
+                    flushAllStores([store])
+                    return storages.allSatisfy { !$0.hasPendingChanges }
+                }, "\(storages.compactMap(\.lastError).prefix(2))")
+            for (index, key) in keys.enumerated() {
+                let data = try #require(contents(of: key, in: directory))
+                #expect(try JSONSerialization.jsonObject(with: data) as? [String: Int] == ["n": index + 1, "other": 2])
+            }
+        }
+    }
 }
