@@ -170,7 +170,7 @@ final class PostgresCluster: Sendable {
     /// Starts the server and waits until it accepts connections (`pg_ctl start -w`).
     func start() throws {
         let options =
-            "-k \(directory.path) -p \(port) -c listen_addresses='' -c fsync=off -c max_connections=40"
+            "-k \(directory.path) -p \(port) -c listen_addresses='' -c fsync=off -c max_connections=200"
             + settings.map { " -c " + $0 }.joined()
         try Self.runServerProgram(
             try Self.program("pg_ctl"),
