@@ -238,12 +238,14 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
                 key: key)
         }
         let current = try base.read(key: storedKey)
-        if let current, !current.isEmpty {
-            guard expected?.isEmpty == false, (try? store.open(current, key: key)) == expected else { return false }
-        } else if !(expected?.isEmpty ?? true) {
-            return false
-        }
+        guard holds(current, expected, key: key) else { return false }
         return try base.write(key: storedKey, data: store.seal(data, key: key), ifItHolds: current)
+    }
+
+    /// Whether `sealed` (what the store below holds) opens to `expected`; nothing (or no bytes) only for nothing.
+    private func holds(_ sealed: Data?, _ expected: Data?, key: String) -> Bool {
+        guard let sealed, !sealed.isEmpty else { return expected?.isEmpty ?? true }
+        return expected?.isEmpty == false && (try? store.open(sealed, key: key)) == expected
     }
 
     /// Stores each write, sealed, only while its key holds what is expected once opened: the keys are read in one call,
@@ -259,16 +261,13 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
                 throw WLStorageError(code: .readFailed, message: "\(store.identity): the store below read too few keys")
             }
             // The writes whose keys hold what they expect (nothing stored, or bytes that open to it).
-            sent = batch.indices.filter { index in
-                guard let sealed = current[index], !sealed.isEmpty else { return expected[index]?.isEmpty ?? true }
-                return expected[index]?.isEmpty == false
-                    && (try? store.open(sealed, key: batch[index].key)) == expected[index]
-            }
+            sent = batch.indices.filter { holds(current[$0], expected[$0], key: batch[$0].key) }
             sealed = try sent.map {
                 WLStorageStoreWrite(key: batch[$0].key, data: try store.seal(batch[$0].data, key: batch[$0].key))
             }
         } catch {
-            var failure = error as? WLStorageError ?? WLStorageError(code: .writeFailed, message: "\(error)")
+            var failure =
+                error as? WLStorageError ?? WLStorageError(code: .writeFailed, message: "\(error)", underlying: error)
             failure.storedWrites = 0  // none was sent
             throw failure
         }
