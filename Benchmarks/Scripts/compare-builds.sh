@@ -15,13 +15,23 @@ fi
 before=$1 after=$2 rounds=$3
 shift 3
 out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 for ((round = 1; round <= rounds; round++)); do
     if ((round % 2)); then order=(before after); else order=(after before); fi
     for side in "${order[@]}"; do
         binary=$before
         [[ $side == after ]] && binary=$after
         echo "round $round: $side" >&2
-        "$binary" --json "$@" >"$out/$side-$round.json" 2>/dev/null
+        # A side that misses a guarded target exits 1 after its figures: they are kept, and the miss is said.
+        status=0
+        "$binary" --json "$@" >"$out/$side-$round.json" 2>"$out/$side-$round.log" || status=$?
+        if ((status == 1)); then
+            echo "round $round: $side missed a guarded target: $(tail -n 1 "$out/$side-$round.log")" >&2
+        elif ((status != 0)); then
+            echo "round $round: $side failed with status $status:" >&2
+            tail -n 20 "$out/$side-$round.log" >&2
+            exit "$status"
+        fi
     done
 done
 python3 - "$out" "$rounds" <<'PYTHON'
@@ -32,7 +42,8 @@ for side in ("before", "after"):
     for round in range(1, rounds + 1):
         with open(f"{directory}/{side}-{round}.json") as file:
             for row in json.load(file)["rows"]:
-                key = (row["caseID"], row["title"], row.get("subject", ""))
+                # Rows of one subject against different baselines (get against a Mutex, and against the floor) stay apart.
+                key = (row["caseID"], row["title"], row.get("subject", ""), row.get("baseline") or "")
                 entry = rows.setdefault(key, {"before": [], "after": [], "unit": row["value"]["unit"]})
                 entry[side].append((row["value"]["median"], row.get("ratio")))
 
@@ -46,10 +57,9 @@ def summary(samples, unit):
         text += f", {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
     return text
 
-print(f"| Case | Row | Before | After |")
-print(f"| --- | --- | --- | --- |")
-for (case, title, subject), entry in rows.items():
-    print(f"| {case} | {title} ({subject}) | {summary(entry['before'], entry['unit'])} | "
+print(f"| Case | Row | Baseline | Before | After |")
+print(f"| --- | --- | --- | --- | --- |")
+for (case, title, subject, baseline), entry in rows.items():
+    print(f"| {case} | {title} ({subject}) | {baseline or '-'} | {summary(entry['before'], entry['unit'])} | "
           f"{summary(entry['after'], entry['unit'])} |")
 PYTHON
-rm -rf "$out"

@@ -60,7 +60,8 @@ let usage = """
 
       --quick        fewer rounds and shorter runs: a smoke test for CI
       --json         print the results as JSON instead of a table
-      --filter NAME  run only the cases whose identifier contains NAME (may repeat)
+      --filter NAME  run only the case named NAME, or if no case is, those whose identifier contains NAME
+                     (may repeat)
       --side SIDE    daemon case: run only the library's side or only the raw baseline's, with no ratio, so that
                      `strace -c -f -p PID` or `perf record -p PID` sees one of them alone
 
@@ -104,9 +105,14 @@ while let argument = arguments.popFirst() {
     }
 }
 
+// A filter that names a case exactly selects that case alone (`load`, not `encrypted-load`); any other, every case
+// whose identifier contains it (`pg-`, `etcd`).
 let selected = cases.filter { benchmark in
-    filters.isEmpty
-        || filters.contains { benchmark.id.lowercased().contains($0) }
+    let id = benchmark.id.lowercased()
+    return filters.isEmpty
+        || filters.contains { filter in
+            cases.contains { $0.id.lowercased() == filter } ? id == filter : id.contains(filter)
+        }
 }
 if selected.isEmpty {
     FileHandle.standardError.write(Data("no case matches \(filters)\n\(usage)\n".utf8))
