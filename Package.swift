@@ -24,7 +24,10 @@ let package = Package(
         .target(name: "WLStorageCore"),
         // libcrypto: AES-256-GCM, the sealed box format, SHA-256.
         .target(name: "WLStorageCrypto", dependencies: ["CWLStorageOpenSSL"]),
-        .target(name: "WLStorage", dependencies: ["WLStorageCore", "WLStorageJSON", "WLStorageCrypto"]),
+        // Files: directories, durable writes, names, the inotify monitor that only emits events. Sees no layer above.
+        .target(name: "WLStorageFiles", dependencies: ["WLStorageCore", "WLStorageCrypto"]),
+        .target(
+            name: "WLStorage", dependencies: ["WLStorageCore", "WLStorageJSON", "WLStorageCrypto", "WLStorageFiles"]),
         .systemLibrary(
             name: "CWLStorageLibPQ",
             pkgConfig: "libpq",
@@ -40,17 +43,22 @@ let package = Package(
         .target(name: "WLStorageEtcd", dependencies: ["WLStorage", "CWLStorageCurl"]),
         .executableTarget(
             name: "wlstorage",
-            dependencies: ["WLStorage", "WLStorageJSON", "WLStorageCrypto", "WLStoragePostgres", "WLStorageEtcd"]),
+            dependencies: [
+                "WLStorage", "WLStorageJSON", "WLStorageCrypto", "WLStorageFiles", "WLStoragePostgres", "WLStorageEtcd",
+            ]),
         .executableTarget(name: "WLStorageDemo", dependencies: ["WLStorage"]),
         .target(name: "WLStorageFleet", dependencies: ["WLStorage"]),
-        .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage", "WLStorageFleet"]),
+        .executableTarget(name: "WLStorageTestChild", dependencies: ["WLStorage", "WLStorageFiles", "WLStorageFleet"]),
         .executableTarget(
             name: "WLStoragePostgresTestChild", dependencies: ["WLStorage", "WLStoragePostgres", "WLStorageFleet"]),
         .executableTarget(name: "WLStorageEtcdTestChild", dependencies: ["WLStorage", "WLStorageEtcd"]),
         .executableTarget(name: "WLStorageEtcdExitChild", dependencies: ["WLStorage", "WLStorageEtcd"]),
         .executableTarget(
             name: "WLStorageBenchmarks",
-            dependencies: ["WLStorage", "WLStoragePostgres", "CWLStorageLibPQ", "WLStorageEtcd", "CWLStorageCurl"],
+            dependencies: [
+                "WLStorage", "WLStorageFiles", "WLStoragePostgres", "CWLStorageLibPQ", "WLStorageEtcd",
+                "CWLStorageCurl",
+            ],
             path: "Benchmarks/WLStorageBenchmarks"
         ),
         // What both test targets share: temporary directories, polling, child processes and their output.
@@ -72,7 +80,7 @@ let package = Package(
             name: "WLStorageTests",
             dependencies: [
                 "WLStorage", "WLStorageTestSupport", "WLStorageTestChild", "wlstorage", "WLStorageDemo",
-                "WLStorageFleet", "WLStorageJSON", "WLStorageCrypto",
+                "WLStorageFleet", "WLStorageJSON", "WLStorageCrypto", "WLStorageFiles",
             ]
         ),
     ]

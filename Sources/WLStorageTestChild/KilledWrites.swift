@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import WLStorage
+import WLStorageFiles
 
 /// A profile that gained a field: a file without `visits` decodes with it taken from the default, and is kept aside
 /// as it was (`NAME~before-type-change`) until it is written back in this shape.

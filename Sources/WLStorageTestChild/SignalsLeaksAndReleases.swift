@@ -5,6 +5,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import WLStorage
+import WLStorageFiles
 
 /// A backer over the default backer that holds the last reference to its own storage and lets go of it from inside
 /// `write`, after setting the value (and, with `flushing`, flushing) from there.

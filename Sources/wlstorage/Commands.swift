@@ -1,6 +1,7 @@
 import Foundation
 import WLStorage
 import WLStorageEtcd
+import WLStorageFiles
 import WLStoragePostgres
 
 #if canImport(Glibc)

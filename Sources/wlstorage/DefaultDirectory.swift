@@ -1,5 +1,6 @@
 import Foundation
 import WLStorage
+import WLStorageFiles
 
 /// The storage directory the options and the environment select.
 ///

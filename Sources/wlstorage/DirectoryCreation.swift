@@ -1,5 +1,6 @@
 import Foundation
 import WLStorage
+import WLStorageFiles
 
 #if canImport(Glibc)
     import Glibc

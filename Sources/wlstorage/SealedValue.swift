@@ -1,6 +1,7 @@
 import Foundation
 import WLStorage
 import WLStorageCrypto
+import WLStorageFiles
 
 /// What the tool tells of a value sealed by ``WLStorageEncryptedStore`` when it has no key to open it: that it is
 /// sealed, and with which key, by the fingerprint its header carries.

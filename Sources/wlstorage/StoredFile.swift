@@ -1,5 +1,6 @@
 import Foundation
 import WLStorage
+import WLStorageFiles
 
 /// Reading the files of a storage directory as the library would, never more than the library's maximum value size.
 ///

@@ -1,4 +1,5 @@
 import WLStorage
+import WLStorageFiles
 
 /// Removes the temporary files of writers that crashed, with the library's own lock protocol, and returns the names
 /// of those removed.

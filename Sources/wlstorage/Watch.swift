@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import WLStorage
+import WLStorageFiles
 
 #if canImport(Glibc)
     import Glibc

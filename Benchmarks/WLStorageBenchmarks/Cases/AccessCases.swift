@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import WLStorage
+import WLStorageFiles
 
 /// Gets and sets of the value in memory, called from this module as users call them, and naming a file.
 enum AccessCases {

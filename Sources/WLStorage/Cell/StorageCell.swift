@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Observation
 import Synchronization
+import WLStorageFiles
 
 // Locks: `StorageCell.state` guards a cell's ``CellState``; the registry, the router, the file monitor, the store
 // feeds, a backer's known version and the directory table each guard their own table. Every lock is a leaf: none is

@@ -10,7 +10,8 @@ enum UpdatesOnThisThread {
         var reporting = false
     }
 
-    private static let key: pthread_key_t = {
+    /// Makes the thread key, once for the process (``Runtime`` keeps it).
+    static func makeKey() -> pthread_key_t {
         var key = pthread_key_t()
         let made = pthread_key_create(&key) { pointer in
             guard let record = pointer?.assumingMemoryBound(to: Record.self) else { return }
@@ -19,7 +20,9 @@ enum UpdatesOnThisThread {
         }
         precondition(made == 0, "pthread_key_create failed")
         return key
-    }()
+    }
+
+    private static var key: pthread_key_t { Runtime.shared.updatesKey }
 
     private static var record: UnsafeMutablePointer<Record> {
         if let pointer = pthread_getspecific(key) { return pointer.assumingMemoryBound(to: Record.self) }

@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageFiles
 import WLStorageJSON
 
 /// Where bytes were read from, as a storage's messages name it: a file, or a key of a store.

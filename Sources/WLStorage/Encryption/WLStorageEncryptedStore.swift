@@ -1,5 +1,6 @@
 import Foundation
 import WLStorageCrypto
+import WLStorageFiles
 import WLStorageJSON
 
 /// A store that keeps the values of another store encrypted: AES-256-GCM through OpenSSL, a fresh random nonce per

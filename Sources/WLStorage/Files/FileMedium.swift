@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageFiles
 
 /// A directory's file as a ``KeyMedium``: stamped by identity and contents (``KnownVersions/stamp(_:identity:)``);
 /// atomic, durable, announced writes; undecodable bytes renamed aside; earlier shapes kept in a file beside it.
@@ -61,7 +62,9 @@ struct FileMedium: KeyMedium {
                     // A read, on a storage's creating thread, does not wait for another's lock on the directory.
                     try location(key: key, waiting: false)
                 }
-            guard let (data, identity) = try directory.readVersion(fileName), !data.isEmpty else { return .absent }
+            guard let (data, identity) = try directory.readVersion(fileName, limit: ValueSizeLimit.maximum),
+                !data.isEmpty
+            else { return .absent }
             return .bytes(
                 ReadBytes(data: data, stamp: KnownVersions.stamp(data, identity: identity), identity: identity),
                 underPreviousKey: false)
@@ -75,7 +78,7 @@ struct FileMedium: KeyMedium {
         guard let directory, let fileName else { return .unchanged }
         let read: (contents: Data, identity: FileIdentity)?
         do {
-            read = try directory.readVersion(fileName)
+            read = try directory.readVersion(fileName, limit: ValueSizeLimit.maximum)
         } catch let error where error.code == .notARegularFile {
             return .unchanged
         } catch {
@@ -129,7 +132,7 @@ struct FileMedium: KeyMedium {
     private func readCurrent(key: String) throws(WLStorageError) -> (contents: Data, identity: FileIdentity)? {
         let (directory, fileName) = try location(key: key)
         do {
-            return try directory.readVersion(fileName)
+            return try directory.readVersion(fileName, limit: ValueSizeLimit.maximum)
         } catch {
             throw Self.keyed(error, key)
         }

@@ -1,5 +1,6 @@
 import Foundation
 import WLStorageCrypto
+import WLStorageFiles
 
 extension WLStorageDefaultBacker {
     /// The directory that storages created with a key alone keep their files in: ``WLStorageSystem/defaultDirectory``.

@@ -1,5 +1,6 @@
 import Dispatch
 import Synchronization
+import WLStorageFiles
 
 /// What a cell follows to hear of outside changes: a directory path's inotify watch (or polling), or a store's feed.
 enum ChangeSource: Hashable, Sendable {

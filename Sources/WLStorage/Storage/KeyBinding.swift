@@ -1,3 +1,5 @@
+import WLStorageFiles
+
 /// How a storage is bound to its key: the one place that knows the kinds of backer, and the steps every storage
 /// takes to open its key, in order: ``follow(makeDefault:)`` before anything is read (so no change after the read is
 /// missed; it waits while another thread opens the key), `read`, `makeCell`, ``register(_:)`` and ``catchUp(_:)``.

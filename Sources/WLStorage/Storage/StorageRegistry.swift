@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageFiles
 
 /// What a cell is registered by: a directory's file (device and inode, or path), or another store's key.
 package struct CellKey: Hashable, Sendable {

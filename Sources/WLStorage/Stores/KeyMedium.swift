@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageFiles
 
 /// Where the one backer of a key (``WLStorageDefaultBacker``) keeps its bytes: a directory's file (``FileMedium``) or
 /// another store's key (``StoreMedium``). The backer's steps are written once over it.

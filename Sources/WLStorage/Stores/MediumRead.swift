@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageFiles
 
 /// One version of a key's bytes as read: the bytes, their stamp (``KnownVersions``), and a file's identity.
 struct ReadBytes {

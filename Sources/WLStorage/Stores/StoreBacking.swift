@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageFiles
 import WLStorageJSON
 
 /// What a cell needs of its backer beyond ``WLStorageBacker``: telling nothing stored, saving a default only there,

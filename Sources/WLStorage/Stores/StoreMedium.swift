@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WLStorageFiles
 
 /// A key of a ``WLStorageStore`` other than a directory as a ``KeyMedium``, with what only a store offers: a carried
 /// feed, encryption, conditional, versioned and batch writes. Versions are stamped by bytes alone.

@@ -1,3 +1,5 @@
+import WLStorageFiles
+
 /// A random tag that tells one conditional write from every other: 16 random bytes, as 32 hexadecimal digits.
 public struct WLStorageWriteTag: Sendable, Hashable, CustomStringConvertible {
     /// The tag's 32 hexadecimal digits, as a store keeps them.

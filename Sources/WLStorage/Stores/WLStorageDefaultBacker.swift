@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WLStorageFiles
 import WLStorageJSON
 
 /// The backer that keeps each value in its own JSON file in a directory.

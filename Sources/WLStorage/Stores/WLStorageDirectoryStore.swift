@@ -1,5 +1,6 @@
 import Foundation
 import WLStorageCrypto
+import WLStorageFiles
 
 /// The default store: each key's value in its own file in a directory, kept by ``WLStorageDefaultBacker``.
 public final class WLStorageDirectoryStore: WLStorageStore {
@@ -64,7 +65,8 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// Removes `key`'s file only while it holds `data`; returns whether it did (a file renamed in meanwhile is left).
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         let (directory, name) = try file(key)
-        guard let current = try directory.readVersion(name), current.contents == data else { return false }
+        guard let current = try directory.readVersion(name, limit: ValueSizeLimit.maximum), current.contents == data
+        else { return false }
         return try directory.remove(name, ifStill: current.identity)
     }
 
@@ -102,7 +104,8 @@ struct DirectoryRewrites: WLStorageConditionalStore, StoreView {
             // Empty bytes stand for nothing stored.
             return try directory.create(name, contents: data, announced: false) != nil
         }
-        guard let current = try directory.readVersion(name), current.contents == expected else { return false }
+        guard let current = try directory.readVersion(name, limit: ValueSizeLimit.maximum), current.contents == expected
+        else { return false }
         return try directory.write(name, contents: data, ifStill: current.identity, announced: false) != nil
     }
 }

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct MonitorLockTests {
     @Test func aDirectoryThatIsSlowToLookAtDoesNotHoldUpTheWatchesOfOthers() throws {

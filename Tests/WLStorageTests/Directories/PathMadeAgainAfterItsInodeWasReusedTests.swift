@@ -7,6 +7,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput, .enabled(if: InodeReuse.happensInTemporaryDirectories, InodeReuse.notSeenReason))
 struct PathMadeAgainAfterItsInodeWasReusedTests {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput)
 struct PathMovedOntoAStaleCellsInodeTests {

@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct SlowDirectoryTests {
     /// The file monitor inspects a directory (`stat`, `lstat` of each component, `inotify_add_watch`) while it holds

@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct SymlinkRetargetedDuringCreationTests {
     /// The storage keys its cell by the identity the preparation saw, and the monitor watches what the path leads to

@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct UninspectableDirectoryTests {
     /// The first storage of a directory could not learn the directory's identity (one failed `stat`, as a

@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 /// An `errno` value as a test argument, shown by its name.
 struct SystemError: Sendable, CustomTestStringConvertible {

@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct FaultSweepTests {
     /// Fails the `occurrence`-th call of `kind` (and, with `twice`, the next one too) in the directory at `path`.

@@ -6,6 +6,7 @@ import Testing
 import WLStorageTestSupport
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct FlushOfEveryStorageFaultTests {
     struct Counter: Codable, Sendable, Equatable {

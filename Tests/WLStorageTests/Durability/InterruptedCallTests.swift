@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct InterruptedCallTests {
     /// A signal can interrupt any call on a FUSE or NFS mount (EINTR). "Short writes and EINTR are retried": one

@@ -6,6 +6,7 @@ import Testing
 import WLStorageTestSupport
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.onTestThreads) struct JoinedCellIntervalTests {
     /// Guarantees, "What a crash or a power loss can lose" and the throttle: with `flushInterval` n, "later changes

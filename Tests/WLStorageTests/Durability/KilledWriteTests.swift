@@ -7,6 +7,7 @@ import Foundation
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct KilledWriteTests {
     /// One way the package puts a file in place, as the child program's `write-path` mode runs it.

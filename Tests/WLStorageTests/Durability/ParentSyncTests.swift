@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct ParentSyncTests {
     @Test func everyParentOfAnExistingStorageDirectoryIsSyncedOnFirstUse() throws {

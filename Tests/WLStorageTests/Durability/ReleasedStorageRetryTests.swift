@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct ReleasedStorageRetryTests {
     /// "The value stays pending in memory and is retried with the backoff (at least 100 ms, doubling up to 30 s),

@@ -7,6 +7,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 private struct RotatedVisits: Codable, Equatable, Sendable {
     var name: String

@@ -8,6 +8,7 @@ import Testing
 import WLStorageCrypto
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput)
 struct UnreadableEncryptedValueTests: EncryptedDirectorySuite {

@@ -5,6 +5,7 @@ import Testing
 import WLStorageTestSupport
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 /// One call of a conditional replacement failed, with no other program at work: nothing is lost, and the outcome says
 /// what happened.
@@ -18,7 +19,7 @@ struct ConditionalReplacementFaultTests {
                 let directory = StorageDirectory(path: url.path)
                 let file = url.appendingPathComponent("key")
                 try Data("old".utf8).write(to: file)
-                let expected = try #require(try directory.readVersion("key")?.identity)
+                let expected = try #require(try directory.readVersion("key", limit: .max)?.identity)
                 let calls = Atomic<Int>(0)
                 let failed = Lock<String?>(nil)
                 FaultInjection.install(
@@ -38,7 +39,7 @@ struct ConditionalReplacementFaultTests {
                 let aside = names.filter { $0 != "key" }
                 switch outcome {
                 case .success(let placed?):
-                    #expect(placed == (try directory.readVersion("key")?.identity), at)
+                    #expect(placed == (try directory.readVersion("key", limit: .max)?.identity), at)
                     #expect(stored == "new", at)
                     // The removal of the version replaced failed: it stays under the temporary name, for the next
                     // clean-up.
@@ -71,7 +72,7 @@ struct ConditionalReplacementFaultTests {
             let directory = StorageDirectory(path: url.path)
             let file = url.appendingPathComponent("key")
             try Data("old".utf8).write(to: file)
-            let expected = try #require(try directory.readVersion("key")?.identity)
+            let expected = try #require(try directory.readVersion("key", limit: .max)?.identity)
             let renames = Atomic<Int>(0)
             FaultInjection.install(
                 { call, name in
@@ -85,7 +86,7 @@ struct ConditionalReplacementFaultTests {
             let count = renames.load(ordering: .sequentiallyConsistent)
             #expect(count == 2, "the rename without replacing, then the plain rename")
             #expect(placed != nil)
-            #expect(placed == (try directory.readVersion("key")?.identity))
+            #expect(placed == (try directory.readVersion("key", limit: .max)?.identity))
             #expect(try String(contentsOf: file, encoding: .utf8) == "new")
             #expect(try FileManager.default.contentsOfDirectory(atPath: url.path) == ["key"])
         }

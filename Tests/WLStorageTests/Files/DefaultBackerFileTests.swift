@@ -5,6 +5,7 @@ import Testing
 import WLStorageCrypto
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct DefaultBackerFileTests {
     @Test func aMissingFileGivesTheDefaultAndSavesIt() throws {

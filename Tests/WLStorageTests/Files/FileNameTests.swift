@@ -3,6 +3,7 @@ import Testing
 import WLStorageCrypto
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct FileNameTests {
     @Test(arguments: ["a", "first_name", "A-Z.0_9", ".hidden", "...", String(repeating: "k", count: 127)])

@@ -8,6 +8,7 @@ import Testing
 import WLStorageTestSupport
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.onTestThreads)
 struct PlacementUnderOtherWritersTests {
@@ -24,7 +25,7 @@ struct PlacementUnderOtherWritersTests {
             let directory = StorageDirectory(path: url.path)
             let file = url.appendingPathComponent("key")
             if placement != .create { try Data("1".utf8).write(to: file) }
-            let expected = try directory.readVersion("key")?.identity
+            let expected = try directory.readVersion("key", limit: .max)?.identity
             let testThread = pthread_self()
             let cleanUp = CleanUpAtTheMoment(directory: directory)
             FaultInjection.install(
@@ -75,7 +76,7 @@ struct PlacementUnderOtherWritersTests {
             let directory = StorageDirectory(path: url.path)
             let file = url.appendingPathComponent("key")
             try Data("read".utf8).write(to: file)
-            let expected = try #require(try directory.readVersion("key")?.identity)
+            let expected = try #require(try directory.readVersion("key", limit: .max)?.identity)
             let script = ExchangeScript(file: file)
             FaultInjection.install({ call, name in script.step(call, name) }, forDirectory: directory.path)
             defer { FaultInjection.remove(forDirectory: directory.path) }

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 /// One system call that a storage directory asked the fault plan about.
 struct RecordedCall: Sendable, Equatable, CustomStringConvertible {

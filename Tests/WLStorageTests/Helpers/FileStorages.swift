@@ -1,6 +1,7 @@
 import Foundation
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 /// A storage of `key` in `directory` with the default backer.
 func fileStorage<T: Codable & Sendable>(

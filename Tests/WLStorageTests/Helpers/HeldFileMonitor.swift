@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 /// Runs `body` while the file monitor's thread is held in a subscriber's handler, so that the events of what `body`
 /// changes wait in the kernel's queue and are read once it returns: no storage hears of those changes before then.

@@ -59,6 +59,6 @@ private func storedStamp<Value>(_ backer: WLStorageDefaultBacker<Value>) throws 
         return KnownVersions.stamp(data)
     }
     guard let directory = backer.directory, let name = backer.fileName else { return nil }
-    guard let (data, identity) = try directory.readVersion(name), !data.isEmpty else { return 0 }
+    guard let (data, identity) = try directory.readVersion(name, limit: .max), !data.isEmpty else { return 0 }
     return KnownVersions.stamp(data, identity: identity)
 }

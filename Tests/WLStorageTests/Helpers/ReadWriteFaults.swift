@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 /// Fails reads of the file `name` (its `open`) while `reads` is on, and every rename while `writes` is on.
 func installReadWriteFaults(in directory: URL, name: String, reads: Switch, writes: Switch) {

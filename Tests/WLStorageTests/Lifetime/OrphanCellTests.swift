@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 /// Holds the only reference to a storage, so that a closure can release it.
 private final class StorageHolder<T: Codable & Sendable>: @unchecked Sendable {  // used on one thread at a time

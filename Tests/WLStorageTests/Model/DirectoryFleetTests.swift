@@ -3,6 +3,7 @@ import Testing
 import WLStorageFleet
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 // A fleet of real processes sharing one directory: programs of three versions of a type (WLStorageTestChild's `fleet`
 // mode; the versions add a field, rename one with `.renamed`, drop one and add an enum case), started, driven, killed

@@ -5,6 +5,7 @@ import WLStorageFleet
 import WLStorageJSON
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 // A randomized fleet against a model of the compatibility rule for programs of several versions on one key.
 //

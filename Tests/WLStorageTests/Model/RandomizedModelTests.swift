@@ -5,6 +5,7 @@ import Testing
 import WLStorageFleet
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 // A randomized run against a model of what each file must end up holding.
 //

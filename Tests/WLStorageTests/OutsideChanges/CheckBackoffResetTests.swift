@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct CheckBackoffResetTests {
     /// Guarantees, "Several programs, one file": when a check "cannot read the file at that moment (EMFILE, EIO),

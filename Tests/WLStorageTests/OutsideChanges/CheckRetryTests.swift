@@ -7,6 +7,7 @@ import Testing
 import WLStorageTestSupport
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.onTestThreads) struct CheckRetryTests {
     /// Guarantees, "Several programs, one file": when a check "cannot read the file at that moment (EMFILE, EIO),

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct ExternalChangeTests {
     /// Runs the test child, which stores `value` under `key` in `directory` from its own process.

@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct FailedCheckTests {
     /// Another program stores a value; the read of the check fails once (EMFILE in a busy server, EIO). The change

@@ -7,6 +7,7 @@ import Testing
 import WLStorageTestSupport
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.onTestThreads) struct FailedRereadTests {
     /// Guarantees, "Several programs, one file": another program's change is taken, and "when the file cannot be

@@ -5,6 +5,7 @@ import Testing
 import WLStorageTestSupport
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput, .serialized) struct FieldLevelWriteEdgeCaseTests {
     enum Mode: Codable, Sendable, Equatable {

@@ -7,6 +7,7 @@ import Testing
 import WLStorageTestSupport
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput, .serialized) struct FieldLevelWritesAcrossVersionsAndFailuresTests {
     struct Ledger: Codable, Sendable, Equatable {

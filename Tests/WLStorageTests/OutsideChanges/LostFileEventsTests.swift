@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 #if canImport(Glibc)
     import Glibc

@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct OutsideWriteAfterAFailedReadTests {
     /// The first read fails (EIO), and every read until the test has seen it fail (else a retry may read first); then

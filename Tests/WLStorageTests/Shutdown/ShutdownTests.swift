@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 /// Shutdown on a real child process: signals, exit, return from main, and kill -9.
 @Suite(.capturingOutput) struct ShutdownTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import WLStorage
 import WLStorageCrypto
+import WLStorageFiles
 
 #if canImport(Glibc)
     import Glibc

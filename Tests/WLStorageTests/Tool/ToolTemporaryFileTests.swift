@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import WLStorage
+import WLStorageFiles
 
 #if canImport(Glibc)
     import Glibc

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 // The rewrite in the current shape of a value read in an earlier one is not a change of the program: a change that
 // another program made since the read wins over it, in a directory as in a store that writes on condition, even when

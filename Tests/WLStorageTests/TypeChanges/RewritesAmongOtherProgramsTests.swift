@@ -4,6 +4,7 @@ import Foundation
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput) struct RewritesAmongOtherProgramsTests {
     private struct Stamped: Decodable {

@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCore
 
 /// The entries of a storage directory by the bytes of their names, for tools that must see every entry: a `String`
 /// turns non-UTF-8 bytes into U+FFFD, so such a name could not be opened. Entries are reached by `fstatat`/`openat`.

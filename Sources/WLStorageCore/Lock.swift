@@ -43,7 +43,7 @@ package struct SanitizerHooks: Sendable {
     @usableFromInline let release: Hook
 
     /// The hooks when the program runs under ThreadSanitizer, else `nil`.
-    @usableFromInline static let active: SanitizerHooks? = {
+    @usableFromInline package static let active: SanitizerHooks? = {
         guard let acquire = dlsym(nil, "__tsan_acquire"), let release = dlsym(nil, "__tsan_release") else { return nil }
         return SanitizerHooks(
             acquire: unsafeBitCast(acquire, to: Hook.self), release: unsafeBitCast(release, to: Hook.self))

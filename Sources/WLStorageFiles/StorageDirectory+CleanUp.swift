@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCore
 
 /// What a directory's first use in a process clears: dead writers' temporary files and interrupted exchanges.
 extension StorageDirectory {

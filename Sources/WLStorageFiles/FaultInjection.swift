@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WLStorageCore
 
 /// The system calls that ``StorageDirectory`` makes, by name, so that a test can fail or stall any of them.
 package enum SystemCall: String, Sendable, CaseIterable {
@@ -22,17 +23,17 @@ package enum FaultInjection {
     /// Installs `plan` for the directory at `path` (its ``StorageDirectory/path``), replacing any other.
     package static func install(_ plan: @escaping Plan, forDirectory path: String) {
         // The plan replaced is returned, to be released outside the lock.
-        _ = Runtime.shared.faultPlans.withLock { plans in
+        _ = FileSystemState.shared.faultPlans.withLock { plans in
             let old = plans.updateValue(plan, forKey: path)
-            if old == nil { Runtime.shared.faultPlanCount.add(1, ordering: .sequentiallyConsistent) }
+            if old == nil { FileSystemState.shared.faultPlanCount.add(1, ordering: .sequentiallyConsistent) }
             return old
         }
     }
 
     package static func remove(forDirectory path: String) {
-        _ = Runtime.shared.faultPlans.withLock { plans in
+        _ = FileSystemState.shared.faultPlans.withLock { plans in
             let old = plans.removeValue(forKey: path)
-            if old != nil { Runtime.shared.faultPlanCount.subtract(1, ordering: .sequentiallyConsistent) }
+            if old != nil { FileSystemState.shared.faultPlanCount.subtract(1, ordering: .sequentiallyConsistent) }
             return old
         }
     }
@@ -40,12 +41,12 @@ package enum FaultInjection {
     /// The fault to inject into `call` on `name` in the directory at `directory`, after any stall it asks for.
     @inline(__always)
     static func fault(_ call: SystemCall, directory: String, name: String?) -> Int32? {
-        guard Runtime.shared.faultPlanCount.load(ordering: .relaxed) > 0 else { return nil }
+        guard FileSystemState.shared.faultPlanCount.load(ordering: .relaxed) > 0 else { return nil }
         return slowPath(call, directory: directory, name: name)
     }
 
     private static func slowPath(_ call: SystemCall, directory: String, name: String?) -> Int32? {
-        guard let plan = Runtime.shared.faultPlans.withLock({ $0[directory] }) else { return nil }
+        guard let plan = FileSystemState.shared.faultPlans.withLock({ $0[directory] }) else { return nil }
         switch plan(call, name) {
         case .fail(let code)?:
             return code

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import WLStorageCore
 
 /// The names the package's writers give files: a key's file, temporary files, exchange files, kept-bytes names.
 extension StorageDirectory {
@@ -74,8 +75,8 @@ extension StorageDirectory {
 
     /// `NAME~` and 16 hex digits and `.tmp`, from a counter mixed with a random seed drawn once per process.
     static func temporaryName(for name: String) -> String {
-        let count = Runtime.shared.temporaryNames.add(1, ordering: .relaxed).newValue
-        return "\(name)~\(FileName.hex(of: mix(Runtime.shared.temporaryNameSeed &+ count))).tmp"
+        let count = FileSystemState.shared.temporaryNames.add(1, ordering: .relaxed).newValue
+        return "\(name)~\(FileName.hex(of: mix(FileSystemState.shared.temporaryNameSeed &+ count))).tmp"
     }
 
     /// A bijection of 64-bit numbers that scatters consecutive ones (the finalizer of SplitMix64).
@@ -86,7 +87,7 @@ extension StorageDirectory {
         return z ^ (z >> 31)
     }
 
-    static func movedAsideName(for name: String, at date: Date = Date()) -> String {
+    package static func movedAsideName(for name: String, at date: Date = Date()) -> String {
         var time = time_t(date.timeIntervalSince1970)
         var parts = tm()
         gmtime_r(&time, &parts)

@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCore
 
 /// Writing a directory's files durably, atomically and privately, and moving aside what a storage cannot read.
 extension StorageDirectory {

@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCore
 
 /// The storage directories in use: one record per path while a backer uses it, sharing its path string and remembering
 /// that it was prepared and its identity, so preparation is once per process. The lock guards the records only.
@@ -27,7 +28,7 @@ package enum DirectoryTable {
     /// The directory at `url`, standardized, its path string shared by its backers. Balance with ``release(_:)``.
     package static func directory(for url: URL) -> StorageDirectory {
         let string = url.absoluteString
-        let known = Runtime.shared.directories.withLock { state -> StorageDirectory? in
+        let known = FileSystemState.shared.directories.withLock { state -> StorageDirectory? in
             // Backers made in a row name one URL: the last one named is found without hashing its text.
             let path = state.last?.url == string ? state.last?.path : state.pathOfURL[URLText(path: string)]
             guard let path, let index = state.byPath.index(forKey: path) else { return nil }
@@ -38,7 +39,7 @@ package enum DirectoryTable {
         if let known { return known }
         let text = URLText(path: string)
         let path = StorageDirectory(path: url.standardizedFileURL.path)
-        return Runtime.shared.directories.withLock { state in
+        return FileSystemState.shared.directories.withLock { state in
             state.pathOfURL[text] = path
             state.byPath[path, default: Record(backers: 0)].backers += 1
             let index = state.byPath.index(forKey: path)!  // there now
@@ -50,7 +51,7 @@ package enum DirectoryTable {
 
     /// Ends one use of `directory` begun by ``directory(for:)``.
     package static func release(_ directory: StorageDirectory) {
-        Runtime.shared.directories.withLock { state in
+        FileSystemState.shared.directories.withLock { state in
             guard let record = state.byPath[directory] else { return }
             if record.backers <= 1 {
                 state.byPath[directory] = nil
@@ -68,7 +69,7 @@ package enum DirectoryTable {
     package static func prepare(
         _ directory: StorageDirectory, waiting: Bool = true
     ) throws(WLStorageError) -> DirectoryIdentity {
-        let known = Runtime.shared.directories.withLock { state in
+        let known = FileSystemState.shared.directories.withLock { state in
             state.byPath[directory].map { ($0.identity, $0.cleanUpPending) }
         }
         if case let (identity?, pending)? = known {
@@ -77,12 +78,12 @@ package enum DirectoryTable {
         }
         let identity = try directory.create()
         let pending = try directory.removeAbandonedTemporaryFiles(waiting: waiting) == nil
-        Runtime.shared.directories.withLock { state in
+        FileSystemState.shared.directories.withLock { state in
             state.byPath[directory]?.identity = identity
             state.byPath[directory]?.cleanUpPending = pending
         }
         if pending {
-            Runtime.shared.scheduler.schedule(after: 0) { removeAbandonedTemporaryFiles(in: directory) }
+            FileSystemState.shared.cleanUps.async { removeAbandonedTemporaryFiles(in: directory) }
         }
         return identity
     }
@@ -91,18 +92,18 @@ package enum DirectoryTable {
     private static func removeAbandonedTemporaryFiles(in directory: StorageDirectory) {
         // A directory that cannot be listed now is retried by the next preparation with `waiting`.
         guard (try? directory.removeAbandonedTemporaryFiles()) != nil else { return }
-        Runtime.shared.directories.withLock { $0.byPath[directory]?.cleanUpPending = false }
+        FileSystemState.shared.directories.withLock { $0.byPath[directory]?.cleanUpPending = false }
     }
 
     package static func identity(of directory: StorageDirectory) -> DirectoryIdentity? {
-        Runtime.shared.directories.withLock { $0.byPath[directory]?.identity }
+        FileSystemState.shared.directories.withLock { $0.byPath[directory]?.identity }
     }
 
     /// Makes the next ``prepare(_:)`` of `directory` work again (removed, or its path leads elsewhere).
     package static func forget(_ directory: StorageDirectory) {
-        Runtime.shared.directories.withLock { $0.byPath[directory]?.identity = nil }
+        FileSystemState.shared.directories.withLock { $0.byPath[directory]?.identity = nil }
     }
 
     /// The number of directories in use (for tests).
-    package static var count: Int { Runtime.shared.directories.withLock { $0.byPath.count } }
+    package static var count: Int { FileSystemState.shared.directories.withLock { $0.byPath.count } }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCore
 
 /// Tells file-backed storages when another program changed their file. One inotify descriptor for the process, read on
 /// one serial queue, one watch per directory in use (`IN_MOVED_TO`, `IN_CLOSE_WRITE`, `IN_DELETE`, `IN_MOVED_FROM`). A
@@ -9,7 +10,7 @@ import Foundation
 /// and subscribers released, outside it.
 package final class FileMonitor: Sendable {
     /// Where the monitor reports changes of the key files in the paths it watches: the change router.
-    protocol Changes: Sendable {
+    package protocol Changes: Sendable {
         /// Counts a change in each of `paths` (`nil`: every path followed), before its files are looked at.
         func count(_ paths: [StorageDirectory]?)
         /// The key files `files` may have changed, or every file of `paths` (`nil`: of every path).
@@ -20,14 +21,14 @@ package final class FileMonitor: Sendable {
     }
 
     /// A key file by name, in the directory it is in.
-    struct ChangedFile: Hashable, Sendable {
-        let name: String
-        let directory: DirectoryIdentity
+    package struct ChangedFile: Hashable, Sendable {
+        package let name: String
+        package let directory: DirectoryIdentity
     }
 
     private let changes: any Changes
 
-    init(reportingTo changes: any Changes) { self.changes = changes }
+    package init(reportingTo changes: any Changes) { self.changes = changes }
 
     package enum Event: Sendable {
         /// The file may have changed: it was replaced, written, removed, or events were lost.
@@ -128,7 +129,7 @@ package final class FileMonitor: Sendable {
     /// Starts one use of the directory at `path`, watching it if new (polled with `inotify` off). Balance with
     /// ``unwatch(_:)``. A change is reported once it returns. Returns what the path leads to (`nil`: unreachable).
     @discardableResult
-    func watch(_ path: StorageDirectory, inotify: Bool = true) -> DirectoryIdentity? {
+    package func watch(_ path: StorageDirectory, inotify: Bool = true) -> DirectoryIdentity? {
         // The path is resolved outside the lock (a slow system call), and only for a new path.
         var looked: DirectoryIdentity??
         while true {
@@ -148,17 +149,17 @@ package final class FileMonitor: Sendable {
     }
 
     /// What the path of `directory` leads to as the monitor last saw it, while it is watched.
-    func identity(of directory: StorageDirectory) -> DirectoryIdentity? {
+    package func identity(of directory: StorageDirectory) -> DirectoryIdentity? {
         state.withLock { $0.paths[directory]?.identity }
     }
 
     /// Records that `directory`'s path led to `identity` before the monitor looked again; the next storage uses it.
-    func correct(_ directory: StorageDirectory, to identity: DirectoryIdentity?) {
+    package func correct(_ directory: StorageDirectory, to identity: DirectoryIdentity?) {
         state.withLock { $0.paths[directory]?.identity = identity }
     }
 
     /// Ends one use of the directory at `path`. With the last, its watches and its polling end.
-    func unwatch(_ path: StorageDirectory) {
+    package func unwatch(_ path: StorageDirectory) {
         state.withLock { state in
             guard let users = state.paths[path]?.users else { return }
             guard users <= 1 else {

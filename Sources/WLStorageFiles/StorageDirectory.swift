@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCore
 
 /// One version of a file: device, inode, size and modification time.
 package struct FileIdentity: Hashable, Sendable {
@@ -191,7 +192,7 @@ package struct StorageDirectory: Sendable, Hashable {
     /// The contents of `name` (at most `limit` bytes) and their identity, or `nil` when there is no such file. Throws
     /// ``WLStorageError/Code/notARegularFile`` (not opened), ``WLStorageError/Code/valueTooLarge`` or `readFailed`.
     package func readVersion(
-        _ name: String, limit: Int = ValueSizeLimit.maximum
+        _ name: String, limit: Int
     ) throws(WLStorageError) -> (contents: Data, identity: FileIdentity)? {
         // O_NOFOLLOW refuses a symlink as the last component; O_NONBLOCK keeps a FIFO from blocking the open.
         let fd = withFilePath(name) { filePath in
@@ -323,7 +324,7 @@ package struct StorageDirectory: Sendable, Hashable {
 private enum SyncedParents {
     /// Whether `path` is still to be synced; if so, it counts as synced from now on.
     static func claim(_ path: String) -> Bool {
-        Runtime.shared.syncedParents.withLock { synced in
+        FileSystemState.shared.syncedParents.withLock { synced in
             if synced.count >= 4_096 { synced.removeAll() }
             return synced.insert(StorageDirectory(path: path)).inserted
         }
@@ -331,7 +332,7 @@ private enum SyncedParents {
 
     /// Makes `path` to be synced again (its sync failed).
     static func unclaim(_ path: String) {
-        Runtime.shared.syncedParents.withLock { _ = $0.remove(StorageDirectory(path: path)) }
+        FileSystemState.shared.syncedParents.withLock { _ = $0.remove(StorageDirectory(path: path)) }
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import WLStorageCore
 
 /// The renames this process makes to put its own writes in place, so the file monitor does not take them for other
 /// programs' changes: a writer announces its temporary name before the rename, and the monitor skips the
@@ -15,19 +16,19 @@ enum OwnRenames {
     private static let limit = 4_096
 
     static func willRename(_ temporary: String) {
-        Runtime.shared.ownRenames.withLock { state in
+        FileSystemState.shared.ownRenames.withLock { state in
             if state.names.count >= limit { state.names.removeAll() }
             state.names.insert(temporary)
         }
     }
 
     static func didNotRename(_ temporary: String) {
-        Runtime.shared.ownRenames.withLock { _ = $0.names.remove(temporary) }
+        FileSystemState.shared.ownRenames.withLock { _ = $0.names.remove(temporary) }
     }
 
     /// The indices of the `IN_MOVED_TO` events in `events` that are this process's own renames into place.
     static func ownEvents(in events: [(watch: Int32, mask: UInt32, cookie: UInt32, name: String)]) -> Set<Int> {
-        Runtime.shared.ownRenames.withLock { state in
+        FileSystemState.shared.ownRenames.withLock { state in
             guard !state.names.isEmpty || !state.cookies.isEmpty else { return [] }
             if state.cookies.count >= limit { state.cookies.removeAll() }
             var own: Set<Int> = []
