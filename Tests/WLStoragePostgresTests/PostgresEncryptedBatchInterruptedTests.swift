@@ -20,6 +20,8 @@ struct PostgresEncryptedBatchInterruptedTests {
     final class InterruptedStore: WLStorageVersionedStore {
         let base: WLStoragePostgresStore
         let afterRead: Lock<(@Sendable () -> Void)?>
+        /// The keys of each batch on condition.
+        let batches = Lock<[[String]]>([])
         var identity: String { base.identity }
 
         init(_ base: WLStoragePostgresStore, afterRead: @escaping @Sendable () -> Void) {
@@ -41,7 +43,8 @@ struct PostgresEncryptedBatchInterruptedTests {
             try base.write(key: key, data: data, ifItHolds: expected)
         }
         func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
-            try base.write(batch, ifTheyHold: expected)
+            batches.withLock { $0.append(batch.map(\.key)) }
+            return try base.write(batch, ifTheyHold: expected)
         }
         func readVersioned(key: String) throws -> WLStorageVersionedRead { try base.readVersioned(key: key) }
         func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws
@@ -124,13 +127,15 @@ struct PostgresEncryptedBatchInterruptedTests {
     }
 
     /// Objects to flush, among them one whose row another program made larger than the largest value read, or one whose
-    /// key holds a NUL character: the batch's read of the keys fails, and every other object is written on its own; the
-    /// one that cannot be read or held stays pending, reported, and its row as it was.
+    /// key holds a NUL character: the row too large fails the batch's read of the keys, which reads the others again
+    /// without it, and the key with a NUL is never in the batch on condition; every other object is written in one
+    /// batch, and the one that cannot be read or held stays pending, reported, and its row as it was.
     @Test(arguments: ["too large", "NUL"])
     func aKeyTheBatchCannotReadLeavesOnlyItsOwnObjectPending(odd: String) throws {
         let cluster = try PostgresCluster.shared()
         let namespace = uniqueNamespace()
-        let store = try WLStoragePostgresStore(url: cluster.url, namespace: namespace).encrypted(with: .random())
+        let postgres = InterruptedStore(try WLStoragePostgresStore(url: cluster.url, namespace: namespace)) {}
+        let store = postgres.encrypted(with: try .random())
         let names = (0..<20).map { String(format: "k%02d", $0) }
         let oddName = odd == "NUL" ? "k05\u{0}" : "k05"
         for name in names { try store.write(key: name, data: Data(#"{"note":"","text":""}"#.utf8)) }
@@ -157,6 +162,7 @@ struct PostgresEncryptedBatchInterruptedTests {
             let stored = try JSONDecoder().decode(Entry.self, from: try #require(try store.read(key: storage.key)))
             #expect(stored == Entry(text: "t\(index)"), "\(storage.key): \(stored)")
         }
+        #expect(postgres.batches.withLock { $0 } == [names.filter { $0 != oddName }])
         #expect(storages[oddIndex].hasPendingChanges, "the change of the key that cannot be read was reported written")
         #expect(storages[oddIndex].lastError != nil)
         if odd == "too large" {

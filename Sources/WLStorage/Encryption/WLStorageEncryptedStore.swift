@@ -243,6 +243,27 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
         return try base.write(key: storedKey, data: store.seal(data, key: key), ifItHolds: current)
     }
 
+    /// What the store below holds under each of `keys`, read in one call; a key whose value is too large to read (see
+    /// ``WLStorageConditionalStore/read(keys:)``) is left out (`nil`), and the others are read again without it.
+    private func read(_ keys: [String], from base: any WLStorageConditionalStore) throws -> [Data??] {
+        var (found, left) = ([Data??](repeating: nil, count: keys.count), Array(keys.indices))
+        while !left.isEmpty {
+            do {
+                let values = try base.read(keys: left.map { keys[$0] })
+                guard values.count == left.count else {
+                    throw WLStorageError(
+                        code: .readFailed, message: "\(store.identity): the store below read too few keys")
+                }
+                for (index, value) in zip(left, values) { found[index] = .some(value) }
+                return found
+            } catch let error as WLStorageError where error.code == .valueTooLarge {
+                guard let out = left.firstIndex(where: { keys[$0] == error.key }) else { throw error }
+                left.remove(at: out)
+            }
+        }
+        return found
+    }
+
     /// Whether `sealed` (what the store below holds) opens to `expected`; nothing (or no bytes) only for nothing.
     private func holds(_ sealed: Data?, _ expected: Data?, key: String) -> Bool {
         guard let sealed, !sealed.isEmpty else { return expected?.isEmpty ?? true }
@@ -250,19 +271,19 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
     }
 
     /// Stores each write, sealed, only while its key holds what is expected once opened: the keys are read in one call,
-    /// and those that hold it are written in one batch on condition of the sealed bytes read, by the store below.
+    /// and those that hold it are written in one batch on condition of the sealed bytes read, by the store below. A key
+    /// whose value is too large to read is left out, answered not written (its storage's own flush reports it).
     func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
         guard !store.changesKeys, !rewriting, let base = store.under.conditional else {
             return try writeOneByOne(batch, ifTheyHold: expected)
         }
-        var (current, sent, sealed): ([Data?], [Int], [WLStorageStoreWrite]) = ([], [], [])
+        var (current, sent, sealed): ([Data??], [Int], [WLStorageStoreWrite]) = ([], [], [])
         do {
-            current = try base.read(keys: batch.map(\.key))
-            guard current.count == batch.count else {
-                throw WLStorageError(code: .readFailed, message: "\(store.identity): the store below read too few keys")
+            current = try read(batch.map(\.key), from: base)
+            // The writes whose keys were read and hold what they expect (nothing stored, or bytes that open to it).
+            sent = batch.indices.filter { index in
+                current[index].map { holds($0, expected[index], key: batch[index].key) } ?? false
             }
-            // The writes whose keys hold what they expect (nothing stored, or bytes that open to it).
-            sent = batch.indices.filter { holds(current[$0], expected[$0], key: batch[$0].key) }
             sealed = try sent.map {
                 WLStorageStoreWrite(key: batch[$0].key, data: try store.seal(batch[$0].data, key: batch[$0].key))
             }
@@ -274,7 +295,7 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
         }
         var answers = [Bool](repeating: false, count: batch.count)
         do {
-            for (written, index) in zip(try base.write(sealed, ifTheyHold: sent.map { current[$0] }), sent) {
+            for (written, index) in zip(try base.write(sealed, ifTheyHold: sent.map { current[$0] ?? nil }), sent) {
                 answers[index] = written
             }
         } catch {

@@ -75,6 +75,10 @@ public protocol WLStorageConditionalStore: WLStorageStore {
     /// The bytes stored under each of `keys` (`nil`: nothing), as ``WLStorageStore/read(key:)`` reads them: how a store
     /// over this one that seals its values (``WLStorageEncryptedStore``) writes a batch on condition of what they hold.
     /// The default implementation reads them one by one.
+    ///
+    /// - Throws: For a value too large to read, ``WLStorageError/Code/valueTooLarge`` naming its key: the encrypted
+    ///   store reads the other keys again without it, and leaves it out of its batch. Any other error (a connection
+    ///   lost, a key the store cannot hold) fails the batch: nothing is sent, and no key is read again.
     func read(keys: [String]) throws -> [Data?]
 }
 
