@@ -7,8 +7,9 @@ import WLStorage
 
 /// A TCP relay on 127.0.0.1 in front of an etcd client port that forwards every connection as it is, except, once told
 /// to cut one, the next transaction that puts a key: it then drops that request (never forwarded) or its answer (the
-/// request is carried out, its answer not passed on), runs a step of the test meanwhile, and closes the client's
-/// connection, whose caller is left not knowing what became of its write.
+/// request is carried out, its answer not passed on), runs a step of the test meanwhile (or, for a late one, before it
+/// forwards the request), and closes the client's connection, whose caller is left not knowing what became of its
+/// write.
 ///
 /// Each connection has a thread of its own, which ends with the connection.
 final class TransactionCuttingRelay: Sendable {
@@ -17,6 +18,9 @@ final class TransactionCuttingRelay: Sendable {
         case request
         /// The request is forwarded and carried out; its answer is not passed on.
         case answer
+        /// The request is held while the test's step runs, then forwarded and carried out; its answer is not passed
+        /// on: a transaction delivered late, after what the step did.
+        case late
     }
 
     /// The port it listens on, on 127.0.0.1.
@@ -112,14 +116,15 @@ final class TransactionCuttingRelay: Sendable {
                 return plan
             } : nil
         if let planned {
-            if planned.cut == .answer {
+            if planned.cut == .late { planned.meanwhile() }
+            if planned.cut != .request {
                 guard Self.sendAll(request, to: upstream) else { return }
                 // The first bytes of the answer: etcd has carried the transaction out.
                 var byte: UInt8 = 0
                 _ = recv(upstream, &byte, 1, 0)
             }
             cuts.withLock { $0 += 1 }
-            planned.meanwhile()
+            if planned.cut != .late { planned.meanwhile() }
             return
         }
         guard Self.sendAll(request, to: upstream) else { return }
