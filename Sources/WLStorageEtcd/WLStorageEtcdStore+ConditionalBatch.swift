@@ -3,22 +3,25 @@ import WLStorage
 
 // A batch of writes on condition, as a flush of every storage sends a store's objects: one transaction per chunk of
 // the batch, which compares each key's bytes (or, where nothing should be stored, its creation revision) with what its
-// write expects, and the fence; it puts every key when all hold, and reads every key when one does not. A transaction
-// is all or nothing: a write whose key does not hold what it expects is refused, and the others are sent again without
-// it.
+// write expects, and the fence (with, when a write expects nothing stored, the namespace's removals' key); it puts
+// every key when all hold, and reads every key when one does not. A transaction is all or nothing: a write whose key
+// does not hold what it expects is refused, and the others are sent again without it.
 
 extension WLStorageEtcdStore {
     /// Stores each write of `batch` only while its key holds the bytes at the same index of `expected` (for `nil`, while
-    /// nothing is stored), and returns for each whether it did: in transactions of at most 127 writes (etcd's default
-    /// `--max-txn-ops` of comparisons, less the fence's) and about 1 MiB of keys and values, sent one after the other. A
-    /// batch that names a key twice is written one write at a time, by ``write(key:data:ifItHolds:)``.
+    /// nothing is stored), and returns for each whether it did: in transactions of at most 126 writes (etcd's default
+    /// `--max-txn-ops` of comparisons, less the fence's and the removals') and about 1 MiB of keys and values, sent one
+    /// after the other. A batch that names a key twice is written one write at a time, by
+    /// ``write(key:data:ifItHolds:)``.
     ///
     /// A transaction compares each of its keys, and is fenced as a batch's puts are (see ``write(_:)``): no key from its
-    /// first to its last, in byte order, written after the latest revision the store had seen. When it is refused, its
-    /// failure branch reads its keys: a write whose key does not hold what it expects is refused (`false`), and the
-    /// others go in a new transaction, fenced at the revision of that answer, four tries in all; those left then count as
-    /// refused (their caller writes each on its own, onto what the key holds). A write too large for a transaction of
-    /// its own is refused too: written on its own, it is reported as ``WLStorageError/Code/valueTooLarge``.
+    /// first to its last, in byte order, written after the latest revision the store had seen, and, when a write
+    /// expects nothing stored, no key of the namespace removed since (a key removed since holds nothing again; see
+    /// ``write(key:data:)``). When it is refused, its failure branch reads its keys: a write whose key does not hold
+    /// what it expects is refused (`false`), and the others go in a new transaction, fenced at the revision of that
+    /// answer, four tries in all; those left then count as refused (their caller writes each on its own, onto what the
+    /// key holds). A write too large for a transaction of its own is refused too: written on its own, it is reported as
+    /// ``WLStorageError/Code/valueTooLarge``.
     ///
     /// A transaction whose answer was lost is judged by what its keys hold, read in one transaction: it was carried out
     /// when each holds its write's bytes, all written at one revision after the fence's; it was not when one of them was
@@ -37,9 +40,9 @@ extension WLStorageEtcdStore {
         }
         let deadline = ContinuousClock.now + timeout
         var written = [Bool](repeating: false, count: batch.count)
-        // Each key three times (in its comparison, its put and its read), with the prefix; the fence's comparison is one
-        // operation more.
-        let chunks = Self.chunks(count: batch.count, operations: Self.transactionOperations - 1) { index in
+        // Each key three times (in its comparison, its put and its read), with the prefix; the fence's comparison and
+        // the removals' are two operations more.
+        let chunks = Self.chunks(count: batch.count, operations: Self.transactionOperations - 2) { index in
             3 * (prefix.count + batch[index].key.utf8.count) + batch[index].data.count + (expected[index]?.count ?? 0)
         }
         for chunk in chunks {
@@ -78,9 +81,12 @@ extension WLStorageEtcdStore {
             guard !pending.isEmpty else { return }
             let seen = client.latestRevision
             let etcdKeys = pending.map { etcdKey(batch[$0].key) }
+            // A removal since refuses a write where nothing may be stored, as the fence does: its keys still hold what
+            // their writes expect, and go again.
+            let removals = pending.contains { expected[$0] == nil } ? [removalsFence(at: seen)] : []
             let request = TxnRequest(
                 compare: zip(etcdKeys, pending).map { Self.comparison(of: $0, holding: expected[$1]) }
-                    + [Self.fence(of: etcdKeys, at: seen)],
+                    + [Self.fence(of: etcdKeys, at: seen)] + removals,
                 success: zip(etcdKeys, pending).map {
                     RequestOp(requestPut: PutRequest(key: $0, value: batch[$1].data))
                 },

@@ -6,15 +6,41 @@ import WLStorage
 // update's (which compares the key's `mod_revision` itself) is a transaction that also compares the key's
 // `mod_revision` with the latest revision of the cluster the store had seen when it sent it: any write made after that
 // has a greater one, so the late write finds the key written since, and does nothing.
+//
+// A key removed since holds nothing, and has no revision to compare: a write where nothing may be stored (a put, a
+// write on condition that nothing is, a batch's) would pass the fence and put the key back. etcd has no comparison
+// that a removal since a revision fails, so every removal by the store also writes one etcd key of its namespace,
+// `wlstorage-removals/<escaped namespace>/`, in the transaction that removes; such writes also compare its
+// `mod_revision` with the same revision, and a removal of any key of the namespace since refuses them as the fence
+// does. The key is outside the range of the namespace's keys: neither `keys()`, `entries()` nor the feed names it.
 
 extension WLStorageEtcdStore {
     /// How many times a write is sent with the fence when the key was written after the latest revision the store had
     /// seen (by another program, or by this one's write sent twice); each answer brings a later revision.
     static let fenceTries = 4
 
+    /// The etcd key every removal by the store writes, in its transaction: `wlstorage-removals/<escaped namespace>/`.
+    /// Its `mod_revision` is the revision of the namespace's last removal. Outside the range of the namespace's keys
+    /// (which start `wlstorage/`), and the namespace's own: an escaped namespace holds no `/`.
+    var removalsKey: Data {
+        Data("wlstorage-removals/".utf8) + prefix.dropFirst("wlstorage/".utf8.count)
+    }
+
+    /// The write of ``removalsKey`` that a removal's transaction makes (empty bytes: only its revision tells).
+    var removalMark: RequestOp {
+        RequestOp(requestPut: PutRequest(key: removalsKey, value: Data()))
+    }
+
+    /// The comparison that no removal of the namespace was made after the revision `seen`: ``removalsKey``'s
+    /// `mod_revision` is at most `seen` (0 when no removal wrote it).
+    func removalsFence(at seen: Int64) -> Compare {
+        Compare(target: "MOD", key: removalsKey, modRevision: String(seen + 1), result: "LESS")
+    }
+
     /// Runs `operations` in one transaction on condition of `conditions` and of the fence: the key's `mod_revision` is
-    /// at most the latest revision the store has seen (a store that has seen none reads one first). When only the
-    /// fence failed, it tries again with the revision of that answer.
+    /// at most the latest revision the store has seen (a store that has seen none reads one first), and, with
+    /// `fencingRemovals` (a write that may find nothing stored), no removal of the namespace was made since. When only
+    /// the fence failed, it tries again with the revision of that answer.
     ///
     /// A key that other programs write without a pause can fail the fence at every try: a write without conditions is
     /// then sent once more without the fence (a plain write, which other writers' writes may follow in any order), and
@@ -23,9 +49,9 @@ extension WLStorageEtcdStore {
     /// - Returns: The answer of the transaction carried out, or `nil` when it was not.
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether it
     ///   was carried out.
-    func fenced(key: String, conditions: [Compare], operations: [RequestOp], resending: Bool) throws(WLStorageError)
-        -> TxnResponse?
-    {
+    func fenced(
+        key: String, conditions: [Compare], operations: [RequestOp], resending: Bool, fencingRemovals: Bool
+    ) throws(WLStorageError) -> TxnResponse? {
         let etcdKey = etcdKey(key)
         try learnRevision(key: key)
         for attempt in 0...Self.fenceTries {
@@ -33,14 +59,17 @@ extension WLStorageEtcdStore {
             var compare = conditions
             if attempt < Self.fenceTries {
                 compare.append(Compare(target: "MOD", key: etcdKey, modRevision: String(seen + 1), result: "LESS"))
+                if fencingRemovals { compare.append(removalsFence(at: seen)) }
             } else if !conditions.isEmpty {
                 return nil
             }
-            // A refusal reads the key, to tell the fence's from the conditions'; without conditions, only the fence
-            // refuses, and the refusal's revision is at least the key's.
+            // A refusal reads the key (and the removals key), to tell the fence's from the conditions'; without
+            // conditions, only the fence refuses, and the refusal's revision is at least the key's (and the removals
+            // key's).
+            var reads = [RequestOp(requestRange: RangeRequest(key: etcdKey))]
+            if fencingRemovals { reads.append(RequestOp(requestRange: RangeRequest(key: removalsKey))) }
             let request = TxnRequest(
-                compare: compare, success: operations,
-                failure: conditions.isEmpty ? nil : [RequestOp(requestRange: RangeRequest(key: etcdKey))])
+                compare: compare, success: operations, failure: conditions.isEmpty ? nil : reads)
             // A put on conditions whose answer was lost: the key's history tells, when it can. When it tells of no
             // write since `seen`, the same transaction is sent again, fence and all (to the next endpoint first): of
             // the copies, only one can be carried out, as the key's first write after `seen`, and the first one,
@@ -74,6 +103,19 @@ extension WLStorageEtcdStore {
                 firstWrite(since: seen, of: etcdKey, was: put.value) == .made
             {
                 return TxnResponse(succeeded: true)
+            }
+            // Refused by a removal of the namespace since `seen`, as by the fence: it goes again, fenced at the
+            // revision of the answer. Unless a copy sent before may have been carried out, and its key removed since.
+            let removals = fencingRemovals ? answer.responses?.dropFirst().first?.responseRange?.kvs?.first : nil
+            if let removed = removals?.modRevision.flatMap({ Int64($0) }), removed > seen {
+                guard sentAgain == 0 else {
+                    let unknown = EtcdFailure(
+                        outcome: .unknown,
+                        description: "a copy of the write sent again was refused by a removal made since; one sent"
+                            + " before may have been carried out")
+                    throw failure(unknown, reading: false, key: key)
+                }
+                continue
             }
             // Refused by its own conditions, not by the fence.
             guard modified > seen else {
@@ -117,8 +159,10 @@ extension WLStorageEtcdStore {
     }
 
     /// Runs the puts of one transaction of a batch on condition that none of `keys` (etcd keys) was written after the
-    /// latest revision the store has seen; when one was, tries again with the revision of that answer, and at the last
-    /// try without the fence, as ``fenced(key:conditions:operations:resending:)`` does for a put.
+    /// latest revision the store has seen, and no key of the namespace was removed since (a key of the batch removed
+    /// since holds nothing, and passes the fence); when one was, tries again with the revision of that answer, and at
+    /// the last try without the fence, as ``fenced(key:conditions:operations:resending:fencingRemovals:)`` does for a
+    /// put.
     ///
     /// The first try compares the keys from the first of `keys` to the last, in etcd's order, as one range: etcd
     /// checks one comparison of a range in a fraction of the time it takes for one comparison per key. Any key of the
@@ -137,8 +181,10 @@ extension WLStorageEtcdStore {
                 if attempt == 0, keys.count > 1, let first, let last {
                     // The range ends just after its last key.
                     [Compare(target: "MOD", key: first, rangeEnd: last + [0], modRevision: revision, result: "LESS")]
+                        + [removalsFence(at: seen)]
                 } else if attempt < Self.fenceTries {
                     keys.map { Compare(target: "MOD", key: $0, modRevision: revision, result: "LESS") }
+                        + [removalsFence(at: seen)]
                 } else {
                     [Compare]()
                 }

@@ -3,7 +3,8 @@ import WLStorage
 
 // An update's write is a transaction on the key's `mod_revision` that also records its tag in a second etcd key,
 // `wlstorage-tags/<escaped namespace>/<key>` (newest first, one a line): outside the store's range and its watch,
-// written only by tagged writes, removed with its key.
+// written only by tagged writes, removed with its key. An update's write where nothing is stored also compares the
+// namespace's removals' key (see WLStorageEtcdStore+Fence.swift).
 
 extension WLStorageEtcdStore {
     /// The most tags of updates' writes a key keeps (about 33 bytes each): a write whose answer was lost finds its tag
@@ -26,9 +27,12 @@ extension WLStorageEtcdStore {
     }
 
     /// Stores `data` under `key` only while its `mod_revision` is `version` (for `nil`, while nothing is stored), in one
-    /// transaction that also puts `tag` first among the key's last ``keptTags`` tags. When only the tags changed
-    /// meanwhile, it tries again, three times at most. A transaction whose answer was lost is not sent again: the
-    /// update resends it and asks about its tag (``trace(of:key:)``).
+    /// transaction that also puts `tag` first among the key's last ``keptTags`` tags. For `nil`, the transaction also
+    /// compares the namespace's removals' key with the latest revision the store had seen (see ``write(key:data:)``):
+    /// a key removed since holds nothing again, and a copy delivered late does not put it back. When only the tags
+    /// changed meanwhile (or, for `nil`, a key of the namespace was removed), it tries again, three times at most. A
+    /// transaction whose answer was lost is not sent again: the update resends it and asks about its tag
+    /// (``trace(of:key:)``).
     ///
     /// - Returns: `.stored`, `.refused` when the key's revision is not `version`, or `.notStored` when nothing was sent
     ///   that could store (no endpoint answered, etcd refused the request, the first read failed).
@@ -61,7 +65,7 @@ extension WLStorageEtcdStore {
                 compare: [
                     Self.condition(on: etcdKey(key), revision: version),
                     Self.condition(on: tagsKey(key), revision: current.tagsRevision),
-                ],
+                ] + (version == nil ? [removalsFence(at: client.latestRevision)] : []),
                 success: [
                     RequestOp(requestPut: PutRequest(key: etcdKey(key), value: data)),
                     RequestOp(requestPut: PutRequest(key: tagsKey(key), value: tags)),
@@ -84,6 +88,7 @@ extension WLStorageEtcdStore {
             WLStorageError(
                 code: .writeFailed,
                 message: "\(identity): the tags of the key's writes (\(String(decoding: tagsKey(key), as: UTF8.self)))"
+                    + (version == nil ? ", or the namespace's removals," : "")
                     + " changed at every try, while the key did not; nothing was stored",
                 key: key, path: identity))
     }

@@ -8,11 +8,11 @@ import WLStorageTestSupport
 /// time, and its keys did not tell) and the write was made otherwise.
 @Suite(.onTestThreads, .enabled(if: EtcdServer.shouldRun, EtcdServer.skipReason))
 struct EtcdConditionalBatchLateCopyTests {
-    /// A known gap: the write of a key where nothing is stored compares the key's creation revision with 0, and the
-    /// fence compares the modification revisions of the keys from its first to its last. A key removed after the
-    /// transaction was sent holds nothing again: both comparisons hold, and the transaction, delivered late, stores its
-    /// bytes again over that removal. etcd has no comparison that a removal since a revision fails.
-    @Test func aLateTransactionOfAKeyWhereNothingWasStoredPutsItBackAfterALaterRemoval() async throws {
+    /// The write of a key where nothing is stored compares the key's creation revision with 0, and the fence compares
+    /// the modification revisions of the keys from its first to its last: a key removed after the transaction was sent
+    /// holds nothing again, and both hold. The namespace's removals' key, written by the removal after the revision the
+    /// transaction was fenced at, refuses it: the key stays removed.
+    @Test func aLateTransactionOfAKeyWhereNothingWasStoredDoesNotPutBackAKeyRemovedSince() async throws {
         try await onItsOwnThread {
             let server = try EtcdServer.shared()
             let namespace = uniqueNamespace()
@@ -35,9 +35,7 @@ struct EtcdConditionalBatchLateCopyTests {
             // Everything held is delivered, and answered.
             try #require(eventually(timeout: 120) { slow.chunksInFlight == 0 }, "the slow endpoint kept chunks")
             let entry = try rawEntry(in: server, namespace: namespace, key: "k")
-            withKnownIssue("an absent key passes both the comparison with no creation and the fence") {
-                #expect(entry == nil, "the late transaction stored \(String(describing: entry?.value)) again")
-            }
+            #expect(entry == nil, "the late transaction stored \(String(describing: entry?.value)) again")
         }
     }
 }
