@@ -6,7 +6,7 @@ import Synchronization
 package struct Lock<Value: ~Copyable>: ~Copyable {
     @usableFromInline let mutex: Mutex<Value>
 
-    @inline(__always)
+    @inlinable @inline(__always)
     package init(_ initialValue: consuming sending Value) { self.mutex = Mutex(initialValue) }
 
     @inlinable @inline(__always)
