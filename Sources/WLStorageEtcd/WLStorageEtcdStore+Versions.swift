@@ -5,6 +5,14 @@ import WLStorage
 // `wlstorage-tags/<escaped namespace>/<key>` (newest first, one a line): outside the store's range and its watch,
 // written only by tagged writes, removed with its key. An update's write where nothing is stored also compares the
 // namespace's removals' key (see WLStorageEtcdStore+Fence.swift).
+//
+// A write whose answer was lost, sent again by its update, is found by its tag; but a removal of the key since takes
+// its tags with it, and a key where nothing is stored again (or made anew) then tells nothing of the write: sent again
+// where nothing is stored, it would be made a second time, after the removal; traced on the key made anew, it would be
+// taken for a write never stored, and its update run again. The store remembers the tags of its writes whose answer
+// was lost, with the latest revision it had seen when it sent each: once the namespace's removals key tells of a removal
+// since, such a write where nothing was stored is not sent again, and its trace, its tag not found, says nothing is
+// stored (its update then reports its outcome unknown).
 
 extension WLStorageEtcdStore {
     /// The most tags of updates' writes a key keeps (about 33 bytes each): a write whose answer was lost finds its tag
@@ -47,13 +55,18 @@ extension WLStorageEtcdStore {
                     code: .writeFailed, message: "\(identity): a write's tag must be one line of text", key: key,
                     path: identity))
         }
+        // A copy of this write sent before, where nothing was stored, whose answer was lost: the revision it was fenced
+        // at.
+        let earlier = version == nil ? lostAnswer(tag) : nil
         var current: TaggedKey
         do {
-            current = try readTagged(key: key)
+            current = try readTagged(key: key, removals: earlier != nil)
         } catch {
             return .notStored(error)
         }
         for _ in 0..<3 {
+            // That copy may have been carried out, and its key removed since: it is not made a second time.
+            if let earlier, (current.removalsRevision ?? 0) > earlier { return .refused }
             guard current.revision == version else { return .refused }
             let tags = Data(([tag.text] + current.tags.prefix(Self.keptTags - 1)).joined(separator: "\n").utf8)
             do {
@@ -61,22 +74,26 @@ extension WLStorageEtcdStore {
             } catch {
                 return .notStored(error)
             }
+            let seen = earlier ?? client.latestRevision
             let request = TxnRequest(
                 compare: [
                     Self.condition(on: etcdKey(key), revision: version),
                     Self.condition(on: tagsKey(key), revision: current.tagsRevision),
-                ] + (version == nil ? [removalsFence(at: client.latestRevision)] : []),
+                ] + (version == nil ? [removalsFence(at: seen)] : []),
                 success: [
                     RequestOp(requestPut: PutRequest(key: etcdKey(key), value: data)),
                     RequestOp(requestPut: PutRequest(key: tagsKey(key), value: tags)),
                 ],
-                failure: readOperations(key))
+                failure: readOperations(key, removals: earlier != nil))
             let answer: TxnResponse
             do {
                 answer = try client.call("v3/kv/txn", request, resending: false)
             } catch {
                 let failure = failure(error, reading: false, key: key)
-                if error.outcome == .unknown { throw failure }
+                if error.outcome == .unknown {
+                    rememberLostAnswer(tag, seen: seen)
+                    throw failure
+                }
                 return .notStored(failure)
             }
             if answer.succeeded == true { return .stored }
@@ -93,11 +110,37 @@ extension WLStorageEtcdStore {
                 key: key, path: identity))
     }
 
+    /// The latest revision the store had seen when it sent the write tagged `tag` whose answer was lost; `nil` when no
+    /// such write is remembered.
+    func lostAnswer(_ tag: WLStorageWriteTag) -> Int64? {
+        lostAnswers.withLock { lost in lost.last { $0.tag == tag.text }?.seen }
+    }
+
+    /// Remembers that the answer to the write tagged `tag`, sent when the latest revision the store had seen was
+    /// `seen`, was lost: the first such copy's revision is kept.
+    private func rememberLostAnswer(_ tag: WLStorageWriteTag, seen: Int64) {
+        lostAnswers.withLock { lost in
+            if lost.contains(where: { $0.tag == tag.text }) { return }
+            lost.append((tag.text, seen))
+            if lost.count > Self.lostAnswersKept { lost.removeFirst(lost.count - Self.lostAnswersKept) }
+        }
+    }
+
+    /// How many tags of writes whose answer was lost the store remembers: an update sends its write again a few times
+    /// within seconds, and asks about its tag.
+    static let lostAnswersKept = 256
+
     /// What `key` says of the write tagged `tag`: its `mod_revision`, whether the tag is among those kept, and how many
     /// are kept; `nil` when nothing is stored. Revisions are the cluster's, so a tag not found among ``keptTags`` kept
     /// tags is judged unknown rather than not written (see `WLStorageTagTrace`).
+    ///
+    /// A write of this store whose answer was lost, its tag not found, after a removal of the namespace made since it
+    /// was sent: the key may have been removed after it (with its tags) and made anew, so it tells nothing, and this is
+    /// `nil`, as for a key removed.
     public func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
-        let found = try readTagged(key: key)
+        let earlier = lostAnswer(tag)
+        let found = try readTagged(key: key, removals: earlier != nil)
+        if let earlier, !found.tags.contains(tag.text), (found.removalsRevision ?? 0) > earlier { return nil }
         guard let revision = found.revision else { return nil }
         return WLStorageTagTrace(
             version: revision, tagFound: found.tags.contains(tag.text), tagsKept: found.tags.count,
@@ -114,38 +157,42 @@ extension WLStorageEtcdStore {
         var tagsRevision: Int64?
         /// The tags kept, newest first.
         var tags: [String]
+        /// The `mod_revision` of the namespace's removals key, when read; `nil` when not, or there is none.
+        var removalsRevision: Int64? = nil
     }
 
-    /// Reads `key` and its tags in one transaction.
-    func readTagged(key: String) throws(WLStorageError) -> TaggedKey {
-        let request = TxnRequest(compare: [], success: readOperations(key))
+    /// Reads `key` and its tags in one transaction, and with `removals` the namespace's removals key.
+    func readTagged(key: String, removals: Bool = false) throws(WLStorageError) -> TaggedKey {
+        let request = TxnRequest(compare: [], success: readOperations(key, removals: removals))
         let answer: TxnResponse = try perform(reading: true, key: key) { () throws(EtcdFailure) in
             try client.call("v3/kv/txn", request, resending: true)
         }
         return try tagged(answer, key: key)
     }
 
-    /// The reads of `key` and of its tags, in that order.
-    private func readOperations(_ key: String) -> [RequestOp] {
+    /// The reads of `key` and of its tags, in that order, and with `removals` of the namespace's removals key.
+    private func readOperations(_ key: String, removals: Bool = false) -> [RequestOp] {
         [
             RequestOp(requestRange: RangeRequest(key: etcdKey(key))),
             RequestOp(requestRange: RangeRequest(key: tagsKey(key))),
-        ]
+        ] + (removals ? [RequestOp(requestRange: RangeRequest(key: removalsKey))] : [])
     }
 
     /// The key and its tags, from the answers of ``readOperations(_:)`` in `answer`.
     private func tagged(_ answer: TxnResponse, key: String) throws(WLStorageError) -> TaggedKey {
-        guard let responses = answer.responses, responses.count == 2 else {
+        guard let responses = answer.responses, responses.count == 2 || responses.count == 3 else {
             throw WLStorageError(
                 code: .readFailed, message: "\(identity): a transaction's answer lacks its reads", key: key,
                 path: identity)
         }
         let value = responses[0].responseRange?.kvs?.first
         let tags = responses[1].responseRange?.kvs?.first
+        let removals = responses.count == 3 ? responses[2].responseRange?.kvs?.first : nil
         return TaggedKey(
             revision: try value.map { kv throws(WLStorageError) in try revision(of: kv, key: key) },
             tagsRevision: try tags.map { kv throws(WLStorageError) in try revision(of: kv, key: key) },
-            tags: Self.tags(in: tags?.value))
+            tags: Self.tags(in: tags?.value),
+            removalsRevision: try removals.map { kv throws(WLStorageError) in try revision(of: kv, key: key) })
     }
 
     /// The tags kept in the bytes of a key of tags, newest first.

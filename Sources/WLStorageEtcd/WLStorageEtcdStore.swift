@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import WLStorage
 
 /// A store that keeps values in an etcd cluster (v3 API), one etcd key per namespace and key, and tells its storages
@@ -45,6 +46,9 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
 
     let client: EtcdClient
     let health: EtcdFeedHealth
+    /// The tags of updates' writes whose answer was lost, with the latest revision the store had seen when each was
+    /// sent (see WLStorageEtcdStore+Versions.swift); the last ``lostAnswersKept`` of them.
+    let lostAnswers = Mutex<[(tag: String, seen: Int64)]>([])
     /// `wlstorage/<escaped namespace>/`: the start of every etcd key of the store.
     let prefix: Data
     /// The end of the range of the store's keys: the prefix with its last byte (`/`) made `0`.
