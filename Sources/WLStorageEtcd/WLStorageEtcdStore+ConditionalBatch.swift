@@ -3,7 +3,7 @@ import WLStorage
 
 // A batch of writes on condition, as a flush of every storage sends a store's objects: one transaction per chunk of
 // the batch, which compares each key's bytes (or, where nothing should be stored, its creation revision) with what its
-// write expects, and the fence (with, when a write expects nothing stored, the namespace's removals' key); it puts
+// write expects, and the fence (with, when a write expects nothing stored, the namespace's removals keys); it puts
 // every key when all hold, and reads every key when one does not. A transaction is all or nothing: a write whose key
 // does not hold what it expects is refused, and the others are sent again without it.
 

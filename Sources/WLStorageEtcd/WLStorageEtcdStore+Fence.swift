@@ -9,38 +9,64 @@ import WLStorage
 //
 // A key removed since holds nothing, and has no revision to compare: a write where nothing may be stored (a put, a
 // write on condition that nothing is, a batch's) would pass the fence and put the key back. etcd has no comparison
-// that a removal since a revision fails, so every removal by the store also writes one etcd key of its namespace,
-// `wlstorage-removals/<escaped namespace>/`, in the transaction that removes; such writes also compare its
-// `mod_revision` with the same revision, and a removal of any key of the namespace since refuses them as the fence
-// does. The key is outside the range of the namespace's keys: neither `keys()`, `entries()` nor the feed names it.
+// that a removal since a revision fails, so every removal by the store also writes an etcd key of its namespace,
+// `wlstorage-removals/<escaped namespace>/<bucket>`, in the transaction that removes: one of 64, by a hash of the key
+// removed. A write of one key also compares its bucket's `mod_revision` with the same revision, and a removal since of
+// a key of that bucket refuses it as the fence does; a batch's transaction compares every bucket of the namespace. One
+// key for the whole namespace refused a write at each of its tries whenever another program removed keys of the
+// namespace more often than a round trip takes (a fleet, a slow link): a write on condition of nothing stored was then
+// reported as finding something stored. The keys are outside the range of the namespace's keys: neither `keys()`,
+// `entries()` nor the feed names them; there are 64 at most.
 
 extension WLStorageEtcdStore {
     /// How many times a write is sent with the fence when the key was written after the latest revision the store had
     /// seen (by another program, or by this one's write sent twice); each answer brings a later revision.
     static let fenceTries = 4
 
-    /// The etcd key every removal by the store writes, in its transaction: `wlstorage-removals/<escaped namespace>/`.
-    /// Its `mod_revision` is the revision of the namespace's last removal. Outside the range of the namespace's keys
-    /// (which start `wlstorage/`), and the namespace's own: an escaped namespace holds no `/`.
-    var removalsKey: Data {
+    /// How many removals keys a namespace has at most: a removal writes the one of its key's bucket.
+    static let removalBuckets: UInt32 = 64
+
+    /// The start of the namespace's removals keys, `wlstorage-removals/<escaped namespace>/`: outside the range of the
+    /// namespace's keys (which start `wlstorage/`), and of every other namespace's (an escaped namespace holds no `/`).
+    var removalsPrefix: Data {
         Data("wlstorage-removals/".utf8) + prefix.dropFirst("wlstorage/".utf8.count)
     }
 
-    /// The write of ``removalsKey`` that a removal's transaction makes (empty bytes: only its revision tells).
-    var removalMark: RequestOp {
-        RequestOp(requestPut: PutRequest(key: removalsKey, value: Data()))
+    /// The removals key of `key`'s bucket, which every removal of a key of that bucket by the store writes in its
+    /// transaction: ``removalsPrefix`` and the bucket (FNV-1a, 32 bits, of the key's UTF-8 bytes, modulo
+    /// ``removalBuckets``) in two hexadecimal digits. Its `mod_revision` is the revision of the bucket's last removal.
+    func removalsKey(_ key: String) -> Data {
+        let hash = key.utf8.reduce(UInt32(2_166_136_261)) { ($0 ^ UInt32($1)) &* 16_777_619 }
+        let bucket = hash % Self.removalBuckets
+        let digits = Array("0123456789abcdef".utf8)
+        return removalsPrefix + [digits[Int(bucket / 16)], digits[Int(bucket % 16)]]
     }
 
-    /// The comparison that no removal of the namespace was made after the revision `seen`: ``removalsKey``'s
+    /// The write of `key`'s removals key that a removal's transaction makes (empty bytes: only its revision tells).
+    func removalMark(_ key: String) -> RequestOp {
+        RequestOp(requestPut: PutRequest(key: removalsKey(key), value: Data()))
+    }
+
+    /// The comparison that no key of `key`'s bucket was removed after the revision `seen`: its removals key's
     /// `mod_revision` is at most `seen` (0 when no removal wrote it).
+    func removalsFence(of key: String, at seen: Int64) -> Compare {
+        Compare(target: "MOD", key: removalsKey(key), modRevision: String(seen + 1), result: "LESS")
+    }
+
+    /// The comparison that no key of the namespace was removed after the revision `seen`: every removals key's
+    /// `mod_revision` is at most `seen`, in one comparison of their range.
     func removalsFence(at seen: Int64) -> Compare {
-        Compare(target: "MOD", key: removalsKey, modRevision: String(seen + 1), result: "LESS")
+        // The range ends where `/` is followed by `0`.
+        Compare(
+            target: "MOD", key: removalsPrefix, rangeEnd: removalsPrefix.dropLast() + [UInt8(ascii: "0")],
+            modRevision: String(seen + 1), result: "LESS")
     }
 
     /// Runs `operations` in one transaction on condition of `conditions` and of the fence: the key's `mod_revision` is
     /// at most the latest revision the store has seen (a store that has seen none reads one first), and, with
-    /// `fencingRemovals` (a write that may find nothing stored), no removal of the namespace was made since. When only
-    /// the fence failed, it tries again with the revision of that answer.
+    /// `fencingRemovals` (a write that may find nothing stored), no removal of a key of its bucket was made since. When
+    /// only the fence failed, it tries again with the revision of that answer; a refusal by a removal (which a write
+    /// with conditions reads) is no try, within the store's timeout.
     ///
     /// A key that other programs write without a pause can fail the fence at every try: a write without conditions is
     /// then sent once more without the fence (a plain write, which other writers' writes may follow in any order), and
@@ -54,12 +80,14 @@ extension WLStorageEtcdStore {
     ) throws(WLStorageError) -> TxnResponse? {
         let etcdKey = etcdKey(key)
         try learnRevision(key: key)
-        for attempt in 0...Self.fenceTries {
+        let deadline = ContinuousClock.now + timeout
+        var attempt = 0
+        while attempt <= Self.fenceTries {
             let seen = client.latestRevision
             var compare = conditions
             if attempt < Self.fenceTries {
                 compare.append(Compare(target: "MOD", key: etcdKey, modRevision: String(seen + 1), result: "LESS"))
-                if fencingRemovals { compare.append(removalsFence(at: seen)) }
+                if fencingRemovals { compare.append(removalsFence(of: key, at: seen)) }
             } else if !conditions.isEmpty {
                 return nil
             }
@@ -67,7 +95,7 @@ extension WLStorageEtcdStore {
             // conditions, only the fence refuses, and the refusal's revision is at least the key's (and the removals
             // key's).
             var reads = [RequestOp(requestRange: RangeRequest(key: etcdKey))]
-            if fencingRemovals { reads.append(RequestOp(requestRange: RangeRequest(key: removalsKey))) }
+            if fencingRemovals { reads.append(RequestOp(requestRange: RangeRequest(key: removalsKey(key)))) }
             let request = TxnRequest(
                 compare: compare, success: operations, failure: conditions.isEmpty ? nil : reads)
             // A put on conditions whose answer was lost: the key's history tells, when it can. When it tells of no
@@ -104,8 +132,10 @@ extension WLStorageEtcdStore {
             {
                 return TxnResponse(succeeded: true)
             }
-            // Refused by a removal of the namespace since `seen`, as by the fence: it goes again, fenced at the
+            // Refused by a removal of a key of its bucket since `seen`, as by the fence: it goes again, fenced at the
             // revision of the answer. Unless a copy sent before may have been carried out, and its key removed since.
+            // Not counted as a try within the store's timeout: removals of other keys of the bucket, more frequent
+            // than a round trip (a fleet, a slow link), would refuse every try.
             let removals = fencingRemovals ? answer.responses?.dropFirst().first?.responseRange?.kvs?.first : nil
             if let removed = removals?.modRevision.flatMap({ Int64($0) }), removed > seen {
                 guard sentAgain == 0 else {
@@ -115,6 +145,7 @@ extension WLStorageEtcdStore {
                             + " before may have been carried out")
                     throw failure(unknown, reading: false, key: key)
                 }
+                if ContinuousClock.now >= deadline { attempt += 1 }
                 continue
             }
             // Refused by its own conditions, not by the fence.
@@ -122,6 +153,7 @@ extension WLStorageEtcdStore {
                 if conditions.isEmpty { break }
                 return nil
             }
+            attempt += 1
         }
         // Without conditions of its own, only the fence can refuse, and a refusal says what came after it.
         throw WLStorageError(

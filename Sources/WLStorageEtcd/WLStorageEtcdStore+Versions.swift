@@ -4,13 +4,13 @@ import WLStorage
 // An update's write is a transaction on the key's `mod_revision` that also records its tag in a second etcd key,
 // `wlstorage-tags/<escaped namespace>/<key>` (newest first, one a line): outside the store's range and its watch,
 // written only by tagged writes, removed with its key. An update's write where nothing is stored also compares the
-// namespace's removals' key (see WLStorageEtcdStore+Fence.swift).
+// removals key of its bucket (see WLStorageEtcdStore+Fence.swift).
 //
 // A write whose answer was lost, sent again by its update, is found by its tag; but a removal of the key since takes
 // its tags with it, and a key where nothing is stored again (or made anew) then tells nothing of the write: sent again
 // where nothing is stored, it would be made a second time, after the removal; traced on the key made anew, it would be
-// taken for a write never stored, and its update run again. The store remembers the tags of its writes whose answer
-// was lost, with the latest revision it had seen when it sent each: once the namespace's removals key tells of a removal
+// taken for a write never stored, and its update run again. The store remembers the tags of its writes whose answer was
+// lost, with the latest revision it had seen when it sent each: once the removals key of its bucket tells of a removal
 // since, such a write where nothing was stored is not sent again, and its trace, its tag not found, says nothing is
 // stored (its update then reports its outcome unknown).
 
@@ -36,11 +36,11 @@ extension WLStorageEtcdStore {
 
     /// Stores `data` under `key` only while its `mod_revision` is `version` (for `nil`, while nothing is stored), in one
     /// transaction that also puts `tag` first among the key's last ``keptTags`` tags. For `nil`, the transaction also
-    /// compares the namespace's removals' key with the latest revision the store had seen (see ``write(key:data:)``):
+    /// compares the removals key of its bucket with the latest revision the store had seen (see ``write(key:data:)``):
     /// a key removed since holds nothing again, and a copy delivered late does not put it back. When only the tags
-    /// changed meanwhile (or, for `nil`, a key of the namespace was removed), it tries again, three times at most. A
-    /// transaction whose answer was lost is not sent again: the update resends it and asks about its tag
-    /// (``trace(of:key:)``).
+    /// changed meanwhile, it tries again, three times at most; for `nil`, a refusal by a removal since of another key
+    /// of the bucket is no try, within the store's timeout. A transaction whose answer was lost is not sent again: the
+    /// update resends it and asks about its tag (``trace(of:key:)``).
     ///
     /// - Returns: `.stored`, `.refused` when the key's revision is not `version`, or `.notStored` when nothing was sent
     ///   that could store (no endpoint answered, etcd refused the request, the first read failed).
@@ -64,7 +64,9 @@ extension WLStorageEtcdStore {
         } catch {
             return .notStored(error)
         }
-        for _ in 0..<3 {
+        let deadline = ContinuousClock.now + timeout
+        var tries = 0
+        while tries < 3 {
             // That copy may have been carried out, and its key removed since: it is not made a second time.
             if let earlier, (current.removalsRevision ?? 0) > earlier { return .refused }
             guard current.revision == version else { return .refused }
@@ -79,7 +81,7 @@ extension WLStorageEtcdStore {
                 compare: [
                     Self.condition(on: etcdKey(key), revision: version),
                     Self.condition(on: tagsKey(key), revision: current.tagsRevision),
-                ] + (version == nil ? [removalsFence(at: seen)] : []),
+                ] + (version == nil ? [removalsFence(of: key, at: seen)] : []),
                 success: [
                     RequestOp(requestPut: PutRequest(key: etcdKey(key), value: data)),
                     RequestOp(requestPut: PutRequest(key: tagsKey(key), value: tags)),
@@ -98,14 +100,19 @@ extension WLStorageEtcdStore {
             }
             if answer.succeeded == true { return .stored }
             // Refused: the failure branch read both keys, at the revision of the refusal.
+            let before = current
             current = try tagged(answer, key: key)
+            // Nothing stored still, and the tags as read: refused by a removal of another key of the bucket since (see
+            // ``fenced(key:conditions:operations:resending:fencingRemovals:)``), not counted within the timeout.
+            let byRemovals = version == nil && current.revision == nil && current.tagsRevision == before.tagsRevision
+            if !byRemovals || ContinuousClock.now >= deadline { tries += 1 }
         }
         guard current.revision == version else { return .refused }
         return .notStored(
             WLStorageError(
                 code: .writeFailed,
                 message: "\(identity): the tags of the key's writes (\(String(decoding: tagsKey(key), as: UTF8.self)))"
-                    + (version == nil ? ", or the namespace's removals," : "")
+                    + (version == nil ? ", or the removals key of its bucket," : "")
                     + " changed at every try, while the key did not; nothing was stored",
                 key: key, path: identity))
     }
@@ -157,11 +164,11 @@ extension WLStorageEtcdStore {
         var tagsRevision: Int64?
         /// The tags kept, newest first.
         var tags: [String]
-        /// The `mod_revision` of the namespace's removals key, when read; `nil` when not, or there is none.
+        /// The `mod_revision` of the removals key of the key's bucket, when read; `nil` when not, or there is none.
         var removalsRevision: Int64? = nil
     }
 
-    /// Reads `key` and its tags in one transaction, and with `removals` the namespace's removals key.
+    /// Reads `key` and its tags in one transaction, and with `removals` the removals key of its bucket.
     func readTagged(key: String, removals: Bool = false) throws(WLStorageError) -> TaggedKey {
         let request = TxnRequest(compare: [], success: readOperations(key, removals: removals))
         let answer: TxnResponse = try perform(reading: true, key: key) { () throws(EtcdFailure) in
@@ -170,12 +177,12 @@ extension WLStorageEtcdStore {
         return try tagged(answer, key: key)
     }
 
-    /// The reads of `key` and of its tags, in that order, and with `removals` of the namespace's removals key.
+    /// The reads of `key` and of its tags, in that order, and with `removals` of the removals key of its bucket.
     private func readOperations(_ key: String, removals: Bool = false) -> [RequestOp] {
         [
             RequestOp(requestRange: RangeRequest(key: etcdKey(key))),
             RequestOp(requestRange: RangeRequest(key: tagsKey(key))),
-        ] + (removals ? [RequestOp(requestRange: RangeRequest(key: removalsKey))] : [])
+        ] + (removals ? [RequestOp(requestRange: RangeRequest(key: removalsKey(key)))] : [])
     }
 
     /// The key and its tags, from the answers of ``readOperations(_:)`` in `answer`.

@@ -14,8 +14,9 @@ import WLStorage
 /// A key is stored under the etcd key `wlstorage/<namespace>/<key>`, with the namespace's `%` and `/` written `%25`
 /// and `%2F`: a key may contain any character, `/` included, and the keys of one namespace are never among another's.
 /// The value is the bytes the storage writes (its JSON), as they are. Besides the values, every removal writes the
-/// etcd key `wlstorage-removals/<escaped namespace>/` (empty), outside that range: a write that may find nothing stored
-/// compares its revision, so that one delivered late does not put back a key removed since.
+/// etcd key `wlstorage-removals/<escaped namespace>/<bucket>` (empty, one of 64 by a hash of the key removed), outside
+/// that range: a write that may find nothing stored compares its revision, so that one delivered late does not put
+/// back a key removed since.
 ///
 /// The store talks to etcd's gRPC JSON gateway (`POST /v3/kv/range`, `/v3/kv/put`, `/v3/kv/deleterange`,
 /// `/v3/kv/txn` and `/v3/watch`) over HTTP/1.1 with libcurl. It connects when it is first used, not when it is
@@ -178,10 +179,10 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
 
     /// Stores `data` under `key` (a put), fenced: in a transaction that does nothing when the key was written after the
     /// latest revision of the cluster the store had seen, so that a put etcd receives late, after newer writes, does not
-    /// take the key back; nor when a key of the namespace was removed since (each removal by the store writes the
-    /// etcd key `wlstorage-removals/<escaped namespace>/` too), so that it does not put back a key removed since. When
-    /// another program wrote the key, or removed a key, meanwhile, it is sent again with the later revision, and at the
-    /// fifth try without the fence.
+    /// take the key back; nor when a key of its bucket was removed since (each removal by the store writes the etcd
+    /// key `wlstorage-removals/<escaped namespace>/<bucket>` too, the bucket one of 64 by a hash of the key), so that it
+    /// does not put back a key removed since. When another program wrote the key, or removed a key of its bucket,
+    /// meanwhile, it is sent again with the later revision, and at the fifth try without the fence.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when nothing was stored, or it is not known whether it
     ///   was.
@@ -219,7 +220,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
 
     /// Stores `data` under `key` only while it holds `expected` (for `nil`, while nothing is stored), in one
     /// transaction, and returns whether it did. It is fenced as ``write(key:data:)`` is: for `nil`, against removals of
-    /// the namespace since too (a key removed since holds nothing again).
+    /// keys of its bucket since too (a key removed since holds nothing again).
     ///
     /// A transaction whose answer was lost is judged by the key's history (its fence makes it, if carried out, the
     /// key's first write after the revision it names); with no write since, it is sent again as it is, fence and all,
@@ -245,19 +246,19 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     }
 
     /// Removes what is stored under `key`, and the tags of its updates' writes, in one transaction that also writes the
-    /// namespace's removals' key (see ``write(key:data:)``); nothing stored is no error.
+    /// removals key of its bucket (see ``write(key:data:)``); nothing stored is no error.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the request failed.
     public func remove(key: String) throws {
         let operations = [
             RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey(key))),
-            RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))), removalMark,
+            RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))), removalMark(key),
         ]
         _ = try fenced(key: key, conditions: [], operations: operations, resending: true, fencingRemovals: false)
     }
 
     /// Removes what is stored under `key` only while it is `data`, with the tags of its updates' writes, in one
-    /// transaction that also writes the namespace's removals' key, and returns whether it did.
+    /// transaction that also writes the removals key of its bucket, and returns whether it did.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
     ///   it was carried out.
@@ -266,7 +267,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
         let etcdKey = etcdKey(key)
         let operations = [
             RequestOp(requestDeleteRange: DeleteRangeRequest(key: etcdKey)),
-            RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))), removalMark,
+            RequestOp(requestDeleteRange: DeleteRangeRequest(key: tagsKey(key))), removalMark(key),
         ]
         return try fenced(
             key: key, conditions: [Compare(target: "VALUE", key: etcdKey, value: data)], operations: operations,
@@ -274,14 +275,15 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     }
 
     /// Stores every write of `batch`, in transactions of at most 127 puts (etcd's default `--max-txn-ops` of 128, less
-    /// the comparison of the namespace's removals) and about 1 MiB of keys and values, sent one after the other; a key
-    /// written twice in one transaction is written once, with its last bytes (etcd refuses a transaction that puts a
-    /// key twice). Each transaction is fenced as a put is (see ``write(key:data:)``). A transaction that reached no
-    /// member, or whose answer was lost (a member restarting, or out of reach for a moment), is sent again with a
-    /// backoff within the store's timeout from the batch's start: the flush at exit writes its values once the member
-    /// is back. The fence makes a transaction carried out already put the same bytes again, after any write made
-    /// since. The fence of a transaction compares the keys from its first to its last in byte order, all of them: a
-    /// batch in the keys' order, as the package's flush sends, keeps that range to the transaction's own keys.
+    /// the comparison of the namespace's removals keys, every bucket's) and about 1 MiB of keys and values, sent one
+    /// after the other; a key written twice in one transaction is written once, with its last bytes (etcd refuses a
+    /// transaction that puts a key twice). Each transaction is fenced as a put is (see ``write(key:data:)``). A
+    /// transaction that reached no member, or whose answer was lost (a member restarting, or out of reach for a
+    /// moment), is sent again with a backoff within the store's timeout from the batch's start: the flush at exit
+    /// writes its values once the member is back. The fence makes a transaction carried out already put the same bytes
+    /// again, after any write made since. The fence of a transaction compares the keys from its first to its last in
+    /// byte order, all of them: a batch in the keys' order, as the package's flush sends, keeps that range to the
+    /// transaction's own keys.
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when a transaction failed, or it is not known whether
     ///   it was carried out; ``WLStorageError/storedWrites`` counts the writes of the transactions carried out before

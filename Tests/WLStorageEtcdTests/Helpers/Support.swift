@@ -121,3 +121,15 @@ func rawObject(in server: EtcdServer, namespace: String, key: String) throws -> 
     guard let entry = try rawEntry(in: server, namespace: namespace, key: key) else { return nil }
     return (try? JSONSerialization.jsonObject(with: entry.value)) as? [String: Any]
 }
+
+/// The etcd key of the namespace's removals that a removal of `key` writes, as the store names it:
+/// `wlstorage-removals/<namespace>/` and the bucket of the key, FNV-1a (32 bits) of its UTF-8 bytes modulo 64, in two
+/// hexadecimal digits.
+func removalsKey(namespace: String, of key: String) -> String {
+    "wlstorage-removals/\(namespace)/" + String(format: "%02x", removalsBucket(of: key))
+}
+
+/// The bucket of the namespace's removals keys that a removal of `key` writes (see ``removalsKey(namespace:of:)``).
+func removalsBucket(of key: String) -> UInt32 {
+    key.utf8.reduce(UInt32(2_166_136_261)) { ($0 ^ UInt32($1)) &* 16_777_619 } % 64
+}
