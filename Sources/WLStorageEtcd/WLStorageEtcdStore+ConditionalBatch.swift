@@ -3,7 +3,7 @@ import WLStorage
 
 // A batch of writes on condition, as a flush of every storage sends a store's objects: one transaction per chunk of
 // the batch, which compares each key's bytes (or, where nothing should be stored, its creation revision) with what its
-// write expects, and the fence (with, when a write expects nothing stored, the namespace's removals keys); it puts
+// write expects, and the fence (with, when a write expects nothing stored, the removals key of its bucket); it puts
 // every key when all hold, and reads every key when one does not. A transaction is all or nothing: a write whose key
 // does not hold what it expects is refused, and the others are sent again without it.
 
@@ -16,9 +16,10 @@ extension WLStorageEtcdStore {
     ///
     /// A transaction compares each of its keys, and is fenced as a batch's puts are (see ``write(_:)``): no key from its
     /// first to its last, in byte order, written after the latest revision the store had seen, and, when a write
-    /// expects nothing stored, no key of the namespace removed since (a key removed since holds nothing again; see
-    /// ``write(key:data:)``). When it is refused, its failure branch reads its keys: a write whose key does not hold
-    /// what it expects is refused (`false`), and the others go in a new transaction, fenced at the revision of that
+    /// expects nothing stored, no key of its bucket removed since (a key removed since holds nothing again; see
+    /// ``write(key:data:)``): one comparison per bucket, or of every bucket's when they would make more than 128
+    /// comparisons with the others. When it is refused, its failure branch reads its keys: a write whose key does not
+    /// hold what it expects is refused (`false`), and the others go in a new transaction, fenced at the revision of that
     /// answer, four tries in all; those left then count as refused (their caller writes each on its own, onto what the
     /// key holds). A write too large for a transaction of its own is refused too: written on its own, it is reported as
     /// ``WLStorageError/Code/valueTooLarge``.
@@ -81,9 +82,11 @@ extension WLStorageEtcdStore {
             guard !pending.isEmpty else { return }
             let seen = client.latestRevision
             let etcdKeys = pending.map { etcdKey(batch[$0].key) }
-            // A removal since refuses a write where nothing may be stored, as the fence does: its keys still hold what
-            // their writes expect, and go again.
-            let removals = pending.contains { expected[$0] == nil } ? [removalsFence(at: seen)] : []
+            // A removal since of a key of the bucket of a write where nothing may be stored refuses it, as the fence
+            // does: its keys still hold what their writes expect, and go again. One comparison per bucket while they
+            // fit, else one of every bucket's.
+            let removals = removalsFences(
+                of: pending.filter { expected[$0] == nil }.map { batch[$0].key }, at: seen, besides: pending.count + 1)
             let request = TxnRequest(
                 compare: zip(etcdKeys, pending).map { Self.comparison(of: $0, holding: expected[$1]) }
                     + [Self.fence(of: etcdKeys, at: seen)] + removals,

@@ -62,6 +62,16 @@ extension WLStorageEtcdStore {
             modRevision: String(seen + 1), result: "LESS")
     }
 
+    /// The comparisons that no key of the buckets of `keys` was removed after the revision `seen`: one per bucket, while
+    /// they and `others` comparisons make at most etcd's 128; else one of every bucket's (``removalsFence(at:)``). None
+    /// for no key.
+    func removalsFences(of keys: [String], at seen: Int64, besides others: Int) -> [Compare] {
+        guard !keys.isEmpty else { return [] }
+        let buckets = Set(keys.map { removalsKey($0) }).sorted { $0.lexicographicallyPrecedes($1) }
+        guard others + buckets.count <= Self.transactionOperations else { return [removalsFence(at: seen)] }
+        return buckets.map { Compare(target: "MOD", key: $0, modRevision: String(seen + 1), result: "LESS") }
+    }
+
     /// Runs `operations` in one transaction on condition of `conditions` and of the fence: the key's `mod_revision` is
     /// at most the latest revision the store has seen (a store that has seen none reads one first), and, with
     /// `fencingRemovals` (a write that may find nothing stored), no removal of a key of its bucket was made since. When
@@ -190,11 +200,11 @@ extension WLStorageEtcdStore {
         case noWrite
     }
 
-    /// Runs the puts of one transaction of a batch on condition that none of `keys` (etcd keys) was written after the
-    /// latest revision the store has seen, and no key of the namespace was removed since (a key of the batch removed
-    /// since holds nothing, and passes the fence); when one was, tries again with the revision of that answer, and at
-    /// the last try without the fence, as ``fenced(key:conditions:operations:resending:fencingRemovals:)`` does for a
-    /// put.
+    /// Runs the puts of one transaction of a batch on condition that none of `keys` (distinct) was written after the
+    /// latest revision the store has seen, and no key of their buckets was removed since (a key of the batch removed
+    /// since holds nothing, and passes the fence; one comparison per bucket while they fit, else of every bucket's);
+    /// when one was, tries again with the revision of that answer, and at the last try without the fence, as
+    /// ``fenced(key:conditions:operations:resending:fencingRemovals:)`` does for a put.
     ///
     /// The first try compares the keys from the first of `keys` to the last, in etcd's order, as one range: etcd
     /// checks one comparison of a range in a fraction of the time it takes for one comparison per key. Any key of the
@@ -202,8 +212,9 @@ extension WLStorageEtcdStore {
     ///
     /// - Throws: ``WLStorageError`` with the code `writeFailed` when the transaction failed, or it is not known whether
     ///   it was carried out.
-    func fencedBatch(_ keys: [Data], operations: [RequestOp]) throws(WLStorageError) {
+    func fencedBatch(_ names: [String], operations: [RequestOp]) throws(WLStorageError) {
         try learnRevision(key: nil)
+        let keys = names.map(etcdKey)
         let first = keys.min { $0.lexicographicallyPrecedes($1) }
         let last = keys.max { $0.lexicographicallyPrecedes($1) }
         for attempt in 0...Self.fenceTries {
@@ -213,10 +224,10 @@ extension WLStorageEtcdStore {
                 if attempt == 0, keys.count > 1, let first, let last {
                     // The range ends just after its last key.
                     [Compare(target: "MOD", key: first, rangeEnd: last + [0], modRevision: revision, result: "LESS")]
-                        + [removalsFence(at: seen)]
+                        + removalsFences(of: names, at: seen, besides: 1)
                 } else if attempt < Self.fenceTries {
                     keys.map { Compare(target: "MOD", key: $0, modRevision: revision, result: "LESS") }
-                        + [removalsFence(at: seen)]
+                        + removalsFences(of: names, at: seen, besides: keys.count)
                 } else {
                     [Compare]()
                 }

@@ -275,7 +275,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
     }
 
     /// Stores every write of `batch`, in transactions of at most 127 puts (etcd's default `--max-txn-ops` of 128, less
-    /// the comparison of the namespace's removals keys, every bucket's) and about 1 MiB of keys and values, sent one
+    /// a comparison of the namespace's removals keys, every bucket's, when one per bucket does not fit) and about 1 MiB of keys and values, sent one
     /// after the other; a key written twice in one transaction is written once, with its last bytes (etcd refuses a
     /// transaction that puts a key twice). Each transaction is fenced as a put is (see ``write(key:data:)``). A
     /// transaction that reached no member, or whose answer was lost (a member restarting, or out of reach for a
@@ -303,7 +303,7 @@ public final class WLStorageEtcdStore: WLStorageConditionalStore, WLStorageCarry
                     // Each key twice: in its put, and in the fence.
                     let keys = chunk.map { batch[$0].key }
                     try checkSize(of: keys + keys, chunk.map { batch[$0].data }, key: nil)
-                    try fencedBatch(Set(keys).map(etcdKey), operations: puts)
+                    try fencedBatch(Array(Set(keys)), operations: puts)
                     break
                 } catch {
                     // 10 ms, doubling, up to a quarter of a second, and never past the deadline.

@@ -19,7 +19,7 @@ struct EtcdRemovalsOfOtherKeysTests {
             defer { slow.stop() }
             slow.delay(.milliseconds(50))
             let store = try WLStorageEtcdStore(endpoints: [slow.endpoint], namespace: namespace)
-            let written = ["created", "made", "updated", "set"]
+            let written = ["created", "made", "updated", "set", "batched-1", "batched-2"]
             // Keys in other buckets than those written: their removals never say anything of the keys written.
             let removed = (0..<1000).map { "other-\($0)" }.filter { key in
                 !written.contains { removalsBucket(of: $0) == removalsBucket(of: key) }
@@ -50,6 +50,10 @@ struct EtcdRemovalsOfOtherKeysTests {
             #expect(try store.create(key: "made", data: bytes("1")), "refused, nothing stored")
             let update = try store.write(key: "updated", data: bytes("1"), ifVersion: nil, tag: .init(text: "t"))
             if case .stored = update {} else { Issue.record("the update's write was not stored: \(update)") }
+            let batch = try store.write(
+                [WLStorageStoreWrite(key: "batched-1", data: bytes("1")), .init(key: "batched-2", data: bytes("1"))],
+                ifTheyHold: [nil, nil])
+            #expect(batch == [true, true], "a batch on condition of nothing stored")
             // A storage's first value, where nothing is stored: written on condition of nothing stored.
             let storage = WLStorage(key: "set", defaultValue: 0, flushInterval: nil, store: store)
             storage.wrappedValue = 5
