@@ -12,11 +12,12 @@ import WLStorage
 // that a removal since a revision fails, so every removal by the store also writes an etcd key of its namespace,
 // `wlstorage-removals/<escaped namespace>/<bucket>`, in the transaction that removes: one of 64, by a hash of the key
 // removed. A write of one key also compares its bucket's `mod_revision` with the same revision, and a removal since of
-// a key of that bucket refuses it as the fence does; a batch's transaction compares every bucket of the namespace. One
-// key for the whole namespace refused a write at each of its tries whenever another program removed keys of the
-// namespace more often than a round trip takes (a fleet, a slow link): a write on condition of nothing stored was then
-// reported as finding something stored. The keys are outside the range of the namespace's keys: neither `keys()`,
-// `entries()` nor the feed names them; there are 64 at most.
+// a key of that bucket refuses it as the fence does; a batch's transaction compares the buckets of its keys (all of
+// them at once when one comparison each would pass etcd's limit). One key for the whole namespace refused a write at
+// each of its tries whenever another program removed keys of the namespace more often than a round trip takes (a
+// fleet, a slow link): a write on condition of nothing stored was then reported as finding something stored. The keys
+// are outside the range of the namespace's keys: neither `keys()`, `entries()` nor the feed names them; there are 64
+// at most.
 
 extension WLStorageEtcdStore {
     /// How many times a write is sent with the fence when the key was written after the latest revision the store had
