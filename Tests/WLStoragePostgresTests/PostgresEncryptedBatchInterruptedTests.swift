@@ -162,7 +162,10 @@ struct PostgresEncryptedBatchInterruptedTests {
             let stored = try JSONDecoder().decode(Entry.self, from: try #require(try store.read(key: storage.key)))
             #expect(stored == Entry(text: "t\(index)"), "\(storage.key): \(stored)")
         }
-        #expect(postgres.batches.withLock { $0 } == [names.filter { $0 != oddName }])
+        // One batch, without the odd key. A storage whose cell was busy at the flush (checking a notification of the
+        // writes above, which may come late on a loaded machine) writes on its own, so the batch may lack it.
+        let batches = postgres.batches.withLock { $0 }
+        #expect(batches.count == 1 && batches.allSatisfy { !$0.contains(oddName) }, "batches: \(batches)")
         #expect(storages[oddIndex].hasPendingChanges, "the change of the key that cannot be read was reported written")
         #expect(storages[oddIndex].lastError != nil)
         if odd == "too large" {
