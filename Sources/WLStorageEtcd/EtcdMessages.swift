@@ -86,7 +86,11 @@ struct KeyValue: Decodable {
     var modRevision: String?
     /// The key's version: 1 when it is made, one more at every put, and the key made anew after a delete starts again.
     var version: String?
-    enum CodingKeys: String, CodingKey { case key, value, modRevision = "mod_revision", version }
+    /// The revision at which the key was made (made anew after a delete, it has a later one).
+    var createRevision: String?
+    enum CodingKeys: String, CodingKey {
+        case key, value, modRevision = "mod_revision", version, createRevision = "create_revision"
+    }
 }
 
 /// An answer with etcd's header, whose revision is the cluster's when it answered.

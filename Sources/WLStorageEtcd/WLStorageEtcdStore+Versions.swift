@@ -141,13 +141,18 @@ extension WLStorageEtcdStore {
     /// are kept; `nil` when nothing is stored. Revisions are the cluster's, so a tag not found among ``keptTags`` kept
     /// tags is judged unknown rather than not written (see `WLStorageTagTrace`).
     ///
-    /// A write of this store whose answer was lost, its tag not found, after a removal of the namespace made since it
-    /// was sent: the key may have been removed after it (with its tags) and made anew, so it tells nothing, and this is
-    /// `nil`, as for a key removed.
+    /// A write of this store whose answer was lost, its tag not found, after a removal of a key of its bucket made since
+    /// it was sent, on a key made since (or none): the key may have been removed after it (with its tags) and made
+    /// anew, so it tells nothing, and this is `nil`, as for a key removed.
     public func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace? {
         let earlier = lostAnswer(tag)
         let found = try readTagged(key: key, removals: earlier != nil)
-        if let earlier, !found.tags.contains(tag.text), (found.removalsRevision ?? 0) > earlier { return nil }
+        // A key made before that write was sent was not removed since, whatever other key of its bucket was.
+        if let earlier, !found.tags.contains(tag.text), (found.removalsRevision ?? 0) > earlier,
+            (found.created ?? .max) > earlier
+        {
+            return nil
+        }
         guard let revision = found.revision else { return nil }
         return WLStorageTagTrace(
             version: revision, tagFound: found.tags.contains(tag.text), tagsKept: found.tags.count,
@@ -166,6 +171,8 @@ extension WLStorageEtcdStore {
         var tags: [String]
         /// The `mod_revision` of the removals key of the key's bucket, when read; `nil` when not, or there is none.
         var removalsRevision: Int64? = nil
+        /// The key's `create_revision`; `nil` when nothing is stored.
+        var created: Int64? = nil
     }
 
     /// Reads `key` and its tags in one transaction, and with `removals` the removals key of its bucket.
@@ -199,7 +206,8 @@ extension WLStorageEtcdStore {
             revision: try value.map { kv throws(WLStorageError) in try revision(of: kv, key: key) },
             tagsRevision: try tags.map { kv throws(WLStorageError) in try revision(of: kv, key: key) },
             tags: Self.tags(in: tags?.value),
-            removalsRevision: try removals.map { kv throws(WLStorageError) in try revision(of: kv, key: key) })
+            removalsRevision: try removals.map { kv throws(WLStorageError) in try revision(of: kv, key: key) },
+            created: value?.createRevision.flatMap { Int64($0) })
     }
 
     /// The tags kept in the bytes of a key of tags, newest first.

@@ -75,6 +75,36 @@ struct EtcdUpdateRemovedAfterItsLostAnswerTests {
             #expect(eventuallyHolds(storage, 100))
         }
     }
+
+    /// An update whose write was never carried out (its request lost), while another program changed the key and
+    /// removed another key of the same bucket: the key, made before the write was sent, was not removed since, so the
+    /// update finds its write not stored, and is made once, on the other program's value.
+    @Test func anUpdateWhoseRequestWasLostIsMadeOnceAfterARemovalOfAnotherKeyOfItsBucket() async throws {
+        try await onItsOwnThread {
+            let server = try EtcdServer.shared()
+            let relay = try TransactionCuttingRelay(to: server.clientPort)
+            defer { relay.stop() }
+            let namespace = uniqueNamespace()
+            let store = try WLStorageEtcdStore(endpoints: [relay.endpoint], namespace: namespace)
+            let other = try WLStorageEtcdStore(endpoints: [server.otherSpelling], namespace: namespace)
+            let neighbour = try #require(
+                (0..<10_000).lazy.map { "other\($0)" }.first { removalsBucket(of: $0) == removalsBucket(of: "count") })
+            try other.write(key: "count", data: bytes("10"))
+            try other.write(key: neighbour, data: bytes("1"))
+            let storage = WLStorage(key: "count", defaultValue: 0, flushInterval: nil, store: store)
+            #expect(eventuallyHolds(storage, 10))
+            relay.cutNextWrite(.request) {
+                try? other.write(key: "count", data: bytes("50"))
+                try? other.remove(key: neighbour)
+            }
+            storage.update { $0 += 1 }
+            #expect(relay.cutCount == 1, "the update's request was cut")
+            #expect(try other.read(key: "count") == bytes("51"), "the update was not made once on the other's value")
+            let unknown = errors(namespace).filter { $0.message.contains("is not known") }
+            #expect(unknown.isEmpty, "the update reported its outcome unknown: \(unknown)")
+            #expect(eventuallyHolds(storage, 51))
+        }
+    }
 }
 
 /// What a step of the relay read, for the test to check after it.
