@@ -20,8 +20,9 @@ package final class FileSystemState: Sendable {
     /// The fault plans of tests, by directory path, and how many there are (see ``FaultInjection``).
     let faultPlans = Lock<[String: FaultInjection.Plan]>([:])
     let faultPlanCount = Atomic<Int>(0)
-    /// Where a preparation that could not wait for a directory's lock removes abandoned temporary files later.
-    let cleanUps = DispatchQueue(label: "WLStorage.directories", qos: .utility)
+    /// Where a preparation that could not wait for a directory's lock removes abandoned temporary files later; each
+    /// waits for its directory's lock, so that one held elsewhere holds up no other directory's.
+    let cleanUps = DispatchQueue(label: "WLStorage.directories", qos: .utility, attributes: .concurrent)
 
     private init() {}
 }

@@ -70,9 +70,10 @@ import WLStorageCrypto
         try withTemporaryDirectory { directory in
             let name = "k~aaaaaaaaaaaaaaaa.tmp"
             let path = directory.appendingPathComponent(name).path
-            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             try #require(fd >= 0)
-            // A writer holds this lock from creating its temporary file until it has renamed it.
+            // A writer holds this lock from creating its temporary file until it has renamed it. Closed on exec: a
+            // child process another test starts meanwhile would keep the lock past the `close` below.
             #expect(flock(fd, LOCK_EX) == 0)
             let backerDirectory = StorageDirectory(path: directory.path)
             #expect(try backerDirectory.removeAbandonedTemporaryFiles() == [])
