@@ -35,8 +35,9 @@ public final class WLStorageDirectoryStore: WLStorageStore {
         try FileMedium(directory: directory, fileName: FileName.forKey(key)).location(key: key, waiting: waiting)
     }
 
-    /// The bytes of `key`'s file, or `nil` when there is none.
-    public func read(key: String) throws -> Data? { try read(key: key, limit: ValueSizeLimit.maximum) }
+    /// The bytes of `key`'s file, or `nil` when there is none; a file larger than
+    /// ``WLStorageSystem/maximumStoredValueSize`` (an encrypted value's, at most) is not read.
+    public func read(key: String) throws -> Data? { try read(key: key, limit: ValueSizeLimit.sealedMaximum) }
 
     func read(key: String, limit: Int) throws -> Data? {
         let (directory, name) = try file(key, waiting: false)
@@ -65,7 +66,7 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// Removes `key`'s file only while it holds `data`; returns whether it did (a file renamed in meanwhile is left).
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         let (directory, name) = try file(key)
-        guard let current = try directory.readVersion(name, limit: ValueSizeLimit.maximum), current.contents == data
+        guard let current = try directory.readVersion(name, limit: ValueSizeLimit.sealedMaximum), current.contents == data
         else { return false }
         return try directory.remove(name, ifStill: current.identity)
     }
@@ -104,7 +105,7 @@ struct DirectoryRewrites: WLStorageConditionalStore, StoreView {
             // Empty bytes stand for nothing stored.
             return try directory.create(name, contents: data, announced: false) != nil
         }
-        guard let current = try directory.readVersion(name, limit: ValueSizeLimit.maximum), current.contents == expected
+        guard let current = try directory.readVersion(name, limit: ValueSizeLimit.sealedMaximum), current.contents == expected
         else { return false }
         return try directory.write(name, contents: data, ifStill: current.identity, announced: false) != nil
     }
