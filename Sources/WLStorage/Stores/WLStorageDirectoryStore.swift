@@ -66,7 +66,8 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     /// Removes `key`'s file only while it holds `data`; returns whether it did (a file renamed in meanwhile is left).
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         let (directory, name) = try file(key)
-        guard let current = try directory.readVersion(name, limit: ValueSizeLimit.sealedMaximum), current.contents == data
+        guard let current = try directory.readVersion(name, limit: ValueSizeLimit.sealedMaximum),
+            current.contents == data
         else { return false }
         return try directory.remove(name, ifStill: current.identity)
     }
@@ -105,7 +106,8 @@ struct DirectoryRewrites: WLStorageConditionalStore, StoreView {
             // Empty bytes stand for nothing stored.
             return try directory.create(name, contents: data, announced: false) != nil
         }
-        guard let current = try directory.readVersion(name, limit: ValueSizeLimit.sealedMaximum), current.contents == expected
+        guard let current = try directory.readVersion(name, limit: ValueSizeLimit.sealedMaximum),
+            current.contents == expected
         else { return false }
         return try directory.write(name, contents: data, ifStill: current.identity, announced: false) != nil
     }
