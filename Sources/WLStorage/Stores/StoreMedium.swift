@@ -274,28 +274,23 @@ final class StoreMedium: KeyMedium {
 
     /// Stores `data` only while the key holds `expected`, through a versioned store: the key is read with its version,
     /// then written on condition of that version, tagged (``write(_:ifVersion:through:key:)``), so that a write whose
-    /// answer is lost is found made or not by its tag. A refusal found on that read brings the bytes the key held
-    /// (`.some(nil)`: nothing). `nil` when the store cannot tag writes now: bytes are compared instead (an update of
-    /// the key reports it, once).
+    /// answer is lost is found made or not by its tag. `nil` when the store cannot tag writes now: bytes are compared
+    /// instead (an update of the key reports it, once).
     func write(
         _ data: Data, ifItHolds expected: Data?, through store: any WLStorageVersionedStore, key: String
-    ) -> (outcome: TaggedWriteOutcome, holding: Data??)? {
+    ) -> TaggedWriteOutcome? {
         let version: Int64?
         do {
             switch try store.readVersioned(key: storedKey) {
-            case .found(let found, let at):
-                guard found == expected else { return (.refused, .some(found)) }
-                version = at
-            case .absent:
-                guard expected == nil else { return (.refused, .some(nil)) }
-                version = nil
-            case .untagged:
-                return nil
+            case .found(let found, let at) where found == expected: version = at
+            case .absent where expected == nil: version = nil
+            case .found, .absent: return .refused
+            case .untagged: return nil
             }
         } catch {
-            return (.notStored(failure(error, writing: false, key: key)), nil)
+            return .notStored(failure(error, writing: false, key: key))
         }
-        return (write(data, ifVersion: version, through: store, key: key), nil)
+        return write(data, ifVersion: version, through: store, key: key)
     }
 
     /// Reports once per backer that its store cannot tag writes.

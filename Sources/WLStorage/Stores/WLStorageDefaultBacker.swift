@@ -286,10 +286,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// other enum cases whole, filled from `data`; else `data` whole, unless `stored` did not decode; `nil`: none.
     private func merging(_ data: Data, base read: Data, onto other: Data) -> Data? {
         let stored = FieldRename.reading(other, known.withLock { $0.renames })
-        // After a write whose outcome is unknown (or one made whose answer was lost, written over since: its tag told),
-        // `stored`'s changes to what it replaced go onto the bytes sent, the value's since its own bytes then onto
-        // that: a field another program changed wins (where no tag tells whether the write was made, one not made loses
-        // a later change of it), and one `stored` holds as before gets it again.
+        // After a write whose outcome is unknown (or made and written over since), `stored`'s changes to what it
+        // replaced go onto the bytes sent, the value's since its own bytes then onto that: a field another program
+        // changed wins (where no tag tells, a write not made loses a later change of it), and one held as before gets it.
         if let unsure = known.withLock({ $0.rare.unsure }), unsure.own != read,
             let made = FieldMerge.merge(base: unsure.over ?? read, value: stored, stored: unsure.sent)
         {
@@ -378,31 +377,22 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         let tagging = capabilities.versioned.flatMap { $0.settlesLostAnswers ? nil : $0 }
         var stored = known.withLock { $0.seenObject ?? $0.base }
         let data = try encode()
-        // What a tagged write's read found the key holding instead of what it expected (`.some(nil)`: nothing).
-        var holding: Data??
         func writeOnCondition(_ bytes: Data, ifItHolds expected: Data?) throws(WLStorageError) -> Bool {
-            holding = nil
-            let outcome: TaggedWriteOutcome
-            if let tagging, let tagged = medium.write(bytes, ifItHolds: expected, through: tagging, key: key) {
-                (outcome, holding) = tagged
-            } else {
-                outcome = medium.write(bytes, ifItHolds: expected, through: conditional, key: key)
-            }
+            let outcome =
+                tagging.flatMap { medium.write(bytes, ifItHolds: expected, through: $0, key: key) }
+                ?? medium.write(bytes, ifItHolds: expected, through: conditional, key: key)
             switch outcome {
             case .stored(overwritten: false): return true
             case .stored(overwritten: true):
-                // Made, its answer lost, and the key written since (its tag told): the change goes onto what the key
-                // holds as onto a write of unknown outcome, so that a field another program changed since keeps its
-                // value, and one the key holds as this write found it gets the change again.
+                // Made (its tag told), its answer lost, and written over since: merged as a write of unknown outcome.
                 let unsure = UnsureWrite(sent: bytes, own: data, over: expected)
                 known.withLock { $0.rare.unsure = unsure }
                 return false
             case .refused: return false
             case .notStored(let error): throw error
             case .unknown(let error):
-                // A versioned store makes it again: PostgreSQL and etcd told what they could (a claimed tag, the key's
-                // history), and it was mostly never sent; a tagged write was sent again and its tag looked for, and
-                // that could not tell (the key removed meanwhile, more writes since than it keeps tags of, no answer).
+                // A versioned store makes it again: it told what it could (a claimed tag, the key's history, a traced
+                // tag), and it was mostly never sent.
                 if capabilities.versioned == nil {
                     let unsure = UnsureWrite(sent: bytes, own: data, over: expected)
                     known.withLock { $0.rare.unsure = unsure }
@@ -420,13 +410,8 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                     return .written
                 }
                 if !written {
-                    let current: Data?
-                    if let holding {
-                        current = holding
-                    } else {
-                        current = try Result { try medium.store.read(key: medium.storedKey) }
-                            .mapError { medium.failure($0, writing: false, key: key) }.get()
-                    }
+                    let current = try Result { try medium.store.read(key: medium.storedKey) }
+                        .mapError { medium.failure($0, writing: false, key: key) }.get()
                     guard let current, !current.isEmpty else {
                         // Removed meanwhile: written whole while nothing is stored; a value stored anew is merged onto.
                         known.withLock { $0.rare.seen = nil }

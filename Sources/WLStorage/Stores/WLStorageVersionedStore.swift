@@ -27,8 +27,7 @@ public protocol WLStorageVersionedStore: WLStorageConditionalStore {
     func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace?
 
     /// Whether ``WLStorageConditionalStore/write(key:data:ifItHolds:)`` finds out by itself, after a lost answer,
-    /// whether it stored, and throws only when that cannot be told (the PostgreSQL store claims the write's tag; the
-    /// etcd store reads the key's history).
+    /// whether it stored, and throws only when that cannot be told (as the PostgreSQL and etcd stores do).
     ///
     /// `false` by default: a storage's change, written on condition of what the key holds, then goes through
     /// ``write(key:data:ifVersion:tag:)`` after a read of the key's version (a round trip more), so that a write whose
@@ -37,7 +36,7 @@ public protocol WLStorageVersionedStore: WLStorageConditionalStore {
 }
 
 extension WLStorageVersionedStore {
-    /// `false`: a storage's changes are written through tagged writes (see ``settlesLostAnswers``).
+    /// `false`: a storage's changes are written through tagged writes.
     public var settlesLostAnswers: Bool { false }
 }
 
