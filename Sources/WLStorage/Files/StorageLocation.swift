@@ -2,12 +2,6 @@ import Foundation
 import WLStorageCrypto
 import WLStorageFiles
 
-extension WLStorageDefaultBacker {
-    /// The directory that storages created with a key alone keep their files in: ``WLStorageSystem/defaultDirectory``.
-    @available(*, deprecated, renamed: "WLStorageSystem.defaultDirectory", message: "it needs no type parameter")
-    public static var defaultDirectory: URL? { WLStorageSystem.defaultDirectory }
-}
-
 /// How the default directory is found. Shared by the library and the command-line tool.
 package enum StorageLocation {
     package static let environmentVariable = "WLSTORAGE_DIRECTORY"

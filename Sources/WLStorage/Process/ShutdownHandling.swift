@@ -169,33 +169,6 @@ enum ShutdownHandling {
     }
 }
 
-extension WLStorage where T == Never {
-    /// Writes the pending value of every live storage: see ``WLStorageSystem/flushAll()``.
-    @available(*, deprecated, renamed: "WLStorageSystem.flushAll()")
-    public static func flushAll() { WLStorageSystem.flushAll() }
-
-    /// How long the flush at exit and on signals lasts at most: see ``WLStorageSystem/shutdownFlushTimeout``.
-    @available(*, deprecated, renamed: "WLStorageSystem.shutdownFlushTimeout")
-    public static var shutdownFlushTimeout: Duration {
-        get { WLStorageSystem.shutdownFlushTimeout }
-        set { WLStorageSystem.shutdownFlushTimeout = newValue }
-    }
-
-    /// Whether every storage is flushed on SIGTERM, SIGINT and SIGHUP: see ``WLStorageSystem/flushesOnSignals``.
-    @available(*, deprecated, renamed: "WLStorageSystem.flushesOnSignals")
-    public static var flushesOnSignals: Bool {
-        get { WLStorageSystem.flushesOnSignals }
-        set { WLStorageSystem.flushesOnSignals = newValue }
-    }
-
-    /// The largest value, in bytes of JSON, that storages read or write: see ``WLStorageSystem/maximumValueSize``.
-    @available(*, deprecated, renamed: "WLStorageSystem.maximumValueSize")
-    public static var maximumValueSize: Int {
-        get { WLStorageSystem.maximumValueSize }
-        set { WLStorageSystem.maximumValueSize = newValue }
-    }
-}
-
 /// What a flush of every cell flushes as one piece of work: a cell, or the cells of one store (``flushStore``).
 private enum FlushItem: Sendable {
     case cell(any RegisteredCell)

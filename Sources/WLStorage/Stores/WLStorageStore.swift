@@ -130,10 +130,6 @@ public enum WLStorageStoreChange: Sendable, Equatable {
     case everything
 }
 
-/// A feed of a store's changes: the same class as a storage's change handler, under its earlier name.
-@available(*, deprecated, renamed: "WLStorageSubscription")
-public typealias WLStorageObservation = WLStorageSubscription
-
 extension WLStorageStore {
     /// Reads `key`, and writes `data` when nothing is stored. Not atomic: see the requirement.
     public func create(key: String, data: Data) throws -> Bool {
