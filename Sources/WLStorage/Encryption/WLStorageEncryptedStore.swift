@@ -71,7 +71,8 @@ public final class WLStorageEncryptedStore: WLStorageStore {
 
     /// Removes `key` only while it holds `data` once decrypted.
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
-        guard let sealed = try readSealed(key), let box = try? opened(sealed, key: key), box.plaintext == data
+        guard let sealed = try readSealed(key, holding: data), let box = try? opened(sealed, key: key),
+            box.plaintext == data
         else { return false }
         return try base.remove(key: key, ifItHolds: sealed)
     }
@@ -140,6 +141,14 @@ public final class WLStorageEncryptedStore: WLStorageStore {
     private func readSealed(_ key: String) throws -> Data? {
         var underPreviousKey = false
         return try readSealed(key, underPreviousKey: &underPreviousKey, allowance: 0)
+    }
+
+    /// The sealed bytes of `key`, read for a comparison with `expected` (bytes opened here): larger than a value when
+    /// they are an encrypted store's above this one, so read up to what sealing them adds, as a read from above is.
+    fileprivate func readSealed(_ key: String, holding expected: Data?) throws -> Data? {
+        var underPreviousKey = false
+        let allowance = max(0, (expected?.count ?? 0) - ValueSizeLimit.maximum)
+        return try readSealed(key, underPreviousKey: &underPreviousKey, allowance: allowance)
     }
 
     fileprivate func seal(_ data: Data, key: String) throws -> Data {
@@ -242,7 +251,7 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
                 code: .writeFailed, message: "\(store.identity): the store under it does not write on condition",
                 key: key)
         }
-        let current = try base.read(key: storedKey)
+        let current = try store.readSealed(key, holding: expected)
         guard holds(current, expected, key: key) else { return false }
         return try base.write(key: storedKey, data: store.seal(data, key: key), ifItHolds: current)
     }

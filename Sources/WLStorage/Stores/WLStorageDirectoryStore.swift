@@ -64,10 +64,12 @@ public final class WLStorageDirectoryStore: WLStorageStore {
     }
 
     /// Removes `key`'s file only while it holds `data`; returns whether it did (a file renamed in meanwhile is left).
+    /// The file is read up to the size of `data`, when larger than ``WLStorageSystem/maximumStoredValueSize`` (the
+    /// bytes of an encrypted store over an encrypted one).
     public func remove(key: String, ifItHolds data: Data) throws -> Bool {
         let (directory, name) = try file(key)
-        guard let current = try directory.readVersion(name, limit: ValueSizeLimit.sealedMaximum),
-            current.contents == data
+        let limit = max(ValueSizeLimit.sealedMaximum, data.count)
+        guard let current = try directory.readVersion(name, limit: limit), current.contents == data
         else { return false }
         return try directory.remove(name, ifStill: current.identity)
     }
@@ -106,8 +108,9 @@ struct DirectoryRewrites: WLStorageConditionalStore, StoreView {
             // Empty bytes stand for nothing stored.
             return try directory.create(name, contents: data, announced: false) != nil
         }
-        guard let current = try directory.readVersion(name, limit: ValueSizeLimit.sealedMaximum),
-            current.contents == expected
+        // Read up to the size of `expected` when larger (an encrypted store's over an encrypted one).
+        let limit = max(ValueSizeLimit.sealedMaximum, expected.count)
+        guard let current = try directory.readVersion(name, limit: limit), current.contents == expected
         else { return false }
         return try directory.write(name, contents: data, ifStill: current.identity, announced: false) != nil
     }

@@ -67,4 +67,43 @@ import WLStorageTestSupport
             } throws: { ($0 as? WLStorageError)?.code == .valueTooLarge }
         }
     }
+
+    /// Through an encrypted store over an encrypted store, whose file holds what both layers add: a removal on
+    /// condition of the largest value's bytes removes it, and one of other bytes leaves it.
+    @Test func aRemovalOnConditionThroughTwoEncryptedStoresReadsTheFileOfBothLayers() throws {
+        try withTemporaryDirectory { directory in
+            let inner = WLStorageEncryptedStore(.directory(directory), key: try WLStorageEncryptionKey.random())
+            let nested = WLStorageEncryptedStore(inner, key: key)
+            let value = try JSONEncoder().encode(Self.largest("c"))
+            try nested.write(key: "big", data: value)
+            #expect(try Self.sealedSize(directory, "big") > WLStorageSystem.maximumStoredValueSize)
+            #expect(try nested.read(key: "big") == value)
+            #expect(try nested.remove(key: "big", ifItHolds: Data(#""other""#.utf8)) == false)
+            #expect(try nested.remove(key: "big", ifItHolds: value))
+            #expect(try nested.read(key: "big") == nil)
+        }
+    }
+
+    /// Through an encrypted store over an encrypted store, a value of the largest size sealed under a previous key is
+    /// sealed again under the current one when a storage opens it (a rewrite on condition of the file's bytes).
+    @Test func aValueOfTheLargestSizeUnderAPreviousKeyIsSealedAgainThroughTwoEncryptedStores() throws {
+        try withTemporaryDirectory { directory in
+            let inner = WLStorageEncryptedStore(.directory(directory), key: try WLStorageEncryptionKey.random())
+            let previous = try WLStorageEncryptionKey.random()
+            let value = try JSONEncoder().encode(Self.largest("e"))
+            try WLStorageEncryptedStore(inner, key: previous).write(key: "big", data: value)
+            let storage = WLStorage(
+                key: "big", defaultValue: "", flushInterval: nil,
+                store: WLStorageEncryptedStore(inner, key: key, previousKeys: [previous]))
+            #expect(storage.wrappedValue == Self.largest("e"))
+            storage.flush()
+            let current = WLStorageEncryptedStore(inner, key: key)
+            var readBack: Data?
+            #expect(
+                eventually(timeout: 30) {
+                    readBack = try? current.read(key: "big")
+                    return readBack == value
+                }, "\(storage.lastError.map { "\($0)" } ?? "no error")")
+        }
+    }
 }
