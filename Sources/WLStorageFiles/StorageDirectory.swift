@@ -157,13 +157,11 @@ package struct StorageDirectory: Sendable, Hashable {
             }
         }
         let identity = try self.identity()
-        for parent in parents where SyncedParents.claim(parent) {
+        // A parent counts as synced once a sync of it succeeded: one under way on another thread may still fail.
+        for parent in parents where !SyncedParents.contains(parent) {
             let fd = retrying(.open, "..") { open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-            guard fd >= 0 else {
-                SyncedParents.unclaim(parent)
-                continue
-            }
-            if retrying(.fsync, "..", { fsync(fd) }) != 0 { SyncedParents.unclaim(parent) }
+            guard fd >= 0 else { continue }
+            if retrying(.fsync, "..", { fsync(fd) }) == 0 { SyncedParents.insert(parent) }
             _ = closeDescriptor(fd, "..")
         }
         return identity
@@ -322,17 +320,17 @@ package struct StorageDirectory: Sendable, Hashable {
 
 /// The parent directories this process has synced, each once; past a few thousand the set starts again.
 private enum SyncedParents {
-    /// Whether `path` is still to be synced; if so, it counts as synced from now on.
-    static func claim(_ path: String) -> Bool {
-        FileSystemState.shared.syncedParents.withLock { synced in
-            if synced.count >= 4_096 { synced.removeAll() }
-            return synced.insert(StorageDirectory(path: path)).inserted
-        }
+    /// Whether `path` was synced.
+    static func contains(_ path: String) -> Bool {
+        FileSystemState.shared.syncedParents.withLock { $0.contains(StorageDirectory(path: path)) }
     }
 
-    /// Makes `path` to be synced again (its sync failed).
-    static func unclaim(_ path: String) {
-        FileSystemState.shared.syncedParents.withLock { _ = $0.remove(StorageDirectory(path: path)) }
+    /// Records that a sync of `path` succeeded.
+    static func insert(_ path: String) {
+        FileSystemState.shared.syncedParents.withLock { synced in
+            if synced.count >= 4_096 { synced.removeAll() }
+            synced.insert(StorageDirectory(path: path))
+        }
     }
 }
 

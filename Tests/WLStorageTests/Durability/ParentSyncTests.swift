@@ -28,4 +28,49 @@ import Testing
             #expect(synced.withLock { $0 } >= 3)
         }
     }
+
+    /// Two directories made at once in a new parent: the second does not take the parent for synced while the
+    /// first's sync of it is under way, so when that sync fails the parent is synced for the second all the same.
+    @Test func aParentIsSyncedForADirectoryMadeBesideAnotherWhoseSyncOfItFails() throws {
+        try withTemporaryDirectory { root in
+            // The parents of the test's folder, and the folder itself, synced: the new parent is the one left.
+            try StorageDirectory(path: root.appendingPathComponent("x").standardizedFileURL.path).create()
+            let parent = root.appendingPathComponent("p")
+            let first = StorageDirectory(path: parent.appendingPathComponent("a").standardizedFileURL.path)
+            let second = StorageDirectory(path: parent.appendingPathComponent("b").standardizedFileURL.path)
+            let reached = DispatchSemaphore(value: 0)
+            let go = DispatchSemaphore(value: 0)
+            let blocked = Atomic(false)
+            // The first's sync of a parent waits for the second directory to be made, then fails, as each later one.
+            FaultInjection.install(
+                { call, name in
+                    guard call == .fsync, name == ".." else { return nil }
+                    if !blocked.exchange(true, ordering: .relaxed) {
+                        reached.signal()
+                        _ = go.wait(timeout: .now() + 60)
+                    }
+                    return .fail(EIO)
+                }, forDirectory: first.path)
+            let synced = Lock(0)
+            FaultInjection.install(
+                { call, name in
+                    if call == .fsync, name == ".." { synced.withLock { $0 += 1 } }
+                    return nil
+                }, forDirectory: second.path)
+            defer {
+                FaultInjection.remove(forDirectory: first.path)
+                FaultInjection.remove(forDirectory: second.path)
+            }
+            let firstDone = DispatchSemaphore(value: 0)
+            DispatchQueue.global().async {
+                _ = try? first.create()
+                firstDone.signal()
+            }
+            try #require(reached.wait(timeout: .now() + 60) == .success)
+            try second.create()
+            go.signal()
+            try #require(firstDone.wait(timeout: .now() + 60) == .success)
+            #expect(synced.withLock { $0 } >= 1, "the parent was not synced for the second directory")
+        }
+    }
 }
