@@ -82,8 +82,11 @@ package enum DirectoryTable {
             state.byPath[directory]?.identity = identity
             state.byPath[directory]?.cleanUpPending = pending
         }
-        if pending {
-            FileSystemState.shared.cleanUps.async { removeAbandonedTemporaryFiles(in: directory) }
+        if pending, FileSystemState.shared.cleanUpsWaiting.withLock({ $0.insert(directory).inserted }) {
+            FileSystemState.shared.cleanUps.async {
+                removeAbandonedTemporaryFiles(in: directory)
+                FileSystemState.shared.cleanUpsWaiting.withLock { _ = $0.remove(directory) }
+            }
         }
         return identity
     }

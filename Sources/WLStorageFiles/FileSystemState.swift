@@ -23,6 +23,9 @@ package final class FileSystemState: Sendable {
     /// Where a preparation that could not wait for a directory's lock removes abandoned temporary files later; each
     /// waits for its directory's lock, so that one held elsewhere holds up no other directory's.
     let cleanUps = DispatchQueue(label: "WLStorage.directories", qos: .utility, attributes: .concurrent)
+    /// The directories with a job on ``cleanUps`` not finished: one at a time for a directory, however often it is
+    /// prepared anew meanwhile (each job would hold a thread while another holds the directory's lock).
+    let cleanUpsWaiting = Lock<Set<StorageDirectory>>([])
 
     private init() {}
 }

@@ -6,6 +6,7 @@ import Synchronization
 import Testing
 
 @testable import WLStorage
+@testable import WLStorageFiles
 
 @Suite(.capturingOutput)
 struct CleanUpUnderAHeldDirectoryLockTests {
@@ -42,6 +43,59 @@ struct CleanUpUnderAHeldDirectoryLockTests {
             #expect(made.wrappedValue == 1)
             made.flush()
             #expect(entries(of: directory) == ["k"])
+        }
+    }
+
+    /// Stores of one directory made and released over and over while another program holds the directory's lock: one
+    /// clean-up waits for the lock, not one for each store (each would hold a thread until the lock is released).
+    @Test func storesMadeAndReleasedUnderAHeldDirectoryLockLeaveOneCleanUpWaiting() throws {
+        try withTemporaryDirectory { directory in
+            let abandoned = directory.appendingPathComponent("k~0011223344556677.tmp")
+            try Data("{\"torn".utf8).write(to: abandoned)
+            // A working writer's temporary file, which every clean-up finds and leaves.
+            let working = directory.appendingPathComponent("k~8899aabbccddeeff.tmp")
+            try Data("{\"half".utf8).write(to: working)
+            let writer = open(working.path, O_RDONLY | O_CLOEXEC)
+            try #require(writer >= 0)
+            defer { close(writer) }
+            try #require(flock(writer, LOCK_EX) == 0)
+            try Data("1".utf8).write(to: directory.appendingPathComponent("k"))
+            let held = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            try #require(held >= 0)
+            var locked = flock(held, LOCK_EX) == 0
+            func release() {
+                if locked { _ = flock(held, LOCK_UN) }
+                locked = false
+            }
+            defer {
+                release()
+                close(held)
+            }
+            try #require(locked)
+            // The directory's lock asked for on other threads than this one: by the clean-ups left to later.
+            let path = directory.standardizedFileURL.path
+            let thread = pthread_self()
+            let cleanUps = Atomic(0)
+            FaultInjection.install(
+                { call, name in
+                    if call == .flock, name == nil, pthread_equal(pthread_self(), thread) == 0 {
+                        cleanUps.add(1, ordering: .relaxed)
+                    }
+                    return nil
+                }, forDirectory: path)
+            defer { FaultInjection.remove(forDirectory: path) }
+
+            for _ in 0..<20 {
+                let store = WLStorageDirectoryStore.directory(directory)
+                #expect(try store.read(key: "k") == Data("1".utf8))
+            }
+            #expect(exists(abandoned), "the temporary file was removed under another's lock")
+            release()
+            // Every clean-up left to later has run once this returns.
+            FileSystemState.shared.cleanUps.sync(flags: .barrier) {}
+            #expect(!exists(abandoned))
+            #expect(exists(working))
+            #expect(cleanUps.load(ordering: .relaxed) == 1, "clean-ups that waited for the directory's lock")
         }
     }
 }
