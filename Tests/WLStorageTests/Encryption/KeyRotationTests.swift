@@ -405,4 +405,30 @@ struct KeyRotationTests: EncryptedDirectorySuite {
         let stored = try #require(try memory.read(key: "profile"))
         #expect(try JSONDecoder().decode(ConditionVisits.self, from: stored) == ConditionVisits(name: "cy", visits: 9))
     }
+
+    /// A value sealed under a previous key, whose sealing under the current key fails (a full disk): the failure is
+    /// reported and the rewrite stays pending, and once the disk takes it the value is sealed under the current key. A
+    /// rewrite that leaves the value as it was is not taken for stored because the key, read back, opens to it.
+    @Test func aFailedSealingUnderTheCurrentKeyIsReportedAndMadeLater() throws {
+        try withTemporaryDirectory { directory in
+            let old = try WLStorageEncryptionKey.random()
+            try store(directory, key: old).write(key: "n", data: json("10"))
+            let path = directory.standardizedFileURL.path
+            FaultInjection.install(
+                { call, name in
+                    call == .write && name.map(StorageDirectory.isTemporary) == true ? .fail(ENOSPC) : nil
+                }, forDirectory: path)
+            defer { FaultInjection.remove(forDirectory: path) }
+            let storage = WLStorage(
+                key: "n", defaultValue: -1, flushInterval: nil, store: store(directory, previous: [old]))
+            #expect(storage.wrappedValue == 10)
+            storage.flush()
+            let (failure, pending) = (storage.lastError, storage.hasPendingChanges)
+            FaultInjection.remove(forDirectory: path)
+            #expect(failure?.errno == ENOSPC, "\(failure.map { "\($0)" } ?? "no error")")
+            #expect(pending, "the sealing under the current key counts as made")
+            storage.flush()
+            #expect(eventually { (try? store(directory).read(key: "n")) == json("10") }, "still under the previous key")
+        }
+    }
 }
