@@ -236,4 +236,8 @@ extension WLStorageEtcdStore {
 }
 
 /// The store's updates write on condition of the key's `mod_revision`, tagged (see `WLStorageVersionedStore`).
-extension WLStorageEtcdStore: WLStorageVersionedStore {}
+extension WLStorageEtcdStore: WLStorageVersionedStore {
+    /// `true`: a write on condition of the key's bytes whose answer was lost is judged by the key's history
+    /// (``write(key:data:ifItHolds:)``), so a storage's change is written in one transaction, with no read before it.
+    public var settlesLostAnswers: Bool { true }
+}

@@ -31,6 +31,7 @@ final class WriteOutcomePrinter: WLStorageVersionedStore {
         try base.write(key: key, data: data, ifItHolds: expected)
     }
 
+    var settlesLostAnswers: Bool { base.settlesLostAnswers }
     func readVersioned(key: String) throws -> WLStorageVersionedRead { try base.readVersioned(key: key) }
 
     func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws

@@ -113,4 +113,8 @@ extension WLStoragePostgresStore {
 }
 
 /// Updates write on condition of the row's version, tagged; notifications carry changes (``WLStorageCarriedChange``).
-extension WLStoragePostgresStore: WLStorageVersionedStore {}
+extension WLStoragePostgresStore: WLStorageVersionedStore {
+    /// `true`: a write on condition of the row's bytes records a tag too, and claims it after a lost answer
+    /// (``write(key:data:ifItHolds:)``), so a storage's change is written in one statement, with no read before it.
+    public var settlesLostAnswers: Bool { true }
+}

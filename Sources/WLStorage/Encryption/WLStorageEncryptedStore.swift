@@ -214,7 +214,9 @@ extension WLStorageEncryptedStore: DeclaresCapabilities {
             resolve: resolve,
             encrypted: self,
             conditional: holding.conditional != nil ? ConditionalEncryptedStore(store: self) : nil,
-            versioned: holding.versioned != nil ? ConditionalEncryptedStore(store: self) : nil,
+            versioned: holding.versioned.map {
+                ConditionalEncryptedStore(store: self, settlesLostAnswers: $0.settlesLostAnswers)
+            },
             rewrites: holding.rewrites != nil ? ConditionalEncryptedStore(store: self, rewriting: true) : nil,
             carried: !changesKeys ? under.carried.map { EncryptedCarriedFeed(store: self, base: $0) } : nil)
     }
@@ -235,6 +237,8 @@ private struct ConditionalEncryptedStore: WLStorageVersionedStore, StoreView {
     let store: WLStorageEncryptedStore
     /// Whether its writes on condition are rewrites (see ``StoreCapabilities/rewrites``).
     var rewriting = false
+    /// Whether the store below settles its lost answers: its writes on condition of bytes are this store's.
+    var settlesLostAnswers = false
     var viewed: any WLStorageStore { store }
 
     /// Stores `data`, sealed, only while the key holds `expected` once opened; the store below compares the sealed

@@ -228,8 +228,8 @@ final class StoreMedium: KeyMedium {
     }
 
     /// Stores `data` only while the key's version is `version` (`nil`: nothing stored), with a new random tag, and
-    /// finds out what became of it: a write whose answer is lost is resent with the same tag and condition, which
-    /// stores only if the first did not (versions only grow); the tag tells.
+    /// finds out what became of it (an update's write, or a change's): a write whose answer is lost is resent with the
+    /// same tag and condition, which stores only if the first did not (versions only grow); the tag tells.
     func write(
         _ data: Data, ifVersion version: Int64?, through store: any WLStorageVersionedStore, key: String
     ) -> TaggedWriteOutcome {
@@ -251,14 +251,14 @@ final class StoreMedium: KeyMedium {
                 case .refused:
                     guard sent else { return .refused }
                     guard let trace = try store.trace(of: tag, key: storedKey) else {
-                        return unknown("the key was removed while the answer to the update's write was lost")
+                        return unknown("the key was removed while the answer to the write was lost")
                     }
                     switch trace.committed(ifVersion: version) {
                     case true?: return .stored(overwritten: trace.version != (version ?? 0) &+ 1)
                     case false?: return .refused
                     case nil:
                         return unknown(
-                            "the key was written \(trace.version &- (version ?? 0)) times since the update read it,"
+                            "the key was written \(trace.version &- (version ?? 0)) times since the write read it,"
                                 + " more than the \(trace.capacity) writes whose tags it keeps")
                     }
                 case .notStored(let error):
@@ -271,6 +271,27 @@ final class StoreMedium: KeyMedium {
             }
         }
         return .unknown(lastError)
+    }
+
+    /// Stores `data` only while the key holds `expected`, through a versioned store: the key is read with its version,
+    /// then written on condition of that version, tagged (``write(_:ifVersion:through:key:)``), so that a write whose
+    /// answer is lost is found made or not by its tag. `nil` when the store cannot tag writes now: bytes are compared
+    /// instead (an update of the key reports it, once).
+    func write(
+        _ data: Data, ifItHolds expected: Data?, through store: any WLStorageVersionedStore, key: String
+    ) -> TaggedWriteOutcome? {
+        let version: Int64?
+        do {
+            switch try store.readVersioned(key: storedKey) {
+            case .found(let found, let at) where found == expected: version = at
+            case .absent where expected == nil: version = nil
+            case .found, .absent: return .refused
+            case .untagged: return nil
+            }
+        } catch {
+            return .notStored(failure(error, writing: false, key: key))
+        }
+        return write(data, ifVersion: version, through: store, key: key)
     }
 
     /// Reports once per backer that its store cannot tag writes.

@@ -286,9 +286,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// other enum cases whole, filled from `data`; else `data` whole, unless `stored` did not decode; `nil`: none.
     private func merging(_ data: Data, base read: Data, onto other: Data) -> Data? {
         let stored = FieldRename.reading(other, known.withLock { $0.renames })
-        // After a write whose outcome is unknown, `stored`'s changes to what it replaced go onto the bytes sent, the
-        // value's since its own bytes then onto that: a field another program changed wins (no tag tells whether the
-        // write was made: one not made loses a later change of it), and one `stored` holds as before gets it again.
+        // After a write whose outcome is unknown (or made and written over since), `stored`'s changes to what it
+        // replaced go onto the bytes sent, the value's since its own bytes then onto that: a field another program
+        // changed wins (where no tag tells, a write not made loses a later change of it), and one held as before gets it.
         if let unsure = known.withLock({ $0.rare.unsure }), unsure.own != read,
             let made = FieldMerge.merge(base: unsure.over ?? read, value: stored, stored: unsure.sent)
         {
@@ -368,20 +368,32 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
 
     /// A conditional store (secret too: no bytes unheard of are replaced) gets it whole while the key holds the bytes
     /// read or written (or none), or after another's change, the changed fields onto it, a few rounds; others, whole.
+    /// A versioned store whose writes on condition of bytes cannot tell a lost answer's outcome gets them tagged.
     private func writeChange(
         _ encode: () throws(WLStorageError) -> Data, to medium: StoreMedium, base: Data
     ) throws(WLStorageError) -> ChangeWrite {
-        guard let conditional = medium.capabilities.conditional else { return .plain }
+        let capabilities = medium.capabilities
+        guard let conditional = capabilities.conditional else { return .plain }
+        let tagging = capabilities.versioned.flatMap { $0.settlesLostAnswers ? nil : $0 }
         var stored = known.withLock { $0.seenObject ?? $0.base }
         let data = try encode()
         func writeOnCondition(_ bytes: Data, ifItHolds expected: Data?) throws(WLStorageError) -> Bool {
-            switch medium.write(bytes, ifItHolds: expected, through: conditional, key: key) {
-            case .stored: return true
+            let outcome =
+                tagging.flatMap { medium.write(bytes, ifItHolds: expected, through: $0, key: key) }
+                ?? medium.write(bytes, ifItHolds: expected, through: conditional, key: key)
+            switch outcome {
+            case .stored(overwritten: false): return true
+            case .stored(overwritten: true):
+                // Made (its tag told), its answer lost, and written over since: merged as a write of unknown outcome.
+                let unsure = UnsureWrite(sent: bytes, own: data, over: expected)
+                known.withLock { $0.rare.unsure = unsure }
+                return false
             case .refused: return false
             case .notStored(let error): throw error
             case .unknown(let error):
-                // Versioned stores make it again (etcd's history told what it could): it was mostly never sent.
-                if medium.capabilities.versioned == nil {
+                // A versioned store makes it again: it told what it could (a claimed tag, the key's history, a traced
+                // tag), and it was mostly never sent.
+                if capabilities.versioned == nil {
                     let unsure = UnsureWrite(sent: bytes, own: data, over: expected)
                     known.withLock { $0.rare.unsure = unsure }
                 }

@@ -1,7 +1,8 @@
 import Foundation
 
 /// A store that writes on condition of a key's version rather than its bytes (two replicas' `5 → 6` are the same
-/// bytes), and tags each such write, so that ``WLStorage/update(_:)`` is made exactly once across lost connections.
+/// bytes), and tags each such write, so that ``WLStorage/update(_:)`` is made exactly once across lost connections, and
+/// a storage's change whose write lost its answer is not made again over another program's newer change.
 ///
 /// The contract:
 /// - Every write of a key gives it a greater version; a key made anew may start again from a small one.
@@ -24,6 +25,19 @@ public protocol WLStorageVersionedStore: WLStorageConditionalStore {
 
     /// The key's version, whether the tag is among its kept tags, and how many it keeps; `nil` when nothing is stored.
     func trace(of tag: WLStorageWriteTag, key: String) throws -> WLStorageTagTrace?
+
+    /// Whether ``WLStorageConditionalStore/write(key:data:ifItHolds:)`` finds out by itself, after a lost answer,
+    /// whether it stored, and throws only when that cannot be told (as the PostgreSQL and etcd stores do).
+    ///
+    /// `false` by default: a storage's change, written on condition of what the key holds, then goes through
+    /// ``write(key:data:ifVersion:tag:)`` after a read of the key's version (a round trip more), so that a write whose
+    /// answer is lost is found made or not by its tag, rather than made again over another program's newer change.
+    var settlesLostAnswers: Bool { get }
+}
+
+extension WLStorageVersionedStore {
+    /// `false`: a storage's changes are written through tagged writes.
+    public var settlesLostAnswers: Bool { false }
 }
 
 /// What `WLStorageVersionedStore/readVersioned(key:)` found.

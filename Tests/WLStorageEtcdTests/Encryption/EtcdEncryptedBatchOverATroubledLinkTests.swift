@@ -48,6 +48,7 @@ struct EtcdEncryptedBatchOverATroubledLinkTests {
         func write(_ batch: [WLStorageStoreWrite], ifTheyHold expected: [Data?]) throws -> [Bool] {
             try base.write(batch, ifTheyHold: expected)
         }
+        var settlesLostAnswers: Bool { base.settlesLostAnswers }
         func readVersioned(key: String) throws -> WLStorageVersionedRead { try base.readVersioned(key: key) }
         func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws
             -> WLStorageTaggedWriteResult

@@ -46,6 +46,7 @@ struct PostgresEncryptedBatchInterruptedTests {
             batches.withLock { $0.append(batch.map(\.key)) }
             return try base.write(batch, ifTheyHold: expected)
         }
+        var settlesLostAnswers: Bool { base.settlesLostAnswers }
         func readVersioned(key: String) throws -> WLStorageVersionedRead { try base.readVersioned(key: key) }
         func write(key: String, data: Data, ifVersion version: Int64?, tag: WLStorageWriteTag) throws
             -> WLStorageTaggedWriteResult
