@@ -83,7 +83,7 @@ struct KnownVersions: Sendable {
         var undecodable: Data?
         /// The stamp of the bytes that do not decode a write last kept a copy of: a write tried again keeps no more.
         var copied = 0
-        /// A change's write of unknown outcome (or made and written over since), until a write or a read.
+        /// A change's write of unknown outcome, until a write or a read.
         var unsure: UnsureWrite?
 
         var isEmpty: Bool { seen == nil && undecodable == nil && copied == 0 && unsure == nil }
@@ -165,8 +165,7 @@ struct KnownVersions: Sendable {
     }
 }
 
-/// A change's write of unknown outcome (or made and written over since): the bytes sent, the value's own, and those
-/// it was to replace.
+/// A change's write of unknown outcome: the bytes sent, the value's own, and those it was to replace.
 struct UnsureWrite: Sendable {
     let sent: Data
     let own: Data

@@ -286,9 +286,9 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
     /// other enum cases whole, filled from `data`; else `data` whole, unless `stored` did not decode; `nil`: none.
     private func merging(_ data: Data, base read: Data, onto other: Data) -> Data? {
         let stored = FieldRename.reading(other, known.withLock { $0.renames })
-        // After a write whose outcome is unknown (or made and written over since), `stored`'s changes to what it
-        // replaced go onto the bytes sent, the value's since its own bytes then onto that: a field another program
-        // changed wins (where no tag tells, a write not made loses a later change of it), and one held as before gets it.
+        // After a write whose outcome is unknown, `stored`'s changes to what it replaced go onto the bytes sent, the
+        // value's since its own bytes then onto that: a field another program changed wins (no tag tells whether the
+        // write was made: one not made loses a later change of it), and one `stored` holds as before gets it again.
         if let unsure = known.withLock({ $0.rare.unsure }), unsure.own != read,
             let made = FieldMerge.merge(base: unsure.over ?? read, value: stored, stored: unsure.sent)
         {
@@ -377,17 +377,17 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
         let tagging = capabilities.versioned.flatMap { $0.settlesLostAnswers ? nil : $0 }
         var stored = known.withLock { $0.seenObject ?? $0.base }
         let data = try encode()
+        // A write made (its tag told), its answer lost, and written over since by a program that read it: that write is
+        // newer in every field, a field set back to what this one found too, and the key is taken as it is.
+        var madeAndWrittenOver = false
         func writeOnCondition(_ bytes: Data, ifItHolds expected: Data?) throws(WLStorageError) -> Bool {
             let outcome =
                 tagging.flatMap { medium.write(bytes, ifItHolds: expected, through: $0, key: key) }
                 ?? medium.write(bytes, ifItHolds: expected, through: conditional, key: key)
             switch outcome {
-            case .stored(overwritten: false): return true
-            case .stored(overwritten: true):
-                // Made (its tag told), its answer lost, and written over since: merged as a write of unknown outcome.
-                let unsure = UnsureWrite(sent: bytes, own: data, over: expected)
-                known.withLock { $0.rare.unsure = unsure }
-                return false
+            case .stored(let overwritten):
+                madeAndWrittenOver = overwritten
+                return true
             case .refused: return false
             case .notStored(let error): throw error
             case .unknown(let error):
@@ -400,12 +400,18 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                 throw medium.failure(error, writing: true, key: key)
             }
         }
+        func writtenOver() -> ChangeWrite {
+            known.withLock { $0.wroteOver(data) }
+            medium.wrote()
+            settleKeptOriginal()
+            return .writtenOver
+        }
         for _ in 0..<8 {
             let merged = stored.map { $0 == base ? data : merging(data, base: base, onto: $0) ?? data } ?? data
             if merged != stored || stored == base {
                 try checkSize(merged)
                 let written = try writeOnCondition(merged, ifItHolds: stored)
-                if written, stored == base || stored == nil {
+                if written, !madeAndWrittenOver, stored == base || stored == nil {
                     wrote(merged)
                     return .written
                 }
@@ -416,18 +422,18 @@ public final class WLStorageDefaultBacker<T: Codable & Sendable>: WLStorageBacke
                         // Removed meanwhile: written whole while nothing is stored; a value stored anew is merged onto.
                         known.withLock { $0.rare.seen = nil }
                         guard try writeOnCondition(data, ifItHolds: current) else { continue }
-                        wrote(data)
-                        return .written
+                        guard madeAndWrittenOver else {
+                            wrote(data)
+                            return .written
+                        }
+                        return writtenOver()
                     }
                     try keepUndecodableCopy(found: current)
                     stored = current
                     continue
                 }
             }
-            known.withLock { $0.wroteOver(data) }
-            medium.wrote()
-            settleKeptOriginal()
-            return .writtenOver
+            return writtenOver()
         }
         throw changesKeptComing
     }
