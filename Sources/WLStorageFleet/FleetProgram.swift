@@ -39,18 +39,18 @@ public enum FleetProgram {
                     case .v3: ProgramStorage<FleetValueV3>(key: key, flushInterval: flushInterval, store: store)
                     }
                 storages[key] = storage
-                answer("opened \(storage.encodedValue) \(storage.errorCode)")
+                answer("opened \(storage.valueAndError)")
             case ("set", let storage?) where stamp != nil:
                 storage.set(stamp!)
                 answer("set \(storage.encodedValue)")
             case ("update", let storage?) where stamp != nil:
                 storage.update(stamp!)
-                answer("updated \(storage.pending) \(storage.errorCode) \(storage.encodedValue)")
+                answer("updated \(storage.pending) \(storage.errorAndValue)")
             case ("flush", let storage?):
                 storage.flush()
-                answer("flushed \(storage.pending) \(storage.errorCode) \(storage.encodedValue)")
+                answer("flushed \(storage.pending) \(storage.errorAndValue)")
             case ("read", let storage?):
-                answer("value \(storage.encodedValue) \(storage.errorCode)")
+                answer("value \(storage.valueAndError)")
             case ("close", _?):
                 storages[key] = nil
                 answer("closed")
@@ -77,6 +77,31 @@ protocol FleetProgramStorage: AnyObject {
     func set(_ stamp: Int)
     func update(_ stamp: Int)
     func flush()
+}
+
+extension FleetProgramStorage {
+    /// The value and the code of `lastError` as they stood together: an outside change loaded between reading one
+    /// and the other (which clears the error the opening reported) would pair the value before it with the error
+    /// after it.
+    private var consistentValueAndError: (value: String, error: String) {
+        while true {
+            let before = errorCode
+            let value = encodedValue
+            if errorCode == before { return (value, before) }
+        }
+    }
+
+    /// `VALUE ERROR`, as they stood together.
+    var valueAndError: String {
+        let (value, error) = consistentValueAndError
+        return "\(value) \(error)"
+    }
+
+    /// `ERROR VALUE`, as they stood together.
+    var errorAndValue: String {
+        let (value, error) = consistentValueAndError
+        return "\(error) \(value)"
+    }
 }
 
 private final class ProgramStorage<Value: FleetValue>: FleetProgramStorage {
