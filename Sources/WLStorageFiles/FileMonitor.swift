@@ -72,7 +72,6 @@ package final class FileMonitor: Sendable {
 
     private struct State {
         var descriptor: Int32 = -1
-        var inotifyFailed = false
         var source: (any DispatchSourceRead)?
         /// Paths in use, compared as bytes (see ``StorageDirectory``).
         var paths: [StorageDirectory: WatchedPath] = [:]
@@ -220,7 +219,8 @@ package final class FileMonitor: Sendable {
 
     /// Adds (or finds) the watch of the directory at `path`; `nil` without inotify or directory.
     private func addWatch(_ path: String, _ state: inout State) -> Int32? {
-        if state.descriptor < 0 && !state.inotifyFailed { start(&state) }
+        // Without inotify (no descriptor left, say), each attach tries again: the poll's of a polled path too.
+        if state.descriptor < 0 { start(&state) }
         guard state.descriptor >= 0 else { return nil }
         let watch = inotify_add_watch(state.descriptor, path, Self.mask)
         return watch >= 0 ? watch : nil
@@ -257,10 +257,7 @@ package final class FileMonitor: Sendable {
 
     private func start(_ state: inout State) {
         let descriptor = inotify_init1(Int32(IN_CLOEXEC) | Int32(IN_NONBLOCK))
-        guard descriptor >= 0 else {
-            state.inotifyFailed = true
-            return
-        }
+        guard descriptor >= 0 else { return }
         state.descriptor = descriptor
         let source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: queue)
         source.setEventHandler { [weak self] in

@@ -1,5 +1,6 @@
 import Foundation
 import WLStorage
+import WLStorageFiles
 
 /// A global storage, which Swift never deinitialises: only the package's exit flush can write it.
 enum Globals {
@@ -178,4 +179,33 @@ func watchLeak(removing: Bool) {
         return false
     }
     say("after-recreate \(most)")
+}
+
+/// Starts a monitor of its own on DIRECTORY while every descriptor is taken, so that inotify cannot start, then frees
+/// them: says `started N` (the inotify watches then), and `watched` once the monitor watches the directory with inotify
+/// again, within 10 s, else `polled`.
+func monitorStartedWithoutDescriptors() {
+    struct Unheard: FileMonitor.Changes {
+        func count(_ paths: [StorageDirectory]?) {}
+        func changed(_ files: Set<FileMonitor.ChangedFile>) {}
+        func changed(everyFileIn paths: Set<StorageDirectory>?) {}
+        func moved(_ path: StorageDirectory, to identity: DirectoryIdentity) {}
+    }
+    // Dispatch's own descriptors are made first: it cannot run without them.
+    let warmUp = DispatchSource.makeTimerSource(queue: .global())
+    warmUp.schedule(deadline: .now())
+    warmUp.resume()
+    var limit = rlimit()
+    getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    limit.rlim_cur = min(limit.rlim_cur, 256)
+    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    var taken: [CInt] = []
+    while case let descriptor = open("/dev/null", O_RDONLY | O_CLOEXEC), descriptor >= 0 { taken.append(descriptor) }
+    let monitor = FileMonitor(reportingTo: Unheard())
+    let subscription = monitor.subscribe(toEveryFileIn: StorageDirectory(path: CommandLine.arguments[2])) { _ in }
+    let started = inotifyWatchCount()
+    for descriptor in taken { close(descriptor) }
+    say("started \(started)")
+    say(waitFor(timeout: 10) { inotifyWatchCount() > 0 } ? "watched" : "polled")
+    monitor.unsubscribe(subscription)
 }

@@ -217,6 +217,9 @@ case "watch-leak":
     // VALUE "keep" keeps the directories; "remove" removes them, then makes them again.
     watchLeak(removing: value == "remove")
 
+case "monitor-without-descriptors":
+    monitorStartedWithoutDescriptors()
+
 case _ where mode.hasPrefix("backer-release-"):
     // The backer holds the last reference to its storage and lets go of it from inside its write.
     backerRelease(mode)
