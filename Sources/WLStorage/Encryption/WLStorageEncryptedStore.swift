@@ -80,7 +80,7 @@ public final class WLStorageEncryptedStore: WLStorageStore {
     /// Keeps plain-JSON bytes of `key` (no encrypted value at all) aside under `KEY~corrupt-…` below, removed from the
     /// key while it holds them; returns that key, or `nil` for nothing or anything else (left in place).
     func keepUnsealedAside(key: String) throws -> String? {
-        guard let raw = try readSealed(key), !raw.isEmpty, !raw.starts(with: SealedBox.magic),
+        guard let raw = try readSealed(key, holding: nil), !raw.isEmpty, !raw.starts(with: SealedBox.magic),
             JSONSyntax.problem(in: raw) == nil
         else { return nil }
         let aside = StorageDirectory.movedAsideName(for: key)
@@ -138,13 +138,9 @@ public final class WLStorageEncryptedStore: WLStorageStore {
         return try base.read(key: key)
     }
 
-    private func readSealed(_ key: String) throws -> Data? {
-        var underPreviousKey = false
-        return try readSealed(key, underPreviousKey: &underPreviousKey, allowance: 0)
-    }
-
-    /// The sealed bytes of `key`, read for a comparison with `expected` (bytes opened here): larger than a value when
-    /// they are an encrypted store's above this one, so read up to what sealing them adds, as a read from above is.
+    /// The sealed bytes of `key`, read for a comparison with `expected` (bytes opened here; `nil` for none): larger than a
+    /// value when they are an encrypted store's above this one, so read up to what sealing them adds, as a read from
+    /// above is.
     fileprivate func readSealed(_ key: String, holding expected: Data?) throws -> Data? {
         var underPreviousKey = false
         let allowance = max(0, (expected?.count ?? 0) - ValueSizeLimit.maximum)
