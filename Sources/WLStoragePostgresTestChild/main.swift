@@ -9,7 +9,8 @@
 // (with WLSTORAGE_TEST_ENCRYPTION_KEY, the base64 text of a key, in the environment: an encrypted store)
 //
 // Commands, one a line: `set N` (prints `set N`), `increment N` (N atomic updates, then prints `incremented N`),
-// `get` (prints `value N`), `flush` (prints `flushed`), `exit`.
+// `get` (prints `value N`), `flush` (prints `flushed`), `sockets` (prints `sockets N`, the open sockets), `exit` (prints
+// `sockets at exit N` once the package's exit handler has run).
 // Observers print `observed N` (withObservationTracking), `values N` ($storage.values) and `changed N` (onChange).
 // It prints `ready` once every observer is in place.
 import Dispatch
@@ -27,6 +28,8 @@ guard arguments.count == 5, let interval = Int(arguments[4]) else {
     FileHandle.standardError.write(Data("usage: WLStoragePostgresTestChild URL NAMESPACE KEY FLUSH-INTERVAL\n".utf8))
     exit(64)
 }
+// Registered before any storage, so it runs after the package's handler at exit: what sockets are still open then.
+atexit { say("sockets at exit \(openSockets())") }
 let store = openStore(url: arguments[1], namespace: arguments[2])
 // With WLSTORAGE_TEST_ENCRYPTION_KEY set (base64), the values are encrypted with that key.
 let storage: WLStorage<Int>
@@ -79,6 +82,8 @@ while let line = readLine() {
     case "flush":
         storage.flush()
         say("flushed")
+    case "sockets":
+        say("sockets \(openSockets())")
     case "exit":
         exit(0)
     default:
@@ -88,3 +93,12 @@ while let line = readLine() {
 subscription.cancel()
 consumer.cancel()
 exit(0)
+
+/// The number of the process's descriptors that are sockets: its connections to the server.
+func openSockets() -> Int {
+    let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    return descriptors.filter { descriptor in
+        let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)")
+        return target?.hasPrefix("socket:") == true
+    }.count
+}

@@ -43,6 +43,7 @@ enum ShutdownHandling {
         _ = OpenSSLLibrary.shared
         atexit {
             ShutdownHandling.flushEverything(within: WLStorageSystem.shutdownFlushTimeout)
+            Runtime.shared.feeds.cancelEveryFeed()
         }
         if wantsSignals { installSignalHandlers() }
     }

@@ -66,6 +66,13 @@ final class StoreFeeds: Sendable {
         feed.started.leave()
     }
 
+    /// Cancels every feed, at exit after the last flush: a store's threads stop before the libraries they call are torn
+    /// down (their destructors run after the package's exit handler).
+    func cancelEveryFeed() {
+        let observations = feeds.withLock { feeds in feeds.values.compactMap { $0.observation.take() } }
+        for observation in observations { observation.cancel() }
+    }
+
     /// Ends one use of the feed of `identity`; with the last, the feed is cancelled.
     func release(_ identity: String) {
         let ended = feeds.withLock { feeds -> Feed? in

@@ -89,7 +89,15 @@ final class PostgresListener: @unchecked Sendable {  // `state` under its lock; 
             return (removed, true)
         }
         _ = removed  // released here, outside the lock
-        if stop { queue.async { self.stopListening() } }
+        guard stop else { return }
+        // At exit, a connection attempt in flight ends first: the libraries it calls are torn down next. Bounded, as
+        // the last handler may be removed on this queue.
+        let stopped = WLStorageSystem.isFlushingAtExit ? DispatchSemaphore(value: 0) : nil
+        queue.async {
+            self.stopListening()
+            stopped?.signal()
+        }
+        _ = stopped?.wait(timeout: .now() + .seconds(2))
     }
 
     // MARK: - On the queue
