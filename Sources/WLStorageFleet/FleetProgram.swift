@@ -45,10 +45,10 @@ public enum FleetProgram {
                 answer("set \(storage.encodedValue)")
             case ("update", let storage?) where stamp != nil:
                 storage.update(stamp!)
-                answer("updated \(storage.pending) \(storage.errorAndValue)")
+                answer("updated \(storage.pendingErrorAndValue)")
             case ("flush", let storage?):
                 storage.flush()
-                answer("flushed \(storage.pending) \(storage.errorAndValue)")
+                answer("flushed \(storage.pendingErrorAndValue)")
             case ("read", let storage?):
                 answer("value \(storage.valueAndError)")
             case ("close", _?):
@@ -80,27 +80,27 @@ protocol FleetProgramStorage: AnyObject {
 }
 
 extension FleetProgramStorage {
-    /// The value and the code of `lastError` as they stood together: an outside change loaded between reading one
-    /// and the other (which clears the error the opening reported) would pair the value before it with the error
-    /// after it.
-    private var consistentValueAndError: (value: String, error: String) {
+    /// The value, whether a change is pending, and the code of `lastError`, as they stood together: an outside change
+    /// loaded between reading one and another (which clears the error the opening reported), or a retried write made
+    /// meanwhile, would pair a value before it with an error or pending state after it.
+    private var consistent: (value: String, pending: Int, error: String) {
         while true {
-            let before = errorCode
+            let (error, pending) = (errorCode, self.pending)
             let value = encodedValue
-            if errorCode == before { return (value, before) }
+            if errorCode == error, self.pending == pending { return (value, pending, error) }
         }
     }
 
     /// `VALUE ERROR`, as they stood together.
     var valueAndError: String {
-        let (value, error) = consistentValueAndError
+        let (value, _, error) = consistent
         return "\(value) \(error)"
     }
 
-    /// `ERROR VALUE`, as they stood together.
-    var errorAndValue: String {
-        let (value, error) = consistentValueAndError
-        return "\(error) \(value)"
+    /// `PENDING ERROR VALUE`, as they stood together.
+    var pendingErrorAndValue: String {
+        let (value, pending, error) = consistent
+        return "\(pending) \(error) \(value)"
     }
 }
 
