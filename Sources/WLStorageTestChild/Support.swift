@@ -183,7 +183,7 @@ func watchLeak(removing: Bool) {
 
 /// Starts a monitor of its own on DIRECTORY while every descriptor is taken, so that inotify cannot start, then frees
 /// them: says `started N` (the inotify watches then), and `watched` once the monitor watches the directory with inotify
-/// again, within 10 s, else `polled`.
+/// again, within 30 s, else `polled`.
 func monitorStartedWithoutDescriptors() {
     struct Unheard: FileMonitor.Changes {
         func count(_ paths: [StorageDirectory]?) {}
@@ -191,10 +191,17 @@ func monitorStartedWithoutDescriptors() {
         func changed(everyFileIn paths: Set<StorageDirectory>?) {}
         func moved(_ path: StorageDirectory, to identity: DirectoryIdentity) {}
     }
-    // Dispatch's own descriptors are made first: it cannot run without them.
+    // Dispatch's own descriptors are made first, its timers' among them (made by its manager thread once a timer is
+    // armed), as it cannot make them later: the monitor's poll would never fire.
     let warmUp = DispatchSource.makeTimerSource(queue: .global())
-    warmUp.schedule(deadline: .now())
+    warmUp.schedule(deadline: .now() + .seconds(3_600))
     warmUp.resume()
+    _ = waitFor(timeout: 30) {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).contains { descriptor in
+            let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)")
+            return target == "anon_inode:[timerfd]"
+        }
+    }
     var limit = rlimit()
     getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     limit.rlim_cur = min(limit.rlim_cur, 256)
@@ -206,6 +213,7 @@ func monitorStartedWithoutDescriptors() {
     let started = inotifyWatchCount()
     for descriptor in taken { close(descriptor) }
     say("started \(started)")
-    say(waitFor(timeout: 10) { inotifyWatchCount() > 0 } ? "watched" : "polled")
-    monitor.unsubscribe(subscription)
+    say(waitFor(timeout: 30) { inotifyWatchCount() > 0 } ? "watched" : "polled")
+    // Never released, as the package's monitor is not: releasing it with its Dispatch sources live crashes.
+    withExtendedLifetime((monitor, subscription, warmUp)) { exit(0) }
 }
