@@ -122,16 +122,21 @@ func lastHolder(_ mode: String) {
 
 /// The number of inotify watches of this process: the `inotify wd:` lines of every inotify descriptor's fdinfo.
 func inotifyWatchCount() -> Int {
-    let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
     var count = 0
-    for descriptor in descriptors {
-        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)"),
-            target == "anon_inode:inotify",
-            let info = try? String(contentsOfFile: "/proc/self/fdinfo/\(descriptor)", encoding: .utf8)
-        else { continue }
+    for (descriptor, target) in openDescriptors() where target == "anon_inode:inotify" {
+        let info = (try? String(contentsOfFile: "/proc/self/fdinfo/\(descriptor)", encoding: .utf8)) ?? ""
         count += info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.count
     }
     return count
+}
+
+/// The process's open descriptors, each with what it leads to (`/proc/self/fd`).
+func openDescriptors() -> [(descriptor: String, target: String)] {
+    let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    return descriptors.compactMap { descriptor in
+        let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)")
+        return target.map { (descriptor, $0) }
+    }
 }
 
 /// Waits up to `timeout` seconds for `condition`; returns whether it held.
@@ -196,12 +201,7 @@ func monitorStartedWithoutDescriptors() {
     let warmUp = DispatchSource.makeTimerSource(queue: .global())
     warmUp.schedule(deadline: .now() + .seconds(3_600))
     warmUp.resume()
-    _ = waitFor(timeout: 30) {
-        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).contains { descriptor in
-            let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(descriptor)")
-            return target == "anon_inode:[timerfd]"
-        }
-    }
+    _ = waitFor(timeout: 30) { openDescriptors().contains { $0.target == "anon_inode:[timerfd]" } }
     var limit = rlimit()
     getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     limit.rlim_cur = min(limit.rlim_cur, 256)

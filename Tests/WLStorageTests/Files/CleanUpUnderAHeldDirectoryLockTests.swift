@@ -15,19 +15,7 @@ struct CleanUpUnderAHeldDirectoryLockTests {
             // What a writer killed in the middle of its write leaves.
             let abandoned = directory.appendingPathComponent("k~0011223344556677.tmp")
             try Data("{\"torn".utf8).write(to: abandoned)
-            // A lock of its own open file description, as another program's would be.
-            let held = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            try #require(held >= 0)
-            var locked = flock(held, LOCK_EX) == 0
-            func release() {
-                if locked { _ = flock(held, LOCK_UN) }
-                locked = false
-            }
-            defer {
-                release()
-                close(held)
-            }
-            try #require(locked)
+            let lock = try HeldDirectoryLock(directory)
 
             let storage = Lock<WLStorage<Int>?>(nil)
             let created = finishes(within: 60) {
@@ -36,7 +24,7 @@ struct CleanUpUnderAHeldDirectoryLockTests {
             }
             #expect(created, "creating the storage waited for the directory's lock")
             #expect(exists(abandoned), "the temporary file was removed under another's lock")
-            release()
+            lock.release()
             #expect(eventually { storage.withLock { $0 } != nil })
             #expect(eventually { !exists(abandoned) }, "\(entries(of: directory))")
             let made = try #require(storage.withLock { $0 })
@@ -60,18 +48,7 @@ struct CleanUpUnderAHeldDirectoryLockTests {
             defer { close(writer) }
             try #require(flock(writer, LOCK_EX) == 0)
             try Data("1".utf8).write(to: directory.appendingPathComponent("k"))
-            let held = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            try #require(held >= 0)
-            var locked = flock(held, LOCK_EX) == 0
-            func release() {
-                if locked { _ = flock(held, LOCK_UN) }
-                locked = false
-            }
-            defer {
-                release()
-                close(held)
-            }
-            try #require(locked)
+            let lock = try HeldDirectoryLock(directory)
             // The directory's lock asked for on other threads than this one: by the clean-ups left to later.
             let path = directory.standardizedFileURL.path
             let thread = pthread_self()
@@ -90,12 +67,36 @@ struct CleanUpUnderAHeldDirectoryLockTests {
                 #expect(try store.read(key: "k") == Data("1".utf8))
             }
             #expect(exists(abandoned), "the temporary file was removed under another's lock")
-            release()
+            lock.release()
             // Every clean-up left to later has run once this returns.
             FileSystemState.shared.cleanUps.sync(flags: .barrier) {}
             #expect(!exists(abandoned))
             #expect(exists(working))
             #expect(cleanUps.load(ordering: .relaxed) == 1, "clean-ups that waited for the directory's lock")
         }
+    }
+}
+
+/// The exclusive `flock` of a directory, held through an open file description of its own, as another program's would
+/// be; released by ``release()`` or at the end.
+private final class HeldDirectoryLock {
+    private let descriptor: CInt
+    private var locked = false
+
+    init(_ directory: URL) throws {
+        descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        try #require(descriptor >= 0)
+        locked = flock(descriptor, LOCK_EX) == 0
+        try #require(locked)
+    }
+
+    func release() {
+        if locked { _ = flock(descriptor, LOCK_UN) }
+        locked = false
+    }
+
+    deinit {
+        release()
+        close(descriptor)
     }
 }
